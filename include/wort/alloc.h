@@ -1,0 +1,120 @@
+// wort/alloc.h - the crash-safe persistent allocator of a pool.
+//
+// Design (after ROART's DCMM: allocation without flushes, post-crash garbage collection, and
+// instant restart by allocating from fresh space while the collection runs)
+// -----------------------------------------------------------------------------------------
+// The heap is a sequence of 1 MiB chunks. The *chunk table* (one persistent 8-byte word per
+// chunk) says what each chunk is: FREE, SMALL(size class) or LARGE(head of a run of n chunks /
+// tail). A chunk-table word is persisted before any block of that chunk is handed out, and a
+// chunk returns to FREE (persisted) only when none of its blocks is allocated and no persistent
+// reference to them can remain. That is the only persistent write on the allocation path, once
+// per chunk: the common path (a per-thread cache of free blocks per size class) takes no flush,
+// no fence and no lock.
+//
+// Which blocks of a SMALL chunk are allocated is kept in DRAM while the pool is open, and
+// written to the chunk's 4 KiB header (a bitmap) by a clean Close(). Reopening after a clean
+// close reads those bitmaps lazily; it scans nothing.
+//
+// After a crash the bitmaps are stale. Recovery is a mark phase over what the indexes can reach:
+//   1. Every chunk that is not FREE is "old" and frozen: nothing is allocated from it yet.
+//      New allocations come from FREE chunks (fresh space) at once: the pool serves reads and
+//      writes immediately ("instant restart").
+//   2. A background thread calls the visit function of every root's index kind (see
+//      wort/index.h), which reports every block reachable from that root. Reported blocks are
+//      marked. While the mark phase runs, every Free() is deferred (the block's memory stays
+//      untouched), so a concurrent visit never reads reused memory.
+//   3. When all roots are visited, each old chunk's allocated set := its marked blocks; the
+//      deferred frees are applied; old chunks with nothing marked return to FREE; old chunks
+//      become usable. Unreachable blocks (the allocations of an operation cut by the crash)
+//      are thereby freed: no leak.
+// If a root's kind has no registered visit function, the collection is not run (old chunks stay
+// frozen: space is lost for this session, never data) and Pool::WaitForRecovery says why.
+//
+// The contract for indexes ("the reachability contract")
+//   R1. A block is reachable iff the index's visit function reports it. Visit must report every
+//       block that was reachable when it started, even if writers run concurrently (the
+//       allocator guarantees no block's memory is reused while a visit runs).
+//   R2. Link before use, unlink before free: an index persists a new block's contents before
+//       publishing a reference to it, and calls Free() only after the store that removed the
+//       last persistent reference is persistent.
+//   R3. A block handed out by Alloc and not yet linked when a crash happens is reclaimed by
+//       recovery; the index need not log it.
+//
+// Size classes: multiples of 64 bytes up to kMaxSmall; larger requests take a run of whole
+// chunks (Alloc of 1 MiB + 1 byte takes 2 chunks).
+//
+// Thread safety: Alloc and Free are thread safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "wort/status.h"
+
+namespace wort {
+
+class Pool;
+
+struct AllocStats {
+  uint64_t chunks_total = 0;        // chunks in the current file
+  uint64_t chunks_free = 0;         // FREE chunks
+  uint64_t chunks_small = 0;        // chunks serving a size class
+  uint64_t chunks_large = 0;        // chunks in large runs
+  uint64_t blocks_allocated = 0;    // live small blocks + large runs
+  uint64_t bytes_allocated = 0;     // sum of the usable sizes of live blocks
+  uint64_t bytes_in_thread_caches = 0;
+  uint64_t deferred_frees = 0;      // frees waiting for the post-crash GC to finish
+};
+
+class Allocator {
+ public:
+  static constexpr size_t kMaxSmall = 256 * 1024;  // largest size-class block
+
+  // Internal; created by Pool.
+  Allocator(Pool* pool, bool opened_clean);
+  ~Allocator();
+
+  // Allocates a block of at least `size` bytes (size > 0), 64-byte aligned, and stores its
+  // offset (never 0) in *off. The contents are unspecified. PoolFull when neither the free space
+  // nor growth up to max_size can serve it; then nothing changed.
+  Status Alloc(size_t size, uint64_t* off);
+  // As Alloc, with the block zeroed (not flushed: the caller persists what it initializes).
+  Status AllocZeroed(size_t size, uint64_t* off);
+  // Returns a block. REQUIRES: `off` came from Alloc of this pool and was not freed since, and
+  // no persistent reference to it remains (contract R2). Freeing an offset that is not a live
+  // block is detected where cheaply possible and reported on stderr, never acted upon.
+  void Free(uint64_t off);
+  // Usable size of the live block at `off` (its size class or run length).
+  size_t UsableSize(uint64_t off) const;
+
+  AllocStats Stats() const;
+
+  // Calls fn(offset, usable_size) for every allocated block (thread caches excluded). Not
+  // concurrent with Alloc/Free. Used by tests to compare the allocated set with what visit
+  // functions reach.
+  void ForEachAllocated(const std::function<void(uint64_t, size_t)>& fn) const;
+
+  // Verifies the chunk table and the in-DRAM metadata; appends findings to `report`.
+  Status Check(std::string* report) const;
+
+  // ---- used by Pool ----------------------------------------------------------------------
+  // Start recovery after an unclean stop (background or not); see the design above.
+  void StartRecovery(bool background);
+  Status WaitForRecovery();
+  bool RecoveryDone() const;
+  double RecoverySeconds() const;
+  // Clean shutdown: flush thread caches, write bitmaps, persist. Pool then sets the clean flag.
+  Status PrepareClose();
+
+  // Marks a block as reachable during the mark phase (called through visit functions).
+  void Mark(uint64_t off);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace wort

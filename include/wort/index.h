@@ -1,0 +1,110 @@
+// wort/index.h - the interface every wort index implements, and the registry of index kinds.
+//
+// Keys are byte strings (wort/key.h) of at most kMaxKeyLen bytes; an index created with
+// KeyType::kU64 takes exactly 8-byte keys (use U64Key). Values are 8 bytes. Every operation that
+// returns OK for a write has made it durable (persistent) before returning: after a crash at
+// any instant, the index reopens with every acknowledged write, and the write in progress is
+// either wholly present or wholly absent.
+//
+// Thread safety: every method may be called from many threads at once unless the index's own
+// header says otherwise (the radix trees use a reader-writer lock).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "wort/key.h"
+#include "wort/status.h"
+
+namespace wort {
+
+class Pool;
+
+struct IndexOptions {
+  KeyType key_type = KeyType::kBytes;
+  // WORT only: bits of key per tree level (4 as in the paper's experiments; 8 also works).
+  uint32_t span_bits = 4;
+};
+
+// Called for each key in ascending order; return false to stop the scan.
+using ScanFn = std::function<bool(std::string_view key, uint64_t value)>;
+
+struct IndexStats {
+  uint64_t keys = 0;
+  double avg_leaf_depth = 0;      // average number of inner nodes above a leaf
+  uint64_t inner_nodes = 0;
+  uint64_t leaves = 0;
+  uint64_t bytes_allocated = 0;   // sum of the usable sizes of the index's blocks in the pool
+  uint64_t volatile_bytes = 0;    // DRAM the index keeps beside the pool (0 for the radix trees)
+};
+
+class Index {
+ public:
+  virtual ~Index() = default;
+
+  // Kind name, e.g. "wort".
+  virtual std::string_view kind() const = 0;
+  virtual KeyType key_type() const = 0;
+
+  // Adds key -> value. AlreadyExists (and no change) if the key is present.
+  virtual Status Insert(std::string_view key, uint64_t value) = 0;
+  // Adds key -> value or replaces the value failure-atomically. *inserted (if non-null) tells
+  // which happened.
+  virtual Status Upsert(std::string_view key, uint64_t value, bool* inserted = nullptr) = 0;
+  // Stores the value in *value. NotFound (and *value untouched) if absent.
+  virtual Status Lookup(std::string_view key, uint64_t* value) const = 0;
+  // Removes the key. NotFound if absent.
+  virtual Status Remove(std::string_view key) = 0;
+  // Calls fn for keys >= start in ascending order, stopping after `limit` keys, at the first
+  // key > *end (when end is non-null), or when fn returns false. NotSupported for hash indexes.
+  virtual Status Scan(std::string_view start, const std::string_view* end, size_t limit,
+                      const ScanFn& fn) const = 0;
+  virtual uint64_t Size() const = 0;
+  // Verifies the structural invariants stated in the index's header. OK iff all hold; findings
+  // are appended to *report.
+  virtual Status Check(std::string* report) const = 0;
+  virtual IndexStats Stats() const = 0;
+
+  // Convenience wrappers for integer keys.
+  Status Insert(uint64_t k, uint64_t v) { return Insert(U64Key(k).view(), v); }
+  Status Upsert(uint64_t k, uint64_t v) { return Upsert(U64Key(k).view(), v); }
+  Status Lookup(uint64_t k, uint64_t* v) const { return Lookup(U64Key(k).view(), v); }
+  Status Remove(uint64_t k) { return Remove(U64Key(k).view()); }
+};
+
+// ---- registry of index kinds ----------------------------------------------------------------
+// Reports every block reachable from a root block (the allocator's reachability contract R1,
+// wort/alloc.h). May run concurrently with writers of that index.
+using VisitFn = void (*)(const Pool& pool, uint64_t root_off, const std::function<void(uint64_t)>& mark);
+
+struct IndexKind {
+  const char* name;        // "wort", "woart", "artcow", ...
+  uint32_t type_id;        // stored in the pool's root table; never reused for another kind
+  const char* description;
+  bool ordered;            // supports Scan
+  // Creates an empty index: allocates and persists its root block, stores its offset.
+  Status (*create)(Pool& pool, const IndexOptions& opts, uint64_t* root_off);
+  // Opens the index whose root block is at root_off (no rebuild of persistent parts).
+  Status (*open)(Pool& pool, uint64_t root_off, std::unique_ptr<Index>* out);
+  VisitFn visit;
+};
+
+// All kinds built into this library.
+const std::vector<const IndexKind*>& IndexKinds();
+const IndexKind* FindIndexKind(std::string_view name);
+const IndexKind* FindIndexKindById(uint32_t type_id);
+
+// Creates an index of `kind` and publishes it as root `name` of the pool.
+Status CreateIndex(Pool& pool, std::string_view name, std::string_view kind,
+                   const IndexOptions& opts, std::unique_ptr<Index>* out);
+// Opens the index published as root `name`.
+Status OpenIndex(Pool& pool, std::string_view name, std::unique_ptr<Index>* out);
+// Opens root `name` if present, else creates it.
+Status OpenOrCreateIndex(Pool& pool, std::string_view name, std::string_view kind,
+                         const IndexOptions& opts, std::unique_ptr<Index>* out);
+
+}  // namespace wort

@@ -1,0 +1,165 @@
+// wort/pm.h - the persistence module: the only place in wort that writes cache lines back to
+// persistent memory or orders those write-backs.
+//
+// Vocabulary (as in PMDK's libpmem2):
+//   flush(p, n)   starts the write-back of every cache line overlapping [p, p+n). It gives no
+//                 ordering and no durability by itself.
+//   fence()       orders and completes every earlier flush of this thread: when it returns, the
+//                 flushed lines are durable (in the persistence domain).
+//   persist(p, n) = flush(p, n) + fence(). Nothing named persist returns before the fence.
+//
+// The flush instruction is chosen once at start-up (clwb, else clflushopt, else clflush) and can
+// be overridden (SetFlushKind) so that the papers' clflush+mfence can be compared with
+// clwb+sfence. clflush is ordered by mfence; clwb and clflushopt by sfence.
+//
+// Instrumentation: per-thread counters of cache lines flushed, fences and bytes persisted,
+// summed on demand (Counters()). An optional write latency (ns per flushed line, spinning on the
+// TSC) emulates slower persistent memory as in the papers. A single hook (SetHook) sees every
+// flush and fence with its source location: the crash explorer uses it to model what reaches
+// persistent memory. With no hook and no latency, the hot path is the instruction plus one
+// thread-local counter increment.
+//
+// Thread safety: all functions are thread safe. Counters are per thread; Counters() sums them.
+#pragma once
+
+#include <immintrin.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <source_location>
+#include <string>
+
+namespace wort::pm {
+
+inline constexpr size_t kCacheLine = 64;
+
+enum class FlushKind : uint8_t {
+  kClwb = 0,
+  kClflushopt = 1,
+  kClflush = 2,
+  kNone = 3,  // no write-back at all (volatile baselines); fences are still counted
+};
+
+// Name used on the command line and in reports: "clwb", "clflushopt", "clflush", "none".
+const char* FlushKindName(FlushKind k);
+// Parses a name as above, or "auto". Returns false on an unknown name.
+bool ParseFlushKind(const std::string& name, FlushKind* out, bool* is_auto);
+// The best instruction this CPU supports (clwb > clflushopt > clflush).
+FlushKind BestFlushKind();
+// True iff this CPU executes the instruction.
+bool FlushKindSupported(FlushKind k);
+
+// Select the instruction for the whole process. Returns false (and changes nothing) if the CPU
+// lacks it. Call before indexes run; switching while other threads flush is allowed but the
+// counters then mix the two kinds.
+bool SetFlushKind(FlushKind k);
+FlushKind GetFlushKind();
+
+// Emulated write latency: ns of busy-waiting after each flushed cache line. 0 disables it.
+void SetWriteLatencyNs(uint64_t ns);
+uint64_t GetWriteLatencyNs();
+
+struct Counters {
+  uint64_t lines_flushed = 0;   // cache lines written back
+  uint64_t fences = 0;          // fence() calls
+  uint64_t bytes_persisted = 0; // bytes named in flush() calls
+  Counters operator-(const Counters& o) const {
+    return {lines_flushed - o.lines_flushed, fences - o.fences, bytes_persisted - o.bytes_persisted};
+  }
+};
+// Sum over all threads, live and exited, since start-up (or since the last ResetCounters()).
+Counters GetCounters();
+// This thread's counters only (cheap).
+Counters ThisThreadCounters();
+void ResetCounters();
+
+// The hook every flush and fence passes through (crash explorer). Called on the flushing
+// thread, before the instruction. `line` is 64-byte aligned.
+class Hook {
+ public:
+  virtual ~Hook() = default;
+  virtual void OnFlushLine(const void* line, const std::source_location& where) = 0;
+  virtual void OnFence(const std::source_location& where) = 0;
+};
+// Install (or, with nullptr, remove) the process-wide hook. Returns the previous one.
+Hook* SetHook(Hook* h);
+
+// ---- implementation details of the inline hot path --------------------------------------
+namespace detail {
+struct alignas(64) ThreadCounters {
+  std::atomic<uint64_t> lines{0};
+  std::atomic<uint64_t> fences{0};
+  std::atomic<uint64_t> bytes{0};
+  ThreadCounters();
+  ~ThreadCounters();
+};
+ThreadCounters& Local();
+extern std::atomic<Hook*> g_hook;
+extern std::atomic<uint8_t> g_kind;
+extern std::atomic<uint64_t> g_latency_cycles;  // TSC cycles per flushed line
+void SpinCycles(uint64_t cycles);
+
+inline void Bump(std::atomic<uint64_t>& c, uint64_t n) {
+  // Only the owning thread writes; others read. A relaxed load+store is enough and compiles to
+  // a plain add.
+  c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+}
+
+__attribute__((target("clwb"))) inline void Clwb(const void* p) { _mm_clwb(const_cast<void*>(p)); }
+__attribute__((target("clflushopt"))) inline void Clflushopt(const void* p) {
+  _mm_clflushopt(const_cast<void*>(p));
+}
+}  // namespace detail
+
+inline void flush(const void* p, size_t n,
+                  const std::source_location where = std::source_location::current()) {
+  if (n == 0) return;
+  uintptr_t a = reinterpret_cast<uintptr_t>(p) & ~uintptr_t(kCacheLine - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + n;
+  const auto kind = static_cast<FlushKind>(detail::g_kind.load(std::memory_order_relaxed));
+  Hook* hook = detail::g_hook.load(std::memory_order_acquire);
+  const uint64_t lat = detail::g_latency_cycles.load(std::memory_order_relaxed);
+  uint64_t lines = 0;
+  for (; a < end; a += kCacheLine, ++lines) {
+    const void* line = reinterpret_cast<const void*>(a);
+    if (hook) [[unlikely]] hook->OnFlushLine(line, where);
+    switch (kind) {
+      case FlushKind::kClwb: detail::Clwb(line); break;
+      case FlushKind::kClflushopt: detail::Clflushopt(line); break;
+      case FlushKind::kClflush: _mm_clflush(line); break;
+      case FlushKind::kNone: break;
+    }
+    if (lat) [[unlikely]] detail::SpinCycles(lat);
+  }
+  auto& tc = detail::Local();
+  detail::Bump(tc.lines, lines);
+  detail::Bump(tc.bytes, n);
+}
+
+inline void fence(const std::source_location where = std::source_location::current()) {
+  Hook* hook = detail::g_hook.load(std::memory_order_acquire);
+  if (hook) [[unlikely]] hook->OnFence(where);
+  if (static_cast<FlushKind>(detail::g_kind.load(std::memory_order_relaxed)) == FlushKind::kClflush)
+    _mm_mfence();
+  else
+    _mm_sfence();
+  detail::Bump(detail::Local().fences, 1);
+}
+
+inline void persist(const void* p, size_t n,
+                    const std::source_location where = std::source_location::current()) {
+  flush(p, n, where);
+  fence(where);
+}
+
+// Store an 8-byte word with a single instruction (the unit of failure atomicity) - use this for
+// every commit point so that the compiler can neither tear nor reorder it.
+inline void store8(uint64_t* dst, uint64_t v) {
+  std::atomic_ref<uint64_t>(*dst).store(v, std::memory_order_release);
+}
+inline uint64_t load8(const uint64_t* src) {
+  return std::atomic_ref<uint64_t>(*const_cast<uint64_t*>(src)).load(std::memory_order_acquire);
+}
+
+}  // namespace wort::pm

@@ -1,0 +1,147 @@
+// wort/pool.h - a pool: one file mapped into memory that holds persistent indexes.
+//
+// Design
+// ------
+// A pool is a file mapped MAP_SHARED (with MAP_SYNC on a DAX filesystem, so that flushed data is
+// durable against power loss). Everything inside refers to everything else by *offset from the
+// start of the pool*, never by address: a pool reopens at any address, several pools can be open
+// in one process, and another process can map a pool read-only and read it.
+//
+// Layout (doc/pool-format.md has the byte-level table):
+//   [0, 4 KiB)          header: magic, layout version, geometry, header checksum, clean-shutdown
+//                       flag, generation, current size, the table of named roots
+//   [4 KiB, heap)       chunk table: one 8-byte word per chunk (state / size class)
+//   [heap, size)        chunks of kChunkSize bytes, carved into blocks by the allocator
+// The whole of max_size is reserved in the address space at open; the file grows (ftruncate) in
+// whole chunks on demand up to max_size, so addresses never move while the pool is open.
+//
+// Roots: a pool holds up to kMaxRoots named roots. A root names one index instance: its kind
+// (type id) and the offset of its root block. A root entry is published by one 8-byte store of
+// its checksum word, after its other fields are persistent; an entry whose checksum does not
+// match is treated as absent (a crash before the publish) and its block is reclaimed.
+//
+// Crash behaviour: the header records whether the last close was clean. After an unclean stop
+// the allocator runs a post-crash garbage collection (see wort/alloc.h) in the background;
+// reads and writes are served at once.
+//
+// Errors: opening a file that is not a pool, of another layout version, truncated, or with a
+// bad header checksum fails with Corruption (naming the problem) and writes nothing to the file.
+//
+// Thread safety: a Pool may be used from many threads. Open/Close are not concurrent with use.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "wort/status.h"
+
+namespace wort {
+
+class Allocator;
+
+struct PoolOptions {
+  // Size of the file at creation (rounded up to whole chunks plus the metadata).
+  uint64_t initial_size = 64ull << 20;
+  // The pool never grows past this. Fixed at creation; stored in the header.
+  uint64_t max_size = 16ull << 30;
+  // Map read-only. Writes through the pool are then a programming error; the allocator refuses.
+  bool read_only = false;
+  // After an unclean stop, run the post-crash GC on a background thread (true) or before Open
+  // returns (false: used by tests and the crash explorer).
+  bool background_recovery = true;
+};
+
+struct RootInfo {
+  std::string name;
+  uint32_t type = 0;  // index kind id (see wort/index.h)
+  uint64_t off = 0;   // offset of the root block
+};
+
+class Pool {
+ public:
+  static constexpr uint64_t kChunkSize = 1ull << 20;  // 1 MiB
+  static constexpr int kMaxRoots = 32;
+  static constexpr size_t kMaxRootName = 39;
+
+  // Creates a new pool file; fails with AlreadyExists if `path` exists.
+  static Status Create(const std::string& path, const PoolOptions& opts, std::unique_ptr<Pool>* out);
+  // Opens an existing pool. opts.initial_size/max_size are ignored (the header's are used).
+  static Status Open(const std::string& path, const PoolOptions& opts, std::unique_ptr<Pool>* out);
+  // Opens `path` if it exists, otherwise creates it.
+  static Status OpenOrCreate(const std::string& path, const PoolOptions& opts, std::unique_ptr<Pool>* out);
+
+  ~Pool();  // Close() if not closed yet (errors are logged to stderr).
+  Pool(const Pool&) = delete;
+  Pool& operator=(const Pool&) = delete;
+
+  // Clean shutdown: waits for recovery, writes the allocator's state, marks the pool clean,
+  // unmaps. A pool closed cleanly reopens without scanning anything.
+  Status Close();
+
+  // ---- addressing ------------------------------------------------------------------------
+  char* base() const { return base_; }
+  template <class T = void>
+  T* at(uint64_t off) const { return reinterpret_cast<T*>(base_ + off); }
+  uint64_t offset_of(const void* p) const { return static_cast<uint64_t>(static_cast<const char*>(p) - base_); }
+  // True iff [off, off+len) lies inside the current file size.
+  bool contains(uint64_t off, uint64_t len) const;
+  uint64_t size() const;      // current file size
+  uint64_t max_size() const;
+  uint64_t heap_offset() const;  // where chunk 0 starts
+  uint64_t chunk_table_offset() const;  // one 8-byte word per chunk (owned by the allocator)
+  uint64_t max_chunks() const;
+
+  Allocator& allocator() { return *alloc_; }
+  const Allocator& allocator() const { return *alloc_; }
+
+  // ---- roots -----------------------------------------------------------------------------
+  Status FindRoot(std::string_view name, RootInfo* out) const;
+  std::vector<RootInfo> Roots() const;
+  // Publishes a root. `off` must be a persistent block from this pool's allocator. Fails with
+  // AlreadyExists, InvalidArgument (name empty or too long) or PoolFull (table full).
+  Status AddRoot(std::string_view name, uint32_t type, uint64_t off);
+  // Unpublishes a root (one atomic store). The caller frees the index's blocks afterwards.
+  Status RemoveRoot(std::string_view name);
+
+  // ---- state -----------------------------------------------------------------------------
+  const std::string& path() const { return path_; }
+  bool read_only() const { return read_only_; }
+  // Whether the previous session ended with Close() (false after a crash).
+  bool opened_clean() const { return opened_clean_; }
+  // Incremented (and persisted) at every open for writing.
+  uint64_t generation() const;
+  // Blocks until the post-crash GC (if any) has finished; returns its status.
+  Status WaitForRecovery();
+  bool recovery_done() const;
+  // Time the post-crash GC took (0 when none ran).
+  double recovery_seconds() const;
+
+  // Verifies the header and the allocator's metadata. Appends findings to `report`.
+  Status Check(std::string* report) const;
+
+  // Grows the file so that it is at least `new_size` bytes (whole chunks). PoolFull past max.
+  // Used by the allocator.
+  Status Grow(uint64_t new_size);
+
+ private:
+  Pool() = default;
+  friend class Allocator;
+  friend struct PoolAccess;
+  struct Header;
+  Header* header() const { return reinterpret_cast<Header*>(base_); }
+  Status MapFile(const std::string& path, bool create, const PoolOptions& opts);
+
+  std::string path_;
+  int fd_ = -1;
+  char* base_ = nullptr;
+  uint64_t reserved_ = 0;  // bytes of address space reserved
+  bool read_only_ = false;
+  bool opened_clean_ = true;
+  bool closed_ = false;
+  std::unique_ptr<Allocator> alloc_;
+};
+
+}  // namespace wort

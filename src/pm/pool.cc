@@ -1,0 +1,380 @@
+// Pool: the mapped file, its header and its root table. See wort/pool.h and doc/pool-format.md.
+#include "wort/pool.h"
+
+#include <fcntl.h>
+#include <nmmintrin.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstddef>
+#include <cstring>
+#include <mutex>
+#include <random>
+
+#include "wort/alloc.h"
+#include "wort/pm.h"
+
+#ifndef MAP_SYNC
+#define MAP_SYNC 0x80000
+#endif
+#ifndef MAP_SHARED_VALIDATE
+#define MAP_SHARED_VALIDATE 0x03
+#endif
+
+namespace wort {
+
+namespace {
+constexpr uint64_t kMagic = 0x4C4F4F50'54524F57ull;  // "WORTPOOL" little-endian
+constexpr uint32_t kLayoutVersion = 1;
+constexpr uint64_t kHeaderSize = 4096;
+
+uint64_t RoundUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+uint64_t Crc64(const void* p, size_t n, uint64_t seed = 0) {
+  // CRC32C over the bytes, widened; used for the header and root-entry checksums.
+  const auto* b = static_cast<const unsigned char*>(p);
+  uint64_t c = ~seed & 0xffffffffu;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, b + i, 8);
+    c = _mm_crc32_u64(c, w);
+  }
+  for (; i < n; ++i) c = _mm_crc32_u8(static_cast<uint32_t>(c), b[i]);
+  return (~c & 0xffffffffu) | (uint64_t(n) << 32);
+}
+
+std::string Errno(const char* what, const std::string& path) {
+  return std::string(what) + " " + path + ": " + std::strerror(errno);
+}
+}  // namespace
+
+// On-media header. Layout version 1. Every field below `checksum` is written once at creation
+// and covered by `checksum`; every field after it is an independently, atomically written
+// 8-byte word (or a root entry with its own check word).
+struct RootEntry {
+  char name[40];     // NUL-padded
+  uint32_t type;     // index kind id
+  uint32_t reserved;
+  uint64_t off;      // root block
+  uint64_t check;    // commit word: == RootCheck(name, type, off) iff the entry is published
+};
+static_assert(sizeof(RootEntry) == 64);
+
+struct Pool::Header {
+  uint64_t magic;
+  uint32_t layout_version;
+  uint32_t header_size;
+  uint64_t chunk_size;
+  uint64_t max_size;
+  uint64_t max_chunks;
+  uint64_t chunk_table_off;
+  uint64_t heap_off;
+  uint64_t uuid[2];
+  uint64_t create_time_ns;
+  uint64_t checksum;  // Crc64 of the bytes before this field
+  alignas(64) uint64_t size;   // current file size; only grows; persisted after the file grew
+  uint64_t clean;              // 1 after a clean Close(); 0 while open or after a crash
+  uint64_t generation;         // +1 at every open for writing
+  alignas(64) RootEntry roots[Pool::kMaxRoots];
+};
+static_assert(sizeof(Pool::Header) <= kHeaderSize);
+static_assert(offsetof(Pool::Header, size) % 64 == 0);
+
+namespace {
+uint64_t HeaderChecksum(const Pool::Header* h) { return Crc64(h, offsetof(Pool::Header, checksum)); }
+
+uint64_t RootCheck(const RootEntry& e) {
+  uint64_t c = Crc64(&e, offsetof(RootEntry, check), 0x5EED);
+  return c | 1;  // never 0, so a zeroed entry is never published
+}
+}  // namespace
+
+struct PoolAccess {
+  static std::mutex& GrowMu(const Pool* p) {
+    static std::mutex mu;  // growth is rare; one lock for all pools is enough
+    (void)p;
+    return mu;
+  }
+};
+
+Status Pool::Create(const std::string& path, const PoolOptions& opts, std::unique_ptr<Pool>* out) {
+  if (opts.read_only) return Status::InvalidArgument("cannot create a pool read-only");
+  std::unique_ptr<Pool> p(new Pool());
+  WORT_RETURN_IF_ERROR(p->MapFile(path, /*create=*/true, opts));
+  p->alloc_ = std::make_unique<Allocator>(p.get(), /*opened_clean=*/true);
+  *out = std::move(p);
+  return Status::OK();
+}
+
+Status Pool::Open(const std::string& path, const PoolOptions& opts, std::unique_ptr<Pool>* out) {
+  std::unique_ptr<Pool> p(new Pool());
+  WORT_RETURN_IF_ERROR(p->MapFile(path, /*create=*/false, opts));
+  p->alloc_ = std::make_unique<Allocator>(p.get(), p->opened_clean_);
+  if (!p->opened_clean_ && !p->read_only_) p->alloc_->StartRecovery(opts.background_recovery);
+  *out = std::move(p);
+  return Status::OK();
+}
+
+Status Pool::OpenOrCreate(const std::string& path, const PoolOptions& opts, std::unique_ptr<Pool>* out) {
+  if (::access(path.c_str(), F_OK) == 0) return Open(path, opts, out);
+  return Create(path, opts, out);
+}
+
+Status Pool::MapFile(const std::string& path, bool create, const PoolOptions& opts) {
+  path_ = path;
+  read_only_ = opts.read_only;
+  const int flags = create ? (O_RDWR | O_CREAT | O_EXCL) : (read_only_ ? O_RDONLY : O_RDWR);
+  fd_ = ::open(path.c_str(), flags | O_CLOEXEC, 0644);
+  if (fd_ < 0) {
+    if (errno == EEXIST) return Status::AlreadyExists("pool file already exists: " + path);
+    if (errno == ENOENT) return Status::NotFound("no such pool file: " + path);
+    return Status::IOError(Errno("cannot open", path));
+  }
+  // One writer per pool: an exclusive advisory lock. Read-only openers take no lock, so a
+  // reader process can look at a pool that a writer has open.
+  if (!read_only_ && ::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int e = errno;
+    ::close(fd_);
+    fd_ = -1;
+    if (e == EWOULDBLOCK) return Status::Busy("pool is open for writing by another process: " + path);
+    errno = e;
+    return Status::IOError(Errno("cannot lock", path));
+  }
+  auto fail = [&](Status s) {
+    if (create) ::unlink(path.c_str());
+    ::close(fd_);
+    fd_ = -1;
+    return s;
+  };
+
+  uint64_t max_size = 0, file_size = 0;
+  Header h{};
+  if (create) {
+    const uint64_t max_chunks = std::max<uint64_t>(1, opts.max_size / kChunkSize);
+    const uint64_t table_off = kHeaderSize;
+    const uint64_t heap_off = RoundUp(table_off + max_chunks * 8, 64 * 1024);
+    max_size = heap_off + max_chunks * kChunkSize;
+    const uint64_t want_chunks =
+        std::min(max_chunks, std::max<uint64_t>(1, RoundUp(opts.initial_size, kChunkSize) / kChunkSize));
+    file_size = heap_off + want_chunks * kChunkSize;
+    if (int e = ::posix_fallocate(fd_, 0, static_cast<off_t>(file_size)); e != 0) {
+      errno = e;
+      return fail(Status::IOError(Errno("cannot allocate space for", path)));
+    }
+    h.magic = kMagic;
+    h.layout_version = kLayoutVersion;
+    h.header_size = kHeaderSize;
+    h.chunk_size = kChunkSize;
+    h.max_size = max_size;
+    h.max_chunks = max_chunks;
+    h.chunk_table_off = table_off;
+    h.heap_off = heap_off;
+    std::random_device rd;
+    h.uuid[0] = (uint64_t(rd()) << 32) | rd();
+    h.uuid[1] = (uint64_t(rd()) << 32) | rd();
+    h.create_time_ns = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+    h.checksum = HeaderChecksum(&h);
+    h.size = file_size;
+    h.clean = 0;
+    h.generation = 0;
+  } else {
+    struct stat st;
+    if (::fstat(fd_, &st) != 0) return fail(Status::IOError(Errno("cannot stat", path)));
+    file_size = static_cast<uint64_t>(st.st_size);
+    if (file_size < kHeaderSize)
+      return fail(Status::Corruption("not a wort pool: file is " + std::to_string(file_size) +
+                                     " bytes, smaller than a pool header: " + path));
+    if (::pread(fd_, &h, sizeof(h), 0) != static_cast<ssize_t>(sizeof(h)))
+      return fail(Status::IOError(Errno("cannot read header of", path)));
+    if (h.magic != kMagic) return fail(Status::Corruption("not a wort pool (bad magic number): " + path));
+    if (h.layout_version != kLayoutVersion)
+      return fail(Status::Corruption("pool layout version " + std::to_string(h.layout_version) +
+                                     " is not supported (this build reads version " +
+                                     std::to_string(kLayoutVersion) + "): " + path));
+    if (h.checksum != HeaderChecksum(&h)) return fail(Status::Corruption("pool header checksum mismatch: " + path));
+    if (h.chunk_size != kChunkSize || h.header_size != kHeaderSize || h.chunk_table_off != kHeaderSize ||
+        h.heap_off < h.chunk_table_off + h.max_chunks * 8 || h.max_size != h.heap_off + h.max_chunks * kChunkSize)
+      return fail(Status::Corruption("pool header geometry is inconsistent: " + path));
+    if (h.size < h.heap_off || (h.size - h.heap_off) % kChunkSize != 0 || h.size > h.max_size)
+      return fail(Status::Corruption("pool header size field is invalid: " + path));
+    if (file_size < h.size)
+      return fail(Status::Corruption("pool file is truncated: " + std::to_string(file_size) +
+                                     " bytes, header says " + std::to_string(h.size) + ": " + path));
+    max_size = h.max_size;
+  }
+
+  const int prot = read_only_ ? PROT_READ : (PROT_READ | PROT_WRITE);
+  void* m = MAP_FAILED;
+  if (!read_only_) m = ::mmap(nullptr, max_size, prot, MAP_SHARED_VALIDATE | MAP_SYNC, fd_, 0);
+  if (m == MAP_FAILED) m = ::mmap(nullptr, max_size, prot, MAP_SHARED, fd_, 0);
+  if (m == MAP_FAILED) return fail(Status::IOError(Errno("cannot map", path)));
+  base_ = static_cast<char*>(m);
+  reserved_ = max_size;
+
+  if (create) {
+    // The file is fresh (all zero). Write the header, persist it, then it is a pool.
+    std::memcpy(base_, &h, sizeof(h));
+    pm::persist(base_, sizeof(h));
+    opened_clean_ = true;
+  } else {
+    opened_clean_ = h.clean == 1;
+  }
+  if (!read_only_) {
+    Header* hd = header();
+    pm::store8(&hd->clean, 0);
+    pm::store8(&hd->generation, hd->generation + 1);
+    pm::persist(&hd->size, 64);
+  }
+  return Status::OK();
+}
+
+Pool::~Pool() {
+  if (!closed_) {
+    Status s = Close();
+    if (!s.ok()) std::fprintf(stderr, "wort: closing pool %s: %s\n", path_.c_str(), s.ToString().c_str());
+  }
+}
+
+Status Pool::Close() {
+  if (closed_) return Status::OK();
+  Status s;
+  if (!read_only_ && base_ != nullptr) {
+    // Recovery must finish first: until then the allocator's state is not complete.
+    s = alloc_->WaitForRecovery();
+    if (s.ok()) s = alloc_->PrepareClose();
+    if (s.ok()) {
+      pm::store8(&header()->clean, 1);
+      pm::persist(&header()->clean, 8);
+    }
+    // Not clean (recovery failed): leave the flag at 0 so the next open recovers again.
+  }
+  alloc_.reset();
+  if (base_) ::munmap(base_, reserved_);
+  base_ = nullptr;
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  closed_ = true;
+  return s;
+}
+
+bool Pool::contains(uint64_t off, uint64_t len) const {
+  const uint64_t sz = size();
+  return off <= sz && len <= sz - off;
+}
+uint64_t Pool::size() const { return pm::load8(&header()->size); }
+uint64_t Pool::max_size() const { return header()->max_size; }
+uint64_t Pool::heap_offset() const { return header()->heap_off; }
+uint64_t Pool::chunk_table_offset() const { return header()->chunk_table_off; }
+uint64_t Pool::max_chunks() const { return header()->max_chunks; }
+uint64_t Pool::generation() const { return pm::load8(&header()->generation); }
+
+Status Pool::Grow(uint64_t new_size) {
+  if (read_only_) return Status::InvalidArgument("pool is read-only");
+  std::lock_guard<std::mutex> g(PoolAccess::GrowMu(this));
+  Header* h = header();
+  const uint64_t cur = h->size;
+  if (new_size <= cur) return Status::OK();
+  new_size = h->heap_off + RoundUp(new_size - h->heap_off, kChunkSize);
+  if (new_size > h->max_size)
+    return Status::PoolFull("pool full: " + std::to_string(cur) + " bytes in use of a maximum of " +
+                            std::to_string(h->max_size) + " (" + path_ + ")");
+  // Grow the file first, make the new size durable, then publish it in the header: a crash in
+  // between leaves a file longer than the header says, which is harmless.
+  if (int e = ::posix_fallocate(fd_, 0, static_cast<off_t>(new_size)); e != 0) {
+    return Status::PoolFull(std::string("pool full: cannot grow the file to ") + std::to_string(new_size) +
+                            " bytes: " + std::strerror(e));
+  }
+  ::fdatasync(fd_);
+  pm::store8(&h->size, new_size);
+  pm::persist(&h->size, 8);
+  return Status::OK();
+}
+
+Status Pool::FindRoot(std::string_view name, RootInfo* out) const {
+  for (const RootEntry& e : header()->roots) {
+    if (pm::load8(&e.check) != RootCheck(e)) continue;
+    if (name == std::string_view(e.name, strnlen(e.name, sizeof(e.name)))) {
+      if (out) *out = RootInfo{std::string(name), e.type, e.off};
+      return Status::OK();
+    }
+  }
+  return Status::NotFound("no root named '" + std::string(name) + "' in pool " + path_);
+}
+
+std::vector<RootInfo> Pool::Roots() const {
+  std::vector<RootInfo> v;
+  for (const RootEntry& e : header()->roots) {
+    if (pm::load8(&e.check) != RootCheck(e)) continue;
+    v.push_back(RootInfo{std::string(e.name, strnlen(e.name, sizeof(e.name))), e.type, e.off});
+  }
+  return v;
+}
+
+Status Pool::AddRoot(std::string_view name, uint32_t type, uint64_t off) {
+  if (read_only_) return Status::InvalidArgument("pool is read-only");
+  if (name.empty() || name.size() > kMaxRootName)
+    return Status::InvalidArgument("root name must be 1.." + std::to_string(kMaxRootName) + " bytes");
+  static std::mutex mu;
+  std::lock_guard<std::mutex> g(mu);
+  if (FindRoot(name, nullptr).ok()) return Status::AlreadyExists("root '" + std::string(name) + "' exists");
+  for (RootEntry& e : header()->roots) {
+    if (pm::load8(&e.check) == RootCheck(e)) continue;
+    // Write the fields, persist them, then publish with the check word (the commit point).
+    pm::store8(&e.check, 0);
+    std::memset(e.name, 0, sizeof(e.name));
+    std::memcpy(e.name, name.data(), name.size());
+    e.type = type;
+    e.reserved = 0;
+    e.off = off;
+    pm::persist(&e, sizeof(e));
+    pm::store8(&e.check, RootCheck(e));
+    pm::persist(&e.check, 8);
+    return Status::OK();
+  }
+  return Status::PoolFull("root table full (" + std::to_string(kMaxRoots) + " roots)");
+}
+
+Status Pool::RemoveRoot(std::string_view name) {
+  if (read_only_) return Status::InvalidArgument("pool is read-only");
+  for (RootEntry& e : header()->roots) {
+    if (pm::load8(&e.check) != RootCheck(e)) continue;
+    if (name == std::string_view(e.name, strnlen(e.name, sizeof(e.name)))) {
+      pm::store8(&e.check, 0);  // the commit point
+      pm::persist(&e.check, 8);
+      return Status::OK();
+    }
+  }
+  return Status::NotFound("no root named '" + std::string(name) + "'");
+}
+
+Status Pool::WaitForRecovery() { return alloc_->WaitForRecovery(); }
+bool Pool::recovery_done() const { return alloc_->RecoveryDone(); }
+double Pool::recovery_seconds() const { return alloc_->RecoverySeconds(); }
+
+Status Pool::Check(std::string* report) const {
+  const Header* h = header();
+  bool ok = true;
+  auto bad = [&](const std::string& m) {
+    ok = false;
+    if (report) *report += m + "\n";
+  };
+  if (h->magic != kMagic) bad("header: bad magic");
+  if (h->checksum != HeaderChecksum(h)) bad("header: checksum mismatch");
+  if (h->size > h->max_size || (h->size - h->heap_off) % kChunkSize) bad("header: bad size");
+  for (const RootEntry& e : h->roots) {
+    if (pm::load8(&e.check) != RootCheck(e)) continue;
+    if (e.off < h->heap_off || e.off >= h->size) bad("root '" + std::string(e.name) + "': offset out of range");
+  }
+  Status s = alloc_->Check(report);
+  if (!s.ok()) ok = false;
+  return ok ? Status::OK() : Status::Corruption("pool check failed (see report)");
+}
+
+}  // namespace wort
