@@ -1,0 +1,13 @@
+// wort: command-line tool of the wort library. Subcommands live in src/cli/.
+#include <cstdio>
+
+#include "cli/command.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"wort: persistent-memory key-value indexes (radix trees, B-trees, hash tables)", "wort"};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "Show help for every subcommand");
+  wort::cli::AddAll(app);
+  CLI11_PARSE(app, argc, argv);
+  return 0;
+}
