@@ -112,8 +112,9 @@ class Allocator {
   // Marks a block as reachable during the mark phase (called through visit functions).
   void Mark(uint64_t off);
 
+  struct Impl;  // internal (src/alloc/alloc.cc)
+
  private:
-  struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 

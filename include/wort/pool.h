@@ -130,7 +130,11 @@ class Pool {
   Pool() = default;
   friend class Allocator;
   friend struct PoolAccess;
-  struct Header;
+
+ public:
+  struct Header;  // on-media header (src/pm/pool.cc)
+
+ private:
   Header* header() const { return reinterpret_cast<Header*>(base_); }
   Status MapFile(const std::string& path, bool create, const PoolOptions& opts);
 

@@ -1,0 +1,839 @@
+// The persistent allocator. Design and contract: include/wort/alloc.h.
+//
+// Persistent state
+//   chunk table word (8 bytes per chunk, at Pool::chunk_table_offset()):
+//     0                      FREE
+//     kSmall << 56 | class   SMALL chunk serving one size class; blocks start 4 KiB in
+//     kLargeHead << 56 | n   first chunk of a large block spanning n chunks; block at chunk start
+//     kLargeTail << 56 | d   d chunks after its head
+//   SMALL chunk header (first 4 KiB of the chunk), written only by a clean close:
+//     magic, class, generation of the close, allocation bitmap (1 = allocated)
+// Write order
+//   - a chunk becomes SMALL/LARGE: its table word(s) are persisted before any block is returned.
+//   - a chunk becomes FREE: only when no block of it is allocated (contract R2 makes sure no
+//     persistent reference remains); its table word is then persisted. A large run's tail words
+//     are cleared before its head word on free, and set before its head word on allocation.
+//   - clean close: all chunk headers persisted, then (by Pool) the clean flag.
+// Volatile state (DRAM, under mu_ unless noted)
+//   per chunk: kind, class, allocation bitmap (blocks in thread caches count as allocated),
+//   free count, membership in its class's partial list; per thread: a cache of free blocks per
+//   class (owner thread only, no lock).
+#include "wort/alloc.h"
+
+#include <atomic>
+#include <bit>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include "wort/index.h"
+#include "wort/pm.h"
+#include "wort/pool.h"
+
+namespace wort {
+
+namespace {
+
+constexpr uint64_t kChunk = Pool::kChunkSize;
+constexpr uint64_t kChunkHeader = 4096;
+constexpr uint64_t kChunkMagic = 0x4B4E5548'43545257ull;  // "WRTCHUNK"
+
+enum : uint64_t { kFree = 0, kSmall = 1, kLargeHead = 2, kLargeTail = 3 };
+inline uint64_t WordKind(uint64_t w) { return w >> 56; }
+inline uint64_t WordArg(uint64_t w) { return w & ((1ull << 56) - 1); }
+inline uint64_t MakeWord(uint64_t kind, uint64_t arg) { return (kind << 56) | arg; }
+
+// Size classes: multiples of 64 up to 1 KiB, then four steps per doubling up to kMaxSmall.
+struct SizeClasses {
+  std::vector<uint32_t> size;
+  uint8_t lookup[1024 / 64 + 1];  // for sizes <= 1 KiB: (size+63)/64 -> class
+  SizeClasses() {
+    for (uint32_t s = 64; s <= 1024; s += 64) size.push_back(s);
+    for (uint32_t p = 1024; p < Allocator::kMaxSmall; p *= 2)
+      for (uint32_t q = 1; q <= 4; ++q) size.push_back(p + p * q / 4);
+    for (uint32_t i = 0; i <= 1024 / 64; ++i) lookup[i] = i == 0 ? 0 : static_cast<uint8_t>(i - 1);
+  }
+  int ClassOf(size_t n) const {
+    if (n <= 1024) return lookup[(n + 63) / 64];
+    size_t lo = 16, hi = size.size() - 1;
+    while (lo < hi) {
+      size_t mid = (lo + hi) / 2;
+      if (size[mid] >= n) hi = mid; else lo = mid + 1;
+    }
+    return static_cast<int>(lo);
+  }
+};
+const SizeClasses& Classes() {
+  static const SizeClasses c;
+  return c;
+}
+inline uint32_t BlocksPerChunk(uint32_t cls_size) { return static_cast<uint32_t>((kChunk - kChunkHeader) / cls_size); }
+constexpr uint32_t kMaxBlocksPerChunk = (kChunk - kChunkHeader) / 64;
+constexpr uint32_t kBitmapWords = (kMaxBlocksPerChunk + 63) / 64;
+
+struct ChunkHeader {
+  uint64_t magic;
+  uint64_t cls;
+  uint64_t generation;
+  uint64_t nblocks;
+  uint64_t bits[kBitmapWords];
+};
+static_assert(sizeof(ChunkHeader) <= kChunkHeader);
+
+inline uint32_t BatchFor(uint32_t cls_size) {
+  uint32_t b = static_cast<uint32_t>((64 * 1024) / cls_size);
+  return std::clamp<uint32_t>(b, 2, 64);
+}
+
+std::atomic<uint64_t> g_next_uid{1};
+
+}  // namespace
+
+struct ThreadCache {
+  struct Bin {
+    std::vector<uint64_t> blocks;
+  };
+  std::vector<Bin> bins;
+  uint64_t uid = 0;
+  ThreadCache() : bins(Classes().size.size()) {}
+};
+
+// Per-thread map from allocator uid to that allocator's cache for this thread. On thread exit,
+// blocks in caches of live allocators go back to them.
+struct Allocator::Impl {
+  Pool* pool;
+  Allocator* self;
+  uint64_t uid;
+  uint64_t* table;      // persistent chunk table
+  uint64_t max_chunks;
+  char* heap;           // base + heap offset
+  uint64_t heap_off;
+
+  struct ChunkMeta {
+    uint8_t kind = kFree;
+    uint8_t cls = 0;
+    bool in_partial = false;
+    bool frozen = false;     // "old" during post-crash recovery
+    uint32_t nfree = 0;
+    uint32_t nblocks = 0;    // SMALL: blocks in chunk; LARGE_HEAD: chunks in run
+    std::unique_ptr<uint64_t[]> bits;  // SMALL: 1 = allocated or cached
+    std::unique_ptr<uint64_t[]> marks; // during recovery: reached by visit
+    bool marked = false;               // LARGE_HEAD during recovery
+  };
+
+  mutable std::mutex mu;
+  std::vector<ChunkMeta> chunks;                 // index = chunk id
+  std::vector<std::vector<uint32_t>> partial;    // per class: chunk ids with nfree > 0
+  uint64_t nchunks_file = 0;                     // chunks currently in the file
+  std::vector<std::unique_ptr<ThreadCache>> caches;
+
+  // Recovery.
+  std::atomic<bool> recovering{false};
+  std::vector<uint64_t> deferred;  // frees during recovery (under mu)
+  std::thread gc_thread;
+  std::mutex rec_mu;
+  std::condition_variable rec_cv;
+  bool rec_done = true;
+  Status rec_status;
+  double rec_seconds = 0;
+  uint64_t bad_marks = 0;
+
+  uint64_t ChunkOff(uint64_t id) const { return heap_off + id * kChunk; }
+  bool ChunkOf(uint64_t off, uint64_t* id) const {
+    if (off < heap_off) return false;
+    const uint64_t c = (off - heap_off) / kChunk;
+    if (c >= nchunks_file) return false;
+    *id = c;
+    return true;
+  }
+  void PersistWord(uint64_t id, uint64_t w) {
+    pm::store8(&table[id], w);
+    pm::persist(&table[id], 8);
+  }
+  void SetupSmall(uint64_t id, uint8_t cls, bool all_free) {
+    ChunkMeta& m = chunks[id];
+    m.kind = kSmall;
+    m.cls = cls;
+    m.nblocks = BlocksPerChunk(Classes().size[cls]);
+    m.bits = std::make_unique<uint64_t[]>(kBitmapWords);
+    std::memset(m.bits.get(), 0, kBitmapWords * 8);
+    m.nfree = all_free ? m.nblocks : 0;
+  }
+  void AddPartial(uint64_t id) {
+    ChunkMeta& m = chunks[id];
+    if (!m.in_partial && m.nfree > 0 && !m.frozen) {
+      m.in_partial = true;
+      partial[m.cls].push_back(static_cast<uint32_t>(id));
+    }
+  }
+
+  // ---- chunk-level allocation (under mu) ------------------------------------------------
+  // Finds `n` consecutive FREE, non-frozen chunks, growing the file if needed.
+  Status FindFreeRun(uint64_t n, uint64_t* first) {
+    uint64_t run = 0;
+    for (uint64_t id = 0; id < nchunks_file; ++id) {
+      const ChunkMeta& m = chunks[id];
+      if (m.kind == kFree && !m.frozen) {
+        if (++run == n) {
+          *first = id + 1 - n;
+          return Status::OK();
+        }
+      } else {
+        run = 0;
+      }
+    }
+    // Grow: at least what is missing, and at least a quarter of the current heap (fewer
+    // growth steps for big loads), within max_size.
+    const uint64_t start = nchunks_file - run;
+    uint64_t want = start + n;
+    want = std::max(want, nchunks_file + std::max<uint64_t>(1, nchunks_file / 4));
+    want = std::min(want, max_chunks);
+    if (want < start + n)
+      return Status::PoolFull("pool full: no " + std::to_string(n) + " free chunk(s) of 1 MiB and the pool is at its maximum size (" +
+                              std::to_string(pool->max_size()) + " bytes): " + pool->path());
+    Status s = pool->Grow(heap_off + want * kChunk);
+    if (!s.ok()) {
+      // Try the minimum growth before giving up.
+      if (want > start + n) s = pool->Grow(heap_off + (start + n) * kChunk);
+      if (!s.ok()) return s;
+    }
+    nchunks_file = (pool->size() - heap_off) / kChunk;
+    *first = start;
+    return Status::OK();
+  }
+
+  // Moves up to `want` free blocks of class `cls` into `out`. Under mu.
+  Status Refill(uint8_t cls, uint32_t want, std::vector<uint64_t>& out) {
+    const uint32_t csize = Classes().size[cls];
+    auto& pl = partial[cls];
+    while (want > 0) {
+      if (pl.empty()) {
+        uint64_t id;
+        Status s = FindFreeRun(1, &id);
+        if (!s.ok()) return out.empty() ? s : Status::OK();
+        SetupSmall(id, cls, /*all_free=*/true);
+        PersistWord(id, MakeWord(kSmall, cls));  // before any block of it is handed out
+        AddPartial(id);
+      }
+      const uint32_t id = pl.back();
+      ChunkMeta& m = chunks[id];
+      const uint64_t base = ChunkOff(id) + kChunkHeader;
+      for (uint32_t w = 0; w * 64 < m.nblocks && want > 0 && m.nfree > 0; ++w) {
+        uint64_t free_bits = ~m.bits[w];
+        const uint32_t valid = std::min<uint32_t>(64, m.nblocks - w * 64);
+        if (valid < 64) free_bits &= (1ull << valid) - 1;
+        while (free_bits && want > 0) {
+          const int b = std::countr_zero(free_bits);
+          free_bits &= free_bits - 1;
+          m.bits[w] |= 1ull << b;
+          --m.nfree;
+          --want;
+          out.push_back(base + (uint64_t(w) * 64 + b) * csize);
+        }
+      }
+      if (m.nfree == 0) {
+        m.in_partial = false;
+        pl.pop_back();
+      }
+    }
+    return Status::OK();
+  }
+
+  // Returns a small block to its chunk. Under mu. Returns false if it was not allocated.
+  bool ReleaseSmall(uint64_t off, uint64_t id) {
+    ChunkMeta& m = chunks[id];
+    const uint32_t csize = Classes().size[m.cls];
+    const uint64_t rel = off - ChunkOff(id) - kChunkHeader;
+    if (off < ChunkOff(id) + kChunkHeader || rel % csize != 0 || rel / csize >= m.nblocks) return false;
+    const uint64_t idx = rel / csize;
+    uint64_t& w = m.bits[idx / 64];
+    const uint64_t bit = 1ull << (idx % 64);
+    if (!(w & bit)) return false;
+    w &= ~bit;
+    ++m.nfree;
+    if (m.nfree == m.nblocks) {
+      // Whole chunk free. Keep it if it is its class's only partial chunk (avoids flapping);
+      // otherwise give it back to the pool.
+      auto& pl = partial[m.cls];
+      const bool others = pl.size() > (m.in_partial ? 1u : 0u);
+      if (others) {
+        if (m.in_partial) std::erase(pl, static_cast<uint32_t>(id));
+        m = ChunkMeta();
+        PersistWord(id, kFree);
+        return true;
+      }
+    }
+    AddPartial(id);
+    return true;
+  }
+
+  void FreeLocked(uint64_t off, bool quiet) {
+    uint64_t id;
+    if (!ChunkOf(off, &id)) {
+      if (!quiet) std::fprintf(stderr, "wort: allocator: Free(%llu) outside the heap ignored\n", (unsigned long long)off);
+      return;
+    }
+    ChunkMeta& m = chunks[id];
+    if (m.kind == kSmall) {
+      if (!ReleaseSmall(off, id) && !quiet)
+        std::fprintf(stderr, "wort: allocator: Free(%llu) of a block that is not allocated ignored\n", (unsigned long long)off);
+      return;
+    }
+    if (m.kind == kLargeHead && off == ChunkOff(id)) {
+      const uint64_t n = m.nblocks;
+      for (uint64_t i = n; i-- > 1;) {
+        chunks[id + i] = ChunkMeta();
+        PersistWord(id + i, kFree);
+      }
+      m = ChunkMeta();
+      PersistWord(id, kFree);
+      return;
+    }
+    if (!quiet) std::fprintf(stderr, "wort: allocator: Free(%llu) of a block that is not allocated ignored\n", (unsigned long long)off);
+  }
+
+  ThreadCache* Cache();
+  void DrainCache(ThreadCache* tc) {
+    for (auto& bin : tc->bins) {
+      for (uint64_t off : bin.blocks) FreeLocked(off, /*quiet=*/false);
+      bin.blocks.clear();
+    }
+  }
+
+  // ---- recovery ----------------------------------------------------------------------
+  void RunGc();
+};
+
+namespace {
+// Thread-local registry of caches: (allocator uid, cache, impl). Impl pointers are only
+// dereferenced while the allocator is registered as alive.
+std::mutex g_live_mu;
+std::unordered_set<Allocator::Impl*>& LiveAllocators() {
+  static auto* s = new std::unordered_set<Allocator::Impl*>();
+  return *s;
+}
+struct TlsCaches {
+  struct Entry {
+    uint64_t uid;
+    ThreadCache* tc;
+    Allocator::Impl* impl;
+  };
+  Entry e[4] = {};
+  std::vector<Entry> more;
+  ~TlsCaches() {
+    std::lock_guard<std::mutex> g(g_live_mu);
+    auto give_back = [](Entry& x) {
+      if (!x.tc) return;
+      if (LiveAllocators().count(x.impl) && x.impl->uid == x.uid) {
+        std::lock_guard<std::mutex> g2(x.impl->mu);
+        x.impl->DrainCache(x.tc);
+      }
+    };
+    for (auto& x : e) give_back(x);
+    for (auto& x : more) give_back(x);
+  }
+};
+thread_local TlsCaches tls_caches;
+}  // namespace
+
+ThreadCache* Allocator::Impl::Cache() {
+  TlsCaches& t = tls_caches;
+  for (auto& x : t.e)
+    if (x.uid == uid) return x.tc;
+  for (auto& x : t.more)
+    if (x.uid == uid) return x.tc;
+  auto tc = std::make_unique<ThreadCache>();
+  tc->uid = uid;
+  ThreadCache* raw = tc.get();
+  {
+    std::lock_guard<std::mutex> g(mu);
+    caches.push_back(std::move(tc));
+  }
+  TlsCaches::Entry ent{uid, raw, this};
+  for (auto& x : t.e) {
+    // Reuse a slot whose allocator is gone.
+    bool dead;
+    {
+      std::lock_guard<std::mutex> g(g_live_mu);
+      dead = x.tc == nullptr || !LiveAllocators().count(x.impl) || x.impl->uid != x.uid;
+    }
+    if (dead) {
+      x = ent;
+      return raw;
+    }
+  }
+  t.more.push_back(ent);
+  return raw;
+}
+
+Allocator::Allocator(Pool* pool, bool opened_clean) : impl_(std::make_unique<Impl>()) {
+  Impl& I = *impl_;
+  I.pool = pool;
+  I.self = this;
+  I.uid = g_next_uid.fetch_add(1);
+  I.table = pool->at<uint64_t>(pool->chunk_table_offset());
+  I.max_chunks = pool->max_chunks();
+  I.heap_off = pool->heap_offset();
+  I.heap = pool->base() + I.heap_off;
+  I.chunks.resize(I.max_chunks);
+  I.partial.resize(Classes().size.size());
+  I.nchunks_file = (pool->size() - I.heap_off) / kChunk;
+  {
+    std::lock_guard<std::mutex> g(g_live_mu);
+    LiveAllocators().insert(impl_.get());
+  }
+  if (!opened_clean) return;  // StartRecovery (or read-only use) follows
+  // Clean open: the chunk table and the bitmaps written by the last close are the truth.
+  bool bad = false;
+  for (uint64_t id = 0; id < I.nchunks_file; ++id) {
+    const uint64_t w = pm::load8(&I.table[id]);
+    Impl::ChunkMeta& m = I.chunks[id];
+    switch (WordKind(w)) {
+      case kFree: break;
+      case kSmall: {
+        const uint64_t cls = WordArg(w);
+        const auto* h = pool->at<ChunkHeader>(I.ChunkOff(id));
+        if (cls >= Classes().size.size() || h->magic != kChunkMagic || h->cls != cls ||
+            h->nblocks != BlocksPerChunk(Classes().size[cls])) {
+          bad = true;
+          break;
+        }
+        I.SetupSmall(id, static_cast<uint8_t>(cls), false);
+        std::memcpy(m.bits.get(), h->bits, kBitmapWords * 8);
+        uint32_t used = 0;
+        for (uint32_t i = 0; i < kBitmapWords; ++i) used += std::popcount(m.bits[i]);
+        m.nfree = m.nblocks - used;
+        I.AddPartial(id);
+        break;
+      }
+      case kLargeHead:
+        m.kind = kLargeHead;
+        m.nblocks = static_cast<uint32_t>(WordArg(w));
+        break;
+      case kLargeTail:
+        m.kind = kLargeTail;
+        m.nblocks = static_cast<uint32_t>(WordArg(w));
+        break;
+      default: bad = true;
+    }
+  }
+  if (bad) {
+    std::fprintf(stderr, "wort: allocator metadata of %s is inconsistent; recovering by reachability\n",
+                 pool->path().c_str());
+    for (auto& m : I.chunks) m = Impl::ChunkMeta();
+    for (auto& p : I.partial) p.clear();
+    if (!pool->read_only()) StartRecovery(/*background=*/false);
+  }
+}
+
+Allocator::~Allocator() {
+  Impl& I = *impl_;
+  if (I.gc_thread.joinable()) I.gc_thread.join();
+  std::lock_guard<std::mutex> g(g_live_mu);
+  LiveAllocators().erase(impl_.get());
+}
+
+Status Allocator::Alloc(size_t size, uint64_t* off) {
+  Impl& I = *impl_;
+  if (I.pool->read_only()) return Status::InvalidArgument("pool is read-only");
+  if (size == 0) size = 1;
+  if (size > kMaxSmall) {
+    const uint64_t n = (size + kChunk - 1) / kChunk;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      Status s;
+      {
+        std::lock_guard<std::mutex> g(I.mu);
+        uint64_t first;
+        s = I.FindFreeRun(n, &first);
+        if (s.ok()) {
+          for (uint64_t i = 1; i < n; ++i) {
+            I.chunks[first + i].kind = kLargeTail;
+            I.chunks[first + i].nblocks = static_cast<uint32_t>(i);
+            pm::store8(&I.table[first + i], MakeWord(kLargeTail, i));
+          }
+          pm::flush(&I.table[first], n * 8);
+          pm::store8(&I.table[first], MakeWord(kLargeHead, n));
+          pm::persist(&I.table[first], 8);
+          I.chunks[first].kind = kLargeHead;
+          I.chunks[first].nblocks = static_cast<uint32_t>(n);
+          *off = I.ChunkOff(first);
+          return Status::OK();
+        }
+      }
+      // Out of fresh space while old chunks are frozen: wait for recovery, then retry.
+      if (!I.recovering.load() || attempt == 1) return s;
+      (void)WaitForRecovery();
+    }
+  }
+  const int cls = Classes().ClassOf(size);
+  ThreadCache* tc = I.Cache();
+  auto& bin = tc->bins[cls].blocks;
+  if (!bin.empty()) [[likely]] {
+    *off = bin.back();
+    bin.pop_back();
+    return Status::OK();
+  }
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    Status s;
+    {
+      std::lock_guard<std::mutex> g(I.mu);
+      s = I.Refill(static_cast<uint8_t>(cls), BatchFor(Classes().size[cls]), bin);
+    }
+    if (!bin.empty()) {
+      *off = bin.back();
+      bin.pop_back();
+      return Status::OK();
+    }
+    if (!I.recovering.load() || attempt == 1) return s;
+    (void)WaitForRecovery();
+  }
+  return Status::PoolFull("pool full");
+}
+
+Status Allocator::AllocZeroed(size_t size, uint64_t* off) {
+  WORT_RETURN_IF_ERROR(Alloc(size, off));
+  std::memset(impl_->pool->at(*off), 0, size);
+  return Status::OK();
+}
+
+void Allocator::Free(uint64_t off) {
+  Impl& I = *impl_;
+  if (I.pool->read_only()) return;
+  if (I.recovering.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> g(I.mu);
+    if (I.recovering.load()) {
+      I.deferred.push_back(off);
+      return;
+    }
+  }
+  uint64_t id;
+  if (!I.ChunkOf(off, &id)) {
+    std::fprintf(stderr, "wort: allocator: Free(%llu) outside the heap ignored\n", (unsigned long long)off);
+    return;
+  }
+  // Reading the chunk's kind without the lock is safe: a chunk with a live block cannot change
+  // kind (it only becomes FREE when all its blocks are free).
+  const auto& m = I.chunks[id];
+  if (m.kind == kSmall) {
+    const uint8_t cls = m.cls;
+    const uint32_t csize = Classes().size[cls];
+    const uint64_t rel = off - I.ChunkOff(id);
+    if (rel < kChunkHeader || (rel - kChunkHeader) % csize != 0) {
+      std::fprintf(stderr, "wort: allocator: Free(%llu) of a misaligned offset ignored\n", (unsigned long long)off);
+      return;
+    }
+    ThreadCache* tc = I.Cache();
+    auto& bin = tc->bins[cls].blocks;
+    bin.push_back(off);
+    const uint32_t batch = BatchFor(csize);
+    if (bin.size() >= 2 * batch) {
+      std::lock_guard<std::mutex> g(I.mu);
+      for (uint32_t i = 0; i < batch; ++i) {
+        I.FreeLocked(bin.back(), false);
+        bin.pop_back();
+      }
+    }
+    return;
+  }
+  std::lock_guard<std::mutex> g(I.mu);
+  I.FreeLocked(off, false);
+}
+
+size_t Allocator::UsableSize(uint64_t off) const {
+  const Impl& I = *impl_;
+  uint64_t id;
+  if (!I.ChunkOf(off, &id)) return 0;
+  const auto& m = I.chunks[id];
+  if (m.kind == kSmall) return Classes().size[m.cls];
+  if (m.kind == kLargeHead) return m.nblocks * kChunk;
+  // During recovery a frozen chunk's volatile kind is known from the table.
+  const uint64_t w = pm::load8(&I.table[id]);
+  if (WordKind(w) == kSmall && WordArg(w) < Classes().size.size()) return Classes().size[WordArg(w)];
+  if (WordKind(w) == kLargeHead) return WordArg(w) * kChunk;
+  return 0;
+}
+
+AllocStats Allocator::Stats() const {
+  const Impl& I = *impl_;
+  std::lock_guard<std::mutex> g(I.mu);
+  AllocStats s;
+  s.chunks_total = I.nchunks_file;
+  uint64_t cached_blocks_bytes = 0;
+  for (const auto& tc : I.caches)
+    for (size_t c = 0; c < tc->bins.size(); ++c) cached_blocks_bytes += tc->bins[c].blocks.size() * Classes().size[c];
+  s.bytes_in_thread_caches = cached_blocks_bytes;
+  for (uint64_t id = 0; id < I.nchunks_file; ++id) {
+    const auto& m = I.chunks[id];
+    switch (m.kind) {
+      case kFree: ++s.chunks_free; break;
+      case kSmall:
+        ++s.chunks_small;
+        s.blocks_allocated += m.nblocks - m.nfree;
+        s.bytes_allocated += uint64_t(m.nblocks - m.nfree) * Classes().size[m.cls];
+        break;
+      case kLargeHead:
+        ++s.chunks_large;
+        ++s.blocks_allocated;
+        s.bytes_allocated += m.nblocks * kChunk;
+        break;
+      case kLargeTail: ++s.chunks_large; break;
+    }
+  }
+  for (const auto& tc : I.caches)
+    for (const auto& b : tc->bins) s.blocks_allocated -= b.blocks.size();
+  s.bytes_allocated -= cached_blocks_bytes;
+  s.deferred_frees = I.deferred.size();
+  return s;
+}
+
+void Allocator::ForEachAllocated(const std::function<void(uint64_t, size_t)>& fn) const {
+  const Impl& I = *impl_;
+  std::lock_guard<std::mutex> g(I.mu);
+  std::unordered_set<uint64_t> cached;
+  for (const auto& tc : I.caches)
+    for (const auto& b : tc->bins) cached.insert(b.blocks.begin(), b.blocks.end());
+  for (uint64_t id = 0; id < I.nchunks_file; ++id) {
+    const auto& m = I.chunks[id];
+    if (m.kind == kSmall) {
+      const uint32_t csize = Classes().size[m.cls];
+      for (uint32_t i = 0; i < m.nblocks; ++i) {
+        if (!(m.bits[i / 64] >> (i % 64) & 1)) continue;
+        const uint64_t off = I.ChunkOff(id) + kChunkHeader + uint64_t(i) * csize;
+        if (!cached.count(off)) fn(off, csize);
+      }
+    } else if (m.kind == kLargeHead) {
+      fn(I.ChunkOff(id), m.nblocks * kChunk);
+    }
+  }
+}
+
+Status Allocator::Check(std::string* report) const {
+  const Impl& I = *impl_;
+  std::lock_guard<std::mutex> g(I.mu);
+  bool ok = true;
+  auto bad = [&](const std::string& m) {
+    ok = false;
+    if (report) *report += "allocator: " + m + "\n";
+  };
+  if (I.recovering.load()) return Status::OK();  // volatile state incomplete until the GC ends
+  for (uint64_t id = 0; id < I.nchunks_file; ++id) {
+    const auto& m = I.chunks[id];
+    const uint64_t w = pm::load8(&I.table[id]);
+    const std::string where = "chunk " + std::to_string(id) + ": ";
+    switch (m.kind) {
+      case kFree:
+        if (w != 0) bad(where + "FREE in DRAM but table word is " + std::to_string(w));
+        break;
+      case kSmall: {
+        if (w != MakeWord(kSmall, m.cls)) bad(where + "SMALL class mismatch with the table");
+        uint32_t used = 0;
+        for (uint32_t i = 0; i < kBitmapWords; ++i) used += std::popcount(m.bits[i]);
+        if (used + m.nfree != m.nblocks) bad(where + "free count disagrees with the bitmap");
+        if (m.nblocks < kMaxBlocksPerChunk) {
+          for (uint32_t i = m.nblocks; i < kBitmapWords * 64; ++i)
+            if (m.bits[i / 64] >> (i % 64) & 1) { bad(where + "bit set past the last block"); break; }
+        }
+        break;
+      }
+      case kLargeHead:
+        if (w != MakeWord(kLargeHead, m.nblocks) || id + m.nblocks > I.nchunks_file) bad(where + "bad large head");
+        for (uint64_t i = 1; i < m.nblocks && id + i < I.nchunks_file; ++i)
+          if (I.chunks[id + i].kind != kLargeTail || pm::load8(&I.table[id + i]) != MakeWord(kLargeTail, i))
+            bad(where + "large run tail " + std::to_string(i) + " broken");
+        break;
+      case kLargeTail:
+        if (m.nblocks > id || I.chunks[id - m.nblocks].kind != kLargeHead) bad(where + "orphan large tail");
+        break;
+    }
+  }
+  for (uint64_t id = I.nchunks_file; id < I.max_chunks; ++id)
+    if (pm::load8(&I.table[id]) != 0) { bad("chunk table word set beyond the end of the file"); break; }
+  return ok ? Status::OK() : Status::Corruption("allocator check failed");
+}
+
+// ---- recovery ---------------------------------------------------------------------------
+
+void Allocator::Mark(uint64_t off) {
+  Impl& I = *impl_;
+  uint64_t id;
+  if (!I.ChunkOf(off, &id)) { ++I.bad_marks; return; }
+  auto& m = I.chunks[id];
+  if (!m.frozen) return;  // fresh chunk: allocated during recovery, already tracked
+  if (m.kind == kSmall) {
+    const uint32_t csize = Classes().size[m.cls];
+    const uint64_t base = I.ChunkOff(id) + kChunkHeader;
+    if (off < base || (off - base) % csize || (off - base) / csize >= m.nblocks) { ++I.bad_marks; return; }
+    const uint64_t idx = (off - base) / csize;
+    m.marks[idx / 64] |= 1ull << (idx % 64);
+  } else if (m.kind == kLargeHead && off == I.ChunkOff(id)) {
+    m.marked = true;
+  } else {
+    ++I.bad_marks;
+  }
+}
+
+void Allocator::StartRecovery(bool background) {
+  Impl& I = *impl_;
+  {
+    std::lock_guard<std::mutex> g(I.mu);
+    for (auto& m : I.chunks) m = Impl::ChunkMeta();
+    for (auto& p : I.partial) p.clear();
+    // Every chunk the table says is in use is old and frozen; everything else is fresh.
+    for (uint64_t id = 0; id < I.nchunks_file; ++id) {
+      const uint64_t w = pm::load8(&I.table[id]);
+      auto& m = I.chunks[id];
+      if (w == 0) continue;
+      m.frozen = true;
+      const uint64_t k = WordKind(w), a = WordArg(w);
+      if (k == kSmall && a < Classes().size.size()) {
+        I.SetupSmall(id, static_cast<uint8_t>(a), false);
+        m.frozen = true;
+        m.marks = std::make_unique<uint64_t[]>(kBitmapWords);
+        std::memset(m.marks.get(), 0, kBitmapWords * 8);
+      } else if (k == kLargeHead && a >= 1) {
+        m.kind = kLargeHead;
+        m.nblocks = static_cast<uint32_t>(a);
+      } else {
+        m.kind = kLargeTail;  // tails and unknown words: resolved at the end of the GC
+        m.nblocks = static_cast<uint32_t>(a);
+      }
+    }
+    I.recovering.store(true, std::memory_order_release);
+  }
+  {
+    std::lock_guard<std::mutex> g(I.rec_mu);
+    I.rec_done = false;
+  }
+  if (background) {
+    I.gc_thread = std::thread([&I] { I.RunGc(); });
+  } else {
+    I.RunGc();
+  }
+}
+
+void Allocator::Impl::RunGc() {
+  const auto t0 = std::chrono::steady_clock::now();
+  Status st;
+  // Mark: every root's visit function reports what its index reaches.
+  std::vector<RootInfo> roots = pool->Roots();
+  std::vector<const IndexKind*> kinds;
+  for (const RootInfo& r : roots) {
+    const IndexKind* k = FindIndexKindById(r.type);
+    if (!k || !k->visit) {
+      st = Status::NotSupported("post-crash GC not run: root '" + r.name + "' has index kind id " +
+                                std::to_string(r.type) + " which this build cannot visit; old chunks stay reserved");
+      break;
+    }
+    kinds.push_back(k);
+  }
+  if (st.ok()) {
+    for (size_t i = 0; i < roots.size(); ++i)
+      kinds[i]->visit(*pool, roots[i].off, [this](uint64_t off) { self->Mark(off); });
+    // Sweep: old chunks take their marks as their allocation state.
+    std::lock_guard<std::mutex> g(mu);
+    for (uint64_t id = 0; id < nchunks_file; ++id) {
+      auto& m = chunks[id];
+      if (!m.frozen) continue;
+      if (m.kind == kSmall) {
+        std::memcpy(m.bits.get(), m.marks.get(), kBitmapWords * 8);
+        m.marks.reset();
+        uint32_t used = 0;
+        for (uint32_t i = 0; i < kBitmapWords; ++i) used += std::popcount(m.bits[i]);
+        m.nfree = m.nblocks - used;
+        m.frozen = false;
+        if (used == 0) {
+          m = ChunkMeta();
+          PersistWord(id, kFree);
+        } else {
+          AddPartial(id);
+        }
+      } else if (m.kind == kLargeHead) {
+        const uint64_t n = m.nblocks;
+        bool intact = id + n <= nchunks_file;
+        for (uint64_t i = 1; intact && i < n; ++i)
+          intact = pm::load8(&table[id + i]) == MakeWord(kLargeTail, i) && chunks[id + i].frozen;
+        if (m.marked && intact) {
+          for (uint64_t i = 0; i < n; ++i) chunks[id + i].frozen = false;
+          m.marked = false;
+        } else {
+          m = ChunkMeta();
+          PersistWord(id, kFree);
+        }
+      }
+    }
+    // Whatever is still frozen (tails of freed or broken runs, unknown words) is free.
+    for (uint64_t id = 0; id < nchunks_file; ++id) {
+      auto& m = chunks[id];
+      if (!m.frozen) continue;
+      m = ChunkMeta();
+      PersistWord(id, kFree);
+    }
+    recovering.store(false, std::memory_order_release);
+    // Frees that arrived during the mark phase. A block freed before the visit reached it was
+    // never marked; FreeLocked then finds it free already and ignores it (quietly).
+    std::vector<uint64_t> d;
+    d.swap(deferred);
+    for (uint64_t off : d) FreeLocked(off, /*quiet=*/true);
+  } else {
+    // Leave old chunks frozen. Frees of their blocks are dropped (space lost, never data).
+    std::lock_guard<std::mutex> g(mu);
+    recovering.store(false, std::memory_order_release);
+    std::vector<uint64_t> d;
+    d.swap(deferred);
+    for (uint64_t off : d) {
+      uint64_t id;
+      if (ChunkOf(off, &id) && !chunks[id].frozen) FreeLocked(off, true);
+    }
+  }
+  std::lock_guard<std::mutex> g(rec_mu);
+  rec_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  rec_status = st;
+  rec_done = true;
+  rec_cv.notify_all();
+}
+
+Status Allocator::WaitForRecovery() {
+  Impl& I = *impl_;
+  std::unique_lock<std::mutex> g(I.rec_mu);
+  I.rec_cv.wait(g, [&] { return I.rec_done; });
+  return I.rec_status;
+}
+
+bool Allocator::RecoveryDone() const {
+  std::lock_guard<std::mutex> g(impl_->rec_mu);
+  return impl_->rec_done;
+}
+
+double Allocator::RecoverySeconds() const {
+  std::lock_guard<std::mutex> g(impl_->rec_mu);
+  return impl_->rec_seconds;
+}
+
+Status Allocator::PrepareClose() {
+  Impl& I = *impl_;
+  std::lock_guard<std::mutex> g(I.mu);
+  for (auto& tc : I.caches) I.DrainCache(tc.get());
+  const uint64_t gen = I.pool->generation();
+  for (uint64_t id = 0; id < I.nchunks_file; ++id) {
+    auto& m = I.chunks[id];
+    if (m.kind != kSmall || m.frozen) continue;
+    auto* h = I.pool->at<ChunkHeader>(I.ChunkOff(id));
+    h->magic = kChunkMagic;
+    h->cls = m.cls;
+    h->generation = gen;
+    h->nblocks = m.nblocks;
+    std::memcpy(h->bits, m.bits.get(), kBitmapWords * 8);
+    pm::flush(h, sizeof(ChunkHeader));
+  }
+  pm::fence();
+  for (uint64_t id = 0; id < I.nchunks_file; ++id)
+    if (I.chunks[id].frozen) return Status::Corruption("old chunks still frozen (recovery did not complete)");
+  return Status::OK();
+}
+
+}  // namespace wort
