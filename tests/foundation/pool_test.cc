@@ -1,0 +1,224 @@
+// The pool: create, reopen at another address, several pools at once, a read-only reader in
+// another process, every kind of bad file refused with its own error (and left untouched),
+// a second writer refused, growth up to the limit.
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+#include "common/test_util.h"
+#include "wort/alloc.h"
+#include "wort/pm.h"
+#include "wort/pool.h"
+
+namespace wort {
+namespace {
+
+using test::TempPath;
+
+std::string ReadAll(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+void WriteAll(const std::string& p, const std::string& s) {
+  std::ofstream f(p, std::ios::binary | std::ios::trunc);
+  f.write(s.data(), static_cast<std::streamsize>(s.size()));
+}
+
+PoolOptions Small() {
+  PoolOptions o;
+  o.initial_size = 2 << 20;
+  o.max_size = 64 << 20;
+  return o;
+}
+
+// Stores a string in a fresh block and publishes it as root `name` (type 0 = raw test data).
+uint64_t PutString(Pool& p, const std::string& name, const std::string& s) {
+  uint64_t off = 0;
+  EXPECT_TRUE(p.allocator().Alloc(s.size() + 8, &off).ok());
+  uint64_t n = s.size();
+  std::memcpy(p.at<char>(off), &n, 8);
+  std::memcpy(p.at<char>(off + 8), s.data(), s.size());
+  pm::persist(p.at<char>(off), s.size() + 8);
+  EXPECT_TRUE(p.AddRoot(name, 0, off).ok());
+  return off;
+}
+std::string GetString(const Pool& p, const std::string& name) {
+  RootInfo r;
+  if (!p.FindRoot(name, &r).ok()) return "<missing>";
+  uint64_t n;
+  std::memcpy(&n, p.at<char>(r.off), 8);
+  return std::string(p.at<char>(r.off + 8), n);
+}
+
+TEST(Pool, CreateCloseReopenKeepsRootsAndData) {
+  TempPath path;
+  {
+    std::unique_ptr<Pool> p;
+    ASSERT_TRUE(Pool::Create(path, Small(), &p).ok());
+    EXPECT_TRUE(p->opened_clean());
+    PutString(*p, "hello", "world");
+    EXPECT_TRUE(p->AddRoot("hello", 0, 4096).IsAlreadyExists());
+    EXPECT_EQ(p->AddRoot("", 0, 4096).code(), Code::kInvalidArgument);
+    EXPECT_EQ(p->AddRoot(std::string(40, 'x'), 0, 4096).code(), Code::kInvalidArgument);
+    ASSERT_TRUE(p->Close().ok());
+  }
+  std::unique_ptr<Pool> p;
+  ASSERT_TRUE(Pool::Open(path, Small(), &p).ok());
+  EXPECT_TRUE(p->opened_clean());
+  EXPECT_EQ(GetString(*p, "hello"), "world");
+  EXPECT_EQ(p->generation(), 2u);
+  ASSERT_TRUE(p->RemoveRoot("hello").ok());
+  EXPECT_TRUE(p->FindRoot("hello", nullptr).IsNotFound());
+}
+
+TEST(Pool, CreateRefusesAnExistingFile) {
+  TempPath path;
+  std::unique_ptr<Pool> p;
+  ASSERT_TRUE(Pool::Create(path, Small(), &p).ok());
+  ASSERT_TRUE(p->Close().ok());
+  std::unique_ptr<Pool> q;
+  EXPECT_TRUE(Pool::Create(path, Small(), &q).IsAlreadyExists());
+}
+
+TEST(Pool, ReopensAtAnotherAddress) {
+  TempPath path;
+  char* first_base;
+  uint64_t max;
+  {
+    std::unique_ptr<Pool> p;
+    ASSERT_TRUE(Pool::Create(path, Small(), &p).ok());
+    PutString(*p, "k", std::string(1000, 'z'));
+    first_base = p->base();
+    max = p->max_size();
+    ASSERT_TRUE(p->Close().ok());
+  }
+  // Occupy the old address range so the pool cannot land there again.
+  void* blocker = ::mmap(first_base, max, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  ASSERT_NE(blocker, MAP_FAILED);
+  std::unique_ptr<Pool> p;
+  ASSERT_TRUE(Pool::Open(path, Small(), &p).ok());
+  EXPECT_NE(p->base(), first_base);
+  EXPECT_EQ(GetString(*p, "k"), std::string(1000, 'z'));
+  ASSERT_TRUE(p->Close().ok());
+  ::munmap(blocker, max);
+}
+
+TEST(Pool, SeveralPoolsOpenAtOnce) {
+  TempPath a, b;
+  std::unique_ptr<Pool> pa, pb;
+  ASSERT_TRUE(Pool::Create(a, Small(), &pa).ok());
+  ASSERT_TRUE(Pool::Create(b, Small(), &pb).ok());
+  PutString(*pa, "x", "from a");
+  PutString(*pb, "x", "from b");
+  EXPECT_EQ(GetString(*pa, "x"), "from a");
+  EXPECT_EQ(GetString(*pb, "x"), "from b");
+  // Blocks from the two allocators never collide in meaning: offsets are per pool.
+  uint64_t oa, ob;
+  ASSERT_TRUE(pa->allocator().Alloc(100, &oa).ok());
+  ASSERT_TRUE(pb->allocator().Alloc(100, &ob).ok());
+  pa->allocator().Free(oa);
+  pb->allocator().Free(ob);
+}
+
+TEST(Pool, SecondWriterIsRefusedButAReaderProcessCanRead) {
+  TempPath path;
+  std::unique_ptr<Pool> p;
+  ASSERT_TRUE(Pool::Create(path, Small(), &p).ok());
+  PutString(*p, "shared", "visible to readers");
+  std::unique_ptr<Pool> q;
+  EXPECT_EQ(Pool::Open(path, Small(), &q).code(), Code::kBusy);
+  // A reader in another process, while this one still has the pool open for writing.
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    PoolOptions ro = Small();
+    ro.read_only = true;
+    std::unique_ptr<Pool> r;
+    if (!Pool::Open(path, ro, &r).ok()) ::_exit(2);
+    if (GetString(*r, "shared") != "visible to readers") ::_exit(3);
+    uint64_t off;
+    if (r->allocator().Alloc(64, &off).ok()) ::_exit(4);  // a reader cannot allocate
+    ::_exit(0);
+  }
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 0);
+}
+
+struct BadFileCase {
+  const char* name;
+  std::function<void(std::string&)> damage;
+  const char* expect;  // substring of the error message
+};
+
+TEST(Pool, EveryKindOfBadFileIsRefusedWithItsOwnErrorAndLeftUntouched) {
+  TempPath good;
+  {
+    std::unique_ptr<Pool> p;
+    ASSERT_TRUE(Pool::Create(good, Small(), &p).ok());
+    PutString(*p, "r", "data");
+    ASSERT_TRUE(p->Close().ok());
+  }
+  const std::string image = ReadAll(good);
+  std::vector<BadFileCase> cases = {
+      {"empty", [](std::string& s) { s.clear(); }, "smaller than a pool header"},
+      {"tiny", [](std::string& s) { s.resize(100); }, "smaller than a pool header"},
+      {"not a pool", [](std::string& s) { std::memset(s.data(), 'A', 4096); }, "bad magic"},
+      {"other version", [](std::string& s) { s[8] = 7; }, "layout version 7"},
+      {"bad checksum", [](std::string& s) { s[40] ^= 1; }, "checksum mismatch"},
+      {"truncated", [](std::string& s) { s.resize(s.size() - (1 << 20)); }, "truncated"},
+  };
+  for (const auto& c : cases) {
+    TempPath bad("bad");
+    std::string bytes = image;
+    c.damage(bytes);
+    WriteAll(bad, bytes);
+    std::unique_ptr<Pool> p;
+    Status s = Pool::Open(bad, Small(), &p);
+    EXPECT_TRUE(s.IsCorruption()) << c.name << ": " << s.ToString();
+    EXPECT_NE(s.message().find(c.expect), std::string::npos) << c.name << ": " << s.ToString();
+    EXPECT_EQ(ReadAll(bad), bytes) << c.name << ": the file was modified";
+  }
+  std::unique_ptr<Pool> p;
+  EXPECT_TRUE(Pool::Open("/dev/shm/wort-no-such-file.pool", Small(), &p).IsNotFound());
+}
+
+TEST(Pool, GrowsOnDemandUpToItsLimitThenReportsPoolFull) {
+  TempPath path;
+  PoolOptions o;
+  o.initial_size = 1 << 20;
+  o.max_size = 8 << 20;
+  std::unique_ptr<Pool> p;
+  ASSERT_TRUE(Pool::Create(path, o, &p).ok());
+  const uint64_t start = p->size();
+  std::vector<uint64_t> blocks;
+  Status s;
+  for (;;) {
+    uint64_t off;
+    s = p->allocator().Alloc(4000, &off);
+    if (!s.ok()) break;
+    std::memset(p->at<char>(off), 0x5a, 4000);
+    blocks.push_back(off);
+  }
+  EXPECT_TRUE(s.IsPoolFull()) << s.ToString();
+  EXPECT_NE(s.message().find("pool full"), std::string::npos);
+  EXPECT_GT(p->size(), start);
+  EXPECT_LE(p->size(), p->max_size());
+  EXPECT_GT(blocks.size(), 1000u);
+  // Reads keep working; frees make room again.
+  for (uint64_t b : blocks) ASSERT_EQ(p->at<unsigned char>(b)[3999], 0x5a);
+  for (size_t i = 0; i < 100; ++i) p->allocator().Free(blocks[i]);
+  uint64_t off;
+  EXPECT_TRUE(p->allocator().Alloc(4000, &off).ok());
+  std::string report;
+  EXPECT_TRUE(p->Check(&report).ok()) << report;
+}
+
+}  // namespace
+}  // namespace wort
