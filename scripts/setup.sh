@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs everything wort's build, tests and benchmarks need on a fresh Debian machine, then
+# configures and builds wort in build/ (Release). Safe to run twice: packages already present
+# are not fetched again.
+#   WORT_BUILD_DIR   build directory (default: build)
+#   WORT_BUILD_TYPE  Release (default), Debug
+#   WORT_SANITIZE    1 for an ASan+UBSan build
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PKGS=(g++ cmake ninja-build pkg-config libgtest-dev googletest libfmt-dev nlohmann-json3-dev libcli11-dev
+      python3 valgrind)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+BUILD_DIR=${WORT_BUILD_DIR:-build}
+BUILD_TYPE=${WORT_BUILD_TYPE:-Release}
+SAN=OFF
+[ "${WORT_SANITIZE:-0}" = 1 ] && SAN=ON
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE" -DWORT_SANITIZE="$SAN" >/dev/null
+cmake --build "$BUILD_DIR" -j"$(nproc)"
+echo "setup: built $BUILD_DIR ($BUILD_TYPE, sanitizers $SAN)"

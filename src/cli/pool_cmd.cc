@@ -1,0 +1,189 @@
+// `wort pool create|info|check`.
+#include <fmt/core.h>
+
+#include <memory>
+#include <unordered_set>
+
+#include "cli/command.h"
+#include "wort/alloc.h"
+#include "wort/index.h"
+#include "wort/pool.h"
+
+namespace wort::cli {
+namespace {
+
+uint64_t ParseSize(const std::string& s) {
+  // Accepts plain bytes or a K/M/G/T suffix (powers of 1024).
+  size_t pos = 0;
+  const double v = std::stod(s, &pos);
+  uint64_t mul = 1;
+  if (pos < s.size()) {
+    switch (std::toupper(static_cast<unsigned char>(s[pos]))) {
+      case 'K': mul = 1ull << 10; break;
+      case 'M': mul = 1ull << 20; break;
+      case 'G': mul = 1ull << 30; break;
+      case 'T': mul = 1ull << 40; break;
+      default: throw CLI::ValidationError("size", "bad size suffix in '" + s + "'");
+    }
+  }
+  return static_cast<uint64_t>(v * mul);
+}
+
+[[noreturn]] void Fail(const Status& s) {
+  fmt::print(stderr, "wort: {}\n", s.ToString());
+  throw CLI::RuntimeError(s.IsCorruption() ? 3 : 1);
+}
+
+void AddPool(CLI::App& app) {
+  auto* pool = app.add_subcommand("pool", "Create, inspect and check pool files");
+  pool->require_subcommand(1);
+
+  struct CreateOpts {
+    std::string path, size = "64M", max_size = "16G";
+  };
+  auto co = std::make_shared<CreateOpts>();
+  auto* create = pool->add_subcommand("create", "Create a new pool file");
+  create->add_option("path", co->path, "Pool file (e.g. /dev/shm/my.pool)")->required();
+  create->add_option("--size", co->size, "Initial size (bytes, or with K/M/G/T)")->capture_default_str();
+  create->add_option("--max-size", co->max_size, "Maximum size the pool may grow to")->capture_default_str();
+  create->callback([co] {
+    PoolOptions o;
+    o.initial_size = ParseSize(co->size);
+    o.max_size = ParseSize(co->max_size);
+    std::unique_ptr<Pool> p;
+    Status s = Pool::Create(co->path, o, &p);
+    if (!s.ok()) Fail(s);
+    fmt::print("created pool {}: {} bytes, may grow to {} bytes\n", co->path, p->size(), p->max_size());
+    s = p->Close();
+    if (!s.ok()) Fail(s);
+  });
+
+  struct InfoOpts {
+    std::string path;
+    bool write = false;
+  };
+  auto io = std::make_shared<InfoOpts>();
+  auto* info = pool->add_subcommand("info", "Print a pool's header, roots and space use");
+  info->add_option("path", io->path, "Pool file")->required();
+  info->add_flag("--write", io->write, "Open for writing (runs crash recovery if needed)");
+  info->callback([io] {
+    PoolOptions o;
+    o.read_only = !io->write;
+    o.background_recovery = false;
+    std::unique_ptr<Pool> p;
+    Status s = Pool::Open(io->path, o, &p);
+    if (!s.ok()) Fail(s);
+    fmt::print("pool:           {}\n", io->path);
+    fmt::print("size:           {} bytes (max {})\n", p->size(), p->max_size());
+    fmt::print("generation:     {}\n", p->generation());
+    fmt::print("last shutdown:  {}\n", p->opened_clean() ? "clean" : "NOT clean (crashed, or open in a writer now)");
+    if (io->write && !p->opened_clean()) fmt::print("recovery:       {:.3f} s\n", p->recovery_seconds());
+    const auto roots = p->Roots();
+    fmt::print("roots:          {}\n", roots.size());
+    for (const auto& r : roots) {
+      const IndexKind* k = FindIndexKindById(r.type);
+      std::string extra;
+      if (k) {
+        std::unique_ptr<Index> idx;
+        if (OpenIndex(*p, r.name, &idx).ok()) extra = fmt::format(", {} keys", idx->Size());
+      }
+      fmt::print("  {:<24} kind {} (id {}), root block at {}{}\n", r.name, k ? k->name : "unknown", r.type, r.off, extra);
+    }
+    if (p->opened_clean() || io->write) {
+      const AllocStats a = p->allocator().Stats();
+      fmt::print("chunks:         {} total, {} free, {} small, {} large\n", a.chunks_total, a.chunks_free, a.chunks_small,
+                 a.chunks_large);
+      fmt::print("allocated:      {} blocks, {} bytes\n", a.blocks_allocated, a.bytes_allocated);
+    } else {
+      fmt::print("space use:      unknown until recovery (use --write)\n");
+    }
+    s = p->Close();
+    if (!s.ok()) Fail(s);
+  });
+
+  struct CheckOpts {
+    std::string path;
+    bool read_only = false;
+  };
+  auto ko = std::make_shared<CheckOpts>();
+  auto* check = pool->add_subcommand("check", "Verify a pool: header, allocator, every index's invariants, and no leak");
+  check->add_option("path", ko->path, "Pool file")->required();
+  check->add_flag("--read-only", ko->read_only, "Do not open for writing (no recovery; allocator checks skipped if unclean)");
+  check->callback([ko] {
+    PoolOptions o;
+    o.read_only = ko->read_only;
+    o.background_recovery = false;
+    std::unique_ptr<Pool> p;
+    Status s = Pool::Open(ko->path, o, &p);
+    if (!s.ok()) Fail(s);
+    int problems = 0;
+    if (!p->opened_clean()) {
+      if (ko->read_only) fmt::print("note: pool was not closed cleanly; open without --read-only to recover it\n");
+      else fmt::print("pool was not closed cleanly: recovered in {:.3f} s\n", p->recovery_seconds());
+    }
+    if (!ko->read_only) {
+      Status r = p->WaitForRecovery();
+      if (!r.ok()) {
+        fmt::print("recovery: {}\n", r.ToString());
+        ++problems;
+      }
+    }
+    std::string report;
+    if (!p->Check(&report).ok()) {
+      fmt::print("pool: FAILED\n{}", report);
+      ++problems;
+    } else {
+      fmt::print("pool header and allocator: ok\n");
+    }
+    // Every index's invariants, and reachability == allocation (no leak, nothing reachable free).
+    std::unordered_set<uint64_t> reached;
+    bool all_visited = true;
+    for (const auto& r : p->Roots()) {
+      const IndexKind* k = FindIndexKindById(r.type);
+      if (!k) {
+        fmt::print("root {}: unknown index kind id {}\n", r.name, r.type);
+        all_visited = false;
+        ++problems;
+        continue;
+      }
+      std::unique_ptr<Index> idx;
+      Status os = OpenIndex(*p, r.name, &idx);
+      if (!os.ok()) {
+        fmt::print("root {}: cannot open: {}\n", r.name, os.ToString());
+        ++problems;
+        continue;
+      }
+      std::string ir;
+      Status cs = idx->Check(&ir);
+      fmt::print("root {} ({}, {} keys): {}\n", r.name, k->name, idx->Size(), cs.ok() ? "ok" : "FAILED");
+      if (!cs.ok()) {
+        fmt::print("{}", ir);
+        ++problems;
+      }
+      k->visit(*p, r.off, [&](uint64_t off) { reached.insert(off); });
+    }
+    if (all_visited && (p->opened_clean() || !ko->read_only)) {
+      uint64_t leaked = 0, allocated = 0;
+      p->allocator().ForEachAllocated([&](uint64_t off, size_t) {
+        ++allocated;
+        if (!reached.count(off)) ++leaked;
+      });
+      const uint64_t unallocated = reached.size() + leaked - allocated;
+      fmt::print("blocks: {} allocated, {} reachable, {} leaked, {} reachable but free\n", allocated, reached.size(), leaked,
+                 unallocated);
+      if (leaked || unallocated) ++problems;
+    }
+    s = p->Close();
+    if (!s.ok()) Fail(s);
+    if (problems) {
+      fmt::print("check FAILED: {} problem(s)\n", problems);
+      throw CLI::RuntimeError(3);
+    }
+    fmt::print("check passed\n");
+  });
+}
+
+const bool kRegistered = RegisterCommand(&AddPool);
+
+}  // namespace
+}  // namespace wort::cli
