@@ -28,6 +28,12 @@ struct IndexOptions {
   KeyType key_type = KeyType::kBytes;
   // WORT only: bits of key per tree level (4 as in the paper's experiments; 8 also works).
   uint32_t span_bits = 4;
+  // When true, every value is the offset of a pool block that belongs to its entry (e.g. the
+  // server's value records). The index stores the flag in its root block, and its visit
+  // function then reports each value as a reachable block too (reachability contract R1), so
+  // post-crash recovery keeps them. The caller allocates and persists the value block before
+  // Insert/Upsert, and frees the old block after an Upsert or Remove has returned OK.
+  bool values_are_blocks = false;
 };
 
 // Called for each key in ascending order; return false to stop the scan.
