@@ -1,0 +1,861 @@
+// WORT: Write Optimal Radix Tree. Design, invariants and write orders: index/radix/wort.h.
+#include "index/radix/wort.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <shared_mutex>
+#include <vector>
+
+#include "index/kind_ids.h"
+#include "index/registry.h"
+#include "wort/alloc.h"
+#include "wort/pm.h"
+#include "wort/pool.h"
+
+namespace wort::radix {
+
+namespace {
+
+std::atomic<int> g_interrupt{0};
+
+// Consumes the one-shot test interrupt `what` if it is armed.
+bool TakeInterrupt(WortInterrupt what) {
+  int expected = static_cast<int>(what);
+  return g_interrupt.compare_exchange_strong(expected, 0);
+}
+
+inline uint64_t PackHeader(const CompressionHeader& h) {
+  uint64_t w;
+  std::memcpy(&w, &h, 8);
+  return w;
+}
+inline CompressionHeader UnpackHeader(uint64_t w) {
+  CompressionHeader h;
+  std::memcpy(&h, &w, 8);
+  return h;
+}
+inline size_t Branch(const CompressionHeader& h) { return size_t{h.depth} + h.prefix_len; }
+
+// Partial keys of a byte string at span kSpan (4: two per byte, high nibble first; 8: bytes).
+template <unsigned kSpan>
+struct Partial {
+  static_assert(kSpan == 4 || kSpan == 8);
+  static constexpr unsigned kPerByte = 8 / kSpan;
+  static constexpr size_t kInlineCap = 32 / kSpan;  // partial keys in the prefix array
+  static unsigned Get(const uint8_t* p, size_t i) {
+    if constexpr (kSpan == 8) {
+      return p[i];
+    } else {
+      return (p[i >> 1] >> ((~i & 1u) << 2)) & 0xFu;
+    }
+  }
+  static void Set(uint8_t* p, size_t i, unsigned v) {
+    if constexpr (kSpan == 8) {
+      p[i] = static_cast<uint8_t>(v);
+    } else {
+      const unsigned shift = (~i & 1u) << 2;
+      p[i >> 1] = static_cast<uint8_t>((p[i >> 1] & ~(0xFu << shift)) | ((v & 0xFu) << shift));
+    }
+  }
+  static size_t Count(size_t bytes) { return bytes * kPerByte; }
+};
+
+// A key seen as partial keys.
+template <unsigned kSpan>
+struct KeyRef {
+  const uint8_t* p;
+  size_t len;   // bytes
+  size_t n;     // partial keys
+  explicit KeyRef(std::string_view k)
+      : p(reinterpret_cast<const uint8_t*>(k.data())), len(k.size()), n(Partial<kSpan>::Count(k.size())) {}
+  explicit KeyRef(const WortLeaf* l) : KeyRef(std::string_view(l->key(), l->key_len)) {}
+  unsigned at(size_t i) const { return Partial<kSpan>::Get(p, i); }
+  std::string_view view() const { return {reinterpret_cast<const char*>(p), len}; }
+  bool operator==(const KeyRef& o) const { return len == o.len && (len == 0 || std::memcmp(p, o.p, len) == 0); }
+};
+
+// Node depth bound: a path visits at most one node per partial-key position plus one.
+template <unsigned kSpan>
+constexpr size_t kMaxLevels = kMaxKeyLen * (8 / kSpan) + 2;
+
+size_t LeafBytes(size_t key_len) { return sizeof(WortLeaf) + key_len; }
+
+// ---------------------------------------------------------------------------------------------
+template <unsigned kSpan>
+class WortTree final : public Index {
+ public:
+  using Node = WortNode<kSpan>;
+  using P = Partial<kSpan>;
+  using Key = KeyRef<kSpan>;
+  static constexpr unsigned kFanout = Node::kFanout;
+  static constexpr unsigned kSlots = Node::kSlots;
+  static constexpr size_t kInlineCap = P::kInlineCap;
+
+  WortTree(Pool& pool, uint64_t root_off)
+      : pool_(pool), rb_(pool.at<WortRootBlock>(root_off)), key_type_(static_cast<KeyType>(rb_->key_type)) {}
+
+  std::string_view kind() const override { return "wort"; }
+  KeyType key_type() const override { return key_type_; }
+
+  Status Insert(std::string_view key, uint64_t value) override {
+    WORT_RETURN_IF_ERROR(ValidateKey(key));
+    WORT_RETURN_IF_ERROR(WritableCheck());
+    std::unique_lock lock(mu_);
+    return Put(Key(key), value, /*upsert=*/false, nullptr);
+  }
+  Status Upsert(std::string_view key, uint64_t value, bool* inserted) override {
+    WORT_RETURN_IF_ERROR(ValidateKey(key));
+    WORT_RETURN_IF_ERROR(WritableCheck());
+    std::unique_lock lock(mu_);
+    return Put(Key(key), value, /*upsert=*/true, inserted);
+  }
+  Status Lookup(std::string_view key, uint64_t* value) const override {
+    WORT_RETURN_IF_ERROR(ValidateKey(key));
+    std::shared_lock lock(mu_);
+    const uint64_t ref = FindLeaf(Key(key));
+    if (ref == 0) return Status::NotFound("key not found");
+    *value = LeafAt(ref)->value;
+    return Status::OK();
+  }
+  Status Remove(std::string_view key) override {
+    WORT_RETURN_IF_ERROR(ValidateKey(key));
+    WORT_RETURN_IF_ERROR(WritableCheck());
+    std::unique_lock lock(mu_);
+    return Delete(Key(key));
+  }
+  Status Scan(std::string_view start, const std::string_view* end, size_t limit, const ScanFn& fn) const override;
+  uint64_t Size() const override {
+    const int64_t c = count_.load(std::memory_order_acquire);
+    if (c >= 0) return static_cast<uint64_t>(c);
+    std::shared_lock lock(mu_);
+    const int64_t counted = static_cast<int64_t>(CountLeaves());
+    int64_t unknown = -1;
+    count_.compare_exchange_strong(unknown, counted);
+    return static_cast<uint64_t>(counted);
+  }
+  Status Check(std::string* report) const override {
+    WortCheckInfo info;
+    return CheckDetailed(report, &info);
+  }
+  Status CheckDetailed(std::string* report, WortCheckInfo* info) const;
+  IndexStats Stats() const override;
+
+ private:
+  // ---- addressing ----
+  Node* NodeAt(uint64_t ref) const { return pool_.at<Node>(RefOffset(ref)); }
+  WortLeaf* LeafAt(uint64_t ref) const { return pool_.at<WortLeaf>(RefOffset(ref)); }
+  static CompressionHeader HeaderOf(const Node* n) { return UnpackHeader(pm::load8(&n->header)); }
+  static unsigned PrefixAt(const CompressionHeader& h, size_t j) { return P::Get(h.prefix, j); }
+  // Header with depth `depth`, branch `branch`, prefix array from key k's partial keys.
+  static CompressionHeader MakeHeader(size_t depth, size_t branch, const Key& k) {
+    CompressionHeader h{};
+    h.depth = static_cast<uint16_t>(depth);
+    h.prefix_len = static_cast<uint16_t>(branch - depth);
+    const size_t inl = std::min(branch - depth, kInlineCap);
+    for (size_t j = 0; j < inl; ++j) P::Set(h.prefix, j, k.at(depth + j));
+    return h;
+  }
+  // Slot of a key in a node branching at position b (end slot if the key ends there).
+  static unsigned SlotFor(const Key& k, size_t b) { return k.n == b ? 0u : 1u + k.at(b); }
+
+  Status ValidateKey(std::string_view key) const {
+    if (key.size() > kMaxKeyLen)
+      return Status::InvalidArgument("key of " + std::to_string(key.size()) + " bytes exceeds the maximum of " +
+                                     std::to_string(kMaxKeyLen));
+    if (key_type_ == KeyType::kU64 && key.size() != 8)
+      return Status::InvalidArgument("this index takes 8-byte keys, got " + std::to_string(key.size()) + " bytes");
+    return Status::OK();
+  }
+  Status WritableCheck() const {
+    if (pool_.read_only()) return Status::InvalidArgument("pool is open read-only");
+    return Status::OK();
+  }
+
+  // A leaf below `ref` (itself if it is a leaf), taking the first non-null slot at each node;
+  // 0 if the walk meets an empty node or runs too deep (corruption).
+  uint64_t AnyLeaf(uint64_t ref) const {
+    for (size_t level = 0; ref != 0 && level < kMaxLevels<kSpan>; ++level) {
+      if (RefIsLeaf(ref)) return ref;
+      const Node* n = NodeAt(ref);
+      uint64_t next = 0;
+      for (unsigned s = 0; s < kSlots && next == 0; ++s) next = pm::load8(&n->slot[s]);
+      ref = next;
+    }
+    return 0;
+  }
+
+  uint64_t FindLeaf(const Key& k) const;
+  Status Put(const Key& k, uint64_t value, bool upsert, bool* inserted);
+  Status Delete(const Key& k);
+  Status RecoverHeader(Node* n, size_t depth);
+  Status NewLeaf(const Key& k, uint64_t value, uint64_t* off);
+  uint64_t CountLeaves() const;
+  void CountUp() {
+    if (count_.load(std::memory_order_relaxed) >= 0) count_.fetch_add(1, std::memory_order_acq_rel);
+  }
+  void CountDown() {
+    if (count_.load(std::memory_order_relaxed) >= 0) count_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+
+  Pool& pool_;
+  WortRootBlock* rb_;
+  const KeyType key_type_;
+  mutable std::shared_mutex mu_;
+  mutable std::atomic<int64_t> count_{-1};  // -1: not counted yet this session
+};
+
+// ---- Lookup ----------------------------------------------------------------------------------
+template <unsigned kSpan>
+uint64_t WortTree<kSpan>::FindLeaf(const Key& k) const {
+  uint64_t ref = pm::load8(&rb_->root);
+  size_t expected = 0;
+  while (ref != 0) {
+    if (RefIsLeaf(ref)) return Key(LeafAt(ref)) == k ? ref : 0;  // optimistic part compared here
+    const Node* n = NodeAt(ref);
+    const CompressionHeader h = HeaderOf(n);
+    const size_t b = Branch(h);
+    if (h.depth == expected) {
+      // Pessimistic part: the inline prefix array.
+      const size_t e = std::min(b, expected + kInlineCap);
+      for (size_t i = expected; i < e; ++i)
+        if (i >= k.n || k.at(i) != PrefixAt(h, i - expected)) return 0;
+    } else if (b < expected) {
+      return 0;  // impossible by I4; Check reports it
+    }
+    // else: stale header (I4) - skip the prefix array, branch position is still right (I3).
+    if (b > k.n) return 0;  // every key below is longer than this one
+    if (b == k.n) {
+      ref = pm::load8(&n->slot[0]);
+      expected = b;
+    } else {
+      ref = pm::load8(&n->slot[1 + k.at(b)]);
+      expected = b + 1;
+    }
+  }
+  return 0;
+}
+
+// ---- Insert / Upsert ---------------------------------------------------------------------------
+template <unsigned kSpan>
+Status WortTree<kSpan>::NewLeaf(const Key& k, uint64_t value, uint64_t* off) {
+  WORT_RETURN_IF_ERROR(pool_.allocator().Alloc(LeafBytes(k.len), off));
+  WortLeaf* l = pool_.at<WortLeaf>(*off);
+  l->value = value;
+  l->key_len = static_cast<uint32_t>(k.len);
+  l->reserved = 0;
+  if (k.len) std::memcpy(l->key(), k.p, k.len);
+  return Status::OK();
+}
+
+template <unsigned kSpan>
+Status WortTree<kSpan>::Put(const Key& k, uint64_t value, bool upsert, bool* inserted) {
+  Allocator& alloc = pool_.allocator();
+  uint64_t* slot = &rb_->root;  // the slot that holds `ref`
+  size_t expected = 0;          // expected depth of a node in *slot
+  for (size_t level = 0; level < kMaxLevels<kSpan>; ++level) {
+    const uint64_t ref = *slot;
+    if (ref == 0) {
+      // Insert into an empty slot: write leaf -> persist -> COMMIT store8(slot) -> persist.
+      uint64_t loff;
+      WORT_RETURN_IF_ERROR(NewLeaf(k, value, &loff));
+      pm::persist(pool_.at<WortLeaf>(loff), LeafBytes(k.len));
+      pm::store8(slot, MakeLeafRef(loff));
+      pm::persist(slot, 8);
+      CountUp();
+      if (inserted) *inserted = true;
+      return Status::OK();
+    }
+
+    if (RefIsLeaf(ref)) {
+      WortLeaf* old = LeafAt(ref);
+      const Key ok(old);
+      if (ok == k) {
+        if (!upsert) return Status::AlreadyExists("key exists");
+        // Upsert: COMMIT store8(value) -> persist.
+        pm::store8(&old->value, value);
+        pm::persist(&old->value, 8);
+        if (inserted) *inserted = false;
+        return Status::OK();
+      }
+      // The keys agree on [0, expected) (checked on the way down); find where they part.
+      size_t m = expected;
+      while (m < k.n && m < ok.n && k.at(m) == ok.at(m)) ++m;
+      if (m == k.n && m == ok.n) return Status::Corruption("leaf in the wrong slot");
+      uint64_t loff, noff;
+      WORT_RETURN_IF_ERROR(NewLeaf(k, value, &loff));
+      Status s = alloc.AllocZeroed(sizeof(Node), &noff);
+      if (!s.ok()) {
+        alloc.Free(loff);
+        return s;
+      }
+      Node* nn = pool_.at<Node>(noff);
+      nn->header = PackHeader(MakeHeader(expected, m, k));
+      nn->slot[SlotFor(ok, m)] = ref;
+      nn->slot[SlotFor(k, m)] = MakeLeafRef(loff);
+      // write leaf + node -> persist -> COMMIT store8(slot) -> persist.
+      pm::flush(pool_.at<WortLeaf>(loff), LeafBytes(k.len));
+      pm::flush(nn, sizeof(Node));
+      pm::fence();
+      pm::store8(slot, MakeNodeRef(noff));
+      pm::persist(slot, 8);
+      CountUp();
+      if (inserted) *inserted = true;
+      return Status::OK();
+    }
+
+    Node* n = NodeAt(ref);
+    CompressionHeader h = HeaderOf(n);
+    if (h.depth != expected) {
+      // Stale header (interrupted split or collapse): the writer repairs it (Algorithm 2).
+      WORT_RETURN_IF_ERROR(RecoverHeader(n, expected));
+      h = HeaderOf(n);
+    }
+    const size_t b = Branch(h);
+    // Find the first position in [expected, b) where the key leaves the compressed path: the
+    // inline prefix array first, then (hybrid compression) a leaf for the rest.
+    size_t m = b;
+    const size_t inl_end = std::min(b, expected + kInlineCap);
+    for (size_t i = expected; i < inl_end; ++i) {
+      if (i >= k.n || k.at(i) != PrefixAt(h, i - expected)) {
+        m = i;
+        break;
+      }
+    }
+    const WortLeaf* any = nullptr;  // a leaf below n, fetched when the inline array is not enough
+    if (m == b && b > inl_end) {
+      const uint64_t lr = AnyLeaf(ref);
+      if (lr == 0) return Status::Corruption("inner node without leaves");
+      any = LeafAt(lr);
+      const Key ak(any);
+      if (ak.n < b) return Status::Corruption("leaf shorter than its node's branch position");
+      for (size_t i = inl_end; i < b; ++i) {
+        if (i >= k.n || k.at(i) != ak.at(i)) {
+          m = i;
+          break;
+        }
+      }
+    }
+
+    if (m < b) {
+      // Algorithm 1 (split): new parent P at [expected, m) holding the new leaf and n; n's header
+      // shrinks to start at m + 1.
+      if (!any) {
+        const uint64_t lr = AnyLeaf(ref);
+        if (lr == 0) return Status::Corruption("inner node without leaves");
+        any = LeafAt(lr);
+      }
+      const Key ak(any);
+      if (ak.n < b) return Status::Corruption("leaf shorter than its node's branch position");
+      uint64_t loff, poff;
+      WORT_RETURN_IF_ERROR(NewLeaf(k, value, &loff));
+      Status s = alloc.AllocZeroed(sizeof(Node), &poff);
+      if (!s.ok()) {
+        alloc.Free(loff);
+        return s;
+      }
+      Node* parent = pool_.at<Node>(poff);
+      parent->header = PackHeader(MakeHeader(expected, m, k));  // k agrees with n on [expected, m)
+      parent->slot[SlotFor(k, m)] = MakeLeafRef(loff);
+      parent->slot[1 + ak.at(m)] = ref;  // n, unchanged
+      const CompressionHeader nh = MakeHeader(m + 1, b, ak);
+      // Algorithm 1 lines 7-12: N.Hdr := tmpHdr; flush newLeaf, newParent, N.Hdr; fence.
+      // From this store until the commit, n's header is stale (I4), which readers tolerate.
+      pm::store8(&n->header, PackHeader(nh));
+      pm::flush(pool_.at<WortLeaf>(loff), LeafBytes(k.len));
+      pm::flush(parent, sizeof(Node));
+      pm::flush(&n->header, 8);
+      pm::fence();
+      if (TakeInterrupt(WortInterrupt::kSplitBeforeParentUpdate)) {
+        // What a crash here leaves: n's header updated, the parent slot unchanged. The new blocks
+        // are unreachable; free them as post-crash GC would.
+        alloc.Free(poff);
+        alloc.Free(loff);
+        return Status::IOError("test interrupt: split stopped before the parent slot update");
+      }
+      // Lines 13-17: COMMIT store8(oldParent.children[]) := newParent -> persist.
+      pm::store8(slot, MakeNodeRef(poff));
+      pm::persist(slot, 8);
+      CountUp();
+      if (inserted) *inserted = true;
+      return Status::OK();
+    }
+
+    // The key follows the whole compressed path: descend.
+    if (b == k.n) {
+      slot = &n->slot[0];
+      expected = b;  // only a leaf lives here; see the leaf case above
+    } else {
+      slot = &n->slot[1 + k.at(b)];
+      expected = b + 1;
+    }
+  }
+  return Status::Corruption("tree deeper than any key allows");
+}
+
+// ---- Algorithm 2: RecoverHeader ----------------------------------------------------------------
+template <unsigned kSpan>
+Status WortTree<kSpan>::RecoverHeader(Node* n, size_t depth) {
+  // Select two leaves from two different slots.
+  uint64_t first = 0, second = 0;
+  for (unsigned s = 0; s < kSlots && second == 0; ++s) {
+    const uint64_t r = pm::load8(&n->slot[s]);
+    if (r == 0) continue;
+    (first == 0 ? first : second) = r;
+  }
+  if (second == 0) return Status::Corruption("inner node with fewer than two entries");
+  const uint64_t l1 = AnyLeaf(first), l2 = AnyLeaf(second);
+  if (l1 == 0 || l2 == 0) return Status::Corruption("inner node without leaves");
+  const Key k1(LeafAt(l1)), k2(LeafAt(l2));
+  // Their longest common prefix from `depth` is the branch position.
+  size_t lcp = depth;
+  while (lcp < k1.n && lcp < k2.n && k1.at(lcp) == k2.at(lcp)) ++lcp;
+  const CompressionHeader old = HeaderOf(n);
+  if (lcp != Branch(old) || lcp - depth > 0xFFFF)
+    return Status::Corruption("stale header's branch position disagrees with its leaves");
+  // safeHdr -> COMMIT store8(N.Hdr) -> persist.
+  pm::store8(&n->header, PackHeader(MakeHeader(depth, lcp, k1)));
+  pm::persist(&n->header, 8);
+  return Status::OK();
+}
+
+// ---- Remove ------------------------------------------------------------------------------------
+template <unsigned kSpan>
+Status WortTree<kSpan>::Delete(const Key& k) {
+  Allocator& alloc = pool_.allocator();
+  uint64_t* pslot = &rb_->root;  // the slot holding the current node
+  uint64_t ref = *pslot;
+  if (ref == 0) return Status::NotFound("key not found");
+  if (RefIsLeaf(ref)) {
+    if (!(Key(LeafAt(ref)) == k)) return Status::NotFound("key not found");
+    // COMMIT store8(root) := 0 -> persist; then free.
+    pm::store8(pslot, 0);
+    pm::persist(pslot, 8);
+    alloc.Free(RefOffset(ref));
+    CountDown();
+    return Status::OK();
+  }
+  size_t expected = 0;
+  for (size_t level = 0; level < kMaxLevels<kSpan>; ++level) {
+    Node* n = NodeAt(ref);
+    CompressionHeader h = HeaderOf(n);
+    if (h.depth != expected) {
+      WORT_RETURN_IF_ERROR(RecoverHeader(n, expected));
+      h = HeaderOf(n);
+    }
+    const size_t b = Branch(h);
+    const size_t inl_end = std::min(b, expected + kInlineCap);
+    for (size_t i = expected; i < inl_end; ++i)
+      if (i >= k.n || k.at(i) != PrefixAt(h, i - expected)) return Status::NotFound("key not found");
+    if (b > k.n) return Status::NotFound("key not found");
+    uint64_t* cslot = &n->slot[SlotFor(k, b)];
+    const uint64_t c = *cslot;
+    if (c == 0) return Status::NotFound("key not found");
+    if (!RefIsLeaf(c)) {
+      pslot = cslot;
+      ref = c;
+      expected = b + 1;
+      continue;
+    }
+    if (!(Key(LeafAt(c)) == k)) return Status::NotFound("key not found");
+
+    unsigned entries = 0;
+    uint64_t sibling = 0;
+    for (unsigned s = 0; s < kSlots && entries < 3; ++s) {
+      const uint64_t r = n->slot[s];
+      if (r == 0) continue;
+      ++entries;
+      if (&n->slot[s] != cslot) sibling = r;
+    }
+    if (entries >= 3) {
+      // COMMIT store8(slot) := 0 -> persist; then free the leaf.
+      pm::store8(cslot, 0);
+      pm::persist(cslot, 8);
+      alloc.Free(RefOffset(c));
+      CountDown();
+      return Status::OK();
+    }
+    if (entries < 2 || sibling == 0) return Status::Corruption("inner node with fewer than two entries");
+    // Collapse: COMMIT store8(parent slot) := sibling -> persist. This unlinks n and the leaf.
+    // n's slots are left as they are (a concurrent visit may still be walking n).
+    pm::store8(pslot, sibling);
+    pm::persist(pslot, 8);
+    Status s = Status::OK();
+    if (!RefIsLeaf(sibling)) {
+      // The sibling now sits at n's position: its header depth is too large (stale, I4) until
+      // this repair.
+      if (!TakeInterrupt(WortInterrupt::kCollapseBeforeHeaderFix)) s = RecoverHeader(NodeAt(sibling), expected);
+    }
+    alloc.Free(RefOffset(ref));
+    alloc.Free(RefOffset(c));
+    CountDown();
+    return s;
+  }
+  return Status::Corruption("tree deeper than any key allows");
+}
+
+// ---- Scan ----------------------------------------------------------------------------------------
+template <unsigned kSpan>
+Status WortTree<kSpan>::Scan(std::string_view start, const std::string_view* end, size_t limit,
+                             const ScanFn& fn) const {
+  std::shared_lock lock(mu_);
+  if (limit == 0) return Status::OK();
+  const Key s(start);
+  struct Frame {
+    const Node* n;
+    unsigned next;  // next slot to visit
+  };
+  std::vector<Frame> stack;
+  size_t emitted = 0;
+  // Returns false when the scan must stop.
+  auto emit = [&](uint64_t lref) -> bool {
+    const WortLeaf* l = LeafAt(lref);
+    const std::string_view key(l->key(), l->key_len);
+    if (end && CompareKeys(key, *end) > 0) return false;
+    if (!fn(key, l->value)) return false;
+    return ++emitted < limit;
+  };
+
+  // Descend along `start`, leaving on the stack the nodes whose remaining slots hold keys
+  // greater than start. Compressed paths are compared against a leaf below the node, so stale
+  // headers (I4) do not matter: only the branch position (I3) is used.
+  uint64_t ref = pm::load8(&rb_->root);
+  size_t expected = 0;
+  for (size_t level = 0; ref != 0; ++level) {
+    if (level >= kMaxLevels<kSpan>) return Status::Corruption("tree deeper than any key allows");
+    if (RefIsLeaf(ref)) {
+      const WortLeaf* l = LeafAt(ref);
+      if (CompareKeys(std::string_view(l->key(), l->key_len), start) >= 0 && !emit(ref)) return Status::OK();
+      break;
+    }
+    const Node* n = NodeAt(ref);
+    const size_t b = Branch(HeaderOf(n));
+    if (b < expected) return Status::Corruption("node branches above its expected depth");
+    const uint64_t lr = AnyLeaf(ref);
+    if (lr == 0) return Status::Corruption("inner node without leaves");
+    const Key r(LeafAt(lr));
+    if (r.n < b) return Status::Corruption("leaf shorter than its node's branch position");
+    int cmp = 0;  // start vs the node's compressed path; -1 also when start ends inside it
+    for (size_t i = expected; i < b; ++i) {
+      if (i >= s.n) {
+        cmp = -1;
+        break;
+      }
+      const unsigned a = s.at(i), c = r.at(i);
+      if (a != c) {
+        cmp = a < c ? -1 : 1;
+        break;
+      }
+    }
+    if (cmp > 0) break;  // every key below is smaller than start
+    if (cmp < 0 || s.n == b) {
+      // Every key below is >= start (with s.n == b the end slot may hold start itself).
+      stack.push_back({n, 0});
+      break;
+    }
+    const unsigned c = s.at(b);
+    stack.push_back({n, 2 + c});  // after child c's subtree, the greater children
+    ref = pm::load8(&n->slot[1 + c]);
+    expected = b + 1;
+  }
+
+  // In-order walk of what the stack holds: end slot first, then children by partial key.
+  while (!stack.empty()) {
+    Frame& f = stack.back();
+    if (f.next >= kSlots) {
+      stack.pop_back();
+      continue;
+    }
+    const uint64_t r = pm::load8(&f.n->slot[f.next++]);
+    if (r == 0) continue;
+    if (RefIsLeaf(r)) {
+      if (!emit(r)) return Status::OK();
+    } else {
+      if (stack.size() >= kMaxLevels<kSpan>) return Status::Corruption("tree deeper than any key allows");
+      stack.push_back({NodeAt(r), 0});
+    }
+  }
+  return Status::OK();
+}
+
+// ---- counting and statistics -----------------------------------------------------------------
+template <unsigned kSpan>
+uint64_t WortTree<kSpan>::CountLeaves() const {
+  uint64_t leaves = 0;
+  std::vector<uint64_t> todo;
+  if (const uint64_t r = pm::load8(&rb_->root)) todo.push_back(r);
+  while (!todo.empty()) {
+    const uint64_t r = todo.back();
+    todo.pop_back();
+    if (RefIsLeaf(r)) {
+      ++leaves;
+      continue;
+    }
+    const Node* n = NodeAt(r);
+    for (unsigned s = 0; s < kSlots; ++s)
+      if (const uint64_t c = pm::load8(&n->slot[s])) todo.push_back(c);
+  }
+  return leaves;
+}
+
+template <unsigned kSpan>
+IndexStats WortTree<kSpan>::Stats() const {
+  std::shared_lock lock(mu_);
+  IndexStats st;
+  const Allocator& alloc = pool_.allocator();
+  st.bytes_allocated = alloc.UsableSize(pool_.offset_of(rb_));
+  uint64_t depth_sum = 0;
+  std::vector<std::pair<uint64_t, uint32_t>> todo;  // (ref, inner nodes above it)
+  if (const uint64_t r = pm::load8(&rb_->root)) todo.push_back({r, 0});
+  while (!todo.empty()) {
+    const auto [r, d] = todo.back();
+    todo.pop_back();
+    st.bytes_allocated += alloc.UsableSize(RefOffset(r));
+    if (RefIsLeaf(r)) {
+      ++st.leaves;
+      depth_sum += d;
+      continue;
+    }
+    ++st.inner_nodes;
+    const Node* n = NodeAt(r);
+    for (unsigned s = 0; s < kSlots; ++s)
+      if (const uint64_t c = pm::load8(&n->slot[s])) todo.push_back({c, d + 1});
+  }
+  st.keys = st.leaves;
+  st.avg_leaf_depth = st.leaves ? static_cast<double>(depth_sum) / static_cast<double>(st.leaves) : 0.0;
+  st.volatile_bytes = 0;
+  return st;
+}
+
+// ---- Check ----------------------------------------------------------------------------------------
+template <unsigned kSpan>
+Status WortTree<kSpan>::CheckDetailed(std::string* report, WortCheckInfo* info) const {
+  std::shared_lock lock(mu_);
+  *info = WortCheckInfo{};
+  size_t errors = 0;
+  auto fail = [&](const std::string& what) {
+    if (errors++ < 20 && report) *report += "wort: " + what + "\n";
+  };
+  // I1: the root block.
+  if (rb_->magic != WortRootBlock::kMagic || rb_->version != WortRootBlock::kVersion || rb_->span_bits != kSpan ||
+      (rb_->key_type != static_cast<uint8_t>(KeyType::kU64) && rb_->key_type != static_cast<uint8_t>(KeyType::kBytes)))
+    fail("root block damaged");
+
+  const size_t max_n = P::Count(kMaxKeyLen);
+  std::vector<uint8_t> path;  // the partial keys that the path to the current position fixes
+  std::string prev;
+  bool have_prev = false;
+  uint64_t leaves = 0;
+
+  // A leaf found in a slot; `end_at` is the branch position when it is in an end slot, or
+  // SIZE_MAX for a child slot / the root (its key must then be longer than path).
+  auto check_leaf = [&](uint64_t ref, size_t end_at) {
+    const uint64_t off = RefOffset(ref);
+    if (!pool_.contains(off, sizeof(WortLeaf))) return fail("leaf offset " + std::to_string(off) + " outside the pool");
+    const WortLeaf* l = LeafAt(ref);
+    if (l->key_len > kMaxKeyLen || !pool_.contains(off, LeafBytes(l->key_len)))
+      return fail("leaf at " + std::to_string(off) + " has a bad key length " + std::to_string(l->key_len));
+    if (key_type_ == KeyType::kU64 && l->key_len != 8)
+      return fail("leaf at " + std::to_string(off) + " holds a " + std::to_string(l->key_len) + "-byte key in a u64 index");
+    ++leaves;
+    const Key k(l);
+    const std::string_view kv = k.view();
+    // I3: the key agrees with its path and sits in the right slot.
+    if (end_at != SIZE_MAX ? k.n != end_at : k.n < path.size())
+      return fail("leaf at " + std::to_string(off) + " has the wrong length for its slot");
+    for (size_t i = 0; i < path.size(); ++i)
+      if (k.at(i) != path[i])
+        return fail("leaf at " + std::to_string(off) + " disagrees with its path at partial key " + std::to_string(i));
+    // I5: ascending order; reachable by Lookup.
+    if (have_prev && CompareKeys(prev, kv) >= 0) fail("keys out of order at leaf " + std::to_string(off));
+    prev.assign(kv);
+    have_prev = true;
+    if (FindLeaf(k) != ref) fail("leaf at " + std::to_string(off) + " is not found by Lookup");
+  };
+
+  struct Frame {
+    const Node* n;
+    size_t branch;
+    unsigned next;
+  };
+  std::vector<Frame> stack;
+  // Enters a node reached with the path fixing [0, expected); pushes a frame when it can be walked.
+  auto enter = [&](uint64_t ref) {
+    const size_t expected = path.size();
+    const uint64_t off = RefOffset(ref);
+    if (!RefWellFormed(ref) || !pool_.contains(off, sizeof(Node)))
+      return fail("node reference " + std::to_string(ref) + " malformed or outside the pool");
+    if (stack.size() >= kMaxLevels<kSpan>) return fail("tree deeper than any key allows");
+    ++info->inner_nodes;
+    const Node* n = NodeAt(ref);
+    const CompressionHeader h = HeaderOf(n);
+    const size_t b = Branch(h);
+    const std::string where = "node at " + std::to_string(off);
+    if (h.depth < expected) return fail(where + ": depth " + std::to_string(h.depth) + " < expected " + std::to_string(expected));
+    if (b > max_n) return fail(where + ": branch position beyond the longest key");
+    const bool stale = h.depth != expected;
+    if (stale) ++info->stale_headers;
+    // I2.
+    unsigned entries = 0;
+    for (unsigned s = 0; s < kSlots; ++s) entries += pm::load8(&n->slot[s]) != 0;
+    if (entries < 2) fail(where + ": " + std::to_string(entries) + " entries");
+    const uint64_t e = pm::load8(&n->slot[0]);
+    if (e != 0 && !RefIsLeaf(e)) fail(where + ": end slot holds an inner node");
+    // The compressed path [expected, b), taken from a leaf below; I3 is verified at every leaf.
+    const uint64_t lr = AnyLeaf(ref);
+    if (lr == 0 || !pool_.contains(RefOffset(lr), sizeof(WortLeaf))) return fail(where + ": no leaf below");
+    const WortLeaf* rl = LeafAt(lr);
+    if (rl->key_len > kMaxKeyLen) return fail(where + ": leaf below has a bad key length");
+    const Key r(rl);
+    if (r.n < b) return fail(where + ": leaf below is shorter than the branch position");
+    for (size_t i = expected; i < b; ++i) path.push_back(static_cast<uint8_t>(r.at(i)));
+    // I4: a current header's prefix array matches the path.
+    if (!stale) {
+      const size_t inl = std::min<size_t>(h.prefix_len, kInlineCap);
+      for (size_t j = 0; j < inl; ++j)
+        if (PrefixAt(h, j) != path[expected + j]) {
+          fail(where + ": prefix array disagrees with its leaves at " + std::to_string(j));
+          break;
+        }
+    }
+    stack.push_back({n, b, 0});
+  };
+
+  const uint64_t root = pm::load8(&rb_->root);
+  if (root != 0) {
+    if (RefIsLeaf(root))
+      check_leaf(root, SIZE_MAX);
+    else
+      enter(root);
+  }
+  while (!stack.empty() && errors < 1000) {
+    Frame& f = stack.back();
+    if (f.next >= kSlots) {
+      stack.pop_back();
+      continue;
+    }
+    const unsigned s = f.next++;
+    const size_t b = f.branch;
+    const uint64_t r = pm::load8(&f.n->slot[s]);
+    if (r == 0) continue;
+    path.resize(b);
+    if (!RefWellFormed(r)) {
+      fail("malformed reference " + std::to_string(r));
+      continue;
+    }
+    if (s == 0) {
+      if (RefIsLeaf(r)) check_leaf(r, b);
+      continue;
+    }
+    path.push_back(static_cast<uint8_t>(s - 1));
+    if (RefIsLeaf(r))
+      check_leaf(r, SIZE_MAX);
+    else
+      enter(r);  // may invalidate f
+  }
+  info->leaves = leaves;
+  const int64_t c = count_.load(std::memory_order_acquire);
+  if (c >= 0 && static_cast<uint64_t>(c) != leaves)
+    fail("count " + std::to_string(c) + " != leaves " + std::to_string(leaves));
+  if (errors) return Status::Corruption("wort: " + std::to_string(errors) + " invariant violation(s)");
+  return Status::OK();
+}
+
+// ---- the index kind --------------------------------------------------------------------------------
+Status CreateWort(Pool& pool, const IndexOptions& opts, uint64_t* root_off) {
+  if (opts.span_bits != 4 && opts.span_bits != 8)
+    return Status::InvalidArgument("wort supports span_bits 4 or 8, not " + std::to_string(opts.span_bits));
+  if (opts.key_type != KeyType::kU64 && opts.key_type != KeyType::kBytes)
+    return Status::InvalidArgument("unknown key type");
+  uint64_t off;
+  WORT_RETURN_IF_ERROR(pool.allocator().AllocZeroed(sizeof(WortRootBlock), &off));
+  WortRootBlock* rb = pool.at<WortRootBlock>(off);
+  rb->magic = WortRootBlock::kMagic;
+  rb->key_type = static_cast<uint8_t>(opts.key_type);
+  rb->span_bits = static_cast<uint8_t>(opts.span_bits);
+  rb->version = WortRootBlock::kVersion;
+  rb->reserved = 0;
+  rb->root = 0;
+  // write -> persist; the caller publishes the root block (Pool::AddRoot is the commit point).
+  pm::persist(rb, sizeof(WortRootBlock));
+  *root_off = off;
+  return Status::OK();
+}
+
+Status OpenWort(Pool& pool, uint64_t root_off, std::unique_ptr<Index>* out) {
+  if (root_off == 0 || root_off % 64 != 0 || !pool.contains(root_off, sizeof(WortRootBlock)))
+    return Status::Corruption("wort root block offset " + std::to_string(root_off) + " is not in the pool");
+  const WortRootBlock* rb = pool.at<WortRootBlock>(root_off);
+  if (rb->magic != WortRootBlock::kMagic) return Status::Corruption("not a wort root block (bad magic)");
+  if (rb->version != WortRootBlock::kVersion)
+    return Status::Corruption("wort root block version " + std::to_string(rb->version) + " unknown");
+  if (rb->key_type != static_cast<uint8_t>(KeyType::kU64) && rb->key_type != static_cast<uint8_t>(KeyType::kBytes))
+    return Status::Corruption("wort root block has an unknown key type");
+  if (rb->span_bits == 4)
+    *out = std::make_unique<WortTree<4>>(pool, root_off);
+  else if (rb->span_bits == 8)
+    *out = std::make_unique<WortTree<8>>(pool, root_off);
+  else
+    return Status::Corruption("wort root block has span_bits " + std::to_string(rb->span_bits));
+  return Status::OK();
+}
+
+// Reports the root block, every inner node and every leaf (reachability contract R1). Reads
+// only the root word and node slots, with atomic 8-byte loads, after checking each offset
+// against the pool; a concurrent writer leaves every slot either old or new, and freed blocks
+// are not reused while this runs.
+void VisitWort(const Pool& pool, uint64_t root_off, const std::function<void(uint64_t)>& mark) {
+  if (root_off == 0 || !pool.contains(root_off, sizeof(WortRootBlock))) return;
+  mark(root_off);
+  const WortRootBlock* rb = pool.at<WortRootBlock>(root_off);
+  if (rb->magic != WortRootBlock::kMagic) return;
+  const unsigned span = rb->span_bits;
+  if (span != 4 && span != 8) return;
+  const unsigned slots = (1u << span) + 1;
+  const size_t node_bytes = span == 4 ? sizeof(WortNode<4>) : sizeof(WortNode<8>);
+  const size_t max_levels = span == 4 ? kMaxLevels<4> : kMaxLevels<8>;
+  std::vector<std::pair<uint64_t, size_t>> todo;  // (reference, level)
+  if (const uint64_t r = pm::load8(&rb->root)) todo.push_back({r, 0});
+  while (!todo.empty()) {
+    const auto [ref, level] = todo.back();
+    todo.pop_back();
+    if (!RefWellFormed(ref)) continue;
+    const uint64_t off = RefOffset(ref);
+    if (RefIsLeaf(ref)) {
+      if (pool.contains(off, sizeof(WortLeaf))) mark(off);
+      continue;
+    }
+    if (!pool.contains(off, node_bytes)) continue;
+    mark(off);
+    if (level >= max_levels) continue;
+    // Slots sit right after the 8-byte header in both layouts.
+    const uint64_t* slot = pool.at<const uint64_t>(off) + 1;
+    for (unsigned s = 0; s < slots; ++s)
+      if (const uint64_t c = pm::load8(&slot[s])) todo.push_back({c, level + 1});
+  }
+}
+
+const IndexKind kWortKind = {
+    "wort",
+    kind_id::kWort,
+    "WORT: write-optimal radix tree with 8-byte compression headers (FAST'17)",
+    /*ordered=*/true,
+    &CreateWort,
+    &OpenWort,
+    &VisitWort,
+};
+
+[[maybe_unused]] const bool kRegistered = RegisterIndexKind(&kWortKind);
+
+}  // namespace
+
+void SetWortInterruptForTest(WortInterrupt what) { g_interrupt.store(static_cast<int>(what)); }
+
+Status WortCheck(const Index& index, std::string* report, WortCheckInfo* info) {
+  if (const auto* t4 = dynamic_cast<const WortTree<4>*>(&index)) return t4->CheckDetailed(report, info);
+  if (const auto* t8 = dynamic_cast<const WortTree<8>*>(&index)) return t8->CheckDetailed(report, info);
+  return Status::InvalidArgument("not a wort index");
+}
+
+}  // namespace wort::radix
