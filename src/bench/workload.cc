@@ -3,16 +3,17 @@
 // Every generator draws from its own stream of a small seeded PRNG (splitmix64), so a given
 // (distribution, n, seed) always yields the same keys in the same order, on every platform.
 // Distinctness is guaranteed without node-based sets:
-//   sparse     generate, sort a copy, and redraw only if two values collided (rare)
+//   sparse     generate, radix-sort a copy, and redraw only values that collided (rare)
 //   clustered  draw run starts, sort them, redraw any start that overlaps the previous run
-//   strings    a flat open-addressing set of 64-bit hashes: a candidate whose hash was seen is
-//              redrawn (equal strings have equal hashes, so the accepted keys are distinct)
+//   strings    radix-sort the keys' 64-bit hashes; a key whose hash occurred before is redrawn
+//              (equal strings have equal hashes, so the accepted keys are distinct)
 #include "bench/workload.h"
 
 #include <fmt/core.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <string_view>
 
@@ -21,16 +22,17 @@
 namespace wort::bench {
 namespace {
 
+uint64_t Mix64(uint64_t z) {  // the splitmix64 finalizer
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
 // splitmix64 (Steele, Lea, Flood): a 64-bit state, one add and a finalizer per output.
 class Rng {
  public:
   explicit Rng(uint64_t seed) : s_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (s_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
+  uint64_t Next() { return Mix64(s_ += 0x9e3779b97f4a7c15ull); }
   // Uniform in [0, bound) (Lemire's multiply-shift; the bias is < bound / 2^64, negligible here).
   uint64_t Below(uint64_t bound) {
     return static_cast<uint64_t>((static_cast<unsigned __int128>(Next()) * bound) >> 64);
@@ -49,18 +51,64 @@ enum Stream : uint64_t {
   kStreamStrings = 4,
   kStreamSample = 5,
 };
-Rng StreamRng(uint64_t seed, Stream s) {
-  Rng mix(seed ^ (static_cast<uint64_t>(s) * 0xd6e8feb86659fd93ull));
-  return Rng(mix.Next());
-}
+Rng StreamRng(uint64_t seed, Stream s) { return Rng(Mix64(seed ^ (static_cast<uint64_t>(s) * 0xd6e8feb86659fd93ull))); }
 
 template <class T>
-void Shuffle(std::vector<T>& v, uint64_t seed) {
+void Shuffle(std::vector<T>& v, uint64_t seed) {  // Fisher-Yates
   Rng r = StreamRng(seed, kStreamShuffle);
   for (size_t i = v.size(); i > 1; --i) {
     const size_t j = r.Below(i);
     std::swap(v[i - 1], v[j]);
   }
+}
+
+// Sorts 64-bit values: LSD radix sort, 6 passes of 11 bits (several times faster than
+// std::sort at millions of keys). A pass whose digit is equal in every value is skipped.
+void RadixSort(std::vector<uint64_t>& v) {
+  constexpr int kBits = 11;
+  constexpr size_t kBuckets = size_t{1} << kBits;
+  std::vector<uint64_t> tmp(v.size());
+  std::vector<size_t> count(kBuckets + 1);
+  for (int shift = 0; shift < 64; shift += kBits) {
+    std::fill(count.begin(), count.end(), 0);
+    for (uint64_t x : v) ++count[((x >> shift) & (kBuckets - 1)) + 1];
+    bool trivial = false;
+    for (size_t b = 1; b <= kBuckets; ++b) trivial |= count[b] == v.size();
+    if (trivial) continue;
+    for (size_t b = 1; b <= kBuckets; ++b) count[b] += count[b - 1];
+    for (uint64_t x : v) tmp[count[(x >> shift) & (kBuckets - 1)]++] = x;
+    v.swap(tmp);
+  }
+}
+
+// The values that occur more than once in `v`, sorted (usually none).
+std::vector<uint64_t> Duplicates(const std::vector<uint64_t>& v) {
+  std::vector<uint64_t> sorted = v;
+  RadixSort(sorted);
+  std::vector<uint64_t> dups;
+  for (size_t i = 1; i < sorted.size(); ++i)
+    if (sorted[i] == sorted[i - 1] && (dups.empty() || dups.back() != sorted[i])) dups.push_back(sorted[i]);
+  return dups;
+}
+
+// Keeps the first occurrence of each value listed in `dups` (sorted) and drops the later ones.
+// `aux` (if non-null, the same length as v) is compacted alongside.
+template <class Aux>
+void DropLaterDuplicates(std::vector<uint64_t>& v, std::vector<Aux>* aux, const std::vector<uint64_t>& dups) {
+  std::vector<bool> seen(dups.size(), false);
+  size_t out = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    auto it = std::lower_bound(dups.begin(), dups.end(), v[i]);
+    if (it != dups.end() && *it == v[i]) {
+      const size_t d = it - dups.begin();
+      if (seen[d]) continue;
+      seen[d] = true;
+    }
+    if (aux) (*aux)[out] = std::move((*aux)[i]);
+    v[out++] = v[i];
+  }
+  v.resize(out);
+  if (aux) aux->resize(out);
 }
 
 std::vector<uint64_t> Dense(size_t n, uint64_t seed) {
@@ -72,21 +120,16 @@ std::vector<uint64_t> Dense(size_t n, uint64_t seed) {
 
 std::vector<uint64_t> Sparse(size_t n, uint64_t seed) {
   Rng r = StreamRng(seed, kStreamSparse);
-  std::vector<uint64_t> v(n);
-  for (auto& x : v) x = r.Next();
-  // i.i.d. draws are already in random order; only collisions need work.
-  std::vector<uint64_t> sorted = v;
-  std::sort(sorted.begin(), sorted.end());
-  if (std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end()) return v;
-  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
-  while (sorted.size() < n) {
-    const size_t have = sorted.size();
-    for (size_t i = have; i < n; ++i) sorted.push_back(r.Next());
-    std::sort(sorted.begin(), sorted.end());
-    sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  std::vector<uint64_t> v;
+  v.reserve(n);
+  // i.i.d. draws are already in random order; only collisions (rare) need work: drop the later
+  // copies and draw replacements until all n are distinct.
+  for (;;) {
+    while (v.size() < n) v.push_back(r.Next());
+    const std::vector<uint64_t> dups = Duplicates(v);
+    if (dups.empty()) return v;
+    DropLaterDuplicates<int>(v, nullptr, dups);
   }
-  Shuffle(sorted, seed);
-  return sorted;
 }
 
 constexpr uint64_t kRunLen = 64;
@@ -94,15 +137,15 @@ constexpr uint64_t kRunLen = 64;
 std::vector<uint64_t> Clustered(size_t n, uint64_t seed) {
   Rng r = StreamRng(seed, kStreamClustered);
   const size_t runs = (n + kRunLen - 1) / kRunLen;  // the last run may be shorter
-  // A run starts anywhere a whole run fits: [0, 2^64 - 64].
+  // A run starts anywhere a whole run fits: [0, 2^64 - 64], i.e. 2^64 - 63 choices.
   auto draw = [&r] { return r.Below(~0ull - kRunLen + 2); };
   std::vector<uint64_t> starts(runs);
   for (auto& s : starts) s = draw();
   for (;;) {
-    std::sort(starts.begin(), starts.end());
+    RadixSort(starts);
     bool overlap = false;
     for (size_t i = 1; i < runs; ++i) {
-      if (starts[i] - starts[i - 1] < kRunLen) {
+      if (starts[i] - starts[i - 1] < kRunLen) {  // would share keys with the previous run
         starts[i] = draw();
         overlap = true;
       }
@@ -117,59 +160,58 @@ std::vector<uint64_t> Clustered(size_t n, uint64_t seed) {
   return v;
 }
 
+// A 64-bit hash of a byte string, 8 bytes per step. Equal strings hash equally; that is all the
+// dedup needs (a rare collision of distinct strings only costs a redraw).
 uint64_t HashBytes(std::string_view s) {
-  // FNV-1a over the bytes, then a splitmix finalizer to spread the low bits.
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
-  h ^= s.size();
-  h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
-  h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
-  return h ^ (h >> 31);
+  uint64_t h = 0x9e3779b97f4a7c15ull ^ s.size();
+  size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    uint64_t w;
+    std::memcpy(&w, s.data() + i, 8);
+    h = (h ^ w) * 0x100000001b3ull;
+    h ^= h >> 32;
+  }
+  uint64_t tail = 0;
+  std::memcpy(&tail, s.data() + i, s.size() - i);
+  return Mix64(h ^ tail);
 }
-
-// A set of nonzero 64-bit hashes, open addressing with linear probing, load <= 1/2.
-class HashSet {
- public:
-  explicit HashSet(size_t n) {
-    size_t cap = 16;
-    while (cap < 2 * n) cap <<= 1;
-    slots_.assign(cap, 0);
-    mask_ = cap - 1;
-  }
-  // True iff h was not present (it is now).
-  bool Insert(uint64_t h) {
-    if (h == 0) h = 1;  // 0 marks an empty slot
-    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
-      if (slots_[i] == h) return false;
-      if (slots_[i] == 0) {
-        slots_[i] = h;
-        return true;
-      }
-    }
-  }
-
- private:
-  std::vector<uint64_t> slots_;
-  size_t mask_ = 0;
-};
 
 constexpr size_t kMinStringLen = 8, kMaxStringLen = 64;
 constexpr char kFirstPrintable = 0x21, kLastPrintable = 0x7e;  // '!'..'~' (no space)
 
+std::string RandomString(Rng& r) {
+  const size_t len = kMinStringLen + r.Below(kMaxStringLen - kMinStringLen + 1);
+  std::string s(len, '\0');
+  // Several characters per 64-bit draw: each multiply by the alphabet size moves the next
+  // uniform digit into the high word (about 6.6 bits per character; 5 per draw keeps >= 31
+  // fresh bits behind every digit).
+  constexpr uint64_t kAlphabet = kLastPrintable - kFirstPrintable + 1;
+  for (size_t i = 0; i < len; i += 5) {
+    uint64_t x = r.Next();
+    for (size_t j = i; j < len && j < i + 5; ++j) {
+      const unsigned __int128 m = static_cast<unsigned __int128>(x) * kAlphabet;
+      s[j] = static_cast<char>(kFirstPrintable + static_cast<uint64_t>(m >> 64));
+      x = static_cast<uint64_t>(m);
+    }
+  }
+  return s;
+}
+
 std::vector<std::string> Strings(size_t n, uint64_t seed) {
   Rng r = StreamRng(seed, kStreamStrings);
-  HashSet seen(n);
   std::vector<std::string> v;
+  std::vector<uint64_t> hashes;
   v.reserve(n);
-  std::string s;
-  while (v.size() < n) {
-    const size_t len = kMinStringLen + r.Below(kMaxStringLen - kMinStringLen + 1);
-    s.resize(len);
-    for (size_t i = 0; i < len; ++i)
-      s[i] = static_cast<char>(kFirstPrintable + r.Below(kLastPrintable - kFirstPrintable + 1));
-    if (seen.Insert(HashBytes(s))) v.push_back(s);
+  hashes.reserve(n);
+  for (;;) {
+    while (v.size() < n) {
+      v.push_back(RandomString(r));
+      hashes.push_back(HashBytes(v.back()));
+    }
+    const std::vector<uint64_t> dups = Duplicates(hashes);
+    if (dups.empty()) return v;  // i.i.d. draws: already in random order
+    DropLaterDuplicates(hashes, &v, dups);
   }
-  return v;  // i.i.d. draws: already in random order
 }
 
 std::vector<std::string> Words(size_t n, uint64_t seed) {
