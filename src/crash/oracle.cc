@@ -1,0 +1,475 @@
+// The expected-state oracle and the checks on a crashed pool. See crash/oracle.h.
+#include "crash/oracle.h"
+
+#include <fmt/core.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <limits>
+#include <set>
+#include <unordered_set>
+
+#include "wort/alloc.h"
+#include "wort/pool.h"
+
+namespace wort::crash {
+
+uint64_t MixSeed(uint64_t seed, uint64_t a, uint64_t b, uint64_t c) {
+  Rng r(seed ^ 0x6a09e667f3bcc908ull);
+  uint64_t h = r.Next();
+  for (uint64_t x : {a, b, c}) {
+    Rng s(h ^ (x * 0x9e3779b97f4a7c15ull));
+    h = s.Next();
+  }
+  return h;
+}
+
+const char* OpTypeName(OpType t) {
+  switch (t) {
+    case OpType::kInsert: return "insert";
+    case OpType::kUpsert: return "upsert";
+    case OpType::kDelete: return "delete";
+  }
+  return "?";
+}
+
+bool ParseOpTypes(const std::string& list, std::vector<OpType>* out) {
+  std::vector<OpType> v;
+  size_t pos = 0;
+  while (pos <= list.size()) {
+    size_t comma = list.find(',', pos);
+    if (comma == std::string::npos) comma = list.size();
+    const std::string item = list.substr(pos, comma - pos);
+    bool found = false;
+    for (OpType t : {OpType::kInsert, OpType::kUpsert, OpType::kDelete}) {
+      if (item == OpTypeName(t)) {
+        if (std::find(v.begin(), v.end(), t) == v.end()) v.push_back(t);
+        found = true;
+      }
+    }
+    if (!found) return false;
+    pos = comma + 1;
+  }
+  if (v.empty()) return false;
+  *out = std::move(v);
+  return true;
+}
+
+std::string OpTypesName(const std::vector<OpType>& types) {
+  std::string s;
+  for (OpType t : types) s += (s.empty() ? "" : ",") + std::string(OpTypeName(t));
+  return s;
+}
+
+std::string KeyToString(std::string_view key, KeyType kt) {
+  if (kt == KeyType::kU64 && key.size() == 8) return std::to_string(DecodeU64(key));
+  constexpr size_t kShow = 48;
+  const std::string_view shown = key.substr(0, std::min(key.size(), kShow));
+  const bool printable = std::all_of(shown.begin(), shown.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
+  std::string s;
+  if (printable) {
+    s = "\"" + std::string(shown) + "\"";
+  } else {
+    s = "0x";
+    for (unsigned char c : shown) s += fmt::format("{:02x}", c);
+  }
+  if (key.size() > kShow) s += fmt::format("...({} bytes)", key.size());
+  if (key.empty()) s = "\"\" (empty)";
+  return s;
+}
+
+// ---- the workload ---------------------------------------------------------------------------
+
+namespace {
+// Keys that break naive implementations: empty, 0x00 and >= 0x80 bytes (signed-char bugs),
+// chains of prefixes (a key ending inside another's path), and long keys up to kMaxKeyLen (past
+// any inline prefix limit).
+std::vector<std::string> EdgeKeys() {
+  std::vector<std::string> v = {
+      std::string(),
+      std::string(1, '\0'),
+      std::string(2, '\0'),
+      std::string("\x00\xff", 2),
+      std::string("\x00\x80\x00", 3),
+      "\x7f",
+      "\x80",
+      "\xff",
+      "\xff\xff",
+      std::string(9, '\xff'),
+      "p",
+      "pr",
+      "pre",
+      "pref",
+      "prefix",
+  };
+  std::string long1(200, 'L');
+  long1[100] = '\x80';
+  v.push_back(long1);
+  v.push_back(long1 + "x");
+  v.push_back(long1.substr(0, 150));
+  std::string maxkey(kMaxKeyLen, '\0');
+  for (size_t i = 0; i < maxkey.size(); ++i) maxkey[i] = static_cast<char>((i * 7) % 251);
+  v.push_back(maxkey);
+  v.push_back(maxkey.substr(0, kMaxKeyLen - 1));
+  v.push_back(maxkey.substr(0, 1000));
+  return v;
+}
+
+template <class T>
+void ShuffleWith(std::vector<T>& v, Rng& r) {
+  for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[r.Below(i)]);
+}
+
+constexpr size_t kFreshKeys = 8;
+}  // namespace
+
+Workload::Workload(bench::Dist dist, KeyType kt, size_t setup_keys, size_t insert_keys, bool edge_keys,
+                   uint64_t seed)
+    : kt_(kt) {
+  std::vector<std::string> gen = bench::GenerateKeys(dist, setup_keys + insert_keys + kFreshKeys, seed);
+  if (kt == KeyType::kU64) {
+    // An integer index takes 8-byte keys only.
+    std::erase_if(gen, [](const std::string& k) { return k.size() != 8; });
+    edge_keys = false;
+  }
+  std::vector<std::string> edges;
+  if (edge_keys) {
+    edges = EdgeKeys();
+    const std::unordered_set<std::string> e(edges.begin(), edges.end());
+    std::erase_if(gen, [&](const std::string& k) { return e.count(k) != 0; });
+  }
+  // Fresh keys come off the end of the generated list.
+  const size_t nfresh = std::min(kFreshKeys, gen.size());
+  fresh_.assign(gen.end() - static_cast<ptrdiff_t>(nfresh), gen.end());
+  gen.resize(gen.size() - nfresh);
+
+  Rng r(MixSeed(seed, 0x5e7));
+  const size_t gen_setup = std::min(setup_keys, gen.size());
+  std::vector<std::string> setup(gen.begin(), gen.begin() + static_cast<ptrdiff_t>(gen_setup));
+  std::vector<std::string> inserts(gen.begin() + static_cast<ptrdiff_t>(gen_setup), gen.end());
+  // Edge keys: every other one is loaded at setup, the rest are insert candidates.
+  for (size_t i = 0; i < edges.size(); ++i) (i % 2 == 0 ? setup : inserts).push_back(edges[i]);
+  ShuffleWith(setup, r);
+  ShuffleWith(inserts, r);
+  setup_ = setup.size();
+  keys_ = std::move(setup);
+  keys_.insert(keys_.end(), inserts.begin(), inserts.end());
+}
+
+Op Workload::Next(const Contents& m, const std::vector<OpType>& types, Rng& rng) const {
+  std::vector<uint32_t> present, absent;
+  for (uint32_t i = 0; i < keys_.size(); ++i) (m.count(keys_[i]) ? present : absent).push_back(i);
+  Op op;
+  op.type = types[rng.Below(types.size())];
+  const bool miss = rng.Below(10) == 0;
+  auto pick = [&](const std::vector<uint32_t>& first, const std::vector<uint32_t>& second) {
+    const auto& v = first.empty() ? second : first;
+    return v.empty() ? 0u : v[rng.Below(v.size())];
+  };
+  switch (op.type) {
+    case OpType::kInsert: op.key = miss ? pick(present, absent) : pick(absent, present); break;
+    case OpType::kUpsert: op.key = miss ? pick(absent, present) : pick(present, absent); break;
+    case OpType::kDelete: op.key = miss ? pick(absent, present) : pick(present, absent); break;
+  }
+  op.value = rng.Next();
+  auto it = m.find(keys_[op.key]);
+  if (it != m.end() && it->second == op.value) ++op.value;  // an upsert always changes the value
+  return op;
+}
+
+Code Workload::Apply(const Op& op, Contents* m) const {
+  const std::string& k = keys_[op.key];
+  switch (op.type) {
+    case OpType::kInsert:
+      return m->emplace(k, op.value).second ? Code::kOk : Code::kAlreadyExists;
+    case OpType::kUpsert:
+      (*m)[k] = op.value;
+      return Code::kOk;
+    case OpType::kDelete:
+      return m->erase(k) ? Code::kOk : Code::kNotFound;
+  }
+  return Code::kInvalidArgument;
+}
+
+Status Workload::Run(Index& index, const Op& op) const {
+  const std::string& k = keys_[op.key];
+  switch (op.type) {
+    case OpType::kInsert: return index.Insert(std::string_view(k), op.value);
+    case OpType::kUpsert: return index.Upsert(std::string_view(k), op.value, nullptr);
+    case OpType::kDelete: return index.Remove(std::string_view(k));
+  }
+  return Status::InvalidArgument("bad op");
+}
+
+std::string Workload::Describe(const Op& op) const {
+  std::string s = std::string(OpTypeName(op.type)) + " key=" + KeyToString(keys_[op.key], kt_);
+  if (op.type != OpType::kDelete) s += fmt::format(" value={:#x}", op.value);
+  return s;
+}
+
+// ---- reading and comparing contents ---------------------------------------------------------
+
+Status ReadContents(const Index& index, const IndexKind& kind, const Workload& wl, Contents* out) {
+  Contents c;
+  if (kind.ordered) {
+    const std::string start = wl.key_type() == KeyType::kU64 ? EncodeU64(0) : std::string();
+    std::string prev;
+    bool first = true, order_ok = true;
+    Status s = index.Scan(start, nullptr, std::numeric_limits<size_t>::max(), [&](std::string_view k, uint64_t v) {
+      if (!first && CompareKeys(prev, k) >= 0) order_ok = false;
+      prev.assign(k.data(), k.size());
+      first = false;
+      c.emplace(std::string(k), v);
+      return true;
+    });
+    WORT_RETURN_IF_ERROR(s);
+    if (!order_ok) return Status::Corruption("Scan returned keys out of order or twice");
+  } else {
+    auto look = [&](const std::string& k) -> Status {
+      uint64_t v = 0;
+      Status s = index.Lookup(std::string_view(k), &v);
+      if (s.ok()) c.emplace(k, v);
+      else if (!s.IsNotFound()) return Status(s.code(), "Lookup(" + KeyToString(k, wl.key_type()) + "): " + s.message());
+      return Status::OK();
+    };
+    for (const std::string& k : wl.keys()) WORT_RETURN_IF_ERROR(look(k));
+    for (const std::string& k : wl.fresh()) WORT_RETURN_IF_ERROR(look(k));
+  }
+  *out = std::move(c);
+  return Status::OK();
+}
+
+namespace {
+std::string ValueText(const Contents& c, const std::string& k) {
+  auto it = c.find(k);
+  return it == c.end() ? "absent" : fmt::format("{:#x}", it->second);
+}
+
+// Keys where `a` and `b` differ, in order.
+std::vector<std::string> DiffKeys(const Contents& a, const Contents& b) {
+  std::vector<std::string> d;
+  auto i = a.begin();
+  auto j = b.begin();
+  while (i != a.end() || j != b.end()) {
+    if (j == b.end() || (i != a.end() && i->first < j->first)) {
+      d.push_back(i->first);
+      ++i;
+    } else if (i == a.end() || j->first < i->first) {
+      d.push_back(j->first);
+      ++j;
+    } else {
+      if (i->second != j->second) d.push_back(i->first);
+      ++i;
+      ++j;
+    }
+  }
+  return d;
+}
+}  // namespace
+
+int MatchContents(const Contents& found, const std::vector<const Contents*>& allowed, KeyType kt, std::string* diff) {
+  for (size_t i = 0; i < allowed.size(); ++i)
+    if (found == *allowed[i]) return static_cast<int>(i);
+  if (diff) {
+    const Contents& before = *allowed.front();
+    const Contents& after = *allowed.back();
+    std::string s = fmt::format("the index holds {} keys, ", found.size());
+    s += allowed.size() == 1 ? fmt::format("expected {} (the operation completed)", after.size())
+                             : fmt::format("expected {} (before the operation) or {} (after it)", before.size(), after.size());
+    // Keys that differ from every allowed state first; then, if none, the partial mixes.
+    std::set<std::string> keys;
+    for (const Contents* a : allowed)
+      for (auto& k : DiffKeys(found, *a)) keys.insert(k);
+    size_t shown = 0;
+    for (const std::string& k : keys) {
+      if (shown == 5) {
+        s += fmt::format("; and {} more keys differ", keys.size() - shown);
+        break;
+      }
+      s += "; key " + KeyToString(k, kt) + ": found " + ValueText(found, k);
+      if (allowed.size() == 1) s += ", expected " + ValueText(after, k);
+      else s += ", before " + ValueText(before, k) + ", after " + ValueText(after, k);
+      ++shown;
+    }
+    *diff = s;
+  }
+  return -1;
+}
+
+Status CheckReachability(const Pool& pool, std::string* report) {
+  std::set<uint64_t> reach;
+  bool ok = true;
+  auto bad = [&](const std::string& m) {
+    ok = false;
+    if (report) *report += m + "\n";
+  };
+  for (const RootInfo& r : pool.Roots()) {
+    const IndexKind* k = FindIndexKindById(r.type);
+    if (!k || !k->visit) {
+      bad(fmt::format("root '{}' has kind id {} with no visit function", r.name, r.type));
+      continue;
+    }
+    k->visit(pool, r.off, [&](uint64_t off) { reach.insert(off); });
+  }
+  std::vector<std::pair<uint64_t, size_t>> allocated;
+  pool.allocator().ForEachAllocated([&](uint64_t off, size_t size) { allocated.emplace_back(off, size); });
+  std::sort(allocated.begin(), allocated.end());
+  std::set<uint64_t> alloc_set;
+  for (auto& a : allocated) alloc_set.insert(a.first);
+  size_t leaks = 0, dangling = 0;
+  std::string leak_list, dangling_list;
+  for (auto& [off, size] : allocated) {
+    if (reach.count(off)) continue;
+    if (leaks++ < 5) leak_list += fmt::format(" {:#x}({}B)", off, size);
+  }
+  for (uint64_t off : reach) {
+    if (alloc_set.count(off)) continue;
+    if (dangling++ < 5) dangling_list += fmt::format(" {:#x}", off);
+  }
+  if (leaks) bad(fmt::format("{} allocated block(s) unreachable from every root (leak):{}{}", leaks, leak_list, leaks > 5 ? " ..." : ""));
+  if (dangling)
+    bad(fmt::format("{} reachable block(s) not allocated (free or never allocated):{}{}", dangling, dangling_list,
+                    dangling > 5 ? " ..." : ""));
+  return ok ? Status::OK()
+            : Status::Corruption(fmt::format("reachability contract broken: {} reachable, {} allocated", reach.size(),
+                                             allocated.size()));
+}
+
+// ---- the checks on a crashed pool -----------------------------------------------------------
+
+namespace {
+Status Fail(const std::string& step, const Status& s, const std::string& report = "") {
+  std::string m = step + ": " + s.ToString();
+  if (!report.empty() && s.message().find(report.substr(0, report.find('\n'))) == std::string::npos) {
+    std::string r = report;
+    while (!r.empty() && r.back() == '\n') r.pop_back();
+    if (r.size() > 2000) r = r.substr(0, 2000) + " ...";
+    m += " [" + r + "]";
+  }
+  return Status(s.ok() ? Code::kCorruption : s.code(), m);
+}
+
+// Steps 2-4 on an open pool: Check, contents against `allowed`, Size, reachability, Pool::Check.
+Status CheckOpenPool(Pool& pool, Index& idx, const CheckTarget& t, const std::vector<const Contents*>& allowed,
+                     int* matched, Contents* found, const std::string& when) {
+  std::string rep;
+  Status s = idx.Check(&rep);
+  if (!s.ok()) return Fail(when + "Index::Check", s, rep);
+  s = ReadContents(idx, *t.kind, *t.workload, found);
+  if (!s.ok()) return Fail(when + "reading the contents", s);
+  std::string diff;
+  const int m = MatchContents(*found, allowed, t.workload->key_type(), &diff);
+  if (m < 0) return Status::Corruption(when + "contents: " + diff);
+  if (idx.Size() != found->size())
+    return Status::Corruption(fmt::format("{}Size() is {}, the index holds {} keys", when, idx.Size(), found->size()));
+  rep.clear();
+  s = CheckReachability(pool, &rep);
+  if (!s.ok()) return Fail(when + "allocator", s, rep);
+  rep.clear();
+  s = pool.Check(&rep);
+  if (!s.ok()) return Fail(when + "Pool::Check", s, rep);
+  if (matched) *matched = m;
+  return Status::OK();
+}
+
+// Step 5: the recovered index still works.
+Status Exercise(Pool& pool, Index& idx, const CheckTarget& t, const Contents& found) {
+  const Workload& wl = *t.workload;
+  const KeyType kt = wl.key_type();
+  Contents m = found;
+  const auto& fresh = wl.fresh();
+  auto expect = [&](const std::string& what, const Status& s, Code want) -> Status {
+    if (s.code() == want) return Status::OK();
+    return Status::Corruption(fmt::format("after recovery, {}: returned {}, expected {}", what, s.ToString(),
+                                          CodeName(want)));
+  };
+  const size_t n_ins = std::min<size_t>(3, fresh.size());
+  for (size_t i = 0; i < n_ins; ++i) {
+    const uint64_t v = 0xC0FFEE00 + i;
+    WORT_RETURN_IF_ERROR(expect("insert " + KeyToString(fresh[i], kt), idx.Insert(std::string_view(fresh[i]), v), Code::kOk));
+    m[fresh[i]] = v;
+  }
+  for (size_t i = 0; i < n_ins; ++i) {
+    uint64_t v = 0;
+    WORT_RETURN_IF_ERROR(expect("lookup " + KeyToString(fresh[i], kt), idx.Lookup(std::string_view(fresh[i]), &v), Code::kOk));
+    if (v != m[fresh[i]])
+      return Status::Corruption(fmt::format("after recovery, lookup {}: value {:#x}, expected {:#x}",
+                                            KeyToString(fresh[i], kt), v, m[fresh[i]]));
+  }
+  if (n_ins > 0) {
+    WORT_RETURN_IF_ERROR(expect("insert of a present key " + KeyToString(fresh[0], kt),
+                                idx.Insert(std::string_view(fresh[0]), 1), Code::kAlreadyExists));
+  }
+  // Upsert and delete keys that survived the crash (the first ones, in key order).
+  std::vector<std::string> old;
+  for (auto& [k, v] : found) {
+    if (old.size() == 3) break;
+    old.push_back(k);
+  }
+  if (!old.empty()) {
+    WORT_RETURN_IF_ERROR(expect("upsert " + KeyToString(old[0], kt), idx.Upsert(std::string_view(old[0]), 0xFEED, nullptr), Code::kOk));
+    m[old[0]] = 0xFEED;
+  }
+  for (size_t i = 1; i < old.size(); ++i) {
+    WORT_RETURN_IF_ERROR(expect("delete " + KeyToString(old[i], kt), idx.Remove(std::string_view(old[i])), Code::kOk));
+    m.erase(old[i]);
+    uint64_t v = 0;
+    WORT_RETURN_IF_ERROR(expect("lookup of the deleted key " + KeyToString(old[i], kt), idx.Lookup(std::string_view(old[i]), &v),
+                                Code::kNotFound));
+  }
+  if (n_ins > 1) {
+    WORT_RETURN_IF_ERROR(expect("delete " + KeyToString(fresh[1], kt), idx.Remove(std::string_view(fresh[1])), Code::kOk));
+    m.erase(fresh[1]);
+  }
+  if (fresh.size() > n_ins) {
+    WORT_RETURN_IF_ERROR(expect("delete of an absent key " + KeyToString(fresh[n_ins], kt),
+                                idx.Remove(std::string_view(fresh[n_ins])), Code::kNotFound));
+  }
+  Contents after;
+  return CheckOpenPool(pool, idx, t, {&m}, nullptr, &after, "after recovery and further operations, ");
+}
+}  // namespace
+
+Status CheckCrashedPool(const std::string& path, const CheckTarget& t, const std::vector<const Contents*>& allowed,
+                        int* matched) {
+  PoolOptions po;
+  po.background_recovery = false;
+  std::unique_ptr<Pool> pool;
+  Status s = Pool::Open(path, po, &pool);
+  if (!s.ok()) return Fail("Pool::Open", s);
+  s = pool->WaitForRecovery();
+  if (!s.ok()) return Fail("recovery", s);
+  std::unique_ptr<Index> idx;
+  s = OpenIndex(*pool, t.root, &idx);
+  if (!s.ok()) return Fail("OpenIndex", s);
+  Contents found;
+  int m = -1;
+  WORT_RETURN_IF_ERROR(CheckOpenPool(*pool, *idx, t, allowed, &m, &found, ""));
+  if (t.exercise) WORT_RETURN_IF_ERROR(Exercise(*pool, *idx, t, found));
+  idx.reset();
+  s = pool->Close();
+  if (!s.ok()) return Fail("Pool::Close", s);
+  if (matched) *matched = m;
+  return Status::OK();
+}
+
+std::string UniquePoolPath(const std::string& dir, const std::string& tag) {
+  static std::atomic<uint64_t> n{0};
+  std::string p = fmt::format("{}/wort-{}-{}-{}.pool", dir, tag, ::getpid(), n++);
+  ::unlink(p.c_str());
+  return p;
+}
+
+std::string ShortSourcePath(const char* file) {
+  const std::string f = file ? file : "?";
+  size_t best = std::string::npos;
+  for (const char* dir : {"/src/", "/tests/", "/include/", "/tools/"}) {
+    const size_t p = f.rfind(dir);
+    if (p != std::string::npos && (best == std::string::npos || p > best)) best = p;
+  }
+  return best == std::string::npos ? f : f.substr(best + 1);
+}
+
+}  // namespace wort::crash
