@@ -159,19 +159,37 @@ Workload::Workload(bench::Dist dist, KeyType kt, size_t setup_keys, size_t inser
 }
 
 Op Workload::Next(const Contents& m, const std::vector<OpType>& types, Rng& rng) const {
-  std::vector<uint32_t> present, absent;
-  for (uint32_t i = 0; i < keys_.size(); ++i) (m.count(keys_[i]) ? present : absent).push_back(i);
+  // A key present (or absent) in m, uniformly: by rejection sampling (the universe is small and
+  // usually mixed), else by a scan.
+  auto choose = [&](bool present, uint32_t* out) {
+    const uint64_t n = keys_.size();
+    if (n == 0) return false;
+    for (int t = 0; t < 64; ++t) {
+      const uint32_t k = static_cast<uint32_t>(rng.Below(n));
+      if ((m.count(keys_[k]) != 0) == present) {
+        *out = k;
+        return true;
+      }
+    }
+    std::vector<uint32_t> v;
+    for (uint32_t i = 0; i < n; ++i)
+      if ((m.count(keys_[i]) != 0) == present) v.push_back(i);
+    if (v.empty()) return false;
+    *out = v[rng.Below(v.size())];
+    return true;
+  };
+  auto pick = [&](bool present_first) {
+    uint32_t k = 0;
+    if (!choose(present_first, &k)) (void)choose(!present_first, &k);
+    return k;
+  };
   Op op;
   op.type = types[rng.Below(types.size())];
   const bool miss = rng.Below(10) == 0;
-  auto pick = [&](const std::vector<uint32_t>& first, const std::vector<uint32_t>& second) {
-    const auto& v = first.empty() ? second : first;
-    return v.empty() ? 0u : v[rng.Below(v.size())];
-  };
   switch (op.type) {
-    case OpType::kInsert: op.key = miss ? pick(present, absent) : pick(absent, present); break;
-    case OpType::kUpsert: op.key = miss ? pick(absent, present) : pick(present, absent); break;
-    case OpType::kDelete: op.key = miss ? pick(absent, present) : pick(present, absent); break;
+    case OpType::kInsert: op.key = pick(miss); break;
+    case OpType::kUpsert: op.key = pick(!miss); break;
+    case OpType::kDelete: op.key = pick(miss); break;
   }
   op.value = rng.Next();
   auto it = m.find(keys_[op.key]);

@@ -27,8 +27,12 @@
 //              model); a torn line (the --torn model) can persist head without count. Its
 //              Remove is not failure-atomic (count is persisted after the unlink): explore it
 //              with insert and upsert only.
+//   earlylink  Insert links an empty node (key_len 0), then spins ~300 us, then writes the key:
+//              even a process crash (SIGKILL, every store kept) in that window breaks it. For
+//              the kill test.
 #pragma once
 
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -42,7 +46,7 @@
 
 namespace wort::testlist {
 
-enum class Variant { kCorrect, kUnordered, kNoPersist, kSwapped, kLinePair };
+enum class Variant { kCorrect, kUnordered, kNoPersist, kSwapped, kLinePair, kEarlyLink };
 
 inline constexpr uint64_t kListMagic = 0x5453494C54534554ull;  // "TESTLIST"
 
@@ -182,6 +186,7 @@ class TestList final : public Index {
       case Variant::kNoPersist: return "test-list-nopersist";
       case Variant::kSwapped: return "test-list-swapped";
       case Variant::kLinePair: return "test-list-linepair";
+      case Variant::kEarlyLink: return "test-list-earlylink";
     }
     return "?";
   }
@@ -264,9 +269,22 @@ class TestList final : public Index {
     node->pad = 0;
     std::memcpy(node->key, key.data(), key.size());
     const size_t size = sizeof(ListNode) + key.size();
+    if (V == Variant::kEarlyLink) {  // BROKEN: published before its key is written
+      node->key_len = 0;
+      pm::persist(node, size);
+      pm::store8(link, off);
+      pm::persist(link, 8);
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(300);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+      node->key_len = static_cast<uint32_t>(key.size());
+      pm::persist(node, size);
+      return Status::OK();
+    }
     switch (V) {
       case Variant::kCorrect:
       case Variant::kUnordered:
+      case Variant::kEarlyLink:
         pm::persist(node, size);    // write -> persist
         pm::store8(link, off);      // -> publish (the commit point)
         pm::persist(link, 8);       // -> persist
@@ -301,7 +319,7 @@ const IndexKind* KindOf(uint32_t id, bool ordered) {
   return &k;
 }
 
-// Registers the test kinds (ids kind_id::kTestFirst + 0..4) once per process.
+// Registers the test kinds (ids kind_id::kTestFirst + 0..5) once per process.
 inline void RegisterTestLists() {
   static const bool once = [] {
     const uint32_t f = kind_id::kTestFirst;
@@ -310,6 +328,7 @@ inline void RegisterTestLists() {
     RegisterIndexKind(KindOf<Variant::kNoPersist>(f + 2, true));
     RegisterIndexKind(KindOf<Variant::kSwapped>(f + 3, true));
     RegisterIndexKind(KindOf<Variant::kLinePair>(f + 4, false));
+    RegisterIndexKind(KindOf<Variant::kEarlyLink>(f + 5, true));
     return true;
   }();
   (void)once;

@@ -1,0 +1,64 @@
+// The kill test: SIGKILLed children, recovery checked against the acknowledged operations.
+#include "crash/killtest.h"
+
+#include <gtest/gtest.h>
+
+#include "crash/test_list.h"
+
+namespace wort::crash {
+namespace {
+
+class KillTestTest : public ::testing::Test {
+ protected:
+  void SetUp() override { testlist::RegisterTestLists(); }
+
+  static KillConfig Config(const std::string& index, bench::Dist dist) {
+    KillConfig c;
+    c.index = index;
+    c.dist = dist;
+    c.keys = 50;
+    c.insert_keys = 300;
+    c.rounds = 4;
+    c.max_delay_us = 5000;
+    c.seed = 11;
+    return c;
+  }
+  static KillResult Run(const KillConfig& c) {
+    KillResult r;
+    Status s = RunKillTest(c, &r);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    std::printf("%s %s: rounds %d, acknowledged ops %llu, cut op applied %d / absent %d, violations %zu, %.2f s\n",
+                c.index.c_str(), bench::DistName(c.dist), r.rounds, static_cast<unsigned long long>(r.acked_ops),
+                r.pending_applied, r.pending_absent, r.violations.size(), r.seconds);
+    if (!r.violations.empty()) std::printf("  first: %s\n", r.violations.front().c_str());
+    return r;
+  }
+};
+
+TEST_F(KillTestTest, CorrectListSurvivesKills) {
+  for (bench::Dist d : {bench::Dist::kStrings, bench::Dist::kDense}) {
+    KillResult r = Run(Config("test-list", d));
+    EXPECT_EQ(r.rounds, 4);
+    EXPECT_GT(r.acked_ops, 0u);
+    EXPECT_GT(r.pending_applied + r.pending_absent, 0);  // some kills landed inside an operation
+    EXPECT_TRUE(r.violations.empty()) << r.violations.front();
+  }
+}
+
+TEST_F(KillTestTest, EarlyLinkIsCaught) {
+  // Every insert spends ~300 us with an empty node linked: most kills land in that window.
+  KillConfig c = Config("test-list-earlylink", bench::Dist::kStrings);
+  c.ops = {OpType::kInsert};
+  c.rounds = 6;
+  KillResult r = Run(c);
+  ASSERT_FALSE(r.violations.empty());
+  EXPECT_NE(r.violations.front().find("round"), std::string::npos);
+}
+
+TEST_F(KillTestTest, RejectsUnknownKind) {
+  KillResult r;
+  EXPECT_EQ(RunKillTest(Config("no-such-index", bench::Dist::kDense), &r).code(), Code::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace wort::crash
