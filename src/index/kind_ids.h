@@ -7,6 +7,14 @@ inline constexpr uint32_t kWort = 1;
 inline constexpr uint32_t kWoart = 2;
 inline constexpr uint32_t kArtCow = 3;
 // B-trees: 10..19 (FAST&FAIR, wB+Tree, FPTree, NVTree, B3-tree); hash tables: 20..29 (CCEH...).
+// Hash tables (src/index/hash/):
+inline constexpr uint32_t kCceh = 20;     // CCEH with lazy deletion (thesis 4.4)
+inline constexpr uint32_t kCcehCow = 21;  // CCEH(C): copy-on-write split, lock-free search
+inline constexpr uint32_t kLinp = 22;     // linear probing
+inline constexpr uint32_t kCuck = 23;     // cuckoo hashing
+inline constexpr uint32_t kBch = 24;      // bucketized cuckoo hashing
+inline constexpr uint32_t kLevl = 25;     // level hashing
+inline constexpr uint32_t kPath = 26;     // path hashing
 // Test-only structures: 1000 and up.
 inline constexpr uint32_t kTestFirst = 1000;
 }  // namespace wort::kind_id
