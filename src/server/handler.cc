@@ -1,0 +1,374 @@
+// Request execution and reply formatting for `wort serve` (see handler.h).
+#include "server/handler.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <charconv>
+
+#include "wort/alloc.h"
+
+namespace wort::server {
+
+namespace {
+
+void AppendU64(std::string* out, uint64_t v) {
+  char buf[24];
+  const auto r = std::to_chars(buf, buf + sizeof(buf), v);
+  out->append(buf, r.ptr);
+}
+
+void Line(std::string* out, std::string_view s) {
+  out->append(s);
+  out->append("\r\n");
+}
+
+// "VALUE <key> <flags> <bytes>[ <cas>]\r\n<data>\r\n"
+void AppendValue(std::string* out, const ItemView& it, bool with_cas) {
+  out->append("VALUE ");
+  out->append(it.key);
+  out->push_back(' ');
+  AppendU64(out, it.flags);
+  out->push_back(' ');
+  AppendU64(out, it.data.size());
+  if (with_cas) {
+    out->push_back(' ');
+    AppendU64(out, it.cas);
+  }
+  out->append("\r\n");
+  out->append(it.data);
+  out->append("\r\n");
+}
+
+template <class T>
+void Stat(std::string* out, std::string_view name, const T& v) {
+  out->append("STAT ");
+  out->append(name);
+  out->push_back(' ');
+  if constexpr (std::is_convertible_v<T, std::string_view>) {
+    out->append(std::string_view(v));
+  } else if constexpr (std::is_floating_point_v<T>) {
+    char buf[32];
+    const int n = std::snprintf(buf, sizeof(buf), "%.6f", static_cast<double>(v));
+    out->append(buf, n);
+  } else if constexpr (std::is_signed_v<T>) {
+    out->append(std::to_string(v));
+  } else {
+    AppendU64(out, v);
+  }
+  out->append("\r\n");
+}
+
+constexpr std::string_view kNoMemory = "SERVER_ERROR out of memory storing object";
+constexpr std::string_view kTooLarge = "SERVER_ERROR object too large for cache";
+
+}  // namespace
+
+void ServerStats::Reset() {
+  for (auto* c : {&total_connections, &rejected_connections, &cmd_get, &cmd_set, &cmd_flush, &cmd_touch, &get_hits,
+                  &get_misses, &get_expired, &get_flushed, &delete_hits, &delete_misses, &incr_hits, &incr_misses,
+                  &decr_hits, &decr_misses, &cas_hits, &cas_misses, &cas_badval, &touch_hits, &touch_misses,
+                  &store_too_large, &store_no_memory, &bytes_read, &bytes_written})
+    c->store(0, std::memory_order_relaxed);
+}
+
+Handler::Step Handler::Execute(const Request& req, std::string* out) {
+  const size_t mark = out->size();
+  Step step = Step::kDone;
+  const auto relaxed = std::memory_order_relaxed;
+  switch (req.cmd) {
+    case Command::kGet:
+    case Command::kGets:
+    case Command::kGat:
+    case Command::kGats:
+      pending_ = req;
+      next_key_ = 0;
+      return Retrieve(out);
+
+    case Command::kRange:
+      if (!store_.ordered()) {
+        Line(out, "SERVER_ERROR range needs an ordered index; this server's index (" + std::string(store_.index_kind()) +
+                      ") is a hash index");
+        return Step::kDone;
+      }
+      pending_ = req;
+      range_next_.assign(req.keys[0]);
+      range_left_ = req.limit;
+      return RangeStep(out);
+
+    case Command::kSet:
+    case Command::kAdd:
+    case Command::kReplace:
+    case Command::kAppend:
+    case Command::kPrepend:
+    case Command::kCas: {
+      stats_.cmd_set.fetch_add(1, relaxed);
+      const std::string_view key = req.keys[0];
+      if (req.too_large) {
+        // memcached drops the old value of a SET that cannot be stored, so that a stale value
+        // does not outlive a write the client believes it made.
+        if (req.cmd == Command::kSet) store_.Unlink(key);
+        stats_.store_too_large.fetch_add(1, relaxed);
+        Line(out, kTooLarge);
+        break;
+      }
+      StoreMode mode = StoreMode::kSet;
+      switch (req.cmd) {
+        case Command::kAdd: mode = StoreMode::kAdd; break;
+        case Command::kReplace: mode = StoreMode::kReplace; break;
+        case Command::kAppend: mode = StoreMode::kAppend; break;
+        case Command::kPrepend: mode = StoreMode::kPrepend; break;
+        case Command::kCas: mode = StoreMode::kCas; break;
+        default: break;
+      }
+      const int64_t exptime = ToAbsoluteExptime(req.exptime, Store::Now());
+      const Result r = store_.StoreItem(mode, key, req.flags, exptime, req.data, req.cas_unique);
+      if (req.cmd == Command::kCas) {
+        if (r == Result::kStored) stats_.cas_hits.fetch_add(1, relaxed);
+        else if (r == Result::kExists) stats_.cas_badval.fetch_add(1, relaxed);
+        else if (r == Result::kNotFound) stats_.cas_misses.fetch_add(1, relaxed);
+      }
+      switch (r) {
+        case Result::kStored: Line(out, "STORED"); break;
+        case Result::kNotStored: Line(out, "NOT_STORED"); break;
+        case Result::kExists: Line(out, "EXISTS"); break;
+        case Result::kNotFound: Line(out, "NOT_FOUND"); break;
+        case Result::kTooLarge:
+          stats_.store_too_large.fetch_add(1, relaxed);
+          Line(out, kTooLarge);
+          break;
+        case Result::kNoMemory:
+          if (req.cmd == Command::kSet) store_.Unlink(key);
+          stats_.store_no_memory.fetch_add(1, relaxed);
+          Line(out, kNoMemory);
+          break;
+        default: Line(out, "SERVER_ERROR internal error storing object"); break;
+      }
+      break;
+    }
+
+    case Command::kDelete: {
+      const Result r = store_.Delete(req.keys[0]);
+      if (r == Result::kDeleted) {
+        stats_.delete_hits.fetch_add(1, relaxed);
+        Line(out, "DELETED");
+      } else {
+        stats_.delete_misses.fetch_add(1, relaxed);
+        Line(out, "NOT_FOUND");
+      }
+      break;
+    }
+
+    case Command::kIncr:
+    case Command::kDecr: {
+      const bool incr = req.cmd == Command::kIncr;
+      uint64_t v = 0;
+      const Result r = store_.IncrDecr(req.keys[0], incr, req.delta, &v);
+      auto& hits = incr ? stats_.incr_hits : stats_.decr_hits;
+      auto& misses = incr ? stats_.incr_misses : stats_.decr_misses;
+      switch (r) {
+        case Result::kStored:
+          hits.fetch_add(1, relaxed);
+          AppendU64(out, v);
+          out->append("\r\n");
+          break;
+        case Result::kNotFound:
+          misses.fetch_add(1, relaxed);
+          Line(out, "NOT_FOUND");
+          break;
+        case Result::kNonNumeric: Line(out, "CLIENT_ERROR cannot increment or decrement non-numeric value"); break;
+        case Result::kNoMemory:
+          stats_.store_no_memory.fetch_add(1, relaxed);
+          Line(out, kNoMemory);
+          break;
+        default: Line(out, "SERVER_ERROR internal error"); break;
+      }
+      break;
+    }
+
+    case Command::kTouch: {
+      stats_.cmd_touch.fetch_add(1, relaxed);
+      const Result r = store_.Touch(req.keys[0], ToAbsoluteExptime(req.exptime, Store::Now()));
+      if (r == Result::kTouched) {
+        stats_.touch_hits.fetch_add(1, relaxed);
+        Line(out, "TOUCHED");
+      } else {
+        stats_.touch_misses.fetch_add(1, relaxed);
+        Line(out, "NOT_FOUND");
+      }
+      break;
+    }
+
+    case Command::kFlushAll: {
+      stats_.cmd_flush.fetch_add(1, relaxed);
+      const int64_t when = req.delay > 0 ? ToAbsoluteExptime(req.delay, Store::Now()) : 0;
+      store_.FlushAll(when);
+      Line(out, "OK");
+      break;
+    }
+
+    case Command::kVersion:
+      out->append("VERSION ");
+      Line(out, kVersionString);
+      break;
+
+    case Command::kVerbosity:
+      stats_.verbosity.store(req.verbosity, relaxed);
+      Line(out, "OK");
+      break;
+
+    case Command::kStats:
+      Stats(req.arg, out);
+      break;
+
+    case Command::kQuit:
+      return Step::kClose;
+  }
+  if (req.noreply) out->resize(mark);
+  return step;
+}
+
+Handler::Step Handler::Resume(std::string* out) {
+  return pending_.cmd == Command::kRange ? RangeStep(out) : Retrieve(out);
+}
+
+Handler::Step Handler::Retrieve(std::string* out) {
+  const Request& req = pending_;
+  const bool touch = req.cmd == Command::kGat || req.cmd == Command::kGats;
+  const bool with_cas = req.cmd == Command::kGets || req.cmd == Command::kGats;
+  const auto relaxed = std::memory_order_relaxed;
+  const int64_t exptime = touch ? ToAbsoluteExptime(req.exptime, Store::Now()) : 0;
+  auto emit = [&](const ItemView& it) { AppendValue(out, it, with_cas); };
+  while (next_key_ < req.keys.size()) {
+    const std::string_view key = req.keys[next_key_++];
+    stats_.cmd_get.fetch_add(1, relaxed);
+    bool hit;
+    if (touch) {
+      stats_.cmd_touch.fetch_add(1, relaxed);
+      hit = store_.GetAndTouch(key, exptime, emit);
+      (hit ? stats_.touch_hits : stats_.touch_misses).fetch_add(1, relaxed);
+    } else {
+      bool expired = false;
+      hit = store_.Get(key, emit, &expired);
+      if (!hit && expired) stats_.get_expired.fetch_add(1, relaxed);
+    }
+    (hit ? stats_.get_hits : stats_.get_misses).fetch_add(1, relaxed);
+    if (out->size() >= kHighWater && next_key_ < req.keys.size()) return Step::kMore;
+  }
+  Line(out, "END");
+  return Step::kDone;
+}
+
+Handler::Step Handler::RangeStep(std::string* out) {
+  const Request& req = pending_;
+  std::string next;
+  uint64_t emitted = 0;
+  Status s = store_.Range(
+      range_next_, req.keys[1], range_left_,
+      [&](const ItemView& it) {
+        if (req.with_values) {
+          AppendValue(out, it, false);
+        } else {
+          out->append("KEY ");
+          out->append(it.key);
+          out->append("\r\n");
+        }
+        return out->size() < kHighWater;
+      },
+      &next, &emitted);
+  if (!s.ok()) {
+    Line(out, "SERVER_ERROR " + s.message());
+    return Step::kDone;
+  }
+  range_left_ -= std::min(range_left_, emitted);
+  if (!next.empty() && range_left_ > 0) {
+    range_next_ = std::move(next);
+    return Step::kMore;
+  }
+  Line(out, "END");
+  return Step::kDone;
+}
+
+void Handler::Stats(std::string_view group, std::string* out) {
+  const auto ld = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+  const int64_t now = Store::Now();
+  if (group.empty()) {
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    Stat(out, "pid", static_cast<int64_t>(getpid()));
+    Stat(out, "uptime", now - stats_.start_time);
+    Stat(out, "time", now);
+    Stat(out, "version", kVersionString);
+    Stat(out, "pointer_size", static_cast<int64_t>(sizeof(void*) * 8));
+    Stat(out, "rusage_user", ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6);
+    Stat(out, "rusage_system", ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6);
+    Stat(out, "max_connections", uint64_t(config_.max_conns));
+    Stat(out, "curr_connections", ld(stats_.curr_connections));
+    Stat(out, "total_connections", ld(stats_.total_connections));
+    Stat(out, "rejected_connections", ld(stats_.rejected_connections));
+    Stat(out, "cmd_get", ld(stats_.cmd_get));
+    Stat(out, "cmd_set", ld(stats_.cmd_set));
+    Stat(out, "cmd_flush", ld(stats_.cmd_flush));
+    Stat(out, "cmd_touch", ld(stats_.cmd_touch));
+    Stat(out, "get_hits", ld(stats_.get_hits));
+    Stat(out, "get_misses", ld(stats_.get_misses));
+    Stat(out, "get_expired", ld(stats_.get_expired));
+    Stat(out, "get_flushed", ld(stats_.get_flushed));
+    Stat(out, "delete_misses", ld(stats_.delete_misses));
+    Stat(out, "delete_hits", ld(stats_.delete_hits));
+    Stat(out, "incr_misses", ld(stats_.incr_misses));
+    Stat(out, "incr_hits", ld(stats_.incr_hits));
+    Stat(out, "decr_misses", ld(stats_.decr_misses));
+    Stat(out, "decr_hits", ld(stats_.decr_hits));
+    Stat(out, "cas_misses", ld(stats_.cas_misses));
+    Stat(out, "cas_hits", ld(stats_.cas_hits));
+    Stat(out, "cas_badval", ld(stats_.cas_badval));
+    Stat(out, "touch_hits", ld(stats_.touch_hits));
+    Stat(out, "touch_misses", ld(stats_.touch_misses));
+    Stat(out, "store_too_large", ld(stats_.store_too_large));
+    Stat(out, "store_no_memory", ld(stats_.store_no_memory));
+    Stat(out, "bytes_read", ld(stats_.bytes_read));
+    Stat(out, "bytes_written", ld(stats_.bytes_written));
+    Stat(out, "limit_maxbytes", store_.pool().max_size());
+    Stat(out, "threads", uint64_t(config_.threads));
+    Stat(out, "bytes", store_.bytes_allocated());
+    Stat(out, "curr_items", store_.curr_items());
+    Stat(out, "total_items", ld(store_.counters().total_items));
+    Stat(out, "expired_unfetched", ld(store_.counters().expired_unfetched));
+    Stat(out, "evictions", uint64_t(0));
+    Stat(out, "reclaimed", ld(store_.counters().reclaimed));
+    Stat(out, "crawler_items_checked", ld(store_.counters().crawler_items_checked));
+    // wort's own fields.
+    Stat(out, "wort_index", store_.index_kind());
+    Stat(out, "wort_pool", store_.pool().path());
+    Stat(out, "wort_pool_size", store_.pool().size());
+    Stat(out, "wort_pool_generation", store_.pool().generation());
+    Stat(out, "wort_opened_clean", uint64_t(store_.pool().opened_clean() ? 1 : 0));
+    Stat(out, "wort_open_seconds", store_.open_seconds());
+    Stat(out, "wort_recovery_done", uint64_t(store_.pool().recovery_done() ? 1 : 0));
+  } else if (group == "settings") {
+    Stat(out, "maxbytes", store_.pool().max_size());
+    Stat(out, "maxconns", uint64_t(config_.max_conns));
+    Stat(out, "tcpport", uint64_t(config_.port));
+    Stat(out, "inter", config_.listen);
+    Stat(out, "verbosity", uint64_t(stats_.verbosity.load()));
+    Stat(out, "evictions", "off");
+    Stat(out, "num_threads", uint64_t(config_.threads));
+    Stat(out, "cas_enabled", "yes");
+    Stat(out, "item_size_max", config_.limits.max_item_size);
+    Stat(out, "flush_enabled", "yes");
+    Stat(out, "wort_index", store_.index_kind());
+  } else if (group == "reset") {
+    stats_.Reset();
+    Line(out, "RESET");
+    return;
+  } else if (group == "items" || group == "slabs" || group == "sizes" || group == "conns") {
+    // memcached's slab allocator groups have no counterpart here: an empty list.
+  } else {
+    Line(out, "ERROR");
+    return;
+  }
+  Line(out, "END");
+}
+
+}  // namespace wort::server

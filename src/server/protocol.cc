@@ -1,0 +1,343 @@
+// The memcached text-protocol parser (see protocol.h for the grammar and the error rules).
+#include "server/protocol.h"
+
+#include <cstring>
+#include <limits>
+
+namespace wort::server {
+
+namespace {
+
+constexpr std::string_view kErr = "ERROR";
+constexpr std::string_view kBadFormat = "CLIENT_ERROR bad command line format";
+constexpr std::string_view kBadChunk = "CLIENT_ERROR bad data chunk";
+constexpr std::string_view kBadExptime = "CLIENT_ERROR invalid exptime argument";
+constexpr std::string_view kBadDelta = "CLIENT_ERROR invalid numeric delta argument";
+constexpr std::string_view kBadDelete = "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]";
+constexpr std::string_view kLineTooLong = "CLIENT_ERROR line too long";
+constexpr std::string_view kBadRange = "CLIENT_ERROR bad command line format.  Usage: range <start> <end> <limit> [values]";
+
+ParseResult Error(std::string_view line, size_t consumed, bool noreply = false) {
+  ParseResult r;
+  r.outcome = Outcome::kError;
+  r.consumed = consumed;
+  r.error = line;
+  r.noreply = noreply;
+  return r;
+}
+
+// Splits on runs of spaces (memcached tokenizes on ' ' only).
+void Tokenize(std::string_view line, std::vector<std::string_view>* out) {
+  out->clear();
+  size_t i = 0;
+  const size_t n = line.size();
+  while (i < n) {
+    while (i < n && line[i] == ' ') ++i;
+    if (i == n) break;
+    size_t j = i;
+    while (j < n && line[j] != ' ') ++j;
+    out->push_back(line.substr(i, j - i));
+    i = j;
+  }
+}
+
+// Whether a line that starts with `prefix` may be as long as Limits::max_retrieval_line.
+bool IsRetrievalPrefix(std::string_view in) {
+  for (std::string_view c : {"get ", "gets ", "gat ", "gats ", "range "})
+    if (in.substr(0, c.size()) == c) return true;
+  return false;
+}
+
+}  // namespace
+
+const char* CommandName(Command c) {
+  switch (c) {
+    case Command::kGet: return "get";
+    case Command::kGets: return "gets";
+    case Command::kGat: return "gat";
+    case Command::kGats: return "gats";
+    case Command::kSet: return "set";
+    case Command::kAdd: return "add";
+    case Command::kReplace: return "replace";
+    case Command::kAppend: return "append";
+    case Command::kPrepend: return "prepend";
+    case Command::kCas: return "cas";
+    case Command::kDelete: return "delete";
+    case Command::kIncr: return "incr";
+    case Command::kDecr: return "decr";
+    case Command::kTouch: return "touch";
+    case Command::kFlushAll: return "flush_all";
+    case Command::kVersion: return "version";
+    case Command::kVerbosity: return "verbosity";
+    case Command::kStats: return "stats";
+    case Command::kQuit: return "quit";
+    case Command::kRange: return "range";
+  }
+  return "?";
+}
+
+void Request::Clear() {
+  cmd = Command::kGet;
+  noreply = false;
+  keys.clear();
+  flags = 0;
+  exptime = 0;
+  cas_unique = 0;
+  delta = 0;
+  delay = 0;
+  verbosity = 0;
+  arg = {};
+  limit = 0;
+  with_values = false;
+  data = {};
+  bytes = 0;
+  too_large = false;
+}
+
+bool ValidKey(std::string_view key) {
+  if (key.empty() || key.size() > kMaxKeyLength) return false;
+  for (unsigned char c : key)
+    if (c <= 0x20 || c == 0x7f) return false;
+  return true;
+}
+
+int64_t ToAbsoluteExptime(int64_t exptime, int64_t now) {
+  if (exptime == 0) return 0;
+  if (exptime < 0) return -1;
+  if (exptime > kMaxRelativeExptime) return exptime;
+  return now + exptime;
+}
+
+bool ParseU64(std::string_view s, uint64_t* out) {
+  if (s.empty() || s.size() > 20) return false;
+  uint64_t v = 0;
+  for (char ch : s) {
+    if (ch < '0' || ch > '9') return false;
+    const uint64_t d = static_cast<uint64_t>(ch - '0');
+    if (v > (std::numeric_limits<uint64_t>::max() - d) / 10) return false;
+    v = v * 10 + d;
+  }
+  *out = v;
+  return true;
+}
+
+bool ParseI64(std::string_view s, int64_t* out) {
+  const bool neg = !s.empty() && s[0] == '-';
+  uint64_t mag = 0;
+  if (!ParseU64(neg ? s.substr(1) : s, &mag)) return false;
+  if (neg) {
+    if (mag > uint64_t(std::numeric_limits<int64_t>::max()) + 1) return false;
+    *out = static_cast<int64_t>(0 - mag);
+  } else {
+    if (mag > uint64_t(std::numeric_limits<int64_t>::max())) return false;
+    *out = static_cast<int64_t>(mag);
+  }
+  return true;
+}
+
+ParseResult Parser::Parse(std::string_view in, Request* req) {
+  // 1. Still discarding a rejected value: drop what has arrived of it.
+  if (swallow_ > 0) {
+    if (in.empty()) return {};
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(swallow_, in.size()));
+    swallow_ -= n;
+    ParseResult r;
+    r.outcome = Outcome::kSkipped;
+    r.consumed = n;
+    return r;
+  }
+  // 2. Find the end of the command line, within the line limit.
+  const size_t limit = IsRetrievalPrefix(in) ? limits_.max_retrieval_line : limits_.max_line;
+  const size_t scan = std::min(in.size(), limit);
+  const void* nl = scan ? std::memchr(in.data(), '\n', scan) : nullptr;
+  if (!nl) {
+    if (in.size() >= limit) {
+      ParseResult r;
+      r.outcome = Outcome::kClose;
+      r.error = kLineTooLong;
+      return r;
+    }
+    return {};
+  }
+  const size_t line_len = static_cast<size_t>(static_cast<const char*>(nl) - in.data()) + 1;
+  std::string_view line = in.substr(0, line_len - 1);
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  return ParseLine(in, line, line_len, req);
+}
+
+ParseResult Parser::ParseLine(std::string_view in, std::string_view line, size_t line_len, Request* req) {
+  std::vector<std::string_view>& tok = tokens_;
+  Tokenize(line, &tok);
+  if (tok.empty()) return Error(kErr, line_len);
+  const std::string_view name = tok[0];
+  const size_t nt = tok.size();
+  const bool last_noreply = tok.back() == "noreply";
+  req->Clear();
+  ParseResult ok;
+  ok.outcome = Outcome::kRequest;
+  ok.consumed = line_len;
+
+  auto keys_from = [&](size_t first) -> bool {
+    for (size_t i = first; i < nt; ++i) {
+      if (!ValidKey(tok[i])) return false;
+      req->keys.push_back(tok[i]);
+    }
+    return true;
+  };
+
+  // ---- retrieval ------------------------------------------------------------------------
+  if (name == "get" || name == "gets") {
+    if (nt < 2) return Error(kErr, line_len);
+    req->cmd = name == "get" ? Command::kGet : Command::kGets;
+    if (!keys_from(1)) return Error(kBadFormat, line_len);
+    return ok;
+  }
+  if (name == "gat" || name == "gats") {
+    if (nt < 3) return Error(kErr, line_len);
+    req->cmd = name == "gat" ? Command::kGat : Command::kGats;
+    if (!ParseI64(tok[1], &req->exptime)) return Error(kBadExptime, line_len);
+    if (!keys_from(2)) return Error(kBadFormat, line_len);
+    return ok;
+  }
+  // ---- storage --------------------------------------------------------------------------
+  if (name == "set" || name == "add" || name == "replace" || name == "append" || name == "prepend" || name == "cas")
+    return ParseStorage(in, line_len, tok, req);
+  // ---- single-key commands --------------------------------------------------------------
+  if (name == "delete") {
+    // delete <key> | delete <key> noreply | delete <key> 0 | delete <key> 0 noreply
+    if (nt < 2 || nt > 4) return Error(kErr, line_len);
+    req->cmd = Command::kDelete;
+    req->noreply = last_noreply;
+    const size_t args = nt - 2 - (last_noreply ? 1 : 0);  // tokens between key and noreply
+    if (args > 1 || (args == 1 && tok[2] != "0")) return Error(kBadDelete, line_len, req->noreply);
+    if (!ValidKey(tok[1])) return Error(kBadFormat, line_len, req->noreply);
+    req->keys.push_back(tok[1]);
+    return ok;
+  }
+  if (name == "incr" || name == "decr") {
+    if (nt != 3 && nt != 4) return Error(kErr, line_len);
+    req->cmd = name == "incr" ? Command::kIncr : Command::kDecr;
+    req->noreply = nt == 4 && last_noreply;
+    if (!ValidKey(tok[1])) return Error(kBadFormat, line_len, req->noreply);
+    if (!ParseU64(tok[2], &req->delta)) return Error(kBadDelta, line_len, req->noreply);
+    req->keys.push_back(tok[1]);
+    return ok;
+  }
+  if (name == "touch") {
+    if (nt != 3 && nt != 4) return Error(kErr, line_len);
+    req->cmd = Command::kTouch;
+    req->noreply = nt == 4 && last_noreply;
+    if (!ValidKey(tok[1])) return Error(kBadFormat, line_len, req->noreply);
+    if (!ParseI64(tok[2], &req->exptime)) return Error(kBadExptime, line_len, req->noreply);
+    req->keys.push_back(tok[1]);
+    return ok;
+  }
+  // ---- administrative -------------------------------------------------------------------
+  if (name == "flush_all") {
+    if (nt > 3) return Error(kErr, line_len);
+    req->cmd = Command::kFlushAll;
+    req->noreply = nt > 1 && last_noreply;
+    const size_t args = nt - 1 - (req->noreply ? 1 : 0);
+    if (args > 1) return Error(kErr, line_len);
+    if (args == 1 && !ParseI64(tok[1], &req->delay)) return Error(kBadExptime, line_len, req->noreply);
+    return ok;
+  }
+  if (name == "version") {
+    if (nt != 1) return Error(kErr, line_len);
+    req->cmd = Command::kVersion;
+    return ok;
+  }
+  if (name == "verbosity") {
+    if (nt != 2 && nt != 3) return Error(kErr, line_len);
+    req->cmd = Command::kVerbosity;
+    req->noreply = nt == 3 && last_noreply;
+    uint64_t v = 0;
+    if (!ParseU64(tok[1], &v) || v > std::numeric_limits<uint32_t>::max())
+      return Error(kBadFormat, line_len, req->noreply);
+    req->verbosity = static_cast<uint32_t>(v);
+    return ok;
+  }
+  if (name == "stats") {
+    req->cmd = Command::kStats;
+    if (nt >= 2) req->arg = tok[1];
+    return ok;
+  }
+  if (name == "quit") {
+    if (nt != 1) return Error(kErr, line_len);
+    req->cmd = Command::kQuit;
+    return ok;
+  }
+  // ---- wort extension: range <start> <end> <limit> [values] ---------------------------------
+  if (name == "range") {
+    if (nt != 4 && nt != 5) return Error(kBadRange, line_len);
+    req->cmd = Command::kRange;
+    if (!ValidKey(tok[1]) || !ValidKey(tok[2])) return Error(kBadFormat, line_len);
+    if (!ParseU64(tok[3], &req->limit) || req->limit == 0 || req->limit > kMaxRangeLimit)
+      return Error(kBadRange, line_len);
+    if (nt == 5) {
+      if (tok[4] != "values") return Error(kBadRange, line_len);
+      req->with_values = true;
+    }
+    req->keys.push_back(tok[1]);
+    req->keys.push_back(tok[2]);
+    return ok;
+  }
+  return Error(kErr, line_len);
+}
+
+ParseResult Parser::ParseStorage(std::string_view in, size_t line_len, const std::vector<std::string_view>& tok,
+                                 Request* req) {
+  const std::string_view name = tok[0];
+  const bool is_cas = name == "cas";
+  const size_t base = is_cas ? 6 : 5;  // tokens without noreply
+  const size_t nt = tok.size();
+  if (nt != base && nt != base + 1) return Error(kErr, line_len);
+  // memcached ignores an unknown sixth (seventh) token rather than rejecting it.
+  req->noreply = nt == base + 1 && tok.back() == "noreply";
+  if (name == "set") req->cmd = Command::kSet;
+  else if (name == "add") req->cmd = Command::kAdd;
+  else if (name == "replace") req->cmd = Command::kReplace;
+  else if (name == "append") req->cmd = Command::kAppend;
+  else if (name == "prepend") req->cmd = Command::kPrepend;
+  else req->cmd = Command::kCas;
+
+  // The value's length first: when it is valid, a rejected request's data block can be
+  // swallowed and the connection stays in step with the client.
+  int64_t bytes = -1;
+  const bool bytes_ok = ParseI64(tok[4], &bytes) && bytes >= 0 && bytes <= std::numeric_limits<int32_t>::max() - 2;
+  uint64_t flags = 0;
+  const bool fields_ok = bytes_ok && ValidKey(tok[1]) && ParseU64(tok[2], &flags) &&
+                         flags <= std::numeric_limits<uint32_t>::max() && ParseI64(tok[3], &req->exptime) &&
+                         (!is_cas || ParseU64(tok[5], &req->cas_unique));
+  if (!fields_ok) {
+    if (bytes_ok) swallow_ = static_cast<uint64_t>(bytes) + 2;
+    return Error(kBadFormat, line_len, req->noreply);
+  }
+  req->flags = static_cast<uint32_t>(flags);
+  req->keys.push_back(tok[1]);
+  req->bytes = static_cast<uint64_t>(bytes);
+  if (req->bytes > limits_.max_item_size) {
+    // Answered by the handler (SERVER_ERROR object too large for cache); the data is dropped
+    // as it arrives.
+    req->too_large = true;
+    swallow_ = req->bytes + 2;
+    ParseResult r;
+    r.outcome = Outcome::kRequest;
+    r.consumed = line_len;
+    return r;
+  }
+  const size_t total = line_len + static_cast<size_t>(req->bytes) + 2;
+  if (in.size() < total) {
+    ParseResult r;
+    r.need = total;
+    return r;
+  }
+  if (in[total - 2] != '\r' || in[total - 1] != '\n') return Error(kBadChunk, total, req->noreply);
+  req->data = in.substr(line_len, static_cast<size_t>(req->bytes));
+  ParseResult r;
+  r.outcome = Outcome::kRequest;
+  r.consumed = total;
+  return r;
+}
+
+}  // namespace wort::server

@@ -1,0 +1,145 @@
+// server/protocol.h - the parser of memcached's text protocol: bytes in, one request (or one
+// error line) out. It does no I/O and touches no storage, so it can be unit-tested and fuzzed
+// on its own (tests/server/protocol_test.cc); the network loop (server.cc) feeds it whatever
+// bytes have arrived and the handler (handler.cc) executes what it returns.
+//
+// Grammar (memcached doc/protocol.txt; a line ends in "\r\n", a bare "\n" is accepted too;
+// tokens are separated by one or more spaces; command names are case-sensitive):
+//   get|gets <key>+                        gat|gats <exptime> <key>+
+//   set|add|replace|append|prepend <key> <flags> <exptime> <bytes> [noreply]\r\n<data>\r\n
+//   cas <key> <flags> <exptime> <bytes> <cas unique> [noreply]\r\n<data>\r\n
+//   delete <key> [0] [noreply]             incr|decr <key> <delta> [noreply]
+//   touch <key> <exptime> [noreply]        flush_all [delay] [noreply]
+//   version    verbosity <level> [noreply]    stats [<group>]    quit
+//   range <start> <end> <limit> [values]   (wort extension: keys in order; doc/server.md)
+// Keys are 1..250 bytes with no control character (0x00-0x1f, 0x7f) and no space; bytes
+// >= 0x80 are allowed. Meta commands (mg, ms, md, ma, mn, me) are not implemented: ERROR.
+//
+// Errors follow memcached 1.6 (checked against memcached 1.6.18):
+//   ERROR                                  unknown command, wrong number of tokens
+//   CLIENT_ERROR bad command line format   bad key, bad number, negative length
+//   CLIENT_ERROR bad data chunk            the <bytes> of data are not followed by "\r\n"
+//   CLIENT_ERROR invalid exptime argument  touch/gat/flush_all with a non-numeric time
+//   CLIENT_ERROR invalid numeric delta argument
+//   CLIENT_ERROR line too long             (then the connection is closed) a line longer than
+//                                          Limits::max_line (max_retrieval_line for get/gets/
+//                                          gat/gats/range) without its "\n"
+//   a value longer than Limits::max_item_size is returned as a request with too_large set: its
+//   data is swallowed (discarded as it arrives, never buffered) and the handler answers
+//   "SERVER_ERROR object too large for cache".
+// Where a storage command line is malformed but its <bytes> field is a valid length, its data
+// block is swallowed too (memcached would instead parse the data as a command line and answer
+// an extra ERROR); the connection stays in step with the client either way.
+// With noreply, error lines caused by the request are suppressed (ParseResult::noreply), as
+// memcached does; errors found before noreply could be parsed are always sent.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace wort::server {
+
+inline constexpr size_t kMaxKeyLength = 250;
+// An exptime above this many seconds (30 days) is an absolute unix time; at or below, relative.
+inline constexpr int64_t kMaxRelativeExptime = 60 * 60 * 24 * 30;
+// Largest `limit` of a range request.
+inline constexpr uint64_t kMaxRangeLimit = 1'000'000;
+
+enum class Command : uint8_t {
+  kGet, kGets, kGat, kGats,
+  kSet, kAdd, kReplace, kAppend, kPrepend, kCas,
+  kDelete, kIncr, kDecr, kTouch,
+  kFlushAll, kVersion, kVerbosity, kStats, kQuit,
+  kRange,
+};
+const char* CommandName(Command c);
+
+// One parsed request. Every string_view points into the parser's input and stays valid until
+// the caller drops the consumed bytes.
+struct Request {
+  Command cmd = Command::kGet;
+  bool noreply = false;
+  // get/gets/gat/gats: one or more keys. set..cas, delete, incr, decr, touch: exactly one.
+  // range: two (start, end).
+  std::vector<std::string_view> keys;
+  uint32_t flags = 0;       // storage commands
+  int64_t exptime = 0;      // storage commands, touch, gat, gats: as sent (see ToAbsoluteExptime)
+  uint64_t cas_unique = 0;  // cas
+  uint64_t delta = 0;       // incr, decr
+  int64_t delay = 0;        // flush_all (0 = now)
+  uint32_t verbosity = 0;   // verbosity
+  std::string_view arg;     // stats: the group ("" for plain stats, "settings", "reset", ...)
+  uint64_t limit = 0;       // range
+  bool with_values = false; // range
+  // storage commands: exactly `bytes` bytes of value (the trailing "\r\n" is not included)
+  std::string_view data;
+  uint64_t bytes = 0;
+  // storage commands: the value is longer than Limits::max_item_size; `data` is empty and the
+  // value's bytes are being swallowed.
+  bool too_large = false;
+
+  void Clear();
+  bool is_storage() const { return cmd >= Command::kSet && cmd <= Command::kCas; }
+};
+
+struct Limits {
+  uint64_t max_item_size = 1 << 20;        // value bytes
+  size_t max_line = 2048;                  // any command line, "\n" included
+  size_t max_retrieval_line = 256 << 10;   // a get/gets/gat/gats/range line, "\n" included
+};
+
+enum class Outcome : uint8_t {
+  kNeedMore,  // no complete request at the front of the input: read more bytes. `need`, when
+              // not 0, is the total input size the next request needs (line + data + 2).
+  kSkipped,   // `consumed` bytes of a swallowed value were dropped; call Parse again
+  kRequest,   // *req holds the request
+  kError,     // `error` is the reply line (without "\r\n"); the connection stays usable
+  kClose,     // send `error` (unless empty) and close the connection
+};
+
+struct ParseResult {
+  Outcome outcome = Outcome::kNeedMore;
+  size_t consumed = 0;     // bytes at the front of the input that the caller must now drop
+  size_t need = 0;         // kNeedMore: input size needed, when known
+  std::string_view error;  // kError/kClose: a static reply line
+  bool noreply = false;    // kError: the request asked for noreply, so send nothing
+};
+
+// Stateful only in one respect: the count of bytes of a rejected value still to be swallowed.
+// One Parser per connection.
+class Parser {
+ public:
+  explicit Parser(const Limits& limits = Limits()) : limits_(limits) {}
+
+  // Parses the request at the front of `in`. On kRequest, *req is overwritten; otherwise it is
+  // unspecified. Never reads outside `in`.
+  ParseResult Parse(std::string_view in, Request* req);
+
+  // Bytes of a rejected value still to be discarded.
+  uint64_t swallowing() const { return swallow_; }
+  const Limits& limits() const { return limits_; }
+
+ private:
+  ParseResult ParseLine(std::string_view in, std::string_view line, size_t line_len, Request* req);
+  ParseResult ParseStorage(std::string_view in, size_t line_len, const std::vector<std::string_view>& tok,
+                           Request* req);
+
+  Limits limits_;
+  uint64_t swallow_ = 0;
+  std::vector<std::string_view> tokens_;  // reused between calls
+};
+
+// True iff `key` is a valid memcached key (1..250 bytes, no control character, no space).
+bool ValidKey(std::string_view key);
+
+// memcached's exptime rule: 0 = never (returns 0); negative = already expired (returns -1);
+// > 30 days = absolute unix time; otherwise relative to `now` (unix seconds).
+int64_t ToAbsoluteExptime(int64_t exptime, int64_t now);
+
+// Strict decimal parsers (no sign for unsigned, no spaces, no overflow). True iff parsed.
+bool ParseU64(std::string_view s, uint64_t* out);
+bool ParseI64(std::string_view s, int64_t* out);
+
+}  // namespace wort::server

@@ -1,0 +1,414 @@
+// The persistent item store of `wort serve` (design, record layout and write order: store.h).
+#include "server/store.h"
+
+#include <fmt/core.h>
+
+#include <charconv>
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include "server/protocol.h"
+#include "wort/alloc.h"
+#include "wort/pm.h"
+
+namespace wort::server {
+
+namespace {
+std::atomic<int64_t> g_clock_offset{0};
+
+bool IsMetaKey(std::string_view k) { return !k.empty() && k[0] == '\0'; }
+}  // namespace
+
+int64_t Store::Now() {
+  const auto t = std::chrono::system_clock::now().time_since_epoch();
+  return std::chrono::duration_cast<std::chrono::seconds>(t).count() + g_clock_offset.load(std::memory_order_relaxed);
+}
+void Store::SetClockOffsetForTest(int64_t s) { g_clock_offset.store(s); }
+
+std::string DefaultIndexKind() {
+  for (const char* k : {"woart", "wort", "artcow"})
+    if (FindIndexKind(k)) return k;
+  for (const IndexKind* k : IndexKinds())
+    if (k->create && k->open) return k->name;
+  return "";
+}
+
+Status Store::Open(const StoreOptions& opts, std::unique_ptr<Store>* out) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::unique_ptr<Store> st(new Store());
+  st->opts_ = opts;
+  PoolOptions po;
+  po.max_size = opts.pool_size;
+  po.initial_size = std::min<uint64_t>(opts.pool_size, 64ull << 20);
+  po.background_recovery = true;  // instant restart: serve while the post-crash GC runs
+  WORT_RETURN_IF_ERROR(Pool::OpenOrCreate(opts.pool_path, po, &st->pool_));
+
+  IndexOptions io;
+  io.key_type = KeyType::kBytes;
+  io.values_are_blocks = true;
+  if (st->pool_->FindRoot(opts.root_name, nullptr).ok()) {
+    WORT_RETURN_IF_ERROR(OpenIndex(*st->pool_, opts.root_name, &st->index_));
+    if (!opts.index_kind.empty() && st->index_->kind() != opts.index_kind)
+      return Status::InvalidArgument(fmt::format("pool {} holds a {} index under root '{}', not {}", opts.pool_path,
+                                                 st->index_->kind(), opts.root_name, opts.index_kind));
+  } else {
+    const std::string kind = opts.index_kind.empty() ? DefaultIndexKind() : opts.index_kind;
+    if (kind.empty()) return Status::NotSupported("this build has no index kind");
+    WORT_RETURN_IF_ERROR(CreateIndex(*st->pool_, opts.root_name, kind, io, &st->index_));
+  }
+  if (st->index_->key_type() != KeyType::kBytes)
+    return Status::InvalidArgument("root '" + opts.root_name + "' holds an index of 8-byte integer keys");
+  const IndexKind* k = FindIndexKind(st->index_->kind());
+  st->ordered_ = k && k->ordered;
+
+  // The metadata block: found under kMetaKey, or created (block persisted, then the Insert is
+  // the commit point; a crash before it leaves an unreachable block that recovery reclaims).
+  uint64_t meta_off = 0;
+  if (st->index_->Lookup(kMetaKey, &meta_off).ok()) {
+    st->meta_ = st->pool_->at<Meta>(meta_off);
+    if (!st->pool_->contains(meta_off, sizeof(Meta)) || st->meta_->magic != kMetaMagic)
+      return Status::Corruption("server metadata block has a bad magic number");
+  } else {
+    WORT_RETURN_IF_ERROR(st->pool_->allocator().AllocZeroed(sizeof(Meta), &meta_off));
+    Meta* m = st->pool_->at<Meta>(meta_off);
+    m->magic = kMetaMagic;
+    pm::persist(m, sizeof(Meta));
+    Status s = st->index_->Insert(kMetaKey, meta_off);  // COMMIT POINT
+    if (!s.ok()) {
+      st->pool_->allocator().Free(meta_off);
+      return s;
+    }
+    st->meta_ = m;
+  }
+  // cas = generation << 40 | n: unique and increasing across restarts without a persistent
+  // counter (the generation is persisted by every open for writing).
+  st->cas_next_.store((st->pool_->generation() << 40) + 1);
+  st->open_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (st->ordered_ && opts.crawler) st->crawler_ = std::thread([s = st.get()] { s->CrawlerLoop(); });
+  *out = std::move(st);
+  return Status::OK();
+}
+
+Store::~Store() {
+  if (pool_) {
+    Status s = Close();
+    if (!s.ok()) fmt::print(stderr, "wort serve: close: {}\n", s.ToString());
+  }
+}
+
+Status Store::Close() {
+  {
+    std::lock_guard<std::mutex> g(crawler_mu_);
+    stop_ = true;
+  }
+  crawler_cv_.notify_all();
+  if (crawler_.joinable()) crawler_.join();
+  std::unique_lock<std::shared_mutex> lk(mu_);
+  index_.reset();
+  meta_ = nullptr;
+  if (!pool_) return Status::OK();
+  Status s = pool_->Close();
+  pool_.reset();
+  return s;
+}
+
+bool Store::Live(const Record* r, int64_t now) const {
+  if (r->exptime != 0 && r->exptime <= now) return false;
+  if (r->cas < pm::load8(&meta_->flush_cas)) return false;
+  const int64_t ft = static_cast<int64_t>(pm::load8(reinterpret_cast<const uint64_t*>(&meta_->flush_time)));
+  if (ft != 0 && now >= ft && r->time < ft) return false;
+  return true;
+}
+
+uint64_t Store::curr_items() const {
+  std::shared_lock lk(mu_);
+  const uint64_t n = index_->Size();
+  return n ? n - 1 : 0;  // the metadata entry
+}
+
+uint64_t Store::bytes_allocated() const { return pool_->allocator().Stats().bytes_allocated; }
+
+// ---- reads ---------------------------------------------------------------------------------
+
+bool Store::Get(std::string_view key, const ItemFn& fn, bool* expired) {
+  uint64_t off = 0;
+  {
+    std::shared_lock lk(mu_);
+    if (!index_->Lookup(key, &off).ok()) {
+      if (expired) *expired = false;
+      return false;
+    }
+    const Record* r = pool_->at<Record>(off);
+    if (Live(r, Now())) {
+      fn(ItemView{key, r->flags, r->cas, {r->data(), r->length}});
+      return true;
+    }
+  }
+  if (expired) *expired = true;
+  // A dead item: remove it now (if nobody replaced it meanwhile).
+  std::unique_lock lk(mu_);
+  uint64_t now_off = 0;
+  if (index_->Lookup(key, &now_off).ok() && now_off == off && !Live(pool_->at<Record>(off), Now())) {
+    RemoveLocked(key, off);
+    counters_.reclaimed.fetch_add(1, std::memory_order_relaxed);
+  }
+  return false;
+}
+
+Status Store::Range(std::string_view start, std::string_view end, uint64_t limit,
+                    const std::function<bool(const ItemView&)>& fn, std::string* next_start, uint64_t* emitted) {
+  if (next_start) next_start->clear();
+  uint64_t got = 0;
+  if (emitted) *emitted = 0;
+  if (!ordered_) return Status::NotSupported(fmt::format("index kind {} is not ordered", index_->kind()));
+  if (CompareKeys(start, end) > 0) return Status::OK();
+  std::shared_lock lk(mu_);
+  std::string cur(start);
+  const int64_t now = Now();
+  while (got < limit) {
+    const size_t batch = static_cast<size_t>(std::min<uint64_t>(limit - got + 16, 4096));
+    size_t seen = 0;
+    bool stopped = false;
+    std::string last;
+    Status s = index_->Scan(cur, &end, batch, [&](std::string_view key, uint64_t value) {
+      ++seen;
+      last.assign(key);
+      if (IsMetaKey(key)) return true;
+      const Record* r = pool_->at<Record>(value);
+      if (!Live(r, now)) return true;
+      ++got;
+      const bool more = fn(ItemView{key, r->flags, r->cas, {r->data(), r->length}});
+      if (!more) {
+        stopped = true;
+        return false;
+      }
+      return got < limit;
+    });
+    if (!s.ok()) return s;
+    if (stopped && got < limit) {
+      if (next_start) *next_start = last + '\0';
+      break;
+    }
+    if (seen < batch || got >= limit) break;
+    cur = last + '\0';  // the smallest key after `last`
+  }
+  if (emitted) *emitted = got;
+  return Status::OK();
+}
+
+// ---- writes --------------------------------------------------------------------------------
+
+// Steps 1-4 of store.h: new record (a then b as data) -> persist -> Upsert (commit) -> free old.
+Result Store::WriteRecord(std::string_view key, uint32_t flags, int64_t exptime, std::string_view a,
+                          std::string_view b, bool have_old, uint64_t old_off, uint64_t* cas_out) {
+  const size_t len = a.size() + b.size();
+  uint64_t off = 0;
+  Status s = pool_->allocator().Alloc(sizeof(Record) + len, &off);
+  if (!s.ok()) return s.IsPoolFull() ? Result::kNoMemory : Result::kError;
+  Record* r = pool_->at<Record>(off);
+  r->cas = NextCas();
+  r->exptime = exptime;
+  r->time = Now();
+  r->flags = flags;
+  r->length = static_cast<uint32_t>(len);
+  if (!a.empty()) std::memcpy(r->data(), a.data(), a.size());
+  if (!b.empty()) std::memcpy(r->data() + a.size(), b.data(), b.size());
+  pm::persist(r, sizeof(Record) + len);  // the record is durable before anything refers to it
+  s = index_->Upsert(key, off);          // COMMIT POINT (the index's 8-byte publish, persisted)
+  if (!s.ok()) {
+    pool_->allocator().Free(off);  // never published: no reference to it exists
+    if (!s.IsPoolFull()) fmt::print(stderr, "wort serve: upsert: {}\n", s.ToString());
+    return s.IsPoolFull() ? Result::kNoMemory : Result::kError;
+  }
+  if (have_old) pool_->allocator().Free(old_off);  // unreachable since the commit
+  counters_.total_items.fetch_add(1, std::memory_order_relaxed);
+  if (cas_out) *cas_out = r->cas;
+  return Result::kStored;
+}
+
+void Store::RemoveLocked(std::string_view key, uint64_t off) {
+  Status s = index_->Remove(key);  // COMMIT POINT (inside the index)
+  if (s.ok()) {
+    pool_->allocator().Free(off);
+  } else if (!s.IsNotFound()) {
+    fmt::print(stderr, "wort serve: remove: {}\n", s.ToString());
+  }
+}
+
+Result Store::StoreItem(StoreMode mode, std::string_view key, uint32_t flags, int64_t exptime,
+                        std::string_view data, uint64_t cas_unique, uint64_t* cas_out) {
+  std::unique_lock lk(mu_);
+  uint64_t old = 0;
+  const bool have = index_->Lookup(key, &old).ok();
+  const Record* o = have ? pool_->at<Record>(old) : nullptr;
+  const bool live = have && Live(o, Now());
+  switch (mode) {
+    case StoreMode::kSet:
+      break;
+    case StoreMode::kAdd:
+      if (live) return Result::kNotStored;
+      break;
+    case StoreMode::kReplace:
+      if (!live) return Result::kNotStored;
+      break;
+    case StoreMode::kAppend:
+    case StoreMode::kPrepend: {
+      if (!live) return Result::kNotStored;
+      if (uint64_t(o->length) + data.size() > opts_.max_item_size) return Result::kTooLarge;
+      const std::string_view old_data(o->data(), o->length);
+      // append/prepend keep the item's flags and exptime (the request's are ignored).
+      if (mode == StoreMode::kAppend) return WriteRecord(key, o->flags, o->exptime, old_data, data, true, old, cas_out);
+      return WriteRecord(key, o->flags, o->exptime, data, old_data, true, old, cas_out);
+    }
+    case StoreMode::kCas:
+      if (!live) return Result::kNotFound;
+      if (o->cas != cas_unique) return Result::kExists;
+      break;
+  }
+  return WriteRecord(key, flags, exptime, data, {}, have, old, cas_out);
+}
+
+Result Store::Delete(std::string_view key) {
+  std::unique_lock lk(mu_);
+  uint64_t off = 0;
+  if (!index_->Lookup(key, &off).ok()) return Result::kNotFound;
+  const bool live = Live(pool_->at<Record>(off), Now());
+  RemoveLocked(key, off);
+  return live ? Result::kDeleted : Result::kNotFound;
+}
+
+bool Store::Unlink(std::string_view key) {
+  std::unique_lock lk(mu_);
+  uint64_t off = 0;
+  if (!index_->Lookup(key, &off).ok()) return false;
+  RemoveLocked(key, off);
+  return true;
+}
+
+Result Store::IncrDecr(std::string_view key, bool incr, uint64_t delta, uint64_t* value) {
+  std::unique_lock lk(mu_);
+  uint64_t off = 0;
+  if (!index_->Lookup(key, &off).ok()) return Result::kNotFound;
+  const Record* o = pool_->at<Record>(off);
+  if (!Live(o, Now())) return Result::kNotFound;
+  // memcached accepts a decimal number followed by spaces (its own decr pads with spaces).
+  std::string_view text(o->data(), o->length);
+  while (!text.empty() && text.back() == ' ') text.remove_suffix(1);
+  uint64_t v = 0;
+  if (!ParseU64(text, &v)) return Result::kNonNumeric;
+  if (incr) v += delta;  // wraps at 2^64, as memcached does
+  else v = delta > v ? 0 : v - delta;
+  char buf[24];
+  const auto res = std::to_chars(buf, buf + sizeof(buf), v);
+  const Result r = WriteRecord(key, o->flags, o->exptime, std::string_view(buf, res.ptr - buf), {}, true, off, nullptr);
+  if (r == Result::kStored) *value = v;
+  return r;
+}
+
+Result Store::Touch(std::string_view key, int64_t exptime) {
+  std::unique_lock lk(mu_);
+  uint64_t off = 0;
+  if (!index_->Lookup(key, &off).ok()) return Result::kNotFound;
+  Record* r = pool_->at<Record>(off);
+  if (!Live(r, Now())) return Result::kNotFound;
+  // In place: one 8-byte store is the commit point, then persist.
+  pm::store8(reinterpret_cast<uint64_t*>(&r->exptime), static_cast<uint64_t>(exptime));
+  pm::persist(&r->exptime, sizeof(r->exptime));
+  return Result::kTouched;
+}
+
+bool Store::GetAndTouch(std::string_view key, int64_t exptime, const ItemFn& fn) {
+  std::unique_lock lk(mu_);
+  uint64_t off = 0;
+  if (!index_->Lookup(key, &off).ok()) return false;
+  Record* r = pool_->at<Record>(off);
+  if (!Live(r, Now())) return false;
+  pm::store8(reinterpret_cast<uint64_t*>(&r->exptime), static_cast<uint64_t>(exptime));  // COMMIT POINT
+  pm::persist(&r->exptime, sizeof(r->exptime));
+  // The new exptime may be in the past (gat -1): memcached still returns the item this once.
+  fn(ItemView{key, r->flags, r->cas, {r->data(), r->length}});
+  return true;
+}
+
+void Store::FlushAll(int64_t when) {
+  {
+    std::unique_lock lk(mu_);
+    if (when <= Now()) {
+      // Every item stored so far has a smaller cas than the next one: that cas is the bar.
+      pm::store8(&meta_->flush_cas, NextCas());  // COMMIT POINT of an immediate flush_all
+      pm::persist(&meta_->flush_cas, 8);
+      pm::store8(reinterpret_cast<uint64_t*>(&meta_->flush_time), 0);  // cancels a delayed one
+      pm::persist(&meta_->flush_time, 8);
+    } else {
+      pm::store8(reinterpret_cast<uint64_t*>(&meta_->flush_time), static_cast<uint64_t>(when));  // COMMIT POINT
+      pm::persist(&meta_->flush_time, 8);
+    }
+  }
+  {
+    std::lock_guard<std::mutex> g(crawler_mu_);
+    crawl_now_ = true;
+  }
+  crawler_cv_.notify_all();
+}
+
+// ---- crawler -------------------------------------------------------------------------------
+
+uint64_t Store::CrawlOnce() {
+  if (!ordered_) return 0;
+  constexpr size_t kBatch = 1024;
+  uint64_t removed = 0;
+  std::string cur;
+  for (;;) {
+    std::vector<std::pair<std::string, uint64_t>> dead;
+    size_t seen = 0;
+    std::string last;
+    {
+      std::shared_lock lk(mu_);
+      if (!index_) return removed;
+      const int64_t now = Now();
+      Status s = index_->Scan(cur, nullptr, kBatch, [&](std::string_view key, uint64_t value) {
+        ++seen;
+        last.assign(key);
+        if (!IsMetaKey(key) && !Live(pool_->at<Record>(value), now)) dead.emplace_back(std::string(key), value);
+        return true;
+      });
+      if (!s.ok()) return removed;
+      counters_.crawler_items_checked.fetch_add(seen, std::memory_order_relaxed);
+    }
+    if (!dead.empty()) {
+      std::unique_lock lk(mu_);
+      const int64_t now = Now();
+      for (const auto& [key, off] : dead) {
+        uint64_t cur_off = 0;
+        if (index_->Lookup(key, &cur_off).ok() && cur_off == off && !Live(pool_->at<Record>(off), now)) {
+          RemoveLocked(key, off);
+          ++removed;
+        }
+      }
+      counters_.reclaimed.fetch_add(removed, std::memory_order_relaxed);
+    }
+    if (seen < kBatch) break;
+    {
+      std::lock_guard<std::mutex> g(crawler_mu_);
+      if (stop_) break;
+    }
+    cur = last + '\0';
+  }
+  return removed;
+}
+
+void Store::CrawlerLoop() {
+  const auto interval = std::chrono::duration<double>(opts_.crawler_interval_s);
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> g(crawler_mu_);
+      crawler_cv_.wait_for(g, interval, [&] { return stop_ || crawl_now_; });
+      if (stop_) return;
+      crawl_now_ = false;
+    }
+    CrawlOnce();
+  }
+}
+
+}  // namespace wort::server

@@ -1,0 +1,214 @@
+// server/store.h - the persistent item store behind `wort serve`: memcached's items (key ->
+// flags, exptime, cas, data) kept in a wort pool, one pool block per item, indexed by any
+// registered index kind. No protocol text here (handler.cc does that), no network.
+//
+// Design
+// ------
+// Every item lives in its own pool block, a Record (layout below). The index (created with
+// IndexOptions::values_are_blocks, so that post-crash recovery keeps the records its visit
+// function reports) maps key -> offset of the item's Record.
+//
+// A write is acknowledged only once it is persistent. Every mutation of an item follows
+//   1. allocate a new Record block, fill it (header + data)       (private: nothing refers to it)
+//   2. pm::persist(record)                                         (its contents are durable)
+//   3. index->Upsert(key, record offset)   <- COMMIT POINT: the index's own 8-byte publish store,
+//                                             persisted before Upsert returns
+//   4. allocator.Free(old record)                                  (unlink before free, R2)
+// A crash before 3 leaves an unreferenced block, and a crash between 3 and 4 an unreachable old
+// record: the allocator's post-crash mark phase reclaims both (wort/alloc.h, R3). Deletion is
+// index->Remove (commit) then Free. touch/gat rewrite only the record's exptime word in place:
+// one pm::store8 + persist, failure-atomic by itself.
+//
+// Server metadata (the flush_all state) lives in a Meta block stored in the same index under a
+// reserved key (kMetaKey, which starts with 0x00: no memcached key can, so clients can neither
+// read nor overwrite it, and range scans skip it); the index's visit reports it like any value.
+//
+// Validity: an item is returned only if it is live at the moment of the request:
+//   not expired   exptime == 0 || exptime > now                    (unix seconds)
+//   not flushed   cas >= meta.flush_cas                            (flush_all, no delay)
+//                 and !(meta.flush_time != 0 && now >= flush_time && time < flush_time)
+//                                                                  (flush_all <delay>)
+// Dead items are removed lazily (by the request that finds one) and by a background crawler
+// that walks ordered indexes in key order (hash indexes: lazy removal only).
+//
+// CAS values are unique and increase across restarts: cas = (pool generation << 40) + n, where
+// the generation is incremented and persisted at every open of the pool for writing
+// (Pool::generation) and n counts this session's writes (2^40 of them per session).
+//
+// Thread safety: all public methods are thread safe. A global reader-writer lock serializes
+// writers against everything (as the WORT paper's Memcached port does with its global tree
+// lock); readers run in parallel and copy what they return while holding the shared lock.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include "wort/index.h"
+#include "wort/pool.h"
+#include "wort/status.h"
+
+namespace wort::server {
+
+// One stored item: a pool block of sizeof(Record) + length bytes, 64-byte aligned.
+//   [0]  cas       uint64  unique version of this item (never rewritten)
+//   [8]  exptime   int64   absolute unix seconds; 0 = never; < 0 = already expired
+//   [16] time      int64   unix seconds when the item was stored (for a delayed flush_all)
+//   [24] flags     uint32  opaque client flags
+//   [28] length    uint32  bytes of data
+//   [32] data      `length` bytes
+// Invariant: a record referenced by the index is wholly persistent (written in step 1-2 above);
+// only `exptime` is ever rewritten, by a single store8 + persist.
+struct Record {
+  uint64_t cas;
+  int64_t exptime;
+  int64_t time;
+  uint32_t flags;
+  uint32_t length;
+  char* data() { return reinterpret_cast<char*>(this + 1); }
+  const char* data() const { return reinterpret_cast<const char*>(this + 1); }
+};
+static_assert(sizeof(Record) == 32);
+static_assert(offsetof(Record, exptime) % 8 == 0, "exptime is rewritten with one 8-byte store");
+
+// The server's metadata block (under kMetaKey).
+//   [0]  magic       kMetaMagic
+//   [8]  flush_cas   items with cas < flush_cas were flushed by `flush_all` (0 = none)
+//   [16] flush_time  unix seconds of a delayed `flush_all` (0 = none)
+//   [24] reserved    zero
+// Each field is changed by one store8 + persist (its own commit point).
+struct Meta {
+  uint64_t magic;
+  uint64_t flush_cas;
+  int64_t flush_time;
+  uint64_t reserved[5];
+};
+static_assert(sizeof(Meta) == 64);
+inline constexpr uint64_t kMetaMagic = 0x31617465'4d726553ull;  // "SerMeta1"
+inline const std::string_view kMetaKey{"\0wort-serve-meta", 16};
+
+// What a read sees. The data view is valid only inside the callback that receives it.
+struct ItemView {
+  std::string_view key;
+  uint32_t flags = 0;
+  uint64_t cas = 0;
+  std::string_view data;
+};
+using ItemFn = std::function<void(const ItemView&)>;
+
+enum class StoreMode : uint8_t { kSet, kAdd, kReplace, kAppend, kPrepend, kCas };
+
+enum class Result : uint8_t {
+  kStored, kNotStored, kExists, kNotFound, kDeleted, kTouched,
+  kNoMemory,     // the pool is full ("SERVER_ERROR out of memory storing object")
+  kTooLarge,     // append/prepend result exceeds the item size limit
+  kNonNumeric,   // incr/decr of a value that is not a decimal number
+  kError,        // an unexpected index error (logged)
+};
+
+struct StoreOptions {
+  std::string pool_path;
+  std::string index_kind;              // "" = the default (DefaultIndexKind())
+  std::string root_name = "memcached";
+  uint64_t pool_size = 1ull << 30;     // max size of a new pool
+  uint64_t max_item_size = 1 << 20;    // longest value (append/prepend results included)
+  bool crawler = true;                 // background removal of dead items (ordered indexes)
+  double crawler_interval_s = 10;
+};
+
+// Counters kept by the store (stats).
+struct StoreCounters {
+  std::atomic<uint64_t> total_items{0};  // successful stores
+  std::atomic<uint64_t> reclaimed{0};    // dead items removed (lazily or by the crawler)
+  std::atomic<uint64_t> crawler_items_checked{0};
+  std::atomic<uint64_t> expired_unfetched{0};
+};
+
+class Store {
+ public:
+  // Opens (or creates) the pool and the index root `opts.root_name`. Logs nothing; see
+  // open_seconds() / pool().opened_clean() for the restart report.
+  static Status Open(const StoreOptions& opts, std::unique_ptr<Store>* out);
+  ~Store();
+  // Stops the crawler, closes the index and the pool cleanly.
+  Status Close();
+
+  // ---- reads (shared lock) ------------------------------------------------------------------
+  // Calls fn with the live item of `key` and returns true; false on a miss (dead items count as
+  // misses; *expired (if non-null) tells whether the miss was an expired or flushed item).
+  bool Get(std::string_view key, const ItemFn& fn, bool* expired = nullptr);
+  // Ordered indexes only: calls fn for every live item with start <= key <= end in key order,
+  // up to `limit` items, or until fn returns false. *next (if non-null) is set to the key after
+  // which a continuation should start (empty when the range is exhausted).
+  Status Range(std::string_view start, std::string_view end, uint64_t limit,
+               const std::function<bool(const ItemView&)>& fn, std::string* next_start, uint64_t* emitted);
+
+  // ---- writes (exclusive lock) --------------------------------------------------------------
+  // exptime is absolute (ToAbsoluteExptime). *cas_out (if non-null) receives the new cas.
+  Result StoreItem(StoreMode mode, std::string_view key, uint32_t flags, int64_t exptime, std::string_view data,
+                   uint64_t cas_unique, uint64_t* cas_out = nullptr);
+  Result Delete(std::string_view key);
+  // *value receives the new value.
+  Result IncrDecr(std::string_view key, bool incr, uint64_t delta, uint64_t* value);
+  Result Touch(std::string_view key, int64_t exptime);
+  // Touch + Get. Returns true and calls fn on a hit.
+  bool GetAndTouch(std::string_view key, int64_t exptime, const ItemFn& fn);
+  // Removes the old item of `key` (memcached's SET of a too-large or unallocatable value
+  // does this so that a stale value does not survive). Returns true if one was removed.
+  bool Unlink(std::string_view key);
+  // flush_all: `when` is an absolute unix time (0 or <= now: at once).
+  void FlushAll(int64_t when);
+
+  // ---- information ---------------------------------------------------------------------------
+  bool ordered() const { return ordered_; }
+  std::string_view index_kind() const { return index_->kind(); }
+  uint64_t curr_items() const;
+  uint64_t bytes_allocated() const;
+  Pool& pool() { return *pool_; }
+  double open_seconds() const { return open_seconds_; }
+  StoreCounters& counters() { return counters_; }
+  // Runs one full crawler pass now (tests); returns the number of dead items removed.
+  uint64_t CrawlOnce();
+
+  // Seconds since the epoch (the clock of exptimes). Tests may shift it.
+  static int64_t Now();
+  static void SetClockOffsetForTest(int64_t seconds);
+
+ private:
+  Store() = default;
+  bool Live(const Record* r, int64_t now) const;
+  uint64_t NextCas() { return cas_next_.fetch_add(1, std::memory_order_relaxed); }
+  Result WriteRecord(std::string_view key, uint32_t flags, int64_t exptime, std::string_view a, std::string_view b,
+                     bool have_old, uint64_t old_off, uint64_t* cas_out);
+  void RemoveLocked(std::string_view key, uint64_t off);
+  void CrawlerLoop();
+
+  StoreOptions opts_;
+  std::unique_ptr<Pool> pool_;
+  std::unique_ptr<Index> index_;
+  Meta* meta_ = nullptr;
+  bool ordered_ = false;
+  double open_seconds_ = 0;
+  std::atomic<uint64_t> cas_next_{1};
+  mutable std::shared_mutex mu_;
+  StoreCounters counters_;
+
+  std::thread crawler_;
+  std::mutex crawler_mu_;
+  std::condition_variable crawler_cv_;
+  bool stop_ = false;
+  bool crawl_now_ = false;
+};
+
+// The index kind `wort serve` uses when none is named: the first of woart, wort, artcow that
+// this build has, else the first registered kind ("" if none).
+std::string DefaultIndexKind();
+
+}  // namespace wort::server
