@@ -775,7 +775,8 @@ Status CreateWort(Pool& pool, const IndexOptions& opts, uint64_t* root_off) {
   rb->key_type = static_cast<uint8_t>(opts.key_type);
   rb->span_bits = static_cast<uint8_t>(opts.span_bits);
   rb->version = WortRootBlock::kVersion;
-  rb->reserved = 0;
+  rb->flags = opts.values_are_blocks ? WortRootBlock::kValuesAreBlocks : 0;
+  std::memset(rb->reserved, 0, sizeof(rb->reserved));
   rb->root = 0;
   // write -> persist; the caller publishes the root block (Pool::AddRoot is the commit point).
   pm::persist(rb, sizeof(WortRootBlock));
@@ -815,6 +816,7 @@ void VisitWort(const Pool& pool, uint64_t root_off, const std::function<void(uin
   const unsigned slots = (1u << span) + 1;
   const size_t node_bytes = span == 4 ? sizeof(WortNode<4>) : sizeof(WortNode<8>);
   const size_t max_levels = span == 4 ? kMaxLevels<4> : kMaxLevels<8>;
+  const bool values_are_blocks = (rb->flags & WortRootBlock::kValuesAreBlocks) != 0;
   std::vector<std::pair<uint64_t, size_t>> todo;  // (reference, level)
   if (const uint64_t r = pm::load8(&rb->root)) todo.push_back({r, 0});
   while (!todo.empty()) {
@@ -823,7 +825,12 @@ void VisitWort(const Pool& pool, uint64_t root_off, const std::function<void(uin
     if (!RefWellFormed(ref)) continue;
     const uint64_t off = RefOffset(ref);
     if (RefIsLeaf(ref)) {
-      if (pool.contains(off, sizeof(WortLeaf))) mark(off);
+      if (!pool.contains(off, sizeof(WortLeaf))) continue;
+      mark(off);
+      if (values_are_blocks) {
+        const uint64_t v = pm::load8(&pool.at<const WortLeaf>(off)->value);
+        if (v != 0 && pool.contains(v, 1)) mark(v);
+      }
       continue;
     }
     if (!pool.contains(off, node_bytes)) continue;

@@ -78,7 +78,7 @@
 // A crash therefore cannot make it wrong, and inserts pay no extra flush for it.
 //
 // Layout (all blocks 64-byte aligned by the allocator; references are offsets, tagged below)
-//   Root block (64 B):  magic, key type, span bits, version, root reference.
+//   Root block (64 B):  magic, key type, span bits, version, flags, root reference.
 //   Inner node:         8-byte compression header, then 2^span + 1 slots of 8 bytes
 //                       (144 B at span 4, 2064 B at span 8).
 //   Leaf:               8-byte value, 4-byte key length, 4 reserved bytes, the key bytes.
@@ -87,7 +87,8 @@
 // shared; Insert, Upsert and Remove hold it exclusively (writers repair stale headers, so they
 // never run beside readers of the same index). The visit function takes no lock: it may run
 // during post-crash GC beside writers; it reads slots with 8-byte atomic loads, checks every
-// offset against the pool, and reads nothing else from inner nodes or leaves.
+// offset against the pool, and reads nothing else from inner nodes or leaves (except, with
+// values_are_blocks, each leaf's value word, also by an atomic load).
 #pragma once
 
 #include <cstddef>
@@ -156,11 +157,15 @@ static_assert(sizeof(WortLeaf) == 16);
 struct WortRootBlock {
   static constexpr uint64_t kMagic = 0x31305452524f5257ull;  // "WORTRT01" little-endian
   static constexpr uint16_t kVersion = 1;
+  // IndexOptions::values_are_blocks: every leaf's value is the offset of a pool block that visit
+  // reports too.
+  static constexpr uint8_t kValuesAreBlocks = 1;
   uint64_t magic;
   uint8_t key_type;    // KeyType
   uint8_t span_bits;   // 4 or 8
   uint16_t version;
-  uint32_t reserved;
+  uint8_t flags;       // kValuesAreBlocks
+  uint8_t reserved[3];
   uint64_t root;       // reference to the root node or leaf; 0 = empty tree
   uint64_t pad[5];
 };
