@@ -1,0 +1,891 @@
+// The benchmark library (see bench.h for what is measured and how).
+#include "bench/bench.h"
+
+#include <fmt/core.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <latch>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "wort/alloc.h"
+#include "wort/index.h"
+#include "wort/pm.h"
+#include "wort/pool.h"
+
+namespace wort::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::vector<std::string> SplitList(const std::string& list) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos <= list.size()) {
+    size_t comma = list.find(',', pos);
+    if (comma == std::string::npos) comma = list.size();
+    std::string item = list.substr(pos, comma - pos);
+    const auto b = item.find_first_not_of(" \t");
+    const auto e = item.find_last_not_of(" \t");
+    item = b == std::string::npos ? "" : item.substr(b, e - b + 1);
+    if (!item.empty()) out.push_back(item);
+    pos = comma + 1;
+  }
+  return out;
+}
+
+// Sets the process-wide flush instruction and write latency for one bench; restores the
+// previous ones when destroyed.
+class PmSettings {
+ public:
+  PmSettings() : kind_(pm::GetFlushKind()), latency_(pm::GetWriteLatencyNs()) {}
+  ~PmSettings() {
+    pm::SetFlushKind(kind_);
+    pm::SetWriteLatencyNs(latency_);
+  }
+  Status Apply(const CommonConfig& c) {
+    pm::FlushKind k;
+    bool is_auto = false;
+    if (!pm::ParseFlushKind(c.flush, &k, &is_auto))
+      return Status::InvalidArgument("unknown flush instruction '" + c.flush +
+                                     "' (valid: clwb, clflushopt, clflush, none, auto)");
+    if (is_auto) k = pm::BestFlushKind();
+    if (!pm::FlushKindSupported(k) || !pm::SetFlushKind(k))
+      return Status::InvalidArgument(std::string("this CPU does not execute ") + pm::FlushKindName(k) +
+                                     " (best available: " + pm::FlushKindName(pm::BestFlushKind()) + ")");
+    pm::SetWriteLatencyNs(c.write_latency_ns);
+    return Status::OK();
+  }
+
+ private:
+  pm::FlushKind kind_;
+  uint64_t latency_;
+};
+
+std::string Trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+std::string RunCommand(const std::string& cmd) {
+  FILE* f = popen(cmd.c_str(), "r");
+  if (!f) return "";
+  std::string out;
+  char buf[256];
+  while (fgets(buf, sizeof buf, f)) out += buf;
+  pclose(f);
+  return Trim(out);
+}
+
+std::string CpuModel() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) {
+        const auto b = line.find_first_not_of(' ', colon + 1);
+        return b == std::string::npos ? "" : line.substr(b);
+      }
+    }
+  }
+  return "unknown";
+}
+
+// The commit of the source tree this file was compiled from ($WORT_GIT_COMMIT overrides).
+std::string GitCommit() {
+  if (const char* env = std::getenv("WORT_GIT_COMMIT"); env && *env) return env;
+  static const std::string cached = [] {
+    std::string dir = __FILE__;  // <src root>/src/bench/bench.cc
+    const auto pos = dir.rfind("/src/bench/");
+    if (pos == std::string::npos) return std::string("unknown");
+    dir = dir.substr(0, pos);
+    std::string c = RunCommand("git -C '" + dir + "' rev-parse --short=12 HEAD 2>/dev/null");
+    if (c.empty()) return std::string("unknown");
+    if (!RunCommand("git -C '" + dir + "' status --porcelain --untracked-files=no 2>/dev/null").empty()) c += "-dirty";
+    return c;
+  }();
+  return cached;
+}
+
+std::string UtcNow() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string DefaultPoolPath(const CommonConfig& c, const std::string& suffix) {
+  std::string base = c.pool_path.empty() ? fmt::format("/dev/shm/wort-bench-{}", getpid()) : c.pool_path;
+  if (c.pool_path.empty()) return base + (suffix.empty() ? "" : "-" + suffix) + ".pool";
+  return suffix.empty() ? base : base + "." + suffix;
+}
+
+PoolOptions BenchPoolOptions(const CommonConfig& c) {
+  PoolOptions o;
+  o.max_size = c.pool_size ? c.pool_size : (16ull << 30);
+  o.initial_size = std::min<uint64_t>(64ull << 20, o.max_size);
+  o.background_recovery = false;
+  return o;
+}
+
+Status CreateBenchPool(const CommonConfig& c, const std::string& path, std::unique_ptr<Pool>* out) {
+  if (access(path.c_str(), F_OK) == 0)
+    return Status::AlreadyExists("pool file " + path + " exists; remove it or choose another --pool");
+  Status s = Pool::Create(path, BenchPoolOptions(c), out);
+  if (!s.ok()) return Status(s.code(), "creating pool " + path + ": " + s.message());
+  return s;
+}
+
+// A random permutation of 0..n-1 (the dense workload, shifted).
+std::vector<uint32_t> Permutation(size_t n, uint64_t seed) {
+  const std::vector<uint64_t> d = GenerateU64Keys(Dist::kDense, n, seed);
+  std::vector<uint32_t> p(n);
+  for (size_t i = 0; i < n; ++i) p[i] = static_cast<uint32_t>(d[i] - 1);
+  return p;
+}
+
+// Runs fn(i, &wrong) for i in [0, n), split into `threads` contiguous slices, and times the
+// whole (wall clock, from the release of all threads to the last one finishing). The first
+// non-OK status stops every thread.
+struct PhaseOutcome {
+  double seconds = 0;
+  pm::Counters counters;
+  uint64_t wrong = 0;
+  uint64_t done = 0;  // operations completed (n unless a failure stopped the phase)
+  Status status;
+};
+
+template <class Fn>
+PhaseOutcome RunPhase(int threads, size_t n, const Fn& fn) {
+  PhaseOutcome out;
+  threads = std::max(1, threads);
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> wrong{0}, done{0};
+  std::mutex mu;
+  auto body = [&](size_t begin, size_t end) {
+    uint64_t w = 0, d = 0;
+    for (size_t i = begin; i < end; ++i) {
+      Status s = fn(i, &w);
+      if (!s.ok()) [[unlikely]] {
+        std::lock_guard<std::mutex> g(mu);
+        if (out.status.ok()) out.status = s;
+        stop.store(true, std::memory_order_relaxed);
+        break;
+      }
+      ++d;
+      if ((d & 1023) == 0 && stop.load(std::memory_order_relaxed)) [[unlikely]] break;
+    }
+    wrong += w;
+    done += d;
+  };
+  const pm::Counters before = pm::GetCounters();
+  if (threads == 1) {
+    const auto t0 = Clock::now();
+    body(0, n);
+    out.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  } else {
+    std::latch ready(threads + 1), go(1);
+    std::vector<std::thread> ts;
+    for (int t = 0; t < threads; ++t) {
+      const size_t b = n * t / threads, e = n * (t + 1) / threads;
+      ts.emplace_back([&, b, e] {
+        ready.count_down();
+        go.wait();
+        body(b, e);
+      });
+    }
+    ready.arrive_and_wait();
+    const auto t0 = Clock::now();
+    go.count_down();
+    for (auto& t : ts) t.join();
+    out.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  }
+  out.counters = pm::GetCounters() - before;
+  out.wrong = wrong.load();
+  out.done = done.load();
+  return out;
+}
+
+std::string Explain(const Status& s, const std::string& index, const std::string& phase, uint64_t done,
+                    const CommonConfig& c) {
+  if (s.IsPoolFull())
+    return fmt::format("{}: pool full during {} after {} operations (pool max size {} bytes); allow a larger pool "
+                       "with --pool-size",
+                       index, phase, done, BenchPoolOptions(c).max_size);
+  return fmt::format("{}: {} failed after {} operations: {}", index, phase, done, s.ToString());
+}
+
+// Benchmarks one index kind; appends its results to `report`.
+Status BenchOneIndex(const IndexBenchConfig& cfg, const IndexKind& kind, const std::vector<std::string>& keys,
+                     IndexBenchReport* report, const LogFn& log, const std::string& pool_path) {
+  const size_t n = keys.size();
+  const bool u64 = IsIntegerDist(cfg.dist);
+  const int threads = std::max(1, cfg.common.threads);
+  auto skip = [&](const std::string& reason) { report->skipped.push_back({kind.name, reason}); };
+
+  std::unique_ptr<Pool> pool;
+  Status s = CreateBenchPool(cfg.common, pool_path, &pool);
+  if (!s.ok()) {
+    skip(s.ToString());
+    return s;
+  }
+  struct Cleanup {
+    std::unique_ptr<Pool>* pool;
+    std::unique_ptr<Index>* idx;
+    std::string path;
+    bool keep;
+    ~Cleanup() {
+      idx->reset();
+      if (*pool) {
+        Status cs = (*pool)->Close();
+        if (!cs.ok()) fmt::print(stderr, "wort bench: closing {}: {}\n", path, cs.ToString());
+        pool->reset();
+      }
+      if (!keep) unlink(path.c_str());
+    }
+  };
+  std::unique_ptr<Index> idx;
+  Cleanup cleanup{&pool, &idx, pool_path, cfg.common.keep_pool};
+
+  IndexOptions opts;
+  opts.key_type = u64 ? KeyType::kU64 : KeyType::kBytes;
+  opts.span_bits = cfg.span_bits;
+  s = CreateIndex(*pool, "bench", kind.name, opts, &idx);
+  if (!s.ok()) {
+    skip(fmt::format("cannot create index with {} keys: {}", u64 ? "u64" : "bytes", s.ToString()));
+    return s;
+  }
+
+  IndexResult base;
+  base.index = kind.name;
+  base.dist = DistName(cfg.dist);
+  base.key_type = u64 ? "u64" : "bytes";
+  base.keys = n;
+  base.pool_path = pool_path;
+
+  auto finish = [&](IndexResult r, const PhaseOutcome& p) {
+    r.ops = p.done;
+    r.seconds = p.seconds;
+    r.ns_per_op = p.done ? p.seconds * 1e9 / p.done : 0;
+    r.mops_per_s = p.seconds > 0 ? p.done / p.seconds / 1e6 : 0;
+    r.flushes_per_op = p.done ? double(p.counters.lines_flushed) / p.done : 0;
+    r.fences_per_op = p.done ? double(p.counters.fences) / p.done : 0;
+    r.errors = p.wrong;
+    return r;
+  };
+  auto wants = [&](Op op) { return std::find(cfg.ops.begin(), cfg.ops.end(), op) != cfg.ops.end(); };
+  auto logline = [&](const IndexResult& r) {
+    if (log)
+      log(fmt::format("{:<10} {:<9} {:<7} {:>12.1f} ns/op {:>8.2f} flushes/op {:>8.2f} fences/op{}", r.index, r.dist,
+                      r.op, r.ns_per_op, r.flushes_per_op, r.fences_per_op,
+                      r.errors ? fmt::format("  ({} WRONG)", r.errors) : ""));
+  };
+
+  // ---- insert phase (always) --------------------------------------------------------------
+  PhaseOutcome p = RunPhase(threads, n, [&](size_t i, uint64_t*) { return idx->Insert(keys[i], i + 1); });
+  if (!p.status.ok()) {
+    const std::string why = Explain(p.status, kind.name, "insert", p.done, cfg.common);
+    skip(why);
+    return Status(p.status.code(), why);
+  }
+  const IndexStats st = idx->Stats();
+  base.leaf_depth = st.avg_leaf_depth;
+  base.bytes_allocated = st.bytes_allocated;
+  base.volatile_bytes = st.volatile_bytes;
+  base.bytes_per_key = n ? double(st.bytes_allocated + st.volatile_bytes) / n : 0;
+  {
+    IndexResult r = base;
+    r.op = "insert";
+    r = finish(r, p);
+    if (idx->Size() != n) r.errors += 1;  // lost or duplicated keys
+    if (wants(Op::kInsert)) {
+      report->results.push_back(r);
+      logline(r);
+    }
+  }
+  if (log)
+    log(fmt::format("{:<10} {:<9} after insert: {} keys, avg leaf depth {:.2f}, {:.1f} pool bytes/key", kind.name,
+                    base.dist, idx->Size(), base.leaf_depth, base.bytes_per_key));
+
+  Status first_failure;
+  auto fail = [&](const PhaseOutcome& ph, const char* phase) {
+    const std::string why = Explain(ph.status, kind.name, phase, ph.done, cfg.common);
+    skip(why);
+    if (first_failure.ok()) first_failure = Status(ph.status.code(), why);
+  };
+
+  // ---- search ------------------------------------------------------------------------------
+  if (wants(Op::kSearch)) {
+    const std::vector<uint32_t> order = Permutation(n, cfg.common.seed + 101);
+    p = RunPhase(threads, n, [&](size_t i, uint64_t* wrong) {
+      const uint32_t k = order[i];
+      uint64_t v = 0;
+      Status ls = idx->Lookup(keys[k], &v);
+      if (ls.IsNotFound() || (ls.ok() && v != k + 1)) {
+        ++*wrong;
+        return Status::OK();
+      }
+      return ls;
+    });
+    IndexResult r = base;
+    r.op = "search";
+    r = finish(r, p);
+    if (!p.status.ok()) fail(p, "search");
+    report->results.push_back(r);
+    logline(r);
+  }
+
+  // ---- scan --------------------------------------------------------------------------------
+  if (wants(Op::kScan)) {
+    if (!kind.ordered) {
+      skip(fmt::format("{}: scan not supported (unordered index)", kind.name));
+    } else {
+      const size_t scan_len =
+          cfg.range_frac > 0 ? std::max<size_t>(1, static_cast<size_t>(std::llround(cfg.range_frac * n))) : cfg.scan_len;
+      const size_t scans = cfg.scans ? cfg.scans : std::min<size_t>(n, 10000);
+      const std::vector<std::string> starts = SampleKeys(keys, scans, cfg.common.seed + 202);
+      std::atomic<uint64_t> returned{0};
+      p = RunPhase(threads, starts.size(), [&](size_t i, uint64_t* wrong) {
+        size_t got = 0;
+        uint64_t sink = 0;
+        bool first_ok = true;
+        Status ss = idx->Scan(starts[i], nullptr, scan_len, [&](std::string_view key, uint64_t value) {
+          if (got == 0) first_ok = key == starts[i];
+          sink += value;
+          ++got;
+          return true;
+        });
+        if (ss.ok() && (!first_ok || got == 0 || got > scan_len)) ++*wrong;
+        returned.fetch_add(got, std::memory_order_relaxed);
+        return ss;
+      });
+      IndexResult r = base;
+      r.op = "scan";
+      r = finish(r, p);
+      r.scan_len = scan_len;
+      r.keys_per_op = p.done ? double(returned.load()) / p.done : 0;
+      if (p.status.code() == Code::kNotSupported) {
+        skip(fmt::format("{}: scan: {}", kind.name, p.status.ToString()));
+      } else {
+        if (!p.status.ok()) fail(p, "scan");
+        report->results.push_back(r);
+        logline(r);
+      }
+    }
+  }
+
+  // ---- upsert ------------------------------------------------------------------------------
+  if (wants(Op::kUpsert)) {
+    const std::vector<uint32_t> order = Permutation(n, cfg.common.seed + 303);
+    p = RunPhase(threads, n, [&](size_t i, uint64_t* wrong) {
+      const uint32_t k = order[i];
+      bool inserted = true;
+      Status us = idx->Upsert(keys[k], k + 1 + n, &inserted);
+      if (us.ok() && inserted) ++*wrong;
+      return us;
+    });
+    IndexResult r = base;
+    r.op = "upsert";
+    r = finish(r, p);
+    if (!p.status.ok()) fail(p, "upsert");
+    report->results.push_back(r);
+    logline(r);
+  }
+
+  // ---- delete (last: it empties the index) ---------------------------------------------------
+  if (wants(Op::kDelete)) {
+    const std::vector<uint32_t> order = Permutation(n, cfg.common.seed + 404);
+    p = RunPhase(threads, n, [&](size_t i, uint64_t* wrong) {
+      Status rs = idx->Remove(keys[order[i]]);
+      if (rs.IsNotFound()) {
+        ++*wrong;
+        return Status::OK();
+      }
+      return rs;
+    });
+    IndexResult r = base;
+    r.op = "delete";
+    r = finish(r, p);
+    if (p.status.ok() && idx->Size() != 0) r.errors += 1;
+    if (!p.status.ok()) fail(p, "delete");
+    report->results.push_back(r);
+    logline(r);
+  }
+  return first_failure;
+}
+
+}  // namespace
+
+// ---- names -------------------------------------------------------------------------------
+
+const char* OpName(Op op) {
+  switch (op) {
+    case Op::kInsert: return "insert";
+    case Op::kSearch: return "search";
+    case Op::kScan: return "scan";
+    case Op::kUpsert: return "upsert";
+    case Op::kDelete: return "delete";
+  }
+  return "?";
+}
+
+bool ParseOp(const std::string& name, Op* out) {
+  for (Op op : kAllOps) {
+    if (name == OpName(op)) {
+      *out = op;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string IndexNames() {
+  std::string s;
+  for (const IndexKind* k : IndexKinds()) {
+    if (!s.empty()) s += ", ";
+    s += std::string(k->name);
+  }
+  return s.empty() ? "(none registered)" : s;
+}
+
+std::string OpNames() {
+  std::string s;
+  for (Op op : kAllOps) {
+    if (!s.empty()) s += ", ";
+    s += std::string(OpName(op));
+  }
+  return s;
+}
+
+std::string DistNames() {
+  std::string s;
+  for (Dist d : {Dist::kDense, Dist::kSparse, Dist::kClustered, Dist::kStrings, Dist::kWords})
+    {
+    if (!s.empty()) s += ", ";
+    s += std::string(DistName(d));
+  }
+  return s;
+}
+
+Status ParseIndexList(const std::string& list, std::vector<std::string>* out) {
+  std::vector<std::string> names;
+  for (const std::string& item : SplitList(list)) {
+    if (item == "all") {
+      for (const IndexKind* k : IndexKinds()) names.push_back(k->name);
+      continue;
+    }
+    if (!FindIndexKind(item))
+      return Status::InvalidArgument("unknown index '" + item + "' (valid: " + IndexNames() + ", or all)");
+    names.push_back(item);
+  }
+  if (names.empty()) return Status::InvalidArgument("no index named (valid: " + IndexNames() + ", or all)");
+  // Keep the first mention of each.
+  std::vector<std::string> uniq;
+  for (auto& nm : names)
+    if (std::find(uniq.begin(), uniq.end(), nm) == uniq.end()) uniq.push_back(nm);
+  *out = std::move(uniq);
+  return Status::OK();
+}
+
+Status ParseOpList(const std::string& list, std::vector<Op>* out) {
+  std::vector<Op> ops;
+  for (const std::string& item : SplitList(list)) {
+    if (item == "all") {
+      ops.assign(std::begin(kAllOps), std::end(kAllOps));
+      continue;
+    }
+    Op op;
+    if (!ParseOp(item, &op)) return Status::InvalidArgument("unknown op '" + item + "' (valid: " + OpNames() + ", or all)");
+    ops.push_back(op);
+  }
+  if (ops.empty()) return Status::InvalidArgument("no op named (valid: " + OpNames() + ")");
+  *out = std::move(ops);
+  return Status::OK();
+}
+
+Status ParseDistName(const std::string& name, Dist* out) {
+  if (!ParseDist(name, out)) return Status::InvalidArgument("unknown distribution '" + name + "' (valid: " + DistNames() + ")");
+  return Status::OK();
+}
+
+// ---- environment -------------------------------------------------------------------------
+
+Environment CaptureEnvironment() {
+  Environment e;
+  e.flush = pm::FlushKindName(pm::GetFlushKind());
+  e.write_latency_ns = pm::GetWriteLatencyNs();
+  e.cpu = CpuModel();
+  e.cpus = static_cast<int>(std::thread::hardware_concurrency());
+  e.timestamp = UtcNow();
+  e.git_commit = GitCommit();
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) == 0) e.host = host;
+  return e;
+}
+
+// ---- index bench -------------------------------------------------------------------------
+
+Status RunIndexBench(const IndexBenchConfig& cfg, IndexBenchReport* report, const LogFn& log) {
+  if (cfg.keys == 0) return Status::InvalidArgument("--keys must be at least 1");
+  if (cfg.keys > 0xffffffffull) return Status::InvalidArgument("--keys must be below 2^32");
+  if (cfg.indexes.empty()) return Status::InvalidArgument("no index named (valid: " + IndexNames() + ", or all)");
+  if (cfg.common.threads < 1 || cfg.common.threads > 256) return Status::InvalidArgument("--threads must be 1..256");
+  if (cfg.range_frac < 0 || cfg.range_frac > 1) return Status::InvalidArgument("--range-frac must be in [0, 1]");
+  if (cfg.scan_len == 0) return Status::InvalidArgument("--scan-len must be at least 1");
+  std::vector<const IndexKind*> kinds;
+  for (const auto& name : cfg.indexes) {
+    const IndexKind* k = FindIndexKind(name);
+    if (!k) return Status::InvalidArgument("unknown index '" + name + "' (valid: " + IndexNames() + ", or all)");
+    kinds.push_back(k);
+  }
+  PmSettings pm_settings;
+  WORT_RETURN_IF_ERROR(pm_settings.Apply(cfg.common));
+  report->env = CaptureEnvironment();
+  if (log) log(FormatIndexConfig(cfg, report->env));
+
+  const std::vector<std::string> keys = GenerateKeys(cfg.dist, cfg.keys, cfg.common.seed);
+  if (keys.size() < cfg.keys && log)
+    log(fmt::format("note: the {} workload has only {} keys", DistName(cfg.dist), keys.size()));
+  if (keys.empty()) return Status::InvalidArgument(std::string("the ") + DistName(cfg.dist) + " workload produced no keys");
+
+  Status first;
+  for (const IndexKind* k : kinds) {
+    const std::string path = DefaultPoolPath(cfg.common, kinds.size() > 1 || cfg.common.pool_path.empty() ? k->name : "");
+    Status s = BenchOneIndex(cfg, *k, keys, report, log, path);
+    if (!s.ok() && first.ok()) first = s;
+  }
+  return first;
+}
+
+// ---- alloc bench -------------------------------------------------------------------------
+
+namespace {
+
+struct AllocPattern {
+  const char* name;
+  size_t min_size, max_size;
+};
+constexpr AllocPattern kAllocPatterns[] = {{"mixed-64-1024", 64, 1024}, {"fixed-64", 64, 64}};
+
+// One thread's share of one run: `rounds` rounds of (allocate batch, free batch in shuffled
+// order), after one untimed warm-up round. Each thread times its own phases; the threads meet
+// at a barrier before every phase so that the phases overlap.
+struct ThreadTimes {
+  double alloc_s = 0, free_s = 0;
+  pm::Counters alloc_c, free_c;
+};
+
+}  // namespace
+
+Status RunAllocBench(const AllocBenchConfig& cfg, AllocBenchReport* report, const LogFn& log) {
+  if (cfg.batch == 0 || cfg.ops_per_thread == 0) return Status::InvalidArgument("batch and ops must be positive");
+  for (int t : cfg.thread_counts)
+    if (t < 1 || t > 256) return Status::InvalidArgument("thread counts must be 1..256");
+  PmSettings pm_settings;
+  WORT_RETURN_IF_ERROR(pm_settings.Apply(cfg.common));
+  report->env = CaptureEnvironment();
+  if (log) log(FormatAllocConfig(cfg, report->env));
+
+  const std::string path = DefaultPoolPath(cfg.common, "alloc");
+  std::unique_ptr<Pool> pool;
+  WORT_RETURN_IF_ERROR(CreateBenchPool(cfg.common, path, &pool));
+  Allocator& alloc = pool->allocator();
+  const size_t rounds = (cfg.ops_per_thread + cfg.batch - 1) / cfg.batch;
+  Status failure;
+
+  for (const AllocPattern& pat : kAllocPatterns) {
+    for (int threads : cfg.thread_counts) {
+      for (const char* which : {"wort", "malloc"}) {
+        const bool is_wort = std::string(which) == "wort";
+        std::vector<ThreadTimes> times(threads);
+        std::barrier<> sync(threads);
+        std::atomic<bool> failed{false};
+        std::mutex mu;
+        auto worker = [&](int t) {
+          // Same sizes and free order for both allocators (seeded by thread and pattern).
+          const uint64_t seed = cfg.common.seed * 1000 + t * 10 + (&pat - kAllocPatterns);
+          std::vector<size_t> sizes(cfg.batch);
+          {
+            const std::vector<uint64_t> r = GenerateU64Keys(Dist::kSparse, cfg.batch, seed);
+            for (size_t i = 0; i < cfg.batch; ++i) sizes[i] = pat.min_size + r[i] % (pat.max_size - pat.min_size + 1);
+          }
+          const std::vector<uint32_t> free_order = Permutation(cfg.batch, seed + 1);
+          std::vector<uint64_t> offs(cfg.batch);
+          std::vector<void*> ptrs(cfg.batch);
+          ThreadTimes& tt = times[t];
+          for (size_t round = 0; round <= rounds; ++round) {  // round 0: warm-up, untimed
+            sync.arrive_and_wait();
+            // `failed` is only set in an allocation phase, which every thread has left (the
+            // barrier below) before anyone gets here: all threads see the same value.
+            if (failed.load()) break;
+            const pm::Counters c0 = pm::ThisThreadCounters();
+            const auto t0 = Clock::now();
+            size_t got = cfg.batch;
+            if (is_wort) {
+              for (size_t i = 0; i < cfg.batch; ++i) {
+                Status s = alloc.Alloc(sizes[i], &offs[i]);
+                if (!s.ok()) [[unlikely]] {
+                  std::lock_guard<std::mutex> g(mu);
+                  if (failure.ok()) failure = s;
+                  failed = true;
+                  got = i;
+                  break;
+                }
+              }
+            } else {
+              for (size_t i = 0; i < cfg.batch; ++i) ptrs[i] = std::malloc(sizes[i]);
+            }
+            const auto t1 = Clock::now();
+            const pm::Counters c1 = pm::ThisThreadCounters();
+            sync.arrive_and_wait();
+            if (is_wort) {
+              if (got == cfg.batch) {
+                for (size_t i = 0; i < cfg.batch; ++i) alloc.Free(offs[free_order[i]]);
+              } else {
+                for (size_t i = 0; i < got; ++i) alloc.Free(offs[i]);
+              }
+            } else {
+              for (size_t i = 0; i < cfg.batch; ++i) std::free(ptrs[free_order[i]]);
+            }
+            const auto t2 = Clock::now();
+            const pm::Counters c2 = pm::ThisThreadCounters();
+            if (round > 0) {
+              tt.alloc_s += std::chrono::duration<double>(t1 - t0).count();
+              tt.free_s += std::chrono::duration<double>(t2 - t1).count();
+              const pm::Counters da = c1 - c0, df = c2 - c1;
+              tt.alloc_c.lines_flushed += da.lines_flushed;
+              tt.alloc_c.fences += da.fences;
+              tt.free_c.lines_flushed += df.lines_flushed;
+              tt.free_c.fences += df.fences;
+            }
+          }
+        };
+        std::vector<std::thread> ts;
+        for (int t = 1; t < threads; ++t) ts.emplace_back(worker, t);
+        worker(0);
+        for (auto& th : ts) th.join();
+        if (failed) {
+          const std::string why = failure.IsPoolFull()
+                                      ? fmt::format("alloc bench: pool full (max size {} bytes); allow a larger pool with --pool-size",
+                                                    BenchPoolOptions(cfg.common).max_size)
+                                      : "alloc bench: " + failure.ToString();
+          pool->Close().ok();
+          if (!cfg.common.keep_pool) unlink(path.c_str());
+          return Status(failure.code(), why);
+        }
+        AllocResult r;
+        r.allocator = which;
+        r.pattern = pat.name;
+        r.threads = threads;
+        r.allocs = uint64_t(threads) * rounds * cfg.batch;
+        uint64_t af = 0, afe = 0, ff = 0, ffe = 0;
+        for (const auto& tt : times) {
+          r.alloc_seconds = std::max(r.alloc_seconds, tt.alloc_s);
+          r.free_seconds = std::max(r.free_seconds, tt.free_s);
+          af += tt.alloc_c.lines_flushed;
+          afe += tt.alloc_c.fences;
+          ff += tt.free_c.lines_flushed;
+          ffe += tt.free_c.fences;
+        }
+        r.allocs_per_s = r.alloc_seconds > 0 ? r.allocs / r.alloc_seconds : 0;
+        r.frees_per_s = r.free_seconds > 0 ? r.allocs / r.free_seconds : 0;
+        r.ns_per_alloc = r.allocs ? r.alloc_seconds * 1e9 / r.allocs : 0;
+        r.ns_per_free = r.allocs ? r.free_seconds * 1e9 / r.allocs : 0;
+        r.flushes_per_alloc = r.allocs ? double(af) / r.allocs : 0;
+        r.fences_per_alloc = r.allocs ? double(afe) / r.allocs : 0;
+        r.flushes_per_free = r.allocs ? double(ff) / r.allocs : 0;
+        r.fences_per_free = r.allocs ? double(ffe) / r.allocs : 0;
+        report->results.push_back(r);
+        if (log)
+          log(fmt::format("{:<7} {:<14} {} thread(s): {:>7.2f} M allocs/s {:>7.2f} M frees/s  {:.4f} flushes/alloc "
+                          "{:.4f} fences/alloc",
+                          r.allocator, r.pattern, r.threads, r.allocs_per_s / 1e6, r.frees_per_s / 1e6,
+                          r.flushes_per_alloc, r.fences_per_alloc));
+      }
+    }
+  }
+  Status cs = pool->Close();
+  pool.reset();
+  if (!cfg.common.keep_pool) unlink(path.c_str());
+  return cs;
+}
+
+// ---- output ------------------------------------------------------------------------------
+
+namespace {
+std::string FormatEnv(const Environment& env, const CommonConfig& c) {
+  std::string s;
+  s += fmt::format("flush:          {}\n", env.flush);
+  s += fmt::format("write latency:  {} ns per flushed line (emulated)\n", env.write_latency_ns);
+  s += fmt::format("pool:           {} (max {} bytes, {})\n",
+                   c.pool_path.empty() ? fmt::format("/dev/shm/wort-bench-{}-<index>.pool", getpid()) : c.pool_path,
+                   BenchPoolOptions(c).max_size, c.keep_pool ? "kept" : "removed after");
+  s += fmt::format("threads:        {}\n", c.threads);
+  s += fmt::format("seed:           {}\n", c.seed);
+  s += fmt::format("cpu:            {} ({} hardware threads)\n", env.cpu, env.cpus);
+  s += fmt::format("host:           {}\n", env.host);
+  s += fmt::format("date:           {}\n", env.timestamp);
+  s += fmt::format("git commit:     {}\n", env.git_commit);
+  return s;
+}
+}  // namespace
+
+std::string FormatIndexConfig(const IndexBenchConfig& cfg, const Environment& env) {
+  std::string s = "# wort bench\n";
+  std::string idx, ops;
+  for (const auto& i : cfg.indexes) {
+    if (!idx.empty()) idx += ",";
+    idx += i;
+  }
+  for (Op o : cfg.ops) {
+    if (!ops.empty()) ops += ",";
+    ops += std::string(OpName(o));
+  }
+  s += fmt::format("index:          {}\n", idx);
+  s += fmt::format("dist:           {}\n", DistName(cfg.dist));
+  s += fmt::format("keys:           {}\n", cfg.keys);
+  s += fmt::format("ops:            {}\n", ops);
+  if (std::find(cfg.ops.begin(), cfg.ops.end(), Op::kScan) != cfg.ops.end()) {
+    if (cfg.range_frac > 0)
+      s += fmt::format("scan:           {} of the keys per range query, {} queries\n", cfg.range_frac,
+                       cfg.scans ? cfg.scans : std::min<size_t>(cfg.keys, 10000));
+    else
+      s += fmt::format("scan:           {} keys per range query, {} queries\n", cfg.scan_len,
+                       cfg.scans ? cfg.scans : std::min<size_t>(cfg.keys, 10000));
+  }
+  s += fmt::format("span bits:      {} (wort)\n", cfg.span_bits);
+  s += FormatEnv(env, cfg.common);
+  return s;
+}
+
+std::string FormatIndexResults(const IndexBenchReport& r) {
+  std::string s = fmt::format("{:<10} {:<9} {:<7} {:>12} {:>10} {:>11} {:>10} {:>10} {:>10} {:>7}\n", "index", "dist", "op",
+                              "ns/op", "Mops/s", "flushes/op", "fences/op", "leafdepth", "bytes/key", "errors");
+  for (const auto& x : r.results)
+    s += fmt::format("{:<10} {:<9} {:<7} {:>12.1f} {:>10.3f} {:>11.2f} {:>10.2f} {:>10.2f} {:>10.1f} {:>7}\n", x.index, x.dist,
+                     x.op, x.ns_per_op, x.mops_per_s, x.flushes_per_op, x.fences_per_op, x.leaf_depth, x.bytes_per_key,
+                     x.errors);
+  for (const auto& k : r.skipped) s += fmt::format("skipped: {}: {}\n", k.index, k.reason);
+  return s;
+}
+
+std::string FormatAllocConfig(const AllocBenchConfig& cfg, const Environment& env) {
+  std::string s = "# wort bench alloc\n";
+  std::string th;
+  for (int t : cfg.thread_counts) {
+    if (!th.empty()) th += ",";
+    th += std::to_string(t);
+  }
+  s += fmt::format("patterns:       mixed-64-1024 (uniform sizes), fixed-64\n");
+  s += fmt::format("per thread:     {} allocations and frees, in batches of {} (frees in shuffled order)\n",
+                   cfg.ops_per_thread, cfg.batch);
+  s += fmt::format("thread counts:  {}\n", th);
+  CommonConfig c = cfg.common;
+  c.threads = 0;
+  s += FormatEnv(env, c);
+  return s;
+}
+
+std::string FormatAllocResults(const AllocBenchReport& r) {
+  std::string s = fmt::format("{:<7} {:<14} {:>7} {:>12} {:>12} {:>9} {:>9} {:>13} {:>12}\n", "alloc", "pattern", "threads",
+                              "Mallocs/s", "Mfrees/s", "ns/alloc", "ns/free", "flushes/alloc", "fences/alloc");
+  for (const auto& x : r.results)
+    s += fmt::format("{:<7} {:<14} {:>7} {:>12.2f} {:>12.2f} {:>9.1f} {:>9.1f} {:>13.4f} {:>12.4f}\n", x.allocator, x.pattern,
+                     x.threads, x.allocs_per_s / 1e6, x.frees_per_s / 1e6, x.ns_per_alloc, x.ns_per_free,
+                     x.flushes_per_alloc, x.fences_per_alloc);
+  // wort / malloc ratio per (pattern, threads).
+  for (const auto& w : r.results) {
+    if (w.allocator != "wort") continue;
+    for (const auto& m : r.results)
+      if (m.allocator == "malloc" && m.pattern == w.pattern && m.threads == w.threads && m.allocs_per_s > 0)
+        s += fmt::format("wort/malloc allocation rate, {} x{}: {:.2f}\n", w.pattern, w.threads,
+                         w.allocs_per_s / m.allocs_per_s);
+  }
+  return s;
+}
+
+nlohmann::json ToJson(const IndexResult& r, const IndexBenchConfig& cfg, const Environment& env) {
+  nlohmann::json j;
+  j["bench"] = "index";
+  j["index"] = r.index;
+  j["dist"] = r.dist;
+  j["keys"] = r.keys;
+  j["op"] = r.op;
+  j["ns_per_op"] = r.ns_per_op;
+  j["mops_per_s"] = r.mops_per_s;
+  j["flushes_per_op"] = r.flushes_per_op;
+  j["fences_per_op"] = r.fences_per_op;
+  j["leaf_depth"] = r.leaf_depth;
+  j["bytes_per_key"] = r.bytes_per_key;
+  j["bytes_allocated"] = r.bytes_allocated;
+  j["volatile_bytes"] = r.volatile_bytes;
+  j["ops"] = r.ops;
+  j["seconds"] = r.seconds;
+  j["errors"] = r.errors;
+  j["key_type"] = r.key_type;
+  if (r.op == "scan") {
+    j["scan_len"] = r.scan_len;
+    j["keys_per_op"] = r.keys_per_op;
+    if (cfg.range_frac > 0) j["range_frac"] = cfg.range_frac;
+  }
+  j["span_bits"] = cfg.span_bits;
+  j["flush"] = env.flush;
+  j["write_latency_ns"] = env.write_latency_ns;
+  j["seed"] = cfg.common.seed;
+  j["threads"] = cfg.common.threads;
+  j["timestamp"] = env.timestamp;
+  j["git_commit"] = env.git_commit;
+  j["cpu"] = env.cpu;
+  j["host"] = env.host;
+  return j;
+}
+
+nlohmann::json ToJson(const AllocResult& r, const AllocBenchConfig& cfg, const Environment& env) {
+  nlohmann::json j;
+  j["bench"] = "alloc";
+  j["allocator"] = r.allocator;
+  j["pattern"] = r.pattern;
+  j["threads"] = r.threads;
+  j["allocs"] = r.allocs;
+  j["allocs_per_s"] = r.allocs_per_s;
+  j["frees_per_s"] = r.frees_per_s;
+  j["ns_per_alloc"] = r.ns_per_alloc;
+  j["ns_per_free"] = r.ns_per_free;
+  j["flushes_per_alloc"] = r.flushes_per_alloc;
+  j["fences_per_alloc"] = r.fences_per_alloc;
+  j["flushes_per_free"] = r.flushes_per_free;
+  j["fences_per_free"] = r.fences_per_free;
+  j["batch"] = cfg.batch;
+  j["flush"] = env.flush;
+  j["write_latency_ns"] = env.write_latency_ns;
+  j["seed"] = cfg.common.seed;
+  j["timestamp"] = env.timestamp;
+  j["git_commit"] = env.git_commit;
+  j["cpu"] = env.cpu;
+  j["host"] = env.host;
+  return j;
+}
+
+Status AppendJsonLines(const std::string& path, const std::vector<nlohmann::json>& records) {
+  std::ofstream out(path, std::ios::app);
+  if (!out) return Status::IOError("cannot open " + path + " for appending");
+  for (const auto& j : records) out << j.dump() << '\n';
+  out.flush();
+  if (!out) return Status::IOError("writing " + path + " failed");
+  return Status::OK();
+}
+
+}  // namespace wort::bench

@@ -1,0 +1,176 @@
+// The benchmark as a library: `wort bench` (src/cli/bench.cc) and `wort reproduce` call these
+// functions and get result structs back; printing and JSON are separate helpers.
+//
+// Index benchmark (RunIndexBench), per index kind:
+//   1. a fresh pool (its own file, removed afterwards unless keep_pool)
+//   2. a fresh index; integer distributions use KeyType::kU64, string ones KeyType::kBytes
+//   3. insert phase: the N generated keys in their generated (random) order, value = position+1
+//   4. the requested ops in this fixed order, whatever order they were named in:
+//        search  lookups of all keys in another random order (each value is verified)
+//        scan    `scans` range queries from sampled start keys, each of scan_len keys
+//        upsert  replace every value (random order)
+//        delete  remove every key (random order) - last, since it empties the index
+// Each (index, op) gives ns/op (wall time / ops, so with T threads it is the inverse of the
+// throughput), cache lines flushed and fences per op (pm::GetCounters deltas over the op's
+// timed loop, all threads), and the index's avg leaf depth and pool bytes per key measured after
+// the insert phase. The insert phase is always run; it is reported when `insert` is requested.
+//
+// Allocator benchmark (RunAllocBench): per pattern (sizes uniform in 64..1024, fixed 64) and per
+// thread count, rounds of "allocate a batch, free it in a shuffled order" against the pool
+// allocator and against glibc malloc/free with identical sizes and order; allocations/s,
+// frees/s, and flushes and fences per allocation.
+//
+// Global state: both benches set the process-wide flush instruction and emulated write latency
+// (wort/pm.h) for their run and restore the previous settings before returning.
+//
+// Thread safety: run one bench at a time per process (the pm settings and counters are global).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/workload.h"
+#include "wort/status.h"
+
+namespace wort::bench {
+
+enum class Op { kInsert, kSearch, kScan, kUpsert, kDelete };
+inline constexpr Op kAllOps[] = {Op::kInsert, Op::kSearch, Op::kScan, Op::kUpsert, Op::kDelete};
+const char* OpName(Op op);
+bool ParseOp(const std::string& name, Op* out);
+
+// Parses comma lists. InvalidArgument naming the bad entry and listing the valid names.
+// "all" in the index list means every registered kind.
+Status ParseIndexList(const std::string& list, std::vector<std::string>* out);
+Status ParseOpList(const std::string& list, std::vector<Op>* out);
+Status ParseDistName(const std::string& name, Dist* out);
+// Valid names, comma-separated (for messages and --help).
+std::string IndexNames();
+std::string OpNames();
+std::string DistNames();
+
+// Settings shared by both benches.
+struct CommonConfig {
+  std::string flush = "auto";     // clwb | clflushopt | clflush | none | auto
+  uint64_t write_latency_ns = 0;  // emulated PM write latency per flushed line
+  std::string pool_path;          // empty: /dev/shm/wort-bench-<pid>[-<index>].pool
+  uint64_t pool_size = 0;         // the pool's max size; 0: 16 GiB (the file grows on demand)
+  bool keep_pool = false;
+  uint64_t seed = 1;
+  int threads = 1;
+};
+
+struct IndexBenchConfig {
+  CommonConfig common;
+  std::vector<std::string> indexes;  // kind names
+  Dist dist = Dist::kDense;
+  size_t keys = 1000000;
+  std::vector<Op> ops = {Op::kInsert, Op::kSearch};
+  size_t scan_len = 100;    // keys per range query
+  double range_frac = 0;    // if > 0: scan_len = max(1, round(range_frac * keys))
+  size_t scans = 0;         // range queries to run; 0: min(keys, 10000)
+  uint32_t span_bits = 4;   // IndexOptions::span_bits (WORT)
+};
+
+// Where and how the run happened (printed first and stored with every JSON record).
+struct Environment {
+  std::string flush;         // the instruction actually used
+  uint64_t write_latency_ns = 0;
+  std::string cpu;           // /proc/cpuinfo model name
+  int cpus = 0;
+  std::string timestamp;     // UTC, ISO 8601
+  std::string git_commit;    // "unknown" when not found; "-dirty" when tracked files differ
+  std::string host;
+};
+
+struct IndexResult {
+  std::string index;
+  std::string dist;
+  std::string op;
+  std::string key_type;        // "u64" or "bytes"
+  size_t keys = 0;             // keys in the index after the insert phase
+  uint64_t ops = 0;            // operations timed
+  double seconds = 0;
+  double ns_per_op = 0;
+  double mops_per_s = 0;
+  double flushes_per_op = 0;   // cache lines flushed
+  double fences_per_op = 0;
+  double leaf_depth = 0;       // after the insert phase
+  double bytes_per_key = 0;    // (bytes_allocated + volatile_bytes) / keys, after the insert phase
+  uint64_t bytes_allocated = 0;
+  uint64_t volatile_bytes = 0;
+  double keys_per_op = 1;      // scan: keys returned per range query
+  size_t scan_len = 0;         // scan: the limit
+  uint64_t errors = 0;         // operations whose outcome was wrong (lookups that missed, ...)
+  std::string pool_path;
+};
+
+// Per index kind that could not be measured (e.g. the kind rejects the key type, or PoolFull).
+struct Skipped {
+  std::string index;
+  std::string reason;
+};
+
+struct IndexBenchReport {
+  Environment env;
+  std::vector<IndexResult> results;
+  std::vector<Skipped> skipped;
+};
+
+// Progress goes to `log` if set: first the configuration header (FormatIndexConfig /
+// FormatAllocConfig, once the settings are applied), then one line per finished phase.
+using LogFn = std::function<void(const std::string& line)>;
+
+// Runs the index benchmark. InvalidArgument for a bad configuration (unknown index or flush
+// name, unsupported flush instruction, keys == 0). An index that fails (PoolFull, an error
+// status from the index) is listed in report->skipped with the reason, and the others still
+// run; the call then returns the first such failure's status (PoolFull keeps its code) after
+// filling *report.
+Status RunIndexBench(const IndexBenchConfig& cfg, IndexBenchReport* report, const LogFn& log = nullptr);
+
+struct AllocBenchConfig {
+  CommonConfig common;
+  size_t ops_per_thread = 2000000;  // allocations per thread per run (and as many frees)
+  size_t batch = 65536;             // blocks live at once per thread
+  std::vector<int> thread_counts = {1, 2};
+};
+
+struct AllocResult {
+  std::string allocator;  // "wort" or "malloc"
+  std::string pattern;    // "mixed-64-1024" or "fixed-64"
+  int threads = 1;
+  uint64_t allocs = 0;    // over all threads
+  double alloc_seconds = 0, free_seconds = 0;  // wall time summed over rounds
+  double allocs_per_s = 0, frees_per_s = 0;
+  double ns_per_alloc = 0, ns_per_free = 0;    // wall time / ops (inverse throughput)
+  double flushes_per_alloc = 0, fences_per_alloc = 0;  // alloc phases (wort only)
+  double flushes_per_free = 0, fences_per_free = 0;
+};
+
+struct AllocBenchReport {
+  Environment env;
+  std::vector<AllocResult> results;
+};
+
+Status RunAllocBench(const AllocBenchConfig& cfg, AllocBenchReport* report, const LogFn& log = nullptr);
+
+// Human-readable configuration header and result tables.
+std::string FormatIndexConfig(const IndexBenchConfig& cfg, const Environment& env);
+std::string FormatIndexResults(const IndexBenchReport& r);
+std::string FormatAllocConfig(const AllocBenchConfig& cfg, const Environment& env);
+std::string FormatAllocResults(const AllocBenchReport& r);
+
+// One JSON object per result.
+nlohmann::json ToJson(const IndexResult& r, const IndexBenchConfig& cfg, const Environment& env);
+nlohmann::json ToJson(const AllocResult& r, const AllocBenchConfig& cfg, const Environment& env);
+// Appends one line per result to `path` (JSON Lines). IOError if the file cannot be written.
+Status AppendJsonLines(const std::string& path, const std::vector<nlohmann::json>& records);
+
+// The environment as seen now, for the given pm settings.
+Environment CaptureEnvironment();
+
+}  // namespace wort::bench
