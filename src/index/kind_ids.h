@@ -7,6 +7,11 @@ inline constexpr uint32_t kWort = 1;
 inline constexpr uint32_t kWoart = 2;
 inline constexpr uint32_t kArtCow = 3;
 // B-trees: 10..19 (FAST&FAIR, wB+Tree, FPTree, NVTree, B3-tree); hash tables: 20..29 (CCEH...).
+// B-trees (src/index/btree/); 14..19 are left for FPTree, NVTree and others:
+inline constexpr uint32_t kFastFair = 10;    // FAST&FAIR (Hwang et al., FAST 2018)
+inline constexpr uint32_t kWbTree = 11;      // wB+Tree, bitmap + slot array (Chen and Jin, VLDB 2015)
+inline constexpr uint32_t kWbTreeSlot = 12;  // wB+Tree, slot-only variant
+inline constexpr uint32_t kB3Tree = 13;      // B3-tree (thesis chapter IV)
 // Hash tables (src/index/hash/):
 inline constexpr uint32_t kCceh = 20;     // CCEH with lazy deletion (thesis 4.4)
 inline constexpr uint32_t kCcehCow = 21;  // CCEH(C): copy-on-write split, lock-free search
