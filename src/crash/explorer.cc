@@ -159,6 +159,12 @@ class Tracker final : public pm::Hook {
     return std::move(points_);
   }
 
+  // Crash points met in the last operation, including its return.
+  uint64_t PointsSeen() {
+    std::lock_guard<std::mutex> g(mu_);
+    return eligible_ + 1;
+  }
+
   // Folds the lines persisted during the operation into the shadow.
   void Commit() {
     std::lock_guard<std::mutex> g(mu_);
@@ -456,6 +462,7 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
     }
     std::vector<CrashPoint> points = tracker.EndOp();
     ++res.ops_run;
+    res.points_seen += tracker.PointsSeen();
 
     // The live operation itself must behave as the oracle says.
     std::string live_problem;

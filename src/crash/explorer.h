@@ -105,7 +105,8 @@ struct Violation {
 struct ExplorerResult {
   std::string index;
   size_t ops_run = 0;          // explored operations run
-  size_t crash_points = 0;     // distinct crash points checked
+  size_t points_seen = 0;      // crash points met (every flush call and fence, and each return)
+  size_t crash_points = 0;     // distinct crash points checked (sampled, identical ones merged)
   size_t images = 0;           // crash images checked
   size_t violation_count = 0;  // all violations found (the run stops at max_violations)
   std::vector<Violation> violations;

@@ -1,0 +1,170 @@
+// `wort crashtest`: the crash explorer (crash/explorer.h) and, with --kill, the kill test
+// (crash/killtest.h), for one index kind or all of them. Exits 2 on any violation.
+#include <fmt/core.h>
+
+#include <memory>
+
+#include "cli/command.h"
+#include "crash/explorer.h"
+#include "crash/killtest.h"
+#include "index/kind_ids.h"
+#include "wort/index.h"
+
+namespace wort::cli {
+namespace {
+
+struct CrashOpts {
+  std::string index;
+  std::string dist = "dense";
+  size_t keys = 100;
+  size_t explore = 30;
+  std::string ops = "insert,upsert,delete";
+  uint64_t seed = 1;
+  int subsets = 4;
+  size_t max_points = 64;
+  bool torn = false;
+  bool no_edge_keys = false;
+  bool no_exercise = false;
+  std::string key_type = "auto";
+  uint32_t span_bits = IndexOptions{}.span_bits;
+  int64_t replay_op = -1;
+  int64_t replay_point = -1;
+  size_t max_violations = 10;
+  std::string dir = "/dev/shm";
+  bool kill = false;
+  int rounds = 5;
+  uint64_t kill_delay_us = 20000;
+};
+
+[[noreturn]] void Fail(const std::string& m, int code = 1) {
+  fmt::print(stderr, "wort crashtest: {}\n", m);
+  throw CLI::RuntimeError(code);
+}
+
+void Run(const CrashOpts& o) {
+  bench::Dist dist;
+  if (!bench::ParseDist(o.dist, &dist)) Fail("unknown distribution '" + o.dist + "'");
+  std::vector<crash::OpType> ops;
+  if (!crash::ParseOpTypes(o.ops, &ops)) Fail("bad --ops '" + o.ops + "' (a list of insert, upsert, delete)");
+  IndexOptions iopts;
+  iopts.span_bits = o.span_bits;
+  bool from_dist = true;
+  if (o.key_type == "u64") {
+    iopts.key_type = KeyType::kU64;
+    from_dist = false;
+  } else if (o.key_type == "bytes") {
+    iopts.key_type = KeyType::kBytes;
+    from_dist = false;
+  } else if (o.key_type != "auto") {
+    Fail("bad --key-type '" + o.key_type + "' (auto, u64, bytes)");
+  }
+
+  std::vector<std::string> kinds;
+  if (o.index == "all") {
+    for (const IndexKind* k : IndexKinds())
+      if (k->type_id < kind_id::kTestFirst) kinds.push_back(k->name);
+    if (kinds.empty()) fmt::print("no index kinds are registered in this build\n");
+  } else {
+    if (!FindIndexKind(o.index)) {
+      std::string known;
+      for (const IndexKind* k : IndexKinds()) known += (known.empty() ? "" : ", ") + std::string(k->name);
+      Fail("unknown index kind '" + o.index + "' (known: " + known + ")");
+    }
+    kinds.push_back(o.index);
+  }
+
+  size_t total_violations = 0;
+  for (const std::string& name : kinds) {
+    if (o.kill) {
+      crash::KillConfig c;
+      c.index = name;
+      c.index_options = iopts;
+      c.key_type_from_dist = from_dist;
+      c.dist = dist;
+      c.keys = o.keys;
+      c.ops = ops;
+      c.seed = o.seed;
+      c.rounds = o.rounds;
+      c.max_delay_us = o.kill_delay_us;
+      c.edge_keys = !o.no_edge_keys;
+      c.dir = o.dir;
+      c.log = stdout;
+      fmt::print("crashtest --kill {}: dist={} keys={} ops={} seed={} rounds={} max-delay={}us\n", name, o.dist, o.keys,
+                 o.ops, o.seed, o.rounds, o.kill_delay_us);
+      std::fflush(stdout);
+      crash::KillResult r;
+      Status s = crash::RunKillTest(c, &r);
+      if (!s.ok()) Fail(name + ": " + s.ToString());
+      fmt::print("{}: kill rounds {}, acknowledged operations {}, cut operation found applied {} / absent {}, "
+                 "violations {}, {:.2f} s\n",
+                 name, r.rounds, r.acked_ops, r.pending_applied, r.pending_absent, r.violations.size(), r.seconds);
+      total_violations += r.violations.size();
+    } else {
+      crash::ExplorerConfig c;
+      c.index = name;
+      c.index_options = iopts;
+      c.key_type_from_dist = from_dist;
+      c.dist = dist;
+      c.keys = o.keys;
+      c.explore_ops = o.explore;
+      c.ops = ops;
+      c.seed = o.seed;
+      c.subsets = o.subsets;
+      c.max_points = o.max_points;
+      c.torn_lines = o.torn;
+      c.edge_keys = !o.no_edge_keys;
+      c.exercise = !o.no_exercise;
+      c.dir = o.dir;
+      c.max_violations = o.max_violations;
+      c.replay_op = o.replay_op;
+      c.replay_point = o.replay_point;
+      c.log = stdout;
+      fmt::print("crashtest {}: dist={} keys={} explore={} ops={} seed={} subsets={} max-points={} lines={}{}\n", name,
+                 o.dist, o.keys, o.explore, o.ops, o.seed, o.subsets, o.max_points, o.torn ? "torn (8-byte words)" : "whole",
+                 o.replay_op >= 0 ? fmt::format(" replay op {} point {}", o.replay_op, o.replay_point) : "");
+      std::fflush(stdout);
+      crash::ExplorerResult r;
+      Status s = crash::RunExplorer(c, &r);
+      if (!s.ok()) Fail(name + ": " + s.ToString());
+      fmt::print("{}: operations {}, crash points {} (of {} met), images {}, violations {}, {:.2f} s\n", name,
+                 r.ops_run, r.crash_points, r.points_seen, r.images, r.violation_count, r.seconds);
+      total_violations += r.violation_count;
+    }
+    std::fflush(stdout);
+  }
+  if (total_violations > 0) Fail(fmt::format("{} violation(s)", total_violations), 2);
+}
+
+void AddCrashTest(CLI::App& app) {
+  auto o = std::make_shared<CrashOpts>();
+  auto* c = app.add_subcommand("crashtest", "Crash-test an index: explore crash images at every flush and fence "
+                                            "(or, with --kill, SIGKILL a worker process)");
+  c->add_option("--index", o->index, "Index kind, or 'all' for every registered kind")->required();
+  c->add_option("--dist", o->dist, "Key distribution: dense, sparse, clustered, strings, words")->capture_default_str();
+  c->add_option("--keys", o->keys, "Keys loaded before exploring (not explored)")->capture_default_str();
+  c->add_option("--explore", o->explore, "Operations explored")->capture_default_str();
+  c->add_option("--ops", o->ops, "Operation types in the explored mix")->capture_default_str();
+  c->add_option("--seed", o->seed, "Seed of the workload, the sampling and the images")->capture_default_str();
+  c->add_option("--subsets", o->subsets, "Random in-flight/dirty subsets per crash point (besides nothing and all)")
+      ->capture_default_str();
+  c->add_option("--max-points", o->max_points, "Crash points per operation (a seeded sample beyond)")->capture_default_str();
+  c->add_flag("--torn", o->torn, "Tear in-flight and dirty lines at 8-byte granularity (default: whole lines)");
+  c->add_flag("--no-edge-keys", o->no_edge_keys, "Do not add the edge keys (empty, 0x00/0xff bytes, prefixes, long)");
+  c->add_flag("--no-exercise", o->no_exercise, "Do not run operations on each recovered image");
+  c->add_option("--key-type", o->key_type, "auto (u64 for integer distributions), u64 or bytes")->capture_default_str();
+  c->add_option("--span-bits", o->span_bits, "WORT: bits of key per level")->capture_default_str();
+  c->add_option("--replay-op", o->replay_op, "Explore only this operation (0-based), as printed with a violation");
+  c->add_option("--replay-point", o->replay_point, "... and only this crash point of it");
+  c->add_option("--max-violations", o->max_violations, "Stop after this many violations")->capture_default_str();
+  c->add_option("--dir", o->dir, "Directory for pools and crash images")->capture_default_str();
+  c->add_flag("--kill", o->kill, "Run the kill test instead of the explorer");
+  c->add_option("--rounds", o->rounds, "Kill test: kill/recover rounds")->capture_default_str();
+  c->add_option("--kill-delay-us", o->kill_delay_us, "Kill test: kill at a random moment up to this long")
+      ->capture_default_str();
+  c->callback([o] { Run(*o); });
+}
+
+const bool kReg = RegisterCommand(&AddCrashTest);
+
+}  // namespace
+}  // namespace wort::cli
