@@ -102,14 +102,17 @@ void AddBench(CLI::App& app) {
   struct AllocOpts {
     CommonOpts common;
     std::string ops = "2M";
-    size_t batch = 65536;
+    size_t batch = 4096;
     std::string threads = "1,2";
+    int repeats = 3;
   };
   auto a = std::make_shared<AllocOpts>();
   auto* alloc = cmd->add_subcommand("alloc", "Benchmark the persistent allocator against glibc malloc/free");
   alloc->add_option("--ops", a->ops, "Allocations (and frees) per thread (K/M = 10^3/10^6)")->capture_default_str();
   alloc->add_option("--batch", a->batch, "Blocks live at once per thread")->capture_default_str();
   alloc->add_option("--threads", a->threads, "Thread counts to run, comma list")->capture_default_str();
+  alloc->add_option("--repeat", a->repeats, "Runs per configuration (the best allocation rate is reported)")
+      ->capture_default_str();
   AddCommonOptions(alloc, &a->common);
 
   alloc->callback([a] {
@@ -117,6 +120,7 @@ void AddBench(CLI::App& app) {
     cfg.common = ToCommon(a->common);
     cfg.ops_per_thread = ParseScaled(a->ops, false, "--ops");
     cfg.batch = a->batch;
+    cfg.repeats = a->repeats;
     cfg.thread_counts.clear();
     size_t pos = 0;
     while (pos <= a->threads.size()) {
