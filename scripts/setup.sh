@@ -9,7 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PKGS=(g++ cmake ninja-build pkg-config libgtest-dev googletest libfmt-dev nlohmann-json3-dev libcli11-dev
-      python3 valgrind)
+      python3 valgrind
+      libasio-dev libmemcached-tools memcached python3-venv)
 
 missing=()
 for p in "${PKGS[@]}"; do
@@ -21,6 +22,15 @@ if ((${#missing[@]})); then
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# pymemcache (PyPI) for the server's end-to-end tests (tests/server/), in a venv of its own;
+# the tests look for it at $WORT_VENV (default ~/.cache/wort-venv).
+VENV=${WORT_VENV:-$HOME/.cache/wort-venv}
+if ! "$VENV/bin/python3" -c 'import pymemcache' 2>/dev/null; then
+  echo "setup: installing pymemcache into $VENV"
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q pymemcache
 fi
 
 BUILD_DIR=${WORT_BUILD_DIR:-build}
