@@ -1,0 +1,103 @@
+// Every registered index kind (test kinds excepted) gets crash testing by existing: a bounded
+// crash-explorer run per key distribution and a short kill test, each asserting zero violations.
+// Budget: about a second or two per kind in Release, so that 3-10 kinds stay well under 3 min.
+#include <gtest/gtest.h>
+
+#include "crash/explorer.h"
+#include "crash/killtest.h"
+#include "index/kind_ids.h"
+#include "wort/index.h"
+
+namespace wort::crash {
+namespace {
+
+std::vector<std::string> KindNames() {
+  std::vector<std::string> v;
+  for (const IndexKind* k : IndexKinds())
+    if (k->type_id < kind_id::kTestFirst) v.push_back(k->name);
+  return v;
+}
+
+std::string Join(const std::vector<std::string>& v) {
+  std::string s;
+  for (auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s.empty() ? "(none)" : s;
+}
+
+TEST(CrashAllKinds, ListsCoveredKinds) {
+  const auto names = KindNames();
+  std::printf("kinds covered by the crash suite: %s\n", Join(names).c_str());
+  SUCCEED();
+}
+
+struct Case {
+  bench::Dist dist;
+  size_t keys;
+};
+
+class ExplorerAllKinds : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ExplorerAllKinds, NoViolations) {
+  const std::string kind = GetParam();
+  for (const Case& c : {Case{bench::Dist::kDense, 300}, Case{bench::Dist::kSparse, 150}, Case{bench::Dist::kClustered, 100},
+                        Case{bench::Dist::kStrings, 60}}) {
+    ExplorerConfig cfg;
+    cfg.index = kind;
+    cfg.dist = c.dist;
+    cfg.keys = c.keys;
+    cfg.explore_ops = 50;
+    cfg.seed = 42;
+    cfg.subsets = 4;
+    cfg.max_points = 48;
+    cfg.max_violations = 3;
+    ExplorerResult r;
+    Status s = RunExplorer(cfg, &r);
+    ASSERT_TRUE(s.ok()) << kind << ": " << s.ToString();
+    std::printf("%s %s: operations %zu, crash points %zu (of %zu met), images %zu, violations %zu, %.2f s\n",
+                kind.c_str(), bench::DistName(c.dist), r.ops_run, r.crash_points, r.points_seen, r.images,
+                r.violation_count, r.seconds);
+    EXPECT_EQ(r.ops_run, cfg.explore_ops) << kind;
+    EXPECT_GT(r.images, 0u) << kind;
+    EXPECT_EQ(r.violation_count, 0u) << kind << " " << bench::DistName(c.dist) << ":\n"
+                                     << (r.violations.empty() ? "" : r.violations.front().ToString());
+  }
+}
+
+class KillAllKinds : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(KillAllKinds, NoViolations) {
+  const std::string kind = GetParam();
+  for (bench::Dist d : {bench::Dist::kDense, bench::Dist::kStrings}) {
+    KillConfig cfg;
+    cfg.index = kind;
+    cfg.dist = d;
+    cfg.keys = 200;
+    cfg.insert_keys = 1000;
+    cfg.rounds = 3;
+    cfg.max_delay_us = 5000;
+    cfg.seed = 42;
+    KillResult r;
+    Status s = RunKillTest(cfg, &r);
+    ASSERT_TRUE(s.ok()) << kind << ": " << s.ToString();
+    std::printf("%s %s: kill rounds %d, acknowledged operations %llu, cut operation applied %d / absent %d, "
+                "violations %zu, %.2f s\n",
+                kind.c_str(), bench::DistName(d), r.rounds, static_cast<unsigned long long>(r.acked_ops),
+                r.pending_applied, r.pending_absent, r.violations.size(), r.seconds);
+    EXPECT_EQ(r.rounds, cfg.rounds) << kind;
+    EXPECT_TRUE(r.violations.empty()) << r.violations.front();
+  }
+}
+
+std::string ParamName(const ::testing::TestParamInfo<std::string>& info) {
+  std::string s;
+  for (char c : info.param) s += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  return s;
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, ExplorerAllKinds, ::testing::ValuesIn(KindNames()), ParamName);
+INSTANTIATE_TEST_SUITE_P(Kinds, KillAllKinds, ::testing::ValuesIn(KindNames()), ParamName);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ExplorerAllKinds);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(KillAllKinds);
+
+}  // namespace
+}  // namespace wort::crash
