@@ -1,0 +1,1377 @@
+// ArtTree: the adaptive radix tree behind WOART and ART+CoW. See art_tree.h for the split of
+// work between the two trees, art_node.h for the layouts, and woart.cc / artcow.cc for each
+// tree's crash invariants and the write order and commit point of each mutation.
+#include "index/radix/art_tree.h"
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "wort/alloc.h"
+#include "wort/pm.h"
+
+namespace wort::art {
+
+const char* NodeTypeName(uint8_t t) {
+  switch (t) {
+    case kW4: return "NODE4(woart)";
+    case kW16: return "NODE16(woart)";
+    case kN48: return "NODE48";
+    case kN256: return "NODE256";
+    case kS4: return "NODE4(cow)";
+    case kS16: return "NODE16(cow)";
+  }
+  return "NODE(?)";
+}
+
+namespace {
+
+// Bound on the number of levels of any walk (a path consumes at least one key byte per inner
+// node): protects walks over a corrupted tree from looping.
+constexpr uint32_t kMaxLevels = kMaxKeyLen + 2;
+
+const unsigned char* UBytes(std::string_view s) { return reinterpret_cast<const unsigned char*>(s.data()); }
+
+// NODE48 child index: read entry c.
+inline uint8_t ChildIndexAt(const N48* x, unsigned c) { return x->child_index[c]; }
+
+// Calls f(partial_key, child_ref) for the children of n with partial key >= from, in ascending
+// unsigned order, until f returns false. Only entries marked valid are visited.
+template <class F>
+void ForEachSorted(const NodeBase* n, unsigned from, F&& f) {
+  switch (n->type) {
+    case kW4: {
+      const auto* x = reinterpret_cast<const W4*>(n);
+      const Slot4 s = DecodeSlot4(x->slots);
+      for (int i = 0; i < s.n; ++i)
+        if (s.key[i] >= from && !f(s.key[i], x->child[s.idx[i]])) return;
+      return;
+    }
+    case kW16: {
+      // Unsorted node: each valid entry's rank is the number of valid keys below it (keys are
+      // distinct), computed with the unsigned SIMD compare.
+      const auto* x = reinterpret_cast<const W16*>(n);
+      const uint32_t mask = uint32_t(x->bitmap) & 0xffffu;
+      unsigned char keys[16];
+      uint64_t refs[16];
+      int cnt = 0;
+      for (uint32_t m = mask; m; m &= m - 1) {
+        const int i = __builtin_ctz(m);
+        const int r = CountLess16Simd(x->keys, mask, x->keys[i]);
+        if (r < 16) {
+          keys[r] = x->keys[i];
+          refs[r] = x->child[i];
+        }
+        ++cnt;
+      }
+      for (int r = 0; r < cnt && r < 16; ++r)
+        if (keys[r] >= from && !f(keys[r], refs[r])) return;
+      return;
+    }
+    case kN48: {
+      const auto* x = reinterpret_cast<const N48*>(n);
+      for (unsigned c = from; c < 256; ++c) {
+        const int k = DecodeSlot(ChildIndexAt(x, c));
+        if (k >= 0 && k < 48 && !f(static_cast<unsigned char>(c), x->child[k])) return;
+      }
+      return;
+    }
+    case kN256: {
+      const auto* x = reinterpret_cast<const N256*>(n);
+      for (unsigned c = from; c < 256; ++c)
+        if (x->child[c] && !f(static_cast<unsigned char>(c), x->child[c])) return;
+      return;
+    }
+    case kS4: {
+      const auto* x = reinterpret_cast<const S4*>(n);
+      const int cnt = std::min<int>(x->count, 4);
+      for (int i = 0; i < cnt; ++i)
+        if (x->keys[i] >= from && !f(x->keys[i], x->child[i])) return;
+      return;
+    }
+    case kS16: {
+      const auto* x = reinterpret_cast<const S16*>(n);
+      const int cnt = std::min<int>(x->count, 16);
+      const uint32_t mask = (1u << cnt) - 1;
+      // Sorted node: skip the keys below `from` in one unsigned SIMD compare.
+      const int first = from > 255 ? cnt : CountLess16Simd(x->keys, mask, static_cast<unsigned char>(from));
+      for (int i = first; i < cnt; ++i)
+        if (!f(x->keys[i], x->child[i])) return;
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+// ---- prefix bytes of a node -------------------------------------------------------------------
+// Byte j of the compressed prefix of a node whose header h is valid (its depth is the real one):
+// the inline bytes come from the header, later ones from any leaf below (every key below the
+// node holds the whole prefix), read at most once.
+class ArtTree::PrefixSource {
+ public:
+  PrefixSource(const ArtTree* t, const NodeBase* n, const Hdr& h) : t_(t), n_(n), h_(h) {}
+  unsigned char at(uint32_t j) {
+    if (j < kInlinePrefix) return h_.prefix[j];
+    if (!leaf_) {
+      leaf_ = t_->ExtremeLeaf(NodeRef(t_->pool_.offset_of(n_)), false);
+      if (!leaf_) return 0;  // corrupted subtree; Check() reports it
+    }
+    const uint32_t pos = h_.depth + j;
+    return pos < leaf_->key_len ? leaf_->key()[pos] : 0;
+  }
+
+ private:
+  const ArtTree* t_;
+  const NodeBase* n_;
+  const Hdr& h_;
+  const Leaf* leaf_ = nullptr;
+};
+
+// ---- construction -----------------------------------------------------------------------------
+ArtTree::ArtTree(Pool& pool, uint64_t root_off, const ArtPolicy& policy)
+    : pool_(pool),
+      root_off_(root_off),
+      rb_(pool.at<RootBlock>(root_off)),
+      policy_(policy),
+      key_type_(static_cast<KeyType>(rb_->key_type)),
+      heap_off_(pool.heap_offset()) {}
+
+Status ArtTree::Create(Pool& pool, const ArtPolicy& policy, const IndexOptions& opts, uint64_t* root_off) {
+  if (opts.key_type != KeyType::kU64 && opts.key_type != KeyType::kBytes)
+    return Status::InvalidArgument(std::string(policy.kind_name) + ": unknown key type");
+  uint64_t off = 0;
+  WORT_RETURN_IF_ERROR(pool.allocator().AllocZeroed(sizeof(RootBlock), &off));
+  auto* rb = pool.at<RootBlock>(off);
+  rb->magic = policy.magic;
+  rb->key_type = static_cast<uint64_t>(opts.key_type);
+  rb->root = 0;
+  // Persisted before the caller publishes the root entry (the index's commit point).
+  pm::persist(rb, sizeof(RootBlock));
+  *root_off = off;
+  return Status::OK();
+}
+
+Status ArtTree::Open(Pool& pool, uint64_t root_off, const ArtPolicy& policy, std::unique_ptr<Index>* out) {
+  if (root_off == 0 || root_off % 64 != 0 || root_off < pool.heap_offset() ||
+      !pool.contains(root_off, sizeof(RootBlock)))
+    return Status::Corruption(std::string(policy.kind_name) + ": root block offset outside the pool");
+  const auto* rb = pool.at<RootBlock>(root_off);
+  if (rb->magic != policy.magic)
+    return Status::Corruption(std::string(policy.kind_name) + ": bad root block magic");
+  if (rb->key_type != static_cast<uint64_t>(KeyType::kU64) && rb->key_type != static_cast<uint64_t>(KeyType::kBytes))
+    return Status::Corruption(std::string(policy.kind_name) + ": bad key type in root block");
+  out->reset(new ArtTree(pool, root_off, policy));
+  return Status::OK();
+}
+
+Status ArtTree::ValidateKey(std::string_view key) const {
+  if (key.size() > kMaxKeyLen) return Status::InvalidArgument("key longer than kMaxKeyLen");
+  if (key_type_ == KeyType::kU64 && key.size() != 8)
+    return Status::InvalidArgument("this index takes 8-byte (kU64) keys only");
+  return Status::OK();
+}
+
+// ---- small helpers ------------------------------------------------------------------------------
+bool ArtTree::RefOk(uint64_t ref) const {
+  const uint64_t off = RefOffset(ref);
+  return off != 0 && (off & 63) == 0 && off >= heap_off_ &&
+         pool_.contains(off, IsLeafRef(ref) ? sizeof(Leaf) : sizeof(NodeBase));
+}
+
+void ArtTree::Commit(uint64_t* word, uint64_t v) {
+  pm::store8(word, v);
+  pm::persist(word, sizeof(uint64_t));
+}
+
+void ArtTree::Free(uint64_t ref) { pool_.allocator().Free(RefOffset(ref)); }
+
+void ArtTree::Added() {
+  if (count_.load(std::memory_order_relaxed) >= 0) count_.fetch_add(1, std::memory_order_relaxed);
+}
+void ArtTree::Removed() {
+  if (count_.load(std::memory_order_relaxed) >= 0) count_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+Status ArtTree::AllocLeaf(std::string_view key, uint64_t value, uint64_t* ref) {
+  uint64_t off = 0;
+  WORT_RETURN_IF_ERROR(pool_.allocator().Alloc(Leaf::SizeFor(key.size()), &off));
+  Leaf* l = pool_.at<Leaf>(off);
+  l->value = value;
+  l->key_len = static_cast<uint32_t>(key.size());
+  l->reserved = 0;
+  if (!key.empty()) std::memcpy(l->key(), key.data(), key.size());
+  pm::persist(l, Leaf::SizeFor(key.size()));  // before any reference to it is published
+  *ref = LeafRef(off);
+  return Status::OK();
+}
+
+Status ArtTree::BuildNode(uint8_t type, const Hdr& h, uint64_t leaf_here, const Entry* e, int n, uint64_t* ref) {
+  uint64_t off = 0;
+  WORT_RETURN_IF_ERROR(pool_.allocator().AllocZeroed(NodeSize(type), &off));
+  auto* nb = pool_.at<NodeBase>(off);
+  nb->hdr = PackHdr(h);
+  nb->type = type;
+  nb->leaf_here = leaf_here;
+  switch (type) {
+    case kW4: {
+      auto* x = reinterpret_cast<W4*>(nb);
+      Slot4 s;
+      s.n = n;
+      for (int i = 0; i < n; ++i) {
+        s.key[i] = e[i].c;
+        s.idx[i] = static_cast<unsigned char>(i);
+        x->child[i] = e[i].ref;
+      }
+      x->slots = EncodeSlot4(s);
+      break;
+    }
+    case kW16: {
+      auto* x = reinterpret_cast<W16*>(nb);
+      for (int i = 0; i < n; ++i) {
+        x->keys[i] = e[i].c;
+        x->child[i] = e[i].ref;
+      }
+      x->bitmap = n >= 16 ? 0xffffu : ((1u << n) - 1);
+      break;
+    }
+    case kN48: {
+      auto* x = reinterpret_cast<N48*>(nb);
+      for (int i = 0; i < n; ++i) {
+        x->child[i] = e[i].ref;
+        x->child_index[e[i].c] = EncodeSlot(i);
+      }
+      break;
+    }
+    case kN256: {
+      auto* x = reinterpret_cast<N256*>(nb);
+      for (int i = 0; i < n; ++i) x->child[e[i].c] = e[i].ref;
+      break;
+    }
+    case kS4:
+    case kS16: {
+      auto* x4 = reinterpret_cast<S4*>(nb);
+      auto* x16 = reinterpret_cast<S16*>(nb);
+      for (int i = 0; i < n; ++i) {
+        if (type == kS4) {
+          x4->keys[i] = e[i].c;
+          x4->child[i] = e[i].ref;
+        } else {
+          x16->keys[i] = e[i].c;
+          x16->child[i] = e[i].ref;
+        }
+      }
+      if (type == kS4) x4->count = static_cast<uint8_t>(n);
+      else x16->count = static_cast<uint8_t>(n);
+      break;
+    }
+  }
+  pm::persist(nb, NodeSize(type));  // the whole new node, before it is published
+  *ref = NodeRef(off);
+  return Status::OK();
+}
+
+Status ArtTree::CopyNode(const NodeBase* n, const Hdr& h, uint64_t* ref) {
+  const size_t sz = NodeSize(n->type);
+  uint64_t off = 0;
+  WORT_RETURN_IF_ERROR(pool_.allocator().Alloc(sz, &off));
+  auto* nb = pool_.at<NodeBase>(off);
+  std::memcpy(nb, n, sz);
+  nb->hdr = PackHdr(h);
+  pm::persist(nb, sz);
+  *ref = NodeRef(off);
+  return Status::OK();
+}
+
+uint8_t ArtTree::TypeAfterAdd(uint8_t type, int n_after) const {
+  if (n_after <= Capacity(type)) return type;
+  if (type == policy_.node4) return policy_.node16;
+  if (type == policy_.node16) return kN48;
+  return kN256;
+}
+
+uint8_t ArtTree::TypeAfterRemove(uint8_t type, int n_after) const {
+  if (n_after >= MinChildren(type)) return type;
+  if (type == kN256) return kN48;
+  if (type == kN48) return policy_.node16;
+  return policy_.node4;
+}
+
+// ---- node primitives ----------------------------------------------------------------------------
+uint64_t* ArtTree::FindChild(NodeBase* n, unsigned char c) const {
+  switch (n->type) {
+    case kW4: {
+      auto* x = reinterpret_cast<W4*>(n);
+      const Slot4 s = DecodeSlot4(x->slots);
+      for (int i = 0; i < s.n; ++i)
+        if (s.key[i] == c) return &x->child[s.idx[i]];
+      return nullptr;
+    }
+    case kW16: {
+      auto* x = reinterpret_cast<W16*>(n);
+      const int i = Find16Simd(x->keys, uint32_t(x->bitmap), c);
+      return i < 0 ? nullptr : &x->child[i];
+    }
+    case kN48: {
+      auto* x = reinterpret_cast<N48*>(n);
+      const int k = DecodeSlot(ChildIndexAt(x, c));
+      return (k < 0 || k >= 48) ? nullptr : &x->child[k];
+    }
+    case kN256: {
+      auto* x = reinterpret_cast<N256*>(n);
+      return x->child[c] ? &x->child[c] : nullptr;
+    }
+    case kS4: {
+      auto* x = reinterpret_cast<S4*>(n);
+      for (int i = 0; i < x->count && i < 4; ++i)
+        if (x->keys[i] == c) return &x->child[i];
+      return nullptr;
+    }
+    case kS16: {
+      auto* x = reinterpret_cast<S16*>(n);
+      const int i = Find16Simd(x->keys, (1u << std::min<int>(x->count, 16)) - 1, c);
+      return i < 0 ? nullptr : &x->child[i];
+    }
+  }
+  return nullptr;
+}
+
+int ArtTree::ChildCount(const NodeBase* n) const {
+  switch (n->type) {
+    case kW4: return DecodeSlot4(reinterpret_cast<const W4*>(n)->slots).n;
+    case kW16: return __builtin_popcount(uint32_t(reinterpret_cast<const W16*>(n)->bitmap) & 0xffffu);
+    case kN48: {
+      const auto* x = reinterpret_cast<const N48*>(n);
+      int empty = 0;
+      for (int i = 0; i < 256; i += 16) {
+        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x->child_index + i));
+        empty += __builtin_popcount(static_cast<uint32_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_setzero_si128()))));
+      }
+      return 256 - empty;
+    }
+    case kN256: {
+      const auto* x = reinterpret_cast<const N256*>(n);
+      int cnt = 0;
+      for (int c = 0; c < 256; ++c) cnt += x->child[c] != 0;
+      return cnt;
+    }
+    case kS4: return std::min<int>(reinterpret_cast<const S4*>(n)->count, 4);
+    case kS16: return std::min<int>(reinterpret_cast<const S16*>(n)->count, 16);
+  }
+  return 0;
+}
+
+int ArtTree::Collect(const NodeBase* n, Entry* out) const {
+  int cnt = 0;
+  ForEachSorted(n, 0, [&](unsigned char c, uint64_t ref) {
+    out[cnt++] = {c, ref};
+    return cnt < 256;
+  });
+  return cnt;
+}
+
+const Leaf* ArtTree::ExtremeLeaf(uint64_t ref, bool max) const {
+  for (uint32_t lvl = 0; lvl <= kMaxLevels; ++lvl) {
+    if (!RefOk(ref)) return nullptr;
+    if (IsLeafRef(ref)) {
+      const Leaf* l = leaf(ref);
+      if (l->key_len > kMaxKeyLen || !pool_.contains(RefOffset(ref), Leaf::SizeFor(l->key_len))) return nullptr;
+      return l;
+    }
+    const NodeBase* n = node(ref);
+    if (!ValidNodeType(n->type) || !pool_.contains(RefOffset(ref), NodeSize(n->type))) return nullptr;
+    // The key ending at a node is the smallest below it.
+    if (!max && n->leaf_here) {
+      ref = n->leaf_here;
+      continue;
+    }
+    uint64_t next = 0;
+    ForEachSorted(n, 0, [&](unsigned char, uint64_t r) {
+      next = r;
+      return max;  // min: stop at the first child; max: run to the last
+    });
+    ref = next ? next : n->leaf_here;
+  }
+  return nullptr;
+}
+
+// ---- the depth rule (WORT Algorithm 2) --------------------------------------------------------
+Hdr ArtTree::EffectiveHdr(const NodeBase* n, uint32_t depth) const {
+  const Hdr h = UnpackHdr(n->hdr);
+  if (h.depth == depth) return h;
+  // The stored depth is not the real one: a prefix split (or path merge) stored this node's new
+  // header and was cut before the parent's word was swapped. Recompute the header for the real
+  // depth from two leaves in different entries (the smallest and the largest key below): their
+  // longest common prefix ends exactly at the node's branch position.
+  const uint64_t ref = NodeRef(pool_.offset_of(n));
+  const Leaf* l1 = ExtremeLeaf(ref, false);
+  const Leaf* l2 = ExtremeLeaf(ref, true);
+  if (!l1 || !l2 || l1->key_len < depth || l2->key_len < depth) {
+    // Corrupted subtree; keep the branch position the stored header implies (Check reports it).
+    Hdr r = h;
+    r.depth = depth;
+    r.plen = h.branch() >= depth ? h.branch() - depth : 0;
+    return r;
+  }
+  uint32_t b = depth;
+  const uint32_t m = std::min(l1->key_len, l2->key_len);
+  while (b < m && l1->key()[b] == l2->key()[b]) ++b;
+  return MakeHdr(depth, b - depth, l1->key() + depth);
+}
+
+Hdr ArtTree::RepairHdr(NodeBase* n, uint32_t depth) {
+  const Hdr stored = UnpackHdr(n->hdr);
+  if (stored.depth == depth) return stored;
+  const Hdr h = EffectiveHdr(n, depth);
+  // Algorithm 2, lines 9-12: one 8-byte store of the recomputed header, persisted. The tree is
+  // consistent before and after it (readers treat either header the same way).
+  Commit(&n->hdr, PackHdr(h));
+  repairs_.fetch_add(1, std::memory_order_relaxed);
+  return h;
+}
+
+// ---- Insert / Upsert ------------------------------------------------------------------------
+Status ArtTree::Insert(std::string_view key, uint64_t value) { return InsertImpl(key, value, false, nullptr); }
+
+Status ArtTree::Upsert(std::string_view key, uint64_t value, bool* inserted) {
+  return InsertImpl(key, value, true, inserted);
+}
+
+Status ArtTree::UpdateValue(Leaf* l, uint64_t value, bool upsert, bool* inserted) {
+  if (!upsert) return Status::AlreadyExists("key exists");
+  // Commit point of an update: the leaf's value word (store8), persisted.
+  Commit(&l->value, value);
+  if (inserted) *inserted = false;
+  return Status::OK();
+}
+
+Status ArtTree::InsertImpl(std::string_view key, uint64_t value, bool upsert, bool* inserted) {
+  WORT_RETURN_IF_ERROR(ValidateKey(key));
+  std::unique_lock lock(mu_);
+  const unsigned char* k = UBytes(key);
+  const auto len = static_cast<uint32_t>(key.size());
+  uint64_t* slot = &rb_->root;  // the word that references the current node
+  uint32_t depth = 0;           // real depth of the current node
+  for (uint32_t lvl = 0; lvl <= kMaxLevels; ++lvl) {
+    const uint64_t ref = *slot;
+    if (ref == 0) {
+      // Empty tree (only the root word can be 0).
+      uint64_t lr = 0;
+      WORT_RETURN_IF_ERROR(AllocLeaf(key, value, &lr));
+      Commit(slot, lr);  // commit: the root word names the new leaf
+      Added();
+      if (inserted) *inserted = true;
+      return Status::OK();
+    }
+    if (IsLeafRef(ref)) {
+      Leaf* l = leaf(ref);
+      if (l->key_view() == key) return UpdateValue(l, value, upsert, inserted);
+      // Two keys where there was one: a NODE4 at this depth whose prefix is their common part.
+      uint32_t b = depth;
+      const uint32_t m = std::min(len, l->key_len);
+      while (b < m && k[b] == l->key()[b]) ++b;
+      uint64_t lr = 0;
+      WORT_RETURN_IF_ERROR(AllocLeaf(key, value, &lr));
+      Entry e[2];
+      int ne = 0;
+      uint64_t here = 0;
+      const std::pair<std::string_view, uint64_t> both[2] = {{l->key_view(), ref}, {key, lr}};
+      for (const auto& [kk, r] : both) {
+        if (kk.size() == b) here = r;
+        else e[ne++] = {UBytes(kk)[b], r};
+      }
+      if (ne == 2 && e[0].c > e[1].c) std::swap(e[0], e[1]);
+      uint64_t nr = 0;
+      Status s = BuildNode(policy_.node4, MakeHdr(depth, b - depth, k + depth), here, e, ne, &nr);
+      if (!s.ok()) {
+        Free(lr);
+        return s;
+      }
+      Commit(slot, nr);  // commit: the parent's word names the new NODE4 (leaf and node persisted)
+      Added();
+      if (inserted) *inserted = true;
+      return Status::OK();
+    }
+    NodeBase* n = node(ref);
+    const Hdr h = RepairHdr(n, depth);
+    // Compare the key with the whole prefix (inline bytes, then the optimistic part from a leaf):
+    // a writer needs the exact position of the first difference.
+    PrefixSource ps(this, n, h);
+    uint32_t i = 0;
+    while (i < h.plen && depth + i < len && k[depth + i] == ps.at(i)) ++i;
+    if (i < h.plen) {
+      uint64_t lr = 0;
+      WORT_RETURN_IF_ERROR(AllocLeaf(key, value, &lr));
+      Status s = SplitPrefix(slot, n, h, i, key, lr);
+      if (!s.ok()) {
+        Free(lr);
+        return s;
+      }
+      Added();
+      if (inserted) *inserted = true;
+      return Status::OK();
+    }
+    const uint32_t b = h.branch();
+    if (len == b) {
+      if (n->leaf_here) {
+        Leaf* l = leaf(n->leaf_here);
+        if (l->key_view() != key) return Status::Corruption("leaf_here holds a key that does not end here");
+        return UpdateValue(l, value, upsert, inserted);
+      }
+      uint64_t lr = 0;
+      WORT_RETURN_IF_ERROR(AllocLeaf(key, value, &lr));
+      Commit(&n->leaf_here, lr);  // commit: the node's leaf_here word names the new leaf
+      Added();
+      if (inserted) *inserted = true;
+      return Status::OK();
+    }
+    if (uint64_t* cs = FindChild(n, k[b])) {
+      slot = cs;
+      depth = b + 1;
+      continue;
+    }
+    uint64_t lr = 0;
+    WORT_RETURN_IF_ERROR(AllocLeaf(key, value, &lr));
+    Status s = AddChild(slot, n, h, k[b], lr);
+    if (!s.ok()) {
+      Free(lr);
+      return s;
+    }
+    Added();
+    if (inserted) *inserted = true;
+    return Status::OK();
+  }
+  return Status::Corruption("tree deeper than any key allows");
+}
+
+// Prefix split (WORT Algorithm 1 / copy-on-write). n (referenced by *slot, real header h) has
+// prefix P of length p; the key differs from P at i < p (or ends there). A new NODE4 `np` at
+// n's depth takes P[0,i) and two entries: n under P[i], the new leaf under key[depth+i] (or as
+// its leaf_here when the key ends there). n moves down to depth+i+1 with prefix P[i+1,p).
+Status ArtTree::SplitPrefix(uint64_t* slot, NodeBase* n, const Hdr& h, uint32_t i, std::string_view key,
+                            uint64_t lr) {
+  const unsigned char* k = UBytes(key);
+  const uint32_t depth = h.depth;
+  PrefixSource ps(this, n, h);
+  Hdr moved;  // n's header after the split
+  moved.depth = depth + i + 1;
+  moved.plen = h.plen - i - 1;
+  for (uint32_t j = 0; j < std::min(moved.plen, kInlinePrefix); ++j) moved.prefix[j] = ps.at(i + 1 + j);
+  const unsigned char nc = ps.at(i);
+  const Hdr parent_hdr = MakeHdr(depth, i, k + depth);
+
+  uint64_t nref = NodeRef(pool_.offset_of(n));
+  if (!policy_.in_place) {
+    // ART+CoW: n is copied with its new header; n itself is never changed.
+    WORT_RETURN_IF_ERROR(CopyNode(n, moved, &nref));
+  }
+  Entry e[2];
+  int ne = 0;
+  uint64_t here = 0;
+  if (key.size() == depth + i) here = lr;
+  else e[ne++] = {k[depth + i], lr};
+  e[ne++] = {nc, nref};
+  if (ne == 2 && e[0].c > e[1].c) std::swap(e[0], e[1]);
+  uint64_t pr = 0;
+  Status s = BuildNode(policy_.node4, parent_hdr, here, e, ne, &pr);
+  if (!s.ok()) {
+    if (!policy_.in_place) Free(nref);
+    return s;
+  }
+  if (policy_.in_place) {
+    // Algorithm 1: (1) new leaf and new parent are persistent (AllocLeaf, BuildNode).
+    // (2) n's header := `moved` by one store8, persisted. Until (3) n's stored depth exceeds
+    //     its real depth: readers skip its prefix, writers repair it (Algorithm 2).
+    Commit(&n->hdr, PackHdr(moved));
+    if (test_stop_ == TestStop::kAfterSplitHeader) {
+      Free(pr);  // what recovery would reclaim; the caller frees the leaf
+      return Status::Corruption("test stop: simulated crash after the split header store");
+    }
+    // (3) commit: the parent's word names the new parent.
+    Commit(slot, pr);
+  } else {
+    Commit(slot, pr);  // commit: the parent's word names the new parent (holding n's copy)
+    Free(NodeRef(pool_.offset_of(n)));
+  }
+  return Status::OK();
+}
+
+// Adds (c -> child_ref) to n, which has no child c. In place when the node has room (WOART's
+// NODE4/NODE16 per Algorithms 3/4; NODE48 per Algorithm 5 and NODE256 in both trees); otherwise
+// a new node (the next larger type, or an ART+CoW copy) replaces n in the parent's word.
+Status ArtTree::AddChild(uint64_t* slot, NodeBase* n, const Hdr& h, unsigned char c, uint64_t child_ref) {
+  const uint8_t t = n->type;
+  const int cnt = ChildCount(n);
+  if (cnt < Capacity(t) && (policy_.in_place || t == kN48 || t == kN256)) {
+    switch (t) {
+      case kW4: {  // Algorithm 3
+        auto* x = reinterpret_cast<W4*>(n);
+        Slot4 s = DecodeSlot4(x->slots);
+        unsigned used = 0;
+        for (int i = 0; i < s.n; ++i) used |= 1u << s.idx[i];
+        const int free_idx = __builtin_ctz(~used & 0xfu);
+        Commit(&x->child[free_idx], child_ref);  // not yet reachable: no valid slot names it
+        int pos = 0;
+        while (pos < s.n && s.key[pos] < c) ++pos;
+        for (int i = s.n; i > pos; --i) {
+          s.key[i] = s.key[i - 1];
+          s.idx[i] = s.idx[i - 1];
+        }
+        s.key[pos] = c;
+        s.idx[pos] = static_cast<unsigned char>(free_idx);
+        ++s.n;
+        Commit(&x->slots, EncodeSlot4(s));  // commit: partial keys + slot array, one 8-byte store
+        return Status::OK();
+      }
+      case kW16: {  // Algorithm 4
+        auto* x = reinterpret_cast<W16*>(n);
+        const uint64_t bm = x->bitmap;
+        const int free_idx = __builtin_ctz(~uint32_t(bm) & 0xffffu);
+        x->keys[free_idx] = c;
+        pm::store8(&x->child[free_idx], child_ref);
+        pm::flush(&x->keys[free_idx], 1);
+        pm::flush(&x->child[free_idx], sizeof(uint64_t));
+        pm::fence();
+        Commit(&x->bitmap, bm | (uint64_t(1) << free_idx));  // commit: the bitmap word
+        return Status::OK();
+      }
+      case kN48: {  // Algorithm 5: the free child word is found through the child index array
+        auto* x = reinterpret_cast<N48*>(n);
+        uint64_t used = 0;
+        for (int cc = 0; cc < 256; ++cc) {
+          const int k = DecodeSlot(ChildIndexAt(x, cc));
+          if (k >= 0 && k < 48) used |= uint64_t(1) << k;
+        }
+        const int free_idx = __builtin_ctzll(~used);
+        Commit(&x->child[free_idx], child_ref);
+        StoreChildIndex(x, c, EncodeSlot(free_idx));  // commit: the child index word
+        return Status::OK();
+      }
+      case kN256:
+        Commit(&reinterpret_cast<N256*>(n)->child[c], child_ref);  // commit: the child word
+        return Status::OK();
+    }
+  }
+  // Grow (copy-and-exchange) or copy-on-write: the new node holds every entry plus the new one.
+  Entry e[257];
+  int m = Collect(n, e);
+  int pos = m;
+  while (pos > 0 && e[pos - 1].c > c) {
+    e[pos] = e[pos - 1];
+    --pos;
+  }
+  e[pos] = {c, child_ref};
+  ++m;
+  uint64_t nr = 0;
+  WORT_RETURN_IF_ERROR(BuildNode(TypeAfterAdd(t, m), h, n->leaf_here, e, m, &nr));
+  Commit(slot, nr);  // commit: the parent's word names the new node
+  Free(NodeRef(pool_.offset_of(n)));
+  return Status::OK();
+}
+
+void ArtTree::StoreChildIndex(N48* x, unsigned char c, uint8_t v) {
+  // One byte of the child index array is changed by a store8 of its aligned 8-byte word.
+  auto* word = reinterpret_cast<uint64_t*>(x->child_index + (c & ~7u));
+  uint64_t w;
+  std::memcpy(&w, x->child_index + (c & ~7u), sizeof(w));
+  const unsigned shift = 8 * (c & 7u);
+  w = (w & ~(uint64_t(0xff) << shift)) | (uint64_t(v) << shift);
+  Commit(word, w);
+}
+
+// ---- Lookup ---------------------------------------------------------------------------------
+bool ArtTree::LookupLocked(std::string_view key, uint64_t* value) const {
+  const unsigned char* k = UBytes(key);
+  const auto len = static_cast<uint32_t>(key.size());
+  uint64_t ref = rb_->root;
+  uint32_t depth = 0;
+  for (uint32_t lvl = 0; lvl <= kMaxLevels && ref; ++lvl) {
+    if (IsLeafRef(ref)) {
+      const Leaf* l = leaf(ref);
+      if (l->key_view() != key) return false;
+      *value = l->value;
+      return true;
+    }
+    NodeBase* n = node(ref);
+    const Hdr h = UnpackHdr(n->hdr);
+    const uint32_t b = h.branch();  // the same in an interrupted split's old and new header
+    if (len < b) return false;
+    if (h.depth == depth) {
+      // Pessimistic part of the prefix; the rest is checked at the leaf.
+      const uint32_t m = std::min(h.plen, kInlinePrefix);
+      for (uint32_t j = 0; j < m; ++j)
+        if (k[depth + j] != h.prefix[j]) return false;
+    }
+    // else: depth rule - the header belongs to an interrupted split or merge; skip the prefix
+    // comparison (the leaf comparison decides).
+    if (len == b) {
+      ref = n->leaf_here;
+      continue;
+    }
+    const uint64_t* cs = FindChild(n, k[b]);
+    if (!cs) return false;
+    ref = *cs;
+    depth = b + 1;
+  }
+  return false;
+}
+
+Status ArtTree::Lookup(std::string_view key, uint64_t* value) const {
+  WORT_RETURN_IF_ERROR(ValidateKey(key));
+  std::shared_lock lock(mu_);
+  uint64_t v = 0;
+  if (!LookupLocked(key, &v)) return Status::NotFound("key not found");
+  *value = v;
+  return Status::OK();
+}
+
+// ---- Remove -----------------------------------------------------------------------------------
+Status ArtTree::Remove(std::string_view key) {
+  WORT_RETURN_IF_ERROR(ValidateKey(key));
+  std::unique_lock lock(mu_);
+  const unsigned char* k = UBytes(key);
+  const auto len = static_cast<uint32_t>(key.size());
+  uint64_t* slot = &rb_->root;
+  uint32_t depth = 0;
+  for (uint32_t lvl = 0; lvl <= kMaxLevels; ++lvl) {
+    const uint64_t ref = *slot;
+    if (ref == 0) return Status::NotFound("key not found");
+    if (IsLeafRef(ref)) {
+      // Only the root word can hold a leaf reached this way (a child leaf is removed at its
+      // parent below).
+      if (leaf(ref)->key_view() != key) return Status::NotFound("key not found");
+      Commit(slot, 0);  // commit: the root word is cleared
+      Free(ref);
+      Removed();
+      return Status::OK();
+    }
+    NodeBase* n = node(ref);
+    const Hdr h = RepairHdr(n, depth);
+    const uint32_t b = h.branch();
+    if (len < b) return Status::NotFound("key not found");
+    for (uint32_t j = 0; j < std::min(h.plen, kInlinePrefix); ++j)
+      if (k[depth + j] != h.prefix[j]) return Status::NotFound("key not found");
+    if (len == b) {
+      const uint64_t lr = n->leaf_here;
+      if (!lr || leaf(lr)->key_view() != key) return Status::NotFound("key not found");
+      WORT_RETURN_IF_ERROR(RemoveEntry(slot, n, h, true, 0, lr));
+      Removed();
+      return Status::OK();
+    }
+    uint64_t* cs = FindChild(n, k[b]);
+    if (!cs) return Status::NotFound("key not found");
+    const uint64_t r = *cs;
+    if (IsLeafRef(r)) {
+      if (leaf(r)->key_view() != key) return Status::NotFound("key not found");
+      WORT_RETURN_IF_ERROR(RemoveEntry(slot, n, h, false, k[b], r));
+      Removed();
+      return Status::OK();
+    }
+    slot = cs;
+    depth = b + 1;
+  }
+  return Status::Corruption("tree deeper than any key allows");
+}
+
+// Removes the entry holding leaf `lr` (n's leaf_here if end_leaf, else child c) from n,
+// referenced by *slot with real header h. Frees the leaf and whatever became unreachable.
+Status ArtTree::RemoveEntry(uint64_t* slot, NodeBase* n, const Hdr& h, bool end_leaf, unsigned char c, uint64_t lr) {
+  const uint64_t nref = NodeRef(pool_.offset_of(n));
+  const int cnt = ChildCount(n);
+  const int total = cnt + (n->leaf_here ? 1 : 0);
+  if (total <= 2) {
+    // Path merge: one entry remains; it takes n's place in the parent's word.
+    uint64_t rest = 0;
+    if (!end_leaf && n->leaf_here) {
+      rest = n->leaf_here;
+    } else {
+      ForEachSorted(n, 0, [&](unsigned char cc, uint64_t r) {
+        if (end_leaf || cc != c) {
+          rest = r;
+          return false;
+        }
+        return true;
+      });
+    }
+    if (rest == 0) return Status::Corruption("inner node with fewer than two entries");
+    if (IsLeafRef(rest)) {
+      Commit(slot, rest);  // commit: the parent's word names the remaining leaf
+      Free(nref);
+      Free(lr);
+      return Status::OK();
+    }
+    // The remaining inner node moves up to n's depth; its prefix becomes n's prefix + the
+    // partial key + its own prefix, read from any leaf below it.
+    NodeBase* cn = node(rest);
+    const Hdr ch = RepairHdr(cn, h.branch() + 1);
+    const Leaf* any = ExtremeLeaf(rest, false);
+    if (!any || any->key_len < ch.branch()) return Status::Corruption("inner node without a valid leaf");
+    const Hdr merged = MakeHdr(h.depth, ch.branch() - h.depth, any->key() + h.depth);
+    if (policy_.in_place) {
+      // (1) the child's header := merged by one store8, persisted. Until (2) its stored depth
+      //     is less than its real depth: readers skip its prefix, writers repair it
+      //     (Algorithm 2, which restores the pre-merge header: the removal has not happened).
+      Commit(&cn->hdr, PackHdr(merged));
+      if (test_stop_ == TestStop::kAfterMergeHeader)
+        return Status::Corruption("test stop: simulated crash after the merge header store");
+      // (2) commit: the parent's word names the child.
+      Commit(slot, rest);
+      Free(nref);
+      Free(lr);
+    } else {
+      uint64_t cr = 0;
+      WORT_RETURN_IF_ERROR(CopyNode(cn, merged, &cr));
+      Commit(slot, cr);  // commit: the parent's word names the child's copy
+      Free(nref);
+      Free(rest);
+      Free(lr);
+    }
+    return Status::OK();
+  }
+  if (end_leaf) {
+    Commit(&n->leaf_here, 0);  // commit: leaf_here cleared
+    Free(lr);
+    return Status::OK();
+  }
+  const uint8_t t = n->type;
+  if (cnt - 1 >= MinChildren(t) && (policy_.in_place || t == kN48 || t == kN256)) {
+    switch (t) {
+      case kW4: {
+        auto* x = reinterpret_cast<W4*>(n);
+        Slot4 s = DecodeSlot4(x->slots);
+        int pos = 0;
+        while (pos < s.n && s.key[pos] != c) ++pos;
+        if (pos == s.n) return Status::Corruption("NODE4 lost a child during remove");
+        for (int i = pos; i + 1 < s.n; ++i) {
+          s.key[i] = s.key[i + 1];
+          s.idx[i] = s.idx[i + 1];
+        }
+        --s.n;
+        Commit(&x->slots, EncodeSlot4(s));  // commit: partial keys + slot array
+        break;
+      }
+      case kW16: {
+        auto* x = reinterpret_cast<W16*>(n);
+        const int i = Find16Simd(x->keys, uint32_t(x->bitmap), c);
+        if (i < 0) return Status::Corruption("NODE16 lost a child during remove");
+        Commit(&x->bitmap, x->bitmap & ~(uint64_t(1) << i));  // commit: the bitmap word
+        break;
+      }
+      case kN48:
+        StoreChildIndex(reinterpret_cast<N48*>(n), c, 0);  // commit: the child index word
+        break;
+      case kN256:
+        Commit(&reinterpret_cast<N256*>(n)->child[c], 0);  // commit: the child word
+        break;
+    }
+    Free(lr);
+    return Status::OK();
+  }
+  // Shrink (copy-and-exchange) or copy-on-write: a new node without child c replaces n.
+  Entry e[256];
+  const int m = Collect(n, e);
+  int w = 0;
+  for (int i = 0; i < m; ++i)
+    if (e[i].c != c) e[w++] = e[i];
+  uint64_t nr = 0;
+  WORT_RETURN_IF_ERROR(BuildNode(TypeAfterRemove(t, w), h, n->leaf_here, e, w, &nr));
+  Commit(slot, nr);  // commit: the parent's word names the new node
+  Free(nref);
+  Free(lr);
+  return Status::OK();
+}
+
+// ---- Scan -------------------------------------------------------------------------------------
+struct ArtTree::ScanCtx {
+  std::string_view start;
+  const std::string_view* end;
+  size_t limit;
+  const ScanFn* fn;
+  size_t emitted = 0;
+  bool stop = false;
+};
+
+Status ArtTree::Scan(std::string_view start, const std::string_view* end, size_t limit, const ScanFn& fn) const {
+  if (limit == 0) return Status::OK();
+  std::shared_lock lock(mu_);
+  ScanCtx ctx{start, end, limit, &fn};
+  ScanRef(rb_->root, 0, true, ctx);
+  return Status::OK();
+}
+
+// Emits the keys below ref (real depth `depth`) in ascending order. `bounded`: some keys below
+// may be < start (the path so far equals start's first `depth` bytes); otherwise all are > start.
+void ArtTree::ScanRef(uint64_t ref, uint32_t depth, bool bounded, ScanCtx& ctx) const {
+  if (ctx.stop || ref == 0) return;
+  if (IsLeafRef(ref)) {
+    const Leaf* l = leaf(ref);
+    const std::string_view kv = l->key_view();
+    if (bounded && CompareKeys(kv, ctx.start) < 0) return;
+    if (ctx.end && CompareKeys(kv, *ctx.end) > 0) {
+      ctx.stop = true;
+      return;
+    }
+    if (!(*ctx.fn)(kv, l->value) || ++ctx.emitted >= ctx.limit) ctx.stop = true;
+    return;
+  }
+  const NodeBase* n = node(ref);
+  const Hdr h = EffectiveHdr(n, depth);
+  const uint32_t b = h.branch();
+  unsigned from = 0;  // children below `from` are all < start
+  int bounded_c = -1; // the child that may hold keys on both sides of start
+  if (bounded) {
+    const unsigned char* s = UBytes(ctx.start);
+    PrefixSource ps(this, n, h);
+    for (uint32_t j = 0; j < h.plen && bounded; ++j) {
+      if (depth + j >= ctx.start.size()) {
+        bounded = false;  // start ends inside the prefix: every key below is greater
+        break;
+      }
+      const unsigned char pc = ps.at(j);
+      if (pc < s[depth + j]) return;  // every key below is smaller than start
+      if (pc > s[depth + j]) bounded = false;
+    }
+    if (bounded) {
+      if (ctx.start.size() == b) {
+        bounded = false;  // the key ending here equals start; every other key below is greater
+      } else {
+        from = s[b];
+        bounded_c = s[b];
+      }
+    }
+  }
+  if (!bounded && n->leaf_here) ScanRef(n->leaf_here, b, false, ctx);
+  // (when bounded, the key ending here is a proper prefix of start: smaller, skipped)
+  ForEachSorted(n, from, [&](unsigned char c, uint64_t r) {
+    ScanRef(r, b + 1, bounded && c == bounded_c, ctx);
+    return !ctx.stop;
+  });
+}
+
+// ---- Size, Stats --------------------------------------------------------------------------------
+uint64_t ArtTree::CountKeys(uint64_t root) const {
+  uint64_t cnt = 0;
+  std::vector<uint64_t> stack{root};
+  while (!stack.empty()) {
+    const uint64_t ref = stack.back();
+    stack.pop_back();
+    if (!ref) continue;
+    if (IsLeafRef(ref)) {
+      ++cnt;
+      continue;
+    }
+    const NodeBase* n = node(ref);
+    stack.push_back(n->leaf_here);
+    ForEachSorted(n, 0, [&](unsigned char, uint64_t r) {
+      stack.push_back(r);
+      return true;
+    });
+  }
+  return cnt;
+}
+
+uint64_t ArtTree::Size() const {
+  int64_t c = count_.load();
+  if (c >= 0) return static_cast<uint64_t>(c);
+  std::shared_lock lock(mu_);  // excludes writers while counting
+  c = count_.load();
+  if (c >= 0) return static_cast<uint64_t>(c);
+  c = static_cast<int64_t>(CountKeys(rb_->root));
+  count_.store(c);
+  return static_cast<uint64_t>(c);
+}
+
+IndexStats ArtTree::Stats() const {
+  std::shared_lock lock(mu_);
+  IndexStats st;
+  const Allocator& a = pool_.allocator();
+  st.bytes_allocated = a.UsableSize(root_off_);
+  uint64_t depth_sum = 0;
+  std::vector<std::pair<uint64_t, uint32_t>> stack{{rb_->root, 0}};  // (ref, inner nodes above)
+  while (!stack.empty()) {
+    const auto [ref, above] = stack.back();
+    stack.pop_back();
+    if (!ref) continue;
+    st.bytes_allocated += a.UsableSize(RefOffset(ref));
+    if (IsLeafRef(ref)) {
+      ++st.leaves;
+      depth_sum += above;
+      continue;
+    }
+    ++st.inner_nodes;
+    const NodeBase* n = node(ref);
+    stack.push_back({n->leaf_here, above + 1});
+    ForEachSorted(n, 0, [&](unsigned char, uint64_t r) {
+      stack.push_back({r, above + 1});
+      return true;
+    });
+  }
+  st.keys = st.leaves;
+  st.avg_leaf_depth = st.leaves ? double(depth_sum) / double(st.leaves) : 0.0;
+  return st;
+}
+
+void ArtTree::CountNodeTypes(uint64_t counts[8]) const {
+  std::shared_lock lock(mu_);
+  for (int i = 0; i < 8; ++i) counts[i] = 0;
+  std::vector<uint64_t> stack{rb_->root};
+  while (!stack.empty()) {
+    const uint64_t ref = stack.back();
+    stack.pop_back();
+    if (!ref || IsLeafRef(ref)) continue;
+    const NodeBase* n = node(ref);
+    ++counts[n->type & 7];
+    ForEachSorted(n, 0, [&](unsigned char, uint64_t r) {
+      stack.push_back(r);
+      return true;
+    });
+  }
+}
+
+uint8_t ArtTree::NodeTypeAt(std::string_view path_key, uint32_t depth) const {
+  std::shared_lock lock(mu_);
+  const unsigned char* k = UBytes(path_key);
+  uint64_t ref = rb_->root;
+  for (uint32_t lvl = 0; lvl <= kMaxLevels && ref && !IsLeafRef(ref); ++lvl) {
+    NodeBase* n = node(ref);
+    const uint32_t b = UnpackHdr(n->hdr).branch();
+    if (b >= depth) return n->type;
+    if (b >= path_key.size()) return 0;
+    const uint64_t* cs = FindChild(n, k[b]);
+    if (!cs) return 0;
+    ref = *cs;
+  }
+  return 0;
+}
+
+// ---- Check ---------------------------------------------------------------------------------------
+struct ArtTree::CheckCtx {
+  std::string* report;
+  uint64_t errors = 0;
+  uint64_t notes = 0;
+  uint64_t leaves = 0;
+  std::string last_key;
+  bool have_last = false;
+  void Err(const std::string& msg) {
+    if (errors++ < 50 && report) *report += "error: " + msg + "\n";
+  }
+  void Note(const std::string& msg) {
+    if (notes++ < 50 && report) *report += "note: " + msg + "\n";
+  }
+};
+
+namespace {
+std::string Hex(std::string_view s, size_t max = 24) {
+  static const char* d = "0123456789abcdef";
+  std::string o;
+  for (size_t i = 0; i < s.size() && i < max; ++i) {
+    o += d[static_cast<unsigned char>(s[i]) >> 4];
+    o += d[static_cast<unsigned char>(s[i]) & 15];
+  }
+  if (s.size() > max) o += "...";
+  return "0x" + o + "(len " + std::to_string(s.size()) + ")";
+}
+}  // namespace
+
+// Verifies the subtree at ref, whose real depth is `depth`; path = the depth bytes every key
+// below must start with.
+void ArtTree::CheckRef(uint64_t ref, uint32_t depth, std::string& path, CheckCtx& ctx) const {
+  const uint64_t off = RefOffset(ref);
+  const std::string where = " (at offset " + std::to_string(off) + ", path " + Hex(path) + ")";
+  if (!RefOk(ref)) {
+    ctx.Err("reference " + std::to_string(ref) + " is not a block of the pool" + where);
+    return;
+  }
+  const Allocator& a = pool_.allocator();
+  if (IsLeafRef(ref)) {
+    const Leaf* l = leaf(ref);
+    if (l->key_len > kMaxKeyLen || !pool_.contains(off, Leaf::SizeFor(l->key_len))) {
+      ctx.Err("leaf with bad key length " + std::to_string(l->key_len) + where);
+      return;
+    }
+    if (a.UsableSize(off) < Leaf::SizeFor(l->key_len)) ctx.Err("leaf block smaller than the leaf" + where);
+    const std::string_view kv = l->key_view();
+    if (key_type_ == KeyType::kU64 && kv.size() != 8) ctx.Err("kU64 index holds a key of length " + std::to_string(kv.size()));
+    if (kv.size() < path.size() || kv.compare(0, path.size(), path) != 0)
+      ctx.Err("leaf key " + Hex(kv) + " does not match its path" + where);
+    if (ctx.have_last && CompareKeys(ctx.last_key, kv) >= 0)
+      ctx.Err("keys out of order: " + Hex(ctx.last_key) + " then " + Hex(kv));
+    ctx.last_key.assign(kv);
+    ctx.have_last = true;
+    ++ctx.leaves;
+    uint64_t v = 0;
+    if (!LookupLocked(kv, &v) || v != l->value) ctx.Err("leaf " + Hex(kv) + " is not found by Lookup");
+    return;
+  }
+  const NodeBase* n = node(ref);
+  const uint8_t t = n->type;
+  if (!ValidNodeType(t) || !pool_.contains(off, NodeSize(t))) {
+    ctx.Err("bad node type " + std::to_string(t) + where);
+    return;
+  }
+  if (t != policy_.node4 && t != policy_.node16 && t != kN48 && t != kN256)
+    ctx.Err(std::string(NodeTypeName(t)) + " does not belong to a " + policy_.kind_name + " tree" + where);
+  if (a.UsableSize(off) < NodeSize(t)) ctx.Err(std::string(NodeTypeName(t)) + " block too small" + where);
+  const std::string tn = NodeTypeName(t);
+
+  // Per-type validity of the entries.
+  bool entries_ok = true;
+  switch (t) {
+    case kW4: {
+      const auto* x = reinterpret_cast<const W4*>(n);
+      const uint64_t w = x->slots;
+      const Slot4 s = DecodeSlot4(w);
+      if (EncodeSlot4(s) != w) {
+        ctx.Err(tn + " slot word not canonical (entries not packed, slot out of range, or stale bytes)" + where);
+        entries_ok = false;
+      }
+      unsigned used = 0;
+      for (int i = 0; i < s.n; ++i) {
+        if (s.idx[i] >= 4 || (used >> s.idx[i]) & 1) {
+          ctx.Err(tn + " slot array names a child twice or out of range" + where);
+          entries_ok = false;
+        } else {
+          used |= 1u << s.idx[i];
+        }
+        if (i > 0 && s.key[i - 1] >= s.key[i]) {
+          ctx.Err(tn + " partial keys not strictly ascending" + where);
+          entries_ok = false;
+        }
+        if (s.idx[i] < 4 && x->child[s.idx[i]] == 0) {
+          ctx.Err(tn + " valid slot names a null child" + where);
+          entries_ok = false;
+        }
+      }
+      break;
+    }
+    case kW16: {
+      const auto* x = reinterpret_cast<const W16*>(n);
+      if (x->bitmap >> 16) {
+        ctx.Err(tn + " bitmap has bits beyond 16" + where);
+        entries_ok = false;
+      }
+      const uint32_t mask = uint32_t(x->bitmap) & 0xffffu;
+      for (uint32_t m = mask; m; m &= m - 1) {
+        const int i = __builtin_ctz(m);
+        if (x->child[i] == 0) {
+          ctx.Err(tn + " valid entry with a null child" + where);
+          entries_ok = false;
+        }
+        if (Find16Scalar(x->keys, mask, x->keys[i]) != i) {
+          ctx.Err(tn + " duplicate partial key " + std::to_string(x->keys[i]) + where);
+          entries_ok = false;
+        }
+      }
+      break;
+    }
+    case kN48: {
+      const auto* x = reinterpret_cast<const N48*>(n);
+      uint64_t used = 0;
+      for (int c = 0; c < 256; ++c) {
+        const int k = DecodeSlot(x->child_index[c]);
+        if (k < 0) continue;
+        if (k >= 48) {
+          ctx.Err(tn + " child index out of range" + where);
+          entries_ok = false;
+        } else if ((used >> k) & 1) {
+          ctx.Err(tn + " two partial keys share child word " + std::to_string(k) + where);
+          entries_ok = false;
+        } else {
+          used |= uint64_t(1) << k;
+          if (x->child[k] == 0) {
+            ctx.Err(tn + " valid entry with a null child" + where);
+            entries_ok = false;
+          }
+        }
+      }
+      break;
+    }
+    case kS4:
+    case kS16: {
+      const int cap = Capacity(t);
+      const auto* x4 = reinterpret_cast<const S4*>(n);
+      const auto* x16 = reinterpret_cast<const S16*>(n);
+      const int cnt = t == kS4 ? x4->count : x16->count;
+      const unsigned char* keys = t == kS4 ? x4->keys : x16->keys;
+      const uint64_t* child = t == kS4 ? x4->child : x16->child;
+      if (cnt > cap) {
+        ctx.Err(tn + " count beyond capacity" + where);
+        entries_ok = false;
+        break;
+      }
+      for (int i = 0; i < cnt; ++i) {
+        if (i > 0 && keys[i - 1] >= keys[i]) {
+          ctx.Err(tn + " partial keys not strictly ascending" + where);
+          entries_ok = false;
+        }
+        if (child[i] == 0) {
+          ctx.Err(tn + " null child" + where);
+          entries_ok = false;
+        }
+      }
+      break;
+    }
+  }
+  if (!entries_ok) return;
+  const int cnt = ChildCount(n);
+  const int total = cnt + (n->leaf_here ? 1 : 0);
+  if (total < 2) ctx.Err(tn + " with " + std::to_string(total) + " entries (path compression requires 2)" + where);
+  if (cnt > Capacity(t) || cnt < MinChildren(t))
+    ctx.Err(tn + " holds " + std::to_string(cnt) + " children, outside its range [" + std::to_string(MinChildren(t)) +
+            ", " + std::to_string(Capacity(t)) + "]" + where);
+  if (n->leaf_here && !IsLeafRef(n->leaf_here)) {
+    ctx.Err(tn + " leaf_here names an inner node" + where);
+    return;
+  }
+
+  // Header: depth and prefix against the leaves below (Algorithm 2 computes the real branch).
+  const Leaf* lo = ExtremeLeaf(ref, false);
+  const Leaf* hi = ExtremeLeaf(ref, true);
+  if (!lo || !hi) {
+    ctx.Err(tn + " has no valid leaf below" + where);
+    return;
+  }
+  if (lo->key_len < depth || hi->key_len < depth) {
+    ctx.Err(tn + " has a leaf shorter than its depth" + where);
+    return;
+  }
+  uint32_t bt = depth;
+  while (bt < lo->key_len && bt < hi->key_len && lo->key()[bt] == hi->key()[bt]) ++bt;
+  const Hdr h = UnpackHdr(n->hdr);
+  if (h.branch() != bt)
+    ctx.Err(tn + " header says depth " + std::to_string(h.depth) + " + prefix " + std::to_string(h.plen) +
+            ", but its keys branch at " + std::to_string(bt) + where);
+  if (h.depth != depth) {
+    if (policy_.in_place)
+      ctx.Note(tn + " stored depth " + std::to_string(h.depth) + " != real depth " + std::to_string(depth) +
+               ": an interrupted prefix split or merge, repaired by the next writer" + where);
+    else
+      ctx.Err(tn + " stored depth " + std::to_string(h.depth) + " != real depth " + std::to_string(depth) +
+              " (ART+CoW never changes a header in place)" + where);
+  }
+  const uint32_t inl = std::min(h.plen, kInlinePrefix);
+  for (uint32_t j = 0; j < kInlinePrefix; ++j) {
+    const uint32_t pos = h.depth + j;
+    if (j < inl && (pos >= lo->key_len || lo->key()[pos] != h.prefix[j])) {
+      ctx.Err(tn + " inline prefix byte " + std::to_string(j) + " differs from its keys" + where);
+      break;
+    }
+    if (j >= inl && h.prefix[j] != 0) {
+      ctx.Err(tn + " unused prefix bytes not zero" + where);
+      break;
+    }
+  }
+  if (bt > kMaxDepthField) ctx.Err(tn + " branches beyond position 4095" + where);
+
+  const size_t old = path.size();
+  path.append(reinterpret_cast<const char*>(lo->key()) + depth, bt - depth);
+  if (n->leaf_here) {
+    const uint64_t lr = n->leaf_here;
+    if (RefOk(lr) && leaf(lr)->key_len != bt)
+      ctx.Err("leaf_here key of length " + std::to_string(leaf(lr)->key_len) + " at branch position " +
+              std::to_string(bt) + where);
+    CheckRef(lr, bt, path, ctx);
+  }
+  ForEachSorted(n, 0, [&](unsigned char c, uint64_t r) {
+    path.push_back(static_cast<char>(c));
+    CheckRef(r, bt + 1, path, ctx);
+    path.pop_back();
+    return ctx.errors < 1000;
+  });
+  path.resize(old);
+}
+
+Status ArtTree::Check(std::string* report) const {
+  std::shared_lock lock(mu_);
+  CheckCtx ctx;
+  ctx.report = report;
+  if (rb_->magic != policy_.magic) ctx.Err("root block magic changed");
+  if (rb_->key_type != static_cast<uint64_t>(key_type_)) ctx.Err("root block key type changed");
+  std::string path;
+  if (rb_->root) CheckRef(rb_->root, 0, path, ctx);
+  const int64_t c = count_.load();
+  if (ctx.errors == 0 && c >= 0 && static_cast<uint64_t>(c) != ctx.leaves)
+    ctx.Err("Size() says " + std::to_string(c) + " but the tree holds " + std::to_string(ctx.leaves) + " keys");
+  if (ctx.errors)
+    return Status::Corruption(std::string(policy_.kind_name) + ": " + std::to_string(ctx.errors) + " invariant violation(s)");
+  return Status::OK();
+}
+
+// ---- visit (post-crash GC) -------------------------------------------------------------------
+void ArtTree::Visit(const Pool& pool, uint64_t root_off, const std::function<void(uint64_t)>& mark) {
+  const uint64_t heap = pool.heap_offset();
+  auto block_ok = [&](uint64_t off, uint64_t len) {
+    return off != 0 && (off & 63) == 0 && off >= heap && pool.contains(off, len);
+  };
+  if (!block_ok(root_off, sizeof(RootBlock))) return;
+  mark(root_off);
+  const auto* rb = pool.at<RootBlock>(root_off);
+  std::vector<std::pair<uint64_t, uint32_t>> stack;  // (reference, level)
+  stack.push_back({pm::load8(&rb->root), 0});
+  while (!stack.empty()) {
+    const auto [ref, lvl] = stack.back();
+    stack.pop_back();
+    const uint64_t off = RefOffset(ref);
+    if (ref == 0) continue;
+    if (IsLeafRef(ref)) {
+      if (block_ok(off, sizeof(Leaf))) mark(off);
+      continue;
+    }
+    if (lvl > kMaxLevels || !block_ok(off, sizeof(NodeBase))) continue;
+    const auto* n = pool.at<NodeBase>(off);
+    const uint8_t t = std::atomic_ref<uint8_t>(const_cast<uint8_t&>(n->type)).load(std::memory_order_acquire);
+    if (!ValidNodeType(t) || !block_ok(off, NodeSize(t))) continue;
+    mark(off);
+    auto push = [&](const uint64_t* w) {
+      const uint64_t r = pm::load8(w);
+      if (r) stack.push_back({r, lvl + 1});
+    };
+    push(&n->leaf_here);
+    switch (t) {
+      case kW4: {
+        const auto* x = reinterpret_cast<const W4*>(n);
+        const Slot4 s = DecodeSlot4(pm::load8(&x->slots));
+        for (int i = 0; i < s.n; ++i)
+          if (s.idx[i] < 4) push(&x->child[s.idx[i]]);
+        break;
+      }
+      case kW16: {
+        const auto* x = reinterpret_cast<const W16*>(n);
+        for (uint32_t m = uint32_t(pm::load8(&x->bitmap)) & 0xffffu; m; m &= m - 1) push(&x->child[__builtin_ctz(m)]);
+        break;
+      }
+      case kN48: {
+        const auto* x = reinterpret_cast<const N48*>(n);
+        for (int wi = 0; wi < 32; ++wi) {
+          const uint64_t w = pm::load8(reinterpret_cast<const uint64_t*>(x->child_index) + wi);
+          for (int j = 0; j < 8; ++j) {
+            const int k = DecodeSlot(static_cast<uint8_t>(w >> (8 * j)));
+            if (k >= 0 && k < 48) push(&x->child[k]);
+          }
+        }
+        break;
+      }
+      case kN256: {
+        const auto* x = reinterpret_cast<const N256*>(n);
+        for (int c = 0; c < 256; ++c) push(&x->child[c]);
+        break;
+      }
+      case kS4: {
+        const auto* x = reinterpret_cast<const S4*>(n);
+        const int cnt = std::min<int>(std::atomic_ref<uint8_t>(const_cast<uint8_t&>(x->count)).load(), 4);
+        for (int i = 0; i < cnt; ++i) push(&x->child[i]);
+        break;
+      }
+      case kS16: {
+        const auto* x = reinterpret_cast<const S16*>(n);
+        const int cnt = std::min<int>(std::atomic_ref<uint8_t>(const_cast<uint8_t&>(x->count)).load(), 16);
+        for (int i = 0; i < cnt; ++i) push(&x->child[i]);
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace wort::art

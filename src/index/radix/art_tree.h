@@ -1,0 +1,172 @@
+// ArtTree: the adaptive radix tree shared by WOART (woart.cc) and ART+CoW (artcow.cc).
+//
+// The two trees share node layouts (art_node.h), NODE48 and NODE256 update code, leaves, the
+// root block, lookup, scan, check, stats and visit. They differ only in the ArtPolicy below:
+//   - which NODE4 / NODE16 layouts are built (WOART's slot-array / bitmap nodes, updated in
+//     place by one 8-byte commit store; or ART's sorted nodes, updated by copy-on-write), and
+//   - how a prefix split or a path merge changes the header of the node that moves down or up
+//     (WOART: in place, one 8-byte store of the header, made safe by WORT's depth rule and
+//     repaired by Algorithm 2; ART+CoW: the node is copied with its new header, so no header
+//     is ever changed in place and no repair is needed).
+// Each tree's own .cc opens with its numbered crash invariants and per-mutation write orders.
+//
+// Thread safety: one std::shared_mutex per tree. Lookup, Scan, Size, Check and Stats take it
+// shared; Insert, Upsert and Remove take it exclusive. A Scan callback runs under the shared
+// lock and must not write to the same index. The visit function (post-crash GC) takes no lock
+// and may run concurrently with writers; it only follows entries marked valid, with atomic
+// 8-byte loads, and checks every offset against the pool before reading it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+
+#include "index/radix/art_node.h"
+#include "wort/index.h"
+#include "wort/pool.h"
+
+namespace wort::art {
+
+struct ArtPolicy {
+  const char* kind_name;  // "woart" / "artcow"
+  uint32_t kind_id;
+  uint64_t magic;         // root block magic
+  uint8_t node4;          // kW4 or kS4
+  uint8_t node16;         // kW16 or kS16
+  // true: NODE4/NODE16 children are added/removed in place (Algorithms 3 and 4) and prefix
+  // split/merge change the moved node's header in place (Algorithm 1, depth rule). false:
+  // copy-on-write for both.
+  bool in_place;
+};
+
+// Root block (64 bytes). Layout: magic, key_type, root, 5 reserved words (0).
+//   magic, key_type  written once at creation.
+//   root             tagged reference of the tree's root (0 = empty tree): the commit word of
+//                    every mutation that replaces the root.
+struct RootBlock {
+  uint64_t magic;
+  uint64_t key_type;
+  uint64_t root;
+  uint64_t reserved[5];
+};
+static_assert(sizeof(RootBlock) == 64);
+
+// Points where a mutation can be told to stop, as if the machine had crashed there (tests).
+// The blocks the cut mutation allocated but never published are freed, as the post-crash GC
+// would free them.
+enum class TestStop {
+  kNone,
+  kAfterSplitHeader,  // WOART prefix split: node header stored + persisted, parent not swapped
+  kAfterMergeHeader,  // WOART path merge: child header stored + persisted, parent not swapped
+};
+
+class ArtTree final : public Index {
+ public:
+  ArtTree(Pool& pool, uint64_t root_off, const ArtPolicy& policy);
+
+  static Status Create(Pool& pool, const ArtPolicy& policy, const IndexOptions& opts, uint64_t* root_off);
+  static Status Open(Pool& pool, uint64_t root_off, const ArtPolicy& policy, std::unique_ptr<Index>* out);
+  // The VisitFn of both kinds: reports the root block, every inner node and every leaf.
+  static void Visit(const Pool& pool, uint64_t root_off, const std::function<void(uint64_t)>& mark);
+
+  std::string_view kind() const override { return policy_.kind_name; }
+  KeyType key_type() const override { return key_type_; }
+  Status Insert(std::string_view key, uint64_t value) override;
+  Status Upsert(std::string_view key, uint64_t value, bool* inserted = nullptr) override;
+  Status Lookup(std::string_view key, uint64_t* value) const override;
+  Status Remove(std::string_view key) override;
+  Status Scan(std::string_view start, const std::string_view* end, size_t limit, const ScanFn& fn) const override;
+  uint64_t Size() const override;
+  Status Check(std::string* report) const override;
+  IndexStats Stats() const override;
+  using Index::Insert;
+  using Index::Lookup;
+  using Index::Remove;
+  using Index::Upsert;
+
+  // ---- for tests ----------------------------------------------------------------------------
+  void SetTestStop(TestStop s) { test_stop_ = s; }
+  // Number of nodes of each NodeType (index = type), counted by a traversal.
+  void CountNodeTypes(uint64_t counts[8]) const;
+  // Type of the inner node reached by following `path_key` down to depth `depth` bytes (the
+  // node whose branching position is the first >= depth on that path); 0 if none.
+  uint8_t NodeTypeAt(std::string_view path_key, uint32_t depth) const;
+  // Header repairs done by writers since open (interrupted splits/merges found).
+  uint64_t repairs() const { return repairs_.load(); }
+  uint64_t root_off() const { return root_off_; }
+
+ private:
+  struct Entry {
+    unsigned char c;
+    uint64_t ref;
+  };
+  struct ScanCtx;
+  struct CheckCtx;
+  class PrefixSource;
+
+  Status ValidateKey(std::string_view key) const;
+  Status InsertImpl(std::string_view key, uint64_t value, bool upsert, bool* inserted);
+
+  // Addressing.
+  NodeBase* node(uint64_t ref) const { return pool_.at<NodeBase>(RefOffset(ref)); }
+  Leaf* leaf(uint64_t ref) const { return pool_.at<Leaf>(RefOffset(ref)); }
+
+  // Node primitives (switch on the node type).
+  uint64_t* FindChild(NodeBase* n, unsigned char c) const;
+  int ChildCount(const NodeBase* n) const;
+  int Collect(const NodeBase* n, Entry* out) const;  // sorted by unsigned partial key
+  // The smallest (max=false) or largest key's leaf below ref; nullptr if the walk meets a
+  // reference that is not a valid block (only in a corrupted tree).
+  const Leaf* ExtremeLeaf(uint64_t ref, bool max) const;
+  // True iff ref names a 64-byte-aligned block inside the pool's heap.
+  bool RefOk(uint64_t ref) const;
+  Status AllocLeaf(std::string_view key, uint64_t value, uint64_t* ref);
+  // Builds (allocates, fills, persists) a node of `type`; entries sorted. *ref on success.
+  Status BuildNode(uint8_t type, const Hdr& h, uint64_t leaf_here, const Entry* e, int n, uint64_t* ref);
+  // A persisted copy of n with header h (ART+CoW split/merge).
+  Status CopyNode(const NodeBase* n, const Hdr& h, uint64_t* ref);
+  void StoreChildIndex(N48* x, unsigned char c, uint8_t v);  // commit of a NODE48 entry
+  Status UpdateValue(Leaf* l, uint64_t value, bool upsert, bool* inserted);
+  void Added();
+  void Removed();
+  uint8_t TypeAfterAdd(uint8_t type, int n_after) const;
+  uint8_t TypeAfterRemove(uint8_t type, int n_after) const;
+  void Commit(uint64_t* word, uint64_t v);  // store8 + persist: a commit point
+  void Free(uint64_t ref);
+
+  // Header with the depth rule applied: the real header of node n found at expected depth
+  // `depth` (recomputed from two leaves by Algorithm 2 when the stored depth differs).
+  Hdr EffectiveHdr(const NodeBase* n, uint32_t depth) const;
+  // Writers: EffectiveHdr, and store the recomputed header back (Algorithm 2, store8 + persist).
+  Hdr RepairHdr(NodeBase* n, uint32_t depth);
+
+  // Mutations below the descent.
+  Status SplitPrefix(uint64_t* slot, NodeBase* n, const Hdr& h, uint32_t i, std::string_view key, uint64_t value);
+  Status AddChild(uint64_t* slot, NodeBase* n, const Hdr& h, unsigned char c, uint64_t child_ref);
+  Status RemoveEntry(uint64_t* slot, NodeBase* n, const Hdr& h, bool end_leaf, unsigned char c, uint64_t leaf_ref);
+
+  // Read paths.
+  bool LookupLocked(std::string_view key, uint64_t* value) const;
+  void ScanRef(uint64_t ref, uint32_t depth, bool bounded, ScanCtx& ctx) const;
+  void CheckRef(uint64_t ref, uint32_t depth, std::string& path, CheckCtx& ctx) const;
+  uint64_t CountKeys(uint64_t ref) const;
+
+  Pool& pool_;
+  const uint64_t root_off_;
+  RootBlock* const rb_;
+  const ArtPolicy policy_;
+  KeyType key_type_;
+  const uint64_t heap_off_;
+  mutable std::shared_mutex mu_;
+  // Number of keys: -1 = not known yet. Recounted lazily by the first Size() after open (so a
+  // crash can never make it wrong, and opening costs nothing), then maintained by writers.
+  mutable std::atomic<int64_t> count_{-1};
+  std::atomic<uint64_t> repairs_{0};
+  TestStop test_stop_ = TestStop::kNone;
+};
+
+}  // namespace wort::art

@@ -1,0 +1,608 @@
+// Tests shared by WOART (woart_test.cc) and ART+CoW (artcow_test.cc): value-parameterized by
+// the index kind name. Each test file instantiates ArtKindTest for its kind.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "bench/workload.h"
+#include "common/test_util.h"
+#include "index/radix/art_tree.h"
+#include "wort/alloc.h"
+#include "wort/index.h"
+#include "wort/pool.h"
+
+namespace wort::art::test {
+
+inline PoolOptions SmallPoolOpts(uint64_t max = 1ull << 30) {
+  PoolOptions o;
+  o.initial_size = 4ull << 20;
+  o.max_size = max;
+  o.background_recovery = false;
+  return o;
+}
+
+// A pool file under /dev/shm holding one index named "idx".
+class PoolFixture {
+ public:
+  explicit PoolFixture(std::string kind, KeyType kt = KeyType::kBytes, PoolOptions po = SmallPoolOpts())
+      : kind_(std::move(kind)), path_(kind_), po_(po) {
+    EXPECT_TRUE(Pool::Create(path_.str(), po_, &pool_).ok());
+    IndexOptions io;
+    io.key_type = kt;
+    Status s = CreateIndex(*pool_, "idx", kind_, io, &idx_);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+  }
+  ~PoolFixture() {
+    idx_.reset();
+    if (pool_) (void)pool_->Close();
+  }
+  Index& idx() { return *idx_; }
+  ArtTree& tree() { return *dynamic_cast<ArtTree*>(idx_.get()); }
+  Pool& pool() { return *pool_; }
+  const std::string& path() const { return path_.str(); }
+
+  // Clean close and reopen of the pool; the index is reopened from its root.
+  void Reopen() {
+    idx_.reset();
+    ASSERT_TRUE(pool_->Close().ok());
+    pool_.reset();
+    ASSERT_TRUE(Pool::Open(path_.str(), po_, &pool_).ok());
+    Status s = OpenIndex(*pool_, "idx", &idx_);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+
+  void ExpectCheckOk(const char* phase) {
+    std::string report;
+    Status s = idx_->Check(&report);
+    EXPECT_TRUE(s.ok()) << phase << ": " << s.ToString() << "\n" << report;
+  }
+
+  // Blocks the visit function reaches from the root.
+  std::set<uint64_t> Reachable() {
+    RootInfo ri;
+    EXPECT_TRUE(pool_->FindRoot("idx", &ri).ok());
+    std::set<uint64_t> r;
+    FindIndexKind(kind_)->visit(*pool_, ri.off, [&](uint64_t off) { r.insert(off); });
+    return r;
+  }
+  std::set<uint64_t> Allocated() {
+    std::set<uint64_t> a;
+    pool_->allocator().ForEachAllocated([&](uint64_t off, size_t) { a.insert(off); });
+    return a;
+  }
+
+ private:
+  std::string kind_;
+  wort::test::TempPath path_;
+  PoolOptions po_;
+  std::unique_ptr<Pool> pool_;
+  std::unique_ptr<Index> idx_;
+};
+
+using Model = std::map<std::string, uint64_t, std::less<>>;
+
+// std::map orders std::string by char_traits<char>::compare, which compares as unsigned char
+// (memcmp) - the same order as wort::CompareKeys. Checked here once, so the model is sound.
+inline void ExpectModelOrderIsUnsigned() {
+  ASSERT_LT(std::string("\x7f"), std::string("\x80"));
+  ASSERT_LT(std::string("a"), std::string("a\x00", 2));
+}
+
+inline std::vector<std::pair<std::string, uint64_t>> ScanAll(const Index& idx, std::string_view start,
+                                                            const std::string_view* end, size_t limit) {
+  std::vector<std::pair<std::string, uint64_t>> out;
+  Status s = idx.Scan(start, end, limit, [&](std::string_view k, uint64_t v) {
+    out.emplace_back(std::string(k), v);
+    return true;
+  });
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return out;
+}
+
+inline std::vector<std::pair<std::string, uint64_t>> ModelScan(const Model& m, std::string_view start,
+                                                              const std::string_view* end, size_t limit) {
+  std::vector<std::pair<std::string, uint64_t>> out;
+  for (auto it = m.lower_bound(start); it != m.end() && out.size() < limit; ++it) {
+    if (end && CompareKeys(it->first, *end) > 0) break;
+    out.emplace_back(it->first, it->second);
+  }
+  return out;
+}
+
+// Random byte-string keys: full byte range, lengths 0..~300, many shared prefixes (a small set
+// of stems), and keys that are prefixes of other keys.
+class ByteKeyGen {
+ public:
+  explicit ByteKeyGen(uint64_t seed) : rng_(seed) {
+    for (int i = 0; i < 12; ++i) stems_.push_back(RandomBytes(rng_() % 40));
+    stems_.push_back(std::string(200, '\x80'));  // a stem longer than any inline prefix
+    stems_.push_back(std::string("\x00\x00\x00", 3));
+    stems_.push_back("");
+  }
+  std::string Next(const Model& m) {
+    const int r = static_cast<int>(rng_() % 100);
+    if (r < 10 && !m.empty()) {
+      // A proper prefix of an existing key.
+      auto it = m.lower_bound(RandomBytes(2));
+      if (it == m.end()) it = m.begin();
+      return it->first.substr(0, it->first.empty() ? 0 : rng_() % it->first.size());
+    }
+    if (r < 20 && !m.empty()) {
+      // An existing key extended.
+      auto it = m.lower_bound(RandomBytes(2));
+      if (it == m.end()) it = m.begin();
+      std::string k = it->first + RandomBytes(1 + rng_() % 4);
+      if (k.size() > 300) k.resize(300);
+      return k;
+    }
+    std::string k = stems_[rng_() % stems_.size()];
+    const size_t len = rng_() % 10 == 0 ? rng_() % 100 : rng_() % 12;
+    k += RandomBytes(len);
+    if (k.size() > 300) k.resize(300);
+    return k;
+  }
+
+ private:
+  std::string RandomBytes(size_t n) {
+    std::string s(n, '\0');
+    for (auto& c : s) {
+      // Bias toward a few byte values (0x00, 0x7f, 0x80, 0xff, 'a') so keys collide and branch.
+      const int r = static_cast<int>(rng_() % 8);
+      c = static_cast<char>(r == 0 ? 0x00 : r == 1 ? 0x7f : r == 2 ? 0x80 : r == 3 ? 0xff : r == 4 ? 'a' : rng_() % 256);
+    }
+    return s;
+  }
+  std::mt19937_64 rng_;
+  std::vector<std::string> stems_;
+};
+
+// Runs `ops` random operations against the index and the model. `next_key` yields a key.
+template <class KeyFn>
+void RandomOps(Index& idx, Model& m, std::mt19937_64& rng, int ops, KeyFn&& next_key) {
+  for (int i = 0; i < ops; ++i) {
+    const int r = static_cast<int>(rng() % 100);
+    const uint64_t v = rng();
+    auto existing = [&]() -> std::string {
+      if (m.empty()) return next_key();
+      auto it = m.lower_bound(next_key());
+      return it == m.end() ? m.begin()->first : it->first;
+    };
+    if (r < 40) {
+      const std::string k = next_key();
+      Status s = idx.Insert(k, v);
+      if (m.count(k)) {
+        ASSERT_TRUE(s.IsAlreadyExists()) << s.ToString();
+      } else {
+        ASSERT_TRUE(s.ok()) << s.ToString();
+        m[k] = v;
+      }
+    } else if (r < 55) {
+      const std::string k = rng() % 2 ? existing() : next_key();
+      bool inserted = false;
+      ASSERT_TRUE(idx.Upsert(k, v, &inserted).ok());
+      ASSERT_EQ(inserted, m.count(k) == 0);
+      m[k] = v;
+    } else if (r < 72) {
+      const std::string k = rng() % 3 ? existing() : next_key();
+      uint64_t got = 0;
+      Status s = idx.Lookup(k, &got);
+      auto it = m.find(k);
+      if (it == m.end()) {
+        ASSERT_TRUE(s.IsNotFound()) << s.ToString();
+      } else {
+        ASSERT_TRUE(s.ok()) << s.ToString();
+        ASSERT_EQ(got, it->second);
+      }
+    } else if (r < 95) {
+      const std::string k = rng() % 4 ? existing() : next_key();
+      Status s = idx.Remove(k);
+      if (m.erase(k)) {
+        ASSERT_TRUE(s.ok()) << s.ToString();
+      } else {
+        ASSERT_TRUE(s.IsNotFound()) << s.ToString();
+      }
+    } else {
+      const std::string start = rng() % 2 ? existing() : next_key();
+      const size_t limit = 1 + rng() % 40;
+      std::string end_key = next_key();
+      const bool use_end = rng() % 2;
+      std::string_view ev(end_key);
+      const std::string_view* end = use_end ? &ev : nullptr;
+      ASSERT_EQ(ScanAll(idx, start, end, limit), ModelScan(m, start, end, limit)) << "scan from " << start.size();
+    }
+  }
+}
+
+inline void ExpectMatchesModel(Index& idx, const Model& m) {
+  EXPECT_EQ(idx.Size(), m.size());
+  for (const auto& [k, v] : m) {
+    uint64_t got = 0;
+    Status s = idx.Lookup(k, &got);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    ASSERT_EQ(got, v);
+  }
+  const auto all = ScanAll(idx, "", nullptr, SIZE_MAX);
+  ASSERT_EQ(all.size(), m.size());
+  size_t i = 0;
+  for (const auto& kv : m) {
+    ASSERT_EQ(all[i].first, kv.first);
+    ASSERT_EQ(all[i].second, kv.second);
+    ++i;
+  }
+}
+
+class ArtKindTest : public ::testing::TestWithParam<const char*> {};
+
+// ---- basic semantics ----------------------------------------------------------------------
+TEST_P(ArtKindTest, EdgeKeys) {
+  ExpectModelOrderIsUnsigned();
+  PoolFixture f(GetParam());
+  Index& idx = f.idx();
+  EXPECT_EQ(idx.kind(), GetParam());
+  const std::vector<std::string> keys = {
+      "",  std::string("\x00", 1), std::string("\x00\x00", 2), "a", "ab", "abc", "abcdefghijklmnop",
+      "abcdefghijklmnopq", "\x7f", "\x80", "\xff", "\xff\xff", std::string(4096, 'x'), std::string(4095, 'x'),
+      std::string(300, '\x80') + "a", std::string(300, '\x80') + "b", std::string(300, '\x80')};
+  Model m;
+  uint64_t v = 1;
+  for (const auto& k : keys) {
+    ASSERT_TRUE(idx.Insert(k, v).ok()) << k.size();
+    m[k] = v++;
+    f.ExpectCheckOk("insert");
+  }
+  ExpectMatchesModel(idx, m);
+  EXPECT_TRUE(idx.Insert("ab", 5).IsAlreadyExists());
+  EXPECT_TRUE(idx.Insert(std::string(4097, 'x'), 1).code() == Code::kInvalidArgument);
+  uint64_t got;
+  EXPECT_TRUE(idx.Lookup("abcd", &got).IsNotFound());
+  EXPECT_TRUE(idx.Lookup(std::string(301, '\x80'), &got).IsNotFound());
+  EXPECT_TRUE(idx.Remove("abcd").IsNotFound());
+  // Bytes >= 0x80 sort after 0x7f.
+  const auto from7f = ScanAll(idx, "\x7f", nullptr, 3);
+  ASSERT_EQ(from7f.size(), 3u);
+  EXPECT_EQ(from7f[0].first, "\x7f");
+  EXPECT_EQ(from7f[1].first, "\x80");
+  EXPECT_EQ(from7f[2].first, std::string(300, '\x80'));
+  f.Reopen();
+  ExpectMatchesModel(f.idx(), m);
+  for (const auto& k : keys) {
+    ASSERT_TRUE(f.idx().Remove(k).ok());
+    m.erase(k);
+    f.ExpectCheckOk("remove");
+    ExpectMatchesModel(f.idx(), m);
+  }
+  EXPECT_EQ(f.Allocated(), f.Reachable());
+  EXPECT_EQ(f.Reachable().size(), 1u);
+}
+
+TEST_P(ArtKindTest, U64KeyType) {
+  PoolFixture f(GetParam(), KeyType::kU64);
+  Index& idx = f.idx();
+  EXPECT_EQ(idx.key_type(), KeyType::kU64);
+  EXPECT_EQ(idx.Insert("short", 1).code(), Code::kInvalidArgument);
+  EXPECT_EQ(idx.Insert("", 1).code(), Code::kInvalidArgument);
+  uint64_t v;
+  EXPECT_EQ(idx.Lookup("123456789", &v).code(), Code::kInvalidArgument);
+  EXPECT_EQ(idx.Remove("1234567").code(), Code::kInvalidArgument);
+  ASSERT_TRUE(idx.Insert(uint64_t{0x8000000000000000ull}, 1).ok());
+  ASSERT_TRUE(idx.Insert(uint64_t{0x7fffffffffffffffull}, 2).ok());
+  ASSERT_TRUE(idx.Insert(uint64_t{0}, 3).ok());
+  ASSERT_TRUE(idx.Lookup(uint64_t{0x8000000000000000ull}, &v).ok());
+  EXPECT_EQ(v, 1u);
+  const auto all = ScanAll(idx, "", nullptr, 10);
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(DecodeU64(all[0].first), 0u);
+  EXPECT_EQ(DecodeU64(all[2].first), 0x8000000000000000ull);
+  f.Reopen();
+  EXPECT_EQ(f.idx().key_type(), KeyType::kU64);
+  EXPECT_EQ(f.idx().Insert("short", 1).code(), Code::kInvalidArgument);
+  EXPECT_EQ(f.idx().Size(), 3u);
+}
+
+TEST_P(ArtKindTest, ScanBounds) {
+  PoolFixture f(GetParam());
+  Index& idx = f.idx();
+  Model m;
+  std::mt19937_64 rng(7);
+  ByteKeyGen gen(7);
+  for (int i = 0; i < 3000; ++i) {
+    std::string k = gen.Next(m);
+    if (idx.Insert(k, i).ok()) m[k] = i;
+  }
+  ASSERT_EQ(idx.Size(), m.size());
+  for (int i = 0; i < 500; ++i) {
+    const std::string start = gen.Next(m);
+    const std::string end = gen.Next(m);
+    std::string_view ev(end);
+    const size_t limit = 1 + rng() % 100;
+    ASSERT_EQ(ScanAll(idx, start, &ev, limit), ModelScan(m, start, &ev, limit));
+    ASSERT_EQ(ScanAll(idx, start, nullptr, limit), ModelScan(m, start, nullptr, limit));
+  }
+  // The callback stops the scan.
+  int n = 0;
+  ASSERT_TRUE(idx.Scan("", nullptr, SIZE_MAX, [&](std::string_view, uint64_t) { return ++n < 5; }).ok());
+  EXPECT_EQ(n, 5);
+  EXPECT_TRUE(ScanAll(idx, "", nullptr, 0).empty());
+}
+
+// ---- randomized differential tests against std::map -----------------------------------------
+inline void RunU64Differential(const char* kind, bench::Dist dist, uint64_t seed) {
+  PoolFixture f(kind, KeyType::kU64);
+  Model m;
+  std::mt19937_64 rng(seed);
+  const auto universe = bench::GenerateU64Keys(dist, 6000, seed);
+  auto next = [&]() { return EncodeU64(universe[rng() % universe.size()]); };
+  // Bulk phase: insert most of the universe, then random mixes with reopen in between.
+  for (size_t i = 0; i < universe.size() * 3 / 4; ++i) {
+    const std::string k = EncodeU64(universe[i]);
+    ASSERT_TRUE(f.idx().Insert(k, i).ok());
+    m[k] = i;
+  }
+  f.ExpectCheckOk("bulk insert");
+  for (int phase = 0; phase < 3; ++phase) {
+    RandomOps(f.idx(), m, rng, 8000, next);
+    f.ExpectCheckOk("random ops");
+    ExpectMatchesModel(f.idx(), m);
+    f.Reopen();
+    f.ExpectCheckOk("reopen");
+    ExpectMatchesModel(f.idx(), m);
+  }
+  EXPECT_EQ(f.Allocated(), f.Reachable());
+  // Empty it: only the root block stays allocated.
+  for (const auto& [k, v] : m) ASSERT_TRUE(f.idx().Remove(k).ok());
+  f.ExpectCheckOk("emptied");
+  EXPECT_EQ(f.idx().Size(), 0u);
+  EXPECT_EQ(f.Allocated(), f.Reachable());
+  EXPECT_EQ(f.Reachable().size(), 1u);
+}
+
+TEST_P(ArtKindTest, DifferentialDense) { RunU64Differential(GetParam(), bench::Dist::kDense, 11); }
+TEST_P(ArtKindTest, DifferentialSparse) { RunU64Differential(GetParam(), bench::Dist::kSparse, 12); }
+TEST_P(ArtKindTest, DifferentialClustered) { RunU64Differential(GetParam(), bench::Dist::kClustered, 13); }
+
+TEST_P(ArtKindTest, DifferentialBytes) {
+  PoolFixture f(GetParam());
+  Model m;
+  std::mt19937_64 rng(21);
+  ByteKeyGen gen(21);
+  auto next = [&]() { return gen.Next(m); };
+  for (int phase = 0; phase < 4; ++phase) {
+    RandomOps(f.idx(), m, rng, 8000, next);
+    f.ExpectCheckOk("random ops");
+    ExpectMatchesModel(f.idx(), m);
+    f.Reopen();
+    ExpectMatchesModel(f.idx(), m);
+  }
+  EXPECT_EQ(f.Allocated(), f.Reachable());
+  std::vector<std::string> ks;
+  for (const auto& kv : m) ks.push_back(kv.first);
+  std::shuffle(ks.begin(), ks.end(), rng);
+  for (size_t i = 0; i < ks.size(); ++i) {
+    ASSERT_TRUE(f.idx().Remove(ks[i]).ok());
+    m.erase(ks[i]);
+    if (i % 500 == 0) f.ExpectCheckOk("draining");
+  }
+  f.ExpectCheckOk("emptied");
+  EXPECT_EQ(f.Allocated(), f.Reachable());
+  EXPECT_EQ(f.Reachable().size(), 1u);
+}
+
+// ---- node type boundaries: 4/5, 16/17, 48/49 children and back --------------------------------
+TEST_P(ArtKindTest, GrowAndShrinkBoundaries) {
+  PoolFixture f(GetParam());
+  const bool woart = std::string(GetParam()) == "woart";
+  const uint8_t n4 = woart ? kW4 : kS4, n16 = woart ? kW16 : kS16;
+  // Partial keys spread over the full byte range (0x00 and >= 0x80 included), in a mixed order.
+  std::vector<int> bytes(256);
+  for (int i = 0; i < 256; ++i) bytes[i] = (i * 167 + 3) % 256;
+  const std::string stem = "stem-longer-than-inline";  // a compressed prefix > 5 bytes
+  auto key = [&](int c) { return stem + std::string(1, static_cast<char>(c)) + "tail"; };
+  Model m;
+  // A key ending at the node (leaf_here) and one key in another subtree.
+  ASSERT_TRUE(f.idx().Insert(stem, 1).ok());
+  m[stem] = 1;
+  ASSERT_TRUE(f.idx().Insert("other", 2).ok());
+  m["other"] = 2;
+  auto type_now = [&]() { return f.tree().NodeTypeAt(stem, static_cast<uint32_t>(stem.size())); };
+  for (int n = 1; n <= 256; ++n) {
+    ASSERT_TRUE(f.idx().Insert(key(bytes[n - 1]), n).ok());
+    m[key(bytes[n - 1])] = n;
+    const uint8_t want = n <= 4 ? n4 : n <= 16 ? n16 : n <= 48 ? uint8_t{kN48} : uint8_t{kN256};
+    ASSERT_EQ(type_now(), want) << "after growing to " << n << " children";
+    if (n == 4 || n == 5 || n == 16 || n == 17 || n == 48 || n == 49 || n == 256) {
+      f.ExpectCheckOk("grow");
+      ExpectMatchesModel(f.idx(), m);
+    }
+  }
+  // Shrink: NODE256 keeps >= 37 children, NODE48 >= 13, NODE16 >= 4.
+  for (int n = 255; n >= 0; --n) {
+    ASSERT_TRUE(f.idx().Remove(key(bytes[n])).ok());
+    m.erase(key(bytes[n]));
+    const uint8_t want = n >= 37 ? uint8_t{kN256} : n >= 13 ? uint8_t{kN48} : n >= 4 ? n16 : n4;
+    if (n >= 1) {
+      ASSERT_EQ(type_now(), want) << "after shrinking to " << n << " children";
+    }
+    if (n == 37 || n == 36 || n == 13 || n == 12 || n == 4 || n == 3 || n == 1 || n == 0) {
+      f.ExpectCheckOk("shrink");
+      ExpectMatchesModel(f.idx(), m);
+    }
+  }
+  // Only "stem" and "other" remain: the stem node merged away into a leaf.
+  EXPECT_EQ(f.tree().Stats().inner_nodes, 1u);
+  EXPECT_EQ(f.Allocated(), f.Reachable());
+}
+
+// Removal that leaves a node with one child node: path merge (the child's prefix grows).
+TEST_P(ArtKindTest, PathMerge) {
+  PoolFixture f(GetParam());
+  Model m;
+  const std::vector<std::string> keys = {"abcdefgh1xyz-0", "abcdefgh1xyz-1", "abcdefgh1xyz-2", "abcdefgh2", "abc"};
+  for (size_t i = 0; i < keys.size(); ++i) {
+    ASSERT_TRUE(f.idx().Insert(keys[i], i).ok());
+    m[keys[i]] = i;
+  }
+  f.ExpectCheckOk("built");
+  const uint64_t nodes_before = f.tree().Stats().inner_nodes;
+  ASSERT_TRUE(f.idx().Remove("abcdefgh2").ok());
+  m.erase("abcdefgh2");
+  f.ExpectCheckOk("merged once");
+  ExpectMatchesModel(f.idx(), m);
+  EXPECT_EQ(f.tree().Stats().inner_nodes, nodes_before - 1);
+  ASSERT_TRUE(f.idx().Remove("abc").ok());
+  m.erase("abc");
+  f.ExpectCheckOk("merged twice");
+  ExpectMatchesModel(f.idx(), m);
+  EXPECT_EQ(f.tree().Stats().inner_nodes, 1u);
+  // Inserting keys that split the long merged prefix at every position.
+  for (size_t i = 0; i < 12; ++i) {
+    std::string k = std::string("abcdefgh1xyz-").substr(0, i) + "\xf0";
+    ASSERT_TRUE(f.idx().Insert(k, 100 + i).ok());
+    m[k] = 100 + i;
+    f.ExpectCheckOk("split");
+  }
+  ExpectMatchesModel(f.idx(), m);
+  EXPECT_EQ(f.Allocated(), f.Reachable());
+}
+
+// ---- PoolFull ---------------------------------------------------------------------------------
+TEST_P(ArtKindTest, PoolFull) {
+  PoolFixture f(GetParam(), KeyType::kBytes, SmallPoolOpts(6ull << 20));
+  Model m;
+  std::mt19937_64 rng(5);
+  int fails = 0;
+  std::string failed_key;
+  for (int i = 0; i < 400000 && fails == 0; ++i) {
+    std::string k = "key-" + std::to_string(rng()) + std::string(rng() % 120, 'p');
+    Status s = f.idx().Insert(k, i);
+    if (s.IsPoolFull()) {
+      ++fails;
+      failed_key = k;
+    } else {
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      m[k] = i;
+    }
+  }
+  ASSERT_EQ(fails, 1) << "the pool never filled";
+  f.ExpectCheckOk("after PoolFull");
+  uint64_t v;
+  EXPECT_TRUE(f.idx().Lookup(failed_key, &v).IsNotFound());
+  ExpectMatchesModel(f.idx(), m);
+  EXPECT_EQ(f.Allocated(), f.Reachable()) << "PoolFull leaked a block";
+  // Keep inserting: every failure leaves the tree intact.
+  for (int i = 0; i < 2000; ++i) {
+    std::string k = "more-" + std::to_string(rng());
+    Status s = f.idx().Insert(k, i);
+    if (s.ok()) {
+      m[k] = i;
+    } else {
+      ASSERT_TRUE(s.IsPoolFull()) << s.ToString();
+    }
+  }
+  // Deletes work (or fail cleanly with PoolFull when they need a new node) and free space.
+  std::vector<std::string> ks;
+  for (const auto& kv : m) ks.push_back(kv.first);
+  std::shuffle(ks.begin(), ks.end(), rng);
+  size_t removed = 0;
+  for (size_t i = 0; i < ks.size() / 2; ++i) {
+    Status s = f.idx().Remove(ks[i]);
+    if (s.ok()) {
+      m.erase(ks[i]);
+      ++removed;
+    } else {
+      ASSERT_TRUE(s.IsPoolFull()) << s.ToString();
+    }
+  }
+  EXPECT_GT(removed, ks.size() / 4);
+  f.ExpectCheckOk("after deletes");
+  ExpectMatchesModel(f.idx(), m);
+  ASSERT_TRUE(f.idx().Insert(failed_key, 7).ok());
+  m[failed_key] = 7;
+  ExpectMatchesModel(f.idx(), m);
+  EXPECT_EQ(f.Allocated(), f.Reachable());
+}
+
+// ---- crash image: the pool file copied while open reopens with GC (visit) ---------------------
+TEST_P(ArtKindTest, CrashImageRecovers) {
+  wort::test::TempPath image("art-image");
+  Model m;
+  {
+    PoolFixture f(GetParam());
+    ByteKeyGen gen(3);
+    std::mt19937_64 rng(3);
+    RandomOps(f.idx(), m, rng, 6000, [&]() { return gen.Next(m); });
+    wort::test::CopyFile(f.path(), image.str());  // as a crash would leave it (clean flag 0)
+  }
+  std::unique_ptr<Pool> p;
+  ASSERT_TRUE(Pool::Open(image.str(), SmallPoolOpts(), &p).ok());
+  EXPECT_FALSE(p->opened_clean());
+  ASSERT_TRUE(p->WaitForRecovery().ok());
+  std::unique_ptr<Index> idx;
+  ASSERT_TRUE(OpenIndex(*p, "idx", &idx).ok());
+  std::string report;
+  EXPECT_TRUE(idx->Check(&report).ok()) << report;
+  ExpectMatchesModel(*idx, m);
+  RootInfo ri;
+  ASSERT_TRUE(p->FindRoot("idx", &ri).ok());
+  std::set<uint64_t> reach, alloc;
+  FindIndexKind(GetParam())->visit(*p, ri.off, [&](uint64_t o) { reach.insert(o); });
+  p->allocator().ForEachAllocated([&](uint64_t o, size_t) { alloc.insert(o); });
+  EXPECT_EQ(alloc, reach);
+  idx.reset();
+  ASSERT_TRUE(p->Close().ok());
+}
+
+TEST_P(ArtKindTest, StatsAndSize) {
+  PoolFixture f(GetParam(), KeyType::kU64);
+  for (uint64_t i = 1; i <= 10000; ++i) ASSERT_TRUE(f.idx().Insert(i, i).ok());
+  IndexStats st = f.idx().Stats();
+  EXPECT_EQ(st.keys, 10000u);
+  EXPECT_EQ(st.leaves, 10000u);
+  EXPECT_GT(st.inner_nodes, 30u);
+  EXPECT_GT(st.avg_leaf_depth, 1.0);
+  EXPECT_LT(st.avg_leaf_depth, 4.0);
+  EXPECT_GT(st.bytes_allocated, 10000u * 64);
+  EXPECT_EQ(st.volatile_bytes, 0u);
+  f.Reopen();  // Size is recounted lazily after open
+  EXPECT_EQ(f.idx().Size(), 10000u);
+  ASSERT_TRUE(f.idx().Remove(uint64_t{5}).ok());
+  EXPECT_EQ(f.idx().Size(), 9999u);
+}
+
+TEST_P(ArtKindTest, ConcurrentReadersAndWriter) {
+  PoolFixture f(GetParam(), KeyType::kU64);
+  for (uint64_t i = 0; i < 2000; ++i) ASSERT_TRUE(f.idx().Insert(i * 2, i).ok());
+  std::atomic<bool> stop{false};
+  std::atomic<int> bad{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 2; ++t)
+    readers.emplace_back([&, t] {
+      std::mt19937_64 rng(t);
+      while (!stop) {
+        uint64_t v;
+        const uint64_t k = (rng() % 2000) * 2;
+        if (!f.idx().Lookup(k, &v).ok() || v != k / 2) ++bad;
+      }
+    });
+  for (uint64_t i = 0; i < 3000; ++i) {
+    ASSERT_TRUE(f.idx().Insert(i * 2 + 1, i).ok());
+    if (i % 3 == 0) {
+      ASSERT_TRUE(f.idx().Remove(i * 2 + 1).ok());
+    }
+  }
+  stop = true;
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  f.ExpectCheckOk("concurrent");
+}
+
+}  // namespace wort::art::test
