@@ -240,7 +240,7 @@ Status BenchOneIndex(const IndexBenchConfig& cfg, const IndexKind& kind, const s
   std::unique_ptr<Pool> pool;
   Status s = CreateBenchPool(cfg.common, pool_path, &pool);
   if (!s.ok()) {
-    skip(s.ToString());
+    skip(std::string(kind.name) + ": " + s.ToString());
     return s;
   }
   struct Cleanup {
@@ -266,7 +266,7 @@ Status BenchOneIndex(const IndexBenchConfig& cfg, const IndexKind& kind, const s
   opts.span_bits = cfg.span_bits;
   s = CreateIndex(*pool, "bench", kind.name, opts, &idx);
   if (!s.ok()) {
-    skip(fmt::format("cannot create index with {} keys: {}", u64 ? "u64" : "bytes", s.ToString()));
+    skip(fmt::format("{}: cannot create an index with {} keys: {}", kind.name, u64 ? "u64" : "bytes", s.ToString()));
     return s;
   }
 
@@ -804,7 +804,7 @@ std::string FormatIndexResults(const IndexBenchReport& r) {
     s += fmt::format("{:<10} {:<9} {:<7} {:>12.1f} {:>10.3f} {:>11.2f} {:>10.2f} {:>10.2f} {:>10.1f} {:>7}\n", x.index, x.dist,
                      x.op, x.ns_per_op, x.mops_per_s, x.flushes_per_op, x.fences_per_op, x.leaf_depth, x.bytes_per_key,
                      x.errors);
-  for (const auto& k : r.skipped) s += fmt::format("skipped: {}: {}\n", k.index, k.reason);
+  for (const auto& k : r.skipped) s += fmt::format("skipped: {}\n", k.reason);
   return s;
 }
 

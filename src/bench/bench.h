@@ -115,7 +115,7 @@ struct IndexResult {
 // Per index kind that could not be measured (e.g. the kind rejects the key type, or PoolFull).
 struct Skipped {
   std::string index;
-  std::string reason;
+  std::string reason;  // begins with the index name
 };
 
 struct IndexBenchReport {

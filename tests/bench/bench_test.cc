@@ -1,0 +1,299 @@
+// Smoke tests of the benchmark library and `wort bench`: every registered index kind runs every
+// op at tiny N without a wrong result, the JSON records carry the documented fields, bad names
+// are rejected with the valid ones listed, and PoolFull is reported as such. No timing checks.
+#include "bench/bench.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "wort/index.h"
+#include "wort/pm.h"
+
+namespace wort::bench {
+namespace {
+
+std::string TempPath(const std::string& tag) {
+  return "/tmp/wort-bench-test-" + std::to_string(getpid()) + "-" + tag;
+}
+
+std::vector<std::string> AllKinds() {
+  std::vector<std::string> v;
+  for (const IndexKind* k : IndexKinds()) v.push_back(k->name);
+  return v;
+}
+
+IndexBenchConfig TinyConfig(Dist d, size_t keys) {
+  IndexBenchConfig c;
+  c.indexes = AllKinds();
+  c.dist = d;
+  c.keys = keys;
+  c.ops.assign(std::begin(kAllOps), std::end(kAllOps));
+  c.scan_len = 10;
+  c.scans = 200;
+  c.common.pool_size = 256ull << 20;
+  return c;
+}
+
+const char* kIndexFields[] = {"index", "dist", "keys", "op", "ns_per_op", "flushes_per_op", "fences_per_op",
+                              "leaf_depth", "bytes_per_key", "flush", "write_latency_ns", "seed", "threads",
+                              "timestamp", "git_commit", "cpu", "errors", "ops"};
+
+void CheckRun(Dist d, size_t keys, int threads) {
+  IndexBenchConfig cfg = TinyConfig(d, keys);
+  cfg.common.threads = threads;
+  if (cfg.indexes.empty()) {
+    std::printf("no index kinds registered yet: nothing to run\n");
+    return;
+  }
+  IndexBenchReport rep;
+  std::vector<std::string> lines;
+  Status s = RunIndexBench(cfg, &rep, [&](const std::string& l) { lines.push_back(l); });
+  for (const auto& sk : rep.skipped) std::printf("skipped: %s\n", sk.reason.c_str());
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  ASSERT_FALSE(lines.empty());
+  EXPECT_NE(lines[0].find("# wort bench"), std::string::npos);  // the configuration comes first
+  EXPECT_NE(lines[0].find("git commit:"), std::string::npos);
+  EXPECT_NE(lines[0].find("cpu:"), std::string::npos);
+  std::string ran;
+  for (const auto& name : cfg.indexes) {
+    const IndexKind* k = FindIndexKind(name);
+    size_t n_ops = 0;
+    for (const auto& r : rep.results) {
+      if (r.index != name) continue;
+      ++n_ops;
+      EXPECT_EQ(r.errors, 0u) << name << " " << r.op;
+      EXPECT_EQ(r.keys, keys);
+      EXPECT_EQ(r.dist, DistName(d));
+      EXPECT_GT(r.ns_per_op, 0) << name << " " << r.op;
+      if (k->ordered) {
+        EXPECT_GT(r.leaf_depth, 0) << name;  // hash tables have no depth
+      }
+      EXPECT_GT(r.bytes_per_key, 0) << name;
+      if (r.op == "scan") {
+        EXPECT_EQ(r.ops, 200u);
+        EXPECT_GT(r.keys_per_op, 1.0);
+        EXPECT_LE(r.keys_per_op, 10.0);
+      } else {
+        EXPECT_EQ(r.ops, keys) << name << " " << r.op;
+      }
+      if (r.op == "insert" || r.op == "upsert" || r.op == "delete") {
+        EXPECT_GT(r.flushes_per_op, 0) << name << " " << r.op;
+      }
+      if (r.op == "search") {
+        EXPECT_EQ(r.flushes_per_op, 0) << name;
+      }
+      const nlohmann::json j = ToJson(r, cfg, rep.env);
+      for (const char* f : kIndexFields) EXPECT_TRUE(j.contains(f)) << f;
+      EXPECT_EQ(j["index"], name);
+      EXPECT_EQ(j["op"], r.op);
+      EXPECT_EQ(j["keys"], keys);
+      EXPECT_EQ(j["threads"], threads);
+    }
+    bool skipped = false;
+    for (const auto& sk : rep.skipped) skipped |= sk.index == name;
+    if (n_ops) ran += name + " ";
+    // An ordered kind runs all 5 ops; an unordered one all but scan (listed as skipped).
+    if (n_ops) EXPECT_EQ(n_ops, k->ordered ? 5u : 4u) << name;
+    else EXPECT_TRUE(skipped) << name << " neither ran nor was listed as skipped";
+  }
+  std::printf("%s x%d: kinds that ran: %s\n", DistName(d), threads, ran.c_str());
+}
+
+TEST(Bench, EveryKindDense) { CheckRun(Dist::kDense, 3000, 1); }
+TEST(Bench, EveryKindSparse) { CheckRun(Dist::kSparse, 3000, 1); }
+TEST(Bench, EveryKindClustered) { CheckRun(Dist::kClustered, 3000, 1); }
+TEST(Bench, EveryKindStrings) { CheckRun(Dist::kStrings, 2000, 1); }
+TEST(Bench, EveryKindTwoThreads) { CheckRun(Dist::kSparse, 3000, 2); }
+
+TEST(Bench, RangeFracSetsTheScanLength) {
+  IndexBenchConfig cfg = TinyConfig(Dist::kDense, 2000);
+  cfg.indexes.clear();
+  for (const IndexKind* k : IndexKinds())
+    if (k->ordered) cfg.indexes.push_back(k->name);
+  if (cfg.indexes.empty()) GTEST_SKIP() << "no ordered index kind registered yet";
+  cfg.indexes.resize(1);
+  cfg.ops = {Op::kScan};
+  cfg.range_frac = 0.01;  // 20 keys
+  IndexBenchReport rep;
+  ASSERT_TRUE(RunIndexBench(cfg, &rep).ok());
+  ASSERT_EQ(rep.results.size(), 1u);  // insert not requested: not reported
+  EXPECT_EQ(rep.results[0].op, "scan");
+  EXPECT_EQ(rep.results[0].scan_len, 20u);
+  EXPECT_EQ(ToJson(rep.results[0], cfg, rep.env)["scan_len"], 20);
+}
+
+TEST(Bench, RestoresPmSettings) {
+  const pm::FlushKind before = pm::GetFlushKind();
+  const uint64_t lat = pm::GetWriteLatencyNs();
+  IndexBenchConfig cfg = TinyConfig(Dist::kDense, 100);
+  if (cfg.indexes.empty()) GTEST_SKIP() << "no index kinds registered yet";
+  cfg.indexes.resize(1);
+  cfg.common.flush = "clflush";
+  cfg.common.write_latency_ns = 50;
+  IndexBenchReport rep;
+  ASSERT_TRUE(RunIndexBench(cfg, &rep).ok());
+  EXPECT_EQ(rep.env.flush, "clflush");
+  EXPECT_EQ(rep.env.write_latency_ns, 50u);
+  EXPECT_EQ(pm::GetFlushKind(), before);
+  EXPECT_EQ(pm::GetWriteLatencyNs(), lat);
+}
+
+TEST(Bench, BadNamesListTheValidOnes) {
+  std::vector<std::string> idx;
+  Status s = ParseIndexList("wort,nosuchindex", &idx);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("nosuchindex"), std::string::npos);
+  EXPECT_NE(s.message().find("valid:"), std::string::npos);
+  for (const IndexKind* k : IndexKinds()) EXPECT_NE(s.message().find(k->name), std::string::npos);
+
+  std::vector<Op> ops;
+  s = ParseOpList("insert,lookup", &ops);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("lookup"), std::string::npos);
+  EXPECT_NE(s.message().find("search"), std::string::npos);
+  ASSERT_TRUE(ParseOpList(" search , insert ", &ops).ok());
+  EXPECT_EQ(ops, (std::vector<Op>{Op::kSearch, Op::kInsert}));
+
+  Dist d;
+  s = ParseDistName("zipf", &d);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("clustered"), std::string::npos);
+
+  IndexBenchConfig cfg = TinyConfig(Dist::kDense, 10);
+  cfg.indexes = {"nosuchindex"};
+  IndexBenchReport rep;
+  EXPECT_EQ(RunIndexBench(cfg, &rep).code(), Code::kInvalidArgument);
+  cfg.indexes = AllKinds();
+  cfg.common.flush = "clflushx";
+  EXPECT_EQ(RunIndexBench(cfg, &rep).code(), Code::kInvalidArgument);
+  cfg.common.flush = "auto";
+  cfg.keys = 0;
+  EXPECT_EQ(RunIndexBench(cfg, &rep).code(), Code::kInvalidArgument);
+
+  if (!IndexKinds().empty()) {
+    ASSERT_TRUE(ParseIndexList("all", &idx).ok());
+    EXPECT_EQ(idx.size(), IndexKinds().size());
+  }
+}
+
+TEST(Bench, PoolFullIsReportedAsSuch) {
+  IndexBenchConfig cfg = TinyConfig(Dist::kStrings, 200000);
+  if (cfg.indexes.empty()) GTEST_SKIP() << "no index kinds registered yet";
+  cfg.indexes.resize(1);
+  cfg.ops = {Op::kInsert};
+  cfg.common.pool_size = 4ull << 20;  // a few chunks: far too small for 200k string keys
+  IndexBenchReport rep;
+  Status s = RunIndexBench(cfg, &rep);
+  EXPECT_TRUE(s.IsPoolFull()) << s.ToString();
+  EXPECT_NE(s.message().find("--pool-size"), std::string::npos) << s.message();
+  ASSERT_EQ(rep.skipped.size(), 1u);
+  EXPECT_TRUE(rep.results.empty());
+}
+
+TEST(Bench, JsonLinesAppend) {
+  const std::string path = TempPath("lines.jsonl");
+  std::remove(path.c_str());
+  IndexBenchConfig cfg = TinyConfig(Dist::kDense, 10);
+  Environment env = CaptureEnvironment();
+  EXPECT_FALSE(env.cpu.empty());
+  EXPECT_FALSE(env.git_commit.empty());
+  EXPECT_EQ(env.timestamp.size(), 20u);  // 2026-01-02T03:04:05Z
+  IndexResult r;
+  r.index = "x";
+  r.op = "insert";
+  r.ns_per_op = 12.5;
+  ASSERT_TRUE(AppendJsonLines(path, {ToJson(r, cfg, env)}).ok());
+  ASSERT_TRUE(AppendJsonLines(path, {ToJson(r, cfg, env), ToJson(r, cfg, env)}).ok());
+  std::ifstream in(path);
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line);
+    EXPECT_EQ(j["ns_per_op"], 12.5);
+    EXPECT_EQ(j["bench"], "index");
+    ++n;
+  }
+  EXPECT_EQ(n, 3);
+  std::remove(path.c_str());
+  EXPECT_EQ(AppendJsonLines("/nonexistent-dir/x.jsonl", {}).code(), Code::kIOError);
+}
+
+TEST(Bench, AllocBenchRuns) {
+  AllocBenchConfig cfg;
+  cfg.ops_per_thread = 3000;
+  cfg.batch = 500;
+  cfg.repeats = 1;
+  cfg.common.pool_size = 256ull << 20;
+  AllocBenchReport rep;
+  Status s = RunAllocBench(cfg, &rep);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_EQ(rep.results.size(), 8u);  // 2 patterns x 2 thread counts x 2 allocators
+  for (const auto& r : rep.results) {
+    EXPECT_EQ(r.allocs, uint64_t(r.threads) * 6 * 500) << r.allocator << " " << r.pattern;
+    EXPECT_GT(r.allocs_per_s, 0);
+    EXPECT_GT(r.frees_per_s, 0);
+    if (r.allocator == "malloc") {
+      EXPECT_EQ(r.flushes_per_alloc, 0);
+    }
+    const auto j = ToJson(r, cfg, rep.env);
+    for (const char* f : {"allocator", "pattern", "threads", "allocs_per_s", "frees_per_s", "flushes_per_alloc",
+                          "fences_per_alloc", "flush", "git_commit", "timestamp", "seed"})
+      EXPECT_TRUE(j.contains(f)) << f;
+  }
+  EXPECT_NE(FormatAllocResults(rep).find("wort/malloc allocation rate"), std::string::npos);
+}
+
+// ---- the CLI ------------------------------------------------------------------------------
+
+int RunCli(const std::string& args, std::string* out) {
+  const std::string cmd = std::string(WORT_CLI_PATH) + " " + args + " 2>&1";
+  FILE* f = popen(cmd.c_str(), "r");
+  if (!f) return -1;
+  char buf[4096];
+  size_t got;
+  while ((got = fread(buf, 1, sizeof buf, f)) > 0) out->append(buf, got);
+  const int st = pclose(f);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+TEST(BenchCli, UnknownNamesFailWithTheValidNames) {
+  std::string out;
+  EXPECT_NE(RunCli("bench --index nosuchindex --keys 10", &out), 0);
+  EXPECT_NE(out.find("unknown index 'nosuchindex'"), std::string::npos) << out;
+  out.clear();
+  EXPECT_NE(RunCli("bench --dist zipf --keys 10", &out), 0);
+  EXPECT_NE(out.find("dense, sparse, clustered, strings, words"), std::string::npos) << out;
+  out.clear();
+  EXPECT_NE(RunCli("bench --ops insert,lookup --keys 10", &out), 0);
+  EXPECT_NE(out.find("unknown op 'lookup'"), std::string::npos) << out;
+}
+
+TEST(BenchCli, WritesConfigurationAndJson) {
+  if (IndexKinds().empty()) GTEST_SKIP() << "no index kinds registered yet";
+  const std::string json = TempPath("cli.jsonl");
+  std::remove(json.c_str());
+  std::string out;
+  const std::string kind = IndexKinds()[0]->name;
+  ASSERT_EQ(RunCli("bench --index " + kind + " --dist sparse --keys 2K --ops insert,search --json " + json, &out), 0) << out;
+  for (const char* s : {"index:", "dist:", "keys:", "flush:", "write latency:", "pool:", "cpu:", "date:", "git commit:",
+                        "ns/op", "flushes/op", "fences/op"})
+    EXPECT_NE(out.find(s), std::string::npos) << s << "\n" << out;
+  std::ifstream in(json);
+  std::string line;
+  std::vector<nlohmann::json> recs;
+  while (std::getline(in, line)) recs.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(recs.size(), 2u);
+  EXPECT_EQ(recs[0]["op"], "insert");
+  EXPECT_EQ(recs[1]["op"], "search");
+  EXPECT_EQ(recs[0]["keys"], 2000);
+  EXPECT_EQ(recs[0]["index"], kind);
+  std::remove(json.c_str());
+}
+
+}  // namespace
+}  // namespace wort::bench
