@@ -34,6 +34,8 @@ struct CrashOpts {
   bool kill = false;
   int rounds = 5;
   uint64_t kill_delay_us = 20000;
+  std::string drop_site;
+  bool mutate = false;
 };
 
 [[noreturn]] void Fail(const std::string& m, int code = 1) {
@@ -118,7 +120,8 @@ void Run(const CrashOpts& o) {
       c.max_violations = o.max_violations;
       c.replay_op = o.replay_op;
       c.replay_point = o.replay_point;
-      c.log = stdout;
+      c.drop_site = o.drop_site;
+      c.log = o.mutate ? nullptr : stdout;
       fmt::print("crashtest {}: dist={} keys={} explore={} ops={} seed={} subsets={} max-points={} lines={}{}\n", name,
                  o.dist, o.keys, o.explore, o.ops, o.seed, o.subsets, o.max_points, o.torn ? "torn (8-byte words)" : "whole",
                  o.replay_op >= 0 ? fmt::format(" replay op {} point {}", o.replay_op, o.replay_point) : "");
@@ -128,7 +131,39 @@ void Run(const CrashOpts& o) {
       if (!s.ok()) Fail(name + ": " + s.ToString());
       fmt::print("{}: operations {}, crash points {} (of {} met), images {}, violations {}, {:.2f} s\n", name,
                  r.ops_run, r.crash_points, r.points_seen, r.images, r.violation_count, r.seconds);
+      if (o.mutate && r.violation_count > 0) {
+        for (auto& v : r.violations) fmt::print("{}\n", v.ToString());
+      }
       total_violations += r.violation_count;
+      if (o.mutate) {
+        // Drop each flush/fence site in turn: the explorer should notice.
+        size_t caught = 0;
+        std::vector<std::string> missed;
+        for (auto& [site, met] : r.sites) {
+          crash::ExplorerConfig m = c;
+          m.drop_site = site;
+          m.max_violations = 1;
+          m.log = nullptr;
+          crash::ExplorerResult mr;
+          Status ms = crash::RunExplorer(m, &mr);
+          if (!ms.ok()) {
+            fmt::print("  drop {} (met {}x): could not run: {}\n", site, met, ms.ToString());
+            continue;
+          }
+          if (mr.violation_count > 0) {
+            ++caught;
+            const auto& v = mr.violations.front();
+            std::string what = v.what.size() > 140 ? v.what.substr(0, 140) + "..." : v.what;
+            fmt::print("  drop {} (met {}x): caught at op #{} {} [{}]: {}\n", site, met, v.op, v.point_desc, v.image, what);
+          } else {
+            missed.push_back(site);
+            fmt::print("  drop {} (met {}x): NOT caught ({} images)\n", site, met, mr.images);
+          }
+          std::fflush(stdout);
+        }
+        fmt::print("{}: mutation: {} flush/fence sites, {} caught when dropped, {} not caught{}\n", name,
+                   r.sites.size(), caught, missed.size(), missed.empty() ? "" : " (redundant, or not covered by this workload)");
+      }
     }
     std::fflush(stdout);
   }
@@ -157,6 +192,10 @@ void AddCrashTest(CLI::App& app) {
   c->add_option("--replay-point", o->replay_point, "... and only this crash point of it");
   c->add_option("--max-violations", o->max_violations, "Stop after this many violations")->capture_default_str();
   c->add_option("--dir", o->dir, "Directory for pools and crash images")->capture_default_str();
+  c->add_option("--drop-site", o->drop_site,
+                "Mutation: explore as if the flush/fence/persist at this site (file:line) did not exist");
+  c->add_flag("--mutate", o->mutate, "Mutation: after the run, drop each flush/fence site met in turn and report "
+                                     "whether the explorer catches it");
   c->add_flag("--kill", o->kill, "Run the kill test instead of the explorer");
   c->add_option("--rounds", o->rounds, "Kill test: kill/recover rounds")->capture_default_str();
   c->add_option("--kill-delay-us", o->kill_delay_us, "Kill test: kill at a random moment up to this long")

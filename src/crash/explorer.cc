@@ -42,6 +42,7 @@ std::string ExplorerArgs(const ExplorerConfig& c) {
   if (!c.edge_keys) s += " --no-edge-keys";
   if (!c.key_type_from_dist) s += c.index_options.key_type == KeyType::kU64 ? " --key-type u64" : " --key-type bytes";
   if (c.index_options.span_bits != IndexOptions{}.span_bits) s += fmt::format(" --span-bits {}", c.index_options.span_bits);
+  if (!c.drop_site.empty()) s += " --drop-site " + c.drop_site;
   return s;
 }
 
@@ -116,7 +117,13 @@ uint64_t PointHash(const CrashPoint& p) {
 // explorer's workload is single-threaded).
 class Tracker final : public pm::Hook {
  public:
-  explicit Tracker(Pool* pool) : pool_(pool), base_(pool->base()), reserved_(pool->max_size()) {}
+  Tracker(Pool* pool, std::string drop_site)
+      : pool_(pool), base_(pool->base()), reserved_(pool->max_size()), drop_site_(std::move(drop_site)) {}
+
+  std::vector<std::pair<std::string, uint64_t>> Sites() {
+    std::lock_guard<std::mutex> g(mu_);
+    return {sites_.begin(), sites_.end()};
+  }
 
   // The shadow := the live pool (setup is taken as persistent).
   void Snapshot() {
@@ -179,6 +186,7 @@ class Tracker final : public pm::Hook {
     GrowShadow();
     const uint64_t off = static_cast<uint64_t>(l - base_);
     if (off >= shadow_.size()) return;
+    if (Site(where)) return;  // a dropped site: the flush does not exist
     // The lines of one flush() call form one crash point.
     const bool same_call = prev_flush_file_ == where.file_name() && prev_flush_line_ == where.line() &&
                            prev_flush_col_ == where.column() && off == prev_flush_off_ + kLine;
@@ -193,6 +201,7 @@ class Tracker final : public pm::Hook {
   void OnFence(const std::source_location& where) override {
     std::lock_guard<std::mutex> g(mu_);
     GrowShadow();
+    if (Site(where)) return;  // a dropped site: the fence does not exist
     MaybeRecord(PointKind::kFence, where.file_name(), where.line());
     prev_flush_file_ = nullptr;
     for (auto& [off, b] : inflight_) {
@@ -246,6 +255,19 @@ class Tracker final : public pm::Hook {
   }
 
  private:
+  // Counts the site of a flush or fence met in an operation; true iff it is the dropped one.
+  bool Site(const std::source_location& where) {
+    if (!in_op_ && drop_site_.empty()) return false;
+    auto it = site_names_.find(where.file_name());
+    if (it == site_names_.end()) it = site_names_.emplace(where.file_name(), ShortSourcePath(where.file_name())).first;
+    std::string site = it->second + ":" + std::to_string(where.line());
+    const bool drop = site == drop_site_;
+    if (in_op_ && (where.line() != last_site_line_ || where.file_name() != last_site_file_)) ++sites_[site];
+    last_site_line_ = where.line();
+    last_site_file_ = where.file_name();
+    return drop;
+  }
+
   void GrowShadow() {
     const uint64_t size = pool_->size();
     if (size > shadow_.size()) {
@@ -349,6 +371,11 @@ class Tracker final : public pm::Hook {
   const char* prev_flush_file_ = nullptr;
   uint32_t prev_flush_line_ = 0, prev_flush_col_ = 0;
   uint64_t prev_flush_off_ = 0;
+  std::string drop_site_;
+  std::unordered_map<const char*, std::string> site_names_;
+  std::map<std::string, uint64_t> sites_;
+  const char* last_site_file_ = nullptr;
+  uint32_t last_site_line_ = 0;
 };
 
 // Removes the hook when leaving a scope.
@@ -435,7 +462,7 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
     (void)wl.Apply(op, &model);
   }
 
-  Tracker tracker(pool.get());
+  Tracker tracker(pool.get(), cfg.drop_site);
   tracker.Snapshot();
   CheckTarget target{kind, root, &wl, cfg.exercise};
   Rng op_rng(MixSeed(cfg.seed, 0x0b5));
@@ -525,6 +552,7 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
     model = std::move(post);
   }
 
+  res.sites = tracker.Sites();
   index.reset();
   Status cs = pool->Close();
   pool.reset();

@@ -88,6 +88,11 @@ struct ExplorerConfig {
   // only crash point `replay_point` (-1: all its points).
   int64_t replay_op = -1;
   int64_t replay_point = -1;
+  // Mutation testing: behave as if the pm::flush/fence (or persist) calls at this source site
+  // ("src/index/radix/wort.cc:123", as printed in crash points) did not exist. Their lines stay
+  // dirty (not in flight) and they are no crash points. A site whose removal the explorer does
+  // not catch is redundant or not covered by the workload.
+  std::string drop_site;
   FILE* log = nullptr;                  // progress and violations as they happen (optional)
 };
 
@@ -110,6 +115,9 @@ struct ExplorerResult {
   size_t images = 0;           // crash images checked
   size_t violation_count = 0;  // all violations found (the run stops at max_violations)
   std::vector<Violation> violations;
+  // Source sites of the flushes and fences met during explored operations ("file:line"), with
+  // how many times each was met.
+  std::vector<std::pair<std::string, uint64_t>> sites;
   double seconds = 0;
 };
 

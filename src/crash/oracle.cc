@@ -189,7 +189,7 @@ Op Workload::Next(const Contents& m, const std::vector<OpType>& types, Rng& rng)
   switch (op.type) {
     case OpType::kInsert: op.key = pick(miss); break;
     case OpType::kUpsert: op.key = pick(!miss); break;
-    case OpType::kDelete: op.key = pick(miss); break;
+    case OpType::kDelete: op.key = pick(!miss); break;
   }
   op.value = rng.Next();
   auto it = m.find(keys_[op.key]);

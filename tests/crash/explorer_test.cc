@@ -119,6 +119,27 @@ TEST_F(ExplorerTest, TornLineModel) {
   EXPECT_EQ(r.violation_count, 0u) << (r.violations.empty() ? "" : r.violations[0].ToString());
 }
 
+// Mutation: dropping any one persist of the correct list is caught; each is necessary.
+TEST_F(ExplorerTest, EveryPersistOfTheListIsNecessary) {
+  ExplorerConfig c = Config("test-list", bench::Dist::kStrings);
+  ExplorerResult base = Run(c);
+  ASSERT_EQ(base.violation_count, 0u);
+  size_t list_sites = 0;
+  for (auto& [site, met] : base.sites) {
+    if (site.find("test_list.h") == std::string::npos) continue;
+    ++list_sites;
+    ExplorerConfig m = c;
+    m.drop_site = site;
+    m.max_violations = 1;
+    ExplorerResult r = Run(m);
+    EXPECT_GE(r.violation_count, 1u) << "dropping " << site << " (met " << met << "x) was not caught";
+  }
+  EXPECT_GE(list_sites, 4u);  // insert: node + link; upsert: value; remove: link
+  ExplorerConfig none = c;
+  none.drop_site = "tests/crash/test_list.h:1";  // no flush there: nothing changes
+  EXPECT_EQ(Run(none).violation_count, 0u);
+}
+
 TEST_F(ExplorerTest, RejectsBadConfigs) {
   ExplorerConfig c = Config("no-such-index", bench::Dist::kDense);
   ExplorerResult r;
