@@ -1,0 +1,752 @@
+// CCEH and CCEH(C): see cceh.h for the design, invariants, write order and recovery.
+#include "index/hash/cceh.h"
+
+#include <algorithm>
+#include <memory>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "index/hash/hash_common.h"
+#include "index/kind_ids.h"
+#include "index/registry.h"
+
+namespace wort::hash {
+namespace {
+
+constexpr unsigned kStripeBits = 10;  // 1024 segment locks
+constexpr unsigned kMaxDepthU64 = 48;
+
+struct alignas(64) PaddedLock {
+  RwSpinLock lock;
+};
+
+unsigned Log2(uint64_t v) { return 63 - __builtin_clzll(v); }
+
+// Where a key's records live, as read from the directory.
+struct Loc {
+  uint64_t entry = 0;
+  uint64_t seg = 0;
+  unsigned depth = 0;
+  uint64_t pattern = 0;
+};
+
+class Cceh final : public HashIndexBase {
+ public:
+  Cceh(Pool& pool, uint64_t root_off, HashRoot* root, bool cow)
+      : HashIndexBase(pool, root_off, root, cow ? "cceh-cow" : "cceh"),
+        cow_(cow),
+        bbits_(static_cast<unsigned>(root->param[0])),
+        nb_(1u << bbits_),
+        window_(std::min(kProbeBuckets, nb_)),
+        max_depth_(codec_.key_type() == KeyType::kU64 ? kMaxDepthU64 : kFingerprintBits),
+        locks_(new PaddedLock[1u << kStripeBits]) {}
+
+  Status Put(std::string_view key, uint64_t value, bool upsert, bool* inserted) override;
+  Status Lookup(std::string_view key, uint64_t* value) const override;
+  Status Remove(std::string_view key) override;
+  uint64_t Size() const override;
+  Status Check(std::string* report) const override;
+  IndexStats Stats() const override;
+  using HashIndexBase::Lookup;
+  using HashIndexBase::Remove;
+
+  // Algorithm 4: completes (or, CCEH(C) without a left half, rolls back) a split cut by a crash.
+  Status RecoverDirectory();
+
+ private:
+  uint64_t SegBytes() const { return uint64_t(nb_) * sizeof(CcehBucket); }
+  CcehDirectory* Dir() const { return pool_.at<CcehDirectory>(pm::load8(&root_->table)); }
+  CcehBucket* Seg(uint64_t off) const { return pool_.at<CcehBucket>(off); }
+  RwSpinLock& SegLock(uint64_t seg) const {
+    return locks_[((seg >> 6) * 0x9e3779b97f4a7c15ull) >> (64 - kStripeBits)].lock;
+  }
+  static Loc MakeLoc(uint64_t e, uint64_t h) {
+    Loc l;
+    l.entry = e;
+    l.seg = EntrySegment(e);
+    l.depth = EntryDepth(e);
+    l.pattern = Prefix(h, l.depth);
+    return l;
+  }
+  Loc LockSegment(uint64_t h, bool exclusive) const;
+  void UnlockSegment(const Loc& l, bool exclusive) const {
+    if (exclusive)
+      SegLock(l.seg).unlock();
+    else
+      SegLock(l.seg).unlock_shared();
+  }
+  // The slot holding p's key in the segment's probe window, or nullptr.
+  CcehSlot* FindSlot(const Loc& l, const Probe& p) const {
+    CcehBucket* s = Seg(l.seg);
+    const unsigned home = static_cast<unsigned>(p.hash) & (nb_ - 1);
+    for (unsigned i = 0; i < window_; ++i) {
+      CcehBucket& b = s[(home + i) & (nb_ - 1)];
+      for (auto& slot : b.slot) {
+        const uint64_t w = pm::load8(&slot.key);
+        if (w != 0 && codec_.Matches(w, p)) return &slot;
+      }
+    }
+    return nullptr;
+  }
+  bool IsValid(uint64_t w, unsigned depth, uint64_t pattern) const {
+    return w != 0 && Prefix(codec_.HashHi(w), depth) == pattern;
+  }
+  Status Split(const Loc& l);
+  Status LookupLockFree(const Probe& p, uint64_t* value) const;
+  // Locks every segment stripe exclusively (a consistent snapshot: no writer in flight).
+  void LockAll() const {
+    for (unsigned i = 0; i < (1u << kStripeBits); ++i) locks_[i].lock.lock();
+  }
+  void UnlockAll() const {
+    for (unsigned i = 0; i < (1u << kStripeBits); ++i) locks_[i].lock.unlock();
+  }
+  // Calls fn(seg, depth, pattern) for every distinct segment (directory in a consistent state).
+  template <class Fn>
+  void ForEachSegment(const CcehDirectory* d, Fn&& fn) const {
+    const unsigned g = static_cast<unsigned>(d->depth);
+    const uint64_t n = 1ull << g;
+    for (uint64_t i = 0; i < n;) {
+      const uint64_t e = d->entries()[i];
+      const unsigned depth = EntryDepth(e);
+      const uint64_t stride = depth <= g ? 1ull << (g - depth) : 1;
+      fn(EntrySegment(e), depth, depth <= g ? i >> (g - depth) : 0);
+      i += stride;
+    }
+  }
+  uint64_t CountValidLocked() const;
+  // Stores entries [lo, hi) := e from right to left; a line is persisted before the first store
+  // into the line to its left. *line is the line being written (0: none yet).
+  static void StoreEntriesRightToLeft(uint64_t* ent, uint64_t lo, uint64_t hi, uint64_t e, uintptr_t* line) {
+    for (uint64_t k = hi; k-- > lo;) {
+      const uintptr_t l = reinterpret_cast<uintptr_t>(&ent[k]) & ~uintptr_t(63);
+      if (*line != 0 && l != *line) pm::persist(reinterpret_cast<const void*>(*line), 64);
+      *line = l;
+      pm::store8(&ent[k], e);
+    }
+  }
+
+  const bool cow_;
+  const unsigned bbits_;
+  const unsigned nb_;
+  const unsigned window_;
+  const unsigned max_depth_;
+  mutable RwSpinLock dir_lock_;
+  std::unique_ptr<PaddedLock[]> locks_;
+  mutable Epoch epoch_;
+  // Size: base_ counted once (under every lock), then writers add to delta_ under their lock.
+  mutable std::mutex count_mu_;
+  mutable bool count_known_ = false;
+  mutable uint64_t base_ = 0;
+  mutable std::atomic<int64_t> delta_{0};
+};
+
+// ---- locating ------------------------------------------------------------------------------
+
+Loc Cceh::LockSegment(uint64_t h, bool exclusive) const {
+  for (;;) {
+    dir_lock_.lock_shared();
+    const CcehDirectory* d = Dir();
+    const uint64_t e = pm::load8(&d->entries()[Prefix(h, static_cast<unsigned>(d->depth))]);
+    RwSpinLock& l = SegLock(EntrySegment(e));
+    if (exclusive ? l.try_lock() : l.try_lock_shared()) {
+      // The entry cannot change while we hold the segment's lock: only a split of this segment
+      // rewrites it (a doubling copies it unchanged).
+      dir_lock_.unlock_shared();
+      return MakeLoc(e, h);
+    }
+    dir_lock_.unlock_shared();
+    // Never block on a segment lock while holding the directory lock (a splitter holds its
+    // segment lock and waits for the directory lock).
+    if (exclusive)
+      l.lock();
+    else
+      l.lock_shared();
+    dir_lock_.lock_shared();
+    const CcehDirectory* d2 = Dir();
+    const uint64_t e2 = pm::load8(&d2->entries()[Prefix(h, static_cast<unsigned>(d2->depth))]);
+    dir_lock_.unlock_shared();
+    if (e2 == e) return MakeLoc(e, h);
+    if (exclusive)
+      l.unlock();
+    else
+      l.unlock_shared();
+  }
+}
+
+// ---- operations ----------------------------------------------------------------------------
+
+Status Cceh::Put(std::string_view key, uint64_t value, bool upsert, bool* inserted) {
+  Probe p;
+  WORT_RETURN_IF_ERROR(codec_.Prepare(key, &p));
+  if (p.zero) {
+    std::lock_guard<std::mutex> g(zero_mu_);
+    bool ins = false;
+    WORT_RETURN_IF_ERROR(ZeroPut(value, upsert, &ins));
+    if (ins) delta_.fetch_add(1, std::memory_order_relaxed);
+    if (inserted) *inserted = ins;
+    return Status::OK();
+  }
+  uint64_t word = 0;  // the key word, made (key block allocated) on first need
+  for (;;) {
+    const Loc l = LockSegment(p.hash, true);
+    if (CcehSlot* s = FindSlot(l, p)) {
+      if (!upsert) {
+        UnlockSegment(l, true);
+        if (word != p.word) codec_.FreeWord(alloc_, word);
+        return Status::AlreadyExists("key exists");
+      }
+      // COMMIT: the value word.
+      pm::store8(&s->value, value);
+      pm::persist(&s->value, 8);
+      UnlockSegment(l, true);
+      if (word != p.word) codec_.FreeWord(alloc_, word);
+      if (inserted) *inserted = false;
+      return Status::OK();
+    }
+    // A free slot: empty, else (CCEH) one whose record is invalid by the local depth.
+    CcehSlot* free_slot = nullptr;
+    CcehBucket* seg = Seg(l.seg);
+    const unsigned home = static_cast<unsigned>(p.hash) & (nb_ - 1);
+    for (unsigned i = 0; i < window_ && !free_slot; ++i)
+      for (auto& slot : seg[(home + i) & (nb_ - 1)].slot)
+        if (slot.key == 0) {
+          free_slot = &slot;
+          break;
+        }
+    if (!free_slot && !cow_) {
+      for (unsigned i = 0; i < window_ && !free_slot; ++i)
+        for (auto& slot : seg[(home + i) & (nb_ - 1)].slot)
+          if (!IsValid(slot.key, l.depth, l.pattern)) {
+            free_slot = &slot;
+            break;
+          }
+    }
+    if (free_slot) {
+      if (word == 0) {
+        Status s = codec_.MakeWord(alloc_, p, &word);
+        if (!s.ok()) {
+          UnlockSegment(l, true);
+          return s;
+        }
+      }
+      // Write the value, then COMMIT: store8 the key word; persist the line (one flush).
+      pm::store8(&free_slot->value, value);
+      pm::store8(&free_slot->key, word);
+      pm::persist(free_slot, sizeof(CcehSlot));
+      delta_.fetch_add(1, std::memory_order_relaxed);
+      UnlockSegment(l, true);
+      if (inserted) *inserted = true;
+      return Status::OK();
+    }
+    const Status s = Split(l);
+    UnlockSegment(l, true);
+    if (!s.ok()) {
+      if (word != p.word) codec_.FreeWord(alloc_, word);
+      return s;
+    }
+  }
+}
+
+Status Cceh::Lookup(std::string_view key, uint64_t* value) const {
+  Probe p;
+  WORT_RETURN_IF_ERROR(codec_.Prepare(key, &p));
+  if (p.zero) {
+    std::lock_guard<std::mutex> g(zero_mu_);
+    return ZeroGet(value);
+  }
+  if (cow_) return LookupLockFree(p, value);
+  const Loc l = LockSegment(p.hash, false);
+  const CcehSlot* s = FindSlot(l, p);
+  if (s) *value = pm::load8(&s->value);
+  UnlockSegment(l, false);
+  return s ? Status::OK() : Status::NotFound("key not found");
+}
+
+// CCEH(C): no lock. The epoch keeps every block we can reach from being freed; a slot that is
+// reused between reading its key word and its value is detected by re-reading the key word.
+Status Cceh::LookupLockFree(const Probe& p, uint64_t* value) const {
+  const uint64_t ep = epoch_.Enter();
+  Status result = Status::NotFound("key not found");
+  for (bool again = true; again;) {
+    again = false;
+    const CcehDirectory* d = Dir();
+    const uint64_t e = pm::load8(&d->entries()[Prefix(p.hash, static_cast<unsigned>(d->depth))]);
+    const CcehBucket* seg = Seg(EntrySegment(e));
+    const unsigned home = static_cast<unsigned>(p.hash) & (nb_ - 1);
+    for (unsigned i = 0; i < window_ && !again; ++i) {
+      const CcehBucket& b = seg[(home + i) & (nb_ - 1)];
+      for (const auto& slot : b.slot) {
+        const uint64_t w = pm::load8(&slot.key);
+        if (w == 0 || !codec_.Matches(w, p)) continue;
+        const uint64_t v = pm::load8(&slot.value);
+        if (pm::load8(&slot.key) != w) {
+          again = true;
+          break;
+        }
+        *value = v;
+        result = Status::OK();
+        break;
+      }
+      if (result.ok()) break;
+    }
+  }
+  epoch_.Exit(ep);
+  return result;
+}
+
+Status Cceh::Remove(std::string_view key) {
+  Probe p;
+  WORT_RETURN_IF_ERROR(codec_.Prepare(key, &p));
+  if (p.zero) {
+    std::lock_guard<std::mutex> g(zero_mu_);
+    WORT_RETURN_IF_ERROR(ZeroRemove());
+    delta_.fetch_sub(1, std::memory_order_relaxed);
+    return Status::OK();
+  }
+  const Loc l = LockSegment(p.hash, true);
+  CcehSlot* s = FindSlot(l, p);
+  if (!s) {
+    UnlockSegment(l, true);
+    return Status::NotFound("key not found");
+  }
+  const uint64_t w = s->key;
+  // COMMIT: clear the key word; persist.
+  pm::store8(&s->key, 0);
+  pm::persist(&s->key, 8);
+  delta_.fetch_sub(1, std::memory_order_relaxed);
+  UnlockSegment(l, true);
+  if (codec_.BlockOf(w) != 0) {
+    if (cow_) epoch_.Synchronize();  // lock-free readers may still be comparing its bytes
+    codec_.FreeWord(alloc_, w);
+  }
+  return Status::OK();
+}
+
+// ---- split ---------------------------------------------------------------------------------
+
+// REQUIRES: the segment lock of l.seg held exclusively.
+Status Cceh::Split(const Loc& l) {
+  const uint64_t t0 = NowNs();
+  const unsigned L = l.depth;
+  if (L >= max_depth_)
+    return Status::PoolFull(std::string(kind_) + ": segment cannot split past local depth " + std::to_string(L));
+  const CcehBucket* src = Seg(l.seg);
+  // 1. The new segment(s), wholly written and persisted before anything references them.
+  uint64_t left = l.seg, right = 0;
+  WORT_RETURN_IF_ERROR(alloc_.AllocZeroed(SegBytes(), &right));
+  if (cow_) {
+    Status s = alloc_.AllocZeroed(SegBytes(), &left);
+    if (!s.ok()) {
+      alloc_.Free(right);
+      return s;
+    }
+  }
+  CcehBucket* rs = Seg(right);
+  CcehBucket* ls = Seg(left);
+  for (unsigned b = 0; b < nb_; ++b) {
+    for (unsigned j = 0; j < kSlotsPerBucket; ++j) {
+      const CcehSlot& from = src[b].slot[j];
+      const uint64_t w = from.key;
+      if (!IsValid(w, L, l.pattern)) continue;
+      const bool bit = (codec_.HashHi(w) >> (63 - L)) & 1;
+      if (bit) {
+        rs[b].slot[j] = from;
+      } else if (cow_) {
+        ls[b].slot[j] = from;
+      }
+    }
+  }
+  pm::flush(rs, SegBytes());
+  if (cow_) pm::flush(ls, SegBytes());
+  pm::fence();
+
+  // 2. The directory.
+  const uint64_t el = MakeEntry(left, L + 1), er = MakeEntry(right, L + 1);
+  uint64_t old_dir = 0;
+  bool doubled = false;
+  dir_lock_.lock();
+  CcehDirectory* d = Dir();
+  const unsigned g = static_cast<unsigned>(d->depth);
+  if (L < g) {
+    // 2a. In place, right half first, each half from right to left.
+    const uint64_t stride = 1ull << (g - L), start = l.pattern << (g - L);
+    uintptr_t line = 0;
+    StoreEntriesRightToLeft(d->entries(), start + stride / 2, start + stride, er, &line);
+    StoreEntriesRightToLeft(d->entries(), start, start + stride / 2, el, &line);
+    pm::persist(reinterpret_cast<const void*>(line), 64);
+  } else {
+    // 2b. Doubling: copy-on-write of the directory.
+    uint64_t nd_off = 0;
+    Status s = alloc_.Alloc(CcehDirectory::Bytes(g + 1), &nd_off);
+    if (!s.ok()) {
+      dir_lock_.unlock();
+      alloc_.Free(right);
+      if (cow_) alloc_.Free(left);
+      return s;
+    }
+    auto* nd = pool_.at<CcehDirectory>(nd_off);
+    nd->magic = CcehDirectory::kMagic;
+    nd->depth = g + 1;
+    std::fill(std::begin(nd->pad), std::end(nd->pad), 0);
+    const uint64_t* oe = d->entries();
+    uint64_t* ne = nd->entries();
+    const uint64_t n = 1ull << g;
+    for (uint64_t k = 0; k < n; ++k) {
+      if (k == l.pattern) {
+        ne[2 * k] = el;
+        ne[2 * k + 1] = er;
+      } else {
+        ne[2 * k] = ne[2 * k + 1] = oe[k];
+      }
+    }
+    pm::persist(nd, CcehDirectory::Bytes(g + 1));
+    // COMMIT: the directory pointer.
+    pm::store8(&root_->table, nd_off);
+    pm::persist(&root_->table, 8);
+    old_dir = pool_.offset_of(d);
+    doubled = true;
+    if (!cow_) alloc_.Free(old_dir);  // every other reader of it holds the directory lock
+  }
+  dir_lock_.unlock();
+  if (cow_) {
+    // 3. Lock-free readers may still be in the split segment or the old directory.
+    epoch_.Synchronize();
+    alloc_.Free(l.seg);
+    if (doubled) alloc_.Free(old_dir);
+  }
+  AddRehash(NowNs() - t0, doubled, true, false);
+  return Status::OK();
+}
+
+// ---- recovery ------------------------------------------------------------------------------
+
+Status Cceh::RecoverDirectory() {
+  CcehDirectory* d = Dir();
+  const unsigned g = static_cast<unsigned>(d->depth);
+  uint64_t* ent = d->entries();
+  const uint64_t n = 1ull << g;
+  std::vector<uint64_t> frees;
+  for (uint64_t i = 0; i < n;) {
+    const uint64_t e = ent[i];
+    const unsigned L = EntryDepth(e);
+    if (L > g) return Status::Corruption("cceh directory entry " + std::to_string(i) + " has depth > G");
+    const uint64_t stride = 1ull << (g - L);
+    if (i % stride != 0) return Status::Corruption("cceh directory entry " + std::to_string(i) + " misaligned for its depth");
+    bool same = true;
+    for (uint64_t k = i + 1; k < i + stride && same; ++k) same = ent[k] == e;
+    if (same) {
+      i += stride;
+      continue;
+    }
+    // A split of S = seg(e) cut by the crash. Its rightmost entry names the right half.
+    const uint64_t half = stride / 2;
+    const uint64_t er = ent[i + stride - 1];
+    if (stride < 2 || EntryDepth(er) != L + 1 || EntrySegment(er) == EntrySegment(e) ||
+        !pool_.contains(EntrySegment(er), SegBytes()))
+      return Status::Corruption("cceh directory run at " + std::to_string(i) + " is neither whole nor a cut split");
+    uint64_t el = 0;  // the left half's new entry, if any entry of it was written
+    for (uint64_t k = i + stride; k-- > i + 1;) {
+      const uint64_t x = ent[k];
+      if (x == e) continue;
+      if (k >= i + half) {
+        if (x != er) return Status::Corruption("cceh directory: unexpected entry in a cut split's right half");
+      } else {
+        if (EntryDepth(x) != L + 1 || (el != 0 && x != el))
+          return Status::Corruption("cceh directory: unexpected entry in a cut split's left half");
+        el = x;
+      }
+    }
+    uintptr_t line = 0;
+    if (!cow_) {
+      if (el != 0 && EntrySegment(el) != EntrySegment(e))
+        return Status::Corruption("cceh directory: a cut split's left half names another segment");
+      StoreEntriesRightToLeft(ent, i + half, i + stride, er, &line);
+      StoreEntriesRightToLeft(ent, i, i + half, MakeEntry(EntrySegment(e), L + 1), &line);
+    } else if (el != 0) {
+      StoreEntriesRightToLeft(ent, i + half, i + stride, er, &line);
+      StoreEntriesRightToLeft(ent, i, i + half, el, &line);
+      frees.push_back(EntrySegment(e));
+    } else {
+      StoreEntriesRightToLeft(ent, i, i + stride, e, &line);
+      frees.push_back(EntrySegment(er));
+    }
+    pm::persist(reinterpret_cast<const void*>(line), 64);
+    i += stride;
+  }
+  // Unlinked by the fixes above (persisted): free them. If the post-crash GC did not reach them
+  // it has freed them already, and the allocator ignores the second free.
+  for (uint64_t off : frees) alloc_.Free(off);
+  return Status::OK();
+}
+
+// ---- size, check, stats --------------------------------------------------------------------
+
+uint64_t Cceh::CountValidLocked() const {
+  uint64_t n = ZeroPresent() ? 1 : 0;
+  ForEachSegment(Dir(), [&](uint64_t seg, unsigned depth, uint64_t pattern) {
+    const CcehBucket* s = Seg(seg);
+    for (unsigned b = 0; b < nb_; ++b)
+      for (const auto& slot : s[b].slot) n += IsValid(slot.key, depth, pattern);
+  });
+  return n;
+}
+
+uint64_t Cceh::Size() const {
+  std::lock_guard<std::mutex> g(count_mu_);
+  if (!count_known_) {
+    LockAll();
+    std::lock_guard<std::mutex> z(zero_mu_);
+    base_ = CountValidLocked();
+    delta_.store(0);
+    count_known_ = true;
+    UnlockAll();
+  }
+  return static_cast<uint64_t>(static_cast<int64_t>(base_) + delta_.load());
+}
+
+Status Cceh::Check(std::string* report) const {
+  std::string r;
+  const size_t limit = 20;
+  size_t problems = 0;
+  auto bad = [&](const std::string& m) {
+    if (problems++ < limit) r += std::string(kind_) + ": " + m + "\n";
+  };
+  (void)Size();  // makes the count known; base_ is stable from here on
+  LockAll();
+  std::unique_lock<std::mutex> z(zero_mu_);
+  const uint64_t size_before = static_cast<uint64_t>(static_cast<int64_t>(base_) + delta_.load());
+  const uint64_t dir_off = pm::load8(&root_->table);
+  if (dir_off == 0 || !pool_.contains(dir_off, sizeof(CcehDirectory))) {
+    bad("C1: root.table outside the pool");
+  } else {
+    const CcehDirectory* d = Dir();
+    const unsigned g = static_cast<unsigned>(d->depth);
+    if (d->magic != CcehDirectory::kMagic || g > 40 || !pool_.contains(dir_off, CcehDirectory::Bytes(g))) {
+      bad("C1: bad directory block");
+    } else {
+      const uint64_t n = 1ull << g;
+      std::unordered_set<uint64_t> segs;
+      uint64_t valid = ZeroPresent() ? 1 : 0;
+      if (codec_.key_type() == KeyType::kBytes && ZeroPresent()) bad("zero slot used by a byte-key table");
+      for (uint64_t i = 0; i < n;) {
+        const uint64_t e = d->entries()[i];
+        const unsigned L = EntryDepth(e);
+        const uint64_t seg = EntrySegment(e);
+        if (L > g || L > max_depth_) {
+          bad("C1: entry " + std::to_string(i) + " depth " + std::to_string(L) + " > G");
+          ++i;
+          continue;
+        }
+        if (seg == 0 || !pool_.contains(seg, SegBytes())) {
+          bad("C1: entry " + std::to_string(i) + " segment outside the pool");
+          ++i;
+          continue;
+        }
+        const uint64_t stride = 1ull << (g - L);
+        if (i % stride != 0) bad("C2: run at " + std::to_string(i) + " misaligned");
+        for (uint64_t k = i; k < i + stride && k < n; ++k)
+          if (d->entries()[k] != e) bad("C2: run at " + std::to_string(i) + " not uniform at " + std::to_string(k));
+        if (!segs.insert(seg).second) bad("C2: segment " + std::to_string(seg) + " has two runs");
+        const uint64_t pattern = i >> (g - L);
+        const CcehBucket* s = Seg(seg);
+        std::unordered_set<std::string> keys;
+        for (unsigned b = 0; b < nb_; ++b) {
+          for (unsigned j = 0; j < kSlotsPerBucket; ++j) {
+            const uint64_t w = s[b].slot[j].key;
+            if (w == 0) continue;
+            if (!IsValid(w, L, pattern)) {
+              if (cow_) bad("C3: stale record in a CCEH(C) segment");
+              continue;
+            }
+            ++valid;
+            if (!codec_.CheckWord(w, &r)) {
+              ++problems;
+              continue;
+            }
+            const unsigned home = static_cast<unsigned>(codec_.FullHash(w)) & (nb_ - 1);
+            if (((b - home) & (nb_ - 1)) >= window_)
+              bad("C3: record in bucket " + std::to_string(b) + " outside its probe window (home " +
+                  std::to_string(home) + ")");
+            if (!keys.insert(codec_.KeyOf(w)).second) bad("C3: duplicate valid key " + codec_.KeyOf(w));
+          }
+        }
+        i += stride;
+      }
+      if (valid != size_before)
+        bad("C5: Size() is " + std::to_string(size_before) + " but " + std::to_string(valid) + " records are valid");
+    }
+  }
+  z.unlock();
+  UnlockAll();
+  if (problems > limit) r += std::string(kind_) + ": ... " + std::to_string(problems - limit) + " more\n";
+  if (report) *report += r;
+  return problems == 0 ? Status::OK() : Status::Corruption(std::string(kind_) + " check failed");
+}
+
+IndexStats Cceh::Stats() const {
+  IndexStats st;
+  st.keys = Size();
+  LockAll();
+  const CcehDirectory* d = Dir();
+  st.bytes_allocated = alloc_.UsableSize(root_off_) + alloc_.UsableSize(pool_.offset_of(d));
+  ForEachSegment(d, [&](uint64_t seg, unsigned depth, uint64_t pattern) {
+    ++st.inner_nodes;
+    st.bytes_allocated += alloc_.UsableSize(seg);
+    const CcehBucket* s = Seg(seg);
+    for (unsigned b = 0; b < nb_; ++b)
+      for (const auto& slot : s[b].slot)
+        if (IsValid(slot.key, depth, pattern))
+          if (const uint64_t kb = codec_.BlockOf(slot.key)) {
+            ++st.leaves;
+            st.bytes_allocated += alloc_.UsableSize(kb);
+          }
+  });
+  UnlockAll();
+  st.avg_leaf_depth = 0;
+  st.volatile_bytes = sizeof(PaddedLock) << kStripeBits;
+  return st;
+}
+
+// ---- kind functions ------------------------------------------------------------------------
+
+Status CreateCcehImpl(Pool& pool, const IndexOptions& opts, uint64_t* root_off, uint32_t type_id) {
+  const uint64_t seg_bytes = EnvU64("WORT_CCEH_SEGMENT_BYTES", 16384);
+  if (seg_bytes < 256 || seg_bytes > Allocator::kMaxSmall || (seg_bytes & (seg_bytes - 1)) != 0)
+    return Status::InvalidArgument("WORT_CCEH_SEGMENT_BYTES must be a power of two in [256, 262144]");
+  const unsigned bbits = Log2(seg_bytes / sizeof(CcehBucket));
+  const uint64_t per_seg = (seg_bytes / sizeof(CcehBucket)) * kSlotsPerBucket;
+  uint64_t segs = (InitialCapacity() + per_seg - 1) / per_seg;
+  unsigned g = 0;
+  while ((1ull << g) < segs) ++g;
+  if (g > 20) return Status::InvalidArgument("WORT_HASH_CAPACITY too large for a CCEH directory");
+  if (pool.max_size() > kMaxKeyBlockOffset) return Status::NotSupported("hash tables address pools up to 32 TiB");
+  uint64_t root = 0;
+  WORT_RETURN_IF_ERROR(CreateRoot(pool, type_id, opts, bbits, 0, 0, &root));
+  Allocator& a = pool.allocator();
+  std::vector<uint64_t> got;
+  auto fail = [&](Status s) {
+    for (uint64_t off : got) a.Free(off);
+    a.Free(root);
+    return s;
+  };
+  uint64_t dir = 0;
+  Status s = a.Alloc(CcehDirectory::Bytes(g), &dir);
+  if (!s.ok()) return fail(s);
+  got.push_back(dir);
+  auto* d = pool.at<CcehDirectory>(dir);
+  d->magic = CcehDirectory::kMagic;
+  d->depth = g;
+  std::fill(std::begin(d->pad), std::end(d->pad), 0);
+  for (uint64_t i = 0; i < (1ull << g); ++i) {
+    uint64_t seg = 0;
+    s = a.AllocZeroed(seg_bytes, &seg);
+    if (!s.ok()) return fail(s);
+    got.push_back(seg);
+    pm::flush(pool.at<void>(seg), seg_bytes);
+    d->entries()[i] = MakeEntry(seg, g);
+  }
+  pm::persist(d, CcehDirectory::Bytes(g));
+  auto* r = pool.at<HashRoot>(root);
+  pm::store8(&r->table, dir);
+  pm::persist(&r->table, 8);
+  *root_off = root;
+  return Status::OK();
+}
+
+Status OpenCcehImpl(Pool& pool, uint64_t root_off, std::unique_ptr<Index>* out, uint32_t type_id, bool cow) {
+  HashRoot* r = nullptr;
+  WORT_RETURN_IF_ERROR(OpenRoot(pool, root_off, type_id, cow ? "cceh-cow" : "cceh", &r));
+  if (r->param[0] < 2 || r->param[0] > 12) return Status::Corruption("cceh root block has a bad segment size");
+  const uint64_t dir = r->table;
+  if (dir == 0 || !pool.contains(dir, sizeof(CcehDirectory)))
+    return Status::Corruption("cceh directory outside the pool");
+  const auto* d = pool.at<CcehDirectory>(dir);
+  if (d->magic != CcehDirectory::kMagic || d->depth > 40 || !pool.contains(dir, CcehDirectory::Bytes(d->depth)))
+    return Status::Corruption("cceh directory block is malformed");
+  auto idx = std::make_unique<Cceh>(pool, root_off, r, cow);
+  if (!pool.read_only()) WORT_RETURN_IF_ERROR(idx->RecoverDirectory());
+  *out = std::move(idx);
+  return Status::OK();
+}
+
+// See "Visit" in cceh.h.
+void VisitCceh(const Pool& pool, uint64_t root_off, const std::function<void(uint64_t)>& mark) {
+  if (root_off == 0 || !pool.contains(root_off, sizeof(HashRoot))) return;
+  mark(root_off);
+  const auto* r = pool.at<const HashRoot>(root_off);
+  if (r->magic != HashRoot::kMagic || r->param[0] < 2 || r->param[0] > 12) return;
+  const KeyType kt = static_cast<KeyType>(r->key_type);
+  const KeyCodec codec(&pool, kt, r->seed);
+  const bool vab = (r->flags & HashRoot::kValuesAreBlocks) != 0;
+  const uint64_t seg_bytes = (1ull << r->param[0]) * sizeof(CcehBucket);
+  const unsigned nb = 1u << r->param[0];
+  std::unordered_set<uint64_t> done;
+  for (;;) {
+    const uint64_t dir = pm::load8(&r->table);
+    if (dir == 0 || !pool.contains(dir, sizeof(CcehDirectory))) break;
+    const auto* d = pool.at<const CcehDirectory>(dir);
+    const uint64_t g = d->depth;
+    if (g > 40 || !pool.contains(dir, CcehDirectory::Bytes(static_cast<unsigned>(g)))) break;
+    mark(dir);
+    std::unordered_map<uint64_t, std::pair<unsigned, uint64_t>> fresh;  // segment -> (depth, pattern)
+    const uint64_t n = 1ull << g;
+    for (uint64_t k = 0; k < n; ++k) {
+      const uint64_t e = pm::load8(&d->entries()[k]);
+      const uint64_t seg = EntrySegment(e);
+      const unsigned L = EntryDepth(e);
+      if (L > g || seg == 0 || !pool.contains(seg, seg_bytes) || done.count(seg)) continue;
+      auto it = fresh.find(seg);
+      if (it == fresh.end() || L < it->second.first) fresh[seg] = {L, k >> (g - L)};
+    }
+    if (fresh.empty()) break;
+    for (const auto& [seg, dp] : fresh) {
+      mark(seg);
+      const auto* s = pool.at<const CcehBucket>(seg);
+      for (unsigned b = 0; b < nb; ++b) {
+        for (const auto& slot : s[b].slot) {
+          const uint64_t w = pm::load8(&slot.key);
+          if (w == 0 || Prefix(codec.HashHi(w), dp.first) != dp.second) continue;
+          const uint64_t kb = codec.BlockOf(w);
+          if (kb != 0 && pool.contains(kb, sizeof(KeyBlock))) mark(kb);
+          if (vab) {
+            const uint64_t v = pm::load8(&slot.value);
+            if (v != 0 && pool.contains(v, 1)) mark(v);
+          }
+        }
+      }
+      done.insert(seg);
+    }
+  }
+  if (vab && kt == KeyType::kU64 && pm::load8(&r->zero_present)) {
+    const uint64_t v = pm::load8(&r->zero_value);
+    if (v != 0 && pool.contains(v, 1)) mark(v);
+  }
+}
+
+Status CreateCceh(Pool& pool, const IndexOptions& o, uint64_t* root) { return CreateCcehImpl(pool, o, root, kind_id::kCceh); }
+Status CreateCcehCow(Pool& pool, const IndexOptions& o, uint64_t* root) {
+  return CreateCcehImpl(pool, o, root, kind_id::kCcehCow);
+}
+Status OpenCceh(Pool& pool, uint64_t root, std::unique_ptr<Index>* out) {
+  return OpenCcehImpl(pool, root, out, kind_id::kCceh, false);
+}
+Status OpenCcehCow(Pool& pool, uint64_t root, std::unique_ptr<Index>* out) {
+  return OpenCcehImpl(pool, root, out, kind_id::kCcehCow, true);
+}
+
+const IndexKind kCcehKind = {
+    "cceh", kind_id::kCceh,
+    "CCEH: cacheline-conscious extendible hashing with lazy deletion (thesis 4.4)",
+    /*ordered=*/false, &CreateCceh, &OpenCceh, &VisitCceh,
+};
+const IndexKind kCcehCowKind = {
+    "cceh-cow", kind_id::kCcehCow,
+    "CCEH(C): CCEH with copy-on-write segment splits and lock-free search (thesis 4.4.6)",
+    /*ordered=*/false, &CreateCcehCow, &OpenCcehCow, &VisitCceh,
+};
+[[maybe_unused]] const bool kRegCceh = RegisterIndexKind(&kCcehKind);
+[[maybe_unused]] const bool kRegCcehCow = RegisterIndexKind(&kCcehCowKind);
+
+}  // namespace
+}  // namespace wort::hash

@@ -1,0 +1,139 @@
+// index/hash/cceh.h - CCEH, cacheline-conscious extendible hashing (thesis section 4.4), and
+// CCEH(C), its copy-on-write split variant with lock-free search (section 4.4.6).
+//
+// Design
+// ------
+// Three levels: a *directory* of 2^G entries (G = global depth), indexed by the G most
+// significant bits of the key's hash (MSB segment index, 4.4.4); *segments* of 2^B cache-line
+// *buckets*, indexed by the B least significant bits (B = 8: 16 KiB segments as in the thesis'
+// experiments); buckets of four 16-byte slots (key word, value). A record lives in one of the
+// kProbeBuckets = 4 buckets starting at its home bucket (linear probing bounded to four cache
+// lines, 4.4.2), so a lookup reads one directory entry and at most four adjacent cache lines.
+//
+// A directory entry is one 8-byte word: the segment's offset (64-byte aligned) | its local depth
+// L (low 6 bits), so a pointer and its depth change together with one store. A segment of local
+// depth L is referenced by the 2^(G-L) adjacent entries whose indexes share its L-bit *pattern*.
+//
+// Lazy deletion (4.4.3, "cceh" only). A segment split copies the records whose next hash bit is
+// 1 to a new segment and leaves them in place in the old one. A record in a segment is *valid*
+// iff the top L bits of its hash equal the segment's pattern (L = the depth in the directory);
+// the copies left behind are invalid from the moment the directory says L+1, and later inserts
+// overwrite them. HashHi (hash_common.h) gives the top bits without reading key blocks, so an
+// invalid copy's key block (possibly freed) is never dereferenced. Lookups need no validity test:
+// a slot whose word matches the probe's key has the probe's hash, hence the pattern of the
+// segment the probe was routed to. For byte-string keys the key word holds 24 hash bits, so
+// local depths are capped at 24 (16M segments); for kU64 tables at 48.
+//
+// Invariants after any crash, once Open has run the directory recovery (Check() verifies them)
+//   C1. root.table references a directory block of 2^G entries (G = its depth word), complete
+//       and persistent; every entry's segment lies in the pool and its depth is <= G.
+//   C2. Buddy tree: the entries form aligned runs; the run of a segment with depth L starts at
+//       a multiple of 2^(G-L), has exactly 2^(G-L) entries, all equal; no segment has two runs.
+//   C3. Every valid record of a segment lies in one of the 4 buckets from its home bucket, and
+//       no key has two valid records. CCEH(C): every non-empty slot is valid (no stale copies).
+//   C4. A valid record's key word is well formed (kBytes: its key block is in the pool with the
+//       right hash and a length of 8..kMaxKeyLen). kU64: no record has the word 0.
+//   C5. Size() equals the number of valid records plus the zero slot.
+//
+// Persistent writes, in order (write -> persist -> publish -> persist)
+//   Insert into a free slot: [kBytes, >= 8 bytes: write the key block; persist it]; store the
+//       value; COMMIT: store8 the key word; persist the slot's line (value and key word share it,
+//       the value stored first: one flush per insert, as published).
+//   Upsert of a present key: COMMIT: store8 the value; persist.
+//   Remove: COMMIT: store8 the key word := 0; persist; then free the key block (CCEH(C): after a
+//       grace period of the lock-free readers).
+//   Segment split of S (depth L, pattern p) - failure-atomic without a log (4.4.2):
+//     1. CCEH: allocate S'; copy the valid records of S whose bit L (from the top) is 1 into S'
+//        at the same slot positions; persist all of S' (empty slots included: a new segment is
+//        wholly initialized before it is reachable). CCEH(C): allocate S0 and S1, copy the valid
+//        records into the one their bit L selects; persist both. S is not modified.
+//     2a. L < G: in the directory, store the 2^(G-L-1) entries of the right half := (S' or S1,
+//        L+1) from right to left, then the left half := (S or S0, L+1) from right to left; each
+//        cache line of entries is persisted before an entry in the next line to its left is
+//        stored. There is no single commit point: recovery completes the update (below).
+//     2b. L = G: directory doubling by copy-on-write: a new directory of 2^(G+1) entries, each old
+//        entry written twice, the split segment's pair set to the two halves; persist it;
+//        COMMIT: store8 root.table := new directory; persist; free the old directory.
+//     3. CCEH(C): after a grace period, free S.
+//   Allocation failure (PoolFull) happens before any store to reachable memory; what the
+//   operation allocated is freed and the table is unchanged.
+//
+// Directory recovery (Algorithm 4, run by Open on a writable pool; idempotent)
+//   The directory is walked as a buddy tree from entry 0: an entry (S, L) at index i (a multiple
+//   of 2^(G-L)) roots a run of 2^(G-L) entries. If they are not all equal, a split of S was cut
+//   by the crash: its rightmost entry is (S', L+1) - the right half is written first, from the
+//   right - and the leftmost entry still says (S, L) because it is the last one written. CCEH
+//   completes the split (S' was persisted before the first entry store): right half := (S', L+1),
+//   left half := (S, L+1), with the same right-to-left, line-by-line order. CCEH(C) completes it
+//   too if the left half already names S0 (then frees S); otherwise it rolls back (every entry
+//   := (S, L)) and frees S1. Each fix is itself crash-safe: a crash during it leaves one of the
+//   states above. The thesis' Algorithm 4 also shrinks runs left by an interrupted merge; this
+//   implementation never merges segments, so that case is reported as corruption.
+//   Read-only pools are not repaired: every lookup is still correct in a cut state (an entry that
+//   still says (S, L) finds S with all of its records valid).
+//
+// Concurrency (thesis 4.4.6, two-level locking after Ellis)
+//   A DRAM reader/writer lock per segment (striped: 1024 locks hashed by segment offset) and one
+//   for the directory. A writer reads the entry under the directory lock (shared), takes the
+//   segment lock exclusively with a try-lock (or, failing that, blocks on it after dropping the
+//   directory lock and then re-validates the entry), inserts, and splits while still holding the
+//   segment lock; only the directory update takes the directory lock exclusively. Nobody blocks
+//   on a segment lock while holding the directory lock, so there is no deadlock. CCEH readers
+//   take the segment lock shared (lazy deletion lets writers overwrite invalid copies in place,
+//   so an unlocked reader could miss a migrated record). CCEH(C) readers take no lock at all:
+//   they run inside an epoch (hash_common.h) that keeps split segments, old directories and
+//   removed key blocks from being freed under them, and re-read the key word after the value to
+//   detect a slot reused meanwhile (the weaker consistency the thesis accepts).
+//
+// Size. Not persisted (that would cost a flush per insert): the first Size() after Open counts
+// the valid records under every segment lock; writers then keep a DRAM delta.
+//
+// Visit (reachability contract R1) takes no lock: it reads the directory, visits every segment
+// once (with the smallest depth any entry gives it, so a cut split is covered by the old,
+// larger set of valid records) and reports the root, the directory, the segments, the key blocks
+// and (values_are_blocks) the values of valid records; then it re-reads the directory and visits
+// segments that appeared meanwhile, until none is new. A record that moves during the visit
+// moves only by a split into a new segment, which the next pass reaches.
+//
+// Knobs read at create (environment): WORT_HASH_CAPACITY (initial records, default 2048: the
+// thesis' setup), WORT_CCEH_SEGMENT_BYTES (default 16384; a power of two from 256 to 262144).
+//
+// Thread safety: all methods may be called from many threads.
+#pragma once
+
+#include <cstdint>
+
+namespace wort::hash {
+
+// Layout constants (shared with the tests).
+inline constexpr unsigned kSlotsPerBucket = 4;
+inline constexpr unsigned kProbeBuckets = 4;
+
+struct CcehSlot {
+  uint64_t key;    // key word (hash_common.h); 0 = empty
+  uint64_t value;
+};
+struct alignas(64) CcehBucket {
+  CcehSlot slot[kSlotsPerBucket];
+};
+static_assert(sizeof(CcehBucket) == 64 && alignof(CcehBucket) == 64);
+
+// Directory block: a 64-byte head, then 2^depth entries. Written whole and persisted before
+// root.table references it; afterwards entries change only by store8 (in-place split updates).
+struct CcehDirectory {
+  static constexpr uint64_t kMagic = 0x3130524948454343ull;  // "CCEHDIR01"
+  uint64_t magic;
+  uint64_t depth;  // global depth G
+  uint64_t pad[6];
+  uint64_t* entries() { return reinterpret_cast<uint64_t*>(this + 1); }
+  const uint64_t* entries() const { return reinterpret_cast<const uint64_t*>(this + 1); }
+  static uint64_t Bytes(unsigned g) { return sizeof(CcehDirectory) + (8ull << g); }
+};
+static_assert(sizeof(CcehDirectory) == 64);
+
+// Directory entry: segment offset | local depth.
+inline uint64_t EntrySegment(uint64_t e) { return e & ~uint64_t(63); }
+inline unsigned EntryDepth(uint64_t e) { return static_cast<unsigned>(e & 63); }
+inline uint64_t MakeEntry(uint64_t seg, unsigned depth) { return seg | depth; }
+
+}  // namespace wort::hash
