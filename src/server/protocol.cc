@@ -242,15 +242,14 @@ ParseResult Parser::ParseLine(std::string_view in, std::string_view line, size_t
     if (args == 1 && !ParseI64(tok[1], &req->delay)) return Error(kBadExptime, line_len, req->noreply);
     return ok;
   }
-  if (name == "version") {
-    if (nt != 1) return Error(kErr, line_len);
+  if (name == "version") {  // memcached ignores any further tokens
     req->cmd = Command::kVersion;
     return ok;
   }
   if (name == "verbosity") {
     if (nt != 2 && nt != 3) return Error(kErr, line_len);
     req->cmd = Command::kVerbosity;
-    req->noreply = nt == 3 && last_noreply;
+    req->noreply = last_noreply;  // "verbosity noreply" is silent in memcached too
     uint64_t v = 0;
     if (!ParseU64(tok[1], &v) || v > std::numeric_limits<uint32_t>::max())
       return Error(kBadFormat, line_len, req->noreply);
@@ -262,8 +261,7 @@ ParseResult Parser::ParseLine(std::string_view in, std::string_view line, size_t
     if (nt >= 2) req->arg = tok[1];
     return ok;
   }
-  if (name == "quit") {
-    if (nt != 1) return Error(kErr, line_len);
+  if (name == "quit") {  // likewise
     req->cmd = Command::kQuit;
     return ok;
   }
