@@ -1,0 +1,79 @@
+// Shared pieces of the persistent B-trees (see btree_common.h).
+#include "index/btree/btree_common.h"
+
+#include <map>
+#include <mutex>
+#include <unordered_set>
+#include <utility>
+
+namespace wort::btree {
+
+Status KeyOps::MakeWord(Pool& pool, const Probe& p, uint64_t* word) const {
+  if (kt_ == KeyType::kU64) {
+    *word = p.u;
+    return Status::OK();
+  }
+  uint64_t off = 0;
+  WORT_RETURN_IF_ERROR(pool.allocator().Alloc(sizeof(KeyBlock) + p.s.size(), &off));
+  auto* kb = pool.at<KeyBlock>(off);
+  kb->len = static_cast<uint32_t>(p.s.size());
+  kb->magic = kKeyBlockMagic;
+  if (!p.s.empty()) std::memcpy(kb->bytes, p.s.data(), p.s.size());
+  // The block is persistent before any key word names it (R2).
+  pm::persist(kb, sizeof(KeyBlock) + p.s.size());
+  *word = off;
+  return Status::OK();
+}
+
+Status KeyOps::CopyWord(Pool& pool, uint64_t word, uint64_t* copy) const {
+  if (kt_ == KeyType::kU64) {
+    *copy = word;
+    return Status::OK();
+  }
+  Probe p;
+  p.s = View(word);
+  return MakeWord(pool, p, copy);
+}
+
+bool KeyOps::PlausibleBlock(uint64_t word) const {
+  if (kt_ == KeyType::kU64) return true;
+  if (word == 0 || (word & 63) != 0 || !pool_->contains(word, sizeof(KeyBlock))) return false;
+  const auto* kb = pool_->at<KeyBlock>(word);
+  return kb->magic == kKeyBlockMagic && kb->len <= kMaxKeyLen && pool_->contains(word, sizeof(KeyBlock) + kb->len);
+}
+
+namespace {
+struct LockRegistry {
+  std::mutex mu;
+  std::map<std::pair<const void*, uint64_t>, std::weak_ptr<std::shared_mutex>> locks;
+};
+LockRegistry& Registry() {
+  static LockRegistry* r = new LockRegistry;  // never destroyed: used from static destructors
+  return *r;
+}
+}  // namespace
+
+std::shared_ptr<std::shared_mutex> IndexLock(const Pool* pool, uint64_t root_off) {
+  LockRegistry& r = Registry();
+  std::lock_guard<std::mutex> g(r.mu);
+  // Drop expired entries now and then so the map stays small.
+  if (r.locks.size() > 64) {
+    for (auto it = r.locks.begin(); it != r.locks.end();) it = it->second.expired() ? r.locks.erase(it) : std::next(it);
+  }
+  auto& w = r.locks[{pool->base(), root_off}];
+  if (auto sp = w.lock()) return sp;
+  auto sp = std::make_shared<std::shared_mutex>();
+  w = sp;
+  return sp;
+}
+
+uint64_t UsableBytes(const Pool& pool, const std::function<void(const std::function<void(uint64_t)>&)>& each) {
+  std::unordered_set<uint64_t> seen;
+  uint64_t total = 0;
+  each([&](uint64_t off) {
+    if (seen.insert(off).second) total += pool.allocator().UsableSize(off);
+  });
+  return total;
+}
+
+}  // namespace wort::btree

@@ -1,0 +1,935 @@
+// FAST&FAIR (see fastfair.h for the design, invariants, write order and commit points).
+#include "index/btree/fastfair.h"
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "index/btree/btree_common.h"
+#include "index/kind_ids.h"
+#include "index/registry.h"
+#include "wort/index.h"
+
+namespace wort::btree::ff {
+namespace {
+
+constexpr uint32_t kFlagNegInf = 1;        // Node::flags: low key is minus infinity
+constexpr uint32_t kRootValuesAreBlocks = 1;  // RootBlock::flags
+
+struct Entry {
+  uint64_t key;
+  uint64_t val;
+};
+
+// See fastfair.h, "Persistent layout".
+struct Node {
+  uint64_t count;
+  uint64_t sibling;
+  uint64_t leftmost;
+  uint64_t low;
+  uint32_t level;
+  uint32_t flags;
+  uint64_t pad[3];
+  Entry slot[kSlots];
+};
+static_assert(sizeof(Entry) == 16);
+static_assert(sizeof(Node) == 512);
+static_assert(offsetof(Node, slot) == 64, "slots start on the second cache line");
+static_assert(offsetof(Node, count) == 0 && offsetof(Node, sibling) == 8 && offsetof(Node, low) == 24);
+
+struct RootBlock {
+  uint64_t magic;
+  uint32_t key_type;
+  uint32_t flags;
+  uint64_t root;  // offset of the root node (store8: commit of a root split or collapse)
+  uint64_t pad[5];
+};
+static_assert(sizeof(RootBlock) == 64);
+
+inline const void* LineOf(const void* p) {
+  return reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) & ~uintptr_t(pm::kCacheLine - 1));
+}
+
+// Number of slots in use, clamped (a corrupt count must not send readers out of the node).
+inline int Count(const Node* n) {
+  const uint64_t c = Load(n->count);
+  return c > static_cast<uint64_t>(kSlots) ? kSlots : static_cast<int>(c);
+}
+inline bool IsLeaf(const Node* n) { return n->level == 0; }
+inline bool NegInf(const Node* n) { return (n->flags & kFlagNegInf) != 0; }
+// Slot j is the stale copy of a pair being shifted iff its key word equals its right neighbour's.
+inline bool Stale(const Node* n, int j, int cnt) {
+  return j + 1 < cnt && Load(n->slot[j].key) == Load(n->slot[j + 1].key);
+}
+
+class FastFair final : public Index {
+ public:
+  FastFair(Pool& pool, uint64_t root_off)
+      : pool_(pool),
+        root_off_(root_off),
+        rb_(pool.at<RootBlock>(root_off)),
+        ko_(&pool, static_cast<KeyType>(rb_->key_type)),
+        vab_((rb_->flags & kRootValuesAreBlocks) != 0),
+        lock_(IndexLock(&pool, root_off)) {}
+
+  Status Init();
+
+  std::string_view kind() const override { return "fastfair"; }
+  KeyType key_type() const override { return ko_.type(); }
+  Status Insert(std::string_view key, uint64_t value) override { return Put(key, value, false, nullptr); }
+  Status Upsert(std::string_view key, uint64_t value, bool* inserted) override { return Put(key, value, true, inserted); }
+  Status Lookup(std::string_view key, uint64_t* value) const override;
+  Status Remove(std::string_view key) override;
+  Status Scan(std::string_view start, const std::string_view* end, size_t limit, const ScanFn& fn) const override;
+  uint64_t Size() const override { return size_.load(std::memory_order_relaxed); }
+  Status Check(std::string* report) const override;
+  IndexStats Stats() const override;
+
+  static void Visit(const Pool& pool, uint64_t root_off, const std::function<void(uint64_t)>& mark);
+
+ private:
+  // Nodes preallocated for one split cascade (so PoolFull changes nothing).
+  struct Prealloc {
+    std::vector<uint64_t> nodes;
+    uint64_t leaf_low = 0;  // kBytes: key block copy of the splitting leaf's median key
+    bool has_leaf_low = false;
+    uint64_t TakeNode() {
+      const uint64_t o = nodes.back();
+      nodes.pop_back();
+      return o;
+    }
+  };
+
+  Node* N(uint64_t off) const { return pool_.at<Node>(off); }
+  uint64_t Root() const { return Load(rb_->root); }
+
+  // Position of the last slot whose key is <= p (-1 if none). Because a stale copy is the left
+  // one of an equal pair, this is always the authoritative copy.
+  int LastLE(const Node* n, int cnt, const Probe& p) const {
+    int lo = 0, hi = cnt;  // first slot with key > p
+    while (lo < hi) {
+      const int mid = (lo + hi) / 2;
+      if (ko_.Compare(Load(n->slot[mid].key), p) <= 0) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo - 1;
+  }
+  int FindInLeaf(const Node* n, const Probe& p) const {
+    const int j = LastLE(n, Count(n), p);
+    return (j >= 0 && ko_.Compare(Load(n->slot[j].key), p) == 0) ? j : -1;
+  }
+  uint64_t ChildFor(const Node* n, const Probe& p) const {
+    const int j = LastLE(n, Count(n), p);
+    return j < 0 ? Load(n->leftmost) : Load(n->slot[j].val);
+  }
+  // B-link move right: while the key is at or past the sibling's low key, the sibling holds it.
+  uint64_t MoveRight(uint64_t off, const Probe& p) const {
+    for (;;) {
+      const uint64_t sib = Load(N(off)->sibling);
+      if (sib == 0 || ko_.Compare(Load(N(sib)->low), p) > 0) return off;
+      off = sib;
+    }
+  }
+  // Descends from the root to `level`; path[l] is the node visited at level l (root at back).
+  void Descend(const Probe& p, int level, std::vector<uint64_t>* path) const {
+    uint64_t off = Root();
+    int l = static_cast<int>(N(off)->level);
+    path->assign(l + 1, 0);
+    for (;;) {
+      if (tolerant_) off = MoveRight(off, p);
+      (*path)[l] = off;
+      if (l == level) return;
+      off = ChildFor(N(off), p);
+      --l;
+    }
+  }
+  uint64_t FirstOfLevel(int level) const {
+    uint64_t off = Root();
+    while (static_cast<int>(N(off)->level) > level) off = Load(N(off)->leftmost);
+    return off;
+  }
+
+  // ---- FAST: in-node shifts --------------------------------------------------------------
+  void FastInsert(Node* n, int pos, uint64_t key, uint64_t val);
+  void FastDelete(Node* n, int pos);
+
+  // ---- writers ------------------------------------------------------------------------------
+  Status Put(std::string_view key, uint64_t value, bool upsert, bool* inserted);
+  Status PrepareSplits(const std::vector<uint64_t>& path, int level, Prealloc* pa);
+  void ReleasePrealloc(Prealloc* pa);
+  void InsertAt(int level, uint64_t key, uint64_t val, const std::vector<uint64_t>& path, Prealloc* pa);
+  uint64_t Split(uint64_t off, Prealloc* pa);
+  void NewRoot(uint64_t left, uint64_t right, Prealloc* pa);
+  void Rebalance(int level, const std::vector<uint64_t>& path);
+  int ChildIndex(const Node* p, uint64_t child) const;
+  void Merge(uint64_t loff, uint64_t roff, Node* parent, int ridx);
+  bool Redistribute(uint64_t loff, uint64_t roff, Node* parent, int ridx);
+  void CollapseRoot();
+  Status Repair();
+  uint64_t CountKeys() const;
+
+  Pool& pool_;
+  uint64_t root_off_;
+  RootBlock* rb_;
+  KeyOps ko_;
+  bool vab_;
+  std::shared_ptr<std::shared_mutex> lock_;
+  std::atomic<uint64_t> size_{0};
+  // Readers interpret crash states (move right, dedupe across nodes) only when the tree may hold
+  // them: a read-only pool that was not closed cleanly (it cannot be repaired).
+  bool tolerant_ = false;
+};
+
+// ---- FAST ------------------------------------------------------------------------------------
+
+// Inserts (key, val) at pos, shifting [pos, count) right. REQUIRES count < kSlots, no stale pair.
+void FastFair::FastInsert(Node* n, int pos, uint64_t key, uint64_t val) {
+  const int cnt = Count(n);
+  if (pos == cnt) {
+    Store(n->slot[cnt].val, val);
+    Store(n->slot[cnt].key, key);
+    pm::persist(&n->slot[cnt], sizeof(Entry));
+    Store(n->count, cnt + 1);  // COMMIT (append)
+    pm::persist(&n->count, 8);
+    return;
+  }
+  // The slot past the end takes a copy of the last entry, durable before count covers it.
+  Store(n->slot[cnt].val, Load(n->slot[cnt - 1].val));
+  Store(n->slot[cnt].key, Load(n->slot[cnt - 1].key));
+  pm::persist(&n->slot[cnt], sizeof(Entry));
+  Store(n->count, cnt + 1);  // slot cnt-1 is now the stale copy of a pair: contents unchanged
+  pm::persist(&n->count, 8);
+  for (int i = cnt - 1; i > pos; --i) {
+    // Value first: while slot i is half written its key still equals slot i+1's (stale copy).
+    Store(n->slot[i].val, Load(n->slot[i - 1].val));
+    Store(n->slot[i].key, Load(n->slot[i - 1].key));
+    if (LineOf(&n->slot[i]) != LineOf(&n->slot[i - 1])) pm::persist(&n->slot[i], sizeof(Entry));
+  }
+  Store(n->slot[pos].val, val);
+  Store(n->slot[pos].key, key);  // COMMIT: slot pos stops being the stale copy of pos+1
+  pm::persist(&n->slot[pos], sizeof(Entry));
+}
+
+// Removes slot pos, shifting (pos, count) left. REQUIRES pos < count.
+void FastFair::FastDelete(Node* n, int pos) {
+  const int cnt = Count(n);
+  for (int i = pos; i + 1 < cnt; ++i) {
+    // Key first: slot i becomes the stale copy of i+1 (for i == pos this is the COMMIT), then
+    // takes i+1's value; slot i is authoritative again once slot i+1's key changes.
+    Store(n->slot[i].key, Load(n->slot[i + 1].key));
+    Store(n->slot[i].val, Load(n->slot[i + 1].val));
+    if (LineOf(&n->slot[i]) != LineOf(&n->slot[i + 1]) || i + 2 == cnt) pm::persist(&n->slot[i], sizeof(Entry));
+  }
+  Store(n->count, cnt - 1);  // drops the trailing stale copy (COMMIT when pos == cnt-1)
+  pm::persist(&n->count, 8);
+}
+
+// ---- open / create ---------------------------------------------------------------------------
+
+Status FastFair::Init() {
+  if (rb_->magic != kRootMagic) return Status::Corruption("fastfair: bad root block magic");
+  if (rb_->key_type != static_cast<uint32_t>(KeyType::kU64) && rb_->key_type != static_cast<uint32_t>(KeyType::kBytes))
+    return Status::Corruption("fastfair: bad key type in root block");
+  const uint64_t r = Root();
+  if (r == 0 || !pool_.contains(r, sizeof(Node))) return Status::Corruption("fastfair: bad root node offset");
+  std::unique_lock<std::shared_mutex> g(*lock_);
+  if (!pool_.opened_clean()) {
+    if (pool_.read_only()) tolerant_ = true;
+    else WORT_RETURN_IF_ERROR(Repair());
+  }
+  size_.store(CountKeys());
+  return Status::OK();
+}
+
+uint64_t FastFair::CountKeys() const {
+  uint64_t total = 0;
+  const uint64_t limit = pool_.size() / sizeof(Node) + 1;
+  uint64_t seen = 0;
+  uint64_t last = 0;
+  bool have_last = false;
+  for (uint64_t off = FirstOfLevel(0); off != 0 && seen++ < limit; off = Load(N(off)->sibling)) {
+    const Node* n = N(off);
+    const int cnt = Count(n);
+    for (int j = 0; j < cnt; ++j) {
+      if (Stale(n, j, cnt)) continue;
+      const uint64_t k = Load(n->slot[j].key);
+      // Tolerant (unrepaired) trees: entries a cut merge left in two nodes count once.
+      if (tolerant_ && have_last && ko_.CompareWords(k, last) <= 0) continue;
+      last = k;
+      have_last = true;
+      ++total;
+    }
+  }
+  return total;
+}
+
+// ---- readers ---------------------------------------------------------------------------------
+
+Status FastFair::Lookup(std::string_view key, uint64_t* value) const {
+  WORT_RETURN_IF_ERROR(ko_.ValidKey(key));
+  const Probe p = ko_.MakeProbe(key);
+  std::shared_lock<std::shared_mutex> g(*lock_);
+  uint64_t off = Root();
+  for (;;) {
+    if (tolerant_) off = MoveRight(off, p);
+    const Node* n = N(off);
+    if (IsLeaf(n)) break;
+    off = ChildFor(n, p);
+  }
+  const Node* leaf = N(off);
+  const int j = FindInLeaf(leaf, p);
+  if (j < 0) return Status::NotFound("key not found");
+  *value = Load(leaf->slot[j].val);
+  return Status::OK();
+}
+
+Status FastFair::Scan(std::string_view start, const std::string_view* end, size_t limit, const ScanFn& fn) const {
+  if (limit == 0) return Status::OK();
+  if (ko_.type() == KeyType::kU64 && start.size() != 8) {
+    // Any byte string is a valid start for an ordered scan; map it onto the integer order.
+    std::string s(start);
+    if (s.size() < 8) {
+      s.resize(8, '\0');  // shorter: its zero-padded form is the first integer key >= start
+    } else {
+      // longer: start > its 8-byte prefix, so begin after that prefix (if it is not the maximum)
+      s.resize(8);
+      uint64_t v = DecodeU64(s);
+      if (v == UINT64_MAX) return Status::OK();
+      s = EncodeU64(v + 1);
+    }
+    return Scan(s, end, limit, fn);
+  }
+  std::string resume(start);
+  bool inclusive = true;
+  size_t emitted = 0;
+  std::vector<std::pair<std::string, uint64_t>> batch;
+  std::string endkey;  // keys > *end stop the scan (compared in byte order)
+  if (end) endkey = std::string(*end);
+  for (;;) {
+    batch.clear();
+    bool more = false;
+    {
+      std::shared_lock<std::shared_mutex> g(*lock_);
+      const Probe rp = ko_.MakeProbe(resume);
+      uint64_t off = Root();
+      for (;;) {
+        if (tolerant_) off = MoveRight(off, rp);
+        const Node* n = N(off);
+        if (IsLeaf(n)) break;
+        off = ChildFor(n, rp);
+      }
+      std::string lastkey = resume;
+      bool last_inclusive = inclusive;
+      bool done = false;
+      // Collect whole leaves until the batch holds a few dozen keys.
+      while (off != 0 && !done) {
+        const Node* n = N(off);
+        const int cnt = Count(n);
+        for (int j = 0; j < cnt; ++j) {
+          if (Stale(n, j, cnt)) continue;
+          const uint64_t k = Load(n->slot[j].key);
+          const Probe lp = ko_.MakeProbe(lastkey);
+          const int c = ko_.Compare(k, lp);
+          if (last_inclusive ? c < 0 : c <= 0) continue;  // before the start, or a duplicate
+          std::string ks;
+          ko_.AppendKey(k, &ks);
+          if (end && CompareKeys(ks, endkey) > 0) {
+            done = true;
+            break;
+          }
+          batch.emplace_back(ks, Load(n->slot[j].val));
+          lastkey = ks;
+          last_inclusive = false;
+          if (emitted + batch.size() >= limit) {
+            done = true;
+            break;
+          }
+        }
+        if (done) break;
+        off = Load(n->sibling);
+        if (batch.size() >= 64 && off != 0) {
+          more = true;
+          break;
+        }
+      }
+      if (more) {
+        resume = lastkey;
+        inclusive = last_inclusive;
+      }
+    }
+    for (auto& [k, v] : batch) {
+      if (!fn(k, v)) return Status::OK();
+      ++emitted;
+    }
+    if (!more || emitted >= limit) return Status::OK();
+  }
+}
+
+// ---- insert ----------------------------------------------------------------------------------
+
+Status FastFair::PrepareSplits(const std::vector<uint64_t>& path, int level, Prealloc* pa) {
+  const int top = static_cast<int>(path.size()) - 1;
+  int full = 0;
+  while (level + full <= top && Count(N(path[level + full])) == kSlots) ++full;
+  const int need = full + (level + full > top ? 1 : 0);
+  for (int i = 0; i < need; ++i) {
+    uint64_t off = 0;
+    Status s = pool_.allocator().AllocZeroed(sizeof(Node), &off);
+    if (!s.ok()) {
+      ReleasePrealloc(pa);
+      return s;
+    }
+    pa->nodes.push_back(off);
+  }
+  if (need > 0 && level == 0 && ko_.bytes()) {
+    Status s = ko_.CopyWord(pool_, Load(N(path[0])->slot[kSlots / 2].key), &pa->leaf_low);
+    if (!s.ok()) {
+      ReleasePrealloc(pa);
+      return s;
+    }
+    pa->has_leaf_low = true;
+  }
+  return Status::OK();
+}
+
+void FastFair::ReleasePrealloc(Prealloc* pa) {
+  for (uint64_t o : pa->nodes) pool_.allocator().Free(o);  // never linked
+  pa->nodes.clear();
+  if (pa->has_leaf_low) ko_.FreeWord(pool_, pa->leaf_low);
+  pa->has_leaf_low = false;
+}
+
+// FAIR split of a full node: returns the new right node, linked and with the left truncated,
+// not yet in the parent.
+uint64_t FastFair::Split(uint64_t off, Prealloc* pa) {
+  Node* x = N(off);
+  const int cnt = Count(x);
+  const int m = cnt / 2;
+  const uint64_t soff = pa->TakeNode();
+  Node* s = N(soff);
+  s->sibling = Load(x->sibling);
+  s->level = x->level;
+  s->flags = 0;
+  int sc = 0;
+  if (IsLeaf(x)) {
+    if (ko_.bytes()) {
+      s->low = pa->leaf_low;  // a copy of slot[m]'s key, owned by the new leaf
+      pa->has_leaf_low = false;
+    } else {
+      s->low = Load(x->slot[m].key);
+    }
+    s->leftmost = 0;
+    for (int i = m; i < cnt; ++i) s->slot[sc++] = x->slot[i];
+  } else {
+    s->low = Load(x->slot[m].key);  // the separator moves up (shared block, see fastfair.h)
+    s->leftmost = Load(x->slot[m].val);
+    for (int i = m + 1; i < cnt; ++i) s->slot[sc++] = x->slot[i];
+  }
+  s->count = sc;
+  pm::persist(s, sizeof(Node));
+  Store(x->sibling, soff);  // COMMIT of the split: s joins the chain (x and s: one logical node)
+  pm::persist(&x->sibling, 8);
+  Store(x->count, m);  // x forgets the moved half
+  pm::persist(&x->count, 8);
+  return soff;
+}
+
+void FastFair::NewRoot(uint64_t left, uint64_t right, Prealloc* pa) {
+  const uint64_t roff = pa->TakeNode();
+  Node* r = N(roff);
+  r->count = 1;
+  r->sibling = 0;
+  r->leftmost = left;
+  r->low = 0;
+  r->level = N(left)->level + 1;
+  r->flags = kFlagNegInf;
+  r->slot[0].key = Load(N(right)->low);
+  r->slot[0].val = right;
+  pm::persist(r, sizeof(Node));
+  Store(rb_->root, roff);  // COMMIT: the tree grows by one level
+  pm::persist(&rb_->root, 8);
+}
+
+// Inserts (key, val) into the node path[level] (splitting it, and recursively its ancestors,
+// when full). For inner levels val is a child whose low key is `key`.
+void FastFair::InsertAt(int level, uint64_t key, uint64_t val, const std::vector<uint64_t>& path, Prealloc* pa) {
+  uint64_t off = path[level];
+  if (Count(N(off)) == kSlots) {
+    const uint64_t sib = Split(off, pa);
+    const uint64_t sep = Load(N(sib)->low);
+    if (level + 1 == static_cast<int>(path.size())) NewRoot(off, sib, pa);
+    else InsertAt(level + 1, sep, sib, path, pa);
+    if (ko_.CompareWords(key, sep) >= 0) off = sib;
+  }
+  Node* n = N(off);
+  const int pos = LastLE(n, Count(n), ko_.ProbeOf(key)) + 1;
+  FastInsert(n, pos, key, val);
+}
+
+Status FastFair::Put(std::string_view key, uint64_t value, bool upsert, bool* inserted) {
+  WORT_RETURN_IF_ERROR(ko_.ValidKey(key));
+  if (pool_.read_only()) return Status::InvalidArgument("pool is read-only");
+  const Probe p = ko_.MakeProbe(key);
+  std::unique_lock<std::shared_mutex> g(*lock_);
+  std::vector<uint64_t> path;
+  Descend(p, 0, &path);
+  Node* leaf = N(path[0]);
+  const int j = FindInLeaf(leaf, p);
+  if (j >= 0) {
+    if (!upsert) return Status::AlreadyExists("key exists");
+    Store(leaf->slot[j].val, value);  // COMMIT (failure-atomic replace)
+    pm::persist(&leaf->slot[j].val, 8);
+    if (inserted) *inserted = false;
+    return Status::OK();
+  }
+  Prealloc pa;
+  WORT_RETURN_IF_ERROR(PrepareSplits(path, 0, &pa));
+  uint64_t kw = 0;
+  Status s = ko_.MakeWord(pool_, p, &kw);
+  if (!s.ok()) {
+    ReleasePrealloc(&pa);
+    return s;
+  }
+  InsertAt(0, kw, value, path, &pa);
+  ReleasePrealloc(&pa);  // nothing should remain
+  size_.fetch_add(1, std::memory_order_relaxed);
+  if (inserted) *inserted = true;
+  return Status::OK();
+}
+
+// ---- delete ----------------------------------------------------------------------------------
+
+Status FastFair::Remove(std::string_view key) {
+  WORT_RETURN_IF_ERROR(ko_.ValidKey(key));
+  if (pool_.read_only()) return Status::InvalidArgument("pool is read-only");
+  const Probe p = ko_.MakeProbe(key);
+  std::unique_lock<std::shared_mutex> g(*lock_);
+  std::vector<uint64_t> path;
+  Descend(p, 0, &path);
+  Node* leaf = N(path[0]);
+  const int j = FindInLeaf(leaf, p);
+  if (j < 0) return Status::NotFound("key not found");
+  const uint64_t kw = Load(leaf->slot[j].key);
+  FastDelete(leaf, j);
+  ko_.FreeWord(pool_, kw);  // the delete is persistent: no reference remains (R2)
+  size_.fetch_sub(1, std::memory_order_relaxed);
+  if (path.size() > 1 && Count(leaf) < kMinFill) Rebalance(0, path);
+  return Status::OK();
+}
+
+int FastFair::ChildIndex(const Node* p, uint64_t child) const {
+  if (Load(p->leftmost) == child) return -1;
+  const int cnt = Count(p);
+  for (int i = 0; i < cnt; ++i)
+    if (Load(p->slot[i].val) == child) return i;
+  return -2;
+}
+
+// Rebalances the under-full node path[level] (not the root) with a neighbour under the same
+// parent: merge when both fit in one node, else redistribute.
+void FastFair::Rebalance(int level, const std::vector<uint64_t>& path) {
+  const uint64_t xoff = path[level];
+  Node* parent = N(path[level + 1]);
+  const int pc = Count(parent);
+  if (pc == 0) return;  // no neighbour under this parent
+  const int idx = ChildIndex(parent, xoff);
+  if (idx == -2) return;  // not reachable in a repaired tree
+  uint64_t loff, roff;
+  int ridx;
+  if (idx == -1) {
+    loff = xoff;
+    roff = Load(parent->slot[0].val);
+    ridx = 0;
+  } else {
+    roff = xoff;
+    ridx = idx;
+    loff = idx == 0 ? Load(parent->leftmost) : Load(parent->slot[idx - 1].val);
+  }
+  const int total = Count(N(loff)) + Count(N(roff)) + (level > 0 ? 1 : 0);
+  if (total <= kSlots) {
+    Merge(loff, roff, parent, ridx);
+    const bool parent_is_root = level + 2 == static_cast<int>(path.size());
+    if (parent_is_root) {
+      if (Count(parent) == 0) CollapseRoot();
+    } else if (Count(parent) < kMinFill) {
+      Rebalance(level + 1, path);
+    }
+  } else {
+    Redistribute(loff, roff, parent, ridx);
+  }
+}
+
+void FastFair::Merge(uint64_t loff, uint64_t roff, Node* parent, int ridx) {
+  Node* l = N(loff);
+  Node* r = N(roff);
+  const int lc = Count(l);
+  const int rc = Count(r);
+  int n = lc;
+  // Written past L's count: invisible until the count store below.
+  if (!IsLeaf(l)) {
+    Store(l->slot[n].key, Load(r->low));  // the separator moves down (shared block)
+    Store(l->slot[n].val, Load(r->leftmost));
+    ++n;
+  }
+  for (int i = 0; i < rc; ++i, ++n) {
+    Store(l->slot[n].key, Load(r->slot[i].key));
+    Store(l->slot[n].val, Load(r->slot[i].val));
+  }
+  if (n > lc) pm::persist(&l->slot[lc], (n - lc) * sizeof(Entry));
+  FastDelete(parent, ridx);  // COMMIT: R is reached only through L's sibling pointer
+  Store(l->count, n);        // L takes R's entries (R still holds them: readers see them once)
+  pm::persist(&l->count, 8);
+  Store(l->sibling, Load(r->sibling));  // R leaves the chain
+  pm::persist(&l->sibling, 8);
+  const bool leaf = IsLeaf(r);
+  const uint64_t rlow = Load(r->low);
+  pool_.allocator().Free(roff);
+  if (leaf) ko_.FreeWord(pool_, rlow);  // the separator is gone from the parent and the chain
+}
+
+bool FastFair::Redistribute(uint64_t loff, uint64_t roff, Node* parent, int ridx) {
+  Node* l = N(loff);
+  Node* r = N(roff);
+  const bool leaf = IsLeaf(l);
+  const int lc = Count(l);
+  std::vector<Entry> e;  // L's entries, [separator with R.leftmost], R's entries
+  e.reserve(2 * kSlots + 1);
+  for (int i = 0; i < lc; ++i) e.push_back({Load(l->slot[i].key), Load(l->slot[i].val)});
+  if (!leaf) e.push_back({Load(r->low), Load(r->leftmost)});
+  for (int i = 0, rc = Count(r); i < rc; ++i) e.push_back({Load(r->slot[i].key), Load(r->slot[i].val)});
+  const int total = static_cast<int>(e.size());
+  const int j = total / 2;  // L keeps e[0, j)
+  uint64_t noff = 0;
+  if (!pool_.allocator().AllocZeroed(sizeof(Node), &noff).ok()) return false;
+  Node* nr = N(noff);
+  int nc = 0;
+  if (leaf) {
+    uint64_t low = 0;
+    if (!ko_.CopyWord(pool_, e[j].key, &low).ok()) {
+      pool_.allocator().Free(noff);
+      return false;
+    }
+    nr->low = low;
+    nr->leftmost = 0;
+    for (int i = j; i < total; ++i) nr->slot[nc++] = e[i];
+  } else {
+    nr->low = e[j].key;  // moves up from an entry (shared block)
+    nr->leftmost = e[j].val;
+    for (int i = j + 1; i < total; ++i) nr->slot[nc++] = e[i];
+  }
+  nr->count = nc;
+  nr->sibling = Load(r->sibling);
+  nr->level = r->level;
+  nr->flags = 0;
+  pm::persist(nr, sizeof(Node));
+  if (j > lc) {
+    for (int i = lc; i < j; ++i) {
+      Store(l->slot[i].key, e[i].key);
+      Store(l->slot[i].val, e[i].val);
+    }
+    pm::persist(&l->slot[lc], (j - lc) * sizeof(Entry));
+  }
+  FastDelete(parent, ridx);  // COMMIT: R is reached only through L's sibling pointer
+  if (j > lc) {
+    Store(l->count, j);
+    pm::persist(&l->count, 8);
+  }
+  Store(l->sibling, noff);  // R' replaces R in the chain
+  pm::persist(&l->sibling, 8);
+  if (j < lc) {
+    Store(l->count, j);
+    pm::persist(&l->count, 8);
+  }
+  const int pos = LastLE(parent, Count(parent), ko_.ProbeOf(nr->low)) + 1;
+  FastInsert(parent, pos, nr->low, noff);  // has room: an entry left it above
+  const uint64_t rlow = Load(r->low);
+  pool_.allocator().Free(roff);
+  if (leaf) ko_.FreeWord(pool_, rlow);
+  return true;
+}
+
+void FastFair::CollapseRoot() {
+  const uint64_t old = Root();
+  const Node* r = N(old);
+  if (IsLeaf(r) || Count(r) != 0 || Load(r->sibling) != 0) return;
+  Store(rb_->root, Load(r->leftmost));  // COMMIT: the tree shrinks by one level
+  pm::persist(&rb_->root, 8);
+  pool_.allocator().Free(old);
+}
+
+// ---- recovery (fastfair.h, D5) -----------------------------------------------------------------
+
+Status FastFair::Repair() {
+  const uint64_t limit = pool_.size() / sizeof(Node) + 1;
+  // 1. Finish cut shifts: remove every stale slot.
+  for (int level = static_cast<int>(N(Root())->level); level >= 0; --level) {
+    uint64_t seen = 0;
+    for (uint64_t off = FirstOfLevel(level); off != 0 && seen++ < limit; off = Load(N(off)->sibling)) {
+      Node* n = N(off);
+      for (int j = 0; j < Count(n);) {
+        if (Stale(n, j, Count(n))) FastDelete(n, j);
+        else ++j;
+      }
+    }
+  }
+  // 2. A cut root split: the root has a sibling. Give the level a new root; step 3 inserts the
+  //    separators.
+  if (Load(N(Root())->sibling) != 0) {
+    uint64_t roff = 0;
+    WORT_RETURN_IF_ERROR(pool_.allocator().AllocZeroed(sizeof(Node), &roff));
+    Node* r = N(roff);
+    r->count = 0;
+    r->leftmost = Root();
+    r->level = N(Root())->level + 1;
+    r->flags = kFlagNegInf;
+    pm::persist(r, sizeof(Node));
+    Store(rb_->root, roff);
+    pm::persist(&rb_->root, 8);
+  }
+  // 3. Top-down: every node of level l must be a child in level l+1.
+  for (int level = static_cast<int>(N(Root())->level) - 1; level >= 0; --level) {
+    std::unordered_set<uint64_t> parented;
+    uint64_t seen = 0;
+    for (uint64_t off = FirstOfLevel(level + 1); off != 0 && seen++ < limit; off = Load(N(off)->sibling)) {
+      const Node* p = N(off);
+      parented.insert(Load(p->leftmost));
+      for (int i = 0, c = Count(p); i < c; ++i) parented.insert(Load(p->slot[i].val));
+    }
+    uint64_t prev = 0;
+    seen = 0;
+    for (uint64_t off = FirstOfLevel(level); off != 0 && seen++ < limit;) {
+      Node* n = N(off);
+      if (parented.count(off) || prev == 0) {
+        prev = off;
+        off = Load(n->sibling);
+        continue;
+      }
+      // Unparented: a cut split, merge or redistribution. Entries the left neighbour still holds
+      // at or past n's low key are copies of n's: drop them.
+      Node* l = N(prev);
+      const int keep = LastLE(l, Count(l), ko_.ProbeOf(Load(n->low))) + 1;
+      const int lc = Count(l);
+      int cut = keep;
+      if (cut > 0 && cut <= lc && ko_.CompareWords(Load(l->slot[cut - 1].key), Load(n->low)) == 0) --cut;
+      if (cut < lc) {
+        Store(l->count, cut);
+        pm::persist(&l->count, 8);
+      }
+      if (IsLeaf(n) && Count(n) == 0) {
+        const uint64_t next = Load(n->sibling);
+        Store(l->sibling, next);
+        pm::persist(&l->sibling, 8);
+        const uint64_t low = Load(n->low);
+        pool_.allocator().Free(off);
+        ko_.FreeWord(pool_, low);
+        off = next;
+        continue;
+      }
+      // Insert (n.low, n) into the parent level.
+      std::vector<uint64_t> path;
+      const uint64_t sep = Load(n->low);
+      Descend(ko_.ProbeOf(sep), level + 1, &path);
+      Prealloc pa;
+      WORT_RETURN_IF_ERROR(PrepareSplits(path, level + 1, &pa));
+      InsertAt(level + 1, sep, off, path, &pa);
+      ReleasePrealloc(&pa);
+      prev = off;
+      off = Load(n->sibling);
+    }
+  }
+  // A new root from step 2 may have stayed without entries only if the sibling vanished in step
+  // 3 (an empty leaf); collapse it then.
+  CollapseRoot();
+  return Status::OK();
+}
+
+// ---- check / stats / visit -------------------------------------------------------------------
+
+Status FastFair::Check(std::string* report) const {
+  std::shared_lock<std::shared_mutex> g(*lock_);
+  std::string out;
+  auto fail = [&](const std::string& m) {
+    if (out.size() < 4000) out += "fastfair: " + m + "\n";
+  };
+  const uint64_t limit = pool_.size() / sizeof(Node) + 1;
+  const uint64_t root = Root();
+  if (!pool_.contains(root, sizeof(Node))) {
+    if (report) *report += "fastfair: root node outside the pool\n";
+    return Status::Corruption("fastfair: root node outside the pool");
+  }
+  const int height = static_cast<int>(N(root)->level);
+  if (Load(N(root)->sibling) != 0 && !tolerant_) fail("root has a sibling (unfinished root split)");
+  if (!NegInf(N(root))) fail("root's low key is not minus infinity");
+  uint64_t leaf_keys = 0;
+  std::vector<uint64_t> upper;  // children of level+1 in order
+  for (int level = height; level >= 0; --level) {
+    std::vector<uint64_t> chain;
+    uint64_t seen = 0;
+    for (uint64_t off = FirstOfLevel(level); off != 0; off = Load(N(off)->sibling)) {
+      if (seen++ > limit || !pool_.contains(off, sizeof(Node)) || (off & 63)) {
+        fail("level " + std::to_string(level) + ": chain leaves the pool or loops");
+        break;
+      }
+      chain.push_back(off);
+    }
+    if (level < height && chain != upper && !tolerant_)
+      fail("level " + std::to_string(level) + ": chain (" + std::to_string(chain.size()) +
+           " nodes) differs from the parents' children (" + std::to_string(upper.size()) + ")");
+    std::vector<uint64_t> next_upper;
+    for (size_t ci = 0; ci < chain.size(); ++ci) {
+      const Node* n = N(chain[ci]);
+      const std::string where = "node @" + std::to_string(chain[ci]) + " (level " + std::to_string(level) + ")";
+      if (static_cast<int>(n->level) != level) fail(where + ": level field " + std::to_string(n->level));
+      if (Load(n->count) > static_cast<uint64_t>(kSlots)) fail(where + ": count " + std::to_string(Load(n->count)));
+      if ((ci == 0) != NegInf(n)) fail(where + ": minus-infinity flag wrong");
+      if (!NegInf(n) && !ko_.PlausibleBlock(Load(n->low))) fail(where + ": low key block invalid");
+      const int cnt = Count(n);
+      for (int j = 0; j < cnt; ++j) {
+        const uint64_t k = Load(n->slot[j].key);
+        if (!ko_.PlausibleBlock(k)) {
+          fail(where + ": slot " + std::to_string(j) + " key block invalid");
+          continue;
+        }
+        if (j > 0 && ko_.PlausibleBlock(Load(n->slot[j - 1].key))) {
+          const int c = ko_.CompareWords(Load(n->slot[j - 1].key), k);
+          if (c > 0 || (c == 0 && !tolerant_)) fail(where + ": slots " + std::to_string(j - 1) + "," + std::to_string(j) + " not increasing");
+        }
+        if (!NegInf(n) && ko_.PlausibleBlock(Load(n->low)) && ko_.CompareWords(k, Load(n->low)) < 0)
+          fail(where + ": key below the node's low key");
+        const uint64_t sib = Load(n->sibling);
+        if (sib != 0 && pool_.contains(sib, sizeof(Node)) && ko_.PlausibleBlock(Load(N(sib)->low)) &&
+            ko_.CompareWords(k, Load(N(sib)->low)) >= 0 && !tolerant_)
+          fail(where + ": key at or past the sibling's low key");
+      }
+      if (ci > 0 && !NegInf(n) && !NegInf(N(chain[ci - 1])) &&
+          ko_.CompareWords(Load(N(chain[ci - 1])->low), Load(n->low)) >= 0)
+        fail(where + ": low keys not increasing along the chain");
+      if (level == 0) {
+        for (int j = 0; j < cnt; ++j)
+          if (!Stale(n, j, cnt)) ++leaf_keys;
+      } else {
+        const uint64_t lm = Load(n->leftmost);
+        next_upper.push_back(lm);
+        if (pool_.contains(lm, sizeof(Node))) {
+          const Node* c = N(lm);
+          if (NegInf(c) != NegInf(n) || (!NegInf(n) && Load(c->low) != Load(n->low)))
+            fail(where + ": leftmost child's low key differs from the node's");
+        } else {
+          fail(where + ": leftmost child outside the pool");
+        }
+        for (int j = 0; j < cnt; ++j) {
+          const uint64_t ch = Load(n->slot[j].val);
+          next_upper.push_back(ch);
+          if (!pool_.contains(ch, sizeof(Node))) {
+            fail(where + ": child outside the pool");
+            continue;
+          }
+          if (Load(N(ch)->low) != Load(n->slot[j].key) || NegInf(N(ch)))
+            fail(where + ": slot " + std::to_string(j) + " key is not its child's low key");
+        }
+      }
+    }
+    upper = std::move(next_upper);
+  }
+  if (!tolerant_ && leaf_keys != size_.load()) fail("Size() " + std::to_string(size_.load()) + " but leaves hold " + std::to_string(leaf_keys));
+  if (report) *report += out;
+  return out.empty() ? Status::OK() : Status::Corruption(out.substr(0, out.find('\n')));
+}
+
+IndexStats FastFair::Stats() const {
+  std::shared_lock<std::shared_mutex> g(*lock_);
+  IndexStats st;
+  st.keys = size_.load();
+  const int height = static_cast<int>(N(Root())->level);
+  st.avg_leaf_depth = height;
+  const uint64_t limit = pool_.size() / sizeof(Node) + 1;
+  st.bytes_allocated = UsableBytes(pool_, [&](const std::function<void(uint64_t)>& add) {
+    add(root_off_);
+    for (int level = height; level >= 0; --level) {
+      uint64_t seen = 0;
+      for (uint64_t off = FirstOfLevel(level); off != 0 && seen++ < limit; off = Load(N(off)->sibling)) {
+        const Node* n = N(off);
+        add(off);
+        if (level == 0) ++st.leaves;
+        else ++st.inner_nodes;
+        if (!ko_.bytes()) continue;
+        if (!NegInf(n)) add(Load(n->low));
+        if (level == 0)
+          for (int j = 0, c = Count(n); j < c; ++j) add(Load(n->slot[j].key));
+      }
+    }
+  });
+  return st;
+}
+
+void FastFair::Visit(const Pool& pool, uint64_t root_off, const std::function<void(uint64_t)>& mark) {
+  auto lock = IndexLock(&pool, root_off);
+  std::shared_lock<std::shared_mutex> g(*lock);
+  mark(root_off);
+  const auto* rb = pool.at<RootBlock>(root_off);
+  const bool bytes = rb->key_type == static_cast<uint32_t>(KeyType::kBytes);
+  const bool vab = (rb->flags & kRootValuesAreBlocks) != 0;
+  uint64_t first = Load(rb->root);
+  const uint64_t limit = pool.size() / sizeof(Node) + 1;
+  uint64_t seen = 0;
+  while (first != 0 && pool.contains(first, sizeof(Node))) {
+    const Node* lvl = pool.at<Node>(first);
+    for (uint64_t off = first; off != 0 && pool.contains(off, sizeof(Node)) && seen++ < limit;
+         off = Load(pool.at<Node>(off)->sibling)) {
+      const Node* n = pool.at<Node>(off);
+      mark(off);
+      if (bytes && !NegInf(n) && n->low != 0) mark(Load(n->low));
+      const int cnt = Count(n);
+      for (int j = 0; j < cnt; ++j) {
+        if (bytes) mark(Load(n->slot[j].key));
+        if (IsLeaf(n) && vab) mark(Load(n->slot[j].val));
+      }
+    }
+    if (IsLeaf(lvl)) break;
+    first = Load(lvl->leftmost);
+  }
+}
+
+// ---- registration ----------------------------------------------------------------------------
+
+Status Create(Pool& pool, const IndexOptions& opts, uint64_t* root_off) {
+  uint64_t rb_off = 0, node_off = 0;
+  WORT_RETURN_IF_ERROR(pool.allocator().AllocZeroed(sizeof(RootBlock), &rb_off));
+  Status s = pool.allocator().AllocZeroed(sizeof(Node), &node_off);
+  if (!s.ok()) {
+    pool.allocator().Free(rb_off);
+    return s;
+  }
+  Node* n = pool.at<Node>(node_off);
+  n->flags = kFlagNegInf;  // an empty leaf: the whole tree
+  pm::persist(n, sizeof(Node));
+  auto* rb = pool.at<RootBlock>(rb_off);
+  rb->magic = kRootMagic;
+  rb->key_type = static_cast<uint32_t>(opts.key_type);
+  rb->flags = opts.values_are_blocks ? kRootValuesAreBlocks : 0;
+  rb->root = node_off;
+  pm::persist(rb, sizeof(RootBlock));
+  *root_off = rb_off;
+  return Status::OK();
+}
+
+Status Open(Pool& pool, uint64_t root_off, std::unique_ptr<Index>* out) {
+  if (!pool.contains(root_off, sizeof(RootBlock))) return Status::Corruption("fastfair: root block outside the pool");
+  auto idx = std::make_unique<FastFair>(pool, root_off);
+  WORT_RETURN_IF_ERROR(idx->Init());
+  *out = std::move(idx);
+  return Status::OK();
+}
+
+const IndexKind kKind = {
+    "fastfair", kind_id::kFastFair,
+    "FAST&FAIR persistent B+-tree: sorted nodes, failure-atomic shift and in-place rebalance (FAST 2018)",
+    true, &Create, &Open, &FastFair::Visit};
+const bool kRegistered = RegisterIndexKind(&kKind);
+
+}  // namespace
+}  // namespace wort::btree::ff

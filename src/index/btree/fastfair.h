@@ -1,0 +1,133 @@
+// index/btree/fastfair.h - FAST&FAIR: a persistent B+-tree whose sorted nodes are updated in
+// place by Failure-Atomic ShifT (FAST) and rebalanced by Failure-Atomic In-place Rebalancing
+// (FAIR) (Hwang, Kim, Won, Nam; FAST 2018). Kind "fastfair", type id kind_id::kFastFair.
+//
+// Design
+// ------
+// Every node, leaves and inner nodes alike, lives in the pool and keeps its entries *sorted* in
+// one array. An insert shifts the larger entries one slot to the right, one 8-byte word at a
+// time, from the end towards the insert position (FAST); a delete shifts them left. Each step
+// leaves the array in a state a reader can interpret: while an entry is being moved, its key is
+// present in two adjacent slots, and a reader takes the *right* copy of such a pair (the left
+// one is being overwritten). x86 keeps stores to one cache line in program order and a line
+// reaches memory whole, so the shift needs a flush + fence only when it crosses into the next
+// cache line (from right to left for inserts, left to right for deletes).
+//
+// A node that overflows is split by FAIR, without a log: the new right node is written and
+// persisted, linked behind the old one by one 8-byte store of the old node's sibling pointer (the
+// pair is now one logical node: a reader that reaches the left node and finds the key at or past
+// the right node's low key moves right, as in a B-link tree), then the old node is truncated by
+// one store of its count, then the separator is inserted into the parent (itself a FAST insert).
+// Merge and redistribution run the same steps backwards: the right node's entry leaves the parent
+// first (both nodes become one logical node reached through the left one's sibling pointer),
+// entries move, the chain is fixed, and (for redistribution) the new separator enters the parent.
+//
+// Deviations from the paper, and why
+// ----------------------------------
+// D1. End of array. The paper ends a node's array with a NULL pointer and recognises a shifted
+//     duplicate by its pointer equal to its left neighbour's. wort values are arbitrary 64-bit
+//     words (0 and repeats included), so here the array length is a persistent `count` in the
+//     node header and a duplicate is recognised by its *key word* (keys are unique, see
+//     btree_common.h). The count must be durable before the shift overwrites slot count-1, which
+//     costs one more flush + fence per insert into the middle of a node than the paper's layout.
+//     Shifts write the value word before the key word (right shift) and the key before the value
+//     (left shift), so that a slot whose key equals its right neighbour's is always the stale one.
+// D2. Fences. Every node carries its *low key* (the separator its parent holds for it; "minus
+//     infinity" for the first node of a level). The paper compares with the right sibling's first
+//     key; the low key makes moving right exact and lets recovery re-insert a separator that a
+//     crash kept from reaching the parent.
+// D3. Redistribution writes the right node's new contents into a fresh node that replaces the old
+//     right node in the sibling chain by one store (the paper shifts in place). One store then
+//     commits the move for inner nodes too, whose leftmost pointer would otherwise change apart
+//     from their entries.
+// D4. Concurrency. The paper's readers run without locks (with a switch counter telling them the
+//     direction of a shift in progress). Here every operation holds the index's reader-writer
+//     lock (std::shared_mutex): readers shared, writers exclusive. Readers still interpret
+//     transient duplicates and unparented nodes (the code paths below) because a crash leaves
+//     them in the pool, and a read-only pool is never repaired.
+// D5. Recovery. After an unclean stop, Open (when the pool is writable) finishes what a crash cut:
+//     it removes in-node duplicates by finishing the shift, truncates a left node that still holds
+//     entries a redistribution or merge had copied out, and inserts the separator of any node that
+//     is in its level's chain but not in its parent (including a new root). The paper leaves these
+//     states for readers to tolerate forever; finishing them keeps writers simple. Open walks the
+//     leaves once in any case, to count the keys (Size() is kept in DRAM; nothing is rebuilt).
+//
+// Byte-string keys live in key blocks outside the node (btree_common.h). Leaf entries own their
+// key blocks. A node's low key is a block of its own for leaves (a copy of the first key at the
+// split); for inner levels the low key block is *shared* by the separator entry in the parent and
+// by the low key of every node on the leftmost path below that separator (moving up at an inner
+// split, down at an inner merge, never copied); it is freed when a leaf merge removes the
+// separator.
+//
+// Persistent layout
+// -----------------
+// Root block (64 B, allocator block; published by the pool's root table):
+//   magic u64 | key_type u32 | flags u32 (bit 0: values_are_blocks) | root u64 | pad
+// Node (512 B, 64-byte aligned):
+//   line 0: count u64 | sibling u64 | leftmost u64 | low u64 | level u32 | flags u32 | pad[3]
+//   lines 1..7: slot[28] of { key u64, val u64 }  (inner: val = child node offset)
+//   flags bit 0: low is minus infinity (first node of its level).
+//   An inner node with count c has c+1 children: leftmost (keys < slot[0].key) and slot[i].val
+//   (keys in [slot[i].key, slot[i+1].key)). level 0 = leaf.
+//
+// Invariants (Check() verifies them; after recovery they hold strictly)
+//   I1. Each level is a chain of nodes linked by sibling pointers, starting at the node reached
+//       from the root by leftmost pointers; the last node's sibling is 0. The root has no
+//       sibling. All leaves are at level 0 and the root's level is the tree's height.
+//   I2. In a node, slots [0, count) hold strictly increasing keys (no duplicate pair).
+//   I3. Every key of a node is >= its low key and < its sibling's low key; low keys increase
+//       along a chain; only the first node of a level has a minus-infinity low key.
+//   I4. The children of level l+1, in chain order (leftmost, then slots), are exactly the nodes
+//       of level l in chain order; slot[i].key is the very word child.low (same block), and a
+//       leftmost child's low equals its parent's low.
+//   I5. Size() equals the number of leaf entries.
+// In any crash state, in addition: a node may hold one duplicate pair (a cut shift); a node may
+// be in its level's chain but not yet (or no longer) in its parent; its left neighbour may still
+// hold entries >= its low key (a cut merge or redistribution); the root may have a sibling (a cut
+// root split). Readers interpret all of these; recovery removes them (D5).
+//
+// Write order and commit points (each "persist" is flush + fence of the lines written)
+//   Insert into a node with room, at pos < count: slot[count] := slot[count-1] -> persist ->
+//     count+1 (store8) -> persist -> shift right (value word, then key word; persist on leaving a
+//     cache line) -> slot[pos].val := v -> slot[pos].key := k (COMMIT: the pair at pos/pos+1
+//     stops being a duplicate) -> persist. At pos == count: slot written -> persist -> count+1
+//     (COMMIT) -> persist.
+//   Upsert of a present key: slot.val := v (COMMIT, store8) -> persist.
+//   Delete at pos: slot[pos].key := slot[pos+1].key (COMMIT: pos becomes the stale copy) ->
+//     shift left (key, then value; persist on leaving a line) -> persist -> count-1 -> persist;
+//     then the key block is freed. Deleting the last slot: count-1 is the COMMIT.
+//   Split: new node written -> persist -> left.sibling := new (COMMIT of the split) -> persist ->
+//     left.count := m -> persist -> separator inserted into the parent (or a new root written ->
+//     persist -> root block's root := new root (COMMIT) -> persist).
+//   Merge of R into its left neighbour L: R's entries (and, for inner nodes, the separator with
+//     R.leftmost) written past L.count -> persist -> R's entry deleted from the parent (COMMIT) ->
+//     L.count += n (store8) -> persist -> L.sibling := R.sibling -> persist -> free R.
+//   Redistribution: R' written -> persist -> [entries for L written past L.count -> persist] ->
+//     R's entry deleted from the parent (COMMIT) -> [L.count grows -> persist] ->
+//     L.sibling := R' -> persist -> [L.count shrinks -> persist] -> (R'.low, R') inserted into
+//     the parent -> free R.
+//   Root collapse (inner root left with no entry): root block's root := root.leftmost (COMMIT) ->
+//     persist -> free the old root.
+//
+// Allocation: a split preallocates every node its cascade may need (and the key block copy of a
+// leaf's low key) before the first store, so PoolFull leaves the tree untouched. A rebalance that
+// cannot allocate is skipped (the node stays under-full; the delete itself has succeeded).
+//
+// Visit: walks every level's chain (so it reaches nodes not yet in their parent) and reports
+// nodes, key blocks (entries and low keys) and, with values_are_blocks, leaf values. It holds the
+// index lock (btree_common.h) in shared mode, so it is safe against concurrent writers.
+//
+// Thread safety: all methods are thread safe (one std::shared_mutex per index, shared with
+// visit). Scan calls fn without holding the lock (it collects one leaf at a time), so fn may use
+// the index. Only one Index object per root may be open at a time.
+#pragma once
+
+#include <cstdint>
+
+namespace wort::btree::ff {
+
+inline constexpr int kSlots = 28;         // entries per node
+inline constexpr int kMinFill = kSlots / 2;  // a non-root node with fewer entries is rebalanced (50%)
+inline constexpr uint64_t kRootMagic = 0x524941462654534bull;  // "KST&FAIR"
+
+}  // namespace wort::btree::ff

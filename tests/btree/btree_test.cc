@@ -1,0 +1,507 @@
+// The persistent B-trees (fastfair, b3tree, wbtree, wbtree-slot), each against a std::map model:
+// random mixes of insert/upsert/lookup/remove/scan on 8-byte keys (dense, sparse, clustered) and
+// byte-string keys (full byte range, the empty key, prefix chains, long keys), with the pool
+// closed and reopened between phases and Check() after each phase; sequential fills and drains
+// that cross every split, merge and redistribution boundary; PoolFull on a tiny pool; the
+// reachability contract (allocated blocks == what visit reports); values_are_blocks.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/test_util.h"
+#include "wort/alloc.h"
+#include "wort/index.h"
+#include "wort/pool.h"
+
+namespace wort {
+namespace {
+
+using test::TempPath;
+
+PoolOptions SmallPool(uint64_t max = 256ull << 20) {
+  PoolOptions o;
+  o.initial_size = 4ull << 20;
+  o.max_size = max;
+  o.background_recovery = false;
+  return o;
+}
+
+// A pool with one index "t", reopened on demand.
+struct Harness {
+  TempPath path{"btree"};
+  std::string kind;
+  IndexOptions opts;
+  std::unique_ptr<Pool> pool;
+  std::unique_ptr<Index> idx;
+
+  Harness(std::string k, KeyType kt, uint64_t max = 256ull << 20, bool vab = false) : kind(std::move(k)) {
+    opts.key_type = kt;
+    opts.values_are_blocks = vab;
+    EXPECT_TRUE(Pool::Create(path, SmallPool(max), &pool).ok());
+    Status s = CreateIndex(*pool, "t", kind, opts, &idx);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+  }
+  void Reopen() {
+    idx.reset();
+    ASSERT_TRUE(pool->Close().ok());
+    pool.reset();
+    ASSERT_TRUE(Pool::Open(path, SmallPool(), &pool).ok());
+    Status s = OpenIndex(*pool, "t", &idx);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    ASSERT_EQ(idx->kind(), kind);
+  }
+  void CheckOk(const char* phase) {
+    std::string rep;
+    Status s = idx->Check(&rep);
+    ASSERT_TRUE(s.ok()) << phase << ": " << s.ToString() << "\n" << rep;
+  }
+};
+
+using Model = std::map<std::string, uint64_t>;
+
+void ExpectSameContents(const Index& idx, const Model& m, const char* phase) {
+  ASSERT_EQ(idx.Size(), m.size()) << phase;
+  std::vector<std::pair<std::string, uint64_t>> got;
+  ASSERT_TRUE(idx.Scan("", nullptr, SIZE_MAX, [&](std::string_view k, uint64_t v) {
+                   got.emplace_back(std::string(k), v);
+                   return true;
+                 }).ok());
+  ASSERT_EQ(got.size(), m.size()) << phase;
+  size_t i = 0;
+  for (const auto& [k, v] : m) {
+    ASSERT_EQ(got[i].first, k) << phase << " at " << i;
+    ASSERT_EQ(got[i].second, v) << phase << " at " << i;
+    ++i;
+  }
+}
+
+// The reachability contract: allocated blocks == blocks visit reports (no leak, nothing freed
+// that is reachable). REQUIRES the index to be the pool's only root.
+void ExpectReachabilityExact(Pool& pool, const char* phase) {
+  std::set<uint64_t> allocated, reached;
+  pool.allocator().ForEachAllocated([&](uint64_t off, size_t) { allocated.insert(off); });
+  for (const RootInfo& r : pool.Roots()) {
+    const IndexKind* k = FindIndexKindById(r.type);
+    ASSERT_NE(k, nullptr);
+    k->visit(pool, r.off, [&](uint64_t off) { reached.insert(off); });
+  }
+  std::vector<uint64_t> leaked, freed;
+  std::set_difference(allocated.begin(), allocated.end(), reached.begin(), reached.end(), std::back_inserter(leaked));
+  std::set_difference(reached.begin(), reached.end(), allocated.begin(), allocated.end(), std::back_inserter(freed));
+  EXPECT_TRUE(leaked.empty()) << phase << ": " << leaked.size() << " blocks allocated but unreachable";
+  EXPECT_TRUE(freed.empty()) << phase << ": " << freed.size() << " blocks reachable but free";
+}
+
+// ---- key generators ------------------------------------------------------------------------
+
+enum class Keys { kDense, kSparse, kClustered, kBytes };
+
+std::vector<std::string> MakeKeys(Keys k, size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::set<std::string> s;
+  std::vector<std::string> out;
+  auto add = [&](std::string key) {
+    if (s.insert(key).second) out.push_back(std::move(key));
+  };
+  switch (k) {
+    case Keys::kDense:
+      for (uint64_t i = 0; i < n; ++i) add(EncodeU64(i));  // includes 0
+      break;
+    case Keys::kSparse:
+      add(EncodeU64(0));
+      add(EncodeU64(UINT64_MAX));
+      add(EncodeU64(0x7fffffffffffffffull));
+      add(EncodeU64(0x8000000000000000ull));
+      while (out.size() < n) add(EncodeU64(rng()));
+      break;
+    case Keys::kClustered:
+      while (out.size() < n) {
+        const uint64_t base = rng();
+        for (uint64_t i = 0; i < 64 && out.size() < n; ++i) add(EncodeU64(base + i));
+      }
+      break;
+    case Keys::kBytes: {
+      add("");
+      add(std::string(1, '\0'));
+      add(std::string(2, '\0'));
+      add(std::string(1, '\x7f'));
+      add(std::string(1, '\x80'));
+      add(std::string(1, '\xff'));
+      add(std::string(3, '\xff'));
+      // A prefix chain longer than any inline limit, and long keys up to kMaxKeyLen.
+      std::string chain;
+      for (int i = 0; i < 40; ++i) {
+        chain.push_back(static_cast<char>(rng() & 0xff));
+        add(chain);
+      }
+      add(std::string(kMaxKeyLen, 'a'));
+      add(std::string(kMaxKeyLen, '\x90'));
+      add(std::string(kMaxKeyLen - 1, 'a'));
+      add(std::string(1000, '\0'));
+      while (out.size() < n) {
+        const int shape = static_cast<int>(rng() % 10);
+        std::string key;
+        if (shape < 6) {  // short keys over the full byte range
+          const size_t len = rng() % 12;
+          for (size_t i = 0; i < len; ++i) key.push_back(static_cast<char>(rng() & 0xff));
+        } else if (shape < 9) {  // shared prefixes with a varying tail (prefixes of each other)
+          key = "user:" + std::to_string(rng() % 5000);
+          if (rng() & 1) key.push_back(static_cast<char>(0x80 + rng() % 128));
+        } else {  // longer keys
+          const size_t len = 16 + rng() % 300;
+          for (size_t i = 0; i < len; ++i) key.push_back(static_cast<char>(rng() & 0xff));
+        }
+        add(key);
+      }
+      break;
+    }
+  }
+  std::shuffle(out.begin(), out.end(), rng);
+  return out;
+}
+
+struct Param {
+  std::string kind;
+};
+
+class BTreeTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (!FindIndexKind(GetParam())) GTEST_SKIP() << "kind " << GetParam() << " not built";
+  }
+};
+
+// Random mix against the model, with reopen + Check between phases.
+void RunMix(const std::string& kind, Keys keys, size_t nkeys, size_t ops, uint64_t seed) {
+  const KeyType kt = keys == Keys::kBytes ? KeyType::kBytes : KeyType::kU64;
+  Harness h(kind, kt);
+  ASSERT_TRUE(h.idx);
+  const auto universe = MakeKeys(keys, nkeys, seed);
+  std::mt19937_64 rng(seed * 7 + 1);
+  Model m;
+  const int phases = 4;
+  for (int phase = 0; phase < phases; ++phase) {
+    // Phase 0 mostly inserts, later phases mix in more removes, the last drains most keys.
+    const int ins_w = phase == phases - 1 ? 2 : 6, rem_w = phase == 0 ? 1 : (phase == phases - 1 ? 8 : 4);
+    for (size_t i = 0; i < ops; ++i) {
+      const std::string& k = universe[rng() % universe.size()];
+      const int r = static_cast<int>(rng() % (ins_w + rem_w + 6));
+      const uint64_t v = rng() % 4 == 0 ? 0 : rng() % 8;  // many equal values, including 0
+      if (r < ins_w) {
+        Status s = h.idx->Insert(k, v);
+        if (m.count(k)) {
+          ASSERT_TRUE(s.IsAlreadyExists()) << s.ToString();
+        } else {
+          ASSERT_TRUE(s.ok()) << s.ToString();
+          m[k] = v;
+        }
+      } else if (r < ins_w + rem_w) {
+        Status s = h.idx->Remove(k);
+        if (m.erase(k)) ASSERT_TRUE(s.ok()) << s.ToString();
+        else ASSERT_TRUE(s.IsNotFound()) << s.ToString();
+      } else if (r < ins_w + rem_w + 2) {
+        bool inserted = false;
+        ASSERT_TRUE(h.idx->Upsert(k, v + 100, &inserted).ok());
+        ASSERT_EQ(inserted, m.count(k) == 0);
+        m[k] = v + 100;
+      } else if (r < ins_w + rem_w + 5) {
+        uint64_t got = 12345;
+        Status s = h.idx->Lookup(k, &got);
+        auto it = m.find(k);
+        if (it == m.end()) {
+          ASSERT_TRUE(s.IsNotFound());
+          ASSERT_EQ(got, 12345u);
+        } else {
+          ASSERT_TRUE(s.ok()) << s.ToString();
+          ASSERT_EQ(got, it->second);
+        }
+      } else {
+        // A short scan from a random key (present or not), sometimes bounded by an end key.
+        const std::string& start = universe[rng() % universe.size()];
+        const size_t limit = 1 + rng() % 40;
+        std::string endk = universe[rng() % universe.size()];
+        const std::string_view endv = endk;
+        const bool use_end = rng() & 1;
+        std::vector<std::pair<std::string, uint64_t>> got;
+        ASSERT_TRUE(h.idx->Scan(start, use_end ? &endv : nullptr, limit, [&](std::string_view k2, uint64_t v2) {
+                         got.emplace_back(std::string(k2), v2);
+                         return true;
+                       }).ok());
+        std::vector<std::pair<std::string, uint64_t>> want;
+        for (auto it = m.lower_bound(start); it != m.end() && want.size() < limit; ++it) {
+          if (use_end && it->first > endk) break;
+          want.emplace_back(it->first, it->second);
+        }
+        ASSERT_EQ(got, want) << "scan from a key of length " << start.size();
+      }
+    }
+    h.CheckOk("after phase");
+    ExpectSameContents(*h.idx, m, "after phase");
+    ExpectReachabilityExact(*h.pool, "after phase");
+    h.Reopen();
+    h.CheckOk("after reopen");
+    ExpectSameContents(*h.idx, m, "after reopen");
+  }
+  // Every remaining key can be looked up and removed.
+  for (const auto& [k, v] : m) {
+    uint64_t got = 0;
+    ASSERT_TRUE(h.idx->Lookup(k, &got).ok());
+    ASSERT_EQ(got, v);
+  }
+  for (const auto& [k, v] : m) ASSERT_TRUE(h.idx->Remove(k).ok());
+  EXPECT_EQ(h.idx->Size(), 0u);
+  h.CheckOk("after drain");
+  ExpectReachabilityExact(*h.pool, "after drain");
+}
+
+TEST_P(BTreeTest, MixDense) { RunMix(GetParam(), Keys::kDense, 3000, 12000, 1); }
+TEST_P(BTreeTest, MixSparse) { RunMix(GetParam(), Keys::kSparse, 3000, 12000, 2); }
+TEST_P(BTreeTest, MixClustered) { RunMix(GetParam(), Keys::kClustered, 3000, 12000, 3); }
+TEST_P(BTreeTest, MixBytes) { RunMix(GetParam(), Keys::kBytes, 2500, 10000, 4); }
+// Few keys, many operations: nodes fill and empty again and again around the boundaries.
+TEST_P(BTreeTest, MixFewKeysHighChurn) { RunMix(GetParam(), Keys::kSparse, 150, 20000, 5); }
+
+// Ascending, descending and interleaved fills, then drains in several orders, with Check after
+// every step near the boundaries (every insert while small, then periodically).
+TEST_P(BTreeTest, FillAndDrainOrders) {
+  for (int order = 0; order < 4; ++order) {
+    Harness h(GetParam(), KeyType::kU64);
+    const uint64_t n = 2500;
+    std::vector<uint64_t> ks(n);
+    for (uint64_t i = 0; i < n; ++i) ks[i] = i * 3;
+    if (order == 1) std::reverse(ks.begin(), ks.end());
+    if (order == 2) std::shuffle(ks.begin(), ks.end(), std::mt19937_64(9));
+    if (order == 3) {  // outside-in
+      std::vector<uint64_t> t;
+      for (uint64_t i = 0; i < n / 2; ++i) {
+        t.push_back(ks[i]);
+        t.push_back(ks[n - 1 - i]);
+      }
+      ks = t;
+    }
+    Model m;
+    for (size_t i = 0; i < ks.size(); ++i) {
+      ASSERT_TRUE(h.idx->Insert(ks[i], ks[i] + 1).ok());
+      m[EncodeU64(ks[i])] = ks[i] + 1;
+      if (i < 200 || i % 97 == 0) h.CheckOk("fill");
+    }
+    ExpectSameContents(*h.idx, m, "filled");
+    IndexStats st = h.idx->Stats();
+    EXPECT_EQ(st.keys, m.size());
+    EXPECT_GT(st.leaves, 1u);
+    EXPECT_GT(st.inner_nodes, 0u);
+    EXPECT_GT(st.bytes_allocated, 0u);
+    h.Reopen();
+    // Drain in a different order: every other key first (half-full nodes everywhere), then the
+    // rest ascending or descending.
+    std::vector<uint64_t> drain;
+    for (size_t i = 0; i < n; i += 2) drain.push_back(i * 3);
+    std::vector<uint64_t> rest;
+    for (size_t i = 1; i < n; i += 2) rest.push_back(i * 3);
+    if (order & 1) std::reverse(rest.begin(), rest.end());
+    drain.insert(drain.end(), rest.begin(), rest.end());
+    for (size_t i = 0; i < drain.size(); ++i) {
+      ASSERT_TRUE(h.idx->Remove(drain[i]).ok()) << i;
+      m.erase(EncodeU64(drain[i]));
+      if (drain.size() - i < 200 || i % 97 == 0) h.CheckOk("drain");
+      if (i == drain.size() / 2) {
+        ExpectSameContents(*h.idx, m, "half drained");
+        ExpectReachabilityExact(*h.pool, "half drained");
+      }
+    }
+    EXPECT_EQ(h.idx->Size(), 0u);
+    st = h.idx->Stats();
+    EXPECT_EQ(st.keys, 0u);
+    ExpectReachabilityExact(*h.pool, "drained");
+    // The empty tree works again.
+    for (uint64_t i = 0; i < 300; ++i) ASSERT_TRUE(h.idx->Insert(i, i).ok());
+    h.CheckOk("refill");
+  }
+}
+
+TEST_P(BTreeTest, ScanBoundsAndStarts) {
+  Harness h(GetParam(), KeyType::kU64);
+  for (uint64_t i = 0; i < 1000; ++i) ASSERT_TRUE(h.idx->Insert(i * 10, i).ok());
+  auto collect = [&](std::string_view start, const std::string_view* end, size_t limit) {
+    std::vector<uint64_t> out;
+    EXPECT_TRUE(h.idx->Scan(start, end, limit, [&](std::string_view k, uint64_t) {
+                     out.push_back(DecodeU64(k));
+                     return true;
+                   }).ok());
+    return out;
+  };
+  auto v = collect(U64Key(15), nullptr, 3);
+  EXPECT_EQ(v, (std::vector<uint64_t>{20, 30, 40}));
+  std::string e = EncodeU64(50);
+  std::string_view ev = e;
+  v = collect(U64Key(20), &ev, 100);
+  EXPECT_EQ(v, (std::vector<uint64_t>{20, 30, 40, 50}));
+  v = collect("", nullptr, 2);  // an empty start is before every key
+  EXPECT_EQ(v, (std::vector<uint64_t>{0, 10}));
+  v = collect(std::string("\0\0\0\0\0\0\0\x0a\x01", 9), nullptr, 2);  // longer than 8: after 10
+  EXPECT_EQ(v, (std::vector<uint64_t>{20, 30}));
+  v = collect(U64Key(9990), nullptr, 10);
+  EXPECT_EQ(v, (std::vector<uint64_t>{9990}));
+  v = collect(U64Key(9991), nullptr, 10);
+  EXPECT_TRUE(v.empty());
+  v = collect(U64Key(0), nullptr, 0);
+  EXPECT_TRUE(v.empty());
+  // Stopping early from the callback; the callback may use the index.
+  int calls = 0;
+  ASSERT_TRUE(h.idx->Scan(U64Key(0), nullptr, 1000, [&](std::string_view k, uint64_t) {
+                   uint64_t x;
+                   EXPECT_TRUE(h.idx->Lookup(k, &x).ok());
+                   return ++calls < 150;
+                 }).ok());
+  EXPECT_EQ(calls, 150);
+  // A long full scan crosses many leaves and batches.
+  v = collect(U64Key(0), nullptr, SIZE_MAX);
+  ASSERT_EQ(v.size(), 1000u);
+  for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(v[i], i * 10);
+}
+
+TEST_P(BTreeTest, InvalidKeysAndUpsert) {
+  Harness h(GetParam(), KeyType::kU64);
+  EXPECT_EQ(h.idx->Insert("short", 1).code(), Code::kInvalidArgument);
+  EXPECT_EQ(h.idx->Insert(std::string(9, 'x'), 1).code(), Code::kInvalidArgument);
+  bool inserted = false;
+  ASSERT_TRUE(h.idx->Upsert(U64Key(7), 1, &inserted).ok());
+  EXPECT_TRUE(inserted);
+  ASSERT_TRUE(h.idx->Upsert(U64Key(7), 2, &inserted).ok());
+  EXPECT_FALSE(inserted);
+  uint64_t v = 0;
+  ASSERT_TRUE(h.idx->Lookup(7, &v).ok());
+  EXPECT_EQ(v, 2u);
+  EXPECT_TRUE(h.idx->Insert(7, 3).IsAlreadyExists());
+  ASSERT_TRUE(h.idx->Lookup(7, &v).ok());
+  EXPECT_EQ(v, 2u);
+  EXPECT_TRUE(h.idx->Remove(8).IsNotFound());
+
+  Harness hb(GetParam(), KeyType::kBytes);
+  EXPECT_EQ(hb.idx->Insert(std::string(kMaxKeyLen + 1, 'x'), 1).code(), Code::kInvalidArgument);
+  ASSERT_TRUE(hb.idx->Insert(std::string(kMaxKeyLen, 'x'), 1).ok());
+  ASSERT_TRUE(hb.idx->Insert("", 5).ok());
+  ASSERT_TRUE(hb.idx->Lookup("", &v).ok());
+  EXPECT_EQ(v, 5u);
+  EXPECT_TRUE(hb.idx->Lookup(std::string(1, '\0'), &v).IsNotFound());
+  // Unsigned order: 0x80 sorts after 0x7f.
+  ASSERT_TRUE(hb.idx->Insert("\x7f", 1).ok());
+  ASSERT_TRUE(hb.idx->Insert("\x80", 2).ok());
+  ASSERT_TRUE(hb.idx->Insert("\x7f\xff", 3).ok());
+  std::vector<std::string> order;
+  ASSERT_TRUE(hb.idx->Scan("", nullptr, 100, [&](std::string_view k, uint64_t) {
+                   order.emplace_back(k);
+                   return true;
+                 }).ok());
+  ASSERT_EQ(order.size(), 5u);
+  EXPECT_EQ(order[0], "");
+  EXPECT_EQ(order[1], std::string(kMaxKeyLen, 'x'));  // 'x' is 0x78
+  EXPECT_EQ(order[2], "\x7f");
+  EXPECT_EQ(order[3], "\x7f\xff");
+  EXPECT_EQ(order[4], "\x80");
+  hb.CheckOk("bytes");
+}
+
+TEST_P(BTreeTest, PoolFullIsClean) {
+  for (KeyType kt : {KeyType::kU64, KeyType::kBytes}) {
+    Harness h(GetParam(), kt, 8ull << 20);  // a few chunks only
+    Model m;
+    std::mt19937_64 rng(11);
+    Status s;
+    uint64_t i = 0;
+    for (;; ++i) {
+      std::string k = kt == KeyType::kU64 ? EncodeU64(rng()) : std::string(200 + rng() % 200, static_cast<char>('a' + i % 26)) + std::to_string(i);
+      s = h.idx->Insert(k, i);
+      if (!s.ok()) break;
+      m[k] = i;
+    }
+    ASSERT_TRUE(s.IsPoolFull()) << s.ToString();
+    h.CheckOk("full");
+    ExpectSameContents(*h.idx, m, "full");
+    // Still usable: lookups, removes, and inserts after space is freed.
+    size_t removed = 0;
+    for (auto it = m.begin(); it != m.end() && removed < m.size() / 2;) {
+      ASSERT_TRUE(h.idx->Remove(it->first).ok());
+      it = m.erase(it);
+      ++removed;
+      if (it != m.end()) ++it;
+    }
+    h.CheckOk("after removes");
+    for (int j = 0; j < 100; ++j) {
+      std::string k = kt == KeyType::kU64 ? EncodeU64(rng()) : "again" + std::to_string(j);
+      ASSERT_TRUE(h.idx->Insert(k, 1).ok());
+      m[k] = 1;
+    }
+    ExpectSameContents(*h.idx, m, "refilled");
+    ExpectReachabilityExact(*h.pool, "pool full");
+    h.Reopen();
+    h.CheckOk("reopened");
+    ExpectSameContents(*h.idx, m, "reopened");
+  }
+}
+
+TEST_P(BTreeTest, ValuesAreBlocksAreReported) {
+  Harness h(GetParam(), KeyType::kU64, 256ull << 20, /*vab=*/true);
+  std::set<uint64_t> values;
+  for (uint64_t i = 0; i < 500; ++i) {
+    uint64_t off = 0;
+    ASSERT_TRUE(h.pool->allocator().Alloc(64, &off).ok());
+    ASSERT_TRUE(h.idx->Insert(i, off).ok());
+    values.insert(off);
+  }
+  const IndexKind* k = FindIndexKind(GetParam());
+  RootInfo ri;
+  ASSERT_TRUE(h.pool->FindRoot("t", &ri).ok());
+  std::set<uint64_t> reached;
+  k->visit(*h.pool, ri.off, [&](uint64_t off) { reached.insert(off); });
+  for (uint64_t v : values) ASSERT_TRUE(reached.count(v)) << v;
+  ExpectReachabilityExact(*h.pool, "vab");
+  // Bytes allocated counts the index's own blocks, not the values.
+  const IndexStats st = h.idx->Stats();
+  EXPECT_LT(st.bytes_allocated, h.pool->allocator().Stats().bytes_allocated);
+}
+
+// A crash image taken with no operation in flight (the pool's clean flag left unset) reopens
+// with every key, and post-crash recovery keeps exactly the reachable blocks.
+TEST_P(BTreeTest, ReopenAfterCrashImage) {
+  Harness h(GetParam(), KeyType::kBytes);
+  Model m;
+  auto keys = MakeKeys(Keys::kBytes, 1500, 21);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    ASSERT_TRUE(h.idx->Insert(keys[i], i).ok());
+    m[keys[i]] = i;
+  }
+  for (size_t i = 0; i < keys.size(); i += 3) {
+    ASSERT_TRUE(h.idx->Remove(keys[i]).ok());
+    m.erase(keys[i]);
+  }
+  TempPath img("btree-img");
+  test::CopyFile(h.path, img);  // the live pool file: not closed, so it reopens as after a crash
+  std::unique_ptr<Pool> p2;
+  ASSERT_TRUE(Pool::Open(img, SmallPool(), &p2).ok());
+  ASSERT_FALSE(p2->opened_clean());
+  ASSERT_TRUE(p2->WaitForRecovery().ok());
+  std::unique_ptr<Index> i2;
+  ASSERT_TRUE(OpenIndex(*p2, "t", &i2).ok());
+  std::string rep;
+  ASSERT_TRUE(i2->Check(&rep).ok()) << rep;
+  ExpectSameContents(*i2, m, "crash image");
+  ExpectReachabilityExact(*p2, "crash image");
+  i2.reset();
+  ASSERT_TRUE(p2->Close().ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, BTreeTest, ::testing::Values("fastfair", "b3tree", "wbtree", "wbtree-slot"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace wort
