@@ -1,0 +1,637 @@
+#!/usr/bin/env python3
+"""End-to-end tests of `wort serve` through real memcached clients.
+
+Run by tests/server/server_e2e_test.cc (one gtest per mode), or by hand:
+    server_e2e.py MODE --wort build/wort --pool /dev/shm/x.pool
+MODE is one of:
+  clients  every command through pymemcache, the libmemcached tools and a raw socket: noreply,
+           multi-get, cas conflicts, expiry, flush_all, big values, malformed input (each gets its
+           error line and the server stays up), range scans, many concurrent clients, max-conns,
+           restart on the same pool.
+  kill     load through several connections, SIGKILL the server mid-load, restart it on the same
+           pool and read back every acknowledged write (twice), then `wort pool check` (no leak).
+  oom      a small pool fills up: writes answer SERVER_ERROR out of memory, reads keep working.
+  unordered  with a hash index, range answers SERVER_ERROR and the rest works.
+Exit status 0 iff every check passed. Everything listens on 127.0.0.1 only; every loop is bounded.
+"""
+import argparse
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from pymemcache.client.base import Client
+from pymemcache.exceptions import MemcacheServerError, MemcacheClientError
+
+FAILURES = []
+
+
+def check(cond, what):
+    if not cond:
+        FAILURES.append(what)
+        print("FAIL:", what, flush=True)
+
+
+class Server:
+    """A `wort serve` process on a free loopback port."""
+
+    index = ""  # --index for new pools ("" = the server's default)
+
+    def __init__(self, wort, pool, *extra):
+        idx = ["--index", Server.index] if Server.index else []
+        self.proc = subprocess.Popen(
+            [wort, "serve", "--pool", pool, "--port", "0", "--threads", "2", *idx, *extra],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.log = []
+        self.port = None
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            self.log.append(line.rstrip())
+            if "listening on" in line:
+                self.port = int(line.split("listening on ")[1].split()[0].rsplit(":", 1)[1])
+                break
+        if self.port is None:
+            raise RuntimeError("server did not start:\n" + "\n".join(self.log))
+        # Keep draining its output so that it never blocks on a full pipe.
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self):
+        for line in self.proc.stdout:
+            self.log.append(line.rstrip())
+
+    def client(self, **kw):
+        return Client(("127.0.0.1", self.port), connect_timeout=5, timeout=10, **kw)
+
+    def raw(self):
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=10)
+        return s
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        rc = self.proc.wait(30)
+        check(rc == 0, f"clean shutdown exit code {rc}: {self.log[-5:]}")
+
+    def kill9(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(30)
+
+
+def talk(port, data, expect_close=False, timeout=2.0):
+    """Sends raw bytes, returns everything the server replied until it goes quiet."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    s.sendall(data)
+    out = b""
+    s.settimeout(0.3)
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            d = s.recv(1 << 20)
+        except socket.timeout:
+            if not expect_close:
+                break
+            continue
+        if not d:
+            out += b"<EOF>"
+            break
+        out += d
+    s.close()
+    return out
+
+
+def recv_until(sock, terminator):
+    buf = b""
+    while not buf.endswith(terminator):
+        d = sock.recv(1 << 20)
+        if not d:
+            raise ConnectionError("closed")
+        buf += d
+    return buf
+
+
+# ---- clients ------------------------------------------------------------------------------
+
+def test_pymemcache(srv):
+    c = srv.client()
+    check(c.version().startswith(b"1.6"), "version")
+    # set / get / flags / noreply
+    check(c.set("k1", b"v1", noreply=False) is True, "set")
+    check(c.get("k1") == b"v1", "get")
+    check(c.set("k2", b"v2", noreply=True) is True, "set noreply")
+    check(c.get("k2") == b"v2", "get after noreply set")
+    check(c.get("missing") is None, "get miss")
+    # multi-get
+    many = {f"mk{i}": f"val{i}".encode() for i in range(200)}
+    check(c.set_many(many, noreply=False) == [], "set_many")
+    got = c.get_many(list(many) + ["nope1", "nope2"])
+    check(got == many, f"get_many ({len(got)} of {len(many)})")
+    # add / replace
+    check(c.add("k1", b"x", noreply=False) is False, "add existing -> NOT_STORED")
+    check(c.add("k3", b"v3", noreply=False) is True, "add new")
+    check(c.replace("k3", b"v3b", noreply=False) is True, "replace existing")
+    check(c.replace("nokey", b"x", noreply=False) is False, "replace missing -> NOT_STORED")
+    check(c.get("k3") == b"v3b", "replace took effect")
+    # append / prepend
+    check(c.append("k3", b"++", noreply=False) is True, "append")
+    check(c.prepend("k3", b"--", noreply=False) is True, "prepend")
+    check(c.get("k3") == b"--v3b++", "append+prepend value")
+    check(c.append("nokey", b"x", noreply=False) is False, "append missing")
+    # gets / cas
+    v, cas = c.gets("k1")
+    check(v == b"v1" and int(cas) > 0, "gets")
+    check(c.cas("k1", b"new", cas, noreply=False) is True, "cas match")
+    check(c.cas("k1", b"newer", cas, noreply=False) is False, "cas conflict -> EXISTS")
+    check(c.cas("nokey", b"x", cas, noreply=False) is None, "cas missing -> NOT_FOUND")
+    v2, cas2 = c.gets("k1")
+    check(v2 == b"new" and int(cas2) > int(cas), "cas increases")
+    # two clients racing on cas: exactly one wins
+    c2 = srv.client()
+    _, cas3 = c.gets("k1")
+    r1 = c.cas("k1", b"A", cas3, noreply=False)
+    r2 = c2.cas("k1", b"B", cas3, noreply=False)
+    check((r1, r2) == (True, False) and c.get("k1") == b"A", "cas race")
+    # delete
+    check(c.delete("k2", noreply=False) is True, "delete")
+    check(c.delete("k2", noreply=False) is False, "delete missing")
+    check(c.get("k2") is None, "deleted is gone")
+    # incr / decr
+    c.set("n", b"10", noreply=False)
+    check(c.incr("n", 5) == 15, "incr")
+    check(c.decr("n", 100) == 0, "decr floors at 0")
+    check(c.incr("nokey", 1) is None, "incr missing")
+    c.set("big", b"18446744073709551615", noreply=False)
+    check(c.incr("big", 2) == 1, "incr wraps at 2^64")
+    c.set("txt", b"abc", noreply=False)
+    try:
+        c.incr("txt", 1)
+        check(False, "incr non-numeric must fail")
+    except MemcacheClientError as e:
+        check("non-numeric" in str(e), f"incr non-numeric error: {e}")
+    # touch / gat / gats
+    check(c.touch("k1", 100, noreply=False) is True, "touch")
+    check(c.touch("nokey", 100, noreply=False) is False, "touch missing")
+    # pymemcache has no gat/gats: raw socket
+    check(talk(srv.port, b"gat 100 k1 nokey\r\n") == b"VALUE k1 0 1\r\nA\r\nEND\r\n", "gat")
+    r = talk(srv.port, b"gats 100 k1\r\n")
+    check(r.startswith(b"VALUE k1 0 1 ") and r.endswith(b"\r\nA\r\nEND\r\n"), f"gats: {r!r}")
+    c.set("g", b"x", noreply=False)
+    check(talk(srv.port, b"gat -1 g\r\nget g\r\n") == b"VALUE g 0 1\r\nx\r\nEND\r\nEND\r\n", "gat -1 expires")
+    # expiry: relative, absolute, negative; touch to expire
+    c.set("e1", b"x", expire=1, noreply=False)
+    c.set("e2", b"x", expire=int(time.time()) + 1, noreply=False)  # absolute (> 30 days)
+    c.set("e3", b"x", expire=100, noreply=False)
+    c.set("e4", b"x", expire=1, noreply=False)
+    c.touch("e4", 0)  # never expires now
+    check(c.get("e1") == b"x" and c.get("e2") == b"x", "not yet expired")
+    time.sleep(2.2)
+    check(c.get("e1") is None, "relative exptime expired")
+    check(c.get("e2") is None, "absolute exptime expired")
+    check(c.get("e3") == b"x", "long exptime alive")
+    check(c.get("e4") == b"x", "touch 0 removed the expiry")
+    check(c.add("e1", b"again", noreply=False) is True, "add over an expired item")
+    check(c.replace("e2", b"x", noreply=False) is False, "replace of an expired item")
+    # values: binary bytes, empty, exactly 1 MiB, too large
+    binv = bytes(range(256)) + b"\r\n\r\nEND\r\n" + b"\x00" * 10
+    c.set("bin", binv, noreply=False)
+    check(c.get("bin") == binv, "binary value")
+    c.set("empty", b"", noreply=False)
+    check(c.get("empty") == b"", "empty value")
+    mib = os.urandom(1 << 20)
+    check(c.set("mib", mib, noreply=False) is True, "1 MiB value")
+    check(c.get("mib") == mib, "1 MiB value back")
+    try:
+        c.set("mib", mib + b"x", noreply=False)
+        check(False, "too large must fail")
+    except MemcacheServerError as e:
+        check("object too large for cache" in str(e), f"too large error: {e}")
+    check(c.get("mib") is None, "a failed set of a too-large value removed the old value (memcached)")
+    check(c.get("k1") == b"A", "connection usable after too large")
+    # key limits through pymemcache
+    k250 = "k" * 250
+    c.set(k250, b"long", noreply=False)
+    check(c.get(k250) == b"long", "250-byte key")
+    # stats
+    st = c.stats()
+    for f in (b"pid", b"uptime", b"time", b"version", b"curr_connections", b"total_connections", b"cmd_get",
+              b"cmd_set", b"get_hits", b"get_misses", b"curr_items", b"total_items", b"bytes", b"threads",
+              b"cas_badval", b"cas_hits", b"touch_hits", b"incr_hits", b"delete_hits", b"limit_maxbytes"):
+        check(f in st, f"stats field {f}")
+    check(st.get(b"get_hits", 0) > 0 and st.get(b"cmd_set", 0) > 0, "stats counts")
+    check(b"item_size_max" in c.stats("settings"), "stats settings")
+    # flush_all: immediate, then delayed
+    c.set("f1", b"x", noreply=False)
+    check(c.flush_all(noreply=False) is True, "flush_all")
+    check(c.get("f1") is None and c.get("k1") is None, "flush_all removed everything")
+    c.set("f2", b"y", noreply=False)
+    check(c.get("f2") == b"y", "set after flush_all")
+    c.flush_all(delay=2, noreply=False)
+    check(c.get("f2") == b"y", "delayed flush_all not yet")
+    time.sleep(3.1)
+    check(c.get("f2") is None, "delayed flush_all happened")
+    c.set("f3", b"z", noreply=False)
+    check(c.get("f3") == b"z", "set after delayed flush_all")
+    c.close()
+    c2.close()
+
+
+def test_raw_protocol(srv):
+    p = srv.port
+    cases = [
+        # (request, exact expected reply)
+        (b"set r 5 0 3\r\nabc\r\nget r\r\n", b"STORED\r\nVALUE r 5 3\r\nabc\r\nEND\r\n"),
+        (b"bogus\r\n", b"ERROR\r\n"),
+        (b"\r\n", b"ERROR\r\n"),
+        (b"get\r\n", b"ERROR\r\n"),
+        (b"set r 0 0 -1\r\n", b"CLIENT_ERROR bad command line format\r\n"),
+        (b"set r 0 0\r\n", b"ERROR\r\n"),
+        (b"set r 0 0 2\r\nxyz\r\nget r\r\n", b"CLIENT_ERROR bad data chunk\r\nERROR\r\nVALUE r 5 3\r\nabc\r\nEND\r\n"),
+        (b"get " + b"k" * 251 + b"\r\n", b"CLIENT_ERROR bad command line format\r\n"),
+        (b"get a\x01b\r\n", b"CLIENT_ERROR bad command line format\r\n"),
+        (b"delete r 5\r\n", b"CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n"),
+        (b"incr r abc\r\n", b"CLIENT_ERROR invalid numeric delta argument\r\n"),
+        (b"touch r soon\r\n", b"CLIENT_ERROR invalid exptime argument\r\n"),
+        (b"flush_all later\r\n", b"CLIENT_ERROR invalid exptime argument\r\n"),
+        (b"verbosity 1\r\nverbosity\r\n", b"OK\r\nERROR\r\n"),
+        (b"stats nosuchgroup\r\n", b"ERROR\r\n"),
+        (b"cas r 0 0 1\r\nq\r\n", b"ERROR\r\nERROR\r\n"),
+        (b"mg r v\r\n", b"ERROR\r\n"),
+        (b"set n 0 -1 1\r\nx\r\nget n\r\n", b"STORED\r\nEND\r\n"),  # negative exptime: expired at once
+        (b"set q 0 0 1 noreply\r\nx\r\nget q\r\n", b"VALUE q 0 1\r\nx\r\nEND\r\n"),
+        (b"delete q noreply\r\nincr q 1 noreply\r\ntouch q 1 noreply\r\nget q\r\n", b"END\r\n"),
+        (b"set n2 0 0 2\r\n10\r\ndecr n2 1\r\nget n2\r\n", b"STORED\r\n9\r\nVALUE n2 0 1\r\n9\r\nEND\r\n"),
+        # too large with data, then the connection keeps working
+        (b"set big 0 0 2000000\r\n" + b"x" * 2000000 + b"\r\nget r\r\n",
+         b"SERVER_ERROR object too large for cache\r\nVALUE r 5 3\r\nabc\r\nEND\r\n"),
+        # keys with bytes >= 0x80, prefixes of each other, flags at the maximum
+        (b"set \xc3\xa9 1 0 1\r\na\r\nset \xc3\xa9\xc3\xa9 4294967295 0 1\r\nb\r\nget \xc3\xa9 \xc3\xa9\xc3\xa9 \xc3\r\n",
+         b"STORED\r\nSTORED\r\nVALUE \xc3\xa9 1 1\r\na\r\nVALUE \xc3\xa9\xc3\xa9 4294967295 1\r\nb\r\nEND\r\n"),
+        (b"version junk\r\n", b"VERSION 1.6.18-wort\r\n"),
+    ]
+    for req, want in cases:
+        got = talk(p, req)
+        check(got == want, f"raw {req[:60]!r}: got {got[:200]!r} want {want[:200]!r}")
+    # A line too long: error, then the server closes the connection.
+    got = talk(p, b"a" * 5000, expect_close=True)
+    check(got == b"CLIENT_ERROR line too long\r\n<EOF>", f"line too long: {got[:100]!r}")
+    # quit closes
+    check(talk(p, b"quit\r\nget r\r\n", expect_close=True) == b"<EOF>", "quit")
+    # Pipelined requests arriving a byte at a time.
+    s = srv.raw()
+    for b in b"set slow 0 0 4\r\nabcd\r\nget slow\r\n":
+        s.sendall(bytes([b]))
+    check(recv_until(s, b"END\r\n") == b"STORED\r\nVALUE slow 0 4\r\nabcd\r\nEND\r\n", "byte-at-a-time pipeline")
+    s.close()
+    # Half a request, then the client vanishes: nobody else notices.
+    for _ in range(20):
+        h = srv.raw()
+        h.sendall(b"set half 0 0 100000\r\nabc")
+        h.close()
+        h = srv.raw()
+        h.sendall(b"get " + b"x" * 1000)
+        h.close()
+    check(talk(p, b"get r\r\n") == b"VALUE r 5 3\r\nabc\r\nEND\r\n", "server fine after half requests")
+    # Large multi-get reply, bigger than the handler's output high-water mark (1 MiB).
+    c = srv.client()
+    val = b"v" * 100000
+    for i in range(30):
+        c.set(f"mg{i}", val, noreply=False)
+    got = c.get_many([f"mg{i}" for i in range(30)])
+    check(len(got) == 30 and all(v == val for v in got.values()), "3 MB multi-get")
+    c.close()
+
+
+def test_range(srv):
+    c = srv.client()
+    keys = [f"r:{i:04d}" for i in range(0, 300, 3)]
+    for k in keys:
+        c.set(k, k.encode() + b"!", noreply=False)
+    s = srv.raw()
+    s.sendall(b"range r:0010 r:0100 1000\r\n")
+    reply = recv_until(s, b"END\r\n")
+    got = [l[4:].decode() for l in reply.split(b"\r\n") if l.startswith(b"KEY ")]
+    want = [k for k in keys if "r:0010" <= k <= "r:0100"]
+    check(got == want, f"range keys: {got[:5]}... want {want[:5]}...")
+    s.sendall(b"range r:0000 r:9999 5 values\r\n")
+    reply = recv_until(s, b"END\r\n")
+    check(reply.startswith(b"VALUE r:0000 0 7\r\nr:0000!\r\nVALUE r:0003 0 7\r\n") and reply.count(b"VALUE ") == 5,
+          f"range values: {reply[:120]!r}")
+    # Dead items are skipped.
+    c.delete("r:0003")
+    s.sendall(b"range r:0000 r:0009 10\r\n")
+    reply = recv_until(s, b"END\r\n")
+    check(reply == b"KEY r:0000\r\nKEY r:0006\r\nKEY r:0009\r\nEND\r\n", f"range after delete: {reply!r}")
+    s.sendall(b"range z a 10\r\n")
+    check(recv_until(s, b"END\r\n") == b"END\r\n", "empty range")
+    s.sendall(b"range a z 0\r\n")
+    check(recv_until(s, b"\r\n").startswith(b"CLIENT_ERROR"), "range limit 0")
+    s.close()
+    c.close()
+
+
+def test_concurrency(srv):
+    errors = []
+
+    def worker(t):
+        try:
+            c = srv.client()
+            for i in range(300):
+                k = f"t{t}:{i % 50}"
+                v = f"{t}-{i}".encode()
+                c.set(k, v, noreply=False)
+                if c.get(k) != v:
+                    errors.append(f"thread {t} op {i}")
+            c.incr("ctr", 1)
+            c.close()
+        except Exception as e:  # noqa: BLE001
+            errors.append(repr(e))
+
+    c = srv.client()
+    c.set("ctr", b"0", noreply=False)
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    check(not errors, f"concurrent clients: {errors[:3]}")
+    check(c.get("ctr") == b"16", "concurrent incr")
+    # many idle connections hold no thread
+    idle = [srv.raw() for _ in range(200)]
+    check(c.get("ctr") == b"16", "server serves with 200 idle connections")
+    for s in idle:
+        s.close()
+    c.close()
+
+
+def test_libmemcached_tools(srv):
+    servers = f"--servers=127.0.0.1:{srv.port}"
+    env = dict(os.environ)
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "toolfile")
+        data = os.urandom(5000)
+        with open(path, "wb") as f:
+            f.write(data)
+
+        def run(*args):
+            return subprocess.run(list(args), capture_output=True, timeout=30, env=env)
+
+        r = run("memccp", servers, path)
+        check(r.returncode == 0, f"memccp: {r.stderr!r}")
+        r = run("memccat", servers, "toolfile")
+        check(r.returncode == 0 and r.stdout in (data, data + b"\n"), f"memccat: rc {r.returncode} {len(r.stdout)} bytes")
+        r = run("memcexist", servers, "toolfile")
+        check(r.returncode == 0, f"memcexist: {r.stderr!r}")
+        r = run("memctouch", servers, "--expire=100", "toolfile")
+        check(r.returncode == 0, f"memctouch: {r.stderr!r}")
+        r = run("memcping", servers)
+        check(r.returncode == 0, f"memcping: {r.stderr!r}")
+        r = run("memcstat", servers)
+        check(r.returncode == 0 and b"curr_items" in r.stdout, f"memcstat: {r.stdout[:200]!r}")
+        r = run("memcrm", servers, "toolfile")
+        check(r.returncode == 0, f"memcrm: {r.stderr!r}")
+        r = run("memccat", servers, "toolfile")
+        check(r.returncode != 0, "memccat after memcrm must fail")
+        run("memccp", servers, path)
+        r = run("memcflush", servers)
+        check(r.returncode == 0, f"memcflush: {r.stderr!r}")
+        r = run("memccat", servers, "toolfile")
+        check(r.returncode != 0, "memccat after memcflush must fail")
+        r = run("memccapable", "-h", "127.0.0.1", "-p", str(srv.port), "-a")
+        check(r.returncode == 0, f"memccapable -a: {r.stdout[-400:]!r}{r.stderr[-400:]!r}")
+
+
+def test_max_conns(args):
+    pool = args.pool + ".mc"
+    srv = Server(args.wort, pool, "--max-conns", "3")
+    try:
+        held = [srv.raw() for _ in range(3)]
+        for s in held:
+            s.sendall(b"version\r\n")
+            recv_until(s, b"\r\n")
+        got = talk(srv.port, b"version\r\n", expect_close=True)
+        check(got == b"SERVER_ERROR Too many open connections\r\n<EOF>", f"max-conns: {got!r}")
+        held[0].close()
+        time.sleep(0.3)
+        check(talk(srv.port, b"version\r\n").startswith(b"VERSION"), "accepts again below max-conns")
+        for s in held[1:]:
+            s.close()
+    finally:
+        srv.stop()
+        os.unlink(pool)
+
+
+def mode_clients(args):
+    srv = Server(args.wort, args.pool)
+    try:
+        test_pymemcache(srv)
+        test_raw_protocol(srv)
+        test_range(srv)
+        test_concurrency(srv)
+        test_libmemcached_tools(srv)
+        check(srv.alive(), "server still running after everything")
+        # Restart on the same pool: the data is there, new cas values are larger.
+        c = srv.client()
+        c.set("persist", b"across restarts", flags=7, noreply=False)
+        _, cas_before = c.gets("persist")
+        c.close()
+    finally:
+        srv.stop()
+    srv = Server(args.wort, args.pool)
+    try:
+        check(any("clean shutdown" in l for l in srv.log), f"restart log: {srv.log}")
+        check(talk(srv.port, b"get persist\r\n") == b"VALUE persist 7 15\r\nacross restarts\r\nEND\r\n",
+              "value survives a restart")
+        c = srv.client()
+        c.set("after", b"x", noreply=False)
+        _, cas_after = c.gets("after")
+        check(int(cas_after) > int(cas_before), f"cas grows across restarts ({cas_before} -> {cas_after})")
+        c.close()
+    finally:
+        srv.stop()
+    test_max_conns(args)
+
+
+# ---- kill ---------------------------------------------------------------------------------
+
+def value_for(key, version):
+    n = 10 + (hash((key, version)) % 3000)
+    return (f"{key}:{version}:".encode() * (n // 8 + 1))[:n]
+
+
+def mode_kill(args):
+    rounds = 2
+    acked = {}      # key -> version acknowledged last
+    inflight = {}   # key -> version sent but not acknowledged when the server died
+    deleted_ack = set()
+    srv = Server(args.wort, args.pool)
+    total_acks = 0
+    try:
+        for rnd in range(rounds):
+            stop = threading.Event()
+            lock = threading.Lock()
+
+            def writer(t):
+                nonlocal total_acks
+                rng = random.Random(rnd * 100 + t)
+                try:
+                    s = srv.raw()
+                    i = 0
+                    while not stop.is_set() and i < 200000:
+                        i += 1
+                        key = f"w{t}:{rng.randrange(2000)}"
+                        if rng.random() < 0.1 and key in acked:
+                            with lock:
+                                inflight[key] = None
+                            s.sendall(f"delete {key}\r\n".encode())
+                            r = recv_until(s, b"\r\n")
+                            with lock:
+                                inflight.pop(key, None)
+                                acked.pop(key, None)
+                                if r == b"DELETED\r\n":
+                                    deleted_ack.add(key)
+                            continue
+                        ver = acked.get(key, 0) + 1 if key not in acked else acked[key] + 1
+                        v = value_for(key, ver)
+                        with lock:
+                            inflight[key] = ver
+                        s.sendall(f"set {key} {ver} 0 {len(v)}\r\n".encode() + v + b"\r\n")
+                        r = recv_until(s, b"\r\n")
+                        if r != b"STORED\r\n":
+                            raise RuntimeError(f"set answered {r!r}")
+                        with lock:
+                            inflight.pop(key, None)
+                            acked[key] = ver
+                            deleted_ack.discard(key)
+                            total_acks += 1
+                except (ConnectionError, OSError):
+                    pass  # the server was killed
+
+            threads = [threading.Thread(target=writer, args=(t,)) for t in range(4)]
+            for t in threads:
+                t.start()
+            time.sleep(1.5 + random.random())
+            srv.kill9()  # mid-load
+            stop.set()
+            for t in threads:
+                t.join(30)
+            print(f"round {rnd}: {total_acks} acknowledged sets so far, {len(acked)} live keys, "
+                  f"{len(inflight)} in flight at the kill", flush=True)
+            srv = Server(args.wort, args.pool)
+            check(any("unclean shutdown" in l for l in srv.log), f"restart after kill: {srv.log}")
+            print("\n".join(srv.log), flush=True)
+            # Every acknowledged write is there with its value; an in-flight one may be old or new.
+            c = srv.client()
+            keys = sorted(set(acked) | set(inflight) | deleted_ack)
+            got = {}
+            for i in range(0, len(keys), 100):
+                got.update(c.get_many(keys[i:i + 100]))
+            bad = 0
+            for k in keys:
+                options = set()
+                if k in acked:
+                    options.add(value_for(k, acked[k]))
+                else:
+                    options.add(None)
+                if k in inflight:
+                    iv = inflight[k]
+                    options.add(None if iv is None else value_for(k, iv))
+                if got.get(k) not in options:
+                    bad += 1
+                    if bad <= 3:
+                        print(f"key {k}: got {got.get(k)!r:.60} acked {acked.get(k)} inflight {inflight.get(k)}")
+            check(bad == 0, f"round {rnd}: {bad} of {len(keys)} keys lost or wrong after SIGKILL")
+            # Settle in-flight keys to what the server has, for the next round.
+            for k, iv in list(inflight.items()):
+                if got.get(k) is None:
+                    acked.pop(k, None)
+                elif iv is not None and got.get(k) == value_for(k, iv):
+                    acked[k] = iv
+            inflight.clear()
+            c.close()
+        check(total_acks > 1000, f"enough load before the kills ({total_acks})")
+        deadline = time.time() + 60
+        while time.time() < deadline and not any("recovery finished" in l for l in srv.log):
+            time.sleep(0.1)
+        check(any("recovery finished" in l for l in srv.log), f"post-crash recovery finished: {srv.log[-3:]}")
+    finally:
+        srv.stop()
+    # The pool is consistent and nothing leaked: allocated blocks == blocks the index reaches.
+    r = subprocess.run([args.wort, "pool", "check", args.pool], capture_output=True, text=True, timeout=120)
+    print(r.stdout[-2000:], r.stderr[-2000:], flush=True)
+    check(r.returncode == 0, "wort pool check after the kills")
+
+
+# ---- oom ----------------------------------------------------------------------------------
+
+def mode_oom(args):
+    srv = Server(args.wort, args.pool, "--pool-size", "24M")
+    try:
+        c = srv.client()
+        c.set("keep", b"kept value", noreply=False)
+        val = b"o" * 200000
+        stored, full = 0, False
+        for i in range(1000):
+            try:
+                c.set(f"fill{i}", val, noreply=False)
+                stored += 1
+            except MemcacheServerError as e:
+                check("out of memory storing object" in str(e), f"oom error text: {e}")
+                full = True
+                break
+        check(full, f"pool never filled ({stored} values)")
+        check(c.get("keep") == b"kept value", "reads work when full")
+        check(c.get("fill0") == val, "old values readable when full")
+        check(talk(srv.port, b"set x 0 0 200000\r\n" + val + b"\r\nget keep\r\n") ==
+              b"SERVER_ERROR out of memory storing object\r\nVALUE keep 0 10\r\nkept value\r\nEND\r\n",
+              "raw oom reply, connection usable")
+        for i in range(stored // 2):
+            c.delete(f"fill{i}")
+        check(c.set("after", val, noreply=False) is True, "writes work again after deletes")
+        c.close()
+        check(srv.alive(), "server alive after oom")
+        print(f"oom: {stored} values of 200000 bytes fit in a 24 MiB pool", flush=True)
+    finally:
+        srv.stop()
+
+
+# ---- unordered ----------------------------------------------------------------------------
+
+def mode_unordered(args):
+    """A hash index serves everything but range, which gets a clear SERVER_ERROR."""
+    srv = Server(args.wort, args.pool)
+    try:
+        c = srv.client()
+        c.set("a", b"1", noreply=False)
+        check(c.get("a") == b"1", "get on a hash index")
+        got = talk(srv.port, b"range a z 10\r\nget a\r\n")
+        check(got.startswith(b"SERVER_ERROR range needs an ordered index") and got.endswith(b"VALUE a 0 1\r\n1\r\nEND\r\n"),
+              f"range on a hash index: {got!r}")
+        c.close()
+    finally:
+        srv.stop()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mode", choices=["clients", "kill", "oom", "unordered"])
+    ap.add_argument("--wort", required=True)
+    ap.add_argument("--pool", required=True)
+    ap.add_argument("--index", default="", help="index kind (default: the server's)")
+    args = ap.parse_args()
+    Server.index = args.index
+    {"clients": mode_clients, "kill": mode_kill, "oom": mode_oom, "unordered": mode_unordered}[args.mode](args)
+    print(f"{args.mode}: {len(FAILURES)} failures", flush=True)
+    sys.exit(1 if FAILURES else 0)
+
+
+if __name__ == "__main__":
+    main()
