@@ -1079,23 +1079,24 @@ std::string Hex(std::string_view s, size_t max = 24) {
 // below must start with.
 void ArtTree::CheckRef(uint64_t ref, uint32_t depth, std::string& path, CheckCtx& ctx) const {
   const uint64_t off = RefOffset(ref);
-  const std::string where = " (at offset " + std::to_string(off) + ", path " + Hex(path) + ")";
+  // Location for messages, built only when one is reported.
+  auto where = [&] { return " (at offset " + std::to_string(off) + ", path " + Hex(path) + ")"; };
   if (!RefOk(ref)) {
-    ctx.Err("reference " + std::to_string(ref) + " is not a block of the pool" + where);
+    ctx.Err("reference " + std::to_string(ref) + " is not a block of the pool" + where());
     return;
   }
   const Allocator& a = pool_.allocator();
   if (IsLeafRef(ref)) {
     const Leaf* l = leaf(ref);
     if (l->key_len > kMaxKeyLen || !pool_.contains(off, Leaf::SizeFor(l->key_len))) {
-      ctx.Err("leaf with bad key length " + std::to_string(l->key_len) + where);
+      ctx.Err("leaf with bad key length " + std::to_string(l->key_len) + where());
       return;
     }
-    if (a.UsableSize(off) < Leaf::SizeFor(l->key_len)) ctx.Err("leaf block smaller than the leaf" + where);
+    if (a.UsableSize(off) < Leaf::SizeFor(l->key_len)) ctx.Err("leaf block smaller than the leaf" + where());
     const std::string_view kv = l->key_view();
     if (key_type_ == KeyType::kU64 && kv.size() != 8) ctx.Err("kU64 index holds a key of length " + std::to_string(kv.size()));
     if (kv.size() < path.size() || kv.compare(0, path.size(), path) != 0)
-      ctx.Err("leaf key " + Hex(kv) + " does not match its path" + where);
+      ctx.Err("leaf key " + Hex(kv) + " does not match its path" + where());
     if (ctx.have_last && CompareKeys(ctx.last_key, kv) >= 0)
       ctx.Err("keys out of order: " + Hex(ctx.last_key) + " then " + Hex(kv));
     ctx.last_key.assign(kv);
@@ -1108,12 +1109,12 @@ void ArtTree::CheckRef(uint64_t ref, uint32_t depth, std::string& path, CheckCtx
   const NodeBase* n = node(ref);
   const uint8_t t = n->type;
   if (!ValidNodeType(t) || !pool_.contains(off, NodeSize(t))) {
-    ctx.Err("bad node type " + std::to_string(t) + where);
+    ctx.Err("bad node type " + std::to_string(t) + where());
     return;
   }
   if (t != policy_.node4 && t != policy_.node16 && t != kN48 && t != kN256)
-    ctx.Err(std::string(NodeTypeName(t)) + " does not belong to a " + policy_.kind_name + " tree" + where);
-  if (a.UsableSize(off) < NodeSize(t)) ctx.Err(std::string(NodeTypeName(t)) + " block too small" + where);
+    ctx.Err(std::string(NodeTypeName(t)) + " does not belong to a " + policy_.kind_name + " tree" + where());
+  if (a.UsableSize(off) < NodeSize(t)) ctx.Err(std::string(NodeTypeName(t)) + " block too small" + where());
   const std::string tn = NodeTypeName(t);
 
   // Per-type validity of the entries.
@@ -1124,23 +1125,23 @@ void ArtTree::CheckRef(uint64_t ref, uint32_t depth, std::string& path, CheckCtx
       const uint64_t w = x->slots;
       const Slot4 s = DecodeSlot4(w);
       if (EncodeSlot4(s) != w) {
-        ctx.Err(tn + " slot word not canonical (entries not packed, slot out of range, or stale bytes)" + where);
+        ctx.Err(tn + " slot word not canonical (entries not packed, slot out of range, or stale bytes)" + where());
         entries_ok = false;
       }
       unsigned used = 0;
       for (int i = 0; i < s.n; ++i) {
         if (s.idx[i] >= 4 || (used >> s.idx[i]) & 1) {
-          ctx.Err(tn + " slot array names a child twice or out of range" + where);
+          ctx.Err(tn + " slot array names a child twice or out of range" + where());
           entries_ok = false;
         } else {
           used |= 1u << s.idx[i];
         }
         if (i > 0 && s.key[i - 1] >= s.key[i]) {
-          ctx.Err(tn + " partial keys not strictly ascending" + where);
+          ctx.Err(tn + " partial keys not strictly ascending" + where());
           entries_ok = false;
         }
         if (s.idx[i] < 4 && x->child[s.idx[i]] == 0) {
-          ctx.Err(tn + " valid slot names a null child" + where);
+          ctx.Err(tn + " valid slot names a null child" + where());
           entries_ok = false;
         }
       }
@@ -1149,18 +1150,18 @@ void ArtTree::CheckRef(uint64_t ref, uint32_t depth, std::string& path, CheckCtx
     case kW16: {
       const auto* x = reinterpret_cast<const W16*>(n);
       if (x->bitmap >> 16) {
-        ctx.Err(tn + " bitmap has bits beyond 16" + where);
+        ctx.Err(tn + " bitmap has bits beyond 16" + where());
         entries_ok = false;
       }
       const uint32_t mask = uint32_t(x->bitmap) & 0xffffu;
       for (uint32_t m = mask; m; m &= m - 1) {
         const int i = __builtin_ctz(m);
         if (x->child[i] == 0) {
-          ctx.Err(tn + " valid entry with a null child" + where);
+          ctx.Err(tn + " valid entry with a null child" + where());
           entries_ok = false;
         }
         if (Find16Scalar(x->keys, mask, x->keys[i]) != i) {
-          ctx.Err(tn + " duplicate partial key " + std::to_string(x->keys[i]) + where);
+          ctx.Err(tn + " duplicate partial key " + std::to_string(x->keys[i]) + where());
           entries_ok = false;
         }
       }
@@ -1173,15 +1174,15 @@ void ArtTree::CheckRef(uint64_t ref, uint32_t depth, std::string& path, CheckCtx
         const int k = DecodeSlot(x->child_index[c]);
         if (k < 0) continue;
         if (k >= 48) {
-          ctx.Err(tn + " child index out of range" + where);
+          ctx.Err(tn + " child index out of range" + where());
           entries_ok = false;
         } else if ((used >> k) & 1) {
-          ctx.Err(tn + " two partial keys share child word " + std::to_string(k) + where);
+          ctx.Err(tn + " two partial keys share child word " + std::to_string(k) + where());
           entries_ok = false;
         } else {
           used |= uint64_t(1) << k;
           if (x->child[k] == 0) {
-            ctx.Err(tn + " valid entry with a null child" + where);
+            ctx.Err(tn + " valid entry with a null child" + where());
             entries_ok = false;
           }
         }
@@ -1197,17 +1198,17 @@ void ArtTree::CheckRef(uint64_t ref, uint32_t depth, std::string& path, CheckCtx
       const unsigned char* keys = t == kS4 ? x4->keys : x16->keys;
       const uint64_t* child = t == kS4 ? x4->child : x16->child;
       if (cnt > cap) {
-        ctx.Err(tn + " count beyond capacity" + where);
+        ctx.Err(tn + " count beyond capacity" + where());
         entries_ok = false;
         break;
       }
       for (int i = 0; i < cnt; ++i) {
         if (i > 0 && keys[i - 1] >= keys[i]) {
-          ctx.Err(tn + " partial keys not strictly ascending" + where);
+          ctx.Err(tn + " partial keys not strictly ascending" + where());
           entries_ok = false;
         }
         if (child[i] == 0) {
-          ctx.Err(tn + " null child" + where);
+          ctx.Err(tn + " null child" + where());
           entries_ok = false;
         }
       }
@@ -1217,12 +1218,12 @@ void ArtTree::CheckRef(uint64_t ref, uint32_t depth, std::string& path, CheckCtx
   if (!entries_ok) return;
   const int cnt = ChildCount(n);
   const int total = cnt + (n->leaf_here ? 1 : 0);
-  if (total < 2) ctx.Err(tn + " with " + std::to_string(total) + " entries (path compression requires 2)" + where);
+  if (total < 2) ctx.Err(tn + " with " + std::to_string(total) + " entries (path compression requires 2)" + where());
   if (cnt > Capacity(t) || cnt < MinChildren(t))
     ctx.Err(tn + " holds " + std::to_string(cnt) + " children, outside its range [" + std::to_string(MinChildren(t)) +
-            ", " + std::to_string(Capacity(t)) + "]" + where);
+            ", " + std::to_string(Capacity(t)) + "]" + where());
   if (n->leaf_here && !IsLeafRef(n->leaf_here)) {
-    ctx.Err(tn + " leaf_here names an inner node" + where);
+    ctx.Err(tn + " leaf_here names an inner node" + where());
     return;
   }
 
@@ -1230,11 +1231,11 @@ void ArtTree::CheckRef(uint64_t ref, uint32_t depth, std::string& path, CheckCtx
   const Leaf* lo = ExtremeLeaf(ref, false);
   const Leaf* hi = ExtremeLeaf(ref, true);
   if (!lo || !hi) {
-    ctx.Err(tn + " has no valid leaf below" + where);
+    ctx.Err(tn + " has no valid leaf below" + where());
     return;
   }
   if (lo->key_len < depth || hi->key_len < depth) {
-    ctx.Err(tn + " has a leaf shorter than its depth" + where);
+    ctx.Err(tn + " has a leaf shorter than its depth" + where());
     return;
   }
   uint32_t bt = depth;
@@ -1242,28 +1243,28 @@ void ArtTree::CheckRef(uint64_t ref, uint32_t depth, std::string& path, CheckCtx
   const Hdr h = UnpackHdr(n->hdr);
   if (h.branch() != bt)
     ctx.Err(tn + " header says depth " + std::to_string(h.depth) + " + prefix " + std::to_string(h.plen) +
-            ", but its keys branch at " + std::to_string(bt) + where);
+            ", but its keys branch at " + std::to_string(bt) + where());
   if (h.depth != depth) {
     if (policy_.in_place)
       ctx.Note(tn + " stored depth " + std::to_string(h.depth) + " != real depth " + std::to_string(depth) +
-               ": an interrupted prefix split or merge, repaired by the next writer" + where);
+               ": an interrupted prefix split or merge, repaired by the next writer" + where());
     else
       ctx.Err(tn + " stored depth " + std::to_string(h.depth) + " != real depth " + std::to_string(depth) +
-              " (ART+CoW never changes a header in place)" + where);
+              " (ART+CoW never changes a header in place)" + where());
   }
   const uint32_t inl = std::min(h.plen, kInlinePrefix);
   for (uint32_t j = 0; j < kInlinePrefix; ++j) {
     const uint32_t pos = h.depth + j;
     if (j < inl && (pos >= lo->key_len || lo->key()[pos] != h.prefix[j])) {
-      ctx.Err(tn + " inline prefix byte " + std::to_string(j) + " differs from its keys" + where);
+      ctx.Err(tn + " inline prefix byte " + std::to_string(j) + " differs from its keys" + where());
       break;
     }
     if (j >= inl && h.prefix[j] != 0) {
-      ctx.Err(tn + " unused prefix bytes not zero" + where);
+      ctx.Err(tn + " unused prefix bytes not zero" + where());
       break;
     }
   }
-  if (bt > kMaxDepthField) ctx.Err(tn + " branches beyond position 4095" + where);
+  if (bt > kMaxDepthField) ctx.Err(tn + " branches beyond position 4095" + where());
 
   const size_t old = path.size();
   path.append(reinterpret_cast<const char*>(lo->key()) + depth, bt - depth);
@@ -1271,7 +1272,7 @@ void ArtTree::CheckRef(uint64_t ref, uint32_t depth, std::string& path, CheckCtx
     const uint64_t lr = n->leaf_here;
     if (RefOk(lr) && leaf(lr)->key_len != bt)
       ctx.Err("leaf_here key of length " + std::to_string(leaf(lr)->key_len) + " at branch position " +
-              std::to_string(bt) + where);
+              std::to_string(bt) + where());
     CheckRef(lr, bt, path, ctx);
   }
   ForEachSorted(n, 0, [&](unsigned char c, uint64_t r) {
