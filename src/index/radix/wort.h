@@ -77,6 +77,14 @@
 // Size() after Open (Open itself reads only the root block), then kept up to date by writers.
 // A crash therefore cannot make it wrong, and inserts pay no extra flush for it.
 //
+// Stats. bytes_allocated sums Allocator::UsableSize over the root block, the inner nodes and the
+// leaves; with values_are_blocks the value blocks belong to the caller and are not counted.
+// avg_leaf_depth counts the inner nodes above each leaf.
+//
+// RecoverHeader's persist is not needed for correctness: a repair that is lost in a crash
+// brings back the stale header, which I4 tolerates and the next writer repairs again. (The
+// crash explorer's mutation mode therefore reports that site as "not caught".)
+//
 // Layout (all blocks 64-byte aligned by the allocator; references are offsets, tagged below)
 //   Root block (64 B):  magic, key type, span bits, version, flags, root reference.
 //   Inner node:         8-byte compression header, then 2^span + 1 slots of 8 bytes
