@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# The WORT paper's Memcached experiment (section 5.4, Figure 11) on this machine: the
+# mc-benchmark pattern (a series of SETs of random string keys, then a series of GETs) with 4 and
+# with 50 client connections, against `wort serve` with each radix tree and against Debian's
+# memcached 1.6, all started here on 127.0.0.1 with the same client (`wort bench-server`) and
+# the same settings. Prints one table. Not a test: nothing is asserted.
+#
+#   scripts/bench_server.sh [BUILD_DIR]
+# Environment:
+#   REQUESTS   requests per phase (default 200000)     KEYSPACE   distinct keys (default 100000)
+#   VALUE_SIZE bytes per value (default 32)            THREADS    server worker threads (default 2)
+#   KINDS      index kinds to serve (default "wort woart artcow", those this build has)
+#   CONNS      client connection counts (default "4 50")
+# Pools go to /dev/shm and are removed afterwards. Each phase is bounded by REQUESTS and 60 s.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${1:-build}
+WORT="$BUILD_DIR/wort"
+REQUESTS=${REQUESTS:-200000}
+KEYSPACE=${KEYSPACE:-100000}
+VALUE_SIZE=${VALUE_SIZE:-32}
+THREADS=${THREADS:-2}
+KINDS=${KINDS:-"wort woart artcow"}
+CONNS=${CONNS:-"4 50"}
+[ -x "$WORT" ] || { echo "bench_server: $WORT not built" >&2; exit 1; }
+command -v memcached >/dev/null || { echo "bench_server: memcached not installed (scripts/setup.sh)" >&2; exit 1; }
+
+PIDS=()
+POOLS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  for f in "${POOLS[@]}"; do rm -f "$f"; done
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() {
+  for _ in $(seq 100); do
+    (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "bench_server: nothing listening on port $1" >&2
+  return 1
+}
+
+run_client() {  # label port
+  for c in $CONNS; do
+    "$WORT" bench-server --port "$2" --conns "$c" --requests "$REQUESTS" --keyspace "$KEYSPACE" \
+      --value-size "$VALUE_SIZE" --max-seconds 60 --label "$1" | grep -v '^#' | grep -v '^server '
+  done
+}
+
+echo "# mc-benchmark pattern: $REQUESTS SETs then $REQUESTS GETs per run, keys key:<uniform in $KEYSPACE>, ${VALUE_SIZE}-byte values"
+echo "# servers: $THREADS worker threads each, on 127.0.0.1; client: wort bench-server (one blocking connection per thread)"
+echo "# machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); flush instruction: wort's default (best supported)"
+printf '%-16s %5s %6s %10s %12s %9s %9s %9s %7s %7s\n' server conns op requests ops/s p50_us p99_us max_us misses errors
+
+# memcached 1.6 (DRAM only, no persistence): the reference.
+port=$(free_port)
+memcached -u "$(id -un)" -l 127.0.0.1 -p "$port" -U 0 -t "$THREADS" -m 1024 &
+PIDS+=($!)
+wait_port "$port"
+run_client "memcached-$(memcached -V | awk '{print $2}')" "$port"
+
+for kind in $KINDS; do
+  pool="/dev/shm/wort-bench-server-$$-$kind.pool"
+  rm -f "$pool"
+  POOLS+=("$pool")
+  port=$(free_port)
+  if ! "$WORT" serve --pool "$pool" --index "$kind" --port "$port" --threads "$THREADS" --pool-size 4G >/dev/null 2>&1 & then
+    continue
+  fi
+  pid=$!
+  PIDS+=($pid)
+  if ! wait_port "$port"; then
+    echo "# wort serve --index $kind did not start (kind not in this build?)"
+    continue
+  fi
+  run_client "wort-$kind" "$port"
+  kill "$pid"
+  wait "$pid" 2>/dev/null || true
+done

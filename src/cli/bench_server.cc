@@ -1,0 +1,53 @@
+// `wort bench-server`: the WORT paper's mc-benchmark pattern (SETs, then GETs, of random string
+// keys) against any memcached-compatible server on this machine (src/server/loadgen.h).
+// scripts/bench_server.sh runs it against `wort serve` (each radix tree) and memcached.
+#include <fmt/core.h>
+
+#include <memory>
+
+#include "cli/command.h"
+#include "server/loadgen.h"
+
+namespace wort::cli {
+namespace {
+
+void AddBenchServer(CLI::App& app) {
+  auto o = std::make_shared<server::LoadOptions>();
+  auto label = std::make_shared<std::string>("server");
+  auto* cmd = app.add_subcommand("bench-server",
+                                 "mc-benchmark pattern (SETs then GETs of random string keys) against a memcached-"
+                                 "compatible server");
+  cmd->add_option("--host", o->host, "Server address (IPv4)")->capture_default_str();
+  cmd->add_option("--port", o->port, "Server port")->capture_default_str();
+  cmd->add_option("--conns", o->connections, "Client connections (one thread each)")->capture_default_str();
+  cmd->add_option("--requests", o->requests, "Requests per phase, over all connections")->capture_default_str();
+  cmd->add_option("--keyspace", o->keyspace, "Keys are key:<n>, n uniform in [0, keyspace)")->capture_default_str();
+  cmd->add_option("--value-size", o->value_size, "Bytes per value")->capture_default_str();
+  cmd->add_option("--max-seconds", o->max_seconds, "Time limit per phase")->capture_default_str();
+  cmd->add_option("--label", *label, "Name printed in the result lines")->capture_default_str();
+  cmd->callback([o, label] {
+    fmt::print("# bench-server: {} at {}:{}, {} connections, {} requests per phase, keyspace {}, {}-byte values\n",
+               *label, o->host, o->port, o->connections, o->requests, o->keyspace, o->value_size);
+    fmt::print("{:<16} {:>5} {:>6} {:>10} {:>12} {:>9} {:>9} {:>9} {:>7} {:>7}\n", "server", "conns", "op", "requests",
+               "ops/s", "p50_us", "p99_us", "max_us", "misses", "errors");
+    bool failed = false;
+    for (bool set : {true, false}) {
+      server::PhaseResult r;
+      Status s = server::RunPhase(*o, set, &r);
+      if (!s.ok()) {
+        fmt::print(stderr, "wort bench-server: {}\n", s.ToString());
+        throw CLI::RuntimeError(1);
+      }
+      fmt::print("{:<16} {:>5} {:>6} {:>10} {:>12.0f} {:>9.1f} {:>9.1f} {:>9.1f} {:>7} {:>7}\n", *label,
+                 o->connections, r.name, r.requests, r.ops_per_sec, r.p50_us, r.p99_us, r.max_us, r.misses, r.errors);
+      std::fflush(stdout);
+      failed |= r.errors > 0;
+    }
+    if (failed) throw CLI::RuntimeError(1);
+  });
+}
+
+const bool kReg = RegisterCommand(&AddBenchServer);
+
+}  // namespace
+}  // namespace wort::cli

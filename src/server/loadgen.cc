@@ -1,0 +1,174 @@
+// The mc-benchmark-style load client (see loadgen.h).
+#include "server/loadgen.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+namespace wort::server {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int Connect(const LoadOptions& o) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(o.port);
+  if (::inet_pton(AF_INET, o.host.c_str(), &a.sin_addr) != 1 ||
+      ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  timeval tv{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  return fd;
+}
+
+bool SendAll(int fd, const std::string& s) {
+  size_t off = 0;
+  while (off < s.size()) {
+    const ssize_t n = ::send(fd, s.data() + off, s.size() - off, MSG_NOSIGNAL);
+    if (n <= 0) return false;
+    off += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// Reads one complete reply: a line for SET; for GET, up to "END\r\n" (VALUE lines included).
+// Returns 1 = hit/stored, 0 = miss, -1 = error.
+class Reader {
+ public:
+  explicit Reader(int fd) : fd_(fd) { buf_.resize(1 << 16); }
+  int ReadReply(bool get) {
+    for (;;) {
+      const std::string_view have(buf_.data() + pos_, end_ - pos_);
+      if (!get) {
+        const size_t nl = have.find("\r\n");
+        if (nl != std::string_view::npos) {
+          const bool ok = have.substr(0, nl) == "STORED";
+          pos_ += nl + 2;
+          return ok ? 1 : -1;
+        }
+      } else {
+        const size_t e = have.find("END\r\n");
+        if (e != std::string_view::npos && (e == 0 || have[e - 1] == '\n')) {
+          const bool hit = have.substr(0, 6) == "VALUE ";
+          pos_ += e + 5;
+          return hit ? 1 : 0;
+        }
+        if (have.substr(0, 5) == "ERROR" || have.substr(0, 6) == "CLIENT" || have.substr(0, 6) == "SERVER") return -1;
+      }
+      if (pos_ > 0) {
+        std::memmove(buf_.data(), buf_.data() + pos_, end_ - pos_);
+        end_ -= pos_;
+        pos_ = 0;
+      }
+      if (end_ == buf_.size()) buf_.resize(buf_.size() * 2);
+      const ssize_t n = ::recv(fd_, buf_.data() + end_, buf_.size() - end_, 0);
+      if (n <= 0) return -1;
+      end_ += static_cast<size_t>(n);
+    }
+  }
+
+ private:
+  int fd_;
+  std::vector<char> buf_;
+  size_t pos_ = 0, end_ = 0;
+};
+
+double Percentile(std::vector<uint32_t>& v, double p) {
+  if (v.empty()) return 0;
+  const size_t i = std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())));
+  std::nth_element(v.begin(), v.begin() + static_cast<long>(i), v.end());
+  return v[i] / 1000.0;
+}
+
+}  // namespace
+
+Status RunPhase(const LoadOptions& o, bool set, PhaseResult* out) {
+  const int c = std::max(1, o.connections);
+  std::vector<int> fds;
+  for (int i = 0; i < c; ++i) {
+    const int fd = Connect(o);
+    if (fd < 0) {
+      for (int f : fds) ::close(f);
+      return Status::IOError("cannot connect to " + o.host + ":" + std::to_string(o.port));
+    }
+    fds.push_back(fd);
+  }
+  std::atomic<uint64_t> next{0};
+  std::atomic<uint64_t> errors{0}, misses{0};
+  std::vector<std::vector<uint32_t>> lat(c);  // ns per request, per connection
+  const std::string value(o.value_size, 'x');
+  const auto t0 = Clock::now();
+  const auto deadline = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.max_seconds));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < c; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(o.seed * 1000003 + static_cast<uint64_t>(t) + (set ? 0 : 7777));
+      Reader rd(fds[t]);
+      std::string req;
+      lat[t].reserve(o.requests / c + 16);
+      while (next.fetch_add(1, std::memory_order_relaxed) < o.requests) {
+        const uint64_t k = rng() % o.keyspace;
+        req.clear();
+        if (set) {
+          req += "set key:" + std::to_string(k) + " 0 0 " + std::to_string(value.size()) + "\r\n";
+          req += value;
+          req += "\r\n";
+        } else {
+          req += "get key:" + std::to_string(k) + "\r\n";
+        }
+        const auto s = Clock::now();
+        if (!SendAll(fds[t], req)) {
+          errors.fetch_add(1);
+          return;
+        }
+        const int r = rd.ReadReply(!set);
+        const auto e = Clock::now();
+        if (r < 0) {
+          errors.fetch_add(1);
+          return;
+        }
+        if (r == 0) misses.fetch_add(1, std::memory_order_relaxed);
+        lat[t].push_back(static_cast<uint32_t>(
+            std::min<int64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(e - s).count(), UINT32_MAX)));
+        if ((lat[t].size() & 255) == 0 && e > deadline) return;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  for (int f : fds) ::close(f);
+  std::vector<uint32_t> all;
+  for (auto& v : lat) all.insert(all.end(), v.begin(), v.end());
+  PhaseResult r;
+  r.name = set ? "SET" : "GET";
+  r.requests = all.size();
+  r.errors = errors.load();
+  r.misses = misses.load();
+  r.seconds = secs;
+  r.ops_per_sec = secs > 0 ? static_cast<double>(all.size()) / secs : 0;
+  r.p50_us = Percentile(all, 0.50);
+  r.p99_us = Percentile(all, 0.99);
+  r.max_us = all.empty() ? 0 : *std::max_element(all.begin(), all.end()) / 1000.0;
+  *out = r;
+  return Status::OK();
+}
+
+}  // namespace wort::server

@@ -1,0 +1,42 @@
+// server/loadgen.h - a memcached load client for `wort bench-server`: the mc-benchmark pattern of
+// the WORT paper (section 5.4): a series of SETs of string keys chosen uniformly at random from
+// a key set, then a series of GETs of the same kind, over C client connections (one thread and
+// one blocking socket each, one request in flight per connection, like mc-benchmark's clients).
+// It speaks the text protocol to any memcached-compatible server, so `wort serve` and memcached
+// are measured by the same client with the same settings.
+//
+// Bounds: every phase stops after `requests` requests or `max_seconds`, whichever comes first.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "wort/status.h"
+
+namespace wort::server {
+
+struct LoadOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 11211;
+  int connections = 4;
+  uint64_t requests = 200000;  // per phase, over all connections
+  uint64_t keyspace = 100000;  // keys are "key:<n>" with n uniform in [0, keyspace)
+  size_t value_size = 32;
+  double max_seconds = 60;     // per phase
+  uint64_t seed = 1;
+};
+
+struct PhaseResult {
+  std::string name;       // "SET" or "GET"
+  uint64_t requests = 0;  // completed
+  uint64_t errors = 0;    // unexpected replies (a GET miss is not an error; see misses)
+  uint64_t misses = 0;
+  double seconds = 0;
+  double ops_per_sec = 0;
+  double p50_us = 0, p99_us = 0, max_us = 0;
+};
+
+// Runs one phase ("set" or "get"). Fails with IOError if no connection can be made.
+Status RunPhase(const LoadOptions& opts, bool set, PhaseResult* out);
+
+}  // namespace wort::server
