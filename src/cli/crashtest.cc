@@ -25,6 +25,7 @@ struct CrashOpts {
   bool torn = false;
   bool no_edge_keys = false;
   bool no_exercise = false;
+  bool isolate = false;
   std::string key_type = "auto";
   uint32_t span_bits = IndexOptions{}.span_bits;
   int64_t replay_op = -1;
@@ -116,6 +117,7 @@ void Run(const CrashOpts& o) {
       c.torn_lines = o.torn;
       c.edge_keys = !o.no_edge_keys;
       c.exercise = !o.no_exercise;
+      c.isolate = o.isolate;
       c.dir = o.dir;
       c.max_violations = o.max_violations;
       c.replay_op = o.replay_op;
@@ -134,6 +136,7 @@ void Run(const CrashOpts& o) {
       if (o.mutate && r.violation_count > 0) {
         for (auto& v : r.violations) fmt::print("{}\n", v.ToString());
       }
+      if (!r.stopped_early.empty()) fmt::print("{}: {}\n", name, r.stopped_early);
       total_violations += r.violation_count;
       if (o.mutate) {
         // Drop each flush/fence site in turn: the explorer should notice.
@@ -186,6 +189,8 @@ void AddCrashTest(CLI::App& app) {
   c->add_flag("--torn", o->torn, "Tear in-flight and dirty lines at 8-byte granularity (default: whole lines)");
   c->add_flag("--no-edge-keys", o->no_edge_keys, "Do not add the edge keys (empty, 0x00/0xff bytes, prefixes, long)");
   c->add_flag("--no-exercise", o->no_exercise, "Do not run operations on each recovered image");
+  c->add_flag("--isolate", o->isolate,
+              "Check each image in a forked child: slower, but the run goes on when the index crashes or hangs");
   c->add_option("--key-type", o->key_type, "auto (u64 for integer distributions), u64 or bytes")->capture_default_str();
   c->add_option("--span-bits", o->span_bits, "WORT: bits of key per level")->capture_default_str();
   c->add_option("--replay-op", o->replay_op, "Explore only this operation (0-based), as printed with a violation");

@@ -533,7 +533,9 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
         }
         ++res.images;
         int matched = -1;
-        Status cs = CheckCrashedPool(path, target, allowed, &matched);
+        bool fatal = false;
+        Status cs = cfg.isolate ? CheckCrashedPoolIsolated(path, target, allowed, &matched, cfg.check_timeout_s)
+                                : CheckCrashedPoolGuarded(path, target, allowed, &matched, &fatal, cfg.check_timeout_s);
         ::unlink(path.c_str());
         if (!cs.ok()) {
           Violation v{i,
@@ -544,6 +546,10 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
                       cs.message(),
                       args + fmt::format(" --replay-op {} --replay-point {}", i, p.seq)};
           add_violation(std::move(v));
+          if (fatal) {
+            res.stopped_early = "the check of an image crashed or hung; the run stopped (use --isolate to go on)";
+            res.violation_count = std::max(res.violation_count, cfg.max_violations);
+          }
           if (res.violation_count >= cfg.max_violations) break;
         }
       }

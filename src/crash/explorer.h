@@ -80,6 +80,11 @@ struct ExplorerConfig {
   bool torn_lines = false;              // tear in-flight/dirty lines at 8-byte granularity
   bool edge_keys = true;                // add the edge keys to byte-string workloads
   bool exercise = true;                 // run operations on every recovered image
+  // Check each image in a forked child (slower; the run goes on after an index crashes or hangs
+  // on an image). Otherwise in this process under a signal/timeout guard: a crash or hang is
+  // reported as a violation and ends the run.
+  bool isolate = false;
+  int check_timeout_s = 60;             // a check of one image taking longer is a hang
   uint64_t pool_initial_size = 2ull << 20;
   uint64_t pool_max_size = 64ull << 20;
   std::string dir = "/dev/shm";         // where images are written (and removed)
@@ -114,6 +119,7 @@ struct ExplorerResult {
   size_t crash_points = 0;     // distinct crash points checked (sampled, identical ones merged)
   size_t images = 0;           // crash images checked
   size_t violation_count = 0;  // all violations found (the run stops at max_violations)
+  std::string stopped_early;   // why the run stopped before its end, if it did
   std::vector<Violation> violations;
   // Source sites of the flushes and fences met during explored operations ("file:line"), with
   // how many times each was met.

@@ -281,7 +281,7 @@ Status RunKillTest(const KillConfig& cfg, KillResult* out) {
     std::vector<const Contents*> allowed{&model};
     if (pending) allowed.push_back(&with_pending);
     int matched = -1;
-    Status cs = CheckCrashedPool(check_path, target, allowed, &matched);
+    Status cs = CheckCrashedPoolIsolated(check_path, target, allowed, &matched);
     ::unlink(check_path.c_str());
     if (!cs.ok()) {
       violation(round, fmt::format("after {} acknowledged operations{}: {}", acks,

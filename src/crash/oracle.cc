@@ -1,8 +1,16 @@
 // The expected-state oracle and the checks on a crashed pool. See crash/oracle.h.
 #include "crash/oracle.h"
 
+#include <fcntl.h>
 #include <fmt/core.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <chrono>
+#include <cstring>
 
 #include <algorithm>
 #include <atomic>
@@ -471,6 +479,124 @@ Status CheckCrashedPool(const std::string& path, const CheckTarget& t, const std
   if (!s.ok()) return Fail("Pool::Close", s);
   if (matched) *matched = m;
   return Status::OK();
+}
+
+Status CheckCrashedPoolIsolated(const std::string& path, const CheckTarget& target,
+                                const std::vector<const Contents*>& allowed, int* matched, int timeout_s) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return Status::IOError(std::string("pipe: ") + std::strerror(errno));
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return Status::IOError(std::string("fork: ") + std::strerror(errno));
+  }
+  if (pid == 0) {
+    ::close(fds[0]);
+    int m = -1;
+    const Status s = CheckCrashedPool(path, target, allowed, &m);
+    // Reply: code (4 bytes), matched (4 bytes), then the message.
+    std::string reply(8, '\0');
+    const int32_t code = static_cast<int32_t>(s.code()), mm = m;
+    std::memcpy(reply.data(), &code, 4);
+    std::memcpy(reply.data() + 4, &mm, 4);
+    reply += s.message();
+    const char* p = reply.data();
+    size_t left = reply.size();
+    while (left > 0) {
+      const ssize_t w = ::write(fds[1], p, left);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) break;
+      p += w;
+      left -= static_cast<size_t>(w);
+    }
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string reply;
+  bool timed_out = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  char buf[4096];
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd pf{fds[0], POLLIN, 0};
+    const int r = ::poll(&pf, 1, static_cast<int>(left.count()));
+    if (r < 0 && errno == EINTR) continue;
+    if (r == 0) continue;  // re-check the deadline
+    const ssize_t n = ::read(fds[0], buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    reply.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fds[0]);
+  if (timed_out) ::kill(pid, SIGKILL);
+  int st = 0;
+  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out) return Status::Corruption(fmt::format("the check did not finish within {} s (a hang?)", timeout_s));
+  if (WIFSIGNALED(st))
+    return Status::Corruption(fmt::format("the check crashed: signal {} ({})", WTERMSIG(st), strsignal(WTERMSIG(st))));
+  if (reply.size() < 8 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    return Status::Corruption(fmt::format("the check ended without a verdict (exit status {})",
+                                          WIFEXITED(st) ? WEXITSTATUS(st) : -1));
+  int32_t code = 0, m = -1;
+  std::memcpy(&code, reply.data(), 4);
+  std::memcpy(&m, reply.data() + 4, 4);
+  if (code == 0) {
+    if (matched) *matched = m;
+    return Status::OK();
+  }
+  return Status(static_cast<Code>(code), reply.substr(8));
+}
+
+namespace {
+sigjmp_buf g_guard_jmp;
+volatile sig_atomic_t g_guard_signal = 0;
+void GuardHandler(int sig) {
+  g_guard_signal = sig;
+  siglongjmp(g_guard_jmp, 1);
+}
+}  // namespace
+
+Status CheckCrashedPoolGuarded(const std::string& path, const CheckTarget& target,
+                               const std::vector<const Contents*>& allowed, int* matched, bool* fatal,
+                               int timeout_s) {
+  *fatal = false;
+  // An alternate stack, so that a stack overflow (runaway recursion) is caught too.
+  static std::vector<char> alt_stack(1 << 16);
+  stack_t ss{}, old_ss{};
+  ss.ss_sp = alt_stack.data();
+  ss.ss_size = alt_stack.size();
+  ::sigaltstack(&ss, &old_ss);
+  constexpr int kSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGALRM};
+  struct sigaction sa {}, old[5];
+  sa.sa_handler = GuardHandler;
+  sa.sa_flags = SA_ONSTACK;
+  sigemptyset(&sa.sa_mask);
+  for (int i = 0; i < 5; ++i) ::sigaction(kSignals[i], &sa, &old[i]);
+  g_guard_signal = 0;
+  Status s;
+  int m = -1;
+  if (sigsetjmp(g_guard_jmp, 1) == 0) {
+    ::alarm(static_cast<unsigned>(timeout_s));
+    s = CheckCrashedPool(path, target, allowed, &m);
+    ::alarm(0);
+  } else {
+    ::alarm(0);
+    *fatal = true;
+    const int sig = g_guard_signal;
+    s = sig == SIGALRM ? Status::Corruption(fmt::format("the check did not finish within {} s (a hang?)", timeout_s))
+                       : Status::Corruption(fmt::format("the check crashed: signal {} ({})", sig, strsignal(sig)));
+  }
+  for (int i = 0; i < 5; ++i) ::sigaction(kSignals[i], &old[i], nullptr);
+  ::sigaltstack(&old_ss, nullptr);
+  if (s.ok() && matched) *matched = m;
+  return s;
 }
 
 std::string UniquePoolPath(const std::string& dir, const std::string& tag) {

@@ -141,6 +141,20 @@ Status CheckReachability(const Pool& pool, std::string* report);
 Status CheckCrashedPool(const std::string& path, const CheckTarget& target,
                         const std::vector<const Contents*>& allowed, int* matched);
 
+// As CheckCrashedPool, in a forked child process, so that an index that crashes (SIGSEGV...)
+// or hangs on a broken image is reported as a violation instead of ending the run. A child
+// that does not finish within timeout_s seconds is killed.
+Status CheckCrashedPoolIsolated(const std::string& path, const CheckTarget& target,
+                                const std::vector<const Contents*>& allowed, int* matched, int timeout_s = 60);
+
+// As CheckCrashedPool, in this process, with a guard: a fatal signal (SIGSEGV, SIGBUS, SIGFPE,
+// SIGILL) in the check, or a check that runs longer than timeout_s seconds (SIGALRM), is
+// turned into a Corruption status and *fatal is set. After that the process state is suspect
+// (the check was abandoned halfway): the caller should report and stop.
+Status CheckCrashedPoolGuarded(const std::string& path, const CheckTarget& target,
+                               const std::vector<const Contents*>& allowed, int* matched, bool* fatal,
+                               int timeout_s = 60);
+
 // A unique file name under `dir` for a pool image: <dir>/wort-<tag>-<pid>-<n>.pool.
 std::string UniquePoolPath(const std::string& dir, const std::string& tag);
 

@@ -140,6 +140,31 @@ TEST_F(ExplorerTest, EveryPersistOfTheListIsNecessary) {
   EXPECT_EQ(Run(none).violation_count, 0u);
 }
 
+// An index that crashes or hangs on a crash image is a violation, not the end of the explorer.
+TEST_F(ExplorerTest, CrashAndHangInRecoveryAreReported) {
+  for (bool isolate : {false, true}) {
+    ExplorerConfig c = Config("test-list-segv", bench::Dist::kDense);
+    c.explore_ops = 3;
+    c.isolate = isolate;
+    c.max_violations = 2;
+    ExplorerResult r = Run(c);
+    ASSERT_GE(r.violation_count, 1u);
+    EXPECT_NE(r.violations[0].what.find("crashed: signal"), std::string::npos) << r.violations[0].ToString();
+    // In process, the first crash ends the run; isolated, the run goes on.
+    EXPECT_EQ(r.stopped_early.empty(), isolate);
+    if (isolate) EXPECT_EQ(r.violations.size(), 2u);
+
+    c.index = "test-list-hang";
+    c.check_timeout_s = 1;
+    c.max_violations = 1;
+    r = Run(c);
+    ASSERT_GE(r.violation_count, 1u);
+    EXPECT_NE(r.violations[0].what.find("did not finish"), std::string::npos) << r.violations[0].ToString();
+  }
+  // The guard leaves the process as it was: a correct run still passes.
+  EXPECT_EQ(Run(Config("test-list", bench::Dist::kDense)).violation_count, 0u);
+}
+
 TEST_F(ExplorerTest, RejectsBadConfigs) {
   ExplorerConfig c = Config("no-such-index", bench::Dist::kDense);
   ExplorerResult r;

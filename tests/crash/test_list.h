@@ -30,6 +30,8 @@
 //   earlylink  Insert links an empty node (key_len 0), then spins ~300 us, then writes the key:
 //              even a process crash (SIGKILL, every store kept) in that window breaks it. For
 //              the kill test.
+//   segv, hang correct, but Open of a pool that was not closed cleanly (a crash image) crashes
+//              with SIGSEGV or spins forever: the explorer must report these, not die or hang.
 #pragma once
 
 #include <chrono>
@@ -46,7 +48,7 @@
 
 namespace wort::testlist {
 
-enum class Variant { kCorrect, kUnordered, kNoPersist, kSwapped, kLinePair, kEarlyLink };
+enum class Variant { kCorrect, kUnordered, kNoPersist, kSwapped, kLinePair, kEarlyLink, kSegvOnRecovery, kHangOnRecovery };
 
 inline constexpr uint64_t kListMagic = 0x5453494C54534554ull;  // "TESTLIST"
 
@@ -187,6 +189,8 @@ class TestList final : public Index {
       case Variant::kSwapped: return "test-list-swapped";
       case Variant::kLinePair: return "test-list-linepair";
       case Variant::kEarlyLink: return "test-list-earlylink";
+      case Variant::kSegvOnRecovery: return "test-list-segv";
+      case Variant::kHangOnRecovery: return "test-list-hang";
     }
     return "?";
   }
@@ -207,6 +211,14 @@ class TestList final : public Index {
   static Status Open(Pool& pool, uint64_t root_off, std::unique_ptr<Index>* out) {
     if (!pool.contains(root_off, sizeof(ListRoot)) || pool.at<ListRoot>(root_off)->magic != kListMagic)
       return Status::Corruption("not a test list root");
+    if (V == Variant::kSegvOnRecovery && !pool.opened_clean()) {
+      volatile int* volatile nowhere = nullptr;
+      *nowhere = 1;  // SIGSEGV
+    }
+    if (V == Variant::kHangOnRecovery && !pool.opened_clean()) {
+      for (volatile bool forever = true; forever;) {
+      }
+    }
     *out = std::make_unique<TestList>(pool, root_off);
     return Status::OK();
   }
@@ -285,6 +297,8 @@ class TestList final : public Index {
       case Variant::kCorrect:
       case Variant::kUnordered:
       case Variant::kEarlyLink:
+      case Variant::kSegvOnRecovery:
+      case Variant::kHangOnRecovery:
         pm::persist(node, size);    // write -> persist
         pm::store8(link, off);      // -> publish (the commit point)
         pm::persist(link, 8);       // -> persist
@@ -319,7 +333,7 @@ const IndexKind* KindOf(uint32_t id, bool ordered) {
   return &k;
 }
 
-// Registers the test kinds (ids kind_id::kTestFirst + 0..5) once per process.
+// Registers the test kinds (ids kind_id::kTestFirst + 0..7) once per process.
 inline void RegisterTestLists() {
   static const bool once = [] {
     const uint32_t f = kind_id::kTestFirst;
@@ -329,6 +343,8 @@ inline void RegisterTestLists() {
     RegisterIndexKind(KindOf<Variant::kSwapped>(f + 3, true));
     RegisterIndexKind(KindOf<Variant::kLinePair>(f + 4, false));
     RegisterIndexKind(KindOf<Variant::kEarlyLink>(f + 5, true));
+    RegisterIndexKind(KindOf<Variant::kSegvOnRecovery>(f + 6, true));
+    RegisterIndexKind(KindOf<Variant::kHangOnRecovery>(f + 7, true));
     return true;
   }();
   (void)once;
