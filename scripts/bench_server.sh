@@ -68,9 +68,7 @@ for kind in $KINDS; do
   rm -f "$pool"
   POOLS+=("$pool")
   port=$(free_port)
-  if ! "$WORT" serve --pool "$pool" --index "$kind" --port "$port" --threads "$THREADS" --pool-size 4G >/dev/null 2>&1 & then
-    continue
-  fi
+  "$WORT" serve --pool "$pool" --index "$kind" --port "$port" --threads "$THREADS" --pool-size 4G >/dev/null 2>&1 &
   pid=$!
   PIDS+=($pid)
   if ! wait_port "$port"; then
