@@ -474,7 +474,9 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
     if (res.violations.size() < cfg.max_violations) res.violations.push_back(std::move(v));
   };
 
+  bool live_leak_reported = false;
   for (size_t i = 0; i < cfg.explore_ops && res.violation_count < cfg.max_violations; ++i) {
+    if (cfg.replay_op >= 0 && static_cast<int64_t>(i) > cfg.replay_op) break;
     const Op op = wl.Next(model, cfg.ops, op_rng);
     Contents post = model;
     const Code want = wl.Apply(op, &post);
@@ -507,6 +509,18 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
       add_violation(std::move(v));
       tracker.Commit();
       break;  // the oracle no longer describes the index
+    }
+    // Without any crash, the live pool must keep the reachability contract too: a block the
+    // operation orphaned would only be reclaimed by a post-crash GC (a leak until then).
+    if (!live_leak_reported) {
+      std::string rep;
+      Status rs = CheckReachability(*pool, &rep);
+      if (!rs.ok()) {
+        live_leak_reported = true;
+        Violation v{i, wl.Describe(op), 0, "no crash (the live pool after the operation)", "-",
+                    rs.ToString() + " [" + rep.substr(0, rep.find('\n')) + "]", args};
+        add_violation(std::move(v));
+      }
     }
 
     std::unordered_set<uint64_t> seen_points;

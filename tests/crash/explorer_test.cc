@@ -165,6 +165,21 @@ TEST_F(ExplorerTest, CrashAndHangInRecoveryAreReported) {
   EXPECT_EQ(Run(Config("test-list", bench::Dist::kDense)).violation_count, 0u);
 }
 
+// A block orphaned without any crash is caught on the live pool (a crash image would hide it:
+// recovery reclaims unreachable blocks).
+TEST_F(ExplorerTest, LiveLeakIsCaught) {
+  ExplorerConfig c = Config("test-list-leaky", bench::Dist::kDense);
+  c.ops = {OpType::kDelete};
+  ExplorerResult r = Run(c);
+  ASSERT_GE(r.violation_count, 1u);
+  EXPECT_NE(r.violations[0].point_desc.find("live pool"), std::string::npos) << r.violations[0].ToString();
+  EXPECT_NE(r.violations[0].what.find("leak"), std::string::npos) << r.violations[0].ToString();
+  // The recovered images leak too, but only through the deletes run after recovery.
+  for (size_t i = 1; i < r.violations.size(); ++i)
+    EXPECT_NE(r.violations[i].what.find("after recovery and further operations, allocator"), std::string::npos)
+        << r.violations[i].ToString();
+}
+
 TEST_F(ExplorerTest, RejectsBadConfigs) {
   ExplorerConfig c = Config("no-such-index", bench::Dist::kDense);
   ExplorerResult r;

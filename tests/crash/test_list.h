@@ -30,6 +30,8 @@
 //   earlylink  Insert links an empty node (key_len 0), then spins ~300 us, then writes the key:
 //              even a process crash (SIGKILL, every store kept) in that window breaks it. For
 //              the kill test.
+//   leaky      Remove never frees the unlinked node: crash-consistent (recovery reclaims it)
+//              but a leak while the pool stays open.
 //   segv, hang correct, but Open of a pool that was not closed cleanly (a crash image) crashes
 //              with SIGSEGV or spins forever: the explorer must report these, not die or hang.
 #pragma once
@@ -48,7 +50,7 @@
 
 namespace wort::testlist {
 
-enum class Variant { kCorrect, kUnordered, kNoPersist, kSwapped, kLinePair, kEarlyLink, kSegvOnRecovery, kHangOnRecovery };
+enum class Variant { kCorrect, kUnordered, kNoPersist, kSwapped, kLinePair, kEarlyLink, kSegvOnRecovery, kHangOnRecovery, kLeaky };
 
 inline constexpr uint64_t kListMagic = 0x5453494C54534554ull;  // "TESTLIST"
 
@@ -128,7 +130,7 @@ class TestList final : public Index {
       pm::store8(&root_->count, root_->count - 1);
       pm::persist(&root_->count, 8);
     }
-    pool_.allocator().Free(off);
+    if (V != Variant::kLeaky) pool_.allocator().Free(off);  // leaky: BROKEN, never freed
     return Status::OK();
   }
 
@@ -191,6 +193,7 @@ class TestList final : public Index {
       case Variant::kEarlyLink: return "test-list-earlylink";
       case Variant::kSegvOnRecovery: return "test-list-segv";
       case Variant::kHangOnRecovery: return "test-list-hang";
+      case Variant::kLeaky: return "test-list-leaky";
     }
     return "?";
   }
@@ -299,6 +302,7 @@ class TestList final : public Index {
       case Variant::kEarlyLink:
       case Variant::kSegvOnRecovery:
       case Variant::kHangOnRecovery:
+      case Variant::kLeaky:
         pm::persist(node, size);    // write -> persist
         pm::store8(link, off);      // -> publish (the commit point)
         pm::persist(link, 8);       // -> persist
@@ -333,7 +337,7 @@ const IndexKind* KindOf(uint32_t id, bool ordered) {
   return &k;
 }
 
-// Registers the test kinds (ids kind_id::kTestFirst + 0..7) once per process.
+// Registers the test kinds (ids kind_id::kTestFirst + 0..8) once per process.
 inline void RegisterTestLists() {
   static const bool once = [] {
     const uint32_t f = kind_id::kTestFirst;
@@ -345,6 +349,7 @@ inline void RegisterTestLists() {
     RegisterIndexKind(KindOf<Variant::kEarlyLink>(f + 5, true));
     RegisterIndexKind(KindOf<Variant::kSegvOnRecovery>(f + 6, true));
     RegisterIndexKind(KindOf<Variant::kHangOnRecovery>(f + 7, true));
+    RegisterIndexKind(KindOf<Variant::kLeaky>(f + 8, true));
     return true;
   }();
   (void)once;
