@@ -81,17 +81,20 @@ class HashFixture {
   }
   // Simulates a crash: copies the pool file while open (everything written is in the file,
   // /dev/shm), drops the live pool without closing it cleanly, then opens the copy.
-  void CrashAndReopen() {
+  // With `background`, the post-crash GC runs on its own thread while the caller goes on.
+  void CrashAndReopen(bool background = false) {
     idx_.reset();
     const std::string copy = path_.str() + ".crash";
     ::wort::test::CopyFile(path_.str(), copy);
     ASSERT_TRUE(pool_->Close().ok());
     pool_.reset();
     std::filesystem::rename(copy, path_.str());
-    Status s = Pool::Open(path_.str(), po_, &pool_);
+    PoolOptions po = po_;
+    po.background_recovery = background;
+    Status s = Pool::Open(path_.str(), po, &pool_);
     ASSERT_TRUE(s.ok()) << s.ToString();
     ASSERT_FALSE(pool_->opened_clean());
-    ASSERT_TRUE(pool_->WaitForRecovery().ok());
+    if (!background) ASSERT_TRUE(pool_->WaitForRecovery().ok());
     s = OpenIndex(*pool_, "idx", &idx_);
     ASSERT_TRUE(s.ok()) << s.ToString();
   }
