@@ -164,7 +164,7 @@ Status RunKillTest(const KillConfig& cfg, KillResult* out) {
 
   const CheckTarget target{kind, "kill", &wl, true};
   auto violation = [&](int round, const std::string& what) {
-    std::string v = fmt::format("VIOLATION kill test {} round {}: {}\n  replay: wort crashtest --kill --index {} --dist {} --keys {} --ops {} --seed {} --rounds {}",
+    std::string v = fmt::format("VIOLATION kill test {} round {}: {}\n  rerun (kill timing is not reproducible): wort crashtest --kill --index {} --dist {} --keys {} --ops {} --seed {} --rounds {}",
                                 cfg.index, round, what, cfg.index, bench::DistName(cfg.dist), cfg.keys,
                                 OpTypesName(cfg.ops), cfg.seed, cfg.rounds);
     if (cfg.log) std::fprintf(cfg.log, "%s\n", v.c_str());
