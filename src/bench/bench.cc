@@ -150,6 +150,14 @@ Status CreateBenchPool(const CommonConfig& c, const std::string& path, std::uniq
   return s;
 }
 
+// CPU time of the calling thread: unlike wall time, it does not grow while the thread waits
+// for a core, so it stays meaningful on a machine shared with other work.
+double ThreadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 // A random permutation of 0..n-1 (the dense workload, shifted).
 std::vector<uint32_t> Permutation(size_t n, uint64_t seed) {
   const std::vector<uint64_t> d = GenerateU64Keys(Dist::kDense, n, seed);
@@ -163,6 +171,7 @@ std::vector<uint32_t> Permutation(size_t n, uint64_t seed) {
 // non-OK status stops every thread.
 struct PhaseOutcome {
   double seconds = 0;
+  double cpu_seconds = 0;  // summed over the threads
   pm::Counters counters;
   uint64_t wrong = 0;
   uint64_t done = 0;  // operations completed (n unless a failure stopped the phase)
@@ -176,7 +185,9 @@ PhaseOutcome RunPhase(int threads, size_t n, const Fn& fn) {
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> wrong{0}, done{0};
   std::mutex mu;
+  double cpu = 0;
   auto body = [&](size_t begin, size_t end) {
+    const double c0 = ThreadCpuSeconds();
     uint64_t w = 0, d = 0;
     for (size_t i = begin; i < end; ++i) {
       Status s = fn(i, &w);
@@ -189,8 +200,11 @@ PhaseOutcome RunPhase(int threads, size_t n, const Fn& fn) {
       ++d;
       if ((d & 1023) == 0 && stop.load(std::memory_order_relaxed)) [[unlikely]] break;
     }
+    const double c1 = ThreadCpuSeconds();
     wrong += w;
     done += d;
+    std::lock_guard<std::mutex> g(mu);
+    cpu += c1 - c0;
   };
   const pm::Counters before = pm::GetCounters();
   if (threads == 1) {
@@ -217,6 +231,7 @@ PhaseOutcome RunPhase(int threads, size_t n, const Fn& fn) {
   out.counters = pm::GetCounters() - before;
   out.wrong = wrong.load();
   out.done = done.load();
+  out.cpu_seconds = cpu;
   return out;
 }
 
@@ -281,6 +296,7 @@ Status BenchOneIndex(const IndexBenchConfig& cfg, const IndexKind& kind, const s
     r.ops = p.done;
     r.seconds = p.seconds;
     r.ns_per_op = p.done ? p.seconds * 1e9 / p.done : 0;
+    r.cpu_ns_per_op = p.done ? p.cpu_seconds * 1e9 / p.done : 0;
     r.mops_per_s = p.seconds > 0 ? p.done / p.seconds / 1e6 : 0;
     r.flushes_per_op = p.done ? double(p.counters.lines_flushed) / p.done : 0;
     r.fences_per_op = p.done ? double(p.counters.fences) / p.done : 0;
@@ -290,8 +306,8 @@ Status BenchOneIndex(const IndexBenchConfig& cfg, const IndexKind& kind, const s
   auto wants = [&](Op op) { return std::find(cfg.ops.begin(), cfg.ops.end(), op) != cfg.ops.end(); };
   auto logline = [&](const IndexResult& r) {
     if (log)
-      log(fmt::format("{:<10} {:<9} {:<7} {:>12.1f} ns/op {:>8.2f} flushes/op {:>8.2f} fences/op{}", r.index, r.dist,
-                      r.op, r.ns_per_op, r.flushes_per_op, r.fences_per_op,
+      log(fmt::format("{:<10} {:<9} {:<7} {:>10.1f} ns/op {:>10.1f} cpu-ns/op {:>7.2f} flushes/op {:>7.2f} fences/op{}",
+                      r.index, r.dist, r.op, r.ns_per_op, r.cpu_ns_per_op, r.flushes_per_op, r.fences_per_op,
                       r.errors ? fmt::format("  ({} WRONG)", r.errors) : ""));
   };
 
@@ -586,6 +602,7 @@ constexpr AllocPattern kAllocPatterns[] = {{"mixed-64-1024", 64, 1024}, {"fixed-
 // at a barrier before every phase so that the phases overlap.
 struct ThreadTimes {
   double alloc_s = 0, free_s = 0;
+  double alloc_cpu_s = 0, free_cpu_s = 0;
   pm::Counters alloc_c, free_c;
 };
 
@@ -638,6 +655,7 @@ Status RunAllocBench(const AllocBenchConfig& cfg, AllocBenchReport* report, cons
         // barrier below) before anyone gets here: all threads see the same value.
         if (failed.load()) break;
         const pm::Counters c0 = pm::ThisThreadCounters();
+        const double u0 = ThreadCpuSeconds();
         const auto t0 = Clock::now();
         size_t got = cfg.batch;
         // Each block's first word is written, as its user would.
@@ -660,6 +678,7 @@ Status RunAllocBench(const AllocBenchConfig& cfg, AllocBenchReport* report, cons
           }
         }
         const auto t1 = Clock::now();
+        const double u1 = ThreadCpuSeconds();
         const pm::Counters c1 = pm::ThisThreadCounters();
         sync.arrive_and_wait();
         if (is_wort) {
@@ -672,10 +691,13 @@ Status RunAllocBench(const AllocBenchConfig& cfg, AllocBenchReport* report, cons
           for (size_t i = 0; i < cfg.batch; ++i) std::free(ptrs[free_order[i]]);
         }
         const auto t2 = Clock::now();
+        const double u2 = ThreadCpuSeconds();
         const pm::Counters c2 = pm::ThisThreadCounters();
         if (round > 0) {
           tt.alloc_s += std::chrono::duration<double>(t1 - t0).count();
           tt.free_s += std::chrono::duration<double>(t2 - t1).count();
+          tt.alloc_cpu_s += u1 - u0;
+          tt.free_cpu_s += u2 - u1;
           const pm::Counters da = c1 - c0, df = c2 - c1;
           tt.alloc_c.lines_flushed += da.lines_flushed;
           tt.alloc_c.fences += da.fences;
@@ -694,7 +716,10 @@ Status RunAllocBench(const AllocBenchConfig& cfg, AllocBenchReport* report, cons
     r->threads = threads;
     r->allocs = uint64_t(threads) * rounds * cfg.batch;
     uint64_t af = 0, afe = 0, ff = 0, ffe = 0;
+    double acpu = 0, fcpu = 0;
     for (const auto& tt : times) {  // the phases overlap: wall time = the slowest thread's
+      acpu += tt.alloc_cpu_s;
+      fcpu += tt.free_cpu_s;
       r->alloc_seconds = std::max(r->alloc_seconds, tt.alloc_s);
       r->free_seconds = std::max(r->free_seconds, tt.free_s);
       af += tt.alloc_c.lines_flushed;
@@ -706,6 +731,8 @@ Status RunAllocBench(const AllocBenchConfig& cfg, AllocBenchReport* report, cons
     r->frees_per_s = r->free_seconds > 0 ? r->allocs / r->free_seconds : 0;
     r->ns_per_alloc = r->allocs ? r->alloc_seconds * 1e9 / r->allocs : 0;
     r->ns_per_free = r->allocs ? r->free_seconds * 1e9 / r->allocs : 0;
+    r->cpu_ns_per_alloc = r->allocs ? acpu * 1e9 / r->allocs : 0;
+    r->cpu_ns_per_free = r->allocs ? fcpu * 1e9 / r->allocs : 0;
     r->flushes_per_alloc = r->allocs ? double(af) / r->allocs : 0;
     r->fences_per_alloc = r->allocs ? double(afe) / r->allocs : 0;
     r->flushes_per_free = r->allocs ? double(ff) / r->allocs : 0;
@@ -798,12 +825,13 @@ std::string FormatIndexConfig(const IndexBenchConfig& cfg, const Environment& en
 }
 
 std::string FormatIndexResults(const IndexBenchReport& r) {
-  std::string s = fmt::format("{:<10} {:<9} {:<7} {:>12} {:>10} {:>11} {:>10} {:>10} {:>10} {:>7}\n", "index", "dist", "op",
-                              "ns/op", "Mops/s", "flushes/op", "fences/op", "leafdepth", "bytes/key", "errors");
+  std::string s = fmt::format("{:<10} {:<9} {:<7} {:>10} {:>10} {:>9} {:>11} {:>10} {:>10} {:>10} {:>7}\n", "index", "dist",
+                              "op", "ns/op", "cpu-ns/op", "Mops/s", "flushes/op", "fences/op", "leafdepth", "bytes/key",
+                              "errors");
   for (const auto& x : r.results)
-    s += fmt::format("{:<10} {:<9} {:<7} {:>12.1f} {:>10.3f} {:>11.2f} {:>10.2f} {:>10.2f} {:>10.1f} {:>7}\n", x.index, x.dist,
-                     x.op, x.ns_per_op, x.mops_per_s, x.flushes_per_op, x.fences_per_op, x.leaf_depth, x.bytes_per_key,
-                     x.errors);
+    s += fmt::format("{:<10} {:<9} {:<7} {:>10.1f} {:>10.1f} {:>9.3f} {:>11.2f} {:>10.2f} {:>10.2f} {:>10.1f} {:>7}\n", x.index,
+                     x.dist, x.op, x.ns_per_op, x.cpu_ns_per_op, x.mops_per_s, x.flushes_per_op, x.fences_per_op,
+                     x.leaf_depth, x.bytes_per_key, x.errors);
   for (const auto& k : r.skipped) s += fmt::format("skipped: {}\n", k.reason);
   return s;
 }
@@ -828,12 +856,13 @@ std::string FormatAllocConfig(const AllocBenchConfig& cfg, const Environment& en
 }
 
 std::string FormatAllocResults(const AllocBenchReport& r) {
-  std::string s = fmt::format("{:<7} {:<14} {:>7} {:>12} {:>12} {:>9} {:>9} {:>13} {:>12}\n", "alloc", "pattern", "threads",
-                              "Mallocs/s", "Mfrees/s", "ns/alloc", "ns/free", "flushes/alloc", "fences/alloc");
+  std::string s = fmt::format("{:<7} {:<14} {:>7} {:>10} {:>10} {:>9} {:>9} {:>13} {:>12} {:>13} {:>12}\n", "alloc",
+                              "pattern", "threads", "Mallocs/s", "Mfrees/s", "ns/alloc", "ns/free", "cpu-ns/alloc",
+                              "cpu-ns/free", "flushes/alloc", "fences/alloc");
   for (const auto& x : r.results)
-    s += fmt::format("{:<7} {:<14} {:>7} {:>12.2f} {:>12.2f} {:>9.1f} {:>9.1f} {:>13.4f} {:>12.4f}\n", x.allocator, x.pattern,
-                     x.threads, x.allocs_per_s / 1e6, x.frees_per_s / 1e6, x.ns_per_alloc, x.ns_per_free,
-                     x.flushes_per_alloc, x.fences_per_alloc);
+    s += fmt::format("{:<7} {:<14} {:>7} {:>10.2f} {:>10.2f} {:>9.1f} {:>9.1f} {:>13.1f} {:>12.1f} {:>13.4f} {:>12.4f}\n",
+                     x.allocator, x.pattern, x.threads, x.allocs_per_s / 1e6, x.frees_per_s / 1e6, x.ns_per_alloc,
+                     x.ns_per_free, x.cpu_ns_per_alloc, x.cpu_ns_per_free, x.flushes_per_alloc, x.fences_per_alloc);
   // wort / malloc ratio per (pattern, threads).
   for (const auto& w : r.results) {
     if (w.allocator != "wort") continue;
@@ -853,6 +882,7 @@ nlohmann::json ToJson(const IndexResult& r, const IndexBenchConfig& cfg, const E
   j["keys"] = r.keys;
   j["op"] = r.op;
   j["ns_per_op"] = r.ns_per_op;
+  j["cpu_ns_per_op"] = r.cpu_ns_per_op;
   j["mops_per_s"] = r.mops_per_s;
   j["flushes_per_op"] = r.flushes_per_op;
   j["fences_per_op"] = r.fences_per_op;
@@ -892,6 +922,8 @@ nlohmann::json ToJson(const AllocResult& r, const AllocBenchConfig& cfg, const E
   j["frees_per_s"] = r.frees_per_s;
   j["ns_per_alloc"] = r.ns_per_alloc;
   j["ns_per_free"] = r.ns_per_free;
+  j["cpu_ns_per_alloc"] = r.cpu_ns_per_alloc;
+  j["cpu_ns_per_free"] = r.cpu_ns_per_free;
   j["flushes_per_alloc"] = r.flushes_per_alloc;
   j["fences_per_alloc"] = r.fences_per_alloc;
   j["flushes_per_free"] = r.flushes_per_free;

@@ -11,7 +11,8 @@
 //        upsert  replace every value (random order)
 //        delete  remove every key (random order) - last, since it empties the index
 // Each (index, op) gives ns/op (wall time / ops, so with T threads it is the inverse of the
-// throughput), cache lines flushed and fences per op (pm::GetCounters deltas over the op's
+// throughput), CPU ns/op (the threads' CPU time / ops: unaffected by waiting for a core on a
+// shared machine, but it counts time spent spinning on a lock), cache lines flushed and fences per op (pm::GetCounters deltas over the op's
 // timed loop, all threads), and the index's avg leaf depth and pool bytes per key measured after
 // the insert phase. The insert phase is always run; it is reported when `insert` is requested.
 //
@@ -99,6 +100,7 @@ struct IndexResult {
   uint64_t ops = 0;            // operations timed
   double seconds = 0;
   double ns_per_op = 0;
+  double cpu_ns_per_op = 0;    // thread CPU time / ops (all threads): robust to a busy machine
   double mops_per_s = 0;
   double flushes_per_op = 0;   // cache lines flushed
   double fences_per_op = 0;
@@ -151,6 +153,7 @@ struct AllocResult {
   double alloc_seconds = 0, free_seconds = 0;  // wall time summed over rounds
   double allocs_per_s = 0, frees_per_s = 0;
   double ns_per_alloc = 0, ns_per_free = 0;    // wall time / ops (inverse throughput)
+  double cpu_ns_per_alloc = 0, cpu_ns_per_free = 0;  // thread CPU time (all threads) / ops
   double flushes_per_alloc = 0, fences_per_alloc = 0;  // alloc phases (wort only)
   double flushes_per_free = 0, fences_per_free = 0;
 };
