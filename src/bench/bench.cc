@@ -868,8 +868,9 @@ std::string FormatAllocResults(const AllocBenchReport& r) {
     if (w.allocator != "wort") continue;
     for (const auto& m : r.results)
       if (m.allocator == "malloc" && m.pattern == w.pattern && m.threads == w.threads && m.allocs_per_s > 0)
-        s += fmt::format("wort/malloc allocation rate, {} x{}: {:.2f}\n", w.pattern, w.threads,
-                         w.allocs_per_s / m.allocs_per_s);
+        s += fmt::format("wort/malloc allocation rate, {} x{}: {:.2f} by wall time, {:.2f} by CPU time\n", w.pattern,
+                         w.threads, w.allocs_per_s / m.allocs_per_s,
+                         w.cpu_ns_per_alloc > 0 ? m.cpu_ns_per_alloc / w.cpu_ns_per_alloc : 0.0);
   }
   return s;
 }
