@@ -2,6 +2,11 @@
 // (crash/killtest.h), for one index kind or all of them. Exits 2 on any violation.
 #include <fmt/core.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <memory>
 
 #include "cli/command.h"
@@ -44,6 +49,104 @@ struct CrashOpts {
   throw CLI::RuntimeError(code);
 }
 
+// Runs one kind; returns its number of violations.
+size_t RunKind(const CrashOpts& o, const std::string& name, bench::Dist dist, const std::vector<crash::OpType>& ops,
+               const IndexOptions& iopts, bool from_dist) {
+  size_t total_violations = 0;
+  if (o.kill) {
+    crash::KillConfig c;
+    c.index = name;
+    c.index_options = iopts;
+    c.key_type_from_dist = from_dist;
+    c.dist = dist;
+    c.keys = o.keys;
+    c.ops = ops;
+    c.seed = o.seed;
+    c.rounds = o.rounds;
+    c.max_delay_us = o.kill_delay_us;
+    c.edge_keys = !o.no_edge_keys;
+    c.dir = o.dir;
+    c.log = stdout;
+    fmt::print("crashtest --kill {}: dist={} keys={} ops={} seed={} rounds={} max-delay={}us\n", name, o.dist, o.keys,
+               o.ops, o.seed, o.rounds, o.kill_delay_us);
+    std::fflush(stdout);
+    crash::KillResult r;
+    Status s = crash::RunKillTest(c, &r);
+    if (!s.ok()) Fail(name + ": " + s.ToString());
+    fmt::print("{}: kill rounds {}, acknowledged operations {}, cut operation found applied {} / absent {}, "
+               "violations {}, {:.2f} s\n",
+               name, r.rounds, r.acked_ops, r.pending_applied, r.pending_absent, r.violations.size(), r.seconds);
+    total_violations += r.violations.size();
+  } else {
+    crash::ExplorerConfig c;
+    c.index = name;
+    c.index_options = iopts;
+    c.key_type_from_dist = from_dist;
+    c.dist = dist;
+    c.keys = o.keys;
+    c.explore_ops = o.explore;
+    c.ops = ops;
+    c.seed = o.seed;
+    c.subsets = o.subsets;
+    c.max_points = o.max_points;
+    c.torn_lines = o.torn;
+    c.edge_keys = !o.no_edge_keys;
+    c.exercise = !o.no_exercise;
+    c.isolate = o.isolate;
+    c.dir = o.dir;
+    c.max_violations = o.max_violations;
+    c.replay_op = o.replay_op;
+    c.replay_point = o.replay_point;
+    c.drop_site = o.drop_site;
+    c.log = o.mutate ? nullptr : stdout;
+    fmt::print("crashtest {}: dist={} keys={} explore={} ops={} seed={} subsets={} max-points={} lines={}{}\n", name,
+               o.dist, o.keys, o.explore, o.ops, o.seed, o.subsets, o.max_points, o.torn ? "torn (8-byte words)" : "whole",
+               o.replay_op >= 0 ? fmt::format(" replay op {} point {}", o.replay_op, o.replay_point) : "");
+    std::fflush(stdout);
+    crash::ExplorerResult r;
+    Status s = crash::RunExplorer(c, &r);
+    if (!s.ok()) Fail(name + ": " + s.ToString());
+    fmt::print("{}: operations {}, crash points {} (of {} met), images {}, violations {}, {:.2f} s\n", name,
+               r.ops_run, r.crash_points, r.points_seen, r.images, r.violation_count, r.seconds);
+    if (o.mutate && r.violation_count > 0) {
+      for (auto& v : r.violations) fmt::print("{}\n", v.ToString());
+    }
+    if (!r.stopped_early.empty()) fmt::print("{}: {}\n", name, r.stopped_early);
+    total_violations += r.violation_count;
+    if (o.mutate) {
+      // Drop each flush/fence site in turn: the explorer should notice.
+      size_t caught = 0;
+      std::vector<std::string> missed;
+      for (auto& [site, met] : r.sites) {
+        crash::ExplorerConfig m = c;
+        m.drop_site = site;
+        m.max_violations = 1;
+        m.log = nullptr;
+        crash::ExplorerResult mr;
+        Status ms = crash::RunExplorer(m, &mr);
+        if (!ms.ok()) {
+          fmt::print("  drop {} (met {}x): could not run: {}\n", site, met, ms.ToString());
+          continue;
+        }
+        if (mr.violation_count > 0) {
+          ++caught;
+          const auto& v = mr.violations.front();
+          std::string what = v.what.size() > 140 ? v.what.substr(0, 140) + "..." : v.what;
+          fmt::print("  drop {} (met {}x): caught at op #{} {} [{}]: {}\n", site, met, v.op, v.point_desc, v.image, what);
+        } else {
+          missed.push_back(site);
+          fmt::print("  drop {} (met {}x): NOT caught ({} images)\n", site, met, mr.images);
+        }
+        std::fflush(stdout);
+      }
+      fmt::print("{}: mutation: {} flush/fence sites, {} caught when dropped, {} not caught{}\n", name,
+                 r.sites.size(), caught, missed.size(), missed.empty() ? "" : " (redundant, or not covered by this workload)");
+    }
+  }
+  std::fflush(stdout);
+  return total_violations;
+}
+
 void Run(const CrashOpts& o) {
   bench::Dist dist;
   if (!bench::ParseDist(o.dist, &dist)) Fail("unknown distribution '" + o.dist + "'");
@@ -76,97 +179,38 @@ void Run(const CrashOpts& o) {
     kinds.push_back(o.index);
   }
 
+  // With several kinds, each runs in a child process: an index that crashes the run (in its
+  // live operations, outside the explorer's guard) is reported and the others still run.
   size_t total_violations = 0;
   for (const std::string& name : kinds) {
-    if (o.kill) {
-      crash::KillConfig c;
-      c.index = name;
-      c.index_options = iopts;
-      c.key_type_from_dist = from_dist;
-      c.dist = dist;
-      c.keys = o.keys;
-      c.ops = ops;
-      c.seed = o.seed;
-      c.rounds = o.rounds;
-      c.max_delay_us = o.kill_delay_us;
-      c.edge_keys = !o.no_edge_keys;
-      c.dir = o.dir;
-      c.log = stdout;
-      fmt::print("crashtest --kill {}: dist={} keys={} ops={} seed={} rounds={} max-delay={}us\n", name, o.dist, o.keys,
-                 o.ops, o.seed, o.rounds, o.kill_delay_us);
-      std::fflush(stdout);
-      crash::KillResult r;
-      Status s = crash::RunKillTest(c, &r);
-      if (!s.ok()) Fail(name + ": " + s.ToString());
-      fmt::print("{}: kill rounds {}, acknowledged operations {}, cut operation found applied {} / absent {}, "
-                 "violations {}, {:.2f} s\n",
-                 name, r.rounds, r.acked_ops, r.pending_applied, r.pending_absent, r.violations.size(), r.seconds);
-      total_violations += r.violations.size();
-    } else {
-      crash::ExplorerConfig c;
-      c.index = name;
-      c.index_options = iopts;
-      c.key_type_from_dist = from_dist;
-      c.dist = dist;
-      c.keys = o.keys;
-      c.explore_ops = o.explore;
-      c.ops = ops;
-      c.seed = o.seed;
-      c.subsets = o.subsets;
-      c.max_points = o.max_points;
-      c.torn_lines = o.torn;
-      c.edge_keys = !o.no_edge_keys;
-      c.exercise = !o.no_exercise;
-      c.isolate = o.isolate;
-      c.dir = o.dir;
-      c.max_violations = o.max_violations;
-      c.replay_op = o.replay_op;
-      c.replay_point = o.replay_point;
-      c.drop_site = o.drop_site;
-      c.log = o.mutate ? nullptr : stdout;
-      fmt::print("crashtest {}: dist={} keys={} explore={} ops={} seed={} subsets={} max-points={} lines={}{}\n", name,
-                 o.dist, o.keys, o.explore, o.ops, o.seed, o.subsets, o.max_points, o.torn ? "torn (8-byte words)" : "whole",
-                 o.replay_op >= 0 ? fmt::format(" replay op {} point {}", o.replay_op, o.replay_point) : "");
-      std::fflush(stdout);
-      crash::ExplorerResult r;
-      Status s = crash::RunExplorer(c, &r);
-      if (!s.ok()) Fail(name + ": " + s.ToString());
-      fmt::print("{}: operations {}, crash points {} (of {} met), images {}, violations {}, {:.2f} s\n", name,
-                 r.ops_run, r.crash_points, r.points_seen, r.images, r.violation_count, r.seconds);
-      if (o.mutate && r.violation_count > 0) {
-        for (auto& v : r.violations) fmt::print("{}\n", v.ToString());
+    if (kinds.size() == 1) {
+      total_violations += RunKind(o, name, dist, ops, iopts, from_dist);
+      break;
+    }
+    std::fflush(nullptr);
+    const pid_t pid = ::fork();
+    if (pid < 0) Fail(std::string("fork: ") + std::strerror(errno));
+    if (pid == 0) {
+      int code = 0;
+      try {
+        code = RunKind(o, name, dist, ops, iopts, from_dist) > 0 ? 2 : 0;
+      } catch (const CLI::RuntimeError& e) {
+        code = e.get_exit_code();
       }
-      if (!r.stopped_early.empty()) fmt::print("{}: {}\n", name, r.stopped_early);
-      total_violations += r.violation_count;
-      if (o.mutate) {
-        // Drop each flush/fence site in turn: the explorer should notice.
-        size_t caught = 0;
-        std::vector<std::string> missed;
-        for (auto& [site, met] : r.sites) {
-          crash::ExplorerConfig m = c;
-          m.drop_site = site;
-          m.max_violations = 1;
-          m.log = nullptr;
-          crash::ExplorerResult mr;
-          Status ms = crash::RunExplorer(m, &mr);
-          if (!ms.ok()) {
-            fmt::print("  drop {} (met {}x): could not run: {}\n", site, met, ms.ToString());
-            continue;
-          }
-          if (mr.violation_count > 0) {
-            ++caught;
-            const auto& v = mr.violations.front();
-            std::string what = v.what.size() > 140 ? v.what.substr(0, 140) + "..." : v.what;
-            fmt::print("  drop {} (met {}x): caught at op #{} {} [{}]: {}\n", site, met, v.op, v.point_desc, v.image, what);
-          } else {
-            missed.push_back(site);
-            fmt::print("  drop {} (met {}x): NOT caught ({} images)\n", site, met, mr.images);
-          }
-          std::fflush(stdout);
-        }
-        fmt::print("{}: mutation: {} flush/fence sites, {} caught when dropped, {} not caught{}\n", name,
-                   r.sites.size(), caught, missed.size(), missed.empty() ? "" : " (redundant, or not covered by this workload)");
-      }
+      std::fflush(nullptr);
+      ::_exit(code);
+    }
+    int st = 0;
+    while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    if (WIFSIGNALED(st)) {
+      fmt::print("{}: VIOLATION the run crashed: signal {} ({})\n", name, WTERMSIG(st), strsignal(WTERMSIG(st)));
+      ++total_violations;
+    } else if (WEXITSTATUS(st) == 2) {
+      ++total_violations;
+    } else if (WEXITSTATUS(st) != 0) {
+      fmt::print("{}: could not run (exit status {})\n", name, WEXITSTATUS(st));
+      ++total_violations;
     }
     std::fflush(stdout);
   }
