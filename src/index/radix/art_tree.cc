@@ -54,8 +54,8 @@ void ForEachSorted(const NodeBase* n, unsigned from, F&& f) {
       // distinct), computed with the unsigned SIMD compare.
       const auto* x = reinterpret_cast<const W16*>(n);
       const uint32_t mask = uint32_t(x->bitmap) & 0xffffu;
-      unsigned char keys[16];
-      uint64_t refs[16];
+      unsigned char keys[16] = {};
+      uint64_t refs[16] = {};  // (a corrupted node with duplicate keys leaves holes: 0 = none)
       int cnt = 0;
       for (uint32_t m = mask; m; m &= m - 1) {
         const int i = __builtin_ctz(m);
@@ -67,7 +67,7 @@ void ForEachSorted(const NodeBase* n, unsigned from, F&& f) {
         ++cnt;
       }
       for (int r = 0; r < cnt && r < 16; ++r)
-        if (keys[r] >= from && !f(keys[r], refs[r])) return;
+        if (refs[r] && keys[r] >= from && !f(keys[r], refs[r])) return;
       return;
     }
     case kN48: {
