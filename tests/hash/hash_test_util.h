@@ -94,7 +94,9 @@ class HashFixture {
     Status s = Pool::Open(path_.str(), po, &pool_);
     ASSERT_TRUE(s.ok()) << s.ToString();
     ASSERT_FALSE(pool_->opened_clean());
-    if (!background) ASSERT_TRUE(pool_->WaitForRecovery().ok());
+    if (!background) {
+      ASSERT_TRUE(pool_->WaitForRecovery().ok());
+    }
     s = OpenIndex(*pool_, "idx", &idx_);
     ASSERT_TRUE(s.ok()) << s.ToString();
   }

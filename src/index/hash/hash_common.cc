@@ -51,13 +51,16 @@ Status KeyCodec::Prepare(std::string_view key, Probe* p) const {
     if (key.size() != 8) return Status::InvalidArgument("key of a u64 index must be 8 bytes, got " + std::to_string(key.size()));
     p->hash = MixU64(DecodeU64(key), seed_);
     p->word = p->hash;
-    p->zero = p->hash == 0;
+    p->special = p->hash == 0 ? 0 : (tomb_ != 0 && p->hash == tomb_) ? 1 : -1;
+    p->zero = p->special >= 0;
     return Status::OK();
   }
   if (key.size() > kMaxKeyLen)
     return Status::InvalidArgument("key of " + std::to_string(key.size()) + " bytes exceeds kMaxKeyLen");
   p->hash = HashBytes(key.data(), key.size(), seed_);
   p->word = key.size() <= 7 ? MakeInlineWord(key) : 0;
+  p->zero = false;
+  p->special = -1;
   return Status::OK();
 }
 
@@ -174,12 +177,12 @@ uint64_t NowNs() {
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
 }
 
-HashIndexBase::HashIndexBase(Pool& pool, uint64_t root_off, HashRoot* root, const char* kind)
+HashIndexBase::HashIndexBase(Pool& pool, uint64_t root_off, HashRoot* root, const char* kind, bool tombstones)
     : pool_(pool),
       alloc_(pool.allocator()),
       root_off_(root_off),
       root_(root),
-      codec_(&pool, static_cast<KeyType>(root->key_type), root->seed),
+      codec_(&pool, static_cast<KeyType>(root->key_type), root->seed, tombstones),
       values_are_blocks_((root->flags & HashRoot::kValuesAreBlocks) != 0),
       kind_(kind) {}
 
@@ -192,34 +195,36 @@ void HashIndexBase::ResetCounters() {
   counters_ = HashCounters();
 }
 
-// The zero slot. Insert: store zero_value; COMMIT: store8 zero_present = 1; persist the line
-// (both words share it, and the value is stored first). Upsert of a present key: COMMIT: store8
-// zero_value; persist. Remove: COMMIT: store8 zero_present = 0; persist.
-Status HashIndexBase::ZeroPut(uint64_t value, bool upsert, bool* inserted) {
-  if (ZeroPresent()) {
+// The special slots. Insert: store the value word; COMMIT: store8 the present word = 1; persist
+// the line (both words share it, and the value is stored first). Upsert of a present key:
+// COMMIT: store8 the value word; persist. Remove: COMMIT: store8 the present word = 0; persist.
+Status HashIndexBase::ZeroPut(uint64_t value, bool upsert, bool* inserted, int which) {
+  uint64_t* present = SpecialPresent(which);
+  uint64_t* val = SpecialValue(which);
+  if (pm::load8(present)) {
     if (!upsert) return Status::AlreadyExists("key exists");
-    pm::store8(&root_->zero_value, value);
-    pm::persist(&root_->zero_value, 8);
+    pm::store8(val, value);
+    pm::persist(val, 8);
     if (inserted) *inserted = false;
     return Status::OK();
   }
-  pm::store8(&root_->zero_value, value);
-  pm::store8(&root_->zero_present, 1);
-  pm::persist(&root_->zero_present, 16);
+  pm::store8(val, value);
+  pm::store8(present, 1);
+  pm::persist(present < val ? present : val, 16);
   if (inserted) *inserted = true;
   return Status::OK();
 }
 
-Status HashIndexBase::ZeroGet(uint64_t* value) const {
-  if (!ZeroPresent()) return Status::NotFound("key not found");
-  *value = pm::load8(&root_->zero_value);
+Status HashIndexBase::ZeroGet(uint64_t* value, int which) const {
+  if (!ZeroPresent(which)) return Status::NotFound("key not found");
+  *value = pm::load8(SpecialValue(which));
   return Status::OK();
 }
 
-Status HashIndexBase::ZeroRemove() {
-  if (!ZeroPresent()) return Status::NotFound("key not found");
-  pm::store8(&root_->zero_present, 0);
-  pm::persist(&root_->zero_present, 8);
+Status HashIndexBase::ZeroRemove(int which) {
+  if (!ZeroPresent(which)) return Status::NotFound("key not found");
+  pm::store8(SpecialPresent(which), 0);
+  pm::persist(SpecialPresent(which), 8);
   return Status::OK();
 }
 

@@ -115,12 +115,22 @@ struct Probe {
   std::string_view key;
   uint64_t hash = 0;  // full hash (kU64: the mixed key)
   uint64_t word = 0;  // its key word if known without allocation (kU64, inline); else 0
-  bool zero = false;  // kU64 key whose mixed value is 0: lives in the root's zero slot
+  bool zero = false;  // kU64 key whose word is reserved (0, or the table's tombstone): it lives
+                      // in a special slot of the root block
+  int special = -1;   // which special slot (0: word 0, 1: word == tombstone)
 };
 
 class KeyCodec {
  public:
-  KeyCodec(const Pool* pool, KeyType kt, uint64_t seed) : pool_(pool), kt_(kt), seed_(seed) {}
+  // `tombstone`: a word the table reserves to mark deleted slots (LINP), 0 if none. kBytes
+  // tables use kBytesTombstone, which no key word equals; kU64 tables use 1, and the key whose
+  // mixed value is 1 then goes to the root's second special slot.
+  KeyCodec(const Pool* pool, KeyType kt, uint64_t seed, bool tombstones = false)
+      : pool_(pool), kt_(kt), seed_(seed), tomb_(!tombstones ? 0 : kt == KeyType::kU64 ? 1 : kBytesTombstone) {}
+  static constexpr uint64_t kBytesTombstone = 2;  // a block word naming offset 64 (the pool header)
+  uint64_t tombstone() const { return tomb_; }
+  // True iff w is a record (neither empty nor a tombstone).
+  bool IsRecord(uint64_t w) const { return w != 0 && w != tomb_; }
   KeyType key_type() const { return kt_; }
   uint64_t seed() const { return seed_; }
 
@@ -171,6 +181,7 @@ class KeyCodec {
   const Pool* pool_;
   KeyType kt_;
   uint64_t seed_;
+  uint64_t tomb_;
 };
 
 // ---- the root block ------------------------------------------------------------------------
@@ -183,6 +194,8 @@ class KeyCodec {
 //     zero_present kU64 tables: 1 iff the key whose mixed value is 0 is present (its commit
 //                  point: zero_value is stored first, in the same line);
 //     zero_value   that key's value.
+//     aux_present, aux_value: the same for the key whose mixed value is the table's tombstone
+//                  word (LINP kU64 tables only).
 // Invariant: table always references a complete, persistent directory / table.
 struct HashRoot {
   static constexpr uint64_t kMagic = 0x3130485341485457ull;  // "WTHASH01" little-endian
@@ -199,7 +212,9 @@ struct HashRoot {
   uint64_t table;
   uint64_t zero_present;
   uint64_t zero_value;
-  uint64_t reserved1[5];
+  uint64_t aux_present;
+  uint64_t aux_value;
+  uint64_t reserved1[3];
 };
 static_assert(sizeof(HashRoot) == 128);
 static_assert(offsetof(HashRoot, table) == 64);
@@ -304,7 +319,7 @@ struct HashCounters {
 // ---- base class ----------------------------------------------------------------------------
 class HashIndexBase : public Index {
  public:
-  HashIndexBase(Pool& pool, uint64_t root_off, HashRoot* root, const char* kind);
+  HashIndexBase(Pool& pool, uint64_t root_off, HashRoot* root, const char* kind, bool tombstones = false);
   std::string_view kind() const override { return kind_; }
   KeyType key_type() const override { return codec_.key_type(); }
   Status Scan(std::string_view, const std::string_view*, size_t, const ScanFn&) const override {
@@ -325,11 +340,14 @@ class HashIndexBase : public Index {
   void ResetCounters();
 
  protected:
-  // The zero slot of kU64 tables (see HashRoot). Callers serialize with zero_mu_.
-  Status ZeroPut(uint64_t value, bool upsert, bool* inserted);
-  Status ZeroGet(uint64_t* value) const;
-  Status ZeroRemove();
-  bool ZeroPresent() const { return pm::load8(&root_->zero_present) != 0; }
+  // The special slots of kU64 tables (see HashRoot): 0 = zero slot, 1 = aux slot. Callers
+  // serialize with zero_mu_.
+  Status ZeroPut(uint64_t value, bool upsert, bool* inserted, int which = 0);
+  Status ZeroGet(uint64_t* value, int which = 0) const;
+  Status ZeroRemove(int which = 0);
+  bool ZeroPresent(int which = 0) const { return pm::load8(SpecialPresent(which)) != 0; }
+  uint64_t* SpecialPresent(int which) const { return which == 0 ? &root_->zero_present : &root_->aux_present; }
+  uint64_t* SpecialValue(int which) const { return which == 0 ? &root_->zero_value : &root_->aux_value; }
 
   void AddRehash(uint64_t ns, bool doubling, bool split, bool full) {
     std::lock_guard<std::mutex> g(counters_mu_);
