@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 
 PKGS=(g++ cmake ninja-build pkg-config libgtest-dev googletest libfmt-dev nlohmann-json3-dev libcli11-dev
       python3 valgrind
-      libasio-dev libmemcached-tools memcached python3-venv)
+      libasio-dev libmemcached-tools memcached python3-venv python3-matplotlib wamerican)
 
 missing=()
 for p in "${PKGS[@]}"; do
