@@ -273,7 +273,9 @@ TEST_P(CcehTest, InstantRestart) {
       ASSERT_TRUE(f.idx().Insert(k, i).ok());
       model[k] = i;
       std::string old = "gc-key-" + std::to_string(i * 3 + round) + ((i * 3 + round) % 2 ? "-long-tail" : "");
-      if (model.erase(old)) ASSERT_TRUE(f.idx().Remove(old).ok());
+      if (model.erase(old)) {
+        ASSERT_TRUE(f.idx().Remove(old).ok());
+      }
     }
     ASSERT_TRUE(f.pool().WaitForRecovery().ok());
     f.ExpectCheckOk("instant restart round " + std::to_string(round));
