@@ -433,8 +433,10 @@ TEST_P(BTreeTest, PoolFullIsClean) {
     }
     h.CheckOk("after removes");
     for (int j = 0; j < 100; ++j) {
-      std::string k = kt == KeyType::kU64 ? EncodeU64(rng()) : "again" + std::to_string(j);
-      ASSERT_TRUE(h.idx->Insert(k, 1).ok());
+      // Same sizes as the removed keys, so the freed size classes serve them.
+      std::string k = kt == KeyType::kU64 ? EncodeU64(rng()) : std::string(200 + rng() % 200, 'z') + std::to_string(j);
+      Status st = h.idx->Insert(k, 1);
+      ASSERT_TRUE(st.ok()) << st.ToString() << " after " << j << " inserts, key type " << static_cast<int>(kt);
       m[k] = 1;
     }
     ExpectSameContents(*h.idx, m, "refilled");
