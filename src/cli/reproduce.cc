@@ -1,0 +1,153 @@
+// `wort reproduce` (the paper's evaluation, src/reproduce/reproduce.h) and the hidden
+// `wort reproduce-keygen` (key generation only: the baseline of the cachegrind differencing).
+#include <fmt/core.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+#include <memory>
+
+#include "bench/bench.h"
+#include "bench/workload.h"
+#include "cli/command.h"
+#include "reproduce/reproduce.h"
+
+namespace wort::cli {
+namespace {
+
+std::vector<std::string> SplitComma(const std::string& s) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos <= s.size()) {
+    size_t comma = s.find(',', pos);
+    if (comma == std::string::npos) comma = s.size();
+    std::string item = s.substr(pos, comma - pos);
+    if (!item.empty() && item != "all") out.push_back(item);
+    pos = comma + 1;
+  }
+  return out;
+}
+
+std::string SelfExe() {
+  char buf[PATH_MAX];
+  const ssize_t len = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (len <= 0) return "";
+  buf[len] = 0;
+  return buf;
+}
+
+bool Exists(const std::string& p) { return !p.empty() && access(p.c_str(), R_OK) == 0; }
+
+// The source tree: this file is src/cli/reproduce.cc in it.
+std::string SourceRoot() {
+  std::string f = __FILE__;
+  const auto pos = f.rfind("/src/cli/");
+  return pos == std::string::npos ? "" : f.substr(0, pos);
+}
+
+// First existing of: $env, <exe dir>/../<rel>, <source root>/<rel>.
+std::string FindFile(const char* env, const std::string& rel) {
+  if (const char* e = std::getenv(env); e && *e) return e;
+  const std::string exe = SelfExe();
+  const std::string dir = exe.substr(0, exe.rfind('/'));
+  for (const std::string& c : {dir + "/../" + rel, dir + "/" + rel, SourceRoot() + "/" + rel})
+    if (Exists(c)) return c;
+  return "";
+}
+
+// $WORT_PYTHON, else the first python3 that has matplotlib (/usr/bin/python3 before the PATH's,
+// since a pyenv shim may shadow the system's packages), else python3.
+std::string FindPython() {
+  if (const char* e = std::getenv("WORT_PYTHON"); e && *e) return e;
+  for (const char* p : {"/usr/bin/python3", "python3"}) {
+    const std::string cmd = fmt::format("{} -c 'import matplotlib' >/dev/null 2>&1", p);
+    if (std::system(cmd.c_str()) == 0) return p;
+  }
+  return "python3";
+}
+
+void AddReproduce(CLI::App& app) {
+  struct Opts {
+    std::string scale = "quick", only, indexes, out, flush = "auto", ll = "15728640,20,64";
+    uint64_t seed = 1;
+    size_t keys = 0, cachegrind_keys = 0;
+    bool no_cachegrind = false, no_report = false;
+    int jobs = 2;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand(
+      "reproduce",
+      "Run the WORT paper's evaluation (fig7-fig10, Table 1, space) for every registered index kind; "
+      "write results.jsonl, PNG plots and report.md beside the published values");
+  cmd->add_option("--scale", o->scale,
+                  "quick (N=1M, ~10 min), medium (N=16M), paper (N=128M); tiny (N=2000) is for tests")
+      ->capture_default_str();
+  cmd->add_option("--only", o->only, "Experiments, comma list: fig7,fig8,fig9,fig10,table1,space (default all)");
+  cmd->add_option("--indexes", o->indexes, "Index kinds, comma list (default: every registered kind)");
+  cmd->add_option("--out", o->out, "Output directory")->required();
+  cmd->add_option("--keys", o->keys, "Override the scale's N for the timed runs");
+  cmd->add_option("--cachegrind-keys", o->cachegrind_keys, "Override the scale's N for the cachegrind runs");
+  cmd->add_option("--ll", o->ll, "Simulated LLC for cachegrind: size,assoc,line")->capture_default_str();
+  cmd->add_option("--jobs", o->jobs, "Cachegrind processes at once")->capture_default_str();
+  cmd->add_flag("--no-cachegrind", o->no_cachegrind, "Skip the LLC-miss runs (Table 1(a)/(c))");
+  cmd->add_flag("--no-report", o->no_report, "Do not run scripts/report.py at the end");
+  cmd->add_option("--flush", o->flush, "Flush instruction: clwb|clflushopt|clflush|none|auto")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Workload seed")->capture_default_str();
+  cmd->callback([o] {
+    reproduce::Config c;
+    c.scale = o->scale;
+    c.only = SplitComma(o->only);
+    c.indexes = SplitComma(o->indexes);
+    c.out_dir = o->out;
+    c.flush = o->flush;
+    c.seed = o->seed;
+    c.keys = o->keys;
+    c.cachegrind_keys = o->cachegrind_keys;
+    c.cachegrind = !o->no_cachegrind;
+    c.cachegrind_jobs = o->jobs;
+    c.ll = o->ll;
+    c.wort_binary = SelfExe();
+    if (!o->no_report) {
+      c.report_script = FindFile("WORT_REPORT_SCRIPT", "scripts/report.py");
+      if (c.report_script.empty()) fmt::print(stderr, "wort reproduce: scripts/report.py not found; no plots or report.md\n");
+      c.python = FindPython();
+    }
+    c.published = FindFile("WORT_PUBLISHED", "data/published/wort_fast17.json");
+    Status s = reproduce::Reproduce(c, [](const std::string& line) {
+      fmt::print("{}\n", line);
+      std::fflush(stdout);
+    });
+    if (!s.ok()) {
+      fmt::print(stderr, "wort reproduce: {}\n", s.ToString());
+      throw CLI::RuntimeError(s.code() == Code::kInvalidArgument ? 2 : 1);
+    }
+  });
+
+  // Hidden: generates the keys exactly as the bench does, and nothing else.
+  struct GenOpts {
+    std::string dist = "dense";
+    size_t keys = 1000;
+    uint64_t seed = 1;
+  };
+  auto g = std::make_shared<GenOpts>();
+  auto* gen = app.add_subcommand("reproduce-keygen", "Generate a workload's keys only (cachegrind baseline)");
+  gen->group("");
+  gen->add_option("--dist", g->dist);
+  gen->add_option("--keys", g->keys);
+  gen->add_option("--seed", g->seed);
+  gen->callback([g] {
+    bench::Dist d;
+    Status s = bench::ParseDistName(g->dist, &d);
+    if (!s.ok()) {
+      fmt::print(stderr, "wort reproduce-keygen: {}\n", s.ToString());
+      throw CLI::RuntimeError(2);
+    }
+    const auto keys = bench::GenerateKeys(d, g->keys, g->seed);
+    fmt::print("{} keys\n", keys.size());
+  });
+}
+
+const bool kRegistered = RegisterCommand(&AddReproduce);
+
+}  // namespace
+}  // namespace wort::cli

@@ -1,0 +1,533 @@
+// `wort reproduce`: planner, runner, cachegrind differencing and outputs. See reproduce.h.
+#include "reproduce/reproduce.h"
+
+#include <fmt/core.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "wort/index.h"
+
+namespace wort::reproduce {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using bench::Dist;
+using bench::Op;
+
+constexpr Dist kPaperDists[] = {Dist::kDense, Dist::kSparse, Dist::kClustered};
+
+// The planner's cost model, in seconds per operation on this class of machine (2 cores, no
+// PM). Only the ETA uses it, and the ETA rescales it by measured/estimated as runs finish.
+constexpr double kInsertS = 1.0e-6, kSearchS = 0.5e-6, kScanKeyS = 0.03e-6, kGenS = 0.15e-6;
+constexpr double kFlushesPerInsert = 3.0;
+constexpr double kCachegrindSlowdown = 60.0;  // cachegrind with cache simulation vs native
+constexpr double kCachegrindStartS = 1.5;     // valgrind start-up per process
+
+bool Wants(const Config& cfg, const char* exp) {
+  return cfg.only.empty() || std::find(cfg.only.begin(), cfg.only.end(), exp) != cfg.only.end();
+}
+
+std::string OpsName(const std::vector<Op>& ops) {
+  std::string s;
+  for (Op o : ops) s += (s.empty() ? "" : ",") + std::string(bench::OpName(o));
+  return s;
+}
+
+std::string FormatDuration(double s) {
+  if (s < 0) s = 0;
+  const long t = static_cast<long>(s + 0.5);
+  if (t >= 3600) return fmt::format("{}h{:02}m{:02}s", t / 3600, t / 60 % 60, t % 60);
+  if (t >= 60) return fmt::format("{}m{:02}s", t / 60, t % 60);
+  return fmt::format("{}s", t);
+}
+
+std::string ShellQuote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) {
+    if (c == '\'') q += "'\\''";
+    else q += c;
+  }
+  return q + "'";
+}
+
+// Sum of the LL (last-level) misses in a cachegrind output file: ILmr + DLmr + DLmw of the
+// "summary:" line, matched by the names on its "events:" line.
+Status ReadCachegrindLLMisses(const std::string& path, uint64_t* out) {
+  std::ifstream in(path);
+  if (!in) return Status::IOError("cannot read cachegrind output " + path);
+  std::vector<std::string> events;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    std::string head;
+    ls >> head;
+    if (head == "events:") {
+      std::string e;
+      events.clear();
+      while (ls >> e) events.push_back(e);
+    } else if (head == "summary:") {
+      uint64_t total = 0, v = 0;
+      size_t i = 0;
+      bool any = false;
+      while (ls >> v) {
+        if (i < events.size() && (events[i] == "ILmr" || events[i] == "DLmr" || events[i] == "DLmw")) {
+          total += v;
+          any = true;
+        }
+        ++i;
+      }
+      if (!any) return Status::Corruption("no LL miss counts in " + path + " (was --cache-sim=yes given?)");
+      *out = total;
+      return Status::OK();
+    }
+  }
+  return Status::Corruption("no summary line in " + path);
+}
+
+}  // namespace
+
+Status GetScale(const std::string& name, ScaleParams* out) {
+  ScaleParams p;
+  p.name = name;
+  const std::vector<Dist> all(std::begin(kPaperDists), std::end(kPaperDists));
+  if (name == "tiny") {
+    // For tests: everything runs, at sizes where the whole pipeline takes seconds.
+    p.keys = 2000;
+    p.latencies = {0, 300};
+    p.scans = 200;
+    p.cachegrind_keys = 2000;
+    p.cachegrind_dists = {Dist::kDense};
+  } else if (name == "quick") {
+    p.keys = 1000000;
+    p.latencies = {0, 100, 200, 300};
+    p.scans = 2000;
+    p.cachegrind_keys = 50000;
+    p.cachegrind_dists = all;
+  } else if (name == "medium") {
+    p.keys = 16000000;
+    p.latencies = {0, 100, 200, 300};
+    p.scans = 10000;
+    p.cachegrind_keys = 1000000;
+    p.cachegrind_dists = all;
+  } else if (name == "paper") {
+    p.keys = 128000000;
+    p.latencies = {0, 100, 200, 300};
+    p.scans = 10000;
+    p.cachegrind_keys = 4000000;
+    p.cachegrind_dists = all;
+  } else {
+    return Status::InvalidArgument("unknown scale '" + name + "' (valid: quick, medium, paper; tiny for tests)");
+  }
+  *out = p;
+  return Status::OK();
+}
+
+Status Plan(const Config& cfg, const ScaleParams& sp, const std::vector<std::pair<std::string, bool>>& kinds,
+            std::vector<Run>* runs, std::vector<std::string>* notes) {
+  for (const auto& e : cfg.only) {
+    if (std::find_if(std::begin(kExperiments), std::end(kExperiments), [&](const char* x) { return e == x; }) ==
+        std::end(kExperiments))
+      return Status::InvalidArgument("unknown experiment '" + e + "' (valid: fig7, fig8, fig9, fig10, table1, space)");
+  }
+  const size_t n = cfg.keys ? cfg.keys : sp.keys;
+  const size_t cgn = cfg.cachegrind_keys ? cfg.cachegrind_keys : sp.cachegrind_keys;
+  const size_t scans = sp.scans ? std::min(sp.scans, n) : std::min<size_t>(n, 10000);
+  const bool fig7 = Wants(cfg, "fig7"), fig8 = Wants(cfg, "fig8"), fig9 = Wants(cfg, "fig9"),
+             fig10 = Wants(cfg, "fig10"), table1 = Wants(cfg, "table1"), space = Wants(cfg, "space");
+  auto scan_cost = [&](double frac) { return scans * std::max(1.0, frac * n) * kScanKeyS; };
+
+  for (const auto& [name, ordered] : kinds) {
+    if (fig10 && !ordered)
+      notes->push_back(name + ": a hash table (no ordered scan): no range queries, fig10 skipped for it");
+  }
+  for (Dist d : kPaperDists) {
+    for (const auto& [name, ordered] : kinds) {
+      // base run: the insert phase at latency 0 serves fig7, fig8's first point, table1
+      // (flushes, depth) and space; search and the 0.001% scans ride along.
+      Run r;
+      r.type = Run::Type::kBase;
+      r.dist = d;
+      r.index = name;
+      r.keys = n;
+      std::vector<std::string> labels;
+      const bool need_insert = fig7 || fig8 || table1 || space;
+      if (need_insert) r.ops.push_back(Op::kInsert);
+      if (fig7) labels.push_back("fig7");
+      if (fig8) labels.push_back("fig8@0");
+      if (table1) labels.push_back("table1");
+      if (space) labels.push_back("space");
+      if (fig9) {
+        r.ops.push_back(Op::kSearch);
+        labels.push_back("fig9");
+      }
+      if (fig10 && ordered) {
+        r.ops.push_back(Op::kScan);
+        r.range_frac = sp.range_fracs[0];
+        labels.push_back("fig10@0.001%");
+      }
+      if (!r.ops.empty()) {
+        for (const auto& l : labels) r.label += (r.label.empty() ? "" : "+") + l;
+        r.est_seconds = n * (kGenS + kInsertS + (fig9 ? kSearchS : 0)) + (r.range_frac > 0 ? scan_cost(r.range_frac) : 0);
+        runs->push_back(r);
+      }
+      if (fig10 && ordered) {
+        Run q;
+        q.type = Run::Type::kRange;
+        q.label = "fig10@0.01%";
+        q.dist = d;
+        q.index = name;
+        q.keys = n;
+        q.ops = {Op::kScan};
+        q.range_frac = sp.range_fracs[1];
+        q.est_seconds = n * (kGenS + kInsertS) + scan_cost(q.range_frac);
+        runs->push_back(q);
+      }
+      if (fig8) {
+        for (uint64_t lat : sp.latencies) {
+          if (lat == 0) continue;
+          Run l;
+          l.type = Run::Type::kLatency;
+          l.label = fmt::format("fig8@{}ns", lat);
+          l.dist = d;
+          l.index = name;
+          l.keys = n;
+          l.ops = {Op::kInsert};
+          l.latency_ns = lat;
+          l.est_seconds = n * (kGenS + kInsertS + kFlushesPerInsert * lat * 1e-9);
+          runs->push_back(l);
+        }
+      }
+    }
+  }
+  if (table1 && cfg.cachegrind) {
+    for (Dist d : sp.cachegrind_dists) {
+      Run g;
+      g.type = Run::Type::kCgGen;
+      g.label = "table1-llc(keygen)";
+      g.dist = d;
+      g.keys = cgn;
+      g.est_seconds = kCachegrindStartS + cgn * kGenS * kCachegrindSlowdown;
+      runs->push_back(g);
+      for (const auto& [name, ordered] : kinds) {
+        Run a;
+        a.type = Run::Type::kCgInsert;
+        a.label = "table1-llc(insert)";
+        a.dist = d;
+        a.index = name;
+        a.keys = cgn;
+        a.ops = {Op::kInsert};
+        a.est_seconds = kCachegrindStartS + cgn * (kGenS + kInsertS) * kCachegrindSlowdown;
+        runs->push_back(a);
+        Run b = a;
+        b.type = Run::Type::kCgSearch;
+        b.label = "table1-llc(insert+search)";
+        b.ops = {Op::kInsert, Op::kSearch};
+        b.est_seconds = kCachegrindStartS + cgn * (kGenS + kInsertS + kSearchS) * kCachegrindSlowdown;
+        runs->push_back(b);
+      }
+    }
+  } else if (table1) {
+    notes->push_back("table1: LLC-miss runs skipped (--no-cachegrind or valgrind not found)");
+  }
+  return Status::OK();
+}
+
+double Eta::Remaining() const {
+  std::map<int, std::pair<double, double>> by_type;  // type -> (measured, estimated)
+  double all_m = 0, all_e = 0;
+  for (size_t i = 0; i < runs_.size(); ++i) {
+    if (measured_[i] < 0) continue;
+    auto& t = by_type[static_cast<int>(runs_[i].type)];
+    t.first += measured_[i];
+    t.second += runs_[i].est_seconds;
+    all_m += measured_[i];
+    all_e += runs_[i].est_seconds;
+  }
+  const double all_ratio = all_e > 0 ? all_m / all_e : 1.0;
+  double rem = 0;
+  for (size_t i = 0; i < runs_.size(); ++i) {
+    if (measured_[i] >= 0) continue;
+    auto it = by_type.find(static_cast<int>(runs_[i].type));
+    const double ratio = it != by_type.end() && it->second.second > 0 ? it->second.first / it->second.second : all_ratio;
+    rem += runs_[i].est_seconds * ratio;
+  }
+  return rem;
+}
+
+Status Reproduce(const Config& cfg, const LogFn& progress) {
+  const auto t_start = Clock::now();
+  auto say = [&](const std::string& s) {
+    if (progress) progress(s);
+  };
+  ScaleParams sp;
+  WORT_RETURN_IF_ERROR(GetScale(cfg.scale, &sp));
+  if (cfg.out_dir.empty()) return Status::InvalidArgument("--out is required");
+
+  std::vector<std::pair<std::string, bool>> kinds;
+  if (cfg.indexes.empty()) {
+    for (const IndexKind* k : IndexKinds()) kinds.emplace_back(k->name, k->ordered);
+  } else {
+    for (const auto& name : cfg.indexes) {
+      const IndexKind* k = FindIndexKind(name);
+      if (!k) return Status::InvalidArgument("unknown index '" + name + "' (valid: " + bench::IndexNames() + ")");
+      kinds.emplace_back(k->name, k->ordered);
+    }
+  }
+  if (kinds.empty()) return Status::InvalidArgument("no index kind registered in this build");
+
+  std::vector<std::string> notes;
+  Config c = cfg;
+  if (c.cachegrind && Wants(c, "table1")) {
+    if (std::system("valgrind --version >/dev/null 2>&1") != 0) {
+      c.cachegrind = false;
+      notes.push_back("valgrind not found: LLC misses (Table 1(a)/(c)) not measured");
+    } else if (c.wort_binary.empty()) {
+      c.cachegrind = false;
+      notes.push_back("the wort binary's path is unknown: LLC misses not measured");
+    }
+  }
+  std::vector<Run> runs;
+  WORT_RETURN_IF_ERROR(Plan(c, sp, kinds, &runs, &notes));
+
+  mkdir(c.out_dir.c_str(), 0755);
+  struct stat st;
+  if (stat(c.out_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return Status::IOError("cannot create output directory " + c.out_dir);
+  const std::string results_path = c.out_dir + "/results.jsonl";
+  const std::string log_path = c.out_dir + "/bench.log";
+  const std::string cg_dir = c.out_dir + "/cachegrind";
+  unlink(results_path.c_str());
+  std::ofstream blog(log_path, std::ios::trunc);
+  if (!blog) return Status::IOError("cannot write " + log_path);
+
+  const size_t n = c.keys ? c.keys : sp.keys;
+  const size_t cgn = c.cachegrind_keys ? c.cachegrind_keys : sp.cachegrind_keys;
+  double est_total = 0;
+  for (const auto& r : runs) est_total += r.est_seconds;
+  say(fmt::format("wort reproduce: scale {} (N={}), {} index kinds ({}), {} runs, first estimate {}", sp.name, n,
+                  kinds.size(),
+                  [&] {
+                    std::string s;
+                    for (const auto& k : kinds) s += (s.empty() ? "" : ",") + k.first;
+                    return s;
+                  }(),
+                  runs.size(), FormatDuration(est_total)));
+  for (const auto& note : notes) say("note: " + note);
+
+  Eta eta(runs);
+  bench::Environment env;
+  bool have_env = false;
+  auto progress_line = [&](size_t i, double secs, const std::string& extra) {
+    const Run& r = runs[i];
+    const double elapsed = std::chrono::duration<double>(Clock::now() - t_start).count();
+    say(fmt::format("[{}/{}] {:<28} {:<9} {:<10} {:<20} {:>7.1f}s  elapsed {}  ETA {}{}", i + 1, runs.size(), r.label,
+                    r.index.empty() ? "-" : r.index, bench::DistName(r.dist),
+                    r.ops.empty() ? "keygen" : OpsName(r.ops), secs, FormatDuration(elapsed),
+                    FormatDuration(eta.Remaining()), extra));
+  };
+
+  // ---- timed runs, one at a time, in this process ------------------------------------------
+  std::vector<size_t> cg_runs;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const Run& r = runs[i];
+    if (r.type == Run::Type::kCgGen || r.type == Run::Type::kCgInsert || r.type == Run::Type::kCgSearch) {
+      cg_runs.push_back(i);
+      continue;
+    }
+    bench::IndexBenchConfig bc;
+    bc.common.flush = c.flush;
+    bc.common.write_latency_ns = r.latency_ns;
+    bc.common.seed = c.seed;
+    bc.indexes = {r.index};
+    bc.dist = r.dist;
+    bc.keys = r.keys;
+    bc.ops = r.ops;
+    bc.range_frac = r.range_frac;
+    bc.scans = sp.scans;
+    bench::IndexBenchReport rep;
+    const auto t0 = Clock::now();
+    Status s = bench::RunIndexBench(bc, &rep, [&](const std::string& line) { blog << line << "\n"; });
+    const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    blog.flush();
+    eta.Done(i, secs);
+    if (!have_env && !rep.env.timestamp.empty()) {
+      env = rep.env;
+      have_env = true;
+    }
+    std::vector<nlohmann::json> recs;
+    for (const auto& res : rep.results) {
+      nlohmann::json j = bench::ToJson(res, bc, rep.env);
+      if (res.op == "insert") j["experiment"] = r.type == Run::Type::kLatency ? "fig8" : "fig7";
+      else if (res.op == "search") j["experiment"] = "fig9";
+      else if (res.op == "scan") {
+        j["experiment"] = "fig10";
+        j["range_pct"] = r.range_frac * 100;
+      } else j["experiment"] = "other";
+      recs.push_back(std::move(j));
+    }
+    std::string extra;
+    for (const auto& sk : rep.skipped) {
+      notes.push_back(fmt::format("{} {} ({}): {}", r.label, bench::DistName(r.dist), r.index, sk.reason));
+      extra += "  SKIPPED: " + sk.reason;
+    }
+    if (!s.ok() && rep.skipped.empty()) {
+      notes.push_back(fmt::format("{} {} ({}): {}", r.label, bench::DistName(r.dist), r.index, s.ToString()));
+      extra += "  FAILED: " + s.ToString();
+    }
+    for (const auto& res : rep.results)
+      if (res.errors) extra += fmt::format("  ({} {} WRONG)", res.errors, res.op);
+    if (!recs.empty()) WORT_RETURN_IF_ERROR(bench::AppendJsonLines(results_path, recs));
+    progress_line(i, secs, extra);
+  }
+  if (!have_env) env = bench::CaptureEnvironment();
+
+  // ---- cachegrind runs: separate processes, cachegrind_jobs at a time ------------------------
+  if (!cg_runs.empty()) {
+    mkdir(cg_dir.c_str(), 0755);
+    std::vector<std::string> out_file(runs.size());
+    std::vector<int> rc(runs.size(), 0);
+    std::atomic<size_t> next{0};
+    std::mutex mu;
+    auto worker = [&] {
+      for (;;) {
+        const size_t k = next.fetch_add(1);
+        if (k >= cg_runs.size()) return;
+        const size_t i = cg_runs[k];
+        const Run& r = runs[i];
+        const std::string tag = fmt::format("{}-{}-{}", r.index.empty() ? "keygen" : r.index, bench::DistName(r.dist),
+                                            r.ops.empty() ? "gen" : (r.ops.size() == 1 ? "insert" : "search"));
+        out_file[i] = cg_dir + "/" + tag + ".out";
+        std::string cmd = fmt::format(
+            "valgrind --tool=cachegrind --cache-sim=yes --LL={} --cachegrind-out-file={} {} ", c.ll,
+            ShellQuote(out_file[i]), ShellQuote(c.wort_binary));
+        if (r.type == Run::Type::kCgGen)
+          cmd += fmt::format("reproduce-keygen --dist {} --keys {} --seed {}", bench::DistName(r.dist), r.keys, c.seed);
+        else
+          cmd += fmt::format("bench --index {} --dist {} --keys {} --ops {} --flush {} --seed {} --pool {}",
+                             ShellQuote(r.index), bench::DistName(r.dist), r.keys, OpsName(r.ops), c.flush, c.seed,
+                             ShellQuote(fmt::format("/dev/shm/wort-repro-{}-{}.pool", getpid(), tag)));
+        cmd += " > " + ShellQuote(cg_dir + "/" + tag + ".log") + " 2>&1";
+        const auto t0 = Clock::now();
+        const int status = std::system(cmd.c_str());
+        const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+        std::lock_guard<std::mutex> g(mu);
+        rc[i] = status;
+        eta.Done(i, secs);
+        progress_line(i, secs, status == 0 ? "" : fmt::format("  FAILED (exit status {}; see {}.log)", status, tag));
+      }
+    };
+    std::vector<std::thread> ts;
+    for (int t = 0; t < std::max(1, c.cachegrind_jobs); ++t) ts.emplace_back(worker);
+    for (auto& t : ts) t.join();
+
+    // Differencing: G per dist, A and B per (index, dist).
+    std::map<Dist, uint64_t> gen;
+    std::map<std::pair<std::string, Dist>, std::pair<int64_t, int64_t>> ab;  // -1: missing
+    for (size_t i : cg_runs) {
+      const Run& r = runs[i];
+      uint64_t m = 0;
+      Status s = rc[i] == 0 ? ReadCachegrindLLMisses(out_file[i], &m) : Status::IOError("run failed");
+      if (!s.ok()) {
+        notes.push_back(fmt::format("cachegrind {} {} {}: {}", r.label, r.index, bench::DistName(r.dist), s.ToString()));
+        continue;
+      }
+      if (r.type == Run::Type::kCgGen) gen[r.dist] = m;
+      else {
+        auto& e = ab.try_emplace({r.index, r.dist}, -1, -1).first->second;
+        (r.type == Run::Type::kCgInsert ? e.first : e.second) = static_cast<int64_t>(m);
+      }
+    }
+    std::vector<nlohmann::json> recs;
+    for (const auto& [key, v] : ab) {
+      auto g = gen.find(key.second);
+      if (g == gen.end() || v.first < 0) continue;
+      nlohmann::json j;
+      j["experiment"] = "table1";
+      j["bench"] = "cachegrind";
+      j["index"] = key.first;
+      j["dist"] = bench::DistName(key.second);
+      j["keys"] = cgn;
+      j["ll"] = c.ll;
+      j["ll_misses_keygen"] = g->second;
+      j["ll_misses_insert_run"] = v.first;
+      j["llc_miss_per_insert"] = (double(v.first) - double(g->second)) / double(cgn);
+      if (v.second >= 0) {
+        j["ll_misses_search_run"] = v.second;
+        j["llc_miss_per_search"] = (double(v.second) - double(v.first)) / double(cgn);
+      }
+      j["git_commit"] = env.git_commit;
+      j["timestamp"] = env.timestamp;
+      recs.push_back(std::move(j));
+    }
+    if (!recs.empty()) WORT_RETURN_IF_ERROR(bench::AppendJsonLines(results_path, recs));
+  }
+
+  // ---- config.json ---------------------------------------------------------------------------
+  const double run_s = std::chrono::duration<double>(Clock::now() - t_start).count();
+  rusage self{}, children{};
+  getrusage(RUSAGE_SELF, &self);
+  getrusage(RUSAGE_CHILDREN, &children);
+  utsname un{};
+  uname(&un);
+  nlohmann::json cj;
+  cj["scale"] = sp.name;
+  cj["keys"] = n;
+  cj["latencies_ns"] = sp.latencies;
+  cj["range_pct"] = {sp.range_fracs[0] * 100, sp.range_fracs[1] * 100};
+  cj["scans"] = sp.scans;
+  cj["cachegrind"] = c.cachegrind && Wants(c, "table1");
+  cj["cachegrind_keys"] = cgn;
+  cj["cachegrind_ll"] = c.ll;
+  {
+    std::vector<std::string> ds;
+    for (Dist d : sp.cachegrind_dists) ds.push_back(bench::DistName(d));
+    cj["cachegrind_dists"] = ds;
+  }
+  cj["only"] = c.only;
+  cj["flush"] = env.flush;
+  cj["cpu"] = env.cpu;
+  cj["cpus"] = env.cpus;
+  cj["host"] = env.host;
+  cj["kernel"] = std::string(un.sysname) + " " + un.release;
+  cj["date"] = env.timestamp;
+  cj["git_commit"] = env.git_commit;
+  cj["seed"] = c.seed;
+  cj["run_seconds"] = run_s;
+  cj["peak_rss_kib"] = self.ru_maxrss;
+  cj["peak_rss_children_kib"] = children.ru_maxrss;
+  nlohmann::json kj = nlohmann::json::array();
+  for (const auto& [name, ordered] : kinds) kj.push_back({{"name", name}, {"ordered", ordered}});
+  cj["kinds"] = kj;
+  cj["notes"] = notes;
+  {
+    std::ofstream cf(c.out_dir + "/config.json", std::ios::trunc);
+    cf << cj.dump(2) << "\n";
+    if (!cf) return Status::IOError("cannot write " + c.out_dir + "/config.json");
+  }
+  say(fmt::format("measurements done in {} (peak RSS {:.0f} MiB; cachegrind children {:.0f} MiB); results in {}",
+                  FormatDuration(run_s), self.ru_maxrss / 1024.0, children.ru_maxrss / 1024.0, results_path));
+
+  // ---- figures and report --------------------------------------------------------------------
+  if (!c.report_script.empty()) {
+    std::string cmd = ShellQuote(c.python) + " " + ShellQuote(c.report_script) + " " + ShellQuote(c.out_dir);
+    if (!c.published.empty()) cmd += " --published " + ShellQuote(c.published);
+    say("running " + cmd);
+    const int status = std::system(cmd.c_str());
+    if (status != 0) return Status::IOError(fmt::format("{} failed (exit status {})", cmd, status));
+  }
+  return Status::OK();
+}
+
+}  // namespace wort::reproduce

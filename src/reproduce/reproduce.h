@@ -1,0 +1,120 @@
+// `wort reproduce`: the WORT paper's evaluation (FAST 2017, section 4-5; thesis chapter 5) in one
+// command, for every index kind registered in the build, built on the benchmark library
+// (src/bench/bench.h). It plans a list of runs, executes them with a progress line and an
+// estimate of the time remaining, writes the raw results, and hands them to scripts/report.py,
+// which draws the figures and writes report.md beside the paper's published values
+// (data/published/wort_fast17.json).
+//
+// Experiments (names accepted by --only):
+//   fig7    insert time per index, grouped by distribution (write latency 0)
+//   fig8    insert time vs emulated PM write latency per flushed line (bench write_latency_ns)
+//   fig9    search time per index per distribution
+//   fig10   range query time for ranges of 0.001% and 0.01% of N (ordered kinds only)
+//   table1  flushes per insert and leaf depth (from the fig7 runs), LLC misses per insert and
+//           per search (cachegrind-simulated, at a reduced N, see below)
+//   space   pool bytes per key after the insert phase (thesis Fig 5.5)
+//
+// Runs (one index kind and one distribution each, one RunIndexBench call each):
+//   base      write latency 0; ops insert (+search for fig9, +scan at 0.001% for fig10)
+//   range     ops scan at 0.01% (fig10; its insert phase is not reported)
+//   latency   ops insert at each nonzero latency of the scale (fig8; latency 0 is the base run)
+//   cachegrind  `wort bench` under `valgrind --tool=cachegrind` (separate processes, run
+//             `cachegrind_jobs` at a time since simulated counts do not depend on timing).
+//             LLC misses of a phase come from differencing three runs of the same keys:
+//               G = key generation only (hidden `wort reproduce-keygen`)
+//               A = generation + insert     B = generation + insert + search
+//             insert = (A - G) / N, search = (B - A) / N. LLC misses = LL read + write misses.
+//
+// Outputs in the output directory:
+//   results.jsonl  one JSON object per result: the bench's record plus "experiment"
+//                  (fig7/fig8/fig9/fig10), and "table1" records with the cachegrind counts
+//   config.json    the configuration and the run's figures (machine, scale, N, flush, date,
+//                  git commit, run time, peak memory, registered kinds, notes)
+//   bench.log      the bench library's own log lines
+//   *.png, report.md  written by scripts/report.py
+//
+// Thread safety: one Reproduce call per process (the bench sets process-wide pm settings).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bench/bench.h"
+#include "wort/status.h"
+
+namespace wort::reproduce {
+
+inline constexpr const char* kExperiments[] = {"fig7", "fig8", "fig9", "fig10", "table1", "space"};
+
+// Sizes of a scale. "tiny" is for tests (documented in --help as such).
+struct ScaleParams {
+  std::string name;
+  size_t keys = 0;                       // N for the timed runs
+  std::vector<uint64_t> latencies;       // fig8 points, ns per flushed line (0 first)
+  double range_fracs[2] = {1e-5, 1e-4};  // fig10: 0.001% and 0.01% of N
+  size_t scans = 0;                      // range queries per run (0: the bench default)
+  size_t cachegrind_keys = 0;            // N under cachegrind
+  std::vector<bench::Dist> cachegrind_dists;
+};
+// InvalidArgument for an unknown name (valid: tiny, quick, medium, paper).
+Status GetScale(const std::string& name, ScaleParams* out);
+
+struct Config {
+  std::string scale = "quick";
+  std::vector<std::string> only;     // experiments; empty: all
+  std::vector<std::string> indexes;  // kind names; empty: every registered kind
+  std::string out_dir;
+  std::string flush = "auto";
+  uint64_t seed = 1;
+  size_t keys = 0;                   // > 0: overrides the scale's N
+  size_t cachegrind_keys = 0;        // > 0: overrides the scale's cachegrind N
+  bool cachegrind = true;            // false: skip the LLC-miss runs
+  int cachegrind_jobs = 2;
+  std::string ll = "15728640,20,64"; // cachegrind --LL (the paper's 15 MB LLC)
+  std::string wort_binary;           // the `wort` executable run under cachegrind
+  std::string report_script;         // scripts/report.py; empty: do not run it
+  std::string python;                // interpreter for the script
+  std::string published;             // data/published/wort_fast17.json
+};
+
+// One planned run.
+struct Run {
+  enum class Type { kBase, kRange, kLatency, kCgGen, kCgInsert, kCgSearch };
+  Type type = Type::kBase;
+  std::string label;  // experiments it serves, for the progress line
+  bench::Dist dist = bench::Dist::kDense;
+  std::string index;  // empty for kCgGen
+  std::vector<bench::Op> ops;
+  uint64_t latency_ns = 0;
+  double range_frac = 0;
+  size_t keys = 0;
+  double est_seconds = 0;  // the planner's cost estimate
+};
+
+// The runs for `cfg` over the given kinds (name, ordered). Notes (kinds without scan, ...)
+// are appended to *notes. Fails on an unknown experiment name.
+Status Plan(const Config& cfg, const ScaleParams& sp, const std::vector<std::pair<std::string, bool>>& kinds,
+            std::vector<Run>* runs, std::vector<std::string>* notes);
+
+// Estimated time remaining: the planner's estimates of the runs not yet done, scaled by the
+// ratio measured/estimated of the runs done so far of the same type (or of all, if none).
+class Eta {
+ public:
+  explicit Eta(const std::vector<Run>& runs) : runs_(runs), measured_(runs.size(), -1) {}
+  void Done(size_t i, double seconds) { measured_[i] = seconds; }
+  double Remaining() const;
+
+ private:
+  const std::vector<Run>& runs_;
+  std::vector<double> measured_;
+};
+
+using LogFn = std::function<void(const std::string& line)>;
+
+// Runs everything; `progress` gets one line per run. A failed index run is recorded in the
+// notes and the others go on; IOError if the output cannot be written.
+Status Reproduce(const Config& cfg, const LogFn& progress);
+
+}  // namespace wort::reproduce

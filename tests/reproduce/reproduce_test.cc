@@ -1,0 +1,192 @@
+// `wort reproduce`: the planner and ETA (in process), and a smoke test of the whole pipeline
+// (the built `wort` binary at --scale tiny: bench runs, cachegrind differencing if valgrind is
+// installed, scripts/report.py) checking that every output file exists and is well formed.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "reproduce/reproduce.h"
+
+namespace wort::reproduce {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string ReadAll(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+int CountLinesContaining(const std::string& text, const std::string& needle) {
+  int n = 0;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.find(needle) != std::string::npos) ++n;
+  return n;
+}
+
+TEST(ReproducePlan, ScalesAndUnknownNames) {
+  ScaleParams sp;
+  ASSERT_TRUE(GetScale("quick", &sp).ok());
+  EXPECT_EQ(sp.keys, 1000000u);
+  EXPECT_EQ(sp.latencies.front(), 0u);
+  ASSERT_TRUE(GetScale("paper", &sp).ok());
+  EXPECT_EQ(sp.keys, 128000000u);
+  EXPECT_FALSE(GetScale("huge", &sp).ok());
+
+  Config c;
+  c.only = {"fig99"};
+  std::vector<Run> runs;
+  std::vector<std::string> notes;
+  ASSERT_TRUE(GetScale("tiny", &sp).ok());
+  EXPECT_TRUE(Plan(c, sp, {{"wort", true}}, &runs, &notes).IsInvalidArgument());
+}
+
+TEST(ReproducePlan, HashKindsGetNoRangeQueries) {
+  ScaleParams sp;
+  ASSERT_TRUE(GetScale("tiny", &sp).ok());
+  Config c;
+  c.cachegrind = false;
+  std::vector<Run> runs;
+  std::vector<std::string> notes;
+  ASSERT_TRUE(Plan(c, sp, {{"wort", true}, {"cceh", false}}, &runs, &notes).ok());
+  int wort_scans = 0, cceh_scans = 0, latency_runs = 0;
+  for (const Run& r : runs) {
+    for (bench::Op o : r.ops)
+      if (o == bench::Op::kScan) (r.index == "wort" ? wort_scans : cceh_scans)++;
+    if (r.type == Run::Type::kLatency) ++latency_runs;
+    EXPECT_GT(r.est_seconds, 0);
+  }
+  EXPECT_EQ(wort_scans, 6);  // 2 ranges x 3 distributions
+  EXPECT_EQ(cceh_scans, 0);
+  EXPECT_EQ(latency_runs, 2 * 3 * int(sp.latencies.size() - 1));
+  bool noted = false;
+  for (const auto& n : notes) noted |= n.find("cceh") != std::string::npos && n.find("fig10") != std::string::npos;
+  EXPECT_TRUE(noted);
+}
+
+TEST(ReproducePlan, OnlySelectsExperiments) {
+  ScaleParams sp;
+  ASSERT_TRUE(GetScale("tiny", &sp).ok());
+  Config c;
+  c.only = {"fig9"};
+  std::vector<Run> runs;
+  std::vector<std::string> notes;
+  ASSERT_TRUE(Plan(c, sp, {{"wort", true}, {"woart", true}}, &runs, &notes).ok());
+  ASSERT_EQ(runs.size(), 6u);  // one base run per (index, dist), search only
+  for (const Run& r : runs) {
+    ASSERT_EQ(r.ops.size(), 1u);
+    EXPECT_EQ(r.ops[0], bench::Op::kSearch);
+  }
+}
+
+TEST(ReproducePlan, EtaScalesByMeasuredOverEstimated) {
+  std::vector<Run> runs(4);
+  for (auto& r : runs) r.est_seconds = 10;
+  runs[3].type = Run::Type::kCgInsert;
+  Eta eta(runs);
+  EXPECT_DOUBLE_EQ(eta.Remaining(), 40);
+  eta.Done(0, 20);  // base runs take twice the estimate; cachegrind unmeasured: overall ratio
+  EXPECT_DOUBLE_EQ(eta.Remaining(), 60);
+  eta.Done(1, 20);
+  eta.Done(2, 20);
+  EXPECT_DOUBLE_EQ(eta.Remaining(), 20);
+  eta.Done(3, 5);
+  EXPECT_DOUBLE_EQ(eta.Remaining(), 0);
+}
+
+// The whole pipeline at N=2000: all registered kinds, both fig10 ranges, two latency points,
+// cachegrind on the dense keys (skipped if valgrind is missing), report.py.
+TEST(ReproduceCli, TinyPipelineWritesEveryOutput) {
+  const fs::path out = fs::temp_directory_path() / ("wort-repro-test-" + std::to_string(getpid()));
+  fs::remove_all(out);
+  const bool have_valgrind = std::system("valgrind --version >/dev/null 2>&1") == 0;
+  const std::string cmd = std::string(WORT_CLI_PATH) + " reproduce --scale tiny --out " + out.string() +
+                          (have_valgrind ? "" : " --no-cachegrind") + " > " + (out.string() + ".log") + " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  const std::string log = ReadAll(out.string() + ".log");
+  ASSERT_EQ(rc, 0) << log;
+  EXPECT_NE(log.find("ETA"), std::string::npos) << log;
+
+  // results.jsonl: every line parses and has the expected fields.
+  std::ifstream in(out / "results.jsonl");
+  ASSERT_TRUE(in) << log;
+  std::string line;
+  std::set<std::string> experiments;
+  int lines = 0;
+  while (std::getline(in, line)) {
+    ++lines;
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << line;
+    ASSERT_TRUE(j.contains("experiment") && j.contains("index") && j.contains("dist") && j.contains("keys")) << line;
+    const std::string e = j["experiment"];
+    experiments.insert(e);
+    if (e == "table1") {
+      EXPECT_TRUE(j.contains("llc_miss_per_insert") && j.contains("llc_miss_per_search")) << line;
+      EXPECT_GT(j["llc_miss_per_insert"].get<double>(), 0) << line;
+    } else {
+      for (const char* f : {"op", "ns_per_op", "flushes_per_op", "leaf_depth", "bytes_per_key", "write_latency_ns"})
+        EXPECT_TRUE(j.contains(f)) << f << " missing: " << line;
+      EXPECT_EQ(j["errors"].get<uint64_t>(), 0u) << line;
+      EXPECT_GT(j["ns_per_op"].get<double>(), 0) << line;
+    }
+    if (e == "fig10") {
+      EXPECT_TRUE(j.contains("range_pct")) << line;
+    }
+  }
+  EXPECT_GT(lines, 10);
+  for (const char* e : {"fig7", "fig8", "fig9", "fig10"}) EXPECT_TRUE(experiments.count(e)) << e;
+  if (have_valgrind) EXPECT_TRUE(experiments.count("table1"));
+
+  // config.json parses.
+  nlohmann::json cfg = nlohmann::json::parse(ReadAll(out / "config.json"), nullptr, false);
+  ASSERT_FALSE(cfg.is_discarded());
+  EXPECT_EQ(cfg["keys"].get<size_t>(), 2000u);
+
+  // PNGs: signature and a non-trivial size.
+  const std::string sig = "\x89PNG\r\n\x1a\n";
+  for (const char* f : {"fig7.png", "fig8.png", "fig9.png", "fig10.png", "space.png"}) {
+    const std::string png = ReadAll(out / f);
+    ASSERT_GT(png.size(), 5000u) << f << "\n" << log;
+    EXPECT_EQ(png.substr(0, 8), sig) << f;
+  }
+
+  // report.md: summary table, a line per published Table 1 value, claims.
+  const std::string md = ReadAll(out / "report.md");
+  EXPECT_NE(md.find("## Summary"), std::string::npos);
+  EXPECT_NE(md.find("| index | dist | insert ns"), std::string::npos);
+  EXPECT_GE(CountLinesContaining(md, "| wort | dense |"), 1);
+  // 4 metrics x 6 published indexes x 3 distributions.
+  int t1 = 0;
+  for (const char* m : {"| llc_miss_per_insert", "| flushes_per_insert", "| llc_miss_per_search", "| leaf_depth"})
+    t1 += CountLinesContaining(md, m);
+  EXPECT_EQ(t1, 72) << md;
+  EXPECT_NE(md.find("| WORT | dense | "), std::string::npos);
+  EXPECT_NE(md.find("not in this build"), std::string::npos);  // FPTree/NVTree are not kinds of wort
+  EXPECT_NE(md.find("fig7_clustered_slower"), std::string::npos);
+  EXPECT_NE(md.find("Quartz"), std::string::npos);
+  EXPECT_NE(md.find("peak memory"), std::string::npos);
+  fs::remove_all(out);
+  fs::remove(out.string() + ".log");
+}
+
+TEST(ReproduceCli, RejectsBadArguments) {
+  const std::string base = std::string(WORT_CLI_PATH) + " reproduce --out /tmp/wort-repro-bad-" + std::to_string(getpid());
+  EXPECT_NE(std::system((base + " --scale huge >/dev/null 2>&1").c_str()), 0);
+  EXPECT_NE(std::system((base + " --only fig99 >/dev/null 2>&1").c_str()), 0);
+  EXPECT_NE(std::system((base + " --indexes nosuch >/dev/null 2>&1").c_str()), 0);
+}
+
+}  // namespace
+}  // namespace wort::reproduce
