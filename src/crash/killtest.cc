@@ -284,8 +284,13 @@ Status RunKillTest(const KillConfig& cfg, KillResult* out) {
     Status cs = CheckCrashedPoolIsolated(check_path, target, allowed, &matched);
     ::unlink(check_path.c_str());
     if (!cs.ok()) {
-      violation(round, fmt::format("after {} acknowledged operations{}: {}", acks,
-                                   pending ? ", with " + wl.Describe(*pending) + " cut" : std::string(), cs.message()));
+      // The timing does not replay: keep the crashed pool (before any recovery) for a post-mortem.
+      const std::string kept = fmt::format("{}/wort-kill-failed-{}-{}-round{}.pool", cfg.dir, cfg.index, ::getpid(), round);
+      if (cfg.keep_failed) std::filesystem::copy_file(path, kept, std::filesystem::copy_options::overwrite_existing, ec);
+      violation(round, fmt::format("after {} acknowledged operations{}: {}{}", acks,
+                                   pending ? ", with " + wl.Describe(*pending) + " cut" : std::string(), cs.message(),
+                                   ec || !cfg.keep_failed ? std::string() : "\n  the crashed pool (before recovery) is kept at " + kept +
+                                                            " (root \"kill\")"));
       break;
     }
     if (pending) {

@@ -19,6 +19,8 @@
 //        acknowledged operation is present, the one begun and not acknowledged is present or
 //        absent as a whole, Check passes, the allocator's reachability contract holds, and the
 //        index still works. The oracle then takes whichever state was found.
+//   On a violation the crashed pool (before any recovery) is kept under `dir` and its path
+//   printed: the kill timing does not replay.
 //   The next round's child opens the crashed pool itself (not the checked copy), so recovery
 //   runs on every round's pool and crashes accumulate.
 //
@@ -55,6 +57,7 @@ struct KillConfig {
   uint64_t pool_initial_size = 4ull << 20;
   uint64_t pool_max_size = 256ull << 20;
   std::string dir = "/dev/shm";
+  bool keep_failed = true;            // keep the crashed pool of a violation under dir
   FILE* log = nullptr;                // per-round lines and violations (optional)
 };
 

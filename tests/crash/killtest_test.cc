@@ -50,6 +50,7 @@ TEST_F(KillTestTest, EarlyLinkIsCaught) {
   KillConfig c = Config("test-list-earlylink", bench::Dist::kStrings);
   c.ops = {OpType::kInsert};
   c.rounds = 6;
+  c.keep_failed = false;
   KillResult r = Run(c);
   ASSERT_FALSE(r.violations.empty());
   EXPECT_NE(r.violations.front().find("round"), std::string::npos);
