@@ -36,13 +36,18 @@ class KillTestTest : public ::testing::Test {
 };
 
 TEST_F(KillTestTest, CorrectListSurvivesKills) {
+  int cut = 0;
   for (bench::Dist d : {bench::Dist::kStrings, bench::Dist::kDense}) {
-    KillResult r = Run(Config("test-list", d));
-    EXPECT_EQ(r.rounds, 4);
+    KillConfig c = Config("test-list", d);
+    c.rounds = 6;
+    KillResult r = Run(c);
+    EXPECT_EQ(r.rounds, 6);
     EXPECT_GT(r.acked_ops, 0u);
-    EXPECT_GT(r.pending_applied + r.pending_absent, 0);  // some kills landed inside an operation
     EXPECT_TRUE(r.violations.empty()) << r.violations.front();
+    cut += r.pending_applied + r.pending_absent;
   }
+  // About half the kills land inside an operation; all twelve missing is a 1-in-4000 event.
+  EXPECT_GT(cut, 0);
 }
 
 TEST_F(KillTestTest, EarlyLinkIsCaught) {
