@@ -31,6 +31,7 @@ struct CrashOpts {
   bool no_edge_keys = false;
   bool no_exercise = false;
   bool isolate = false;
+  int check_timeout = 60;
   std::string key_type = "auto";
   uint32_t span_bits = IndexOptions{}.span_bits;
   int64_t replay_op = -1;
@@ -235,6 +236,8 @@ void AddCrashTest(CLI::App& app) {
   c->add_flag("--no-exercise", o->no_exercise, "Do not run operations on each recovered image");
   c->add_flag("--isolate", o->isolate,
               "Check each image in a forked child: slower, but the run goes on when the index crashes or hangs");
+  c->add_option("--check-timeout", o->check_timeout, "Seconds a check of one image may take before it is a hang")
+      ->capture_default_str();
   c->add_option("--key-type", o->key_type, "auto (u64 for integer distributions), u64 or bytes")->capture_default_str();
   c->add_option("--span-bits", o->span_bits, "WORT: bits of key per level")->capture_default_str();
   c->add_option("--replay-op", o->replay_op, "Explore only this operation (0-based), as printed with a violation");

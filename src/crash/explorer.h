@@ -46,6 +46,14 @@
 // crash point and the source file:line of its flush or fence, the image (nothing / all / subset
 // with its seed) and what was wrong, and a command line that replays exactly that point.
 //
+// Besides the crash images, after every operation the live pool itself must keep the
+// reachability contract (a block orphaned without any crash is a leak that only a post-crash GC
+// would reclaim), and the operation must have returned what the oracle expects.
+//
+// An index that crashes (SIGSEGV...) or hangs while an image is checked is a violation: by
+// default the check runs in this process under a signal and alarm guard and the run stops
+// there; with `isolate` each check runs in a forked child and the run goes on.
+//
 // The workload: `keys` keys are loaded (setup, not explored); the shadow is then taken from the
 // pool as it is (setup is assumed persistent); then `explore_ops` operations of the kinds in
 // `ops` run one by one, each explored as above.
