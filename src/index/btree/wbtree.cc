@@ -712,7 +712,7 @@ void WbTree::TryMerge(const std::vector<uint64_t>& path, int i) {
   };
   if (!leaf) put(sep, Load(H(r)->ch0));
   for (int j = 0; j < rn; ++j) put(Load(E(r)[ri[j]].key), Load(E(r)[ri[j]].val));
-  pm::fence();
+  // No fence of its own: the log's persist below orders these flushes before the COMMIT.
   // The slot word is the order itself; a bitmap's slot array is rebuilt when the log is applied.
   const uint64_t meta = MetaFor(all, an);
   Log& lg = rb_->log;
