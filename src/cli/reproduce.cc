@@ -68,11 +68,12 @@ std::string FindPython() {
 
 void AddReproduce(CLI::App& app) {
   struct Opts {
-    std::string scale = "quick", only, indexes, out, flush = "auto", ll = "15728640,20,64";
+    std::string scale = "quick", only, indexes, out, flush = "auto", ll = "15728640,15,64";
     uint64_t seed = 1;
     size_t keys = 0, cachegrind_keys = 0;
     bool no_cachegrind = false, no_report = false;
     int jobs = 2;
+    std::string cachegrind_binary;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand(
@@ -89,6 +90,9 @@ void AddReproduce(CLI::App& app) {
   cmd->add_option("--cachegrind-keys", o->cachegrind_keys, "Override the scale's N for the cachegrind runs");
   cmd->add_option("--ll", o->ll, "Simulated LLC for cachegrind: size,assoc,line")->capture_default_str();
   cmd->add_option("--jobs", o->jobs, "Cachegrind processes at once")->capture_default_str();
+  cmd->add_option("--cachegrind-binary", o->cachegrind_binary,
+                  "wort executable to run under valgrind (default $WORT_CACHEGRIND_BINARY, else this one); it "
+                  "must not use AVX-512, e.g. built with -DCMAKE_CXX_FLAGS=-mno-avx512f");
   cmd->add_flag("--no-cachegrind", o->no_cachegrind, "Skip the LLC-miss runs (Table 1(a)/(c))");
   cmd->add_flag("--no-report", o->no_report, "Do not run scripts/report.py at the end");
   cmd->add_option("--flush", o->flush, "Flush instruction: clwb|clflushopt|clflush|none|auto")->capture_default_str();
@@ -106,7 +110,9 @@ void AddReproduce(CLI::App& app) {
     c.cachegrind = !o->no_cachegrind;
     c.cachegrind_jobs = o->jobs;
     c.ll = o->ll;
-    c.wort_binary = SelfExe();
+    c.wort_binary = o->cachegrind_binary;
+    if (const char* e = std::getenv("WORT_CACHEGRIND_BINARY"); c.wort_binary.empty() && e && *e) c.wort_binary = e;
+    if (c.wort_binary.empty()) c.wort_binary = SelfExe();
     if (!o->no_report) {
       c.report_script = FindFile("WORT_REPORT_SCRIPT", "scripts/report.py");
       if (c.report_script.empty()) fmt::print(stderr, "wort reproduce: scripts/report.py not found; no plots or report.md\n");

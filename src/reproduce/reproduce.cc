@@ -32,6 +32,7 @@ constexpr Dist kPaperDists[] = {Dist::kDense, Dist::kSparse, Dist::kClustered};
 // PM). Only the ETA uses it, and the ETA rescales it by measured/estimated as runs finish.
 constexpr double kInsertS = 1.0e-6, kSearchS = 0.5e-6, kScanKeyS = 0.03e-6, kGenS = 0.15e-6;
 constexpr double kFlushesPerInsert = 3.0;
+constexpr double kRunS = 0.15;  // per in-process run: pool set-up, environment capture (git)
 constexpr double kCachegrindSlowdown = 60.0;  // cachegrind with cache simulation vs native
 constexpr double kCachegrindStartS = 1.5;     // valgrind start-up per process
 
@@ -179,7 +180,7 @@ Status Plan(const Config& cfg, const ScaleParams& sp, const std::vector<std::pai
       }
       if (!r.ops.empty()) {
         for (const auto& l : labels) r.label += (r.label.empty() ? "" : "+") + l;
-        r.est_seconds = n * (kGenS + kInsertS + (fig9 ? kSearchS : 0)) + (r.range_frac > 0 ? scan_cost(r.range_frac) : 0);
+        r.est_seconds = kRunS + n * (kGenS + kInsertS + (fig9 ? kSearchS : 0)) + (r.range_frac > 0 ? scan_cost(r.range_frac) : 0);
         runs->push_back(r);
       }
       if (fig10 && ordered) {
@@ -191,7 +192,7 @@ Status Plan(const Config& cfg, const ScaleParams& sp, const std::vector<std::pai
         q.keys = n;
         q.ops = {Op::kScan};
         q.range_frac = sp.range_fracs[1];
-        q.est_seconds = n * (kGenS + kInsertS) + scan_cost(q.range_frac);
+        q.est_seconds = kRunS + n * (kGenS + kInsertS) + scan_cost(q.range_frac);
         runs->push_back(q);
       }
       if (fig8) {
@@ -205,7 +206,7 @@ Status Plan(const Config& cfg, const ScaleParams& sp, const std::vector<std::pai
           l.keys = n;
           l.ops = {Op::kInsert};
           l.latency_ns = lat;
-          l.est_seconds = n * (kGenS + kInsertS + kFlushesPerInsert * lat * 1e-9);
+          l.est_seconds = kRunS + n * (kGenS + kInsertS + kFlushesPerInsert * lat * 1e-9);
           runs->push_back(l);
         }
       }
@@ -296,6 +297,20 @@ Status Reproduce(const Config& cfg, const LogFn& progress) {
     } else if (c.wort_binary.empty()) {
       c.cachegrind = false;
       notes.push_back("the wort binary's path is unknown: LLC misses not measured");
+    } else {
+      // Valgrind 3.19 cannot execute AVX-512 (which -march=native may emit on this CPU): try the
+      // binary once on a few keys before planning the runs.
+      const std::string probe = fmt::format(
+          "valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null {} reproduce-keygen --keys 100 "
+          ">/dev/null 2>&1",
+          ShellQuote(c.wort_binary));
+      if (std::system(probe.c_str()) != 0) {
+        c.cachegrind = false;
+        notes.push_back("table1: " + c.wort_binary +
+                        " does not run under valgrind (likely AVX-512 from -march=native, which valgrind cannot "
+                        "execute); LLC misses not measured. Build a wort without it (cmake "
+                        "-DCMAKE_CXX_FLAGS=-mno-avx512f) and pass --cachegrind-binary PATH");
+      }
     }
   }
   std::vector<Run> runs;

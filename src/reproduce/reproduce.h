@@ -72,8 +72,10 @@ struct Config {
   size_t cachegrind_keys = 0;        // > 0: overrides the scale's cachegrind N
   bool cachegrind = true;            // false: skip the LLC-miss runs
   int cachegrind_jobs = 2;
-  std::string ll = "15728640,20,64"; // cachegrind --LL (the paper's 15 MB LLC)
-  std::string wort_binary;           // the `wort` executable run under cachegrind
+  // cachegrind --LL: the paper's 15 MB LLC; 15-way instead of 20 because valgrind needs a
+  // power-of-two set count (15 MB / (20 x 64 B) = 12288 sets; 15-way gives 16384).
+  std::string ll = "15728640,15,64";
+  std::string wort_binary;           // the `wort` executable run under cachegrind (probed first)
   std::string report_script;         // scripts/report.py; empty: do not run it
   std::string python;                // interpreter for the script
   std::string published;             // data/published/wort_fast17.json
