@@ -12,6 +12,8 @@ inline constexpr uint32_t kFastFair = 10;    // FAST&FAIR (Hwang et al., FAST 20
 inline constexpr uint32_t kWbTree = 11;      // wB+Tree, bitmap + slot array (Chen and Jin, VLDB 2015)
 inline constexpr uint32_t kWbTreeSlot = 12;  // wB+Tree, slot-only variant
 inline constexpr uint32_t kB3Tree = 13;      // B3-tree (thesis chapter IV)
+inline constexpr uint32_t kFpTree = 14;      // FPTree (Oukid et al., SIGMOD 2016)
+inline constexpr uint32_t kNvTree = 15;      // NVTree (Yang et al., FAST 2015)
 // Hash tables (src/index/hash/):
 inline constexpr uint32_t kCceh = 20;     // CCEH with lazy deletion (thesis 4.4)
 inline constexpr uint32_t kCcehCow = 21;  // CCEH(C): copy-on-write split, lock-free search
@@ -20,6 +22,10 @@ inline constexpr uint32_t kCuck = 23;     // cuckoo hashing
 inline constexpr uint32_t kBch = 24;      // bucketized cuckoo hashing
 inline constexpr uint32_t kLevl = 25;     // level hashing
 inline constexpr uint32_t kPath = 26;     // path hashing
+// Volatile references (src/index/volatile/; DRAM only, no crash claim): 30..39.
+inline constexpr uint32_t kVbpTree = 30;  // plain B+-tree
+inline constexpr uint32_t kVart = 31;     // plain ART
+inline constexpr uint32_t kVradix = 32;   // plain radix tree, 4-bit span, no path compression
 // Test-only structures: 1000 and up.
 inline constexpr uint32_t kTestFirst = 1000;
 }  // namespace wort::kind_id

@@ -14,7 +14,9 @@ namespace {
 std::vector<std::string> KindNames() {
   std::vector<std::string> v;
   for (const IndexKind* k : IndexKinds())
-    if (k->type_id < kind_id::kTestFirst) v.push_back(k->name);
+    // The volatile references (ids 30..39, names "v...") make no crash claim.
+    if (k->type_id < kind_id::kTestFirst && !(k->type_id >= 30 && k->type_id <= 39 && k->name[0] == 'v'))
+      v.push_back(k->name);
   return v;
 }
 
