@@ -169,7 +169,9 @@ void Run(const CrashOpts& o) {
   std::vector<std::string> kinds;
   if (o.index == "all") {
     for (const IndexKind* k : IndexKinds())
-      if (k->type_id < kind_id::kTestFirst) kinds.push_back(k->name);
+      // The volatile references (ids 30..39, names "v...") make no crash claim.
+      if (k->type_id < kind_id::kTestFirst && !(k->type_id >= 30 && k->type_id <= 39 && k->name[0] == 'v'))
+        kinds.push_back(k->name);
     if (kinds.empty()) fmt::print("no index kinds are registered in this build\n");
   } else {
     if (!FindIndexKind(o.index)) {
