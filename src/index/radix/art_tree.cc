@@ -148,6 +148,7 @@ Status ArtTree::Create(Pool& pool, const ArtPolicy& policy, const IndexOptions& 
   rb->magic = policy.magic;
   rb->key_type = static_cast<uint64_t>(opts.key_type);
   rb->root = 0;
+  rb->flags = opts.values_are_blocks ? kRootValuesAreBlocks : 0;
   // Persisted before the caller publishes the root entry (the index's commit point).
   pm::persist(rb, sizeof(RootBlock));
   *root_off = off;
@@ -1309,6 +1310,7 @@ void ArtTree::Visit(const Pool& pool, uint64_t root_off, const std::function<voi
   if (!block_ok(root_off, sizeof(RootBlock))) return;
   mark(root_off);
   const auto* rb = pool.at<RootBlock>(root_off);
+  const bool values_are_blocks = (rb->flags & kRootValuesAreBlocks) != 0;
   std::vector<std::pair<uint64_t, uint32_t>> stack;  // (reference, level)
   stack.push_back({pm::load8(&rb->root), 0});
   while (!stack.empty()) {
@@ -1317,7 +1319,14 @@ void ArtTree::Visit(const Pool& pool, uint64_t root_off, const std::function<voi
     const uint64_t off = RefOffset(ref);
     if (ref == 0) continue;
     if (IsLeafRef(ref)) {
-      if (block_ok(off, sizeof(Leaf))) mark(off);
+      if (block_ok(off, sizeof(Leaf))) {
+        mark(off);
+        if (values_are_blocks) {
+          // The value word is committed by one 8-byte store (Upsert); read it atomically.
+          const uint64_t v = pm::load8(&pool.at<Leaf>(off)->value);
+          if (block_ok(v, 64)) mark(v);
+        }
+      }
       continue;
     }
     if (lvl > kMaxLevels || !block_ok(off, sizeof(NodeBase))) continue;
