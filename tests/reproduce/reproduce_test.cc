@@ -47,10 +47,10 @@ TEST(ReproducePlan, ScalesAndUnknownNames) {
 
   Config c;
   c.only = {"fig99"};
-  std::vector<Run> runs;
+  std::vector<reproduce::Run> runs;
   std::vector<std::string> notes;
   ASSERT_TRUE(GetScale("tiny", &sp).ok());
-  EXPECT_TRUE(Plan(c, sp, {{"wort", true}}, &runs, &notes).IsInvalidArgument());
+  EXPECT_TRUE(Plan(c, sp, {{"wort", true}}, &runs, &notes).code() == Code::kInvalidArgument);
 }
 
 TEST(ReproducePlan, HashKindsGetNoRangeQueries) {
@@ -58,14 +58,14 @@ TEST(ReproducePlan, HashKindsGetNoRangeQueries) {
   ASSERT_TRUE(GetScale("tiny", &sp).ok());
   Config c;
   c.cachegrind = false;
-  std::vector<Run> runs;
+  std::vector<reproduce::Run> runs;
   std::vector<std::string> notes;
   ASSERT_TRUE(Plan(c, sp, {{"wort", true}, {"cceh", false}}, &runs, &notes).ok());
   int wort_scans = 0, cceh_scans = 0, latency_runs = 0;
-  for (const Run& r : runs) {
+  for (const reproduce::Run& r : runs) {
     for (bench::Op o : r.ops)
       if (o == bench::Op::kScan) (r.index == "wort" ? wort_scans : cceh_scans)++;
-    if (r.type == Run::Type::kLatency) ++latency_runs;
+    if (r.type == reproduce::Run::Type::kLatency) ++latency_runs;
     EXPECT_GT(r.est_seconds, 0);
   }
   EXPECT_EQ(wort_scans, 6);  // 2 ranges x 3 distributions
@@ -81,20 +81,20 @@ TEST(ReproducePlan, OnlySelectsExperiments) {
   ASSERT_TRUE(GetScale("tiny", &sp).ok());
   Config c;
   c.only = {"fig9"};
-  std::vector<Run> runs;
+  std::vector<reproduce::Run> runs;
   std::vector<std::string> notes;
   ASSERT_TRUE(Plan(c, sp, {{"wort", true}, {"woart", true}}, &runs, &notes).ok());
   ASSERT_EQ(runs.size(), 6u);  // one base run per (index, dist), search only
-  for (const Run& r : runs) {
+  for (const reproduce::Run& r : runs) {
     ASSERT_EQ(r.ops.size(), 1u);
     EXPECT_EQ(r.ops[0], bench::Op::kSearch);
   }
 }
 
 TEST(ReproducePlan, EtaScalesByMeasuredOverEstimated) {
-  std::vector<Run> runs(4);
+  std::vector<reproduce::Run> runs(4);
   for (auto& r : runs) r.est_seconds = 10;
-  runs[3].type = Run::Type::kCgInsert;
+  runs[3].type = reproduce::Run::Type::kCgInsert;
   Eta eta(runs);
   EXPECT_DOUBLE_EQ(eta.Remaining(), 40);
   eta.Done(0, 20);  // base runs take twice the estimate; cachegrind unmeasured: overall ratio
