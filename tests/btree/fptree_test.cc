@@ -19,4 +19,5 @@ TEST(FpTreeRebuild, RebuildTimeMeasured) {
   EXPECT_GT(btree::fp::LastRebuildSeconds(*idx), 0.0);
   EXPECT_EQ(idx->Size(), 20000u);
 }
+TEST(FptreeRebuild, Measure) { MeasureRebuild("fptree", &btree::fp::LastRebuildSeconds); }
 }  // namespace wort::test

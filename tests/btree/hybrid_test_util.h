@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <set>
 
 #include "common/test_util.h"
@@ -152,6 +154,37 @@ TEST_P(HybridKinds, ValuesAreBlocksVisited) {
     ASSERT_TRUE(idx->Insert(k, b).ok());
   }
   ExpectReachability(*pool, GetParam());
+}
+
+// Opt-in measurement (WORT_REBUILD_KEYS=N): insert N random 8-byte keys, then time the reopen
+// of the index (the DRAM rebuild from the leaf chain) after a clean close and on a crash image.
+inline void MeasureRebuild(const std::string& kind, double (*last_rebuild)(const Index&)) {
+  const char* env = std::getenv("WORT_REBUILD_KEYS");
+  if (!env) GTEST_SKIP() << "set WORT_REBUILD_KEYS=N to measure";
+  const uint64_t n = std::strtoull(env, nullptr, 10);
+  TempPath path("rbm"), copy("rbmcopy");
+  std::unique_ptr<Pool> pool;
+  ASSERT_TRUE(Pool::Create(path, HybridPool(8ull << 30), &pool).ok());
+  IndexOptions o;
+  o.key_type = KeyType::kU64;
+  std::unique_ptr<Index> idx;
+  ASSERT_TRUE(CreateIndex(*pool, "t", kind, o, &idx).ok());
+  std::mt19937_64 rng(1);
+  for (uint64_t i = 0; i < n; ++i) (void)idx->Insert(rng(), i);
+  CopyFile(path, copy);
+  idx.reset();
+  ASSERT_TRUE(pool->Close().ok());
+  pool.reset();
+  ASSERT_TRUE(Pool::Open(path, HybridPool(), &pool).ok());
+  ASSERT_TRUE(OpenIndex(*pool, "t", &idx).ok());
+  std::printf("%s: %llu keys, rebuild after clean close %.3f ms\n", kind.c_str(), (unsigned long long)idx->Size(),
+              last_rebuild(*idx) * 1e3);
+  idx.reset();
+  pool.reset();
+  ASSERT_TRUE(Pool::Open(copy, HybridPool(), &pool).ok());
+  ASSERT_TRUE(OpenIndex(*pool, "t", &idx).ok());
+  std::printf("%s: %llu keys, rebuild on a crash image %.3f ms\n", kind.c_str(), (unsigned long long)idx->Size(),
+              last_rebuild(*idx) * 1e3);
 }
 
 }  // namespace wort::test

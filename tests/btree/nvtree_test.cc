@@ -25,4 +25,5 @@ TEST(NvTreeRebuild, RebuildTimeMeasuredAndEmptyLeavesUnlinked) {
   EXPECT_TRUE(idx->Check(&rep).ok()) << rep;
   ExpectReachability(*pool, "nvtree");
 }
+TEST(NvtreeRebuild, Measure) { MeasureRebuild("nvtree", &btree::nv::LastRebuildSeconds); }
 }  // namespace wort::test
