@@ -34,7 +34,7 @@ struct Node {
   uint32_t level;
   uint32_t flags;
   uint64_t pad[3];
-  Entry slot[kSlots];
+  Entry slot[kSlots + 1];  // the last one holds the trailing copy when the node is full
 };
 static_assert(sizeof(Entry) == 16);
 static_assert(sizeof(Node) == 512);
@@ -156,6 +156,7 @@ class FastFair final : public Index {
   // ---- FAST: in-node shifts --------------------------------------------------------------
   void FastInsert(Node* n, int pos, uint64_t key, uint64_t val);
   void FastDelete(Node* n, int pos);
+  void SetTrailing(Node* n);
 
   // ---- writers ------------------------------------------------------------------------------
   Status Put(std::string_view key, uint64_t value, bool upsert, bool* inserted);
@@ -190,17 +191,22 @@ class FastFair final : public Index {
 void FastFair::FastInsert(Node* n, int pos, uint64_t key, uint64_t val) {
   const int cnt = Count(n);
   if (pos == cnt) {
+    // The entry and its trailing copy, past the end, durable before count covers the entry.
     Store(n->slot[cnt].val, val);
     Store(n->slot[cnt].key, key);
-    pm::persist(&n->slot[cnt], sizeof(Entry));
+    Store(n->slot[cnt + 1].val, val);
+    Store(n->slot[cnt + 1].key, key);
+    pm::persist(&n->slot[cnt], 2 * sizeof(Entry));
     Store(n->count, cnt + 1);  // COMMIT (append)
     pm::persist(&n->count, 8);
     return;
   }
-  // The slot past the end takes a copy of the last entry, durable before count covers it.
-  Store(n->slot[cnt].val, Load(n->slot[cnt - 1].val));
-  Store(n->slot[cnt].key, Load(n->slot[cnt - 1].key));
-  pm::persist(&n->slot[cnt], sizeof(Entry));
+  // slot[cnt] already holds a durable copy of slot[cnt-1] (the trailing copy, fastfair.h D1).
+  // Write the trailing copy for after this insert (past the new end: invisible); its line is
+  // flushed now and fenced by the count's persist.
+  Store(n->slot[cnt + 1].val, Load(n->slot[cnt - 1].val));
+  Store(n->slot[cnt + 1].key, Load(n->slot[cnt - 1].key));
+  if (LineOf(&n->slot[cnt + 1]) != LineOf(&n->slot[cnt - 1])) pm::flush(&n->slot[cnt + 1], sizeof(Entry));
   Store(n->count, cnt + 1);  // slot cnt-1 is now the stale copy of a pair: contents unchanged
   pm::persist(&n->count, 8);
   for (int i = cnt - 1; i > pos; --i) {
@@ -214,9 +220,26 @@ void FastFair::FastInsert(Node* n, int pos, uint64_t key, uint64_t val) {
   pm::persist(&n->slot[pos], sizeof(Entry));
 }
 
+// Re-establishes the trailing copy (slot[count] == slot[count-1]) after count shrank by a store
+// that did not leave it (deleting the last entry, a truncation).
+void FastFair::SetTrailing(Node* n) {
+  const int cnt = Count(n);
+  if (cnt < 1) return;
+  if (Load(n->slot[cnt].key) == Load(n->slot[cnt - 1].key) && Load(n->slot[cnt].val) == Load(n->slot[cnt - 1].val)) return;
+  Store(n->slot[cnt].val, Load(n->slot[cnt - 1].val));
+  Store(n->slot[cnt].key, Load(n->slot[cnt - 1].key));
+  pm::persist(&n->slot[cnt], sizeof(Entry));
+}
+
 // Removes slot pos, shifting (pos, count) left. REQUIRES pos < count.
 void FastFair::FastDelete(Node* n, int pos) {
   const int cnt = Count(n);
+  if (pos == cnt - 1) {
+    Store(n->count, cnt - 1);  // COMMIT: the last entry is past the end
+    pm::persist(&n->count, 8);
+    SetTrailing(n);
+    return;
+  }
   for (int i = pos; i + 1 < cnt; ++i) {
     // Key first: slot i becomes the stale copy of i+1 (for i == pos this is the COMMIT), then
     // takes i+1's value; slot i is authoritative again once slot i+1's key changes.
@@ -224,7 +247,7 @@ void FastFair::FastDelete(Node* n, int pos) {
     Store(n->slot[i].val, Load(n->slot[i + 1].val));
     if (LineOf(&n->slot[i]) != LineOf(&n->slot[i + 1]) || i + 2 == cnt) pm::persist(&n->slot[i], sizeof(Entry));
   }
-  Store(n->count, cnt - 1);  // drops the trailing stale copy (COMMIT when pos == cnt-1)
+  Store(n->count, cnt - 1);  // the stale copy left at cnt-1 becomes the trailing copy
   pm::persist(&n->count, 8);
 }
 
@@ -430,11 +453,13 @@ uint64_t FastFair::Split(uint64_t off, Prealloc* pa) {
     for (int i = m + 1; i < cnt; ++i) s->slot[sc++] = x->slot[i];
   }
   s->count = sc;
+  if (sc > 0) s->slot[sc] = s->slot[sc - 1];  // trailing copy
   pm::persist(s, sizeof(Node));
   Store(x->sibling, soff);  // COMMIT of the split: s joins the chain (x and s: one logical node)
   pm::persist(&x->sibling, 8);
   Store(x->count, m);  // x forgets the moved half
   pm::persist(&x->count, 8);
+  SetTrailing(x);
   return soff;
 }
 
@@ -449,6 +474,7 @@ void FastFair::NewRoot(uint64_t left, uint64_t right, Prealloc* pa) {
   r->flags = kFlagNegInf;
   r->slot[0].key = Load(N(right)->low);
   r->slot[0].val = right;
+  r->slot[1] = r->slot[0];  // trailing copy
   pm::persist(r, sizeof(Node));
   Store(rb_->root, roff);  // COMMIT: the tree grows by one level
   pm::persist(&rb_->root, 8);
@@ -481,6 +507,12 @@ Status FastFair::Put(std::string_view key, uint64_t value, bool upsert, bool* in
   const int j = FindInLeaf(leaf, p);
   if (j >= 0) {
     if (!upsert) return Status::AlreadyExists("key exists");
+    if (j == Count(leaf) - 1) {
+      // The trailing copy (past the end, invisible) follows, or the next insert would reveal
+      // the old value.
+      Store(leaf->slot[j + 1].val, value);
+      pm::flush(&leaf->slot[j + 1].val, 8);
+    }
     Store(leaf->slot[j].val, value);  // COMMIT (failure-atomic replace)
     pm::persist(&leaf->slot[j].val, 8);
     if (inserted) *inserted = false;
@@ -579,7 +611,11 @@ void FastFair::Merge(uint64_t loff, uint64_t roff, Node* parent, int ridx) {
     Store(l->slot[n].key, Load(r->slot[i].key));
     Store(l->slot[n].val, Load(r->slot[i].val));
   }
-  if (n > lc) pm::persist(&l->slot[lc], (n - lc) * sizeof(Entry));
+  if (n > lc) {
+    Store(l->slot[n].key, Load(l->slot[n - 1].key));  // trailing copy (n <= kSlots)
+    Store(l->slot[n].val, Load(l->slot[n - 1].val));
+    pm::persist(&l->slot[lc], (n + 1 - lc) * sizeof(Entry));
+  }
   FastDelete(parent, ridx);  // COMMIT: R is reached only through L's sibling pointer
   Store(l->count, n);        // L takes R's entries (R still holds them: readers see them once)
   pm::persist(&l->count, 8);
@@ -622,6 +658,7 @@ bool FastFair::Redistribute(uint64_t loff, uint64_t roff, Node* parent, int ridx
     for (int i = j + 1; i < total; ++i) nr->slot[nc++] = e[i];
   }
   nr->count = nc;
+  if (nc > 0) nr->slot[nc] = nr->slot[nc - 1];  // trailing copy
   nr->sibling = Load(r->sibling);
   nr->level = r->level;
   nr->flags = 0;
@@ -631,7 +668,9 @@ bool FastFair::Redistribute(uint64_t loff, uint64_t roff, Node* parent, int ridx
       Store(l->slot[i].key, e[i].key);
       Store(l->slot[i].val, e[i].val);
     }
-    pm::persist(&l->slot[lc], (j - lc) * sizeof(Entry));
+    Store(l->slot[j].key, e[j - 1].key);  // trailing copy
+    Store(l->slot[j].val, e[j - 1].val);
+    pm::persist(&l->slot[lc], (j + 1 - lc) * sizeof(Entry));
   }
   FastDelete(parent, ridx);  // COMMIT: R is reached only through L's sibling pointer
   if (j > lc) {
@@ -643,6 +682,7 @@ bool FastFair::Redistribute(uint64_t loff, uint64_t roff, Node* parent, int ridx
   if (j < lc) {
     Store(l->count, j);
     pm::persist(&l->count, 8);
+    SetTrailing(l);
   }
   const int pos = LastLE(parent, Count(parent), ko_.ProbeOf(nr->low)) + 1;
   FastInsert(parent, pos, nr->low, noff);  // has room: an entry left it above
@@ -674,6 +714,7 @@ Status FastFair::Repair() {
         if (Stale(n, j, Count(n))) FastDelete(n, j);
         else ++j;
       }
+      SetTrailing(n);  // a crash may have cut the write of the trailing copy
     }
   }
   // 2. A cut root split: the root has a sibling. Give the level a new root; step 3 inserts the
@@ -718,6 +759,7 @@ Status FastFair::Repair() {
       if (cut < lc) {
         Store(l->count, cut);
         pm::persist(&l->count, 8);
+        SetTrailing(l);
       }
       if (IsLeaf(n) && Count(n) == 0) {
         const uint64_t next = Load(n->sibling);
@@ -788,6 +830,9 @@ Status FastFair::Check(std::string* report) const {
       if ((ci == 0) != NegInf(n)) fail(where + ": minus-infinity flag wrong");
       if (!NegInf(n) && !ko_.PlausibleBlock(Load(n->low))) fail(where + ": low key block invalid");
       const int cnt = Count(n);
+      if (cnt > 0 && !tolerant_ &&
+          (Load(n->slot[cnt].key) != Load(n->slot[cnt - 1].key) || Load(n->slot[cnt].val) != Load(n->slot[cnt - 1].val)))
+        fail(where + ": trailing copy of the last entry missing");
       for (int j = 0; j < cnt; ++j) {
         const uint64_t k = Load(n->slot[j].key);
         if (!ko_.PlausibleBlock(k)) {

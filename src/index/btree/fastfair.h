@@ -28,10 +28,13 @@
 //     duplicate by its pointer equal to its left neighbour's. wort values are arbitrary 64-bit
 //     words (0 and repeats included), so here the array length is a persistent `count` in the
 //     node header and a duplicate is recognised by its *key word* (keys are unique, see
-//     btree_common.h). The count must be durable before the shift overwrites slot count-1, which
-//     costs one more flush + fence per insert into the middle of a node than the paper's layout.
-//     Shifts write the value word before the key word (right shift) and the key before the value
-//     (left shift), so that a slot whose key equals its right neighbour's is always the stale one.
+//     btree_common.h). The count must be durable before the shift overwrites slot count-1, and
+//     the slot it uncovers must then already hold a copy of slot count-1: every node keeps such a
+//     *trailing copy* of its last entry in slot[count], durable, so an insert publishes count+1
+//     first (one flush + fence more than the paper's layout) and writes the next trailing copy
+//     past the new end on the way. Shifts write the value word before the key word (right shift)
+//     and the key before the value (left shift), so that a slot whose key equals its right
+//     neighbour's is always the stale one.
 // D2. Fences. Every node carries its *low key* (the separator its parent holds for it; "minus
 //     infinity" for the first node of a level). The paper compares with the right sibling's first
 //     key; the low key makes moving right exact and lets recovery re-insert a separator that a
@@ -65,7 +68,8 @@
 //   magic u64 | key_type u32 | flags u32 (bit 0: values_are_blocks) | root u64 | pad
 // Node (512 B, 64-byte aligned):
 //   line 0: count u64 | sibling u64 | leftmost u64 | low u64 | level u32 | flags u32 | pad[3]
-//   lines 1..7: slot[28] of { key u64, val u64 }  (inner: val = child node offset)
+//   lines 1..7: slot[28] of { key u64, val u64 }  (inner: val = child node offset); at most 27
+//   in use, slot[count] holds the trailing copy of slot[count-1].
 //   flags bit 0: low is minus infinity (first node of its level).
 //   An inner node with count c has c+1 children: leftmost (keys < slot[0].key) and slot[i].val
 //   (keys in [slot[i].key, slot[i+1].key)). level 0 = leaf.
@@ -74,7 +78,8 @@
 //   I1. Each level is a chain of nodes linked by sibling pointers, starting at the node reached
 //       from the root by leftmost pointers; the last node's sibling is 0. The root has no
 //       sibling. All leaves are at level 0 and the root's level is the tree's height.
-//   I2. In a node, slots [0, count) hold strictly increasing keys (no duplicate pair).
+//   I2. In a node, slots [0, count) hold strictly increasing keys (no duplicate pair), and
+//       slot[count] is a copy of slot[count-1] (the trailing copy; count >= 1).
 //   I3. Every key of a node is >= its low key and < its sibling's low key; low keys increase
 //       along a chain; only the first node of a level has a minus-infinity low key.
 //   I4. The children of level l+1, in chain order (leftmost, then slots), are exactly the nodes
@@ -87,15 +92,18 @@
 // root split). Readers interpret all of these; recovery removes them (D5).
 //
 // Write order and commit points (each "persist" is flush + fence of the lines written)
-//   Insert into a node with room, at pos < count: slot[count] := slot[count-1] -> persist ->
-//     count+1 (store8) -> persist -> shift right (value word, then key word; persist on leaving a
-//     cache line) -> slot[pos].val := v -> slot[pos].key := k (COMMIT: the pair at pos/pos+1
-//     stops being a duplicate) -> persist. At pos == count: slot written -> persist -> count+1
-//     (COMMIT) -> persist.
-//   Upsert of a present key: slot.val := v (COMMIT, store8) -> persist.
+//   Insert into a node with room, at pos < count: slot[count+1] := slot[count-1] (the next
+//     trailing copy, flushed) -> count+1 (store8; slot[count] was already the trailing copy) ->
+//     persist -> shift right (value word, then key word; persist on leaving a cache line) ->
+//     slot[pos].val := v -> slot[pos].key := k (COMMIT: the pair at pos/pos+1 stops being a
+//     duplicate) -> persist. At pos == count: the entry and its trailing copy written -> persist
+//     -> count+1 (COMMIT) -> persist.
+//   Upsert of a present key: [the last entry: its trailing copy's value := v, flushed] ->
+//     slot.val := v (COMMIT, store8) -> persist.
 //   Delete at pos: slot[pos].key := slot[pos+1].key (COMMIT: pos becomes the stale copy) ->
-//     shift left (key, then value; persist on leaving a line) -> persist -> count-1 -> persist;
-//     then the key block is freed. Deleting the last slot: count-1 is the COMMIT.
+//     shift left (key, then value; persist on leaving a line) -> persist -> count-1 (the stale copy
+//     left at the end is the trailing copy) -> persist; then the key block is freed. Deleting the
+//     last slot: count-1 is the COMMIT -> persist -> trailing copy rewritten -> persist.
 //   Split: new node written -> persist -> left.sibling := new (COMMIT of the split) -> persist ->
 //     left.count := m -> persist -> separator inserted into the parent (or a new root written ->
 //     persist -> root block's root := new root (COMMIT) -> persist).
@@ -126,7 +134,7 @@
 
 namespace wort::btree::ff {
 
-inline constexpr int kSlots = 28;         // entries per node
+inline constexpr int kSlots = 27;         // entries per node (28 slots: one holds the trailing copy)
 inline constexpr int kMinFill = kSlots / 2;  // a non-root node with fewer entries is rebalanced (50%)
 inline constexpr uint64_t kRootMagic = 0x524941462654534bull;  // "KST&FAIR"
 
