@@ -12,6 +12,8 @@
 #include <unistd.h>
 #include <x86intrin.h>
 
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -69,6 +71,12 @@ std::string CpuModel() {
   throw CLI::RuntimeError(1);
 }
 
+double ThreadCpuNs() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
 double Percentile(std::vector<uint32_t>& v, double p) {
   if (v.empty()) return 0;
   const size_t k = std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1)));
@@ -94,6 +102,7 @@ void RunOne(const Opts& o, const std::string& kind, const std::vector<uint64_t>&
 
   std::vector<uint32_t> lat(n);
   const pm::Counters c0 = pm::GetCounters();
+  const double cpu0 = ThreadCpuNs();
   const auto t0 = std::chrono::steady_clock::now();
   const uint64_t tsc0 = __rdtsc();
   for (size_t i = 0; i < n; ++i) {
@@ -105,6 +114,7 @@ void RunOne(const Opts& o, const std::string& kind, const std::vector<uint64_t>&
   }
   const uint64_t tsc1 = __rdtsc();
   const double ins_ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+  const double ins_cpu = ThreadCpuNs() - cpu0;
   const pm::Counters c1 = pm::GetCounters();
   const hash::HashCounters hc = hash::GetHashCounters(*idx);
   const double ns_per_cycle = ins_ns / double(tsc1 - tsc0);
@@ -115,11 +125,15 @@ void RunOne(const Opts& o, const std::string& kind, const std::vector<uint64_t>&
   std::shuffle(order.begin(), order.end(), rng);
   uint64_t errors = 0, v = 0;
   auto t1 = std::chrono::steady_clock::now();
+  double cpu1 = ThreadCpuNs();
   for (uint64_t k : order) errors += !idx->Lookup(k, &v).ok();
   const double hit_ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t1).count();
+  const double hit_cpu = ThreadCpuNs() - cpu1;
   t1 = std::chrono::steady_clock::now();
+  cpu1 = ThreadCpuNs();
   for (size_t i = n; i < 2 * n; ++i) errors += !idx->Lookup(keys[i], &v).IsNotFound();
   const double miss_ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t1).count();
+  const double miss_cpu = ThreadCpuNs() - cpu1;
   const IndexStats st = idx->Stats();
 
   const double per = 1.0 / double(n);
@@ -127,15 +141,18 @@ void RunOne(const Opts& o, const std::string& kind, const std::vector<uint64_t>&
   const double p50 = Percentile(lat, 0.5) * ns_per_cycle, p99 = Percentile(lat, 0.99) * ns_per_cycle;
   const double p9999 = Percentile(lat, 0.9999) * ns_per_cycle;
   const double mx = *std::max_element(lat.begin(), lat.end()) * ns_per_cycle;
-  fmt::print("{:<9} insert {:8.1f} ns  (write {:7.1f}, rehash {:7.1f}, displacement {:6.1f})  flushes/insert {:5.2f}  "
-             "fences/insert {:5.2f}\n",
-             kind, total, total - rehash - disp, rehash, disp, (c1.lines_flushed - c0.lines_flushed) * per,
-             (c1.fences - c0.fences) * per);
-  fmt::print("{:<9} latency p50 {:.0f} ns, p99 {:.0f} ns, p99.99 {:.0f} ns, max {:.3f} ms; splits {}, doublings {}, "
-             "full rehashes {}, displaced records {}\n",
-             "", p50, p99, p9999, mx / 1e6, hc.splits, hc.doublings, hc.rehashes, hc.displacements);
-  fmt::print("{:<9} search present {:7.1f} ns, absent {:7.1f} ns; {:.1f} bytes/key in the pool; errors {}\n", "",
-             hit_ns * per, miss_ns * per, double(st.bytes_allocated) / double(n), errors);
+  fmt::print("{:<9} insert {:8.1f} ns wall, {:7.1f} ns cpu  (write {:7.1f}, rehash {:7.1f}, displacement {:6.1f} wall)  "
+             "flushes/insert {:5.2f}  fences/insert {:5.2f}\n",
+             kind, total, ins_cpu * per, total - rehash - disp, rehash, disp,
+             (c1.lines_flushed - c0.lines_flushed) * per, (c1.fences - c0.fences) * per);
+  fmt::print("{:<9} latency p50 {:.0f} ns, p99 {:.0f} ns, p99.99 {:.0f} ns, max {:.3f} ms; longest split/doubling/rehash "
+             "{:.3f} ms; splits {}, doublings {}, full rehashes {}, displaced records {}\n",
+             "", p50, p99, p9999, mx / 1e6, hc.max_rehash_ns / 1e6, hc.splits, hc.doublings, hc.rehashes,
+             hc.displacements);
+  fmt::print("{:<9} search present {:7.1f} ns wall {:7.1f} ns cpu, absent {:7.1f} ns wall {:7.1f} ns cpu; "
+             "{:.1f} bytes/key in the pool; errors {}\n",
+             "", hit_ns * per, hit_cpu * per, miss_ns * per, miss_cpu * per, double(st.bytes_allocated) / double(n),
+             errors);
   std::fflush(stdout);
   idx.reset();
   (void)pool->Close();

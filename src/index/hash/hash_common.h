@@ -312,6 +312,7 @@ struct HashCounters {
   uint64_t doublings = 0;         // CCEH directory doublings
   uint64_t rehashes = 0;          // full-table rehashes (baselines)
   uint64_t rehash_ns = 0;         // time in splits, doublings and rehashes
+  uint64_t max_rehash_ns = 0;     // the longest single split / doubling / rehash
   uint64_t displacements = 0;     // records moved by cuckoo displacement
   uint64_t displacement_ns = 0;   // time spent displacing
 };
@@ -352,6 +353,7 @@ class HashIndexBase : public Index {
   void AddRehash(uint64_t ns, bool doubling, bool split, bool full) {
     std::lock_guard<std::mutex> g(counters_mu_);
     counters_.rehash_ns += ns;
+    if (ns > counters_.max_rehash_ns) counters_.max_rehash_ns = ns;
     counters_.doublings += doubling;
     counters_.splits += split;
     counters_.rehashes += full;
