@@ -297,20 +297,6 @@ Status Reproduce(const Config& cfg, const LogFn& progress) {
     } else if (c.wort_binary.empty()) {
       c.cachegrind = false;
       notes.push_back("the wort binary's path is unknown: LLC misses not measured");
-    } else {
-      // Valgrind 3.19 cannot execute AVX-512 (which -march=native may emit on this CPU): try the
-      // binary once on a few keys before planning the runs.
-      const std::string probe = fmt::format(
-          "valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null {} reproduce-keygen --keys 100 "
-          ">/dev/null 2>&1",
-          ShellQuote(c.wort_binary));
-      if (std::system(probe.c_str()) != 0) {
-        c.cachegrind = false;
-        notes.push_back("table1: " + c.wort_binary +
-                        " does not run under valgrind (likely AVX-512 from -march=native, which valgrind cannot "
-                        "execute); LLC misses not measured. Build a wort without it (cmake "
-                        "-DCMAKE_CXX_FLAGS=-mno-avx512f) and pass --cachegrind-binary PATH");
-      }
     }
   }
   std::vector<Run> runs;
@@ -409,6 +395,25 @@ Status Reproduce(const Config& cfg, const LogFn& progress) {
   if (!have_env) env = bench::CaptureEnvironment();
 
   // ---- cachegrind runs: separate processes, cachegrind_jobs at a time ------------------------
+  if (!cg_runs.empty()) {
+    // Valgrind 3.19 cannot execute AVX-512 (which -march=native may emit on this CPU): try the
+    // binary once on a few keys first (here, after the timed runs, so that a binary still being
+    // built when the command started can be used).
+    const std::string probe = fmt::format(
+        "valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null {} reproduce-keygen --keys 100 "
+        ">/dev/null 2>&1",
+        ShellQuote(c.wort_binary));
+    if (std::system(probe.c_str()) != 0) {
+      c.cachegrind = false;
+      notes.push_back("table1: " + c.wort_binary +
+                      " does not run under valgrind (likely AVX-512 from -march=native, which valgrind cannot "
+                      "execute); LLC misses not measured. Build a wort without it (cmake "
+                      "-DCMAKE_CXX_FLAGS=-mno-avx512f) and pass --cachegrind-binary PATH");
+      say("note: " + notes.back());
+      for (size_t i : cg_runs) eta.Done(i, 0);
+      cg_runs.clear();
+    }
+  }
   if (!cg_runs.empty()) {
     mkdir(cg_dir.c_str(), 0755);
     std::vector<std::string> out_file(runs.size());
