@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PKGS=(g++ cmake ninja-build pkg-config libgtest-dev googletest libfmt-dev nlohmann-json3-dev libcli11-dev
-      python3 valgrind
+      python3 python3-matplotlib valgrind
       libasio-dev libmemcached-tools memcached python3-venv python3-matplotlib wamerican)
 
 missing=()
