@@ -264,10 +264,19 @@ void FpTree::Rebuild() {
   size_ = 0;
   const uint64_t limit = pool_.size() / sizeof(Leaf) + 1;
   uint64_t seen = 0;
-  std::string sep;
+  uint64_t prev = 0;
   for (uint64_t off = rb_->head; off != 0 && seen++ < limit; off = Load(L(off)->next)) {
     const Leaf* l = L(off);
     uint64_t bm = Load(l->bitmap);
+    if (bm == 0 && prev != 0 && !pool_.read_only()) {
+      // Unlink an empty leaf (D2): prev.next := next (store8, COMMIT) -> persist -> free it.
+      Store(L(prev)->next, Load(l->next));
+      pm::persist(&L(prev)->next, 8);
+      pool_.allocator().Free(off);
+      off = prev;
+      continue;
+    }
+    prev = off;
     size_ += __builtin_popcountll(bm);
     if (off == rb_->head || bm == 0) continue;
     uint64_t minw = 0;

@@ -14,9 +14,11 @@
 //   D1. Concurrency: the paper uses HTM for inner nodes and leaf locks; here one std::shared_mutex
 //       per index (btree::IndexLock, shared with visit): readers shared, writers exclusive. Scan
 //       holds the lock in shared mode while it calls fn: fn must not write to this index.
-//   D2. Empty leaves are not unlinked (that would need a second micro-log); an empty leaf stays in
-//       the chain and is reused by later inserts in its range. After a reopen a leaf that is
-//       empty gets no separator (its range joins its left neighbour's); it stays linked.
+//   D2. Empty leaves are not unlinked while the index is open (that would need a second
+//       micro-log); an empty leaf stays in the chain and is reused by later inserts in its range.
+//       Open (writable pool) unlinks every empty leaf but the head with one store of its
+//       predecessor's next (COMMIT) -> persist -> free. A read-only open keeps them linked,
+//       without a separator (their range joins the left neighbour's).
 //   D3. Upsert of a present key stores the new value in place with one 8-byte store (failure-
 //       atomic by itself) instead of the paper's out-of-place write + bitmap flip.
 //   D4. Byte-string keys live outside the leaf in key blocks (btree_common.h), as the paper did for
