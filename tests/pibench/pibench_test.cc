@@ -25,7 +25,8 @@ CreateFn LoadCreateTree() {
 std::vector<std::string> OrderedKinds() {
   std::vector<std::string> v;
   for (const wort::IndexKind* k : wort::IndexKinds())
-    if (k->ordered && k->type_id < 1000) v.push_back(k->name);
+    // Not the volatile references (ids 30..39): their data is lost on reopen by design.
+    if (k->ordered && k->type_id < 1000 && !(k->type_id >= 30 && k->type_id <= 39)) v.push_back(k->name);
   return v;
 }
 
