@@ -376,6 +376,10 @@ uint64_t B3Tree::BuildInnerBST(Page* pg, const std::vector<uint64_t>& ch, const 
   return NodeRef(i);
 }
 
+// A new page is read only up to its count: flush the header and the nodes in use (the rest of
+// the block is never interpreted, whatever it holds).
+void FlushPage(const Page* pg) { pm::flush(pg, 64 + static_cast<size_t>(Count(pg)) * sizeof(BNode)); }
+
 void B3Tree::FillLeaf(Page* pg, const KV* e, int n) {
   int next = 0;
   pg->root = BuildLeafBST(pg, e, 0, n, &next);
@@ -654,15 +658,17 @@ Status B3Tree::SplitPage(const std::vector<PathStep>& path, int i) {
     FillInner(p2, std::vector<uint64_t>(c.children.begin() + m + 1, c.children.end()),
               std::vector<uint64_t>(c.keys.begin() + m + 1, c.keys.end()));
   }
-  pm::persist(p1, sizeof(Page));
-  pm::persist(p2, sizeof(Page));
+  FlushPage(p1);
+  FlushPage(p2);
+  pm::fence();
   if (is_root) {
     Page* r = P(root);
     InitPage(r, pg->level + 1, 0, true, 0);
     r->node[0] = {sep, 0, n1, n2};
     r->root = NodeRef(0);
     r->count = 1;
-    pm::persist(r, sizeof(Page));
+    FlushPage(r);
+    pm::fence();
     Store(rb_->root, root);  // COMMIT: the tree grows by one level
     pm::persist(&rb_->root, 8);
   } else {
@@ -684,7 +690,8 @@ Status B3Tree::DefragPage(const std::vector<PathStep>& path, int i) {
   Page* p1 = P(n1);
   InitPage(p1, pg->level, Load(pg->low), NegInf(pg), Load(pg->sibling));
   FillLeaf(p1, c.live.data(), static_cast<int>(c.live.size()));
-  pm::persist(p1, sizeof(Page));
+  FlushPage(p1);
+  pm::fence();
   if (i + 1 == static_cast<int>(path.size())) {
     Store(rb_->root, n1);  // COMMIT
     pm::persist(&rb_->root, 8);
@@ -842,7 +849,8 @@ void B3Tree::Rebalance(const std::vector<PathStep>& path, int i) {
       Page* mp = P(m);
       InitPage(mp, 0, Load(lp->low), NegInf(lp), Load(rp->sibling));
       FillLeaf(mp, all.data(), total);
-      pm::persist(mp, sizeof(Page));
+      FlushPage(mp);
+      pm::fence();
       Replace(poff, {loff, roff}, {lw, rw}, xnode, xnode_word, {m}, 0, -1);
       ko_.FreeWord(pool_, old_sep);  // the separator left the parent
       FreeOldPage(loff, false);
@@ -865,8 +873,9 @@ void B3Tree::Rebalance(const std::vector<PathStep>& path, int i) {
       InitPage(p2, 0, low2, false, Load(rp->sibling));
       FillLeaf(p1, all.data(), j);
       FillLeaf(p2, all.data() + j, total - j);
-      pm::persist(p1, sizeof(Page));
-      pm::persist(p2, sizeof(Page));
+      FlushPage(p1);
+      FlushPage(p2);
+      pm::fence();
       Replace(poff, {loff, roff}, {lw, rw}, xnode, xnode_word, {h1, h2}, sep, -1);
       ko_.FreeWord(pool_, old_sep);
       FreeOldPage(loff, false);
@@ -884,7 +893,8 @@ void B3Tree::Rebalance(const std::vector<PathStep>& path, int i) {
       Page* mp = P(m);
       InitPage(mp, lp->level, Load(lp->low), NegInf(lp), Load(rp->sibling));
       FillInner(mp, ch, keys);
-      pm::persist(mp, sizeof(Page));
+      FlushPage(mp);
+      pm::fence();
       Replace(poff, {loff, roff}, {lw, rw}, xnode, xnode_word, {m}, 0, -1);
       FreeOldPage(loff, false);
       FreeOldPage(roff, true);
@@ -902,8 +912,9 @@ void B3Tree::Rebalance(const std::vector<PathStep>& path, int i) {
       InitPage(p2, lp->level, low2, false, Load(rp->sibling));
       FillInner(p1, std::vector<uint64_t>(ch.begin(), ch.begin() + mid + 1), std::vector<uint64_t>(keys.begin(), keys.begin() + mid));
       FillInner(p2, std::vector<uint64_t>(ch.begin() + mid + 1, ch.end()), std::vector<uint64_t>(keys.begin() + mid + 1, keys.end()));
-      pm::persist(p1, sizeof(Page));
-      pm::persist(p2, sizeof(Page));
+      FlushPage(p1);
+      FlushPage(p2);
+      pm::fence();
       Replace(poff, {loff, roff}, {lw, rw}, xnode, xnode_word, {h1, h2}, keys[mid], -1);
       // old_sep moved into h1 or h2 (unless it is keys[mid], now x's key again): nothing to free.
       FreeOldPage(loff, false);
@@ -973,7 +984,8 @@ Status B3Tree::Repair() {
       Page* npp = P(np);
       InitPage(npp, pp->level, Load(pp->low), NegInf(pp), Load(pp->sibling));
       FillInner(npp, expect, keys);
-      pm::persist(npp, sizeof(Page));
+      FlushPage(npp);
+      pm::fence();
       // Replace pp by np through its own parent (consistent: levels above are repaired).
       const std::vector<PathStep> path = PathTo(poff);
       if (path[0].page != poff) return Status::Corruption("b3tree: repair: parent page not found");
@@ -1173,7 +1185,7 @@ Status Create(Pool& pool, const IndexOptions& opts, uint64_t* root_off) {
   }
   Page* pg = pool.at<Page>(page_off);
   pg->flags = kFlagNegInf;  // an empty leaf page: the whole tree
-  pm::persist(pg, sizeof(Page));
+  pm::persist(pg, 64);  // the header: an empty page reads nothing else
   auto* rb = pool.at<RootBlock>(rb_off);
   rb->magic = kRootMagic;
   rb->key_type = static_cast<uint32_t>(opts.key_type);

@@ -454,7 +454,7 @@ uint64_t FastFair::Split(uint64_t off, Prealloc* pa) {
   }
   s->count = sc;
   if (sc > 0) s->slot[sc] = s->slot[sc - 1];  // trailing copy
-  pm::persist(s, sizeof(Node));
+  pm::persist(s, 64 + (sc + 1) * sizeof(Entry));  // header, entries, trailing copy: all it reads
   Store(x->sibling, soff);  // COMMIT of the split: s joins the chain (x and s: one logical node)
   pm::persist(&x->sibling, 8);
   Store(x->count, m);  // x forgets the moved half
@@ -475,7 +475,7 @@ void FastFair::NewRoot(uint64_t left, uint64_t right, Prealloc* pa) {
   r->slot[0].key = Load(N(right)->low);
   r->slot[0].val = right;
   r->slot[1] = r->slot[0];  // trailing copy
-  pm::persist(r, sizeof(Node));
+  pm::persist(r, 64 + 2 * sizeof(Entry));
   Store(rb_->root, roff);  // COMMIT: the tree grows by one level
   pm::persist(&rb_->root, 8);
 }
@@ -662,7 +662,7 @@ bool FastFair::Redistribute(uint64_t loff, uint64_t roff, Node* parent, int ridx
   nr->sibling = Load(r->sibling);
   nr->level = r->level;
   nr->flags = 0;
-  pm::persist(nr, sizeof(Node));
+  pm::persist(nr, 64 + (nc + 1) * sizeof(Entry));
   if (j > lc) {
     for (int i = lc; i < j; ++i) {
       Store(l->slot[i].key, e[i].key);
@@ -727,7 +727,7 @@ Status FastFair::Repair() {
     r->leftmost = Root();
     r->level = N(Root())->level + 1;
     r->flags = kFlagNegInf;
-    pm::persist(r, sizeof(Node));
+    pm::persist(r, 64);
     Store(rb_->root, roff);
     pm::persist(&rb_->root, 8);
   }
@@ -951,7 +951,7 @@ Status Create(Pool& pool, const IndexOptions& opts, uint64_t* root_off) {
   }
   Node* n = pool.at<Node>(node_off);
   n->flags = kFlagNegInf;  // an empty leaf: the whole tree
-  pm::persist(n, sizeof(Node));
+  pm::persist(n, 64);
   auto* rb = pool.at<RootBlock>(rb_off);
   rb->magic = kRootMagic;
   rb->key_type = static_cast<uint32_t>(opts.key_type);

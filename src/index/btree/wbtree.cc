@@ -331,7 +331,8 @@ void WbTree::FillNode(uint64_t off, uint32_t level, const std::vector<Entry>& es
     std::memcpy(sa + 1, idx, n);
     h->meta = MetaFor(idx, n) | kSlotValid;
   }
-  pm::persist(h, node_size_);
+  // Only the header, the slot array and the entries in use are ever read.
+  pm::persist(h, (slot_only_ ? kSlotEntriesOff : kBitmapEntriesOff) + n * sizeof(Entry));
 }
 
 // ---- open ------------------------------------------------------------------------------------
