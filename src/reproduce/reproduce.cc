@@ -396,8 +396,8 @@ Status Reproduce(const Config& cfg, const LogFn& progress) {
 
   // ---- cachegrind runs: separate processes, cachegrind_jobs at a time ------------------------
   if (!cg_runs.empty()) {
-    // Valgrind 3.19 cannot execute AVX-512 (which -march=native may emit on this CPU): try the
-    // binary once on a few keys first (here, after the timed runs, so that a binary still being
+    // Valgrind cannot run every binary (3.19 cannot execute AVX-512, which a build with
+    // WORT_ARCH_FLAGS=-march=native emits on AVX-512 CPUs): try the binary once on a few keys first (here, after the timed runs, so that a binary still being
     // built when the command started can be used).
     const std::string probe = fmt::format(
         "valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null {} reproduce-keygen --keys 100 "
@@ -406,9 +406,9 @@ Status Reproduce(const Config& cfg, const LogFn& progress) {
     if (std::system(probe.c_str()) != 0) {
       c.cachegrind = false;
       notes.push_back("table1: " + c.wort_binary +
-                      " does not run under valgrind (likely AVX-512 from -march=native, which valgrind cannot "
-                      "execute); LLC misses not measured. Build a wort without it (cmake "
-                      "-DCMAKE_CXX_FLAGS=-mno-avx512f) and pass --cachegrind-binary PATH");
+                      " does not run under valgrind (e.g. AVX-512 code, which valgrind 3.19 cannot execute); LLC "
+                      "misses not measured. Build a wort without it (cmake -DWORT_ARCH_FLAGS=-march=x86-64-v3, "
+                      "the default) and pass --cachegrind-binary PATH");
       say("note: " + notes.back());
       for (size_t i : cg_runs) eta.Done(i, 0);
       cg_runs.clear();
