@@ -148,6 +148,9 @@ Loc Cceh::LockSegment(uint64_t h, bool exclusive) const {
     dir_lock_.lock_shared();
     const CcehDirectory* d = Dir();
     const uint64_t e = pm::load8(&d->entries()[Prefix(h, static_cast<unsigned>(d->depth))]);
+    // Start fetching the home bucket while the locks are taken.
+    _mm_prefetch(reinterpret_cast<const char*>(Seg(EntrySegment(e)) + (static_cast<unsigned>(h) & (nb_ - 1))),
+                 _MM_HINT_T0);
     RwSpinLock& l = SegLock(EntrySegment(e));
     if (exclusive ? l.try_lock() : l.try_lock_shared()) {
       // The entry cannot change while we hold the segment's lock: only a split of this segment
