@@ -517,7 +517,7 @@ TEST_P(BTreeTest, ConcurrentWritersAndReaders) {
       }
     });
   for (int r = 0; r < 2; ++r)
-    ts.emplace_back([&] {
+    ts.emplace_back([&, r] {
       std::mt19937_64 rng(r);
       while (!stop.load()) {
         uint64_t v = 0;
