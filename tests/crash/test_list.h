@@ -215,8 +215,9 @@ class TestList final : public Index {
     if (!pool.contains(root_off, sizeof(ListRoot)) || pool.at<ListRoot>(root_off)->magic != kListMagic)
       return Status::Corruption("not a test list root");
     if (V == Variant::kSegvOnRecovery && !pool.opened_clean()) {
-      volatile int* volatile nowhere = nullptr;
-      *nowhere = 1;  // SIGSEGV
+      // Page 0 is never mapped: SIGSEGV (not a null pointer, which UBSan would stop first).
+      volatile int* volatile nowhere = reinterpret_cast<volatile int*>(uintptr_t{16});
+      *nowhere = 1;
     }
     if (V == Variant::kHangOnRecovery && !pool.opened_clean()) {
       for (volatile bool forever = true; forever;) {
