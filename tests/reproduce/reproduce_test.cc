@@ -39,7 +39,7 @@ int CountLinesContaining(const std::string& text, const std::string& needle) {
 TEST(ReproducePlan, ScalesAndUnknownNames) {
   ScaleParams sp;
   ASSERT_TRUE(GetScale("quick", &sp).ok());
-  EXPECT_EQ(sp.keys, 1000000u);
+  EXPECT_EQ(sp.keys, 250000u);
   EXPECT_EQ(sp.latencies.front(), 0u);
   ASSERT_TRUE(GetScale("paper", &sp).ok());
   EXPECT_EQ(sp.keys, 128000000u);
