@@ -54,7 +54,7 @@ TEST_F(KillTestTest, EarlyLinkIsCaught) {
   // Every insert spends ~300 us with an empty node linked: most kills land in that window.
   KillConfig c = Config("test-list-earlylink", bench::Dist::kStrings);
   c.ops = {OpType::kInsert};
-  c.rounds = 6;
+  c.rounds = 20;  // the run stops at the first violation, usually in round 1
   c.keep_failed = false;
   KillResult r = Run(c);
   ASSERT_FALSE(r.violations.empty());
