@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 
 #include "cli/command.h"
@@ -207,6 +208,13 @@ void Run(const CrashOpts& o) {
     while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
     }
     if (WIFSIGNALED(st)) {
+      // The child could not remove its pools and images: do it for it.
+      std::error_code ec;
+      for (const auto& e : std::filesystem::directory_iterator(o.dir, ec)) {
+        const std::string f = e.path().filename().string();
+        for (const char* tag : {"crash-live", "crash-img", "kill"})
+          if (f.rfind(fmt::format("wort-{}-{}-", tag, pid), 0) == 0) std::filesystem::remove(e.path(), ec);
+      }
       fmt::print("{}: VIOLATION the run crashed: signal {} ({})\n", name, WTERMSIG(st), strsignal(WTERMSIG(st)));
       ++total_violations;
     } else if (WEXITSTATUS(st) == 2) {
