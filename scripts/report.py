@@ -4,15 +4,21 @@
     python3 scripts/report.py DIR [--published data/published/wort_fast17.json]
 
 Reads DIR/results.jsonl (one JSON record per result, with an "experiment" field) and
-DIR/config.json (written by `wort reproduce`), and writes:
+DIR/config.json (written by `wort reproduce`), and writes into DIR:
   fig7.png   insert time per index, grouped by distribution (paper Figure 7)
-  fig8.png   insert time vs emulated write latency, one panel per distribution (Figure 8)
+  fig8.png   insert time vs emulated write latency, one column per distribution (Figure 8)
   fig9.png   search time per index per distribution (Figure 9)
   fig10.png  range query time, 0.001% and 0.01% of N (Figure 10)
   space.png  pool bytes per key per index per distribution (thesis Figure 5.5)
   report.md  configuration, summary table, Table 1 beside the published values, and a verdict
              for each prose claim, computed from the results
-Without matplotlib it still writes report.md (and says the figures are missing).
+Figures have one panel (or row of panels) per index family, at most MAX_SERIES series each, and
+every kind keeps one colour and marker throughout (see "figures" below).
+It runs no benchmark: running it again on an existing output directory (for example a committed
+doc/results/*/ that holds results.jsonl and config.json) re-renders the figures and report.md.
+`wort reproduce` runs it with the first python3 that has matplotlib (/usr/bin/python3 before a
+pyenv shim); run it by hand the same way. Without matplotlib it still writes report.md (and says
+the figures are missing).
 """
 import argparse
 import json
@@ -83,87 +89,291 @@ def fmt(v, digits=1):
 
 
 # ---- figures --------------------------------------------------------------------------------
+#
+# Every index kind has one look (colour, marker, hollow or filled) in every figure, and kinds are
+# grouped by family. Colours are shades of one hue per family, ordered by lightness (ColorBrewer
+# sequential ramps, which stay distinguishable by lightness alone for colour-blind readers):
+# radix trees blue, volatile references grey (hollow markers, dashed lines, hatched bars),
+# persistent B-trees red to orange, hash tables purple to pink. Within a family each kind also
+# has its own marker, so no panel relies on hue alone. A figure with all kinds is split into one
+# panel per family; beside its own members a panel shows the radix trees as a shaded min-max
+# band (and the B-tree panel the volatile B+-tree), so that each panel compares its family with
+# the paper's trees while keeping at most MAX_SERIES series per axis.
 
-def grouped_bars(plt, ax, res, indexes, getter, ylabel, title):
-    width = 0.8 / max(1, len(indexes))
-    for k, idx in enumerate(indexes):
+MAX_SERIES = 8
+FAMILIES = [  # (family, panel title, kinds in legend order)
+    ("radix", "persistent radix trees + volatile references", ["wort", "woart", "artcow"]),
+    ("volatile", "volatile DRAM references", ["vart", "vradix", "vbptree"]),
+    ("btree", "persistent B-trees", ["fptree", "nvtree", "wbtree", "wbtree-slot", "fastfair", "b3tree"]),
+    ("hash", "persistent hash tables", ["cceh", "cceh-cow", "linp", "cuck", "bch", "levl", "path"]),
+]
+PALETTE = {  # one entry per kind of the family, in FAMILIES order; lightness alternates so that
+    #         neighbours in a legend differ most
+    "radix": ["#08519c", "#3182bd", "#6baed6"],
+    "volatile": ["#000000", "#525252", "#969696"],
+    "btree": ["#67000d", "#cb181d", "#f16913", "#fdae6b", "#8c2d04", "#fb6a4a"],
+    "hash": ["#3f007d", "#9e9ac8", "#7a0177", "#dd3497", "#6a51a3", "#f768a1", "#fa9fb5"],
+    "other": ["#00441b", "#238b45", "#66c2a4", "#8c6d31", "#bd9e39", "#e7ba52"],
+}
+MARKERS = {
+    "wort": "o", "woart": "s", "artcow": "^",
+    "vart": "o", "vradix": "D", "vbptree": "s",
+    "fptree": "v", "nvtree": "D", "wbtree": "^", "wbtree-slot": "<", "fastfair": "P", "b3tree": "X",
+    "cceh": "h", "cceh-cow": "H", "linp": "d", "cuck": "*", "bch": "p", "levl": ">", "path": "8",
+}
+OTHER_MARKERS = ["o", "s", "^", "D", "v", "P"]
+LABELS = {
+    "wort": "WORT", "woart": "WOART", "artcow": "ART+CoW",
+    "vart": "vart (DRAM ART)", "vradix": "vradix (DRAM)", "vbptree": "vbptree (DRAM B+)",
+    "fptree": "FPTree", "nvtree": "NVTree", "wbtree": "wB+Tree", "wbtree-slot": "wB+Tree slot-only",
+    "fastfair": "FAST&FAIR", "b3tree": "B3-tree",
+    "cceh": "CCEH", "cceh-cow": "CCEH CoW-split", "linp": "linear probing", "cuck": "cuckoo",
+    "bch": "bucketized cuckoo", "levl": "level hashing", "path": "path hashing",
+}
+BAND_LABEL = "radix trees (min-max)"
+BAND_COLOUR = "#9ecae1"
+LOG_RATIO = 20  # a y axis goes logarithmic when its largest value is this many times its smallest
+
+
+def family_of(kind):
+    for fam, _, members in FAMILIES:
+        if kind in members:
+            return fam
+    return "other"
+
+
+def style(kind, kinds=()):
+    """The look of `kind` in every figure: dict(family, label, colour, marker, hollow).
+    A kind missing from FAMILIES (added to the registry after this script) gets an 'other'
+    colour chosen by its rank among the unknown kinds of this run."""
+    fam = family_of(kind)
+    if fam == "other":
+        unknown = sorted(k for k in set(kinds) | {kind} if family_of(k) == "other")
+        n = unknown.index(kind)
+        colour, marker = PALETTE["other"][n % len(PALETTE["other"])], OTHER_MARKERS[n % len(OTHER_MARKERS)]
+    else:
+        members = next(m for f, _, m in FAMILIES if f == fam)
+        colour, marker = PALETTE[fam][members.index(kind)], MARKERS[kind]
+    return {"family": fam, "label": LABELS.get(kind, kind), "colour": colour, "marker": marker,
+            "hollow": fam == "volatile"}
+
+
+def panel_plan(kinds):
+    """Panels for a figure over `kinds`: [dict(title, members, refs, band)]. members are drawn
+    as series, refs are extra kinds shown for comparison, band is whether the radix band is
+    drawn. Every kind is a member of exactly one panel; a family too large for one panel is
+    split so that members + refs + band never exceed MAX_SERIES."""
+    present = set(kinds)
+    radix = [k for k in FAMILIES[0][2] if k in present]
+    volatile = [k for k in FAMILIES[1][2] if k in present]
+    groups = []
+    if radix or volatile:
+        title = FAMILIES[0][1] if radix and volatile else (FAMILIES[0][1].split(" +")[0] if radix
+                                                          else FAMILIES[1][1])
+        groups.append((title, radix + volatile, [], False))
+    for fam, title, members in FAMILIES[2:]:
+        mine = [k for k in members if k in present]
+        refs = ["vbptree"] if fam == "btree" and "vbptree" in present else []
+        groups.append((title, mine, refs, bool(radix)))
+    groups.append(("other index kinds", [k for k in kinds if family_of(k) == "other"], [], bool(radix)))
+    panels = []
+    for title, members, refs, band in groups:
+        room = MAX_SERIES - len(refs) - int(band)
+        chunks = [members[i:i + room] for i in range(0, len(members), room)]
+        for n, chunk in enumerate(chunks):
+            t = title if len(chunks) == 1 else f"{title} ({n + 1}/{len(chunks)})"
+            panels.append({"title": t, "members": chunk, "refs": refs, "band": band, "radix": radix})
+    return panels
+
+
+def wide(values):
+    vals = [v for v in values if v is not None and v > 0]
+    return bool(vals) and max(vals) / min(vals) >= LOG_RATIO
+
+
+def log_y(ax, values):
+    """Logarithmic y over `values` (with room below the smallest, so that its bar shows), with
+    plain-number labels at 1, 2 and 5 times each power of ten."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+    vals = [v for v in values if v is not None and v > 0]
+    ax.set_yscale("log")
+    ax.set_ylim(min(vals) / 1.6, max(vals) * 1.25)
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+
+
+def set_y(ax, values, label):
+    """Label the (shared) y axis of `ax`; logarithmic when `values` span LOG_RATIO or more."""
+    ax.set_ylabel(label + (", log scale" if wide(values) else ""))
+    if wide(values):
+        log_y(ax, values)
+    ax.grid(axis="y", alpha=0.35)
+
+
+def legend_below(ax, ncol=2):
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=ncol, fontsize=8, frameon=False)
+
+
+def bar_panel(ax, kinds, panel, getter, groups, group_labels):
+    """Grouped bars: one group per entry of `groups`, one bar per member and ref (in the kind's
+    colour), and the radix band behind each group. Returns the values drawn."""
+    from matplotlib.collections import PolyCollection
+    series = panel["members"] + panel["refs"]
+    width = 0.8 / max(1, len(series))
+    drawn = []
+    for k, idx in enumerate(series):
+        st = style(idx, kinds)
         xs, ys = [], []
-        for d, dist in enumerate(DISTS):
-            v = getter(idx, dist)
+        for g, grp in enumerate(groups):
+            v = getter(idx, grp)
             if v is not None:
-                xs.append(d + (k - (len(indexes) - 1) / 2) * width)
+                xs.append(g + (k - (len(series) - 1) / 2) * width)
                 ys.append(v)
-        ax.bar(xs, ys, width, label=PAPER_NAMES.get(idx, idx))
-    ax.set_xticks(range(len(DISTS)))
-    ax.set_xticklabels([d.capitalize() for d in DISTS])
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.grid(axis="y", alpha=0.3)
+        drawn += ys
+        if st["hollow"]:
+            ax.bar(xs, ys, width, label=st["label"], facecolor="white", edgecolor=st["colour"], hatch="///",
+                   linewidth=0.8, zorder=2)
+        else:
+            ax.bar(xs, ys, width, label=st["label"], color=st["colour"], edgecolor="white", linewidth=0.4,
+                   zorder=2)
+    if panel["band"]:
+        verts = []
+        for g, grp in enumerate(groups):
+            vals = [v for v in (getter(r, grp) for r in panel["radix"]) if v is not None]
+            if vals:
+                lo, hi = min(vals), max(vals)
+                verts.append([(g - 0.45, lo), (g + 0.45, lo), (g + 0.45, hi), (g - 0.45, hi)])
+                drawn += [lo, hi]
+        if verts:
+            ax.add_collection(PolyCollection(verts, facecolors=BAND_COLOUR, edgecolors="#4292c6", alpha=0.45,
+                                             linewidths=0.8, zorder=1, label=BAND_LABEL))
+            ax.autoscale_view()
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels(group_labels)
+    ax.set_title(panel["title"], fontsize=10)
+    return drawn
 
 
-def draw(out, res, cfg, kinds, ordered):
+def bar_figure(plt, res, kinds, getter, ylabel, title, n):
+    """Figures 7 and 9 and the space figure: one panel per family, distributions on x, one
+    shared y axis."""
+    panels = panel_plan(kinds)
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels) + 0.6, 4.9), sharey=True,
+                             squeeze=False)
+    values = []
+    for ax, panel in zip(axes[0], panels):
+        values += bar_panel(ax, kinds, panel, getter, DISTS, [d.capitalize() for d in DISTS])
+        legend_below(ax)
+    set_y(axes[0][0], values, ylabel)
+    for ax in axes[0][1:]:
+        ax.grid(axis="y", alpha=0.35)
+    fig.suptitle(f"{title}, N={n:,}")
+    return fig
+
+
+def build_figures(res, cfg, kinds, ordered):
+    """[(file name, matplotlib figure)] for the figures of this run; nothing is written."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    n = cfg.get("keys")
-    written = []
+    n = cfg.get("keys") or 0
+    figs = []
+    figs.append(("fig7.png", bar_figure(plt, res, kinds, res.insert_ns, "avg time per insert (ns)",
+                                        "Figure 7: insertion at DRAM latency", n)))
 
-    def save(fig, name):
-        fig.tight_layout()
-        fig.savefig(os.path.join(out, name), dpi=110)
+    lats = cfg.get("latencies_ns") or [0]
+    dists = DISTS
+    panels = panel_plan(kinds)
+
+    def ins(idx, dist, lat):
+        return res.insert_ns(idx, dist) if lat == 0 else \
+            res.value("fig8", idx, dist, "ns_per_op", write_latency_ns=lat)
+
+    fig, axes = plt.subplots(len(panels), len(dists), figsize=(4.3 * len(dists) + 2.6, 2.9 * len(panels) + 0.8),
+                             sharex=True, sharey=True, squeeze=False)
+    values = []
+    for r, panel in enumerate(panels):
+        for c, dist in enumerate(dists):
+            ax = axes[r][c]
+            if panel["band"]:
+                lo, hi, xs = [], [], []
+                for lat in lats:
+                    vals = [v for v in (ins(i, dist, lat) for i in panel["radix"]) if v is not None]
+                    if vals:
+                        xs.append(lat)
+                        lo.append(min(vals))
+                        hi.append(max(vals))
+                if xs:
+                    ax.fill_between(xs, lo, hi, color=BAND_COLOUR, alpha=0.45, linewidth=0, zorder=1,
+                                    label=BAND_LABEL)
+                    values += lo + hi
+            for idx in panel["members"] + panel["refs"]:
+                st = style(idx, kinds)
+                pts = [(lat, ins(idx, dist, lat)) for lat in lats]
+                pts = [(x, y) for x, y in pts if y is not None]
+                if not pts:
+                    continue
+                values += [y for _, y in pts]
+                ax.plot([x for x, _ in pts], [y for _, y in pts], color=st["colour"], marker=st["marker"],
+                        markersize=6, linewidth=1.6, linestyle="--" if st["hollow"] else "-",
+                        markeredgecolor=st["colour"] if st["hollow"] else "#333333", markeredgewidth=0.6 if not
+                        st["hollow"] else 1.0,
+                        markerfacecolor="white" if st["hollow"] else st["colour"], label=st["label"], zorder=3)
+            if r == 0:
+                ax.set_title(f"({'abc'[c]}) {dist.capitalize()}")
+            if r == len(panels) - 1:
+                ax.set_xlabel("emulated write latency (ns per flushed line)")
+            ax.set_xticks(lats)
+            ax.grid(alpha=0.3)
+        axes[r][-1].legend(loc="center left", bbox_to_anchor=(1.03, 0.5), fontsize=8, frameon=False,
+                           title=panel["title"], title_fontsize=8)
+    for r in range(len(panels)):
+        axes[r][0].set_ylabel("avg time per insert (ns)" + (", log scale" if wide(values) else ""))
+    if wide(values):
+        log_y(axes[0][0], values)
+    fig.suptitle(f"Figure 8: insertion vs emulated PM write latency (N={n:,}; read latency not emulated; "
+                 "the 0 ns point is Figure 7's run)")
+    figs.append(("fig8.png", fig))
+
+    figs.append(("fig9.png", bar_figure(plt, res, kinds, res.search_ns, "avg time per search (ns)",
+                                        "Figure 9: search at DRAM latency", n)))
+
+    pcts = cfg.get("range_pct") or [0.001, 0.01]
+    rpanels = panel_plan(ordered)
+    fig, axes = plt.subplots(len(pcts), len(rpanels), figsize=(4.6 * len(rpanels) + 0.6, 3.6 * len(pcts) + 1.2),
+                             sharey="row", squeeze=False)
+    for r, pct in enumerate(pcts):
+        def scan_us(i, d, p=pct):
+            v = res.scan_ns(i, d, p)
+            return None if v is None else v / 1000
+        values = []
+        for c, panel in enumerate(rpanels):
+            ax = axes[r][c]
+            values += bar_panel(ax, ordered, panel, scan_us, DISTS, [d.capitalize() for d in DISTS])
+            ax.set_title(f"{pct:g}% of N = {max(1, round(pct / 100 * n)):,} keys: {panel['title']}", fontsize=9)
+            ax.grid(axis="y", alpha=0.35)
+            if r == len(pcts) - 1:
+                legend_below(ax)
+        set_y(axes[r][0], values, "avg time per range query (us)")
+    fig.suptitle(f"Figure 10: range queries (N={n:,}; hash kinds have no ordered scan)")
+    figs.append(("fig10.png", fig))
+
+    figs.append(("space.png", bar_figure(plt, res, kinds, lambda i, d: res.value("fig7", i, d, "bytes_per_key"),
+                                         "bytes per key (pool + volatile)",
+                                         "Space after insertion (thesis Figure 5.5)", n)))
+    return figs
+
+
+def draw(out, res, cfg, kinds, ordered):
+    figs = build_figures(res, cfg, kinds, ordered)
+    import matplotlib.pyplot as plt
+    written = []
+    for name, fig in figs:
+        fig.savefig(os.path.join(out, name), dpi=110, bbox_inches="tight")
         plt.close(fig)
         written.append(name)
-
-    fig, ax = plt.subplots(figsize=(9, 4.5))
-    grouped_bars(plt, ax, res, kinds, res.insert_ns, "avg time per insert (ns)",
-                 f"Figure 7: insertion, write latency 0 (N={n:,})")
-    ax.legend(fontsize=8, ncol=2)
-    save(fig, "fig7.png")
-
-    lats = cfg.get("latencies_ns", [0])
-    fig, axes = plt.subplots(1, 3, figsize=(13, 4.2), sharey=False)
-    for ax, dist in zip(axes, DISTS):
-        for idx in kinds:
-            xs, ys = [], []
-            for lat in lats:
-                v = res.insert_ns(idx, dist) if lat == 0 else \
-                    res.value("fig8", idx, dist, "ns_per_op", write_latency_ns=lat)
-                if v is not None:
-                    xs.append(lat)
-                    ys.append(v)
-            if ys:
-                ax.plot(xs, ys, marker="o", label=PAPER_NAMES.get(idx, idx))
-        ax.set_title(f"({'abc'[DISTS.index(dist)]}) {dist.capitalize()}")
-        ax.set_xlabel("emulated write latency per flushed line (ns)")
-        ax.set_xticks(lats)
-        ax.set_ylabel("avg time per insert (ns)")
-        ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=8)
-    fig.suptitle(f"Figure 8: insertion vs PM write latency (N={n:,}; read latency not emulated)")
-    save(fig, "fig8.png")
-
-    fig, ax = plt.subplots(figsize=(9, 4.5))
-    grouped_bars(plt, ax, res, kinds, res.search_ns, "avg time per search (ns)",
-                 f"Figure 9: search, DRAM latency (N={n:,})")
-    ax.legend(fontsize=8, ncol=2)
-    save(fig, "fig9.png")
-
-    pcts = cfg.get("range_pct", [0.001, 0.01])
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    for ax, pct in zip(axes, pcts):
-        grouped_bars(plt, ax, res, ordered, lambda i, d, p=pct: (lambda v: None if v is None else v / 1000)(
-            res.scan_ns(i, d, p)), "avg time per range query (us)",
-            f"{pct:g}% of N = {max(1, round(pct / 100 * n)):,} keys")
-        ax.legend(fontsize=8)
-    fig.suptitle(f"Figure 10: range queries (N={n:,}; hash kinds have no scan)")
-    save(fig, "fig10.png")
-
-    fig, ax = plt.subplots(figsize=(9, 4.5))
-    grouped_bars(plt, ax, res, kinds, lambda i, d: res.value("fig7", i, d, "bytes_per_key"),
-                 "bytes per key (pool + volatile)", f"Space after insertion (thesis Fig 5.5; N={n:,})")
-    ax.legend(fontsize=8, ncol=2)
-    save(fig, "space.png")
     return written
 
 
@@ -397,6 +607,13 @@ def write_report(out, recs, cfg, pub, figures, fig_error):
 
     L.append("## Figures\n")
     if figures:
+        L.append("Each index kind has one colour and marker in every figure: radix trees blue, volatile DRAM "
+                 "references grey (hollow markers, dashed lines, hatched bars), persistent B-trees red to "
+                 "orange, hash tables purple to pink. Kinds are split into one panel per family, with at most "
+                 f"{MAX_SERIES} series per panel; beside its own kinds, the B-tree and hash panels show the "
+                 "radix trees' range (min to max of WORT, WOART, ART+CoW) as a shaded band, and the B-tree "
+                 "panel the volatile B+-tree. Panels of a figure share the y axis, logarithmic where the values "
+                 f"span a factor of {LOG_RATIO} or more.\n")
         for f in figures:
             L.append(f"![{f}]({f})")
     else:
@@ -432,9 +649,10 @@ def write_report(out, recs, cfg, pub, figures, fig_error):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("dir")
-    ap.add_argument("--published", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data",
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("dir", help="a `wort reproduce` output directory (results.jsonl, config.json); "
+                                "the figures and report.md are (re)written there")
+    ap.add_argument("--published", help="the published values and claims (default: %(default)s)", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data",
                                                        "published", "wort_fast17.json"))
     a = ap.parse_args()
     recs = load(os.path.join(a.dir, "results.jsonl"))
