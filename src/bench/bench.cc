@@ -13,12 +13,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <latch>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <thread>
 
+#include "index/kind_ids.h"
 #include "wort/alloc.h"
 #include "wort/index.h"
 #include "wort/pm.h"
@@ -244,6 +247,97 @@ std::string Explain(const Status& s, const std::string& index, const std::string
   return fmt::format("{}: {} failed after {} operations: {}", index, phase, done, s.ToString());
 }
 
+// The restart phase (see bench.h). On return *pool/*idx hold the cleanly reopened index, or
+// are empty if reopening failed.
+Status BenchRestart(const IndexBenchConfig& cfg, const IndexKind& kind, const std::vector<std::string>& keys,
+                    const IndexResult& base, const std::string& pool_path, std::unique_ptr<Pool>* pool,
+                    std::unique_ptr<Index>* idx, IndexBenchReport* report, const LogFn& log) {
+  const size_t n = keys.size();
+  // The kill image: the file as it is now. Every operation has returned, so it holds all of
+  // them; what it lacks is the clean close (the allocator's bitmaps, the clean flag).
+  const std::string kill_path = pool_path + ".killed";
+  std::error_code ec;
+  std::filesystem::copy_file(pool_path, kill_path, std::filesystem::copy_options::overwrite_existing, ec);
+  if (ec) return Status::IOError("copying " + pool_path + " to " + kill_path + ": " + ec.message());
+  struct Unlink {
+    std::string path;
+    bool keep;
+    ~Unlink() {
+      if (!keep) unlink(path.c_str());
+    }
+  } unlink_kill{kill_path, cfg.common.keep_pool};
+
+  // Opens `path`, times Open + OpenIndex + one lookup, then checks a sample (untimed).
+  auto reopen = [&](const std::string& path, bool background, const char* op, std::unique_ptr<Pool>* p,
+                    std::unique_ptr<Index>* ix) -> Status {
+    PoolOptions po = BenchPoolOptions(cfg.common);
+    po.background_recovery = background;
+    const pm::Counters before = pm::GetCounters();
+    const double c0 = ThreadCpuSeconds();
+    const auto t0 = Clock::now();
+    Status s = Pool::Open(path, po, p);
+    if (s.ok()) s = OpenIndex(**p, "bench", ix);
+    uint64_t v = 0;
+    if (s.ok()) s = (*ix)->Lookup(keys[0], &v);
+    const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    const double cpu = ThreadCpuSeconds() - c0;
+    const pm::Counters d = pm::GetCounters() - before;
+    if (!s.ok()) return Status(s.code(), fmt::format("{} of {}: {}", op, path, s.message()));
+    IndexResult r = base;
+    r.op = op;
+    r.ops = 1;
+    r.seconds = secs;
+    r.ns_per_op = secs * 1e9;
+    r.cpu_ns_per_op = cpu * 1e9;
+    r.mops_per_s = secs > 0 ? 1e-6 / secs : 0;
+    r.flushes_per_op = double(d.lines_flushed);
+    r.fences_per_op = double(d.fences);
+    // Values as the phases before left them: the upsert phase adds n.
+    const uint64_t shift = std::find(cfg.ops.begin(), cfg.ops.end(), Op::kUpsert) != cfg.ops.end() ? n : 0;
+    if (v != 1 + shift) ++r.errors;
+    std::mt19937_64 rng(cfg.common.seed + 505);
+    for (int i = 0; i < 1000; ++i) {
+      const size_t k = rng() % n;
+      if (!(*ix)->Lookup(keys[k], &v).ok() || v != k + 1 + shift) ++r.errors;
+    }
+    if (background) {
+      Status ws = (*p)->WaitForRecovery();
+      if (!ws.ok()) return Status(ws.code(), fmt::format("{} of {}: recovery: {}", op, path, ws.message()));
+      r.recovery_seconds = (*p)->recovery_seconds();
+    }
+    if ((*ix)->Size() != n) ++r.errors;
+    report->results.push_back(r);
+    if (log)
+      log(fmt::format("{:<10} {:<9} {:<7} {:>10.3f} ms to the first lookup ({:.3f} ms CPU){}{}", r.index, r.dist, r.op,
+                      secs * 1e3, cpu * 1e3,
+                      background ? fmt::format(", background GC {:.3f} ms", r.recovery_seconds * 1e3) : "",
+                      r.errors ? fmt::format("  ({} WRONG)", r.errors) : ""));
+    return Status::OK();
+  };
+
+  // Clean restart.
+  idx->reset();
+  Status s = (*pool)->Close();
+  pool->reset();
+  if (!s.ok()) return Status(s.code(), "closing " + pool_path + ": " + s.message());
+  s = reopen(pool_path, false, "restart", pool, idx);
+  if (!s.ok()) {
+    idx->reset();
+    pool->reset();
+    return s;
+  }
+  // Restart after a kill, on the copy.
+  std::unique_ptr<Pool> kpool;
+  std::unique_ptr<Index> kidx;
+  s = reopen(kill_path, true, "recover", &kpool, &kidx);
+  kidx.reset();
+  if (kpool) {
+    Status cs = kpool->Close();
+    if (s.ok() && !cs.ok()) s = cs;
+  }
+  return s;
+}
+
 // Benchmarks one index kind; appends its results to `report`.
 Status BenchOneIndex(const IndexBenchConfig& cfg, const IndexKind& kind, const std::vector<std::string>& keys,
                      IndexBenchReport* report, const LogFn& log, const std::string& pool_path) {
@@ -422,6 +516,18 @@ Status BenchOneIndex(const IndexBenchConfig& cfg, const IndexKind& kind, const s
     logline(r);
   }
 
+  // ---- restart ------------------------------------------------------------------------------
+  if (wants(Op::kRestart) && kind_id::IsVolatile(kind.type_id)) {
+    skip(fmt::format("{}: restart: a volatile index keeps nothing across a restart", kind.name));
+  } else if (wants(Op::kRestart)) {
+    Status rs = BenchRestart(cfg, kind, keys, base, pool_path, &pool, &idx, report, log);
+    if (!rs.ok()) {
+      skip(fmt::format("{}: restart: {}", kind.name, rs.ToString()));
+      if (first_failure.ok()) first_failure = rs;
+      if (!idx) return first_failure;  // nothing left to run the delete phase on
+    }
+  }
+
   // ---- delete (last: it empties the index) ---------------------------------------------------
   if (wants(Op::kDelete)) {
     const std::vector<uint32_t> order = Permutation(n, cfg.common.seed + 404);
@@ -454,6 +560,7 @@ const char* OpName(Op op) {
     case Op::kSearch: return "search";
     case Op::kScan: return "scan";
     case Op::kUpsert: return "upsert";
+    case Op::kRestart: return "restart";
     case Op::kDelete: return "delete";
   }
   return "?";
@@ -895,6 +1002,7 @@ nlohmann::json ToJson(const IndexResult& r, const IndexBenchConfig& cfg, const E
   j["seconds"] = r.seconds;
   j["errors"] = r.errors;
   j["key_type"] = r.key_type;
+  if (r.op == "recover") j["recovery_seconds"] = r.recovery_seconds;
   if (r.op == "scan") {
     j["scan_len"] = r.scan_len;
     j["keys_per_op"] = r.keys_per_op;

@@ -9,6 +9,13 @@
 //        search  lookups of all keys in another random order (each value is verified)
 //        scan    `scans` range queries from sampled start keys, each of scan_len keys
 //        upsert  replace every value (random order)
+//        restart two results: "restart" closes the pool cleanly and reopens it; "recover" opens
+//                a copy of the pool file taken before that close, as a kill -9 would have left
+//                it (never closed: the allocator's post-crash GC runs in the background). Each
+//                is timed from Pool::Open to the first lookup answered (for FPTree and NVTree
+//                this includes rebuilding the inner nodes in DRAM); "recover" also reports the
+//                background GC's duration (recovery_seconds). Then 1000 sampled keys and the
+//                key count are checked (untimed). The index used afterwards is the reopened one.
 //        delete  remove every key (random order) - last, since it empties the index
 // Each (index, op) gives ns/op (wall time / ops, so with T threads it is the inverse of the
 // throughput), CPU ns/op (the threads' CPU time / ops: unaffected by waiting for a core on a
@@ -42,8 +49,8 @@
 
 namespace wort::bench {
 
-enum class Op { kInsert, kSearch, kScan, kUpsert, kDelete };
-inline constexpr Op kAllOps[] = {Op::kInsert, Op::kSearch, Op::kScan, Op::kUpsert, Op::kDelete};
+enum class Op { kInsert, kSearch, kScan, kUpsert, kRestart, kDelete };
+inline constexpr Op kAllOps[] = {Op::kInsert, Op::kSearch, Op::kScan, Op::kUpsert, Op::kRestart, Op::kDelete};
 const char* OpName(Op op);
 bool ParseOp(const std::string& name, Op* out);
 
@@ -110,6 +117,7 @@ struct IndexResult {
   uint64_t volatile_bytes = 0;
   double keys_per_op = 1;      // scan: keys returned per range query
   size_t scan_len = 0;         // scan: the limit
+  double recovery_seconds = 0; // recover: the post-crash GC's duration (background)
   uint64_t errors = 0;         // operations whose outcome was wrong (lookups that missed, ...)
   std::string pool_path;
 };

@@ -89,7 +89,7 @@ void AddBench(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "bench", "Benchmark indexes: insert N keys in random order, then search/scan/upsert/delete them");
   cmd->add_option("--index", o->index, "Index kinds, comma list, or 'all'")->capture_default_str();
-  cmd->add_option("--dist", o->dist, "Key distribution: " + bench::DistNames())->capture_default_str();
+  cmd->add_option("--dist", o->dist, "Key distributions, comma list: " + bench::DistNames())->capture_default_str();
   cmd->add_option("--keys", o->keys, "Number of keys (K/M/G = 10^3/10^6/10^9)")->capture_default_str();
   cmd->add_option("--ops", o->ops, "Ops, comma list: " + bench::OpNames() + " (run in that order)")->capture_default_str();
   cmd->add_option("--scan-len", o->scan_len, "Keys per range query")->capture_default_str();
@@ -156,8 +156,19 @@ void AddBench(CLI::App& app) {
     cfg.common.threads = o->threads;
     Status s = bench::ParseIndexList(o->index, &cfg.indexes);
     if (!s.ok()) Fail(s);
-    s = bench::ParseDistName(o->dist, &cfg.dist);
-    if (!s.ok()) Fail(s);
+    std::vector<bench::Dist> dists;
+    for (size_t pos = 0; pos <= o->dist.size();) {
+      size_t comma = o->dist.find(',', pos);
+      if (comma == std::string::npos) comma = o->dist.size();
+      const std::string item = o->dist.substr(pos, comma - pos);
+      pos = comma + 1;
+      if (item.empty()) continue;
+      bench::Dist d;
+      s = bench::ParseDistName(item, &d);
+      if (!s.ok()) Fail(s);
+      dists.push_back(d);
+    }
+    if (dists.empty()) Fail(Status::InvalidArgument("--dist names no distribution"));
     s = bench::ParseOpList(o->ops, &cfg.ops);
     if (!s.ok()) Fail(s);
     cfg.keys = ParseScaled(o->keys, false, "--keys");
@@ -165,21 +176,32 @@ void AddBench(CLI::App& app) {
     cfg.range_frac = o->range_frac;
     cfg.scans = o->scans;
     cfg.span_bits = o->span_bits;
-    bench::IndexBenchReport report;
     auto log = [](const std::string& line) {
       fmt::print("{}\n", line);
       std::fflush(stdout);
     };
-    s = bench::RunIndexBench(cfg, &report, log);
-    if (!report.results.empty() || !report.skipped.empty()) fmt::print("\n{}", bench::FormatIndexResults(report));
-    if (!o->common.json.empty() && !report.results.empty()) {
-      std::vector<nlohmann::json> recs;
-      for (const auto& r : report.results) recs.push_back(bench::ToJson(r, cfg, report.env));
-      Status js = bench::AppendJsonLines(o->common.json, recs);
-      if (!js.ok()) Fail(js);
-      fmt::print("appended {} records to {}\n", recs.size(), o->common.json);
+    // One run per distribution; results are printed and appended as each finishes.
+    bench::IndexBenchReport all;
+    Status first_failure;
+    for (bench::Dist d : dists) {
+      cfg.dist = d;
+      bench::IndexBenchReport report;
+      s = bench::RunIndexBench(cfg, &report, log);
+      if (!o->common.json.empty() && !report.results.empty()) {
+        std::vector<nlohmann::json> recs;
+        for (const auto& r : report.results) recs.push_back(bench::ToJson(r, cfg, report.env));
+        Status js = bench::AppendJsonLines(o->common.json, recs);
+        if (!js.ok()) Fail(js);
+        fmt::print("appended {} records to {}\n", recs.size(), o->common.json);
+      }
+      all.env = report.env;
+      all.results.insert(all.results.end(), report.results.begin(), report.results.end());
+      all.skipped.insert(all.skipped.end(), report.skipped.begin(), report.skipped.end());
+      if (!s.ok() && first_failure.ok()) first_failure = s;
+      if (s.code() == Code::kInvalidArgument) break;  // the same for every distribution
     }
-    if (!s.ok()) Fail(s);
+    if (!all.results.empty() || !all.skipped.empty()) fmt::print("\n{}", bench::FormatIndexResults(all));
+    if (!first_failure.ok()) Fail(first_failure);
   });
 }
 

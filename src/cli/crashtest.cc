@@ -170,8 +170,8 @@ void Run(const CrashOpts& o) {
   std::vector<std::string> kinds;
   if (o.index == "all") {
     for (const IndexKind* k : IndexKinds())
-      // The volatile references (ids 30..39, names "v...") make no crash claim.
-      if (k->type_id < kind_id::kTestFirst && !(k->type_id >= 30 && k->type_id <= 39 && k->name[0] == 'v'))
+      // The volatile references make no crash claim.
+      if (k->type_id < kind_id::kTestFirst && !kind_id::IsVolatile(k->type_id))
         kinds.push_back(k->name);
     if (kinds.empty()) fmt::print("no index kinds are registered in this build\n");
   } else {

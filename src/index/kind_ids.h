@@ -26,6 +26,7 @@ inline constexpr uint32_t kPath = 26;     // path hashing
 inline constexpr uint32_t kVbpTree = 30;  // plain B+-tree
 inline constexpr uint32_t kVart = 31;     // plain ART
 inline constexpr uint32_t kVradix = 32;   // plain radix tree, 4-bit span, no path compression
+inline constexpr bool IsVolatile(uint32_t id) { return id >= 30 && id <= 39; }
 // Test-only structures: 1000 and up.
 inline constexpr uint32_t kTestFirst = 1000;
 }  // namespace wort::kind_id

@@ -78,11 +78,15 @@ void CheckRun(Dist d, size_t keys, int threads) {
         EXPECT_EQ(r.ops, 200u);
         EXPECT_GT(r.keys_per_op, 1.0);
         EXPECT_LE(r.keys_per_op, 10.0);
+      } else if (r.op == "restart" || r.op == "recover") {
+        EXPECT_EQ(r.ops, 1u) << name << " " << r.op;  // one reopen, timed to the first lookup
+        EXPECT_GT(r.seconds, 0) << name << " " << r.op;
       } else {
         EXPECT_EQ(r.ops, keys) << name << " " << r.op;
       }
       // The volatile references (ids 30..39) make no pm call by design.
       const bool is_volatile = k->type_id >= 30 && k->type_id <= 39;
+      if (r.op == "restart" || r.op == "recover") EXPECT_FALSE(is_volatile) << name;
       if (!is_volatile && (r.op == "insert" || r.op == "upsert" || r.op == "delete")) {
         EXPECT_GT(r.flushes_per_op, 0) << name << " " << r.op;
       }
@@ -95,12 +99,15 @@ void CheckRun(Dist d, size_t keys, int threads) {
       EXPECT_EQ(j["op"], r.op);
       EXPECT_EQ(j["keys"], keys);
       EXPECT_EQ(j["threads"], threads);
+      EXPECT_EQ(j.contains("recovery_seconds"), r.op == "recover") << name << " " << r.op;
     }
     bool skipped = false;
     for (const auto& sk : rep.skipped) skipped |= sk.index == name;
     if (n_ops) ran += name + " ";
-    // An ordered kind runs all 5 ops; an unordered one all but scan (listed as skipped).
-    if (n_ops) EXPECT_EQ(n_ops, k->ordered ? 5u : 4u) << name;
+    // insert, search, scan, upsert, restart + recover, delete; an unordered kind has no scan and
+    // a volatile one no restart (both listed as skipped).
+    const bool is_volatile = k->type_id >= 30 && k->type_id <= 39;
+    if (n_ops) EXPECT_EQ(n_ops, 4u + (k->ordered ? 1 : 0) + (is_volatile ? 0 : 2)) << name;
     else EXPECT_TRUE(skipped) << name << " neither ran nor was listed as skipped";
   }
   std::printf("%s x%d: kinds that ran: %s\n", DistName(d), threads, ran.c_str());
