@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 
 #include "wort/alloc.h"
@@ -223,6 +224,15 @@ Handler::Step Handler::Execute(const Request& req, std::string* out) {
 
     case Command::kQuit:
       return Step::kClose;
+
+    case Command::kMetaGet:
+    case Command::kMetaSet:
+    case Command::kMetaDelete:
+    case Command::kMetaArith:
+    case Command::kMetaDebug:
+    case Command::kMetaNoop:
+      Meta(req, out);  // q is handled there (req.noreply is never set for meta commands)
+      break;
   }
   if (req.noreply) out->resize(mark);
   return step;
@@ -369,6 +379,260 @@ void Handler::Stats(std::string_view group, std::string* out) {
     return;
   }
   Line(out, "END");
+}
+
+// ---- meta commands ---------------------------------------------------------------------------
+//
+// Reply line: <code>[ <datalen>] <token>*[ b][ Z][ X][ W]\r\n, where the tokens answer the
+// request's return flags in request order (c<cas> f<flags> k<key> O<opaque> s<size> t<ttl>).
+// On a miss or failure only k and O are answered (and ms's c, as c0), as memcached 1.6.18 does.
+// b follows when the key was base64 and k returned it. q suppresses: mg's EN; ms's, md's HD;
+// ma's HD and VA. Everything else (NS, EX, NF, errors) is always sent.
+
+namespace {
+
+struct MetaReply {
+  bool have_item = false;
+  uint64_t cas = 0;
+  uint32_t flags = 0;
+  uint64_t size = 0;
+  int64_t exptime = 0;  // absolute, 0 = never
+};
+
+void AppendI64(std::string* out, int64_t v) {
+  char buf[24];
+  const auto r = std::to_chars(buf, buf + sizeof(buf), v);
+  out->append(buf, r.ptr);
+}
+
+// Remaining TTL as memcached's t flag shows it: -1 = never expires.
+int64_t RemainingTtl(int64_t exptime) {
+  if (exptime == 0) return -1;
+  return std::max<int64_t>(0, exptime - Store::Now());
+}
+
+// Appends " <token>" for every return flag of the request (see above), then " b".
+void AppendMetaTokens(std::string* out, const Request& req, const MetaReply& m, bool cas_zero_on_failure = false) {
+  const MetaFlags& f = req.meta;
+  for (uint8_t i = 0; i < f.nret; ++i) {
+    const char c = f.ret[i];
+    if (!m.have_item && c != 'k' && c != 'O' && !(c == 'c' && cas_zero_on_failure)) continue;
+    out->push_back(' ');
+    out->push_back(c);
+    switch (c) {
+      case 'c': AppendU64(out, m.have_item ? m.cas : 0); break;
+      case 'f': AppendU64(out, m.flags); break;
+      case 's': AppendU64(out, m.size); break;
+      case 't': AppendI64(out, RemainingTtl(m.exptime)); break;
+      case 'k': out->append(req.keys[0]); break;  // the token as sent (base64 when b)
+      case 'O': out->append(f.opaque); break;
+      default: break;
+    }
+  }
+  if (f.base64 && f.returns('k')) out->append(" b");
+}
+
+int64_t Abs(int64_t ttl) { return ToAbsoluteExptime(ttl, Store::Now()); }
+
+}  // namespace
+
+void Handler::Meta(const Request& req, std::string* out) {
+  const auto relaxed = std::memory_order_relaxed;
+  const MetaFlags& f = req.meta;
+  if (req.cmd == Command::kMetaNoop) {
+    Line(out, "MN");
+    return;
+  }
+  const std::string_view key = req.MetaKey();
+  if (key == kMetaKey) {  // only reachable through b: the store's own metadata entry
+    Line(out, "CLIENT_ERROR bad command line format");
+    return;
+  }
+  // Writes a code line for a miss/failure: "<code> k.. O..", with ms's "c0".
+  auto failure = [&](std::string_view code, bool cas_zero = false) {
+    out->append(code);
+    AppendMetaTokens(out, req, MetaReply(), cas_zero);
+    out->append("\r\n");
+  };
+  switch (req.cmd) {
+    case Command::kMetaGet: {
+      stats_.cmd_get.fetch_add(1, relaxed);
+      if (f.has_ttl) stats_.cmd_touch.fetch_add(1, relaxed);
+      Store::MetaGetArgs a;
+      a.touch = f.has_ttl;
+      a.exptime = f.has_ttl ? Abs(f.ttl) : 0;
+      a.vivify = f.vivify;
+      a.vivify_exptime = f.vivify ? Abs(f.vivify_ttl) : 0;
+      a.recache = f.recache;
+      a.recache_before = Store::Now() + f.recache_ttl;
+      const bool hit = store_.MetaGet(key, a, [&](const ItemView& it) {
+        MetaReply m{true, it.cas, it.flags, it.data.size(), it.exptime};
+        if (f.value) {
+          out->append("VA ");
+          AppendU64(out, it.data.size());
+        } else {
+          out->append("HD");
+        }
+        AppendMetaTokens(out, req, m);
+        if (it.token_sent) out->append(" Z");
+        if (it.stale) out->append(" X");
+        if (it.won) out->append(" W");
+        out->append("\r\n");
+        if (f.value) {
+          out->append(it.data);
+          out->append("\r\n");
+        }
+      });
+      (hit ? stats_.get_hits : stats_.get_misses).fetch_add(1, relaxed);
+      if (f.has_ttl) (hit ? stats_.touch_hits : stats_.touch_misses).fetch_add(1, relaxed);
+      if (!hit && !f.quiet) failure("EN");
+      return;
+    }
+
+    case Command::kMetaSet: {
+      stats_.cmd_set.fetch_add(1, relaxed);
+      StoreMode mode = StoreMode::kSet;
+      switch (f.mode) {
+        case 'E': mode = StoreMode::kAdd; break;
+        case 'A': mode = StoreMode::kAppend; break;
+        case 'P': mode = StoreMode::kPrepend; break;
+        case 'R': mode = StoreMode::kReplace; break;
+        default: break;
+      }
+      if (req.too_large) {
+        if (mode == StoreMode::kSet) store_.Unlink(key);  // as set: no stale value survives
+        stats_.store_too_large.fetch_add(1, relaxed);
+        Line(out, kTooLarge);
+        return;
+      }
+      uint64_t cas = 0;
+      const Result r = store_.MetaSet(mode, key, f.client_flags, f.has_ttl ? Abs(f.ttl) : 0, req.data, f.has_cas,
+                                      f.cas, f.invalidate, &cas);
+      if (f.has_cas) {
+        if (r == Result::kStored) stats_.cas_hits.fetch_add(1, relaxed);
+        else if (r == Result::kExists) stats_.cas_badval.fetch_add(1, relaxed);
+        else if (r == Result::kNotFound) stats_.cas_misses.fetch_add(1, relaxed);
+      }
+      switch (r) {
+        case Result::kStored: {
+          if (f.quiet) return;
+          MetaReply m;
+          m.have_item = true;
+          m.cas = cas;
+          out->append("HD");
+          AppendMetaTokens(out, req, m);
+          out->append("\r\n");
+          return;
+        }
+        case Result::kNotStored: failure("NS", true); return;
+        case Result::kExists: failure("EX", true); return;
+        case Result::kNotFound: failure("NF", true); return;
+        case Result::kTooLarge:
+          stats_.store_too_large.fetch_add(1, relaxed);
+          Line(out, kTooLarge);
+          return;
+        case Result::kNoMemory:
+          if (mode == StoreMode::kSet) store_.Unlink(key);
+          stats_.store_no_memory.fetch_add(1, relaxed);
+          Line(out, kNoMemory);
+          return;
+        default: Line(out, "SERVER_ERROR internal error storing object"); return;
+      }
+    }
+
+    case Command::kMetaDelete: {
+      const Result r =
+          store_.MetaDelete(key, f.has_cas, f.cas, f.invalidate, f.has_ttl, f.has_ttl ? Abs(f.ttl) : 0);
+      switch (r) {
+        case Result::kDeleted:
+          stats_.delete_hits.fetch_add(1, relaxed);
+          if (!f.quiet) failure("HD");  // HD carries only k and O too
+          return;
+        case Result::kNotFound:
+          stats_.delete_misses.fetch_add(1, relaxed);
+          failure("NF");
+          return;
+        case Result::kExists: failure("EX"); return;
+        case Result::kNoMemory:
+          stats_.store_no_memory.fetch_add(1, relaxed);
+          Line(out, kNoMemory);
+          return;
+        default: Line(out, "SERVER_ERROR internal error"); return;
+      }
+    }
+
+    case Command::kMetaArith: {
+      Store::ArithArgs a;
+      a.incr = f.mode != '-';
+      a.delta = f.delta;
+      a.compare = f.has_cas;
+      a.cas = f.cas;
+      a.vivify = f.vivify;
+      a.vivify_exptime = f.vivify ? Abs(f.vivify_ttl) : 0;
+      a.initial = f.initial;
+      a.touch = f.has_ttl;
+      a.exptime = f.has_ttl ? Abs(f.ttl) : 0;
+      Store::ArithOut res;
+      const Result r = store_.MetaArith(key, a, &res);
+      auto& hits = a.incr ? stats_.incr_hits : stats_.decr_hits;
+      auto& misses = a.incr ? stats_.incr_misses : stats_.decr_misses;
+      switch (r) {
+        case Result::kStored: {
+          hits.fetch_add(1, relaxed);
+          if (f.quiet) return;
+          char buf[24];
+          const auto num = std::to_chars(buf, buf + sizeof(buf), res.value);
+          const std::string_view text(buf, num.ptr - buf);
+          MetaReply m{true, res.cas, 0, text.size(), res.exptime};
+          if (f.value) {
+            out->append("VA ");
+            AppendU64(out, text.size());
+          } else {
+            out->append("HD");
+          }
+          AppendMetaTokens(out, req, m);
+          out->append("\r\n");
+          if (f.value) Line(out, text);
+          return;
+        }
+        case Result::kNotFound:
+          misses.fetch_add(1, relaxed);
+          failure("NF");
+          return;
+        case Result::kNotStored: failure("NS"); return;
+        case Result::kExists: failure("EX"); return;
+        case Result::kNonNumeric: Line(out, "CLIENT_ERROR cannot increment or decrement non-numeric value"); return;
+        case Result::kNoMemory:
+          stats_.store_no_memory.fetch_add(1, relaxed);
+          Line(out, kNoMemory);
+          return;
+        default: Line(out, "SERVER_ERROR internal error"); return;
+      }
+    }
+
+    case Command::kMetaDebug: {
+      // memcached prints exp la cas fetch cls size; wort keeps no last-access time, fetched bit or
+      // slab class, so it prints exp (remaining seconds, -1 = never), cas and size (the record's
+      // bytes: 32-byte header + value).
+      const bool hit = store_.Get(key, [&](const ItemView& it) {
+        out->append("ME ");
+        out->append(req.keys[0]);
+        out->append(" exp=");
+        AppendI64(out, RemainingTtl(it.exptime));
+        out->append(" cas=");
+        AppendU64(out, it.cas);
+        out->append(" size=");
+        AppendU64(out, sizeof(Record) + it.data.size());
+        if (it.stale) out->append(" stale=yes");
+        out->append("\r\n");
+      });
+      if (!hit) Line(out, "EN");
+      return;
+    }
+
+    default:
+      return;
+  }
 }
 
 }  // namespace wort::server

@@ -59,6 +59,8 @@ class Handler {
  private:
   Step Retrieve(std::string* out);
   Step RangeStep(std::string* out);
+  // mg, ms, md, ma, me, mn (the reply formats are in handler.cc).
+  void Meta(const Request& req, std::string* out);
   void Stats(std::string_view group, std::string* out);
 
   Store& store_;

@@ -15,6 +15,17 @@ constexpr std::string_view kBadExptime = "CLIENT_ERROR invalid exptime argument"
 constexpr std::string_view kBadDelta = "CLIENT_ERROR invalid numeric delta argument";
 constexpr std::string_view kBadDelete = "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]";
 constexpr std::string_view kLineTooLong = "CLIENT_ERROR line too long";
+constexpr std::string_view kBadToken = "CLIENT_ERROR bad token in command line format";
+constexpr std::string_view kBadFlag = "CLIENT_ERROR invalid flag";
+constexpr std::string_view kDupFlag = "CLIENT_ERROR duplicate flag";
+constexpr std::string_view kBadKey64 = "CLIENT_ERROR error decoding key";
+constexpr std::string_view kLongOpaque = "CLIENT_ERROR opaque token too long";
+constexpr std::string_view kBadMsMode = "CLIENT_ERROR invalid mode for ms M token";
+constexpr std::string_view kBadMaMode = "CLIENT_ERROR invalid mode for ma M token";
+constexpr std::string_view kNoFlagH = "CLIENT_ERROR flag h is not supported: wort serve keeps no hit-before data";
+constexpr std::string_view kNoFlagL = "CLIENT_ERROR flag l is not supported: wort serve keeps no last-access time";
+constexpr std::string_view kNoFlagE =
+    "CLIENT_ERROR flag E is not supported: wort serve assigns cas values itself (they mark flush_all)";
 constexpr std::string_view kBadRange = "CLIENT_ERROR bad command line format.  Usage: range <start> <end> <limit> [values]";
 
 ParseResult Error(std::string_view line, size_t consumed, bool noreply = false) {
@@ -72,6 +83,12 @@ const char* CommandName(Command c) {
     case Command::kStats: return "stats";
     case Command::kQuit: return "quit";
     case Command::kRange: return "range";
+    case Command::kMetaGet: return "mg";
+    case Command::kMetaSet: return "ms";
+    case Command::kMetaDelete: return "md";
+    case Command::kMetaArith: return "ma";
+    case Command::kMetaDebug: return "me";
+    case Command::kMetaNoop: return "mn";
   }
   return "?";
 }
@@ -91,7 +108,16 @@ void Request::Clear() {
   with_values = false;
   data = {};
   bytes = 0;
+  bytes_valid = false;
   too_large = false;
+  meta = MetaFlags();
+  binary_key.clear();
+}
+
+bool MetaFlags::returns(char c) const {
+  for (uint8_t i = 0; i < nret; ++i)
+    if (ret[i] == c) return true;
+  return false;
 }
 
 bool ValidKey(std::string_view key) {
@@ -202,6 +228,8 @@ ParseResult Parser::ParseLine(std::string_view in, std::string_view line, size_t
   // ---- storage --------------------------------------------------------------------------
   if (name == "set" || name == "add" || name == "replace" || name == "append" || name == "prepend" || name == "cas")
     return ParseStorage(in, line_len, tok, req);
+  // ---- meta commands --------------------------------------------------------------------
+  if (name.size() == 2 && name[0] == 'm') return ParseMeta(in, line_len, tok, req);
   // ---- single-key commands --------------------------------------------------------------
   if (name == "delete") {
     // delete <key> | delete <key> noreply | delete <key> 0 | delete <key> 0 noreply
@@ -314,6 +342,10 @@ ParseResult Parser::ParseStorage(std::string_view in, size_t line_len, const std
   req->flags = static_cast<uint32_t>(flags);
   req->keys.push_back(tok[1]);
   req->bytes = static_cast<uint64_t>(bytes);
+  return ParseData(in, line_len, req);
+}
+
+ParseResult Parser::ParseData(std::string_view in, size_t line_len, Request* req) {
   if (req->bytes > limits_.max_item_size) {
     // Answered by the handler (SERVER_ERROR object too large for cache); the data is dropped
     // as it arrives.
@@ -336,6 +368,228 @@ ParseResult Parser::ParseStorage(std::string_view in, size_t line_len, const std
   r.outcome = Outcome::kRequest;
   r.consumed = total;
   return r;
+}
+
+// ---- meta commands ---------------------------------------------------------------------------
+
+namespace {
+
+// The flags each meta command accepts (besides P and L), and the refused ones it recognizes.
+constexpr std::string_view kMgFlags = "bcfkOqstuvNRT";
+constexpr std::string_view kMsFlags = "bcCFIkMOqT";
+constexpr std::string_view kMdFlags = "bCIkOqT";
+constexpr std::string_view kMaFlags = "bcCDJkMNOqtTv";
+// Flags that add a token to the reply.
+constexpr std::string_view kReturnFlags = "cfkOst";
+
+bool ParseTtl(std::string_view s, int64_t* out) {
+  // memcached parses TTLs as 32-bit signed numbers.
+  return ParseI64(s, out) && *out >= std::numeric_limits<int32_t>::min() && *out <= std::numeric_limits<int32_t>::max();
+}
+
+}  // namespace
+
+ParseResult Parser::ParseMeta(std::string_view in, size_t line_len, const std::vector<std::string_view>& tok,
+                              Request* req) {
+  const std::string_view name = tok[0];
+  const size_t nt = tok.size();
+  ParseResult ok;
+  ok.outcome = Outcome::kRequest;
+  ok.consumed = line_len;
+  if (name == "mn") {  // memcached ignores any tokens after mn
+    req->cmd = Command::kMetaNoop;
+    return ok;
+  }
+  std::string_view allowed;
+  size_t first_flag = 2;
+  if (name == "mg") {
+    req->cmd = Command::kMetaGet;
+    allowed = kMgFlags;
+  } else if (name == "ms") {
+    req->cmd = Command::kMetaSet;
+    allowed = kMsFlags;
+    first_flag = 3;
+  } else if (name == "md") {
+    req->cmd = Command::kMetaDelete;
+    allowed = kMdFlags;
+  } else if (name == "ma") {
+    req->cmd = Command::kMetaArith;
+    allowed = kMaFlags;
+  } else if (name == "me") {
+    // me <key> [b]: other second tokens are ignored, as memcached does.
+    req->cmd = Command::kMetaDebug;
+    if (nt < 2 || nt > 3) return Error(kBadFormat, line_len);
+    req->meta.base64 = nt == 3 && tok[2] == "b";
+  } else {
+    return Error(kErr, line_len);
+  }
+  if (nt < 2) return Error(kErr, line_len);
+
+  // ms: the data length comes first, so that a rejected request's data block can be swallowed
+  // and the connection stays in step with the client.
+  auto fail = [&](std::string_view line) -> ParseResult {
+    if (req->cmd == Command::kMetaSet && req->bytes_valid) swallow_ = req->bytes + 2;
+    return Error(line, line_len);
+  };
+  if (req->cmd == Command::kMetaSet) {
+    int64_t bytes = -1;
+    if (nt < 3 || !ParseI64(tok[2], &bytes) || bytes < 0 || bytes > std::numeric_limits<int32_t>::max() - 2)
+      return Error(kBadFormat, line_len);
+    req->bytes = static_cast<uint64_t>(bytes);
+    req->bytes_valid = true;
+  }
+
+  MetaFlags& m = req->meta;
+  uint64_t seen[2] = {0, 0};  // one bit per flag character (0..127)
+  for (size_t i = first_flag; req->cmd != Command::kMetaDebug && i < nt; ++i) {
+    const std::string_view t = tok[i];
+    const unsigned char c = static_cast<unsigned char>(t[0]);
+    const std::string_view arg = t.substr(1);
+    if (c == 'P' || c == 'L') continue;  // proxy hints
+    if (c == 'h' && req->cmd == Command::kMetaGet) return fail(kNoFlagH);
+    if (c == 'l' && req->cmd == Command::kMetaGet) return fail(kNoFlagL);
+    if (c == 'E') return fail(kNoFlagE);
+    if (c >= 128 || allowed.find(static_cast<char>(c)) == std::string_view::npos) return fail(kBadFlag);
+    if (seen[c >> 6] & (1ull << (c & 63))) return fail(kDupFlag);
+    seen[c >> 6] |= 1ull << (c & 63);
+    if (kReturnFlags.find(static_cast<char>(c)) != std::string_view::npos) m.ret[m.nret++] = static_cast<char>(c);
+    switch (c) {
+      case 'O':
+        if (arg.size() > kMaxOpaqueLength) return fail(kLongOpaque);
+        m.opaque = arg;
+        continue;
+      case 'T':
+        if (!ParseTtl(arg, &m.ttl)) return fail(kBadToken);
+        m.has_ttl = true;
+        continue;
+      case 'N':
+        if (!ParseTtl(arg, &m.vivify_ttl)) return fail(kBadToken);
+        m.vivify = true;
+        continue;
+      case 'R':
+        if (!ParseTtl(arg, &m.recache_ttl)) return fail(kBadToken);
+        m.recache = true;
+        continue;
+      case 'C':
+        if (!ParseU64(arg, &m.cas)) return fail(kBadToken);
+        m.has_cas = true;
+        continue;
+      case 'F': {
+        uint64_t f = 0;
+        if (!ParseU64(arg, &f) || f > std::numeric_limits<uint32_t>::max()) return fail(kBadFormat);
+        m.client_flags = static_cast<uint32_t>(f);
+        continue;
+      }
+      case 'D':
+        if (!ParseU64(arg, &m.delta)) return fail(kBadToken);
+        continue;
+      case 'J':
+        if (!ParseU64(arg, &m.initial)) return fail(kBadToken);
+        continue;
+      case 'M': {
+        const char mode = arg.size() == 1 ? arg[0] : 0;
+        if (req->cmd == Command::kMetaSet) {
+          switch (mode) {
+            case 'S': case 's': m.mode = 'S'; break;
+            case 'E': case 'e': m.mode = 'E'; break;
+            case 'A': case 'a': m.mode = 'A'; break;
+            case 'P': case 'p': m.mode = 'P'; break;
+            case 'R': case 'r': m.mode = 'R'; break;
+            default: return fail(kBadMsMode);
+          }
+        } else {
+          switch (mode) {
+            case 'I': case 'i': case '+': m.mode = '+'; break;
+            case 'D': case 'd': case '-': m.mode = '-'; break;
+            default: return fail(kBadMaMode);
+          }
+        }
+        continue;
+      }
+      default:
+        break;
+    }
+    // A flag without a token.
+    if (!arg.empty()) return fail(kBadFlag);
+    switch (c) {
+      case 'b': m.base64 = true; break;
+      case 'q': m.quiet = true; break;
+      case 'v': m.value = true; break;
+      case 'I': m.invalidate = true; break;
+      default: break;  // c f k s t: reply tokens; u: no LRU here, so nothing to skip
+    }
+  }
+
+  // The key: as memcached, the token as sent is limited to 250 bytes, base64 or not.
+  const std::string_view key = tok[1];
+  if (m.base64) {
+    if (key.size() > kMaxKeyLength) return fail(kBadFormat);
+    if (!DecodeBase64(key, &req->binary_key)) return fail(kBadKey64);
+  } else if (!ValidKey(key)) {
+    return fail(kBadFormat);
+  }
+  req->keys.push_back(key);
+  if (req->cmd == Command::kMetaSet) return ParseData(in, line_len, req);
+  return ok;
+}
+
+// ---- base64 ----------------------------------------------------------------------------------
+
+namespace {
+constexpr char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+int B64Value(char ch) {
+  if (ch >= 'A' && ch <= 'Z') return ch - 'A';
+  if (ch >= 'a' && ch <= 'z') return ch - 'a' + 26;
+  if (ch >= '0' && ch <= '9') return ch - '0' + 52;
+  if (ch == '+') return 62;
+  if (ch == '/') return 63;
+  return -1;
+}
+}  // namespace
+
+bool DecodeBase64(std::string_view in, std::string* out) {
+  out->clear();
+  if (in.empty() || in.size() % 4 != 0) return false;
+  size_t pad = 0;
+  if (in.back() == '=') ++pad;
+  if (in.size() >= 2 && in[in.size() - 2] == '=') ++pad;
+  if (pad == 1 && in.back() != '=') return false;
+  const size_t n = in.size() - pad;  // significant characters
+  uint32_t acc = 0;
+  int bits = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const int v = B64Value(in[i]);
+    if (v < 0) return false;  // includes '=' before the padding
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out->push_back(static_cast<char>((acc >> bits) & 0xff));
+    }
+  }
+  // Canonical: the bits left over from the last character are zero.
+  return (acc & ((1u << bits) - 1)) == 0;
+}
+
+void EncodeBase64(std::string_view in, std::string* out) {
+  size_t i = 0;
+  for (; i + 3 <= in.size(); i += 3) {
+    const uint32_t v = (uint32_t(uint8_t(in[i])) << 16) | (uint32_t(uint8_t(in[i + 1])) << 8) | uint8_t(in[i + 2]);
+    for (int s = 18; s >= 0; s -= 6) out->push_back(kB64[(v >> s) & 63]);
+  }
+  const size_t rest = in.size() - i;
+  if (rest == 1) {
+    const uint32_t v = uint32_t(uint8_t(in[i])) << 16;
+    out->push_back(kB64[(v >> 18) & 63]);
+    out->push_back(kB64[(v >> 12) & 63]);
+    out->append("==");
+  } else if (rest == 2) {
+    const uint32_t v = (uint32_t(uint8_t(in[i])) << 16) | (uint32_t(uint8_t(in[i + 1])) << 8);
+    out->push_back(kB64[(v >> 18) & 63]);
+    out->push_back(kB64[(v >> 12) & 63]);
+    out->push_back(kB64[(v >> 6) & 63]);
+    out->push_back('=');
+  }
 }
 
 }  // namespace wort::server

@@ -12,8 +12,24 @@
 //   touch <key> <exptime> [noreply]        flush_all [delay] [noreply]
 //   version    verbosity <level> [noreply]    stats [<group>]    quit
 //   range <start> <end> <limit> [values]   (wort extension: keys in order; doc/server.md)
+//   mg <key> <flag>*    ms <key> <datalen> <flag>*\r\n<data>\r\n    md <key> <flag>*
+//   ma <key> <flag>*    me <key> [b]    mn                     (meta commands, below)
 // Keys are 1..250 bytes with no control character (0x00-0x1f, 0x7f) and no space; bytes
-// >= 0x80 are allowed. Meta commands (mg, ms, md, ma, mn, me) are not implemented: ERROR.
+// >= 0x80 are allowed.
+//
+// Meta commands (memcached 1.6.18's protocol.txt, "Meta Commands"): each flag is one character,
+// possibly followed by a token ("T30", "Oabc"), at most once per request ("CLIENT_ERROR
+// duplicate flag"). Accepted flags (P and L, proxy hints, are accepted and ignored by all):
+//   mg  b c f k O q s t u v N R T         ms  b c C F I k M O q T
+//   md  b C I k O q T                     ma  b c C D J k M N O q t T v
+//   me  b (as the second token)           mn  (any tokens ignored)
+// Refused with a CLIENT_ERROR naming the flag, because the store cannot honour them:
+//   h, l (mg: hit-before / last-access time: the store keeps neither)
+//   E (any: a client-chosen cas; wort's cas values double as flush_all's marker, see store.h)
+// Any other flag: "CLIENT_ERROR invalid flag". With `b` the key token is base64 (standard
+// alphabet, padded, canonical) and decodes to any bytes (0x00..0xff); the token itself must be
+// <= 250 bytes, as memcached checks it ("CLIENT_ERROR error decoding key" if it does not decode).
+// Meta errors are always sent (q suppresses only success codes; see handler.cc).
 //
 // Errors follow memcached 1.6 (checked against memcached 1.6.18):
 //   ERROR                                  unknown command, wrong number of tokens
@@ -36,6 +52,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -46,6 +63,8 @@ inline constexpr size_t kMaxKeyLength = 250;
 inline constexpr int64_t kMaxRelativeExptime = 60 * 60 * 24 * 30;
 // Largest `limit` of a range request.
 inline constexpr uint64_t kMaxRangeLimit = 1'000'000;
+// Longest opaque token (O flag) of a meta command, as memcached.
+inline constexpr size_t kMaxOpaqueLength = 32;
 
 enum class Command : uint8_t {
   kGet, kGets, kGat, kGats,
@@ -53,8 +72,34 @@ enum class Command : uint8_t {
   kDelete, kIncr, kDecr, kTouch,
   kFlushAll, kVersion, kVerbosity, kStats, kQuit,
   kRange,
+  kMetaGet, kMetaSet, kMetaDelete, kMetaArith, kMetaDebug, kMetaNoop,
 };
 const char* CommandName(Command c);
+
+// The flags of a meta request. Defaults are memcached's.
+struct MetaFlags {
+  // The flags that add a token to the reply ('c', 'f', 'k', 'O', 's', 't'), in request order.
+  char ret[8] = {};
+  uint8_t nret = 0;
+  bool base64 = false;      // b: the key token is base64
+  bool quiet = false;       // q: suppress the success code (mg: the miss code EN)
+  bool value = false;       // v: return the value (mg, ma)
+  bool invalidate = false;  // I: ms with C: a lower cas stores a stale item; md: mark stale
+  bool has_ttl = false;     // T<ttl>: mg/ma: new exptime on a hit; ms: exptime; md: with I
+  int64_t ttl = 0;
+  bool vivify = false;      // N<ttl>: mg/ma: create the item on a miss with this exptime
+  int64_t vivify_ttl = 0;
+  bool recache = false;     // R<ttl>: mg: win the recache if the item's remaining ttl < this
+  int64_t recache_ttl = 0;
+  bool has_cas = false;     // C<cas>: compare cas
+  uint64_t cas = 0;
+  uint32_t client_flags = 0;  // F<flags> (ms)
+  uint64_t delta = 1;       // D<delta> (ma)
+  uint64_t initial = 0;     // J<initial> (ma with N)
+  char mode = 0;            // M<mode>, normalized: ms 'S','E','A','P','R'; ma '+','-'; 0 = default
+  std::string_view opaque;  // O<opaque>, up to 32 bytes
+  bool returns(char c) const;
+};
 
 // One parsed request. Every string_view points into the parser's input and stays valid until
 // the caller drops the consumed bytes.
@@ -73,10 +118,16 @@ struct Request {
   std::string_view arg;     // stats: the group ("" for plain stats, "settings", "reset", ...)
   uint64_t limit = 0;       // range
   bool with_values = false; // range
-  // storage commands: exactly `bytes` bytes of value (the trailing "\r\n" is not included)
+  // meta commands: keys[0] is the key token as sent; with meta.base64, binary_key holds its
+  // decoded bytes. Use MetaKey().
+  MetaFlags meta;
+  std::string binary_key;
+  std::string_view MetaKey() const { return meta.base64 ? std::string_view(binary_key) : keys[0]; }
+  // storage commands and ms: exactly `bytes` bytes of value (the trailing "\r\n" is not included)
   std::string_view data;
   uint64_t bytes = 0;
-  // storage commands: the value is longer than Limits::max_item_size; `data` is empty and the
+  bool bytes_valid = false;  // ms: `bytes` was parsed (a rejected request's data is swallowed)
+  // storage commands and ms: the value is longer than Limits::max_item_size; `data` is empty and the
   // value's bytes are being swallowed.
   bool too_large = false;
 
@@ -125,6 +176,10 @@ class Parser {
   ParseResult ParseLine(std::string_view in, std::string_view line, size_t line_len, Request* req);
   ParseResult ParseStorage(std::string_view in, size_t line_len, const std::vector<std::string_view>& tok,
                            Request* req);
+  ParseResult ParseMeta(std::string_view in, size_t line_len, const std::vector<std::string_view>& tok,
+                        Request* req);
+  // ms: the data block after the line (or its swallowing when too large).
+  ParseResult ParseData(std::string_view in, size_t line_len, Request* req);
 
   Limits limits_;
   uint64_t swallow_ = 0;
@@ -133,6 +188,11 @@ class Parser {
 
 // True iff `key` is a valid memcached key (1..250 bytes, no control character, no space).
 bool ValidKey(std::string_view key);
+
+// Decodes standard, padded, canonical base64 (RFC 4648 section 4) into *out. True iff valid.
+bool DecodeBase64(std::string_view in, std::string* out);
+// Appends the padded base64 encoding of `in` to *out.
+void EncodeBase64(std::string_view in, std::string* out);
 
 // memcached's exptime rule: 0 = never (returns 0); negative = already expired (returns -1);
 // > 30 days = absolute unix time; otherwise relative to `now` (unix seconds).

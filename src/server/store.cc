@@ -17,7 +17,15 @@ namespace wort::server {
 namespace {
 std::atomic<int64_t> g_clock_offset{0};
 
-bool IsMetaKey(std::string_view k) { return !k.empty() && k[0] == '\0'; }
+bool IsMetaKey(std::string_view k) { return k == kMetaKey; }
+
+ItemView View(std::string_view key, const Record* r) {
+  ItemView v{key, r->flags, r->cas, {r->data(), r->length}};
+  v.exptime = r->exptime;
+  v.stale = (RecordState(r) & kStateStale) != 0;
+  v.token_sent = (RecordState(r) & kStateTokenSent) != 0;
+  return v;
+}
 }  // namespace
 
 int64_t Store::Now() {
@@ -117,7 +125,7 @@ bool Store::Live(const Record* r, int64_t now) const {
   if (r->exptime != 0 && r->exptime <= now) return false;
   if (r->cas < pm::load8(&meta_->flush_cas)) return false;
   const int64_t ft = static_cast<int64_t>(pm::load8(reinterpret_cast<const uint64_t*>(&meta_->flush_time)));
-  if (ft != 0 && now >= ft && r->time < ft) return false;
+  if (ft != 0 && now >= ft && RecordTime(r) < ft) return false;
   return true;
 }
 
@@ -141,7 +149,7 @@ bool Store::Get(std::string_view key, const ItemFn& fn, bool* expired) {
     }
     const Record* r = pool_->at<Record>(off);
     if (Live(r, Now())) {
-      fn(ItemView{key, r->flags, r->cas, {r->data(), r->length}});
+      fn(View(key, r));
       return true;
     }
   }
@@ -178,7 +186,7 @@ Status Store::Range(std::string_view start, std::string_view end, uint64_t limit
       const Record* r = pool_->at<Record>(value);
       if (!Live(r, now)) return true;
       ++got;
-      const bool more = fn(ItemView{key, r->flags, r->cas, {r->data(), r->length}});
+      const bool more = fn(View(key, r));
       if (!more) {
         stopped = true;
         return false;
@@ -201,7 +209,7 @@ Status Store::Range(std::string_view start, std::string_view end, uint64_t limit
 
 // Steps 1-4 of store.h: new record (a then b as data) -> persist -> Upsert (commit) -> free old.
 Result Store::WriteRecord(std::string_view key, uint32_t flags, int64_t exptime, std::string_view a,
-                          std::string_view b, bool have_old, uint64_t old_off, uint64_t* cas_out) {
+                          std::string_view b, bool have_old, uint64_t old_off, uint64_t* cas_out, uint64_t state) {
   const size_t len = a.size() + b.size();
   uint64_t off = 0;
   Status s = pool_->allocator().Alloc(sizeof(Record) + len, &off);
@@ -209,7 +217,7 @@ Result Store::WriteRecord(std::string_view key, uint32_t flags, int64_t exptime,
   Record* r = pool_->at<Record>(off);
   r->cas = NextCas();
   r->exptime = exptime;
-  r->time = Now();
+  r->time = static_cast<int64_t>((static_cast<uint64_t>(Now()) & kRecordTimeMask) | state);
   r->flags = flags;
   r->length = static_cast<uint32_t>(len);
   if (!a.empty()) std::memcpy(r->data(), a.data(), a.size());
@@ -327,7 +335,7 @@ bool Store::GetAndTouch(std::string_view key, int64_t exptime, const ItemFn& fn)
   pm::store8(reinterpret_cast<uint64_t*>(&r->exptime), static_cast<uint64_t>(exptime));  // COMMIT POINT
   pm::persist(&r->exptime, sizeof(r->exptime));
   // The new exptime may be in the past (gat -1): memcached still returns the item this once.
-  fn(ItemView{key, r->flags, r->cas, {r->data(), r->length}});
+  fn(View(key, r));
   return true;
 }
 
@@ -350,6 +358,157 @@ void Store::FlushAll(int64_t when) {
     crawl_now_ = true;
   }
   crawler_cv_.notify_all();
+}
+
+// ---- meta commands -------------------------------------------------------------------------
+
+bool Store::MetaGet(std::string_view key, const MetaGetArgs& a, const ItemFn& fn) {
+  bool retry = false;
+  // A plain mg only reads: shared lock. It needs the exclusive lock only to touch, vivify, or
+  // hand out a recache token (then it starts over).
+  if (!a.touch && !a.vivify && !a.recache) {
+    std::shared_lock lk(mu_);
+    const bool hit = MetaGetLocked(key, a, fn, false, &retry);
+    if (!retry) return hit;
+  }
+  std::unique_lock lk(mu_);
+  return MetaGetLocked(key, a, fn, true, &retry);
+}
+
+bool Store::MetaGetLocked(std::string_view key, const MetaGetArgs& a, const ItemFn& fn, bool exclusive,
+                          bool* retry) {
+  const int64_t now = Now();
+  uint64_t off = 0;
+  const bool have = index_->Lookup(key, &off).ok();
+  Record* r = have ? pool_->at<Record>(off) : nullptr;
+  if (!have || !Live(r, now)) {
+    if (!a.vivify) return false;
+    // N: an empty stub item whose creator wins the recache (kStateTokenSent from the start).
+    uint64_t cas = 0;
+    if (WriteRecord(key, 0, a.vivify_exptime, {}, {}, have, off, &cas, kStateTokenSent) != Result::kStored)
+      return false;
+    ItemView v{key, 0, cas, {}};
+    v.exptime = a.vivify_exptime;
+    v.won = true;
+    fn(v);
+    return true;
+  }
+  const uint64_t state = RecordState(r);
+  bool won = (state & kStateStale) && !(state & kStateTokenSent);
+  if (a.recache && !(state & kStateTokenSent) && r->exptime != 0 && r->exptime < a.recache_before) won = true;
+  if (!exclusive && won) {
+    *retry = true;
+    return false;
+  }
+  if (a.touch) {
+    pm::store8(reinterpret_cast<uint64_t*>(&r->exptime), static_cast<uint64_t>(a.exptime));  // COMMIT POINT (T)
+    pm::persist(&r->exptime, sizeof(r->exptime));
+  }
+  ItemView v = View(key, r);
+  if (won) {
+    // COMMIT POINT of the win: one 8-byte store of `time` with kStateTokenSent set.
+    pm::store8(reinterpret_cast<uint64_t*>(&r->time), static_cast<uint64_t>(r->time) | kStateTokenSent);
+    pm::persist(&r->time, sizeof(r->time));
+    v.won = true;
+  }
+  fn(v);
+  return true;
+}
+
+Result Store::MetaSet(StoreMode mode, std::string_view key, uint32_t flags, int64_t exptime, std::string_view data,
+                      bool compare, uint64_t cas, bool invalidate, uint64_t* cas_out) {
+  std::unique_lock lk(mu_);
+  uint64_t old = 0;
+  const bool have = index_->Lookup(key, &old).ok();
+  const Record* o = have ? pool_->at<Record>(old) : nullptr;
+  const bool live = have && Live(o, Now());
+  uint64_t state = 0;
+  switch (mode) {
+    case StoreMode::kAdd:  // memcached's add ignores a compare cas
+      if (live) return Result::kNotStored;
+      break;
+    case StoreMode::kAppend:
+    case StoreMode::kPrepend: {
+      if (!live) return Result::kNotStored;
+      if (compare && o->cas != cas) return Result::kExists;
+      if (uint64_t(o->length) + data.size() > opts_.max_item_size) return Result::kTooLarge;
+      const std::string_view old_data(o->data(), o->length);
+      if (mode == StoreMode::kAppend) return WriteRecord(key, o->flags, o->exptime, old_data, data, true, old, cas_out);
+      return WriteRecord(key, o->flags, o->exptime, data, old_data, true, old, cas_out);
+    }
+    case StoreMode::kReplace:
+    case StoreMode::kSet:
+    case StoreMode::kCas:
+      if (mode == StoreMode::kReplace && !live) return Result::kNotStored;
+      if (compare) {
+        if (!live) return Result::kNotFound;
+        if (o->cas != cas) {
+          // I: an older cas may still store, as a stale item that keeps the old exptime.
+          if (!invalidate || cas > o->cas) return Result::kExists;
+          state = RecordState(o) | kStateStale;
+          exptime = o->exptime;
+        }
+      }
+      break;
+  }
+  return WriteRecord(key, flags, exptime, data, {}, have, old, cas_out, state);
+}
+
+Result Store::MetaDelete(std::string_view key, bool compare, uint64_t cas, bool invalidate, bool set_exptime,
+                         int64_t exptime) {
+  std::unique_lock lk(mu_);
+  uint64_t off = 0;
+  if (!index_->Lookup(key, &off).ok()) return Result::kNotFound;
+  const Record* r = pool_->at<Record>(off);
+  if (!Live(r, Now())) {
+    RemoveLocked(key, off);
+    counters_.reclaimed.fetch_add(1, std::memory_order_relaxed);
+    return Result::kNotFound;
+  }
+  if (compare && r->cas != cas) return Result::kExists;
+  if (!invalidate) {
+    RemoveLocked(key, off);
+    return Result::kDeleted;
+  }
+  // I: the same data under a new cas, marked stale (no recache token handed out yet). A new
+  // record rather than two in-place stores, so that the cas and the state change together at
+  // the index's commit point.
+  const Result w = WriteRecord(key, r->flags, set_exptime ? exptime : r->exptime, {r->data(), r->length}, {}, true,
+                               off, nullptr, kStateStale);
+  return w == Result::kStored ? Result::kDeleted : w;
+}
+
+Result Store::MetaArith(std::string_view key, const ArithArgs& a, ArithOut* out) {
+  std::unique_lock lk(mu_);
+  uint64_t off = 0;
+  const bool have = index_->Lookup(key, &off).ok();
+  const Record* o = have ? pool_->at<Record>(off) : nullptr;
+  char buf[24];
+  if (!have || !Live(o, Now())) {
+    if (!a.vivify) return Result::kNotFound;
+    const auto res = std::to_chars(buf, buf + sizeof(buf), a.initial);
+    const Result w = WriteRecord(key, 0, a.vivify_exptime, std::string_view(buf, res.ptr - buf), {}, have, off, &out->cas);
+    if (w != Result::kStored) return w == Result::kNoMemory ? Result::kNotStored : w;
+    out->value = a.initial;
+    out->exptime = a.vivify_exptime;
+    return Result::kStored;
+  }
+  if (a.compare && o->cas != a.cas) return Result::kExists;
+  std::string_view text(o->data(), o->length);
+  while (!text.empty() && text.back() == ' ') text.remove_suffix(1);
+  uint64_t v = 0;
+  if (!ParseU64(text, &v)) return Result::kNonNumeric;
+  if (a.incr) v += a.delta;  // wraps at 2^64, as memcached does
+  else v = a.delta > v ? 0 : v - a.delta;
+  const auto res = std::to_chars(buf, buf + sizeof(buf), v);
+  const int64_t exptime = a.touch ? a.exptime : o->exptime;
+  const Result w =
+      WriteRecord(key, o->flags, exptime, std::string_view(buf, res.ptr - buf), {}, true, off, &out->cas, RecordState(o));
+  if (w == Result::kStored) {
+    out->value = v;
+    out->exptime = exptime;
+  }
+  return w;
 }
 
 // ---- crawler -------------------------------------------------------------------------------

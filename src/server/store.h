@@ -60,12 +60,17 @@ namespace wort::server {
 // One stored item: a pool block of sizeof(Record) + length bytes, 64-byte aligned.
 //   [0]  cas       uint64  unique version of this item (never rewritten)
 //   [8]  exptime   int64   absolute unix seconds; 0 = never; < 0 = already expired
-//   [16] time      int64   unix seconds when the item was stored (for a delayed flush_all)
+//   [16] time      int64   bits 0..55: unix seconds when the item was stored (for a delayed
+//                          flush_all); bits 56..63: meta state (kStateStale, kStateTokenSent)
 //   [24] flags     uint32  opaque client flags
 //   [28] length    uint32  bytes of data
 //   [32] data      `length` bytes
 // Invariant: a record referenced by the index is wholly persistent (written in step 1-2 above);
-// only `exptime` is ever rewritten, by a single store8 + persist.
+// only `exptime` and `time` are ever rewritten in place, each by a single store8 + persist
+// (`time` only to set kStateTokenSent).
+// Compatibility: pools written before the state bits existed have them zero (no state), so they
+// open unchanged. A build without them would read a flagged item's time as far in the future
+// (a delayed flush_all would spare it); nothing else.
 struct Record {
   uint64_t cas;
   int64_t exptime;
@@ -77,6 +82,14 @@ struct Record {
 };
 static_assert(sizeof(Record) == 32);
 static_assert(offsetof(Record, exptime) % 8 == 0, "exptime is rewritten with one 8-byte store");
+static_assert(offsetof(Record, time) % 8 == 0, "time is rewritten with one 8-byte store");
+
+// The meta state bits in Record::time (memcached's ITEM_STALE and ITEM_TOKEN_SENT).
+inline constexpr uint64_t kRecordTimeMask = (uint64_t{1} << 56) - 1;
+inline constexpr uint64_t kStateStale = uint64_t{1} << 56;      // md I / ms I: data is stale
+inline constexpr uint64_t kStateTokenSent = uint64_t{1} << 57;  // a client got the W (recache) flag
+inline int64_t RecordTime(const Record* r) { return static_cast<int64_t>(static_cast<uint64_t>(r->time) & kRecordTimeMask); }
+inline uint64_t RecordState(const Record* r) { return static_cast<uint64_t>(r->time) & ~kRecordTimeMask; }
 
 // The server's metadata block (under kMetaKey).
 //   [0]  magic       kMetaMagic
@@ -100,6 +113,10 @@ struct ItemView {
   uint32_t flags = 0;
   uint64_t cas = 0;
   std::string_view data;
+  int64_t exptime = 0;      // absolute, as stored (0 = never)
+  bool stale = false;       // kStateStale
+  bool token_sent = false;  // kStateTokenSent, as it was before this request
+  bool won = false;         // MetaGet: this request won the recache (the W flag)
 };
 using ItemFn = std::function<void(const ItemView&)>;
 
@@ -166,6 +183,48 @@ class Store {
   // flush_all: `when` is an absolute unix time (0 or <= now: at once).
   void FlushAll(int64_t when);
 
+  // ---- meta commands (memcached's mg/ms/md/ma semantics; exptimes absolute) -----------------
+  struct MetaGetArgs {
+    bool touch = false;  // T: set exptime on a hit
+    int64_t exptime = 0;
+    bool vivify = false;  // N: on a miss create an empty item (flags 0) with vivify_exptime
+    int64_t vivify_exptime = 0;
+    bool recache = false;  // R: win if the item expires before recache_before
+    int64_t recache_before = 0;
+  };
+  // Calls fn with the live item (or the item N just created: won) and returns true; false on a
+  // miss. The item is won (W) when N created it, when R applies, or when it is stale; a won
+  // item is marked kStateTokenSent (one store8 of `time`), so later requests see token_sent (Z).
+  bool MetaGet(std::string_view key, const MetaGetArgs& a, const ItemFn& fn);
+  // ms. mode kCas is not used: `compare` (C) gives cas semantics to kSet and kReplace, and is
+  // checked by kAppend/kPrepend too (kAdd ignores it). With `invalidate` (I), a compare cas
+  // lower than the item's stores the new data as a stale item keeping the old exptime.
+  // Returns kStored, kNotStored (NS), kExists (EX), kNotFound (NF), kTooLarge, kNoMemory.
+  Result MetaSet(StoreMode mode, std::string_view key, uint32_t flags, int64_t exptime, std::string_view data,
+                 bool compare, uint64_t cas, bool invalidate, uint64_t* cas_out);
+  // md. With `invalidate` (I) the item is kept, marked stale with a new cas (and exptime if
+  // set_exptime). Returns kDeleted, kNotFound, kExists (cas mismatch), kNoMemory.
+  Result MetaDelete(std::string_view key, bool compare, uint64_t cas, bool invalidate, bool set_exptime,
+                    int64_t exptime);
+  struct ArithArgs {
+    bool incr = true;
+    uint64_t delta = 1;
+    bool compare = false;  // C
+    uint64_t cas = 0;
+    bool vivify = false;  // N: on a miss create the item with `initial` and vivify_exptime
+    int64_t vivify_exptime = 0;
+    uint64_t initial = 0;
+    bool touch = false;  // T: set exptime on success
+    int64_t exptime = 0;
+  };
+  struct ArithOut {
+    uint64_t value = 0, cas = 0;
+    int64_t exptime = 0;
+  };
+  // ma. Returns kStored, kNotFound, kNotStored (N could not create), kExists, kNonNumeric,
+  // kNoMemory.
+  Result MetaArith(std::string_view key, const ArithArgs& a, ArithOut* out);
+
   // ---- information ---------------------------------------------------------------------------
   bool ordered() const { return ordered_; }
   std::string_view index_kind() const { return index_->kind(); }
@@ -186,7 +245,8 @@ class Store {
   bool Live(const Record* r, int64_t now) const;
   uint64_t NextCas() { return cas_next_.fetch_add(1, std::memory_order_relaxed); }
   Result WriteRecord(std::string_view key, uint32_t flags, int64_t exptime, std::string_view a, std::string_view b,
-                     bool have_old, uint64_t old_off, uint64_t* cas_out);
+                     bool have_old, uint64_t old_off, uint64_t* cas_out, uint64_t state = 0);
+  bool MetaGetLocked(std::string_view key, const MetaGetArgs& a, const ItemFn& fn, bool exclusive, bool* retry);
   void RemoveLocked(std::string_view key, uint64_t off);
   void CrawlerLoop();
 

@@ -12,6 +12,9 @@ MODE is one of:
            pool and read back every acknowledged write (twice), then `wort pool check` (no leak).
   oom      a small pool fills up: writes answer SERVER_ERROR out of memory, reads keep working.
   unordered  with a hash index, range answers SERVER_ERROR and the rest works.
+  meta     the meta commands (mg ms md ma me mn) over a loopback socket: pipelines of quiet
+           commands ended by mn, every reply code, cas conflicts, ma on a non-numeric value,
+           binary keys via b, malformed requests, stale/win state across a restart.
 Exit status 0 iff every check passed. Everything listens on 127.0.0.1 only; every loop is bounded.
 """
 import argparse
@@ -275,7 +278,7 @@ def test_raw_protocol(srv):
         (b"verbosity 1\r\nverbosity\r\n", b"OK\r\nERROR\r\n"),
         (b"stats nosuchgroup\r\n", b"ERROR\r\n"),
         (b"cas r 0 0 1\r\nq\r\n", b"ERROR\r\nERROR\r\n"),
-        (b"mg r v\r\n", b"ERROR\r\n"),
+        (b"mg r v f\r\n", b"VA 3 f5\r\nabc\r\n"),  # meta commands: mode meta
         (b"set n 0 -1 1\r\nx\r\nget n\r\n", b"STORED\r\nEND\r\n"),  # negative exptime: expired at once
         (b"set q 0 0 1 noreply\r\nx\r\nget q\r\n", b"VALUE q 0 1\r\nx\r\nEND\r\n"),
         (b"delete q noreply\r\nincr q 1 noreply\r\ntouch q 1 noreply\r\nget q\r\n", b"END\r\n"),
@@ -636,15 +639,91 @@ def mode_unordered(args):
         srv.stop()
 
 
+
+# ---- meta ---------------------------------------------------------------------------------
+
+def mode_meta(args):
+    import base64
+    srv = Server(args.wort, args.pool)
+    try:
+        p = srv.port
+        cases = [
+            (b"mn\r\n", b"MN\r\n"),
+            (b"ms m1 3 F9 T0\r\nabc\r\nmg m1 v f t s k Oop\r\n", b"HD\r\nVA 3 f9 t-1 s3 km1 Oop\r\nabc\r\n"),
+            (b"mg nope v\r\nmg nope v q\r\nmg nope k O7\r\nmn\r\n", b"EN\r\nEN knope O7\r\nMN\r\n"),
+            (b"md nope\r\nms nope 1 MR\r\nx\r\nma nope\r\nme nope\r\n", b"NF\r\nNS\r\nNF\r\nEN\r\n"),
+            (b"ma m1\r\n", b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n"),
+            (b"ma cnt N0 J41 v\r\nma cnt v\r\nma cnt MD D50 v\r\n", b"VA 2\r\n41\r\nVA 2\r\n42\r\nVA 1\r\n0\r\n"),
+            (b"mg m1 v v\r\nmg m1 h\r\nms m1 2 zz\r\nhi\r\nmg m1 s\r\n",
+             b"CLIENT_ERROR duplicate flag\r\nCLIENT_ERROR flag h is not supported: wort serve keeps no hit-before data\r\n"
+             b"CLIENT_ERROR invalid flag\r\nHD s3\r\n"),
+            (b"mg " + b"k" * 251 + b" v\r\nmn\r\n", b"CLIENT_ERROR bad command line format\r\nMN\r\n"),
+        ]
+        for req, want in cases:
+            got = talk(p, req)
+            check(got == want, f"meta {req[:60]!r}: got {got[:200]!r} want {want[:200]!r}")
+
+        # A pipeline of 500 quiet sets and 500 quiet gets (half of them misses) in one send,
+        # ended by mn: only the hits come back, in order, then MN.
+        s = srv.raw()
+        req = b"".join(b"ms q%d 4 q\r\nv%03d\r\n" % (i, i % 1000) for i in range(0, 1000, 2))
+        req += b"".join(b"mg q%d v q k\r\n" % i for i in range(1000))
+        req += b"mn\r\n"
+        s.sendall(req)
+        got = recv_until(s, b"MN\r\n")
+        want = b"".join(b"VA 4 kq%d\r\nv%03d\r\n" % (i, i) for i in range(0, 1000, 2)) + b"MN\r\n"
+        check(got == want, f"quiet pipeline: {len(got)} bytes, want {len(want)}")
+        s.close()
+
+        # cas conflicts via C, as two clients racing on one key.
+        a, b = srv.raw(), srv.raw()
+        a.sendall(b"ms race 1 c\r\n0\r\n")
+        cas = int(recv_until(a, b"\r\n").split()[1][1:])
+        b.sendall(b"ms race 1 C%d\r\nB\r\n" % cas)
+        check(recv_until(b, b"\r\n") == b"HD\r\n", "first C wins")
+        a.sendall(b"ms race 1 C%d\r\nA\r\n" % cas)
+        check(recv_until(a, b"\r\n") == b"EX\r\n", "second C with the same cas: EX")
+        a.sendall(b"md race C%d\r\n" % cas)
+        check(recv_until(a, b"\r\n") == b"EX\r\n", "md with an old cas: EX")
+        a.close()
+        b.close()
+
+        # Binary keys via b: 0x00, >= 0x80, prefix keys, a long key; back through k.
+        keys = [b"\x00", b"\x00\x00", b"\xff\x80", b"\xff\x80\x00", bytes(range(256))[:180], b"sp ace\r\n"]
+        for i, k in enumerate(keys):
+            e = base64.b64encode(k)
+            got = talk(p, b"ms %s 2 b\r\nb%d\r\nmg %s b k v\r\n" % (e, i, e))
+            check(got == b"HD\r\nVA 2 k%s b\r\nb%d\r\n" % (e, i), f"binary key {k[:8]!r}: {got!r}")
+        check(talk(p, b"mg !!!! b v\r\n") == b"CLIENT_ERROR error decoding key\r\n", "bad base64")
+
+        # Stale (md I) and the recache token survive a restart (state bits in the record).
+        check(talk(p, b"ms st 3\r\nold\r\nmd st I\r\nmg st v\r\n") == b"HD\r\nHD\r\nVA 3 X W\r\nold\r\n",
+              "md I marks stale; the first reader wins")
+        check(talk(p, b"mg viv N60 s\r\n") == b"HD s0 W\r\n", "N vivifies and wins")
+    finally:
+        srv.stop()
+    srv = Server(args.wort, args.pool)
+    try:
+        p = srv.port
+        check(talk(p, b"mg st v\r\n") == b"VA 3 Z X\r\nold\r\n", "stale + token sent after a restart")
+        check(talk(p, b"mg viv s\r\n") == b"HD s0 Z\r\n", "vivified stub after a restart")
+        e = base64.b64encode(keys[4])
+        check(talk(p, b"mg %s b v\r\n" % e) == b"VA 2\r\nb4\r\n", "binary key after a restart")
+        check(talk(p, b"mg q998 v\r\n") == b"VA 4\r\nv998\r\n", "quiet set after a restart")
+    finally:
+        srv.stop()
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["clients", "kill", "oom", "unordered"])
+    ap.add_argument("mode", choices=["clients", "kill", "oom", "unordered", "meta"])
     ap.add_argument("--wort", required=True)
     ap.add_argument("--pool", required=True)
     ap.add_argument("--index", default="", help="index kind (default: the server's)")
     args = ap.parse_args()
     Server.index = args.index
-    {"clients": mode_clients, "kill": mode_kill, "oom": mode_oom, "unordered": mode_unordered}[args.mode](args)
+    {"clients": mode_clients, "kill": mode_kill, "oom": mode_oom, "unordered": mode_unordered,
+     "meta": mode_meta}[args.mode](args)
     print(f"{args.mode}: {len(FAILURES)} failures", flush=True)
     sys.exit(1 if FAILURES else 0)
 

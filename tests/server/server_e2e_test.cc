@@ -46,6 +46,10 @@ int RunMode(const std::string& mode, const std::string& index) {
 
 TEST(ServerE2E, EveryCommandThroughRealClients) { EXPECT_EQ(RunMode("clients", ""), 0); }
 
+// mg/ms/md/ma/me/mn over a loopback socket: quiet pipelines ended by mn, binary keys via b,
+// cas conflicts, stale/win state across a restart.
+TEST(ServerE2E, MetaCommandsOverASocket) { EXPECT_EQ(RunMode("meta", ""), 0); }
+
 TEST(ServerE2E, PoolFullAnswersOutOfMemoryAndReadsWork) { EXPECT_EQ(RunMode("oom", "wort"), 0); }
 
 TEST(ServerE2E, RangeOnAHashIndexIsAClearError) {
