@@ -1,0 +1,273 @@
+#!/usr/bin/env python3
+"""Tests of scripts/report.py on a small synthetic `wort reproduce` output directory.
+
+    python3 tests/reproduce/report_test.py [--wort PATH/TO/wort]
+
+Run by ctest as report_py (CMakeLists.txt), with the python3 that has matplotlib. Checks that
+every figure and report.md are written, that no axis of any figure carries more than
+8 series, that each index kind looks the same (colour, marker) in every figure,
+that every registered kind has its own style, and that report.py re-renders an existing directory.
+With --wort, the registered kinds are read from the binary's list of valid --index names.
+"""
+import argparse
+import importlib.util
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+SCRIPT = os.path.join(ROOT, "scripts", "report.py")
+COMMITTED = os.path.join(ROOT, "doc", "results", "quick-2026-11-22")
+FIGURES = ["fig7.png", "fig8.png", "fig9.png", "fig10.png", "space.png"]
+LIMIT = 8  # series per axis, at most
+WORT = None  # --wort
+
+
+def load_report():
+    spec = importlib.util.spec_from_file_location("report", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+report = load_report()
+
+# Every kind of the registry at the time of writing, a kind report.py does not know (it must still
+# be drawn, in an 'other' panel), and whether each is ordered (has range queries).
+KINDS = [(k, True) for k in ["wort", "woart", "artcow", "vart", "vradix", "vbptree", "fptree", "nvtree",
+                             "wbtree", "wbtree-slot", "fastfair", "b3tree"]] + \
+        [(k, False) for k in ["cceh", "cceh-cow", "linp", "cuck", "bch", "levl", "path"]] + \
+        [("newtree", True)]
+LATS = [0, 100, 300]
+PCTS = [0.001, 0.01]
+
+
+def synthetic(out, kinds=KINDS, spread=1000.0, keys=5000):
+    """Writes results.jsonl and config.json for `kinds` into `out`; times span `spread` times."""
+    rng = random.Random(7)
+    recs = []
+
+    def rec(exp, idx, dist, op, ns, **extra):
+        r = {"experiment": exp, "index": idx, "dist": dist, "op": op, "keys": keys, "ns_per_op": ns,
+             "flushes_per_op": 2.5, "leaf_depth": 3.0, "bytes_per_key": 40 * rng.uniform(1, spread ** 0.5),
+             "write_latency_ns": 0, "errors": 0}
+        r.update(extra)
+        recs.append(r)
+
+    for idx, ordered in kinds:
+        for dist in report.DISTS:
+            base = rng.uniform(100, 100 * spread)
+            rec("fig7", idx, dist, "insert", base)
+            rec("fig9", idx, dist, "search", base / 2)
+            for lat in LATS[1:]:
+                rec("fig8", idx, dist, "insert", base + 3 * lat, write_latency_ns=lat)
+            if ordered:
+                for pct in PCTS:
+                    rec("fig10", idx, dist, "scan", base * pct * 1000, range_pct=pct)
+            recs.append({"experiment": "table1", "index": idx, "dist": dist, "keys": 1000,
+                         "llc_miss_per_insert": 5.0, "llc_miss_per_search": 4.0})
+    with open(os.path.join(out, "results.jsonl"), "w") as f:
+        for r in recs:
+            f.write(json.dumps(r) + "\n")
+    cfg = {"keys": keys, "scale": "test", "latencies_ns": LATS, "range_pct": PCTS, "flush": "clwb",
+           "kinds": [{"name": k, "ordered": o} for k, o in kinds], "notes": []}
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    return recs, cfg
+
+
+def series(ax):
+    """The data series drawn on `ax`: lines, bar groups and filled regions (the radix band)."""
+    return list(ax.lines) + list(ax.containers) + list(ax.collections)
+
+
+def look(artist):
+    """(colour, marker) of one series, as matplotlib reports it."""
+    from matplotlib.colors import to_hex
+    if hasattr(artist, "patches"):  # a bar group: hollow (hatched) bars carry the colour on the edge
+        p = artist.patches[0]
+        face = to_hex(p.get_facecolor())
+        return (to_hex(p.get_edgecolor()) if face == "#ffffff" else face), "bar"
+    if hasattr(artist, "get_marker"):
+        return to_hex(artist.get_color()), artist.get_marker()
+    return to_hex(artist.get_facecolor()[0]), "band"
+
+
+class Styles(unittest.TestCase):
+    def test_every_known_kind_has_its_own_look(self):
+        seen = {}
+        for fam, _, members in report.FAMILIES:
+            self.assertEqual(len(report.PALETTE[fam]), len(members), fam)
+            colours = [report.style(k)["colour"] for k in members]
+            self.assertEqual(len(set(colours)), len(colours), f"{fam}: a colour is used twice")
+            for k in members:
+                st = report.style(k)
+                self.assertEqual(st["family"], fam)
+                self.assertNotIn((st["colour"], st["marker"]), seen.values(), k)
+                seen[k] = (st["colour"], st["marker"])
+        self.assertEqual(report.style("vart")["hollow"], True)
+        self.assertEqual(report.style("wort")["hollow"], False)
+
+    def test_unknown_kinds_fall_back_to_other(self):
+        st = report.style("newtree", ["wort", "newtree"])
+        self.assertEqual(st["family"], "other")
+        self.assertEqual(st["label"], "newtree")
+
+    def test_committed_run_kinds_are_all_known(self):
+        with open(os.path.join(COMMITTED, "config.json")) as f:
+            cfg = json.load(f)
+        unknown = [k["name"] for k in cfg["kinds"] if report.family_of(k["name"]) == "other"]
+        self.assertEqual(unknown, [])
+
+    def test_registered_kinds_are_all_known(self):
+        if not WORT or not os.path.exists(WORT):
+            self.skipTest("no --wort binary")
+        p = subprocess.run([WORT, "bench", "--index", "no-such-kind"], capture_output=True, text=True)
+        m = re.search(r"\(valid: ([^)]*)\)", p.stdout + p.stderr)
+        self.assertIsNotNone(m, "wort bench no longer lists the valid index names: " + p.stdout + p.stderr)
+        kinds = [k.strip() for k in m.group(1).replace(", or all", "").split(",") if k.strip() != "all"]
+        self.assertGreater(len(kinds), 10)
+        unknown = [k for k in kinds if report.family_of(k) == "other"]
+        self.assertEqual(unknown, [], "give these kinds a family, colour and marker in scripts/report.py")
+
+
+class Panels(unittest.TestCase):
+    def test_each_kind_in_exactly_one_panel_and_never_more_than_max(self):
+        names = [k for k, _ in KINDS]
+        panels = report.panel_plan(names)
+        members = [k for p in panels for k in p["members"]]
+        self.assertEqual(sorted(members), sorted(names))
+        for p in panels:
+            n = len(p["members"]) + len(p["refs"]) + int(p["band"])
+            self.assertLessEqual(n, LIMIT, p)
+            self.assertGreater(len(p["members"]), 0, p)
+
+    def test_large_family_is_split(self):
+        many = ["wort"] + [f"new{i:02d}" for i in range(20)]
+        panels = report.panel_plan(many)
+        other = [p for p in panels if p["title"].startswith("other")]
+        self.assertEqual(len(other), 3)  # 20 kinds, 7 per panel beside the radix band
+        for p in panels:
+            self.assertLessEqual(len(p["members"]) + len(p["refs"]) + int(p["band"]), LIMIT)
+
+    def test_single_kind(self):
+        panels = report.panel_plan(["wort"])
+        self.assertEqual([p["members"] for p in panels], [["wort"]])
+
+
+class Figures(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="wort-report-test-")
+        cls.recs, cls.cfg = synthetic(cls.dir)
+        res = report.Results(cls.recs)
+        kinds = [k for k, _ in KINDS]
+        ordered = [k for k, o in KINDS if o]
+        cls.figs = report.build_figures(res, cls.cfg, kinds, ordered)
+
+    @classmethod
+    def tearDownClass(cls):
+        import matplotlib.pyplot as plt
+        for _, fig in cls.figs:
+            plt.close(fig)
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def test_every_figure_is_built(self):
+        self.assertEqual([n for n, _ in self.figs], FIGURES)
+
+    def test_at_most_max_series_per_axis(self):
+        for name, fig in self.figs:
+            for ax in fig.axes:
+                n = len(series(ax))
+                self.assertGreater(n, 0, f"{name}: an empty panel '{ax.get_title()}'")
+                self.assertLessEqual(n, LIMIT, f"{name}: '{ax.get_title()}' has {n} series")
+                handles, labels = ax.get_legend_handles_labels()
+                self.assertEqual(len(labels), n, f"{name}: '{ax.get_title()}': an unlabelled series")
+
+    def test_every_kind_is_drawn_in_every_figure(self):
+        for name, fig in self.figs:
+            labels = {lab for ax in fig.axes for lab in ax.get_legend_handles_labels()[1]}
+            want = [k for k, o in KINDS if o or name != "fig10.png"]
+            for k in want:
+                self.assertIn(report.style(k)["label"], labels, f"{k} missing from {name}")
+            if name == "fig10.png":
+                self.assertNotIn(report.style("cceh")["label"], labels)
+
+    def test_a_kind_looks_the_same_everywhere(self):
+        kinds = [k for k, _ in KINDS]
+        by_label = {report.style(k, kinds)["label"]: report.style(k, kinds) for k in kinds}
+        for name, fig in self.figs:
+            for ax in fig.axes:
+                for artist, label in zip(*ax.get_legend_handles_labels()):
+                    colour, marker = look(artist)
+                    if label == report.BAND_LABEL:
+                        self.assertEqual(colour, report.BAND_COLOUR)
+                        continue
+                    st = by_label[label]
+                    self.assertEqual(colour, st["colour"], f"{name}: {label}")
+                    if marker not in ("bar", "band"):
+                        self.assertEqual(marker, st["marker"], f"{name}: {label}")
+
+    def test_wide_values_get_a_log_axis(self):
+        for name, fig in self.figs:
+            self.assertEqual(fig.axes[0].get_yscale(), "log", name)  # synthetic times span 1000x
+
+    def test_narrow_values_keep_a_linear_axis(self):
+        d = tempfile.mkdtemp(prefix="wort-report-test-")
+        try:
+            recs, cfg = synthetic(d, kinds=[("wort", True), ("fptree", True)], spread=1.5)
+            figs = report.build_figures(report.Results(recs), cfg, ["wort", "fptree"], ["wort", "fptree"])
+            import matplotlib.pyplot as plt
+            for name, fig in figs:
+                if name in ("fig7.png", "fig9.png"):
+                    self.assertEqual(fig.axes[0].get_yscale(), "linear", name)
+                plt.close(fig)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+class Script(unittest.TestCase):
+    def test_rerenders_a_directory(self):
+        d = tempfile.mkdtemp(prefix="wort-report-test-")
+        try:
+            synthetic(d)
+            for attempt in range(2):  # a second run re-renders over the first one's output
+                p = subprocess.run([sys.executable, SCRIPT, d], capture_output=True, text=True)
+                self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+                self.assertIn("5 figures", p.stdout)
+            for f in FIGURES:
+                with open(os.path.join(d, f), "rb") as fh:
+                    data = fh.read()
+                self.assertEqual(data[:8], b"\x89PNG\r\n\x1a\n", f)
+                self.assertGreater(len(data), 5000, f)
+            with open(os.path.join(d, "report.md")) as fh:
+                md = fh.read()
+            for f in FIGURES:
+                self.assertIn(f"![{f}]({f})", md)
+            self.assertIn("| newtree | dense |", md)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+
+    def test_help_says_how_to_rerender(self):
+        p = subprocess.run([sys.executable, SCRIPT, "--help"], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0)
+        self.assertIn("re-renders", p.stdout)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--wort")
+    args, rest = ap.parse_known_args()
+    WORT = args.wort
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        sys.exit(f"report_test.py: matplotlib is not installed for {sys.executable}; install python3-matplotlib")
+    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
