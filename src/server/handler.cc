@@ -386,7 +386,7 @@ void Handler::Stats(std::string_view group, std::string* out) {
 // Reply line: <code>[ <datalen>] <token>*[ b][ Z][ X][ W]\r\n, where the tokens answer the
 // request's return flags in request order (c<cas> f<flags> k<key> O<opaque> s<size> t<ttl>).
 // On a miss or failure only k and O are answered (and ms's c, as c0), as memcached 1.6.18 does.
-// b follows when the key was base64 and k returned it. q suppresses: mg's EN; ms's, md's HD;
+// " b" follows the k token when the key was base64. q suppresses: mg's EN; ms's, md's HD;
 // ma's HD and VA. Everything else (NS, EX, NF, errors) is always sent.
 
 namespace {
@@ -411,7 +411,7 @@ int64_t RemainingTtl(int64_t exptime) {
   return std::max<int64_t>(0, exptime - Store::Now());
 }
 
-// Appends " <token>" for every return flag of the request (see above), then " b".
+// Appends " <token>" for every return flag of the request (see above).
 void AppendMetaTokens(std::string* out, const Request& req, const MetaReply& m, bool cas_zero_on_failure = false) {
   const MetaFlags& f = req.meta;
   for (uint8_t i = 0; i < f.nret; ++i) {
@@ -424,12 +424,14 @@ void AppendMetaTokens(std::string* out, const Request& req, const MetaReply& m, 
       case 'f': AppendU64(out, m.flags); break;
       case 's': AppendU64(out, m.size); break;
       case 't': AppendI64(out, RemainingTtl(m.exptime)); break;
-      case 'k': out->append(req.keys[0]); break;  // the token as sent (base64 when b)
+      case 'k':  // the token as sent; " b" marks it as base64
+        out->append(req.keys[0]);
+        if (f.base64) out->append(" b");
+        break;
       case 'O': out->append(f.opaque); break;
       default: break;
     }
   }
-  if (f.base64 && f.returns('k')) out->append(" b");
 }
 
 int64_t Abs(int64_t ttl) { return ToAbsoluteExptime(ttl, Store::Now()); }

@@ -509,8 +509,7 @@ ParseResult Parser::ParseMeta(std::string_view in, size_t line_len, const std::v
       default:
         break;
     }
-    // A flag without a token.
-    if (!arg.empty()) return fail(kBadFlag);
+    // A flag without a token: memcached ignores anything after its character ("kxyz" = k).
     switch (c) {
       case 'b': m.base64 = true; break;
       case 'q': m.quiet = true; break;

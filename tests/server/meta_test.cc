@@ -44,6 +44,9 @@ TEST(MetaParse, FlagsAndTokens) {
   const Request& r = *p.req;
   EXPECT_EQ(r.cmd, Command::kMetaGet);
   EXPECT_EQ(r.MetaKey(), "key");
+  // As memcached, a flag without a token ignores what follows its character.
+  EXPECT_EQ(ParseOne("mg k vx kyz\r\n").req->meta.nret, 1u);
+  EXPECT_TRUE(ParseOne("mg k vx\r\n").req->meta.value);
   EXPECT_EQ(std::string(r.meta.ret, r.meta.nret), "stfckO");  // request order
   EXPECT_TRUE(r.meta.value);
   EXPECT_TRUE(r.meta.quiet);
@@ -103,7 +106,6 @@ TEST(MetaParse, Errors) {
   EXPECT_EQ(ErrorOf("mg k v v\r\n"), "CLIENT_ERROR duplicate flag");
   EXPECT_EQ(ErrorOf("mg k zz\r\n"), "CLIENT_ERROR invalid flag");
   EXPECT_EQ(ErrorOf("mg k Z\r\n"), "CLIENT_ERROR invalid flag");
-  EXPECT_EQ(ErrorOf("mg k vx\r\n"), "CLIENT_ERROR invalid flag");
   EXPECT_EQ(ErrorOf("mg k C5\r\n"), "CLIENT_ERROR invalid flag");   // C is not a mg flag
   EXPECT_EQ(ErrorOf("md k v\r\n"), "CLIENT_ERROR invalid flag");
   EXPECT_EQ(ErrorOf("ms k 1 v\r\nx\r\n"), "CLIENT_ERROR invalid flag");
