@@ -447,78 +447,23 @@ Status B3Tree::Lookup(std::string_view key, uint64_t* value) const {
 }
 
 Status B3Tree::Scan(std::string_view start, const std::string_view* end, size_t limit, const ScanFn& fn) const {
-  if (limit == 0) return Status::OK();
-  if (ko_.type() == KeyType::kU64 && start.size() != 8) {
-    std::string s(start);
-    if (s.size() < 8) {
-      s.resize(8, '\0');
-    } else {
-      s.resize(8);
-      const uint64_t v = DecodeU64(s);
-      if (v == UINT64_MAX) return Status::OK();
-      s = EncodeU64(v + 1);
-    }
-    return Scan(s, end, limit, fn);
-  }
-  std::string resume(start);
-  bool inclusive = true;
-  size_t emitted = 0;
-  std::string endkey;
-  if (end) endkey = std::string(*end);
-  std::vector<std::pair<std::string, uint64_t>> batch;
-  for (;;) {
-    batch.clear();
-    bool more = false;
-    {
-      std::shared_lock<std::shared_mutex> g(*lock_);
-      const Probe rp = ko_.MakeProbe(resume);
-      uint64_t off = Root();
-      for (int guard = 0; guard < 64; ++guard) {
-        if (tolerant_) off = MoveRight(off, rp);
-        Page* pg = P(off);
-        if (IsLeaf(pg)) break;
-        off = RefOf(Load(*RouteWord(pg, rp)));
-      }
-      std::string lastkey = resume;
-      bool last_inclusive = inclusive;
-      bool done = false;
-      while (off != 0 && !done) {
-        const Contents c = Read(P(off));
-        for (const KV& kv : c.live) {
-          const int cmp = ko_.Compare(kv.key, ko_.MakeProbe(lastkey));
-          if (last_inclusive ? cmp < 0 : cmp <= 0) continue;
-          std::string ks;
-          ko_.AppendKey(kv.key, &ks);
-          if (end && CompareKeys(ks, endkey) > 0) {
-            done = true;
-            break;
-          }
-          batch.emplace_back(ks, kv.val);
-          lastkey = std::move(ks);
-          last_inclusive = false;
-          if (emitted + batch.size() >= limit) {
-            done = true;
-            break;
-          }
+  return ScanInBatches(
+      ko_, *lock_, start, end, limit, fn,
+      [&](const Probe& p) {
+        uint64_t off = Root();
+        for (int guard = 0; guard < 64; ++guard) {
+          if (tolerant_) off = MoveRight(off, p);
+          Page* pg = P(off);
+          if (IsLeaf(pg)) break;
+          off = RefOf(Load(*RouteWord(pg, p)));
         }
-        if (done) break;
-        off = Load(P(off)->sibling);
-        if (batch.size() >= 64 && off != 0) {
-          more = true;
-          break;
-        }
-      }
-      if (more) {
-        resume = lastkey;
-        inclusive = last_inclusive;
-      }
-    }
-    for (auto& [k, v] : batch) {
-      if (!fn(k, v)) return Status::OK();
-      ++emitted;
-    }
-    if (!more || emitted >= limit) return Status::OK();
-  }
+        return off;
+      },
+      [&](uint64_t off, auto&& take) {
+        for (const KV& kv : Read(P(off)).live)
+          if (!take(kv.key, kv.val)) return;
+      },
+      [&](uint64_t off) { return Load(P(off)->sibling); });
 }
 
 // ---- page replacement (b3tree.h steps 1-3) ---------------------------------------------------------

@@ -42,6 +42,18 @@ bool KeyOps::PlausibleBlock(uint64_t word) const {
   return kb->magic == kKeyBlockMagic && kb->len <= kMaxKeyLen && pool_->contains(word, sizeof(KeyBlock) + kb->len);
 }
 
+bool RoundUpU64Start(std::string_view start, std::string* out) {
+  out->assign(start.substr(0, 8));
+  if (start.size() < 8) {
+    out->resize(8, '\0');  // shorter: its zero-padded form is the first 8-byte key >= start
+  } else if (start.size() > 8) {
+    const uint64_t v = DecodeU64(*out);  // longer: start > its prefix, so begin after the prefix
+    if (v == UINT64_MAX) return false;
+    *out = EncodeU64(v + 1);
+  }
+  return true;
+}
+
 namespace {
 struct LockRegistry {
   std::mutex mu;

@@ -32,8 +32,11 @@
 #include <shared_mutex>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "wort/alloc.h"
+#include "wort/index.h"
 #include "wort/key.h"
 #include "wort/pm.h"
 #include "wort/pool.h"
@@ -140,6 +143,96 @@ class KeyOps {
 // index's reader-writer lock in shared mode. Open indexes and visits find that lock here, keyed
 // by (pool, root offset); it is created on first use and dropped when no one holds it.
 std::shared_ptr<std::shared_mutex> IndexLock(const Pool* pool, uint64_t root_off);
+
+// ---- Scan ------------------------------------------------------------------------------------
+// Index::Scan takes any byte string as its start. A kU64 index holds only 8-byte keys, so the
+// start is mapped onto the smallest 8-byte key >= start in byte order: a shorter start is
+// zero-padded; a longer start is greater than its 8-byte prefix, so the scan begins at prefix + 1.
+// Returns true iff such a key exists (false only for a longer start whose prefix is all 0xff,
+// where + 1 would overflow); then *out holds exactly 8 bytes (start itself if it has 8).
+bool RoundUpU64Start(std::string_view start, std::string* out);
+
+// How many keys ScanInBatches collects under the lock before it calls fn (it checks at leaf
+// boundaries, so a batch may hold up to one leaf more).
+inline constexpr size_t kScanBatch = 64;
+
+// The Index::Scan of the B-trees whose leaves form a sorted chain: collects a batch of keys with
+// `mu` held in shared mode, releases it, calls fn on the batch, and resumes after the last key
+// with a fresh descent, so fn runs without the lock (it may use the index) and writers can
+// change the tree between batches. Keys are compared with `ko`; `end` bounds the scan in byte
+// order (wort/key.h); a kU64 start is rounded up by RoundUpU64Start. The tree supplies, each
+// called with `mu` held:
+//   find_leaf(const Probe& p) -> uint64_t      the leaf where the keys >= p begin;
+//   each_entry(uint64_t leaf, take)            calls take(key word, value) -> bool for the leaf's
+//                                              entries in ascending key order, and stops at the
+//                                              first false;
+//   next_leaf(uint64_t leaf) -> uint64_t       the next leaf of the chain (0 after the last).
+// Keys at or before the resume point are skipped, so a key a concurrent move left in two leaves
+// (or a tolerant reader's duplicate) is reported once.
+template <class FindLeaf, class EachEntry, class NextLeaf>
+Status ScanInBatches(const KeyOps& ko, std::shared_mutex& mu, std::string_view start, const std::string_view* end,
+                     size_t limit, const ScanFn& fn, FindLeaf&& find_leaf, EachEntry&& each_entry,
+                     NextLeaf&& next_leaf) {
+  if (limit == 0) return Status::OK();
+  std::string resume;
+  if (ko.type() == KeyType::kU64) {
+    if (!RoundUpU64Start(start, &resume)) return Status::OK();
+  } else {
+    resume = std::string(start);
+  }
+  bool inclusive = true;  // the resume key itself is wanted (only before the first batch)
+  size_t emitted = 0;
+  std::string endkey;  // keys > *end stop the scan (compared in byte order)
+  if (end) endkey = std::string(*end);
+  std::vector<std::pair<std::string, uint64_t>> batch;
+  for (;;) {
+    batch.clear();
+    bool more = false;
+    {
+      std::shared_lock<std::shared_mutex> g(mu);
+      uint64_t leaf = find_leaf(ko.MakeProbe(resume));
+      std::string lastkey = resume;
+      bool last_inclusive = inclusive;
+      bool done = false;
+      // Collect whole leaves until the batch holds kScanBatch keys.
+      while (leaf != 0 && !done) {
+        each_entry(leaf, [&](uint64_t k, uint64_t v) -> bool {
+          const int c = ko.Compare(k, ko.MakeProbe(lastkey));
+          if (last_inclusive ? c < 0 : c <= 0) return true;  // before the start, or a duplicate
+          std::string ks;
+          ko.AppendKey(k, &ks);
+          if (end && CompareKeys(ks, endkey) > 0) {
+            done = true;
+            return false;
+          }
+          batch.emplace_back(ks, v);
+          lastkey = std::move(ks);
+          last_inclusive = false;
+          if (emitted + batch.size() >= limit) {
+            done = true;
+            return false;
+          }
+          return true;
+        });
+        if (done) break;
+        leaf = next_leaf(leaf);
+        if (batch.size() >= kScanBatch && leaf != 0) {
+          more = true;
+          break;
+        }
+      }
+      if (more) {
+        resume = lastkey;
+        inclusive = last_inclusive;
+      }
+    }
+    for (auto& [k, v] : batch) {
+      if (!fn(k, v)) return Status::OK();
+      ++emitted;
+    }
+    if (!more || emitted >= limit) return Status::OK();
+  }
+}
 
 // ---- small helpers ---------------------------------------------------------------------------
 inline uint64_t Load(const uint64_t& w) { return pm::load8(&w); }

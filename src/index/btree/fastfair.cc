@@ -311,85 +311,26 @@ Status FastFair::Lookup(std::string_view key, uint64_t* value) const {
 }
 
 Status FastFair::Scan(std::string_view start, const std::string_view* end, size_t limit, const ScanFn& fn) const {
-  if (limit == 0) return Status::OK();
-  if (ko_.type() == KeyType::kU64 && start.size() != 8) {
-    // Any byte string is a valid start for an ordered scan; map it onto the integer order.
-    std::string s(start);
-    if (s.size() < 8) {
-      s.resize(8, '\0');  // shorter: its zero-padded form is the first integer key >= start
-    } else {
-      // longer: start > its 8-byte prefix, so begin after that prefix (if it is not the maximum)
-      s.resize(8);
-      uint64_t v = DecodeU64(s);
-      if (v == UINT64_MAX) return Status::OK();
-      s = EncodeU64(v + 1);
-    }
-    return Scan(s, end, limit, fn);
-  }
-  std::string resume(start);
-  bool inclusive = true;
-  size_t emitted = 0;
-  std::vector<std::pair<std::string, uint64_t>> batch;
-  std::string endkey;  // keys > *end stop the scan (compared in byte order)
-  if (end) endkey = std::string(*end);
-  for (;;) {
-    batch.clear();
-    bool more = false;
-    {
-      std::shared_lock<std::shared_mutex> g(*lock_);
-      const Probe rp = ko_.MakeProbe(resume);
-      uint64_t off = Root();
-      for (;;) {
-        if (tolerant_) off = MoveRight(off, rp);
-        const Node* n = N(off);
-        if (IsLeaf(n)) break;
-        off = ChildFor(n, rp);
-      }
-      std::string lastkey = resume;
-      bool last_inclusive = inclusive;
-      bool done = false;
-      // Collect whole leaves until the batch holds a few dozen keys.
-      while (off != 0 && !done) {
+  return ScanInBatches(
+      ko_, *lock_, start, end, limit, fn,
+      [&](const Probe& p) {
+        uint64_t off = Root();
+        for (;;) {
+          if (tolerant_) off = MoveRight(off, p);
+          const Node* n = N(off);
+          if (IsLeaf(n)) return off;
+          off = ChildFor(n, p);
+        }
+      },
+      [&](uint64_t off, auto&& take) {
         const Node* n = N(off);
         const int cnt = Count(n);
         for (int j = 0; j < cnt; ++j) {
-          if (Stale(n, j, cnt)) continue;
-          const uint64_t k = Load(n->slot[j].key);
-          const Probe lp = ko_.MakeProbe(lastkey);
-          const int c = ko_.Compare(k, lp);
-          if (last_inclusive ? c < 0 : c <= 0) continue;  // before the start, or a duplicate
-          std::string ks;
-          ko_.AppendKey(k, &ks);
-          if (end && CompareKeys(ks, endkey) > 0) {
-            done = true;
-            break;
-          }
-          batch.emplace_back(ks, Load(n->slot[j].val));
-          lastkey = ks;
-          last_inclusive = false;
-          if (emitted + batch.size() >= limit) {
-            done = true;
-            break;
-          }
+          if (Stale(n, j, cnt)) continue;  // the left copy of a pair being shifted
+          if (!take(Load(n->slot[j].key), Load(n->slot[j].val))) return;
         }
-        if (done) break;
-        off = Load(n->sibling);
-        if (batch.size() >= 64 && off != 0) {
-          more = true;
-          break;
-        }
-      }
-      if (more) {
-        resume = lastkey;
-        inclusive = last_inclusive;
-      }
-    }
-    for (auto& [k, v] : batch) {
-      if (!fn(k, v)) return Status::OK();
-      ++emitted;
-    }
-    if (!more || emitted >= limit) return Status::OK();
-  }
+      },
+      [&](uint64_t off) { return Load(N(off)->sibling); });
 }
 
 // ---- insert ----------------------------------------------------------------------------------

@@ -400,16 +400,11 @@ Status FpTree::Scan(std::string_view start, const std::string_view* end, size_t 
   size_t emitted = 0;
   std::vector<std::pair<uint64_t, uint64_t>> batch;
   std::string k;
-  // kU64 index with a start that is not 8 bytes: the smallest 8-byte key >= start is start
-  // zero-padded (shorter) or start's first 8 bytes, excluded itself (longer).
-  std::string padded;
+  std::string rounded;
   std::string_view s = start;
-  bool start_past = false;
-  if (ko_.type() == KeyType::kU64 && start.size() != 8) {
-    padded = std::string(start.substr(0, 8));
-    start_past = start.size() > 8;
-    padded.resize(8, '\0');
-    s = padded;
+  if (ko_.type() == KeyType::kU64) {
+    if (!RoundUpU64Start(start, &rounded)) return Status::OK();
+    s = rounded;
   }
   const Probe pstart = ko_.MakeProbe(s);
   for (uint64_t off = inner_.Find(s); off != 0; off = Load(L(off)->next)) {
@@ -421,7 +416,7 @@ Status FpTree::Scan(std::string_view start, const std::string_view* end, size_t 
       bm &= bm - 1;
       const uint64_t w = Load(l->slot[i].key);
       const int c = ko_.Compare(w, pstart);
-      if (c < 0 || (c == 0 && start_past)) continue;
+      if (c < 0) continue;
       batch.emplace_back(w, Load(l->slot[i].val));
     }
     std::sort(batch.begin(), batch.end(), [&](const auto& a, const auto& b) { return ko_.CompareWords(a.first, b.first) < 0; });

@@ -351,6 +351,11 @@ Status NvTree::Scan(std::string_view start, const std::string_view* end, size_t 
   std::vector<std::pair<uint64_t, uint64_t>> live;
   std::string k;
   size_t emitted = 0;
+  std::string rounded;
+  if (ko_.type() == KeyType::kU64) {
+    if (!RoundUpU64Start(start, &rounded)) return Status::OK();
+    start = rounded;
+  }
   const Pos pos = Find(start);
   for (uint64_t off = plns_[pos.p].leaves[pos.i]; off != 0; off = Load(L(off)->next)) {
     Live(L(off), &live);
