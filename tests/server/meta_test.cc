@@ -242,6 +242,36 @@ std::string Kind() {
 }
 
 // A connection without the network: bytes in, reply bytes out.
+std::string RunOn(Store& st, ServerStats& stats, const ServerConfig& config, std::string_view in) {
+  Parser p(config.limits);
+  Handler h(st, stats, config);
+  Request r;
+  std::string out;
+  std::string_view rest = in;
+  while (!rest.empty()) {
+    ParseResult pr = p.Parse(rest, &r);
+    switch (pr.outcome) {
+      case Outcome::kNeedMore:
+        ADD_FAILURE() << "incomplete input: " << rest;
+        return out;
+      case Outcome::kClose:
+        out += std::string(pr.error) + "\r\n<close>";
+        return out;
+      case Outcome::kError:
+        if (!pr.noreply) out += std::string(pr.error) + "\r\n";
+        break;
+      case Outcome::kSkipped:
+        break;
+      case Outcome::kRequest:
+        while (h.Execute(r, &out) == Handler::Step::kMore) {
+        }
+        break;
+    }
+    rest = rest.substr(pr.consumed);
+  }
+  return out;
+}
+
 struct Meta : ::testing::Test {
   test::TempPath path{"meta"};
   std::unique_ptr<Store> st;
@@ -266,35 +296,7 @@ struct Meta : ::testing::Test {
     Store::SetClockOffsetForTest(0);
     if (st) EXPECT_TRUE(st->Close().ok());
   }
-  std::string Run(std::string_view in) {
-    Parser p(config.limits);
-    Handler h(*st, stats, config);
-    Request r;
-    std::string out;
-    std::string_view rest = in;
-    while (!rest.empty()) {
-      ParseResult pr = p.Parse(rest, &r);
-      switch (pr.outcome) {
-        case Outcome::kNeedMore:
-          ADD_FAILURE() << "incomplete input: " << rest;
-          return out;
-        case Outcome::kClose:
-          out += std::string(pr.error) + "\r\n<close>";
-          return out;
-        case Outcome::kError:
-          if (!pr.noreply) out += std::string(pr.error) + "\r\n";
-          break;
-        case Outcome::kSkipped:
-          break;
-        case Outcome::kRequest:
-          while (h.Execute(r, &out) == Handler::Step::kMore) {
-          }
-          break;
-      }
-      rest = rest.substr(pr.consumed);
-    }
-    return out;
-  }
+  std::string Run(std::string_view in) { return RunOn(*st, stats, config, in); }
   // The cas of `key` (via mg c), or 0.
   uint64_t Cas(std::string_view key) {
     const std::string r = Run("mg " + std::string(key) + " c\r\n");
@@ -553,6 +555,50 @@ TEST_F(Meta, TooLargeValue) {
   Run("ms big 1\r\nx\r\n");
   EXPECT_EQ(Run("ms big 17 q\r\n" + std::string(17, 'y') + "\r\nmg big\r\nmn\r\n"),
             "SERVER_ERROR object too large for cache\r\nEN\r\nMN\r\n");  // the old value is gone, as set
+}
+
+// Binary keys, the stale/won state and a quiet pipeline on every index kind the store opens
+// (radix trees, B-trees, hash tables): keys with 0x00 and >= 0x80, prefix keys, a long key.
+TEST(MetaAllKinds, BinaryKeysAndStateOnEveryKind) {
+  int kinds = 0;
+  for (const IndexKind* kind : IndexKinds()) {
+    if (!kind->create || !kind->open) continue;
+    test::TempPath path(std::string("meta-kind-") + kind->name);
+    StoreOptions o;
+    o.pool_path = path.str();
+    o.index_kind = kind->name;
+    o.pool_size = 64ull << 20;
+    o.crawler = false;
+    std::unique_ptr<Store> st;
+    if (!Store::Open(o, &st).ok()) continue;  // a kind without byte keys
+    ++kinds;
+    ServerStats stats;
+    ServerConfig config;
+    auto run = [&](std::string_view in) { return RunOn(*st, stats, config, in); };
+    const std::string keys[] = {std::string("\0", 1), std::string("\0\0", 2), std::string("\0\x80", 2),
+                                std::string("\xff", 1), std::string("\xff\xff\x00", 3), std::string(180, '\x81'),
+                                std::string(180, '\x81') + '\0'};
+    std::string sets, gets, want;
+    for (size_t i = 0; i < std::size(keys); ++i) {
+      std::string e;
+      EncodeBase64(keys[i], &e);
+      if (e.size() > kMaxKeyLength) continue;
+      sets += "ms " + e + " 2 b q\r\nv" + std::to_string(i) + "\r\n";
+      gets += "mg " + e + " b k v q\r\n";
+      want += "VA 2 k" + e + " b\r\nv" + std::to_string(i) + "\r\n";
+    }
+    EXPECT_EQ(run(sets + "mn\r\n"), "MN\r\n") << kind->name;
+    EXPECT_EQ(run(gets + "mg AQ== b v q\r\nmn\r\n"), want + "MN\r\n") << kind->name;
+    EXPECT_EQ(run("ms s 1\r\nx\r\nmd s I\r\nmg s v\r\nmg s v\r\n"), "HD\r\nHD\r\nVA 1 X W\r\nx\r\nVA 1 Z X\r\nx\r\n")
+        << kind->name;
+    EXPECT_EQ(run("ma AA== b N0 J7 v\r\n"), "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n")
+        << kind->name;
+    EXPECT_EQ(run("md AA== b q\r\nma AA== b N0 J7 v\r\nma AA== b v\r\n"), "VA 1\r\n7\r\nVA 1\r\n8\r\n") << kind->name;
+    EXPECT_EQ(st->curr_items(), std::size(keys) + 1) << kind->name;
+    EXPECT_TRUE(st->Close().ok());
+  }
+  EXPECT_GE(kinds, 1);
+  std::printf("meta commands checked on %d index kinds\n", kinds);
 }
 
 }  // namespace
