@@ -19,7 +19,6 @@ namespace wort::btree::b3 {
 namespace {
 
 constexpr uint32_t kFlagNegInf = 1;
-constexpr uint32_t kRootValuesAreBlocks = 1;
 constexpr uint64_t kDeleted = 1ull << 63;  // leaf node: bit 63 of `right`
 
 struct BNode {
@@ -52,6 +51,7 @@ struct RootBlock {
   uint64_t pad[5];
 };
 static_assert(sizeof(RootBlock) == 64);
+BTREE_ROOT_HEADER_LAYOUT(RootBlock, root);
 
 // ---- references (b3tree.h: 0 none, odd BST node, even page) ----
 inline uint64_t NodeRef(int i) { return (static_cast<uint64_t>(i) << 1) | 1; }
@@ -88,19 +88,12 @@ struct Slot {
   uint64_t* word = nullptr;
 };
 
-class B3Tree final : public Index {
+class B3Tree final : public TreeBase<RootBlock> {
  public:
-  B3Tree(Pool& pool, uint64_t root_off)
-      : pool_(pool),
-        root_off_(root_off),
-        rb_(pool.at<RootBlock>(root_off)),
-        ko_(&pool, static_cast<KeyType>(rb_->key_type)),
-        vab_((rb_->flags & kRootValuesAreBlocks) != 0),
-        lock_(IndexLock(&pool, root_off)) {}
+  B3Tree(Pool& pool, uint64_t root_off) : TreeBase(pool, root_off) {}
 
   Status Init();
   std::string_view kind() const override { return "b3tree"; }
-  KeyType key_type() const override { return ko_.type(); }
   Status Insert(std::string_view key, uint64_t value) override { return Put(key, value, false, nullptr); }
   Status Upsert(std::string_view key, uint64_t value, bool* inserted) override { return Put(key, value, true, inserted); }
   Status Lookup(std::string_view key, uint64_t* value) const override;
@@ -110,8 +103,7 @@ class B3Tree final : public Index {
   Status Check(std::string* report) const override;
   IndexStats Stats() const override;
 
-  static void Visit(const Pool& pool, uint64_t root_off, const std::function<void(uint64_t)>& mark);
-  // Visit without taking the lock (the caller holds it).
+  // Visit without taking the lock (the caller holds it; kKind.visit is VisitShared).
   static void VisitLocked(const Pool& pool, uint64_t root_off, const std::function<void(uint64_t)>& mark);
 
  private:
@@ -213,12 +205,6 @@ class B3Tree final : public Index {
   void Reachable(std::unordered_set<uint64_t>* out) const;
   uint64_t CountKeys() const;
 
-  Pool& pool_;
-  uint64_t root_off_;
-  RootBlock* rb_;
-  KeyOps ko_;
-  bool vab_;
-  std::shared_ptr<std::shared_mutex> lock_;
   std::atomic<uint64_t> size_{0};
   bool tolerant_ = false;
 };
@@ -395,9 +381,7 @@ void B3Tree::FillInner(Page* pg, const std::vector<uint64_t>& ch, const std::vec
 // ---- open ------------------------------------------------------------------------------------
 
 Status B3Tree::Init() {
-  if (rb_->magic != kRootMagic) return Status::Corruption("b3tree: bad root block magic");
-  if (rb_->key_type != static_cast<uint32_t>(KeyType::kU64) && rb_->key_type != static_cast<uint32_t>(KeyType::kBytes))
-    return Status::Corruption("b3tree: bad key type in root block");
+  WORT_RETURN_IF_ERROR(CheckRoot("b3tree", kRootMagic));
   const uint64_t r = Root();
   if (r == 0 || !pool_.contains(r, sizeof(Page))) return Status::Corruption("b3tree: bad root page offset");
   std::unique_lock<std::shared_mutex> g(*lock_);
@@ -1073,17 +1057,10 @@ IndexStats B3Tree::Stats() const {
   return st;
 }
 
-void B3Tree::Visit(const Pool& pool, uint64_t root_off, const std::function<void(uint64_t)>& mark) {
-  auto lock = IndexLock(&pool, root_off);
-  std::shared_lock<std::shared_mutex> g(*lock);
-  VisitLocked(pool, root_off, mark);
-}
-
 void B3Tree::VisitLocked(const Pool& pool, uint64_t root_off, const std::function<void(uint64_t)>& mark) {
   mark(root_off);
   const auto* rb = pool.at<RootBlock>(root_off);
-  const bool bytes = rb->key_type == static_cast<uint32_t>(KeyType::kBytes);
-  const bool vab = (rb->flags & kRootValuesAreBlocks) != 0;
+  const auto [bytes, vab] = ReadRootFlags(rb);
   std::unordered_set<uint64_t> seen;
   std::vector<uint64_t> stack{Load(rb->root)};
   const uint64_t limit = pool.size() / sizeof(Page) + 1;
@@ -1121,37 +1098,20 @@ void B3Tree::VisitLocked(const Pool& pool, uint64_t root_off, const std::functio
 // ---- registration ----------------------------------------------------------------------------
 
 Status Create(Pool& pool, const IndexOptions& opts, uint64_t* root_off) {
-  uint64_t rb_off = 0, page_off = 0;
-  WORT_RETURN_IF_ERROR(pool.allocator().AllocZeroed(sizeof(RootBlock), &rb_off));
-  Status s = pool.allocator().AllocZeroed(sizeof(Page), &page_off);
-  if (!s.ok()) {
-    pool.allocator().Free(rb_off);
-    return s;
-  }
-  Page* pg = pool.at<Page>(page_off);
-  pg->flags = kFlagNegInf;  // an empty leaf page: the whole tree
-  pm::persist(pg, 64);  // the header: an empty page reads nothing else
-  auto* rb = pool.at<RootBlock>(rb_off);
-  rb->magic = kRootMagic;
-  rb->key_type = static_cast<uint32_t>(opts.key_type);
-  rb->flags = opts.values_are_blocks ? kRootValuesAreBlocks : 0;
-  rb->root = page_off;
-  pm::persist(rb, sizeof(RootBlock));
-  *root_off = rb_off;
-  return Status::OK();
+  return CreateTree(pool, opts, kRootMagic, 0, &RootBlock::root, sizeof(Page), [&](uint64_t off) {
+    Page* pg = pool.at<Page>(off);
+    pg->flags = kFlagNegInf;  // an empty leaf page: the whole tree
+    pm::persist(pg, 64);      // the header: an empty page reads nothing else
+  }, root_off);
 }
 
 Status Open(Pool& pool, uint64_t root_off, std::unique_ptr<Index>* out) {
-  if (!pool.contains(root_off, sizeof(RootBlock))) return Status::Corruption("b3tree: root block outside the pool");
-  auto idx = std::make_unique<B3Tree>(pool, root_off);
-  WORT_RETURN_IF_ERROR(idx->Init());
-  *out = std::move(idx);
-  return Status::OK();
+  return OpenTree<B3Tree, RootBlock>(pool, root_off, "b3tree", out);
 }
 
 const IndexKind kKind = {"b3tree", kind_id::kB3Tree,
                          "B3-tree: failure-atomic BST inside each page, lazy defragmentation, logical-page split/merge",
-                         true, &Create, &Open, &B3Tree::Visit};
+                         true, &Create, &Open, &VisitShared<&B3Tree::VisitLocked>};
 const bool kRegistered = RegisterIndexKind(&kKind);
 
 }  // namespace

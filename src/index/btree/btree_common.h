@@ -1,6 +1,7 @@
-// index/btree/btree_common.h - what the persistent B-trees (FAST&FAIR, wB+Tree, B3-tree) share:
-// the key word, key blocks, the per-index lock registry used by visit functions, and small
-// helpers.
+// index/btree/btree_common.h - what the persistent B-trees (FAST&FAIR, wB+Tree, B3-tree, FPTree,
+// NVTree) share: the key word, key blocks, the per-index lock registry used by visit functions,
+// the root block header with the Create/Open/visit scaffolding (TreeBase, CreateTree, OpenTree,
+// VisitShared), the Scan start round-up and batched scan loop, and small helpers.
 //
 // The key word
 // ------------
@@ -25,6 +26,7 @@
 // store that removed its last reference is persistent.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -232,6 +234,113 @@ Status ScanInBatches(const KeyOps& ko, std::shared_mutex& mu, std::string_view s
     }
     if (!more || emitted >= limit) return Status::OK();
   }
+}
+
+// ---- root block and index scaffolding ---------------------------------------------------------
+// Every B-tree's root block (one allocator block, published by the pool's root table) begins with
+// the same 24 bytes:
+//   [0, 8)   magic u64      the kind's kRootMagic
+//   [8, 12)  key_type u32   KeyType
+//   [12, 16) flags u32      bit 0 kRootValuesAreBlocks; higher bits the kind's own
+//   [16, 24) first u64      the root node/page or the first leaf (named `root` or `head` in the
+//                           kind's RootBlock; the kind's header says when it changes)
+// The rest of the block is the kind's own. Each kind's RootBlock static_asserts this prefix
+// (BTREE_ROOT_HEADER_LAYOUT); the helpers below use only these four fields.
+inline constexpr uint32_t kRootValuesAreBlocks = 1;
+#define BTREE_ROOT_HEADER_LAYOUT(RB, first)                                                         \
+  static_assert(offsetof(RB, magic) == 0 && offsetof(RB, key_type) == 8 && offsetof(RB, flags) == 12 && \
+                    offsetof(RB, first) == 16 && sizeof(RB) % 64 == 0,                              \
+                "B-tree root block header: magic | key_type | flags | " #first)
+
+// Verifies a root block's magic and key type (the first step of every Init). Corruption named
+// "<kind>: ..." otherwise.
+Status CheckRootHeader(const char* kind, uint64_t magic, uint64_t want_magic, uint32_t key_type);
+
+// The fields and constructor every B-tree index shares: its pool, root block, key operations,
+// values_are_blocks flag and the per-index lock (IndexLock, shared with its visit function).
+template <class RootBlock>
+class TreeBase : public Index {
+ public:
+  KeyType key_type() const override { return ko_.type(); }
+
+ protected:
+  TreeBase(Pool& pool, uint64_t root_off)
+      : pool_(pool),
+        root_off_(root_off),
+        rb_(pool.at<RootBlock>(root_off)),
+        ko_(&pool, static_cast<KeyType>(rb_->key_type)),
+        vab_((rb_->flags & kRootValuesAreBlocks) != 0),
+        lock_(IndexLock(&pool, root_off)) {}
+  // CheckRootHeader for this index's root block.
+  Status CheckRoot(const char* kind, uint64_t want_magic) const {
+    return CheckRootHeader(kind, rb_->magic, want_magic, rb_->key_type);
+  }
+
+  Pool& pool_;
+  const uint64_t root_off_;
+  RootBlock* const rb_;
+  const KeyOps ko_;
+  const bool vab_;  // values_are_blocks (root block flags bit 0)
+  const std::shared_ptr<std::shared_mutex> lock_;
+};
+
+// IndexKind::create of every B-tree: allocates a zeroed root block and a zeroed first node of
+// node_size bytes (nothing is left allocated on failure), calls init_node(node offset), which
+// writes and persists whatever the empty node needs, then fills the root block header (magic,
+// key type, flags = values_are_blocks | kind_flags, first = the node) and persists the whole
+// root block. Write order: node -> persist -> root block -> persist; the pool's root table
+// publishes the root block afterwards.
+template <class RootBlock, class InitNode>
+Status CreateTree(Pool& pool, const IndexOptions& opts, uint64_t magic, uint32_t kind_flags,
+                  uint64_t RootBlock::*first, size_t node_size, InitNode&& init_node, uint64_t* root_off) {
+  uint64_t rb_off = 0, node_off = 0;
+  WORT_RETURN_IF_ERROR(pool.allocator().AllocZeroed(sizeof(RootBlock), &rb_off));
+  Status s = pool.allocator().AllocZeroed(node_size, &node_off);
+  if (!s.ok()) {
+    pool.allocator().Free(rb_off);
+    return s;
+  }
+  init_node(node_off);
+  auto* rb = pool.at<RootBlock>(rb_off);
+  rb->magic = magic;
+  rb->key_type = static_cast<uint32_t>(opts.key_type);
+  rb->flags = (opts.values_are_blocks ? kRootValuesAreBlocks : 0) | kind_flags;
+  rb->*first = node_off;
+  pm::persist(rb, sizeof(RootBlock));
+  *root_off = rb_off;
+  return Status::OK();
+}
+
+// IndexKind::open of every B-tree: checks that the root block lies in the pool, constructs
+// Tree(pool, root_off) and runs its Init() (header checks, recovery, DRAM state).
+template <class Tree, class RootBlock>
+Status OpenTree(Pool& pool, uint64_t root_off, const char* kind, std::unique_ptr<Index>* out) {
+  if (!pool.contains(root_off, sizeof(RootBlock))) return Status::Corruption(std::string(kind) + ": root block outside the pool");
+  auto idx = std::make_unique<Tree>(pool, root_off);
+  WORT_RETURN_IF_ERROR(idx->Init());
+  *out = std::move(idx);
+  return Status::OK();
+}
+
+// IndexKind::visit of every B-tree: VisitLocked(pool, root_off, mark) with the index lock held
+// in shared mode (so it is safe against the index's writers).
+using MarkFn = std::function<void(uint64_t)>;
+template <void (*VisitLocked)(const Pool&, uint64_t, const MarkFn&)>
+void VisitShared(const Pool& pool, uint64_t root_off, const MarkFn& mark) {
+  auto lock = IndexLock(&pool, root_off);
+  std::shared_lock<std::shared_mutex> g(*lock);
+  VisitLocked(pool, root_off, mark);
+}
+
+// What a visit function needs from a root block: key blocks to report (kBytes) and values that
+// are blocks (values_are_blocks).
+struct RootFlags {
+  bool bytes;
+  bool vab;
+};
+template <class RootBlock>
+RootFlags ReadRootFlags(const RootBlock* rb) {
+  return {rb->key_type == static_cast<uint32_t>(KeyType::kBytes), (rb->flags & kRootValuesAreBlocks) != 0};
 }
 
 // ---- small helpers ---------------------------------------------------------------------------

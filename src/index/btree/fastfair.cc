@@ -18,7 +18,6 @@ namespace wort::btree::ff {
 namespace {
 
 constexpr uint32_t kFlagNegInf = 1;        // Node::flags: low key is minus infinity
-constexpr uint32_t kRootValuesAreBlocks = 1;  // RootBlock::flags
 
 struct Entry {
   uint64_t key;
@@ -49,6 +48,7 @@ struct RootBlock {
   uint64_t pad[5];
 };
 static_assert(sizeof(RootBlock) == 64);
+BTREE_ROOT_HEADER_LAYOUT(RootBlock, root);
 
 inline const void* LineOf(const void* p) {
   return reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) & ~uintptr_t(pm::kCacheLine - 1));
@@ -66,20 +66,13 @@ inline bool Stale(const Node* n, int j, int cnt) {
   return j + 1 < cnt && Load(n->slot[j].key) == Load(n->slot[j + 1].key);
 }
 
-class FastFair final : public Index {
+class FastFair final : public TreeBase<RootBlock> {
  public:
-  FastFair(Pool& pool, uint64_t root_off)
-      : pool_(pool),
-        root_off_(root_off),
-        rb_(pool.at<RootBlock>(root_off)),
-        ko_(&pool, static_cast<KeyType>(rb_->key_type)),
-        vab_((rb_->flags & kRootValuesAreBlocks) != 0),
-        lock_(IndexLock(&pool, root_off)) {}
+  FastFair(Pool& pool, uint64_t root_off) : TreeBase(pool, root_off) {}
 
   Status Init();
 
   std::string_view kind() const override { return "fastfair"; }
-  KeyType key_type() const override { return ko_.type(); }
   Status Insert(std::string_view key, uint64_t value) override { return Put(key, value, false, nullptr); }
   Status Upsert(std::string_view key, uint64_t value, bool* inserted) override { return Put(key, value, true, inserted); }
   Status Lookup(std::string_view key, uint64_t* value) const override;
@@ -89,7 +82,8 @@ class FastFair final : public Index {
   Status Check(std::string* report) const override;
   IndexStats Stats() const override;
 
-  static void Visit(const Pool& pool, uint64_t root_off, const std::function<void(uint64_t)>& mark);
+  // Visit without taking the lock (the caller holds it; kKind.visit is VisitShared).
+  static void VisitLocked(const Pool& pool, uint64_t root_off, const std::function<void(uint64_t)>& mark);
 
  private:
   // Nodes preallocated for one split cascade (so PoolFull changes nothing).
@@ -173,12 +167,6 @@ class FastFair final : public Index {
   Status Repair();
   uint64_t CountKeys() const;
 
-  Pool& pool_;
-  uint64_t root_off_;
-  RootBlock* rb_;
-  KeyOps ko_;
-  bool vab_;
-  std::shared_ptr<std::shared_mutex> lock_;
   std::atomic<uint64_t> size_{0};
   // Readers interpret crash states (move right, dedupe across nodes) only when the tree may hold
   // them: a read-only pool that was not closed cleanly (it cannot be repaired).
@@ -254,9 +242,7 @@ void FastFair::FastDelete(Node* n, int pos) {
 // ---- open / create ---------------------------------------------------------------------------
 
 Status FastFair::Init() {
-  if (rb_->magic != kRootMagic) return Status::Corruption("fastfair: bad root block magic");
-  if (rb_->key_type != static_cast<uint32_t>(KeyType::kU64) && rb_->key_type != static_cast<uint32_t>(KeyType::kBytes))
-    return Status::Corruption("fastfair: bad key type in root block");
+  WORT_RETURN_IF_ERROR(CheckRoot("fastfair", kRootMagic));
   const uint64_t r = Root();
   if (r == 0 || !pool_.contains(r, sizeof(Node))) return Status::Corruption("fastfair: bad root node offset");
   std::unique_lock<std::shared_mutex> g(*lock_);
@@ -852,13 +838,10 @@ IndexStats FastFair::Stats() const {
   return st;
 }
 
-void FastFair::Visit(const Pool& pool, uint64_t root_off, const std::function<void(uint64_t)>& mark) {
-  auto lock = IndexLock(&pool, root_off);
-  std::shared_lock<std::shared_mutex> g(*lock);
+void FastFair::VisitLocked(const Pool& pool, uint64_t root_off, const std::function<void(uint64_t)>& mark) {
   mark(root_off);
   const auto* rb = pool.at<RootBlock>(root_off);
-  const bool bytes = rb->key_type == static_cast<uint32_t>(KeyType::kBytes);
-  const bool vab = (rb->flags & kRootValuesAreBlocks) != 0;
+  const auto [bytes, vab] = ReadRootFlags(rb);
   uint64_t first = Load(rb->root);
   const uint64_t limit = pool.size() / sizeof(Node) + 1;
   uint64_t seen = 0;
@@ -883,38 +866,21 @@ void FastFair::Visit(const Pool& pool, uint64_t root_off, const std::function<vo
 // ---- registration ----------------------------------------------------------------------------
 
 Status Create(Pool& pool, const IndexOptions& opts, uint64_t* root_off) {
-  uint64_t rb_off = 0, node_off = 0;
-  WORT_RETURN_IF_ERROR(pool.allocator().AllocZeroed(sizeof(RootBlock), &rb_off));
-  Status s = pool.allocator().AllocZeroed(sizeof(Node), &node_off);
-  if (!s.ok()) {
-    pool.allocator().Free(rb_off);
-    return s;
-  }
-  Node* n = pool.at<Node>(node_off);
-  n->flags = kFlagNegInf;  // an empty leaf: the whole tree
-  pm::persist(n, 64);
-  auto* rb = pool.at<RootBlock>(rb_off);
-  rb->magic = kRootMagic;
-  rb->key_type = static_cast<uint32_t>(opts.key_type);
-  rb->flags = opts.values_are_blocks ? kRootValuesAreBlocks : 0;
-  rb->root = node_off;
-  pm::persist(rb, sizeof(RootBlock));
-  *root_off = rb_off;
-  return Status::OK();
+  return CreateTree(pool, opts, kRootMagic, 0, &RootBlock::root, sizeof(Node), [&](uint64_t off) {
+    Node* n = pool.at<Node>(off);
+    n->flags = kFlagNegInf;  // an empty leaf: the whole tree
+    pm::persist(n, 64);
+  }, root_off);
 }
 
 Status Open(Pool& pool, uint64_t root_off, std::unique_ptr<Index>* out) {
-  if (!pool.contains(root_off, sizeof(RootBlock))) return Status::Corruption("fastfair: root block outside the pool");
-  auto idx = std::make_unique<FastFair>(pool, root_off);
-  WORT_RETURN_IF_ERROR(idx->Init());
-  *out = std::move(idx);
-  return Status::OK();
+  return OpenTree<FastFair, RootBlock>(pool, root_off, "fastfair", out);
 }
 
 const IndexKind kKind = {
     "fastfair", kind_id::kFastFair,
     "FAST&FAIR persistent B+-tree: sorted nodes, failure-atomic shift and in-place rebalance (FAST 2018)",
-    true, &Create, &Open, &FastFair::Visit};
+    true, &Create, &Open, &VisitShared<&FastFair::VisitLocked>};
 const bool kRegistered = RegisterIndexKind(&kKind);
 
 }  // namespace

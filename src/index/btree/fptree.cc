@@ -18,7 +18,6 @@ namespace {
 
 constexpr int kSlots = 32;
 constexpr uint64_t kRootMagic = 0x45455254504621ull;  // "!FPTREE"
-constexpr uint32_t kRootValuesAreBlocks = 1;
 
 struct RootBlock {
   uint64_t magic;
@@ -30,6 +29,7 @@ struct RootBlock {
   uint64_t pad[3];
 };
 static_assert(sizeof(RootBlock) == 64);
+BTREE_ROOT_HEADER_LAYOUT(RootBlock, head);
 
 struct Slot {
   uint64_t key;
@@ -174,20 +174,14 @@ class InnerTree {
   int height_ = 0;
 };
 
-class FpTree final : public Index {
+class FpTree final : public TreeBase<RootBlock> {
  public:
-  FpTree(Pool& pool, uint64_t root_off)
-      : pool_(pool),
-        root_off_(root_off),
-        rb_(pool.at<RootBlock>(root_off)),
-        ko_(&pool, static_cast<KeyType>(rb_->key_type)),
-        lock_(IndexLock(&pool, root_off)) {}
+  FpTree(Pool& pool, uint64_t root_off) : TreeBase(pool, root_off) {}
 
   Status Init();
   double rebuild_seconds() const { return rebuild_seconds_; }
 
   std::string_view kind() const override { return "fptree"; }
-  KeyType key_type() const override { return ko_.type(); }
   Status Insert(std::string_view key, uint64_t value) override { return Put(key, value, false, nullptr); }
   Status Upsert(std::string_view key, uint64_t value, bool* inserted) override { return Put(key, value, true, inserted); }
   Status Lookup(std::string_view key, uint64_t* value) const override;
@@ -197,8 +191,7 @@ class FpTree final : public Index {
   Status Check(std::string* report) const override;
   IndexStats Stats() const override;
 
-  static void Visit(const Pool& pool, uint64_t root_off, const std::function<void(uint64_t)>& mark);
-  // Visit without taking the lock (the caller holds it).
+  // Visit without taking the lock (the caller holds it; kKind.visit is VisitShared).
   static void VisitLocked(const Pool& pool, uint64_t root_off, const std::function<void(uint64_t)>& mark);
 
  private:
@@ -221,20 +214,13 @@ class FpTree final : public Index {
   void Recover();
   void Rebuild();
 
-  Pool& pool_;
-  uint64_t root_off_;
-  RootBlock* rb_;
-  KeyOps ko_;
-  std::shared_ptr<std::shared_mutex> lock_;
   InnerTree inner_;
   uint64_t size_ = 0;
   double rebuild_seconds_ = 0;
 };
 
 Status FpTree::Init() {
-  if (rb_->magic != kRootMagic) return Status::Corruption("fptree: bad root block magic");
-  if (rb_->key_type != static_cast<uint32_t>(KeyType::kU64) && rb_->key_type != static_cast<uint32_t>(KeyType::kBytes))
-    return Status::Corruption("fptree: bad key type");
+  WORT_RETURN_IF_ERROR(CheckRoot("fptree", kRootMagic));
   if (!pool_.contains(rb_->head, sizeof(Leaf))) return Status::Corruption("fptree: head leaf outside the pool");
   std::unique_lock<std::shared_mutex> g(*lock_);
   if (!pool_.read_only()) Recover();
@@ -513,17 +499,10 @@ IndexStats FpTree::Stats() const {
   return st;
 }
 
-void FpTree::Visit(const Pool& pool, uint64_t root_off, const std::function<void(uint64_t)>& mark) {
-  auto lock = IndexLock(&pool, root_off);
-  std::shared_lock<std::shared_mutex> g(*lock);
-  VisitLocked(pool, root_off, mark);
-}
-
 void FpTree::VisitLocked(const Pool& pool, uint64_t root_off, const std::function<void(uint64_t)>& mark) {
   mark(root_off);
   const auto* rb = pool.at<RootBlock>(root_off);
-  const bool bytes = rb->key_type == static_cast<uint32_t>(KeyType::kBytes);
-  const bool vab = (rb->flags & kRootValuesAreBlocks) != 0;
+  const auto [bytes, vab] = ReadRootFlags(rb);
   const uint64_t limit = pool.size() / sizeof(Leaf) + 1;
   uint64_t seen = 0;
   for (uint64_t off = rb->head; off != 0 && pool.contains(off, sizeof(Leaf)) && seen++ < limit;
@@ -541,36 +520,18 @@ void FpTree::VisitLocked(const Pool& pool, uint64_t root_off, const std::functio
 }
 
 Status Create(Pool& pool, const IndexOptions& opts, uint64_t* root_off) {
-  uint64_t rb_off = 0, leaf = 0;
-  WORT_RETURN_IF_ERROR(pool.allocator().AllocZeroed(sizeof(RootBlock), &rb_off));
-  Status s = pool.allocator().AllocZeroed(sizeof(Leaf), &leaf);
-  if (!s.ok()) {
-    pool.allocator().Free(rb_off);
-    return s;
-  }
-  pm::persist(pool.at<Leaf>(leaf), sizeof(Leaf));
-  auto* rb = pool.at<RootBlock>(rb_off);
-  rb->magic = kRootMagic;
-  rb->key_type = static_cast<uint32_t>(opts.key_type);
-  rb->flags = opts.values_are_blocks ? kRootValuesAreBlocks : 0;
-  rb->head = leaf;
-  pm::persist(rb, sizeof(RootBlock));
-  *root_off = rb_off;
-  return Status::OK();
+  return CreateTree(pool, opts, kRootMagic, 0, &RootBlock::head, sizeof(Leaf),
+                    [&](uint64_t off) { pm::persist(pool.at<Leaf>(off), sizeof(Leaf)); }, root_off);
 }
 
 Status Open(Pool& pool, uint64_t root_off, std::unique_ptr<Index>* out) {
-  if (!pool.contains(root_off, sizeof(RootBlock))) return Status::Corruption("fptree: root block outside the pool");
-  auto idx = std::make_unique<FpTree>(pool, root_off);
-  WORT_RETURN_IF_ERROR(idx->Init());
-  *out = std::move(idx);
-  return Status::OK();
+  return OpenTree<FpTree, RootBlock>(pool, root_off, "fptree", out);
 }
 
 const IndexKind kKind = {"fptree", kind_id::kFpTree,
                          "FPTree: persistent unsorted leaves with fingerprints and bitmap, DRAM inner nodes rebuilt on "
                          "open, micro-logged leaf split (SIGMOD 2016)",
-                         true, &Create, &Open, &FpTree::Visit};
+                         true, &Create, &Open, &VisitShared<&FpTree::VisitLocked>};
 const bool kRegistered = RegisterIndexKind(&kKind);
 
 }  // namespace

@@ -17,7 +17,6 @@ namespace {
 constexpr int kSlots = 32;
 constexpr int kPln = 128;  // separators per PLN
 constexpr uint64_t kRootMagic = 0x4545525456764e21ull;  // "!NvTREE"
-constexpr uint32_t kRootValuesAreBlocks = 1;
 constexpr uint64_t kOpInsert = 1, kOpDelete = 2;
 
 struct RootBlock {
@@ -28,6 +27,7 @@ struct RootBlock {
   uint64_t pad[5];
 };
 static_assert(sizeof(RootBlock) == 64);
+BTREE_ROOT_HEADER_LAYOUT(RootBlock, head);
 
 struct Entry {
   uint64_t key;
@@ -50,20 +50,14 @@ struct Pln {
   uint64_t leaves[kPln];
 };
 
-class NvTree final : public Index {
+class NvTree final : public TreeBase<RootBlock> {
  public:
-  NvTree(Pool& pool, uint64_t root_off)
-      : pool_(pool),
-        root_off_(root_off),
-        rb_(pool.at<RootBlock>(root_off)),
-        ko_(&pool, static_cast<KeyType>(rb_->key_type)),
-        lock_(IndexLock(&pool, root_off)) {}
+  NvTree(Pool& pool, uint64_t root_off) : TreeBase(pool, root_off) {}
 
   Status Init();
   double rebuild_seconds() const { return rebuild_seconds_; }
 
   std::string_view kind() const override { return "nvtree"; }
-  KeyType key_type() const override { return ko_.type(); }
   Status Insert(std::string_view key, uint64_t value) override { return Append(key, value, kOpInsert, false, nullptr); }
   Status Upsert(std::string_view key, uint64_t value, bool* inserted) override {
     return Append(key, value, kOpInsert, true, inserted);
@@ -75,7 +69,7 @@ class NvTree final : public Index {
   Status Check(std::string* report) const override;
   IndexStats Stats() const override;
 
-  static void Visit(const Pool& pool, uint64_t root_off, const std::function<void(uint64_t)>& mark);
+  // Visit without taking the lock (the caller holds it; kKind.visit is VisitShared).
   static void VisitLocked(const Pool& pool, uint64_t root_off, const std::function<void(uint64_t)>& mark);
   // Live entries of a leaf: (key word, value), one per live key, in no particular order.
   static void Live(const Leaf* l, std::vector<std::pair<uint64_t, uint64_t>>* out);
@@ -125,11 +119,6 @@ class NvTree final : public Index {
   void Relayout(std::vector<std::pair<std::string, uint64_t>>&& all);
   void Rebuild();
 
-  Pool& pool_;
-  uint64_t root_off_;
-  RootBlock* rb_;
-  KeyOps ko_;
-  std::shared_ptr<std::shared_mutex> lock_;
   std::vector<Pln> plns_;
   std::vector<std::string> first_;  // first separator of each PLN (the contiguous IN level)
   uint64_t size_ = 0;
@@ -153,9 +142,7 @@ void NvTree::Live(const Leaf* l, std::vector<std::pair<uint64_t, uint64_t>>* out
 }
 
 Status NvTree::Init() {
-  if (rb_->magic != kRootMagic) return Status::Corruption("nvtree: bad root block magic");
-  if (rb_->key_type != static_cast<uint32_t>(KeyType::kU64) && rb_->key_type != static_cast<uint32_t>(KeyType::kBytes))
-    return Status::Corruption("nvtree: bad key type");
+  WORT_RETURN_IF_ERROR(CheckRoot("nvtree", kRootMagic));
   std::unique_lock<std::shared_mutex> g(*lock_);
   Rebuild();
   return Status::OK();
@@ -443,17 +430,10 @@ IndexStats NvTree::Stats() const {
   return st;
 }
 
-void NvTree::Visit(const Pool& pool, uint64_t root_off, const std::function<void(uint64_t)>& mark) {
-  auto lock = IndexLock(&pool, root_off);
-  std::shared_lock<std::shared_mutex> g(*lock);
-  VisitLocked(pool, root_off, mark);
-}
-
 void NvTree::VisitLocked(const Pool& pool, uint64_t root_off, const std::function<void(uint64_t)>& mark) {
   mark(root_off);
   const auto* rb = pool.at<RootBlock>(root_off);
-  const bool bytes = rb->key_type == static_cast<uint32_t>(KeyType::kBytes);
-  const bool vab = (rb->flags & kRootValuesAreBlocks) != 0;
+  const auto [bytes, vab] = ReadRootFlags(rb);
   const uint64_t limit = pool.size() / sizeof(Leaf) + 1;
   uint64_t seen = 0;
   std::vector<std::pair<uint64_t, uint64_t>> live;
@@ -472,36 +452,18 @@ void NvTree::VisitLocked(const Pool& pool, uint64_t root_off, const std::functio
 }
 
 Status Create(Pool& pool, const IndexOptions& opts, uint64_t* root_off) {
-  uint64_t rb_off = 0, leaf = 0;
-  WORT_RETURN_IF_ERROR(pool.allocator().AllocZeroed(sizeof(RootBlock), &rb_off));
-  Status s = pool.allocator().AllocZeroed(sizeof(Leaf), &leaf);
-  if (!s.ok()) {
-    pool.allocator().Free(rb_off);
-    return s;
-  }
-  pm::persist(pool.at<Leaf>(leaf), 64);
-  auto* rb = pool.at<RootBlock>(rb_off);
-  rb->magic = kRootMagic;
-  rb->key_type = static_cast<uint32_t>(opts.key_type);
-  rb->flags = opts.values_are_blocks ? kRootValuesAreBlocks : 0;
-  rb->head = leaf;
-  pm::persist(rb, sizeof(RootBlock));
-  *root_off = rb_off;
-  return Status::OK();
+  return CreateTree(pool, opts, kRootMagic, 0, &RootBlock::head, sizeof(Leaf),
+                    [&](uint64_t off) { pm::persist(pool.at<Leaf>(off), 64); }, root_off);
 }
 
 Status Open(Pool& pool, uint64_t root_off, std::unique_ptr<Index>* out) {
-  if (!pool.contains(root_off, sizeof(RootBlock))) return Status::Corruption("nvtree: root block outside the pool");
-  auto idx = std::make_unique<NvTree>(pool, root_off);
-  WORT_RETURN_IF_ERROR(idx->Init());
-  *out = std::move(idx);
-  return Status::OK();
+  return OpenTree<NvTree, RootBlock>(pool, root_off, "nvtree", out);
 }
 
 const IndexKind kKind = {"nvtree", kind_id::kNvTree,
                          "NVTree: append-only persistent leaves (count committed after the entry), contiguous DRAM "
                          "internal nodes rebuilt on PLN split and on open (FAST 2015)",
-                         true, &Create, &Open, &NvTree::Visit};
+                         true, &Create, &Open, &VisitShared<&NvTree::VisitLocked>};
 const bool kRegistered = RegisterIndexKind(&kKind);
 
 }  // namespace

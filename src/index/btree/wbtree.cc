@@ -18,7 +18,6 @@
 namespace wort::btree::wb {
 namespace {
 
-constexpr uint32_t kRootValuesAreBlocks = 1;
 constexpr uint32_t kRootSlotOnly = 2;
 constexpr uint64_t kSlotValid = 1;  // bitmap bit 0
 constexpr uint64_t kOpSplit = 1;
@@ -67,26 +66,21 @@ struct RootBlock {
   Log log;
 };
 static_assert(sizeof(RootBlock) == 128);
+BTREE_ROOT_HEADER_LAYOUT(RootBlock, root);
 static_assert(offsetof(RootBlock, log) == 64, "the log has its own cache line");
 
 inline int Popcount(uint64_t x) { return __builtin_popcountll(x); }
 
-class WbTree final : public Index {
+class WbTree final : public TreeBase<RootBlock> {
  public:
   WbTree(Pool& pool, uint64_t root_off)
-      : pool_(pool),
-        root_off_(root_off),
-        rb_(pool.at<RootBlock>(root_off)),
-        ko_(&pool, static_cast<KeyType>(rb_->key_type)),
-        vab_((rb_->flags & kRootValuesAreBlocks) != 0),
+      : TreeBase(pool, root_off),
         slot_only_((rb_->flags & kRootSlotOnly) != 0),
         cap_(slot_only_ ? kSlotOnlyEntries : kBitmapEntries),
-        node_size_(slot_only_ ? kSlotNodeSize : kBitmapNodeSize),
-        lock_(IndexLock(&pool, root_off)) {}
+        node_size_(slot_only_ ? kSlotNodeSize : kBitmapNodeSize) {}
 
   Status Init();
   std::string_view kind() const override { return slot_only_ ? "wbtree-slot" : "wbtree"; }
-  KeyType key_type() const override { return ko_.type(); }
   Status Insert(std::string_view key, uint64_t value) override { return Put(key, value, false, nullptr); }
   Status Upsert(std::string_view key, uint64_t value, bool* inserted) override { return Put(key, value, true, inserted); }
   Status Lookup(std::string_view key, uint64_t* value) const override;
@@ -96,7 +90,8 @@ class WbTree final : public Index {
   Status Check(std::string* report) const override;
   IndexStats Stats() const override;
 
-  static void Visit(const Pool& pool, uint64_t root_off, const std::function<void(uint64_t)>& mark);
+  // Visit without taking the lock (the caller holds it; kKind.visit is VisitShared).
+  static void VisitLocked(const Pool& pool, uint64_t root_off, const std::function<void(uint64_t)>& mark);
 
  private:
   // ---- node access ----
@@ -179,15 +174,9 @@ class WbTree final : public Index {
   Status Repair();
   uint64_t CountKeys() const;
 
-  Pool& pool_;
-  uint64_t root_off_;
-  RootBlock* rb_;
-  KeyOps ko_;
-  bool vab_;
   bool slot_only_;
   int cap_;
   size_t node_size_;
-  std::shared_ptr<std::shared_mutex> lock_;
   std::atomic<uint64_t> size_{0};
   bool tolerant_ = false;
 };
@@ -338,9 +327,7 @@ void WbTree::FillNode(uint64_t off, uint32_t level, const std::vector<Entry>& es
 // ---- open ------------------------------------------------------------------------------------
 
 Status WbTree::Init() {
-  if (rb_->magic != kRootMagic) return Status::Corruption("wbtree: bad root block magic");
-  if (rb_->key_type != static_cast<uint32_t>(KeyType::kU64) && rb_->key_type != static_cast<uint32_t>(KeyType::kBytes))
-    return Status::Corruption("wbtree: bad key type in root block");
+  WORT_RETURN_IF_ERROR(CheckRoot("wbtree", kRootMagic));
   const uint64_t r = Root();
   if (r == 0 || !pool_.contains(r, node_size_)) return Status::Corruption("wbtree: bad root node offset");
   std::unique_lock<std::shared_mutex> g(*lock_);
@@ -814,13 +801,10 @@ IndexStats WbTree::Stats() const {
   return st;
 }
 
-void WbTree::Visit(const Pool& pool, uint64_t root_off, const std::function<void(uint64_t)>& mark) {
-  auto lock = IndexLock(&pool, root_off);
-  std::shared_lock<std::shared_mutex> g(*lock);
+void WbTree::VisitLocked(const Pool& pool, uint64_t root_off, const std::function<void(uint64_t)>& mark) {
   mark(root_off);
   const auto* rb = pool.at<RootBlock>(root_off);
-  const bool bytes = rb->key_type == static_cast<uint32_t>(KeyType::kBytes);
-  const bool vab = (rb->flags & kRootValuesAreBlocks) != 0;
+  const auto [bytes, vab] = ReadRootFlags(rb);
   const bool slot_only = (rb->flags & kRootSlotOnly) != 0;
   const size_t nsize = slot_only ? kSlotNodeSize : kBitmapNodeSize;
   const size_t eoff = slot_only ? kSlotEntriesOff : kBitmapEntriesOff;
@@ -877,44 +861,27 @@ void WbTree::Visit(const Pool& pool, uint64_t root_off, const std::function<void
 // ---- registration ----------------------------------------------------------------------------
 
 Status CreateImpl(Pool& pool, const IndexOptions& opts, uint64_t* root_off, bool slot_only) {
-  uint64_t rb_off = 0, node_off = 0;
   const size_t nsize = slot_only ? kSlotNodeSize : kBitmapNodeSize;
-  WORT_RETURN_IF_ERROR(pool.allocator().AllocZeroed(sizeof(RootBlock), &rb_off));
-  Status s = pool.allocator().AllocZeroed(nsize, &node_off);
-  if (!s.ok()) {
-    pool.allocator().Free(rb_off);
-    return s;
-  }
-  auto* h = pool.at<NodeHeader>(node_off);
-  h->meta = slot_only ? 0 : kSlotValid;  // an empty leaf with a valid (empty) slot array
-  pm::persist(h, nsize);
-  auto* rb = pool.at<RootBlock>(rb_off);
-  rb->magic = kRootMagic;
-  rb->key_type = static_cast<uint32_t>(opts.key_type);
-  rb->flags = (opts.values_are_blocks ? kRootValuesAreBlocks : 0) | (slot_only ? kRootSlotOnly : 0);
-  rb->root = node_off;
-  pm::persist(rb, sizeof(RootBlock));
-  *root_off = rb_off;
-  return Status::OK();
+  return CreateTree(pool, opts, kRootMagic, slot_only ? kRootSlotOnly : 0, &RootBlock::root, nsize, [&](uint64_t off) {
+    auto* h = pool.at<NodeHeader>(off);
+    h->meta = slot_only ? 0 : kSlotValid;  // an empty leaf with a valid (empty) slot array
+    pm::persist(h, nsize);
+  }, root_off);
 }
 
 Status CreateBitmap(Pool& pool, const IndexOptions& opts, uint64_t* root_off) { return CreateImpl(pool, opts, root_off, false); }
 Status CreateSlot(Pool& pool, const IndexOptions& opts, uint64_t* root_off) { return CreateImpl(pool, opts, root_off, true); }
 
 Status Open(Pool& pool, uint64_t root_off, std::unique_ptr<Index>* out) {
-  if (!pool.contains(root_off, sizeof(RootBlock))) return Status::Corruption("wbtree: root block outside the pool");
-  auto idx = std::make_unique<WbTree>(pool, root_off);
-  WORT_RETURN_IF_ERROR(idx->Init());
-  *out = std::move(idx);
-  return Status::OK();
+  return OpenTree<WbTree, RootBlock>(pool, root_off, "wbtree", out);
 }
 
 const IndexKind kBitmapKind = {"wbtree", kind_id::kWbTree,
                                "wB+-Tree: unsorted nodes with bitmap + slot array, redo-logged splits (VLDB 2015)", true,
-                               &CreateBitmap, &Open, &WbTree::Visit};
+                               &CreateBitmap, &Open, &VisitShared<&WbTree::VisitLocked>};
 const IndexKind kSlotKind = {"wbtree-slot", kind_id::kWbTreeSlot,
                              "wB+-Tree, slot-array-only variant: 8-byte atomic slot word, 7 entries per node", true,
-                             &CreateSlot, &Open, &WbTree::Visit};
+                             &CreateSlot, &Open, &VisitShared<&WbTree::VisitLocked>};
 const bool kRegistered = RegisterIndexKind(&kBitmapKind) && RegisterIndexKind(&kSlotKind);
 
 }  // namespace
