@@ -114,11 +114,6 @@ void Request::Clear() {
   binary_key.clear();
 }
 
-bool MetaFlags::returns(char c) const {
-  for (uint8_t i = 0; i < nret; ++i)
-    if (ret[i] == c) return true;
-  return false;
-}
 
 bool ValidKey(std::string_view key) {
   if (key.empty() || key.size() > kMaxKeyLength) return false;

@@ -26,10 +26,11 @@
 // Refused with a CLIENT_ERROR naming the flag, because the store cannot honour them:
 //   h, l (mg: hit-before / last-access time: the store keeps neither)
 //   E (any: a client-chosen cas; wort's cas values double as flush_all's marker, see store.h)
-// Any other flag: "CLIENT_ERROR invalid flag". With `b` the key token is base64 (standard
+// Any other flag: "CLIENT_ERROR invalid flag". As in memcached, a flag that takes no token
+// ignores any bytes after its character ("vx" = v). With `b` the key token is base64 (standard
 // alphabet, padded, canonical) and decodes to any bytes (0x00..0xff); the token itself must be
 // <= 250 bytes, as memcached checks it ("CLIENT_ERROR error decoding key" if it does not decode).
-// Meta errors are always sent (q suppresses only success codes; see handler.cc).
+// Meta errors are always sent (q suppresses only success codes and mg's EN; see handler.cc).
 //
 // Errors follow memcached 1.6 (checked against memcached 1.6.18):
 //   ERROR                                  unknown command, wrong number of tokens
@@ -98,7 +99,6 @@ struct MetaFlags {
   uint64_t initial = 0;     // J<initial> (ma with N)
   char mode = 0;            // M<mode>, normalized: ms 'S','E','A','P','R'; ma '+','-'; 0 = default
   std::string_view opaque;  // O<opaque>, up to 32 bytes
-  bool returns(char c) const;
 };
 
 // One parsed request. Every string_view points into the parser's input and stays valid until

@@ -224,7 +224,9 @@ TEST(MetaParse, RandomInputFuzz) {
       if (pr.outcome == Outcome::kNeedMore || pr.outcome == Outcome::kClose) break;
       if (pr.outcome == Outcome::kRequest && r.cmd >= Command::kMetaGet && r.cmd != Command::kMetaNoop) {
         EXPECT_FALSE(r.MetaKey().empty());
-        if (!r.meta.base64) EXPECT_TRUE(ValidKey(r.MetaKey()));
+        if (!r.meta.base64) {
+          EXPECT_TRUE(ValidKey(r.MetaKey()));
+        }
         EXPECT_LE(r.meta.opaque.size(), kMaxOpaqueLength);
       }
       ASSERT_GT(pr.consumed, 0u);
@@ -294,7 +296,9 @@ struct Meta : ::testing::Test {
   }
   void TearDown() override {
     Store::SetClockOffsetForTest(0);
-    if (st) EXPECT_TRUE(st->Close().ok());
+    if (st) {
+      EXPECT_TRUE(st->Close().ok());
+    }
   }
   std::string Run(std::string_view in) { return RunOn(*st, stats, config, in); }
   // The cas of `key` (via mg c), or 0.

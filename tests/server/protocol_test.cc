@@ -228,12 +228,16 @@ TEST(Protocol, PartialInputInEveryPiece) {
       for (;;) {
         ParseResult pr = p.Parse(buf, &r);
         if (pr.outcome == Outcome::kNeedMore) {
-          if (pr.need) EXPECT_GT(pr.need, buf.size());
+          if (pr.need) {
+            EXPECT_GT(pr.need, buf.size());
+          }
           return;
         }
         ASSERT_EQ(pr.outcome, Outcome::kRequest) << "cut " << cut;
         got.push_back(r.cmd);
-        if (r.cmd == Command::kSet) EXPECT_EQ(r.data, "0123456789");
+        if (r.cmd == Command::kSet) {
+          EXPECT_EQ(r.data, "0123456789");
+        }
         buf.erase(0, pr.consumed);
       }
     };
@@ -397,7 +401,9 @@ TEST(Protocol, RandomInputFuzz) {
       if (pr.outcome == Outcome::kNeedMore || pr.outcome == Outcome::kClose) break;
       if (pr.outcome == Outcome::kRequest) {
         for (std::string_view k : r.keys) EXPECT_TRUE(ValidKey(k));
-        if (r.is_storage() && !r.too_large) EXPECT_EQ(r.data.size(), r.bytes);
+        if (r.is_storage() && !r.too_large) {
+          EXPECT_EQ(r.data.size(), r.bytes);
+        }
       }
       ASSERT_GT(pr.consumed, 0u);
       rest = rest.substr(pr.consumed);
