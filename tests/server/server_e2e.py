@@ -14,6 +14,7 @@ MODE is one of:
   unordered  with a hash index, range answers SERVER_ERROR and the rest works.
   meta     the meta commands (mg ms md ma me mn) over a loopback socket: pipelines of quiet
            commands ended by mn, every reply code, cas conflicts, ma on a non-numeric value,
+           one recache winner among 8 concurrent vivifying clients,
            binary keys via b, malformed requests, stale/win state across a restart, and
            SIGKILL during a load of ms/ma/md I, then every acknowledged write and `wort pool check`.
 Exit status 0 iff every check passed. Everything listens on 127.0.0.1 only; every loop is bounded.
@@ -688,6 +689,27 @@ def mode_meta(args):
         check(recv_until(a, b"\r\n") == b"EX\r\n", "md with an old cas: EX")
         a.close()
         b.close()
+
+        # Dog-pile protection: 8 clients ask for a missing key with N at once; exactly one wins.
+        for rnd in range(5):
+            barrier = threading.Barrier(8)
+            replies = []
+
+            def viv():
+                c = srv.raw()
+                barrier.wait(10)
+                c.sendall(b"mg pile%d N30 s\r\n" % rnd)
+                replies.append(recv_until(c, b"\r\n"))
+                c.close()
+
+            ts = [threading.Thread(target=viv) for _ in range(8)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join(30)
+            wins = sum(1 for r in replies if r.rstrip().endswith(b" W"))
+            zs = sum(1 for r in replies if r.rstrip().endswith(b" Z"))
+            check(len(replies) == 8 and wins == 1 and zs == 7, f"one winner among 8 vivifying clients: {replies}")
 
         # Binary keys via b: 0x00, >= 0x80, prefix keys, a long key; back through k.
         keys = [b"\x00", b"\x00\x00", b"\xff\x80", b"\xff\x80\x00", bytes(range(256))[:180], b"sp ace\r\n"]
