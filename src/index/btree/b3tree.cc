@@ -149,6 +149,17 @@ class B3Tree final : public TreeBase<RootBlock> {
     if (at) *at = w;
     return -1;
   }
+  // The leaf page for probe p (readers: moves right through logical pages when tolerant_).
+  uint64_t LeafFor(const Probe& p) const {
+    uint64_t off = Root();
+    for (int guard = 0; guard < 64; ++guard) {
+      if (tolerant_) off = MoveRight(off, p);
+      Page* pg = P(off);
+      if (IsLeaf(pg)) break;
+      off = RefOf(Load(*RouteWord(pg, p)));
+    }
+    return off;
+  }
   uint64_t MoveRight(uint64_t off, const Probe& p) const {
     for (int guard = 0; guard < 1 << 20; ++guard) {
       const uint64_t sib = Load(P(off)->sibling);
@@ -416,14 +427,7 @@ Status B3Tree::Lookup(std::string_view key, uint64_t* value) const {
   WORT_RETURN_IF_ERROR(ko_.ValidKey(key));
   const Probe p = ko_.MakeProbe(key);
   std::shared_lock<std::shared_mutex> g(*lock_);
-  uint64_t off = Root();
-  for (int guard = 0; guard < 64; ++guard) {
-    if (tolerant_) off = MoveRight(off, p);
-    Page* pg = P(off);
-    if (IsLeaf(pg)) break;
-    off = RefOf(Load(*RouteWord(pg, p)));
-  }
-  Page* leaf = P(off);
+  Page* leaf = P(LeafFor(p));
   const int i = FindInLeaf(leaf, p, nullptr);
   if (i < 0 || (Load(leaf->node[i].right) & kDeleted)) return Status::NotFound("key not found");
   *value = Load(leaf->node[i].val);
@@ -433,16 +437,7 @@ Status B3Tree::Lookup(std::string_view key, uint64_t* value) const {
 Status B3Tree::Scan(std::string_view start, const std::string_view* end, size_t limit, const ScanFn& fn) const {
   return ScanInBatches(
       ko_, *lock_, start, end, limit, fn,
-      [&](const Probe& p) {
-        uint64_t off = Root();
-        for (int guard = 0; guard < 64; ++guard) {
-          if (tolerant_) off = MoveRight(off, p);
-          Page* pg = P(off);
-          if (IsLeaf(pg)) break;
-          off = RefOf(Load(*RouteWord(pg, p)));
-        }
-        return off;
-      },
+      [&](const Probe& p) { return LeafFor(p); },
       [&](uint64_t off, auto&& take) {
         for (const KV& kv : Read(P(off)).live)
           if (!take(kv.key, kv.val)) return;
@@ -632,8 +627,7 @@ Status B3Tree::DefragPage(const std::vector<PathStep>& path, int i) {
 }
 
 Status B3Tree::Put(std::string_view key, uint64_t value, bool upsert, bool* inserted) {
-  WORT_RETURN_IF_ERROR(ko_.ValidKey(key));
-  if (pool_.read_only()) return Status::InvalidArgument("pool is read-only");
+  WORT_RETURN_IF_ERROR(CheckWrite(key));
   const Probe p = ko_.MakeProbe(key);
   std::unique_lock<std::shared_mutex> g(*lock_);
   std::vector<PathStep> path;
@@ -697,8 +691,7 @@ Status B3Tree::Put(std::string_view key, uint64_t value, bool upsert, bool* inse
 // ---- delete ----------------------------------------------------------------------------------
 
 Status B3Tree::Remove(std::string_view key) {
-  WORT_RETURN_IF_ERROR(ko_.ValidKey(key));
-  if (pool_.read_only()) return Status::InvalidArgument("pool is read-only");
+  WORT_RETURN_IF_ERROR(CheckWrite(key));
   const Probe p = ko_.MakeProbe(key);
   std::unique_lock<std::shared_mutex> g(*lock_);
   std::vector<PathStep> path;

@@ -271,6 +271,12 @@ class TreeBase : public Index {
         ko_(&pool, static_cast<KeyType>(rb_->key_type)),
         vab_((rb_->flags & kRootValuesAreBlocks) != 0),
         lock_(IndexLock(&pool, root_off)) {}
+  // The first step of every write: a valid key for this index, and a writable pool.
+  Status CheckWrite(std::string_view key) const {
+    WORT_RETURN_IF_ERROR(ko_.ValidKey(key));
+    if (pool_.read_only()) return Status::InvalidArgument("pool is read-only");
+    return Status::OK();
+  }
   // CheckRootHeader for this index's root block.
   Status CheckRoot(const char* kind, uint64_t want_magic) const {
     return CheckRootHeader(kind, rb_->magic, want_magic, rb_->key_type);

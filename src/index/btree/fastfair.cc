@@ -128,6 +128,16 @@ class FastFair final : public TreeBase<RootBlock> {
       off = sib;
     }
   }
+  // The leaf for probe p (readers: move right only when tolerant_).
+  uint64_t LeafFor(const Probe& p) const {
+    uint64_t off = Root();
+    for (;;) {
+      if (tolerant_) off = MoveRight(off, p);
+      const Node* n = N(off);
+      if (IsLeaf(n)) return off;
+      off = ChildFor(n, p);
+    }
+  }
   // Descends from the root to `level`; path[l] is the node visited at level l (root at back).
   void Descend(const Probe& p, int level, std::vector<uint64_t>* path) const {
     uint64_t off = Root();
@@ -282,14 +292,7 @@ Status FastFair::Lookup(std::string_view key, uint64_t* value) const {
   WORT_RETURN_IF_ERROR(ko_.ValidKey(key));
   const Probe p = ko_.MakeProbe(key);
   std::shared_lock<std::shared_mutex> g(*lock_);
-  uint64_t off = Root();
-  for (;;) {
-    if (tolerant_) off = MoveRight(off, p);
-    const Node* n = N(off);
-    if (IsLeaf(n)) break;
-    off = ChildFor(n, p);
-  }
-  const Node* leaf = N(off);
+  const Node* leaf = N(LeafFor(p));
   const int j = FindInLeaf(leaf, p);
   if (j < 0) return Status::NotFound("key not found");
   *value = Load(leaf->slot[j].val);
@@ -299,15 +302,7 @@ Status FastFair::Lookup(std::string_view key, uint64_t* value) const {
 Status FastFair::Scan(std::string_view start, const std::string_view* end, size_t limit, const ScanFn& fn) const {
   return ScanInBatches(
       ko_, *lock_, start, end, limit, fn,
-      [&](const Probe& p) {
-        uint64_t off = Root();
-        for (;;) {
-          if (tolerant_) off = MoveRight(off, p);
-          const Node* n = N(off);
-          if (IsLeaf(n)) return off;
-          off = ChildFor(n, p);
-        }
-      },
+      [&](const Probe& p) { return LeafFor(p); },
       [&](uint64_t off, auto&& take) {
         const Node* n = N(off);
         const int cnt = Count(n);
@@ -424,8 +419,7 @@ void FastFair::InsertAt(int level, uint64_t key, uint64_t val, const std::vector
 }
 
 Status FastFair::Put(std::string_view key, uint64_t value, bool upsert, bool* inserted) {
-  WORT_RETURN_IF_ERROR(ko_.ValidKey(key));
-  if (pool_.read_only()) return Status::InvalidArgument("pool is read-only");
+  WORT_RETURN_IF_ERROR(CheckWrite(key));
   const Probe p = ko_.MakeProbe(key);
   std::unique_lock<std::shared_mutex> g(*lock_);
   std::vector<uint64_t> path;
@@ -463,8 +457,7 @@ Status FastFair::Put(std::string_view key, uint64_t value, bool upsert, bool* in
 // ---- delete ----------------------------------------------------------------------------------
 
 Status FastFair::Remove(std::string_view key) {
-  WORT_RETURN_IF_ERROR(ko_.ValidKey(key));
-  if (pool_.read_only()) return Status::InvalidArgument("pool is read-only");
+  WORT_RETURN_IF_ERROR(CheckWrite(key));
   const Probe p = ko_.MakeProbe(key);
   std::unique_lock<std::shared_mutex> g(*lock_);
   std::vector<uint64_t> path;

@@ -291,7 +291,7 @@ Status FpTree::Lookup(std::string_view key, uint64_t* value) const {
 }
 
 Status FpTree::Put(std::string_view key, uint64_t value, bool replace, bool* inserted) {
-  WORT_RETURN_IF_ERROR(ko_.ValidKey(key));
+  WORT_RETURN_IF_ERROR(CheckWrite(key));
   std::unique_lock<std::shared_mutex> g(*lock_);
   const Probe p = ko_.MakeProbe(key);
   const uint8_t fp = Fp(p);
@@ -366,7 +366,7 @@ Status FpTree::Split(uint64_t off, uint64_t* right, std::string* sep) {
 }
 
 Status FpTree::Remove(std::string_view key) {
-  WORT_RETURN_IF_ERROR(ko_.ValidKey(key));
+  WORT_RETURN_IF_ERROR(CheckWrite(key));
   std::unique_lock<std::shared_mutex> g(*lock_);
   const Probe p = ko_.MakeProbe(key);
   Leaf* l = L(inner_.Find(key));

@@ -226,7 +226,7 @@ Status NvTree::Lookup(std::string_view key, uint64_t* value) const {
 }
 
 Status NvTree::Append(std::string_view key, uint64_t value, uint64_t op, bool replace, bool* inserted) {
-  WORT_RETURN_IF_ERROR(ko_.ValidKey(key));
+  WORT_RETURN_IF_ERROR(CheckWrite(key));
   std::unique_lock<std::shared_mutex> g(*lock_);
   const Probe pr = ko_.MakeProbe(key);
   Pos pos = Find(key);

@@ -129,6 +129,12 @@ class WbTree final : public TreeBase<RootBlock> {
     const int j = LastLE(off, idx, n, p);
     return j < 0 ? Load(H(off)->ch0) : Load(E(off)[idx[j]].val);
   }
+  // The leaf for probe p (readers).
+  uint64_t LeafFor(const Probe& p) const {
+    uint64_t off = Root();
+    for (int guard = 0; guard < 64 && !IsLeaf(off); ++guard) off = Child(off, p);
+    return off;
+  }
   // Leaf: entry index holding p, or -1.
   int Find(uint64_t off, const Probe& p) const {
     uint8_t idx[64];
@@ -394,8 +400,7 @@ Status WbTree::Lookup(std::string_view key, uint64_t* value) const {
   WORT_RETURN_IF_ERROR(ko_.ValidKey(key));
   const Probe p = ko_.MakeProbe(key);
   std::shared_lock<std::shared_mutex> g(*lock_);
-  uint64_t off = Root();
-  for (int guard = 0; guard < 64 && !IsLeaf(off); ++guard) off = Child(off, p);
+  uint64_t off = LeafFor(p);
   int i = Find(off, p);
   if (i < 0 && tolerant_) {
     // An unapplied split log: the key may already be only in the new right node.
@@ -413,11 +418,7 @@ Status WbTree::Lookup(std::string_view key, uint64_t* value) const {
 Status WbTree::Scan(std::string_view start, const std::string_view* end, size_t limit, const ScanFn& fn) const {
   return ScanInBatches(
       ko_, *lock_, start, end, limit, fn,
-      [&](const Probe& p) {
-        uint64_t off = Root();
-        for (int guard = 0; guard < 64 && !IsLeaf(off); ++guard) off = Child(off, p);
-        return off;
-      },
+      [&](const Probe& p) { return LeafFor(p); },
       [&](uint64_t off, auto&& take) {
         uint8_t idx[64];
         const int n = Sorted(off, idx);
@@ -432,8 +433,7 @@ Status WbTree::Scan(std::string_view start, const std::string_view* end, size_t 
 // ---- insert / split --------------------------------------------------------------------------
 
 Status WbTree::Put(std::string_view key, uint64_t value, bool upsert, bool* inserted) {
-  WORT_RETURN_IF_ERROR(ko_.ValidKey(key));
-  if (pool_.read_only()) return Status::InvalidArgument("pool is read-only");
+  WORT_RETURN_IF_ERROR(CheckWrite(key));
   const Probe p = ko_.MakeProbe(key);
   std::unique_lock<std::shared_mutex> g(*lock_);
   std::vector<uint64_t> path;
@@ -581,8 +581,7 @@ void WbTree::ApplyLog() {
 // ---- delete / merge --------------------------------------------------------------------------
 
 Status WbTree::Remove(std::string_view key) {
-  WORT_RETURN_IF_ERROR(ko_.ValidKey(key));
-  if (pool_.read_only()) return Status::InvalidArgument("pool is read-only");
+  WORT_RETURN_IF_ERROR(CheckWrite(key));
   const Probe p = ko_.MakeProbe(key);
   std::unique_lock<std::shared_mutex> g(*lock_);
   std::vector<uint64_t> path;

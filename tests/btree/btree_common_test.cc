@@ -1,0 +1,160 @@
+// What btree_common gives every persistent B-tree kind (fastfair, b3tree, wbtree, wbtree-slot,
+// fptree, nvtree): the root block header written by CreateTree and checked on open
+// (CheckRootHeader: bad magic, bad key type), the key type and values_are_blocks flag read back
+// by TreeBase after a reopen, and CheckWrite (writes on a read-only pool are refused, reads work).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "common/test_util.h"
+#include "wort/alloc.h"
+#include "wort/index.h"
+#include "wort/pool.h"
+
+namespace wort {
+namespace {
+
+using test::TempPath;
+
+PoolOptions Opts(bool read_only = false) {
+  PoolOptions o;
+  o.initial_size = 4ull << 20;
+  o.max_size = 64ull << 20;
+  o.background_recovery = false;
+  o.read_only = read_only;
+  return o;
+}
+
+class CommonKinds : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (!FindIndexKind(GetParam())) GTEST_SKIP() << "kind " << GetParam() << " not built";
+  }
+  // A closed pool holding index "t" of this kind with `keys` (value = position).
+  void MakePool(KeyType kt, bool vab, const std::vector<std::string>& keys) {
+    std::unique_ptr<Pool> pool;
+    ASSERT_TRUE(Pool::Create(path_, Opts(), &pool).ok());
+    IndexOptions o;
+    o.key_type = kt;
+    o.values_are_blocks = vab;
+    std::unique_ptr<Index> idx;
+    ASSERT_TRUE(CreateIndex(*pool, "t", GetParam(), o, &idx).ok());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      uint64_t v = i;
+      if (vab) ASSERT_TRUE(pool->allocator().Alloc(64, &v).ok());
+      ASSERT_TRUE(idx->Insert(keys[i], v).ok());
+    }
+    idx.reset();
+    ASSERT_TRUE(pool->Close().ok());
+  }
+  // Overwrites `len` bytes at `at` in the root block of index "t".
+  void PokeRootBlock(size_t at, const void* bytes, size_t len) {
+    std::unique_ptr<Pool> pool;
+    ASSERT_TRUE(Pool::Open(path_, Opts(), &pool).ok());
+    const auto roots = pool->Roots();
+    ASSERT_EQ(roots.size(), 1u);
+    std::memcpy(pool->at<char>(roots[0].off) + at, bytes, len);
+    ASSERT_TRUE(pool->Close().ok());
+  }
+
+  TempPath path_{"btcommon"};
+};
+
+std::vector<std::string> ByteKeys() {
+  std::vector<std::string> k = {"", std::string(1, '\0'), std::string("\0\xff", 2), "\x80", "a", "ab", "abc",
+                                std::string(kMaxKeyLen, 'z')};
+  for (int i = 0; i < 300; ++i) k.push_back("key" + std::to_string(i) + std::string(i % 3, '\x81'));
+  return k;
+}
+
+TEST_P(CommonKinds, ReopenKeepsKeyTypeAndFlags) {
+  std::vector<std::string> keys;
+  for (uint64_t i = 0; i < 300; ++i) keys.push_back(EncodeU64(i * 0x0101010101010101ull));  // 0x00.. to 0xff.. bytes
+  MakePool(KeyType::kU64, /*vab=*/true, keys);
+  std::unique_ptr<Pool> pool;
+  ASSERT_TRUE(Pool::Open(path_, Opts(), &pool).ok());
+  std::unique_ptr<Index> idx;
+  ASSERT_TRUE(OpenIndex(*pool, "t", &idx).ok());
+  EXPECT_EQ(idx->kind(), GetParam());
+  EXPECT_EQ(idx->key_type(), KeyType::kU64);
+  EXPECT_EQ(idx->Size(), keys.size());
+  EXPECT_TRUE(idx->Insert("short", 1).code() == Code::kInvalidArgument);  // kU64 takes 8-byte keys only
+  // values_are_blocks survived the reopen: visit reports every value block.
+  size_t marked = 0;
+  const auto roots = pool->Roots();
+  FindIndexKindById(roots[0].type)->visit(*pool, roots[0].off, [&](uint64_t) { ++marked; });
+  EXPECT_GT(marked, keys.size());
+  std::string rep;
+  EXPECT_TRUE(idx->Check(&rep).ok()) << rep;
+}
+
+TEST_P(CommonKinds, BadRootMagicOrKeyTypeIsCorruption) {
+  MakePool(KeyType::kBytes, false, ByteKeys());
+  const uint64_t bad_magic = 0x0123456789abcdefull;
+  PokeRootBlock(0, &bad_magic, 8);
+  {
+    std::unique_ptr<Pool> pool;
+    ASSERT_TRUE(Pool::Open(path_, Opts(), &pool).ok());
+    std::unique_ptr<Index> idx;
+    Status s = OpenIndex(*pool, "t", &idx);
+    EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+    EXPECT_NE(s.ToString().find("bad root block magic"), std::string::npos) << s.ToString();
+    ASSERT_TRUE(pool->Close().ok());
+  }
+  // Restore the magic from a fresh index of the same kind, then break the key type.
+  TempPath other("btcommon2");
+  uint64_t magic = 0;
+  {
+    std::unique_ptr<Pool> pool;
+    ASSERT_TRUE(Pool::Create(other, Opts(), &pool).ok());
+    std::unique_ptr<Index> idx;
+    ASSERT_TRUE(CreateIndex(*pool, "t", GetParam(), IndexOptions{}, &idx).ok());
+    std::memcpy(&magic, pool->at<char>(pool->Roots()[0].off), 8);
+  }
+  PokeRootBlock(0, &magic, 8);
+  const uint32_t bad_type = 77;
+  PokeRootBlock(8, &bad_type, 4);
+  std::unique_ptr<Pool> pool;
+  ASSERT_TRUE(Pool::Open(path_, Opts(), &pool).ok());
+  std::unique_ptr<Index> idx;
+  Status s = OpenIndex(*pool, "t", &idx);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.ToString().find("bad key type"), std::string::npos) << s.ToString();
+}
+
+TEST_P(CommonKinds, ReadOnlyPoolRefusesWrites) {
+  const auto keys = ByteKeys();
+  MakePool(KeyType::kBytes, false, keys);
+  std::unique_ptr<Pool> pool;
+  ASSERT_TRUE(Pool::Open(path_, Opts(/*read_only=*/true), &pool).ok());
+  std::unique_ptr<Index> idx;
+  ASSERT_TRUE(OpenIndex(*pool, "t", &idx).ok());
+  EXPECT_TRUE(idx->Insert("new key", 1).code() == Code::kInvalidArgument);
+  EXPECT_TRUE(idx->Insert(keys[0], 1).code() == Code::kInvalidArgument);
+  EXPECT_TRUE(idx->Upsert(keys[1], 5).code() == Code::kInvalidArgument);
+  EXPECT_TRUE(idx->Remove(keys[2]).code() == Code::kInvalidArgument);
+  EXPECT_TRUE(idx->Insert(std::string(kMaxKeyLen + 1, 'x'), 1).code() == Code::kInvalidArgument);
+  // Nothing changed; reads work.
+  EXPECT_EQ(idx->Size(), keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    uint64_t v = 99999;
+    ASSERT_TRUE(idx->Lookup(keys[i], &v).ok()) << i;
+    EXPECT_EQ(v, i);
+  }
+  size_t n = 0;
+  ASSERT_TRUE(idx->Scan("", nullptr, SIZE_MAX, [&](std::string_view, uint64_t) { return ++n > 0; }).ok());
+  EXPECT_EQ(n, keys.size());
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, CommonKinds,
+                         ::testing::Values("fastfair", "b3tree", "wbtree", "wbtree-slot", "fptree", "nvtree"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace wort
