@@ -148,6 +148,36 @@ TEST_P(CommonKinds, ReadOnlyPoolRefusesWrites) {
   EXPECT_EQ(n, keys.size());
 }
 
+// Check() reports through btree::Findings: a broken key block (its magic overwritten) makes Check
+// return Corruption whose message is the first finding, "<kind>: ...", and the report holds it.
+TEST_P(CommonKinds, CheckReportsABrokenKeyBlock) {
+  const auto keys = ByteKeys();
+  MakePool(KeyType::kBytes, false, keys);
+  std::unique_ptr<Pool> pool;
+  ASSERT_TRUE(Pool::Open(path_, Opts(), &pool).ok());
+  std::unique_ptr<Index> idx;
+  ASSERT_TRUE(OpenIndex(*pool, "t", &idx).ok());
+  std::string rep;
+  ASSERT_TRUE(idx->Check(&rep).ok()) << rep;
+  ASSERT_TRUE(rep.empty()) << rep;
+  // The key blocks of "abc" (every block whose magic is "KEYB" and whose bytes are "abc").
+  const auto roots = pool->Roots();
+  int broken = 0;
+  FindIndexKindById(roots[0].type)->visit(*pool, roots[0].off, [&](uint64_t off) {
+    auto* b = pool->at<uint32_t>(off);
+    if (b[1] == 0x4b455942 && b[0] == 3 && std::memcmp(b + 2, "abc", 3) == 0) {
+      b[1] = 0;
+      ++broken;
+    }
+  });
+  ASSERT_GE(broken, 1);
+  Status s = idx->Check(&rep);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_EQ(s.message().rfind(GetParam() + ": ", 0), 0u) << s.message();
+  EXPECT_EQ(s.message().find('\n'), std::string::npos) << s.message();
+  EXPECT_NE(rep.find(s.message()), std::string::npos) << rep;
+}
+
 INSTANTIATE_TEST_SUITE_P(Kinds, CommonKinds,
                          ::testing::Values("fastfair", "b3tree", "wbtree", "wbtree-slot", "fptree", "nvtree"),
                          [](const auto& info) {

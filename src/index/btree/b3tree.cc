@@ -932,10 +932,7 @@ Status B3Tree::Repair() {
 
 Status B3Tree::Check(std::string* report) const {
   std::shared_lock<std::shared_mutex> g(*lock_);
-  std::string out;
-  auto fail = [&](const std::string& m) {
-    if (out.size() < 4000) out += "b3tree: " + m + "\n";
-  };
+  Findings fail("b3tree");
   const uint64_t limit = pool_.size() / sizeof(Page) + 1;
   const uint64_t root = Root();
   const int height = static_cast<int>(P(root)->level);
@@ -1015,8 +1012,7 @@ Status B3Tree::Check(std::string* report) const {
     upper = std::move(next_upper);
   }
   if (!tolerant_ && live != size_.load()) fail("Size() " + std::to_string(size_.load()) + " but leaves hold " + std::to_string(live));
-  if (report) *report += out;
-  return out.empty() ? Status::OK() : Status::Corruption(out.substr(0, out.find('\n')));
+  return fail.Finish(report);
 }
 
 IndexStats B3Tree::Stats() const {

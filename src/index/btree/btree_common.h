@@ -349,6 +349,28 @@ RootFlags ReadRootFlags(const RootBlock* rb) {
   return {rb->key_type == static_cast<uint32_t>(KeyType::kBytes), (rb->flags & kRootValuesAreBlocks) != 0};
 }
 
+// ---- Check -----------------------------------------------------------------------------------
+// Collects the findings of an index's Check(): one line "<kind>: <finding>" each, up to about
+// 4000 bytes (a badly broken tree would otherwise produce one line per node).
+class Findings {
+ public:
+  explicit Findings(std::string_view kind) : kind_(kind) {}
+  void operator()(const std::string& finding) {
+    if (text_.size() < 4000) text_.append(kind_).append(": ").append(finding).append("\n");
+  }
+  bool empty() const { return text_.empty(); }
+  // Appends every finding to *report (when non-null); returns OK iff there is none, else
+  // Corruption with the first finding as its message.
+  Status Finish(std::string* report) const {
+    if (report) *report += text_;
+    return text_.empty() ? Status::OK() : Status::Corruption(text_.substr(0, text_.find('\n')));
+  }
+
+ private:
+  std::string kind_;
+  std::string text_;
+};
+
 // ---- small helpers ---------------------------------------------------------------------------
 inline uint64_t Load(const uint64_t& w) { return pm::load8(&w); }
 inline void Store(uint64_t& w, uint64_t v) { pm::store8(&w, v); }

@@ -713,10 +713,7 @@ Status FastFair::Repair() {
 
 Status FastFair::Check(std::string* report) const {
   std::shared_lock<std::shared_mutex> g(*lock_);
-  std::string out;
-  auto fail = [&](const std::string& m) {
-    if (out.size() < 4000) out += "fastfair: " + m + "\n";
-  };
+  Findings fail("fastfair");
   const uint64_t limit = pool_.size() / sizeof(Node) + 1;
   const uint64_t root = Root();
   if (!pool_.contains(root, sizeof(Node))) {
@@ -801,8 +798,7 @@ Status FastFair::Check(std::string* report) const {
     upper = std::move(next_upper);
   }
   if (!tolerant_ && leaf_keys != size_.load()) fail("Size() " + std::to_string(size_.load()) + " but leaves hold " + std::to_string(leaf_keys));
-  if (report) *report += out;
-  return out.empty() ? Status::OK() : Status::Corruption(out.substr(0, out.find('\n')));
+  return fail.Finish(report);
 }
 
 IndexStats FastFair::Stats() const {

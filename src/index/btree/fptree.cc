@@ -419,8 +419,7 @@ Status FpTree::Scan(std::string_view start, const std::string_view* end, size_t 
 
 Status FpTree::Check(std::string* report) const {
   std::shared_lock<std::shared_mutex> g(*lock_);
-  std::string r;
-  auto bad = [&](const std::string& m) { r += "fptree: " + m + "\n"; };
+  Findings bad("fptree");
   if (Load(rb_->log_leaf) != 0) bad("split log not empty");
   const uint64_t limit = pool_.size() / sizeof(Leaf) + 1;
   uint64_t seen = 0, keys = 0;
@@ -475,9 +474,7 @@ Status FpTree::Check(std::string* report) const {
       if ((lo && CompareKeys(k, *lo) < 0) || (hi && CompareKeys(k, *hi) >= 0)) bad("key outside its separator range");
     }
   });
-  if (r.empty()) return Status::OK();
-  if (report) *report += r;
-  return Status::Corruption(r);
+  return bad.Finish(report);
 }
 
 IndexStats FpTree::Stats() const {

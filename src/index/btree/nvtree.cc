@@ -361,8 +361,7 @@ Status NvTree::Scan(std::string_view start, const std::string_view* end, size_t 
 
 Status NvTree::Check(std::string* report) const {
   std::shared_lock<std::shared_mutex> g(*lock_);
-  std::string r;
-  auto bad = [&](const std::string& m) { r += "nvtree: " + m + "\n"; };
+  Findings bad("nvtree");
   std::vector<std::pair<const std::string*, uint64_t>> dram;
   for (const Pln& p : plns_)
     for (int k = 0; k < p.n; ++k) dram.emplace_back(&p.keys[k], p.leaves[k]);
@@ -407,11 +406,9 @@ Status NvTree::Check(std::string* report) const {
       if (CompareKeys(k, *dram[idx].first) < 0 || (hi && CompareKeys(k, *hi) >= 0)) bad("key outside its separator range");
     }
   }
-  if (r.empty() && idx != dram.size()) bad("DRAM PLNs name more leaves than the chain");
+  if (bad.empty() && idx != dram.size()) bad("DRAM PLNs name more leaves than the chain");
   if (keys != size_) bad("Size() " + std::to_string(size_) + " != live keys " + std::to_string(keys));
-  if (r.empty()) return Status::OK();
-  if (report) *report += r;
-  return Status::Corruption(r);
+  return bad.Finish(report);
 }
 
 IndexStats NvTree::Stats() const {

@@ -676,10 +676,7 @@ void WbTree::TryMerge(const std::vector<uint64_t>& path, int i) {
 
 Status WbTree::Check(std::string* report) const {
   std::shared_lock<std::shared_mutex> g(*lock_);
-  std::string out;
-  auto fail = [&](const std::string& m) {
-    if (out.size() < 4000) out += std::string(kind()) + ": " + m + "\n";
-  };
+  Findings fail(kind());
   if (Load(rb_->log.state) != 0 && !tolerant_) fail("the log holds an unapplied record");
   const uint64_t limit = pool_.size() / node_size_ + 1;
   const int height = static_cast<int>(H(Root())->level);
@@ -766,10 +763,9 @@ Status WbTree::Check(std::string* report) const {
     }
     off = Load(H(off)->next);
   }
-  if (out.empty() && off != 0 && !tolerant_) fail("leaf chain continues past the last leaf");
+  if (fail.empty() && off != 0 && !tolerant_) fail("leaf chain continues past the last leaf");
   if (!tolerant_ && keys != size_.load()) fail("Size() " + std::to_string(size_.load()) + " but leaves hold " + std::to_string(keys));
-  if (report) *report += out;
-  return out.empty() ? Status::OK() : Status::Corruption(out.substr(0, out.find('\n')));
+  return fail.Finish(report);
 }
 
 IndexStats WbTree::Stats() const {
