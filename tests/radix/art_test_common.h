@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <atomic>
 #include <thread>
 #include <map>
@@ -598,6 +599,57 @@ TEST_P(ArtKindTest, BackgroundRecoveryWithWriters) {
   EXPECT_EQ(alloc, reach);
   idx.reset();
   ASSERT_TRUE(p->Close().ok());
+}
+
+// The same, as a hunt: a churned tree (a small key space, so grow, shrink and path merge all
+// happen while the lock-free visit walks the tree), then as many operations after the GC as
+// during it, so that a reachable block the GC wrongly freed gets reused and shows up in Check.
+// WORT_GC_STRESS=N runs N rounds (default 2).
+TEST_P(ArtKindTest, BackgroundRecoveryChurnStress) {
+  const char* env = std::getenv("WORT_GC_STRESS");
+  const int rounds = env ? std::atoi(env) : 2;
+  for (int round = 0; round < rounds; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    wort::test::TempPath image("art-bgs");
+    Model m;
+    std::mt19937_64 rng(1000 + round);
+    // Keys share 5-byte prefixes in a few groups: NODE4..NODE256 at several levels.
+    auto next = [&]() {
+      const uint64_t group = rng() % 8;
+      return EncodeU64((group << 40) | (rng() % 3 ? rng() % 4096 : rng() % 65536));
+    };
+    {
+      PoolFixture f(GetParam(), KeyType::kU64);
+      RandomOps(f.idx(), m, rng, 40000, next);
+      wort::test::CopyFile(f.path(), image.str());
+    }
+    PoolOptions po = SmallPoolOpts();
+    po.background_recovery = true;
+    std::unique_ptr<Pool> p;
+    ASSERT_TRUE(Pool::Open(image.str(), po, &p).ok());
+    std::unique_ptr<Index> idx;
+    ASSERT_TRUE(OpenIndex(*p, "idx", &idx).ok());
+    int during = 0;
+    while (!p->recovery_done() && during < 200000) {
+      RandomOps(*idx, m, rng, 50, next);
+      during += 50;
+    }
+    ASSERT_TRUE(p->WaitForRecovery().ok());
+    std::printf("round %d: %zu keys, %d operations while the GC ran (%.3f ms)\n", round, m.size(), during,
+                p->recovery_seconds() * 1e3);
+    RandomOps(*idx, m, rng, std::max(during, 20000), next);
+    std::string report;
+    ASSERT_TRUE(idx->Check(&report).ok()) << report << " (" << during << " operations during the GC)";
+    ExpectMatchesModel(*idx, m);
+    RootInfo ri;
+    ASSERT_TRUE(p->FindRoot("idx", &ri).ok());
+    std::set<uint64_t> reach, alloc;
+    FindIndexKind(GetParam())->visit(*p, ri.off, [&](uint64_t o) { reach.insert(o); });
+    p->allocator().ForEachAllocated([&](uint64_t o, size_t) { alloc.insert(o); });
+    EXPECT_EQ(alloc, reach);
+    idx.reset();
+    ASSERT_TRUE(p->Close().ok());
+  }
 }
 
 TEST_P(ArtKindTest, StatsAndSize) {
