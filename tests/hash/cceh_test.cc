@@ -257,37 +257,7 @@ TEST_P(CcehTest, VisitBesideWriters) {
 // Instant restart: after a crash the index is opened and written (splits, removes, upserts)
 // while the post-crash GC marks on its background thread. When it ends, nothing reachable may
 // have been freed and nothing unreachable kept.
-TEST_P(CcehTest, InstantRestart) {
-  HashFixture f(GetParam(), KeyType::kBytes);
-  std::unordered_map<std::string, uint64_t> model;
-  for (int i = 0; i < 60000; ++i) {
-    std::string k = "gc-key-" + std::to_string(i) + (i % 2 ? "-long-tail" : "");
-    ASSERT_TRUE(f.idx().Insert(k, i).ok());
-    model[k] = i;
-  }
-  for (int round = 0; round < 3; ++round) {
-    f.CrashAndReopen(/*background=*/true);
-    int i = 0;
-    for (; i < 20000; ++i) {
-      std::string k = "gc-new-" + std::to_string(round) + "-" + std::to_string(i) + (i % 3 ? "-tail-tail" : "");
-      ASSERT_TRUE(f.idx().Insert(k, i).ok());
-      model[k] = i;
-      std::string old = "gc-key-" + std::to_string(i * 3 + round) + ((i * 3 + round) % 2 ? "-long-tail" : "");
-      if (model.erase(old)) {
-        ASSERT_TRUE(f.idx().Remove(old).ok());
-      }
-    }
-    ASSERT_TRUE(f.pool().WaitForRecovery().ok());
-    f.ExpectCheckOk("instant restart round " + std::to_string(round));
-    EXPECT_EQ(f.idx().Size(), model.size());
-    size_t bad = 0;
-    for (auto& [k, v] : model) {
-      uint64_t got = 0;
-      if (!f.idx().Lookup(k, &got).ok() || got != v) ++bad;
-    }
-    EXPECT_EQ(bad, 0u);
-  }
-}
+TEST_P(CcehTest, InstantRestart) { RunWritesBesideGc(GetParam(), 60000, 20000, 3); }
 
 TEST_P(CcehTest, ReadOnlyOpen) {
   ::wort::test::TempPath path("cceh-ro");
@@ -317,9 +287,7 @@ TEST_P(CcehTest, ReadOnlyOpen) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, CcehTest, ::testing::Values("cceh", "cceh-cow"),
-                         [](const ::testing::TestParamInfo<std::string>& i) {
-                           return i.param == "cceh" ? std::string("cceh") : std::string("cceh_cow");
-                         });
+                         ::wort::test::KindParamName);
 
 }  // namespace
 }  // namespace wort::hash::test

@@ -53,12 +53,7 @@ TEST_P(HashCrashTest, GrowthPathsSurviveCrashes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, HashCrashTest, ::testing::Values("cceh", "cceh-cow", "linp", "cuck", "bch", "levl", "path"),
-                         [](const ::testing::TestParamInfo<std::string>& i) {
-                           std::string n = i.param;
-                           for (auto& ch : n)
-                             if (ch == '-') ch = '_';
-                           return n;
-                         });
+                         ::wort::test::KindParamName);
 
 }  // namespace
 }  // namespace wort::hash::test

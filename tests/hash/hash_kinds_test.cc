@@ -242,12 +242,7 @@ TEST_P(HashKindTest, PoolFull) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, HashKindTest, ::testing::ValuesIn(HashKinds()),
-                         [](const ::testing::TestParamInfo<std::string>& i) {
-                           std::string n = i.param;
-                           for (auto& c : n)
-                             if (c == '-') c = '_';
-                           return n;
-                         });
+                         ::wort::test::KindParamName);
 
 }  // namespace
 }  // namespace wort::hash::test

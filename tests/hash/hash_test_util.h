@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/index_test_util.h"
 #include "common/test_util.h"
 #include "crash/oracle.h"
 #include "index/hash/hash_common.h"
@@ -42,81 +43,48 @@ class ScopedEnv {
 };
 
 inline PoolOptions TestPoolOpts(uint64_t max = 1ull << 30, uint64_t initial = 4ull << 20) {
-  PoolOptions o;
-  o.initial_size = initial;
-  o.max_size = max;
-  o.background_recovery = false;
-  return o;
+  return ::wort::test::SmallPoolOptions(max, initial);
 }
 
-// A pool under /dev/shm holding one index "idx" of `kind`.
-class HashFixture {
+// A pool under /dev/shm holding one index "idx" of `kind` (test::IndexFixture, with a 1 GiB pool
+// limit by default).
+class HashFixture : public ::wort::test::IndexFixture {
  public:
   HashFixture(std::string kind, KeyType kt, PoolOptions po = TestPoolOpts(), bool values_are_blocks = false)
-      : kind_(std::move(kind)), path_("hash-" + kind_), po_(po) {
-    Status s = Pool::Create(path_.str(), po_, &pool_);
-    EXPECT_TRUE(s.ok()) << s.ToString();
-    IndexOptions io;
-    io.key_type = kt;
-    io.values_are_blocks = values_are_blocks;
-    s = CreateIndex(*pool_, "idx", kind_, io, &idx_);
-    EXPECT_TRUE(s.ok()) << s.ToString();
-  }
-  ~HashFixture() {
-    idx_.reset();
-    if (pool_) (void)pool_->Close();
-  }
-  Index& idx() { return *idx_; }
-  Pool& pool() { return *pool_; }
-  const std::string& path() const { return path_.str(); }
-
-  void Reopen() {
-    idx_.reset();
-    ASSERT_TRUE(pool_->Close().ok());
-    pool_.reset();
-    Status s = Pool::Open(path_.str(), po_, &pool_);
-    ASSERT_TRUE(s.ok()) << s.ToString();
-    s = OpenIndex(*pool_, "idx", &idx_);
-    ASSERT_TRUE(s.ok()) << s.ToString();
-  }
-  // Simulates a crash: copies the pool file while open (everything written is in the file,
-  // /dev/shm), drops the live pool without closing it cleanly, then opens the copy.
-  // With `background`, the post-crash GC runs on its own thread while the caller goes on.
-  void CrashAndReopen(bool background = false) {
-    idx_.reset();
-    const std::string copy = path_.str() + ".crash";
-    ::wort::test::CopyFile(path_.str(), copy);
-    ASSERT_TRUE(pool_->Close().ok());
-    pool_.reset();
-    std::filesystem::rename(copy, path_.str());
-    PoolOptions po = po_;
-    po.background_recovery = background;
-    Status s = Pool::Open(path_.str(), po, &pool_);
-    ASSERT_TRUE(s.ok()) << s.ToString();
-    ASSERT_FALSE(pool_->opened_clean());
-    if (!background) {
-      ASSERT_TRUE(pool_->WaitForRecovery().ok());
-    }
-    s = OpenIndex(*pool_, "idx", &idx_);
-    ASSERT_TRUE(s.ok()) << s.ToString();
-  }
-
-  void ExpectCheckOk(const std::string& phase) {
-    std::string report;
-    Status s = idx_->Check(&report);
-    EXPECT_TRUE(s.ok()) << kind_ << " " << phase << ": " << s.ToString() << "\n" << report;
-    std::string rr;
-    s = crash::CheckReachability(*pool_, &rr);
-    EXPECT_TRUE(s.ok()) << kind_ << " " << phase << ": reachability: " << s.ToString() << "\n" << rr;
-  }
-
- private:
-  std::string kind_;
-  ::wort::test::TempPath path_;
-  PoolOptions po_;
-  std::unique_ptr<Pool> pool_;
-  std::unique_ptr<Index> idx_;
+      : IndexFixture(std::move(kind), kt, po, values_are_blocks) {}
 };
+
+// Instant restart: `preload` byte-string keys, then `rounds` times a crash, reopened with the
+// post-crash GC in the background while `per_round` new keys are inserted and old ones removed;
+// after each round Check, reachability, Size and every lookup agree with a model.
+inline void RunWritesBesideGc(const std::string& kind, int preload, int per_round, int rounds) {
+  HashFixture f(kind, KeyType::kBytes);
+  auto old_key = [](int i) { return "gc-key-" + std::to_string(i) + (i % 2 ? "-long-tail" : ""); };
+  std::unordered_map<std::string, uint64_t> model;
+  for (int i = 0; i < preload; ++i) {
+    ASSERT_TRUE(f.idx().Insert(old_key(i), i).ok());
+    model[old_key(i)] = i;
+  }
+  for (int round = 0; round < rounds; ++round) {
+    f.CrashAndReopen(/*background=*/true);
+    for (int i = 0; i < per_round; ++i) {
+      std::string k = "gc-new-" + std::to_string(round) + "-" + std::to_string(i) + (i % 3 ? "-tail-tail" : "");
+      ASSERT_TRUE(f.idx().Insert(k, i).ok());
+      model[k] = i;
+      const std::string old = old_key(i * rounds + round);
+      if (model.erase(old)) ASSERT_TRUE(f.idx().Remove(old).ok());
+    }
+    ASSERT_TRUE(f.pool().WaitForRecovery().ok());
+    f.ExpectCheckOk("round " + std::to_string(round));
+    EXPECT_EQ(f.idx().Size(), model.size());
+    size_t bad = 0;
+    for (auto& [k, v] : model) {
+      uint64_t got = 0;
+      if (!f.idx().Lookup(k, &got).ok() || got != v) ++bad;
+    }
+    EXPECT_EQ(bad, 0u);
+  }
+}
 
 // Byte-string keys that exercise the encoding: the empty key, 0x00 and >= 0x80 bytes, keys of
 // 1..7 bytes (inline), keys sharing their first 8 bytes, keys that are prefixes of each other,

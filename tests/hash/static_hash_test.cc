@@ -125,34 +125,7 @@ class GcBesideWritersTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GcBesideWritersTest, NothingLostNothingLeaked) {
   if (!FindIndexKind(GetParam())) GTEST_SKIP();
-  HashFixture f(GetParam(), KeyType::kBytes);
-  std::unordered_map<std::string, uint64_t> model;
-  for (int i = 0; i < 30000; ++i) {
-    std::string k = "gc-key-" + std::to_string(i) + (i % 2 ? "-long-tail" : "");
-    ASSERT_TRUE(f.idx().Insert(k, i).ok());
-    model[k] = i;
-  }
-  for (int round = 0; round < 2; ++round) {
-    f.CrashAndReopen(/*background=*/true);
-    for (int i = 0; i < 10000; ++i) {
-      std::string k = "gc-new-" + std::to_string(round) + "-" + std::to_string(i) + (i % 3 ? "-tail-tail" : "");
-      ASSERT_TRUE(f.idx().Insert(k, i).ok());
-      model[k] = i;
-      std::string old = "gc-key-" + std::to_string(i * 2 + round) + ((i * 2 + round) % 2 ? "-long-tail" : "");
-      if (model.erase(old)) {
-        ASSERT_TRUE(f.idx().Remove(old).ok());
-      }
-    }
-    ASSERT_TRUE(f.pool().WaitForRecovery().ok());
-    f.ExpectCheckOk("round " + std::to_string(round));
-    EXPECT_EQ(f.idx().Size(), model.size());
-    size_t bad = 0;
-    for (auto& [k, v] : model) {
-      uint64_t got = 0;
-      if (!f.idx().Lookup(k, &got).ok() || got != v) ++bad;
-    }
-    EXPECT_EQ(bad, 0u);
-  }
+  RunWritesBesideGc(GetParam(), 30000, 10000, 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, GcBesideWritersTest, ::testing::Values("linp", "cuck", "bch", "levl", "path"));
