@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 
+#include "common/index_test_util.h"
 #include "common/test_util.h"
 #include "wort/alloc.h"
 #include "wort/index.h"
@@ -19,10 +20,7 @@ namespace {
 using test::TempPath;
 
 PoolOptions Opts(bool read_only = false) {
-  PoolOptions o;
-  o.initial_size = 4ull << 20;
-  o.max_size = 64ull << 20;
-  o.background_recovery = false;
+  PoolOptions o = test::SmallPoolOptions(64ull << 20);
   o.read_only = read_only;
   return o;
 }
@@ -180,11 +178,7 @@ TEST_P(CommonKinds, CheckReportsABrokenKeyBlock) {
 
 INSTANTIATE_TEST_SUITE_P(Kinds, CommonKinds,
                          ::testing::Values("fastfair", "b3tree", "wbtree", "wbtree-slot", "fptree", "nvtree"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           std::replace(n.begin(), n.end(), '-', '_');
-                           return n;
-                         });
+                         test::KindParamName);
 
 }  // namespace
 }  // namespace wort

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "common/index_test_util.h"
 #include "common/test_util.h"
 #include "wort/index.h"
 #include "wort/pm.h"
@@ -174,11 +175,7 @@ TEST_P(ReadOnlyCrashTest, U64) { RunReadOnly(GetParam(), KeyType::kU64, 400, Ops
 TEST_P(ReadOnlyCrashTest, Bytes) { RunReadOnly(GetParam(), KeyType::kBytes, 300, Ops(GetParam(), 72), 3, 2); }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, ReadOnlyCrashTest, ::testing::Values("fastfair", "b3tree", "wbtree", "wbtree-slot"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           std::replace(n.begin(), n.end(), '-', '_');
-                           return n;
-                         });
+                         test::KindParamName);
 
 }  // namespace
 }  // namespace wort

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/index_test_util.h"
 #include "common/test_util.h"
 #include "index/btree/btree_common.h"
 #include "wort/index.h"
@@ -20,8 +21,6 @@
 
 namespace wort {
 namespace {
-
-using test::TempPath;
 
 // ---- RoundUpU64Start on its own ----------------------------------------------------------------
 
@@ -48,25 +47,14 @@ TEST(RoundUpU64Start, EveryLength) {
 
 // ---- every kind through Index::Scan -----------------------------------------------------------
 
-PoolOptions ScanPool() {
-  PoolOptions o;
-  o.initial_size = 4ull << 20;
-  o.max_size = 256ull << 20;
-  o.background_recovery = false;
-  return o;
-}
-
 class ScanKinds : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     if (!FindIndexKind(GetParam())) GTEST_SKIP() << "kind " << GetParam() << " not built";
   }
   void Make(KeyType kt) {
-    ASSERT_TRUE(Pool::Create(path_, ScanPool(), &pool_).ok());
-    IndexOptions o;
-    o.key_type = kt;
-    Status s = CreateIndex(*pool_, "t", GetParam(), o, &idx_);
-    ASSERT_TRUE(s.ok()) << s.ToString();
+    f_ = std::make_unique<test::IndexFixture>(GetParam(), kt);
+    idx_ = &f_->idx();
   }
   // The keys (as stored) the scan reports; fn stops after `stop_after` calls when non-zero.
   std::vector<std::string> Collect(std::string_view start, const std::string* end, size_t limit,
@@ -92,9 +80,8 @@ class ScanKinds : public ::testing::TestWithParam<std::string> {
     return out;
   }
 
-  TempPath path_{"btscan"};
-  std::unique_ptr<Pool> pool_;
-  std::unique_ptr<Index> idx_;
+  std::unique_ptr<test::IndexFixture> f_;
+  Index* idx_ = nullptr;
 };
 
 TEST_P(ScanKinds, U64StartsEndsAndLimits) {
@@ -218,17 +205,12 @@ TEST_P(ScanKinds, WhileAnotherThreadInserts) {
   }
   writer.join();
   EXPECT_EQ(idx_->Size(), 2 * kN) << rounds << " scans";
-  std::string rep;
-  EXPECT_TRUE(idx_->Check(&rep).ok()) << rep;
+  f_->ExpectCheckOk("after the race");
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, ScanKinds,
                          ::testing::Values("fastfair", "b3tree", "wbtree", "wbtree-slot", "fptree", "nvtree"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           std::replace(n.begin(), n.end(), '-', '_');
-                           return n;
-                         });
+                         test::KindParamName);
 
 }  // namespace
 }  // namespace wort

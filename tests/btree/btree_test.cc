@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/index_test_util.h"
 #include "common/test_util.h"
 #include "wort/alloc.h"
 #include "wort/index.h"
@@ -22,46 +23,8 @@
 namespace wort {
 namespace {
 
-using test::TempPath;
-
-PoolOptions SmallPool(uint64_t max = 256ull << 20) {
-  PoolOptions o;
-  o.initial_size = 4ull << 20;
-  o.max_size = max;
-  o.background_recovery = false;
-  return o;
-}
-
-// A pool with one index "t", reopened on demand.
-struct Harness {
-  TempPath path{"btree"};
-  std::string kind;
-  IndexOptions opts;
-  std::unique_ptr<Pool> pool;
-  std::unique_ptr<Index> idx;
-
-  Harness(std::string k, KeyType kt, uint64_t max = 256ull << 20, bool vab = false) : kind(std::move(k)) {
-    opts.key_type = kt;
-    opts.values_are_blocks = vab;
-    EXPECT_TRUE(Pool::Create(path, SmallPool(max), &pool).ok());
-    Status s = CreateIndex(*pool, "t", kind, opts, &idx);
-    EXPECT_TRUE(s.ok()) << s.ToString();
-  }
-  void Reopen() {
-    idx.reset();
-    ASSERT_TRUE(pool->Close().ok());
-    pool.reset();
-    ASSERT_TRUE(Pool::Open(path, SmallPool(), &pool).ok());
-    Status s = OpenIndex(*pool, "t", &idx);
-    ASSERT_TRUE(s.ok()) << s.ToString();
-    ASSERT_EQ(idx->kind(), kind);
-  }
-  void CheckOk(const char* phase) {
-    std::string rep;
-    Status s = idx->Check(&rep);
-    ASSERT_TRUE(s.ok()) << phase << ": " << s.ToString() << "\n" << rep;
-  }
-};
+using test::IndexFixture;
+using test::SmallPoolOptions;
 
 using Model = std::map<std::string, uint64_t>;
 
@@ -79,23 +42,6 @@ void ExpectSameContents(const Index& idx, const Model& m, const char* phase) {
     ASSERT_EQ(got[i].second, v) << phase << " at " << i;
     ++i;
   }
-}
-
-// The reachability contract: allocated blocks == blocks visit reports (no leak, nothing freed
-// that is reachable). REQUIRES the index to be the pool's only root.
-void ExpectReachabilityExact(Pool& pool, const char* phase) {
-  std::set<uint64_t> allocated, reached;
-  pool.allocator().ForEachAllocated([&](uint64_t off, size_t) { allocated.insert(off); });
-  for (const RootInfo& r : pool.Roots()) {
-    const IndexKind* k = FindIndexKindById(r.type);
-    ASSERT_NE(k, nullptr);
-    k->visit(pool, r.off, [&](uint64_t off) { reached.insert(off); });
-  }
-  std::vector<uint64_t> leaked, freed;
-  std::set_difference(allocated.begin(), allocated.end(), reached.begin(), reached.end(), std::back_inserter(leaked));
-  std::set_difference(reached.begin(), reached.end(), allocated.begin(), allocated.end(), std::back_inserter(freed));
-  EXPECT_TRUE(leaked.empty()) << phase << ": " << leaked.size() << " blocks allocated but unreachable";
-  EXPECT_TRUE(freed.empty()) << phase << ": " << freed.size() << " blocks reachable but free";
 }
 
 // ---- key generators ------------------------------------------------------------------------
@@ -180,8 +126,7 @@ class BTreeTest : public ::testing::TestWithParam<std::string> {
 // Random mix against the model, with reopen + Check between phases.
 void RunMix(const std::string& kind, Keys keys, size_t nkeys, size_t ops, uint64_t seed) {
   const KeyType kt = keys == Keys::kBytes ? KeyType::kBytes : KeyType::kU64;
-  Harness h(kind, kt);
-  ASSERT_TRUE(h.idx);
+  IndexFixture h(kind, kt);
   const auto universe = MakeKeys(keys, nkeys, seed);
   std::mt19937_64 rng(seed * 7 + 1);
   Model m;
@@ -194,7 +139,7 @@ void RunMix(const std::string& kind, Keys keys, size_t nkeys, size_t ops, uint64
       const int r = static_cast<int>(rng() % (ins_w + rem_w + 6));
       const uint64_t v = rng() % 4 == 0 ? 0 : rng() % 8;  // many equal values, including 0
       if (r < ins_w) {
-        Status s = h.idx->Insert(k, v);
+        Status s = h.idx().Insert(k, v);
         if (m.count(k)) {
           ASSERT_TRUE(s.IsAlreadyExists()) << s.ToString();
         } else {
@@ -202,17 +147,17 @@ void RunMix(const std::string& kind, Keys keys, size_t nkeys, size_t ops, uint64
           m[k] = v;
         }
       } else if (r < ins_w + rem_w) {
-        Status s = h.idx->Remove(k);
+        Status s = h.idx().Remove(k);
         if (m.erase(k)) ASSERT_TRUE(s.ok()) << s.ToString();
         else ASSERT_TRUE(s.IsNotFound()) << s.ToString();
       } else if (r < ins_w + rem_w + 2) {
         bool inserted = false;
-        ASSERT_TRUE(h.idx->Upsert(k, v + 100, &inserted).ok());
+        ASSERT_TRUE(h.idx().Upsert(k, v + 100, &inserted).ok());
         ASSERT_EQ(inserted, m.count(k) == 0);
         m[k] = v + 100;
       } else if (r < ins_w + rem_w + 5) {
         uint64_t got = 12345;
-        Status s = h.idx->Lookup(k, &got);
+        Status s = h.idx().Lookup(k, &got);
         auto it = m.find(k);
         if (it == m.end()) {
           ASSERT_TRUE(s.IsNotFound());
@@ -229,7 +174,7 @@ void RunMix(const std::string& kind, Keys keys, size_t nkeys, size_t ops, uint64
         const std::string_view endv = endk;
         const bool use_end = rng() & 1;
         std::vector<std::pair<std::string, uint64_t>> got;
-        ASSERT_TRUE(h.idx->Scan(start, use_end ? &endv : nullptr, limit, [&](std::string_view k2, uint64_t v2) {
+        ASSERT_TRUE(h.idx().Scan(start, use_end ? &endv : nullptr, limit, [&](std::string_view k2, uint64_t v2) {
                          got.emplace_back(std::string(k2), v2);
                          return true;
                        }).ok());
@@ -241,23 +186,21 @@ void RunMix(const std::string& kind, Keys keys, size_t nkeys, size_t ops, uint64
         ASSERT_EQ(got, want) << "scan from a key of length " << start.size();
       }
     }
-    h.CheckOk("after phase");
-    ExpectSameContents(*h.idx, m, "after phase");
-    ExpectReachabilityExact(*h.pool, "after phase");
+    h.ExpectCheckOk("after phase");
+    ExpectSameContents(h.idx(), m, "after phase");
     h.Reopen();
-    h.CheckOk("after reopen");
-    ExpectSameContents(*h.idx, m, "after reopen");
+    h.ExpectCheckOk("after reopen");
+    ExpectSameContents(h.idx(), m, "after reopen");
   }
   // Every remaining key can be looked up and removed.
   for (const auto& [k, v] : m) {
     uint64_t got = 0;
-    ASSERT_TRUE(h.idx->Lookup(k, &got).ok());
+    ASSERT_TRUE(h.idx().Lookup(k, &got).ok());
     ASSERT_EQ(got, v);
   }
-  for (const auto& [k, v] : m) ASSERT_TRUE(h.idx->Remove(k).ok());
-  EXPECT_EQ(h.idx->Size(), 0u);
-  h.CheckOk("after drain");
-  ExpectReachabilityExact(*h.pool, "after drain");
+  for (const auto& [k, v] : m) ASSERT_TRUE(h.idx().Remove(k).ok());
+  EXPECT_EQ(h.idx().Size(), 0u);
+  h.ExpectCheckOk("after drain");
 }
 
 TEST_P(BTreeTest, MixDense) { RunMix(GetParam(), Keys::kDense, 3000, 12000, 1); }
@@ -271,7 +214,7 @@ TEST_P(BTreeTest, MixFewKeysHighChurn) { RunMix(GetParam(), Keys::kSparse, 150, 
 // every step near the boundaries (every insert while small, then periodically).
 TEST_P(BTreeTest, FillAndDrainOrders) {
   for (int order = 0; order < 4; ++order) {
-    Harness h(GetParam(), KeyType::kU64);
+    IndexFixture h(GetParam(), KeyType::kU64);
     const uint64_t n = 2500;
     std::vector<uint64_t> ks(n);
     for (uint64_t i = 0; i < n; ++i) ks[i] = i * 3;
@@ -287,12 +230,12 @@ TEST_P(BTreeTest, FillAndDrainOrders) {
     }
     Model m;
     for (size_t i = 0; i < ks.size(); ++i) {
-      ASSERT_TRUE(h.idx->Insert(ks[i], ks[i] + 1).ok());
+      ASSERT_TRUE(h.idx().Insert(ks[i], ks[i] + 1).ok());
       m[EncodeU64(ks[i])] = ks[i] + 1;
-      if (i < 200 || i % 97 == 0) h.CheckOk("fill");
+      if (i < 200 || i % 97 == 0) h.ExpectCheckOk("fill");
     }
-    ExpectSameContents(*h.idx, m, "filled");
-    IndexStats st = h.idx->Stats();
+    ExpectSameContents(h.idx(), m, "filled");
+    IndexStats st = h.idx().Stats();
     EXPECT_EQ(st.keys, m.size());
     EXPECT_GT(st.leaves, 1u);
     EXPECT_GT(st.inner_nodes, 0u);
@@ -307,30 +250,30 @@ TEST_P(BTreeTest, FillAndDrainOrders) {
     if (order & 1) std::reverse(rest.begin(), rest.end());
     drain.insert(drain.end(), rest.begin(), rest.end());
     for (size_t i = 0; i < drain.size(); ++i) {
-      ASSERT_TRUE(h.idx->Remove(drain[i]).ok()) << i;
+      ASSERT_TRUE(h.idx().Remove(drain[i]).ok()) << i;
       m.erase(EncodeU64(drain[i]));
-      if (drain.size() - i < 200 || i % 97 == 0) h.CheckOk("drain");
+      if (drain.size() - i < 200 || i % 97 == 0) h.ExpectCheckOk("drain");
       if (i == drain.size() / 2) {
-        ExpectSameContents(*h.idx, m, "half drained");
-        ExpectReachabilityExact(*h.pool, "half drained");
+        ExpectSameContents(h.idx(), m, "half drained");
+        test::ExpectReachable(h.pool(), "half drained");
       }
     }
-    EXPECT_EQ(h.idx->Size(), 0u);
-    st = h.idx->Stats();
+    EXPECT_EQ(h.idx().Size(), 0u);
+    st = h.idx().Stats();
     EXPECT_EQ(st.keys, 0u);
-    ExpectReachabilityExact(*h.pool, "drained");
+    test::ExpectReachable(h.pool(), "drained");
     // The empty tree works again.
-    for (uint64_t i = 0; i < 300; ++i) ASSERT_TRUE(h.idx->Insert(i, i).ok());
-    h.CheckOk("refill");
+    for (uint64_t i = 0; i < 300; ++i) ASSERT_TRUE(h.idx().Insert(i, i).ok());
+    h.ExpectCheckOk("refill");
   }
 }
 
 TEST_P(BTreeTest, ScanBoundsAndStarts) {
-  Harness h(GetParam(), KeyType::kU64);
-  for (uint64_t i = 0; i < 1000; ++i) ASSERT_TRUE(h.idx->Insert(i * 10, i).ok());
+  IndexFixture h(GetParam(), KeyType::kU64);
+  for (uint64_t i = 0; i < 1000; ++i) ASSERT_TRUE(h.idx().Insert(i * 10, i).ok());
   auto collect = [&](std::string_view start, const std::string_view* end, size_t limit) {
     std::vector<uint64_t> out;
-    EXPECT_TRUE(h.idx->Scan(start, end, limit, [&](std::string_view k, uint64_t) {
+    EXPECT_TRUE(h.idx().Scan(start, end, limit, [&](std::string_view k, uint64_t) {
                      out.push_back(DecodeU64(k));
                      return true;
                    }).ok());
@@ -354,9 +297,9 @@ TEST_P(BTreeTest, ScanBoundsAndStarts) {
   EXPECT_TRUE(v.empty());
   // Stopping early from the callback; the callback may use the index.
   int calls = 0;
-  ASSERT_TRUE(h.idx->Scan(U64Key(0), nullptr, 1000, [&](std::string_view k, uint64_t) {
+  ASSERT_TRUE(h.idx().Scan(U64Key(0), nullptr, 1000, [&](std::string_view k, uint64_t) {
                    uint64_t x;
-                   EXPECT_TRUE(h.idx->Lookup(k, &x).ok());
+                   EXPECT_TRUE(h.idx().Lookup(k, &x).ok());
                    return ++calls < 150;
                  }).ok());
   EXPECT_EQ(calls, 150);
@@ -367,35 +310,35 @@ TEST_P(BTreeTest, ScanBoundsAndStarts) {
 }
 
 TEST_P(BTreeTest, InvalidKeysAndUpsert) {
-  Harness h(GetParam(), KeyType::kU64);
-  EXPECT_EQ(h.idx->Insert("short", 1).code(), Code::kInvalidArgument);
-  EXPECT_EQ(h.idx->Insert(std::string(9, 'x'), 1).code(), Code::kInvalidArgument);
+  IndexFixture h(GetParam(), KeyType::kU64);
+  EXPECT_EQ(h.idx().Insert("short", 1).code(), Code::kInvalidArgument);
+  EXPECT_EQ(h.idx().Insert(std::string(9, 'x'), 1).code(), Code::kInvalidArgument);
   bool inserted = false;
-  ASSERT_TRUE(h.idx->Upsert(U64Key(7), 1, &inserted).ok());
+  ASSERT_TRUE(h.idx().Upsert(U64Key(7), 1, &inserted).ok());
   EXPECT_TRUE(inserted);
-  ASSERT_TRUE(h.idx->Upsert(U64Key(7), 2, &inserted).ok());
+  ASSERT_TRUE(h.idx().Upsert(U64Key(7), 2, &inserted).ok());
   EXPECT_FALSE(inserted);
   uint64_t v = 0;
-  ASSERT_TRUE(h.idx->Lookup(7, &v).ok());
+  ASSERT_TRUE(h.idx().Lookup(7, &v).ok());
   EXPECT_EQ(v, 2u);
-  EXPECT_TRUE(h.idx->Insert(7, 3).IsAlreadyExists());
-  ASSERT_TRUE(h.idx->Lookup(7, &v).ok());
+  EXPECT_TRUE(h.idx().Insert(7, 3).IsAlreadyExists());
+  ASSERT_TRUE(h.idx().Lookup(7, &v).ok());
   EXPECT_EQ(v, 2u);
-  EXPECT_TRUE(h.idx->Remove(8).IsNotFound());
+  EXPECT_TRUE(h.idx().Remove(8).IsNotFound());
 
-  Harness hb(GetParam(), KeyType::kBytes);
-  EXPECT_EQ(hb.idx->Insert(std::string(kMaxKeyLen + 1, 'x'), 1).code(), Code::kInvalidArgument);
-  ASSERT_TRUE(hb.idx->Insert(std::string(kMaxKeyLen, 'x'), 1).ok());
-  ASSERT_TRUE(hb.idx->Insert("", 5).ok());
-  ASSERT_TRUE(hb.idx->Lookup("", &v).ok());
+  IndexFixture hb(GetParam(), KeyType::kBytes);
+  EXPECT_EQ(hb.idx().Insert(std::string(kMaxKeyLen + 1, 'x'), 1).code(), Code::kInvalidArgument);
+  ASSERT_TRUE(hb.idx().Insert(std::string(kMaxKeyLen, 'x'), 1).ok());
+  ASSERT_TRUE(hb.idx().Insert("", 5).ok());
+  ASSERT_TRUE(hb.idx().Lookup("", &v).ok());
   EXPECT_EQ(v, 5u);
-  EXPECT_TRUE(hb.idx->Lookup(std::string(1, '\0'), &v).IsNotFound());
+  EXPECT_TRUE(hb.idx().Lookup(std::string(1, '\0'), &v).IsNotFound());
   // Unsigned order: 0x80 sorts after 0x7f.
-  ASSERT_TRUE(hb.idx->Insert("\x7f", 1).ok());
-  ASSERT_TRUE(hb.idx->Insert("\x80", 2).ok());
-  ASSERT_TRUE(hb.idx->Insert("\x7f\xff", 3).ok());
+  ASSERT_TRUE(hb.idx().Insert("\x7f", 1).ok());
+  ASSERT_TRUE(hb.idx().Insert("\x80", 2).ok());
+  ASSERT_TRUE(hb.idx().Insert("\x7f\xff", 3).ok());
   std::vector<std::string> order;
-  ASSERT_TRUE(hb.idx->Scan("", nullptr, 100, [&](std::string_view k, uint64_t) {
+  ASSERT_TRUE(hb.idx().Scan("", nullptr, 100, [&](std::string_view k, uint64_t) {
                    order.emplace_back(k);
                    return true;
                  }).ok());
@@ -405,104 +348,93 @@ TEST_P(BTreeTest, InvalidKeysAndUpsert) {
   EXPECT_EQ(order[2], "\x7f");
   EXPECT_EQ(order[3], "\x7f\xff");
   EXPECT_EQ(order[4], "\x80");
-  hb.CheckOk("bytes");
+  hb.ExpectCheckOk("bytes");
 }
 
 TEST_P(BTreeTest, PoolFullIsClean) {
   for (KeyType kt : {KeyType::kU64, KeyType::kBytes}) {
-    Harness h(GetParam(), kt, 8ull << 20);  // a few chunks only
+    IndexFixture h(GetParam(), kt, SmallPoolOptions(8ull << 20));  // a few chunks only
     Model m;
     std::mt19937_64 rng(11);
     Status s;
     uint64_t i = 0;
     for (;; ++i) {
       std::string k = kt == KeyType::kU64 ? EncodeU64(rng()) : std::string(200 + rng() % 200, static_cast<char>('a' + i % 26)) + std::to_string(i);
-      s = h.idx->Insert(k, i);
+      s = h.idx().Insert(k, i);
       if (!s.ok()) break;
       m[k] = i;
     }
     ASSERT_TRUE(s.IsPoolFull()) << s.ToString();
-    h.CheckOk("full");
-    ExpectSameContents(*h.idx, m, "full");
+    h.ExpectCheckOk("full");
+    ExpectSameContents(h.idx(), m, "full");
     // Still usable: lookups, removes, and inserts after space is freed.
     size_t removed = 0;
     for (auto it = m.begin(); it != m.end() && removed < m.size() / 2;) {
-      ASSERT_TRUE(h.idx->Remove(it->first).ok());
+      ASSERT_TRUE(h.idx().Remove(it->first).ok());
       it = m.erase(it);
       ++removed;
       if (it != m.end()) ++it;
     }
-    h.CheckOk("after removes");
+    h.ExpectCheckOk("after removes");
     for (int j = 0; j < 100; ++j) {
       // Same sizes as the removed keys, so the freed size classes serve them.
       std::string k = kt == KeyType::kU64 ? EncodeU64(rng()) : std::string(200 + rng() % 200, 'z') + std::to_string(j);
-      Status st = h.idx->Insert(k, 1);
+      Status st = h.idx().Insert(k, 1);
       ASSERT_TRUE(st.ok()) << st.ToString() << " after " << j << " inserts, key type " << static_cast<int>(kt);
       m[k] = 1;
     }
-    ExpectSameContents(*h.idx, m, "refilled");
-    ExpectReachabilityExact(*h.pool, "pool full");
+    ExpectSameContents(h.idx(), m, "refilled");
+    test::ExpectReachable(h.pool(), "pool full");
     h.Reopen();
-    h.CheckOk("reopened");
-    ExpectSameContents(*h.idx, m, "reopened");
+    h.ExpectCheckOk("reopened");
+    ExpectSameContents(h.idx(), m, "reopened");
   }
 }
 
 TEST_P(BTreeTest, ValuesAreBlocksAreReported) {
-  Harness h(GetParam(), KeyType::kU64, 256ull << 20, /*vab=*/true);
+  IndexFixture h(GetParam(), KeyType::kU64, SmallPoolOptions(256ull << 20), /*values_are_blocks=*/true);
   std::set<uint64_t> values;
   for (uint64_t i = 0; i < 500; ++i) {
     uint64_t off = 0;
-    ASSERT_TRUE(h.pool->allocator().Alloc(64, &off).ok());
-    ASSERT_TRUE(h.idx->Insert(i, off).ok());
+    ASSERT_TRUE(h.pool().allocator().Alloc(64, &off).ok());
+    ASSERT_TRUE(h.idx().Insert(i, off).ok());
     values.insert(off);
   }
   const IndexKind* k = FindIndexKind(GetParam());
   RootInfo ri;
-  ASSERT_TRUE(h.pool->FindRoot("t", &ri).ok());
+  ASSERT_TRUE(h.pool().FindRoot(IndexFixture::kRoot, &ri).ok());
   std::set<uint64_t> reached;
-  k->visit(*h.pool, ri.off, [&](uint64_t off) { reached.insert(off); });
+  k->visit(h.pool(), ri.off, [&](uint64_t off) { reached.insert(off); });
   for (uint64_t v : values) ASSERT_TRUE(reached.count(v)) << v;
-  ExpectReachabilityExact(*h.pool, "vab");
+  test::ExpectReachable(h.pool(), "vab");
   // Bytes allocated counts the index's own blocks, not the values.
-  const IndexStats st = h.idx->Stats();
-  EXPECT_LT(st.bytes_allocated, h.pool->allocator().Stats().bytes_allocated);
+  const IndexStats st = h.idx().Stats();
+  EXPECT_LT(st.bytes_allocated, h.pool().allocator().Stats().bytes_allocated);
 }
 
 // A crash image taken with no operation in flight (the pool's clean flag left unset) reopens
 // with every key, and post-crash recovery keeps exactly the reachable blocks.
 TEST_P(BTreeTest, ReopenAfterCrashImage) {
-  Harness h(GetParam(), KeyType::kBytes);
+  IndexFixture h(GetParam(), KeyType::kBytes);
   Model m;
   auto keys = MakeKeys(Keys::kBytes, 1500, 21);
   for (size_t i = 0; i < keys.size(); ++i) {
-    ASSERT_TRUE(h.idx->Insert(keys[i], i).ok());
+    ASSERT_TRUE(h.idx().Insert(keys[i], i).ok());
     m[keys[i]] = i;
   }
   for (size_t i = 0; i < keys.size(); i += 3) {
-    ASSERT_TRUE(h.idx->Remove(keys[i]).ok());
+    ASSERT_TRUE(h.idx().Remove(keys[i]).ok());
     m.erase(keys[i]);
   }
-  TempPath img("btree-img");
-  test::CopyFile(h.path, img);  // the live pool file: not closed, so it reopens as after a crash
-  std::unique_ptr<Pool> p2;
-  ASSERT_TRUE(Pool::Open(img, SmallPool(), &p2).ok());
-  ASSERT_FALSE(p2->opened_clean());
-  ASSERT_TRUE(p2->WaitForRecovery().ok());
-  std::unique_ptr<Index> i2;
-  ASSERT_TRUE(OpenIndex(*p2, "t", &i2).ok());
-  std::string rep;
-  ASSERT_TRUE(i2->Check(&rep).ok()) << rep;
-  ExpectSameContents(*i2, m, "crash image");
-  ExpectReachabilityExact(*p2, "crash image");
-  i2.reset();
-  ASSERT_TRUE(p2->Close().ok());
+  h.CrashAndReopen();  // the live pool file, not closed: it reopens as after a crash
+  h.ExpectCheckOk("crash image");
+  ExpectSameContents(h.idx(), m, "crash image");
 }
 
 // Several threads write disjoint key ranges while others look up and scan; then every key is
 // there and Check passes.
 TEST_P(BTreeTest, ConcurrentWritersAndReaders) {
-  Harness h(GetParam(), KeyType::kU64);
+  IndexFixture h(GetParam(), KeyType::kU64);
   constexpr int kWriters = 3, kPerWriter = 3000;
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> bad{0};
@@ -511,9 +443,9 @@ TEST_P(BTreeTest, ConcurrentWritersAndReaders) {
     ts.emplace_back([&, w] {
       for (uint64_t i = 0; i < kPerWriter; ++i) {
         const uint64_t k = i * kWriters + w;
-        if (!h.idx->Insert(k, k + 1).ok()) bad++;
-        if (i % 3 == 0 && !h.idx->Remove(k).ok()) bad++;
-        if (i % 3 == 0 && !h.idx->Insert(k, k + 1).ok()) bad++;
+        if (!h.idx().Insert(k, k + 1).ok()) bad++;
+        if (i % 3 == 0 && !h.idx().Remove(k).ok()) bad++;
+        if (i % 3 == 0 && !h.idx().Insert(k, k + 1).ok()) bad++;
       }
     });
   for (int r = 0; r < 2; ++r)
@@ -522,10 +454,10 @@ TEST_P(BTreeTest, ConcurrentWritersAndReaders) {
       while (!stop.load()) {
         uint64_t v = 0;
         const uint64_t k = rng() % (kWriters * kPerWriter);
-        if (h.idx->Lookup(k, &v).ok() && v != k + 1) bad++;
+        if (h.idx().Lookup(k, &v).ok() && v != k + 1) bad++;
         uint64_t prev = 0;
         bool first = true;
-        (void)h.idx->Scan(U64Key(k), nullptr, 50, [&](std::string_view key, uint64_t val) {
+        (void)h.idx().Scan(U64Key(k), nullptr, 50, [&](std::string_view key, uint64_t val) {
           const uint64_t x = DecodeU64(key);
           if (val != x + 1 || (!first && x <= prev)) bad++;
           prev = x;
@@ -538,52 +470,36 @@ TEST_P(BTreeTest, ConcurrentWritersAndReaders) {
   stop = true;
   for (size_t i = kWriters; i < ts.size(); ++i) ts[i].join();
   EXPECT_EQ(bad.load(), 0u);
-  EXPECT_EQ(h.idx->Size(), static_cast<uint64_t>(kWriters * kPerWriter));
-  h.CheckOk("concurrent");
-  ExpectReachabilityExact(*h.pool, "concurrent");
+  EXPECT_EQ(h.idx().Size(), static_cast<uint64_t>(kWriters * kPerWriter));
+  h.ExpectCheckOk("concurrent");
 }
 
 // Instant restart: the post-crash GC (visit) runs in the background while the reopened index
 // is written; afterwards the allocated blocks are exactly the reachable ones.
 TEST_P(BTreeTest, WritesDuringBackgroundRecovery) {
-  Harness h(GetParam(), KeyType::kBytes);
+  IndexFixture h(GetParam(), KeyType::kBytes);
   Model m;
   auto keys = MakeKeys(Keys::kBytes, 3000, 31);
   for (size_t i = 0; i < 2000; ++i) {
-    ASSERT_TRUE(h.idx->Insert(keys[i], i).ok());
+    ASSERT_TRUE(h.idx().Insert(keys[i], i).ok());
     m[keys[i]] = i;
   }
-  TempPath img("btree-bg");
-  test::CopyFile(h.path, img);  // unclean image
-  PoolOptions po = SmallPool();
-  po.background_recovery = true;
-  std::unique_ptr<Pool> p2;
-  ASSERT_TRUE(Pool::Open(img, po, &p2).ok());
-  std::unique_ptr<Index> i2;
-  ASSERT_TRUE(OpenIndex(*p2, "t", &i2).ok());
+  h.CrashAndReopen(/*background=*/true);
   for (size_t i = 2000; i < keys.size(); ++i) {
-    ASSERT_TRUE(i2->Insert(keys[i], i).ok());
+    ASSERT_TRUE(h.idx().Insert(keys[i], i).ok());
     m[keys[i]] = i;
     if (i % 2 == 0) {
-      ASSERT_TRUE(i2->Remove(keys[i - 1500]).ok());
+      ASSERT_TRUE(h.idx().Remove(keys[i - 1500]).ok());
       m.erase(keys[i - 1500]);
     }
   }
-  ASSERT_TRUE(p2->WaitForRecovery().ok());
-  std::string rep;
-  ASSERT_TRUE(i2->Check(&rep).ok()) << rep;
-  ExpectSameContents(*i2, m, "after background recovery");
-  ExpectReachabilityExact(*p2, "after background recovery");
-  i2.reset();
-  ASSERT_TRUE(p2->Close().ok());
+  ASSERT_TRUE(h.pool().WaitForRecovery().ok());
+  h.ExpectCheckOk("after background recovery");
+  ExpectSameContents(h.idx(), m, "after background recovery");
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, BTreeTest, ::testing::Values("fastfair", "b3tree", "wbtree", "wbtree-slot"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           std::replace(n.begin(), n.end(), '-', '_');
-                           return n;
-                         });
+                         test::KindParamName);
 
 }  // namespace
 }  // namespace wort

@@ -6,18 +6,11 @@ namespace wort::test {
 INSTANTIATE_TEST_SUITE_P(FpTree, HybridKinds, ::testing::Values("fptree"));
 
 TEST(FpTreeRebuild, RebuildTimeMeasured) {
-  TempPath path("fprb");
-  std::unique_ptr<Pool> pool;
-  ASSERT_TRUE(Pool::Create(path, HybridPool(), &pool).ok());
-  IndexOptions o;
-  o.key_type = KeyType::kU64;
-  std::unique_ptr<Index> idx;
-  ASSERT_TRUE(CreateIndex(*pool, "t", "fptree", o, &idx).ok());
-  for (uint64_t k = 0; k < 20000; ++k) ASSERT_TRUE(idx->Insert(k * 3, k).ok());
-  idx.reset();
-  ASSERT_TRUE(OpenIndex(*pool, "t", &idx).ok());
-  EXPECT_GT(btree::fp::LastRebuildSeconds(*idx), 0.0);
-  EXPECT_EQ(idx->Size(), 20000u);
+  IndexFixture f("fptree", KeyType::kU64);
+  for (uint64_t k = 0; k < 20000; ++k) ASSERT_TRUE(f.idx().Insert(k * 3, k).ok());
+  f.ReopenIndex();
+  EXPECT_GT(btree::fp::LastRebuildSeconds(f.idx()), 0.0);
+  EXPECT_EQ(f.idx().Size(), 20000u);
 }
 TEST(FptreeRebuild, Measure) { MeasureRebuild("fptree", &btree::fp::LastRebuildSeconds); }
 }  // namespace wort::test

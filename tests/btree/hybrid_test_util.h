@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <set>
 
+#include "common/index_test_util.h"
 #include "common/test_util.h"
 #include "volatile/diff_util.h"
 #include "wort/alloc.h"
@@ -17,61 +18,30 @@
 
 namespace wort::test {
 
-inline PoolOptions HybridPool(uint64_t max = 256ull << 20) {
-  PoolOptions o;
-  o.initial_size = 4ull << 20;
-  o.max_size = max;
-  o.background_recovery = false;
-  return o;
-}
-
-// Every allocated block is reported by visit and vice versa (after recovery / a clean open).
-inline void ExpectReachability(Pool& pool, const std::string& kind) {
-  std::set<uint64_t> alloc, marked;
-  pool.allocator().ForEachAllocated([&](uint64_t off, size_t) { alloc.insert(off); });
-  for (const RootInfo& r : pool.Roots())
-    FindIndexKindById(r.type)->visit(pool, r.off, [&](uint64_t o) { marked.insert(o); });
-  EXPECT_EQ(alloc, marked) << kind;
-}
 
 class HybridKinds : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HybridKinds, RandomAgainstMapWithReopen) {
   for (KeyGen g : {KeyGen::kDense, KeyGen::kSparse, KeyGen::kBytes}) {
-    TempPath path("hyb");
-    std::unique_ptr<Pool> pool;
-    ASSERT_TRUE(Pool::Create(path, HybridPool(), &pool).ok());
-    IndexOptions o;
-    o.key_type = g == KeyGen::kBytes ? KeyType::kBytes : KeyType::kU64;
-    std::unique_ptr<Index> idx;
-    ASSERT_TRUE(CreateIndex(*pool, "t", GetParam(), o, &idx).ok());
+    IndexFixture f(GetParam(), g == KeyGen::kBytes ? KeyType::kBytes : KeyType::kU64);
     std::map<std::string, uint64_t> model;
     std::mt19937_64 rng(7 + static_cast<int>(g));
     for (int phase = 0; phase < 4; ++phase) {
-      RandomOps(idx.get(), &model, g, g == KeyGen::kBytes ? 256 : 4000, 5000, rng);
-      ExpectSame(*idx, model);
-      idx.reset();
-      ASSERT_TRUE(pool->Close().ok());
-      pool.reset();
-      ASSERT_TRUE(Pool::Open(path, HybridPool(), &pool).ok());
-      ASSERT_TRUE(OpenIndex(*pool, "t", &idx).ok());
-      ExpectSame(*idx, model);
-      ExpectReachability(*pool, GetParam());
+      RandomOps(&f.idx(), &model, g, g == KeyGen::kBytes ? 256 : 4000, 5000, rng);
+      ExpectSame(f.idx(), model);
+      f.Reopen();
+      ExpectSame(f.idx(), model);
+      f.ExpectCheckOk("phase " + std::to_string(phase));
     }
-    for (const auto& kv : model) ASSERT_TRUE(idx->Remove(kv.first).ok());
+    for (const auto& kv : model) ASSERT_TRUE(f.idx().Remove(kv.first).ok());
     model.clear();
-    ExpectSame(*idx, model);
+    ExpectSame(f.idx(), model);
   }
 }
 
 TEST_P(HybridKinds, SplitsAndCrashImage) {
-  TempPath path("hyb"), copy("hybcopy");
-  std::unique_ptr<Pool> pool;
-  ASSERT_TRUE(Pool::Create(path, HybridPool(), &pool).ok());
-  IndexOptions o;
-  o.key_type = KeyType::kU64;
-  std::unique_ptr<Index> idx;
-  ASSERT_TRUE(CreateIndex(*pool, "t", GetParam(), o, &idx).ok());
+  IndexFixture f(GetParam(), KeyType::kU64);
+  Index* idx = &f.idx();
   std::map<std::string, uint64_t> model;
   std::mt19937_64 rng(3);
   for (int i = 0; i < 30000; ++i) {  // ascending, descending and random: many splits
@@ -86,34 +56,20 @@ TEST_P(HybridKinds, SplitsAndCrashImage) {
   EXPECT_GT(st.volatile_bytes, 0u);
   EXPECT_GT(st.bytes_allocated, st.leaves * 64);
   // A crash image: the file as it is while the pool is open.
-  CopyFile(path, copy);
-  {
-    std::unique_ptr<Pool> p2;
-    ASSERT_TRUE(Pool::Open(copy, HybridPool(), &p2).ok());
-    EXPECT_FALSE(p2->opened_clean());
-    ASSERT_TRUE(p2->WaitForRecovery().ok());
-    std::unique_ptr<Index> i2;
-    ASSERT_TRUE(OpenIndex(*p2, "t", &i2).ok());
-    ExpectSame(*i2, model);
-    ExpectReachability(*p2, GetParam());
-    // The rebuilt DRAM part routes new inserts correctly.
-    for (uint64_t k = 5; k < 2000000; k += 997) {
-      bool ins = false;
-      ASSERT_TRUE(i2->Upsert(EncodeU64(k), k, &ins).ok());
-    }
-    std::string rep;
-    EXPECT_TRUE(i2->Check(&rep).ok()) << rep;
+  f.CrashAndReopen();
+  ExpectSame(f.idx(), model);
+  f.ExpectCheckOk("crash image");
+  // The rebuilt DRAM part routes new inserts correctly.
+  for (uint64_t k = 5; k < 2000000; k += 997) {
+    bool ins = false;
+    ASSERT_TRUE(f.idx().Upsert(EncodeU64(k), k, &ins).ok());
   }
+  f.ExpectCheckOk("after upserts");
 }
 
 TEST_P(HybridKinds, PoolFull) {
-  TempPath path("hybfull");
-  std::unique_ptr<Pool> pool;
-  ASSERT_TRUE(Pool::Create(path, HybridPool(6ull << 20), &pool).ok());
-  IndexOptions o;
-  o.key_type = KeyType::kBytes;
-  std::unique_ptr<Index> idx;
-  ASSERT_TRUE(CreateIndex(*pool, "t", GetParam(), o, &idx).ok());
+  IndexFixture f(GetParam(), KeyType::kBytes, SmallPoolOptions(6ull << 20));
+  Index* idx = &f.idx();
   std::map<std::string, uint64_t> model;
   Status s;
   uint64_t i = 0;
@@ -131,29 +87,18 @@ TEST_P(HybridKinds, PoolFull) {
     model.erase(model.begin());
   }
   ExpectSame(*idx, model);
-  idx.reset();
-  ASSERT_TRUE(pool->Close().ok());
-  pool.reset();
-  ASSERT_TRUE(Pool::Open(path, HybridPool(), &pool).ok());
-  ASSERT_TRUE(OpenIndex(*pool, "t", &idx).ok());
-  ExpectSame(*idx, model);
+  f.Reopen();
+  ExpectSame(f.idx(), model);
 }
 
 TEST_P(HybridKinds, ValuesAreBlocksVisited) {
-  TempPath path("hybvab");
-  std::unique_ptr<Pool> pool;
-  ASSERT_TRUE(Pool::Create(path, HybridPool(), &pool).ok());
-  IndexOptions o;
-  o.key_type = KeyType::kU64;
-  o.values_are_blocks = true;
-  std::unique_ptr<Index> idx;
-  ASSERT_TRUE(CreateIndex(*pool, "t", GetParam(), o, &idx).ok());
+  IndexFixture f(GetParam(), KeyType::kU64, SmallPoolOptions(), /*values_are_blocks=*/true);
   for (uint64_t k = 0; k < 500; ++k) {
     uint64_t b = 0;
-    ASSERT_TRUE(pool->allocator().Alloc(64, &b).ok());
-    ASSERT_TRUE(idx->Insert(k, b).ok());
+    ASSERT_TRUE(f.pool().allocator().Alloc(64, &b).ok());
+    ASSERT_TRUE(f.idx().Insert(k, b).ok());
   }
-  ExpectReachability(*pool, GetParam());
+  f.ExpectCheckOk("values are blocks");
 }
 
 // Opt-in measurement (WORT_REBUILD_KEYS=N): insert N random 8-byte keys, then time the reopen
@@ -162,29 +107,15 @@ inline void MeasureRebuild(const std::string& kind, double (*last_rebuild)(const
   const char* env = std::getenv("WORT_REBUILD_KEYS");
   if (!env) GTEST_SKIP() << "set WORT_REBUILD_KEYS=N to measure";
   const uint64_t n = std::strtoull(env, nullptr, 10);
-  TempPath path("rbm"), copy("rbmcopy");
-  std::unique_ptr<Pool> pool;
-  ASSERT_TRUE(Pool::Create(path, HybridPool(8ull << 30), &pool).ok());
-  IndexOptions o;
-  o.key_type = KeyType::kU64;
-  std::unique_ptr<Index> idx;
-  ASSERT_TRUE(CreateIndex(*pool, "t", kind, o, &idx).ok());
+  IndexFixture f(kind, KeyType::kU64, SmallPoolOptions(8ull << 30));
   std::mt19937_64 rng(1);
-  for (uint64_t i = 0; i < n; ++i) (void)idx->Insert(rng(), i);
-  CopyFile(path, copy);
-  idx.reset();
-  ASSERT_TRUE(pool->Close().ok());
-  pool.reset();
-  ASSERT_TRUE(Pool::Open(path, HybridPool(), &pool).ok());
-  ASSERT_TRUE(OpenIndex(*pool, "t", &idx).ok());
-  std::printf("%s: %llu keys, rebuild after clean close %.3f ms\n", kind.c_str(), (unsigned long long)idx->Size(),
-              last_rebuild(*idx) * 1e3);
-  idx.reset();
-  pool.reset();
-  ASSERT_TRUE(Pool::Open(copy, HybridPool(), &pool).ok());
-  ASSERT_TRUE(OpenIndex(*pool, "t", &idx).ok());
-  std::printf("%s: %llu keys, rebuild on a crash image %.3f ms\n", kind.c_str(), (unsigned long long)idx->Size(),
-              last_rebuild(*idx) * 1e3);
+  for (uint64_t i = 0; i < n; ++i) (void)f.idx().Insert(rng(), i);
+  f.Reopen();
+  std::printf("%s: %llu keys, rebuild after clean close %.3f ms\n", kind.c_str(),
+              static_cast<unsigned long long>(f.idx().Size()), last_rebuild(f.idx()) * 1e3);
+  f.CrashAndReopen();
+  std::printf("%s: %llu keys, rebuild on a crash image %.3f ms\n", kind.c_str(),
+              static_cast<unsigned long long>(f.idx().Size()), last_rebuild(f.idx()) * 1e3);
 }
 
 }  // namespace wort::test

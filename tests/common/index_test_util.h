@@ -84,6 +84,13 @@ class IndexFixture {
     ASSERT_TRUE(s.ok()) << s.ToString();
     ASSERT_EQ(idx_->kind(), kind_);
   }
+  // Drops the Index object and opens the index again on the same (open) pool: the index's own
+  // open path (DRAM rebuilds, recovery) without the pool's.
+  void ReopenIndex() {
+    idx_.reset();
+    Status s = OpenIndex(*pool_, kRoot, &idx_);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
   // Simulates a crash: copies the pool file while open (everything written is in the file,
   // /dev/shm), drops the live pool, then opens the copy (not closed cleanly). With
   // `background`, the post-crash GC runs on its own thread while the caller goes on.
