@@ -3,8 +3,8 @@
 // Budget: about a second or two per kind in Release, so that 3-10 kinds stay well under 3 min.
 #include <gtest/gtest.h>
 
-#include "crash/explorer.h"
-#include "crash/killtest.h"
+#include "common/index_test_util.h"
+#include "crash/crash_test_util.h"
 #include "index/kind_ids.h"
 #include "wort/index.h"
 
@@ -52,12 +52,7 @@ TEST_P(ExplorerAllKinds, NoViolations) {
     cfg.subsets = 4;
     cfg.max_points = 48;
     cfg.max_violations = 3;
-    ExplorerResult r;
-    Status s = RunExplorer(cfg, &r);
-    ASSERT_TRUE(s.ok()) << kind << ": " << s.ToString();
-    std::printf("%s %s: operations %zu, crash points %zu (of %zu met), images %zu, violations %zu, %.2f s\n",
-                kind.c_str(), bench::DistName(c.dist), r.ops_run, r.crash_points, r.points_seen, r.images,
-                r.violation_count, r.seconds);
+    const ExplorerResult r = test::RunExplorerAndReport(cfg);
     EXPECT_EQ(r.ops_run, cfg.explore_ops) << kind;
     EXPECT_GT(r.images, 0u) << kind;
     EXPECT_EQ(r.violation_count, 0u) << kind << " " << bench::DistName(c.dist) << ":\n"
@@ -78,26 +73,14 @@ TEST_P(KillAllKinds, NoViolations) {
     cfg.rounds = 3;
     cfg.max_delay_us = 5000;
     cfg.seed = 42;
-    KillResult r;
-    Status s = RunKillTest(cfg, &r);
-    ASSERT_TRUE(s.ok()) << kind << ": " << s.ToString();
-    std::printf("%s %s: kill rounds %d, acknowledged operations %llu, cut operation applied %d / absent %d, "
-                "violations %zu, %.2f s\n",
-                kind.c_str(), bench::DistName(d), r.rounds, static_cast<unsigned long long>(r.acked_ops),
-                r.pending_applied, r.pending_absent, r.violations.size(), r.seconds);
+    const KillResult r = test::RunKillAndReport(cfg);
     EXPECT_EQ(r.rounds, cfg.rounds) << kind;
     EXPECT_TRUE(r.violations.empty()) << r.violations.front();
   }
 }
 
-std::string ParamName(const ::testing::TestParamInfo<std::string>& info) {
-  std::string s;
-  for (char c : info.param) s += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-  return s;
-}
-
-INSTANTIATE_TEST_SUITE_P(Kinds, ExplorerAllKinds, ::testing::ValuesIn(KindNames()), ParamName);
-INSTANTIATE_TEST_SUITE_P(Kinds, KillAllKinds, ::testing::ValuesIn(KindNames()), ParamName);
+INSTANTIATE_TEST_SUITE_P(Kinds, ExplorerAllKinds, ::testing::ValuesIn(KindNames()), ::wort::test::KindParamName);
+INSTANTIATE_TEST_SUITE_P(Kinds, KillAllKinds, ::testing::ValuesIn(KindNames()), ::wort::test::KindParamName);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ExplorerAllKinds);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(KillAllKinds);
 

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "crash/crash_test_util.h"
 #include "crash/test_list.h"
 
 namespace wort::crash {
@@ -25,16 +26,7 @@ class ExplorerTest : public ::testing::Test {
     return c;
   }
 
-  static ExplorerResult Run(const ExplorerConfig& c) {
-    ExplorerResult r;
-    Status s = RunExplorer(c, &r);
-    EXPECT_TRUE(s.ok()) << s.ToString();
-    std::printf("%s %s%s: ops %zu, crash points %zu, images %zu, violations %zu, %.2f s\n", c.index.c_str(),
-                bench::DistName(c.dist), c.torn_lines ? " torn" : "", r.ops_run, r.crash_points, r.images,
-                r.violation_count, r.seconds);
-    if (!r.violations.empty()) std::printf("  first: %s\n", r.violations.front().ToString().c_str());
-    return r;
-  }
+  static ExplorerResult Run(const ExplorerConfig& c) { return test::RunExplorerAndReport(c); }
 };
 
 TEST_F(ExplorerTest, CorrectListHasNoViolations) {

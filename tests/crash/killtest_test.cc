@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "crash/crash_test_util.h"
 #include "crash/test_list.h"
 
 namespace wort::crash {
@@ -23,16 +24,7 @@ class KillTestTest : public ::testing::Test {
     c.seed = 11;
     return c;
   }
-  static KillResult Run(const KillConfig& c) {
-    KillResult r;
-    Status s = RunKillTest(c, &r);
-    EXPECT_TRUE(s.ok()) << s.ToString();
-    std::printf("%s %s: rounds %d, acknowledged ops %llu, cut op applied %d / absent %d, violations %zu, %.2f s\n",
-                c.index.c_str(), bench::DistName(c.dist), r.rounds, static_cast<unsigned long long>(r.acked_ops),
-                r.pending_applied, r.pending_absent, r.violations.size(), r.seconds);
-    if (!r.violations.empty()) std::printf("  first: %s\n", r.violations.front().c_str());
-    return r;
-  }
+  static KillResult Run(const KillConfig& c) { return test::RunKillAndReport(c); }
 };
 
 TEST_F(KillTestTest, CorrectListSurvivesKills) {

@@ -6,7 +6,7 @@
 // and fence.
 #include <gtest/gtest.h>
 
-#include "crash/explorer.h"
+#include "crash/crash_test_util.h"
 #include "hash/hash_test_util.h"
 
 namespace wort::hash::test {
@@ -42,11 +42,7 @@ TEST_P(HashCrashTest, GrowthPathsSurviveCrashes) {
     cfg.subsets = 3;
     cfg.max_points = 96;
     cfg.max_violations = 3;
-    crash::ExplorerResult r;
-    Status s = crash::RunExplorer(cfg, &r);
-    ASSERT_TRUE(s.ok()) << s.ToString();
-    std::printf("%s %s: operations %zu, crash points %zu, images %zu, violations %zu, %.2f s\n", GetParam().c_str(),
-                bench::DistName(c.dist), r.ops_run, r.crash_points, r.images, r.violation_count, r.seconds);
+    const crash::ExplorerResult r = crash::test::RunExplorerAndReport(cfg);
     EXPECT_EQ(r.ops_run, cfg.explore_ops);
     EXPECT_EQ(r.violation_count, 0u) << (r.violations.empty() ? "" : r.violations.front().ToString());
   }
