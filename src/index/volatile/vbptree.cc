@@ -13,10 +13,16 @@
 //            longer keys. Comparing two heads as integers orders keys exactly unless both keys
 //            are longer than 7 bytes and share their first 7 bytes; only then are the buffers
 //            compared (see BytesKeys::Less).
-// Node size (measured with `wort bench --keys 1M --dist dense,sparse --ops insert,search,scan`,
-// leaf/inner bytes 256/256, 512/512, 1024/1024 and 512/256 on the same machine; see the commit
-// message): kLeafBytes / kInnerBytes below. Capacities follow from them (u64: 30 keys per leaf,
-// 31 per inner node; bytes: 20 and 20).
+// Node size, chosen by measurement (`wort bench --index vbptree --dist dense,sparse --keys 1M
+// --ops insert,search,scan`, each configuration run 3 times interleaved on a loaded 2-core VM;
+// median cpu-ns/op dense insert / search / scan):
+//   leaf/inner 256/256: 763 / 1150 / 4856 (one run; 5 levels)   512/512: 674 / 788 / 3804
+//   1024/1024: 547 / 918 / 2728   1024/512 + prefetch: 627 / 740 / 2135
+//   512/512 + prefetch: 672 / 777 / 3113   1024/1024 + prefetch: 590 / 645 / 2257 (kept)
+// The spread between runs was about +-30%, so only 256 B (worse) and the scan gain of 1 KiB
+// leaves are clear; 1 KiB nodes also take the least space (24.6 B/key at 1M random u64 keys).
+// Capacities: u64 62 keys per leaf, 63 per inner node; bytes 41 and 42. Before each node's binary
+// search its key lines are prefetched (PrefetchKeys), so they load in parallel.
 //
 // Search: branchless binary search over the key array (lower bound in leaves, upper bound in
 // inner nodes). Insert: descent recording the path; a full leaf splits in half and its
@@ -42,6 +48,7 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <new>
 #include <vector>
@@ -53,8 +60,8 @@
 namespace wort::vol {
 namespace {
 
-constexpr size_t kLeafBytes = 512;
-constexpr size_t kInnerBytes = 512;
+constexpr size_t kLeafBytes = 1024;
+constexpr size_t kInnerBytes = 1024;
 constexpr size_t kNodeOverhead = 16;  // charged per node allocation in Stats
 constexpr int kMaxHeight = 48;        // far above any reachable height (fanout >= 20 per level)
 
@@ -214,6 +221,15 @@ struct alignas(64) Inner {
 static_assert(sizeof(Leaf<U64Keys>) <= kLeafBytes && sizeof(Inner<U64Keys>) <= kInnerBytes);
 static_assert(sizeof(Leaf<BytesKeys>) <= kLeafBytes && sizeof(Inner<BytesKeys>) <= kInnerBytes);
 
+// Asks for the cache lines of a node's header and key array before its binary search, so that
+// they load in parallel rather than one dependent miss per probe.
+template <class NodeT>
+inline void PrefetchKeys(const NodeT* n) {
+  constexpr size_t kEnd = offsetof(NodeT, keys) + sizeof(n->keys);
+  const char* p = reinterpret_cast<const char*>(n);
+  for (size_t off = 0; off < kEnd; off += 64) __builtin_prefetch(p + off);
+}
+
 // First i in [0, n) with !(keys[i] < p), or n (branchless).
 template <class T>
 inline int LowerBound(const typename T::Key* keys, int n, const typename T::Probe& p) {
@@ -262,6 +278,7 @@ class VbpTree final : public VolatileIndex {
       at[d] = UpperBound<T>(in->keys, in->count, p);
       path[d] = in;
       n = in->child[at[d]];
+      Prefetch(n, d + 1);
     }
     auto* leaf = static_cast<LeafT*>(n);
     const int i = LowerBound<T>(leaf->keys, leaf->count, p);
@@ -330,6 +347,7 @@ class VbpTree final : public VolatileIndex {
       at[d] = UpperBound<T>(in->keys, in->count, p);
       path[d] = in;
       n = in->child[at[d]];
+      Prefetch(n, d + 1);
     }
     auto* leaf = static_cast<LeafT*>(n);
     const int i = LowerBound<T>(leaf->keys, leaf->count, p);
@@ -421,8 +439,14 @@ class VbpTree final : public VolatileIndex {
     for (int d = 0; d < height_; ++d) {
       const auto* in = static_cast<const InnerT*>(n);
       n = in->child[UpperBound<T>(in->keys, in->count, p)];
+      Prefetch(n, d + 1);
     }
     return static_cast<const LeafT*>(n);
+  }
+  // Prefetches the key lines of the node at `depth`.
+  void Prefetch(const void* n, int depth) const {
+    if (depth == height_) PrefetchKeys(static_cast<const LeafT*>(n));
+    else PrefetchKeys(static_cast<const InnerT*>(n));
   }
 
   // REQUIRES: leaf->count < kCap.
