@@ -26,6 +26,7 @@
 // store that removed its last reference is persistent.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -234,6 +235,42 @@ Status ScanInBatches(const KeyOps& ko, std::shared_mutex& mu, std::string_view s
     }
     if (!more || emitted >= limit) return Status::OK();
   }
+}
+
+// The Index::Scan of the hybrid trees (fptree, nvtree), whose persistent leaves are unsorted and
+// whose DRAM inner nodes are not protected against concurrent change: holds `mu` in shared mode
+// for the whole scan (so fn must not write to the index), rounds a kU64 start up
+// (RoundUpU64Start) and walks the leaf chain from first_leaf(start). Of each leaf's entries,
+// collect(leaf, &entries) fills (key word, value) pairs (cleared first, any order); those >= start
+// are sorted and reported until `limit`, a key > *end, or fn returning false.
+template <class FirstLeaf, class Collect, class NextLeaf>
+Status ScanUnsortedLeaves(const KeyOps& ko, std::shared_mutex& mu, std::string_view start, const std::string_view* end,
+                          size_t limit, const ScanFn& fn, FirstLeaf&& first_leaf, Collect&& collect,
+                          NextLeaf&& next_leaf) {
+  if (limit == 0) return Status::OK();
+  std::shared_lock<std::shared_mutex> g(mu);
+  std::string rounded;
+  if (ko.type() == KeyType::kU64) {
+    if (!RoundUpU64Start(start, &rounded)) return Status::OK();
+    start = rounded;
+  }
+  const Probe from = ko.MakeProbe(start);
+  std::vector<std::pair<uint64_t, uint64_t>> entries;
+  std::string k;
+  size_t emitted = 0;
+  for (uint64_t leaf = first_leaf(start); leaf != 0; leaf = next_leaf(leaf)) {
+    collect(leaf, &entries);
+    std::erase_if(entries, [&](const auto& e) { return ko.Compare(e.first, from) < 0; });
+    std::sort(entries.begin(), entries.end(), [&](const auto& a, const auto& b) { return ko.CompareWords(a.first, b.first) < 0; });
+    for (const auto& [w, v] : entries) {
+      k.clear();
+      ko.AppendKey(w, &k);
+      if (end && CompareKeys(k, *end) > 0) return Status::OK();
+      if (!fn(k, v)) return Status::OK();
+      if (++emitted >= limit) return Status::OK();
+    }
+  }
+  return Status::OK();
 }
 
 // ---- root block and index scaffolding ---------------------------------------------------------

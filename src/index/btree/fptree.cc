@@ -381,40 +381,17 @@ Status FpTree::Remove(std::string_view key) {
 }
 
 Status FpTree::Scan(std::string_view start, const std::string_view* end, size_t limit, const ScanFn& fn) const {
-  if (limit == 0) return Status::OK();
-  std::shared_lock<std::shared_mutex> g(*lock_);
-  size_t emitted = 0;
-  std::vector<std::pair<uint64_t, uint64_t>> batch;
-  std::string k;
-  std::string rounded;
-  std::string_view s = start;
-  if (ko_.type() == KeyType::kU64) {
-    if (!RoundUpU64Start(start, &rounded)) return Status::OK();
-    s = rounded;
-  }
-  const Probe pstart = ko_.MakeProbe(s);
-  for (uint64_t off = inner_.Find(s); off != 0; off = Load(L(off)->next)) {
-    const Leaf* l = L(off);
-    batch.clear();
-    uint64_t bm = Load(l->bitmap);
-    while (bm) {
-      const int i = __builtin_ctzll(bm);
-      bm &= bm - 1;
-      const uint64_t w = Load(l->slot[i].key);
-      const int c = ko_.Compare(w, pstart);
-      if (c < 0) continue;
-      batch.emplace_back(w, Load(l->slot[i].val));
-    }
-    std::sort(batch.begin(), batch.end(), [&](const auto& a, const auto& b) { return ko_.CompareWords(a.first, b.first) < 0; });
-    for (const auto& [w, v] : batch) {
-      k.clear();
-      ko_.AppendKey(w, &k);
-      if (end && CompareKeys(k, *end) > 0) return Status::OK();
-      if (!fn(k, v)) return Status::OK();
-      if (++emitted >= limit) return Status::OK();
-    }
-  }
-  return Status::OK();
+  return ScanUnsortedLeaves(
+      ko_, *lock_, start, end, limit, fn, [&](std::string_view s) { return inner_.Find(s); },
+      [&](uint64_t off, std::vector<std::pair<uint64_t, uint64_t>>* out) {
+        const Leaf* l = L(off);
+        out->clear();
+        for (uint64_t bm = Load(l->bitmap); bm != 0; bm &= bm - 1) {
+          const int i = __builtin_ctzll(bm);
+          out->emplace_back(Load(l->slot[i].key), Load(l->slot[i].val));
+        }
+      },
+      [&](uint64_t off) { return Load(L(off)->next); });
 }
 
 Status FpTree::Check(std::string* report) const {

@@ -333,30 +333,14 @@ Status NvTree::Consolidate(Pos pos) {
 }
 
 Status NvTree::Scan(std::string_view start, const std::string_view* end, size_t limit, const ScanFn& fn) const {
-  if (limit == 0) return Status::OK();
-  std::shared_lock<std::shared_mutex> g(*lock_);
-  std::vector<std::pair<uint64_t, uint64_t>> live;
-  std::string k;
-  size_t emitted = 0;
-  std::string rounded;
-  if (ko_.type() == KeyType::kU64) {
-    if (!RoundUpU64Start(start, &rounded)) return Status::OK();
-    start = rounded;
-  }
-  const Pos pos = Find(start);
-  for (uint64_t off = plns_[pos.p].leaves[pos.i]; off != 0; off = Load(L(off)->next)) {
-    Live(L(off), &live);
-    std::sort(live.begin(), live.end(), [&](const auto& a, const auto& b) { return ko_.CompareWords(a.first, b.first) < 0; });
-    for (const auto& [w, v] : live) {
-      k.clear();
-      ko_.AppendKey(w, &k);
-      if (CompareKeys(k, start) < 0) continue;
-      if (end && CompareKeys(k, *end) > 0) return Status::OK();
-      if (!fn(k, v)) return Status::OK();
-      if (++emitted >= limit) return Status::OK();
-    }
-  }
-  return Status::OK();
+  return ScanUnsortedLeaves(
+      ko_, *lock_, start, end, limit, fn,
+      [&](std::string_view s) {
+        const Pos pos = Find(s);
+        return plns_[pos.p].leaves[pos.i];
+      },
+      [&](uint64_t off, std::vector<std::pair<uint64_t, uint64_t>>* out) { Live(L(off), out); },
+      [&](uint64_t off) { return Load(L(off)->next); });
 }
 
 Status NvTree::Check(std::string* report) const {
