@@ -89,6 +89,11 @@ class Allocator {
   void Free(uint64_t off);
   // Usable size of the live block at `off` (its size class or run length).
   size_t UsableSize(uint64_t off) const;
+  // Returns the calling thread's cached free blocks to their chunks, then every wholly free
+  // chunk (including the one each size class otherwise keeps in reserve) to FREE, so that the
+  // space can serve another size class or a large block (the server's eviction uses it). The
+  // only persistent writes are the chunk-table words of chunks that become FREE.
+  void Trim();
 
   AllocStats Stats() const;
 

@@ -544,6 +544,23 @@ void Allocator::Free(uint64_t off) {
   I.FreeLocked(off, false);
 }
 
+void Allocator::Trim() {
+  Impl& I = *impl_;
+  if (I.pool->read_only()) return;
+  ThreadCache* tc = I.Cache();  // may take I.mu itself: before the lock
+  std::lock_guard<std::mutex> g(I.mu);
+  I.DrainCache(tc);
+  for (auto& pl : I.partial) {
+    std::erase_if(pl, [&](uint32_t id) {
+      Impl::ChunkMeta& m = I.chunks[id];
+      if (m.kind != kSmall || m.frozen || m.nfree != m.nblocks) return false;
+      m = Impl::ChunkMeta();  // no block of it is allocated or cached
+      I.PersistWord(id, kFree);
+      return true;
+    });
+  }
+}
+
 size_t Allocator::UsableSize(uint64_t off) const {
   const Impl& I = *impl_;
   uint64_t id;

@@ -40,6 +40,7 @@ struct ServeOpts {
   uint16_t port = 11211;
   int threads = 4;
   uint32_t max_conns = 1024;
+  std::string evict = "none";
 };
 
 void AddServe(CLI::App& app) {
@@ -55,12 +56,19 @@ void AddServe(CLI::App& app) {
   cmd->add_option("--max-conns", o->max_conns, "Simultaneous connections")->capture_default_str()->check(CLI::Range(1u, 1000000u));
   cmd->add_option("--max-item-size", o->max_item_size, "Largest value (bytes, or with K/M/G)")->capture_default_str();
   cmd->add_option("--pool-size", o->pool_size, "Size a new pool may grow to (bytes, or with K/M/G/T)")->capture_default_str();
+  cmd->add_option("--evict", o->evict,
+                  "When the pool is full: 'none' refuses the write (SERVER_ERROR out of memory), 'lru' evicts "
+                  "sampled least-recently-used items, as memcached does. none is the default because a persistent "
+                  "store should not drop acknowledged data silently")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "lru"}));
   cmd->callback([o] {
     server::StoreOptions so;
     so.pool_path = o->pool;
     so.index_kind = o->index;
     so.pool_size = ParseBytes(o->pool_size);
     so.max_item_size = ParseBytes(o->max_item_size);
+    so.evict = o->evict == "lru" ? server::EvictPolicy::kLru : server::EvictPolicy::kNone;
     if (so.max_item_size < 1024 || so.max_item_size > (1ull << 30)) {
       fmt::print(stderr, "wort serve: --max-item-size must be between 1K and 1G\n");
       throw CLI::RuntimeError(2);
@@ -101,8 +109,8 @@ void AddServe(CLI::App& app) {
       throw CLI::RuntimeError(1);
     }
     cfg.port = srv.port();
-    fmt::print("wort serve: listening on {}:{} with {} threads (max {} connections, items up to {} bytes)\n", cfg.listen,
-               srv.port(), cfg.threads, cfg.max_conns, cfg.limits.max_item_size);
+    fmt::print("wort serve: listening on {}:{} with {} threads (max {} connections, items up to {} bytes, evict {})\n",
+               cfg.listen, srv.port(), cfg.threads, cfg.max_conns, cfg.limits.max_item_size, o->evict);
     std::fflush(stdout);
     srv.Run();
     fmt::print("wort serve: shutting down\n");

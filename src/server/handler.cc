@@ -345,7 +345,8 @@ void Handler::Stats(std::string_view group, std::string* out) {
     Stat(out, "curr_items", store_.curr_items());
     Stat(out, "total_items", ld(store_.counters().total_items));
     Stat(out, "expired_unfetched", ld(store_.counters().expired_unfetched));
-    Stat(out, "evictions", uint64_t(0));
+    Stat(out, "evictions", ld(store_.counters().evictions));
+    Stat(out, "evicted_unfetched", ld(store_.counters().evicted_unfetched));
     Stat(out, "reclaimed", ld(store_.counters().reclaimed));
     Stat(out, "crawler_items_checked", ld(store_.counters().crawler_items_checked));
     // wort's own fields.
@@ -362,7 +363,7 @@ void Handler::Stats(std::string_view group, std::string* out) {
     Stat(out, "tcpport", uint64_t(config_.port));
     Stat(out, "inter", config_.listen);
     Stat(out, "verbosity", uint64_t(stats_.verbosity.load()));
-    Stat(out, "evictions", "off");
+    Stat(out, "evictions", store_.evicting() ? "on" : "off");
     Stat(out, "num_threads", uint64_t(config_.threads));
     Stat(out, "cas_enabled", "yes");
     Stat(out, "item_size_max", config_.limits.max_item_size);

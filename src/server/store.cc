@@ -28,6 +28,85 @@ ItemView View(std::string_view key, const Record* r) {
 }
 }  // namespace
 
+// ---- recency (eviction) ----------------------------------------------------------------------
+
+void Recency::Add(std::string_view key, uint64_t off, uint64_t tick) {
+  if (by_off_.count(off)) return;
+  const uint32_t slot = static_cast<uint32_t>(entries_.size());
+  entries_.emplace_back(key, off, tick << 1);
+  auto& cv = by_chunk_[ChunkOf(off)];
+  entries_.back().chunk_pos = static_cast<uint32_t>(cv.size());
+  cv.push_back(slot);
+  by_off_.emplace(off, slot);
+}
+
+void Recency::Forget(uint64_t off) {
+  auto it = by_off_.find(off);
+  if (it != by_off_.end()) RemoveSlot(it->second);
+}
+
+bool Recency::Stamp(uint64_t off, bool fetched) const {
+  auto it = by_off_.find(off);
+  if (it == by_off_.end()) return false;
+  // tick << 1 | fetched; fetched is sticky. Skip the store when nothing changes (hot keys).
+  std::atomic<uint64_t>& st = entries_[it->second].stamp;
+  const uint64_t old = st.load(std::memory_order_relaxed);
+  const uint64_t want = clock_.load(std::memory_order_relaxed) << 1 | (old & 1) | (fetched ? 1 : 0);
+  if (want != old) st.store(want, std::memory_order_relaxed);
+  return true;
+}
+
+void Recency::RemoveSlot(uint32_t slot) {
+  Entry& e = entries_[slot];
+  // Out of its chunk's list (swap with the list's last element).
+  auto ci = by_chunk_.find(ChunkOf(e.off));
+  auto& cv = ci->second;
+  const uint32_t moved = cv.back();
+  cv[e.chunk_pos] = moved;
+  entries_[moved].chunk_pos = e.chunk_pos;
+  cv.pop_back();
+  if (cv.empty()) by_chunk_.erase(ci);
+  by_off_.erase(e.off);
+  // Out of the vector (the last entry takes its slot).
+  const uint32_t last = static_cast<uint32_t>(entries_.size() - 1);
+  if (slot != last) {
+    entries_[slot] = std::move(entries_[last]);
+    by_off_[entries_[slot].off] = slot;
+    by_chunk_[ChunkOf(entries_[slot].off)][entries_[slot].chunk_pos] = slot;
+  }
+  entries_.pop_back();
+}
+
+int Recency::SlotOf(uint64_t off) const {
+  auto it = by_off_.find(off);
+  return it == by_off_.end() ? -1 : static_cast<int>(it->second);
+}
+
+std::vector<uint64_t> Recency::InChunk(uint64_t c) const {
+  std::vector<uint64_t> out;
+  auto it = by_chunk_.find(c);
+  if (it != by_chunk_.end())
+    for (uint32_t slot : it->second) out.push_back(entries_[slot].off);
+  return out;
+}
+
+bool Recency::Check(std::string* report) const {
+  bool ok = by_off_.size() == entries_.size();
+  size_t in_chunks = 0;
+  for (const auto& [c, cv] : by_chunk_) {
+    in_chunks += cv.size();
+    for (uint32_t i = 0; i < cv.size(); ++i)
+      if (cv[i] >= entries_.size() || entries_[cv[i]].chunk_pos != i || ChunkOf(entries_[cv[i]].off) != c) ok = false;
+  }
+  if (in_chunks != entries_.size()) ok = false;
+  for (uint32_t i = 0; i < entries_.size(); ++i) {
+    auto it = by_off_.find(entries_[i].off);
+    if (it == by_off_.end() || it->second != i) ok = false;
+  }
+  if (!ok && report) *report += "recency: maps disagree with the entry vector\n";
+  return ok;
+}
+
 int64_t Store::Now() {
   const auto t = std::chrono::system_clock::now().time_since_epoch();
   return std::chrono::duration_cast<std::chrono::seconds>(t).count() + g_clock_offset.load(std::memory_order_relaxed);
@@ -92,6 +171,19 @@ Status Store::Open(const StoreOptions& opts, std::unique_ptr<Store>* out) {
   // cas = generation << 40 | n: unique and increasing across restarts without a persistent
   // counter (the generation is persisted by every open for writing).
   st->cas_next_.store((st->pool_->generation() << 40) + 1);
+  if (opts.evict == EvictPolicy::kLru) {
+    // After a restart recency is unknown: every surviving item gets tick 0 (equally old).
+    st->recency_ = std::make_unique<Recency>(st->pool_->heap_offset());
+    if (st->ordered_) {
+      Status s = st->index_->Scan({}, nullptr, ~size_t{0}, [&](std::string_view key, uint64_t value) {
+        if (!IsMetaKey(key)) st->recency_->Add(key, value, 0);
+        return true;
+      });
+      if (!s.ok()) return s;
+    } else {
+      st->adopt_on_read_ = st->index_->Size() > 1;
+    }
+  }
   st->open_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (st->ordered_ && opts.crawler) st->crawler_ = std::thread([s = st.get()] { s->CrawlerLoop(); });
   *out = std::move(st);
@@ -149,6 +241,7 @@ bool Store::Get(std::string_view key, const ItemFn& fn, bool* expired) {
     }
     const Record* r = pool_->at<Record>(off);
     if (Live(r, Now())) {
+      if (recency_) Used(key, off, true);
       fn(View(key, r));
       return true;
     }
@@ -212,8 +305,16 @@ Result Store::WriteRecord(std::string_view key, uint32_t flags, int64_t exptime,
                           std::string_view b, bool have_old, uint64_t old_off, uint64_t* cas_out, uint64_t state) {
   const size_t len = a.size() + b.size();
   uint64_t off = 0;
-  Status s = pool_->allocator().Alloc(sizeof(Record) + len, &off);
-  if (!s.ok()) return s.IsPoolFull() ? Result::kNoMemory : Result::kError;
+  const uint64_t keep = have_old ? old_off : 0;  // its data may be `a` or `b`: never evicted
+  Status s;
+  for (int attempt = 0;; ++attempt) {
+    s = pool_->allocator().Alloc(sizeof(Record) + len, &off);
+    if (s.ok() || !s.IsPoolFull() || !recency_ || !EvictSome(sizeof(Record) + len, keep, attempt)) break;
+  }
+  if (!s.ok()) {
+    if (recency_ && s.IsPoolFull()) counters_.evict_failures.fetch_add(1, std::memory_order_relaxed);
+    return s.IsPoolFull() ? Result::kNoMemory : Result::kError;
+  }
   Record* r = pool_->at<Record>(off);
   r->cas = NextCas();
   r->exptime = exptime;
@@ -223,13 +324,21 @@ Result Store::WriteRecord(std::string_view key, uint32_t flags, int64_t exptime,
   if (!a.empty()) std::memcpy(r->data(), a.data(), a.size());
   if (!b.empty()) std::memcpy(r->data() + a.size(), b.data(), b.size());
   pm::persist(r, sizeof(Record) + len);  // the record is durable before anything refers to it
-  s = index_->Upsert(key, off);          // COMMIT POINT (the index's 8-byte publish, persisted)
+  for (int attempt = 0;; ++attempt) {
+    s = index_->Upsert(key, off);  // COMMIT POINT (the index's 8-byte publish, persisted)
+    if (s.ok() || !s.IsPoolFull() || !recency_ || !EvictSome(0, keep, attempt)) break;
+  }
   if (!s.ok()) {
+    if (recency_ && s.IsPoolFull()) counters_.evict_failures.fetch_add(1, std::memory_order_relaxed);
     pool_->allocator().Free(off);  // never published: no reference to it exists
     if (!s.IsPoolFull()) fmt::print(stderr, "wort serve: upsert: {}\n", s.ToString());
     return s.IsPoolFull() ? Result::kNoMemory : Result::kError;
   }
   if (have_old) pool_->allocator().Free(old_off);  // unreachable since the commit
+  if (recency_) {
+    if (have_old) recency_->Forget(old_off);
+    recency_->Add(key, off, recency_->NextTick());
+  }
   counters_.total_items.fetch_add(1, std::memory_order_relaxed);
   if (cas_out) *cas_out = r->cas;
   return Result::kStored;
@@ -239,6 +348,7 @@ void Store::RemoveLocked(std::string_view key, uint64_t off) {
   Status s = index_->Remove(key);  // COMMIT POINT (inside the index)
   if (s.ok()) {
     pool_->allocator().Free(off);
+    if (recency_) recency_->Forget(off);
   } else if (!s.IsNotFound()) {
     fmt::print(stderr, "wort serve: remove: {}\n", s.ToString());
   }
@@ -323,6 +433,7 @@ Result Store::Touch(std::string_view key, int64_t exptime) {
   // In place: one 8-byte store is the commit point, then persist.
   pm::store8(reinterpret_cast<uint64_t*>(&r->exptime), static_cast<uint64_t>(exptime));
   pm::persist(&r->exptime, sizeof(r->exptime));
+  if (recency_) Used(key, off, false);
   return Result::kTouched;
 }
 
@@ -335,6 +446,7 @@ bool Store::GetAndTouch(std::string_view key, int64_t exptime, const ItemFn& fn)
   pm::store8(reinterpret_cast<uint64_t*>(&r->exptime), static_cast<uint64_t>(exptime));  // COMMIT POINT
   pm::persist(&r->exptime, sizeof(r->exptime));
   // The new exptime may be in the past (gat -1): memcached still returns the item this once.
+  if (recency_) Used(key, off, true);
   fn(View(key, r));
   return true;
 }
@@ -404,6 +516,7 @@ bool Store::MetaGetLocked(std::string_view key, const MetaGetArgs& a, const Item
     pm::store8(reinterpret_cast<uint64_t*>(&r->exptime), static_cast<uint64_t>(a.exptime));  // COMMIT POINT (T)
     pm::persist(&r->exptime, sizeof(r->exptime));
   }
+  if (recency_) Used(key, off, true);
   ItemView v = View(key, r);
   if (won) {
     // COMMIT POINT of the win: one 8-byte store of `time` with kStateTokenSent set.
@@ -509,6 +622,136 @@ Result Store::MetaArith(std::string_view key, const ArithArgs& a, ArithOut* out)
     out->exptime = exptime;
   }
   return w;
+}
+
+// ---- eviction ------------------------------------------------------------------------------
+
+void Store::Used(std::string_view key, uint64_t off, bool fetched) const {
+  if (recency_->Stamp(off, fetched) || !adopt_on_read_) return;
+  // An item that survived a restart of a hash index: adopt it at the next eviction.
+  std::lock_guard<std::mutex> g(adopt_mu_);
+  if (adopt_.size() < 4096) adopt_.emplace_back(std::string(key), off);
+}
+
+void Store::AdoptPending() {
+  std::vector<std::pair<std::string, uint64_t>> v;
+  {
+    std::lock_guard<std::mutex> g(adopt_mu_);
+    v.swap(adopt_);
+  }
+  for (const auto& [key, off] : v) {
+    uint64_t cur = 0;
+    if (index_->Lookup(key, &cur).ok() && cur == off) recency_->Add(key, off, recency_->NextTick());
+  }
+}
+
+int Store::PickVictim(uint64_t keep) {
+  const size_t n = recency_->size();
+  if (n == 0 || (n == 1 && recency_->at(0).off == keep)) return -1;
+  const int64_t now = Now();
+  int best = -1;
+  uint64_t best_stamp = ~0ull;
+  for (int i = 0; i < kEvictSamples * 2 && (i < kEvictSamples || best < 0); ++i) {
+    rng_ ^= rng_ << 13, rng_ ^= rng_ >> 7, rng_ ^= rng_ << 17;  // xorshift64
+    const auto slot = static_cast<int>(rng_ % n);
+    const Recency::Entry& e = recency_->at(slot);
+    if (e.off == keep) continue;
+    if (!Live(pool_->at<Record>(e.off), now)) return slot;  // dead items go first
+    const uint64_t st = e.stamp.load(std::memory_order_relaxed) >> 1;
+    if (st < best_stamp) best = slot, best_stamp = st;
+  }
+  return best;
+}
+
+// Evicts the tracked record at `off` (a delete: index->Remove is the commit point, then Free).
+// False if it is not tracked or the index refused (e.g. a copy-on-write index that needs space
+// to remove): then the item stays.
+bool Store::EvictTracked(uint64_t off) {
+  const int slot = recency_->SlotOf(off);
+  if (slot < 0) return false;
+  const Recency::Entry& e = recency_->at(slot);
+  const bool live = Live(pool_->at<Record>(off), Now());
+  const bool fetched = e.stamp.load(std::memory_order_relaxed) & 1;
+  Status s = index_->Remove(e.key);  // COMMIT POINT (inside the index)
+  if (!s.ok()) {
+    if (s.IsNotFound()) recency_->Forget(off);  // cannot happen: the tracker follows the index
+    return false;
+  }
+  pool_->allocator().Free(off);  // unreachable since the commit
+  recency_->Forget(off);
+  if (live) {
+    counters_.evictions.fetch_add(1, std::memory_order_relaxed);
+    if (!fetched) counters_.evicted_unfetched.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    counters_.reclaimed.fetch_add(1, std::memory_order_relaxed);
+  }
+  return true;
+}
+
+bool Store::EvictSome(size_t size, uint64_t keep, int attempt) {
+  if (attempt >= kEvictAttempts) return false;
+  if (adopt_on_read_) AdoptPending();
+  const bool large = size > Allocator::kMaxSmall;
+  if (!large && attempt < kSampledEvictions) {
+    // One sampled victim (a few tries in case the index refuses one).
+    for (int t = 0; t < 4; ++t) {
+      const int slot = PickVictim(keep);
+      if (slot < 0) return false;
+      if (EvictTracked(recency_->at(slot).off)) {
+        // The freed block serves its own class at once (this thread's cache); other classes
+        // need whole chunks back: return the cache now and then.
+        if (attempt % 8 == 7) pool_->allocator().Trim();
+        return true;
+      }
+    }
+    return false;
+  }
+  // Whole chunks. A small item: the chunk of a sampled victim. An item of n chunks: n + 1
+  // consecutive chunks around a sampled victim's (a run needs n consecutive FREE chunks, and the
+  // allocator keeps one wholly free chunk per size class as its reserve), after it on even
+  // attempts and before it on odd ones (the victim may sit at either end of the heap).
+  const int slot = PickVictim(keep);
+  if (slot < 0) return false;
+  const uint64_t victim = recency_->ChunkOf(recency_->at(slot).off);
+  uint64_t first = victim, count = 1;
+  if (large) {
+    const uint64_t n = (size + Pool::kChunkSize - 1) / Pool::kChunkSize;
+    count = n + 1;
+    if (attempt % 2 == 1) first = victim >= n ? victim - n : 0;
+  }
+  bool any = false;
+  for (uint64_t c = first; c < first + count; ++c)
+    for (uint64_t off : recency_->InChunk(c))
+      if (off != keep) any |= EvictTracked(off);
+  pool_->allocator().Trim();
+  return any;
+}
+
+uint64_t Store::tracked_items() const {
+  std::shared_lock lk(mu_);
+  return recency_ ? recency_->size() : 0;
+}
+
+bool Store::CheckRecency(std::string* report) const {
+  std::shared_lock lk(mu_);
+  if (!recency_) return true;
+  if (!recency_->Check(report)) return false;
+  bool ok = true;
+  for (size_t i = 0; i < recency_->size(); ++i) {
+    uint64_t v = 0;
+    const auto& e = recency_->at(i);
+    if (!index_->Lookup(e.key, &v).ok() || v != e.off) {
+      ok = false;
+      if (report) *report += "recency: a tracked record is not the index's value of its key\n";
+      break;
+    }
+  }
+  // Every item of an ordered index is tracked (hash indexes: once adopted).
+  if (ordered_ && recency_->size() + 1 != index_->Size()) {
+    ok = false;
+    if (report) *report += fmt::format("recency: {} tracked, {} items\n", recency_->size(), index_->Size() - 1);
+  }
+  return ok;
 }
 
 // ---- crawler -------------------------------------------------------------------------------

@@ -35,6 +35,26 @@
 // the generation is incremented and persisted at every open of the pool for writing
 // (Pool::generation) and n counts this session's writes (2^40 of them per session).
 //
+// Eviction (StoreOptions::evict = kLru, `wort serve --evict lru`; off by default: a persistent
+// store should not drop acknowledged data silently). A write whose allocation (of the record, or
+// inside the index's Upsert) fails with PoolFull evicts items and retries, at most
+// kEvictAttempts times, then answers kNoMemory as without eviction. An eviction is a delete
+// (index->Remove is the commit point, then Free): crash-consistent as a delete is.
+//   - Recency lives in DRAM only (class Recency below): one stamp per item, set on every
+//     write, read hit and touch; a read stores one relaxed atomic word (no flush, no lock
+//     beyond the shared one). The clock is the count of writes, so reads never contend on it.
+//   - Victims are chosen by sampling (Redis's approximated LRU): kEvictSamples random items,
+//     a dead one (expired/flushed) first, else the least recently used.
+//   - Size classes: freeing a small item only makes room for its own size class (and only in
+//     this thread's allocator cache). So the first kSampledEvictions attempts evict single
+//     sampled items; the later ones evict every item of the 1 MiB chunk that holds a sampled
+//     victim, and every attempt for an item of n chunks (larger than Allocator::kMaxSmall)
+//     evicts n + 1 consecutive chunks around a sampled victim's; both then return this
+//     thread's cached free blocks to the allocator, so that the chunks can become FREE.
+//   - After a restart all surviving items are equally old (stamp 0). Ordered indexes are
+//     scanned at open to track them; hash indexes cannot be scanned, so a surviving item of a
+//     hash index becomes evictable once it is read (adopted) or rewritten.
+//
 // Thread safety: all public methods are thread safe. A global reader-writer lock serializes
 // writers against everything (as the WORT paper's Memcached port does with its global tree
 // lock); readers run in parallel and copy what they return while holding the shared lock.
@@ -50,6 +70,9 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "wort/index.h"
 #include "wort/pool.h"
@@ -120,6 +143,11 @@ struct ItemView {
 };
 using ItemFn = std::function<void(const ItemView&)>;
 
+enum class EvictPolicy : uint8_t {
+  kNone,  // a full pool refuses writes (the default)
+  kLru,   // a full pool evicts sampled least-recently-used items
+};
+
 enum class StoreMode : uint8_t { kSet, kAdd, kReplace, kAppend, kPrepend, kCas };
 
 enum class Result : uint8_t {
@@ -138,6 +166,7 @@ struct StoreOptions {
   uint64_t max_item_size = 1 << 20;    // longest value (append/prepend results included)
   bool crawler = true;                 // background removal of dead items (ordered indexes)
   double crawler_interval_s = 10;
+  EvictPolicy evict = EvictPolicy::kNone;
 };
 
 // Counters kept by the store (stats).
@@ -146,6 +175,56 @@ struct StoreCounters {
   std::atomic<uint64_t> reclaimed{0};    // dead items removed (lazily or by the crawler)
   std::atomic<uint64_t> crawler_items_checked{0};
   std::atomic<uint64_t> expired_unfetched{0};
+  std::atomic<uint64_t> evictions{0};          // live items evicted to make room
+  std::atomic<uint64_t> evicted_unfetched{0};  // ... of which never read since stored
+  std::atomic<uint64_t> evict_failures{0};     // writes refused although eviction was on
+};
+
+// DRAM recency of the stored items (eviction only). Entries live in a dense vector (uniform
+// random sampling by slot), with maps from record offset to slot and from pool chunk to slots.
+// Thread safety: Stamp() may run under the store's shared lock (it only stores one atomic
+// word); everything else REQUIRES the store's exclusive lock.
+class Recency {
+ public:
+  explicit Recency(uint64_t heap_offset) : heap_off_(heap_offset) {}
+  // Tracks the record at `off` (of `key`) with the given tick; fetched = false.
+  void Add(std::string_view key, uint64_t off, uint64_t tick);
+  // Stops tracking `off` (no-op if untracked).
+  void Forget(uint64_t off);
+  // Marks `off` as used now; returns false if it is not tracked.
+  bool Stamp(uint64_t off, bool fetched) const;
+  uint64_t NextTick() { return clock_.fetch_add(1, std::memory_order_relaxed) + 1; }
+  size_t size() const { return entries_.size(); }
+  struct Entry {
+    std::string key;
+    uint64_t off = 0;
+    uint32_t chunk_pos = 0;                // position in by_chunk_[ChunkOf(off)]
+    mutable std::atomic<uint64_t> stamp{0};  // tick << 1 | fetched
+    Entry(std::string_view k, uint64_t o, uint64_t st) : key(k), off(o), stamp(st) {}
+    Entry(Entry&& e) noexcept : key(std::move(e.key)), off(e.off), chunk_pos(e.chunk_pos), stamp(e.stamp.load(std::memory_order_relaxed)) {}
+    Entry& operator=(Entry&& e) noexcept {
+      key = std::move(e.key);
+      off = e.off;
+      chunk_pos = e.chunk_pos;
+      stamp.store(e.stamp.load(std::memory_order_relaxed), std::memory_order_relaxed);
+      return *this;
+    }
+  };
+  const Entry& at(size_t slot) const { return entries_[slot]; }
+  int SlotOf(uint64_t off) const;  // -1 if untracked
+  uint64_t ChunkOf(uint64_t off) const { return (off - heap_off_) / Pool::kChunkSize; }
+  // Offsets of the tracked records in chunk `c` (empty if none).
+  std::vector<uint64_t> InChunk(uint64_t c) const;
+  // Checks the maps against the vector (tests); appends findings.
+  bool Check(std::string* report) const;
+
+ private:
+  void RemoveSlot(uint32_t slot);
+  uint64_t heap_off_;
+  std::atomic<uint64_t> clock_{0};
+  std::vector<Entry> entries_;
+  std::unordered_map<uint64_t, uint32_t> by_off_;
+  std::unordered_map<uint64_t, std::vector<uint32_t>> by_chunk_;
 };
 
 class Store {
@@ -235,6 +314,14 @@ class Store {
   StoreCounters& counters() { return counters_; }
   // Runs one full crawler pass now (tests); returns the number of dead items removed.
   uint64_t CrawlOnce();
+  bool evicting() const { return recency_ != nullptr; }
+  // Items tracked for eviction (tests); CheckRecency verifies the tracker against the index.
+  uint64_t tracked_items() const;
+  bool CheckRecency(std::string* report) const;
+
+  static constexpr int kEvictSamples = 5;
+  static constexpr int kSampledEvictions = 32;
+  static constexpr int kEvictAttempts = 64;
 
   // Seconds since the epoch (the clock of exptimes). Tests may shift it.
   static int64_t Now();
@@ -248,6 +335,14 @@ class Store {
                      bool have_old, uint64_t old_off, uint64_t* cas_out, uint64_t state = 0);
   bool MetaGetLocked(std::string_view key, const MetaGetArgs& a, const ItemFn& fn, bool exclusive, bool* retry);
   void RemoveLocked(std::string_view key, uint64_t off);
+  // Recency bookkeeping of a read hit / touch of the record at `off` (shared lock suffices).
+  void Used(std::string_view key, uint64_t off, bool fetched) const;
+  // Eviction after a PoolFull of an allocation of `size` bytes (0: inside the index). Never
+  // evicts the record at `keep`. Returns true iff it freed something (the caller retries).
+  bool EvictSome(size_t size, uint64_t keep, int attempt);
+  int PickVictim(uint64_t keep);  // slot, or -1
+  bool EvictTracked(uint64_t off);
+  void AdoptPending();
   void CrawlerLoop();
 
   StoreOptions opts_;
@@ -259,6 +354,11 @@ class Store {
   std::atomic<uint64_t> cas_next_{1};
   mutable std::shared_mutex mu_;
   StoreCounters counters_;
+  std::unique_ptr<Recency> recency_;  // null unless opts_.evict == kLru
+  uint64_t rng_ = 0x9e3779b97f4a7c15ull;
+  bool adopt_on_read_ = false;  // hash index reopened with items: adopt them when read
+  mutable std::mutex adopt_mu_;
+  mutable std::vector<std::pair<std::string, uint64_t>> adopt_;
 
   std::thread crawler_;
   std::mutex crawler_mu_;
