@@ -92,7 +92,9 @@ inline void RandomOps(Index* idx, std::map<std::string, uint64_t>* model, KeyGen
     } else if (op < 95) {
       Status s = idx->Remove(k);
       ASSERT_EQ(s.ok(), model->erase(k) == 1) << s.ToString();
-      if (!s.ok()) ASSERT_TRUE(s.IsNotFound());
+      if (!s.ok()) {
+        ASSERT_TRUE(s.IsNotFound());
+      }
     } else {
       const std::string end = MakeKey(g, rng, range);
       const bool bounded = rng() % 2;

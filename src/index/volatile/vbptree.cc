@@ -17,7 +17,7 @@
 // --ops insert,search,scan`, each configuration run 3 times interleaved on a loaded 2-core VM;
 // median cpu-ns/op dense insert / search / scan):
 //   leaf/inner 256/256: 763 / 1150 / 4856 (one run; 5 levels)   512/512: 674 / 788 / 3804
-//   1024/1024: 547 / 918 / 2728   1024/512 + prefetch: 627 / 740 / 2135
+//   1024/1024: 547 / 918 / 2727   1024/512 + prefetch: 627 / 740 / 2135
 //   512/512 + prefetch: 672 / 777 / 3113   1024/1024 + prefetch: 590 / 645 / 2257 (kept)
 // The spread between runs was about +-30%, so only 256 B (worse) and the scan gain of 1 KiB
 // leaves are clear; 1 KiB nodes also take the least space (24.6 B/key at 1M random u64 keys).
