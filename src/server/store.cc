@@ -690,7 +690,14 @@ bool Store::EvictTracked(uint64_t off) {
 
 bool Store::EvictSome(size_t size, uint64_t keep, int attempt) {
   if (attempt >= kEvictAttempts) return false;
+  if (attempt == 0) trimmed_ = false;
   if (adopt_on_read_) AdoptPending();
+  // Nothing (else) to evict: return cached blocks and reserve chunks once, then give up.
+  if (recency_->size() == 0 || (recency_->size() == 1 && recency_->at(0).off == keep)) {
+    if (trimmed_) return false;
+    pool_->allocator().Trim();
+    return trimmed_ = true;
+  }
   const bool large = size > Allocator::kMaxSmall;
   if (!large && attempt < kSampledEvictions) {
     // One sampled victim (a few tries in case the index refuses one).

@@ -356,6 +356,7 @@ class Store {
   StoreCounters counters_;
   std::unique_ptr<Recency> recency_;  // null unless opts_.evict == kLru
   uint64_t rng_ = 0x9e3779b97f4a7c15ull;
+  bool trimmed_ = false;  // EvictSome: Trim already tried in this write
   bool adopt_on_read_ = false;  // hash index reopened with items: adopt them when read
   mutable std::mutex adopt_mu_;
   mutable std::vector<std::pair<std::string, uint64_t>> adopt_;

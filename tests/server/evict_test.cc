@@ -149,6 +149,19 @@ TEST_F(Evict, ItemsLargerThanTheFreedClassAreStored) {
   EXPECT_GT(st->counters().evictions.load(), 0u);
 }
 
+// Dozens of size classes in a pool of a few chunks: each class needs whole chunks, so writes
+// keep evicting whole chunks; every write must still be stored (and read back right at once).
+TEST_F(Evict, ManySizeClassesInATinyPool) {
+  Open(EvictPolicy::kLru);
+  for (uint64_t i = 0; i < 20000; ++i) {
+    const size_t len = 10 + (i * 997) % 3000;
+    ASSERT_EQ(Set(KeyOf(i), ValueOf(i, len)), Result::kStored) << i << " len " << len;
+    if (i % 100 == 0) ASSERT_EQ(Get(KeyOf(i)), ValueOf(i, len));
+  }
+  std::printf("evict: 20000 values of 10..3010 bytes in an 8 MiB pool: %llu items kept, %llu evictions\n",
+              (unsigned long long)st->curr_items(), (unsigned long long)st->counters().evictions.load());
+}
+
 TEST_F(Evict, NoneRefusesAFullPool) {
   Open(EvictPolicy::kNone);
   EXPECT_FALSE(st->evicting());

@@ -10,7 +10,13 @@ MODE is one of:
            restart on the same pool.
   kill     load through several connections, SIGKILL the server mid-load, restart it on the same
            pool and read back every acknowledged write (twice), then `wort pool check` (no leak).
-  oom      a small pool fills up: writes answer SERVER_ERROR out of memory, reads keep working.
+  oom      a small pool fills up: writes answer SERVER_ERROR out of memory, reads keep working
+           (the default --evict none; stats settings says evictions off).
+  evict    --evict lru on an 8 MiB pool: ten times the pool written through pymemcache while a
+           hot set is read, every set STORED, the hot keys kept, stats evictions counted, values
+           larger than anything freed stored, a restart keeps the survivors unchanged.
+  killevict  the kill mode on a small pool with --evict lru: an acknowledged key may be absent
+           (evicted) after the kill, never a wrong value; then `wort pool check`.
   unordered  with a hash index, range answers SERVER_ERROR and the rest works.
   meta     the meta commands (mg ms md ma me mn) over a loopback socket: pipelines of quiet
            commands ended by mn, every reply code, cas conflicts, ma on a non-numeric value,
@@ -483,17 +489,22 @@ def mode_clients(args):
 
 # ---- kill ---------------------------------------------------------------------------------
 
+VALUE_SIZES = None  # killevict: a few fixed sizes (an 8 MiB pool has room for few size classes)
+
+
 def value_for(key, version):
     n = 10 + (hash((key, version)) % 3000)
+    if VALUE_SIZES:
+        n = VALUE_SIZES[hash((key, version)) % len(VALUE_SIZES)]
     return (f"{key}:{version}:".encode() * (n // 8 + 1))[:n]
 
 
-def mode_kill(args):
+def mode_kill(args, extra=(), evicting=False, keys_per_writer=2000):
     rounds = 2
     acked = {}      # key -> version acknowledged last
     inflight = {}   # key -> version sent but not acknowledged when the server died
     deleted_ack = set()
-    srv = Server(args.wort, args.pool)
+    srv = Server(args.wort, args.pool, *extra)
     total_acks = 0
     try:
         for rnd in range(rounds):
@@ -508,7 +519,7 @@ def mode_kill(args):
                     i = 0
                     while not stop.is_set() and i < 200000:
                         i += 1
-                        key = f"w{t}:{rng.randrange(2000)}"
+                        key = f"w{t}:{rng.randrange(keys_per_writer)}"
                         if rng.random() < 0.1 and key in acked:
                             with lock:
                                 inflight[key] = None
@@ -540,13 +551,15 @@ def mode_kill(args):
             for t in threads:
                 t.start()
             time.sleep(1.5 + random.random())
+            if evicting:
+                EVICTED.append(int(stats(srv.port).get("evictions", 0)))
             srv.kill9()  # mid-load
             stop.set()
             for t in threads:
                 t.join(30)
             print(f"round {rnd}: {total_acks} acknowledged sets so far, {len(acked)} live keys, "
                   f"{len(inflight)} in flight at the kill", flush=True)
-            srv = Server(args.wort, args.pool)
+            srv = Server(args.wort, args.pool, *extra)
             check(any("unclean shutdown" in l for l in srv.log), f"restart after kill: {srv.log}")
             print("\n".join(srv.log), flush=True)
             # Every acknowledged write is there with its value; an in-flight one may be old or new.
@@ -565,6 +578,8 @@ def mode_kill(args):
                 if k in inflight:
                     iv = inflight[k]
                     options.add(None if iv is None else value_for(k, iv))
+                if evicting:
+                    options.add(None)  # evicted: absent is fine, a wrong value never
                 if got.get(k) not in options:
                     bad += 1
                     if bad <= 3:
@@ -583,6 +598,8 @@ def mode_kill(args):
         while time.time() < deadline and not any("recovery finished" in l for l in srv.log):
             time.sleep(0.1)
         check(any("recovery finished" in l for l in srv.log), f"post-crash recovery finished: {srv.log[-3:]}")
+        if evicting:
+            check(sum(EVICTED) > 0, f"evictions happened under the load ({EVICTED})")
     finally:
         srv.stop()
     # The pool is consistent and nothing leaked: allocated blocks == blocks the index reaches.
@@ -592,6 +609,19 @@ def mode_kill(args):
 
 
 # ---- oom ----------------------------------------------------------------------------------
+
+EVICTED = []  # killevict: `stats evictions` after each restart's load (read before each kill)
+
+
+def stats(port, group=""):
+    out = talk(port, f"stats {group}".strip().encode() + b"\r\n")
+    d = {}
+    for line in out.decode(errors="replace").split("\r\n"):
+        p = line.split(" ", 2)
+        if len(p) == 3 and p[0] == "STAT":
+            d[p[1]] = p[2]
+    return d
+
 
 def mode_oom(args):
     srv = Server(args.wort, args.pool, "--pool-size", "24M")
@@ -618,10 +648,79 @@ def mode_oom(args):
             c.delete(f"fill{i}")
         check(c.set("after", val, noreply=False) is True, "writes work again after deletes")
         c.close()
+        check(stats(srv.port, "settings").get("evictions") == "off", "stats settings: evictions off by default")
+        check(stats(srv.port).get("evictions") == "0", "no evictions without --evict lru")
         check(srv.alive(), "server alive after oom")
         print(f"oom: {stored} values of 200000 bytes fit in a 24 MiB pool", flush=True)
     finally:
         srv.stop()
+
+
+# ---- evict --------------------------------------------------------------------------------
+
+def mode_evict(args):
+    srv = Server(args.wort, args.pool, "--pool-size", "8M", "--evict", "lru")
+    try:
+        check(stats(srv.port, "settings").get("evictions") == "on", "stats settings: evictions on")
+        c = srv.client(allow_unicode_keys=True)
+        # Hot keys: binary-safe bytes >= 0x80 in the key (UTF-8), prefixes of each other.
+        hot = [f"h\u00e9{i}" for i in range(50)] + ["h", "h\u00e9"]
+        for i, k in enumerate(hot):
+            check(c.set(k, f"hot{i}".encode() * 10, noreply=False) is True, f"hot set {k}")
+        val = lambda i: (f"{i}:".encode() * 80)[:300]
+        writes = 10 * (8 << 20) // 300
+        refused = 0
+        for i in range(writes):
+            try:
+                if c.set(f"c{i}", val(i), noreply=False) is not True:
+                    refused += 1
+            except MemcacheServerError:
+                refused += 1
+            if i % 300 == 0:
+                c.get_many(hot)
+        check(refused == 0, f"every set stored with --evict lru ({refused} refused)")
+        got = c.get_many(hot)
+        alive = sum(1 for i, k in enumerate(hot) if got.get(k) == f"hot{i}".encode() * 10)
+        check(alive >= len(hot) - 1, f"hot keys kept: {alive}/{len(hot)}")
+        check(all(got.get(k) in (None, f"hot{i}".encode() * 10) for i, k in enumerate(hot)), "no wrong hot value")
+        st = stats(srv.port)
+        check(int(st.get("evictions", 0)) > writes // 2, f"stats evictions {st.get('evictions')}")
+        check("evicted_unfetched" in st, "stats evicted_unfetched")
+        # Bigger than anything freed so far: a 500 KB value and a 1 MiB value (two chunks).
+        for n in (500000, 1000000):
+            big = b"B" * n
+            check(c.set(f"big{n}", big, noreply=False) is True, f"big value of {n} bytes stored")
+            check(c.get(f"big{n}") == big, f"big value of {n} bytes read back")
+        # Survivors of a clean restart are unchanged.
+        sample = [f"c{i}" for i in range(writes - 3000, writes)]
+        before = {}
+        for i in range(0, len(sample), 100):
+            before.update(c.get_many(sample[i:i + 100]))
+        check(len(before) > 1000, f"recent keys alive before the restart ({len(before)})")
+        c.close()
+        srv.stop()
+        srv = Server(args.wort, args.pool, "--evict", "lru")
+        c = srv.client(allow_unicode_keys=True)
+        after = {}
+        for i in range(0, len(sample), 100):
+            after.update(c.get_many(sample[i:i + 100]))
+        check(after == before, f"restart keeps the survivors ({len(after)} of {len(before)})")
+        for i in range(writes // 4):
+            c.set(f"d{i}", val(i), noreply=True)
+        check(c.get(f"d{writes // 4 - 1}") == val(writes // 4 - 1), "writes after the restart evict and store")
+        c.close()
+        print(f"evict: {writes} sets of 300 bytes into an 8 MiB pool, {st.get('evictions')} evictions, "
+              f"{alive}/{len(hot)} hot keys kept", flush=True)
+    finally:
+        srv.stop()
+
+
+def mode_killevict(args):
+    global VALUE_SIZES
+    # The allocator gives each size class whole 1 MiB chunks: with values of 3000 sizes an 8 MiB
+    # pool would hold a handful of classes only. Three sizes, 20000 keys: about 13 MB of values.
+    VALUE_SIZES = (100, 400, 1500)
+    mode_kill(args, ("--pool-size", "8M", "--evict", "lru"), evicting=True, keys_per_writer=5000)
 
 
 # ---- unordered ----------------------------------------------------------------------------
@@ -828,14 +927,14 @@ def meta_kill(args):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["clients", "kill", "oom", "unordered", "meta"])
+    ap.add_argument("mode", choices=["clients", "kill", "oom", "unordered", "meta", "evict", "killevict"])
     ap.add_argument("--wort", required=True)
     ap.add_argument("--pool", required=True)
     ap.add_argument("--index", default="", help="index kind (default: the server's)")
     args = ap.parse_args()
     Server.index = args.index
     {"clients": mode_clients, "kill": mode_kill, "oom": mode_oom, "unordered": mode_unordered,
-     "meta": mode_meta}[args.mode](args)
+     "meta": mode_meta, "evict": mode_evict, "killevict": mode_killevict}[args.mode](args)
     print(f"{args.mode}: {len(FAILURES)} failures", flush=True)
     sys.exit(1 if FAILURES else 0)
 

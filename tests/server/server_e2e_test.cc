@@ -52,6 +52,13 @@ TEST(ServerE2E, MetaCommandsOverASocket) { EXPECT_EQ(RunMode("meta", ""), 0); }
 
 TEST(ServerE2E, PoolFullAnswersOutOfMemoryAndReadsWork) { EXPECT_EQ(RunMode("oom", "wort"), 0); }
 
+// --evict lru: ten times an 8 MiB pool written over a socket, hot keys kept, big values stored,
+// survivors kept by a restart.
+TEST(ServerE2E, EvictLruKeepsAcceptingWrites) { EXPECT_EQ(RunMode("evict", ""), 0); }
+
+// SIGKILL mid-load with --evict lru: evicted keys may be absent, no value is ever wrong.
+TEST(ServerE2E, SigkillWithEvictionNeverReturnsAWrongValue) { EXPECT_EQ(RunMode("killevict", ""), 0); }
+
 TEST(ServerE2E, RangeOnAHashIndexIsAClearError) {
   if (!FindIndexKind("cceh")) GTEST_SKIP() << "no cceh in this build";
   EXPECT_EQ(RunMode("unordered", "cceh"), 0);
