@@ -30,30 +30,32 @@ ItemView View(std::string_view key, const Record* r) {
 
 // ---- recency (eviction) ----------------------------------------------------------------------
 
+Recency::Recency(uint64_t heap_offset, uint64_t max_size) : heap_off_(heap_offset) {
+  const uint64_t granules = (max_size > heap_offset ? max_size - heap_offset : 0) / 64 + 1;
+  // calloc: zero pages are mapped lazily; only granules that hold records are ever touched.
+  auto* p = static_cast<std::atomic<uint32_t>*>(std::calloc(granules, sizeof(std::atomic<uint32_t>)));
+  if (!p) throw std::bad_alloc();
+  stamps_.reset(p);
+}
+
 void Recency::Add(std::string_view key, uint64_t off, uint64_t tick) {
   if (by_off_.count(off)) return;
   const uint32_t slot = static_cast<uint32_t>(entries_.size());
-  entries_.emplace_back(key, off, tick << 1);
+  entries_.push_back(Entry{std::string(key), off, 0});
   auto& cv = by_chunk_[ChunkOf(off)];
   entries_.back().chunk_pos = static_cast<uint32_t>(cv.size());
   cv.push_back(slot);
   by_off_.emplace(off, slot);
+  uint32_t w = static_cast<uint32_t>(tick << 1);
+  if (w == 0) w = 2;  // 0 means untracked
+  stamps_[(off - heap_off_) >> 6].store(w, std::memory_order_relaxed);
 }
 
 void Recency::Forget(uint64_t off) {
   auto it = by_off_.find(off);
-  if (it != by_off_.end()) RemoveSlot(it->second);
-}
-
-bool Recency::Stamp(uint64_t off, bool fetched) const {
-  auto it = by_off_.find(off);
-  if (it == by_off_.end()) return false;
-  // tick << 1 | fetched; fetched is sticky. Skip the store when nothing changes (hot keys).
-  std::atomic<uint64_t>& st = entries_[it->second].stamp;
-  const uint64_t old = st.load(std::memory_order_relaxed);
-  const uint64_t want = clock_.load(std::memory_order_relaxed) << 1 | (old & 1) | (fetched ? 1 : 0);
-  if (want != old) st.store(want, std::memory_order_relaxed);
-  return true;
+  if (it == by_off_.end()) return;
+  RemoveSlot(it->second);
+  stamps_[(off - heap_off_) >> 6].store(0, std::memory_order_relaxed);
 }
 
 void Recency::RemoveSlot(uint32_t slot) {
@@ -102,6 +104,7 @@ bool Recency::Check(std::string* report) const {
   for (uint32_t i = 0; i < entries_.size(); ++i) {
     auto it = by_off_.find(entries_[i].off);
     if (it == by_off_.end() || it->second != i) ok = false;
+    if (stamps_[(entries_[i].off - heap_off_) >> 6].load(std::memory_order_relaxed) == 0) ok = false;
   }
   if (!ok && report) *report += "recency: maps disagree with the entry vector\n";
   return ok;
@@ -173,10 +176,10 @@ Status Store::Open(const StoreOptions& opts, std::unique_ptr<Store>* out) {
   st->cas_next_.store((st->pool_->generation() << 40) + 1);
   if (opts.evict == EvictPolicy::kLru) {
     // After a restart recency is unknown: every surviving item gets tick 0 (equally old).
-    st->recency_ = std::make_unique<Recency>(st->pool_->heap_offset());
+    st->recency_ = std::make_unique<Recency>(st->pool_->heap_offset(), st->pool_->max_size());
     if (st->ordered_) {
       Status s = st->index_->Scan({}, nullptr, ~size_t{0}, [&](std::string_view key, uint64_t value) {
-        if (!IsMetaKey(key)) st->recency_->Add(key, value, 0);
+        if (!IsMetaKey(key)) st->recency_->Add(key, value, 1);
         return true;
       });
       if (!s.ok()) return s;
@@ -650,15 +653,15 @@ int Store::PickVictim(uint64_t keep) {
   if (n == 0 || (n == 1 && recency_->at(0).off == keep)) return -1;
   const int64_t now = Now();
   int best = -1;
-  uint64_t best_stamp = ~0ull;
+  uint32_t best_age = 0;
   for (int i = 0; i < kEvictSamples * 2 && (i < kEvictSamples || best < 0); ++i) {
     rng_ ^= rng_ << 13, rng_ ^= rng_ >> 7, rng_ ^= rng_ << 17;  // xorshift64
     const auto slot = static_cast<int>(rng_ % n);
     const Recency::Entry& e = recency_->at(slot);
     if (e.off == keep) continue;
     if (!Live(pool_->at<Record>(e.off), now)) return slot;  // dead items go first
-    const uint64_t st = e.stamp.load(std::memory_order_relaxed) >> 1;
-    if (st < best_stamp) best = slot, best_stamp = st;
+    const uint32_t age = recency_->Age(e.off);
+    if (best < 0 || age > best_age) best = slot, best_age = age;
   }
   return best;
 }
@@ -671,7 +674,7 @@ bool Store::EvictTracked(uint64_t off) {
   if (slot < 0) return false;
   const Recency::Entry& e = recency_->at(slot);
   const bool live = Live(pool_->at<Record>(off), Now());
-  const bool fetched = e.stamp.load(std::memory_order_relaxed) & 1;
+  const bool fetched = recency_->Fetched(off);
   Status s = index_->Remove(e.key);  // COMMIT POINT (inside the index)
   if (!s.ok()) {
     if (s.IsNotFound()) recency_->Forget(off);  // cannot happen: the tracker follows the index

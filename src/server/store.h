@@ -51,7 +51,7 @@
 //     victim, and every attempt for an item of n chunks (larger than Allocator::kMaxSmall)
 //     evicts n + 1 consecutive chunks around a sampled victim's; both then return this
 //     thread's cached free blocks to the allocator, so that the chunks can become FREE.
-//   - After a restart all surviving items are equally old (stamp 0). Ordered indexes are
+//   - After a restart all surviving items are equally old (tick 1). Ordered indexes are
 //     scanned at open to track them; hash indexes cannot be scanned, so a surviving item of a
 //     hash index becomes evictable once it is read (adopted) or rewritten.
 //
@@ -63,6 +63,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -182,46 +183,59 @@ struct StoreCounters {
 
 // DRAM recency of the stored items (eviction only). Entries live in a dense vector (uniform
 // random sampling by slot), with maps from record offset to slot and from pool chunk to slots.
+// The stamps live apart, in a flat array with one 32-bit word per 64-byte granule of the heap
+// (records are 64-byte aligned), so that a read reaches its stamp with one index computation
+// and no hash lookup. The array is calloc'ed for the pool's maximum size (1/16 of it, virtual:
+// only pages of granules that hold records are ever touched).
+//   stamp word: 0 = untracked; else (tick << 1 | fetched) mod 2^32, tick >= 1. Ages are
+//   compared modulo 2^31 writes (an item untouched for 2^31 writes may look young again).
 // Thread safety: Stamp() may run under the store's shared lock (it only stores one atomic
 // word); everything else REQUIRES the store's exclusive lock.
 class Recency {
  public:
-  explicit Recency(uint64_t heap_offset) : heap_off_(heap_offset) {}
-  // Tracks the record at `off` (of `key`) with the given tick; fetched = false.
+  Recency(uint64_t heap_offset, uint64_t max_size);
+  // Tracks the record at `off` (of `key`) with the given tick (>= 1); fetched = false.
   void Add(std::string_view key, uint64_t off, uint64_t tick);
   // Stops tracking `off` (no-op if untracked).
   void Forget(uint64_t off);
   // Marks `off` as used now; returns false if it is not tracked.
-  bool Stamp(uint64_t off, bool fetched) const;
+  bool Stamp(uint64_t off, bool fetched) const {
+    std::atomic<uint32_t>& w = stamps_[(off - heap_off_) >> 6];
+    const uint32_t old = w.load(std::memory_order_relaxed);
+    if (old == 0) return false;
+    const uint32_t want = static_cast<uint32_t>(clock_.load(std::memory_order_relaxed) << 1) | (old & 1) | (fetched ? 1 : 0);
+    if (want != old) w.store(want, std::memory_order_relaxed);  // hot keys: usually unchanged
+    return true;
+  }
   uint64_t NextTick() { return clock_.fetch_add(1, std::memory_order_relaxed) + 1; }
+  // Writes since the stamp of `off` (larger = older), and whether it was read since stored.
+  uint32_t Age(uint64_t off) const {
+    const uint32_t st = stamps_[(off - heap_off_) >> 6].load(std::memory_order_relaxed);
+    return (static_cast<uint32_t>(clock_.load(std::memory_order_relaxed) << 1) - (st & ~1u)) >> 1;
+  }
+  bool Fetched(uint64_t off) const { return stamps_[(off - heap_off_) >> 6].load(std::memory_order_relaxed) & 1; }
   size_t size() const { return entries_.size(); }
   struct Entry {
     std::string key;
     uint64_t off = 0;
-    uint32_t chunk_pos = 0;                // position in by_chunk_[ChunkOf(off)]
-    mutable std::atomic<uint64_t> stamp{0};  // tick << 1 | fetched
-    Entry(std::string_view k, uint64_t o, uint64_t st) : key(k), off(o), stamp(st) {}
-    Entry(Entry&& e) noexcept : key(std::move(e.key)), off(e.off), chunk_pos(e.chunk_pos), stamp(e.stamp.load(std::memory_order_relaxed)) {}
-    Entry& operator=(Entry&& e) noexcept {
-      key = std::move(e.key);
-      off = e.off;
-      chunk_pos = e.chunk_pos;
-      stamp.store(e.stamp.load(std::memory_order_relaxed), std::memory_order_relaxed);
-      return *this;
-    }
+    uint32_t chunk_pos = 0;  // position in by_chunk_[ChunkOf(off)]
   };
   const Entry& at(size_t slot) const { return entries_[slot]; }
   int SlotOf(uint64_t off) const;  // -1 if untracked
   uint64_t ChunkOf(uint64_t off) const { return (off - heap_off_) / Pool::kChunkSize; }
   // Offsets of the tracked records in chunk `c` (empty if none).
   std::vector<uint64_t> InChunk(uint64_t c) const;
-  // Checks the maps against the vector (tests); appends findings.
+  // Checks the maps and stamps against the vector (tests); appends findings.
   bool Check(std::string* report) const;
 
  private:
   void RemoveSlot(uint32_t slot);
+  struct FreeDeleter {
+    void operator()(std::atomic<uint32_t>* p) const { std::free(p); }
+  };
   uint64_t heap_off_;
-  std::atomic<uint64_t> clock_{0};
+  std::atomic<uint64_t> clock_{1};  // tick 1 = "stored before this session"
+  std::unique_ptr<std::atomic<uint32_t>[], FreeDeleter> stamps_;
   std::vector<Entry> entries_;
   std::unordered_map<uint64_t, uint32_t> by_off_;
   std::unordered_map<uint64_t, std::vector<uint32_t>> by_chunk_;

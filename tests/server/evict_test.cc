@@ -4,7 +4,10 @@
 // several threads; with kNone (the default) a full pool still refuses writes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <thread>
@@ -160,6 +163,29 @@ TEST_F(Evict, ManySizeClassesInATinyPool) {
   }
   std::printf("evict: 20000 values of 10..3010 bytes in an 8 MiB pool: %llu items kept, %llu evictions\n",
               (unsigned long long)st->curr_items(), (unsigned long long)st->counters().evictions.load());
+}
+
+// The read hot path with eviction on: one hash lookup and at most one relaxed store more than
+// without. Prints ns per get for both; fails only if lru reads are grossly slower.
+TEST_F(Evict, ReadPathCost) {
+  double ns[2] = {1e12, 1e12};  // the best of two runs each, alternating (the first run warms up)
+  for (int round = 0; round < 4; ++round) {
+    const int mode = round % 2;
+    Open(mode ? EvictPolicy::kLru : EvictPolicy::kNone, "", 64ull << 20);
+    for (uint64_t i = 0; i < 20000; ++i) ASSERT_EQ(Set(KeyOf(i), ValueOf(i, 40)), Result::kStored);
+    uint64_t hits = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (uint64_t r = 0; r < 200000; ++r)
+      hits += st->Get(KeyOf((r * 7919) % 20000), [](const ItemView&) {});
+    ns[mode] = std::min(ns[mode], std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() / 200000);
+    EXPECT_EQ(hits, 200000u);
+    ASSERT_TRUE(st->Close().ok());
+    st.reset();
+    std::filesystem::remove(path.str());
+  }
+  std::printf("evict: get of a 40-byte item (20000 items, %s index): %.0f ns with --evict none, %.0f ns with lru\n",
+              DefaultIndexKind().c_str(), ns[0], ns[1]);
+  EXPECT_LT(ns[1], 5 * ns[0] + 1000);
 }
 
 TEST_F(Evict, NoneRefusesAFullPool) {
