@@ -22,7 +22,8 @@
 // The spread between runs was about +-30%, so only 256 B (worse) and the scan gain of 1 KiB
 // leaves are clear; 1 KiB nodes also take the least space (24.6 B/key at 1M random u64 keys).
 // Capacities: u64 62 keys per leaf, 63 per inner node; bytes 41 and 42. Before each node's binary
-// search its key lines are prefetched (PrefetchKeys), so they load in parallel.
+// search its key lines are prefetched (PrefetchKeys), so they load in parallel; prefetching the
+// whole node (children / values too) measured no different within the noise, so it is not done.
 //
 // Search: branchless binary search over the key array (lower bound in leaves, upper bound in
 // inner nodes). Insert: descent recording the path; a full leaf splits in half and its
