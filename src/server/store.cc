@@ -176,7 +176,7 @@ Status Store::Open(const StoreOptions& opts, std::unique_ptr<Store>* out) {
   st->cas_next_.store((st->pool_->generation() << 40) + 1);
   if (opts.evict == EvictPolicy::kLru) {
     // After a restart recency is unknown: every surviving item gets tick 0 (equally old).
-    st->recency_ = std::make_unique<Recency>(st->pool_->heap_offset(), st->pool_->max_size());
+    st->recency_ = std::make_unique<Recency>(st->pool_->heap_offset(), std::max(st->pool_->max_size(), st->pool_->size()));
     if (st->ordered_) {
       Status s = st->index_->Scan({}, nullptr, ~size_t{0}, [&](std::string_view key, uint64_t value) {
         if (!IsMetaKey(key)) st->recency_->Add(key, value, 1);
@@ -633,7 +633,7 @@ void Store::Used(std::string_view key, uint64_t off, bool fetched) const {
   if (recency_->Stamp(off, fetched) || !adopt_on_read_) return;
   // An item that survived a restart of a hash index: adopt it at the next eviction.
   std::lock_guard<std::mutex> g(adopt_mu_);
-  if (adopt_.size() < 4096) adopt_.emplace_back(std::string(key), off);
+  if (adopt_.size() < kMaxAdoptPending) adopt_.emplace_back(std::string(key), off);
 }
 
 void Store::AdoptPending() {

@@ -336,6 +336,9 @@ class Store {
   static constexpr int kEvictSamples = 5;
   static constexpr int kSampledEvictions = 32;
   static constexpr int kEvictAttempts = 64;
+  // Hash index survivors read between two evictions and queued for adoption (more wait for a
+  // later read).
+  static constexpr size_t kMaxAdoptPending = 1 << 16;
 
   // Seconds since the epoch (the clock of exptimes). Tests may shift it.
   static int64_t Now();
