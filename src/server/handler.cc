@@ -358,6 +358,7 @@ void Handler::Stats(std::string_view group, std::string* out) {
     Stat(out, "wort_open_seconds", store_.open_seconds());
     Stat(out, "wort_recovery_done", uint64_t(store_.pool().recovery_done() ? 1 : 0));
     Stat(out, "wort_evict_refused", ld(store_.counters().evict_failures));
+    Stat(out, "wort_evict_chunk_rounds", ld(store_.counters().evict_chunk_rounds));
   } else if (group == "settings") {
     Stat(out, "maxbytes", store_.pool().max_size());
     Stat(out, "maxconns", uint64_t(config_.max_conns));

@@ -729,6 +729,7 @@ bool Store::EvictSome(size_t size, uint64_t keep, int attempt) {
     count = n + 1;
     if (attempt % 2 == 1) first = victim >= n ? victim - n : 0;
   }
+  counters_.evict_chunk_rounds.fetch_add(1, std::memory_order_relaxed);
   bool any = false;
   for (uint64_t c = first; c < first + count; ++c)
     for (uint64_t off : recency_->InChunk(c))

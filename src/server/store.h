@@ -179,6 +179,7 @@ struct StoreCounters {
   std::atomic<uint64_t> evictions{0};          // live items evicted to make room
   std::atomic<uint64_t> evicted_unfetched{0};  // ... of which never read since stored
   std::atomic<uint64_t> evict_failures{0};     // writes refused although eviction was on
+  std::atomic<uint64_t> evict_chunk_rounds{0}; // whole-chunk evictions (size classes)
 };
 
 // DRAM recency of the stored items (eviction only). Entries live in a dense vector (uniform

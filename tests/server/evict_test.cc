@@ -218,6 +218,7 @@ TEST_F(Evict, RestartKeepsTheSurvivors) {
   ASSERT_LT(present.size(), 60000u);
   ASSERT_TRUE(st->Close().ok());
   Open(EvictPolicy::kLru);
+  std::printf("evict: reopen with %zu items tracked (an index scan): %.1f ms\n", present.size(), st->open_seconds() * 1e3);
   EXPECT_EQ(st->curr_items(), present.size());
   EXPECT_EQ(st->tracked_items(), present.size());
   for (const auto& [k, v] : present) ASSERT_EQ(Get(k), v);
