@@ -99,7 +99,7 @@ class B3Tree final : public TreeBase<RootBlock> {
   Status Lookup(std::string_view key, uint64_t* value) const override;
   Status Remove(std::string_view key) override;
   Status Scan(std::string_view start, const std::string_view* end, size_t limit, const ScanFn& fn) const override;
-  uint64_t Size() const override { return size_.load(std::memory_order_relaxed); }
+  uint64_t Size() const override { return size_.Get(*lock_, [this] { return CountKeys(); }); }
   Status Check(std::string* report) const override;
   IndexStats Stats() const override;
 
@@ -216,7 +216,7 @@ class B3Tree final : public TreeBase<RootBlock> {
   void Reachable(std::unordered_set<uint64_t>* out) const;
   uint64_t CountKeys() const;
 
-  std::atomic<uint64_t> size_{0};
+  LazyCount size_;  // counted on first Size() after open
   bool tolerant_ = false;
 };
 
@@ -400,7 +400,6 @@ Status B3Tree::Init() {
     if (pool_.read_only()) tolerant_ = true;
     else WORT_RETURN_IF_ERROR(Repair());
   }
-  size_.store(CountKeys());
   return Status::OK();
 }
 
@@ -650,7 +649,7 @@ Status B3Tree::Put(std::string_view key, uint64_t value, bool upsert, bool* inse
       pm::persist(&n.val, 8);
       Store(n.right, Load(n.right) & ~kDeleted);  // COMMIT
       pm::persist(&n.right, 8);
-      size_.fetch_add(1, std::memory_order_relaxed);
+      size_.Add(1);
       if (inserted) *inserted = true;
       return Status::OK();
     }
@@ -671,7 +670,7 @@ Status B3Tree::Put(std::string_view key, uint64_t value, bool upsert, bool* inse
       }
       SetRef(at, NodeRef(slot));  // COMMIT
       pm::persist(at, 8);
-      size_.fetch_add(1, std::memory_order_relaxed);
+      size_.Add(1);
       if (inserted) *inserted = true;
       return Status::OK();
     }
@@ -701,7 +700,7 @@ Status B3Tree::Remove(std::string_view key) {
   if (i < 0 || (Load(leaf->node[i].right) & kDeleted)) return Status::NotFound("key not found");
   Store(leaf->node[i].right, Load(leaf->node[i].right) | kDeleted);  // COMMIT: a tombstone
   pm::persist(&leaf->node[i].right, 8);
-  size_.fetch_sub(1, std::memory_order_relaxed);
+  size_.Add(-1);
   if (path.size() > 1 && Live(leaf) < kMinLive) Rebalance(path, 0);
   return Status::OK();
 }
@@ -1011,14 +1010,15 @@ Status B3Tree::Check(std::string* report) const {
     }
     upper = std::move(next_upper);
   }
-  if (!tolerant_ && live != size_.load()) fail("Size() " + std::to_string(size_.load()) + " but leaves hold " + std::to_string(live));
+  if (!tolerant_ && size_.known() && live != size_.peek())
+    fail("Size() " + std::to_string(size_.peek()) + " but leaves hold " + std::to_string(live));
   return fail.Finish(report);
 }
 
 IndexStats B3Tree::Stats() const {
   std::shared_lock<std::shared_mutex> g(*lock_);
   IndexStats st;
-  st.keys = size_.load();
+  st.keys = size_.GetLocked([this] { return CountKeys(); });
   const int height = static_cast<int>(P(Root())->level);
   st.avg_leaf_depth = height;
   const uint64_t limit = pool_.size() / sizeof(Page) + 1;

@@ -27,6 +27,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -325,6 +326,42 @@ class TreeBase : public Index {
   const KeyOps ko_;
   const bool vab_;  // values_are_blocks (root block flags bit 0)
   const std::shared_ptr<std::shared_mutex> lock_;
+};
+
+// The key count of a tree that keeps no persistent count: counted by a walk of the leaf level
+// on first use after open, not at open, so that opening a pool costs no walk (instant restart).
+// Until counted, writers' deltas are dropped (the walk will see their keys). Writers call Add
+// with the index lock held exclusively; the count is taken with the lock held (shared is
+// enough: no writer runs meanwhile), so a delta and the walk never overlap.
+class LazyCount {
+ public:
+  // Size(): takes `mu` shared if the keys still have to be counted.
+  template <class CountFn>
+  uint64_t Get(std::shared_mutex& mu, CountFn&& count) const {
+    const int64_t v = n_.load(std::memory_order_acquire);
+    if (v >= 0) return static_cast<uint64_t>(v);
+    std::shared_lock<std::shared_mutex> g(mu);
+    return GetLocked(count);
+  }
+  // The same, for a caller that holds `mu` (shared or exclusive).
+  template <class CountFn>
+  uint64_t GetLocked(CountFn&& count) const {
+    int64_t v = n_.load(std::memory_order_acquire);
+    if (v >= 0) return static_cast<uint64_t>(v);
+    const int64_t c = static_cast<int64_t>(count());
+    // Two readers may both count; they find the same number.
+    n_.compare_exchange_strong(v, c, std::memory_order_acq_rel);
+    return static_cast<uint64_t>(c);
+  }
+  bool known() const { return n_.load(std::memory_order_acquire) >= 0; }
+  // The count if known(), else 0 (for Check, which compares only a known count).
+  uint64_t peek() const { return static_cast<uint64_t>(std::max<int64_t>(0, n_.load(std::memory_order_acquire))); }
+  void Add(int64_t d) {
+    if (n_.load(std::memory_order_relaxed) >= 0) n_.fetch_add(d, std::memory_order_relaxed);
+  }
+
+ private:
+  mutable std::atomic<int64_t> n_{-1};  // -1: not counted since open
 };
 
 // IndexKind::create of every B-tree: allocates a zeroed root block and a zeroed first node of

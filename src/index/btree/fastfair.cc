@@ -78,7 +78,7 @@ class FastFair final : public TreeBase<RootBlock> {
   Status Lookup(std::string_view key, uint64_t* value) const override;
   Status Remove(std::string_view key) override;
   Status Scan(std::string_view start, const std::string_view* end, size_t limit, const ScanFn& fn) const override;
-  uint64_t Size() const override { return size_.load(std::memory_order_relaxed); }
+  uint64_t Size() const override { return size_.Get(*lock_, [this] { return CountKeys(); }); }
   Status Check(std::string* report) const override;
   IndexStats Stats() const override;
 
@@ -177,7 +177,7 @@ class FastFair final : public TreeBase<RootBlock> {
   Status Repair();
   uint64_t CountKeys() const;
 
-  std::atomic<uint64_t> size_{0};
+  LazyCount size_;  // counted on first Size() after open
   // Readers interpret crash states (move right, dedupe across nodes) only when the tree may hold
   // them: a read-only pool that was not closed cleanly (it cannot be repaired).
   bool tolerant_ = false;
@@ -260,7 +260,6 @@ Status FastFair::Init() {
     if (pool_.read_only()) tolerant_ = true;
     else WORT_RETURN_IF_ERROR(Repair());
   }
-  size_.store(CountKeys());
   return Status::OK();
 }
 
@@ -449,7 +448,7 @@ Status FastFair::Put(std::string_view key, uint64_t value, bool upsert, bool* in
   }
   InsertAt(0, kw, value, path, &pa);
   ReleasePrealloc(&pa);  // nothing should remain
-  size_.fetch_add(1, std::memory_order_relaxed);
+  size_.Add(1);
   if (inserted) *inserted = true;
   return Status::OK();
 }
@@ -468,7 +467,7 @@ Status FastFair::Remove(std::string_view key) {
   const uint64_t kw = Load(leaf->slot[j].key);
   FastDelete(leaf, j);
   ko_.FreeWord(pool_, kw);  // the delete is persistent: no reference remains (R2)
-  size_.fetch_sub(1, std::memory_order_relaxed);
+  size_.Add(-1);
   if (path.size() > 1 && Count(leaf) < kMinFill) Rebalance(0, path);
   return Status::OK();
 }
@@ -797,14 +796,15 @@ Status FastFair::Check(std::string* report) const {
     }
     upper = std::move(next_upper);
   }
-  if (!tolerant_ && leaf_keys != size_.load()) fail("Size() " + std::to_string(size_.load()) + " but leaves hold " + std::to_string(leaf_keys));
+  if (!tolerant_ && size_.known() && leaf_keys != size_.peek())
+    fail("Size() " + std::to_string(size_.peek()) + " but leaves hold " + std::to_string(leaf_keys));
   return fail.Finish(report);
 }
 
 IndexStats FastFair::Stats() const {
   std::shared_lock<std::shared_mutex> g(*lock_);
   IndexStats st;
-  st.keys = size_.load();
+  st.keys = size_.GetLocked([this] { return CountKeys(); });
   const int height = static_cast<int>(N(Root())->level);
   st.avg_leaf_depth = height;
   const uint64_t limit = pool_.size() / sizeof(Node) + 1;

@@ -52,8 +52,9 @@
 //     it removes in-node duplicates by finishing the shift, truncates a left node that still holds
 //     entries a redistribution or merge had copied out, and inserts the separator of any node that
 //     is in its level's chain but not in its parent (including a new root). The paper leaves these
-//     states for readers to tolerate forever; finishing them keeps writers simple. Open walks the
-//     leaves once in any case, to count the keys (Size() is kept in DRAM; nothing is rebuilt).
+//     states for readers to tolerate forever; finishing them keeps writers simple (the cost: an
+//     open after a crash walks every level, O(n)). A clean open walks nothing: Size() is kept in
+//     DRAM and counted by one walk of the leaves on its first use (LazyCount, btree_common.h).
 //
 // Byte-string keys live in key blocks outside the node (btree_common.h). Leaf entries own their
 // key blocks. A node's low key is a block of its own for leaves (a copy of the first key at the

@@ -86,7 +86,7 @@ class WbTree final : public TreeBase<RootBlock> {
   Status Lookup(std::string_view key, uint64_t* value) const override;
   Status Remove(std::string_view key) override;
   Status Scan(std::string_view start, const std::string_view* end, size_t limit, const ScanFn& fn) const override;
-  uint64_t Size() const override { return size_.load(std::memory_order_relaxed); }
+  uint64_t Size() const override { return size_.Get(*lock_, [this] { return CountKeys(); }); }
   Status Check(std::string* report) const override;
   IndexStats Stats() const override;
 
@@ -183,7 +183,7 @@ class WbTree final : public TreeBase<RootBlock> {
   bool slot_only_;
   int cap_;
   size_t node_size_;
-  std::atomic<uint64_t> size_{0};
+  LazyCount size_;  // counted on first Size() after open
   bool tolerant_ = false;
 };
 
@@ -341,7 +341,6 @@ Status WbTree::Init() {
     if (pool_.read_only()) tolerant_ = true;
     else WORT_RETURN_IF_ERROR(Repair());
   }
-  size_.store(CountKeys());
   return Status::OK();
 }
 
@@ -452,7 +451,7 @@ Status WbTree::Put(std::string_view key, uint64_t value, bool upsert, bool* inse
       uint64_t kw = 0;
       WORT_RETURN_IF_ERROR(ko_.MakeWord(pool_, p, &kw));
       NodeInsert(leaf, kw, value);
-      size_.fetch_add(1, std::memory_order_relaxed);
+      size_.Add(1);
       if (inserted) *inserted = true;
       return Status::OK();
     }
@@ -592,7 +591,7 @@ Status WbTree::Remove(std::string_view key) {
   const uint64_t kw = Load(E(leaf)[i].key);
   NodeDelete(leaf, i);
   ko_.FreeWord(pool_, kw);
-  size_.fetch_sub(1, std::memory_order_relaxed);
+  size_.Add(-1);
   if (path.size() > 1 && CountOf(leaf) < (cap_ + 1) / 2) TryMerge(path, 0);
   return Status::OK();
 }
@@ -764,14 +763,15 @@ Status WbTree::Check(std::string* report) const {
     off = Load(H(off)->next);
   }
   if (fail.empty() && off != 0 && !tolerant_) fail("leaf chain continues past the last leaf");
-  if (!tolerant_ && keys != size_.load()) fail("Size() " + std::to_string(size_.load()) + " but leaves hold " + std::to_string(keys));
+  if (!tolerant_ && size_.known() && keys != size_.peek())
+    fail("Size() " + std::to_string(size_.peek()) + " but leaves hold " + std::to_string(keys));
   return fail.Finish(report);
 }
 
 IndexStats WbTree::Stats() const {
   std::shared_lock<std::shared_mutex> g(*lock_);
   IndexStats st;
-  st.keys = size_.load();
+  st.keys = size_.GetLocked([this] { return CountKeys(); });
   st.avg_leaf_depth = H(Root())->level;
   const uint64_t limit = pool_.size() / node_size_ + 1;
   st.bytes_allocated = UsableBytes(pool_, [&](const std::function<void(uint64_t)>& add) {

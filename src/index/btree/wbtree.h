@@ -45,7 +45,8 @@
 // C4. Concurrency: one std::shared_mutex per index (readers shared, writers exclusive); visit
 //     takes it shared.
 // C5. Recovery after an unclean stop (pool writable): slot arrays with bit 0 clear are rebuilt
-//     and a valid log is applied, then cleared. Size() is counted at open (popcount per leaf).
+//     and a valid log is applied, then cleared. Size() is counted on its first use after open
+//     (popcount per leaf; LazyCount, btree_common.h), so a clean open walks nothing.
 //
 // Byte-string keys: key blocks (btree_common.h). Leaf entries own their blocks; an inner separator
 // is a copy made at the leaf split (owned by the inner entry; it moves up at an inner split and
