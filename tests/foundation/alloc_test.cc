@@ -12,6 +12,7 @@
 #include <random>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "common/test_util.h"
 #include "index/registry.h"
@@ -301,6 +302,43 @@ TEST(Alloc, InstantRestartServesAllocationsWhileTheGcRuns) {
   g_visit_delay_ms = 0;
   EXPECT_GE(q->recovery_seconds(), 0.25);
   ExpectAllocatedEqualsReachable(*q);
+}
+
+// Trim: a pool filled with small blocks, all freed, can hold a large block again. Without Trim
+// the freed space may stay with the small class (this thread's cache, the class's reserve
+// chunk); after it every wholly free chunk is FREE, and nothing live is touched.
+TEST(Alloc, TrimReturnsWhollyFreeChunksForOtherSizes) {
+  TempPath path("trim");
+  std::unique_ptr<Pool> p;
+  PoolOptions o = Opts();
+  o.initial_size = 1 << 20;
+  o.max_size = 12 << 20;
+  ASSERT_TRUE(Pool::Create(path, o, &p).ok());
+  BlockListRoot* r = MakeRoot(*p);
+  ASSERT_TRUE(Link(*p, r, 0, 100).ok());  // one live small block, kept throughout
+  std::vector<uint64_t> blocks;
+  for (;;) {
+    uint64_t off;
+    Status s = p->allocator().Alloc(64, &off);
+    if (s.IsPoolFull()) break;
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    blocks.push_back(off);
+  }
+  ASSERT_GT(blocks.size(), 50000u);  // most of the pool
+  uint64_t big = 0;
+  EXPECT_TRUE(p->allocator().Alloc(4 << 20, &big).IsPoolFull());
+  for (uint64_t b : blocks) p->allocator().Free(b);
+  // Every chunk but the two of the root block and the live block, as one run: it fits only if
+  // no chunk stays with the 64-byte class.
+  const size_t run = (p->max_chunks() - 2) * Pool::kChunkSize;
+  p->allocator().Trim();
+  Status s = Link(*p, r, 1, run);
+  ASSERT_TRUE(s.ok()) << s.ToString() << " (" << p->max_chunks() << " chunks)";
+  ExpectAllocatedEqualsReachable(*p);
+  ASSERT_TRUE(p->Close().ok());
+  p.reset();
+  ASSERT_TRUE(Pool::Open(path, Opts(), &p).ok());
+  ExpectAllocatedEqualsReachable(*p);
 }
 
 TEST(Alloc, UnknownRootKindLeavesOldSpaceReservedNeverFreed) {
