@@ -159,7 +159,9 @@ TEST_F(Evict, ManySizeClassesInATinyPool) {
   for (uint64_t i = 0; i < 20000; ++i) {
     const size_t len = 10 + (i * 997) % 3000;
     ASSERT_EQ(Set(KeyOf(i), ValueOf(i, len)), Result::kStored) << i << " len " << len;
-    if (i % 100 == 0) ASSERT_EQ(Get(KeyOf(i)), ValueOf(i, len));
+    if (i % 100 == 0) {
+      ASSERT_EQ(Get(KeyOf(i)), ValueOf(i, len));
+    }
   }
   std::printf("evict: 20000 values of 10..3010 bytes in an 8 MiB pool: %llu items kept, %llu evictions\n",
               (unsigned long long)st->curr_items(), (unsigned long long)st->counters().evictions.load());
