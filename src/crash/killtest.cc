@@ -171,7 +171,31 @@ Status RunKillTest(const KillConfig& cfg, KillResult* out) {
     res.violations.push_back(std::move(v));
   };
 
+  // With keep_failed, the image each round's child starts from is kept until the round passes:
+  // a violation can then be replayed from the state the failing child recovered.
+  const std::string start_copy = path + ".round-start";
+  struct UnlinkStart {
+    std::string p;
+    ~UnlinkStart() { ::unlink(p.c_str()); }
+  } unlink_start{start_copy};
+  // Keeps the round's start image and the pool as the kill left it; returns the message tail.
+  auto keep = [&](int round) -> std::string {
+    if (!cfg.keep_failed) return {};
+    std::error_code e1, e2;
+    const std::string base = fmt::format("{}/wort-kill-failed-{}-{}-round{}", cfg.dir, cfg.index, ::getpid(), round);
+    std::filesystem::copy_file(start_copy, base + "-start.pool", std::filesystem::copy_options::overwrite_existing, e1);
+    std::filesystem::copy_file(path, base + "-end.pool", std::filesystem::copy_options::overwrite_existing, e2);
+    if (e1 || e2) return {};
+    return "\n  kept (root \"kill\"): " + base + "-start.pool (the image the round's child recovered), " + base +
+           "-end.pool (the pool as the kill left it, before recovery)";
+  };
+
   for (int round = 1; round <= cfg.rounds && res.violations.empty(); ++round) {
+    if (cfg.keep_failed) {
+      std::error_code ec;
+      std::filesystem::copy_file(path, start_copy, std::filesystem::copy_options::overwrite_existing, ec);
+      if (ec) return Status::IOError("cannot copy " + path + ": " + ec.message());
+    }
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC) != 0) return Status::IOError(std::string("pipe: ") + std::strerror(errno));
     std::fflush(nullptr);
@@ -259,16 +283,17 @@ Status RunKillTest(const KillConfig& cfg, KillResult* out) {
     ++res.rounds;
 
     if (hung) {
-      violation(round, "the child did not open the pool within 20 s");
+      violation(round, "the child did not open the pool within 20 s" + keep(round));
       break;
     }
     if (!child_error.empty()) {
-      violation(round, child_error);
+      violation(round, child_error + keep(round));
       break;
     }
     if (!(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL)) {
-      violation(round, WIFSIGNALED(st) ? fmt::format("the child died of signal {}", WTERMSIG(st))
-                                       : fmt::format("the child exited with status {}", WEXITSTATUS(st)));
+      violation(round, (WIFSIGNALED(st) ? fmt::format("the child died of signal {}", WTERMSIG(st))
+                                        : fmt::format("the child exited with status {}", WEXITSTATUS(st))) +
+                           keep(round));
       break;
     }
 
@@ -284,13 +309,10 @@ Status RunKillTest(const KillConfig& cfg, KillResult* out) {
     Status cs = CheckCrashedPoolIsolated(check_path, target, allowed, &matched);
     ::unlink(check_path.c_str());
     if (!cs.ok()) {
-      // The timing does not replay: keep the crashed pool (before any recovery) for a post-mortem.
-      const std::string kept = fmt::format("{}/wort-kill-failed-{}-{}-round{}.pool", cfg.dir, cfg.index, ::getpid(), round);
-      if (cfg.keep_failed) std::filesystem::copy_file(path, kept, std::filesystem::copy_options::overwrite_existing, ec);
+      // The timing does not replay: keep the pools for a post-mortem.
       violation(round, fmt::format("after {} acknowledged operations{}: {}{}", acks,
                                    pending ? ", with " + wl.Describe(*pending) + " cut" : std::string(), cs.message(),
-                                   ec || !cfg.keep_failed ? std::string() : "\n  the crashed pool (before recovery) is kept at " + kept +
-                                                            " (root \"kill\")"));
+                                   keep(round)));
       break;
     }
     if (pending) {

@@ -57,7 +57,7 @@ struct KillConfig {
   uint64_t pool_initial_size = 4ull << 20;
   uint64_t pool_max_size = 256ull << 20;
   std::string dir = "/dev/shm";
-  bool keep_failed = true;            // keep the crashed pool of a violation under dir
+  bool keep_failed = true;            // on a violation, keep the round's start image and end image under dir
   FILE* log = nullptr;                // per-round lines and violations (optional)
 };
 

@@ -3,8 +3,13 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <filesystem>
+#include <memory>
+
 #include "crash/crash_test_util.h"
 #include "crash/test_list.h"
+#include "wort/pool.h"
 
 namespace wort::crash {
 namespace {
@@ -51,6 +56,36 @@ TEST_F(KillTestTest, EarlyLinkIsCaught) {
   KillResult r = Run(c);
   ASSERT_FALSE(r.violations.empty());
   EXPECT_NE(r.violations.front().find("round"), std::string::npos);
+}
+
+// On a violation the round's start image and the pool as the kill left it are kept, named in
+// the message, and each opens as a pool holding the index.
+TEST_F(KillTestTest, AViolationKeepsTheRoundsStartAndEndImages) {
+  KillConfig c = Config("test-list-earlylink", bench::Dist::kStrings);
+  c.ops = {OpType::kInsert};
+  c.rounds = 20;
+  c.keep_failed = true;
+  c.dir = std::filesystem::temp_directory_path().string();
+  KillResult r = Run(c);
+  ASSERT_FALSE(r.violations.empty());
+  const std::string& v = r.violations.front();
+  for (const char* suffix : {"-start.pool", "-end.pool"}) {
+    const size_t at = v.find(suffix);
+    ASSERT_NE(at, std::string::npos) << v;
+    const size_t begin = v.rfind(c.dir, at);
+    ASSERT_NE(begin, std::string::npos) << v;
+    const std::string kept = v.substr(begin, at + std::strlen(suffix) - begin);
+    ASSERT_TRUE(std::filesystem::exists(kept)) << kept;
+    {
+      PoolOptions po;
+      po.read_only = true;
+      std::unique_ptr<Pool> pool;
+      ASSERT_TRUE(Pool::Open(kept, po, &pool).ok()) << kept;
+      RootInfo ri;
+      EXPECT_TRUE(pool->FindRoot("kill", &ri).ok()) << kept;
+    }
+    std::filesystem::remove(kept);
+  }
 }
 
 TEST_F(KillTestTest, RejectsUnknownKind) {
