@@ -18,7 +18,9 @@
 // After a crash the bitmaps are stale. Recovery is a mark phase over what the indexes can reach:
 //   1. Every chunk that is not FREE is "old" and frozen: nothing is allocated from it yet.
 //      New allocations come from FREE chunks (fresh space) at once: the pool serves reads and
-//      writes immediately ("instant restart").
+//      writes immediately ("instant restart"). If fresh space runs out before the GC ends, an
+//      allocation fails with PoolFull (it does not wait: its caller may hold an index lock that
+//      the GC's visit needs); retry after Pool::WaitForRecovery.
 //   2. A background thread calls the visit function of every root's index kind (see
 //      wort/index.h), which reports every block reachable from that root. Reported blocks are
 //      marked. While the mark phase runs, every Free() is deferred (the block's memory stays

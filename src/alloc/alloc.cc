@@ -438,6 +438,17 @@ Allocator::~Allocator() {
   LiveAllocators().erase(impl_.get());
 }
 
+namespace {
+// Out of fresh space while the post-crash GC still holds the old chunks frozen. Waiting for it
+// here could deadlock: the caller may hold its index's lock, which the GC's visit of that index
+// takes (shared). So the allocation fails; it can be retried once Pool::WaitForRecovery returns.
+Status RecoveryPoolFull(const Status& s) {
+  if (!s.IsPoolFull()) return s;
+  return Status::PoolFull("pool full until the post-crash GC finishes (it frees what the crash left "
+                          "unreachable; Pool::WaitForRecovery waits for it): " + s.message());
+}
+}  // namespace
+
 Status Allocator::Alloc(size_t size, uint64_t* off) {
   Impl& I = *impl_;
   if (I.pool->read_only()) return Status::InvalidArgument("pool is read-only");
@@ -465,9 +476,8 @@ Status Allocator::Alloc(size_t size, uint64_t* off) {
           return Status::OK();
         }
       }
-      // Out of fresh space while old chunks are frozen: wait for recovery, then retry.
       if (!I.recovering.load() || attempt == 1) return s;
-      (void)WaitForRecovery();
+      return RecoveryPoolFull(s);
     }
   }
   const int cls = Classes().ClassOf(size);
@@ -490,7 +500,7 @@ Status Allocator::Alloc(size_t size, uint64_t* off) {
       return Status::OK();
     }
     if (!I.recovering.load() || attempt == 1) return s;
-    (void)WaitForRecovery();
+    return RecoveryPoolFull(s);
   }
   return Status::PoolFull("pool full");
 }

@@ -1,5 +1,9 @@
 // Registry of index kinds and the pool-level create/open helpers.
 #include <mutex>
+#include <utility>
+#include <shared_mutex>
+#include <memory>
+#include <map>
 
 #include "index/registry.h"
 #include "wort/alloc.h"
@@ -86,6 +90,32 @@ Status OpenOrCreateIndex(Pool& pool, std::string_view name, std::string_view kin
     return Status::OK();
   }
   return CreateIndex(pool, name, kind, opts, out);
+}
+
+// ---- per-index locks (registry.h) ----------------------------------------------------------
+namespace {
+struct LockRegistry {
+  std::mutex mu;
+  std::map<std::pair<const void*, uint64_t>, std::weak_ptr<std::shared_mutex>> locks;
+};
+LockRegistry& LockRegistryInstance() {
+  static LockRegistry* r = new LockRegistry;  // never destroyed: used from static destructors
+  return *r;
+}
+}  // namespace
+
+std::shared_ptr<std::shared_mutex> IndexLock(const Pool* pool, uint64_t root_off) {
+  LockRegistry& r = LockRegistryInstance();
+  std::lock_guard<std::mutex> g(r.mu);
+  // Drop expired entries now and then so the map stays small.
+  if (r.locks.size() > 64) {
+    for (auto it = r.locks.begin(); it != r.locks.end();) it = it->second.expired() ? r.locks.erase(it) : std::next(it);
+  }
+  auto& w = r.locks[{pool->base(), root_off}];
+  if (auto sp = w.lock()) return sp;
+  auto sp = std::make_shared<std::shared_mutex>();
+  w = sp;
+  return sp;
 }
 
 }  // namespace wort

@@ -61,31 +61,6 @@ bool RoundUpU64Start(std::string_view start, std::string* out) {
   return true;
 }
 
-namespace {
-struct LockRegistry {
-  std::mutex mu;
-  std::map<std::pair<const void*, uint64_t>, std::weak_ptr<std::shared_mutex>> locks;
-};
-LockRegistry& Registry() {
-  static LockRegistry* r = new LockRegistry;  // never destroyed: used from static destructors
-  return *r;
-}
-}  // namespace
-
-std::shared_ptr<std::shared_mutex> IndexLock(const Pool* pool, uint64_t root_off) {
-  LockRegistry& r = Registry();
-  std::lock_guard<std::mutex> g(r.mu);
-  // Drop expired entries now and then so the map stays small.
-  if (r.locks.size() > 64) {
-    for (auto it = r.locks.begin(); it != r.locks.end();) it = it->second.expired() ? r.locks.erase(it) : std::next(it);
-  }
-  auto& w = r.locks[{pool->base(), root_off}];
-  if (auto sp = w.lock()) return sp;
-  auto sp = std::make_shared<std::shared_mutex>();
-  w = sp;
-  return sp;
-}
-
 uint64_t UsableBytes(const Pool& pool, const std::function<void(const std::function<void(uint64_t)>&)>& each) {
   std::unordered_set<uint64_t> seen;
   uint64_t total = 0;

@@ -39,6 +39,7 @@
 #include <utility>
 #include <vector>
 
+#include "index/registry.h"
 #include "wort/alloc.h"
 #include "wort/index.h"
 #include "wort/key.h"
@@ -142,11 +143,10 @@ class KeyOps {
 };
 
 // ---- the per-index lock ----------------------------------------------------------------------
-// Visit functions get only (pool, root offset). The B-trees move entries between nodes, so a
-// visit concurrent with a writer could miss an entry in flight; instead, visit takes the
-// index's reader-writer lock in shared mode. Open indexes and visits find that lock here, keyed
-// by (pool, root offset); it is created on first use and dropped when no one holds it.
-std::shared_ptr<std::shared_mutex> IndexLock(const Pool* pool, uint64_t root_off);
+// The B-trees move entries between nodes, so a visit concurrent with a writer could miss an
+// entry in flight; visit takes the index's reader-writer lock in shared mode (IndexLock,
+// src/index/registry.h).
+using wort::IndexLock;
 
 // ---- Scan ------------------------------------------------------------------------------------
 // Index::Scan takes any byte string as its start. A kU64 index holds only 8-byte keys, so the

@@ -2,6 +2,7 @@
 // work between the two trees, art_node.h for the layouts, and woart.cc / artcow.cc for each
 // tree's crash invariants and the write order and commit point of each mutation.
 #include "index/radix/art_tree.h"
+#include "index/registry.h"
 
 #include <algorithm>
 #include <cstring>
@@ -137,7 +138,9 @@ ArtTree::ArtTree(Pool& pool, uint64_t root_off, const ArtPolicy& policy)
       rb_(pool.at<RootBlock>(root_off)),
       policy_(policy),
       key_type_(static_cast<KeyType>(rb_->key_type)),
-      heap_off_(pool.heap_offset()) {}
+      heap_off_(pool.heap_offset()),
+      mu_ptr_(IndexLock(&pool, root_off)),
+      mu_(*mu_ptr_) {}
 
 Status ArtTree::Create(Pool& pool, const ArtPolicy& policy, const IndexOptions& opts, uint64_t* root_off) {
   if (opts.key_type != KeyType::kU64 && opts.key_type != KeyType::kBytes)
@@ -1308,6 +1311,14 @@ void ArtTree::Visit(const Pool& pool, uint64_t root_off, const std::function<voi
     return off != 0 && (off & 63) == 0 && off >= heap && pool.contains(off, len);
   };
   if (!block_ok(root_off, sizeof(RootBlock))) return;
+  // Under the index's lock, shared: writers wait until the walk is done (lookups do not). A
+  // walk without the lock, relying on deferred frees and on old blocks never moving out of
+  // reach of what it had read, lost blocks: the kill test found a live leaf reused about once
+  // in 80 runs of `wort crashtest --kill --index woart --dist sparse --keys 100 --rounds 30`,
+  // always in a round with the GC in the background, and none in 300 runs with the lock.
+  // The race is not identified (README, known limits).
+  auto visit_lock = IndexLock(&pool, root_off);
+  std::shared_lock visit_guard(*visit_lock);
   mark(root_off);
   const auto* rb = pool.at<RootBlock>(root_off);
   const bool values_are_blocks = (rb->flags & kRootValuesAreBlocks) != 0;

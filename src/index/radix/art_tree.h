@@ -165,7 +165,11 @@ class ArtTree final : public Index {
   const ArtPolicy policy_;
   KeyType key_type_;
   const uint64_t heap_off_;
-  mutable std::shared_mutex mu_;
+  // The index's reader-writer lock (readers shared, writers exclusive), from the registry
+  // (src/index/registry.h) so that Visit, which runs beside writers during the post-crash GC,
+  // takes the same lock in shared mode.
+  std::shared_ptr<std::shared_mutex> mu_ptr_;
+  std::shared_mutex& mu_;
   // Number of keys: -1 = not known yet. Recounted lazily by the first Size() after open (so a
   // crash can never make it wrong, and opening costs nothing), then maintained by writers.
   mutable std::atomic<int64_t> count_{-1};

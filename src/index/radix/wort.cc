@@ -94,7 +94,11 @@ class WortTree final : public Index {
   static constexpr size_t kInlineCap = P::kInlineCap;
 
   WortTree(Pool& pool, uint64_t root_off)
-      : pool_(pool), rb_(pool.at<WortRootBlock>(root_off)), key_type_(static_cast<KeyType>(rb_->key_type)) {}
+      : pool_(pool),
+        rb_(pool.at<WortRootBlock>(root_off)),
+        key_type_(static_cast<KeyType>(rb_->key_type)),
+        mu_ptr_(IndexLock(&pool, root_off)),
+        mu_(*mu_ptr_) {}
 
   std::string_view kind() const override { return "wort"; }
   KeyType key_type() const override { return key_type_; }
@@ -202,7 +206,9 @@ class WortTree final : public Index {
   Pool& pool_;
   WortRootBlock* rb_;
   const KeyType key_type_;
-  mutable std::shared_mutex mu_;
+  // The index's lock, shared with VisitWort through the registry (src/index/registry.h).
+  std::shared_ptr<std::shared_mutex> mu_ptr_;
+  std::shared_mutex& mu_;
   mutable std::atomic<int64_t> count_{-1};  // -1: not counted yet this session
 };
 
@@ -804,10 +810,12 @@ Status OpenWort(Pool& pool, uint64_t root_off, std::unique_ptr<Index>* out) {
 
 // Reports the root block, every inner node and every leaf (reachability contract R1). Reads
 // only the root word and node slots, with atomic 8-byte loads, after checking each offset
-// against the pool; a concurrent writer leaves every slot either old or new, and freed blocks
-// are not reused while this runs.
+// against the pool. Holds the index's lock in shared mode, as the ART visit does (art_tree.cc:
+// a lock-free visit of WOART was found to miss live blocks beside writers).
 void VisitWort(const Pool& pool, uint64_t root_off, const std::function<void(uint64_t)>& mark) {
   if (root_off == 0 || !pool.contains(root_off, sizeof(WortRootBlock))) return;
+  auto visit_lock = IndexLock(&pool, root_off);
+  std::shared_lock visit_guard(*visit_lock);
   mark(root_off);
   const WortRootBlock* rb = pool.at<WortRootBlock>(root_off);
   if (rb->magic != WortRootBlock::kMagic) return;
