@@ -310,8 +310,16 @@ Result Store::WriteRecord(std::string_view key, uint32_t flags, int64_t exptime,
   uint64_t off = 0;
   const uint64_t keep = have_old ? old_off : 0;  // its data may be `a` or `b`: never evicted
   Status s;
+  // Out of space while the post-crash GC runs: wait for it once (it frees what the crash left
+  // unreachable; no index lock is held here, so waiting is safe), then evict if need be.
+  auto wait_for_gc = [this] {
+    if (pool_->recovery_done()) return false;
+    (void)pool_->WaitForRecovery();
+    return true;
+  };
   for (int attempt = 0;; ++attempt) {
     s = pool_->allocator().Alloc(sizeof(Record) + len, &off);
+    if (s.IsPoolFull() && wait_for_gc()) continue;
     if (s.ok() || !s.IsPoolFull() || !recency_ || !EvictSome(sizeof(Record) + len, keep, attempt)) break;
   }
   if (!s.ok()) {
@@ -329,6 +337,7 @@ Result Store::WriteRecord(std::string_view key, uint32_t flags, int64_t exptime,
   pm::persist(r, sizeof(Record) + len);  // the record is durable before anything refers to it
   for (int attempt = 0;; ++attempt) {
     s = index_->Upsert(key, off);  // COMMIT POINT (the index's 8-byte publish, persisted)
+    if (s.IsPoolFull() && wait_for_gc()) continue;
     if (s.ok() || !s.IsPoolFull() || !recency_ || !EvictSome(0, keep, attempt)) break;
   }
   if (!s.ok()) {
