@@ -225,6 +225,16 @@ void RandomOps(Index& idx, Model& m, std::mt19937_64& rng, int ops, KeyFn&& next
   }
 }
 
+// After recovery: exactly the blocks the index's visit reaches are allocated (root "idx").
+inline void ExpectAllocatedIsReachable(Pool& p, const std::string& kind) {
+  RootInfo ri;
+  ASSERT_TRUE(p.FindRoot("idx", &ri).ok());
+  std::set<uint64_t> reach, alloc;
+  FindIndexKind(kind)->visit(p, ri.off, [&](uint64_t o) { reach.insert(o); });
+  p.allocator().ForEachAllocated([&](uint64_t o, size_t) { alloc.insert(o); });
+  EXPECT_EQ(alloc, reach);
+}
+
 inline void ExpectMatchesModel(Index& idx, const Model& m) {
   EXPECT_EQ(idx.Size(), m.size());
   for (const auto& [k, v] : m) {
@@ -553,18 +563,13 @@ TEST_P(ArtKindTest, CrashImageRecovers) {
   std::string report;
   EXPECT_TRUE(idx->Check(&report).ok()) << report;
   ExpectMatchesModel(*idx, m);
-  RootInfo ri;
-  ASSERT_TRUE(p->FindRoot("idx", &ri).ok());
-  std::set<uint64_t> reach, alloc;
-  FindIndexKind(GetParam())->visit(*p, ri.off, [&](uint64_t o) { reach.insert(o); });
-  p->allocator().ForEachAllocated([&](uint64_t o, size_t) { alloc.insert(o); });
-  EXPECT_EQ(alloc, reach);
+  ExpectAllocatedIsReachable(*p, GetParam());
   idx.reset();
   ASSERT_TRUE(p->Close().ok());
 }
 
-// The post-crash GC runs in the background (visit concurrent with writers: instant restart);
-// afterwards exactly the reachable blocks are allocated.
+// The post-crash GC runs in the background (lookups served at once; writes wait while the visit
+// holds the index lock); afterwards exactly the reachable blocks are allocated.
 TEST_P(ArtKindTest, BackgroundRecoveryWithWriters) {
   wort::test::TempPath image("art-bg");
   Model m;
@@ -592,19 +597,15 @@ TEST_P(ArtKindTest, BackgroundRecoveryWithWriters) {
   std::string report;
   EXPECT_TRUE(idx->Check(&report).ok()) << report;
   ExpectMatchesModel(*idx, m);
-  RootInfo ri;
-  ASSERT_TRUE(p->FindRoot("idx", &ri).ok());
-  std::set<uint64_t> reach, alloc;
-  FindIndexKind(GetParam())->visit(*p, ri.off, [&](uint64_t o) { reach.insert(o); });
-  p->allocator().ForEachAllocated([&](uint64_t o, size_t) { alloc.insert(o); });
-  EXPECT_EQ(alloc, reach);
+  ExpectAllocatedIsReachable(*p, GetParam());
   idx.reset();
   ASSERT_TRUE(p->Close().ok());
 }
 
 // The same, as a hunt: a churned tree (a small key space, so grow, shrink and path merge all
-// happen while the lock-free visit walks the tree), then as many operations after the GC as
-// during it, so that a reachable block the GC wrongly freed gets reused and shows up in Check.
+// happen around the GC; the visit holds the index lock, so writes wait for it), then as many
+// operations after the GC as during it, so that a reachable block the GC wrongly freed gets
+// reused and shows up in Check.
 // WORT_GC_STRESS=N runs N rounds (default 2).
 TEST_P(ArtKindTest, BackgroundRecoveryChurnStress) {
   const char* env = std::getenv("WORT_GC_STRESS");
@@ -642,12 +643,7 @@ TEST_P(ArtKindTest, BackgroundRecoveryChurnStress) {
     std::string report;
     ASSERT_TRUE(idx->Check(&report).ok()) << report << " (" << during << " operations during the GC)";
     ExpectMatchesModel(*idx, m);
-    RootInfo ri;
-    ASSERT_TRUE(p->FindRoot("idx", &ri).ok());
-    std::set<uint64_t> reach, alloc;
-    FindIndexKind(GetParam())->visit(*p, ri.off, [&](uint64_t o) { reach.insert(o); });
-    p->allocator().ForEachAllocated([&](uint64_t o, size_t) { alloc.insert(o); });
-    EXPECT_EQ(alloc, reach);
+    ExpectAllocatedIsReachable(*p, GetParam());
     idx.reset();
     ASSERT_TRUE(p->Close().ok());
   }
