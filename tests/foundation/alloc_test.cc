@@ -376,11 +376,16 @@ TEST(Alloc, SigkillAtRandomMomentsLeavesARecoverablePool) {
       ASSERT_TRUE(p->Close().ok());
     }
     const uint64_t seed = rng();
+    int ready[2];
+    ASSERT_EQ(::pipe(ready), 0);
     pid_t pid = ::fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {
+      ::close(ready[0]);
       std::unique_ptr<Pool> p;
       if (!Pool::Open(path, Opts(), &p).ok()) ::_exit(2);
+      // The kill must come after the open (on a loaded machine the sleep below can end first).
+      if (::write(ready[1], "r", 1) != 1) ::_exit(4);
       auto* r = GetRoot(*p);
       std::mt19937_64 crng(seed);
       for (;;) {
@@ -389,10 +394,15 @@ TEST(Alloc, SigkillAtRandomMomentsLeavesARecoverablePool) {
         else if (!Link(*p, r, i, SizeFor(crng)).ok()) ::_exit(3);
       }
     }
+    ::close(ready[1]);
+    char byte = 0;
+    const bool opened = ::read(ready[0], &byte, 1) == 1;
+    ::close(ready[0]);
     std::this_thread::sleep_for(std::chrono::microseconds(2000 + rng() % 30000));
     ::kill(pid, SIGKILL);
     int st;
     ::waitpid(pid, &st, 0);
+    ASSERT_TRUE(opened) << "the child did not open the pool";
     ASSERT_TRUE(WIFSIGNALED(st)) << "child exited on its own with " << WEXITSTATUS(st);
     std::unique_ptr<Pool> p;
     ASSERT_TRUE(Pool::Open(path, Opts(), &p).ok());
