@@ -455,30 +455,27 @@ Status Allocator::Alloc(size_t size, uint64_t* off) {
   if (size == 0) size = 1;
   if (size > kMaxSmall) {
     const uint64_t n = (size + kChunk - 1) / kChunk;
-    for (int attempt = 0; attempt < 2; ++attempt) {
-      Status s;
-      {
-        std::lock_guard<std::mutex> g(I.mu);
-        uint64_t first;
-        s = I.FindFreeRun(n, &first);
-        if (s.ok()) {
-          for (uint64_t i = 1; i < n; ++i) {
-            I.chunks[first + i].kind = kLargeTail;
-            I.chunks[first + i].nblocks = static_cast<uint32_t>(i);
-            pm::store8(&I.table[first + i], MakeWord(kLargeTail, i));
-          }
-          pm::flush(&I.table[first], n * 8);
-          pm::store8(&I.table[first], MakeWord(kLargeHead, n));
-          pm::persist(&I.table[first], 8);
-          I.chunks[first].kind = kLargeHead;
-          I.chunks[first].nblocks = static_cast<uint32_t>(n);
-          *off = I.ChunkOff(first);
-          return Status::OK();
+    Status s;
+    {
+      std::lock_guard<std::mutex> g(I.mu);
+      uint64_t first;
+      s = I.FindFreeRun(n, &first);
+      if (s.ok()) {
+        for (uint64_t i = 1; i < n; ++i) {
+          I.chunks[first + i].kind = kLargeTail;
+          I.chunks[first + i].nblocks = static_cast<uint32_t>(i);
+          pm::store8(&I.table[first + i], MakeWord(kLargeTail, i));
         }
+        pm::flush(&I.table[first], n * 8);
+        pm::store8(&I.table[first], MakeWord(kLargeHead, n));
+        pm::persist(&I.table[first], 8);
+        I.chunks[first].kind = kLargeHead;
+        I.chunks[first].nblocks = static_cast<uint32_t>(n);
+        *off = I.ChunkOff(first);
+        return Status::OK();
       }
-      if (!I.recovering.load() || attempt == 1) return s;
-      return RecoveryPoolFull(s);
     }
+    return I.recovering.load() ? RecoveryPoolFull(s) : s;
   }
   const int cls = Classes().ClassOf(size);
   ThreadCache* tc = I.Cache();
@@ -488,21 +485,18 @@ Status Allocator::Alloc(size_t size, uint64_t* off) {
     bin.pop_back();
     return Status::OK();
   }
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    Status s;
-    {
-      std::lock_guard<std::mutex> g(I.mu);
-      s = I.Refill(static_cast<uint8_t>(cls), BatchFor(Classes().size[cls]), bin);
-    }
-    if (!bin.empty()) {
-      *off = bin.back();
-      bin.pop_back();
-      return Status::OK();
-    }
-    if (!I.recovering.load() || attempt == 1) return s;
-    return RecoveryPoolFull(s);
+  Status s;
+  {
+    std::lock_guard<std::mutex> g(I.mu);
+    s = I.Refill(static_cast<uint8_t>(cls), BatchFor(Classes().size[cls]), bin);
   }
-  return Status::PoolFull("pool full");
+  if (!bin.empty()) {
+    *off = bin.back();
+    bin.pop_back();
+    return Status::OK();
+  }
+  if (s.ok()) s = Status::PoolFull("pool full");
+  return I.recovering.load() ? RecoveryPoolFull(s) : s;
 }
 
 Status Allocator::AllocZeroed(size_t size, uint64_t* off) {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <random>
@@ -339,6 +340,43 @@ TEST(Alloc, TrimReturnsWhollyFreeChunksForOtherSizes) {
   p.reset();
   ASSERT_TRUE(Pool::Open(path, Opts(), &p).ok());
   ExpectAllocatedEqualsReachable(*p);
+}
+
+// Out of fresh space while the GC runs: the allocation fails at once with PoolFull naming the
+// GC (it must not wait: its caller may hold a lock the GC's visit needs), and succeeds after
+// WaitForRecovery, which reclaims what the crash left unreachable.
+TEST(Alloc, NoFreshSpaceDuringTheGcIsPoolFullNotAWait) {
+  TempPath path, image("img");
+  PoolOptions o = Opts();
+  o.initial_size = 1 << 20;
+  o.max_size = 12 << 20;
+  {
+    std::unique_ptr<Pool> p;
+    ASSERT_TRUE(Pool::Create(path, o, &p).ok());
+    MakeRoot(*p);
+    uint64_t off;
+    while (p->allocator().Alloc(64, &off).ok()) {
+    }  // the pool is full of blocks no root reaches
+    test::CopyFile(path, image);
+  }
+  g_visit_delay_ms = 300;  // a slow mark phase
+  PoolOptions bg = o;
+  bg.background_recovery = true;
+  std::unique_ptr<Pool> q;
+  ASSERT_TRUE(Pool::Open(image, bg, &q).ok());
+  uint64_t off;
+  Status s;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 100000 && (s = q->allocator().Alloc(64, &off)).ok(); ++i) {
+  }
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_TRUE(s.IsPoolFull()) << s.ToString();
+  EXPECT_NE(s.message().find("post-crash GC"), std::string::npos) << s.ToString();
+  EXPECT_FALSE(q->recovery_done());
+  EXPECT_LT(waited, 0.25);  // did not wait for the 300 ms mark phase
+  ASSERT_TRUE(q->WaitForRecovery().ok());
+  g_visit_delay_ms = 0;
+  EXPECT_TRUE(q->allocator().Alloc(64, &off).ok());
 }
 
 TEST(Alloc, UnknownRootKindLeavesOldSpaceReservedNeverFreed) {
