@@ -225,6 +225,14 @@ void RandomOps(Index& idx, Model& m, std::mt19937_64& rng, int ops, KeyFn&& next
   }
 }
 
+// Opens the crash image `path` (root "idx") with the post-crash GC in the background.
+inline void OpenWithBackgroundGc(const std::string& path, std::unique_ptr<Pool>* p, std::unique_ptr<Index>* idx) {
+  PoolOptions po = SmallPoolOpts();
+  po.background_recovery = true;
+  ASSERT_TRUE(Pool::Open(path, po, p).ok());
+  ASSERT_TRUE(OpenIndex(**p, "idx", idx).ok());
+}
+
 // After recovery: exactly the blocks the index's visit reaches are allocated (root "idx").
 inline void ExpectAllocatedIsReachable(Pool& p, const std::string& kind) {
   RootInfo ri;
@@ -251,6 +259,16 @@ inline void ExpectMatchesModel(Index& idx, const Model& m) {
     ASSERT_EQ(all[i].second, kv.second);
     ++i;
   }
+}
+
+// After recovery (GC finished): Check passes, the index holds exactly the model, and exactly the
+// reachable blocks are allocated. `context` is added to a failed Check's message.
+inline void ExpectSoundAfterRecovery(Index& idx, Pool& p, const Model& m, const std::string& kind,
+                                     const std::string& context) {
+  std::string report;
+  EXPECT_TRUE(idx.Check(&report).ok()) << report << (context.empty() ? "" : " (" + context + ")");
+  ExpectMatchesModel(idx, m);
+  ExpectAllocatedIsReachable(p, kind);
 }
 
 class ArtKindTest : public ::testing::TestWithParam<const char*> {};
@@ -560,10 +578,7 @@ TEST_P(ArtKindTest, CrashImageRecovers) {
   ASSERT_TRUE(p->WaitForRecovery().ok());
   std::unique_ptr<Index> idx;
   ASSERT_TRUE(OpenIndex(*p, "idx", &idx).ok());
-  std::string report;
-  EXPECT_TRUE(idx->Check(&report).ok()) << report;
-  ExpectMatchesModel(*idx, m);
-  ExpectAllocatedIsReachable(*p, GetParam());
+  ExpectSoundAfterRecovery(*idx, *p, m, GetParam(), "");
   idx.reset();
   ASSERT_TRUE(p->Close().ok());
 }
@@ -583,21 +598,16 @@ TEST_P(ArtKindTest, BackgroundRecoveryWithWriters) {
     }
     wort::test::CopyFile(f.path(), image.str());
   }
-  PoolOptions po = SmallPoolOpts();
-  po.background_recovery = true;
   std::unique_ptr<Pool> p;
-  ASSERT_TRUE(Pool::Open(image.str(), po, &p).ok());
   std::unique_ptr<Index> idx;
-  ASSERT_TRUE(OpenIndex(*p, "idx", &idx).ok());
+  OpenWithBackgroundGc(image.str(), &p, &idx);
+  if (HasFatalFailure()) return;
   // Writers run at once, while the mark phase walks the tree.
   auto next = [&]() { return EncodeU64(rng() % 4 ? rng() : rng() % 64); };
   RandomOps(*idx, m, rng, 6000, next);
   ASSERT_TRUE(p->WaitForRecovery().ok());
   RandomOps(*idx, m, rng, 2000, next);
-  std::string report;
-  EXPECT_TRUE(idx->Check(&report).ok()) << report;
-  ExpectMatchesModel(*idx, m);
-  ExpectAllocatedIsReachable(*p, GetParam());
+  ExpectSoundAfterRecovery(*idx, *p, m, GetParam(), "");
   idx.reset();
   ASSERT_TRUE(p->Close().ok());
 }
@@ -625,12 +635,10 @@ TEST_P(ArtKindTest, BackgroundRecoveryChurnStress) {
       RandomOps(f.idx(), m, rng, 40000, next);
       wort::test::CopyFile(f.path(), image.str());
     }
-    PoolOptions po = SmallPoolOpts();
-    po.background_recovery = true;
     std::unique_ptr<Pool> p;
-    ASSERT_TRUE(Pool::Open(image.str(), po, &p).ok());
     std::unique_ptr<Index> idx;
-    ASSERT_TRUE(OpenIndex(*p, "idx", &idx).ok());
+    OpenWithBackgroundGc(image.str(), &p, &idx);
+    if (HasFatalFailure()) return;
     int during = 0;
     while (!p->recovery_done() && during < 200000) {
       RandomOps(*idx, m, rng, 50, next);
@@ -640,18 +648,15 @@ TEST_P(ArtKindTest, BackgroundRecoveryChurnStress) {
     std::printf("round %d: %zu keys, %d operations while the GC ran (%.3f ms)\n", round, m.size(), during,
                 p->recovery_seconds() * 1e3);
     RandomOps(*idx, m, rng, std::max(during, 20000), next);
-    std::string report;
-    ASSERT_TRUE(idx->Check(&report).ok()) << report << " (" << during << " operations during the GC)";
-    ExpectMatchesModel(*idx, m);
-    ExpectAllocatedIsReachable(*p, GetParam());
+    ExpectSoundAfterRecovery(*idx, *p, m, GetParam(), std::to_string(during) + " operations during the GC");
     idx.reset();
     ASSERT_TRUE(p->Close().ok());
   }
 }
 
 // The kill test's shape in one process: a small key space, and a chain of crash images, each
-// opened with the GC in the background and written to at once (the GC and the first writes
-// overlap), then checked against the model. WORT_GC_CHAIN=N rounds (default 20).
+// opened with the GC in the background and written to at once (the writes wait for the GC's
+// visit of the index), then checked against the model and for reachability. WORT_GC_CHAIN=N rounds (default 20).
 TEST_P(ArtKindTest, BackgroundRecoveryChainedCrashImages) {
   const char* env = std::getenv("WORT_GC_CHAIN");
   const int rounds = env ? std::atoi(env) : 20;
@@ -667,18 +672,14 @@ TEST_P(ArtKindTest, BackgroundRecoveryChainedCrashImages) {
   }
   for (int round = 0; round < rounds; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
-    PoolOptions po = SmallPoolOpts();
-    po.background_recovery = true;
     std::unique_ptr<Pool> p;
-    ASSERT_TRUE(Pool::Open(image.str(), po, &p).ok());
     std::unique_ptr<Index> idx;
-    ASSERT_TRUE(OpenIndex(*p, "idx", &idx).ok());
+    OpenWithBackgroundGc(image.str(), &p, &idx);
+    if (HasFatalFailure()) return;
     RandomOps(*idx, m, rng, 400 + static_cast<int>(rng() % 800), next);
     if (HasFatalFailure()) return;
-    ExpectMatchesModel(*idx, m);
-    std::string report;
-    ASSERT_TRUE(idx->Check(&report).ok()) << report;
     ASSERT_TRUE(p->WaitForRecovery().ok());
+    ExpectSoundAfterRecovery(*idx, *p, m, GetParam(), "");
     // The next round starts from this pool as a kill would leave it (never closed).
     wort::test::CopyFile(image.str(), live.str());
     idx.reset();
