@@ -231,29 +231,30 @@ inline void PrefetchKeys(const NodeT* n) {
   for (size_t off = 0; off < kEnd; off += 64) __builtin_prefetch(p + off);
 }
 
-// First i in [0, n) with !(keys[i] < p), or n (branchless).
+// Branchless binary search over keys[0, n): with kUpper, the first i with p < keys[i] (the
+// child to descend into); otherwise the first i with !(keys[i] < p). n if there is none.
+template <class T, bool kUpper>
+inline int Bound(const typename T::Key* keys, int n, const typename T::Probe& p) {
+  auto before = [&p](const typename T::Key& k) {
+    if constexpr (kUpper) return T::LessEq(k, p);
+    else return T::Less(k, p);
+  };
+  if (n == 0) return 0;
+  const typename T::Key* base = keys;
+  while (n > 1) {
+    const int half = n / 2;
+    base = before(base[half - 1]) ? base + half : base;
+    n -= half;
+  }
+  return static_cast<int>(base - keys) + (before(*base) ? 1 : 0);
+}
 template <class T>
 inline int LowerBound(const typename T::Key* keys, int n, const typename T::Probe& p) {
-  if (n == 0) return 0;
-  const typename T::Key* base = keys;
-  while (n > 1) {
-    const int half = n / 2;
-    base = T::Less(base[half - 1], p) ? base + half : base;
-    n -= half;
-  }
-  return static_cast<int>(base - keys) + (T::Less(*base, p) ? 1 : 0);
+  return Bound<T, false>(keys, n, p);
 }
-// First i in [0, n) with p < keys[i], or n: the child to descend into.
 template <class T>
 inline int UpperBound(const typename T::Key* keys, int n, const typename T::Probe& p) {
-  if (n == 0) return 0;
-  const typename T::Key* base = keys;
-  while (n > 1) {
-    const int half = n / 2;
-    base = T::LessEq(base[half - 1], p) ? base + half : base;
-    n -= half;
-  }
-  return static_cast<int>(base - keys) + (T::LessEq(*base, p) ? 1 : 0);
+  return Bound<T, true>(keys, n, p);
 }
 
 template <class T>
