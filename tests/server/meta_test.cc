@@ -3,6 +3,8 @@
 // memcached 1.6.18 unless a comment says wort differs on purpose (doc/server.md).
 #include <gtest/gtest.h>
 
+#include "fuzz_util.h"
+
 #include <memory>
 #include <random>
 #include <string>
@@ -206,15 +208,7 @@ TEST(MetaParse, RandomInputFuzz) {
   lim.max_line = 128;
   for (int iter = 0; iter < 20000; ++iter) {
     std::string in = seeds[rng() % std::size(seeds)];
-    const int muts = static_cast<int>(rng() % 4);
-    for (int m = 0; m < muts; ++m) {
-      const size_t pos = in.empty() ? 0 : rng() % in.size();
-      switch (rng() % 3) {
-        case 0: if (!in.empty()) in[pos] = static_cast<char>(rng()); break;
-        case 1: in.insert(pos, 1, " \r\n0123456789-=bqvOTNCMDJ"[rng() % 25]); break;
-        default: if (!in.empty()) in.erase(pos, 1); break;
-      }
-    }
+    fuzz::MutateRequest(rng, " \r\n0123456789-=bqvOTNCMDJ", &in);
     Parser p(lim);
     Request r;
     std::string_view rest = in;

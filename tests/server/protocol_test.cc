@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "fuzz_util.h"
+
 #include <memory>
 #include <random>
 #include <string>
@@ -383,15 +385,7 @@ TEST(Protocol, RandomInputFuzz) {
   lim.max_retrieval_line = 256;
   for (int iter = 0; iter < 20000; ++iter) {
     std::string in = seeds[rng() % std::size(seeds)];
-    const int muts = static_cast<int>(rng() % 4);
-    for (int m = 0; m < muts; ++m) {
-      const size_t pos = in.empty() ? 0 : rng() % in.size();
-      switch (rng() % 3) {
-        case 0: if (!in.empty()) in[pos] = static_cast<char>(rng()); break;
-        case 1: in.insert(pos, 1, " \r\n0123456789-"[rng() % 14]); break;
-        default: if (!in.empty()) in.erase(pos, 1); break;
-      }
-    }
+    fuzz::MutateRequest(rng, " \r\n0123456789-", &in);
     Parser p(lim);
     Request r;
     std::string_view rest = in;
