@@ -62,6 +62,7 @@ void AddPool(CLI::App& app) {
     fmt::print("size:           {} bytes (max {})\n", p->size(), p->max_size());
     fmt::print("generation:     {}\n", p->generation());
     fmt::print("last shutdown:  {}\n", p->opened_clean() ? "clean" : "NOT clean (crashed, or open in a writer now)");
+    fmt::print("durability:     {} - {}\n", DurabilityName(p->durability()), DurabilityDescription(p->durability()));
     if (io->write && !p->opened_clean()) fmt::print("recovery:       {:.3f} s\n", p->recovery_seconds());
     const auto roots = p->Roots();
     fmt::print("roots:          {}\n", roots.size());
@@ -88,30 +89,33 @@ void AddPool(CLI::App& app) {
 
   struct CheckOpts {
     std::string path;
-    bool read_only = false;
+    bool repair = false;
   };
   auto ko = std::make_shared<CheckOpts>();
-  auto* check = pool->add_subcommand("check", "Verify a pool: header, allocator, every index's invariants, and no leak");
+  auto* check = pool->add_subcommand(
+      "check",
+      "Verify a pool: header, allocator, every index's invariants, and no leak. Read-only: the file is not "
+      "changed; a pool that was not closed cleanly is recovered in a private copy-on-write mapping and that is "
+      "checked");
   check->add_option("path", ko->path, "Pool file")->required();
-  check->add_flag("--read-only", ko->read_only, "Do not open for writing (no recovery; allocator checks skipped if unclean)");
+  check->add_flag("--repair", ko->repair,
+                  "Open for writing: run crash recovery on the pool itself (writes the file; the generation advances)");
   check->callback([ko] {
     PoolOptions o;
-    o.read_only = ko->read_only;
+    o.private_copy = !ko->repair;
     o.background_recovery = false;
     std::unique_ptr<Pool> p;
     Status s = Pool::Open(ko->path, o, &p);
     if (!s.ok()) Fail(s);
+    fmt::print("checking {} ({})\n", ko->path,
+               ko->repair ? "--repair: opened for writing" : "read-only: nothing is written to the file");
     int problems = 0;
-    if (!p->opened_clean()) {
-      if (ko->read_only) fmt::print("note: pool was not closed cleanly; open without --read-only to recover it\n");
-      else fmt::print("pool was not closed cleanly: recovered in {:.3f} s\n", p->recovery_seconds());
-    }
-    if (!ko->read_only) {
-      Status r = p->WaitForRecovery();
-      if (!r.ok()) {
-        fmt::print("recovery: {}\n", r.ToString());
-        ++problems;
-      }
+    if (!p->opened_clean())
+      fmt::print("pool was not closed cleanly: recovered in {:.3f} s{}\n", p->recovery_seconds(),
+                 ko->repair ? "" : " (in a private copy; the file is unchanged - --repair recovers the file)");
+    if (Status r = p->WaitForRecovery(); !r.ok()) {
+      fmt::print("recovery: {}\n", r.ToString());
+      ++problems;
     }
     std::string report;
     if (!p->Check(&report).ok()) {
@@ -147,7 +151,7 @@ void AddPool(CLI::App& app) {
       }
       k->visit(*p, r.off, [&](uint64_t off) { reached.insert(off); });
     }
-    if (all_visited && (p->opened_clean() || !ko->read_only)) {
+    if (all_visited) {
       uint64_t leaked = 0, allocated = 0;
       p->allocator().ForEachAllocated([&](uint64_t off, size_t) {
         ++allocated;
