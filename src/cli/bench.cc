@@ -23,6 +23,7 @@ struct CommonOpts {
   std::string pool;
   uint64_t pool_size = 0;
   bool keep_pool = false;
+  bool pool_sync = false;
   uint64_t seed = 1;
   std::string json;
 };
@@ -30,10 +31,14 @@ struct CommonOpts {
 void AddCommonOptions(CLI::App* app, CommonOpts* o) {
   app->add_option("--flush", o->flush, "Flush instruction: clwb|clflushopt|clflush|none|auto")->capture_default_str();
   AddCountOption(app, "--write-latency-ns", &o->write_latency_ns, "Emulated PM write latency per flushed cache line (ns)");
-  app->add_option("--pool", o->pool, "Pool file (default /dev/shm/wort-bench-<pid>-<index>.pool); must not exist");
+  app->add_option("--pool", o->pool,
+                  "Pool file; must not exist (default: one per index kind, /dev/shm/wort-bench-PID-KIND.pool)");
   AddSizeOption(app, "--pool-size", &o->pool_size, "Maximum size the pool may grow to")
       ->default_str("16GiB");
   app->add_flag("--keep-pool", o->keep_pool, "Keep the pool file afterwards");
+  app->add_flag("--pool-sync", o->pool_sync,
+                "Sync mode (a pool on a file without DAX): every persist also msyncs, so it survives an OS crash; "
+                "measures what that costs (JSON msyncs_per_op)");
   app->add_option("--seed", o->seed, "Workload seed")->capture_default_str();
   app->add_option("--json", o->json, "Append one JSON object per result to this file (JSON Lines)");
 }
@@ -45,6 +50,7 @@ bench::CommonConfig ToCommon(const CommonOpts& o) {
   c.pool_path = o.pool;
   c.pool_size = o.pool_size;
   c.keep_pool = o.keep_pool;
+  c.pool_sync = o.pool_sync;
   c.seed = o.seed;
   return c;
 }
