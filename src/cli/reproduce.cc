@@ -82,7 +82,7 @@ void AddReproduce(CLI::App& app) {
       "Run the WORT paper's evaluation (fig7-fig10, Table 1, space) for every registered index kind; "
       "write results.jsonl, PNG plots and report.md beside the published values");
   cmd->add_option("--scale", o->scale,
-                  "quick (N=250K, under 10 min), medium (N=16M), paper (N=128M); tiny (N=2000) is for tests")
+                  "quick (N=250K, under 5 min), medium (N=16M), paper (N=128M); tiny (N=2000: seconds, for tests and CI)")
       ->capture_default_str();
   cmd->add_option("--only", o->only, "Experiments, comma list: fig7,fig8,fig9,fig10,table1,space (default all)");
   cmd->add_option("--index", o->indexes, "Index kinds, comma list (default: every registered kind)");
