@@ -26,14 +26,7 @@ using wort::cli::ParseCount;
 using wort::cli::ParseSize;
 
 int RunCli(const std::string& args, std::string* out) {
-  const std::string cmd = std::string(WORT_CLI_PATH) + " " + args + " 2>&1";
-  FILE* f = popen(cmd.c_str(), "r");
-  if (!f) return -1;
-  char buf[4096];
-  size_t got;
-  while ((got = fread(buf, 1, sizeof buf, f)) > 0) out->append(buf, got);
-  const int st = pclose(f);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return wort::test::RunShell(std::string(WORT_CLI_PATH) + " " + args, out);
 }
 
 TEST(CliOptions, SizesAcceptTheDocumentedForms) {
