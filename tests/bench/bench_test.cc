@@ -11,6 +11,7 @@
 #include <fstream>
 #include <string>
 
+#include "common/test_util.h"
 #include "wort/index.h"
 #include "wort/pm.h"
 
