@@ -4,6 +4,7 @@
 #include <shared_mutex>
 #include <memory>
 #include <map>
+#include <vector>
 
 #include "index/registry.h"
 #include "wort/alloc.h"
@@ -12,11 +13,34 @@
 
 namespace wort {
 
-namespace {
-std::vector<const IndexKind*>& Kinds() {
-  static std::vector<const IndexKind*> v;
+const std::vector<const IndexKind*>& BuiltinIndexKinds() {
+  namespace b = builtin_kinds;
+  static const std::vector<const IndexKind*> v = {
+      b::B3Tree(), b::FastFair(), b::FpTree(),  b::NvTree(), b::WbTree(), b::WbTreeSlot(), b::Cceh(),
+      b::CcehCow(), b::Linp(),    b::Cuck(),    b::Bch(),    b::Levl(),   b::Path(),       b::ArtCow(),
+      b::Woart(),  b::Wort(),     b::Vart(),    b::VbpTree(), b::Vradix(),
+  };
   return v;
 }
+
+namespace {
+// The built-in kinds followed by those added with RegisterIndexKind (which must happen before
+// the kinds are used from several threads: at a test's start).
+std::vector<const IndexKind*>& Kinds() {
+  static std::vector<const IndexKind*> v = BuiltinIndexKinds();
+  return v;
+}
+
+// The post-crash GC (src/alloc) finds each root's visit function through this lookup; the
+// pool and allocator below this layer know nothing of index kinds (wort/pool.h).
+RootVisitFn VisitorOf(uint32_t type_id) {
+  const IndexKind* k = FindIndexKindById(type_id);
+  return k ? k->visit : nullptr;
+}
+// Installed when this file is linked in, i.e. in every program that can open an index (every
+// kind-lookup entry point is here). A program of the pmem layer alone has no visitors: the GC
+// then reports that it cannot visit the roots' kinds, as for a kind unknown to this build.
+[[maybe_unused]] const bool kVisitorsInstalled = (SetRootVisitorLookup(&VisitorOf), true);
 }  // namespace
 
 bool RegisterIndexKind(const IndexKind* k) {
