@@ -1,5 +1,6 @@
 # Install rules of wort (included from the top-level CMakeLists.txt when WORT_INSTALL is on):
-#   <prefix>/include/wort/*.h                the public headers (and the generated version.h)
+#   <prefix>/include/wort/*.h                the public headers (and the generated version.h);
+#   <prefix>/include/*.h                     a top-level C API header, if include/ has one
 #   <prefix>/lib/libwort.so.X.Y.Z, .so.X.Y, .so, libwort.a
 #   <prefix>/bin/wort                        the CLI
 #   <prefix>/lib/cmake/wort/                 wortConfig.cmake, wortConfigVersion.cmake, wortTargets*.cmake
@@ -13,6 +14,11 @@ install(TARGETS wort_shared wort_static EXPORT wortTargets
 install(TARGETS wort RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT wort_runtime)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/wort DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
         COMPONENT wort_development FILES_MATCHING PATTERN "*.h")
+# A top-level C header (include/wort.h or the like, for the C API), if there is one.
+file(GLOB WORT_TOP_HEADERS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/include/*.h)
+if(WORT_TOP_HEADERS)
+  install(FILES ${WORT_TOP_HEADERS} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT wort_development)
+endif()
 if(EXISTS ${WORT_GENERATED_INCLUDE}/wort/version.h)
   install(FILES ${WORT_GENERATED_INCLUDE}/wort/version.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/wort
           COMPONENT wort_development)

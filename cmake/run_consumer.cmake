@@ -15,6 +15,13 @@ file(MAKE_DIRECTORY ${WORT_WORK_DIR})
 set(pool /dev/shm/wort-consumer-${WORT_MODE}.pool)
 set(common_args -G ${WORT_GENERATOR} -DCMAKE_BUILD_TYPE=${WORT_BUILD_TYPE} -DCMAKE_CXX_COMPILER=${WORT_CXX}
     -DCMAKE_C_COMPILER=${WORT_CC})
+# A sanitizer build's libwort needs its programs built with the same sanitizers.
+set(san_flags "")
+if(WORT_SANITIZE)
+  set(san_flags -fsanitize=address,undefined -fno-omit-frame-pointer)
+  list(APPEND common_args "-DCMAKE_CXX_FLAGS=-fsanitize=address,undefined -fno-omit-frame-pointer"
+       "-DCMAKE_C_FLAGS=-fsanitize=address,undefined -fno-omit-frame-pointer")
+endif()
 if(WORT_LAUNCHER)
   list(APPEND common_args -DCMAKE_CXX_COMPILER_LAUNCHER=${WORT_LAUNCHER} -DCMAKE_C_COMPILER_LAUNCHER=${WORT_LAUNCHER})
 endif()
@@ -46,7 +53,7 @@ if(WORT_MODE STREQUAL "install")
   # No internal header is installed (the public include tree is include/wort/ only).
   file(GLOB_RECURSE installed_headers RELATIVE ${prefix}/include ${prefix}/include/*)
   foreach(h ${installed_headers})
-    if(NOT h MATCHES "^wort/[A-Za-z0-9_]+\\.h$")
+    if(NOT h MATCHES "^(wort/)?[A-Za-z0-9_]+\\.h$")
       message(FATAL_ERROR "consumer test: unexpected file installed under include/: ${h}")
     endif()
   endforeach()
@@ -80,11 +87,11 @@ if(WORT_MODE STREQUAL "install")
   endif()
   separate_arguments(pc_flags UNIX_COMMAND "${pc_flags}")
   separate_arguments(arch UNIX_COMMAND "${WORT_ARCH_FLAGS}")
-  run("build pkg-config C++ consumer" ${WORT_CXX} -std=c++20 ${arch} ${WORT_SOURCE_DIR}/tests/consumer/consumer.cc
+  run("build pkg-config C++ consumer" ${WORT_CXX} -std=c++20 ${arch} ${san_flags} ${WORT_SOURCE_DIR}/tests/consumer/consumer.cc
       ${pc_flags} -Wl,-rpath,${libdir} -o ${WORT_WORK_DIR}/consumer_pkgconfig)
   run("run pkg-config C++ consumer" ${WORT_WORK_DIR}/consumer_pkgconfig ${pool})
   if(EXISTS ${WORT_SOURCE_DIR}/tests/consumer/c/main.c)
-    run("build pkg-config C consumer" ${WORT_CC} -std=c99 -Wall -Werror ${WORT_SOURCE_DIR}/tests/consumer/c/main.c
+    run("build pkg-config C consumer" ${WORT_CC} -std=c99 -Wall -Werror ${san_flags} ${WORT_SOURCE_DIR}/tests/consumer/c/main.c
         ${pc_flags} -Wl,-rpath,${libdir} -o ${WORT_WORK_DIR}/consumer_c)
     run("run pkg-config C consumer" ${WORT_WORK_DIR}/consumer_c ${pool})
   else()
@@ -92,7 +99,8 @@ if(WORT_MODE STREQUAL "install")
   endif()
 elseif(WORT_MODE STREQUAL "subdirectory")
   run("configure add_subdirectory consumer" ${CMAKE_COMMAND} -S ${WORT_SOURCE_DIR}/tests/consumer/subdirectory
-      -B ${WORT_WORK_DIR}/build ${common_args} -DWORT_SOURCE_DIR=${WORT_SOURCE_DIR} "-DWORT_ARCH_FLAGS=${WORT_ARCH_FLAGS}")
+      -B ${WORT_WORK_DIR}/build ${common_args} -DWORT_SOURCE_DIR=${WORT_SOURCE_DIR} "-DWORT_ARCH_FLAGS=${WORT_ARCH_FLAGS}"
+      -DWORT_SANITIZE=${WORT_SANITIZE})
   run("build add_subdirectory consumer" ${CMAKE_COMMAND} --build ${WORT_WORK_DIR}/build -j2)
   run("run add_subdirectory consumer (static)" ${WORT_WORK_DIR}/build/consumer_static ${pool})
   run("run add_subdirectory consumer (shared)" ${WORT_WORK_DIR}/build/consumer_shared ${pool})

@@ -1,4 +1,6 @@
 // Registry of index kinds and the pool-level create/open helpers.
+#include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <utility>
 #include <shared_mutex>
@@ -24,10 +26,25 @@ const std::vector<const IndexKind*>& BuiltinIndexKinds() {
 }
 
 namespace {
+void CheckUnique(const std::vector<const IndexKind*>& kinds, const IndexKind* k) {
+  for (const IndexKind* o : kinds) {
+    if (o->type_id == k->type_id || std::string_view(o->name) == k->name) {
+      std::fprintf(stderr, "wort: duplicate index kind %s (id %u)\n", k->name, k->type_id);
+      std::abort();
+    }
+  }
+}
 // The built-in kinds followed by those added with RegisterIndexKind (which must happen before
 // the kinds are used from several threads: at a test's start).
 std::vector<const IndexKind*>& Kinds() {
-  static std::vector<const IndexKind*> v = BuiltinIndexKinds();
+  static std::vector<const IndexKind*> v = [] {
+    std::vector<const IndexKind*> all;
+    for (const IndexKind* k : BuiltinIndexKinds()) {
+      CheckUnique(all, k);  // a name or type id listed twice in the table: a programming error
+      all.push_back(k);
+    }
+    return all;
+  }();
   return v;
 }
 
@@ -44,12 +61,7 @@ RootVisitFn VisitorOf(uint32_t type_id) {
 }  // namespace
 
 bool RegisterIndexKind(const IndexKind* k) {
-  for (const IndexKind* o : Kinds()) {
-    if (o->type_id == k->type_id || std::string_view(o->name) == k->name) {
-      std::fprintf(stderr, "wort: duplicate index kind %s (id %u)\n", k->name, k->type_id);
-      std::abort();
-    }
-  }
+  CheckUnique(Kinds(), k);
   Kinds().push_back(k);
   return true;
 }
