@@ -5,29 +5,13 @@
 #include <unordered_set>
 
 #include "cli/command.h"
+#include "cli/options.h"
 #include "wort/alloc.h"
 #include "wort/index.h"
 #include "wort/pool.h"
 
 namespace wort::cli {
 namespace {
-
-uint64_t ParseSize(const std::string& s) {
-  // Accepts plain bytes or a K/M/G/T suffix (powers of 1024).
-  size_t pos = 0;
-  const double v = std::stod(s, &pos);
-  uint64_t mul = 1;
-  if (pos < s.size()) {
-    switch (std::toupper(static_cast<unsigned char>(s[pos]))) {
-      case 'K': mul = 1ull << 10; break;
-      case 'M': mul = 1ull << 20; break;
-      case 'G': mul = 1ull << 30; break;
-      case 'T': mul = 1ull << 40; break;
-      default: throw CLI::ValidationError("size", "bad size suffix in '" + s + "'");
-    }
-  }
-  return static_cast<uint64_t>(v * mul);
-}
 
 [[noreturn]] void Fail(const Status& s) {
   fmt::print(stderr, "wort: {}\n", s.ToString());
@@ -39,17 +23,18 @@ void AddPool(CLI::App& app) {
   pool->require_subcommand(1);
 
   struct CreateOpts {
-    std::string path, size = "64M", max_size = "16G";
+    std::string path;
+    uint64_t initial_size = PoolOptions{}.initial_size, max_size = PoolOptions{}.max_size;
   };
   auto co = std::make_shared<CreateOpts>();
   auto* create = pool->add_subcommand("create", "Create a new pool file");
   create->add_option("path", co->path, "Pool file (e.g. /dev/shm/my.pool)")->required();
-  create->add_option("--size", co->size, "Initial size (bytes, or with K/M/G/T)")->capture_default_str();
-  create->add_option("--max-size", co->max_size, "Maximum size the pool may grow to")->capture_default_str();
+  AddSizeOption(create, "--initial-size", &co->initial_size, "Size of the file at creation");
+  AddSizeOption(create, "--pool-size", &co->max_size, "Maximum size the pool may grow to (reserved, not allocated)");
   create->callback([co] {
     PoolOptions o;
-    o.initial_size = ParseSize(co->size);
-    o.max_size = ParseSize(co->max_size);
+    o.initial_size = co->initial_size;
+    o.max_size = co->max_size;
     std::unique_ptr<Pool> p;
     Status s = Pool::Create(co->path, o, &p);
     if (!s.ok()) Fail(s);

@@ -185,7 +185,7 @@ TEST(ReproduceCli, RejectsBadArguments) {
   const std::string base = std::string(WORT_CLI_PATH) + " reproduce --out /tmp/wort-repro-bad-" + std::to_string(getpid());
   EXPECT_NE(std::system((base + " --scale huge >/dev/null 2>&1").c_str()), 0);
   EXPECT_NE(std::system((base + " --only fig99 >/dev/null 2>&1").c_str()), 0);
-  EXPECT_NE(std::system((base + " --indexes nosuch >/dev/null 2>&1").c_str()), 0);
+  EXPECT_NE(std::system((base + " --index nosuch >/dev/null 2>&1").c_str()), 0);
 }
 
 }  // namespace
