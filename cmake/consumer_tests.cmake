@@ -4,7 +4,7 @@
 #   consumer_install        cmake --install into a temporary prefix; tests/consumer/find_package
 #                           built with find_package(wort) (shared and static), the same program
 #                           built with pkg-config, the installed CLI run; and, when
-#                           tests/consumer/c/main.c exists, the C API program via pkg-config
+#                           the C API exists, its C99 test (tests/capi/capi_test.c) via pkg-config
 #   consumer_subdirectory   tests/consumer/subdirectory: add_subdirectory(wort)
 # The sub-builds use this build's compiler and compiler launcher (ccache), so that they compile
 # little that this build has not compiled already.

@@ -90,12 +90,23 @@ if(WORT_MODE STREQUAL "install")
   run("build pkg-config C++ consumer" ${WORT_CXX} -std=c++20 ${arch} ${san_flags} ${WORT_SOURCE_DIR}/tests/consumer/consumer.cc
       ${pc_flags} -Wl,-rpath,${libdir} -o ${WORT_WORK_DIR}/consumer_pkgconfig)
   run("run pkg-config C++ consumer" ${WORT_WORK_DIR}/consumer_pkgconfig ${pool})
-  if(EXISTS ${WORT_SOURCE_DIR}/tests/consumer/c/main.c)
-    run("build pkg-config C consumer" ${WORT_CC} -std=c99 -Wall -Werror ${san_flags} ${WORT_SOURCE_DIR}/tests/consumer/c/main.c
-        ${pc_flags} -Wl,-rpath,${libdir} -o ${WORT_WORK_DIR}/consumer_c)
-    run("run pkg-config C consumer" ${WORT_WORK_DIR}/consumer_c ${pool})
-  else()
-    message(STATUS "no tests/consumer/c/main.c: the C consumer is not built")
+  # The C API's programs, C99, through pkg-config against the installed libwort.so: the C API's
+  # own test (tests/capi/capi_test.c, when the C API is there) and tests/consumer/c/main.c if any.
+  # Each gets a directory for its pool files.
+  set(c_found OFF)
+  foreach(csrc tests/capi/capi_test.c tests/consumer/c/main.c)
+    if(EXISTS ${WORT_SOURCE_DIR}/${csrc})
+      set(c_found ON)
+      get_filename_component(cname ${csrc} NAME_WE)
+      run("build pkg-config C consumer ${csrc}" ${WORT_CC} -std=c99 -pedantic -Wall -Werror -D_POSIX_C_SOURCE=200809L
+          ${san_flags} ${WORT_SOURCE_DIR}/${csrc} ${pc_flags} -Wl,-rpath,${libdir} -o ${WORT_WORK_DIR}/c_${cname})
+      file(MAKE_DIRECTORY /dev/shm/wort-consumer-c)
+      run("run pkg-config C consumer ${csrc}" ${WORT_WORK_DIR}/c_${cname} /dev/shm/wort-consumer-c)
+      file(REMOVE_RECURSE /dev/shm/wort-consumer-c)
+    endif()
+  endforeach()
+  if(NOT c_found)
+    message(STATUS "no C API program (tests/capi/capi_test.c, tests/consumer/c/main.c): no C consumer built")
   endif()
 elseif(WORT_MODE STREQUAL "subdirectory")
   run("configure add_subdirectory consumer" ${CMAKE_COMMAND} -S ${WORT_SOURCE_DIR}/tests/consumer/subdirectory
