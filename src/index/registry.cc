@@ -15,6 +15,8 @@
 
 namespace wort {
 
+// Each IndexKind must be constant-initialised (constants only, or constinit): the table may be
+// read during another file's static initialisation (a test that adds its own kinds).
 const std::vector<const IndexKind*>& BuiltinIndexKinds() {
   namespace b = builtin_kinds;
   static const std::vector<const IndexKind*> v = {
