@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 
+#include "server/proto_bin.h"
 #include "server/protocol.h"
 #include "server/store.h"
 
@@ -48,13 +49,28 @@ class Handler {
   static constexpr size_t kHighWater = 1 << 20;
 
   Handler(Store& store, ServerStats& stats, const ServerConfig& config)
-      : store_(store), stats_(stats), config_(config) {}
+      : store_(store), stats_(stats), config_(config), bin_parser_(config.limits) {}
 
   // Executes `req` and appends its reply to *out (nothing for noreply). On kMore, the request's
   // views must stay valid until Resume returns kDone.
   Step Execute(const Request& req, std::string* out);
   // Continues a retrieval that returned kMore.
   Step Resume(std::string* out);
+
+  // ---- the binary protocol (handler_bin.cc) ----
+  // What RunBinary did: `consumed` bytes of `in` are done; then the caller reads more (`need`:
+  // the input size the next request needs, when known), or sends `out` and calls RunBinary
+  // again (kFlush: the output passed kHighWater), or sends `out` and closes (kClose).
+  struct BinProgress {
+    enum class Next { kRead, kFlush, kClose };
+    size_t consumed = 0;
+    size_t need = 0;
+    Next next = Next::kRead;
+  };
+  // Parses and executes the binary requests at the front of `in`, appending the responses.
+  BinProgress RunBinary(std::string_view in, std::string* out);
+  // Executes one parsed binary request (kClose: quit).
+  Step ExecuteBinary(const bin::Request& req, std::string* out);
 
  private:
   Step Retrieve(std::string* out);
@@ -71,6 +87,9 @@ class Handler {
   size_t next_key_ = 0;
   std::string range_next_;
   uint64_t range_left_ = 0;
+  // Binary protocol state.
+  bin::Parser bin_parser_;
+  bin::Request bin_req_;
 };
 
 }  // namespace wort::server

@@ -91,6 +91,19 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Parses and executes every complete request in the buffer, then writes the replies.
   void Process() {
     need_ = 0;
+    // The first byte of a connection selects its protocol, as in memcached: 0x80 = binary.
+    if (mode_ == Mode::kUnknown && rend_ > rpos_)
+      mode_ = static_cast<uint8_t>(buf_[rpos_]) == bin::kRequestMagic ? Mode::kBinary : Mode::kText;
+    if (mode_ == Mode::kBinary) {
+      const Handler::BinProgress p = handler_.RunBinary(std::string_view(buf_.data() + rpos_, rend_ - rpos_), &out_);
+      rpos_ += p.consumed;
+      need_ = p.need;
+      if (p.next == Handler::BinProgress::Next::kClose) Write([this] { Close(); });
+      else if (p.next == Handler::BinProgress::Next::kFlush) Write([this] { Process(); });
+      else if (out_.empty()) Read();
+      else Write([this] { Read(); });
+      return;
+    }
     for (;;) {
       if (out_.size() >= Handler::kHighWater) {
         Write([this] { Process(); });
@@ -177,6 +190,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   size_t need_ = 0;             // input size the pending request needs (0: unknown)
   size_t cap_ = 0;
   std::string out_;
+  enum class Mode : uint8_t { kUnknown, kText, kBinary } mode_ = Mode::kUnknown;
 };
 
 }  // namespace
