@@ -117,9 +117,9 @@ void Request::Clear() {
 
 bool ValidKey(std::string_view key) {
   if (key.empty() || key.size() > kMaxKeyLength) return false;
-  for (unsigned char c : key)
-    if (c <= 0x20 || c == 0x7f) return false;
-  return true;
+  // A token never holds these (the line ends at "\n" and at 0x00, tokens at ' '); checked
+  // for callers that pass other strings.
+  return key.find_first_of(std::string_view(" \n\0", 3)) == std::string_view::npos;
 }
 
 int64_t ToAbsoluteExptime(int64_t exptime, int64_t now) {
@@ -183,6 +183,10 @@ ParseResult Parser::Parse(std::string_view in, Request* req) {
   const size_t line_len = static_cast<size_t>(static_cast<const char*>(nl) - in.data()) + 1;
   std::string_view line = in.substr(0, line_len - 1);
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  // memcached reads the line as a C string: a 0x00 ends it (what follows, up to "\n", is
+  // dropped), so "get a\0b" asks for "a" and "set a\0b 0 0 1" has too few tokens.
+  if (const void* nul = std::memchr(line.data(), '\0', line.size()))
+    line = line.substr(0, static_cast<size_t>(static_cast<const char*>(nul) - line.data()));
   return ParseLine(in, line, line_len, req);
 }
 

@@ -14,8 +14,10 @@
 //   range <start> <end> <limit> [values]   (wort extension: keys in order; doc/server.md)
 //   mg <key> <flag>*    ms <key> <datalen> <flag>*\r\n<data>\r\n    md <key> <flag>*
 //   ma <key> <flag>*    me <key> [b]    mn                     (meta commands, below)
-// Keys are 1..250 bytes with no control character (0x00-0x1f, 0x7f) and no space; bytes
-// >= 0x80 are allowed.
+// Keys are as in memcached 1.6: 1..250 bytes of anything but a space (the separator), "\n"
+// (ends the line) and 0x00 (memcached reads the line as a C string: a 0x00 ends it, and the
+// rest of the line is dropped). Other control bytes (0x10 as memaslap sends, tab, a "\r" that
+// is not the line's last byte, 0x7f) and bytes >= 0x80 are key bytes.
 //
 // Meta commands (memcached 1.6.18's protocol.txt, "Meta Commands"): each flag is one character,
 // possibly followed by a token ("T30", "Oabc"), at most once per request ("CLIENT_ERROR
@@ -186,7 +188,7 @@ class Parser {
   std::vector<std::string_view> tokens_;  // reused between calls
 };
 
-// True iff `key` is a valid memcached key (1..250 bytes, no control character, no space).
+// True iff `key` is a valid memcached text key (1..250 bytes, no space, "\n" or 0x00).
 bool ValidKey(std::string_view key);
 
 // Decodes standard, padded, canonical base64 (RFC 4648 section 4) into *out. True iff valid.

@@ -538,7 +538,10 @@ def test_raw_protocol(srv):
         (b"set r 0 0\r\n", b"ERROR\r\n"),
         (b"set r 0 0 2\r\nxyz\r\nget r\r\n", b"CLIENT_ERROR bad data chunk\r\nERROR\r\nVALUE r 5 3\r\nabc\r\nEND\r\n"),
         (b"get " + b"k" * 251 + b"\r\n", b"CLIENT_ERROR bad command line format\r\n"),
-        (b"get a\x01b\r\n", b"CLIENT_ERROR bad command line format\r\n"),
+        # keys as memcached 1.6.18 takes them: control bytes (memaslap's 0x10) are key bytes,
+        # a 0x00 ends the line
+        (b"set a\x10\x01b 0 0 1\r\nx\r\nget a\x10\x01b\r\n", b"STORED\r\nVALUE a\x10\x01b 0 1\r\nx\r\nEND\r\n"),
+        (b"get a\x00junk\r\nset a\x00b 0 0 1\r\nx\r\n", b"END\r\nERROR\r\nERROR\r\n"),
         (b"delete r 5\r\n", b"CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n"),
         (b"incr r abc\r\n", b"CLIENT_ERROR invalid numeric delta argument\r\n"),
         (b"touch r soon\r\n", b"CLIENT_ERROR invalid exptime argument\r\n"),
