@@ -9,6 +9,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
+#include <set>
 #include <string>
 
 #include "server/proto_bin.h"
@@ -18,6 +20,8 @@
 namespace wort::server {
 
 inline constexpr const char* kVersionString = "1.6.18-wort";
+
+class Handler;
 
 struct ServerConfig {
   std::string listen = "127.0.0.1";
@@ -40,6 +44,9 @@ struct ServerStats {
   std::atomic<uint64_t> store_too_large{0}, store_no_memory{0};
   std::atomic<uint64_t> bytes_read{0}, bytes_written{0};
   std::atomic<uint32_t> verbosity{0};
+  // The connections (their handlers) for `stats conns`; see Handler::SetPeer.
+  std::mutex conns_mu;
+  std::set<const Handler*> conns;
   void Reset();
 };
 
@@ -50,6 +57,13 @@ class Handler {
 
   Handler(Store& store, ServerStats& stats, const ServerConfig& config)
       : store_(store), stats_(stats), config_(config), bin_parser_(config.limits) {}
+  ~Handler();
+  Handler(const Handler&) = delete;
+  Handler& operator=(const Handler&) = delete;
+
+  // Names the connection for `stats conns` (its socket descriptor and memcached-style
+  // addresses, "tcp:127.0.0.1:5000") and lists it there until the handler is destroyed.
+  void SetPeer(int fd, std::string addr, std::string listen_addr);
 
   // Executes `req` and appends its reply to *out (nothing for noreply). On kMore, the request's
   // views must stay valid until Resume returns kDone.
@@ -75,6 +89,14 @@ class Handler {
  private:
   Step Retrieve(std::string* out);
   Step RangeStep(std::string* out);
+  // lru_crawler metadump, in pieces of about kHighWater bytes.
+  Step MetadumpStep(std::string* out);
+  // stats cachedump / items / slabs / conns: memcached's fields for wort's single class 1.
+  void Cachedump(const Request& req, std::string* out);
+  void ClassStats(std::string_view group, std::string* out);
+  void Conns(std::string* out);
+  // Seconds since the epoch from the coarse clock (stats conns' secs_since_last_cmd).
+  static int64_t CoarseNow();
   // mg, ms, md, ma, me, mn (the reply formats are in handler.cc).
   void Meta(const Request& req, std::string* out);
   void Stats(std::string_view group, std::string* out);
@@ -87,6 +109,11 @@ class Handler {
   size_t next_key_ = 0;
   std::string range_next_;
   uint64_t range_left_ = 0;
+  // stats conns.
+  int fd_ = -1;
+  std::string peer_, listen_addr_;
+  std::atomic<int64_t> last_cmd_{0};
+  bool registered_ = false;
   // Binary protocol state.
   bin::Parser bin_parser_;
   bin::Request bin_req_;

@@ -30,6 +30,7 @@ int64_t BinExptime(uint32_t e) { return ToAbsoluteExptime(static_cast<int64_t>(e
 
 Handler::BinProgress Handler::RunBinary(std::string_view in, std::string* out) {
   BinProgress p;
+  if (registered_) last_cmd_.store(CoarseNow(), std::memory_order_relaxed);
   for (;;) {
     if (out->size() >= kHighWater) {
       p.next = BinProgress::Next::kFlush;

@@ -10,7 +10,9 @@
 //   cas <key> <flags> <exptime> <bytes> <cas unique> [noreply]\r\n<data>\r\n
 //   delete <key> [0] [noreply]             incr|decr <key> <delta> [noreply]
 //   touch <key> <exptime> [noreply]        flush_all [delay] [noreply]
-//   version    verbosity <level> [noreply]    stats [<group>]    quit
+//   version    verbosity <level> [noreply]    stats [<group> [<arg>*]]    quit
+//   slabs automove <0|1|2>                 slabs reassign <src> <dst>
+//   lru_crawler metadump <all|hash|<class>[,<class>]*>
 //   range <start> <end> <limit> [values]   (wort extension: keys in order; doc/server.md)
 //   mg <key> <flag>*    ms <key> <datalen> <flag>*\r\n<data>\r\n    md <key> <flag>*
 //   ma <key> <flag>*    me <key> [b]    mn                     (meta commands, below)
@@ -36,6 +38,9 @@
 //
 // Errors follow memcached 1.6 (checked against memcached 1.6.18):
 //   ERROR                                  unknown command, wrong number of tokens
+//   (the connection is closed, no reply)   an unknown command of 2+ tokens whose last token
+//                                          starts with "HTTP/" (an HTTP request line), as
+//                                          memcached does
 //   CLIENT_ERROR bad command line format   bad key, bad number, negative length
 //   CLIENT_ERROR bad data chunk            the <bytes> of data are not followed by "\r\n"
 //   CLIENT_ERROR invalid exptime argument  touch/gat/flush_all with a non-numeric time
@@ -66,6 +71,9 @@ inline constexpr size_t kMaxKeyLength = 250;
 inline constexpr int64_t kMaxRelativeExptime = 60 * 60 * 24 * 30;
 // Largest `limit` of a range request.
 inline constexpr uint64_t kMaxRangeLimit = 1'000'000;
+// memcached's MAX_NUMBER_OF_SLAB_CLASSES: class ids of stats cachedump / lru_crawler metadump
+// are below it (wort reports all its items in class 1).
+inline constexpr uint32_t kMaxSlabClasses = 64;
 // Longest opaque token (O flag) of a meta command, as memcached.
 inline constexpr size_t kMaxOpaqueLength = 32;
 
@@ -74,6 +82,7 @@ enum class Command : uint8_t {
   kSet, kAdd, kReplace, kAppend, kPrepend, kCas,
   kDelete, kIncr, kDecr, kTouch,
   kFlushAll, kVersion, kVerbosity, kStats, kQuit,
+  kSlabsAutomove, kSlabsReassign, kLruMetadump,
   kRange,
   kMetaGet, kMetaSet, kMetaDelete, kMetaArith, kMetaDebug, kMetaNoop,
 };
@@ -117,7 +126,10 @@ struct Request {
   uint64_t delta = 0;       // incr, decr
   int64_t delay = 0;        // flush_all (0 = now)
   uint32_t verbosity = 0;   // verbosity
-  std::string_view arg;     // stats: the group ("" for plain stats, "settings", "reset", ...)
+  std::string_view arg;     // stats: the group ("" for plain stats, "settings", "reset", ...);
+                            // stats cachedump: keys[0], keys[1] are its two arguments
+  uint32_t class_id = 0;    // stats cachedump: the slab class; lru_crawler metadump: 1 when the
+                            // list names class 1 (or all/hash), else 0 (wort's one class is 1)
   uint64_t limit = 0;       // range
   bool with_values = false; // range
   // meta commands: keys[0] is the key token as sent; with meta.base64, binary_key holds its

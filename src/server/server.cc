@@ -54,6 +54,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Start() {
     asio::error_code ec;
     sock_.set_option(asio::ip::tcp::no_delay(true), ec);
+    {  // for `stats conns`
+      const auto peer = sock_.remote_endpoint(ec);
+      const auto local = sock_.local_endpoint(ec);
+      handler_.SetPeer(static_cast<int>(sock_.native_handle()),
+                       fmt::format("tcp:{}:{}", peer.address().to_string(), peer.port()),
+                       fmt::format("tcp:{}:{}", local.address().to_string(), local.port()));
+    }
     Read();
   }
 
