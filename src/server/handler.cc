@@ -729,6 +729,8 @@ void AppendUriEncoded(std::string* out, std::string_view key) {
 }
 
 constexpr uint64_t kCachedumpMaxBytes = 2 << 20;  // memcached's limit of one cachedump reply
+// A Range limit meaning "every item" (Store::Range adds to its limit: no ~0).
+constexpr uint64_t kWholeStore = uint64_t{1} << 62;
 
 }  // namespace
 
@@ -739,7 +741,7 @@ void Handler::Cachedump(const Request& req, std::string* out) {
   if (req.class_id == 1 && store_.ordered()) {
     const size_t start = out->size();
     uint64_t emitted = 0;
-    const uint64_t limit = req.limit == 0 ? ~uint64_t{0} : req.limit;
+    const uint64_t limit = req.limit == 0 ? kWholeStore : req.limit;
     const Status s = store_.Range(
         "", MaxKey(), limit,
         [&](const ItemView& it) {
@@ -768,7 +770,7 @@ Handler::Step Handler::MetadumpStep(std::string* out) {
   std::string next;
   uint64_t emitted = 0;
   Status s = store_.Range(
-      range_next_, MaxKey(), ~uint64_t{0},
+      range_next_, MaxKey(), kWholeStore,
       [&](const ItemView& it) {
         out->append("key=");
         AppendUriEncoded(out, it.key);

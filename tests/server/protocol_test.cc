@@ -392,6 +392,53 @@ TEST(Protocol, Numbers) {
   EXPECT_EQ(ToAbsoluteExptime(kMaxRelativeExptime + 1, 1000), kMaxRelativeExptime + 1);
 }
 
+// memcached 1.6.18's conventions for requests that are not data commands (replies compared
+// side by side).
+TEST(Protocol, HttpSlabsLruCrawlerCachedump) {
+  // An HTTP request line closes the connection without a reply; a get whose key looks like a
+  // path is still a get, and an unknown command without "HTTP/" is still ERROR.
+  for (const char* line : {"GET / HTTP/1.1\r\n", "POST /x HTTP/1.0\r\n", "HEAD / HTTP/2\r\n"}) {
+    auto p = ParseOne(line);
+    EXPECT_EQ(p.outcome, Outcome::kClose) << line;
+    EXPECT_EQ(p.error, "") << line;
+  }
+  EXPECT_EQ(ParseOne("get / HTTP/1.1\r\n").outcome, Outcome::kRequest);
+  EXPECT_EQ(ParseOne("GET /foo\r\n").error, "ERROR");
+  EXPECT_EQ(ParseOne("HTTP/1.1\r\n").error, "ERROR");
+  // slabs automove <0|1|2>; reassign parsed (the handler refuses it).
+  for (const char* line : {"slabs automove 0\r\n", "slabs automove 2\r\n"}) {
+    EXPECT_EQ(ParseOne(line).req.cmd, Command::kSlabsAutomove) << line;
+  }
+  EXPECT_TRUE(ParseOne("slabs automove 1 noreply\r\n").req.noreply);
+  EXPECT_EQ(ParseOne("slabs automove 3\r\n").error, "ERROR");
+  EXPECT_EQ(ParseOne("slabs automove x\r\n").error, "CLIENT_ERROR bad command line format");
+  EXPECT_EQ(ParseOne("slabs automove\r\n").error, "ERROR");
+  EXPECT_EQ(ParseOne("slabs\r\n").error, "ERROR");
+  EXPECT_EQ(ParseOne("slabs reassign 1 2\r\n").req.cmd, Command::kSlabsReassign);
+  EXPECT_EQ(ParseOne("slabs reassign x 2\r\n").error, "CLIENT_ERROR bad command line format");
+  // lru_crawler metadump <all|hash|ids>
+  EXPECT_EQ(ParseOne("lru_crawler metadump all\r\n").req.class_id, 1u);
+  EXPECT_EQ(ParseOne("lru_crawler metadump hash\r\n").req.class_id, 1u);
+  EXPECT_EQ(ParseOne("lru_crawler metadump 2,1\r\n").req.class_id, 1u);
+  auto m = ParseOne("lru_crawler metadump 2\r\n");
+  EXPECT_EQ(m.req.cmd, Command::kLruMetadump);
+  EXPECT_EQ(m.req.class_id, 0u);
+  for (const char* bad : {"lru_crawler metadump foo\r\n", "lru_crawler metadump 64\r\n", "lru_crawler metadump 1,\r\n"})
+    EXPECT_EQ(ParseOne(bad).error, "BADCLASS invalid class id") << bad;
+  EXPECT_EQ(ParseOne("lru_crawler metadump\r\n").error, "ERROR");
+  EXPECT_EQ(ParseOne("lru_crawler metadump all extra\r\n").error, "ERROR");
+  // stats cachedump <class> <limit>
+  auto c = ParseOne("stats cachedump 1 10\r\n");
+  ASSERT_EQ(c.outcome, Outcome::kRequest);
+  EXPECT_EQ(c.req.arg, "cachedump");
+  EXPECT_EQ(c.req.class_id, 1u);
+  EXPECT_EQ(c.req.limit, 10u);
+  EXPECT_EQ(ParseOne("stats cachedump 64 0\r\n").error, "CLIENT_ERROR Illegal slab id");
+  EXPECT_EQ(ParseOne("stats cachedump\r\n").error, "CLIENT_ERROR bad command line");
+  EXPECT_EQ(ParseOne("stats cachedump x 1\r\n").error, "CLIENT_ERROR bad command line format");
+  EXPECT_EQ(ParseOne("stats cachedump 1 -1\r\n").error, "CLIENT_ERROR bad command line format");
+}
+
 // Random bytes never crash the parser, and every result consumes within the input.
 TEST(Protocol, RandomInputFuzz) {
   std::mt19937_64 rng(7);
