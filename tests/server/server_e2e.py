@@ -561,6 +561,8 @@ def test_raw_protocol(srv):
         (b"set \xc3\xa9 1 0 1\r\na\r\nset \xc3\xa9\xc3\xa9 4294967295 0 1\r\nb\r\nget \xc3\xa9 \xc3\xa9\xc3\xa9 \xc3\r\n",
          b"STORED\r\nSTORED\r\nVALUE \xc3\xa9 1 1\r\na\r\nVALUE \xc3\xa9\xc3\xa9 4294967295 1\r\nb\r\nEND\r\n"),
         (b"version junk\r\n", b"VERSION 1.6.18-wort\r\n"),
+        (b"slabs automove 1\r\nslabs automove 9\r\n", b"OK\r\nERROR\r\n"),
+        (b"GET /foo\r\n", b"ERROR\r\n"),
     ]
     for req, want in cases:
         got = talk(p, req)
@@ -570,6 +572,9 @@ def test_raw_protocol(srv):
     check(got == b"CLIENT_ERROR line too long\r\n<EOF>", f"line too long: {got[:100]!r}")
     # quit closes
     check(talk(p, b"quit\r\nget r\r\n", expect_close=True) == b"<EOF>", "quit")
+    # An HTTP request line closes the connection without a reply, as memcached does.
+    got = talk(p, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", expect_close=True)
+    check(got == b"<EOF>", f"HTTP request line: {got!r}")
     # Pipelined requests arriving a byte at a time.
     s = srv.raw()
     for b in b"set slow 0 0 4\r\nabcd\r\nget slow\r\n":
@@ -669,6 +674,35 @@ def test_raw_binary(srv):
     c.close()
 
 
+def test_admin_views(srv):
+    """stats items / slabs (both protocols), stats cachedump through pymemcache, memcdump and
+    lru_crawler metadump (text): the fields memcached names, all items in class 1."""
+    c = srv.client()
+    keys = {f"dump:{i}": f"v{i}".encode() for i in range(50)}
+    check(c.set_many(keys, noreply=False) == [], "admin: set_many")
+    items = c.stats("items")
+    check(int(items.get(b"items:1:number", 0)) >= 50, f"stats items: {list(items.items())[:3]}")
+    slabs = c.stats("slabs")
+    check(int(slabs.get(b"active_slabs", 0)) == 1 and b"1:chunk_size" in slabs, f"stats slabs: {list(slabs)[:4]}")
+    if not BINARY:
+        dump = c.stats("cachedump", "1", "0")
+        check(all(k.encode() in dump for k in keys), f"pymemcache stats cachedump: {len(dump)} keys")
+        check(dump.get(b"dump:7") == b"[2 b; 0 s]", f"cachedump entry: {dump.get(b'dump:7')!r}")
+        r = subprocess.run(["memcdump", f"--servers=127.0.0.1:{srv.port}"], capture_output=True, timeout=30)
+        listed = set(r.stdout.decode(errors="replace").split())
+        check(r.returncode == 0 and set(keys) <= listed, f"memcdump: rc {r.returncode}, {len(listed)} keys")
+        s = srv.raw()
+        s.sendall(b"lru_crawler metadump all\r\n")
+        md = recv_until(s, b"END\r\n")
+        check(md.count(b"\nkey=dump%3A") + md.startswith(b"key=dump%3A") >= 50 and b" cls=1 " in md,
+              f"lru_crawler metadump: {md[:120]!r}")
+        s.sendall(b"stats conns\r\n")
+        conns = recv_until(s, b"END\r\n")
+        check(conns.count(b":addr tcp:127.0.0.1:") >= 2 and b":state conn_parse_cmd" in conns, f"stats conns: {conns[:200]!r}")
+        s.close()
+    c.close()
+
+
 def test_range(srv):
     c = srv.client()
     keys = [f"r:{i:04d}" for i in range(0, 300, 3)]
@@ -752,6 +786,10 @@ def test_libmemcached_tools(srv):
         check(r.returncode == 0, f"memcexist: {r.stderr!r}")
         r = run("memctouch", *proto, servers, "--expire=100", "toolfile")
         check(r.returncode == 0, f"memctouch: {r.stderr!r}")
+        # memaslap (libmemcached's load generator; its keys hold control bytes such as 0x10)
+        r = run("memcaslap", "-s", f"127.0.0.1:{srv.port}", "-t", "1s", "-T", "1", "-c", "4", *(["-B"] if BINARY else []))
+        check(r.returncode == 0 and b"Run time" in r.stdout and b"get_misses: 0" in r.stdout,
+              f"memaslap: rc {r.returncode} {r.stdout[-300:]!r} {r.stderr[-300:]!r}")
         r = run("memcping", servers)
         check(r.returncode == 0, f"memcping: {r.stderr!r}")
         r = run("memcstat", *proto, servers)
@@ -803,6 +841,7 @@ def mode_clients(args):
         test_pymemcache(srv)
         test_raw_binary(srv) if BINARY else test_raw_protocol(srv)
         test_range(srv)
+        test_admin_views(srv)
         test_concurrency(srv)
         test_libmemcached_tools(srv)
         check(srv.alive(), "server still running after everything")
