@@ -22,6 +22,7 @@ namespace wort::server {
 inline constexpr const char* kVersionString = "1.6.18-wort";
 
 class Handler;
+class AuthFile;  // server/auth.h
 
 struct ServerConfig {
   std::string listen = "127.0.0.1";
@@ -29,6 +30,7 @@ struct ServerConfig {
   int threads = 4;
   uint32_t max_conns = 1024;
   Limits limits;  // max_item_size and line limits
+  const AuthFile* auth = nullptr;    // non-null: clients must authenticate (-Y)
 };
 
 // memcached's general-purpose counters (field names as in `stats`).
@@ -43,6 +45,7 @@ struct ServerStats {
   std::atomic<uint64_t> touch_hits{0}, touch_misses{0};
   std::atomic<uint64_t> store_too_large{0}, store_no_memory{0};
   std::atomic<uint64_t> bytes_read{0}, bytes_written{0};
+  std::atomic<uint64_t> auth_cmds{0}, auth_errors{0}, idle_kicks{0};
   std::atomic<uint32_t> verbosity{0};
   // The connections (their handlers) for `stats conns`; see Handler::SetPeer.
   std::mutex conns_mu;
@@ -117,6 +120,7 @@ class Handler {
   // Binary protocol state.
   bin::Parser bin_parser_;
   bin::Request bin_req_;
+  bool sasl_done_ = false;  // SASL PLAIN succeeded on this connection (config_.auth set)
 };
 
 }  // namespace wort::server

@@ -13,8 +13,15 @@
 //    exptime is 0xffffffff, which answers "not found";
 //  * stat answers one packet per statistic (key = name, value = value) and an empty packet; an
 //    unknown group answers "not found".
+//  * authentication (ServerConfig::auth, `-Y authfile`): SASL PLAIN with the password file's
+//    users ("sasl list mechs" answers "PLAIN"; "sasl auth" with mechanism PLAIN and the payload
+//    "[authzid] NUL user NUL password" answers "Authenticated" or "auth error"; "sasl step"
+//    always fails: PLAIN has one step). Until it succeeds, any other request but version and
+//    the SASL ones is answered "auth error" and the connection is closed, as memcached -S does.
+//    Without an authfile the SASL opcodes are "unknown command", as memcached without -S.
 #include <charconv>
 
+#include "server/auth.h"
 #include "server/handler.h"
 
 namespace wort::server {
@@ -68,6 +75,11 @@ Handler::Step Handler::ExecuteBinary(const bin::Request& req, std::string* out) 
     if (!req.quiet) bin::AppendResponse(out, opcode, bin::kOk, opaque, cas, extras, {}, value);
   };
   const std::string_view key = req.key;
+  const bool sasl_op = req.op == bin::kSaslListMechs || req.op == bin::kSaslAuth || req.op == bin::kSaslStep;
+  if (config_.auth != nullptr && !sasl_done_ && !sasl_op && req.op != bin::kVersion) {
+    error(bin::kAuthError);
+    return Step::kClose;
+  }
   if (!key.empty() && key == kMetaKey) {  // the store's own metadata entry
     error(bin::kInvalid);
     return Step::kDone;
@@ -268,10 +280,27 @@ Handler::Step Handler::ExecuteBinary(const bin::Request& req, std::string* out) 
 
     case bin::kSaslListMechs:
     case bin::kSaslAuth:
-    case bin::kSaslStep:
-      // No authentication configured: as memcached without -S.
-      error(bin::kUnknownCommand);
+    case bin::kSaslStep: {
+      if (config_.auth == nullptr) {  // no authentication configured: as memcached without -S
+        error(bin::kUnknownCommand);
+        return Step::kDone;
+      }
+      if (req.op == bin::kSaslListMechs) {
+        bin::AppendResponse(out, opcode, bin::kOk, opaque, 0, {}, {}, "PLAIN");
+        return Step::kDone;
+      }
+      stats_.auth_cmds.fetch_add(1, relaxed);
+      const bool ok = req.op == bin::kSaslAuth && key == "PLAIN" && !req.too_large &&
+                      CheckSaslPlain(*config_.auth, req.value);
+      if (!ok) {
+        stats_.auth_errors.fetch_add(1, relaxed);
+        error(bin::kAuthError);
+        return Step::kDone;
+      }
+      sasl_done_ = true;
+      bin::AppendResponse(out, opcode, bin::kOk, opaque, 0, {}, {}, "Authenticated");
       return Step::kDone;
+    }
 
     default:
       error(bin::kUnknownCommand);

@@ -11,6 +11,7 @@
 
 #include "common/test_util.h"
 #include "fuzz_util.h"
+#include "server/auth.h"
 #include "server/handler.h"
 #include "server/proto_bin.h"
 #include "server/store.h"
@@ -504,6 +505,48 @@ TEST_F(Bin, TooLargeAndMalformedNeverWriteTheStore) {
   EXPECT_EQ(One(Get("g")).status, bin::kKeyNotFound);
   // SASL without authentication configured: unknown command, as memcached without -S.
   EXPECT_EQ(One(EncodeRequest(bin::kSaslListMechs, "", "", "")).status, bin::kUnknownCommand);
+}
+
+// SASL PLAIN against the password file (-Y): memcached -S's replies.
+TEST_F(Bin, SaslPlain) {
+  Run(Set("a", "v"));
+  std::unique_ptr<AuthFile> auth;
+  ASSERT_TRUE(AuthFile::Parse("alice:s3cret:x\nbob:pw\n", "test", &auth).ok());
+  config.auth = auth.get();  // each Run is a new connection
+  // Before authenticating: version and the SASL requests only; anything else is refused and the
+  // connection closed.
+  auto rs = Run(EncodeRequest(bin::kVersion, "", "", "") + EncodeRequest(bin::kSaslListMechs, "", "", "") + Get("a") +
+                Noop());
+  EXPECT_TRUE(closed);
+  ASSERT_EQ(rs.size(), 3u);
+  EXPECT_EQ(rs[1].value, "PLAIN");
+  EXPECT_EQ(rs[2].status, bin::kAuthError);
+  EXPECT_EQ(rs[2].value, "Auth failure.");
+  rs = Run(Set("x", "y", 0, 0, 0, bin::kSetQ));  // quiet requests are refused too
+  EXPECT_TRUE(closed);
+  ASSERT_EQ(rs.size(), 1u);
+  EXPECT_EQ(rs[0].status, bin::kAuthError);
+  // Wrong password, unknown user, wrong mechanism, malformed payload, step: auth error, the
+  // connection stays open; then the right password.
+  const std::string ok = EncodeRequest(bin::kSaslAuth, "", "PLAIN", std::string("\0alice\0s3cret:x", 15));
+  rs = Run(EncodeRequest(bin::kSaslAuth, "", "PLAIN", std::string("\0alice\0s3cret", 13)) +
+           EncodeRequest(bin::kSaslAuth, "", "PLAIN", std::string("\0carol\0pw", 10)) +
+           EncodeRequest(bin::kSaslAuth, "", "CRAM-MD5", std::string("\0bob\0pw", 8)) +
+           EncodeRequest(bin::kSaslAuth, "", "PLAIN", "bob pw") +
+           EncodeRequest(bin::kSaslStep, "", "PLAIN", std::string("\0bob\0pw", 8)) + ok + Get("a") + Noop());
+  EXPECT_FALSE(closed);
+  ASSERT_EQ(rs.size(), 8u);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(rs[i].status, bin::kAuthError) << i;
+  EXPECT_EQ(rs[5].status, bin::kOk);
+  EXPECT_EQ(rs[5].value, "Authenticated");
+  EXPECT_EQ(rs[6].value, "v");
+  // An authzid must name the user.
+  rs = Run(EncodeRequest(bin::kSaslAuth, "", "PLAIN", std::string("bob\0bob\0pw", 10)) + Get("a"));
+  ASSERT_EQ(rs.size(), 2u);
+  EXPECT_EQ(rs[1].value, "v");
+  EXPECT_EQ(One(EncodeRequest(bin::kSaslAuth, "", "PLAIN", std::string("alice\0bob\0pw", 12))).status, bin::kAuthError);
+  EXPECT_EQ(stats.auth_errors.load(), 6u);
+  config.auth = nullptr;
 }
 
 // Random edits of request pipelines through parser + handler + store: no crash, every output
