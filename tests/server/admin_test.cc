@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/test_util.h"
+#include "server_test_util.h"
 #include "server/handler.h"
 #include "server/protocol.h"
 #include "server/store.h"
@@ -24,35 +25,13 @@ struct Admin : ::testing::Test {
   void SetUp() override {
     StoreOptions o;
     o.pool_path = path.str();
-    o.index_kind = "";
-    for (const char* k : {"wort", "woart", "artcow"})
-      if (FindIndexKind(k)) {
-        o.index_kind = k;
-        break;
-      }
+    o.index_kind = testing_util::Kind();
     o.pool_size = 64ull << 20;
     o.crawler = false;
     ASSERT_TRUE(Store::Open(o, &st).ok());
   }
   void TearDown() override { EXPECT_TRUE(st->Close().ok()); }
-  // Runs whole requests through one handler (resuming pieces).
-  std::string Run(Handler& h, std::string_view in) {
-    Parser p(config.limits);
-    Request r;
-    std::string out;
-    while (!in.empty()) {
-      const ParseResult pr = p.Parse(in, &r);
-      if (pr.outcome == Outcome::kNeedMore) break;
-      if (pr.outcome == Outcome::kError) out += std::string(pr.error) + "\r\n";
-      if (pr.outcome == Outcome::kClose) return out + "<close>";
-      if (pr.outcome == Outcome::kRequest) {
-        Handler::Step s = h.Execute(r, &out);
-        while (s == Handler::Step::kMore) s = h.Resume(&out);
-      }
-      in.remove_prefix(pr.consumed);
-    }
-    return out;
-  }
+  std::string Run(Handler& h, std::string_view in) { return testing_util::RunText(h, config.limits, in); }
   std::string Run(std::string_view in) {
     Handler h(*st, stats, config);
     return Run(h, in);

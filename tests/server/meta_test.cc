@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "fuzz_util.h"
+#include "server_test_util.h"
 
 #include <memory>
 #include <random>
@@ -231,41 +232,12 @@ TEST(MetaParse, RandomInputFuzz) {
 
 // ---- parser + handler + store --------------------------------------------------------------
 
-std::string Kind() {
-  for (const char* k : {"wort", "woart", "artcow"})
-    if (FindIndexKind(k)) return k;
-  return DefaultIndexKind();
-}
+using testing_util::Kind;
 
 // A connection without the network: bytes in, reply bytes out.
 std::string RunOn(Store& st, ServerStats& stats, const ServerConfig& config, std::string_view in) {
-  Parser p(config.limits);
   Handler h(st, stats, config);
-  Request r;
-  std::string out;
-  std::string_view rest = in;
-  while (!rest.empty()) {
-    ParseResult pr = p.Parse(rest, &r);
-    switch (pr.outcome) {
-      case Outcome::kNeedMore:
-        ADD_FAILURE() << "incomplete input: " << rest;
-        return out;
-      case Outcome::kClose:
-        out += std::string(pr.error) + "\r\n<close>";
-        return out;
-      case Outcome::kError:
-        if (!pr.noreply) out += std::string(pr.error) + "\r\n";
-        break;
-      case Outcome::kSkipped:
-        break;
-      case Outcome::kRequest:
-        while (h.Execute(r, &out) == Handler::Step::kMore) {
-        }
-        break;
-    }
-    rest = rest.substr(pr.consumed);
-  }
-  return out;
+  return testing_util::RunText(h, config.limits, in);
 }
 
 struct Meta : ::testing::Test {

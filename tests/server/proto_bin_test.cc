@@ -11,6 +11,7 @@
 
 #include "common/test_util.h"
 #include "fuzz_util.h"
+#include "server_test_util.h"
 #include "server/auth.h"
 #include "server/handler.h"
 #include "server/proto_bin.h"
@@ -217,11 +218,7 @@ TEST(BinParse, RandomInputFuzz) {
 
 // ---- parser + handler + store --------------------------------------------------------------
 
-std::string Kind() {
-  for (const char* k : {"wort", "woart", "artcow"})
-    if (FindIndexKind(k)) return k;
-  return DefaultIndexKind();
-}
+using testing_util::Kind;
 
 struct Bin : ::testing::Test {
   test::TempPath path{"bin"};
