@@ -18,12 +18,29 @@ namespace wort::server {
 
 inline constexpr const char* kVersionString = "1.6.18-wort";
 
+class AuthFile;  // server/auth.h
+
+// TLS settings (memcached's -Z and -o ssl_*); see doc/server.md.
+struct TlsConfig {
+  bool enabled = false;
+  std::string chain_cert, key, ca_cert, ciphers;  // PEM files; key defaults to chain_cert
+  int verify_mode = 0;                            // 0 none, 1 request, 2 require, 3 once
+  int min_version = 2;                            // 0 TLS 1.0 .. 3 TLS 1.3
+};
+
 struct ServerConfig {
-  std::string listen = "127.0.0.1";
+  std::string listen = "127.0.0.1";  // one address or a comma-separated list
   uint16_t port = 11211;
   int threads = 4;
   uint32_t max_conns = 1024;
   Limits limits;  // max_item_size and line limits
+  std::string unix_socket;           // non-empty: listen on this unix socket (and not on TCP)
+  uint32_t unix_mask = 0700;         // the socket file's permissions
+  uint32_t idle_timeout = 0;         // seconds without a request before a connection is closed; 0 = never
+  int backlog = 1024;
+  const AuthFile* auth = nullptr;    // non-null: clients must authenticate (-Y)
+  TlsConfig tls;
+  std::string durability;            // the pool's durability level, shown by `stats`
 };
 
 // memcached's general-purpose counters (field names as in `stats`).
@@ -38,6 +55,7 @@ struct ServerStats {
   std::atomic<uint64_t> touch_hits{0}, touch_misses{0};
   std::atomic<uint64_t> store_too_large{0}, store_no_memory{0};
   std::atomic<uint64_t> bytes_read{0}, bytes_written{0};
+  std::atomic<uint64_t> auth_cmds{0}, auth_errors{0}, idle_kicks{0};
   std::atomic<uint32_t> verbosity{0};
   void Reset();
 };

@@ -25,6 +25,9 @@
 
 namespace wort::server {
 
+// OK if `tls` describes a usable server certificate and key (the files load and match).
+Status CheckTls(const TlsConfig& tls);
+
 class Server {
  public:
   Server(Store& store, const ServerConfig& config);

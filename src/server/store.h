@@ -389,5 +389,8 @@ class Store {
 // The index kind `wort serve` uses when none is named: the first of woart, wort, artcow that
 // this build has, else the first registered kind ("" if none).
 std::string DefaultIndexKind();
+// OK if `kind` can hold a server's items: a known, persistent kind (not a volatile reference,
+// which keeps nothing in the pool). Store::Open checks it before it creates or opens a pool.
+Status CheckServableKind(std::string_view kind);
 
 }  // namespace wort::server
