@@ -27,7 +27,6 @@ constexpr size_t kShrinkAbove = 64 << 10;
 using Tcp = asio::ip::tcp;
 using Local = asio::local::stream_protocol;
 using TlsStream = asio::ssl::stream<Tcp::socket>;
-using Clock = std::chrono::steady_clock;
 // How long a graceful stop waits for clients to take their last replies.
 constexpr auto kDrainTimeout = std::chrono::seconds(10);
 constexpr std::string_view kTooManyConns = "ERROR Too many open connections\r\n";
@@ -39,15 +38,15 @@ class ConnBase {
   // Graceful shutdown: a connection waiting for input closes now; one that is executing or
   // sending replies closes once every complete request it has received is answered.
   virtual void Shutdown() = 0;
-  // Closes the connection if it has waited for input since before `cutoff`.
-  virtual void CloseIfIdleSince(Clock::time_point cutoff) = 0;
+  // Called once a second when an idle timeout is set: closes the connection once it has waited
+  // for input through `limit` consecutive sweeps without receiving a byte.
+  virtual void SweepIdle(uint32_t limit) = 0;
 };
 
 // One event loop and the connections it serves. `conns` is declared before `io` so that it
 // outlives the handlers `io` destroys.
 struct Worker {
   std::unordered_set<ConnBase*> conns;
-  Clock::time_point now = Clock::now();  // refreshed by the idle sweep; coarse activity stamps
   std::unique_ptr<asio::io_context> io = std::make_unique<asio::io_context>(1);
   std::unique_ptr<asio::steady_timer> sweep;
   bool stopping = false;
@@ -121,7 +120,6 @@ class Connection final : public ConnBase, public std::enable_shared_from_this<Co
   // Runs on the worker's thread.
   void Start() {
     worker_->conns.insert(this);
-    last_active_ = worker_->now;
     if (srv_->Verbose(2)) fmt::print(stderr, "<{} new client connection\n", id_);
     if (worker_->stopping) {
       Close();
@@ -143,7 +141,6 @@ class Connection final : public ConnBase, public std::enable_shared_from_this<Co
           Close();
           return;
         }
-        last_active_ = worker_->now;
         Read();
       });
       return;
@@ -156,8 +153,13 @@ class Connection final : public ConnBase, public std::enable_shared_from_this<Co
     if (waiting_) Close();
   }
 
-  void CloseIfIdleSince(Clock::time_point cutoff) override {
-    if (waiting_ && last_active_ < cutoff) {
+  void SweepIdle(uint32_t limit) override {
+    if (active_ || !waiting_) {
+      active_ = false;
+      idle_sweeps_ = 0;
+      return;
+    }
+    if (++idle_sweeps_ > limit) {
       srv_->stats.idle_kicks.fetch_add(1, std::memory_order_relaxed);
       if (srv_->Verbose(1)) fmt::print(stderr, "<{} idle timeout\n", id_);
       Close();
@@ -195,7 +197,7 @@ class Connection final : public ConnBase, public std::enable_shared_from_this<Co
                           [this, self](const asio::error_code& ec, size_t n) {
                             waiting_ = false;
                             if (ec) return;  // closed or reset: the connection ends here
-                            last_active_ = worker_->now;
+                            active_ = true;
                             srv_->stats.bytes_read.fetch_add(n, std::memory_order_relaxed);
                             rend_ += n;
                             Process();
@@ -332,7 +334,8 @@ class Connection final : public ConnBase, public std::enable_shared_from_this<Co
   bool draining_ = false;  // graceful shutdown: close at the next read
   bool closed_ = false;
   uint64_t id_ = 0;
-  Clock::time_point last_active_;
+  bool active_ = false;       // received input since the last idle sweep
+  uint32_t idle_sweeps_ = 0;  // sweeps since then
 };
 
 }  // namespace
@@ -382,10 +385,8 @@ void Server::Impl::Sweep(Worker* w) {
   w->sweep->expires_after(std::chrono::seconds(1));
   w->sweep->async_wait([this, w](const asio::error_code& ec) {
     if (ec || w->stopping) return;
-    w->now = Clock::now();
-    const auto cutoff = w->now - std::chrono::seconds(config.idle_timeout);
     std::vector<ConnBase*> all(w->conns.begin(), w->conns.end());
-    for (ConnBase* c : all) c->CloseIfIdleSince(cutoff);
+    for (ConnBase* c : all) c->SweepIdle(config.idle_timeout);
     Sweep(w);
   });
 }
