@@ -212,7 +212,12 @@ def mode_unix(args):
                 try:
                     for j in range(50):
                         key = b"u%d:%d" % (i, j)
-                        o = unix_talk(path, b"set %s 0 0 2\r\nok\r\nget %s\r\n" % (key, key), timeout=5)
+                        c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                        c.settimeout(10)
+                        c.connect(path)
+                        c.sendall(b"set %s 0 0 2\r\nok\r\nget %s\r\n" % (key, key))
+                        o = recv_until(c, b"END\r\n")
+                        c.close()
                         if o != b"STORED\r\nVALUE %s 0 2\r\nok\r\nEND\r\n" % key:
                             errs.append(o)
                 except Exception as e:  # noqa: BLE001
@@ -587,7 +592,7 @@ def mode_cluster(args):
         bad = sum(1 for k, v in hacked.items() if hc2.get(k) != v)
         check(bad == 0, f"HashClient, node 2 restarted: {bad} acknowledged keys unreadable")
     finally:
-        subprocess.run(["bash", cluster, "stop"], env=env, capture_output=True, timeout=60)
+        subprocess.run(["bash", cluster, "clean"], env=env, capture_output=True, timeout=60)
         shutil.rmtree(d, ignore_errors=True)
 
 
