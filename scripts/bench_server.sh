@@ -79,6 +79,7 @@ start_server() {  # name threads -> sets SPORT, SPID
   PIDS+=("$SPID")
   wait_port "$SPORT"
 }
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 stop_server() {  # name
   kill "$SPID" 2>/dev/null || true
   wait "$SPID" 2>/dev/null || true
@@ -88,7 +89,8 @@ stop_server() {  # name
 if [ "$PATTERN" = mix ]; then
   echo "# get/set mixes: fill $KEYSPACE keys, then $REQUESTS requests of random keys key:<uniform in $KEYSPACE>; $CONNS client connections (one blocking connection per client thread)"
   echo "# machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); load average $(cut -d' ' -f1-3 /proc/loadavg)"
-  printf '%-16s %3s %6s %6s %10s %12s %9s %9s %9s %7s %7s\n' server thr value op requests ops/s p50_us p99_us max_us misses errors
+  echo "# srv_cpu_us: the server process's CPU time (user+system) per request, from /proc/PID/stat: less sensitive to other load than ops/s"
+  printf '%-16s %3s %6s %6s %10s %12s %9s %9s %9s %10s %7s\n' server thr value op requests ops/s p50_us p99_us max_us srv_cpu_us errors
   for threads in $THREAD_COUNTS; do
     for vs in $VALUE_SIZES; do
       for name in memcached $KINDS; do
@@ -97,10 +99,17 @@ if [ "$PATTERN" = mix ]; then
         [ "$name" = memcached ] && label="memcached-$(memcached -V | awk '{print $2}')"
         fill=""
         for mix in $MIXES; do
-          "$WORT" bench-server --port "$SPORT" --conns "$CONNS" --requests "$REQUESTS" --keyspace "$KEYSPACE" \
-            --value-size "$vs" --mix "$mix" $fill --max-seconds 60 --label "$label" | grep -v '^#' | grep -v '^server ' |
-            grep -v ' FILL ' | awk -v t="$threads" -v v="$vs" '{printf "%-16s %3s %6s %6s %10s %12s %9s %9s %9s %7s %7s\n", $1, t, v, $3, $4, $5, $6, $7, $8, $9, $10}'
-          fill="--no-fill"
+          if [ -z "$fill" ]; then  # fill the key space once per server, unmeasured
+            "$WORT" bench-server --port "$SPORT" --conns "$CONNS" --keyspace "$KEYSPACE" --value-size "$vs" \
+              --mix "$mix" --requests 0 --max-seconds 60 >/dev/null
+            fill="--no-fill"
+          fi
+          t0=$(cpu_ticks "$SPID")
+          line=$("$WORT" bench-server --port "$SPORT" --conns "$CONNS" --requests "$REQUESTS" --keyspace "$KEYSPACE" \
+            --value-size "$vs" --mix "$mix" $fill --max-seconds 60 --label "$label" | grep -v '^#' | grep -v '^server ')
+          t1=$(cpu_ticks "$SPID")
+          echo "$line" | awk -v t="$threads" -v v="$vs" -v ticks=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" \
+            '{printf "%-16s %3s %6s %6s %10s %12s %9s %9s %9s %10.1f %7s\n", $1, t, v, $3, $4, $5, $6, $7, $8, ($4 > 0 ? ticks * 1e6 / hz / $4 : 0), $10}'
         done
         stop_server "$name"
       done
