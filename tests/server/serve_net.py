@@ -39,43 +39,29 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from server_e2e import FAILURES, check, recv_until, stats, talk  # noqa: E402
+from server_e2e import FAILURES, Server, check, recv_until, stats, talk  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-class Proc:
-    """A `wort serve` started with any arguments; waits for its `listening on` line."""
+class Proc(Server):
+    """A `wort serve` started with any arguments (memcached's flags, -s, ...)."""
 
     def __init__(self, wort, pool, *extra):
-        self.proc = subprocess.Popen([wort, "serve", "--pool", pool, *extra], stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True)
-        self.log = []
-        self.port = None
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            self.log.append(line.rstrip())
-            if "listening on" in line:
-                where = line.split("listening on ")[1].split()[0]
-                if where != "unix":
-                    self.port = int(where.rsplit(":", 1)[1])
-                break
-        if not any("listening on" in l for l in self.log):
-            self.proc.kill()
-            raise RuntimeError("server did not start:\n" + "\n".join(self.log))
-        threading.Thread(target=self._drain, daemon=True).start()
-
-    def _drain(self):
-        for line in self.proc.stdout:
-            self.log.append(line.rstrip())
+        self._launch([wort, "serve", "--pool", pool, *extra])
 
     def stop(self, sig=signal.SIGTERM, timeout=30):
         self.proc.send_signal(sig)
-        rc = self.proc.wait(timeout)
-        return rc
+        return self.proc.wait(timeout)
+
+
+def parse_stats(raw):
+    d = {}
+    for line in raw.decode(errors="replace").split("\r\n"):
+        p = line.split(" ", 2)
+        if len(p) == 3 and p[0] == "STAT":
+            d[p[1]] = p[2]
+    return d
 
 
 def run(args_list, timeout=60):
@@ -199,11 +185,7 @@ def mode_unix(args):
             check(stat.S_IMODE(st.st_mode) == 0o660, f"-a 660: mode {oct(stat.S_IMODE(st.st_mode))}")
             out = unix_talk(path, b"set k 5 0 3\r\nabc\r\nget k\r\n")
             check(out == b"STORED\r\nVALUE k 5 3\r\nabc\r\nEND\r\n", f"unix: {out!r}")
-            st = {}
-            for line in unix_talk(path, b"stats settings\r\n").decode().split("\r\n"):
-                p = line.split(" ", 2)
-                if len(p) == 3:
-                    st[p[1]] = p[2]
+            st = parse_stats(unix_talk(path, b"stats settings\r\n"))
             check(st.get("domain_socket") == path and st.get("umask") == "660", f"stats settings: {st}")
             # Many clients at once over the socket.
             errs = []
@@ -265,12 +247,8 @@ def mode_limits(args):
         for i, s in enumerate(conns):
             s.sendall(b"set c%d 0 0 1\r\nx\r\n" % i)
             check(recv_until(s, b"\r\n") == b"STORED\r\n", f"connection {i} still works after refusals")
-        st = {}
         conns[0].sendall(b"stats\r\n")
-        for line in recv_until(conns[0], b"END\r\n").decode().split("\r\n"):
-            p = line.split(" ", 2)
-            if len(p) == 3:
-                st[p[1]] = p[2]
+        st = parse_stats(recv_until(conns[0], b"END\r\n"))
         check(st.get("rejected_connections") == "3", f"rejected_connections {st.get('rejected_connections')}")
         for s in conns:
             s.close()
@@ -413,11 +391,7 @@ def mode_auth(args):
         out = recv_until(s, b"END\r\n")
         check(out == b"CLIENT_ERROR unauthenticated\r\nSTORED\r\nVALUE k 0 2\r\nhi\r\nEND\r\n", f"byte by byte: {out!r}")
         s.sendall(b"stats\r\n")
-        st = {}
-        for line in recv_until(s, b"END\r\n").decode().split("\r\n"):
-            q = line.split(" ", 2)
-            if len(q) == 3:
-                st[q[1]] = q[2]
+        st = parse_stats(recv_until(s, b"END\r\n"))
         check(st.get("auth_errors") == "2", f"auth_errors {st.get('auth_errors')}")
         check(int(st.get("auth_cmds", 0)) >= 6, f"auth_cmds {st.get('auth_cmds')}")
         s.sendall(b"stats settings\r\n")
@@ -490,16 +464,12 @@ def mode_tls(args):
                                    input=script, capture_output=True, timeout=30)
                 check(b"VALUE tk 9 %d\r\n" % len(val) in r.stdout and r.stdout.endswith(b"END\r\n"),
                       f"openssl s_client: {r.stdout[:80]!r} {r.stderr[-300:]!r}")
-                st = {}
                 s = tls_conn(srv.port, cert)
                 if with_auth:
                     s.sendall(b"set x 0 0 12\r\nalice s3cret\r\n")
                     recv_until(s, b"\r\n")
                 s.sendall(b"stats settings\r\n")
-                for line in recv_until(s, b"END\r\n").decode().split("\r\n"):
-                    q = line.split(" ", 2)
-                    if len(q) == 3:
-                        st[q[1]] = q[2]
+                st = parse_stats(recv_until(s, b"END\r\n"))
                 s.close()
                 check(st.get("ssl_enabled") == "yes" and st.get("ssl_chain_cert") == cert, f"stats settings: {st}")
             finally:

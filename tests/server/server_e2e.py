@@ -55,11 +55,15 @@ class Server:
 
     def __init__(self, wort, pool, *extra):
         idx = ["--index", Server.index] if Server.index else []
-        self.proc = subprocess.Popen(
-            [wort, "serve", "--pool", pool, "--port", "0", "--threads", "2", *idx, *extra],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self._launch([wort, "serve", "--pool", pool, "--port", "0", "--threads", "2", *idx, *extra])
+        self.ordered = not any(f"index {k}," in l for l in self.log for k in ("cceh", "ccehc", "linp", "cuck", "bch", "levl", "path"))
+
+    def _launch(self, cmd):
+        """Starts cmd and waits for its `listening on` line (port None for a unix socket)."""
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.log = []
         self.port = None
+        listening = False
         deadline = time.time() + 30
         while time.time() < deadline:
             line = self.proc.stdout.readline()
@@ -67,11 +71,14 @@ class Server:
                 break
             self.log.append(line.rstrip())
             if "listening on" in line:
-                self.port = int(line.split("listening on ")[1].split()[0].rsplit(":", 1)[1])
+                where = line.split("listening on ")[1].split()[0]
+                if where != "unix":
+                    self.port = int(where.rsplit(":", 1)[1])
+                listening = True
                 break
-        if self.port is None:
+        if not listening:
+            self.proc.kill()
             raise RuntimeError("server did not start:\n" + "\n".join(self.log))
-        self.ordered = not any(f"index {k}," in l for l in self.log for k in ("cceh", "ccehc", "linp", "cuck", "bch", "levl", "path"))
         # Keep draining its output so that it never blocks on a full pipe.
         threading.Thread(target=self._drain, daemon=True).start()
 
