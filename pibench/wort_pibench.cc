@@ -154,21 +154,18 @@ extern "C" tree_api* create_tree(const tree_options_t& opt) {
     std::unique_ptr<wort::Pool> old;
     s = wort::Pool::Open(path, ro, &old);
     if (!s.ok()) {
-      std::fprintf(stderr, "wort_pibench: %s exists and is not a wort pool (%s); not removing it
-", path.c_str(),
+      std::fprintf(stderr, "wort_pibench: %s exists and is not a wort pool (%s); not removing it\n", path.c_str(),
                    s.ToString().c_str());
       return nullptr;
     }
     old.reset();
     std::filesystem::remove(path, ec);
     if (ec) {
-      std::fprintf(stderr, "wort_pibench: cannot remove the old pool %s: %s
-", path.c_str(), ec.message().c_str());
+      std::fprintf(stderr, "wort_pibench: cannot remove the old pool %s: %s\n", path.c_str(), ec.message().c_str());
       return nullptr;
     }
     std::fprintf(stderr, "wort_pibench: removed the existing pool %s; starting from a fresh one "
-                 "(WORT_PIBENCH_REUSE_POOL=1 reopens it instead)
-", path.c_str());
+                 "(WORT_PIBENCH_REUSE_POOL=1 reopens it instead)\n", path.c_str());
   }
   s = wort::Pool::OpenOrCreate(path, po, &pool);
   if (!s.ok()) {

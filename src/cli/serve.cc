@@ -16,9 +16,12 @@
 #include <thread>
 
 #include "cli/command.h"
+#include "cli/options.h"
 #include "server/auth.h"
 #include "server/server.h"
 #include "server/store.h"
+#include "wort/pool.h"
+#include "wort/version.h"
 
 namespace wort::cli {
 namespace {
@@ -29,27 +32,12 @@ namespace {
   throw CLI::RuntimeError(2);
 }
 
+// A size as every wort subcommand reads it (cli/options.h: 64M, 1g, 4096, ...).
 uint64_t ParseBytes(const std::string& s, const char* what) {
-  size_t pos = 0;
-  double v = 0;
-  try {
-    v = std::stod(s, &pos);
-  } catch (const std::exception&) {
-    Usage(fmt::format("{}: bad size '{}'", what, s));
-  }
-  uint64_t mul = 1;
-  if (pos < s.size()) {
-    switch (std::toupper(static_cast<unsigned char>(s[pos]))) {
-      case 'K': mul = 1ull << 10; break;
-      case 'M': mul = 1ull << 20; break;
-      case 'G': mul = 1ull << 30; break;
-      case 'T': mul = 1ull << 40; break;
-      default: Usage(fmt::format("{}: bad size suffix in '{}'", what, s));
-    }
-    if (pos + 1 != s.size()) Usage(fmt::format("{}: bad size '{}'", what, s));
-  }
-  if (v < 0) Usage(fmt::format("{}: negative size '{}'", what, s));
-  return static_cast<uint64_t>(v * static_cast<double>(mul));
+  uint64_t v = 0;
+  Status st = ParseSize(s, &v);
+  if (!st.ok()) Usage(fmt::format("{}: {}", what, st.message()));
+  return v;
 }
 
 uint64_t ParseUint(const std::string& s, const char* what, int base = 10) {
@@ -104,6 +92,7 @@ struct ServeOpts {
   bool disable_evictions = false;
   std::string unix_socket, unix_mask = "700", auth_file, user;
   bool tls = false;
+  bool sync = false;
   std::vector<std::string> extended;
   uint32_t idle_timeout = 0;
   int backlog = 1024;
@@ -196,6 +185,11 @@ void AddServe(CLI::App& app) {
                   "store should not drop acknowledged data silently")
       ->capture_default_str()
       ->check(CLI::IsMember({"none", "lru"}));
+  cmd->add_flag("--sync", o->sync,
+                "On a file without DAX: every persist also msyncs, so acknowledged writes survive an OS crash or "
+                "power loss (file-sync durability), at a system call per write");
+  cmd->set_version_flag("-V,--version", fmt::format("wort serve {} (memcached 1.6.18 protocol; the version command answers {})", Version(),
+                                                    server::kVersionString));
   cmd->add_flag("-M,--disable-evictions", o->disable_evictions,
                 "memcached's -M: refuse writes when the pool is full (wort's default, = --evict none)");
   cmd->add_flag("-v,--verbose", o->verbose,
@@ -252,6 +246,7 @@ void AddServe(CLI::App& app) {
     if (so.pool_size < (8ull << 20)) Usage("the pool size (-m/--pool-size) must be at least 8 MiB");
     so.max_item_size = ParseBytes(o->max_item_size, "-I/--max-item-size");
     so.evict = o->evict == "lru" ? server::EvictPolicy::kLru : server::EvictPolicy::kNone;
+    so.sync = o->sync;
     if (so.max_item_size < 1024 || so.max_item_size > (1ull << 30))
       Usage("-I/--max-item-size must be between 1k and 1024m (as memcached's)");
 
@@ -293,10 +288,12 @@ void AddServe(CLI::App& app) {
       throw CLI::RuntimeError(1);
     }
     const bool clean = store->pool().opened_clean();
-    fmt::print("wort serve: pool {} opened in {:.3f} ms ({}), index {}, {} items, generation {}\n", o->pool,
-               store->open_seconds() * 1e3,
+    const Durability dur = store->pool().durability();
+    fmt::print("wort serve {}: pool {} opened in {:.3f} ms ({}), index {}, {} items, generation {}, durability {}\n",
+               Version(), o->pool, store->open_seconds() * 1e3,
                clean ? "clean shutdown" : "after an unclean shutdown: post-crash recovery runs in the background",
-               store->index_kind(), store->curr_items(), store->pool().generation());
+               store->index_kind(), store->curr_items(), store->pool().generation(), DurabilityName(dur));
+    fmt::print("wort serve: durability {}: {}\n", DurabilityName(dur), DurabilityDescription(dur));
     std::fflush(stdout);
     std::thread recovery_log;
     if (!clean) {
@@ -308,6 +305,7 @@ void AddServe(CLI::App& app) {
       });
     }
 
+    cfg.durability = DurabilityName(dur);
     server::Server srv(*store, cfg);
     srv.stats().verbosity.store(static_cast<uint32_t>(o->verbose));
     s = srv.Start();

@@ -150,6 +150,7 @@ Status Store::Open(const StoreOptions& opts, std::unique_ptr<Store>* out) {
   po.max_size = opts.pool_size;
   po.initial_size = std::min<uint64_t>(opts.pool_size, 64ull << 20);
   po.background_recovery = true;  // instant restart: serve while the post-crash GC runs
+  po.sync = opts.sync;
   WORT_RETURN_IF_ERROR(Pool::OpenOrCreate(opts.pool_path, po, &st->pool_));
 
   IndexOptions io;

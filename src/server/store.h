@@ -166,6 +166,7 @@ struct StoreOptions {
   uint64_t pool_size = 1ull << 30;     // max size of a new pool
   uint64_t max_item_size = 1 << 20;    // longest value (append/prepend results included)
   bool crawler = true;                 // background removal of dead items (ordered indexes)
+  bool sync = false;                   // PoolOptions::sync: file-sync durability without DAX
   double crawler_interval_s = 10;
   EvictPolicy evict = EvictPolicy::kNone;
 };

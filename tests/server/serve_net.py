@@ -133,6 +133,9 @@ def mode_flags(args):
     check(r.returncode == 2 and "line 2" in r.stderr, f"malformed authfile: {r.returncode} {r.stderr}")
     check(not os.path.exists(pool), "malformed authfile: a pool file was left behind")
 
+    r = run([w, "serve", "-V"])
+    check(r.returncode == 0 and r.stdout.startswith("wort serve ") and not os.path.exists(pool), f"-V: {r}")
+
     # memcached's command line as an init script writes it, plus --pool.
     srv = Proc(w, pool, "-p", "0", "-l", "127.0.0.1", "-U", "0", "-c", "17", "-t", "2", "-m", "64", "-I", "2m",
                "-M", "-v", "-b", "64", "-o", "maxconns_fast,idle_timeout=100")
@@ -147,6 +150,9 @@ def mode_flags(args):
         check(st.get("idle_timeout") == "100", f"-o idle_timeout: {st.get('idle_timeout')}")
         check(st.get("tcpport") == str(srv.port), f"tcpport: {st.get('tcpport')}")
         check(st.get("inter") == "127.0.0.1", f"-l: {st.get('inter')}")
+        # The pool is under /dev/shm: tmpfs durability, in the start line and in stats.
+        check(any("durability tmpfs" in l for l in srv.log), f"durability in the start line: {srv.log[:2]}")
+        check(stats(srv.port).get("wort_durability") == "tmpfs", "stats wort_durability")
         big = b"x" * (1536 << 10)  # 1.5 MiB: over the default 1m, under -I 2m
         out = talk(srv.port, b"set big 0 0 %d\r\n" % len(big) + big + b"\r\n", timeout=5)
         check(out == b"STORED\r\n", f"-I 2m: a 1.5 MiB value: {out[:80]!r}")
