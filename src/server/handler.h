@@ -9,8 +9,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
+#include <set>
 #include <string>
 
+#include "server/proto_bin.h"
 #include "server/protocol.h"
 #include "server/store.h"
 #include "wort/version.h"
@@ -28,6 +31,8 @@ struct TlsConfig {
   int verify_mode = 0;                            // 0 none, 1 request, 2 require, 3 once
   int min_version = 2;                            // 0 TLS 1.0 .. 3 TLS 1.3
 };
+
+class Handler;
 
 struct ServerConfig {
   std::string listen = "127.0.0.1";  // one address or a comma-separated list
@@ -58,6 +63,9 @@ struct ServerStats {
   std::atomic<uint64_t> bytes_read{0}, bytes_written{0};
   std::atomic<uint64_t> auth_cmds{0}, auth_errors{0}, idle_kicks{0};
   std::atomic<uint32_t> verbosity{0};
+  // The connections (their handlers) for `stats conns`; see Handler::SetPeer.
+  std::mutex conns_mu;
+  std::set<const Handler*> conns;
   void Reset();
 };
 
@@ -67,7 +75,14 @@ class Handler {
   static constexpr size_t kHighWater = 1 << 20;
 
   Handler(Store& store, ServerStats& stats, const ServerConfig& config)
-      : store_(store), stats_(stats), config_(config) {}
+      : store_(store), stats_(stats), config_(config), bin_parser_(config.limits) {}
+  ~Handler();
+  Handler(const Handler&) = delete;
+  Handler& operator=(const Handler&) = delete;
+
+  // Names the connection for `stats conns` (its socket descriptor and memcached-style
+  // addresses, "tcp:127.0.0.1:5000") and lists it there until the handler is destroyed.
+  void SetPeer(int fd, std::string addr, std::string listen_addr);
 
   // Executes `req` and appends its reply to *out (nothing for noreply). On kMore, the request's
   // views must stay valid until Resume returns kDone.
@@ -75,9 +90,32 @@ class Handler {
   // Continues a retrieval that returned kMore.
   Step Resume(std::string* out);
 
+  // ---- the binary protocol (handler_bin.cc) ----
+  // What RunBinary did: `consumed` bytes of `in` are done; then the caller reads more (`need`:
+  // the input size the next request needs, when known), or sends `out` and calls RunBinary
+  // again (kFlush: the output passed kHighWater), or sends `out` and closes (kClose).
+  struct BinProgress {
+    enum class Next { kRead, kFlush, kClose };
+    size_t consumed = 0;
+    size_t need = 0;
+    Next next = Next::kRead;
+  };
+  // Parses and executes the binary requests at the front of `in`, appending the responses.
+  BinProgress RunBinary(std::string_view in, std::string* out);
+  // Executes one parsed binary request (kClose: quit).
+  Step ExecuteBinary(const bin::Request& req, std::string* out);
+
  private:
   Step Retrieve(std::string* out);
   Step RangeStep(std::string* out);
+  // lru_crawler metadump, in pieces of about kHighWater bytes.
+  Step MetadumpStep(std::string* out);
+  // stats cachedump / items / slabs / conns: memcached's fields for wort's single class 1.
+  void Cachedump(const Request& req, std::string* out);
+  void ClassStats(std::string_view group, std::string* out);
+  void Conns(std::string* out);
+  // Seconds since the epoch from the coarse clock (stats conns' secs_since_last_cmd).
+  static int64_t CoarseNow();
   // mg, ms, md, ma, me, mn (the reply formats are in handler.cc).
   void Meta(const Request& req, std::string* out);
   void Stats(std::string_view group, std::string* out);
@@ -90,6 +128,14 @@ class Handler {
   size_t next_key_ = 0;
   std::string range_next_;
   uint64_t range_left_ = 0;
+  // stats conns.
+  int fd_ = -1;
+  std::string peer_, listen_addr_;
+  std::atomic<int64_t> last_cmd_{0};
+  bool registered_ = false;
+  // Binary protocol state.
+  bin::Parser bin_parser_;
+  bin::Request bin_req_;
 };
 
 }  // namespace wort::server

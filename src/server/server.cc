@@ -93,6 +93,22 @@ void CloseStream(Stream& s) {
   s.lowest_layer().close(ec);
 }
 
+// "tcp:<addr>:<port>" of the peer and of the local end (stats conns); "unix:<path>" for both ends
+// of a unix socket.
+std::pair<std::string, std::string> PeerNames(Tcp::socket& s) {
+  asio::error_code ec;
+  const auto peer = s.remote_endpoint(ec);
+  const auto local = s.local_endpoint(ec);
+  return {fmt::format("tcp:{}:{}", peer.address().to_string(), peer.port()),
+          fmt::format("tcp:{}:{}", local.address().to_string(), local.port())};
+}
+std::pair<std::string, std::string> PeerNames(TlsStream& s) { return PeerNames(s.next_layer()); }
+std::pair<std::string, std::string> PeerNames(Local::socket& s) {
+  asio::error_code ec;
+  const std::string path = s.local_endpoint(ec).path();
+  return {"unix:" + path, "unix:" + path};
+}
+
 template <class Stream>
 class Connection final : public ConnBase, public std::enable_shared_from_this<Connection<Stream>> {
  public:
@@ -124,6 +140,10 @@ class Connection final : public ConnBase, public std::enable_shared_from_this<Co
     if (worker_->stopping) {
       Close();
       return;
+    }
+    {  // for `stats conns`
+      auto [peer, local] = PeerNames(sock_);
+      handler_.SetPeer(static_cast<int>(sock_.lowest_layer().native_handle()), peer, local);
     }
     if constexpr (std::is_same_v<Stream, Tcp::socket>) {
       asio::error_code ec;
@@ -207,6 +227,26 @@ class Connection final : public ConnBase, public std::enable_shared_from_this<Co
   // Parses and executes every complete request in the buffer, then writes the replies.
   void Process() {
     need_ = 0;
+    // The first byte of a connection selects its protocol, as in memcached: 0x80 = binary.
+    if (mode_ == Mode::kUnknown && rend_ > rpos_)
+      mode_ = static_cast<uint8_t>(buf_[rpos_]) == bin::kRequestMagic ? Mode::kBinary : Mode::kText;
+    if (mode_ == Mode::kBinary) {
+      if (!authenticated_) {
+        // -Y: SASL on the binary protocol is not wired in yet; a binary client cannot
+        // authenticate, so it is not served (memcached with -Y serves text only as well).
+        if (srv_->Verbose(1)) fmt::print(stderr, "<{} binary protocol refused: authentication is on\n", id_);
+        Close();
+        return;
+      }
+      const Handler::BinProgress p = handler_.RunBinary(std::string_view(buf_.data() + rpos_, rend_ - rpos_), &out_);
+      rpos_ += p.consumed;
+      need_ = p.need;
+      if (p.next == Handler::BinProgress::Next::kClose) Write([this] { Close(); });
+      else if (p.next == Handler::BinProgress::Next::kFlush) Write([this] { Process(); });
+      else if (out_.empty()) Read();
+      else Write([this] { Read(); });
+      return;
+    }
     if (!authenticated_ && !Authenticate()) return;
     for (;;) {
       if (out_.size() >= Handler::kHighWater) {
@@ -336,6 +376,7 @@ class Connection final : public ConnBase, public std::enable_shared_from_this<Co
   uint64_t id_ = 0;
   bool active_ = false;       // received input since the last idle sweep
   uint32_t idle_sweeps_ = 0;  // sweeps since then
+  enum class Mode : uint8_t { kUnknown, kText, kBinary } mode_ = Mode::kUnknown;
 };
 
 }  // namespace

@@ -23,6 +23,7 @@ bool IsMetaKey(std::string_view k) { return k == kMetaKey; }
 ItemView View(std::string_view key, const Record* r) {
   ItemView v{key, r->flags, r->cas, {r->data(), r->length}};
   v.exptime = r->exptime;
+  v.time = RecordTime(r);
   v.stale = (RecordState(r) & kStateStale) != 0;
   v.token_sent = (RecordState(r) & kStateTokenSent) != 0;
   return v;

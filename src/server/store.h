@@ -138,6 +138,7 @@ struct ItemView {
   uint64_t cas = 0;
   std::string_view data;
   int64_t exptime = 0;      // absolute, as stored (0 = never)
+  int64_t time = 0;         // unix seconds of the write that stored this record
   bool stale = false;       // kStateStale
   bool token_sent = false;  // kStateTokenSent, as it was before this request
   bool won = false;         // MetaGet: this request won the recache (the W flag)

@@ -75,13 +75,29 @@ TEST(Protocol, Keys) {
   const std::string k250(250, 'k'), k251(251, 'k');
   EXPECT_EQ(ParseOne("get " + k250 + "\r\n").outcome, Outcome::kRequest);
   EXPECT_EQ(ParseOne("get " + k251 + "\r\n").error, "CLIENT_ERROR bad command line format");
-  // Control characters (0x00, 0x01, tab, DEL) are refused; bytes >= 0x80 are fine.
-  for (char c : {'\0', '\x01', '\t', '\x7f'}) {
-    std::string line = "get a";
-    line += c;
-    line += "b\r\n";
-    EXPECT_EQ(ParseOne(line).error, "CLIENT_ERROR bad command line format") << int(c);
+  // As memcached 1.6.18: every byte but space, "\n" and 0x00 is a key byte - control bytes
+  // (0x10 as memaslap sends), tab, "\r" inside the line, DEL; bytes >= 0x80.
+  for (int c = 1; c < 256; ++c) {
+    if (c == ' ' || c == '\n') continue;
+    const std::string key = std::string("a") + static_cast<char>(c) + "b";
+    auto q = ParseOne("get " + key + "\r\n");
+    ASSERT_EQ(q.outcome, Outcome::kRequest) << c;
+    ASSERT_EQ(q.req.keys.size(), 1u);
+    EXPECT_EQ(q.req.keys[0], key) << c;
+    EXPECT_EQ(ParseOne("set " + key + " 0 0 1\r\nv\r\n").outcome, Outcome::kRequest) << c;
   }
+  // A 0x00 ends the line, as in memcached (which reads it as a C string).
+  auto z = ParseOne(std::string("get a\0b c\r\n", 11));
+  ASSERT_EQ(z.outcome, Outcome::kRequest);
+  ASSERT_EQ(z.req.keys.size(), 1u);
+  EXPECT_EQ(z.req.keys[0], "a");
+  EXPECT_EQ(z.consumed, 11u);
+  EXPECT_EQ(ParseOne(std::string("set a\0b 0 0 1\r\n", 16)).error, "ERROR");
+  EXPECT_EQ(ParseOne(std::string("get \0\r\n", 7)).error, "ERROR");
+  // Only the last "\r" of a line is its terminator.
+  z = ParseOne("get a\r\r\n");
+  ASSERT_EQ(z.outcome, Outcome::kRequest);
+  EXPECT_EQ(z.req.keys[0], "a\r");
   auto p = ParseOne("get \xc3\xa9t\xc3\xa9 \xff\x80\r\n");
   ASSERT_EQ(p.outcome, Outcome::kRequest);
   EXPECT_EQ(p.req.keys[0], "\xc3\xa9t\xc3\xa9");
@@ -93,6 +109,8 @@ TEST(Protocol, Keys) {
   EXPECT_FALSE(ValidKey(""));
   EXPECT_FALSE(ValidKey("a b"));
   EXPECT_FALSE(ValidKey(std::string_view("a\0b", 3)));
+  EXPECT_FALSE(ValidKey("a\nb"));
+  EXPECT_TRUE(ValidKey("a\x10\t\x7f\r"));
 }
 
 TEST(Protocol, StorageCommands) {
