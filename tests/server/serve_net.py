@@ -404,6 +404,10 @@ def mode_auth(args):
         check(b"STAT auth_enabled_ascii " + authfile.encode() in recv_until(s, b"END\r\n"), "stats settings auth")
         s.close()
         check(talk(p, b"set x 0 0 99999\r\n") == b"CLIENT_ERROR auth token too long\r\n", "too long")
+        # A binary-protocol client (a noop packet) cannot authenticate with -Y: it is not served.
+        noop = bytes([0x80, 0x0a]) + bytes(22)
+        out = talk(p, noop, expect_close=True)
+        check(out == b"<EOF>", f"binary client with -Y: {out!r}")
         check(talk(p, b"x" * 3000, expect_close=True).endswith(b"<EOF>"), "3000 bytes without a newline: closed")
     finally:
         check(srv.stop() == 0, "auth: clean exit")
