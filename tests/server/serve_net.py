@@ -68,27 +68,6 @@ def run(args_list, timeout=60):
     return subprocess.run(args_list, capture_output=True, text=True, timeout=timeout)
 
 
-def unix_talk(path, data, timeout=2.0):
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(timeout)
-    s.connect(path)
-    s.sendall(data)
-    out = b""
-    s.settimeout(0.3)
-    end = time.time() + timeout
-    while time.time() < end:
-        try:
-            d = s.recv(1 << 20)
-        except socket.timeout:
-            break
-        if not d:
-            out += b"<EOF>"
-            break
-        out += d
-    s.close()
-    return out
-
-
 # ---- flags ----------------------------------------------------------------------------------
 
 def mode_flags(args):
@@ -189,9 +168,9 @@ def mode_unix(args):
             st = os.stat(path)
             check(stat.S_ISSOCK(st.st_mode), "-s: the path is a socket")
             check(stat.S_IMODE(st.st_mode) == 0o660, f"-a 660: mode {oct(stat.S_IMODE(st.st_mode))}")
-            out = unix_talk(path, b"set k 5 0 3\r\nabc\r\nget k\r\n")
+            out = talk(path, b"set k 5 0 3\r\nabc\r\nget k\r\n")
             check(out == b"STORED\r\nVALUE k 5 3\r\nabc\r\nEND\r\n", f"unix: {out!r}")
-            st = parse_stats(unix_talk(path, b"stats settings\r\n"))
+            st = parse_stats(talk(path, b"stats settings\r\n"))
             check(st.get("domain_socket") == path and st.get("umask") == "660", f"stats settings: {st}")
             # Many clients at once over the socket.
             errs = []
@@ -222,7 +201,7 @@ def mode_unix(args):
         # Restart on the pool over the socket: the items are there.
         srv = Proc(args.wort, args.pool, "--unix-socket", path)
         try:
-            check(unix_talk(path, b"get k\r\n") == b"VALUE k 5 3\r\nabc\r\nEND\r\n", "unix: item after restart")
+            check(talk(path, b"get k\r\n") == b"VALUE k 5 3\r\nabc\r\nEND\r\n", "unix: item after restart")
             check(stat.S_IMODE(os.stat(path).st_mode) == 0o700, "default -a is 700 as memcached")
         finally:
             check(srv.stop() == 0, "unix restart: clean exit")

@@ -369,8 +369,14 @@ class Server:
 
 
 def talk(port, data, expect_close=False, timeout=2.0):
-    """Sends raw bytes, returns everything the server replied until it goes quiet."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    """Sends raw bytes, returns everything the server replied until it goes quiet. `port` may be
+    the path of a unix socket."""
+    if isinstance(port, str):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(timeout)
+        s.connect(port)
+    else:
+        s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
     s.sendall(data)
     out = b""
     s.settimeout(0.3)
