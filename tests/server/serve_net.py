@@ -16,7 +16,7 @@ MODE is one of:
             busy ones are not.
   shutdown  SIGTERM/SIGINT while clients pipeline writes: exit code 0, every acknowledged write is
             there after the restart and the restart finds a clean pool (no post-crash GC); an idle
-            client does not delay the shutdown.
+            client does not delay the shutdown; one that never reads its replies holds it ~10 s.
   auth      -Y: memcached's text-protocol authentication, replies as memcached 1.6.
   tls       -Z with a certificate made here by openssl: Python's ssl module and `openssl s_client`
             speak to it (with and without -Y); a plaintext client gets nothing served.
@@ -342,6 +342,23 @@ def mode_shutdown(args):
             print(f"{sig.name}: {len(keys)} acknowledged writes, all present after the restart", flush=True)
         finally:
             check(srv.stop() == 0, "shutdown restart: clean exit")
+
+    # A client that never reads its replies holds the shutdown at most ~10 s (then the loops are
+    # stopped; the pool is still closed cleanly).
+    srv = Proc(args.wort, args.pool, "-p", "0", "-t", "1")
+    big = b"b" * (1 << 20)
+    talk(srv.port, b"set big 0 0 %d\r\n%s\r\n" % (len(big), big), timeout=5)
+    hog = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+    hog.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    hog.sendall(b"get big\r\n" * 64)  # 64 MiB of replies it will not read
+    time.sleep(0.5)
+    t0 = time.time()
+    rc = srv.stop()
+    took = time.time() - t0
+    hog.close()
+    check(rc == 0 and any("pool closed cleanly" in l for l in srv.log), f"stuck reader: {rc} {srv.log[-3:]}")
+    check(took < 20, f"a client that does not read held the shutdown {took:.1f} s")
+    print(f"shutdown with a client that does not read: {took:.1f} s", flush=True)
 
 
 # ---- auth -----------------------------------------------------------------------------------
