@@ -9,6 +9,7 @@
 #include <cctype>
 #include <charconv>
 
+#include "server/auth.h"
 #include "wort/alloc.h"
 
 namespace wort::server {
@@ -71,7 +72,8 @@ void ServerStats::Reset() {
   for (auto* c : {&total_connections, &rejected_connections, &cmd_get, &cmd_set, &cmd_flush, &cmd_touch, &get_hits,
                   &get_misses, &get_expired, &get_flushed, &delete_hits, &delete_misses, &incr_hits, &incr_misses,
                   &decr_hits, &decr_misses, &cas_hits, &cas_misses, &cas_badval, &touch_hits, &touch_misses,
-                  &store_too_large, &store_no_memory, &bytes_read, &bytes_written})
+                  &store_too_large, &store_no_memory, &bytes_read, &bytes_written, &auth_cmds, &auth_errors,
+                  &idle_kicks})
     c->store(0, std::memory_order_relaxed);
 }
 
@@ -388,6 +390,9 @@ void Handler::Stats(std::string_view group, std::string* out) {
     Stat(out, "touch_misses", ld(stats_.touch_misses));
     Stat(out, "store_too_large", ld(stats_.store_too_large));
     Stat(out, "store_no_memory", ld(stats_.store_no_memory));
+    Stat(out, "auth_cmds", ld(stats_.auth_cmds));
+    Stat(out, "auth_errors", ld(stats_.auth_errors));
+    Stat(out, "idle_kicks", ld(stats_.idle_kicks));
     Stat(out, "bytes_read", ld(stats_.bytes_read));
     Stat(out, "bytes_written", ld(stats_.bytes_written));
     Stat(out, "limit_maxbytes", store_.pool().max_size());
@@ -410,6 +415,7 @@ void Handler::Stats(std::string_view group, std::string* out) {
     Stat(out, "wort_recovery_done", uint64_t(store_.pool().recovery_done() ? 1 : 0));
     Stat(out, "wort_evict_refused", ld(store_.counters().evict_failures));
     Stat(out, "wort_evict_chunk_rounds", ld(store_.counters().evict_chunk_rounds));
+    if (!config_.durability.empty()) Stat(out, "wort_durability", config_.durability);
   } else if (group == "settings") {
     Stat(out, "maxbytes", store_.pool().max_size());
     Stat(out, "maxconns", uint64_t(config_.max_conns));
@@ -421,6 +427,20 @@ void Handler::Stats(std::string_view group, std::string* out) {
     Stat(out, "cas_enabled", "yes");
     Stat(out, "item_size_max", config_.limits.max_item_size);
     Stat(out, "flush_enabled", "yes");
+    Stat(out, "domain_socket", config_.unix_socket.empty() ? std::string("NULL") : config_.unix_socket);
+    char mask[8];
+    std::snprintf(mask, sizeof(mask), "%o", config_.unix_mask);
+    Stat(out, "umask", std::string_view(mask));
+    Stat(out, "idle_timeout", uint64_t(config_.idle_timeout));
+    Stat(out, "auth_enabled_ascii", config_.auth ? config_.auth->path() : std::string("no"));
+    Stat(out, "ssl_enabled", config_.tls.enabled ? "yes" : "no");
+    if (config_.tls.enabled) {
+      Stat(out, "ssl_chain_cert", config_.tls.chain_cert);
+      Stat(out, "ssl_key", config_.tls.key);
+      Stat(out, "ssl_ca_cert", config_.tls.ca_cert.empty() ? std::string("NULL") : config_.tls.ca_cert);
+      Stat(out, "ssl_verify_mode", uint64_t(config_.tls.verify_mode));
+      Stat(out, "ssl_min_version", uint64_t(config_.tls.min_version));
+    }
     Stat(out, "wort_index", store_.index_kind());
   } else if (group == "reset") {
     stats_.Reset();

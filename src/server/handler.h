@@ -16,21 +16,37 @@
 #include "server/proto_bin.h"
 #include "server/protocol.h"
 #include "server/store.h"
+#include "wort/version.h"
 
 namespace wort::server {
 
-inline constexpr const char* kVersionString = "1.6.18-wort";
+inline constexpr const char* kVersionString = "1.6.18-wort-" WORT_VERSION_STRING;  // memcached protocol 1.6.18, then wort::Version()
 
-class Handler;
 class AuthFile;  // server/auth.h
 
+// TLS settings (memcached's -Z and -o ssl_*); see doc/server.md.
+struct TlsConfig {
+  bool enabled = false;
+  std::string chain_cert, key, ca_cert, ciphers;  // PEM files; key defaults to chain_cert
+  int verify_mode = 0;                            // 0 none, 1 request, 2 require, 3 once
+  int min_version = 2;                            // 0 TLS 1.0 .. 3 TLS 1.3
+};
+
+class Handler;
+
 struct ServerConfig {
-  std::string listen = "127.0.0.1";
+  std::string listen = "127.0.0.1";  // one address or a comma-separated list
   uint16_t port = 11211;
   int threads = 4;
   uint32_t max_conns = 1024;
   Limits limits;  // max_item_size and line limits
+  std::string unix_socket;           // non-empty: listen on this unix socket (and not on TCP)
+  uint32_t unix_mask = 0700;         // the socket file's permissions
+  uint32_t idle_timeout = 0;         // seconds without a request before a connection is closed; 0 = never
+  int backlog = 1024;
   const AuthFile* auth = nullptr;    // non-null: clients must authenticate (-Y)
+  TlsConfig tls;
+  std::string durability;            // the pool's durability level, shown by `stats`
 };
 
 // memcached's general-purpose counters (field names as in `stats`).

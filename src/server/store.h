@@ -167,6 +167,7 @@ struct StoreOptions {
   uint64_t pool_size = 1ull << 30;     // max size of a new pool
   uint64_t max_item_size = 1 << 20;    // longest value (append/prepend results included)
   bool crawler = true;                 // background removal of dead items (ordered indexes)
+  bool sync = false;                   // PoolOptions::sync: file-sync durability without DAX
   double crawler_interval_s = 10;
   EvictPolicy evict = EvictPolicy::kNone;
 };
@@ -390,5 +391,8 @@ class Store {
 // The index kind `wort serve` uses when none is named: the first of woart, wort, artcow that
 // this build has, else the first registered kind ("" if none).
 std::string DefaultIndexKind();
+// OK if `kind` can hold a server's items: a known, persistent kind (not a volatile reference,
+// which keeps nothing in the pool). Store::Open checks it before it creates or opens a pool.
+Status CheckServableKind(std::string_view kind);
 
 }  // namespace wort::server

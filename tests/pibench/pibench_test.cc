@@ -49,6 +49,7 @@ void Drive(const std::string& kind, size_t key_size, size_t value_size) {
     return s;
   };
   for (int round = 0; round < 2; ++round) {  // the second round reopens the pool
+    ::setenv("WORT_PIBENCH_REUSE_POOL", round == 0 ? "0" : "1", 1);
     std::unique_ptr<tree_api> t(create(opt));
     ASSERT_NE(t, nullptr);
     std::vector<char> out(value_size);

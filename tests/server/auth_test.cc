@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <random>
 #include <string>
 
 #include "common/test_util.h"
@@ -143,6 +144,50 @@ TEST(Auth, TextExchangeCutAtEveryByte) {
     EXPECT_EQ(st.reply, "STORED") << cut;
     EXPECT_TRUE(st.authenticated);
     EXPECT_EQ(st.consumed, buf.size()) << cut;
+  }
+}
+
+// Random inputs (mutations of a valid request and random bytes): every step consumes at most
+// its input, a kNeedMore comes only with an incomplete line or payload, a reply always makes
+// progress.
+TEST(Auth, TextExchangeRandomInputs) {
+  auto a = Make("alice:s3cret\n");
+  std::mt19937_64 rng(17);
+  const std::string good = "set x 0 0 12\r\nalice s3cret\r\n";
+  for (int iter = 0; iter < 20000; ++iter) {
+    std::string in = good;
+    const int edits = 1 + static_cast<int>(rng() % 4);
+    for (int e = 0; e < edits; ++e) {
+      const size_t pos = rng() % (in.size() + 1);
+      switch (rng() % 3) {
+        case 0: in.insert(pos, 1, static_cast<char>(rng())); break;
+        case 1: if (pos < in.size()) in.erase(pos, 1); break;
+        default: if (pos < in.size()) in[pos] = static_cast<char>(rng()); break;
+      }
+    }
+    if (iter % 10 == 0) {
+      in.clear();
+      for (size_t n = rng() % 64; n > 0; --n) in.push_back(static_cast<char>(rng() % 4 == 0 ? '\n' : rng()));
+    }
+    size_t pending = 0;
+    std::string_view rest = in;
+    for (int steps = 0; steps < 1000; ++steps) {
+      const TextAuthStep st = TextAuth(*a, rest, &pending);
+      ASSERT_LE(st.consumed, rest.size()) << iter;
+      rest.remove_prefix(st.consumed);
+      if (st.outcome == TextAuthStep::Outcome::kNeedMore) {
+        // Waiting is right only when the input really is incomplete.
+        if (pending == 0) EXPECT_EQ(rest.find('\n'), std::string_view::npos) << iter;
+        else EXPECT_LT(rest.size(), pending) << iter;
+      }
+      if (st.outcome != TextAuthStep::Outcome::kReply) break;
+      ASSERT_GT(st.consumed, 0u) << iter;  // a reply always makes progress
+      ASSERT_FALSE(st.reply.empty());
+      if (st.authenticated) {
+        EXPECT_EQ(st.reply, "STORED");
+        break;
+      }
+    }
   }
 }
 

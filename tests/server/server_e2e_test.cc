@@ -11,19 +11,11 @@
 #include <string>
 
 #include "common/test_util.h"
+#include "server/e2e_util.h"
 #include "wort/index.h"
 
 namespace wort {
 namespace {
-
-std::string Python() {
-  std::string venv;
-  if (const char* v = std::getenv("WORT_VENV")) venv = v;
-  else if (const char* h = std::getenv("HOME")) venv = std::string(h) + "/.cache/wort-venv";
-  const std::string py = venv + "/bin/python3";
-  if (!venv.empty() && std::filesystem::exists(py)) return py;
-  return "python3";
-}
 
 std::string Script() {
   return (std::filesystem::path(__FILE__).parent_path() / "server_e2e.py").string();
@@ -32,17 +24,12 @@ std::string Script() {
 // Runs one mode (binary: its binary-protocol twin); returns its exit status (or -1).
 int RunMode(const std::string& mode, const std::string& index, bool binary = false) {
   test::TempPath pool("serve-" + mode + (binary ? "-bin" : ""));
-  std::string cmd = Python() + " -c 'import pymemcache' 2>/dev/null";
-  if (std::system(cmd.c_str()) != 0) {
-    ADD_FAILURE() << "pymemcache is missing for " << Python() << ": run scripts/setup.sh";
-    return -1;
-  }
-  cmd = Python() + " " + Script() + " " + mode + " --wort " + WORT_CLI_PATH + " --pool " + pool.str();
-  if (!index.empty()) cmd += " --index " + index;
-  if (binary) cmd += " --binary";
-  const int st = std::system(cmd.c_str());
+  std::string extra;
+  if (!index.empty()) extra += " --index " + index;
+  if (binary) extra += " --binary";
+  const int st = test::RunPythonMode(Script(), mode, pool.str(), extra);
   std::filesystem::remove(pool.str() + ".mc");
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return st;
 }
 
 // Each test runs twice: over the text protocol (pymemcache, raw text) and over the binary
