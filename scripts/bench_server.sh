@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
-# The WORT paper's Memcached experiment (section 5.4, Figure 11) on this machine: the
+# Load on `wort serve` beside memcached, same client, same settings. Two patterns:
+#
+# PATTERN=mix (default): the grid of issue 17: get/set 90/10 and 50/50 (MIXES), 100-byte and
+# 4 KiB values (VALUE_SIZES), 1 and 2 server threads (THREAD_COUNTS), CONNS client connections;
+# each run fills the key space once, then runs REQUESTS random requests; ops/s and p50/p99.
+#
+# PATTERN=phases: the WORT paper's Memcached experiment (section 5.4, Figure 11) on this machine: the
 # mc-benchmark pattern (a series of SETs of random string keys, then a series of GETs) with 4 and
 # with 50 client connections, against `wort serve` with each radix tree and against Debian's
 # memcached 1.6, all started here on 127.0.0.1 with the same client (`wort bench-server`) and
 # the same settings. Prints one table. Not a test: nothing is asserted.
 #
 #   scripts/bench_server.sh [BUILD_DIR]
-# Environment:
+# Environment (PATTERN=mix): MIXES (default "90 50"), VALUE_SIZES ("100 4096"), THREAD_COUNTS
+#   ("1 2"), CONNS (default 32), REQUESTS (default 200000), KEYSPACE (default 100000), KINDS.
+# Environment (PATTERN=phases):
 #   REQUESTS   requests per phase (default 200000)     KEYSPACE   distinct keys (default 100000)
 #   VALUE_SIZE bytes per value (default 32)            THREADS    server worker threads (default 2)
 #   KINDS      index kinds to serve (default "wort woart artcow", those this build has)
@@ -15,13 +23,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${1:-build}
+PATTERN=${PATTERN:-mix}
 WORT="$BUILD_DIR/wort"
 REQUESTS=${REQUESTS:-200000}
 KEYSPACE=${KEYSPACE:-100000}
 VALUE_SIZE=${VALUE_SIZE:-32}
 THREADS=${THREADS:-2}
 KINDS=${KINDS:-"wort woart artcow"}
-CONNS=${CONNS:-"4 50"}
+if [ "$PATTERN" = mix ]; then CONNS=${CONNS:-32}; else CONNS=${CONNS:-"4 50"}; fi
+MIXES=${MIXES:-"90 50"}
+VALUE_SIZES=${VALUE_SIZES:-"100 4096"}
+THREAD_COUNTS=${THREAD_COUNTS:-"1 2"}
 [ -x "$WORT" ] || { echo "bench_server: $WORT not built" >&2; exit 1; }
 command -v memcached >/dev/null || { echo "bench_server: memcached not installed (scripts/setup.sh)" >&2; exit 1; }
 
@@ -50,6 +62,61 @@ run_client() {  # label port
       --value-size "$VALUE_SIZE" --max-seconds 60 --label "$1" | grep -v '^#' | grep -v '^server '
   done
 }
+
+start_server() {  # name threads -> sets SPORT, SPID
+  local name=$1 threads=$2
+  SPORT=$(free_port)
+  if [ "$name" = memcached ]; then
+    memcached -u "$(id -un)" -l 127.0.0.1 -p "$SPORT" -U 0 -t "$threads" -m 4096 -c 4096 &
+    SPID=$!
+  else
+    local pool="/dev/shm/wort-bench-server-$$-$name.pool"
+    rm -f "$pool"
+    POOLS+=("$pool")
+    "$WORT" serve --pool "$pool" --index "$name" -p "$SPORT" -t "$threads" -c 4096 --pool-size 4G >/dev/null 2>&1 &
+    SPID=$!
+  fi
+  PIDS+=("$SPID")
+  wait_port "$SPORT"
+}
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+stop_server() {  # name
+  kill "$SPID" 2>/dev/null || true
+  wait "$SPID" 2>/dev/null || true
+  [ "$1" = memcached ] || rm -f "/dev/shm/wort-bench-server-$$-$1.pool"
+}
+
+if [ "$PATTERN" = mix ]; then
+  echo "# get/set mixes: fill $KEYSPACE keys, then $REQUESTS requests of random keys key:<uniform in $KEYSPACE>; $CONNS client connections (one blocking connection per client thread)"
+  echo "# machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "# srv_cpu_us: the server process's CPU time (user+system) per request, from /proc/PID/stat: less sensitive to other load than ops/s"
+  printf '%-16s %3s %6s %6s %10s %12s %9s %9s %9s %10s %7s\n' server thr value op requests ops/s p50_us p99_us max_us srv_cpu_us errors
+  for threads in $THREAD_COUNTS; do
+    for vs in $VALUE_SIZES; do
+      for name in memcached $KINDS; do
+        if ! start_server "$name" "$threads"; then echo "# $name did not start (kind not in this build?)"; continue; fi
+        label=$name
+        [ "$name" = memcached ] && label="memcached-$(memcached -V | awk '{print $2}')"
+        fill=""
+        for mix in $MIXES; do
+          if [ -z "$fill" ]; then  # fill the key space once per server, unmeasured
+            "$WORT" bench-server --port "$SPORT" --conns "$CONNS" --keyspace "$KEYSPACE" --value-size "$vs" \
+              --mix "$mix" --requests 0 --max-seconds 60 >/dev/null
+            fill="--no-fill"
+          fi
+          t0=$(cpu_ticks "$SPID")
+          line=$("$WORT" bench-server --port "$SPORT" --conns "$CONNS" --requests "$REQUESTS" --keyspace "$KEYSPACE" \
+            --value-size "$vs" --mix "$mix" $fill --max-seconds 60 --label "$label" | grep -v '^#' | grep -v '^server ')
+          t1=$(cpu_ticks "$SPID")
+          echo "$line" | awk -v t="$threads" -v v="$vs" -v ticks=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" \
+            '{printf "%-16s %3s %6s %6s %10s %12s %9s %9s %9s %10.1f %7s\n", $1, t, v, $3, $4, $5, $6, $7, $8, ($4 > 0 ? ticks * 1e6 / hz / $4 : 0), $10}'
+        done
+        stop_server "$name"
+      done
+    done
+  done
+  exit 0
+fi
 
 echo "# mc-benchmark pattern: $REQUESTS SETs then $REQUESTS GETs per run, keys key:<uniform in $KEYSPACE>, ${VALUE_SIZE}-byte values"
 echo "# servers: $THREADS worker threads each, on 127.0.0.1; client: wort bench-server (one blocking connection per thread)"

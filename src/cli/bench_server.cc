@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 
 #include <memory>
+#include <vector>
 
 #include "cli/command.h"
 #include "server/loadgen.h"
@@ -14,6 +15,8 @@ namespace {
 void AddBenchServer(CLI::App& app) {
   auto o = std::make_shared<server::LoadOptions>();
   auto label = std::make_shared<std::string>("server");
+  auto mix = std::make_shared<int>(-1);
+  auto fill = std::make_shared<bool>(true);
   auto* cmd = app.add_subcommand("bench-server",
                                  "mc-benchmark pattern (SETs then GETs of random string keys) against a memcached-"
                                  "compatible server");
@@ -25,15 +28,32 @@ void AddBenchServer(CLI::App& app) {
   cmd->add_option("--value-size", o->value_size, "Bytes per value")->capture_default_str();
   cmd->add_option("--max-seconds", o->max_seconds, "Time limit per phase")->capture_default_str();
   cmd->add_option("--label", *label, "Name printed in the result lines")->capture_default_str();
-  cmd->callback([o, label] {
-    fmt::print("# bench-server: {} at {}:{}, {} connections, {} requests per phase, keyspace {}, {}-byte values\n",
-               *label, o->host, o->port, o->connections, o->requests, o->keyspace, o->value_size);
+  cmd->add_option("--more-ports", o->more_ports,
+                  "More servers on the same host (space- or comma-separated): each key goes to one server by a hash "
+                  "of the key, as a cluster's clients partition keys")
+      ->delimiter(',');
+  cmd->add_option("--mix", *mix,
+                  "Instead of a SET phase then a GET phase: fill the key space once, then one phase of random keys "
+                  "with this percentage of gets and the rest sets (e.g. 90 or 50)")
+      ->check(CLI::Range(0, 100));
+  cmd->add_flag("!--no-fill", *fill, "With --mix: skip the fill (the keys are already there)");
+  cmd->callback([o, label, mix, fill] {
+    fmt::print("# bench-server: {} at {}:{}{}, {} connections, {} requests per phase, keyspace {}, {}-byte values\n",
+               *label, o->host, o->port,
+               o->more_ports.empty() ? "" : fmt::format(" (+{} more servers, keys partitioned by hash)", o->more_ports.size()),
+               o->connections, o->requests, o->keyspace, o->value_size);
     fmt::print("{:<16} {:>5} {:>6} {:>10} {:>12} {:>9} {:>9} {:>9} {:>7} {:>7}\n", "server", "conns", "op", "requests",
                "ops/s", "p50_us", "p99_us", "max_us", "misses", "errors");
     bool failed = false;
-    for (bool set : {true, false}) {
+    std::vector<server::Phase> phases{server::Phase::kSet, server::Phase::kGet};
+    if (*mix >= 0) {
+      o->get_percent = *mix;
+      phases = {server::Phase::kMixed};
+      if (*fill) phases.insert(phases.begin(), server::Phase::kFill);
+    }
+    for (server::Phase phase : phases) {
       server::PhaseResult r;
-      Status s = server::RunPhase(*o, set, &r);
+      Status s = server::RunPhase(*o, phase, &r);
       if (!s.ok()) {
         fmt::print(stderr, "wort bench-server: {}\n", s.ToString());
         throw CLI::RuntimeError(1);

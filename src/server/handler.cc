@@ -2,11 +2,14 @@
 #include "server/handler.h"
 
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 
+#include "server/auth.h"
 #include "wort/alloc.h"
 
 namespace wort::server {
@@ -69,12 +72,37 @@ void ServerStats::Reset() {
   for (auto* c : {&total_connections, &rejected_connections, &cmd_get, &cmd_set, &cmd_flush, &cmd_touch, &get_hits,
                   &get_misses, &get_expired, &get_flushed, &delete_hits, &delete_misses, &incr_hits, &incr_misses,
                   &decr_hits, &decr_misses, &cas_hits, &cas_misses, &cas_badval, &touch_hits, &touch_misses,
-                  &store_too_large, &store_no_memory, &bytes_read, &bytes_written})
+                  &store_too_large, &store_no_memory, &bytes_read, &bytes_written, &auth_cmds, &auth_errors,
+                  &idle_kicks})
     c->store(0, std::memory_order_relaxed);
+}
+
+Handler::~Handler() {
+  if (registered_) {
+    std::lock_guard<std::mutex> g(stats_.conns_mu);
+    stats_.conns.erase(this);
+  }
+}
+
+void Handler::SetPeer(int fd, std::string addr, std::string listen_addr) {
+  fd_ = fd;
+  peer_ = std::move(addr);
+  listen_addr_ = std::move(listen_addr);
+  last_cmd_.store(CoarseNow(), std::memory_order_relaxed);
+  std::lock_guard<std::mutex> g(stats_.conns_mu);
+  stats_.conns.insert(this);
+  registered_ = true;
+}
+
+int64_t Handler::CoarseNow() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+  return ts.tv_sec;
 }
 
 Handler::Step Handler::Execute(const Request& req, std::string* out) {
   const size_t mark = out->size();
+  if (registered_) last_cmd_.store(CoarseNow(), std::memory_order_relaxed);
   Step step = Step::kDone;
   const auto relaxed = std::memory_order_relaxed;
   switch (req.cmd) {
@@ -219,8 +247,31 @@ Handler::Step Handler::Execute(const Request& req, std::string* out) {
       break;
 
     case Command::kStats:
-      Stats(req.arg, out);
+      if (req.arg == "cachedump") Cachedump(req, out);
+      else Stats(req.arg, out);
       break;
+
+    case Command::kSlabsAutomove:  // no slab classes to move pages between: nothing to do
+      Line(out, "OK");
+      break;
+
+    case Command::kSlabsReassign:
+      Line(out, "CLIENT_ERROR slab reassignment disabled");
+      break;
+
+    case Command::kLruMetadump:
+      if (req.class_id != 1) {  // wort keeps every item in class 1
+        Line(out, "END");
+        break;
+      }
+      if (!store_.ordered()) {
+        Line(out, "SERVER_ERROR metadump needs an ordered index; this server's index (" +
+                      std::string(store_.index_kind()) + ") is a hash index");
+        break;
+      }
+      pending_ = req;
+      range_next_.clear();
+      return MetadumpStep(out);
 
     case Command::kQuit:
       return Step::kClose;
@@ -239,7 +290,9 @@ Handler::Step Handler::Execute(const Request& req, std::string* out) {
 }
 
 Handler::Step Handler::Resume(std::string* out) {
-  return pending_.cmd == Command::kRange ? RangeStep(out) : Retrieve(out);
+  if (pending_.cmd == Command::kRange) return RangeStep(out);
+  if (pending_.cmd == Command::kLruMetadump) return MetadumpStep(out);
+  return Retrieve(out);
 }
 
 Handler::Step Handler::Retrieve(std::string* out) {
@@ -337,6 +390,9 @@ void Handler::Stats(std::string_view group, std::string* out) {
     Stat(out, "touch_misses", ld(stats_.touch_misses));
     Stat(out, "store_too_large", ld(stats_.store_too_large));
     Stat(out, "store_no_memory", ld(stats_.store_no_memory));
+    Stat(out, "auth_cmds", ld(stats_.auth_cmds));
+    Stat(out, "auth_errors", ld(stats_.auth_errors));
+    Stat(out, "idle_kicks", ld(stats_.idle_kicks));
     Stat(out, "bytes_read", ld(stats_.bytes_read));
     Stat(out, "bytes_written", ld(stats_.bytes_written));
     Stat(out, "limit_maxbytes", store_.pool().max_size());
@@ -359,6 +415,7 @@ void Handler::Stats(std::string_view group, std::string* out) {
     Stat(out, "wort_recovery_done", uint64_t(store_.pool().recovery_done() ? 1 : 0));
     Stat(out, "wort_evict_refused", ld(store_.counters().evict_failures));
     Stat(out, "wort_evict_chunk_rounds", ld(store_.counters().evict_chunk_rounds));
+    if (!config_.durability.empty()) Stat(out, "wort_durability", config_.durability);
   } else if (group == "settings") {
     Stat(out, "maxbytes", store_.pool().max_size());
     Stat(out, "maxconns", uint64_t(config_.max_conns));
@@ -370,13 +427,31 @@ void Handler::Stats(std::string_view group, std::string* out) {
     Stat(out, "cas_enabled", "yes");
     Stat(out, "item_size_max", config_.limits.max_item_size);
     Stat(out, "flush_enabled", "yes");
+    Stat(out, "domain_socket", config_.unix_socket.empty() ? std::string("NULL") : config_.unix_socket);
+    char mask[8];
+    std::snprintf(mask, sizeof(mask), "%o", config_.unix_mask);
+    Stat(out, "umask", std::string_view(mask));
+    Stat(out, "idle_timeout", uint64_t(config_.idle_timeout));
+    Stat(out, "auth_enabled_ascii", config_.auth ? config_.auth->path() : std::string("no"));
+    Stat(out, "ssl_enabled", config_.tls.enabled ? "yes" : "no");
+    if (config_.tls.enabled) {
+      Stat(out, "ssl_chain_cert", config_.tls.chain_cert);
+      Stat(out, "ssl_key", config_.tls.key);
+      Stat(out, "ssl_ca_cert", config_.tls.ca_cert.empty() ? std::string("NULL") : config_.tls.ca_cert);
+      Stat(out, "ssl_verify_mode", uint64_t(config_.tls.verify_mode));
+      Stat(out, "ssl_min_version", uint64_t(config_.tls.min_version));
+    }
     Stat(out, "wort_index", store_.index_kind());
   } else if (group == "reset") {
     stats_.Reset();
     Line(out, "RESET");
     return;
-  } else if (group == "items" || group == "slabs" || group == "sizes" || group == "conns") {
-    // memcached's slab allocator groups have no counterpart here: an empty list.
+  } else if (group == "items" || group == "slabs") {
+    ClassStats(group, out);
+  } else if (group == "conns") {
+    Conns(out);
+  } else if (group == "sizes") {
+    Stat(out, "sizes_status", "disabled");  // as memcached without -o track_sizes
   } else {
     Line(out, "ERROR");
     return;
@@ -637,6 +712,198 @@ void Handler::Meta(const Request& req, std::string* out) {
 
     default:
       return;
+  }
+}
+
+}  // namespace wort::server
+
+// ---- memcached's slab-class views ------------------------------------------------------------
+//
+// wort has no slab classes (the pool's allocator has size classes of its own, not exposed):
+// every item is reported in class 1, with memcached's field names, so that tools that walk the
+// classes (memcdump, memcached-tool, pymemcache's stats helpers) find the items. Fields wort
+// cannot know (LRU segment moves, ages) are 0; the counters it keeps are filled in.
+
+namespace wort::server {
+
+namespace {
+
+// The largest key: the end of a whole-store scan.
+const std::string& MaxKey() {
+  static const std::string k(kMaxKeyLength, '\xff');
+  return k;
+}
+
+// memcached's metadump key encoding: bytes outside [A-Za-z0-9-._~] as %XX.
+void AppendUriEncoded(std::string* out, std::string_view key) {
+  static const char* kHex = "0123456789ABCDEF";
+  for (unsigned char c : key) {
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
+      out->push_back(static_cast<char>(c));
+    } else {
+      out->push_back('%');
+      out->push_back(kHex[c >> 4]);
+      out->push_back(kHex[c & 15]);
+    }
+  }
+}
+
+constexpr uint64_t kCachedumpMaxBytes = 2 << 20;  // memcached's limit of one cachedump reply
+// A Range limit meaning "every item" (Store::Range adds to its limit: no ~0).
+constexpr uint64_t kWholeStore = uint64_t{1} << 62;
+
+}  // namespace
+
+void Handler::Cachedump(const Request& req, std::string* out) {
+  // "ITEM <key> [<bytes> b; <exptime> s]" per item of class 1 (exptime absolute, 0 = never),
+  // in key order, at most `limit` (0 = all) and about 2 MiB, as memcached limits it. A hash index
+  // cannot be walked: its dump is empty.
+  if (req.class_id == 1 && store_.ordered()) {
+    const size_t start = out->size();
+    uint64_t emitted = 0;
+    const uint64_t limit = req.limit == 0 ? kWholeStore : req.limit;
+    const Status s = store_.Range(
+        "", MaxKey(), limit,
+        [&](const ItemView& it) {
+          out->append("ITEM ");
+          out->append(it.key);
+          out->append(" [");
+          AppendU64(out, it.data.size());
+          out->append(" b; ");
+          AppendU64(out, static_cast<uint64_t>(std::max<int64_t>(it.exptime, 0)));
+          out->append(" s]\r\n");
+          return out->size() - start < kCachedumpMaxBytes;
+        },
+        nullptr, &emitted);
+    if (!s.ok()) {
+      Line(out, "SERVER_ERROR " + s.message());
+      return;
+    }
+  }
+  Line(out, "END");
+}
+
+Handler::Step Handler::MetadumpStep(std::string* out) {
+  // "key=<uri-encoded key> exp=<absolute, -1 = never> la=<time of the last write> cas=<cas>
+  // fetch=no cls=1 size=<record bytes>\n" per item (memcached ends these lines with "\n" only),
+  // then "END\r\n". wort keeps no access time: la is the last write's time.
+  std::string next;
+  uint64_t emitted = 0;
+  Status s = store_.Range(
+      range_next_, MaxKey(), kWholeStore,
+      [&](const ItemView& it) {
+        out->append("key=");
+        AppendUriEncoded(out, it.key);
+        out->append(" exp=");
+        if (it.exptime == 0) out->append("-1");
+        else AppendU64(out, static_cast<uint64_t>(std::max<int64_t>(it.exptime, 0)));
+        out->append(" la=");
+        AppendU64(out, static_cast<uint64_t>(std::max<int64_t>(it.time, 0)));
+        out->append(" cas=");
+        AppendU64(out, it.cas);
+        out->append(" fetch=no cls=1 size=");
+        AppendU64(out, sizeof(Record) + it.data.size());
+        out->push_back('\n');
+        return out->size() < kHighWater;
+      },
+      &next, &emitted);
+  if (!s.ok()) {
+    Line(out, "SERVER_ERROR " + s.message());
+    return Step::kDone;
+  }
+  if (!next.empty()) {
+    range_next_ = std::move(next);
+    return Step::kMore;
+  }
+  Line(out, "END");
+  return Step::kDone;
+}
+
+void Handler::ClassStats(std::string_view group, std::string* out) {
+  const uint64_t items = store_.curr_items();
+  const auto ld = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+  if (group == "items") {
+    if (items == 0) return;  // memcached lists only classes that hold items
+    const StoreCounters& c = store_.counters();
+    const std::pair<const char*, uint64_t> fields[] = {
+        {"number", items},
+        {"number_hot", 0},
+        {"number_warm", 0},
+        {"number_cold", items},
+        {"age_hot", 0},
+        {"age_warm", 0},
+        {"age", 0},
+        {"mem_requested", store_.bytes_allocated()},
+        {"evicted", ld(c.evictions)},
+        {"evicted_nonzero", 0},
+        {"evicted_time", 0},
+        {"outofmemory", ld(stats_.store_no_memory)},
+        {"tailrepairs", 0},
+        {"reclaimed", ld(c.reclaimed)},
+        {"expired_unfetched", ld(c.expired_unfetched)},
+        {"evicted_unfetched", ld(c.evicted_unfetched)},
+        {"evicted_active", 0},
+        {"crawler_reclaimed", 0},
+        {"crawler_items_checked", ld(c.crawler_items_checked)},
+        {"lrutail_reflocked", 0},
+        {"moves_to_cold", 0},
+        {"moves_to_warm", 0},
+        {"moves_within_lru", 0},
+        {"direct_reclaims", 0},
+        {"hits_to_hot", 0},
+        {"hits_to_warm", 0},
+        {"hits_to_cold", ld(stats_.get_hits)},
+        {"hits_to_temp", 0},
+    };
+    for (const auto& [name, v] : fields) Stat(out, std::string("items:1:") + name, v);
+    return;
+  }
+  // slabs: class 1 is the pool's heap, in 64-byte chunks (the allocation granule) and 1 MiB
+  // pages (the pool's chunks).
+  const uint64_t pool = store_.pool().size();
+  const uint64_t used = store_.bytes_allocated();
+  if (items > 0) {
+    constexpr uint64_t kChunk = 64, kPage = 1 << 20;
+    const uint64_t pages = (pool + kPage - 1) / kPage;
+    const uint64_t total = pages * (kPage / kChunk);
+    const uint64_t used_chunks = std::min(total, (used + kChunk - 1) / kChunk);
+    const std::pair<const char*, uint64_t> fields[] = {
+        {"chunk_size", kChunk},
+        {"chunks_per_page", kPage / kChunk},
+        {"total_pages", pages},
+        {"total_chunks", total},
+        {"used_chunks", used_chunks},
+        {"free_chunks", total - used_chunks},
+        {"free_chunks_end", 0},
+        {"get_hits", ld(stats_.get_hits)},
+        {"cmd_set", ld(stats_.cmd_set)},
+        {"delete_hits", ld(stats_.delete_hits)},
+        {"incr_hits", ld(stats_.incr_hits)},
+        {"decr_hits", ld(stats_.decr_hits)},
+        {"cas_hits", ld(stats_.cas_hits)},
+        {"cas_badval", ld(stats_.cas_badval)},
+        {"touch_hits", ld(stats_.touch_hits)},
+    };
+    for (const auto& [name, v] : fields) Stat(out, std::string("1:") + name, v);
+  }
+  Stat(out, "active_slabs", uint64_t(items > 0 ? 1 : 0));
+  Stat(out, "total_malloced", items > 0 ? pool : 0);
+}
+
+void Handler::Conns(std::string* out) {
+  // One entry per open connection: "<fd>:addr", "<fd>:listen_addr", "<fd>:state" (this one
+  // conn_parse_cmd, the others conn_waiting: wort does not track the others' state),
+  // "<fd>:secs_since_last_cmd". The listening socket is not listed.
+  const int64_t now = CoarseNow();
+  std::lock_guard<std::mutex> g(stats_.conns_mu);
+  std::vector<const Handler*> conns(stats_.conns.begin(), stats_.conns.end());
+  std::sort(conns.begin(), conns.end(), [](const Handler* a, const Handler* b) { return a->fd_ < b->fd_; });
+  for (const Handler* h : conns) {
+    const std::string p = std::to_string(h->fd_) + ":";
+    Stat(out, p + "addr", h->peer_);
+    Stat(out, p + "listen_addr", h->listen_addr_);
+    Stat(out, p + "state", h == this ? "conn_parse_cmd" : "conn_waiting");
+    Stat(out, p + "secs_since_last_cmd", std::max<int64_t>(0, now - h->last_cmd_.load(std::memory_order_relaxed)));
   }
 }
 

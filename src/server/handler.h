@@ -9,8 +9,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
+#include <set>
 #include <string>
 
+#include "server/proto_bin.h"
 #include "server/protocol.h"
 #include "server/store.h"
 #include "wort/version.h"
@@ -19,12 +22,31 @@ namespace wort::server {
 
 inline constexpr const char* kVersionString = "1.6.18-wort-" WORT_VERSION_STRING;  // memcached protocol 1.6.18, then wort::Version()
 
+class AuthFile;  // server/auth.h
+
+// TLS settings (memcached's -Z and -o ssl_*); see doc/server.md.
+struct TlsConfig {
+  bool enabled = false;
+  std::string chain_cert, key, ca_cert, ciphers;  // PEM files; key defaults to chain_cert
+  int verify_mode = 0;                            // 0 none, 1 request, 2 require, 3 once
+  int min_version = 2;                            // 0 TLS 1.0 .. 3 TLS 1.3
+};
+
+class Handler;
+
 struct ServerConfig {
-  std::string listen = "127.0.0.1";
+  std::string listen = "127.0.0.1";  // one address or a comma-separated list
   uint16_t port = 11211;
   int threads = 4;
   uint32_t max_conns = 1024;
   Limits limits;  // max_item_size and line limits
+  std::string unix_socket;           // non-empty: listen on this unix socket (and not on TCP)
+  uint32_t unix_mask = 0700;         // the socket file's permissions
+  uint32_t idle_timeout = 0;         // seconds without a request before a connection is closed; 0 = never
+  int backlog = 1024;
+  const AuthFile* auth = nullptr;    // non-null: clients must authenticate (-Y)
+  TlsConfig tls;
+  std::string durability;            // the pool's durability level, shown by `stats`
 };
 
 // memcached's general-purpose counters (field names as in `stats`).
@@ -39,7 +61,11 @@ struct ServerStats {
   std::atomic<uint64_t> touch_hits{0}, touch_misses{0};
   std::atomic<uint64_t> store_too_large{0}, store_no_memory{0};
   std::atomic<uint64_t> bytes_read{0}, bytes_written{0};
+  std::atomic<uint64_t> auth_cmds{0}, auth_errors{0}, idle_kicks{0};
   std::atomic<uint32_t> verbosity{0};
+  // The connections (their handlers) for `stats conns`; see Handler::SetPeer.
+  std::mutex conns_mu;
+  std::set<const Handler*> conns;
   void Reset();
 };
 
@@ -49,7 +75,14 @@ class Handler {
   static constexpr size_t kHighWater = 1 << 20;
 
   Handler(Store& store, ServerStats& stats, const ServerConfig& config)
-      : store_(store), stats_(stats), config_(config) {}
+      : store_(store), stats_(stats), config_(config), bin_parser_(config.limits) {}
+  ~Handler();
+  Handler(const Handler&) = delete;
+  Handler& operator=(const Handler&) = delete;
+
+  // Names the connection for `stats conns` (its socket descriptor and memcached-style
+  // addresses, "tcp:127.0.0.1:5000") and lists it there until the handler is destroyed.
+  void SetPeer(int fd, std::string addr, std::string listen_addr);
 
   // Executes `req` and appends its reply to *out (nothing for noreply). On kMore, the request's
   // views must stay valid until Resume returns kDone.
@@ -57,9 +90,32 @@ class Handler {
   // Continues a retrieval that returned kMore.
   Step Resume(std::string* out);
 
+  // ---- the binary protocol (handler_bin.cc) ----
+  // What RunBinary did: `consumed` bytes of `in` are done; then the caller reads more (`need`:
+  // the input size the next request needs, when known), or sends `out` and calls RunBinary
+  // again (kFlush: the output passed kHighWater), or sends `out` and closes (kClose).
+  struct BinProgress {
+    enum class Next { kRead, kFlush, kClose };
+    size_t consumed = 0;
+    size_t need = 0;
+    Next next = Next::kRead;
+  };
+  // Parses and executes the binary requests at the front of `in`, appending the responses.
+  BinProgress RunBinary(std::string_view in, std::string* out);
+  // Executes one parsed binary request (kClose: quit).
+  Step ExecuteBinary(const bin::Request& req, std::string* out);
+
  private:
   Step Retrieve(std::string* out);
   Step RangeStep(std::string* out);
+  // lru_crawler metadump, in pieces of about kHighWater bytes.
+  Step MetadumpStep(std::string* out);
+  // stats cachedump / items / slabs / conns: memcached's fields for wort's single class 1.
+  void Cachedump(const Request& req, std::string* out);
+  void ClassStats(std::string_view group, std::string* out);
+  void Conns(std::string* out);
+  // Seconds since the epoch from the coarse clock (stats conns' secs_since_last_cmd).
+  static int64_t CoarseNow();
   // mg, ms, md, ma, me, mn (the reply formats are in handler.cc).
   void Meta(const Request& req, std::string* out);
   void Stats(std::string_view group, std::string* out);
@@ -72,6 +128,15 @@ class Handler {
   size_t next_key_ = 0;
   std::string range_next_;
   uint64_t range_left_ = 0;
+  // stats conns.
+  int fd_ = -1;
+  std::string peer_, listen_addr_;
+  std::atomic<int64_t> last_cmd_{0};
+  bool registered_ = false;
+  // Binary protocol state.
+  bin::Parser bin_parser_;
+  bin::Request bin_req_;
+  bool sasl_done_ = false;  // SASL PLAIN succeeded on this connection (config_.auth set)
 };
 
 }  // namespace wort::server

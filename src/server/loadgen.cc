@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -21,12 +22,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-int Connect(const LoadOptions& o) {
+int Connect(const LoadOptions& o, uint16_t port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return -1;
   sockaddr_in a{};
   a.sin_family = AF_INET;
-  a.sin_port = htons(o.port);
+  a.sin_port = htons(port);
   if (::inet_pton(AF_INET, o.host.c_str(), &a.sin_addr) != 1 ||
       ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
     ::close(fd);
@@ -100,17 +101,24 @@ double Percentile(std::vector<uint32_t>& v, double p) {
 
 }  // namespace
 
-Status RunPhase(const LoadOptions& o, bool set, PhaseResult* out) {
+Status RunPhase(const LoadOptions& o, Phase phase, PhaseResult* out) {
   const int c = std::max(1, o.connections);
-  std::vector<int> fds;
+  std::vector<uint16_t> ports{o.port};
+  ports.insert(ports.end(), o.more_ports.begin(), o.more_ports.end());
+  const size_t ns = ports.size();
+  std::vector<int> fds;  // connection t, server j: fds[t * ns + j]
   for (int i = 0; i < c; ++i) {
-    const int fd = Connect(o);
-    if (fd < 0) {
-      for (int f : fds) ::close(f);
-      return Status::IOError("cannot connect to " + o.host + ":" + std::to_string(o.port));
+    for (uint16_t port : ports) {
+      const int fd = Connect(o, port);
+      if (fd < 0) {
+        for (int f : fds) ::close(f);
+        return Status::IOError("cannot connect to " + o.host + ":" + std::to_string(port));
+      }
+      fds.push_back(fd);
     }
-    fds.push_back(fd);
   }
+  const bool fill = phase == Phase::kFill;
+  const uint64_t total = fill ? o.keyspace : o.requests;
   std::atomic<uint64_t> next{0};
   std::atomic<uint64_t> errors{0}, misses{0};
   std::vector<std::vector<uint32_t>> lat(c);  // ns per request, per connection
@@ -120,26 +128,32 @@ Status RunPhase(const LoadOptions& o, bool set, PhaseResult* out) {
   std::vector<std::thread> threads;
   for (int t = 0; t < c; ++t) {
     threads.emplace_back([&, t] {
-      std::mt19937_64 rng(o.seed * 1000003 + static_cast<uint64_t>(t) + (set ? 0 : 7777));
-      Reader rd(fds[t]);
+      std::mt19937_64 rng(o.seed * 1000003 + static_cast<uint64_t>(t) + static_cast<uint64_t>(phase) * 7777);
+      std::vector<Reader> rds;
+      for (size_t j = 0; j < ns; ++j) rds.emplace_back(fds[t * ns + j]);
       std::string req;
-      lat[t].reserve(o.requests / c + 16);
-      while (next.fetch_add(1, std::memory_order_relaxed) < o.requests) {
-        const uint64_t k = rng() % o.keyspace;
+      lat[t].reserve(total / c + 16);
+      for (uint64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < total;) {
+        const uint64_t k = fill ? i : rng() % o.keyspace;
+        const bool set = phase == Phase::kSet || fill ||
+                         (phase == Phase::kMixed && static_cast<int>(rng() % 100) >= o.get_percent);
+        const std::string key = "key:" + std::to_string(k);
+        const size_t j = ns == 1 ? 0 : std::hash<std::string>()(key) % ns;
+        const int fd = fds[t * ns + j];
         req.clear();
         if (set) {
-          req += "set key:" + std::to_string(k) + " 0 0 " + std::to_string(value.size()) + "\r\n";
+          req += "set " + key + " 0 0 " + std::to_string(value.size()) + "\r\n";
           req += value;
           req += "\r\n";
         } else {
-          req += "get key:" + std::to_string(k) + "\r\n";
+          req += "get " + key + "\r\n";
         }
         const auto s = Clock::now();
-        if (!SendAll(fds[t], req)) {
+        if (!SendAll(fd, req)) {
           errors.fetch_add(1);
           return;
         }
-        const int r = rd.ReadReply(!set);
+        const int r = rds[j].ReadReply(!set);
         const auto e = Clock::now();
         if (r < 0) {
           errors.fetch_add(1);
@@ -158,7 +172,12 @@ Status RunPhase(const LoadOptions& o, bool set, PhaseResult* out) {
   std::vector<uint32_t> all;
   for (auto& v : lat) all.insert(all.end(), v.begin(), v.end());
   PhaseResult r;
-  r.name = set ? "SET" : "GET";
+  switch (phase) {
+    case Phase::kSet: r.name = "SET"; break;
+    case Phase::kGet: r.name = "GET"; break;
+    case Phase::kFill: r.name = "FILL"; break;
+    case Phase::kMixed: r.name = "MIX" + std::to_string(o.get_percent); break;
+  }
   r.requests = all.size();
   r.errors = errors.load();
   r.misses = misses.load();

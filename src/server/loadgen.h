@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "wort/status.h"
 
@@ -18,6 +19,10 @@ namespace wort::server {
 struct LoadOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 11211;
+  // More servers (same host): each client connection then holds one socket per server and sends
+  // a key to server hash(key) % n, a client-side partitioning like a cluster's clients do.
+  std::vector<uint16_t> more_ports;
+  int get_percent = 90;        // kMixed: share of gets
   int connections = 4;
   uint64_t requests = 200000;  // per phase, over all connections
   uint64_t keyspace = 100000;  // keys are "key:<n>" with n uniform in [0, keyspace)
@@ -27,7 +32,7 @@ struct LoadOptions {
 };
 
 struct PhaseResult {
-  std::string name;       // "SET" or "GET"
+  std::string name;       // "SET", "GET", "FILL" or "MIX<get percent>"
   uint64_t requests = 0;  // completed
   uint64_t errors = 0;    // unexpected replies (a GET miss is not an error; see misses)
   uint64_t misses = 0;
@@ -36,7 +41,14 @@ struct PhaseResult {
   double p50_us = 0, p99_us = 0, max_us = 0;
 };
 
-// Runs one phase ("set" or "get"). Fails with IOError if no connection can be made.
-Status RunPhase(const LoadOptions& opts, bool set, PhaseResult* out);
+enum class Phase {
+  kSet,    // sets of random keys
+  kGet,    // gets of random keys
+  kFill,   // one set of every key of the key space, in order (before kMixed, so gets hit)
+  kMixed,  // random keys, get_percent gets and the rest sets
+};
+
+// Runs one phase. Fails with IOError if no connection can be made.
+Status RunPhase(const LoadOptions& opts, Phase phase, PhaseResult* out);
 
 }  // namespace wort::server

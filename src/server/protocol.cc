@@ -15,6 +15,9 @@ constexpr std::string_view kBadExptime = "CLIENT_ERROR invalid exptime argument"
 constexpr std::string_view kBadDelta = "CLIENT_ERROR invalid numeric delta argument";
 constexpr std::string_view kBadDelete = "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]";
 constexpr std::string_view kLineTooLong = "CLIENT_ERROR line too long";
+constexpr std::string_view kBadLine = "CLIENT_ERROR bad command line";
+constexpr std::string_view kBadSlabId = "CLIENT_ERROR Illegal slab id";
+constexpr std::string_view kBadClass = "BADCLASS invalid class id";
 constexpr std::string_view kBadToken = "CLIENT_ERROR bad token in command line format";
 constexpr std::string_view kBadFlag = "CLIENT_ERROR invalid flag";
 constexpr std::string_view kDupFlag = "CLIENT_ERROR duplicate flag";
@@ -82,6 +85,9 @@ const char* CommandName(Command c) {
     case Command::kVerbosity: return "verbosity";
     case Command::kStats: return "stats";
     case Command::kQuit: return "quit";
+    case Command::kSlabsAutomove: return "slabs automove";
+    case Command::kSlabsReassign: return "slabs reassign";
+    case Command::kLruMetadump: return "lru_crawler metadump";
     case Command::kRange: return "range";
     case Command::kMetaGet: return "mg";
     case Command::kMetaSet: return "ms";
@@ -104,6 +110,7 @@ void Request::Clear() {
   delay = 0;
   verbosity = 0;
   arg = {};
+  class_id = 0;
   limit = 0;
   with_values = false;
   data = {};
@@ -117,9 +124,9 @@ void Request::Clear() {
 
 bool ValidKey(std::string_view key) {
   if (key.empty() || key.size() > kMaxKeyLength) return false;
-  for (unsigned char c : key)
-    if (c <= 0x20 || c == 0x7f) return false;
-  return true;
+  // A token never holds these (the line ends at "\n" and at 0x00, tokens at ' '); checked
+  // for callers that pass other strings.
+  return key.find_first_of(std::string_view(" \n\0", 3)) == std::string_view::npos;
 }
 
 int64_t ToAbsoluteExptime(int64_t exptime, int64_t now) {
@@ -183,6 +190,10 @@ ParseResult Parser::Parse(std::string_view in, Request* req) {
   const size_t line_len = static_cast<size_t>(static_cast<const char*>(nl) - in.data()) + 1;
   std::string_view line = in.substr(0, line_len - 1);
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  // memcached reads the line as a C string: a 0x00 ends it (what follows, up to "\n", is
+  // dropped), so "get a\0b" asks for "a" and "set a\0b 0 0 1" has too few tokens.
+  if (const void* nul = std::memchr(line.data(), '\0', line.size()))
+    line = line.substr(0, static_cast<size_t>(static_cast<const char*>(nul) - line.data()));
   return ParseLine(in, line, line_len, req);
 }
 
@@ -282,6 +293,56 @@ ParseResult Parser::ParseLine(std::string_view in, std::string_view line, size_t
   if (name == "stats") {
     req->cmd = Command::kStats;
     if (nt >= 2) req->arg = tok[1];
+    if (req->arg == "cachedump") {
+      // stats cachedump <class> <limit>: as memcached (a third argument is ignored).
+      uint64_t cls = 0, lim = 0;
+      if (nt < 4) return Error(kBadLine, line_len);
+      if (!ParseU64(tok[2], &cls) || !ParseU64(tok[3], &lim) || lim > std::numeric_limits<uint32_t>::max())
+        return Error(kBadFormat, line_len);
+      if (cls >= kMaxSlabClasses) return Error(kBadSlabId, line_len);
+      req->class_id = static_cast<uint32_t>(cls);
+      req->limit = lim;
+    }
+    return ok;
+  }
+  if (name == "slabs") {
+    // wort has no slab classes to move: automove is accepted (and does nothing), reassign is
+    // refused as memcached refuses it when slab reassignment is off.
+    req->noreply = last_noreply;
+    const size_t args = nt - (last_noreply ? 1 : 0);
+    if (args == 3 && tok[1] == "automove") {
+      uint64_t level = 0;
+      if (!ParseU64(tok[2], &level)) return Error(kBadFormat, line_len, req->noreply);
+      if (level > 2) return Error(kErr, line_len, req->noreply);
+      req->cmd = Command::kSlabsAutomove;
+      req->verbosity = static_cast<uint32_t>(level);
+      return ok;
+    }
+    if (args == 4 && tok[1] == "reassign") {
+      int64_t a = 0, b = 0;
+      if (!ParseI64(tok[2], &a) || !ParseI64(tok[3], &b)) return Error(kBadFormat, line_len, req->noreply);
+      req->cmd = Command::kSlabsReassign;
+      return ok;
+    }
+    return Error(kErr, line_len, req->noreply);
+  }
+  if (name == "lru_crawler") {
+    if (nt != 3 || tok[1] != "metadump") return Error(kErr, line_len);
+    req->cmd = Command::kLruMetadump;
+    if (tok[2] == "all" || tok[2] == "hash") {
+      req->class_id = 1;
+      return ok;
+    }
+    // A comma-separated list of class ids, each below kMaxSlabClasses.
+    std::string_view list = tok[2];
+    while (true) {
+      const size_t comma = list.find(',');
+      uint64_t cls = 0;
+      if (!ParseU64(list.substr(0, comma), &cls) || cls >= kMaxSlabClasses) return Error(kBadClass, line_len);
+      if (cls == 1) req->class_id = 1;
+      if (comma == std::string_view::npos) break;
+      list.remove_prefix(comma + 1);
+    }
     return ok;
   }
   if (name == "quit") {  // likewise
@@ -302,6 +363,14 @@ ParseResult Parser::ParseLine(std::string_view in, std::string_view line, size_t
     req->keys.push_back(tok[1]);
     req->keys.push_back(tok[2]);
     return ok;
+  }
+  // A client speaking HTTP to the memcached port ("GET / HTTP/1.1"): memcached closes the
+  // connection without a reply.
+  if (nt > 1 && tok.back().substr(0, 5) == "HTTP/") {
+    ParseResult r;
+    r.outcome = Outcome::kClose;
+    r.consumed = line_len;
+    return r;
   }
   return Error(kErr, line_len);
 }

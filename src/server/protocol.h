@@ -10,12 +10,16 @@
 //   cas <key> <flags> <exptime> <bytes> <cas unique> [noreply]\r\n<data>\r\n
 //   delete <key> [0] [noreply]             incr|decr <key> <delta> [noreply]
 //   touch <key> <exptime> [noreply]        flush_all [delay] [noreply]
-//   version    verbosity <level> [noreply]    stats [<group>]    quit
+//   version    verbosity <level> [noreply]    stats [<group> [<arg>*]]    quit
+//   slabs automove <0|1|2>                 slabs reassign <src> <dst>
+//   lru_crawler metadump <all|hash|<class>[,<class>]*>
 //   range <start> <end> <limit> [values]   (wort extension: keys in order; doc/server.md)
 //   mg <key> <flag>*    ms <key> <datalen> <flag>*\r\n<data>\r\n    md <key> <flag>*
 //   ma <key> <flag>*    me <key> [b]    mn                     (meta commands, below)
-// Keys are 1..250 bytes with no control character (0x00-0x1f, 0x7f) and no space; bytes
-// >= 0x80 are allowed.
+// Keys are as in memcached 1.6: 1..250 bytes of anything but a space (the separator), "\n"
+// (ends the line) and 0x00 (memcached reads the line as a C string: a 0x00 ends it, and the
+// rest of the line is dropped). Other control bytes (0x10 as memaslap sends, tab, a "\r" that
+// is not the line's last byte, 0x7f) and bytes >= 0x80 are key bytes.
 //
 // Meta commands (memcached 1.6.18's protocol.txt, "Meta Commands"): each flag is one character,
 // possibly followed by a token ("T30", "Oabc"), at most once per request ("CLIENT_ERROR
@@ -34,6 +38,9 @@
 //
 // Errors follow memcached 1.6 (checked against memcached 1.6.18):
 //   ERROR                                  unknown command, wrong number of tokens
+//   (the connection is closed, no reply)   an unknown command of 2+ tokens whose last token
+//                                          starts with "HTTP/" (an HTTP request line), as
+//                                          memcached does
 //   CLIENT_ERROR bad command line format   bad key, bad number, negative length
 //   CLIENT_ERROR bad data chunk            the <bytes> of data are not followed by "\r\n"
 //   CLIENT_ERROR invalid exptime argument  touch/gat/flush_all with a non-numeric time
@@ -64,6 +71,9 @@ inline constexpr size_t kMaxKeyLength = 250;
 inline constexpr int64_t kMaxRelativeExptime = 60 * 60 * 24 * 30;
 // Largest `limit` of a range request.
 inline constexpr uint64_t kMaxRangeLimit = 1'000'000;
+// memcached's MAX_NUMBER_OF_SLAB_CLASSES: class ids of stats cachedump / lru_crawler metadump
+// are below it (wort reports all its items in class 1).
+inline constexpr uint32_t kMaxSlabClasses = 64;
 // Longest opaque token (O flag) of a meta command, as memcached.
 inline constexpr size_t kMaxOpaqueLength = 32;
 
@@ -72,6 +82,7 @@ enum class Command : uint8_t {
   kSet, kAdd, kReplace, kAppend, kPrepend, kCas,
   kDelete, kIncr, kDecr, kTouch,
   kFlushAll, kVersion, kVerbosity, kStats, kQuit,
+  kSlabsAutomove, kSlabsReassign, kLruMetadump,
   kRange,
   kMetaGet, kMetaSet, kMetaDelete, kMetaArith, kMetaDebug, kMetaNoop,
 };
@@ -115,7 +126,10 @@ struct Request {
   uint64_t delta = 0;       // incr, decr
   int64_t delay = 0;        // flush_all (0 = now)
   uint32_t verbosity = 0;   // verbosity
-  std::string_view arg;     // stats: the group ("" for plain stats, "settings", "reset", ...)
+  std::string_view arg;     // stats: the group ("" for plain stats, "settings", "reset", ...);
+                            // stats cachedump: keys[0], keys[1] are its two arguments
+  uint32_t class_id = 0;    // stats cachedump: the slab class; lru_crawler metadump: 1 when the
+                            // list names class 1 (or all/hash), else 0 (wort's one class is 1)
   uint64_t limit = 0;       // range
   bool with_values = false; // range
   // meta commands: keys[0] is the key token as sent; with meta.base64, binary_key holds its
@@ -186,7 +200,7 @@ class Parser {
   std::vector<std::string_view> tokens_;  // reused between calls
 };
 
-// True iff `key` is a valid memcached key (1..250 bytes, no control character, no space).
+// True iff `key` is a valid memcached text key (1..250 bytes, no space, "\n" or 0x00).
 bool ValidKey(std::string_view key);
 
 // Decodes standard, padded, canonical base64 (RFC 4648 section 4) into *out. True iff valid.

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "index/kind_ids.h"
 #include "server/protocol.h"
 #include "wort/alloc.h"
 #include "wort/pm.h"
@@ -22,6 +23,7 @@ bool IsMetaKey(std::string_view k) { return k == kMetaKey; }
 ItemView View(std::string_view key, const Record* r) {
   ItemView v{key, r->flags, r->cas, {r->data(), r->length}};
   v.exptime = r->exptime;
+  v.time = RecordTime(r);
   v.stale = (RecordState(r) & kStateStale) != 0;
   v.token_sent = (RecordState(r) & kStateTokenSent) != 0;
   return v;
@@ -124,14 +126,32 @@ std::string DefaultIndexKind() {
   return "";
 }
 
+Status CheckServableKind(std::string_view kind) {
+  const IndexKind* k = FindIndexKind(kind);
+  if (!k) {
+    std::string known;
+    for (const IndexKind* i : IndexKinds())
+      if (!kind_id::IsVolatile(i->type_id) && i->type_id < kind_id::kTestFirst) known += (known.empty() ? "" : ", ") + std::string(i->name);
+    return Status::InvalidArgument(fmt::format("unknown index kind '{}' (known: {})", kind, known));
+  }
+  if (kind_id::IsVolatile(k->type_id))
+    return Status::InvalidArgument(fmt::format(
+        "index kind '{}' is a volatile reference: it keeps nothing in the pool, so a server could not keep its items",
+        kind));
+  return Status::OK();
+}
+
 Status Store::Open(const StoreOptions& opts, std::unique_ptr<Store>* out) {
   const auto t0 = std::chrono::steady_clock::now();
+  // Before the pool file is created: a bad kind must leave nothing behind.
+  if (!opts.index_kind.empty()) WORT_RETURN_IF_ERROR(CheckServableKind(opts.index_kind));
   std::unique_ptr<Store> st(new Store());
   st->opts_ = opts;
   PoolOptions po;
   po.max_size = opts.pool_size;
   po.initial_size = std::min<uint64_t>(opts.pool_size, 64ull << 20);
   po.background_recovery = true;  // instant restart: serve while the post-crash GC runs
+  po.sync = opts.sync;
   WORT_RETURN_IF_ERROR(Pool::OpenOrCreate(opts.pool_path, po, &st->pool_));
 
   IndexOptions io;

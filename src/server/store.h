@@ -138,6 +138,7 @@ struct ItemView {
   uint64_t cas = 0;
   std::string_view data;
   int64_t exptime = 0;      // absolute, as stored (0 = never)
+  int64_t time = 0;         // unix seconds of the write that stored this record
   bool stale = false;       // kStateStale
   bool token_sent = false;  // kStateTokenSent, as it was before this request
   bool won = false;         // MetaGet: this request won the recache (the W flag)
@@ -166,6 +167,7 @@ struct StoreOptions {
   uint64_t pool_size = 1ull << 30;     // max size of a new pool
   uint64_t max_item_size = 1 << 20;    // longest value (append/prepend results included)
   bool crawler = true;                 // background removal of dead items (ordered indexes)
+  bool sync = false;                   // PoolOptions::sync: file-sync durability without DAX
   double crawler_interval_s = 10;
   EvictPolicy evict = EvictPolicy::kNone;
 };
@@ -389,5 +391,8 @@ class Store {
 // The index kind `wort serve` uses when none is named: the first of woart, wort, artcow that
 // this build has, else the first registered kind ("" if none).
 std::string DefaultIndexKind();
+// OK if `kind` can hold a server's items: a known, persistent kind (not a volatile reference,
+// which keeps nothing in the pool). Store::Open checks it before it creates or opens a pool.
+Status CheckServableKind(std::string_view kind);
 
 }  // namespace wort::server

@@ -75,13 +75,29 @@ TEST(Protocol, Keys) {
   const std::string k250(250, 'k'), k251(251, 'k');
   EXPECT_EQ(ParseOne("get " + k250 + "\r\n").outcome, Outcome::kRequest);
   EXPECT_EQ(ParseOne("get " + k251 + "\r\n").error, "CLIENT_ERROR bad command line format");
-  // Control characters (0x00, 0x01, tab, DEL) are refused; bytes >= 0x80 are fine.
-  for (char c : {'\0', '\x01', '\t', '\x7f'}) {
-    std::string line = "get a";
-    line += c;
-    line += "b\r\n";
-    EXPECT_EQ(ParseOne(line).error, "CLIENT_ERROR bad command line format") << int(c);
+  // As memcached 1.6.18: every byte but space, "\n" and 0x00 is a key byte - control bytes
+  // (0x10 as memaslap sends), tab, "\r" inside the line, DEL; bytes >= 0x80.
+  for (int c = 1; c < 256; ++c) {
+    if (c == ' ' || c == '\n') continue;
+    const std::string key = std::string("a") + static_cast<char>(c) + "b";
+    auto q = ParseOne("get " + key + "\r\n");
+    ASSERT_EQ(q.outcome, Outcome::kRequest) << c;
+    ASSERT_EQ(q.req.keys.size(), 1u);
+    EXPECT_EQ(q.req.keys[0], key) << c;
+    EXPECT_EQ(ParseOne("set " + key + " 0 0 1\r\nv\r\n").outcome, Outcome::kRequest) << c;
   }
+  // A 0x00 ends the line, as in memcached (which reads it as a C string).
+  auto z = ParseOne(std::string("get a\0b c\r\n", 11));
+  ASSERT_EQ(z.outcome, Outcome::kRequest);
+  ASSERT_EQ(z.req.keys.size(), 1u);
+  EXPECT_EQ(z.req.keys[0], "a");
+  EXPECT_EQ(z.consumed, 11u);
+  EXPECT_EQ(ParseOne(std::string("set a\0b 0 0 1\r\n", 16)).error, "ERROR");
+  EXPECT_EQ(ParseOne(std::string("get \0\r\n", 7)).error, "ERROR");
+  // Only the last "\r" of a line is its terminator.
+  z = ParseOne("get a\r\r\n");
+  ASSERT_EQ(z.outcome, Outcome::kRequest);
+  EXPECT_EQ(z.req.keys[0], "a\r");
   auto p = ParseOne("get \xc3\xa9t\xc3\xa9 \xff\x80\r\n");
   ASSERT_EQ(p.outcome, Outcome::kRequest);
   EXPECT_EQ(p.req.keys[0], "\xc3\xa9t\xc3\xa9");
@@ -93,6 +109,8 @@ TEST(Protocol, Keys) {
   EXPECT_FALSE(ValidKey(""));
   EXPECT_FALSE(ValidKey("a b"));
   EXPECT_FALSE(ValidKey(std::string_view("a\0b", 3)));
+  EXPECT_FALSE(ValidKey("a\nb"));
+  EXPECT_TRUE(ValidKey("a\x10\t\x7f\r"));
 }
 
 TEST(Protocol, StorageCommands) {
@@ -372,6 +390,53 @@ TEST(Protocol, Numbers) {
   EXPECT_EQ(ToAbsoluteExptime(10, 1000), 1010);
   EXPECT_EQ(ToAbsoluteExptime(kMaxRelativeExptime, 1000), 1000 + kMaxRelativeExptime);
   EXPECT_EQ(ToAbsoluteExptime(kMaxRelativeExptime + 1, 1000), kMaxRelativeExptime + 1);
+}
+
+// memcached 1.6.18's conventions for requests that are not data commands (replies compared
+// side by side).
+TEST(Protocol, HttpSlabsLruCrawlerCachedump) {
+  // An HTTP request line closes the connection without a reply; a get whose key looks like a
+  // path is still a get, and an unknown command without "HTTP/" is still ERROR.
+  for (const char* line : {"GET / HTTP/1.1\r\n", "POST /x HTTP/1.0\r\n", "HEAD / HTTP/2\r\n"}) {
+    auto p = ParseOne(line);
+    EXPECT_EQ(p.outcome, Outcome::kClose) << line;
+    EXPECT_EQ(p.error, "") << line;
+  }
+  EXPECT_EQ(ParseOne("get / HTTP/1.1\r\n").outcome, Outcome::kRequest);
+  EXPECT_EQ(ParseOne("GET /foo\r\n").error, "ERROR");
+  EXPECT_EQ(ParseOne("HTTP/1.1\r\n").error, "ERROR");
+  // slabs automove <0|1|2>; reassign parsed (the handler refuses it).
+  for (const char* line : {"slabs automove 0\r\n", "slabs automove 2\r\n"}) {
+    EXPECT_EQ(ParseOne(line).req.cmd, Command::kSlabsAutomove) << line;
+  }
+  EXPECT_TRUE(ParseOne("slabs automove 1 noreply\r\n").req.noreply);
+  EXPECT_EQ(ParseOne("slabs automove 3\r\n").error, "ERROR");
+  EXPECT_EQ(ParseOne("slabs automove x\r\n").error, "CLIENT_ERROR bad command line format");
+  EXPECT_EQ(ParseOne("slabs automove\r\n").error, "ERROR");
+  EXPECT_EQ(ParseOne("slabs\r\n").error, "ERROR");
+  EXPECT_EQ(ParseOne("slabs reassign 1 2\r\n").req.cmd, Command::kSlabsReassign);
+  EXPECT_EQ(ParseOne("slabs reassign x 2\r\n").error, "CLIENT_ERROR bad command line format");
+  // lru_crawler metadump <all|hash|ids>
+  EXPECT_EQ(ParseOne("lru_crawler metadump all\r\n").req.class_id, 1u);
+  EXPECT_EQ(ParseOne("lru_crawler metadump hash\r\n").req.class_id, 1u);
+  EXPECT_EQ(ParseOne("lru_crawler metadump 2,1\r\n").req.class_id, 1u);
+  auto m = ParseOne("lru_crawler metadump 2\r\n");
+  EXPECT_EQ(m.req.cmd, Command::kLruMetadump);
+  EXPECT_EQ(m.req.class_id, 0u);
+  for (const char* bad : {"lru_crawler metadump foo\r\n", "lru_crawler metadump 64\r\n", "lru_crawler metadump 1,\r\n"})
+    EXPECT_EQ(ParseOne(bad).error, "BADCLASS invalid class id") << bad;
+  EXPECT_EQ(ParseOne("lru_crawler metadump\r\n").error, "ERROR");
+  EXPECT_EQ(ParseOne("lru_crawler metadump all extra\r\n").error, "ERROR");
+  // stats cachedump <class> <limit>
+  auto c = ParseOne("stats cachedump 1 10\r\n");
+  ASSERT_EQ(c.outcome, Outcome::kRequest);
+  EXPECT_EQ(c.req.arg, "cachedump");
+  EXPECT_EQ(c.req.class_id, 1u);
+  EXPECT_EQ(c.req.limit, 10u);
+  EXPECT_EQ(ParseOne("stats cachedump 64 0\r\n").error, "CLIENT_ERROR Illegal slab id");
+  EXPECT_EQ(ParseOne("stats cachedump\r\n").error, "CLIENT_ERROR bad command line");
+  EXPECT_EQ(ParseOne("stats cachedump x 1\r\n").error, "CLIENT_ERROR bad command line format");
+  EXPECT_EQ(ParseOne("stats cachedump 1 -1\r\n").error, "CLIENT_ERROR bad command line format");
 }
 
 // Random bytes never crash the parser, and every result consumes within the input.

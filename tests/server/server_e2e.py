@@ -23,13 +23,18 @@ MODE is one of:
            one recache winner among 8 concurrent vivifying clients,
            binary keys via b, malformed requests, stale/win state across a restart, and
            SIGKILL during a load of ms/ma/md I, then every acknowledged write and `wort pool check`.
+--binary runs the binary twin of a mode: its clients speak memcached's binary protocol (BinClient
+below, with pymemcache's interface; the libmemcached tools with --binary), and the raw-socket
+checks send binary packets.
 Exit status 0 iff every check passed. Everything listens on 127.0.0.1 only; every loop is bounded.
 """
 import argparse
+import itertools
 import os
 import random
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -40,12 +45,267 @@ from pymemcache.client.base import Client
 from pymemcache.exceptions import MemcacheServerError, MemcacheClientError
 
 FAILURES = []
+# The `version` reply: memcached's protocol version, then wort's (main() reads `wort --version`).
+VERSION_REPLY = b"1.6.18-wort"
 
 
 def check(cond, what):
     if not cond:
         FAILURES.append(what)
         print("FAIL:", what, flush=True)
+
+
+# ---- a binary-protocol client -------------------------------------------------------------
+# pymemcache speaks only the text protocol; BinClient has its interface (the subset these tests
+# use) over memcached's binary protocol, so that the same checks run on both protocols.
+
+BINARY = False  # --binary: Server.client() returns a BinClient, writers send binary packets
+
+OP = dict(get=0x00, set=0x01, add=0x02, replace=0x03, delete=0x04, incr=0x05, decr=0x06, quit=0x07, flush=0x08,
+          getq=0x09, noop=0x0a, version=0x0b, getk=0x0c, getkq=0x0d, append=0x0e, prepend=0x0f, stat=0x10,
+          setq=0x11, addq=0x12, replaceq=0x13, deleteq=0x14, incrq=0x15, decrq=0x16, quitq=0x17, flushq=0x18,
+          appendq=0x19, prependq=0x1a, verbosity=0x1b, touch=0x1c, gat=0x1d, gatq=0x1e, gatk=0x23, gatkq=0x24)
+ST_OK, ST_NOT_FOUND, ST_EXISTS, ST_TOO_LARGE, ST_INVALID, ST_NOT_STORED, ST_NON_NUMERIC = 0, 1, 2, 3, 4, 5, 6
+ST_UNKNOWN, ST_NO_MEMORY = 0x81, 0x82
+
+
+def bin_request(op, extras=b"", key=b"", value=b"", opaque=0, cas=0):
+    if isinstance(op, str):
+        op = OP[op]
+    return struct.pack(">BBHBBHIIQ", 0x80, op, len(key), len(extras), 0, 0, len(extras) + len(key) + len(value),
+                       opaque, cas) + extras + key + value
+
+
+def bin_read(sock, buf=b""):
+    """Reads one response packet: (packet dict, rest of the buffer)."""
+    while len(buf) < 24:
+        d = sock.recv(1 << 20)
+        if not d:
+            raise ConnectionError("closed")
+        buf += d
+    magic, op, keylen, extlen, _, status, bodylen, opaque, cas = struct.unpack(">BBHBBHIIQ", buf[:24])
+    while len(buf) < 24 + bodylen:
+        d = sock.recv(1 << 20)
+        if not d:
+            raise ConnectionError("closed")
+        buf += d
+    body = buf[24:24 + bodylen]
+    pkt = dict(magic=magic, op=op, status=status, opaque=opaque, cas=cas, extras=body[:extlen],
+               key=body[extlen:extlen + keylen], value=body[extlen + keylen:])
+    return pkt, buf[24 + bodylen:]
+
+
+def bin_parse_all(data):
+    """Splits bytes into response packets (dicts); a trailing partial packet is returned raw."""
+    out = []
+    while len(data) >= 24:
+        bodylen = struct.unpack(">I", data[8:12])[0]
+        if len(data) < 24 + bodylen:
+            break
+        magic, op, keylen, extlen, _, status, _, opaque, cas = struct.unpack(">BBHBBHIIQ", data[:24])
+        body = data[24:24 + bodylen]
+        out.append(dict(magic=magic, op=op, status=status, opaque=opaque, cas=cas, extras=body[:extlen],
+                        key=body[extlen:extlen + keylen], value=body[extlen + keylen:]))
+        data = data[24 + bodylen:]
+    return out, data
+
+
+class BinClient:
+    """pymemcache's Client interface (the parts used here) over the binary protocol."""
+
+    def __init__(self, server, connect_timeout=5, timeout=10, **_):
+        self.sock = socket.create_connection(server, timeout=connect_timeout)
+        self.sock.settimeout(timeout)
+        self.buf = b""
+        self.ids = itertools.count(1)
+        self.quiet = {}   # opaque -> key of quiet requests sent and not yet resolved
+        self.failed = {}  # opaque -> key of quiet requests that answered (failed)
+
+    @staticmethod
+    def _key(k):
+        return k.encode() if isinstance(k, str) else k
+
+    def _send(self, data):
+        self.sock.sendall(data)
+
+    def _read(self):
+        pkt, self.buf = bin_read(self.sock, self.buf)
+        return pkt
+
+    def _other(self, pkt):
+        """A packet for an earlier request: a quiet request answers only when it fails."""
+        key = self.quiet.pop(pkt["opaque"], None)
+        if key is not None:
+            self.failed[pkt["opaque"]] = key
+
+    def _call(self, op, extras=b"", key=b"", value=b"", cas=0):
+        """Sends one request and returns its response."""
+        opaque = next(self.ids)
+        self._send(bin_request(op, extras, self._key(key), value, opaque, cas))
+        while True:
+            pkt = self._read()
+            if pkt["opaque"] == opaque:
+                return pkt
+            self._other(pkt)
+
+    @staticmethod
+    def _raise(pkt):
+        msg = f"binary status 0x{pkt['status']:02x}: {pkt['value'].decode(errors='replace')}"
+        if pkt["status"] in (ST_TOO_LARGE, ST_NO_MEMORY):
+            raise MemcacheServerError(msg)
+        raise MemcacheClientError(msg)
+
+    def _store(self, op, key, value, expire=0, noreply=None, flags=None, cas=0):
+        extras = b"" if op in ("append", "prepend") else struct.pack(">II", flags or 0, expire)
+        if noreply:
+            opaque = next(self.ids)
+            self.quiet[opaque] = key
+            self._send(bin_request(op + "q", extras, self._key(key), value, opaque, cas))
+            return True
+        pkt = self._call(op, extras, key, value, cas)
+        if pkt["status"] == ST_OK:
+            return True
+        if cas and pkt["status"] == ST_NOT_FOUND:
+            return None  # cas of a missing key, as pymemcache's NOT_FOUND
+        if pkt["status"] in (ST_EXISTS, ST_NOT_STORED) or (pkt["status"] == ST_NOT_FOUND and op != "set"):
+            return False
+        self._raise(pkt)
+
+    def set(self, key, value, expire=0, noreply=None, flags=None):
+        return self._store("set", key, value, expire, noreply, flags)
+
+    def add(self, key, value, expire=0, noreply=None, flags=None):
+        return self._store("add", key, value, expire, noreply, flags)
+
+    def replace(self, key, value, expire=0, noreply=None, flags=None):
+        return self._store("replace", key, value, expire, noreply, flags)
+
+    def append(self, key, value, expire=0, noreply=None, flags=None):
+        return self._store("append", key, value, 0, noreply)
+
+    def prepend(self, key, value, expire=0, noreply=None, flags=None):
+        return self._store("prepend", key, value, 0, noreply)
+
+    def cas(self, key, value, cas, expire=0, noreply=None, flags=None):
+        return self._store("set", key, value, expire, noreply, flags, cas=int(cas))
+
+    def set_many(self, values, expire=0, noreply=None, flags=None):
+        sent = []
+        for k, v in values.items():
+            opaque = next(self.ids)
+            sent.append(opaque)
+            self.quiet[opaque] = k
+            self._send(bin_request("setq", struct.pack(">II", flags or 0, expire), self._key(k), v, opaque))
+        self.noop()
+        failed = [self.failed.pop(o) for o in sent if o in self.failed]
+        return [] if noreply else failed
+
+    def noop(self):
+        """Ends a pipeline of quiet requests: once its answer arrives, every quiet request
+        before it that did not fail has succeeded."""
+        opaque = next(self.ids)
+        self._send(bin_request("noop", opaque=opaque))
+        while True:
+            pkt = self._read()
+            if pkt["opaque"] == opaque:
+                break
+            self._other(pkt)
+        self.quiet.clear()
+        return True
+
+    def get(self, key, default=None):
+        pkt = self._call("get", key=key)
+        if pkt["status"] == ST_OK:
+            return pkt["value"]
+        if pkt["status"] == ST_NOT_FOUND:
+            return default
+        self._raise(pkt)
+
+    def gets(self, key):
+        pkt = self._call("get", key=key)
+        if pkt["status"] == ST_OK:
+            return pkt["value"], pkt["cas"]
+        return None, None
+
+    def gat(self, key, expire):
+        pkt = self._call("gat", struct.pack(">I", expire), key)
+        return pkt["value"] if pkt["status"] == ST_OK else None
+
+    def get_many(self, keys):
+        if not keys:
+            return {}
+        opaque0 = next(self.ids)
+        data = b"".join(bin_request("getkq", b"", self._key(k), b"", opaque0) for k in keys)
+        self._send(data)
+        end = next(self.ids)
+        self._send(bin_request("noop", opaque=end))
+        got = {}
+        while True:
+            pkt = self._read()
+            if pkt["opaque"] == end:
+                break
+            if pkt["opaque"] == opaque0 and pkt["status"] == ST_OK:
+                k = pkt["key"]
+                got[k.decode() if isinstance(keys[0], str) else k] = pkt["value"]
+            elif pkt["opaque"] != opaque0:
+                self._other(pkt)
+        return got
+
+    def delete(self, key, noreply=None):
+        if noreply:
+            opaque = next(self.ids)
+            self.quiet[opaque] = key
+            self._send(bin_request("deleteq", key=self._key(key), opaque=opaque))
+            return True
+        return self._call("delete", key=key)["status"] == ST_OK
+
+    def _arith(self, op, key, value, noreply=None):
+        pkt = self._call(op, struct.pack(">QQI", int(value), 0, 0xffffffff), key)
+        if pkt["status"] == ST_OK:
+            return struct.unpack(">Q", pkt["value"])[0]
+        if pkt["status"] == ST_NOT_FOUND:
+            return None
+        if pkt["status"] == ST_NON_NUMERIC:
+            raise MemcacheClientError("cannot increment or decrement non-numeric value")
+        self._raise(pkt)
+
+    def incr(self, key, value, noreply=False):
+        return self._arith("incr", key, value)
+
+    def decr(self, key, value, noreply=False):
+        return self._arith("decr", key, value)
+
+    def touch(self, key, expire=0, noreply=None):
+        return self._call("touch", struct.pack(">I", expire), key)["status"] == ST_OK
+
+    def flush_all(self, delay=0, noreply=None):
+        extras = struct.pack(">I", delay) if delay else b""
+        return self._call("flush", extras)["status"] == ST_OK
+
+    def version(self):
+        return self._call("version")["value"]
+
+    def stats(self, *groups):
+        opaque = next(self.ids)
+        self._send(bin_request("stat", key=" ".join(groups).encode(), opaque=opaque))
+        out = {}
+        while True:
+            pkt = self._read()
+            if pkt["opaque"] != opaque:
+                self._other(pkt)
+                continue
+            if pkt["status"] != ST_OK:
+                self._raise(pkt)
+            if not pkt["key"]:
+                return out
+            v = pkt["value"]
+            out[pkt["key"]] = int(v) if v.isdigit() else v
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
 
 
 class Server:
@@ -55,11 +315,15 @@ class Server:
 
     def __init__(self, wort, pool, *extra):
         idx = ["--index", Server.index] if Server.index else []
-        self.proc = subprocess.Popen(
-            [wort, "serve", "--pool", pool, "--port", "0", "--threads", "2", *idx, *extra],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self._launch([wort, "serve", "--pool", pool, "--port", "0", "--threads", "2", *idx, *extra])
+        self.ordered = not any(f"index {k}," in l for l in self.log for k in ("cceh", "ccehc", "linp", "cuck", "bch", "levl", "path"))
+
+    def _launch(self, cmd):
+        """Starts cmd and waits for its `listening on` line (port None for a unix socket)."""
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.log = []
         self.port = None
+        listening = False
         deadline = time.time() + 30
         while time.time() < deadline:
             line = self.proc.stdout.readline()
@@ -67,11 +331,14 @@ class Server:
                 break
             self.log.append(line.rstrip())
             if "listening on" in line:
-                self.port = int(line.split("listening on ")[1].split()[0].rsplit(":", 1)[1])
+                where = line.split("listening on ")[1].split()[0]
+                if where != "unix":
+                    self.port = int(where.rsplit(":", 1)[1])
+                listening = True
                 break
-        if self.port is None:
+        if not listening:
+            self.proc.kill()
             raise RuntimeError("server did not start:\n" + "\n".join(self.log))
-        self.ordered = not any(f"index {k}," in l for l in self.log for k in ("cceh", "ccehc", "linp", "cuck", "bch", "levl", "path"))
         # Keep draining its output so that it never blocks on a full pipe.
         threading.Thread(target=self._drain, daemon=True).start()
 
@@ -80,6 +347,8 @@ class Server:
             self.log.append(line.rstrip())
 
     def client(self, **kw):
+        if BINARY:
+            return BinClient(("127.0.0.1", self.port), connect_timeout=5, timeout=10, **kw)
         return Client(("127.0.0.1", self.port), connect_timeout=5, timeout=10, **kw)
 
     def raw(self):
@@ -100,8 +369,14 @@ class Server:
 
 
 def talk(port, data, expect_close=False, timeout=2.0):
-    """Sends raw bytes, returns everything the server replied until it goes quiet."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    """Sends raw bytes, returns everything the server replied until it goes quiet. `port` may be
+    the path of a unix socket."""
+    if isinstance(port, str):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(timeout)
+        s.connect(port)
+    else:
+        s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
     s.sendall(data)
     out = b""
     s.settimeout(0.3)
@@ -228,7 +503,7 @@ def test_pymemcache(srv):
         c.set("mib", mib + b"x", noreply=False)
         check(False, "too large must fail")
     except MemcacheServerError as e:
-        check("object too large for cache" in str(e), f"too large error: {e}")
+        check(("Too large." if BINARY else "object too large for cache") in str(e), f"too large error: {e}")
     check(c.get("mib") is None, "a failed set of a too-large value removed the old value (memcached)")
     check(c.get("k1") == b"A", "connection usable after too large")
     # key limits through pymemcache
@@ -278,7 +553,10 @@ def test_raw_protocol(srv):
         (b"set r 0 0\r\n", b"ERROR\r\n"),
         (b"set r 0 0 2\r\nxyz\r\nget r\r\n", b"CLIENT_ERROR bad data chunk\r\nERROR\r\nVALUE r 5 3\r\nabc\r\nEND\r\n"),
         (b"get " + b"k" * 251 + b"\r\n", b"CLIENT_ERROR bad command line format\r\n"),
-        (b"get a\x01b\r\n", b"CLIENT_ERROR bad command line format\r\n"),
+        # keys as memcached 1.6.18 takes them: control bytes (memaslap's 0x10) are key bytes,
+        # a 0x00 ends the line
+        (b"set a\x10\x01b 0 0 1\r\nx\r\nget a\x10\x01b\r\n", b"STORED\r\nVALUE a\x10\x01b 0 1\r\nx\r\nEND\r\n"),
+        (b"get a\x00junk\r\nset a\x00b 0 0 1\r\nx\r\n", b"END\r\nERROR\r\nERROR\r\n"),
         (b"delete r 5\r\n", b"CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n"),
         (b"incr r abc\r\n", b"CLIENT_ERROR invalid numeric delta argument\r\n"),
         (b"touch r soon\r\n", b"CLIENT_ERROR invalid exptime argument\r\n"),
@@ -297,7 +575,9 @@ def test_raw_protocol(srv):
         # keys with bytes >= 0x80, prefixes of each other, flags at the maximum
         (b"set \xc3\xa9 1 0 1\r\na\r\nset \xc3\xa9\xc3\xa9 4294967295 0 1\r\nb\r\nget \xc3\xa9 \xc3\xa9\xc3\xa9 \xc3\r\n",
          b"STORED\r\nSTORED\r\nVALUE \xc3\xa9 1 1\r\na\r\nVALUE \xc3\xa9\xc3\xa9 4294967295 1\r\nb\r\nEND\r\n"),
-        (b"version junk\r\n", b"VERSION 1.6.18-wort-" + subprocess.check_output([srv.proc.args[0], "--version"]).split()[1] + b"\r\n"),
+        (b"version junk\r\n", b"VERSION " + VERSION_REPLY + b"\r\n"),
+        (b"slabs automove 1\r\nslabs automove 9\r\n", b"OK\r\nERROR\r\n"),
+        (b"GET /foo\r\n", b"ERROR\r\n"),
     ]
     for req, want in cases:
         got = talk(p, req)
@@ -307,6 +587,9 @@ def test_raw_protocol(srv):
     check(got == b"CLIENT_ERROR line too long\r\n<EOF>", f"line too long: {got[:100]!r}")
     # quit closes
     check(talk(p, b"quit\r\nget r\r\n", expect_close=True) == b"<EOF>", "quit")
+    # An HTTP request line closes the connection without a reply, as memcached does.
+    got = talk(p, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", expect_close=True)
+    check(got == b"<EOF>", f"HTTP request line: {got!r}")
     # Pipelined requests arriving a byte at a time.
     s = srv.raw()
     for b in b"set slow 0 0 4\r\nabcd\r\nget slow\r\n":
@@ -329,6 +612,109 @@ def test_raw_protocol(srv):
         c.set(f"mg{i}", val, noreply=False)
     got = c.get_many([f"mg{i}" for i in range(30)])
     check(len(got) == 30 and all(v == val for v in got.values()), "3 MB multi-get")
+    c.close()
+
+
+def test_raw_binary(srv):
+    """The binary twin of test_raw_protocol: exact packets, malformed headers, partial input."""
+    p = srv.port
+    SETX = lambda k, v, fl=0, op="set": bin_request(op, struct.pack(">II", fl, 0), k, v, opaque=7)
+    GET = lambda k, op="get": bin_request(op, b"", k, b"", opaque=8)
+    talk(p, SETX(b"r", b"abc", 5))
+
+    def packets(data, expect_close=False):
+        got = talk(p, data, expect_close=expect_close)
+        eof = got.endswith(b"<EOF>")
+        pk, rest = bin_parse_all(got[:-5] if eof else got)
+        return [(x["op"], x["status"], x["key"], x["value"]) for x in pk], rest, eof
+
+    cases = [
+        (SETX(b"r", b"abc", 5) + GET(b"r"), [(1, 0, b"", b""), (0, 0, b"", b"abc")]),
+        (GET(b"nope") + GET(b"nope", "getk"), [(0, 1, b"", b"Not found"), (0x0c, 1, b"nope", b"")]),
+        (bin_request(0x50, b"", b"k", b"junk") + bin_request("noop"), [(0x50, 0x81, b"", b"Unknown command"), (0x0a, 0, b"", b"")]),
+        (bin_request("version"), [(0x0b, 0, b"", VERSION_REPLY)]),
+        # too large with data, then the connection keeps working
+        (SETX(b"big", b"x" * 2000000) + GET(b"r"), [(1, 3, b"", b"Too large."), (0, 0, b"", b"abc")]),
+        # keys of any byte: spaces, control bytes, 0x00, >= 0x80 (binary keys are not tokens)
+        (SETX(b"a b\x00\x10\xff", b"v") + GET(b"a b\x00\x10\xff", "getk"), [(1, 0, b"", b""), (0x0c, 0, b"a b\x00\x10\xff", b"v")]),
+        (GET(b"k" * 250), [(0, 1, b"", b"Not found")]),
+    ]
+    for req, want in cases:
+        got, rest, eof = packets(req)
+        check(got == want and not rest and not eof, f"raw binary {req[:40]!r}: got {got!r} want {want!r}")
+    # Malformed headers: the spec's error then a close, or a close; never a hang.
+    got, rest, eof = packets(bin_request("get", b"", b"k" * 251), expect_close=True)
+    check(got == [(0, 4, b"", b"Invalid arguments")] and eof, f"key > 250 bytes: {got!r} {eof}")
+    bad = bytearray(SETX(b"d", b"value"))
+    bad[8:12] = struct.pack(">I", 4)  # bodylen < extlen + keylen
+    got, rest, eof = packets(bytes(bad) + SETX(b"e", b"v"), expect_close=True)
+    check(got == [(1, 0x81, b"", b"Unknown command")] and eof, f"lengths that disagree: {got!r} {eof}")
+    got, rest, eof = packets(b"\x80" + b"\x00" * 7 + b"\x80\x00\x00\x00" + b"\x00" * 12, expect_close=True)
+    check(got == [(0, 4, b"", b"Invalid arguments")] and eof, f"bodylen 2 GiB: {got!r} {eof}")
+    got, rest, eof = packets(SETX(b"f", b"v") + b"\x81" + bytes(GET(b"f"))[1:], expect_close=True)
+    check(got == [(1, 0, b"", b"")] and eof, f"bad magic closes silently: {got!r} {eof}")
+    got, _, _ = packets(GET(b"d") + GET(b"e"))
+    check(got == [(0, 1, b"", b"Not found")] * 2, f"nothing of the refused packets was stored: {got!r}")
+    # quit answers, then closes; quitq closes silently
+    got, rest, eof = packets(bin_request("quit") + GET(b"r"), expect_close=True)
+    check(got == [(7, 0, b"", b"")] and eof, f"quit: {got!r}")
+    got, rest, eof = packets(bin_request("quitq") + GET(b"r"), expect_close=True)
+    check(got == [] and eof, f"quitq: {got!r}")
+    # Pipelined requests arriving a byte at a time.
+    s = srv.raw()
+    for b in SETX(b"slow", b"abcd") + GET(b"slow"):
+        s.sendall(bytes([b]))
+    a, buf = bin_read(s)
+    g, buf = bin_read(s, buf)
+    check(a["status"] == 0 and g["value"] == b"abcd", "byte-at-a-time binary pipeline")
+    s.close()
+    # Half a request, then the client vanishes: nobody else notices.
+    for _ in range(20):
+        h = srv.raw()
+        h.sendall(SETX(b"half", b"x" * 100000)[:5000])
+        h.close()
+        h = srv.raw()
+        h.sendall(GET(b"r")[:10])
+        h.close()
+    got, _, _ = packets(GET(b"r"))
+    check(got == [(0, 0, b"", b"abc")], "server fine after half binary requests")
+    got, _, _ = packets(GET(b"half"))
+    check(got == [(0, 1, b"", b"Not found")], f"half a set stored nothing: {got!r}")
+    # A reply bigger than the output high-water mark (1 MiB): 30 getkq of 100 KB + noop.
+    c = srv.client()
+    val = b"v" * 100000
+    check(c.set_many({f"mg{i}": val for i in range(30)}, noreply=False) == [], "binary set_many")
+    got = c.get_many([f"mg{i}" for i in range(30)] + ["nope"])
+    check(len(got) == 30 and all(v == val for v in got.values()), "3 MB binary multi-get")
+    c.close()
+
+
+def test_admin_views(srv):
+    """stats items / slabs (both protocols), stats cachedump through pymemcache, memcdump and
+    lru_crawler metadump (text): the fields memcached names, all items in class 1."""
+    c = srv.client()
+    keys = {f"dump:{i}": f"v{i}".encode() for i in range(50)}
+    check(c.set_many(keys, noreply=False) == [], "admin: set_many")
+    items = c.stats("items")
+    check(int(items.get(b"items:1:number", 0)) >= 50, f"stats items: {list(items.items())[:3]}")
+    slabs = c.stats("slabs")
+    check(int(slabs.get(b"active_slabs", 0)) == 1 and b"1:chunk_size" in slabs, f"stats slabs: {list(slabs)[:4]}")
+    if not BINARY:
+        dump = c.stats("cachedump", "1", "0")
+        check(all(k.encode() in dump for k in keys), f"pymemcache stats cachedump: {len(dump)} keys")
+        check(dump.get(b"dump:7") == b"[2 b; 0 s]", f"cachedump entry: {dump.get(b'dump:7')!r}")
+        r = subprocess.run(["memcdump", f"--servers=127.0.0.1:{srv.port}"], capture_output=True, timeout=30)
+        listed = set(r.stdout.decode(errors="replace").split())
+        check(r.returncode == 0 and set(keys) <= listed, f"memcdump: rc {r.returncode}, {len(listed)} keys")
+        s = srv.raw()
+        s.sendall(b"lru_crawler metadump all\r\n")
+        md = recv_until(s, b"END\r\n")
+        check(md.count(b"\nkey=dump%3A") + md.startswith(b"key=dump%3A") >= 50 and b" cls=1 " in md,
+              f"lru_crawler metadump: {md[:120]!r}")
+        s.sendall(b"stats conns\r\n")
+        conns = recv_until(s, b"END\r\n")
+        check(conns.count(b":addr tcp:127.0.0.1:") >= 2 and b":state conn_parse_cmd" in conns, f"stats conns: {conns[:200]!r}")
+        s.close()
     c.close()
 
 
@@ -397,6 +783,7 @@ def test_concurrency(srv):
 def test_libmemcached_tools(srv):
     servers = f"--servers=127.0.0.1:{srv.port}"
     env = dict(os.environ)
+    proto = ["--binary"] if BINARY else []
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "toolfile")
         data = os.urandom(5000)
@@ -406,29 +793,36 @@ def test_libmemcached_tools(srv):
         def run(*args):
             return subprocess.run(list(args), capture_output=True, timeout=30, env=env)
 
-        r = run("memccp", servers, path)
+        r = run("memccp", *proto, servers, path)
         check(r.returncode == 0, f"memccp: {r.stderr!r}")
-        r = run("memccat", servers, "toolfile")
+        r = run("memccat", *proto, servers, "toolfile")
         check(r.returncode == 0 and r.stdout in (data, data + b"\n"), f"memccat: rc {r.returncode} {len(r.stdout)} bytes")
-        r = run("memcexist", servers, "toolfile")
+        r = run("memcexist", *proto, servers, "toolfile")
         check(r.returncode == 0, f"memcexist: {r.stderr!r}")
-        r = run("memctouch", servers, "--expire=100", "toolfile")
+        r = run("memctouch", *proto, servers, "--expire=100", "toolfile")
         check(r.returncode == 0, f"memctouch: {r.stderr!r}")
+        # memaslap (libmemcached's load generator; its keys hold control bytes such as 0x10)
+        r = run("memcaslap", "-s", f"127.0.0.1:{srv.port}", "-t", "1s", "-T", "1", "-c", "4", *(["-B"] if BINARY else []))
+        check(r.returncode == 0 and b"Run time" in r.stdout and b"get_misses: 0" in r.stdout,
+              f"memaslap: rc {r.returncode} {r.stdout[-300:]!r} {r.stderr[-300:]!r}")
         r = run("memcping", servers)
         check(r.returncode == 0, f"memcping: {r.stderr!r}")
-        r = run("memcstat", servers)
+        r = run("memcstat", *proto, servers)
         check(r.returncode == 0 and b"curr_items" in r.stdout, f"memcstat: {r.stdout[:200]!r}")
-        r = run("memcrm", servers, "toolfile")
+        r = run("memcrm", *proto, servers, "toolfile")
         check(r.returncode == 0, f"memcrm: {r.stderr!r}")
-        r = run("memccat", servers, "toolfile")
+        r = run("memccat", *proto, servers, "toolfile")
         check(r.returncode != 0, "memccat after memcrm must fail")
-        run("memccp", servers, path)
-        r = run("memcflush", servers)
+        run("memccp", *proto, servers, path)
+        r = run("memcflush", *proto, servers)
         check(r.returncode == 0, f"memcflush: {r.stderr!r}")
-        r = run("memccat", servers, "toolfile")
+        r = run("memccat", *proto, servers, "toolfile")
         check(r.returncode != 0, "memccat after memcflush must fail")
-        r = run("memccapable", "-h", "127.0.0.1", "-p", str(srv.port), "-a")
-        check(r.returncode == 0, f"memccapable -a: {r.stdout[-400:]!r}{r.stderr[-400:]!r}")
+        # libmemcached's conformance test: -a the text protocol, -b the binary one (27 tests each).
+        flag = "-b" if BINARY else "-a"
+        r = run("memccapable", "-h", "127.0.0.1", "-p", str(srv.port), flag)
+        passed = r.stdout.count(b"[pass]")
+        check(r.returncode == 0 and passed == 27, f"memccapable {flag}: {passed} passed: {r.stdout[-400:]!r}{r.stderr[-400:]!r}")
 
 
 def test_max_conns(args):
@@ -440,7 +834,7 @@ def test_max_conns(args):
             s.sendall(b"version\r\n")
             recv_until(s, b"\r\n")
         got = talk(srv.port, b"version\r\n", expect_close=True)
-        check(got == b"SERVER_ERROR Too many open connections\r\n<EOF>", f"max-conns: {got!r}")
+        check(got == b"ERROR Too many open connections\r\n<EOF>", f"max-conns: {got!r}")
         held[0].close()
         ok = False
         for _ in range(50):  # the server notices the close asynchronously
@@ -460,8 +854,9 @@ def mode_clients(args):
     srv = Server(args.wort, args.pool)
     try:
         test_pymemcache(srv)
-        test_raw_protocol(srv)
+        test_raw_binary(srv) if BINARY else test_raw_protocol(srv)
         test_range(srv)
+        test_admin_views(srv)
         test_concurrency(srv)
         test_libmemcached_tools(srv)
         check(srv.alive(), "server still running after everything")
@@ -523,22 +918,33 @@ def mode_kill(args, extra=(), evicting=False, keys_per_writer=2000):
                         if rng.random() < 0.1 and key in acked:
                             with lock:
                                 inflight[key] = None
-                            s.sendall(f"delete {key}\r\n".encode())
-                            r = recv_until(s, b"\r\n")
+                            if BINARY:
+                                s.sendall(bin_request("delete", key=key.encode(), opaque=i))
+                                pkt, _ = bin_read(s)
+                                deleted = pkt["status"] == ST_OK
+                            else:
+                                s.sendall(f"delete {key}\r\n".encode())
+                                deleted = recv_until(s, b"\r\n") == b"DELETED\r\n"
                             with lock:
                                 inflight.pop(key, None)
                                 acked.pop(key, None)
-                                if r == b"DELETED\r\n":
+                                if deleted:
                                     deleted_ack.add(key)
                             continue
                         ver = acked.get(key, 0) + 1 if key not in acked else acked[key] + 1
                         v = value_for(key, ver)
                         with lock:
                             inflight[key] = ver
-                        s.sendall(f"set {key} {ver} 0 {len(v)}\r\n".encode() + v + b"\r\n")
-                        r = recv_until(s, b"\r\n")
-                        if r != b"STORED\r\n":
-                            raise RuntimeError(f"set answered {r!r}")
+                        if BINARY:
+                            s.sendall(bin_request("set", struct.pack(">II", ver, 0), key.encode(), v, opaque=i))
+                            pkt, _ = bin_read(s)
+                            if pkt["status"] != ST_OK or pkt["opaque"] != i:
+                                raise RuntimeError(f"set answered {pkt!r}")
+                        else:
+                            s.sendall(f"set {key} {ver} 0 {len(v)}\r\n".encode() + v + b"\r\n")
+                            r = recv_until(s, b"\r\n")
+                            if r != b"STORED\r\n":
+                                raise RuntimeError(f"set answered {r!r}")
                         with lock:
                             inflight.pop(key, None)
                             acked[key] = ver
@@ -635,7 +1041,7 @@ def mode_oom(args):
                 c.set(f"fill{i}", val, noreply=False)
                 stored += 1
             except MemcacheServerError as e:
-                check("out of memory storing object" in str(e), f"oom error text: {e}")
+                check(("Out of memory" if BINARY else "out of memory storing object") in str(e), f"oom error text: {e}")
                 full = True
                 break
         check(full, f"pool never filled ({stored} values)")
@@ -930,16 +1336,23 @@ def meta_kill(args):
 
 
 def main():
+    global VERSION_REPLY
     ap = argparse.ArgumentParser()
     ap.add_argument("mode", choices=["clients", "kill", "oom", "unordered", "meta", "evict", "killevict"])
     ap.add_argument("--wort", required=True)
     ap.add_argument("--pool", required=True)
     ap.add_argument("--index", default="", help="index kind (default: the server's)")
+    ap.add_argument("--binary", action="store_true", help="the binary twin: clients speak the binary protocol")
     args = ap.parse_args()
+    ver = subprocess.run([args.wort, "--version"], capture_output=True, text=True, timeout=30).stdout.split()
+    if len(ver) == 2 and ver[0] == "wort":
+        VERSION_REPLY = b"1.6.18-wort-" + ver[1].encode()
+    global BINARY
+    BINARY = args.binary
     Server.index = args.index
     {"clients": mode_clients, "kill": mode_kill, "oom": mode_oom, "unordered": mode_unordered,
      "meta": mode_meta, "evict": mode_evict, "killevict": mode_killevict}[args.mode](args)
-    print(f"{args.mode}: {len(FAILURES)} failures", flush=True)
+    print(f"{args.mode}{' (binary)' if BINARY else ''}: {len(FAILURES)} failures", flush=True)
     sys.exit(1 if FAILURES else 0)
 
 

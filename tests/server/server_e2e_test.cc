@@ -11,67 +11,73 @@
 #include <string>
 
 #include "common/test_util.h"
+#include "server/e2e_util.h"
 #include "wort/index.h"
 
 namespace wort {
 namespace {
 
-std::string Python() {
-  std::string venv;
-  if (const char* v = std::getenv("WORT_VENV")) venv = v;
-  else if (const char* h = std::getenv("HOME")) venv = std::string(h) + "/.cache/wort-venv";
-  const std::string py = venv + "/bin/python3";
-  if (!venv.empty() && std::filesystem::exists(py)) return py;
-  return "python3";
-}
-
 std::string Script() {
   return (std::filesystem::path(__FILE__).parent_path() / "server_e2e.py").string();
 }
 
-// Runs one mode; returns its exit status (or -1).
-int RunMode(const std::string& mode, const std::string& index) {
-  test::TempPath pool("serve-" + mode);
-  std::string cmd = Python() + " -c 'import pymemcache' 2>/dev/null";
-  if (std::system(cmd.c_str()) != 0) {
-    ADD_FAILURE() << "pymemcache is missing for " << Python() << ": run scripts/setup.sh";
-    return -1;
-  }
-  cmd = Python() + " " + Script() + " " + mode + " --wort " + WORT_CLI_PATH + " --pool " + pool.str();
-  if (!index.empty()) cmd += " --index " + index;
-  const int st = std::system(cmd.c_str());
+// Runs one mode (binary: its binary-protocol twin); returns its exit status (or -1).
+int RunMode(const std::string& mode, const std::string& index, bool binary = false) {
+  test::TempPath pool("serve-" + mode + (binary ? "-bin" : ""));
+  std::string extra;
+  if (!index.empty()) extra += " --index " + index;
+  if (binary) extra += " --binary";
+  const int st = test::RunPythonMode(Script(), mode, pool.str(), extra);
   std::filesystem::remove(pool.str() + ".mc");
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return st;
 }
 
-TEST(ServerE2E, EveryCommandThroughRealClients) { EXPECT_EQ(RunMode("clients", ""), 0); }
+// Each test runs twice: over the text protocol (pymemcache, raw text) and over the binary
+// protocol (the script's BinClient, raw packets, the libmemcached tools with --binary;
+// memccapable -a and -b).
+class ServerE2E : public ::testing::TestWithParam<bool> {
+ protected:
+  bool binary() const { return GetParam(); }
+};
 
-// mg/ms/md/ma/me/mn over a loopback socket: quiet pipelines ended by mn, binary keys via b,
-// cas conflicts, stale/win state across a restart.
-TEST(ServerE2E, MetaCommandsOverASocket) { EXPECT_EQ(RunMode("meta", ""), 0); }
+TEST_P(ServerE2E, EveryCommandThroughRealClients) { EXPECT_EQ(RunMode("clients", "", binary()), 0); }
 
-TEST(ServerE2E, PoolFullAnswersOutOfMemoryAndReadsWork) { EXPECT_EQ(RunMode("oom", "wort"), 0); }
+TEST_P(ServerE2E, PoolFullAnswersOutOfMemoryAndReadsWork) { EXPECT_EQ(RunMode("oom", "wort", binary()), 0); }
 
 // --evict lru: ten times an 8 MiB pool written over a socket, hot keys kept, big values stored,
 // survivors kept by a restart.
-TEST(ServerE2E, EvictLruKeepsAcceptingWrites) { EXPECT_EQ(RunMode("evict", ""), 0); }
+TEST_P(ServerE2E, EvictLruKeepsAcceptingWrites) { EXPECT_EQ(RunMode("evict", "", binary()), 0); }
 
 // SIGKILL mid-load with --evict lru: evicted keys may be absent, no value is ever wrong.
-TEST(ServerE2E, SigkillWithEvictionNeverReturnsAWrongValue) { EXPECT_EQ(RunMode("killevict", ""), 0); }
+TEST_P(ServerE2E, SigkillWithEvictionNeverReturnsAWrongValue) { EXPECT_EQ(RunMode("killevict", "", binary()), 0); }
 
-TEST(ServerE2E, RangeOnAHashIndexIsAClearError) {
+TEST_P(ServerE2E, RangeOnAHashIndexIsAClearError) {
   ASSERT_NE(FindIndexKind("cceh"), nullptr) << "cceh is a built-in kind";
-  EXPECT_EQ(RunMode("unordered", "cceh"), 0);
+  EXPECT_EQ(RunMode("unordered", "cceh", binary()), 0);
 }
 
-// SIGKILL mid-load, restart, every acknowledged write is back; then `wort pool check`.
-class ServerKill : public ::testing::TestWithParam<std::string> {};
+INSTANTIATE_TEST_SUITE_P(Protocol, ServerE2E, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "binary" : "text"; });
+
+// mg/ms/md/ma/me/mn over a loopback socket: quiet pipelines ended by mn, binary keys via b,
+// cas conflicts, stale/win state across a restart. (Text only: the binary protocol has no meta
+// commands.)
+TEST(ServerE2EText, MetaCommandsOverASocket) { EXPECT_EQ(RunMode("meta", ""), 0); }
+
+// SIGKILL mid-load, restart, every acknowledged write is back; then `wort pool check`. The
+// writers speak the text protocol, then (binary) the binary protocol.
+class ServerKill : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
 TEST_P(ServerKill, AcknowledgedWritesSurviveSigkill) {
-  ASSERT_NE(FindIndexKind(GetParam()), nullptr) << GetParam() << " is a built-in kind";
-  EXPECT_EQ(RunMode("kill", GetParam()), 0);
+  const std::string kind = std::get<0>(GetParam());
+  ASSERT_NE(FindIndexKind(kind), nullptr) << kind << " is a built-in kind";
+  EXPECT_EQ(RunMode("kill", kind, std::get<1>(GetParam())), 0);
 }
-INSTANTIATE_TEST_SUITE_P(Kinds, ServerKill, ::testing::Values("wort", "woart", "artcow", "cceh"),
-                         [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Kinds, ServerKill,
+                         ::testing::Combine(::testing::Values("wort", "woart", "artcow", "cceh"),
+                                            ::testing::Values(false, true)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + (std::get<1>(info.param) ? "_binary" : "_text");
+                         });
 
 }  // namespace
 }  // namespace wort
