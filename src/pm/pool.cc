@@ -221,6 +221,7 @@ Status Pool::MapFile(const std::string& path, bool create, const PoolOptions& op
   if (create) {
     // The file is fresh (all zero). Write the header, persist it, then it is a pool.
     std::memcpy(base_, &h, sizeof(h));
+    // crash-site: outside: Pool::Create, before any index exists (a crash leaves a file that is not yet a pool: Open reports it).
     pm::persist(base_, sizeof(h));
     opened_clean_ = true;
   } else {
@@ -347,6 +348,7 @@ Status Pool::RemoveRoot(std::string_view name) {
     if (pm::load8(&e.check) != RootCheck(e)) continue;
     if (name == std::string_view(e.name, strnlen(e.name, sizeof(e.name)))) {
       pm::store8(&e.check, 0);  // the commit point
+      // crash-site: outside: Pool::RemoveRoot, which no index operation calls (nothing in src/ does; tests/foundation/pool_test.cc).
       pm::persist(&e.check, 8);
       return Status::OK();
     }
