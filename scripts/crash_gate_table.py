@@ -13,8 +13,9 @@ import subprocess
 import sys
 import time
 
-COV = re.compile(r'^(\S+): coverage (\d+)/(\d+) persist sites met .* ([\d.]+) s$')
-MUT = re.compile(r'^(\S+): mutation: (\d+) sites met, (\d+) caught, (\d+) redundant, (\d+) missed, (\d+) skipped')
+COV = re.compile(r'^(\S+): coverage (\d+)/(\d+) persist sites met .* ([\d.]+) s$')  # CLI or CoveragePlan test
+MUT = re.compile(r'^(\S+): mutation: (\d+) sites met, (\d+) caught, (\d+) redundant, (\d+) missed, (\d+) skipped \(time\), '
+                 r'(\d+) missed and noted')
 UNMET = re.compile(r'^  unmet: (\S+)')
 DROP = re.compile(r'^  drop (\S+): (caught|redundant|MISSED|not met|skipped)')
 
@@ -51,13 +52,14 @@ def main():
         m = MUT.match(line)
         if m and m.group(1) in rows:
             r = rows[m.group(1)]
-            r.update(caught=int(m.group(3)), redundant=int(m.group(4)), missed=int(m.group(5)), skipped=int(m.group(6)))
-    print('| kind | gated sites | met by its plan | mutants caught | redundant | missed | skipped (time) | seconds |')
-    print('|---|---:|---:|---:|---:|---:|---:|---:|')
+            r.update(caught=int(m.group(3)), redundant=int(m.group(4)), missed=int(m.group(5)), skipped=int(m.group(6)),
+                     noted=int(m.group(7)))
+    print('| kind | gated sites | met by its plan | mutants caught | redundant | missed | missed, noted | skipped (time) | seconds |')
+    print('|---|---:|---:|---:|---:|---:|---:|---:|---:|')
     for k, r in rows.items():
-        print('| {} | {} | {} | {} | {} | {} | {} | {:.0f} |'.format(k, r['gated'], r['met'], r.get('caught', '-'),
-                                                               r.get('redundant', '-'), r.get('missed', '-'),
-                                                               r.get('skipped', '-'), r['s']))
+        print('| {} | {} | {} | {} | {} | {} | {} | {} | {:.0f} |'.format(
+            k, r['gated'], r['met'], r.get('caught', '-'), r.get('redundant', '-'), r.get('missed', '-'),
+            r.get('noted', '-'), r.get('skipped', '-'), r['s']))
     # A shared site (allocator, pool, common code) counts as met when any of its owner kinds meets
     # it (tests/crash/coverage_test.cc, CoverageGate.EverySiteMet, checks that union).
     print()

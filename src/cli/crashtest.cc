@@ -111,14 +111,15 @@ size_t RunCoveragePlan(const CrashOpts& o, const std::string& name) {
     std::vector<crash::MutantResult> mr;
     s = crash::RunMutation(name, plan, cov, gated, o.mutate_budget, &mr);
     if (!s.ok()) Fail(name + ": " + s.ToString());
-    size_t n[5] = {};
+    size_t n[6] = {};
     for (auto& m : mr) {
       ++n[static_cast<int>(m.verdict)];
       fmt::print("  drop {}: {}{}{} ({:.1f} s)\n", m.site, crash::MutantVerdictName(m.verdict), m.detail.empty() ? "" : ": ",
                  m.detail, m.seconds);
     }
-    fmt::print("{}: mutation: {} sites met, {} caught, {} redundant, {} missed, {} skipped (time)\n", name,
-               n[0] + n[1] + n[2] + n[4], n[0], n[1], n[2], n[4]);
+    fmt::print("{}: mutation: {} sites met, {} caught, {} redundant, {} missed, {} skipped (time), {} missed and noted "
+               "(crash-site: uncaught)\n",
+               name, n[0] + n[1] + n[2] + n[4] + n[5], n[0], n[1], n[2], n[4], n[5]);
     failures += n[2];
   }
   std::fflush(stdout);

@@ -11,6 +11,7 @@
 
 #include <fcntl.h>
 #include <fmt/core.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <cstdio>
 #include <unistd.h>
@@ -645,12 +646,12 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
   auto check_points = [&](size_t i, const std::string& op_desc, const std::vector<CrashPoint>& points,
                           const Contents* before, const Contents* after, bool may_be_absent) -> Status {
     CheckTarget t = target;
-    t.may_be_absent = may_be_absent;
     std::unordered_set<uint64_t> seen_points;
     for (const CrashPoint& p : points) {
       if (res.violation_count >= cfg.max_violations) break;
       if (!seen_points.insert(PointHash(p)).second) continue;
       ++res.crash_points;
+      t.may_be_absent = may_be_absent && p.kind != PointKind::kReturn;  // created once it returned
       const std::vector<const Contents*> allowed =
           p.kind == PointKind::kReturn ? std::vector<const Contents*>{after} : std::vector<const Contents*>{before, after};
       std::unordered_set<uint64_t> seen_images;
@@ -794,13 +795,29 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
       (cfg.replay_op < 0 || static_cast<int64_t>(close_op) == cfg.replay_op)) {
     tracker.BeginOp(std::max<size_t>(cfg.max_points, 1), cfg.replay_point, MixSeed(cfg.seed, 0xc105e),
                     cfg.novel_only && cfg.replay_op < 0);
+    const char* base = pool->base();
+    const uint64_t mapped = pool->size();
+    std::vector<CrashPoint> points;
     {
       HookGuard hook(&tracker);
       index.reset();
       close_status = pool->Close();
+      // The return point reads the pool, which Close unmapped: map the file again where it was
+      // (MAP_SHARED: the page cache holds what the closed pool left), just for the capture.
+      void* m = MAP_FAILED;
+      const int fd = ::open(live_path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd >= 0) {
+        m = ::mmap(const_cast<char*>(base), mapped, PROT_READ, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
+        ::close(fd);
+      }
+      if (m != MAP_FAILED && m != base) {
+        ::munmap(m, mapped);
+        m = MAP_FAILED;
+      }
+      points = tracker.EndOp(/*capture_return=*/m != MAP_FAILED);
+      if (m != MAP_FAILED) ::munmap(m, mapped);
     }
     closed = true;
-    std::vector<CrashPoint> points = tracker.EndOp(/*capture_return=*/false);  // the pool is unmapped
     res.points_seen += tracker.PointsSeen();
     if (!points.empty()) ++res.ops_explored;
     WORT_RETURN_IF_ERROR(check_points(close_op, "close the pool", points, &model, &model, false));

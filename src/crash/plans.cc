@@ -46,7 +46,7 @@ std::vector<PlanStep> KindPlan(const std::string& kind, const std::string& dir) 
   // at fanouts of 27..64); then deletes down to a handful (shrink, merge, chunk release).
   const bool btree = kind == "fastfair" || kind == "b3tree" || kind == "fptree" || kind == "nvtree" ||
                      kind == "wbtree" || kind == "wbtree-slot";
-  const size_t grow = btree ? 2500 : 1200;
+  const size_t grow = btree ? 2500 : 1000;
 
   std::vector<PlanStep> plan;
   const Shape shapes[] = {{Dist::kDense, 0},   {Dist::kSparse, 0}, {Dist::kClustered, 0},
@@ -127,6 +127,7 @@ const char* MutantVerdictName(MutantVerdict v) {
     case MutantVerdict::kMissed: return "MISSED";
     case MutantVerdict::kNotMet: return "not met";
     case MutantVerdict::kSkipped: return "skipped (time)";
+    case MutantVerdict::kKnownMiss: return "missed (known, noted)";
   }
   return "?";
 }
@@ -157,6 +158,9 @@ Status RunMutation(const std::string& kind, const std::vector<PlanStep>& plan, c
     ExplorerConfig c = plan[it->second.first].cfg;
     c.drop_site = m.site;
     c.max_violations = 1;
+    // One operation explored (or a few): every crash point of it, and more images per point.
+    c.max_points = 1024;
+    c.subsets = 3;
     c.log = nullptr;
     // Unexplored before the operation that first met it (its own index keeps the creation's
     // numbering: #explore_ops is the creation, #explore_ops+1 the close).
@@ -178,6 +182,9 @@ Status RunMutation(const std::string& kind, const std::vector<PlanStep>& plan, c
       m.detail = fmt::format("op #{} {} [{}]: {}", v.op, v.point_desc, v.image, v.what.substr(0, 120));
     } else if (std::strcmp(site.note, "redundant") == 0) {
       m.verdict = MutantVerdict::kRedundant;
+      m.detail = site.reason;
+    } else if (std::strcmp(site.note, "uncaught") == 0) {
+      m.verdict = MutantVerdict::kKnownMiss;
       m.detail = site.reason;
     } else {
       m.verdict = MutantVerdict::kMissed;

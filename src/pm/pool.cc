@@ -231,6 +231,7 @@ Status Pool::MapFile(const std::string& path, bool create, const PoolOptions& op
     Header* hd = header();
     pm::store8(&hd->clean, 0);
     pm::store8(&hd->generation, hd->generation + 1);
+    // crash-site: uncaught: it matters only when a cleanly closed pool is reopened and then crashes; the explorer reopens only crashed images.
     pm::persist(&hd->size, 64);
   }
   return Status::OK();
@@ -252,6 +253,7 @@ Status Pool::Close() {
     if (s.ok()) s = alloc_->PrepareClose();
     if (s.ok()) {
       pm::store8(&header()->clean, 1);
+      // crash-site: redundant: a clean flag that never reaches memory only makes the next open run the post-crash recovery (same contents, slower open).
       pm::persist(&header()->clean, 8);
     }
     // Not clean (recovery failed): leave the flag at 0 so the next open recovers again.
