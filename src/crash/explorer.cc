@@ -567,6 +567,36 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
     if (res.violations.size() < cfg.max_violations) res.violations.push_back(std::move(v));
   };
 
+  // Writes the image of point `p` of tracker `tr` with `patch` and checks it; a failed check is a
+  // violation (of operation i at point `seq`, described by `where` and `image_desc`), and an
+  // image that crashed or hung the check ends the run. *ok: whether the image passed.
+  auto check_image = [&](Tracker& tr, const CrashPoint& p, const std::vector<std::pair<uint64_t, LineBytes>>& patch,
+                         const CheckTarget& t, const std::vector<const Contents*>& allowed, size_t i,
+                         const std::string& op_desc, uint64_t seq, const std::string& where,
+                         const std::string& image_desc, bool* ok) -> Status {
+    const std::string path = UniquePoolPath(cfg.dir, "crash-img");
+    Status ws = tr.WriteImage(path, p, patch);
+    if (!ws.ok()) {
+      ::unlink(path.c_str());
+      return ws;
+    }
+    ++res.images;
+    int matched = -1;
+    bool fatal = false;
+    Status cs = cfg.isolate ? CheckCrashedPoolIsolated(path, t, allowed, &matched, cfg.check_timeout_s)
+                            : CheckCrashedPoolGuarded(path, t, allowed, &matched, &fatal, cfg.check_timeout_s);
+    ::unlink(path.c_str());
+    *ok = cs.ok();
+    if (cs.ok()) return Status::OK();
+    add_violation(Violation{i, op_desc, seq, where, image_desc, cs.message(),
+                            args + fmt::format(" --replay-op {} --replay-point {}", i, seq)});
+    if (fatal) {
+      res.stopped_early = "the check of an image crashed or hung; the run stopped (use --isolate to go on)";
+      res.violation_count = std::max(res.violation_count, cfg.max_violations);
+    }
+    return Status::OK();
+  };
+
   // Crash during recovery: the recovery of a crash image (Pool::Open with its post-crash GC,
   // and OpenIndex with the kind's repair at open) runs under a second tracker, and each of its
   // crash points gives images that are checked like the others (same allowed contents).
@@ -607,36 +637,14 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
         const uint64_t seed = MixSeed(cfg.seed, 0x7ec0 + i, p.seq * 1000003 + rp.seq, static_cast<uint64_t>(img));
         auto rpatch = MakePatch(rp, mode, seed, cfg.torn_lines);
         if (!seen_images.insert(PatchHash(rpatch)).second) continue;
-        const std::string rpath = UniquePoolPath(cfg.dir, "crash-img");
-        Status ws = rtracker.WriteImage(rpath, rp, rpatch);
-        if (!ws.ok()) {
-          ::unlink(rpath.c_str());
-          return ws;
-        }
-        ++res.images;
-        int matched = -1;
-        bool fatal = false;
-        Status cs = cfg.isolate ? CheckCrashedPoolIsolated(rpath, target, allowed, &matched, cfg.check_timeout_s)
-                                : CheckCrashedPoolGuarded(rpath, target, allowed, &matched, &fatal, cfg.check_timeout_s);
-        ::unlink(rpath.c_str());
-        if (!cs.ok()) {
-          const std::string rdesc = mode == 0 ? "nothing" : mode == 1 ? "all" : fmt::format("subset seed={:#x}", seed);
-          Violation v{i,
-                      op_desc,
-                      p.seq,
-                      p.Describe() + fmt::format(", {} line(s) in flight or dirty; then a crash during recovery, "
-                                                 "recovery point {} ({}), image {}",
-                                                 p.open.size(), rp.seq, rp.Describe(), rdesc),
-                      image_desc,
-                      cs.message(),
-                      args + fmt::format(" --replay-op {} --replay-point {}", i, p.seq)};
-          add_violation(std::move(v));
-          if (fatal) {
-            res.stopped_early = "the check of an image crashed or hung; the run stopped (use --isolate to go on)";
-            res.violation_count = std::max(res.violation_count, cfg.max_violations);
-          }
-          if (res.violation_count >= cfg.max_violations) break;
-        }
+        const std::string rdesc = mode == 0 ? "nothing" : mode == 1 ? "all" : fmt::format("subset seed={:#x}", seed);
+        bool ok = false;
+        WORT_RETURN_IF_ERROR(check_image(rtracker, rp, rpatch, target, allowed, i, op_desc, p.seq,
+                                         p.Describe() + fmt::format(", {} line(s) in flight or dirty; then a crash during "
+                                                                    "recovery, recovery point {} ({}), image {}",
+                                                                    p.open.size(), rp.seq, rp.Describe(), rdesc),
+                                         image_desc, &ok));
+        if (res.violation_count >= cfg.max_violations) break;
       }
     }
     return Status::OK();
@@ -663,34 +671,12 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
         const std::string image_desc = mode == 0   ? "nothing (no in-flight or dirty line)"
                                        : mode == 1 ? "all (every in-flight and dirty line)"
                                                    : fmt::format("subset seed={:#x}", seed);
-        const std::string path = UniquePoolPath(cfg.dir, "crash-img");
-        Status ws = tracker.WriteImage(path, p, patch);
-        if (!ws.ok()) {
-          ::unlink(path.c_str());
-          return ws;
-        }
-        ++res.images;
-        int matched = -1;
-        bool fatal = false;
-        Status cs = cfg.isolate ? CheckCrashedPoolIsolated(path, t, allowed, &matched, cfg.check_timeout_s)
-                                : CheckCrashedPoolGuarded(path, t, allowed, &matched, &fatal, cfg.check_timeout_s);
-        ::unlink(path.c_str());
-        if (cs.ok() && cfg.explore_recovery) WORT_RETURN_IF_ERROR(explore_recovery(i, op_desc, p, patch, image_desc, allowed, t));
-        if (!cs.ok()) {
-          Violation v{i,
-                      op_desc,
-                      p.seq,
-                      p.Describe() + fmt::format(", {} line(s) in flight or dirty", p.open.size()),
-                      image_desc,
-                      cs.message(),
-                      args + fmt::format(" --replay-op {} --replay-point {}", i, p.seq)};
-          add_violation(std::move(v));
-          if (fatal) {
-            res.stopped_early = "the check of an image crashed or hung; the run stopped (use --isolate to go on)";
-            res.violation_count = std::max(res.violation_count, cfg.max_violations);
-          }
-          if (res.violation_count >= cfg.max_violations) break;
-        }
+        bool ok = false;
+        WORT_RETURN_IF_ERROR(check_image(tracker, p, patch, t, allowed, i, op_desc, p.seq,
+                                         p.Describe() + fmt::format(", {} line(s) in flight or dirty", p.open.size()),
+                                         image_desc, &ok));
+        if (ok && cfg.explore_recovery) WORT_RETURN_IF_ERROR(explore_recovery(i, op_desc, p, patch, image_desc, allowed, t));
+        if (res.violation_count >= cfg.max_violations) break;
       }
     }
     return Status::OK();
