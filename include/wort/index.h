@@ -35,6 +35,19 @@ struct IndexOptions {
   // post-crash recovery keeps them. The caller allocates and persists the value block before
   // Insert/Upsert, and frees the old block after an Upsert or Remove has returned OK.
   bool values_are_blocks = false;
+
+  // ---- test configuration (0 = the kind's default) ------------------------------------------
+  // Small sizes make the structural changes (segment splits, directory doubling, resizes)
+  // happen within a few operations; the crash explorer's per-kind plans (src/crash/plans.cc)
+  // use them. Each overrides the environment variable named beside it.
+  // Hash kinds: the hash seed kept in the root block (0: random at create, or WORT_HASH_SEED).
+  // The crash explorer always sets it from its own seed, so that runs replay exactly.
+  uint64_t hash_seed = 0;
+  // Hash kinds: initial capacity in entries (0: WORT_HASH_CAPACITY, default 2048; at least 16).
+  uint64_t hash_capacity = 0;
+  // cceh, cceh-cow: segment size in bytes, a power of two in [256, 262144] (0:
+  // WORT_CCEH_SEGMENT_BYTES, default 16384).
+  uint64_t cceh_segment_bytes = 0;
 };
 
 // Called for each key in ascending order; return false to stop the scan.

@@ -128,7 +128,12 @@ struct Allocator::Impl {
   mutable std::mutex mu;
   std::vector<ChunkMeta> chunks;                 // index = chunk id
   std::vector<std::vector<uint32_t>> partial;    // per class: chunk ids with nfree > 0
-  uint64_t nchunks_file = 0;                     // chunks currently in the file
+  // Chunks currently in the file. Written under mu when the pool grows (and at attach); read
+  // without mu by ChunkOf (from Free's thread caches and from the post-crash GC's marking), so
+  // it is atomic: the store after Pool::Grow is a release and ChunkOf's load an acquire, so a
+  // thread that sees the new count also sees the grown, zeroed file behind it. Reads under mu
+  // (the writer's own lock) may be relaxed; the plain conversions below are seq_cst loads.
+  std::atomic<uint64_t> nchunks_file{0};
   std::vector<std::unique_ptr<ThreadCache>> caches;
 
   // Recovery.
@@ -146,7 +151,7 @@ struct Allocator::Impl {
   bool ChunkOf(uint64_t off, uint64_t* id) const {
     if (off < heap_off) return false;
     const uint64_t c = (off - heap_off) / kChunk;
-    if (c >= nchunks_file) return false;
+    if (c >= nchunks_file.load(std::memory_order_acquire)) return false;
     *id = c;
     return true;
   }
@@ -201,7 +206,7 @@ struct Allocator::Impl {
       if (want > start + n) s = pool->Grow(heap_off + (start + n) * kChunk);
       if (!s.ok()) return s;
     }
-    nchunks_file = (pool->size() - heap_off) / kChunk;
+    nchunks_file.store((pool->size() - heap_off) / kChunk, std::memory_order_release);
     *first = start;
     return Status::OK();
   }
@@ -381,7 +386,7 @@ Allocator::Allocator(Pool* pool, bool opened_clean) : impl_(std::make_unique<Imp
   I.heap = pool->base() + I.heap_off;
   I.chunks.resize(I.max_chunks);
   I.partial.resize(Classes().size.size());
-  I.nchunks_file = (pool->size() - I.heap_off) / kChunk;
+  I.nchunks_file.store((pool->size() - I.heap_off) / kChunk, std::memory_order_release);
   {
     std::lock_guard<std::mutex> g(g_live_mu);
     LiveAllocators().insert(impl_.get());

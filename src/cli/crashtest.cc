@@ -14,6 +14,8 @@
 #include "crash/explorer.h"
 #include "cli/options.h"
 #include "crash/killtest.h"
+#include "crash/plans.h"
+#include "crash/sites.h"
 #include "index/kind_ids.h"
 #include "wort/index.h"
 
@@ -45,6 +47,16 @@ struct CrashOpts {
   uint64_t kill_delay_us = 20000;
   std::string drop_site;
   bool mutate = false;
+  bool coverage = false;
+  bool novel_only = false;
+  bool explore_recovery = false;
+  bool explore_lifecycle = false;
+  size_t explore_from = 0;
+  uint64_t pool_size = crash::ExplorerConfig{}.pool_initial_size;
+  double mutate_budget = 0;
+  uint64_t hash_capacity = 0;
+  uint64_t cceh_segment_bytes = 0;
+  uint64_t hash_seed = 0;
 };
 
 [[noreturn]] void Fail(const std::string& m, int code = 1) {
@@ -52,10 +64,74 @@ struct CrashOpts {
   throw CLI::RuntimeError(code);
 }
 
+// --coverage: runs the kind's plan (crash/plans.h), prints sites met / present (gated ones),
+// the unmet sites by file:line, and with --mutate the mutation gate over the sites met. Returns
+// the number of failures (violations, unmet gated sites, missed mutants).
+size_t RunCoveragePlan(const CrashOpts& o, const std::string& name) {
+  const auto plan = crash::KindPlan(name, o.dir);
+  fmt::print("crashtest --coverage {}: {} plan steps\n", name, plan.size());
+  for (const auto& st : plan) fmt::print("  step: {}\n    wort crashtest {}\n", st.what, crash::ExplorerArgs(st.cfg));
+  std::fflush(stdout);
+  crash::CoverageResult cov;
+  Status s = crash::RunCoverage(name, plan, &cov);
+  if (!s.ok()) Fail(name + ": " + s.ToString());
+  for (auto& v : cov.violation_text) fmt::print("{}\n", v);
+  size_t present = 0, met = 0, outside = 0, own_met = 0;
+  std::vector<std::string> unmet;
+  const auto sites = crash::SitesOfKind(name);
+  for (const crash::PmSite& st : sites) {
+    if (!crash::SiteGated(st)) {
+      ++outside;
+      continue;
+    }
+    ++present;
+    if (cov.met.count(st.Name())) {
+      ++met;
+      ++own_met;
+    } else {
+      unmet.push_back(st.Name() + " (" + st.call + ")");
+    }
+  }
+  // Sites met that the inventory does not hold: the extractor missed them.
+  std::vector<std::string> unknown;
+  for (auto& [site, n] : cov.met)
+    if (!crash::FindSite(site)) unknown.push_back(site);
+  fmt::print("{}: coverage {}/{} persist sites met ({:.1f}%), {} outside index operations, {} violations, {} images, "
+             "{:.1f} s\n",
+             name, met, present, present ? 100.0 * met / present : 100.0, outside, cov.violations, cov.images,
+             cov.seconds);
+  for (auto& u : unmet) fmt::print("  unmet: {}\n", u);
+  for (auto& u : unknown) fmt::print("  NOT IN THE INVENTORY: {} (scripts/pm_sites.py missed it)\n", u);
+  std::fflush(stdout);
+  size_t failures = cov.violations + unknown.size();
+  (void)own_met;
+  if (o.mutate) {
+    std::vector<crash::PmSite> gated;
+    for (const auto& st : sites)
+      if (crash::SiteGated(st)) gated.push_back(st);
+    std::vector<crash::MutantResult> mr;
+    s = crash::RunMutation(name, plan, cov, gated, o.mutate_budget, &mr);
+    if (!s.ok()) Fail(name + ": " + s.ToString());
+    size_t n[6] = {};
+    for (auto& m : mr) {
+      ++n[static_cast<int>(m.verdict)];
+      fmt::print("  drop {}: {}{}{} ({:.1f} s)\n", m.site, crash::MutantVerdictName(m.verdict), m.detail.empty() ? "" : ": ",
+                 m.detail, m.seconds);
+    }
+    fmt::print("{}: mutation: {} sites met, {} caught, {} redundant, {} missed, {} skipped (time), {} missed and noted "
+               "(crash-site: uncaught)\n",
+               name, n[0] + n[1] + n[2] + n[4] + n[5], n[0], n[1], n[2], n[4], n[5]);
+    failures += n[2];
+  }
+  std::fflush(stdout);
+  return failures;
+}
+
 // Runs one kind; returns its number of violations.
 size_t RunKind(const CrashOpts& o, const std::string& name, bench::Dist dist, const std::vector<crash::OpType>& ops,
                const IndexOptions& iopts, bool from_dist) {
   size_t total_violations = 0;
+  if (o.coverage) return RunCoveragePlan(o, name);
   if (o.kill) {
     crash::KillConfig c;
     c.index = name;
@@ -101,6 +177,11 @@ size_t RunKind(const CrashOpts& o, const std::string& name, bench::Dist dist, co
     c.replay_op = o.replay_op;
     c.replay_point = o.replay_point;
     c.drop_site = o.drop_site;
+    c.novel_only = o.novel_only;
+    c.explore_recovery = o.explore_recovery;
+    c.explore_lifecycle = o.explore_lifecycle;
+    c.explore_from = o.explore_from;
+    c.pool_initial_size = o.pool_size;
     c.log = o.mutate ? nullptr : stdout;
     fmt::print("crashtest {}: dist={} keys={} explore={} ops={} seed={} subsets={} max-points={} lines={}{}\n", name,
                o.dist, o.keys, o.explore, o.ops, o.seed, o.subsets, o.max_points, o.torn ? "torn (8-byte words)" : "whole",
@@ -157,6 +238,9 @@ void Run(const CrashOpts& o) {
   if (!crash::ParseOpTypes(o.ops, &ops)) Fail("bad --ops '" + o.ops + "' (a list of insert, upsert, delete)");
   IndexOptions iopts;
   iopts.span_bits = o.span_bits;
+  iopts.hash_capacity = o.hash_capacity;
+  iopts.cceh_segment_bytes = o.cceh_segment_bytes;
+  iopts.hash_seed = o.hash_seed;
   bool from_dist = true;
   if (o.key_type == "u64") {
     iopts.key_type = KeyType::kU64;
@@ -259,6 +343,23 @@ void AddCrashTest(CLI::App& app) {
                 "Mutation: explore as if the flush/fence/persist at this site (file:line) did not exist");
   c->add_flag("--mutate", o->mutate, "Mutation: after the run, drop each flush/fence site met in turn and report "
                                      "whether the explorer catches it");
+  c->add_flag("--coverage", o->coverage,
+              "Run the kind's exploration plan and print the persist sites met / present and the unmet ones "
+              "(with --mutate: the mutation gate over the plan); exits 2 on a violation or a missed mutant");
+  c->add_option("--mutate-budget", o->mutate_budget, "With --coverage --mutate: seconds per kind (0: no bound)")
+      ->capture_default_str();
+  c->add_flag("--novel-only", o->novel_only,
+              "Explore an operation only when it meets a persist site no earlier operation met");
+  c->add_flag("--explore-recovery", o->explore_recovery,
+              "Crash during recovery too: explore the crash points of each image's recovery");
+  c->add_flag("--explore-lifecycle", o->explore_lifecycle,
+              "Explore the index's creation and the pool's close too (operations #explore and #explore+1)");
+  c->add_option("--pool-size", o->pool_size, "Initial size of the explored pool in bytes (rounded up to 1 MiB chunks)")
+      ->capture_default_str();
+  c->add_option("--explore-from", o->explore_from, "Operations before this one run unexplored");
+  c->add_option("--hash-capacity", o->hash_capacity, "Hash kinds: initial capacity in records (0: default)");
+  c->add_option("--cceh-segment-bytes", o->cceh_segment_bytes, "cceh: segment size in bytes (0: default)");
+  c->add_option("--hash-seed", o->hash_seed, "Hash kinds: the hash seed (0: derived from --seed)");
   c->add_flag("--kill", o->kill, "Run the kill test instead of the explorer");
   c->add_option("--rounds", o->rounds, "Kill test: kill/recover rounds")->capture_default_str()->check(CLI::Range(1, 1000000));
   AddCountOption(c, "--kill-delay-us", &o->kill_delay_us, "Kill test: kill at a random moment up to this long");

@@ -11,7 +11,9 @@
 
 #include <fcntl.h>
 #include <fmt/core.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <cstdio>
 #include <unistd.h>
 
 #include <algorithm>
@@ -42,6 +44,15 @@ std::string ExplorerArgs(const ExplorerConfig& c) {
   if (!c.edge_keys) s += " --no-edge-keys";
   if (!c.key_type_from_dist) s += c.index_options.key_type == KeyType::kU64 ? " --key-type u64" : " --key-type bytes";
   if (c.index_options.span_bits != IndexOptions{}.span_bits) s += fmt::format(" --span-bits {}", c.index_options.span_bits);
+  if (c.index_options.hash_capacity != 0) s += fmt::format(" --hash-capacity {}", c.index_options.hash_capacity);
+  if (c.index_options.cceh_segment_bytes != 0)
+    s += fmt::format(" --cceh-segment-bytes {}", c.index_options.cceh_segment_bytes);
+  if (c.index_options.hash_seed != 0) s += fmt::format(" --hash-seed {:#x}", c.index_options.hash_seed);
+  if (c.novel_only) s += " --novel-only";
+  if (c.explore_from != 0) s += fmt::format(" --explore-from {}", c.explore_from);
+  if (c.explore_recovery) s += " --explore-recovery";
+  if (c.explore_lifecycle) s += " --explore-lifecycle";
+  if (c.pool_initial_size != ExplorerConfig{}.pool_initial_size) s += fmt::format(" --pool-size {}", c.pool_initial_size);
   if (!c.drop_site.empty()) s += " --drop-site " + c.drop_site;
   return s;
 }
@@ -119,10 +130,46 @@ class Tracker final : public pm::Hook {
  public:
   Tracker(Pool* pool, std::string drop_site)
       : pool_(pool), base_(pool->base()), reserved_(pool->max_size()), drop_site_(std::move(drop_site)) {}
+  // A tracker of the recovery of a crash image: the pool is not open yet, so its mapping is
+  // found at the first flush or fence (the mapping of `path` in /proc/self/maps). The shadow
+  // is the image file's content. The sites met so far are kept (novelty spans images).
+  explicit Tracker(std::string drop_site) : pool_(nullptr), base_(nullptr), reserved_(0), drop_site_(std::move(drop_site)) {}
+  Status AttachImage(const std::string& path) {
+    std::lock_guard<std::mutex> g(mu_);
+    image_path_ = path;
+    base_ = nullptr;
+    reserved_ = 0;
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return Status::IOError("cannot open crash image " + path);
+    struct stat st {};
+    ::fstat(fd, &st);
+    shadow_.assign(static_cast<size_t>(st.st_size), 0);
+    size_t got = 0;
+    while (got < shadow_.size()) {
+      const ssize_t r = ::pread(fd, shadow_.data() + got, shadow_.size() - got, static_cast<off_t>(got));
+      if (r <= 0) break;
+      got += static_cast<size_t>(r);
+    }
+    ::close(fd);
+    if (got != shadow_.size()) return Status::IOError("cannot read crash image " + path);
+    const uint64_t size = shadow_.size();
+    page_used_.assign((size + kPage - 1) / kPage, 0);
+    static const char kZero[kPage] = {};
+    for (uint64_t p = 0; p * kPage < size; ++p)
+      page_used_[p] = std::memcmp(shadow_.data() + p * kPage, kZero, std::min(kPage, size - p * kPage)) != 0;
+    inflight_.clear();
+    op_persisted_.clear();
+    return Status::OK();
+  }
 
   std::vector<std::pair<std::string, uint64_t>> Sites() {
     std::lock_guard<std::mutex> g(mu_);
     return {sites_.begin(), sites_.end()};
+  }
+  // Distinct sites met so far (grows when an operation meets a new one).
+  size_t SiteCount() {
+    std::lock_guard<std::mutex> g(mu_);
+    return sites_.size();
   }
 
   // The shadow := the live pool (setup is taken as persistent).
@@ -140,9 +187,11 @@ class Tracker final : public pm::Hook {
 
   // Starts recording an operation: at most max_points points (a reservoir sample seeded by
   // `seed`); only point `only_point` when it is >= 0; none when max_points == 0.
-  void BeginOp(size_t max_points, int64_t only_point, uint64_t seed) {
+  void BeginOp(size_t max_points, int64_t only_point, uint64_t seed, bool novel_only = false) {
     std::lock_guard<std::mutex> g(mu_);
     in_op_ = true;
+    novel_only_ = novel_only && only_point < 0;
+    novel_seen_ = false;
     max_points_ = max_points;
     only_point_ = only_point;
     rng_ = Rng(seed);
@@ -153,10 +202,12 @@ class Tracker final : public pm::Hook {
 
   // Ends the operation: records the return point, returns the recorded points in order. The
   // shadow still holds the state of the operation's start until Commit().
-  std::vector<CrashPoint> EndOp() {
+  std::vector<CrashPoint> EndOp(bool capture_return = true) {
     std::lock_guard<std::mutex> g(mu_);
     in_op_ = false;
-    if (max_points_ > 0 && (only_point_ < 0 || only_point_ == static_cast<int64_t>(eligible_))) {
+    if (novel_only_ && !novel_seen_) points_.clear();
+    if (capture_return && max_points_ > 0 && (!novel_only_ || novel_seen_) &&
+        (only_point_ < 0 || only_point_ == static_cast<int64_t>(eligible_))) {
       CrashPoint p;
       Capture(&p, PointKind::kReturn, nullptr, 0);
       p.seq = eligible_;
@@ -182,6 +233,7 @@ class Tracker final : public pm::Hook {
   void OnFlushLine(const void* line, const std::source_location& where) override {
     std::lock_guard<std::mutex> g(mu_);
     const char* l = static_cast<const char*>(line);
+    if (!base_) ResolveImageMapping(l);
     if (l < base_ || l >= base_ + reserved_) return;  // not this pool
     GrowShadow();
     const uint64_t off = static_cast<uint64_t>(l - base_);
@@ -262,13 +314,39 @@ class Tracker final : public pm::Hook {
     if (it == site_names_.end()) it = site_names_.emplace(where.file_name(), ShortSourcePath(where.file_name())).first;
     std::string site = it->second + ":" + std::to_string(where.line());
     const bool drop = site == drop_site_;
-    if (in_op_ && (where.line() != last_site_line_ || where.file_name() != last_site_file_)) ++sites_[site];
+    if (in_op_ && (where.line() != last_site_line_ || where.file_name() != last_site_file_)) {
+      uint64_t& n = sites_[site];
+      if (n++ == 0) novel_seen_ = true;  // the first meeting of this site in the run
+    }
     last_site_line_ = where.line();
     last_site_file_ = where.file_name();
     return drop;
   }
 
+  // Recovery tracker: the mapping of the image file that holds `addr`, from /proc/self/maps.
+  void ResolveImageMapping(const char* addr) {
+    if (image_path_.empty()) return;
+    FILE* f = std::fopen("/proc/self/maps", "r");
+    if (!f) return;
+    char buf[4096];
+    while (std::fgets(buf, sizeof(buf), f)) {
+      unsigned long lo = 0, hi = 0;
+      if (std::sscanf(buf, "%lx-%lx", &lo, &hi) != 2) continue;
+      const char* slash = std::strchr(buf, '/');
+      if (!slash) continue;
+      std::string file(slash);
+      while (!file.empty() && (file.back() == '\n' || file.back() == ' ')) file.pop_back();
+      if (file != image_path_) continue;
+      if (reinterpret_cast<uintptr_t>(addr) < lo || reinterpret_cast<uintptr_t>(addr) >= hi) continue;
+      base_ = reinterpret_cast<const char*>(lo);
+      reserved_ = hi - lo;
+      break;
+    }
+    std::fclose(f);
+  }
+
   void GrowShadow() {
+    if (!pool_) return;  // recovery does not grow the pool
     const uint64_t size = pool_->size();
     if (size > shadow_.size()) {
       // A grown file is zero (posix_fallocate) and durable before the size is published.
@@ -291,6 +369,9 @@ class Tracker final : public pm::Hook {
   void MaybeRecord(PointKind kind, const char* file, uint32_t line) {
     if (!in_op_ || max_points_ == 0) return;
     const uint64_t seq = eligible_++;
+    // novel_only: points are recorded from the first new site of the operation on (the ones
+    // before it were all explored where they were first met).
+    if (novel_only_ && !novel_seen_) return;
     if (only_point_ >= 0) {
       if (seq != static_cast<uint64_t>(only_point_)) return;
       points_.emplace_back();
@@ -333,9 +414,10 @@ class Tracker final : public pm::Hook {
       o.has_live = true;
       std::memcpy(o.live.data(), live, kLine);
     };
-    for (auto& [off, b] : op_persisted_)
-      if (std::memcmp(base_ + off, b.data(), kLine) != 0) dirty(off);
-    const uint64_t size = shadow_.size();
+    const uint64_t size = base_ ? shadow_.size() : 0;  // recovery before the pool is mapped: nothing changed
+    if (base_)
+      for (auto& [off, b] : op_persisted_)
+        if (std::memcmp(base_ + off, b.data(), kLine) != 0) dirty(off);
     for (uint64_t a = 0; a < size; a += kPage) {
       const uint64_t n = std::min(kPage, size - a);
       if (std::memcmp(base_ + a, shadow_.data() + a, n) == 0) continue;
@@ -355,14 +437,17 @@ class Tracker final : public pm::Hook {
   }
 
   std::mutex mu_;
-  Pool* pool_;
+  Pool* pool_;  // null: a recovery tracker (AttachImage)
   const char* base_;
   uint64_t reserved_;
+  std::string image_path_;
   std::vector<char> shadow_;        // persistent content at the start of the current operation
   std::vector<uint8_t> page_used_;  // per 4 KiB page of the shadow: may be non-zero
   std::unordered_map<uint64_t, LineBytes> inflight_;      // flushed since the last fence
   std::unordered_map<uint64_t, LineBytes> op_persisted_;  // reached memory during the operation
   bool in_op_ = false;
+  bool novel_only_ = false;  // record points only once the operation met a new site
+  bool novel_seen_ = false;
   size_t max_points_ = 0;
   int64_t only_point_ = -1;
   Rng rng_{0};
@@ -433,6 +518,9 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
   if (!kind) return Status::InvalidArgument("unknown index kind '" + cfg.index + "'");
   if (cfg.ops.empty()) return Status::InvalidArgument("no operation types to explore");
   IndexOptions iopts = cfg.index_options;
+  // The hash tables' hash seed comes from the run's seed too: the same run meets the same
+  // crash points, and a replay line reproduces its violation.
+  if (iopts.hash_seed == 0) iopts.hash_seed = MixSeed(cfg.seed, 0x4a5e) | 1;
   if (cfg.key_type_from_dist) iopts.key_type = bench::IsIntegerDist(cfg.dist) ? KeyType::kU64 : KeyType::kBytes;
   if (iopts.key_type == KeyType::kU64 && !bench::IsIntegerDist(cfg.dist))
     return Status::InvalidArgument("an integer key type needs an integer distribution (dense, sparse, clustered)");
@@ -451,15 +539,20 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
   std::unique_ptr<Pool> pool;
   WORT_RETURN_IF_ERROR(Pool::Create(live_path, po, &pool));
   std::unique_ptr<Index> index;
-  WORT_RETURN_IF_ERROR(CreateIndex(*pool, root, cfg.index, iopts, &index));
-
-  // Setup: not explored.
   Contents model;
-  for (size_t i = 0; i < wl.setup_count(); ++i) {
-    const Op op{OpType::kInsert, static_cast<uint32_t>(i), MixSeed(cfg.seed, 0x5e70, i)};
-    Status s = wl.Run(*index, op);
-    if (!s.ok()) return Status(s.code(), "setup, " + wl.Describe(op) + ": " + s.message());
-    (void)wl.Apply(op, &model);
+  // Setup: not explored.
+  auto setup = [&]() -> Status {
+    for (size_t i = 0; i < wl.setup_count(); ++i) {
+      const Op op{OpType::kInsert, static_cast<uint32_t>(i), MixSeed(cfg.seed, 0x5e70, i)};
+      Status s = wl.Run(*index, op);
+      if (!s.ok()) return Status(s.code(), "setup, " + wl.Describe(op) + ": " + s.message());
+      (void)wl.Apply(op, &model);
+    }
+    return Status::OK();
+  };
+  if (!cfg.explore_lifecycle) {
+    WORT_RETURN_IF_ERROR(CreateIndex(*pool, root, cfg.index, iopts, &index));
+    WORT_RETURN_IF_ERROR(setup());
   }
 
   Tracker tracker(pool.get(), cfg.drop_site);
@@ -474,16 +567,165 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
     if (res.violations.size() < cfg.max_violations) res.violations.push_back(std::move(v));
   };
 
+  // Writes the image of point `p` of tracker `tr` with `patch` and checks it; a failed check is a
+  // violation (of operation i at point `seq`, described by `where` and `image_desc`), and an
+  // image that crashed or hung the check ends the run. *ok: whether the image passed.
+  auto check_image = [&](Tracker& tr, const CrashPoint& p, const std::vector<std::pair<uint64_t, LineBytes>>& patch,
+                         const CheckTarget& t, const std::vector<const Contents*>& allowed, size_t i,
+                         const std::string& op_desc, uint64_t seq, const std::string& where,
+                         const std::string& image_desc, bool* ok) -> Status {
+    const std::string path = UniquePoolPath(cfg.dir, "crash-img");
+    Status ws = tr.WriteImage(path, p, patch);
+    if (!ws.ok()) {
+      ::unlink(path.c_str());
+      return ws;
+    }
+    ++res.images;
+    int matched = -1;
+    bool fatal = false;
+    Status cs = cfg.isolate ? CheckCrashedPoolIsolated(path, t, allowed, &matched, cfg.check_timeout_s)
+                            : CheckCrashedPoolGuarded(path, t, allowed, &matched, &fatal, cfg.check_timeout_s);
+    ::unlink(path.c_str());
+    *ok = cs.ok();
+    if (cs.ok()) return Status::OK();
+    add_violation(Violation{i, op_desc, seq, where, image_desc, cs.message(),
+                            args + fmt::format(" --replay-op {} --replay-point {}", i, seq)});
+    if (fatal) {
+      res.stopped_early = "the check of an image crashed or hung; the run stopped (use --isolate to go on)";
+      res.violation_count = std::max(res.violation_count, cfg.max_violations);
+    }
+    return Status::OK();
+  };
+
+  // Crash during recovery: the recovery of a crash image (Pool::Open with its post-crash GC,
+  // and OpenIndex with the kind's repair at open) runs under a second tracker, and each of its
+  // crash points gives images that are checked like the others (same allowed contents).
+  Tracker rtracker(cfg.drop_site);
+  auto explore_recovery = [&](size_t i, const std::string& op_desc, const CrashPoint& p,
+                              const std::vector<std::pair<uint64_t, LineBytes>>& patch, const std::string& image_desc,
+                              const std::vector<const Contents*>& allowed, const CheckTarget& target) -> Status {
+    const std::string path = UniquePoolPath(cfg.dir, "crash-img");
+    Cleanup rm{path};
+    WORT_RETURN_IF_ERROR(tracker.WriteImage(path, p, patch));
+    WORT_RETURN_IF_ERROR(rtracker.AttachImage(path));
+    rtracker.BeginOp(std::max<size_t>(cfg.max_points, 1), -1, MixSeed(cfg.seed, 0x7ec, i, p.seq), cfg.novel_only);
+    std::unique_ptr<Pool> rpool;
+    std::unique_ptr<Index> ridx;
+    Status rs;
+    {
+      HookGuard hook(&rtracker);
+      PoolOptions rpo;
+      rpo.background_recovery = false;
+      rs = Pool::Open(path, rpo, &rpool);
+      if (rs.ok()) rs = rpool->WaitForRecovery();
+      if (rs.ok()) rs = OpenIndex(*rpool, root, &ridx);
+    }
+    std::vector<CrashPoint> rpoints = rtracker.EndOp();
+    res.recovery_points_seen += rtracker.PointsSeen();
+    ridx.reset();
+    if (rpool) (void)rpool->Close();
+    rpool.reset();
+    if (!rs.ok()) return Status::OK();  // the image's own check passed: cannot happen; reported there
+    std::unordered_set<uint64_t> seen;
+    for (const CrashPoint& rp : rpoints) {
+      if (res.violation_count >= cfg.max_violations) break;
+      if (rp.kind == PointKind::kReturn || !seen.insert(PointHash(rp)).second) continue;
+      ++res.recovery_crash_points;
+      std::unordered_set<uint64_t> seen_images;
+      for (int img = 0; img < 2 + cfg.subsets; ++img) {
+        const int mode = img < 2 ? img : 2;
+        const uint64_t seed = MixSeed(cfg.seed, 0x7ec0 + i, p.seq * 1000003 + rp.seq, static_cast<uint64_t>(img));
+        auto rpatch = MakePatch(rp, mode, seed, cfg.torn_lines);
+        if (!seen_images.insert(PatchHash(rpatch)).second) continue;
+        const std::string rdesc = mode == 0 ? "nothing" : mode == 1 ? "all" : fmt::format("subset seed={:#x}", seed);
+        bool ok = false;
+        WORT_RETURN_IF_ERROR(check_image(rtracker, rp, rpatch, target, allowed, i, op_desc, p.seq,
+                                         p.Describe() + fmt::format(", {} line(s) in flight or dirty; then a crash during "
+                                                                    "recovery, recovery point {} ({}), image {}",
+                                                                    p.open.size(), rp.seq, rp.Describe(), rdesc),
+                                         image_desc, &ok));
+        if (res.violation_count >= cfg.max_violations) break;
+      }
+    }
+    return Status::OK();
+  };
+  // Checks the images of an operation's crash points: the contents must be `before` or
+  // `after` (`after` at the return point); `may_be_absent`: the index may not exist (its creation).
+  auto check_points = [&](size_t i, const std::string& op_desc, const std::vector<CrashPoint>& points,
+                          const Contents* before, const Contents* after, bool may_be_absent) -> Status {
+    CheckTarget t = target;
+    std::unordered_set<uint64_t> seen_points;
+    for (const CrashPoint& p : points) {
+      if (res.violation_count >= cfg.max_violations) break;
+      if (!seen_points.insert(PointHash(p)).second) continue;
+      ++res.crash_points;
+      t.may_be_absent = may_be_absent && p.kind != PointKind::kReturn;  // created once it returned
+      const std::vector<const Contents*> allowed =
+          p.kind == PointKind::kReturn ? std::vector<const Contents*>{after} : std::vector<const Contents*>{before, after};
+      std::unordered_set<uint64_t> seen_images;
+      for (int img = 0; img < 2 + cfg.subsets; ++img) {
+        const int mode = img < 2 ? img : 2;
+        const uint64_t seed = MixSeed(cfg.seed, i, p.seq, static_cast<uint64_t>(img));
+        auto patch = MakePatch(p, mode, seed, cfg.torn_lines);
+        if (!seen_images.insert(PatchHash(patch)).second) continue;
+        const std::string image_desc = mode == 0   ? "nothing (no in-flight or dirty line)"
+                                       : mode == 1 ? "all (every in-flight and dirty line)"
+                                                   : fmt::format("subset seed={:#x}", seed);
+        bool ok = false;
+        WORT_RETURN_IF_ERROR(check_image(tracker, p, patch, t, allowed, i, op_desc, p.seq,
+                                         p.Describe() + fmt::format(", {} line(s) in flight or dirty", p.open.size()),
+                                         image_desc, &ok));
+        if (ok && cfg.explore_recovery) WORT_RETURN_IF_ERROR(explore_recovery(i, op_desc, p, patch, image_desc, allowed, t));
+        if (res.violation_count >= cfg.max_violations) break;
+      }
+    }
+    return Status::OK();
+  };
+  size_t site_total = 0;
+  auto note_first_sites = [&](size_t i) {
+    if (tracker.SiteCount() + rtracker.SiteCount() == site_total) return;
+    site_total = tracker.SiteCount() + rtracker.SiteCount();
+    for (auto* t : {&tracker, &rtracker})
+      for (auto& [site, n] : t->Sites())
+        if (!res.first_op.count(site)) res.first_op[site] = i;
+  };
+
+  // The index's creation, explored as operation #explore_ops: a crash leaves no index (and no
+  // block allocated) or an empty one.
+  const size_t create_op = cfg.explore_ops, close_op = cfg.explore_ops + 1;
+  const Contents empty;
+  if (cfg.explore_lifecycle) {
+    const bool explore = cfg.replay_op < 0 ? cfg.explore_from == 0 || cfg.explore_from == create_op
+                                           : static_cast<int64_t>(create_op) == cfg.replay_op;
+    tracker.BeginOp(explore ? std::max<size_t>(cfg.max_points, 1) : 0, explore ? cfg.replay_point : -1,
+                    MixSeed(cfg.seed, 0xc4ea7e), cfg.novel_only && cfg.replay_op < 0);
+    Status s;
+    {
+      HookGuard hook(&tracker);
+      s = CreateIndex(*pool, root, cfg.index, iopts, &index);
+    }
+    std::vector<CrashPoint> points = tracker.EndOp();
+    WORT_RETURN_IF_ERROR(s);
+    res.points_seen += tracker.PointsSeen();
+    if (!points.empty()) ++res.ops_explored;
+    WORT_RETURN_IF_ERROR(check_points(create_op, "create the index", points, &empty, &empty, true));
+    tracker.Commit();
+    note_first_sites(create_op);
+    WORT_RETURN_IF_ERROR(setup());
+    tracker.Snapshot();
+  }
+
   bool live_leak_reported = false;
   for (size_t i = 0; i < cfg.explore_ops && res.violation_count < cfg.max_violations; ++i) {
     if (cfg.replay_op >= 0 && static_cast<int64_t>(i) > cfg.replay_op) break;
     const Op op = wl.Next(model, cfg.ops, op_rng);
     Contents post = model;
     const Code want = wl.Apply(op, &post);
-    const bool explore = cfg.replay_op < 0 || static_cast<int64_t>(i) == cfg.replay_op;
+    const bool explore = cfg.replay_op < 0 ? i >= cfg.explore_from : static_cast<int64_t>(i) == cfg.replay_op;
+    const size_t sites_before = tracker.SiteCount();
 
     tracker.BeginOp(explore ? std::max<size_t>(cfg.max_points, 1) : 0, explore ? cfg.replay_point : -1,
-                    MixSeed(cfg.seed, 0x5a3, i));
+                    MixSeed(cfg.seed, 0x5a3, i), cfg.novel_only && cfg.replay_op < 0);
     Status s;
     {
       HookGuard hook(&tracker);
@@ -491,6 +733,8 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
     }
     std::vector<CrashPoint> points = tracker.EndOp();
     ++res.ops_run;
+    (void)sites_before;
+    if (!points.empty()) ++res.ops_explored;
     res.points_seen += tracker.PointsSeen();
 
     // The live operation itself must behave as the oracle says.
@@ -512,7 +756,8 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
     }
     // Without any crash, the live pool must keep the reachability contract too: a block the
     // operation orphaned would only be reclaimed by a post-crash GC (a leak until then).
-    if (!live_leak_reported) {
+    // (novel_only runs - long plans - check it after the explored operations and every 64th.)
+    if (!live_leak_reported && (!cfg.novel_only || !points.empty() || i % 64 == 63 || i + 1 == cfg.explore_ops)) {
       std::string rep;
       Status rs = CheckReachability(*pool, &rep);
       if (!rs.ok()) {
@@ -523,58 +768,56 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
       }
     }
 
-    std::unordered_set<uint64_t> seen_points;
-    for (const CrashPoint& p : points) {
-      if (res.violation_count >= cfg.max_violations) break;
-      if (!seen_points.insert(PointHash(p)).second) continue;
-      ++res.crash_points;
-      const std::vector<const Contents*> allowed =
-          p.kind == PointKind::kReturn ? std::vector<const Contents*>{&post} : std::vector<const Contents*>{&model, &post};
-      std::unordered_set<uint64_t> seen_images;
-      for (int img = 0; img < 2 + cfg.subsets; ++img) {
-        const int mode = img < 2 ? img : 2;
-        const uint64_t seed = MixSeed(cfg.seed, i, p.seq, static_cast<uint64_t>(img));
-        auto patch = MakePatch(p, mode, seed, cfg.torn_lines);
-        if (!seen_images.insert(PatchHash(patch)).second) continue;
-        const std::string image_desc = mode == 0   ? "nothing (no in-flight or dirty line)"
-                                       : mode == 1 ? "all (every in-flight and dirty line)"
-                                                   : fmt::format("subset seed={:#x}", seed);
-        const std::string path = UniquePoolPath(cfg.dir, "crash-img");
-        Status ws = tracker.WriteImage(path, p, patch);
-        if (!ws.ok()) {
-          ::unlink(path.c_str());
-          return ws;
-        }
-        ++res.images;
-        int matched = -1;
-        bool fatal = false;
-        Status cs = cfg.isolate ? CheckCrashedPoolIsolated(path, target, allowed, &matched, cfg.check_timeout_s)
-                                : CheckCrashedPoolGuarded(path, target, allowed, &matched, &fatal, cfg.check_timeout_s);
-        ::unlink(path.c_str());
-        if (!cs.ok()) {
-          Violation v{i,
-                      wl.Describe(op),
-                      p.seq,
-                      p.Describe() + fmt::format(", {} line(s) in flight or dirty", p.open.size()),
-                      image_desc,
-                      cs.message(),
-                      args + fmt::format(" --replay-op {} --replay-point {}", i, p.seq)};
-          add_violation(std::move(v));
-          if (fatal) {
-            res.stopped_early = "the check of an image crashed or hung; the run stopped (use --isolate to go on)";
-            res.violation_count = std::max(res.violation_count, cfg.max_violations);
-          }
-          if (res.violation_count >= cfg.max_violations) break;
-        }
-      }
-    }
+    WORT_RETURN_IF_ERROR(check_points(i, wl.Describe(op), points, &model, &post, false));
     tracker.Commit();
     model = std::move(post);
+    note_first_sites(i);  // the sites this operation met first (in it, or in its images' recovery)
   }
 
-  res.sites = tracker.Sites();
+  // The pool's close, explored as operation #explore_ops + 1: a crash leaves the contents whole.
+  Status close_status;
+  bool closed = false;
+  if (cfg.explore_lifecycle && res.violation_count < cfg.max_violations &&
+      (cfg.replay_op < 0 || static_cast<int64_t>(close_op) == cfg.replay_op)) {
+    tracker.BeginOp(std::max<size_t>(cfg.max_points, 1), cfg.replay_point, MixSeed(cfg.seed, 0xc105e),
+                    cfg.novel_only && cfg.replay_op < 0);
+    const char* base = pool->base();
+    const uint64_t mapped = pool->size();
+    std::vector<CrashPoint> points;
+    {
+      HookGuard hook(&tracker);
+      index.reset();
+      close_status = pool->Close();
+      // The return point reads the pool, which Close unmapped: map the file again where it was
+      // (MAP_SHARED: the page cache holds what the closed pool left), just for the capture.
+      void* m = MAP_FAILED;
+      const int fd = ::open(live_path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd >= 0) {
+        m = ::mmap(const_cast<char*>(base), mapped, PROT_READ, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
+        ::close(fd);
+      }
+      if (m != MAP_FAILED && m != base) {
+        ::munmap(m, mapped);
+        m = MAP_FAILED;
+      }
+      points = tracker.EndOp(/*capture_return=*/m != MAP_FAILED);
+      if (m != MAP_FAILED) ::munmap(m, mapped);
+    }
+    closed = true;
+    res.points_seen += tracker.PointsSeen();
+    if (!points.empty()) ++res.ops_explored;
+    WORT_RETURN_IF_ERROR(check_points(close_op, "close the pool", points, &model, &model, false));
+    note_first_sites(close_op);
+  }
+
+  {
+    std::map<std::string, uint64_t> all;
+    for (auto* t : {&tracker, &rtracker})
+      for (auto& [site, n] : t->Sites()) all[site] += n;
+    res.sites.assign(all.begin(), all.end());
+  }
   index.reset();
-  Status cs = pool->Close();
+  Status cs = closed ? close_status : pool->Close();
   pool.reset();
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   *out = std::move(res);

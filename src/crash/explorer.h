@@ -54,6 +54,11 @@
 // default the check runs in this process under a signal and alarm guard and the run stops
 // there; with `isolate` each check runs in a forked child and the run goes on.
 //
+// Determinism: every random choice derives from `seed` - the workload, the sampling, the images
+// and the hash tables' hash seed (IndexOptions::hash_seed, set from `seed` unless given) - so
+// the same configuration meets the same crash points, and a printed replay line reproduces its
+// violation (tests/crash/coverage_test.cc checks both).
+//
 // The workload: `keys` keys are loaded (setup, not explored); the shadow is then taken from the
 // pool as it is (setup is assumed persistent); then `explore_ops` operations of the kinds in
 // `ops` run one by one, each explored as above.
@@ -64,6 +69,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -106,6 +112,23 @@ struct ExplorerConfig {
   // dirty (not in flight) and they are no crash points. A site whose removal the explorer does
   // not catch is redundant or not covered by the workload.
   std::string drop_site;
+  // Check the crash points of an operation only when it meets a flush/fence site (file:line)
+  // that no earlier operation of this run met (every operation still runs under the hook and
+  // its result is still checked). The coverage and mutation plans (crash/plans.h) use it: each
+  // site is explored where it is first met, at a fraction of the cost of exploring every
+  // operation. A replayed operation (replay_op) is explored whatever it meets.
+  bool novel_only = false;
+  // Crash during recovery: after an image passes its check, its recovery (Pool::Open with the
+  // post-crash GC, and OpenIndex with the kind's repair at open) is run again under the hook,
+  // and every crash point of that recovery is checked like the others: crash again, recover
+  // again, same invariants. (With novel_only, only recoveries that meet a new site.)
+  bool explore_recovery = false;
+  // Explore the index's creation (CreateIndex: its root block, the pool's root entry) as
+  // operation #explore_ops, before the setup, and the pool's close as operation #explore_ops+1.
+  bool explore_lifecycle = false;
+  // Operations before this one run unexplored (the mutation gate starts where the dropped site
+  // is first met). The creation (explore_lifecycle) is explored only when this is 0 or #explore_ops.
+  size_t explore_from = 0;
   FILE* log = nullptr;                  // progress and violations as they happen (optional)
 };
 
@@ -132,6 +155,10 @@ struct ExplorerResult {
   // Source sites of the flushes and fences met during explored operations ("file:line"), with
   // how many times each was met.
   std::vector<std::pair<std::string, uint64_t>> sites;
+  std::map<std::string, size_t> first_op;  // site -> the operation that first met it
+  size_t recovery_points_seen = 0;   // crash points met during explored recoveries
+  size_t recovery_crash_points = 0;  // of which checked (distinct)
+  size_t ops_explored = 0;     // operations whose crash points were checked (novel_only: fewer)
   double seconds = 0;
 };
 

@@ -469,6 +469,19 @@ Status CheckCrashedPool(const std::string& path, const CheckTarget& t, const std
   if (!s.ok()) return Fail("recovery", s);
   std::unique_ptr<Index> idx;
   s = OpenIndex(*pool, t.root, &idx);
+  if (!s.ok() && s.IsNotFound() && t.may_be_absent) {
+    // Crashed before the creation's commit (the root entry): no index, and nothing leaked.
+    std::string rep;
+    s = CheckReachability(*pool, &rep);
+    if (!s.ok()) return Fail("no index yet: allocator", s, rep);
+    rep.clear();
+    s = pool->Check(&rep);
+    if (!s.ok()) return Fail("no index yet: Pool::Check", s, rep);
+    s = pool->Close();
+    if (!s.ok()) return Fail("Pool::Close", s);
+    if (matched) *matched = 0;
+    return Status::OK();
+  }
   if (!s.ok()) return Fail("OpenIndex", s);
   Contents found;
   int m = -1;

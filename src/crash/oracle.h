@@ -107,6 +107,9 @@ struct CheckTarget {
   std::string root;  // the root name of the index under test
   const Workload* workload = nullptr;
   bool exercise = true;  // step 5 above
+  // A crash during the index's creation: the root may be absent (OpenIndex: NotFound); the pool
+  // must then hold no block (reachability) and pass Pool::Check.
+  bool may_be_absent = false;
 };
 
 // Reads the contents of `index`: a full Scan for ordered kinds, else a Lookup of every key of

@@ -281,6 +281,7 @@ Status Pool::MapFile(const std::string& path, bool create, const PoolOptions& op
   if (create) {
     // The file is fresh (all zero). Write the header, persist it, then it is a pool.
     std::memcpy(base_, &h, sizeof(h));
+    // crash-site: outside: Pool::Create, before any index exists (a crash leaves a file that is not yet a pool: Open reports it).
     pm::persist(base_, sizeof(h));
     opened_clean_ = true;
   } else {
@@ -290,6 +291,7 @@ Status Pool::MapFile(const std::string& path, bool create, const PoolOptions& op
     Header* hd = header();
     pm::store8(&hd->clean, 0);
     pm::store8(&hd->generation, hd->generation + 1);
+    // crash-site: uncaught: it matters only when a cleanly closed pool is reopened and then crashes; the explorer reopens only crashed images.
     pm::persist(&hd->size, 64);
   }
   return Status::OK();
@@ -311,6 +313,7 @@ Status Pool::Close() {
     if (s.ok()) s = alloc_->PrepareClose();
     if (s.ok()) {
       pm::store8(&header()->clean, 1);
+      // crash-site: redundant: a clean flag that never reaches memory only makes the next open run the post-crash recovery (same contents, slower open).
       pm::persist(&header()->clean, 8);
     }
     // Not clean (recovery failed): leave the flag at 0 so the next open recovers again.
@@ -410,6 +413,7 @@ Status Pool::RemoveRoot(std::string_view name) {
     if (pm::load8(&e.check) != RootCheck(e)) continue;
     if (name == std::string_view(e.name, strnlen(e.name, sizeof(e.name)))) {
       pm::store8(&e.check, 0);  // the commit point
+      // crash-site: outside: Pool::RemoveRoot, which no index operation calls (nothing in src/ does; tests/foundation/pool_test.cc).
       pm::persist(&e.check, 8);
       return Status::OK();
     }

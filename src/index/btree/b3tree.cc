@@ -646,6 +646,7 @@ Status B3Tree::Put(std::string_view key, uint64_t value, bool upsert, bool* inse
       }
       // Revive the tombstone (it keeps its key block).
       Store(n.val, value);
+      // crash-site: redundant: val and right share one line (BNode: 32-byte aligned), so the COMMIT persist of right below writes val back with it; only --torn (8-byte write-back) needs this persist.
       pm::persist(&n.val, 8);
       Store(n.right, Load(n.right) & ~kDeleted);  // COMMIT
       pm::persist(&n.right, 8);

@@ -246,6 +246,7 @@ void FastFair::FastDelete(Node* n, int pos) {
     if (LineOf(&n->slot[i]) != LineOf(&n->slot[i + 1]) || i + 2 == cnt) pm::persist(&n->slot[i], sizeof(Entry));
   }
   Store(n->count, cnt - 1);  // the stale copy left at cnt-1 becomes the trailing copy
+  // crash-site: redundant: the delete committed at the shift's first key store; a count still at cnt is the crash state 'shifted, count not yet lowered' (a duplicate pair at the end, read as stale), and the next persist of this node's line 0 writes the count back.
   pm::persist(&n->count, 8);
 }
 

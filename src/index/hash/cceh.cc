@@ -614,12 +614,12 @@ IndexStats Cceh::Stats() const {
 // ---- kind functions ------------------------------------------------------------------------
 
 Status CreateCcehImpl(Pool& pool, const IndexOptions& opts, uint64_t* root_off, uint32_t type_id) {
-  const uint64_t seg_bytes = EnvU64("WORT_CCEH_SEGMENT_BYTES", 16384);
+  const uint64_t seg_bytes = opts.cceh_segment_bytes != 0 ? opts.cceh_segment_bytes : EnvU64("WORT_CCEH_SEGMENT_BYTES", 16384);
   if (seg_bytes < 256 || seg_bytes > Allocator::kMaxSmall || (seg_bytes & (seg_bytes - 1)) != 0)
-    return Status::InvalidArgument("WORT_CCEH_SEGMENT_BYTES must be a power of two in [256, 262144]");
+    return Status::InvalidArgument("the CCEH segment size (IndexOptions::cceh_segment_bytes or WORT_CCEH_SEGMENT_BYTES) must be a power of two in [256, 262144]");
   const unsigned bbits = Log2(seg_bytes / sizeof(CcehBucket));
   const uint64_t per_seg = (seg_bytes / sizeof(CcehBucket)) * kSlotsPerBucket;
-  uint64_t segs = (InitialCapacity() + per_seg - 1) / per_seg;
+  uint64_t segs = (InitialCapacity(opts) + per_seg - 1) / per_seg;
   unsigned g = 0;
   while ((1ull << g) < segs) ++g;
   if (g > 20) return Status::InvalidArgument("WORT_HASH_CAPACITY too large for a CCEH directory");

@@ -95,8 +95,9 @@
 // segments that appeared meanwhile, until none is new. A record that moves during the visit
 // moves only by a split into a new segment, which the next pass reaches.
 //
-// Knobs read at create (environment): WORT_HASH_CAPACITY (initial records, default 2048: the
-// thesis' setup), WORT_CCEH_SEGMENT_BYTES (default 16384; a power of two from 256 to 262144).
+// Knobs read at create: IndexOptions::hash_capacity, else WORT_HASH_CAPACITY (initial records,
+// default 2048: the thesis' setup); IndexOptions::cceh_segment_bytes, else
+// WORT_CCEH_SEGMENT_BYTES (default 16384; a power of two from 256 to 262144).
 //
 // Thread safety: all methods may be called from many threads.
 #pragma once

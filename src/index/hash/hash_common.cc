@@ -136,6 +136,7 @@ Status CreateRoot(Pool& pool, uint32_t type_id, const IndexOptions& opts, uint64
   std::random_device rd;
   r->seed = (uint64_t(rd()) << 32) ^ rd() ^ NowNs();
   if (const char* s = std::getenv("WORT_HASH_SEED")) r->seed = std::strtoull(s, nullptr, 0);
+  if (opts.hash_seed != 0) r->seed = opts.hash_seed;
   r->param[0] = p0;
   r->param[1] = p1;
   r->param[2] = p2;
@@ -167,8 +168,8 @@ uint64_t EnvU64(const char* name, uint64_t def) {
   return end && *end == 0 ? v : def;
 }
 
-uint64_t InitialCapacity() {
-  const uint64_t c = EnvU64("WORT_HASH_CAPACITY", 2048);
+uint64_t InitialCapacity(const IndexOptions& opts) {
+  const uint64_t c = opts.hash_capacity != 0 ? opts.hash_capacity : EnvU64("WORT_HASH_CAPACITY", 2048);
   return c < 16 ? 16 : c;
 }
 

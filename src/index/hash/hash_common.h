@@ -226,7 +226,7 @@ Status OpenRoot(const Pool& pool, uint64_t root_off, uint32_t type_id, const cha
 //   WORT_HASH_CAPACITY      initial capacity in records (default 2048, the thesis' setup)
 //   WORT_CCEH_SEGMENT_BYTES CCEH segment size in bytes, a power of two >= 256 (default 16384)
 uint64_t EnvU64(const char* name, uint64_t def);
-uint64_t InitialCapacity();
+uint64_t InitialCapacity(const IndexOptions& opts);  // opts.hash_capacity, else WORT_HASH_CAPACITY
 
 // ---- DRAM synchronization ------------------------------------------------------------------
 inline void Backoff(unsigned n) {

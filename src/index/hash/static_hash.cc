@@ -719,7 +719,7 @@ Status CreateStatic(Pool& pool, const IndexOptions& opts, uint64_t* root_off, Ki
   Allocator& a = pool.allocator();
   uint64_t slots[2];
   uint32_t levels;
-  const uint64_t n = InitialN(kind, InitialCapacity());
+  const uint64_t n = InitialN(kind, InitialCapacity(opts));
   Geometry(kind, n, slots, &levels);
   uint64_t hoff = 0, arr[2] = {0, 0};
   Status s = a.AllocZeroed(sizeof(TableHeader), &hoff);

@@ -422,6 +422,7 @@ Status WortTree<kSpan>::RecoverHeader(Node* n, size_t depth) {
     return Status::Corruption("stale header's branch position disagrees with its leaves");
   // safeHdr -> COMMIT store8(N.Hdr) -> persist.
   pm::store8(&n->header, PackHeader(MakeHeader(depth, lcp, k1)));
+  // crash-site: redundant: the repair is idempotent - a repaired header that never reaches memory leaves the stale header (one 8-byte word: old or new), which the next reader repairs again.
   pm::persist(&n->header, 8);
   return Status::OK();
 }

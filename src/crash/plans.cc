@@ -1,0 +1,199 @@
+// Per-kind exploration plans and the coverage and mutation gates (crash/plans.h).
+#include "crash/plans.h"
+
+#include <fmt/core.h>
+
+#include <chrono>
+#include <cstring>
+
+namespace wort::crash {
+namespace {
+
+using bench::Dist;
+
+bool IsHash(const std::string& k) {
+  for (const char* h : {"cceh", "cceh-cow", "linp", "cuck", "bch", "levl", "path"})
+    if (k == h) return true;
+  return false;
+}
+
+struct Shape {
+  Dist dist;
+  int key_type;  // 0: from the distribution, 1: bytes (an integer distribution as 8-byte strings)
+};
+
+}  // namespace
+
+std::vector<PlanStep> KindPlan(const std::string& kind, const std::string& dir) {
+  ExplorerConfig base;
+  base.index = kind;
+  base.dir = dir;
+  base.novel_only = true;
+  base.explore_recovery = true;
+  base.explore_lifecycle = true;
+  base.pool_initial_size = 1;  // one chunk: every new chunk grows the pool (Pool::Grow)
+  base.subsets = 1;
+  base.max_points = 32;
+  base.max_violations = 3;
+  base.seed = 15;
+  if (IsHash(kind)) {
+    // Small tables: resizes, segment splits and directory doubling within a few dozen inserts.
+    base.index_options.hash_capacity = 16;
+    if (kind == "cceh" || kind == "cceh-cow") base.index_options.cceh_segment_bytes = 256;
+  }
+  // Sizes: enough inserts from a near-empty index for the deepest structural change of the
+  // kind (B-trees: splits of inner nodes and a root growth above them need a few thousand keys
+  // at fanouts of 27..64); then deletes down to a handful (shrink, merge, chunk release).
+  const bool btree = kind == "fastfair" || kind == "b3tree" || kind == "fptree" || kind == "nvtree" ||
+                     kind == "wbtree" || kind == "wbtree-slot";
+  const size_t grow = btree ? 2500 : 1000;
+
+  std::vector<PlanStep> plan;
+  const Shape shapes[] = {{Dist::kDense, 0},   {Dist::kSparse, 0}, {Dist::kClustered, 0},
+                          {Dist::kStrings, 0}, {Dist::kWords, 0},  {Dist::kSparse, 1}};
+  uint64_t seed = base.seed;
+  for (const Shape& sh : shapes) {
+    ExplorerConfig c = base;
+    c.dist = sh.dist;
+    c.seed = seed++;
+    if (sh.key_type == 1) {
+      c.key_type_from_dist = false;
+      c.index_options.key_type = KeyType::kBytes;
+    }
+    const std::string name = fmt::format("{}{}", bench::DistName(sh.dist), sh.key_type == 1 ? "/bytes" : "");
+    // 1. Growth: inserts only, from a near-empty index.
+    c.keys = 2;
+    c.explore_ops = grow;
+    c.ops = {OpType::kInsert};
+    plan.push_back({name + " inserts from empty: node growth, splits at every level, root growth, resize, new chunks", c});
+    // 2. A mix on a full index: upserts (copy-on-write, in-place updates), misses, deletes.
+    c.keys = grow / 2;
+    c.explore_ops = 300;
+    c.ops = {OpType::kInsert, OpType::kUpsert, OpType::kDelete};
+    plan.push_back({name + " mixed: updates, copy-on-write, misses", c});
+    // 3. Shrink: deletes down to a few keys (node shrink, path merge, emptied nodes, chunk release).
+    c.keys = grow / 2;
+    c.explore_ops = grow / 2 + grow / 8;  // past empty: about one in ten deletes is a miss
+    c.ops = {OpType::kDelete};
+    plan.push_back({name + " deletes to empty: shrink, merge, frees, chunk release", c});
+    // 4. Churn on a tiny index (two shapes): tombstones and their clean-up (defragmentation of a
+    // root leaf, tombstone reuse), repeated grow/shrink of one node.
+    if (sh.dist == Dist::kDense || sh.dist == Dist::kStrings) {
+      c.keys = 12;
+      c.explore_ops = 400;
+      c.ops = {OpType::kInsert, OpType::kDelete};
+      plan.push_back({name + " churn on a tiny index: tombstones, defragmentation, grow/shrink of one node", c});
+    }
+  }
+  // 5. Static hash tables: a table created large enough to be a multi-chunk (large) allocation,
+  // then resized: the allocator's large-run paths.
+  if (IsHash(kind) && kind != "cceh" && kind != "cceh-cow") {
+    ExplorerConfig c = base;
+    c.dist = Dist::kSparse;
+    c.seed = seed++;
+    c.index_options.hash_capacity = 40000;
+    c.keys = 8;
+    c.explore_ops = 40;
+    c.ops = {OpType::kInsert, OpType::kUpsert, OpType::kDelete};
+    plan.push_back({"sparse, large table: a multi-chunk allocation at creation", c});
+  }
+  return plan;
+}
+
+Status RunCoverage(const std::string& kind, const std::vector<PlanStep>& plan, CoverageResult* out) {
+  const auto t0 = std::chrono::steady_clock::now();
+  CoverageResult res;
+  res.kind = kind;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    ExplorerResult r;
+    WORT_RETURN_IF_ERROR(RunExplorer(plan[i].cfg, &r));
+    for (auto& [site, n] : r.sites) res.met[site] += n;
+    for (auto& [site, op] : r.first_op)
+      if (!res.first.count(site)) res.first[site] = {i, op};
+    res.violations += r.violation_count;
+    res.images += r.images;
+    for (auto& v : r.violations)
+      if (res.violation_text.size() < 5) res.violation_text.push_back(v.ToString());
+  }
+  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  *out = std::move(res);
+  return Status::OK();
+}
+
+const char* MutantVerdictName(MutantVerdict v) {
+  switch (v) {
+    case MutantVerdict::kCaught: return "caught";
+    case MutantVerdict::kRedundant: return "redundant";
+    case MutantVerdict::kMissed: return "MISSED";
+    case MutantVerdict::kNotMet: return "not met";
+    case MutantVerdict::kSkipped: return "skipped (time)";
+    case MutantVerdict::kKnownMiss: return "missed (known, noted)";
+  }
+  return "?";
+}
+
+Status RunMutation(const std::string& kind, const std::vector<PlanStep>& plan, const CoverageResult& cov,
+                   const std::vector<PmSite>& sites, double deadline_s, std::vector<MutantResult>* out) {
+  (void)kind;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  out->clear();
+  for (const PmSite& site : sites) {
+    MutantResult m;
+    m.site = site.Name();
+    auto it = cov.first.find(m.site);
+    if (it == cov.first.end()) {
+      m.verdict = MutantVerdict::kNotMet;
+      out->push_back(m);
+      continue;
+    }
+    if (deadline_s > 0 && elapsed() > deadline_s) {
+      m.verdict = MutantVerdict::kSkipped;
+      out->push_back(m);
+      continue;
+    }
+    const auto m0 = std::chrono::steady_clock::now();
+    // The step that first met the site, up to a few operations past the first meeting (a
+    // dropped persist shows in the operation that skips it, or soon after).
+    ExplorerConfig c = plan[it->second.first].cfg;
+    c.drop_site = m.site;
+    c.max_violations = 1;
+    // One operation explored (or a few): every crash point of it, and more images per point.
+    c.max_points = 1024;
+    c.subsets = 3;
+    c.log = nullptr;
+    // Unexplored before the operation that first met it (its own index keeps the creation's
+    // numbering: #explore_ops is the creation, #explore_ops+1 the close).
+    const size_t first = it->second.second;
+    if (first < c.explore_ops) {
+      c.explore_ops = std::min(c.explore_ops, first + 4);
+      c.explore_from = first;
+    } else if (first == c.explore_ops) {
+      c.explore_from = first;  // the creation
+    } else {
+      c.explore_from = c.explore_ops;  // the close: no operation explored before it
+      c.explore_lifecycle = true;
+    }
+    ExplorerResult r;
+    WORT_RETURN_IF_ERROR(RunExplorer(c, &r));
+    if (r.violation_count > 0) {
+      m.verdict = MutantVerdict::kCaught;
+      const Violation& v = r.violations.front();
+      m.detail = fmt::format("op #{} {} [{}]: {}", v.op, v.point_desc, v.image, v.what.substr(0, 120));
+    } else if (std::strcmp(site.note, "redundant") == 0) {
+      m.verdict = MutantVerdict::kRedundant;
+      m.detail = site.reason;
+    } else if (std::strcmp(site.note, "uncaught") == 0) {
+      m.verdict = MutantVerdict::kKnownMiss;
+      m.detail = site.reason;
+    } else {
+      m.verdict = MutantVerdict::kMissed;
+      m.detail = fmt::format("step \"{}\", {} images", plan[it->second.first].what, r.images);
+    }
+    m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - m0).count();
+    out->push_back(m);
+  }
+  return Status::OK();
+}
+
+}  // namespace wort::crash

@@ -1,0 +1,64 @@
+// crash/plans.h - per-kind exploration plans, and the coverage and mutation gates built on them.
+//
+// A plan is a list of explorer runs (ExplorerConfig) chosen so that every structural change of
+// the kind happens inside an explored operation: node growth and shrink, prefix split and path
+// merge, B-tree splits at every level and root growth, copy-on-write, segment split and
+// directory doubling, hash resize, the allocator's new chunk and chunk release. Each run is
+// `novel_only` (an operation is explored where it first meets a persist site), so a plan can
+// run thousands of operations - enough for the structure to change - at the cost of exploring
+// a few dozen. Every distribution and key type appears in every kind's plan; small
+// segment/table sizes are IndexOptions test fields (wort/index.h), not environment variables.
+//
+// Coverage: the sites a plan met (crash/sites.h) against the sites the kind owns. Mutation: each
+// gated site met is dropped in turn (ExplorerConfig::drop_site) and the plan step that first met
+// it is rerun up to that operation; the site is caught, redundant (its note says why), or missed.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "crash/explorer.h"
+#include "crash/sites.h"
+
+namespace wort::crash {
+
+struct PlanStep {
+  std::string what;   // what the step is for ("dense inserts: leaf and inner splits, root growth")
+  ExplorerConfig cfg;
+};
+
+// The kind's plan. `quick`: the cheaper variant (fewer subsets and points per operation).
+std::vector<PlanStep> KindPlan(const std::string& kind, const std::string& dir = "/dev/shm");
+
+struct CoverageResult {
+  std::string kind;
+  std::map<std::string, uint64_t> met;                           // site -> times met, all steps
+  std::map<std::string, std::pair<size_t, size_t>> first;        // site -> (step, operation)
+  size_t violations = 0;
+  std::vector<std::string> violation_text;  // the first few, with replay lines
+  size_t images = 0;
+  double seconds = 0;
+};
+
+// Runs the kind's plan; a non-OK status only when a step could not run.
+Status RunCoverage(const std::string& kind, const std::vector<PlanStep>& plan, CoverageResult* out);
+
+// kKnownMiss: not caught, and the site carries a "crash-site: uncaught: REASON" note (a gap
+// of the explorer, written down; the gate accepts it, the figures count it as missed).
+enum class MutantVerdict { kCaught, kRedundant, kMissed, kNotMet, kSkipped, kKnownMiss };
+const char* MutantVerdictName(MutantVerdict v);
+
+struct MutantResult {
+  std::string site;
+  MutantVerdict verdict = MutantVerdict::kNotMet;
+  std::string detail;  // where it was caught, or the redundancy reason
+  double seconds = 0;
+};
+
+// Drops each site of `sites` in turn (those the coverage run met), rerunning the plan step
+// that first met it. `deadline_s` > 0 bounds the whole run: the rest are kSkipped.
+Status RunMutation(const std::string& kind, const std::vector<PlanStep>& plan, const CoverageResult& cov,
+                   const std::vector<PmSite>& sites, double deadline_s, std::vector<MutantResult>* out);
+
+}  // namespace wort::crash

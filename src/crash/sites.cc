@@ -1,0 +1,106 @@
+// The persist-site inventory (crash/sites.h). The table itself is generated at build time by
+// scripts/pm_sites.py into the build directory's generated/pm_sites.inc.
+#include "crash/sites.h"
+
+#include <cstring>
+
+#include "index/kind_ids.h"
+#include "wort/index.h"
+
+namespace wort::crash {
+namespace {
+
+struct Owner {
+  const char* file;
+  const char* kinds;    // space-separated kind names, or "*" (every crash-tested kind)
+  const char* outside;  // non-null: no index operation reaches this file's sites, and why
+};
+
+// Which kinds' operations reach which file. Keep in step with the kinds' sources (the coverage
+// test fails on a file with sites and no entry here).
+constexpr Owner kSiteOwners[] = {
+    {"src/index/radix/wort.cc", "wort", nullptr},
+    {"src/index/radix/art_tree.cc", "woart artcow", nullptr},
+    {"src/index/btree/fastfair.cc", "fastfair", nullptr},
+    {"src/index/btree/b3tree.cc", "b3tree", nullptr},
+    {"src/index/btree/fptree.cc", "fptree", nullptr},
+    {"src/index/btree/nvtree.cc", "nvtree", nullptr},
+    {"src/index/btree/wbtree.cc", "wbtree wbtree-slot", nullptr},
+    {"src/index/btree/btree_common.h", "fastfair b3tree fptree nvtree wbtree wbtree-slot", nullptr},
+    {"src/index/btree/btree_common.cc", "fastfair b3tree fptree nvtree wbtree wbtree-slot", nullptr},
+    {"src/index/hash/cceh.cc", "cceh cceh-cow", nullptr},
+    {"src/index/hash/static_hash.cc", "linp cuck bch levl path", nullptr},
+    {"src/index/hash/hash_common.cc", "cceh cceh-cow linp cuck bch levl path", nullptr},
+    {"src/alloc/alloc.cc", "*", nullptr},
+    {"src/pm/pool.cc", "*", nullptr},
+    {"src/server/store.cc", "",
+     "the server's value store (records, expiry, flush_all): not an index kind; crash-tested by the server's "
+     "kill tests (tests/server)"},
+};
+
+const std::vector<PmSite> kInventory = {
+#include "pm_sites.inc"
+};
+
+std::vector<std::string> Split(const char* s) {
+  std::vector<std::string> v;
+  std::string cur;
+  for (const char* p = s;; ++p) {
+    if (*p == ' ' || *p == 0) {
+      if (!cur.empty()) v.push_back(cur);
+      cur.clear();
+      if (*p == 0) break;
+    } else {
+      cur += *p;
+    }
+  }
+  return v;
+}
+
+std::vector<std::string> CrashKinds() {
+  std::vector<std::string> v;
+  for (const IndexKind* k : IndexKinds())
+    if (k->type_id < kind_id::kTestFirst && !kind_id::IsVolatile(k->type_id)) v.push_back(k->name);
+  return v;
+}
+
+}  // namespace
+
+const std::vector<PmSite>& PmSites() { return kInventory; }
+
+std::vector<std::string> SiteOwners(const std::string& file, std::string* outside) {
+  if (outside) outside->clear();
+  for (const Owner& o : kSiteOwners) {
+    if (file != o.file) continue;
+    if (o.outside) {
+      if (outside) *outside = o.outside;
+      return {};
+    }
+    if (std::strcmp(o.kinds, "*") == 0) return CrashKinds();
+    return Split(o.kinds);
+  }
+  return {};
+}
+
+std::vector<PmSite> SitesOfKind(const std::string& kind) {
+  std::vector<PmSite> v;
+  for (const PmSite& s : kInventory)
+    for (const std::string& k : SiteOwners(s.file))
+      if (k == kind) {
+        v.push_back(s);
+        break;
+      }
+  return v;
+}
+
+bool SiteGated(const PmSite& s) {
+  return std::strcmp(s.note, "outside") != 0 && !SiteOwners(s.file).empty();
+}
+
+const PmSite* FindSite(const std::string& name) {
+  for (const PmSite& s : kInventory)
+    if (s.Name() == name) return &s;
+  return nullptr;
+}
+
+}  // namespace wort::crash
