@@ -18,10 +18,14 @@ import platform
 import random
 import shutil
 import tempfile
+import sys
 import time
 
-import lmdb
-import wort
+# The installed package, not python/wort beside this script (which has no built extension).
+sys.path = [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(os.path.abspath(__file__))]
+
+import lmdb  # noqa: E402
+import wort  # noqa: E402
 
 
 def timed(fn):

@@ -131,8 +131,10 @@ def test_errors_map_to_exceptions(path):
         wort.open(path, size="lots")
     with pytest.raises(KeyError):
         wort.open(path, create=False)
+    with pytest.raises(KeyError):
+        wort.open("/nonexistent-dir/x.pool")  # no such file (NotFound)
     with pytest.raises(OSError):
-        wort.open("/nonexistent-dir/x.pool")
+        wort.open(DIR)  # a directory: the open(2) fails
     db = wort.open(path, kind="woart", size="64M")
     with pytest.raises(wort.BusyError) as e:  # one writer per pool
         wort.open(path)
