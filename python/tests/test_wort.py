@@ -246,3 +246,38 @@ def test_sigkill_writer_keeps_every_acknowledged_write(path, kind):
         assert found in (model, after), "acknowledged writes lost or a write torn"
         model = found
         assert len(acked) > 0
+
+
+def test_gil_is_released_during_store_operations(path):
+    """Another Python thread runs while a thread is inside a long store call (a put of a
+    64 MiB value). With the GIL held inside the call, the main thread could only step at the
+    edges of the call (between the timestamp and the call, forced switches every 1 ms); so
+    steps are counted only more than 10 ms away from both ends of a call that took > 25 ms."""
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(0.001)
+    try:
+        with wort.open(path, size="1G") as db:
+            big = b"\xab" * wort.MAX_VALUE_LEN
+            spans = []
+            done = threading.Event()
+
+            def writer():
+                for i in range(4):
+                    t0 = time.perf_counter()
+                    db[b"big%d" % (i % 2)] = big
+                    spans.append((t0, time.perf_counter()))
+                done.set()
+
+            steps = []
+            t = threading.Thread(target=writer)
+            t.start()
+            while not done.is_set():
+                steps.append(time.perf_counter())
+            t.join()
+            long_spans = [(a, b) for a, b in spans if b - a > 0.025]
+            assert long_spans, f"no put took more than 25 ms: {spans}"
+            inside = [s for s in steps if any(a + 0.010 < s < b - 0.010 for a, b in long_spans)]
+            assert inside, f"no Python step ran inside {len(long_spans)} puts of 64 MiB: the GIL was held"
+            assert db[b"big1"] == big
+    finally:
+        sys.setswitchinterval(old)
