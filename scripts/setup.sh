@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 PKGS=(g++ cmake ninja-build pkg-config libgtest-dev googletest libfmt-dev nlohmann-json3-dev libcli11-dev
       python3 python3-matplotlib valgrind
       libasio-dev libmemcached-tools memcached python3-venv python3-matplotlib wamerican
-      libssl-dev openssl nutcracker)
+      libssl-dev openssl nutcracker python3-dev)
 
 missing=()
 for p in "${PKGS[@]}"; do
@@ -25,13 +25,16 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-# pymemcache (PyPI) for the server's end-to-end tests (tests/server/), in a venv of its own;
-# the tests look for it at $WORT_VENV (default ~/.cache/wort-venv).
+# PyPI packages, in a venv of its own; the tests look for it at $WORT_VENV (default
+# ~/.cache/wort-venv): pymemcache for the server's end-to-end tests (tests/server/); pytest,
+# scikit-build-core and nanobind for the Python package (python/: its ctest python_pkg builds it
+# into a fresh venv, fetching the same through pip's cache); lmdb for its benchmark
+# (python/bench.py).
 VENV=${WORT_VENV:-$HOME/.cache/wort-venv}
-if ! "$VENV/bin/python3" -c 'import pymemcache' 2>/dev/null; then
-  echo "setup: installing pymemcache into $VENV"
+if ! "$VENV/bin/python3" -c 'import pymemcache, pytest, scikit_build_core, nanobind, lmdb' 2>/dev/null; then
+  echo "setup: installing pymemcache pytest scikit-build-core nanobind lmdb into $VENV"
   python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q pymemcache
+  "$VENV/bin/pip" install -q pymemcache pytest scikit-build-core nanobind lmdb
 fi
 
 BUILD_DIR=${WORT_BUILD_DIR:-build}

@@ -825,3 +825,66 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
 }
 
 }  // namespace wort::crash
+
+namespace wort::crash {
+
+// ---- PathExplorer: RunExplorer's point and image loop for a driver's own operations ---------
+struct PathExplorer::Impl {
+  Impl(Pool* pool, const ExplorerConfig& c) : cfg(c), tracker(pool, c.drop_site) {}
+  ExplorerConfig cfg;
+  Tracker tracker;
+};
+
+PathExplorer::PathExplorer(Pool* pool, const ExplorerConfig& cfg) : impl_(std::make_unique<Impl>(pool, cfg)) {
+  impl_->tracker.Snapshot();
+}
+
+PathExplorer::~PathExplorer() = default;
+
+Status PathExplorer::Explore(size_t op_index, const std::string& op_desc, const std::function<Status()>& op,
+                             Status* op_status, const CheckFn& check, ExplorerResult* res) {
+  const ExplorerConfig& cfg = impl_->cfg;
+  Tracker& tracker = impl_->tracker;
+  tracker.BeginOp(std::max<size_t>(cfg.max_points, 1), -1, MixSeed(cfg.seed, 0x5a3, op_index));
+  {
+    HookGuard hook(&tracker);
+    *op_status = op();
+  }
+  std::vector<CrashPoint> points = tracker.EndOp();
+  ++res->ops_run;
+  res->points_seen += tracker.PointsSeen();
+  std::unordered_set<uint64_t> seen_points;
+  for (const CrashPoint& p : points) {
+    if (res->violation_count >= cfg.max_violations) break;
+    if (!seen_points.insert(PointHash(p)).second) continue;
+    ++res->crash_points;
+    std::unordered_set<uint64_t> seen_images;
+    for (int img = 0; img < 2 + cfg.subsets; ++img) {
+      const int mode = img < 2 ? img : 2;
+      const uint64_t seed = MixSeed(cfg.seed, op_index, p.seq, static_cast<uint64_t>(img));
+      auto patch = MakePatch(p, mode, seed, cfg.torn_lines);
+      if (!seen_images.insert(PatchHash(patch)).second) continue;
+      const std::string path = UniquePoolPath(cfg.dir, "path-img");
+      Status ws = tracker.WriteImage(path, p, patch);
+      if (!ws.ok()) {
+        ::unlink(path.c_str());
+        return ws;
+      }
+      ++res->images;
+      Status cs = check(path, p.kind == PointKind::kReturn);
+      ::unlink(path.c_str());
+      if (cs.ok()) continue;
+      ++res->violation_count;
+      Violation v{op_index, op_desc, p.seq, p.Describe() + fmt::format(", {} line(s) in flight or dirty", p.open.size()),
+                  mode == 0 ? "nothing" : mode == 1 ? "all" : fmt::format("subset seed={:#x}", seed), cs.message(), ""};
+      if (cfg.log) std::fprintf(cfg.log, "%s\n", v.ToString().c_str());
+      if (res->violations.size() < cfg.max_violations) res->violations.push_back(std::move(v));
+      if (res->violation_count >= cfg.max_violations) break;
+    }
+  }
+  tracker.Commit();
+  res->sites = tracker.Sites();
+  return Status::OK();
+}
+
+}  // namespace wort::crash

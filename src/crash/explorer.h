@@ -69,7 +69,9 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -168,5 +170,37 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out);
 
 // The arguments of `wort crashtest` that reproduce `cfg` (without --replay-*).
 std::string ExplorerArgs(const ExplorerConfig& cfg);
+
+}  // namespace wort::crash
+
+namespace wort::crash {
+
+// ---- the same model for other write paths (crash/kv_explorer.h) ------------------------------
+// A driver that runs its own operations on a pool (not an Index workload) explores them here:
+// each operation runs under the hook; then every crash image of it (the points and images
+// chosen as above, from cfg.max_points, subsets, torn_lines, seed, drop_site) is written to a
+// file under cfg.dir and passed to the driver's check, which opens it and judges it.
+class PathExplorer {
+ public:
+  // `check(path, returned)`: returned is true for the image of the moment the operation
+  // returned (only its outcome is allowed then), false for a crash inside it. A non-OK status
+  // is a violation.
+  using CheckFn = std::function<Status(const std::string& path, bool returned)>;
+
+  // Shadows `pool` from now on: its current content is taken as persistent.
+  PathExplorer(Pool* pool, const ExplorerConfig& cfg);
+  ~PathExplorer();
+
+  // Runs op() under the hook (its status goes to *op_status), then checks its crash images.
+  // Violations are added to *res (as RunExplorer's, numbered op_index, described op_desc);
+  // res->ops_run, points_seen, crash_points and images are counted. Non-OK only when an image
+  // could not be written.
+  Status Explore(size_t op_index, const std::string& op_desc, const std::function<Status()>& op, Status* op_status,
+                 const CheckFn& check, ExplorerResult* res);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace wort::crash

@@ -1,0 +1,167 @@
+// wort/kv.h - the key-value store API: byte-string keys -> byte-string values in a pool, over
+// any persistent index kind. This is the API to start with; wort/index.h (8-byte values) is the
+// fast path the benchmarks use.
+//
+//   wort::KvConfig cfg;
+//   cfg.path = "/dev/shm/data.pool";
+//   cfg.kind = "woart";
+//   std::unique_ptr<wort::KvStore> db;
+//   wort::Status s = wort::KvStore::Open(cfg, &db);
+//   if (s.ok()) s = db->Put("key", "value");
+//   std::string v;
+//   if (s.ok()) s = db->Get("key", &v);
+//
+// Design
+// ------
+// A store is one named root of a pool: an index of the chosen kind created with
+// IndexOptions::values_are_blocks, mapping key -> offset of a *value block*. A value block is a
+// pool block holding one 8-byte header word (kValueMagic << 32 | length) and then the value's
+// bytes. Every value has its own block; the index's visit function reports it, so post-crash
+// recovery keeps it (the allocator's reachability contract, wort/alloc.h).
+//
+// Persist order (the same as the server's records, src/server/store.h):
+//   Put      1. Alloc a block, write header + value          (private: nothing refers to it)
+//            2. pm::persist(block)                            (wholly durable)
+//            3. index->Upsert(key, block)   <- COMMIT POINT   (the index's own publish, persisted)
+//            4. Free(old block), if the key had one           (unlink before free: contract R2)
+//   Remove   1. index->Remove(key)          <- COMMIT POINT
+//            2. Free(old block)
+// A crash before the commit point leaves an unreferenced new block, a crash after it an
+// unreferenced old block: the post-crash GC reclaims both (R3). So after a crash at any
+// instant every key points at a whole, allocated value block; an acknowledged write is present;
+// the write in progress is wholly present or wholly absent (checked by the crash explorer,
+// crash/kv_explorer.h, and the kill test).
+//
+// Durability (KvCapabilities::durability): every write that returned OK has been flushed and
+// fenced (wort/pm.h), so it survives a crash of the process. It survives a power failure or an
+// OS crash too when the pool is mapped with MAP_SYNC (a DAX filesystem on persistent memory),
+// or with SyncMode::kMsync (msync of the pool before each write returns; slow).
+//
+// Thread safety: every method may be called from many threads. One reader-writer lock per
+// store: Get/Exists/Scan/Count run in parallel, Put/Remove one at a time (as the server does).
+// A Scan callback must not write to the same store (it holds the lock in shared mode).
+//
+// Errors: every call returns a Status (wort/status.h); nothing throws, bad input never aborts.
+// Output parameters are untouched unless the call returns OK.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "wort/key.h"
+#include "wort/status.h"
+
+namespace wort {
+
+class Pool;
+class Index;
+
+// Longest value a store accepts (InvalidArgument beyond). Values larger than
+// Allocator::kMaxSmall take whole 1 MiB chunks.
+inline constexpr size_t kMaxValueLen = 64u << 20;  // 64 MiB
+
+// The header word of a value block: kValueMagic in the high 32 bits, the length in the low.
+inline constexpr uint64_t kValueMagic = 0x574b5631;  // "WKV1"
+
+enum class SyncMode : uint8_t {
+  kPersist = 0,  // flush + fence before a write returns (the default)
+  kMsync = 1,    // also msync(MS_SYNC) the pool file: power-fail durable on any filesystem
+};
+
+enum class Durability : uint8_t {
+  kProcessCrash = 0,  // acknowledged writes survive a crash of the process, not of the machine
+  kPowerFail = 1,     // ... and a power failure or OS crash (MAP_SYNC on DAX, or kMsync)
+};
+const char* DurabilityName(Durability d);  // "process-crash", "power-fail"
+
+struct KvConfig {
+  std::string path;                 // the pool file
+  uint64_t size = 1ull << 30;       // the pool's maximum size, when it is created
+  std::string kind = "woart";       // index kind of a new store; "" = any when opening
+  std::string name = "kv";          // root name of the store in the pool (several per pool)
+  KeyType key_type = KeyType::kBytes;  // kU64: keys are exactly 8 bytes (EncodeU64)
+  SyncMode sync = SyncMode::kPersist;
+  bool create_if_missing = true;    // else NotFound when the pool or the store is absent
+};
+
+struct KvCapabilities {
+  std::string kind;
+  std::string description;
+  bool ordered = false;        // Scan and ordered iteration are supported
+  bool thread_safe = true;     // methods may be called from many threads
+  bool parallel_writes = false;  // writers run in parallel (no: one writer at a time)
+  KeyType key_type = KeyType::kBytes;
+  size_t max_key_len = kMaxKeyLen;
+  size_t max_value_len = kMaxValueLen;
+  Durability durability = Durability::kProcessCrash;
+  SyncMode sync = SyncMode::kPersist;
+};
+
+// The index kinds a store can use (persistent kinds; the volatile references are excluded).
+std::vector<std::string> KvKinds();
+
+// Called for each pair in ascending key order; return false to stop. The views are valid only
+// during the call.
+using KvScanFn = std::function<bool(std::string_view key, std::string_view value)>;
+
+class KvStore {
+ public:
+  // Opens the store `cfg.name` of the pool at `cfg.path`, creating the pool and/or the store
+  // when absent (unless !create_if_missing). Opening an existing store of another kind than a
+  // non-empty cfg.kind, or of another key type, is InvalidArgument. After a crash the pool's
+  // GC runs in the background; the store serves at once.
+  static Status Open(const KvConfig& cfg, std::unique_ptr<KvStore>* out);
+  ~KvStore();  // Close(); errors go to stderr
+  KvStore(const KvStore&) = delete;
+  KvStore& operator=(const KvStore&) = delete;
+
+  // Clean shutdown of the pool. Every other call after it returns InvalidArgument.
+  Status Close();
+
+  // Sets key -> value (insert or overwrite; failure-atomic). PoolFull when out of space (then
+  // nothing changed).
+  Status Put(std::string_view key, std::string_view value);
+  // Copies the value into *value. NotFound if absent.
+  Status Get(std::string_view key, std::string* value) const;
+  // Calls fn with a view of the value (no copy; valid only during the call). NotFound if absent.
+  Status Get(std::string_view key, const std::function<void(std::string_view)>& fn) const;
+  // OK if present, NotFound if absent.
+  Status Exists(std::string_view key) const;
+  // Removes the key. NotFound if absent.
+  Status Remove(std::string_view key);
+  // Pairs with start <= key < end (end: none = to the last key), ascending, until fn returns
+  // false or `limit` pairs were given. NotSupported for unordered (hash) kinds.
+  Status Scan(std::string_view start, std::optional<std::string_view> end, const KvScanFn& fn,
+              size_t limit = ~size_t{0}) const;
+  // Number of keys.
+  Status Count(uint64_t* n) const;
+
+  KvCapabilities Capabilities() const;
+  // Verifies the index (Index::Check) and that every key points at a valid value block.
+  Status Check(std::string* report) const;
+
+  Pool& pool() { return *pool_; }
+
+ private:
+  KvStore() = default;
+  Status Usable() const;
+  Status CheckKey(std::string_view key) const;
+  // The value of the block at `off`, or Corruption.
+  Status ValueAt(uint64_t off, std::string_view* v) const;
+  Status Sync() const;
+
+  KvConfig cfg_;
+  std::unique_ptr<Pool> pool_;
+  std::unique_ptr<Index> index_;
+  KvCapabilities caps_;
+  mutable std::shared_mutex mu_;
+};
+
+}  // namespace wort
