@@ -173,6 +173,10 @@ inline void persist(const void* p, size_t n,
 
 // Store an 8-byte word with a single instruction (the unit of failure atomicity) - use this for
 // every commit point so that the compiler can neither tear nor reorder it.
+// (Checked at compile time: an 8-byte atomic_ref that is not always lock-free would be a lock,
+// not one store.)
+static_assert(std::atomic_ref<uint64_t>::is_always_lock_free, "store8 must be a single 8-byte store");
+static_assert(std::atomic_ref<uint64_t>::required_alignment == 8, "store8 needs 8-byte alignment only");
 inline void store8(uint64_t* dst, uint64_t v) {
   std::atomic_ref<uint64_t>(*dst).store(v, std::memory_order_release);
 }

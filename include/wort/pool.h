@@ -42,6 +42,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -52,6 +53,18 @@
 namespace wort {
 
 class Allocator;
+class Pool;
+
+// How the post-crash GC (wort/alloc.h) reaches the blocks of each root: a root's index kind
+// reports every block reachable from its root block through a visit function. The pool and the
+// allocator know nothing of index kinds (they are the layer below): the index layer installs
+// the lookup from a root's type id to its kind's visit function (src/index/registry.cc does, in
+// every program that links it). With no lookup installed, or a null result, the GC is not run
+// and reports NotSupported (old chunks stay reserved).
+using RootVisitFn = void (*)(const Pool& pool, uint64_t root_off, const std::function<void(uint64_t)>& mark);
+using RootVisitorLookup = RootVisitFn (*)(uint32_t type_id);
+void SetRootVisitorLookup(RootVisitorLookup lookup);
+RootVisitorLookup GetRootVisitorLookup();
 
 struct PoolOptions {
   // Size of the file at creation (rounded up to whole chunks plus the metadata).

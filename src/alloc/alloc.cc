@@ -31,7 +31,6 @@
 #include <unordered_set>
 #include <vector>
 
-#include "wort/index.h"
 #include "wort/pm.h"
 #include "wort/pool.h"
 
@@ -742,10 +741,11 @@ void Allocator::Impl::RunGc() {
   Status st;
   // Mark: every root's visit function reports what its index reaches.
   std::vector<RootInfo> roots = pool->Roots();
-  std::vector<const IndexKind*> kinds;
+  std::vector<RootVisitFn> kinds;
+  const RootVisitorLookup lookup = GetRootVisitorLookup();
   for (const RootInfo& r : roots) {
-    const IndexKind* k = FindIndexKindById(r.type);
-    if (!k || !k->visit) {
+    const RootVisitFn k = lookup ? lookup(r.type) : nullptr;
+    if (!k) {
       st = Status::NotSupported("post-crash GC not run: root '" + r.name + "' has index kind id " +
                                 std::to_string(r.type) + " which this build cannot visit; old chunks stay reserved");
       break;
@@ -754,7 +754,7 @@ void Allocator::Impl::RunGc() {
   }
   if (st.ok()) {
     for (size_t i = 0; i < roots.size(); ++i)
-      kinds[i]->visit(*pool, roots[i].off, [this](uint64_t off) { self->Mark(off); });
+      kinds[i](*pool, roots[i].off, [this](uint64_t off) { self->Mark(off); });
     // Sweep: old chunks take their marks as their allocation state.
     std::lock_guard<std::mutex> g(mu);
     for (uint64_t id = 0; id < nchunks_file; ++id) {

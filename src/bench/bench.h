@@ -44,7 +44,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bench/workload.h"
+#include "workload/workload.h"
 #include "wort/status.h"
 
 namespace wort::bench {

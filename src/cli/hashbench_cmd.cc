@@ -23,7 +23,7 @@
 #include <random>
 #include <sstream>
 
-#include "bench/workload.h"
+#include "workload/workload.h"
 #include "cli/command.h"
 #include "cli/options.h"
 #include "index/hash/hash_common.h"

@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "bench/bench.h"
-#include "bench/workload.h"
+#include "workload/workload.h"
 #include "cli/command.h"
 #include "cli/options.h"
 #include "reproduce/reproduce.h"

@@ -417,6 +417,12 @@ Status Pool::RemoveRoot(std::string_view name) {
   return Status::NotFound("no root named '" + std::string(name) + "'");
 }
 
+namespace {
+std::atomic<RootVisitorLookup> g_root_visitors{nullptr};
+}  // namespace
+void SetRootVisitorLookup(RootVisitorLookup lookup) { g_root_visitors.store(lookup, std::memory_order_release); }
+RootVisitorLookup GetRootVisitorLookup() { return g_root_visitors.load(std::memory_order_acquire); }
+
 Status Pool::WaitForRecovery() { return alloc_->WaitForRecovery(); }
 bool Pool::recovery_done() const { return alloc_->RecoveryDone(); }
 double Pool::recovery_seconds() const { return alloc_->RecoverySeconds(); }

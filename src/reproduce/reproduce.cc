@@ -121,9 +121,9 @@ Status GetScale(const std::string& name, ScaleParams* out) {
     p.keys = 250000;
     p.latencies = {0, 100, 200, 300};
     p.scans = 500;
-    p.fig8_keys = 30000;
+    p.fig8_keys = 20000;
     p.fig8_repeats = 3;
-    p.cachegrind_keys = 20000;
+    p.cachegrind_keys = 10000;
     p.cachegrind_dists = {Dist::kDense};
   } else if (name == "medium") {
     p.keys = 16000000;

@@ -26,14 +26,7 @@ using wort::cli::ParseCount;
 using wort::cli::ParseSize;
 
 int RunCli(const std::string& args, std::string* out) {
-  const std::string cmd = std::string(WORT_CLI_PATH) + " " + args + " 2>&1";
-  FILE* f = popen(cmd.c_str(), "r");
-  if (!f) return -1;
-  char buf[4096];
-  size_t got;
-  while ((got = fread(buf, 1, sizeof buf, f)) > 0) out->append(buf, got);
-  const int st = pclose(f);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return wort::test::RunShell(std::string(WORT_CLI_PATH) + " " + args, out);
 }
 
 TEST(CliOptions, SizesAcceptTheDocumentedForms) {
@@ -172,7 +165,7 @@ void MakePool(const std::string& path, const std::string& crash_image) {
   ASSERT_TRUE(wort::Pool::Create(path, Small(), &p).ok());
   std::unique_ptr<wort::Index> idx;
   ASSERT_TRUE(wort::CreateIndex(*p, "t", "woart", {}, &idx).ok());
-  for (int i = 0; i < 300; ++i) ASSERT_TRUE(idx->Insert("key" + std::to_string(i), i).ok());
+  for (int i = 0; i < 300; ++i) ASSERT_TRUE(idx->Insert(std::to_string(i) + "key", i).ok());
   if (!crash_image.empty())
     std::filesystem::copy_file(path, crash_image, std::filesystem::copy_options::overwrite_existing);
   idx.reset();
@@ -254,7 +247,7 @@ TEST(BenchCli, SyncModeOnAFileIsMeasured) {
   wort::test::TempPath json("bench-sync-json");
   std::filesystem::remove(pool);
   std::string out;
-  ASSERT_EQ(RunCli("bench --index woart --keys 300 --ops insert --pool " + pool + " --pool-sync --json " + json.str(),
+  ASSERT_EQ(RunCli("bench --index woart --keys 100 --ops insert --pool " + pool + " --pool-sync --json " + json.str(),
                    &out),
             0)
       << out;

@@ -106,7 +106,7 @@ void MakeCrashImage(const std::string& path, const std::string& image, int keys)
   ASSERT_TRUE(Pool::Create(path, Small(), &p).ok());
   std::unique_ptr<Index> idx;
   ASSERT_TRUE(CreateIndex(*p, "t", "woart", {}, &idx).ok());
-  for (int i = 0; i < keys; ++i) ASSERT_TRUE(idx->Insert("k" + std::to_string(i), i).ok());
+  for (int i = 0; i < keys; ++i) ASSERT_TRUE(idx->Insert(std::to_string(i) + "k", i).ok());
   std::filesystem::copy_file(path, image, std::filesystem::copy_options::overwrite_existing);
 }
 
