@@ -15,4 +15,9 @@ void CpuRelax() {
 VersionLockTable::VersionLockTable(unsigned bits)
     : mask_((size_t{1} << bits) - 1), words_(std::make_unique<Word[]>(mask_ + 1)) {}
 
+VersionLockTable& NodeLocks() {
+  static auto* t = new VersionLockTable(18);  // never destroyed: used until the process ends
+  return *t;
+}
+
 }  // namespace wort::sync

@@ -110,4 +110,9 @@ class VersionLockTable {
   std::unique_ptr<Word[]> words_;
 };
 
+// The process-wide table (2^18 words, 2 MiB) keyed by a node's address, so that an open index
+// and a visit function that gets only (pool, root offset) find the same words.
+VersionLockTable& NodeLocks();
+inline VersionLock& NodeLock(const void* p) { return NodeLocks().For(reinterpret_cast<uintptr_t>(p)); }
+
 }  // namespace wort::sync
