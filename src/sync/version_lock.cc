@@ -1,5 +1,7 @@
 #include "sync/version_lock.h"
 
+#include <thread>
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
@@ -10,6 +12,14 @@ void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
   _mm_pause();
 #endif
+}
+
+void Backoff(int attempt) {
+  if (attempt < 8) {
+    for (int i = 0; i < (1 << attempt); ++i) CpuRelax();
+  } else {
+    std::this_thread::yield();
+  }
 }
 
 VersionLockTable::VersionLockTable(unsigned bits)

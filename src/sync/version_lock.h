@@ -15,6 +15,9 @@ namespace wort::sync {
 
 // Pause in a spin loop (x86 PAUSE; elsewhere a no-op hint).
 void CpuRelax();
+// Between two attempts of an operation that restarted: spin a little (2^attempt pauses), then
+// yield (a writer holding a lock may be descheduled on a loaded machine).
+void Backoff(int attempt);
 
 class VersionLock {
  public:

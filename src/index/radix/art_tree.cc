@@ -243,17 +243,7 @@ class ArtTree::Quiesce {
   std::unique_lock<std::shared_mutex> u_;
 };
 
-namespace {
-// Between two attempts of an operation: spin a little, then yield (a writer holding a lock
-// may be descheduled on a loaded machine).
-void Backoff(int attempt) {
-  if (attempt < 8) {
-    for (int i = 0; i < (1 << attempt); ++i) sync::CpuRelax();
-  } else {
-    std::this_thread::yield();
-  }
-}
-}  // namespace
+using sync::Backoff;
 
 void ArtTree::Added() {
   if (count_.load(std::memory_order_relaxed) >= 0) count_.fetch_add(1, std::memory_order_relaxed);
