@@ -11,6 +11,15 @@
 #include <cstdint>
 #include <memory>
 
+// Marks a function that reads nodes optimistically: its plain loads may race with a writer's
+// in-place stores by design (the result is used only after a version check). ThreadSanitizer
+// does not instrument its plain accesses (atomics stay instrumented); elsewhere it is empty.
+#if defined(__SANITIZE_THREAD__)
+#define WORT_OPTIMISTIC_READ __attribute__((no_sanitize_thread))
+#else
+#define WORT_OPTIMISTIC_READ
+#endif
+
 namespace wort::sync {
 
 // Pause in a spin loop (x86 PAUSE; elsewhere a no-op hint).

@@ -42,7 +42,7 @@ inline uint8_t ChildIndexAt(const N48* x, unsigned c) { return x->child_index[c]
 // Calls f(partial_key, child_ref) for the children of n with partial key >= from, in ascending
 // unsigned order, until f returns false. Only entries marked valid are visited.
 template <class F>
-void ForEachSorted(const NodeBase* n, unsigned from, F&& f) {
+WORT_OPTIMISTIC_READ void ForEachSorted(const NodeBase* n, unsigned from, F&& f) {
   switch (n->type) {
     case kW4: {
       const auto* x = reinterpret_cast<const W4*>(n);
@@ -115,7 +115,7 @@ void ForEachSorted(const NodeBase* n, unsigned from, F&& f) {
 class ArtTree::PrefixSource {
  public:
   PrefixSource(const ArtTree* t, const NodeBase* n, const Hdr& h) : t_(t), n_(n), h_(h) {}
-  unsigned char at(uint32_t j) {
+  WORT_OPTIMISTIC_READ unsigned char at(uint32_t j) {
     if (j < kInlinePrefix) return h_.prefix[j];
     if (!leaf_) {
       leaf_ = t_->ExtremeLeaf(NodeRef(t_->pool_.offset_of(n_)), false);
@@ -229,19 +229,6 @@ class ArtTree::WriteLocks {
   int n_ = 0;
 };
 
-// Excludes writers: in global-lock mode the lock shared (writers take it exclusive), otherwise
-// exclusive (writers take it shared). Readers never take it.
-class ArtTree::Quiesce {
- public:
-  explicit Quiesce(const ArtTree& t) {
-    if (t.global_lock_) s_ = std::shared_lock(t.mu_);
-    else u_ = std::unique_lock(t.mu_);
-  }
-
- private:
-  std::shared_lock<std::shared_mutex> s_;
-  std::unique_lock<std::shared_mutex> u_;
-};
 
 using sync::Backoff;
 
@@ -357,7 +344,7 @@ uint8_t ArtTree::TypeAfterRemove(uint8_t type, int n_after) const {
 }
 
 // ---- node primitives ----------------------------------------------------------------------------
-uint64_t* ArtTree::FindChild(NodeBase* n, unsigned char c) const {
+WORT_OPTIMISTIC_READ uint64_t* ArtTree::FindChild(NodeBase* n, unsigned char c) const {
   switch (n->type) {
     case kW4: {
       auto* x = reinterpret_cast<W4*>(n);
@@ -395,7 +382,7 @@ uint64_t* ArtTree::FindChild(NodeBase* n, unsigned char c) const {
   return nullptr;
 }
 
-int ArtTree::ChildCount(const NodeBase* n) const {
+WORT_OPTIMISTIC_READ int ArtTree::ChildCount(const NodeBase* n) const {
   switch (n->type) {
     case kW4: return DecodeSlot4(reinterpret_cast<const W4*>(n)->slots).n;
     case kW16: return __builtin_popcount(uint32_t(reinterpret_cast<const W16*>(n)->bitmap) & 0xffffu);
@@ -420,7 +407,7 @@ int ArtTree::ChildCount(const NodeBase* n) const {
   return 0;
 }
 
-int ArtTree::Collect(const NodeBase* n, Entry* out) const {
+WORT_OPTIMISTIC_READ int ArtTree::Collect(const NodeBase* n, Entry* out) const {
   int cnt = 0;
   ForEachSorted(n, 0, [&](unsigned char c, uint64_t ref) {
     out[cnt++] = {c, ref};
@@ -429,7 +416,7 @@ int ArtTree::Collect(const NodeBase* n, Entry* out) const {
   return cnt;
 }
 
-const Leaf* ArtTree::ExtremeLeaf(uint64_t ref, bool max) const {
+WORT_OPTIMISTIC_READ const Leaf* ArtTree::ExtremeLeaf(uint64_t ref, bool max) const {
   for (uint32_t lvl = 0; lvl <= kMaxLevels; ++lvl) {
     if (!RefOk(ref)) return nullptr;
     if (IsLeafRef(ref)) {
@@ -455,7 +442,7 @@ const Leaf* ArtTree::ExtremeLeaf(uint64_t ref, bool max) const {
 }
 
 // ---- the depth rule (WORT Algorithm 2) --------------------------------------------------------
-Hdr ArtTree::EffectiveHdr(const NodeBase* n, uint32_t depth) const {
+WORT_OPTIMISTIC_READ Hdr ArtTree::EffectiveHdr(const NodeBase* n, uint32_t depth) const {
   const Hdr h = UnpackHdr(n->hdr);
   if (h.depth == depth) return h;
   // The stored depth is not the real one: a prefix split (or path merge) stored this node's new
@@ -507,10 +494,7 @@ Status ArtTree::UpdateValue(Leaf* l, uint64_t value, bool upsert, bool* inserted
 Status ArtTree::InsertImpl(std::string_view key, uint64_t value, bool upsert, bool* inserted) {
   WORT_RETURN_IF_ERROR(ValidateKey(key));
   sync::EpochGuard eg(epoch());
-  std::unique_lock<std::shared_mutex> excl;
-  std::shared_lock<std::shared_mutex> shared;
-  if (global_lock_) excl = std::unique_lock(mu_);
-  else shared = std::shared_lock(mu_);
+  auto wg = ModeLock(IndexModeLock::kWriter);
   uint64_t lr = 0;  // the new leaf: allocated once, kept across restarts, 0 once published
   Status s;
   for (int attempt = 0; InsertAttempt(key, value, upsert, inserted, &lr, &s) == Attempt::kRestart; ++attempt)
@@ -522,7 +506,7 @@ Status ArtTree::InsertImpl(std::string_view key, uint64_t value, bool upsert, bo
 // One optimistic attempt (protocol: art_tree.h, src/sync/sync.h). `pl`/`pv`: the lock word and
 // version of the block holding `slot` (the root block, then the parent node); every word read
 // from a node is used only after that node's version was checked.
-ArtTree::Attempt ArtTree::InsertAttempt(std::string_view key, uint64_t value, bool upsert, bool* inserted,
+WORT_OPTIMISTIC_READ ArtTree::Attempt ArtTree::InsertAttempt(std::string_view key, uint64_t value, bool upsert, bool* inserted,
                                         uint64_t* lr, Status* out) {
   const unsigned char* k = UBytes(key);
   const auto len = static_cast<uint32_t>(key.size());
@@ -783,7 +767,7 @@ void ArtTree::StoreChildIndex(N48* x, unsigned char c, uint8_t v) {
 
 // ---- Lookup ---------------------------------------------------------------------------------
 // One optimistic attempt: no lock, versions checked before every step down (art_tree.h).
-int ArtTree::LookupAttempt(std::string_view key, uint64_t* value) const {
+WORT_OPTIMISTIC_READ int ArtTree::LookupAttempt(std::string_view key, uint64_t* value) const {
   const unsigned char* k = UBytes(key);
   const auto len = static_cast<uint32_t>(key.size());
   const sync::VersionLock* pl = &LockOf(rb_);
@@ -834,8 +818,7 @@ int ArtTree::LookupAttempt(std::string_view key, uint64_t* value) const {
 Status ArtTree::Lookup(std::string_view key, uint64_t* value) const {
   WORT_RETURN_IF_ERROR(ValidateKey(key));
   sync::EpochGuard eg(epoch());
-  std::shared_lock<std::shared_mutex> g;
-  if (global_lock_) g = std::shared_lock(mu_);
+  auto g = ModeLock(IndexModeLock::kReader);
   uint64_t v = 0;
   int r;
   for (int attempt = 0; (r = LookupAttempt(key, &v)) < 0; ++attempt) Backoff(attempt);
@@ -848,17 +831,14 @@ Status ArtTree::Lookup(std::string_view key, uint64_t* value) const {
 Status ArtTree::Remove(std::string_view key) {
   WORT_RETURN_IF_ERROR(ValidateKey(key));
   sync::EpochGuard eg(epoch());
-  std::unique_lock<std::shared_mutex> excl;
-  std::shared_lock<std::shared_mutex> shared;
-  if (global_lock_) excl = std::unique_lock(mu_);
-  else shared = std::shared_lock(mu_);
+  auto wg = ModeLock(IndexModeLock::kWriter);
   Status s;
   for (int attempt = 0; RemoveAttempt(key, &s) == Attempt::kRestart; ++attempt) Backoff(attempt);
   return s;
 }
 
 // One optimistic attempt; locks taken as RemoveEntry needs them (art_tree.h).
-ArtTree::Attempt ArtTree::RemoveAttempt(std::string_view key, Status* out) {
+WORT_OPTIMISTIC_READ ArtTree::Attempt ArtTree::RemoveAttempt(std::string_view key, Status* out) {
   const unsigned char* k = UBytes(key);
   const auto len = static_cast<uint32_t>(key.size());
   auto done = [&](Status st) {
@@ -1101,8 +1081,7 @@ Status ArtTree::Scan(std::string_view start, const std::string_view* end, size_t
     sync::EpochGuard eg(epoch());
     ScanCtx ctx{};
     {
-      std::shared_lock<std::shared_mutex> g;
-      if (global_lock_) g = std::shared_lock(mu_);
+      auto g = ModeLock(IndexModeLock::kReader);
       for (int attempt = 0;; ++attempt) {
         out.clear();
         seen.clear();
@@ -1134,7 +1113,7 @@ Status ArtTree::Scan(std::string_view start, const std::string_view* end, size_t
 // Collects the keys below ref (real depth `depth`) in ascending order. `bounded`: some keys
 // below may be < start (the path so far equals start's first `depth` bytes); otherwise all are
 // > start.
-void ArtTree::ScanRef(uint64_t ref, uint32_t depth, bool bounded, ScanCtx& ctx) const {
+WORT_OPTIMISTIC_READ void ArtTree::ScanRef(uint64_t ref, uint32_t depth, bool bounded, ScanCtx& ctx) const {
   if (ctx.stop || ref == 0) return;
   if (IsLeafRef(ref)) {
     const Leaf* l = leaf(ref);
@@ -1219,7 +1198,7 @@ uint64_t ArtTree::CountKeys(uint64_t root) const {
 uint64_t ArtTree::Size() const {
   int64_t c = count_.load();
   if (c >= 0) return static_cast<uint64_t>(c);
-  Quiesce q(*this);  // excludes writers while counting
+  auto q = ModeLock(IndexModeLock::kQuiesce);  // excludes writers while counting
   c = count_.load();
   if (c >= 0) return static_cast<uint64_t>(c);
   c = static_cast<int64_t>(CountKeys(rb_->root));
@@ -1228,7 +1207,7 @@ uint64_t ArtTree::Size() const {
 }
 
 IndexStats ArtTree::Stats() const {
-  Quiesce q(*this);
+  auto q = ModeLock(IndexModeLock::kQuiesce);
   IndexStats st;
   const Allocator& a = pool_.allocator();
   st.bytes_allocated = a.UsableSize(root_off_);
@@ -1258,7 +1237,7 @@ IndexStats ArtTree::Stats() const {
 }
 
 void ArtTree::CountNodeTypes(uint64_t counts[8]) const {
-  Quiesce q(*this);
+  auto q = ModeLock(IndexModeLock::kQuiesce);
   for (int i = 0; i < 8; ++i) counts[i] = 0;
   std::vector<uint64_t> stack{rb_->root};
   while (!stack.empty()) {
@@ -1275,7 +1254,7 @@ void ArtTree::CountNodeTypes(uint64_t counts[8]) const {
 }
 
 uint8_t ArtTree::NodeTypeAt(std::string_view path_key, uint32_t depth) const {
-  Quiesce q(*this);
+  auto q = ModeLock(IndexModeLock::kQuiesce);
   const unsigned char* k = UBytes(path_key);
   uint64_t ref = rb_->root;
   for (uint32_t lvl = 0; lvl <= kMaxLevels && ref && !IsLeafRef(ref); ++lvl) {
@@ -1531,7 +1510,7 @@ void ArtTree::CheckRef(uint64_t ref, uint32_t depth, std::string& path, CheckCtx
 }
 
 Status ArtTree::Check(std::string* report) const {
-  Quiesce q(*this);
+  auto q = ModeLock(IndexModeLock::kQuiesce);
   CheckCtx ctx;
   ctx.report = report;
   if (rb_->magic != policy_.magic) ctx.Err("root block magic changed");
@@ -1560,13 +1539,7 @@ void ArtTree::Visit(const Pool& pool, uint64_t root_off, const std::function<voi
   // "The visit beside writers", says why a snapshot per node suffices and what the old,
   // unvalidated walk got wrong.)
   sync::EpochGuard eg(const_cast<Pool&>(pool).allocator().epoch());
-  // Global-lock mode (SetGlobalIndexLock): as before, under the index's lock, shared.
-  std::shared_ptr<std::shared_mutex> visit_lock;
-  std::shared_lock<std::shared_mutex> visit_guard;
-  if (GlobalIndexLock()) {
-    visit_lock = IndexLock(&pool, root_off);
-    visit_guard = std::shared_lock(*visit_lock);
-  }
+  VisitModeLock visit_guard(&pool, root_off);
   mark(root_off);
   const auto* rb = pool.at<RootBlock>(root_off);
   const bool values_are_blocks = (rb->flags & kRootValuesAreBlocks) != 0;

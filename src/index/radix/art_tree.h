@@ -35,6 +35,7 @@
 #include <string_view>
 
 #include "index/radix/art_node.h"
+#include "index/registry.h"
 #include "sync/sync.h"
 #include "wort/alloc.h"
 #include "wort/index.h"
@@ -123,7 +124,6 @@ class ArtTree final : public Index {
   struct CheckCtx;
   class PrefixSource;
   class WriteLocks;
-  class Quiesce;
   // Result of one optimistic attempt of an operation.
   enum class Attempt { kDone, kRestart };
 
@@ -136,6 +136,7 @@ class ArtTree final : public Index {
   // 1 found, 0 not found, -1 restart.
   int LookupAttempt(std::string_view key, uint64_t* value) const;
   sync::EpochManager& epoch() const { return pool_.allocator().epoch(); }
+  IndexModeLock ModeLock(IndexModeLock::Role r) const { return IndexModeLock(mu_, global_lock_, r); }
   static sync::VersionLock& LockOf(const void* p) { return sync::NodeLock(p); }
 
   // Addressing.

@@ -112,8 +112,7 @@ class WortTree final : public Index {
   Status Lookup(std::string_view key, uint64_t* value) const override {
     WORT_RETURN_IF_ERROR(ValidateKey(key));
     sync::EpochGuard eg(pool_.allocator().epoch());
-    std::shared_lock<std::shared_mutex> g;
-    if (global_lock_) g = std::shared_lock(mu_);
+    auto g = ModeLock(IndexModeLock::kReader);
     const uint64_t ref = FindLeaf(Key(key));
     if (ref == 0) return Status::NotFound("key not found");
     *value = pm::load8(&LeafAt(ref)->value);
@@ -123,7 +122,7 @@ class WortTree final : public Index {
     WORT_RETURN_IF_ERROR(ValidateKey(key));
     WORT_RETURN_IF_ERROR(WritableCheck());
     sync::EpochGuard eg(pool_.allocator().epoch());
-    WriterLock wg(*this);
+    auto wg = ModeLock(IndexModeLock::kWriter);
     Status s;
     for (int attempt = 0; DeleteAttempt(Key(key), &s) == Attempt::kRestart; ++attempt) sync::Backoff(attempt);
     return s;
@@ -132,7 +131,7 @@ class WortTree final : public Index {
   uint64_t Size() const override {
     const int64_t c = count_.load(std::memory_order_acquire);
     if (c >= 0) return static_cast<uint64_t>(c);
-    Quiesce q(*this);
+    auto q = ModeLock(IndexModeLock::kQuiesce);
     const int64_t counted = static_cast<int64_t>(CountLeaves());
     int64_t unknown = -1;
     count_.compare_exchange_strong(unknown, counted);
@@ -191,28 +190,12 @@ class WortTree final : public Index {
 
   enum class Attempt { kDone, kRestart };
   static sync::VersionLock& LockOf(const void* p) { return sync::NodeLock(p); }
-  // Writers hold mu_ shared (exclusive in global-lock mode); Quiesce excludes writers.
-  struct WriterLock {
-    std::unique_lock<std::shared_mutex> x;
-    std::shared_lock<std::shared_mutex> s;
-    explicit WriterLock(const WortTree& t) {
-      if (t.global_lock_) x = std::unique_lock(t.mu_);
-      else s = std::shared_lock(t.mu_);
-    }
-  };
-  struct Quiesce {
-    std::unique_lock<std::shared_mutex> x;
-    std::shared_lock<std::shared_mutex> s;
-    explicit Quiesce(const WortTree& t) {
-      if (t.global_lock_) s = std::shared_lock(t.mu_);
-      else x = std::unique_lock(t.mu_);
-    }
-  };
+  IndexModeLock ModeLock(IndexModeLock::Role r) const { return IndexModeLock(mu_, global_lock_, r); }
   Status Write(std::string_view key, uint64_t value, bool upsert, bool* inserted) {
     WORT_RETURN_IF_ERROR(ValidateKey(key));
     WORT_RETURN_IF_ERROR(WritableCheck());
     sync::EpochGuard eg(pool_.allocator().epoch());
-    WriterLock wg(*this);
+    auto wg = ModeLock(IndexModeLock::kWriter);
     uint64_t loff = 0;  // the new leaf, written and persisted once, kept across restarts
     Status s;
     for (int attempt = 0; PutAttempt(Key(key), value, upsert, inserted, &loff, &s) == Attempt::kRestart; ++attempt)
@@ -259,7 +242,7 @@ class WortTree final : public Index {
 // is read before and checked after what is read from it, and the parent's is checked after the
 // child's version was read. False: restart.
 template <unsigned kSpan>
-bool WortTree<kSpan>::FindAttempt(const Key& k, uint64_t* leaf_ref) const {
+WORT_OPTIMISTIC_READ bool WortTree<kSpan>::FindAttempt(const Key& k, uint64_t* leaf_ref) const {
   *leaf_ref = 0;
   const sync::VersionLock* pl = &LockOf(rb_);
   uint64_t pv;
@@ -319,7 +302,7 @@ Status WortTree<kSpan>::NewLeaf(const Key& k, uint64_t value, uint64_t* off) {
 // a split, the node whose header it changes. *loff: the new leaf (written and persisted once,
 // then kept across restarts); 0 once published.
 template <unsigned kSpan>
-typename WortTree<kSpan>::Attempt WortTree<kSpan>::PutAttempt(const Key& k, uint64_t value, bool upsert,
+WORT_OPTIMISTIC_READ typename WortTree<kSpan>::Attempt WortTree<kSpan>::PutAttempt(const Key& k, uint64_t value, bool upsert,
                                                              bool* inserted, uint64_t* loff, Status* out) {
   Allocator& alloc = pool_.allocator();
   auto done = [&](Status st) {
@@ -539,7 +522,7 @@ Status WortTree<kSpan>::RecoverHeader(Node* n, size_t depth) {
 // in-place slot clear; for a collapse the parent's block, n and (a node) sibling, whose header
 // the repair rewrites. Unlinked blocks are retired (freed after the readers' epochs).
 template <unsigned kSpan>
-typename WortTree<kSpan>::Attempt WortTree<kSpan>::DeleteAttempt(const Key& k, Status* out) {
+WORT_OPTIMISTIC_READ typename WortTree<kSpan>::Attempt WortTree<kSpan>::DeleteAttempt(const Key& k, Status* out) {
   Allocator& alloc = pool_.allocator();
   auto done = [&](Status st) {
     *out = std::move(st);
@@ -676,8 +659,7 @@ Status WortTree<kSpan>::Scan(std::string_view start, const std::string_view* end
     bool past_end = false;
     const size_t want = std::min(kBatch, limit - emitted);
     {
-      std::shared_lock<std::shared_mutex> g;
-      if (global_lock_) g = std::shared_lock(mu_);
+      auto g = ModeLock(IndexModeLock::kReader);
       for (int attempt = 0; !CollectBatch(cursor, exclusive, end, want, &out, &past_end); ++attempt)
         sync::Backoff(attempt);
     }
@@ -693,7 +675,7 @@ Status WortTree<kSpan>::Scan(std::string_view start, const std::string_view* end
 // node changed meanwhile (collect again). Every node read is recorded with its version and
 // all are checked at the end.
 template <unsigned kSpan>
-bool WortTree<kSpan>::CollectBatch(std::string_view start, bool exclusive, const std::string_view* end, size_t want,
+WORT_OPTIMISTIC_READ bool WortTree<kSpan>::CollectBatch(std::string_view start, bool exclusive, const std::string_view* end, size_t want,
                                    std::vector<std::pair<const WortLeaf*, uint64_t>>* out, bool* past_end) const {
   out->clear();
   *past_end = false;
@@ -822,7 +804,7 @@ uint64_t WortTree<kSpan>::CountLeaves() const {
 
 template <unsigned kSpan>
 IndexStats WortTree<kSpan>::Stats() const {
-  Quiesce q(*this);
+  auto q = ModeLock(IndexModeLock::kQuiesce);
   IndexStats st;
   const Allocator& alloc = pool_.allocator();
   st.bytes_allocated = alloc.UsableSize(pool_.offset_of(rb_));
@@ -852,7 +834,7 @@ IndexStats WortTree<kSpan>::Stats() const {
 // ---- Check ----------------------------------------------------------------------------------------
 template <unsigned kSpan>
 Status WortTree<kSpan>::CheckDetailed(std::string* report, WortCheckInfo* info) const {
-  Quiesce q(*this);
+  auto q = ModeLock(IndexModeLock::kQuiesce);
   *info = WortCheckInfo{};
   size_t errors = 0;
   auto fail = [&](const std::string& what) {
@@ -1030,12 +1012,7 @@ Status OpenWort(Pool& pool, uint64_t root_off, std::unique_ptr<Index>* out) {
 void VisitWort(const Pool& pool, uint64_t root_off, const std::function<void(uint64_t)>& mark) {
   if (root_off == 0 || !pool.contains(root_off, sizeof(WortRootBlock))) return;
   sync::EpochGuard eg(const_cast<Pool&>(pool).allocator().epoch());
-  std::shared_ptr<std::shared_mutex> visit_lock;
-  std::shared_lock<std::shared_mutex> visit_guard;
-  if (GlobalIndexLock()) {
-    visit_lock = IndexLock(&pool, root_off);
-    visit_guard = std::shared_lock(*visit_lock);
-  }
+  VisitModeLock visit_guard(&pool, root_off);
   mark(root_off);
   const WortRootBlock* rb = pool.at<WortRootBlock>(root_off);
   if (rb->magic != WortRootBlock::kMagic) return;
