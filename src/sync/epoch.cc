@@ -117,7 +117,7 @@ void EpochManager::Enter() {
   if (s->depth++ != 0) return;
   s->entries.store(s->entries.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   const uint64_t e = global_.load(std::memory_order_seq_cst);
-  s->local.store(2 * e + 1, std::memory_order_relaxed);
+  s->local.store(2 * e + 1, std::memory_order_release);  // release: orders this thread's past reads for TryAdvance
   std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
@@ -179,7 +179,7 @@ bool EpochManager::TryAdvance() {
   uint64_t e = global_.load(std::memory_order_seq_cst);
   std::atomic_thread_fence(std::memory_order_seq_cst);
   for (Slot* s = slots_.load(std::memory_order_acquire); s; s = s->next) {
-    const uint64_t l = s->local.load(std::memory_order_relaxed);
+    const uint64_t l = s->local.load(std::memory_order_acquire);
     if ((l & 1) != 0 && l != 2 * e + 1) return false;
   }
   return global_.compare_exchange_strong(e, e + 1, std::memory_order_seq_cst);
