@@ -1,7 +1,11 @@
 // The interface PiBench (the persistent-index benchmark harness) loads from a tree library:
-// `extern "C" tree_api* create_tree(const tree_options_t&)`. Declared here, in the same layout
-// and virtual-function order as PiBench's include/tree_api.hpp, so that PiBench can load
-// libwort_pibench.so. Semantics as PiBench documents them:
+// `extern "C" tree_api* create_tree(const tree_options_t&)`. Declared here in the layout and
+// virtual-function order of PiBench's default branch (include/tree_api.hpp on master): the
+// virtual destructor, find, insert, update, remove, scan - and no bulk_load (that slot exists
+// only on PiBench's bulk-loading branch; a plugin built with it first would be one slot off in
+// the default branch, every call landing on the wrong function). tests/pibench/pibench_abi_test.cc
+// calls the plugin through a tree_api declared independently of this file, in the default
+// branch's order, and fails if the two differ. Semantics as PiBench documents them:
 //   find     copies the value into value_out; false if absent
 //   insert   false if the key exists
 //   update   false if the key does not exist
@@ -9,7 +13,6 @@
 //   scan     points values_out at a buffer the library owns (per thread, valid until the next
 //            scan of that thread) holding up to scan_sz contiguous <key><value> records in
 //            ascending key order, from the first key not below `key`; returns how many
-//   bulk_load optional; false = not supported
 #pragma once
 
 #include <cstddef>
@@ -26,7 +29,6 @@ struct tree_options_t {
 class tree_api {
  public:
   virtual ~tree_api() {}
-  virtual bool bulk_load(const char* data, size_t num_records, size_t key_sz, size_t value_sz) { return false; }
   virtual bool find(const char* key, size_t sz, char* value_out) = 0;
   virtual bool insert(const char* key, size_t key_sz, const char* value, size_t value_sz) = 0;
   virtual bool update(const char* key, size_t key_sz, const char* value, size_t value_sz) = 0;

@@ -1,9 +1,14 @@
 // libwort_pibench.so: any wort index behind PiBench's tree_api.
 //
 // Choosing the index: environment variable WORT_PIBENCH_INDEX (default "woart"; any kind that
-// `wort bench --help` lists). The pool: PiBench's pool_path (default
-// /dev/shm/wort-pibench.pool, created if missing, reopened if present) and pool_size (the
-// pool's maximum size; default 16 GiB). Root name: WORT_PIBENCH_ROOT (default "pibench").
+// `wort bench --help` lists). The pool: PiBench's pool_path (default /dev/shm/wort-pibench.pool)
+// and pool_size (the pool's maximum size; default 16 GiB). Root name: WORT_PIBENCH_ROOT (default
+// "pibench").
+//
+// Each run starts from a fresh pool: an existing wort pool at pool_path is removed first (and
+// the removal printed), so that a second run measures the same work as the first. With
+// WORT_PIBENCH_REUSE_POOL=1 an existing pool is reopened instead, and its key count is printed.
+// A file at pool_path that is not a wort pool is never removed: create_tree then fails.
 //
 // Keys are the raw key_size bytes PiBench passes, ordered as unsigned bytes (so scans are in
 // byte order; PiBench's integer keys are little-endian in memory, so byte order is not integer
@@ -13,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -132,11 +138,36 @@ extern "C" tree_api* create_tree(const tree_options_t& opt) {
   const std::string kind = Env("WORT_PIBENCH_INDEX", "woart");
   const std::string root = Env("WORT_PIBENCH_ROOT", "pibench");
   const std::string path = opt.pool_path.empty() ? "/dev/shm/wort-pibench.pool" : opt.pool_path;
+  const bool reuse = std::string(Env("WORT_PIBENCH_REUSE_POOL", "0")) == "1";
   wort::PoolOptions po;
   po.max_size = opt.pool_size ? opt.pool_size : (16ull << 30);
   po.initial_size = std::min<uint64_t>(po.max_size / 2, 256ull << 20);
   std::unique_ptr<wort::Pool> pool;
-  wort::Status s = wort::Pool::OpenOrCreate(path, po, &pool);
+  wort::Status s;
+  std::error_code ec;
+  const bool existed = std::filesystem::exists(path, ec);
+  if (existed && !reuse) {
+    // Remove only what is a wort pool: open it read-only first.
+    wort::PoolOptions ro;
+    ro.read_only = true;
+    ro.background_recovery = false;
+    std::unique_ptr<wort::Pool> old;
+    s = wort::Pool::Open(path, ro, &old);
+    if (!s.ok()) {
+      std::fprintf(stderr, "wort_pibench: %s exists and is not a wort pool (%s); not removing it\n", path.c_str(),
+                   s.ToString().c_str());
+      return nullptr;
+    }
+    old.reset();
+    std::filesystem::remove(path, ec);
+    if (ec) {
+      std::fprintf(stderr, "wort_pibench: cannot remove the old pool %s: %s\n", path.c_str(), ec.message().c_str());
+      return nullptr;
+    }
+    std::fprintf(stderr, "wort_pibench: removed the existing pool %s; starting from a fresh one "
+                 "(WORT_PIBENCH_REUSE_POOL=1 reopens it instead)\n", path.c_str());
+  }
+  s = wort::Pool::OpenOrCreate(path, po, &pool);
   if (!s.ok()) {
     std::fprintf(stderr, "wort_pibench: pool %s: %s\n", path.c_str(), s.ToString().c_str());
     return nullptr;
@@ -154,6 +185,9 @@ extern "C" tree_api* create_tree(const tree_options_t& opt) {
     std::fprintf(stderr, "wort_pibench: index %s: %s\n", kind.c_str(), s.ToString().c_str());
     return nullptr;
   }
+  if (existed && reuse)
+    std::fprintf(stderr, "wort_pibench: REOPENED the existing pool %s: index %s already holds %llu keys\n",
+                 path.c_str(), kind.c_str(), static_cast<unsigned long long>(idx->Size()));
   std::fprintf(stderr, "wort_pibench: index %s in %s (flush %s)\n", kind.c_str(), path.c_str(),
                wort::pm::FlushKindName(wort::pm::GetFlushKind()));
   return new WortTree(std::move(pool), std::move(idx), opt.key_size, opt.value_size);

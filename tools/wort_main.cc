@@ -2,12 +2,18 @@
 #include <cstdio>
 
 #include "cli/command.h"
+#include "wort/version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"wort: persistent-memory key-value indexes (radix trees, B-trees, hash tables)", "wort"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
+  app.set_version_flag("--version", std::string("wort ") + wort::Version());
   wort::cli::AddAll(app);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return wort::cli::ExitCode(app, e);
+  }
   return 0;
 }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "wort/key.h"
+#include "wort/pool.h"
 #include "wort/status.h"
 
 namespace wort {
@@ -85,7 +86,7 @@ class Index {
 // ---- registry of index kinds ----------------------------------------------------------------
 // Reports every block reachable from a root block (the allocator's reachability contract R1,
 // wort/alloc.h). May run concurrently with writers of that index.
-using VisitFn = void (*)(const Pool& pool, uint64_t root_off, const std::function<void(uint64_t)>& mark);
+using VisitFn = RootVisitFn;  // (wort/pool.h)
 
 struct IndexKind {
   const char* name;        // "wort", "woart", "artcow", ...

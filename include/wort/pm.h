@@ -85,6 +85,18 @@ class Hook {
 // Install (or, with nullptr, remove) the process-wide hook. Returns the previous one.
 Hook* SetHook(Hook* h);
 
+// Sync mode (PoolOptions::sync, for a pool on a file without DAX; src/pm/sync.cc). While a range
+// is registered, flush() notes the pages it touches inside it, and fence() msyncs (MS_SYNC) the
+// pages this thread noted since its previous fence: every persist is then durable on the file
+// system (OS crash, power loss) when it returns. Batched per fence: a flush alone promises
+// nothing, so one msync per fence of the union of the pages flushed before it is enough.
+void RegisterSyncRange(const void* base, size_t len);
+void UnregisterSyncRange(const void* base);
+struct SyncCounters {
+  uint64_t msyncs = 0, pages = 0, errors = 0;  // all threads, since start-up
+};
+SyncCounters GetSyncCounters();
+
 // ---- implementation details of the inline hot path --------------------------------------
 namespace detail {
 struct alignas(64) ThreadCounters {
@@ -98,6 +110,9 @@ ThreadCounters& Local();
 extern std::atomic<Hook*> g_hook;
 extern std::atomic<uint8_t> g_kind;
 extern std::atomic<uint64_t> g_latency_cycles;  // TSC cycles per flushed line
+extern std::atomic<int> g_sync_ranges;           // registered sync-mode ranges
+void NoteSyncFlush(uintptr_t begin, uintptr_t end);
+void SyncNoted();
 void SpinCycles(uint64_t cycles);
 
 inline void Bump(std::atomic<uint64_t>& c, uint64_t n) {
@@ -135,6 +150,8 @@ inline void flush(const void* p, size_t n,
   auto& tc = detail::Local();
   detail::Bump(tc.lines, lines);
   detail::Bump(tc.bytes, n);
+  if (detail::g_sync_ranges.load(std::memory_order_relaxed) != 0) [[unlikely]]
+    detail::NoteSyncFlush(reinterpret_cast<uintptr_t>(p), end);
 }
 
 inline void fence(const std::source_location where = std::source_location::current()) {
@@ -145,6 +162,7 @@ inline void fence(const std::source_location where = std::source_location::curre
   else
     _mm_sfence();
   detail::Bump(detail::Local().fences, 1);
+  if (detail::g_sync_ranges.load(std::memory_order_relaxed) != 0) [[unlikely]] detail::SyncNoted();
 }
 
 inline void persist(const void* p, size_t n,
@@ -155,6 +173,10 @@ inline void persist(const void* p, size_t n,
 
 // Store an 8-byte word with a single instruction (the unit of failure atomicity) - use this for
 // every commit point so that the compiler can neither tear nor reorder it.
+// (Checked at compile time: an 8-byte atomic_ref that is not always lock-free would be a lock,
+// not one store.)
+static_assert(std::atomic_ref<uint64_t>::is_always_lock_free, "store8 must be a single 8-byte store");
+static_assert(std::atomic_ref<uint64_t>::required_alignment == 8, "store8 needs 8-byte alignment only");
 inline void store8(uint64_t* dst, uint64_t v) {
   std::atomic_ref<uint64_t>(*dst).store(v, std::memory_order_release);
 }

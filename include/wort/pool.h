@@ -24,6 +24,17 @@
 // the allocator runs a post-crash garbage collection (see wort/alloc.h) in the background;
 // reads and writes are served at once.
 //
+// Durability (Durability below; `wort pool info`, the server's startup line and stats, and
+// bench JSON print it): what a persisted write survives depends on the mapping the pool got.
+//   power-fail     a DAX file mapped MAP_SYNC: flushed lines are in the persistence domain.
+//   file-sync      a file without DAX in sync mode (PoolOptions::sync): every fence also msyncs
+//                  the pages flushed before it (wort/pm.h), so a persist survives an OS crash
+//                  and power loss once it returns - at a system call per fence.
+//   process-crash  a file without DAX (ext4, xfs without dax): a plain shared mapping; writes
+//                  survive kill -9 (they are in the page cache) but not an OS crash or power
+//                  loss before the kernel writes them back.
+//   tmpfs          /dev/shm or another tmpfs: survives kill -9; everything is lost at reboot.
+//
 // Errors: opening a file that is not a pool, of another layout version, truncated, or with a
 // bad header checksum fails with Corruption (naming the problem) and writes nothing to the file.
 //
@@ -31,6 +42,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -41,6 +53,18 @@
 namespace wort {
 
 class Allocator;
+class Pool;
+
+// How the post-crash GC (wort/alloc.h) reaches the blocks of each root: a root's index kind
+// reports every block reachable from its root block through a visit function. The pool and the
+// allocator know nothing of index kinds (they are the layer below): the index layer installs
+// the lookup from a root's type id to its kind's visit function (src/index/registry.cc does, in
+// every program that links it). With no lookup installed, or a null result, the GC is not run
+// and reports NotSupported (old chunks stay reserved).
+using RootVisitFn = void (*)(const Pool& pool, uint64_t root_off, const std::function<void(uint64_t)>& mark);
+using RootVisitorLookup = RootVisitFn (*)(uint32_t type_id);
+void SetRootVisitorLookup(RootVisitorLookup lookup);
+RootVisitorLookup GetRootVisitorLookup();
 
 struct PoolOptions {
   // Size of the file at creation (rounded up to whole chunks plus the metadata).
@@ -52,7 +76,26 @@ struct PoolOptions {
   // After an unclean stop, run the post-crash GC on a background thread (true) or before Open
   // returns (false: used by tests and the crash explorer).
   bool background_recovery = true;
+  // Copy-on-write (MAP_PRIVATE): the pool is writable in this process - crash recovery runs -
+  // but nothing reaches the file, which is opened read-only and not locked. For a check that
+  // must see a crashed pool as recovery would leave it, without changing it.
+  bool private_copy = false;
+  // Sync mode for a file without DAX (see Durability): persist also msyncs. No effect on DAX
+  // (already power-fail durable) or tmpfs (nothing survives a reboot anyway).
+  bool sync = false;
 };
+
+enum class Durability {
+  kPowerFail,     // DAX file, MAP_SYNC
+  kFileSync,      // file without DAX, sync mode
+  kProcessCrash,  // file without DAX
+  kTmpfs,         // tmpfs: process crash only, lost at reboot
+};
+// "power-fail", "file-sync", "process-crash", "tmpfs" (JSON and stats values).
+const char* DurabilityName(Durability d);
+// One line for people, e.g. "process-crash only: file without DAX, writes survive kill -9 but not
+// an OS crash or power loss (open with sync mode for that)".
+const char* DurabilityDescription(Durability d);
 
 struct RootInfo {
   std::string name;
@@ -109,6 +152,11 @@ class Pool {
   // ---- state -----------------------------------------------------------------------------
   const std::string& path() const { return path_; }
   bool read_only() const { return read_only_; }
+  // Opened with PoolOptions::private_copy: writes stay in this process.
+  bool private_copy() const { return private_copy_; }
+  // What a persisted write to this pool survives (see above). For a read-only or private open,
+  // what a writer opening it the same way would get.
+  Durability durability() const { return durability_; }
   // Whether the previous session ended with Close() (false after a crash).
   bool opened_clean() const { return opened_clean_; }
   // Incremented (and persisted) at every open for writing.
@@ -143,6 +191,9 @@ class Pool {
   char* base_ = nullptr;
   uint64_t reserved_ = 0;  // bytes of address space reserved
   bool read_only_ = false;
+  bool private_copy_ = false;
+  bool synced_ = false;  // registered with pm::RegisterSyncRange
+  Durability durability_ = Durability::kProcessCrash;
   bool opened_clean_ = true;
   bool closed_ = false;
   std::unique_ptr<Allocator> alloc_;

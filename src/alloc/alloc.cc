@@ -32,7 +32,6 @@
 #include <vector>
 
 #include "sync/epoch.h"
-#include "wort/index.h"
 #include "wort/pm.h"
 #include "wort/pool.h"
 
@@ -767,10 +766,11 @@ void Allocator::Impl::RunGc() {
   std::vector<uint64_t> d;  // deferred frees still to apply after the sweep
   // Mark: every root's visit function reports what its index reaches.
   std::vector<RootInfo> roots = pool->Roots();
-  std::vector<const IndexKind*> kinds;
+  std::vector<RootVisitFn> kinds;
+  const RootVisitorLookup lookup = GetRootVisitorLookup();
   for (const RootInfo& r : roots) {
-    const IndexKind* k = FindIndexKindById(r.type);
-    if (!k || !k->visit) {
+    const RootVisitFn k = lookup ? lookup(r.type) : nullptr;
+    if (!k) {
       st = Status::NotSupported("post-crash GC not run: root '" + r.name + "' has index kind id " +
                                 std::to_string(r.type) + " which this build cannot visit; old chunks stay reserved");
       break;
@@ -779,7 +779,7 @@ void Allocator::Impl::RunGc() {
   }
   if (st.ok()) {
     for (size_t i = 0; i < roots.size(); ++i)
-      kinds[i]->visit(*pool, roots[i].off, [this](uint64_t off) { self->Mark(off); });
+      kinds[i](*pool, roots[i].off, [this](uint64_t off) { self->Mark(off); });
     // Grace period: every operation in progress has issued the frees (Free or Retire: both are
     // deferred while recovering) of what it unlinked, so none of them arrives after the sweep
     // for a block the visit did not mark (it would be freed twice).

@@ -1,5 +1,6 @@
 // The benchmark library (see bench.h for what is measured and how).
 #include "bench/bench.h"
+#include "wort/version.h"
 
 #include <fmt/core.h>
 #include <malloc.h>
@@ -10,6 +11,7 @@
 #include <barrier>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -131,6 +133,7 @@ std::string UtcNow() {
   return buf;
 }
 
+// The pool file a run uses: --pool as given, or /dev/shm/wort-bench-<pid>-<index>.pool per index.
 std::string DefaultPoolPath(const CommonConfig& c, const std::string& suffix) {
   std::string base = c.pool_path.empty() ? fmt::format("/dev/shm/wort-bench-{}", getpid()) : c.pool_path;
   if (c.pool_path.empty()) return base + (suffix.empty() ? "" : "-" + suffix) + ".pool";
@@ -142,6 +145,7 @@ PoolOptions BenchPoolOptions(const CommonConfig& c) {
   o.max_size = c.pool_size ? c.pool_size : (16ull << 30);
   o.initial_size = std::min<uint64_t>(64ull << 20, o.max_size);
   o.background_recovery = false;
+  o.sync = c.pool_sync;
   return o;
 }
 
@@ -176,15 +180,59 @@ struct PhaseOutcome {
   double seconds = 0;
   double cpu_seconds = 0;  // summed over the threads
   pm::Counters counters;
+  uint64_t msyncs = 0;     // sync mode
   uint64_t wrong = 0;
   uint64_t done = 0;  // operations completed (n unless a failure stopped the phase)
   Status status;
 };
 
+// While a long phase runs, a line on the terminal (stderr, only when it is one) with how far it
+// got and an estimate of the time left; erased when the phase ends. Nothing when stderr is a file
+// or a pipe, so logs and JSON output are the same as without it.
+class PhaseProgress {
+ public:
+  PhaseProgress(const char* what, size_t n) : what_(what), n_(n) {
+    if (n >= 200000 && ::isatty(STDERR_FILENO)) th_ = std::thread([this] { Loop(); });
+  }
+  ~PhaseProgress() {
+    if (!th_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    th_.join();
+    std::fprintf(stderr, "\r\033[K");
+    std::fflush(stderr);
+  }
+  void Add(uint64_t k) { done_.fetch_add(k, std::memory_order_relaxed); }
+
+ private:
+  void Loop() {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::unique_lock<std::mutex> g(mu_);
+    while (!cv_.wait_for(g, std::chrono::milliseconds(500), [&] { return stop_; })) {
+      const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double f = std::min(1.0, double(done_.load(std::memory_order_relaxed)) / double(n_));
+      const double eta = f > 0 ? el * (1 - f) / f : 0;
+      std::fprintf(stderr, "\r\033[K  %s: %3.0f%% of %zu ops, %.0f s, about %.0f s left", what_, f * 100, n_, el, eta);
+      std::fflush(stderr);
+    }
+  }
+  const char* what_;
+  size_t n_;
+  std::atomic<uint64_t> done_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread th_;
+};
+
 template <class Fn>
-PhaseOutcome RunPhase(int threads, size_t n, const Fn& fn) {
+PhaseOutcome RunPhase(int threads, size_t n, const Fn& fn, const char* what = "phase") {
   PhaseOutcome out;
   threads = std::max(1, threads);
+  PhaseProgress progress(what, n);
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> wrong{0}, done{0};
   std::mutex mu;
@@ -201,7 +249,10 @@ PhaseOutcome RunPhase(int threads, size_t n, const Fn& fn) {
         break;
       }
       ++d;
-      if ((d & 1023) == 0 && stop.load(std::memory_order_relaxed)) [[unlikely]] break;
+      if ((d & 1023) == 0) [[unlikely]] {
+        progress.Add(1024);
+        if (stop.load(std::memory_order_relaxed)) break;
+      }
     }
     const double c1 = ThreadCpuSeconds();
     wrong += w;
@@ -210,6 +261,7 @@ PhaseOutcome RunPhase(int threads, size_t n, const Fn& fn) {
     cpu += c1 - c0;
   };
   const pm::Counters before = pm::GetCounters();
+  const uint64_t msyncs_before = pm::GetSyncCounters().msyncs;
   if (threads == 1) {
     const auto t0 = Clock::now();
     body(0, n);
@@ -232,6 +284,7 @@ PhaseOutcome RunPhase(int threads, size_t n, const Fn& fn) {
     out.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   }
   out.counters = pm::GetCounters() - before;
+  out.msyncs = pm::GetSyncCounters().msyncs - msyncs_before;
   out.wrong = wrong.load();
   out.done = done.load();
   out.cpu_seconds = cpu;
@@ -385,6 +438,7 @@ Status BenchOneIndex(const IndexBenchConfig& cfg, const IndexKind& kind, const s
   base.key_type = u64 ? "u64" : "bytes";
   base.keys = n;
   base.pool_path = pool_path;
+  base.durability = DurabilityName(pool->durability());
 
   auto finish = [&](IndexResult r, const PhaseOutcome& p) {
     r.ops = p.done;
@@ -394,6 +448,7 @@ Status BenchOneIndex(const IndexBenchConfig& cfg, const IndexKind& kind, const s
     r.mops_per_s = p.seconds > 0 ? p.done / p.seconds / 1e6 : 0;
     r.flushes_per_op = p.done ? double(p.counters.lines_flushed) / p.done : 0;
     r.fences_per_op = p.done ? double(p.counters.fences) / p.done : 0;
+    r.msyncs_per_op = p.done ? double(p.msyncs) / p.done : 0;
     r.errors = p.wrong;
     return r;
   };
@@ -406,7 +461,8 @@ Status BenchOneIndex(const IndexBenchConfig& cfg, const IndexKind& kind, const s
   };
 
   // ---- insert phase (always) --------------------------------------------------------------
-  PhaseOutcome p = RunPhase(threads, n, [&](size_t i, uint64_t*) { return idx->Insert(keys[i], i + 1); });
+  PhaseOutcome p =
+      RunPhase(threads, n, [&](size_t i, uint64_t*) { return idx->Insert(keys[i], i + 1); }, "insert");
   if (!p.status.ok()) {
     const std::string why = Explain(p.status, kind.name, "insert", p.done, cfg.common);
     skip(why);
@@ -450,7 +506,7 @@ Status BenchOneIndex(const IndexBenchConfig& cfg, const IndexKind& kind, const s
         return Status::OK();
       }
       return ls;
-    });
+    }, "search");
     IndexResult r = base;
     r.op = "search";
     r = finish(r, p);
@@ -482,7 +538,7 @@ Status BenchOneIndex(const IndexBenchConfig& cfg, const IndexKind& kind, const s
         if (ss.ok() && (!first_ok || got == 0 || got > scan_len)) ++*wrong;
         returned.fetch_add(got, std::memory_order_relaxed);
         return ss;
-      });
+      }, "scan");
       IndexResult r = base;
       r.op = "scan";
       r = finish(r, p);
@@ -507,7 +563,7 @@ Status BenchOneIndex(const IndexBenchConfig& cfg, const IndexKind& kind, const s
       Status us = idx->Upsert(keys[k], k + 1 + n, &inserted);
       if (us.ok() && inserted) ++*wrong;
       return us;
-    });
+    }, "upsert");
     IndexResult r = base;
     r.op = "upsert";
     r = finish(r, p);
@@ -538,7 +594,7 @@ Status BenchOneIndex(const IndexBenchConfig& cfg, const IndexKind& kind, const s
         return Status::OK();
       }
       return rs;
-    });
+    }, "delete");
     IndexResult r = base;
     r.op = "delete";
     r = finish(r, p);
@@ -655,6 +711,7 @@ Environment CaptureEnvironment() {
   e.cpus = static_cast<int>(std::thread::hardware_concurrency());
   e.timestamp = UtcNow();
   e.git_commit = GitCommit();
+  e.wort_version = Version();
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) == 0) e.host = host;
   return e;
@@ -886,19 +943,18 @@ Status RunAllocBench(const AllocBenchConfig& cfg, AllocBenchReport* report, cons
 // ---- output ------------------------------------------------------------------------------
 
 namespace {
-std::string FormatEnv(const Environment& env, const CommonConfig& c) {
+std::string FormatEnv(const Environment& env, const CommonConfig& c, const std::string& pools) {
   std::string s;
   s += fmt::format("flush:          {}\n", env.flush);
   s += fmt::format("write latency:  {} ns per flushed line (emulated)\n", env.write_latency_ns);
-  s += fmt::format("pool:           {} (max {} bytes, {})\n",
-                   c.pool_path.empty() ? fmt::format("/dev/shm/wort-bench-{}-<index>.pool", getpid()) : c.pool_path,
-                   BenchPoolOptions(c).max_size, c.keep_pool ? "kept" : "removed after");
+  s += fmt::format("pool:           {} (max {} bytes, {}{})\n", pools, BenchPoolOptions(c).max_size,
+                   c.keep_pool ? "kept" : "removed after", c.pool_sync ? ", sync mode: persist msyncs" : "");
   if (c.threads > 0) s += fmt::format("threads:        {}\n", c.threads);
   s += fmt::format("seed:           {}\n", c.seed);
   s += fmt::format("cpu:            {} ({} hardware threads)\n", env.cpu, env.cpus);
   s += fmt::format("host:           {}\n", env.host);
   s += fmt::format("date:           {}\n", env.timestamp);
-  s += fmt::format("git commit:     {}\n", env.git_commit);
+  s += fmt::format("git commit:     {} (wort {})\n", env.git_commit, env.wort_version);
   return s;
 }
 }  // namespace
@@ -927,18 +983,44 @@ std::string FormatIndexConfig(const IndexBenchConfig& cfg, const Environment& en
                        cfg.scans ? cfg.scans : std::min<size_t>(cfg.keys, 10000));
   }
   s += fmt::format("span bits:      {} (wort)\n", cfg.span_bits);
-  s += FormatEnv(env, cfg.common);
+  std::string pools;
+  for (size_t i = 0; i < cfg.indexes.size() && i < 3; ++i)
+    pools += (i ? ", " : "") + DefaultPoolPath(cfg.common, cfg.indexes.size() > 1 || cfg.common.pool_path.empty()
+                                                             ? cfg.indexes[i] : "");
+  if (cfg.indexes.size() > 3) pools += fmt::format(", ... (one per index kind, {} in all)", cfg.indexes.size());
+  s += FormatEnv(env, cfg.common, pools);
   return s;
 }
 
 std::string FormatIndexResults(const IndexBenchReport& r) {
-  std::string s = fmt::format("{:<10} {:<9} {:<7} {:>10} {:>10} {:>9} {:>11} {:>10} {:>10} {:>10} {:>7}\n", "index", "dist",
-                              "op", "ns/op", "cpu-ns/op", "Mops/s", "flushes/op", "fences/op", "leafdepth", "bytes/key",
-                              "errors");
-  for (const auto& x : r.results)
-    s += fmt::format("{:<10} {:<9} {:<7} {:>10.1f} {:>10.1f} {:>9.3f} {:>11.2f} {:>10.2f} {:>10.2f} {:>10.1f} {:>7}\n", x.index,
-                     x.dist, x.op, x.ns_per_op, x.cpu_ns_per_op, x.mops_per_s, x.flushes_per_op, x.fences_per_op,
-                     x.leaf_depth, x.bytes_per_key, x.errors);
+  // Per-operation rows: time per operation over the whole phase (ns/op: wall clock; cpu-ns/op:
+  // thread CPU time, robust to a busy machine), cache lines flushed and fences per operation.
+  // restart/recover are one reopen each: they are listed apart, in seconds.
+  bool sync = false;
+  for (const auto& x : r.results) sync |= x.msyncs_per_op > 0;
+  std::string s = fmt::format("{:<10} {:<9} {:<7} {:>10} {:>10} {:>9} {:>11} {:>10} {:>10} {:>10} {:>7}{}\n", "index",
+                              "dist", "op", "ns/op", "cpu-ns/op", "Mops/s", "flushes/op", "fences/op", "leafdepth",
+                              "bytes/key", "errors", sync ? "  msyncs/op" : "");
+  std::string reopen;
+  std::string durability;
+  for (const auto& x : r.results) {
+    if (!x.durability.empty()) durability = x.durability;
+    if (x.op == "restart" || x.op == "recover") {
+      reopen += fmt::format("  {:<10} {:<9} {:<7} {:.3f} s to the first lookup ({:.3f} s CPU){}{}\n", x.index, x.dist,
+                            x.op, x.seconds, x.cpu_ns_per_op * 1e-9,
+                            x.op == "recover" ? fmt::format(", then the post-crash GC took {:.3f} s", x.recovery_seconds)
+                                              : " after a clean close",
+                            x.errors ? fmt::format("  ({} WRONG)", x.errors) : "");
+      continue;
+    }
+    s += fmt::format("{:<10} {:<9} {:<7} {:>10.1f} {:>10.1f} {:>9.3f} {:>11.2f} {:>10.2f} {:>10.2f} {:>10.1f} {:>7}{}\n",
+                     x.index, x.dist, x.op, x.ns_per_op, x.cpu_ns_per_op, x.mops_per_s, x.flushes_per_op, x.fences_per_op,
+                     x.leaf_depth, x.bytes_per_key, x.errors, sync ? fmt::format("  {:>9.2f}", x.msyncs_per_op) : "");
+  }
+  if (!reopen.empty())
+    s += "reopen of the pool (restart: after a clean close; recover: a copy of the pool taken before the close, "
+         "as after kill -9):\n" + reopen;
+  if (!durability.empty()) s += fmt::format("pool durability: {}\n", durability);
   for (const auto& k : r.skipped) s += fmt::format("skipped: {}\n", k.reason);
   return s;
 }
@@ -958,7 +1040,7 @@ std::string FormatAllocConfig(const AllocBenchConfig& cfg, const Environment& en
   s += "malloc:         glibc, heap trimming off (M_TRIM_THRESHOLD 1 GiB); every block's first word is written\n";
   CommonConfig c = cfg.common;
   c.threads = 0;
-  s += FormatEnv(env, c);
+  s += FormatEnv(env, c, DefaultPoolPath(cfg.common, "alloc"));
   return s;
 }
 
@@ -1003,6 +1085,9 @@ nlohmann::json ToJson(const IndexResult& r, const IndexBenchConfig& cfg, const E
   j["errors"] = r.errors;
   j["key_type"] = r.key_type;
   if (r.op == "recover") j["recovery_seconds"] = r.recovery_seconds;
+  j["durability"] = r.durability;
+  j["pool_sync"] = cfg.common.pool_sync;
+  if (cfg.common.pool_sync) j["msyncs_per_op"] = r.msyncs_per_op;
   if (r.op == "scan") {
     j["scan_len"] = r.scan_len;
     j["keys_per_op"] = r.keys_per_op;
@@ -1015,6 +1100,7 @@ nlohmann::json ToJson(const IndexResult& r, const IndexBenchConfig& cfg, const E
   j["threads"] = cfg.common.threads;
   j["timestamp"] = env.timestamp;
   j["git_commit"] = env.git_commit;
+  j["wort_version"] = env.wort_version;
   j["cpu"] = env.cpu;
   j["host"] = env.host;
   return j;
@@ -1043,6 +1129,7 @@ nlohmann::json ToJson(const AllocResult& r, const AllocBenchConfig& cfg, const E
   j["seed"] = cfg.common.seed;
   j["timestamp"] = env.timestamp;
   j["git_commit"] = env.git_commit;
+  j["wort_version"] = env.wort_version;
   j["cpu"] = env.cpu;
   j["host"] = env.host;
   return j;

@@ -44,7 +44,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bench/workload.h"
+#include "workload/workload.h"
 #include "wort/status.h"
 
 namespace wort::bench {
@@ -71,6 +71,7 @@ struct CommonConfig {
   std::string pool_path;          // empty: /dev/shm/wort-bench-<pid>[-<index>].pool
   uint64_t pool_size = 0;         // the pool's max size; 0: 16 GiB (the file grows on demand)
   bool keep_pool = false;
+  bool pool_sync = false;         // PoolOptions::sync: persist also msyncs (a file without DAX)
   uint64_t seed = 1;
   int threads = 1;
 };
@@ -95,6 +96,7 @@ struct Environment {
   int cpus = 0;
   std::string timestamp;     // UTC, ISO 8601
   std::string git_commit;    // "unknown" when not found; "-dirty" when tracked files differ
+  std::string wort_version;  // wort::Version()
   std::string host;
 };
 
@@ -120,6 +122,8 @@ struct IndexResult {
   double recovery_seconds = 0; // recover: the post-crash GC's duration (background)
   uint64_t errors = 0;         // operations whose outcome was wrong (lookups that missed, ...)
   std::string pool_path;
+  std::string durability;      // the pool's DurabilityName (wort/pool.h)
+  double msyncs_per_op = 0;    // sync mode: msync calls per operation
 };
 
 // Per index kind that could not be measured (e.g. the kind rejects the key type, or PoolFull).

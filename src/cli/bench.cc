@@ -7,36 +7,10 @@
 
 #include "bench/bench.h"
 #include "cli/command.h"
+#include "cli/options.h"
 
 namespace wort::cli {
 namespace {
-
-// Plain number, or with a suffix: for byte sizes K/M/G/T are powers of 1024; for counts they
-// are powers of 1000 (so --keys 16M is 16 000 000).
-uint64_t ParseScaled(const std::string& s, bool binary, const char* what) {
-  size_t pos = 0;
-  double v = 0;
-  try {
-    v = std::stod(s, &pos);
-  } catch (...) {
-    throw CLI::ValidationError(what, "not a number: '" + s + "'");
-  }
-  double mul = 1;
-  if (pos < s.size()) {
-    const double k = binary ? 1024.0 : 1000.0;
-    switch (std::toupper(static_cast<unsigned char>(s[pos]))) {
-      case 'K': mul = k; break;
-      case 'M': mul = k * k; break;
-      case 'G': mul = k * k * k; break;
-      case 'T': mul = k * k * k * k; break;
-      default: throw CLI::ValidationError(what, "bad suffix in '" + s + "'");
-    }
-    if (pos + 1 != s.size() && !(binary && (s.substr(pos + 1) == "B" || s.substr(pos + 1) == "iB")))
-      throw CLI::ValidationError(what, "bad suffix in '" + s + "'");
-  }
-  if (v < 0) throw CLI::ValidationError(what, "must not be negative: '" + s + "'");
-  return static_cast<uint64_t>(v * mul + 0.5);
-}
 
 [[noreturn]] void Fail(const Status& s) {
   fmt::print(stderr, "wort bench: {}\n", s.ToString());
@@ -47,19 +21,24 @@ struct CommonOpts {
   std::string flush = "auto";
   uint64_t write_latency_ns = 0;
   std::string pool;
-  std::string pool_size;
+  uint64_t pool_size = 0;
   bool keep_pool = false;
+  bool pool_sync = false;
   uint64_t seed = 1;
   std::string json;
 };
 
 void AddCommonOptions(CLI::App* app, CommonOpts* o) {
   app->add_option("--flush", o->flush, "Flush instruction: clwb|clflushopt|clflush|none|auto")->capture_default_str();
-  app->add_option("--write-latency-ns", o->write_latency_ns, "Emulated PM write latency per flushed cache line (ns)")
-      ->capture_default_str();
-  app->add_option("--pool", o->pool, "Pool file (default /dev/shm/wort-bench-<pid>-<index>.pool); must not exist");
-  app->add_option("--pool-size", o->pool_size, "Pool's maximum size (bytes, or with K/M/G/T); default 16G");
+  AddCountOption(app, "--write-latency-ns", &o->write_latency_ns, "Emulated PM write latency per flushed cache line (ns)");
+  app->add_option("--pool", o->pool,
+                  "Pool file; must not exist (default: one per index kind, /dev/shm/wort-bench-PID-KIND.pool)");
+  AddSizeOption(app, "--pool-size", &o->pool_size, "Maximum size the pool may grow to")
+      ->default_str("16GiB");
   app->add_flag("--keep-pool", o->keep_pool, "Keep the pool file afterwards");
+  app->add_flag("--pool-sync", o->pool_sync,
+                "Sync mode (a pool on a file without DAX): every persist also msyncs, so it survives an OS crash; "
+                "measures what that costs (JSON msyncs_per_op)");
   app->add_option("--seed", o->seed, "Workload seed")->capture_default_str();
   app->add_option("--json", o->json, "Append one JSON object per result to this file (JSON Lines)");
 }
@@ -69,8 +48,9 @@ bench::CommonConfig ToCommon(const CommonOpts& o) {
   c.flush = o.flush;
   c.write_latency_ns = o.write_latency_ns;
   c.pool_path = o.pool;
-  c.pool_size = o.pool_size.empty() ? 0 : ParseScaled(o.pool_size, true, "--pool-size");
+  c.pool_size = o.pool_size;
   c.keep_pool = o.keep_pool;
+  c.pool_sync = o.pool_sync;
   c.seed = o.seed;
   return c;
 }
@@ -78,10 +58,9 @@ bench::CommonConfig ToCommon(const CommonOpts& o) {
 void AddBench(CLI::App& app) {
   struct Opts {
     CommonOpts common;
-    std::string index = "all", dist = "dense", keys = "1000000", ops = "insert,search";
-    size_t scan_len = 100;
+    std::string index = "all", dist = "dense", ops = "insert,search";
+    uint64_t keys = 1000000, scan_len = 100, scans = 0;
     double range_frac = 0;
-    size_t scans = 0;
     int threads = 1;
     uint32_t span_bits = 4;
   };
@@ -90,35 +69,37 @@ void AddBench(CLI::App& app) {
       "bench", "Benchmark indexes: insert N keys in random order, then search/scan/upsert/delete them");
   cmd->add_option("--index", o->index, "Index kinds, comma list, or 'all'")->capture_default_str();
   cmd->add_option("--dist", o->dist, "Key distributions, comma list: " + bench::DistNames())->capture_default_str();
-  cmd->add_option("--keys", o->keys, "Number of keys (K/M/G = 10^3/10^6/10^9)")->capture_default_str();
+  AddCountOption(cmd, "--keys", &o->keys, "Number of keys");
   cmd->add_option("--ops", o->ops, "Ops, comma list: " + bench::OpNames() + " (run in that order)")->capture_default_str();
-  cmd->add_option("--scan-len", o->scan_len, "Keys per range query")->capture_default_str();
+  AddCountOption(cmd, "--scan-len", &o->scan_len, "Keys per range query");
   cmd->add_option("--range-frac", o->range_frac, "Keys per range query as a fraction of --keys (overrides --scan-len)");
-  cmd->add_option("--scans", o->scans, "Number of range queries (default min(keys, 10000))");
-  cmd->add_option("--threads", o->threads, "Threads (the keys are split between them)")->capture_default_str();
+  AddCountOption(cmd, "--scans", &o->scans, "Number of range queries (0: min(keys, 10000))");
+  cmd->add_option("--threads", o->threads, "Threads (the keys are split between them)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
   cmd->add_option("--span-bits", o->span_bits, "WORT: key bits per tree level (4 or 8)")->capture_default_str();
   AddCommonOptions(cmd, &o->common);
 
   struct AllocOpts {
     CommonOpts common;
-    std::string ops = "2M";
-    size_t batch = 4096;
+    uint64_t ops = 2000000, batch = 4096;
     std::string threads = "1,2";
     int repeats = 3;
   };
   auto a = std::make_shared<AllocOpts>();
   auto* alloc = cmd->add_subcommand("alloc", "Benchmark the persistent allocator against glibc malloc/free");
-  alloc->add_option("--ops", a->ops, "Allocations (and frees) per thread (K/M = 10^3/10^6)")->capture_default_str();
-  alloc->add_option("--batch", a->batch, "Blocks live at once per thread")->capture_default_str();
+  AddCountOption(alloc, "--ops", &a->ops, "Allocations (and frees) per thread");
+  AddCountOption(alloc, "--batch", &a->batch, "Blocks live at once per thread");
   alloc->add_option("--threads", a->threads, "Thread counts to run, comma list")->capture_default_str();
   alloc->add_option("--repeat", a->repeats, "Runs per configuration (the best allocation rate is reported)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
   AddCommonOptions(alloc, &a->common);
 
   alloc->callback([a] {
     bench::AllocBenchConfig cfg;
     cfg.common = ToCommon(a->common);
-    cfg.ops_per_thread = ParseScaled(a->ops, false, "--ops");
+    cfg.ops_per_thread = a->ops;
     cfg.batch = a->batch;
     cfg.repeats = a->repeats;
     cfg.thread_counts.clear();
@@ -127,7 +108,11 @@ void AddBench(CLI::App& app) {
       size_t comma = a->threads.find(',', pos);
       if (comma == std::string::npos) comma = a->threads.size();
       const std::string item = a->threads.substr(pos, comma - pos);
-      if (!item.empty()) cfg.thread_counts.push_back(static_cast<int>(ParseScaled(item, false, "--threads")));
+      if (item.empty()) continue;
+      uint64_t n = 0;
+      Status ps = ParseCount(item, &n);
+      if (!ps.ok() || n == 0 || n > 1024) Fail(Status::InvalidArgument("--threads: '" + item + "' is not a thread count (1..1024)"));
+      cfg.thread_counts.push_back(static_cast<int>(n));
       pos = comma + 1;
     }
     if (cfg.thread_counts.empty()) Fail(Status::InvalidArgument("--threads names no thread count"));
@@ -171,7 +156,7 @@ void AddBench(CLI::App& app) {
     if (dists.empty()) Fail(Status::InvalidArgument("--dist names no distribution"));
     s = bench::ParseOpList(o->ops, &cfg.ops);
     if (!s.ok()) Fail(s);
-    cfg.keys = ParseScaled(o->keys, false, "--keys");
+    cfg.keys = o->keys;
     cfg.scan_len = o->scan_len;
     cfg.range_frac = o->range_frac;
     cfg.scans = o->scans;

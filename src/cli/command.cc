@@ -16,4 +16,9 @@ bool RegisterCommand(AddFn fn) {
 void AddAll(CLI::App& app) {
   for (AddFn f : Fns()) f(app);
 }
+int ExitCode(const CLI::App& app, const CLI::ParseError& e) {
+  const int code = app.exit(e);
+  if (code == 0 || dynamic_cast<const CLI::RuntimeError*>(&e) != nullptr) return code;
+  return 2;
+}
 }  // namespace wort::cli

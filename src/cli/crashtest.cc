@@ -12,6 +12,7 @@
 
 #include "cli/command.h"
 #include "crash/explorer.h"
+#include "cli/options.h"
 #include "crash/killtest.h"
 #include "index/kind_ids.h"
 #include "wort/index.h"
@@ -22,12 +23,12 @@ namespace {
 struct CrashOpts {
   std::string index;
   std::string dist = "dense";
-  size_t keys = 100;
-  size_t explore = 30;
+  uint64_t keys = 100;
+  uint64_t explore = 30;
   std::string ops = "insert,upsert,delete";
   uint64_t seed = 1;
   int subsets = 4;
-  size_t max_points = 64;
+  uint64_t max_points = 64;
   bool torn = false;
   bool no_edge_keys = false;
   bool no_exercise = false;
@@ -37,7 +38,7 @@ struct CrashOpts {
   uint32_t span_bits = IndexOptions{}.span_bits;
   int64_t replay_op = -1;
   int64_t replay_point = -1;
-  size_t max_violations = 10;
+  uint64_t max_violations = 10;
   std::string dir = "/dev/shm";
   bool kill = false;
   int rounds = 5;
@@ -234,13 +235,13 @@ void AddCrashTest(CLI::App& app) {
                                             "(or, with --kill, SIGKILL a worker process)");
   c->add_option("--index", o->index, "Index kind, or 'all' for every registered kind")->required();
   c->add_option("--dist", o->dist, "Key distribution: dense, sparse, clustered, strings, words")->capture_default_str();
-  c->add_option("--keys", o->keys, "Keys loaded before exploring (not explored)")->capture_default_str();
-  c->add_option("--explore", o->explore, "Operations explored")->capture_default_str();
+  AddCountOption(c, "--keys", &o->keys, "Keys loaded before exploring (not explored)");
+  AddCountOption(c, "--explore", &o->explore, "Operations explored");
   c->add_option("--ops", o->ops, "Operation types in the explored mix")->capture_default_str();
   c->add_option("--seed", o->seed, "Seed of the workload, the sampling and the images")->capture_default_str();
   c->add_option("--subsets", o->subsets, "Random in-flight/dirty subsets per crash point (besides nothing and all)")
       ->capture_default_str();
-  c->add_option("--max-points", o->max_points, "Crash points per operation (a seeded sample beyond)")->capture_default_str();
+  AddCountOption(c, "--max-points", &o->max_points, "Crash points per operation (a seeded sample beyond)");
   c->add_flag("--torn", o->torn, "Tear in-flight and dirty lines at 8-byte granularity (default: whole lines)");
   c->add_flag("--no-edge-keys", o->no_edge_keys, "Do not add the edge keys (empty, 0x00/0xff bytes, prefixes, long)");
   c->add_flag("--no-exercise", o->no_exercise, "Do not run operations on each recovered image");
@@ -252,16 +253,15 @@ void AddCrashTest(CLI::App& app) {
   c->add_option("--span-bits", o->span_bits, "WORT: bits of key per level")->capture_default_str();
   c->add_option("--replay-op", o->replay_op, "Explore only this operation (0-based), as printed with a violation");
   c->add_option("--replay-point", o->replay_point, "... and only this crash point of it");
-  c->add_option("--max-violations", o->max_violations, "Stop after this many violations")->capture_default_str();
+  AddCountOption(c, "--max-violations", &o->max_violations, "Stop after this many violations");
   c->add_option("--dir", o->dir, "Directory for pools and crash images")->capture_default_str();
   c->add_option("--drop-site", o->drop_site,
                 "Mutation: explore as if the flush/fence/persist at this site (file:line) did not exist");
   c->add_flag("--mutate", o->mutate, "Mutation: after the run, drop each flush/fence site met in turn and report "
                                      "whether the explorer catches it");
   c->add_flag("--kill", o->kill, "Run the kill test instead of the explorer");
-  c->add_option("--rounds", o->rounds, "Kill test: kill/recover rounds")->capture_default_str();
-  c->add_option("--kill-delay-us", o->kill_delay_us, "Kill test: kill at a random moment up to this long")
-      ->capture_default_str();
+  c->add_option("--rounds", o->rounds, "Kill test: kill/recover rounds")->capture_default_str()->check(CLI::Range(1, 1000000));
+  AddCountOption(c, "--kill-delay-us", &o->kill_delay_us, "Kill test: kill at a random moment up to this long");
   c->callback([o] { Run(*o); });
 }
 

@@ -23,8 +23,9 @@
 #include <random>
 #include <sstream>
 
-#include "bench/workload.h"
+#include "workload/workload.h"
 #include "cli/command.h"
+#include "cli/options.h"
 #include "index/hash/hash_common.h"
 #include "wort/index.h"
 #include "wort/pm.h"
@@ -35,28 +36,13 @@ namespace {
 
 struct Opts {
   std::string indexes = "cceh";
-  std::string keys = "1M";
+  uint64_t keys = 1000000;
   uint64_t capacity = 2048;
   uint64_t segment_bytes = 16384;
   std::string flush = "auto";
   uint64_t latency = 0;
   uint64_t seed = 1;
 };
-
-uint64_t ParseCount(const std::string& s) {
-  size_t pos = 0;
-  const double v = std::stod(s, &pos);
-  double mul = 1;
-  if (pos < s.size()) {
-    switch (s[pos]) {
-      case 'K': case 'k': mul = 1e3; break;
-      case 'M': case 'm': mul = 1e6; break;
-      case 'G': case 'g': mul = 1e9; break;
-      default: throw CLI::ValidationError("keys", "bad suffix in '" + s + "'");
-    }
-  }
-  return static_cast<uint64_t>(v * mul);
-}
 
 std::string CpuModel() {
   std::ifstream f("/proc/cpuinfo");
@@ -167,12 +153,13 @@ void AddHashBench(CLI::App& app) {
                                  "--capacity records; insert breakdown, flushes, max latency, search hit/miss");
   cmd->add_option("--index", o->indexes, "Hash kinds, comma list (cceh, cceh-cow, linp, cuck, bch, levl, path)")
       ->capture_default_str();
-  cmd->add_option("--keys", o->keys, "Keys to insert (K/M/G = 10^3/10^6/10^9)")->capture_default_str();
-  cmd->add_option("--capacity", o->capacity, "Initial capacity in records (WORT_HASH_CAPACITY)")->capture_default_str();
-  cmd->add_option("--segment-bytes", o->segment_bytes, "CCEH segment size (WORT_CCEH_SEGMENT_BYTES)")
-      ->capture_default_str();
+  AddCountOption(cmd, "--keys", &o->keys, "Keys to insert")->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32));
+  AddCountOption(cmd, "--capacity", &o->capacity, "Initial capacity in records (WORT_HASH_CAPACITY)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
+  AddSizeOption(cmd, "--segment-bytes", &o->segment_bytes, "CCEH segment size (WORT_CCEH_SEGMENT_BYTES)")
+      ->check(CLI::Range(uint64_t{256}, uint64_t{1} << 30));
   cmd->add_option("--flush", o->flush, "clwb|clflushopt|clflush|none|auto")->capture_default_str();
-  cmd->add_option("--write-latency-ns", o->latency, "Emulated PM write latency per flushed line")->capture_default_str();
+  AddCountOption(cmd, "--write-latency-ns", &o->latency, "Emulated PM write latency per flushed line (ns)");
   cmd->add_option("--seed", o->seed, "Key seed")->capture_default_str();
   cmd->callback([o] {
     pm::FlushKind fk;
@@ -183,7 +170,7 @@ void AddHashBench(CLI::App& app) {
     pm::SetWriteLatencyNs(o->latency);
     ::setenv("WORT_HASH_CAPACITY", std::to_string(o->capacity).c_str(), 1);
     ::setenv("WORT_CCEH_SEGMENT_BYTES", std::to_string(o->segment_bytes).c_str(), 1);
-    const size_t n = ParseCount(o->keys);
+    const size_t n = o->keys;
     fmt::print("hashbench: keys={} (uniform random 64-bit, distinct) capacity={} segment={} B flush={} "
                "write-latency={} ns seed={}\n",
                n, o->capacity, o->segment_bytes, pm::FlushKindName(fk), o->latency, o->seed);

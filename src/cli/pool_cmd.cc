@@ -5,29 +5,13 @@
 #include <unordered_set>
 
 #include "cli/command.h"
+#include "cli/options.h"
 #include "wort/alloc.h"
 #include "wort/index.h"
 #include "wort/pool.h"
 
 namespace wort::cli {
 namespace {
-
-uint64_t ParseSize(const std::string& s) {
-  // Accepts plain bytes or a K/M/G/T suffix (powers of 1024).
-  size_t pos = 0;
-  const double v = std::stod(s, &pos);
-  uint64_t mul = 1;
-  if (pos < s.size()) {
-    switch (std::toupper(static_cast<unsigned char>(s[pos]))) {
-      case 'K': mul = 1ull << 10; break;
-      case 'M': mul = 1ull << 20; break;
-      case 'G': mul = 1ull << 30; break;
-      case 'T': mul = 1ull << 40; break;
-      default: throw CLI::ValidationError("size", "bad size suffix in '" + s + "'");
-    }
-  }
-  return static_cast<uint64_t>(v * mul);
-}
 
 [[noreturn]] void Fail(const Status& s) {
   fmt::print(stderr, "wort: {}\n", s.ToString());
@@ -39,17 +23,18 @@ void AddPool(CLI::App& app) {
   pool->require_subcommand(1);
 
   struct CreateOpts {
-    std::string path, size = "64M", max_size = "16G";
+    std::string path;
+    uint64_t initial_size = PoolOptions{}.initial_size, max_size = PoolOptions{}.max_size;
   };
   auto co = std::make_shared<CreateOpts>();
   auto* create = pool->add_subcommand("create", "Create a new pool file");
   create->add_option("path", co->path, "Pool file (e.g. /dev/shm/my.pool)")->required();
-  create->add_option("--size", co->size, "Initial size (bytes, or with K/M/G/T)")->capture_default_str();
-  create->add_option("--max-size", co->max_size, "Maximum size the pool may grow to")->capture_default_str();
+  AddSizeOption(create, "--initial-size", &co->initial_size, "Size of the file at creation");
+  AddSizeOption(create, "--pool-size", &co->max_size, "Maximum size the pool may grow to (reserved, not allocated)");
   create->callback([co] {
     PoolOptions o;
-    o.initial_size = ParseSize(co->size);
-    o.max_size = ParseSize(co->max_size);
+    o.initial_size = co->initial_size;
+    o.max_size = co->max_size;
     std::unique_ptr<Pool> p;
     Status s = Pool::Create(co->path, o, &p);
     if (!s.ok()) Fail(s);
@@ -77,6 +62,7 @@ void AddPool(CLI::App& app) {
     fmt::print("size:           {} bytes (max {})\n", p->size(), p->max_size());
     fmt::print("generation:     {}\n", p->generation());
     fmt::print("last shutdown:  {}\n", p->opened_clean() ? "clean" : "NOT clean (crashed, or open in a writer now)");
+    fmt::print("durability:     {} - {}\n", DurabilityName(p->durability()), DurabilityDescription(p->durability()));
     if (io->write && !p->opened_clean()) fmt::print("recovery:       {:.3f} s\n", p->recovery_seconds());
     const auto roots = p->Roots();
     fmt::print("roots:          {}\n", roots.size());
@@ -103,30 +89,33 @@ void AddPool(CLI::App& app) {
 
   struct CheckOpts {
     std::string path;
-    bool read_only = false;
+    bool repair = false;
   };
   auto ko = std::make_shared<CheckOpts>();
-  auto* check = pool->add_subcommand("check", "Verify a pool: header, allocator, every index's invariants, and no leak");
+  auto* check = pool->add_subcommand(
+      "check",
+      "Verify a pool: header, allocator, every index's invariants, and no leak. Read-only: the file is not "
+      "changed; a pool that was not closed cleanly is recovered in a private copy-on-write mapping and that is "
+      "checked");
   check->add_option("path", ko->path, "Pool file")->required();
-  check->add_flag("--read-only", ko->read_only, "Do not open for writing (no recovery; allocator checks skipped if unclean)");
+  check->add_flag("--repair", ko->repair,
+                  "Open for writing: run crash recovery on the pool itself (writes the file; the generation advances)");
   check->callback([ko] {
     PoolOptions o;
-    o.read_only = ko->read_only;
+    o.private_copy = !ko->repair;
     o.background_recovery = false;
     std::unique_ptr<Pool> p;
     Status s = Pool::Open(ko->path, o, &p);
     if (!s.ok()) Fail(s);
+    fmt::print("checking {} ({})\n", ko->path,
+               ko->repair ? "--repair: opened for writing" : "read-only: nothing is written to the file");
     int problems = 0;
-    if (!p->opened_clean()) {
-      if (ko->read_only) fmt::print("note: pool was not closed cleanly; open without --read-only to recover it\n");
-      else fmt::print("pool was not closed cleanly: recovered in {:.3f} s\n", p->recovery_seconds());
-    }
-    if (!ko->read_only) {
-      Status r = p->WaitForRecovery();
-      if (!r.ok()) {
-        fmt::print("recovery: {}\n", r.ToString());
-        ++problems;
-      }
+    if (!p->opened_clean())
+      fmt::print("pool was not closed cleanly: recovered in {:.3f} s{}\n", p->recovery_seconds(),
+                 ko->repair ? "" : " (in a private copy; the file is unchanged - --repair recovers the file)");
+    if (Status r = p->WaitForRecovery(); !r.ok()) {
+      fmt::print("recovery: {}\n", r.ToString());
+      ++problems;
     }
     std::string report;
     if (!p->Check(&report).ok()) {
@@ -162,7 +151,7 @@ void AddPool(CLI::App& app) {
       }
       k->visit(*p, r.off, [&](uint64_t off) { reached.insert(off); });
     }
-    if (all_visited && (p->opened_clean() || !ko->read_only)) {
+    if (all_visited) {
       uint64_t leaked = 0, allocated = 0;
       p->allocator().ForEachAllocated([&](uint64_t off, size_t) {
         ++allocated;

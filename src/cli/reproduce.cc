@@ -8,8 +8,9 @@
 #include <memory>
 
 #include "bench/bench.h"
-#include "bench/workload.h"
+#include "workload/workload.h"
 #include "cli/command.h"
+#include "cli/options.h"
 #include "reproduce/reproduce.h"
 
 namespace wort::cli {
@@ -70,7 +71,7 @@ void AddReproduce(CLI::App& app) {
   struct Opts {
     std::string scale = "quick", only, indexes, out, flush = "auto", ll = "15728640,15,64";
     uint64_t seed = 1;
-    size_t keys = 0, cachegrind_keys = 0;
+    uint64_t keys = 0, cachegrind_keys = 0;
     bool no_cachegrind = false, no_report = false;
     int jobs = 2;
     std::string cachegrind_binary;
@@ -81,15 +82,15 @@ void AddReproduce(CLI::App& app) {
       "Run the WORT paper's evaluation (fig7-fig10, Table 1, space) for every registered index kind; "
       "write results.jsonl, PNG plots and report.md beside the published values");
   cmd->add_option("--scale", o->scale,
-                  "quick (N=250K, under 10 min), medium (N=16M), paper (N=128M); tiny (N=2000) is for tests")
+                  "quick (N=250K, under 5 min), medium (N=16M), paper (N=128M); tiny (N=2000: seconds, for tests and CI)")
       ->capture_default_str();
   cmd->add_option("--only", o->only, "Experiments, comma list: fig7,fig8,fig9,fig10,table1,space (default all)");
-  cmd->add_option("--indexes", o->indexes, "Index kinds, comma list (default: every registered kind)");
+  cmd->add_option("--index", o->indexes, "Index kinds, comma list (default: every registered kind)");
   cmd->add_option("--out", o->out, "Output directory")->required();
-  cmd->add_option("--keys", o->keys, "Override the scale's N for the timed runs");
-  cmd->add_option("--cachegrind-keys", o->cachegrind_keys, "Override the scale's N for the cachegrind runs");
+  AddCountOption(cmd, "--keys", &o->keys, "Override the scale's N for the timed runs (0: the scale's)");
+  AddCountOption(cmd, "--cachegrind-keys", &o->cachegrind_keys, "Override the scale's N for the cachegrind runs (0: the scale's)");
   cmd->add_option("--ll", o->ll, "Simulated LLC for cachegrind: size,assoc,line")->capture_default_str();
-  cmd->add_option("--jobs", o->jobs, "Cachegrind processes at once")->capture_default_str();
+  cmd->add_option("--jobs", o->jobs, "Cachegrind processes at once")->capture_default_str()->check(CLI::Range(1, 64));
   cmd->add_option("--cachegrind-binary", o->cachegrind_binary,
                   "wort executable to run under valgrind (default $WORT_CACHEGRIND_BINARY, else this one); it "
                   "must not use AVX-512, e.g. built with -DCMAKE_CXX_FLAGS=-mno-avx512f");
@@ -132,14 +133,14 @@ void AddReproduce(CLI::App& app) {
   // Hidden: generates the keys exactly as the bench does, and nothing else.
   struct GenOpts {
     std::string dist = "dense";
-    size_t keys = 1000;
+    uint64_t keys = 1000;
     uint64_t seed = 1;
   };
   auto g = std::make_shared<GenOpts>();
   auto* gen = app.add_subcommand("reproduce-keygen", "Generate a workload's keys only (cachegrind baseline)");
   gen->group("");
   gen->add_option("--dist", g->dist);
-  gen->add_option("--keys", g->keys);
+  AddCountOption(gen, "--keys", &g->keys, "Keys");
   gen->add_option("--seed", g->seed);
   gen->callback([g] {
     bench::Dist d;

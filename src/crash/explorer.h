@@ -67,7 +67,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/workload.h"
+#include "workload/workload.h"
 #include "crash/oracle.h"
 #include "wort/index.h"
 #include "wort/status.h"

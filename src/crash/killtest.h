@@ -33,7 +33,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/workload.h"
+#include "workload/workload.h"
 #include "crash/oracle.h"
 #include "wort/index.h"
 #include "wort/status.h"

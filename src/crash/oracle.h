@@ -29,7 +29,8 @@
 #include <string_view>
 #include <vector>
 
-#include "bench/workload.h"
+#include "util/splitmix64.h"
+#include "workload/workload.h"
 #include "wort/index.h"
 #include "wort/status.h"
 
@@ -39,23 +40,8 @@ class Pool;
 
 namespace wort::crash {
 
-// splitmix64: small, seeded, the same on every platform (replays depend on it).
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : s_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (s_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [0, bound), bound > 0.
-  uint64_t Below(uint64_t bound) { return static_cast<uint64_t>((static_cast<unsigned __int128>(Next()) * bound) >> 64); }
-  bool Bit() { return Next() >> 63; }
-
- private:
-  uint64_t s_;
-};
+// The seeded generator replays depend on (src/util/splitmix64.h).
+using Rng = SplitMix64;
 
 // A seed derived from a seed and up to three coordinates (op, point, image...).
 uint64_t MixSeed(uint64_t seed, uint64_t a, uint64_t b = 0, uint64_t c = 0);

@@ -1,11 +1,13 @@
 // Registry of index kinds and the pool-level create/open helpers.
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <utility>
 #include <shared_mutex>
 #include <memory>
 #include <map>
+#include <vector>
 
 #include "index/registry.h"
 #include "wort/alloc.h"
@@ -14,20 +16,55 @@
 
 namespace wort {
 
-namespace {
-std::vector<const IndexKind*>& Kinds() {
-  static std::vector<const IndexKind*> v;
+// Each IndexKind must be constant-initialised (constants only, or constinit): the table may be
+// read during another file's static initialisation (a test that adds its own kinds).
+const std::vector<const IndexKind*>& BuiltinIndexKinds() {
+  namespace b = builtin_kinds;
+  static const std::vector<const IndexKind*> v = {
+      b::B3Tree(), b::FastFair(), b::FpTree(),  b::NvTree(), b::WbTree(), b::WbTreeSlot(), b::Cceh(),
+      b::CcehCow(), b::Linp(),    b::Cuck(),    b::Bch(),    b::Levl(),   b::Path(),       b::ArtCow(),
+      b::Woart(),  b::Wort(),     b::Vart(),    b::VbpTree(), b::Vradix(),
+  };
   return v;
 }
-}  // namespace
 
-bool RegisterIndexKind(const IndexKind* k) {
-  for (const IndexKind* o : Kinds()) {
+namespace {
+void CheckUnique(const std::vector<const IndexKind*>& kinds, const IndexKind* k) {
+  for (const IndexKind* o : kinds) {
     if (o->type_id == k->type_id || std::string_view(o->name) == k->name) {
       std::fprintf(stderr, "wort: duplicate index kind %s (id %u)\n", k->name, k->type_id);
       std::abort();
     }
   }
+}
+// The built-in kinds followed by those added with RegisterIndexKind (which must happen before
+// the kinds are used from several threads: at a test's start).
+std::vector<const IndexKind*>& Kinds() {
+  static std::vector<const IndexKind*> v = [] {
+    std::vector<const IndexKind*> all;
+    for (const IndexKind* k : BuiltinIndexKinds()) {
+      CheckUnique(all, k);  // a name or type id listed twice in the table: a programming error
+      all.push_back(k);
+    }
+    return all;
+  }();
+  return v;
+}
+
+// The post-crash GC (src/alloc) finds each root's visit function through this lookup; the
+// pool and allocator below this layer know nothing of index kinds (wort/pool.h).
+RootVisitFn VisitorOf(uint32_t type_id) {
+  const IndexKind* k = FindIndexKindById(type_id);
+  return k ? k->visit : nullptr;
+}
+// Installed when this file is linked in, i.e. in every program that can open an index (every
+// kind-lookup entry point is here). A program of the pmem layer alone has no visitors: the GC
+// then reports that it cannot visit the roots' kinds, as for a kind unknown to this build.
+[[maybe_unused]] const bool kVisitorsInstalled = (SetRootVisitorLookup(&VisitorOf), true);
+}  // namespace
+
+bool RegisterIndexKind(const IndexKind* k) {
+  CheckUnique(Kinds(), k);
   Kinds().push_back(k);
   return true;
 }

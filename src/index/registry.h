@@ -1,11 +1,15 @@
-// Internal: how an index kind makes itself known. Each index's .cc file does
-//   static const bool kRegistered = wort::RegisterIndexKind(&kMyKind);
-// The library is built as an object library, so these registrations are always linked in.
+// Internal: how an index kind makes itself known. Registration is explicit: each index's .cc
+// file defines an accessor wort::builtin_kinds::<Name>() (declared below), and
+// BuiltinIndexKinds() (src/index/registry.cc) lists them all in one table. No kind registers
+// itself by static initialisation, so a static link (libwort.a) carries every kind: the table
+// references each one. A new kind: declare its accessor here, define it in its .cc, add it to
+// the table.
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
+#include <vector>
 
 #include "wort/index.h"
 
@@ -67,5 +71,33 @@ class VisitModeLock {
 };
 
 // Aborts on a duplicate name or type id (a programming error). Always returns true.
+// The accessors of the built-in kinds, one per kind (defined next to each kind's code).
+namespace builtin_kinds {
+const IndexKind* B3Tree();
+const IndexKind* FastFair();
+const IndexKind* FpTree();
+const IndexKind* NvTree();
+const IndexKind* WbTree();
+const IndexKind* WbTreeSlot();
+const IndexKind* Cceh();
+const IndexKind* CcehCow();
+const IndexKind* Linp();
+const IndexKind* Cuck();
+const IndexKind* Bch();
+const IndexKind* Levl();
+const IndexKind* Path();
+const IndexKind* ArtCow();
+const IndexKind* Woart();
+const IndexKind* Wort();
+const IndexKind* Vart();
+const IndexKind* VbpTree();
+const IndexKind* Vradix();
+}  // namespace builtin_kinds
+
+// Every built-in kind, in one table (no registration side effects).
+const std::vector<const IndexKind*>& BuiltinIndexKinds();
+
+// Adds a kind that is not built in (tests add deliberately broken variants). Aborts on a
+// duplicate name or type id (a programming error). Always returns true.
 bool RegisterIndexKind(const IndexKind* k);
 }  // namespace wort

@@ -3,9 +3,11 @@
 
 #include <fcntl.h>
 #include <nmmintrin.h>
+#include <linux/magic.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -52,7 +54,45 @@ uint64_t Crc64(const void* p, size_t n, uint64_t seed = 0) {
 std::string Errno(const char* what, const std::string& path) {
   return std::string(what) + " " + path + ": " + std::strerror(errno);
 }
+
+bool OnTmpfs(int fd) {
+  struct statfs fs;
+  return ::fstatfs(fd, &fs) == 0 && static_cast<unsigned long>(fs.f_type) == TMPFS_MAGIC;
+}
+
+// The file is on a DAX mapping (statx STATX_ATTR_DAX, Linux 5.8+; false where unknown).
+bool FileIsDax(int fd) {
+#ifdef STATX_ATTR_DAX
+  struct statx stx;
+  if (::statx(fd, "", AT_EMPTY_PATH, STATX_BASIC_STATS, &stx) == 0) return (stx.stx_attributes & STATX_ATTR_DAX) != 0;
+#endif
+  (void)fd;
+  return false;
+}
 }  // namespace
+
+const char* DurabilityName(Durability d) {
+  switch (d) {
+    case Durability::kPowerFail: return "power-fail";
+    case Durability::kFileSync: return "file-sync";
+    case Durability::kProcessCrash: return "process-crash";
+    case Durability::kTmpfs: return "tmpfs";
+  }
+  return "unknown";
+}
+
+const char* DurabilityDescription(Durability d) {
+  switch (d) {
+    case Durability::kPowerFail: return "power-fail durable: DAX file mapped MAP_SYNC";
+    case Durability::kFileSync:
+      return "power-fail durable: file without DAX in sync mode (every fence msyncs the pages flushed before it)";
+    case Durability::kProcessCrash:
+      return "process-crash only: file without DAX; writes survive kill -9 but not an OS crash or power loss "
+             "(sync mode makes them durable)";
+    case Durability::kTmpfs: return "process-crash only: tmpfs; writes survive kill -9, everything is lost at reboot";
+  }
+  return "unknown";
+}
 
 // On-media header. Layout version 1. Every field below `checksum` is written once at creation
 // and covered by `checksum`; every field after it is an independently, atomically written
@@ -129,16 +169,23 @@ Status Pool::OpenOrCreate(const std::string& path, const PoolOptions& opts, std:
 Status Pool::MapFile(const std::string& path, bool create, const PoolOptions& opts) {
   path_ = path;
   read_only_ = opts.read_only;
-  const int flags = create ? (O_RDWR | O_CREAT | O_EXCL) : (read_only_ ? O_RDONLY : O_RDWR);
+  private_copy_ = opts.private_copy && !read_only_;
+  if (create && private_copy_) return Status::InvalidArgument("cannot create a pool as a private copy");
+  const int flags = create ? (O_RDWR | O_CREAT | O_EXCL) : ((read_only_ || private_copy_) ? O_RDONLY : O_RDWR);
   fd_ = ::open(path.c_str(), flags | O_CLOEXEC, 0644);
   if (fd_ < 0) {
     if (errno == EEXIST) return Status::AlreadyExists("pool file already exists: " + path);
+    if (errno == ENOENT && create) {
+      const size_t slash = path.find_last_of('/');
+      const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+      return Status::NotFound("cannot create pool " + path + ": directory " + dir + " does not exist");
+    }
     if (errno == ENOENT) return Status::NotFound("no such pool file: " + path);
     return Status::IOError(Errno("cannot open", path));
   }
   // One writer per pool: an exclusive advisory lock. Read-only openers take no lock, so a
   // reader process can look at a pool that a writer has open.
-  if (!read_only_ && ::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+  if (!read_only_ && !private_copy_ && ::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int e = errno;
     ::close(fd_);
     fd_ = -1;
@@ -212,11 +259,24 @@ Status Pool::MapFile(const std::string& path, bool create, const PoolOptions& op
 
   const int prot = read_only_ ? PROT_READ : (PROT_READ | PROT_WRITE);
   void* m = MAP_FAILED;
-  if (!read_only_) m = ::mmap(nullptr, max_size, prot, MAP_SHARED_VALIDATE | MAP_SYNC, fd_, 0);
-  if (m == MAP_FAILED) m = ::mmap(nullptr, max_size, prot, MAP_SHARED, fd_, 0);
+  bool map_sync = false;
+  if (private_copy_) {
+    m = ::mmap(nullptr, max_size, prot, MAP_PRIVATE, fd_, 0);
+  } else {
+    if (!read_only_) m = ::mmap(nullptr, max_size, prot, MAP_SHARED_VALIDATE | MAP_SYNC, fd_, 0);
+    map_sync = m != MAP_FAILED;
+    if (m == MAP_FAILED) m = ::mmap(nullptr, max_size, prot, MAP_SHARED, fd_, 0);
+  }
   if (m == MAP_FAILED) return fail(Status::IOError(Errno("cannot map", path)));
   base_ = static_cast<char*>(m);
   reserved_ = max_size;
+  if (map_sync || FileIsDax(fd_)) durability_ = Durability::kPowerFail;
+  else if (OnTmpfs(fd_)) durability_ = Durability::kTmpfs;
+  else durability_ = opts.sync ? Durability::kFileSync : Durability::kProcessCrash;
+  if (durability_ == Durability::kFileSync && !read_only_ && !private_copy_) {
+    pm::RegisterSyncRange(base_, reserved_);
+    synced_ = true;
+  }
 
   if (create) {
     // The file is fresh (all zero). Write the header, persist it, then it is a pool.
@@ -256,6 +316,8 @@ Status Pool::Close() {
     // Not clean (recovery failed): leave the flag at 0 so the next open recovers again.
   }
   alloc_.reset();
+  if (synced_) pm::UnregisterSyncRange(base_);
+  synced_ = false;
   if (base_) ::munmap(base_, reserved_);
   base_ = nullptr;
   if (fd_ >= 0) ::close(fd_);
@@ -277,6 +339,7 @@ uint64_t Pool::generation() const { return pm::load8(&header()->generation); }
 
 Status Pool::Grow(uint64_t new_size) {
   if (read_only_) return Status::InvalidArgument("pool is read-only");
+  if (private_copy_) return Status::PoolFull("pool is a private copy (a read-only check): it cannot grow");
   std::lock_guard<std::mutex> g(PoolAccess::GrowMu(this));
   Header* h = header();
   const uint64_t cur = h->size;
@@ -353,6 +416,12 @@ Status Pool::RemoveRoot(std::string_view name) {
   }
   return Status::NotFound("no root named '" + std::string(name) + "'");
 }
+
+namespace {
+std::atomic<RootVisitorLookup> g_root_visitors{nullptr};
+}  // namespace
+void SetRootVisitorLookup(RootVisitorLookup lookup) { g_root_visitors.store(lookup, std::memory_order_release); }
+RootVisitorLookup GetRootVisitorLookup() { return g_root_visitors.load(std::memory_order_acquire); }
 
 Status Pool::WaitForRecovery() { return alloc_->WaitForRecovery(); }
 bool Pool::recovery_done() const { return alloc_->RecoveryDone(); }

@@ -7,9 +7,14 @@
 //
 // Experiments (names accepted by --only):
 //   fig7    insert time per index, grouped by distribution (write latency 0)
-//   fig8    insert time vs emulated PM write latency per flushed line (bench write_latency_ns)
+//   fig8    insert time vs emulated PM write latency per flushed line (bench write_latency_ns):
+//           its own runs at fig8_keys, every point repeated fig8_repeats times (the report takes
+//           the median and shows the spread: the volatile kinds, untouched by the latency, vary
+//           from run to run on a shared machine)
 //   fig9    search time per index per distribution
-//   fig10   range query time for ranges of 0.001% and 0.01% of N (ordered kinds only)
+//   fig10   range query time for the paper's ranges of 0.001% and 0.01% of its N = 128M, i.e. the
+//           same number of keys per query as in the paper (1,280 and 12,800; at most N), not a
+//           fraction of this run's N (ordered kinds only)
 //   table1  flushes per insert and leaf depth (from the fig7 runs), LLC misses per insert and
 //           per search (cachegrind-simulated, at a reduced N, see below)
 //   space   pool bytes per key after the insert phase (thesis Fig 5.5)
@@ -17,7 +22,7 @@
 // Runs (one index kind and one distribution each, one RunIndexBench call each):
 //   base      write latency 0; ops insert (+search for fig9, +scan at 0.001% for fig10)
 //   range     ops scan at 0.01% (fig10; its insert phase is not reported)
-//   latency   ops insert at each nonzero latency of the scale (fig8; latency 0 is the base run)
+//   latency   ops insert at each latency of the scale (fig8), all kinds in one run, repeated
 //   cachegrind  `wort bench` under `valgrind --tool=cachegrind` (separate processes, run
 //             `cachegrind_jobs` at a time since simulated counts do not depend on timing).
 //             LLC misses of a phase come from differencing three runs of the same keys:
@@ -53,7 +58,10 @@ struct ScaleParams {
   std::string name;
   size_t keys = 0;                       // N for the timed runs
   std::vector<uint64_t> latencies;       // fig8 points, ns per flushed line (0 first)
-  double range_fracs[2] = {1e-5, 1e-4};  // fig10: 0.001% and 0.01% of N
+  double range_pcts[2] = {0.001, 0.01};   // fig10: the paper's ranges, % of its N (128M) ...
+  size_t range_keys[2] = {1280, 12800};  // ... i.e. keys per query (capped at N)
+  size_t fig8_keys = 0;                  // N of the fig8 runs
+  int fig8_repeats = 1;                  // runs per fig8 point (median and spread reported)
   size_t scans = 0;                      // range queries per run (0: the bench default)
   size_t cachegrind_keys = 0;            // N under cachegrind
   std::vector<bench::Dist> cachegrind_dists;
@@ -87,10 +95,13 @@ struct Run {
   Type type = Type::kBase;
   std::string label;  // experiments it serves, for the progress line
   bench::Dist dist = bench::Dist::kDense;
-  std::string index;  // empty for kCgGen
+  std::string index;  // empty for kCgGen and kLatency
+  std::vector<std::string> indexes;  // kLatency: every kind, in one bench run
+  int repeat = 0;                    // kLatency: 0..fig8_repeats-1
   std::vector<bench::Op> ops;
   uint64_t latency_ns = 0;
-  double range_frac = 0;
+  size_t scan_len = 0;   // fig10: keys per range query
+  double range_pct = 0;  // fig10: the paper's range it stands for (% of 128M)
   size_t keys = 0;
   double est_seconds = 0;  // the planner's cost estimate
 };

@@ -13,10 +13,11 @@
 
 #include "server/protocol.h"
 #include "server/store.h"
+#include "wort/version.h"
 
 namespace wort::server {
 
-inline constexpr const char* kVersionString = "1.6.18-wort";
+inline constexpr const char* kVersionString = "1.6.18-wort-" WORT_VERSION_STRING;  // memcached protocol 1.6.18, then wort::Version()
 
 struct ServerConfig {
   std::string listen = "127.0.0.1";

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <string>
 
+#include "common/test_util.h"
 #include "wort/index.h"
 #include "wort/pm.h"
 
@@ -124,7 +125,7 @@ TEST(Bench, RangeFracSetsTheScanLength) {
   cfg.indexes.clear();
   for (const IndexKind* k : IndexKinds())
     if (k->ordered) cfg.indexes.push_back(k->name);
-  if (cfg.indexes.empty()) GTEST_SKIP() << "no ordered index kind registered yet";
+  ASSERT_FALSE(cfg.indexes.empty()) << "the built-in kinds include ordered ones";
   cfg.indexes.resize(1);
   cfg.ops = {Op::kScan};
   cfg.range_frac = 0.01;  // 20 keys
@@ -140,7 +141,7 @@ TEST(Bench, RestoresPmSettings) {
   const pm::FlushKind before = pm::GetFlushKind();
   const uint64_t lat = pm::GetWriteLatencyNs();
   IndexBenchConfig cfg = TinyConfig(Dist::kDense, 100);
-  if (cfg.indexes.empty()) GTEST_SKIP() << "no index kinds registered yet";
+  ASSERT_FALSE(cfg.indexes.empty());
   cfg.indexes.resize(1);
   cfg.common.flush = "clflush";
   cfg.common.write_latency_ns = 50;
@@ -192,7 +193,7 @@ TEST(Bench, BadNamesListTheValidOnes) {
 
 TEST(Bench, PoolFullIsReportedAsSuch) {
   IndexBenchConfig cfg = TinyConfig(Dist::kStrings, 200000);
-  if (cfg.indexes.empty()) GTEST_SKIP() << "no index kinds registered yet";
+  ASSERT_FALSE(cfg.indexes.empty());
   cfg.indexes.resize(1);
   cfg.ops = {Op::kInsert};
   cfg.common.pool_size = 4ull << 20;  // a few chunks: far too small for 200k string keys
@@ -260,14 +261,7 @@ TEST(Bench, AllocBenchRuns) {
 // ---- the CLI ------------------------------------------------------------------------------
 
 int RunCli(const std::string& args, std::string* out) {
-  const std::string cmd = std::string(WORT_CLI_PATH) + " " + args + " 2>&1";
-  FILE* f = popen(cmd.c_str(), "r");
-  if (!f) return -1;
-  char buf[4096];
-  size_t got;
-  while ((got = fread(buf, 1, sizeof buf, f)) > 0) out->append(buf, got);
-  const int st = pclose(f);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return wort::test::RunShell(std::string(WORT_CLI_PATH) + " " + args, out);
 }
 
 TEST(BenchCli, UnknownNamesFailWithTheValidNames) {
@@ -283,7 +277,7 @@ TEST(BenchCli, UnknownNamesFailWithTheValidNames) {
 }
 
 TEST(BenchCli, WritesConfigurationAndJson) {
-  if (IndexKinds().empty()) GTEST_SKIP() << "no index kinds registered yet";
+  ASSERT_FALSE(IndexKinds().empty());
   const std::string json = TempPath("cli.jsonl");
   std::remove(json.c_str());
   std::string out;

@@ -12,5 +12,4 @@ TEST(FpTreeRebuild, RebuildTimeMeasured) {
   EXPECT_GT(btree::fp::LastRebuildSeconds(f.idx()), 0.0);
   EXPECT_EQ(f.idx().Size(), 20000u);
 }
-TEST(FptreeRebuild, Measure) { MeasureRebuild("fptree", &btree::fp::LastRebuildSeconds); }
 }  // namespace wort::test

@@ -101,21 +101,4 @@ TEST_P(HybridKinds, ValuesAreBlocksVisited) {
   f.ExpectCheckOk("values are blocks");
 }
 
-// Opt-in measurement (WORT_REBUILD_KEYS=N): insert N random 8-byte keys, then time the reopen
-// of the index (the DRAM rebuild from the leaf chain) after a clean close and on a crash image.
-inline void MeasureRebuild(const std::string& kind, double (*last_rebuild)(const Index&)) {
-  const char* env = std::getenv("WORT_REBUILD_KEYS");
-  if (!env) GTEST_SKIP() << "set WORT_REBUILD_KEYS=N to measure";
-  const uint64_t n = std::strtoull(env, nullptr, 10);
-  IndexFixture f(kind, KeyType::kU64, SmallPoolOptions(8ull << 30));
-  std::mt19937_64 rng(1);
-  for (uint64_t i = 0; i < n; ++i) (void)f.idx().Insert(rng(), i);
-  f.Reopen();
-  std::printf("%s: %llu keys, rebuild after clean close %.3f ms\n", kind.c_str(),
-              static_cast<unsigned long long>(f.idx().Size()), last_rebuild(f.idx()) * 1e3);
-  f.CrashAndReopen();
-  std::printf("%s: %llu keys, rebuild on a crash image %.3f ms\n", kind.c_str(),
-              static_cast<unsigned long long>(f.idx().Size()), last_rebuild(f.idx()) * 1e3);
-}
-
 }  // namespace wort::test

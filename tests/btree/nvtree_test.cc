@@ -16,5 +16,4 @@ TEST(NvTreeRebuild, RebuildTimeMeasuredAndEmptyLeavesUnlinked) {
   EXPECT_LT(f.idx().Stats().leaves, leaves_before);
   f.ExpectCheckOk("reopened");
 }
-TEST(NvtreeRebuild, Measure) { MeasureRebuild("nvtree", &btree::nv::LastRebuildSeconds); }
 }  // namespace wort::test

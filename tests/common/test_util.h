@@ -1,6 +1,7 @@
 // Helpers shared by the tests.
 #pragma once
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -31,6 +32,18 @@ class TempPath {
 // Copies a file byte for byte (used to take "crash images" of an open pool).
 inline void CopyFile(const std::string& from, const std::string& to) {
   std::filesystem::copy_file(from, to, std::filesystem::copy_options::overwrite_existing);
+}
+
+// Runs `cmd` through the shell with stderr joined to stdout, appends its output to *out and
+// returns its exit code (-1 if it did not exit normally).
+inline int RunShell(const std::string& cmd, std::string* out) {
+  FILE* f = popen((cmd + " 2>&1").c_str(), "r");
+  if (!f) return -1;
+  char buf[4096];
+  size_t got;
+  while ((got = fread(buf, 1, sizeof buf, f)) > 0) out->append(buf, got);
+  const int st = pclose(f);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 }  // namespace wort::test

@@ -3,9 +3,12 @@
 // Budget: about a second or two per kind in Release, so that 3-10 kinds stay well under 3 min.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "common/index_test_util.h"
 #include "crash/crash_test_util.h"
 #include "index/kind_ids.h"
+#include "index/registry.h"
 #include "wort/index.h"
 
 namespace wort::crash {
@@ -26,10 +29,20 @@ std::string Join(const std::vector<std::string>& v) {
   return s.empty() ? "(none)" : s;
 }
 
-TEST(CrashAllKinds, ListsCoveredKinds) {
+// The covered set is every built-in kind except the three volatile references: a persistent
+// kind given an id in the volatile range, or a kind missing from the table of built-in kinds,
+// would escape the crash suite unnoticed otherwise.
+TEST(CrashAllKinds, CoversEveryPersistentBuiltinKind) {
   const auto names = KindNames();
   std::printf("kinds covered by the crash suite: %s\n", Join(names).c_str());
-  SUCCEED();
+  std::vector<std::string> expected;
+  for (const IndexKind* k : BuiltinIndexKinds()) {
+    const std::string n = k->name;
+    if (n != "vart" && n != "vbptree" && n != "vradix") expected.push_back(n);
+  }
+  EXPECT_EQ(Join(names), Join(expected));
+  for (const char* n : {"wort", "woart", "artcow", "fastfair", "fptree", "nvtree", "wbtree", "b3tree", "cceh"})
+    EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
 }
 
 struct Case {

@@ -107,11 +107,5 @@ TEST(Pm, WriteLatencyIsAddedPerFlushedLine) {
   EXPECT_GE(us, 500 * 2.0 * 0.9);  // at least ~2 us per line
 }
 
-TEST(Pm, Store8IsOneAtomicWord) {
-  alignas(8) uint64_t w = 0;
-  store8(&w, 0x0123456789abcdefull);
-  EXPECT_EQ(load8(&w), 0x0123456789abcdefull);
-}
-
 }  // namespace
 }  // namespace wort::pm

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/workload.h"
+#include "workload/workload.h"
 #include "common/test_util.h"
 #include "index/radix/art_tree.h"
 #include "wort/alloc.h"

@@ -7,7 +7,7 @@
 #include <map>
 #include <set>
 
-#include "bench/workload.h"
+#include "workload/workload.h"
 #include "common/test_util.h"
 #include "wort/alloc.h"
 #include "wort/index.h"

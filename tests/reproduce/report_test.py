@@ -84,8 +84,9 @@ def synthetic(out, kinds=KINDS, spread=1000.0, keys=5000):
 
 
 def series(ax):
-    """The data series drawn on `ax`: lines, bar groups and filled regions (the radix band)."""
-    return list(ax.lines) + list(ax.containers) + list(ax.collections)
+    """The data series drawn on `ax`: lines, bar groups and filled regions (the radix band); not
+    the spread bars of Figure 8's repeated runs, which belong to their series."""
+    return list(ax.lines) + list(ax.containers) + [c for c in ax.collections if c.get_gid() != "spread"]
 
 
 def look(artist):
@@ -259,6 +260,69 @@ class Script(unittest.TestCase):
         p = subprocess.run([sys.executable, SCRIPT, "--help"], capture_output=True, text=True)
         self.assertEqual(p.returncode, 0)
         self.assertIn("re-renders", p.stdout)
+
+
+class Verdicts(unittest.TestCase):
+    """Issue 13: 'holds' only within a stated tolerance, the measured ratio beside the published."""
+
+    def test_far_from_the_published_ratio_is_direction_only(self):
+        v = report.ratio_verdict([(1.16, 5.8), (1.42, 5.8)])  # fig10_vs_bptree as once reported
+        self.assertTrue(v.startswith("direction only"), v)
+        self.assertIn("1.16-1.42x", v)
+        self.assertIn("5.8x", v)
+
+    def test_within_tolerance_holds(self):
+        v = report.ratio_verdict([(5.2, 5.8), (6.9, 6.4)])
+        self.assertTrue(v.startswith("holds"), v)
+        self.assertIn(f"{report.TOLERANCE:g}x", v)
+
+    def test_wrong_direction_does_not_hold(self):
+        self.assertTrue(report.ratio_verdict([(0.8, 5.8), (2.0, 5.8)]).startswith("does not hold"))
+        self.assertEqual(report.ratio_verdict([]), "cannot check")
+
+
+class Fig8Repeats(unittest.TestCase):
+    def test_median_and_spread(self):
+        recs = [{"experiment": "fig8", "index": "vart", "dist": "dense", "write_latency_ns": 100, "ns_per_op": v}
+                for v in (400.0, 100.0, 250.0)]
+        self.assertEqual(report.Results(recs).fig8("vart", "dense", 100), (250.0, 100.0, 400.0, 3))
+        self.assertIsNone(report.Results(recs).fig8("vart", "dense", 300))
+
+    def test_figure_draws_the_spread(self):
+        d = tempfile.mkdtemp(prefix="wort-report-fig8-")
+        try:
+            recs, cfg = synthetic(d, kinds=[("wort", True), ("vart", True)])
+            recs = recs + [dict(r, ns_per_op=r["ns_per_op"] * 3) for r in recs if r["experiment"] == "fig8"]
+            cfg["fig8_repeats"] = 2
+            figs = dict(report.build_figures(report.Results(recs), cfg, ["wort", "vart"], ["wort", "vart"]))
+            fig8 = figs["fig8.png"]
+            spreads = [c for ax in fig8.axes for c in ax.collections if c.get_gid() == "spread"]
+            self.assertTrue(spreads, "no spread bars drawn for repeated fig8 runs")
+            self.assertIn("median of 2 runs", fig8._suptitle.get_text())
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+class LlcRows(unittest.TestCase):
+    def test_ratio_dropped_when_the_index_fits_in_the_simulated_llc(self):
+        d = tempfile.mkdtemp(prefix="wort-report-llc-")
+        try:
+            kinds = [("wort", True), ("woart", True)]
+            recs, cfg = synthetic(d, kinds=kinds)
+            cfg.update({"cachegrind": True, "cachegrind_keys": 20000, "cachegrind_ll": "15728640,15,64",
+                        "cachegrind_dists": ["dense"]})
+            pub = json.load(open(os.path.join(ROOT, "data", "published", "wort_fast17.json")))
+            report.write_report(d, recs, cfg, pub, [], "test")
+            md = open(os.path.join(d, "report.md")).read()
+            llc = [l for l in md.splitlines() if l.startswith("| llc_miss_per_insert") and "| WORT |" in l]
+            self.assertTrue(llc)
+            for line in llc:
+                self.assertIn("- (see below)", line)
+            self.assertIn("ratio dropped", md)
+            flush = [l for l in md.splitlines() if l.startswith("| flushes_per_insert") and "| WORT |" in l]
+            self.assertNotIn("see below", flush[0])
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
 
 
 if __name__ == "__main__":

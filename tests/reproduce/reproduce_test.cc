@@ -9,9 +9,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 
 #include "reproduce/reproduce.h"
 
@@ -70,7 +72,10 @@ TEST(ReproducePlan, HashKindsGetNoRangeQueries) {
   }
   EXPECT_EQ(wort_scans, 6);  // 2 ranges x 3 distributions
   EXPECT_EQ(cceh_scans, 0);
-  EXPECT_EQ(latency_runs, 2 * 3 * int(sp.latencies.size() - 1));
+  // fig8: one run per (repeat, distribution, latency), every kind in it.
+  EXPECT_EQ(latency_runs, sp.fig8_repeats * 3 * int(sp.latencies.size()));
+  for (const reproduce::Run& r : runs)
+    if (r.type == reproduce::Run::Type::kLatency) EXPECT_EQ(r.indexes.size(), 2u);
   bool noted = false;
   for (const auto& n : notes) noted |= n.find("cceh") != std::string::npos && n.find("fig10") != std::string::npos;
   EXPECT_TRUE(noted);
@@ -108,14 +113,31 @@ TEST(ReproducePlan, EtaScalesByMeasuredOverEstimated) {
 
 // The whole pipeline at N=2000: all registered kinds, both fig10 ranges, two latency points,
 // cachegrind on the dense keys (skipped if valgrind is missing), report.py.
+TEST(ReproducePlan, RangeQueriesHoldThePapersKeysPerQuery) {
+  ScaleParams sp;
+  ASSERT_TRUE(GetScale("quick", &sp).ok());
+  Config c;
+  c.cachegrind = false;
+  c.only = {"fig10"};
+  std::vector<reproduce::Run> runs;
+  std::vector<std::string> notes;
+  ASSERT_TRUE(Plan(c, sp, {{"wort", true}}, &runs, &notes).ok());
+  std::set<size_t> lens;
+  for (const reproduce::Run& r : runs) lens.insert(r.scan_len);
+  // 0.001% and 0.01% of the paper's 128M keys, whatever this run's N (250K at quick).
+  EXPECT_EQ(lens, (std::set<size_t>{1280, 12800}));
+}
+
+// Also: the output directory's parents do not exist yet (they are created).
 TEST(ReproduceCli, TinyPipelineWritesEveryOutput) {
-  const fs::path out = fs::temp_directory_path() / ("wort-repro-test-" + std::to_string(getpid()));
-  fs::remove_all(out);
+  const fs::path top = fs::temp_directory_path() / ("wort-repro-test-" + std::to_string(getpid()));
+  const fs::path out = top / "not" / "yet";
+  fs::remove_all(top);
   const bool have_valgrind = std::system("valgrind --version >/dev/null 2>&1") == 0;
   const std::string cmd = std::string(WORT_CLI_PATH) + " reproduce --scale tiny --out " + out.string() +
-                          (have_valgrind ? "" : " --no-cachegrind") + " > " + (out.string() + ".log") + " 2>&1";
+                          (have_valgrind ? "" : " --no-cachegrind") + " > " + (top.string() + ".log") + " 2>&1";
   const int rc = std::system(cmd.c_str());
-  const std::string log = ReadAll(out.string() + ".log");
+  const std::string log = ReadAll(top.string() + ".log");
   ASSERT_EQ(rc, 0) << log;
   EXPECT_NE(log.find("ETA"), std::string::npos) << log;
 
@@ -124,6 +146,7 @@ TEST(ReproduceCli, TinyPipelineWritesEveryOutput) {
   ASSERT_TRUE(in) << log;
   std::string line;
   std::set<std::string> experiments;
+  std::map<std::tuple<std::string, std::string, uint64_t>, int> fig8;
   int lines = 0;
   while (std::getline(in, line)) {
     ++lines;
@@ -143,8 +166,13 @@ TEST(ReproduceCli, TinyPipelineWritesEveryOutput) {
     }
     if (e == "fig10") {
       EXPECT_TRUE(j.contains("range_pct")) << line;
+      // The paper's keys per query (1,280 / 12,800), capped at N = 2000.
+      EXPECT_EQ(j["scan_len"].get<size_t>(), j["range_pct"].get<double>() < 0.005 ? 1280u : 2000u) << line;
     }
+    if (e == "fig8") ++fig8[{j["index"].get<std::string>(), j["dist"].get<std::string>(), j["write_latency_ns"].get<uint64_t>()}];
   }
+  ASSERT_FALSE(fig8.empty());
+  for (const auto& [k, count] : fig8) EXPECT_EQ(count, 2) << std::get<0>(k) << " " << std::get<1>(k) << ": repeats";
   EXPECT_GT(lines, 10);
   for (const char* e : {"fig7", "fig8", "fig9", "fig10"}) EXPECT_TRUE(experiments.count(e)) << e;
 
@@ -177,15 +205,15 @@ TEST(ReproduceCli, TinyPipelineWritesEveryOutput) {
   EXPECT_NE(md.find("fig7_clustered_slower"), std::string::npos);
   EXPECT_NE(md.find("Quartz"), std::string::npos);
   EXPECT_NE(md.find("peak memory"), std::string::npos);
-  fs::remove_all(out);
-  fs::remove(out.string() + ".log");
+  fs::remove_all(top);
+  fs::remove(top.string() + ".log");
 }
 
 TEST(ReproduceCli, RejectsBadArguments) {
   const std::string base = std::string(WORT_CLI_PATH) + " reproduce --out /tmp/wort-repro-bad-" + std::to_string(getpid());
   EXPECT_NE(std::system((base + " --scale huge >/dev/null 2>&1").c_str()), 0);
   EXPECT_NE(std::system((base + " --only fig99 >/dev/null 2>&1").c_str()), 0);
-  EXPECT_NE(std::system((base + " --indexes nosuch >/dev/null 2>&1").c_str()), 0);
+  EXPECT_NE(std::system((base + " --index nosuch >/dev/null 2>&1").c_str()), 0);
 }
 
 }  // namespace

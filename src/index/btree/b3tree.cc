@@ -1101,7 +1101,9 @@ Status Open(Pool& pool, uint64_t root_off, std::unique_ptr<Index>* out) {
 const IndexKind kKind = {"b3tree", kind_id::kB3Tree,
                          "B3-tree: failure-atomic BST inside each page, lazy defragmentation, logical-page split/merge",
                          true, &Create, &Open, &VisitShared<&B3Tree::VisitLocked>};
-const bool kRegistered = RegisterIndexKind(&kKind);
 
 }  // namespace
 }  // namespace wort::btree::b3
+
+// Listed in the table of built-in kinds (BuiltinIndexKinds, src/index/registry.cc).
+const wort::IndexKind* wort::builtin_kinds::B3Tree() { return &wort::btree::b3::kKind; }

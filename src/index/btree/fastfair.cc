@@ -870,7 +870,9 @@ const IndexKind kKind = {
     "fastfair", kind_id::kFastFair,
     "FAST&FAIR persistent B+-tree: sorted nodes, failure-atomic shift and in-place rebalance (FAST 2018)",
     true, &Create, &Open, &VisitShared<&FastFair::VisitLocked>};
-const bool kRegistered = RegisterIndexKind(&kKind);
 
 }  // namespace
 }  // namespace wort::btree::ff
+
+// Listed in the table of built-in kinds (BuiltinIndexKinds, src/index/registry.cc).
+const wort::IndexKind* wort::builtin_kinds::FastFair() { return &wort::btree::ff::kKind; }

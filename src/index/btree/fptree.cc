@@ -506,7 +506,6 @@ const IndexKind kKind = {"fptree", kind_id::kFpTree,
                          "FPTree: persistent unsorted leaves with fingerprints and bitmap, DRAM inner nodes rebuilt on "
                          "open, micro-logged leaf split (SIGMOD 2016)",
                          true, &Create, &Open, &VisitShared<&FpTree::VisitLocked>};
-const bool kRegistered = RegisterIndexKind(&kKind);
 
 }  // namespace
 
@@ -516,3 +515,6 @@ double LastRebuildSeconds(const Index& idx) {
 }
 
 }  // namespace wort::btree::fp
+
+// Listed in the table of built-in kinds (BuiltinIndexKinds, src/index/registry.cc).
+const wort::IndexKind* wort::builtin_kinds::FpTree() { return &wort::btree::fp::kKind; }

@@ -445,7 +445,6 @@ const IndexKind kKind = {"nvtree", kind_id::kNvTree,
                          "NVTree: append-only persistent leaves (count committed after the entry), contiguous DRAM "
                          "internal nodes rebuilt on PLN split and on open (FAST 2015)",
                          true, &Create, &Open, &VisitShared<&NvTree::VisitLocked>};
-const bool kRegistered = RegisterIndexKind(&kKind);
 
 }  // namespace
 
@@ -455,3 +454,6 @@ double LastRebuildSeconds(const Index& idx) {
 }
 
 }  // namespace wort::btree::nv
+
+// Listed in the table of built-in kinds (BuiltinIndexKinds, src/index/registry.cc).
+const wort::IndexKind* wort::builtin_kinds::NvTree() { return &wort::btree::nv::kKind; }

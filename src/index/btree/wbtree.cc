@@ -877,7 +877,10 @@ const IndexKind kBitmapKind = {"wbtree", kind_id::kWbTree,
 const IndexKind kSlotKind = {"wbtree-slot", kind_id::kWbTreeSlot,
                              "wB+-Tree, slot-array-only variant: 8-byte atomic slot word, 7 entries per node", true,
                              &CreateSlot, &Open, &VisitShared<&WbTree::VisitLocked>};
-const bool kRegistered = RegisterIndexKind(&kBitmapKind) && RegisterIndexKind(&kSlotKind);
 
 }  // namespace
 }  // namespace wort::btree::wb
+
+// Listed in the table of built-in kinds (BuiltinIndexKinds, src/index/registry.cc).
+const wort::IndexKind* wort::builtin_kinds::WbTree() { return &wort::btree::wb::kBitmapKind; }
+const wort::IndexKind* wort::builtin_kinds::WbTreeSlot() { return &wort::btree::wb::kSlotKind; }

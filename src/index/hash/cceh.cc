@@ -748,8 +748,10 @@ const IndexKind kCcehCowKind = {
     "CCEH(C): CCEH with copy-on-write segment splits and lock-free search (thesis 4.4.6)",
     /*ordered=*/false, &CreateCcehCow, &OpenCcehCow, &VisitCceh,
 };
-[[maybe_unused]] const bool kRegCceh = RegisterIndexKind(&kCcehKind);
-[[maybe_unused]] const bool kRegCcehCow = RegisterIndexKind(&kCcehCowKind);
 
 }  // namespace
 }  // namespace wort::hash
+
+// Listed in the table of built-in kinds (BuiltinIndexKinds, src/index/registry.cc).
+const wort::IndexKind* wort::builtin_kinds::Cceh() { return &wort::hash::kCcehKind; }
+const wort::IndexKind* wort::builtin_kinds::CcehCow() { return &wort::hash::kCcehCowKind; }

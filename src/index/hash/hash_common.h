@@ -52,6 +52,7 @@
 #include <string_view>
 #include <thread>
 
+#include "util/splitmix64.h"
 #include "wort/alloc.h"
 #include "wort/index.h"
 #include "wort/pm.h"
@@ -64,12 +65,7 @@ namespace wort::hash {
 inline uint64_t Rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
 
 // A bijection of 64-bit integers (splitmix64's finalizer after adding the seed).
-inline uint64_t MixU64(uint64_t k, uint64_t seed) {
-  uint64_t z = k + seed;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
+inline uint64_t MixU64(uint64_t k, uint64_t seed) { return SplitMix64Mix(k + seed); }
 
 uint64_t HashBytes(const void* data, size_t len, uint64_t seed);
 

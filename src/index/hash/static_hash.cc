@@ -26,7 +26,7 @@ const char* KindName(Kind k) {
   }
   return "?";
 }
-uint32_t KindId(Kind k) {
+constexpr uint32_t KindId(Kind k) {
   switch (k) {
     case Kind::kLinp: return kind_id::kLinp;
     case Kind::kCuck: return kind_id::kCuck;
@@ -818,8 +818,7 @@ void VisitStatic(const Pool& pool, uint64_t root_off, const std::function<void(u
 #define WORT_STATIC_KIND(K, NAME, DESC)                                                                  \
   Status Create##K(Pool& p, const IndexOptions& o, uint64_t* r) { return CreateStatic(p, o, r, Kind::k##K); } \
   Status Open##K(Pool& p, uint64_t r, std::unique_ptr<Index>* out) { return OpenStatic(p, r, out, Kind::k##K); } \
-  const IndexKind k##K##Kind = {NAME, KindId(Kind::k##K), DESC, false, &Create##K, &Open##K, &VisitStatic}; \
-  [[maybe_unused]] const bool kReg##K = RegisterIndexKind(&k##K##Kind);
+  constinit const IndexKind k##K##Kind = {NAME, KindId(Kind::k##K), DESC, false, &Create##K, &Open##K, &VisitStatic};
 
 WORT_STATIC_KIND(Linp, "linp", "LINP: linear probing, tombstones, full rehash at 95% load (single-threaded)")
 WORT_STATIC_KIND(Cuck, "cuck", "CUCK: cuckoo hashing, 2 hash functions, 16 displacements, full rehash (single-threaded)")
@@ -829,3 +828,10 @@ WORT_STATIC_KIND(Path, "path", "PATH: path hashing, 8 reserved levels, full reha
 
 }  // namespace
 }  // namespace wort::hash
+
+// Listed in the table of built-in kinds (BuiltinIndexKinds, src/index/registry.cc).
+const wort::IndexKind* wort::builtin_kinds::Linp() { return &wort::hash::kLinpKind; }
+const wort::IndexKind* wort::builtin_kinds::Cuck() { return &wort::hash::kCuckKind; }
+const wort::IndexKind* wort::builtin_kinds::Bch() { return &wort::hash::kBchKind; }
+const wort::IndexKind* wort::builtin_kinds::Levl() { return &wort::hash::kLevlKind; }
+const wort::IndexKind* wort::builtin_kinds::Path() { return &wort::hash::kPathKind; }

@@ -2,8 +2,8 @@
 //
 // Every block below lives in a pool and is referenced by a *tagged reference*: the block's pool
 // offset (64-byte aligned, so its low 6 bits are 0) with bit 0 set for a leaf and clear for an
-// inner node; 0 is the null reference. The tag is defined in exactly one place: LeafRef /
-// IsLeafRef / RefOffset below.
+// inner node; 0 is the null reference. The scheme is defined once for the three radix trees, in
+// tagged_ref.h; LeafRef / NodeRef / IsLeafRef / RefOffset below are its names here.
 //
 // Keys are byte strings compared as unsigned bytes. An inner node at (expected) depth d with a
 // compressed prefix of length p *branches* at key position b = d + p: its children are indexed
@@ -30,16 +30,18 @@
 #include <string_view>
 
 #include "sync/version_lock.h"
+#include "index/radix/tagged_ref.h"
 #include "wort/pm.h"
 
 namespace wort::art {
 
 // ---- tagged references ---------------------------------------------------------------------
-inline constexpr uint64_t kLeafTag = 1;  // bit 0: 1 = leaf block, 0 = inner node
-inline constexpr uint64_t LeafRef(uint64_t off) { return off | kLeafTag; }
-inline constexpr uint64_t NodeRef(uint64_t off) { return off; }
-inline constexpr bool IsLeafRef(uint64_t ref) { return (ref & kLeafTag) != 0; }
-inline constexpr uint64_t RefOffset(uint64_t ref) { return ref & ~kLeafTag; }
+// (tagged_ref.h: bit 0 set = leaf block, clear = inner node; 0 = null.)
+inline constexpr uint64_t kLeafTag = radix_ref::kLeafTag;
+inline constexpr uint64_t LeafRef(uint64_t off) { return radix_ref::MakeLeafRef(off); }
+inline constexpr uint64_t NodeRef(uint64_t off) { return radix_ref::MakeNodeRef(off); }
+inline constexpr bool IsLeafRef(uint64_t ref) { return radix_ref::IsLeafRef(ref); }
+inline constexpr uint64_t RefOffset(uint64_t ref) { return radix_ref::RefOffset(ref); }
 
 // ---- leaf ------------------------------------------------------------------------------------
 // Layout: [0,8) value, [8,12) key_len, [12,16) reserved (0), [16, 16+key_len) key bytes.

@@ -72,7 +72,9 @@ const IndexKind kArtCowKind{
     &OpenArtCow,
     &ArtTree::Visit,
 };
-[[maybe_unused]] const bool kRegistered = RegisterIndexKind(&kArtCowKind);
 
 }  // namespace
 }  // namespace wort::art
+
+// Listed in the table of built-in kinds (BuiltinIndexKinds, src/index/registry.cc).
+const wort::IndexKind* wort::builtin_kinds::ArtCow() { return &wort::art::kArtCowKind; }

@@ -95,7 +95,9 @@ const IndexKind kWoartKind{
     &OpenWoart,
     &ArtTree::Visit,
 };
-[[maybe_unused]] const bool kRegistered = RegisterIndexKind(&kWoartKind);
 
 }  // namespace
 }  // namespace wort::art
+
+// Listed in the table of built-in kinds (BuiltinIndexKinds, src/index/registry.cc).
+const wort::IndexKind* wort::builtin_kinds::Woart() { return &wort::art::kWoartKind; }

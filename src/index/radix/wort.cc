@@ -1069,7 +1069,6 @@ const IndexKind kWortKind = {
     &VisitWort,
 };
 
-[[maybe_unused]] const bool kRegistered = RegisterIndexKind(&kWortKind);
 
 }  // namespace
 
@@ -1082,3 +1081,6 @@ Status WortCheck(const Index& index, std::string* report, WortCheckInfo* info) {
 }
 
 }  // namespace wort::radix
+
+// Listed in the table of built-in kinds (BuiltinIndexKinds, src/index/registry.cc).
+const wort::IndexKind* wort::builtin_kinds::Wort() { return &wort::radix::kWortKind; }

@@ -110,23 +110,25 @@
 #include <cstdint>
 #include <string>
 
+#include "index/radix/tagged_ref.h"
 #include "wort/index.h"
 #include "wort/status.h"
 
 namespace wort::radix {
 
-// ---- pointer tagging: the one place that defines it -------------------------------------------
+// ---- pointer tagging (defined once for the radix trees: tagged_ref.h) -------------------------
 // A reference is a pool offset; blocks are 64-byte aligned, so the low 6 bits are free. Bit 0 set
 // means "leaf"; clear means "inner node". 0 is the null reference (offset 0 is the pool header,
-// never a block).
-inline constexpr uint64_t kRefTagMask = 63;
-inline constexpr uint64_t kLeafTag = 1;
-constexpr bool RefIsLeaf(uint64_t ref) { return (ref & kLeafTag) != 0; }
-constexpr uint64_t RefOffset(uint64_t ref) { return ref & ~kRefTagMask; }
-constexpr uint64_t MakeLeafRef(uint64_t off) { return off | kLeafTag; }
-constexpr uint64_t MakeNodeRef(uint64_t off) { return off; }
+// never a block). These are tagged_ref.h's functions under WORT's names.
+inline constexpr uint64_t kRefTagMask = radix_ref::kTagBits;
+inline constexpr uint64_t kLeafTag = radix_ref::kLeafTag;
+constexpr bool RefIsLeaf(uint64_t ref) { return radix_ref::IsLeafRef(ref); }
+// Callers check RefWellFormed first (Check, visit); for a well-formed reference this is the offset.
+constexpr uint64_t RefOffset(uint64_t ref) { return radix_ref::RefOffset(ref); }
+constexpr uint64_t MakeLeafRef(uint64_t off) { return radix_ref::MakeLeafRef(off); }
+constexpr uint64_t MakeNodeRef(uint64_t off) { return radix_ref::MakeNodeRef(off); }
 // True iff the bits that are neither offset nor a known tag are clear.
-constexpr bool RefWellFormed(uint64_t ref) { return (ref & kRefTagMask & ~kLeafTag) == 0; }
+constexpr bool RefWellFormed(uint64_t ref) { return radix_ref::RefWellFormed(ref); }
 
 // ---- the compression header (Figure 2 of the paper, with a wider depth) -----------------------
 // One 8-byte word, always written whole with pm::store8. depth and prefix_len count partial keys

@@ -558,7 +558,9 @@ Status Open(Pool& pool, uint64_t root_off, std::unique_ptr<Index>* out) {
 const IndexKind kKind = {"vart", kind_id::kVart,
                          "volatile reference: plain ART in DRAM (NODE4/16/48/256, path compression); data lost on close",
                          true, &Create, &Open, &VisitMarker};
-const bool kRegistered = RegisterIndexKind(&kKind);
 
 }  // namespace
 }  // namespace wort::vol
+
+// Listed in the table of built-in kinds (BuiltinIndexKinds, src/index/registry.cc).
+const wort::IndexKind* wort::builtin_kinds::Vart() { return &wort::vol::kKind; }

@@ -577,7 +577,9 @@ const IndexKind kKind = {"vbptree", kind_id::kVbpTree,
                          "volatile reference: cache-conscious B+-tree in DRAM (fixed-size array nodes, u64 keys as "
                          "integers, byte keys as inline head + buffer, leaf siblings); data lost on close",
                          true, &Create, &Open, &VisitMarker};
-const bool kRegistered = RegisterIndexKind(&kKind);
 
 }  // namespace
 }  // namespace wort::vol
+
+// Listed in the table of built-in kinds (BuiltinIndexKinds, src/index/registry.cc).
+const wort::IndexKind* wort::builtin_kinds::VbpTree() { return &wort::vol::kKind; }

@@ -179,7 +179,9 @@ const IndexKind kKind = {"vradix", kind_id::kVradix,
                          "volatile reference: plain radix tree in DRAM, 4-bit span, no path compression; "
                          "data lost on close",
                          true, &Create, &Open, &VisitMarker};
-const bool kRegistered = RegisterIndexKind(&kKind);
 
 }  // namespace
 }  // namespace wort::vol
+
+// Listed in the table of built-in kinds (BuiltinIndexKinds, src/index/registry.cc).
+const wort::IndexKind* wort::builtin_kinds::Vradix() { return &wort::vol::kKind; }

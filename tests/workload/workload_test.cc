@@ -1,5 +1,5 @@
-// Workload generator: the contract of src/bench/workload.h.
-#include "bench/workload.h"
+// Workload generator: the contract of src/workload/workload.h.
+#include "workload/workload.h"
 
 #include <gtest/gtest.h>
 

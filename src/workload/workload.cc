@@ -7,7 +7,7 @@
 //   clustered  draw run starts, sort them, redraw any start that overlaps the previous run
 //   strings    radix-sort the keys' 64-bit hashes; a key whose hash occurred before is redrawn
 //              (equal strings have equal hashes, so the accepted keys are distinct)
-#include "bench/workload.h"
+#include "workload/workload.h"
 
 #include <fmt/core.h>
 
@@ -17,30 +17,14 @@
 #include <fstream>
 #include <string_view>
 
+#include "util/splitmix64.h"
 #include "wort/key.h"
 
 namespace wort::bench {
 namespace {
 
-uint64_t Mix64(uint64_t z) {  // the splitmix64 finalizer
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-// splitmix64 (Steele, Lea, Flood): a 64-bit state, one add and a finalizer per output.
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : s_(seed) {}
-  uint64_t Next() { return Mix64(s_ += 0x9e3779b97f4a7c15ull); }
-  // Uniform in [0, bound) (Lemire's multiply-shift; the bias is < bound / 2^64, negligible here).
-  uint64_t Below(uint64_t bound) {
-    return static_cast<uint64_t>((static_cast<unsigned __int128>(Next()) * bound) >> 64);
-  }
-
- private:
-  uint64_t s_;
-};
+uint64_t Mix64(uint64_t z) { return SplitMix64Mix(z); }
+using Rng = SplitMix64;  // src/util/splitmix64.h
 
 // Independent streams per purpose, so that e.g. the shuffle of `dense` does not repeat the
 // values of `sparse` for the same seed.

@@ -1,0 +1,121 @@
+# Driver of the consumer tests (cmake/consumer_tests.cmake): cmake -DWORT_MODE=install|subdirectory
+# -DWORT_WORK_DIR=... -DWORT_SOURCE_DIR=... -DWORT_BUILD_DIR=... -P run_consumer.cmake
+# Fails (FATAL_ERROR, a non-zero exit) at the first step that fails, naming it.
+function(run what)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "consumer test: ${what} failed (${rc}):\n${ARGN}\n${out}\n${err}")
+  endif()
+  message(STATUS "${what}: ok")
+  set(RUN_OUTPUT "${out}" PARENT_SCOPE)
+endfunction()
+
+file(REMOVE_RECURSE ${WORT_WORK_DIR})
+file(MAKE_DIRECTORY ${WORT_WORK_DIR})
+set(pool /dev/shm/wort-consumer-${WORT_MODE}.pool)
+set(common_args -G ${WORT_GENERATOR} -DCMAKE_BUILD_TYPE=${WORT_BUILD_TYPE} -DCMAKE_CXX_COMPILER=${WORT_CXX}
+    -DCMAKE_C_COMPILER=${WORT_CC})
+# A sanitizer build's libwort needs its programs built with the same sanitizers.
+set(san_flags "")
+if(WORT_SANITIZE)
+  set(san_flags -fsanitize=address,undefined -fno-omit-frame-pointer)
+  list(APPEND common_args "-DCMAKE_CXX_FLAGS=-fsanitize=address,undefined -fno-omit-frame-pointer"
+       "-DCMAKE_C_FLAGS=-fsanitize=address,undefined -fno-omit-frame-pointer")
+endif()
+if(WORT_LAUNCHER)
+  list(APPEND common_args -DCMAKE_CXX_COMPILER_LAUNCHER=${WORT_LAUNCHER} -DCMAKE_C_COMPILER_LAUNCHER=${WORT_LAUNCHER})
+endif()
+
+if(WORT_MODE STREQUAL "install")
+  set(prefix ${WORT_WORK_DIR}/prefix)
+  run("cmake --install" ${CMAKE_COMMAND} --install ${WORT_BUILD_DIR} --prefix ${prefix})
+  # The layout a user relies on.
+  file(GLOB libdirs LIST_DIRECTORIES true ${prefix}/lib ${prefix}/lib64 ${prefix}/lib/*-linux-gnu)
+  set(libdir "")
+  foreach(d ${libdirs})
+    if(EXISTS ${d}/pkgconfig/wort.pc)
+      set(libdir ${d})
+    endif()
+  endforeach()
+  if(NOT libdir)
+    message(FATAL_ERROR "consumer test: no lib*/pkgconfig/wort.pc under ${prefix}")
+  endif()
+  foreach(f include/wort/index.h include/wort/pool.h include/wort/status.h bin/wort)
+    if(NOT EXISTS ${prefix}/${f})
+      message(FATAL_ERROR "consumer test: ${f} was not installed")
+    endif()
+  endforeach()
+  foreach(f libwort.so libwort.a cmake/wort/wortConfig.cmake cmake/wort/wortConfigVersion.cmake cmake/wort/wortTargets.cmake)
+    if(NOT EXISTS ${libdir}/${f})
+      message(FATAL_ERROR "consumer test: ${libdir}/${f} was not installed")
+    endif()
+  endforeach()
+  # No internal header is installed (the public include tree is include/wort/ only).
+  file(GLOB_RECURSE installed_headers RELATIVE ${prefix}/include ${prefix}/include/*)
+  foreach(h ${installed_headers})
+    if(NOT h MATCHES "^(wort/)?[A-Za-z0-9_]+\\.h$")
+      message(FATAL_ERROR "consumer test: unexpected file installed under include/: ${h}")
+    endif()
+  endforeach()
+  run("installed wort --help" ${prefix}/bin/wort --help)
+
+  # 1. find_package(wort CONFIG), shared and static.
+  run("configure find_package consumer" ${CMAKE_COMMAND} -S ${WORT_SOURCE_DIR}/tests/consumer/find_package
+      -B ${WORT_WORK_DIR}/find_package ${common_args} -DCMAKE_PREFIX_PATH=${prefix})
+  run("build find_package consumer" ${CMAKE_COMMAND} --build ${WORT_WORK_DIR}/find_package)
+  run("run find_package consumer (libwort.so)" ${WORT_WORK_DIR}/find_package/consumer_shared ${pool})
+  run("run find_package consumer (libwort.a)" ${WORT_WORK_DIR}/find_package/consumer_static ${pool})
+  # A version this package does not satisfy is refused.
+  file(WRITE ${WORT_WORK_DIR}/badversion/CMakeLists.txt
+       "cmake_minimum_required(VERSION 3.20)\nproject(v LANGUAGES CXX)\nfind_package(wort 99 CONFIG REQUIRED)\n")
+  execute_process(COMMAND ${CMAKE_COMMAND} -S ${WORT_WORK_DIR}/badversion -B ${WORT_WORK_DIR}/badversion/build
+                  -DCMAKE_PREFIX_PATH=${prefix} RESULT_VARIABLE rc OUTPUT_QUIET ERROR_QUIET)
+  if(rc EQUAL 0)
+    message(FATAL_ERROR "consumer test: find_package(wort 99) was satisfied by the installed version")
+  endif()
+
+  # 2. pkg-config: the same C++ program, and the C API program when there is one.
+  if(NOT WORT_PKG_CONFIG)
+    message(FATAL_ERROR "consumer test: pkg-config not found (apt-get install pkgconf)")
+  endif()
+  set(ENV{PKG_CONFIG_PATH} ${libdir}/pkgconfig)
+  run("pkg-config --modversion wort" ${WORT_PKG_CONFIG} --modversion wort)
+  execute_process(COMMAND ${WORT_PKG_CONFIG} --cflags --libs wort OUTPUT_VARIABLE pc_flags
+                  OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "consumer test: pkg-config --cflags --libs wort failed")
+  endif()
+  separate_arguments(pc_flags UNIX_COMMAND "${pc_flags}")
+  separate_arguments(arch UNIX_COMMAND "${WORT_ARCH_FLAGS}")
+  run("build pkg-config C++ consumer" ${WORT_CXX} -std=c++20 ${arch} ${san_flags} ${WORT_SOURCE_DIR}/tests/consumer/consumer.cc
+      ${pc_flags} -Wl,-rpath,${libdir} -o ${WORT_WORK_DIR}/consumer_pkgconfig)
+  run("run pkg-config C++ consumer" ${WORT_WORK_DIR}/consumer_pkgconfig ${pool})
+  # The C API's programs, C99, through pkg-config against the installed libwort.so: the C API's
+  # own test (tests/capi/capi_test.c, when the C API is there) and tests/consumer/c/main.c if any.
+  # Each gets a directory for its pool files.
+  set(c_found OFF)
+  foreach(csrc tests/capi/capi_test.c tests/consumer/c/main.c)
+    if(EXISTS ${WORT_SOURCE_DIR}/${csrc})
+      set(c_found ON)
+      get_filename_component(cname ${csrc} NAME_WE)
+      run("build pkg-config C consumer ${csrc}" ${WORT_CC} -std=c99 -pedantic -Wall -Werror -D_POSIX_C_SOURCE=200809L
+          ${san_flags} ${WORT_SOURCE_DIR}/${csrc} ${pc_flags} -Wl,-rpath,${libdir} -o ${WORT_WORK_DIR}/c_${cname})
+      file(MAKE_DIRECTORY /dev/shm/wort-consumer-c)
+      run("run pkg-config C consumer ${csrc}" ${WORT_WORK_DIR}/c_${cname} /dev/shm/wort-consumer-c)
+      file(REMOVE_RECURSE /dev/shm/wort-consumer-c)
+    endif()
+  endforeach()
+  if(NOT c_found)
+    message(STATUS "no C API program (tests/capi/capi_test.c, tests/consumer/c/main.c): no C consumer built")
+  endif()
+elseif(WORT_MODE STREQUAL "subdirectory")
+  run("configure add_subdirectory consumer" ${CMAKE_COMMAND} -S ${WORT_SOURCE_DIR}/tests/consumer/subdirectory
+      -B ${WORT_WORK_DIR}/build ${common_args} -DWORT_SOURCE_DIR=${WORT_SOURCE_DIR} "-DWORT_ARCH_FLAGS=${WORT_ARCH_FLAGS}"
+      -DWORT_SANITIZE=${WORT_SANITIZE})
+  run("build add_subdirectory consumer" ${CMAKE_COMMAND} --build ${WORT_WORK_DIR}/build -j2)
+  run("run add_subdirectory consumer (static)" ${WORT_WORK_DIR}/build/consumer_static ${pool})
+  run("run add_subdirectory consumer (shared)" ${WORT_WORK_DIR}/build/consumer_shared ${pool})
+else()
+  message(FATAL_ERROR "run_consumer.cmake: WORT_MODE must be install or subdirectory")
+endif()
+file(REMOVE ${pool})
