@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <shared_mutex>
 #include <vector>
 
@@ -22,6 +23,54 @@ class Pool;
 // no one holds it. Used by the B-trees and the ART-based radix trees.
 std::shared_ptr<std::shared_mutex> IndexLock(const Pool* pool, uint64_t root_off);
 
+// Concurrency mode of the radix trees (and of any kind that follows src/sync's protocol):
+// false (default): lock-free readers, per-node write locks (optimistic lock coupling);
+// true: the old single reader-writer lock per index (IndexLock: readers shared, writers
+// exclusive), kept for before/after comparisons (`wort bench --global-lock`). Read when an
+// index is opened; the environment variable WORT_GLOBAL_LOCK=1 sets the initial value.
+bool GlobalIndexLock();
+void SetGlobalIndexLock(bool on);
+
+// An index's lock (IndexLock) as a kind that follows src/sync's protocol holds it, by role:
+//   kReader   global-lock mode: shared;    otherwise: not taken (readers are lock-free)
+//   kWriter   global-lock mode: exclusive; otherwise: shared (writers lock nodes)
+//   kQuiesce  global-lock mode: shared;    otherwise: exclusive (Check, Stats: no writer runs)
+class IndexModeLock {
+ public:
+  enum Role { kReader, kWriter, kQuiesce };
+  IndexModeLock(std::shared_mutex& mu, bool global_lock, Role role) {
+    const bool exclusive = global_lock ? role == kWriter : role == kQuiesce;
+    if (exclusive) x_ = std::unique_lock(mu);
+    else if (global_lock || role != kReader) s_ = std::shared_lock(mu);
+  }
+  // Lets go of the lock before the object ends (a scan releases it before its callbacks).
+  void Release() {
+    if (x_.owns_lock()) x_.unlock();
+    if (s_.owns_lock()) s_.unlock();
+  }
+
+ private:
+  std::unique_lock<std::shared_mutex> x_;
+  std::shared_lock<std::shared_mutex> s_;
+};
+
+// What the visit function of such a kind holds while it walks beside writers: in global-lock
+// mode the index's lock, shared (as before); otherwise nothing (it follows the readers'
+// protocol instead).
+class VisitModeLock {
+ public:
+  VisitModeLock(const Pool* pool, uint64_t root_off) {
+    if (!GlobalIndexLock()) return;
+    mu_ = IndexLock(pool, root_off);
+    g_ = std::shared_lock(*mu_);
+  }
+
+ private:
+  std::shared_ptr<std::shared_mutex> mu_;
+  std::shared_lock<std::shared_mutex> g_;
+};
+
+// Aborts on a duplicate name or type id (a programming error). Always returns true.
 // The accessors of the built-in kinds, one per kind (defined next to each kind's code).
 namespace builtin_kinds {
 const IndexKind* B3Tree();

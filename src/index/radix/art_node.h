@@ -29,6 +29,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "sync/version_lock.h"
 #include "index/radix/tagged_ref.h"
 #include "wort/pm.h"
 
@@ -266,7 +267,7 @@ inline int Find16Scalar(const unsigned char* keys, uint32_t mask, unsigned char 
     if (((mask >> i) & 1) && keys[i] == c) return i;
   return -1;
 }
-inline int Find16Simd(const unsigned char* keys, uint32_t mask, unsigned char c) {
+WORT_OPTIMISTIC_READ inline int Find16Simd(const unsigned char* keys, uint32_t mask, unsigned char c) {
   const __m128i k = _mm_loadu_si128(reinterpret_cast<const __m128i*>(keys));
   const __m128i eq = _mm_cmpeq_epi8(k, _mm_set1_epi8(static_cast<char>(c)));
   const uint32_t hit = static_cast<uint32_t>(_mm_movemask_epi8(eq)) & mask & 0xffffu;
@@ -281,7 +282,7 @@ inline int CountLess16Scalar(const unsigned char* keys, uint32_t mask, unsigned 
     if (((mask >> i) & 1) && keys[i] < c) ++n;
   return n;
 }
-inline int CountLess16Simd(const unsigned char* keys, uint32_t mask, unsigned char c) {
+WORT_OPTIMISTIC_READ inline int CountLess16Simd(const unsigned char* keys, uint32_t mask, unsigned char c) {
   const __m128i bias = _mm_set1_epi8(static_cast<char>(0x80));
   const __m128i k = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(keys)), bias);
   const __m128i x = _mm_xor_si128(_mm_set1_epi8(static_cast<char>(c)), bias);
