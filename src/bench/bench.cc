@@ -21,6 +21,7 @@
 #include <random>
 #include <thread>
 
+#include "bench/bench_internal.h"
 #include "index/kind_ids.h"
 #include "wort/alloc.h"
 #include "wort/index.h"
@@ -28,6 +29,7 @@
 #include "wort/pool.h"
 
 namespace wort::bench {
+using namespace detail;
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -48,33 +50,6 @@ std::vector<std::string> SplitList(const std::string& list) {
   return out;
 }
 
-// Sets the process-wide flush instruction and write latency for one bench; restores the
-// previous ones when destroyed.
-class PmSettings {
- public:
-  PmSettings() : kind_(pm::GetFlushKind()), latency_(pm::GetWriteLatencyNs()) {}
-  ~PmSettings() {
-    pm::SetFlushKind(kind_);
-    pm::SetWriteLatencyNs(latency_);
-  }
-  Status Apply(const CommonConfig& c) {
-    pm::FlushKind k;
-    bool is_auto = false;
-    if (!pm::ParseFlushKind(c.flush, &k, &is_auto))
-      return Status::InvalidArgument("unknown flush instruction '" + c.flush +
-                                     "' (valid: clwb, clflushopt, clflush, none, auto)");
-    if (is_auto) k = pm::BestFlushKind();
-    if (!pm::FlushKindSupported(k) || !pm::SetFlushKind(k))
-      return Status::InvalidArgument(std::string("this CPU does not execute ") + pm::FlushKindName(k) +
-                                     " (best available: " + pm::FlushKindName(pm::BestFlushKind()) + ")");
-    pm::SetWriteLatencyNs(c.write_latency_ns);
-    return Status::OK();
-  }
-
- private:
-  pm::FlushKind kind_;
-  uint64_t latency_;
-};
 
 std::string Trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
@@ -131,6 +106,9 @@ std::string UtcNow() {
   return buf;
 }
 
+}  // namespace
+namespace detail {
+
 std::string DefaultPoolPath(const CommonConfig& c, const std::string& suffix) {
   std::string base = c.pool_path.empty() ? fmt::format("/dev/shm/wort-bench-{}", getpid()) : c.pool_path;
   if (c.pool_path.empty()) return base + (suffix.empty() ? "" : "-" + suffix) + ".pool";
@@ -168,6 +146,9 @@ std::vector<uint32_t> Permutation(size_t n, uint64_t seed) {
   for (size_t i = 0; i < n; ++i) p[i] = static_cast<uint32_t>(d[i] - 1);
   return p;
 }
+
+}  // namespace detail
+namespace {
 
 // Runs fn(i, &wrong) for i in [0, n), split into `threads` contiguous slices, and times the
 // whole (wall clock, from the release of all threads to the last one finishing). The first
