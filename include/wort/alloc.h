@@ -59,6 +59,9 @@
 namespace wort {
 
 class Pool;
+namespace sync {
+class EpochManager;  // src/sync/epoch.h
+}
 
 struct AllocStats {
   uint64_t chunks_total = 0;        // chunks in the current file
@@ -69,6 +72,8 @@ struct AllocStats {
   uint64_t bytes_allocated = 0;     // sum of the usable sizes of live blocks
   uint64_t bytes_in_thread_caches = 0;
   uint64_t deferred_frees = 0;      // frees waiting for the post-crash GC to finish
+  uint64_t retired_pending = 0;     // blocks retired (Retire), not yet freed: held back by epochs
+  uint64_t retired_peak = 0;        // the maximum of retired_pending since open
 };
 
 class Allocator {
@@ -89,6 +94,13 @@ class Allocator {
   // no persistent reference to it remains (contract R2). Freeing an offset that is not a live
   // block is detected where cheaply possible and reported on stderr, never acted upon.
   void Free(uint64_t off);
+  // Frees `off` once no thread can still read it: the block was unlinked by a writer while
+  // lock-free readers (inside an epoch of epoch()) may hold it (src/sync/sync.h, W4). Frees are
+  // applied by the retiring thread in batches, and all at once by PrepareClose and destruction.
+  void Retire(uint64_t off);
+  // The pool's epoch manager: readers of a concurrent index enter it (sync::EpochGuard) for the
+  // length of each operation, and the post-crash GC's visit does too.
+  sync::EpochManager& epoch() const { return *epoch_; }
   // Usable size of the live block at `off` (its size class or run length).
   size_t UsableSize(uint64_t off) const;
   // Returns the calling thread's cached free blocks to their chunks, then every wholly free
@@ -123,6 +135,7 @@ class Allocator {
 
  private:
   std::unique_ptr<Impl> impl_;
+  std::unique_ptr<sync::EpochManager> epoch_;  // reclaim = Free; drained before close
 };
 
 }  // namespace wort

@@ -31,6 +31,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "sync/epoch.h"
 #include "wort/index.h"
 #include "wort/pm.h"
 #include "wort/pool.h"
@@ -371,7 +372,10 @@ ThreadCache* Allocator::Impl::Cache() {
   return raw;
 }
 
-Allocator::Allocator(Pool* pool, bool opened_clean) : impl_(std::make_unique<Impl>()) {
+Allocator::Allocator(Pool* pool, bool opened_clean)
+    : impl_(std::make_unique<Impl>()),
+      epoch_(std::make_unique<sync::EpochManager>(
+          [](void* a, uint64_t off) { static_cast<Allocator*>(a)->Free(off); }, this)) {
   Impl& I = *impl_;
   I.pool = pool;
   I.self = this;
@@ -432,6 +436,7 @@ Allocator::Allocator(Pool* pool, bool opened_clean) : impl_(std::make_unique<Imp
 }
 
 Allocator::~Allocator() {
+  epoch_.reset();  // frees what is still retired, while the allocator is whole
   Impl& I = *impl_;
   if (I.gc_thread.joinable()) I.gc_thread.join();
   std::lock_guard<std::mutex> g(g_live_mu);
@@ -588,6 +593,9 @@ AllocStats Allocator::Stats() const {
   for (const auto& tc : I.caches)
     for (size_t c = 0; c < tc->bins.size(); ++c) cached_blocks_bytes += tc->bins[c].blocks.size() * Classes().size[c];
   s.bytes_in_thread_caches = cached_blocks_bytes;
+  const sync::EpochStats es = epoch_->Stats();
+  s.retired_pending = es.pending;
+  s.retired_peak = es.peak_pending;
   for (uint64_t id = 0; id < I.nchunks_file; ++id) {
     const auto& m = I.chunks[id];
     switch (m.kind) {
@@ -835,8 +843,11 @@ double Allocator::RecoverySeconds() const {
   return impl_->rec_seconds;
 }
 
+void Allocator::Retire(uint64_t off) { epoch_->Retire(off); }
+
 Status Allocator::PrepareClose() {
   Impl& I = *impl_;
+  epoch_->Drain();  // retired blocks are free in the bitmaps written below (no reader is left)
   std::lock_guard<std::mutex> g(I.mu);
   for (auto& tc : I.caches) I.DrainCache(tc.get());
   const uint64_t gen = I.pool->generation();

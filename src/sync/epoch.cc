@@ -1,0 +1,199 @@
+// Epoch-based reclamation; the scheme and its memory-order argument are in epoch.h / below.
+#include "sync/epoch.h"
+
+#include <algorithm>
+#include <unordered_set>
+#include <utility>
+
+namespace wort::sync {
+
+// One per (thread, manager). `local` is written by its owner and read by advancing threads;
+// everything else is the owner's (or the enroller's, under the manager's mutex, while unowned).
+struct alignas(64) EpochManager::Slot {
+  std::atomic<uint64_t> local{0};  // 2E+1 while inside an epoch entered at global epoch E; 0 outside
+  std::atomic<bool> owned{false};
+  Slot* next = nullptr;
+  uint32_t depth = 0;           // Enter nesting
+  uint32_t since_collect = 0;   // retires since the last Collect
+  std::vector<std::pair<uint64_t, uint64_t>> retired;  // (epoch at retire, item)
+};
+
+namespace {
+// Managers alive (by id), so that a thread exiting after its manager was destroyed does not
+// touch it.
+std::mutex& LiveMu() {
+  static auto* m = new std::mutex;
+  return *m;
+}
+std::unordered_set<uint64_t>& Live() {
+  static auto* s = new std::unordered_set<uint64_t>;
+  return *s;
+}
+std::atomic<uint64_t> g_next_id{1};
+}  // namespace
+
+// The calling thread's slots, one per manager it has used.
+struct EpochTls {
+  struct Ent {
+    uint64_t id;
+    EpochManager* m;
+    EpochManager::Slot* s;
+  };
+  std::vector<Ent> ents;
+  ~EpochTls() {
+    std::lock_guard<std::mutex> g(LiveMu());
+    for (const Ent& e : ents)
+      if (Live().count(e.id)) e.m->Release(e.s);
+  }
+};
+namespace {
+thread_local EpochTls t_epoch;
+}  // namespace
+
+EpochManager::EpochManager(ReclaimFn reclaim, void* ctx) : reclaim_(reclaim), ctx_(ctx), id_(g_next_id.fetch_add(1)) {
+  std::lock_guard<std::mutex> g(LiveMu());
+  Live().insert(id_);
+}
+
+EpochManager::~EpochManager() {
+  {
+    std::lock_guard<std::mutex> g(LiveMu());
+    Live().erase(id_);
+  }
+  Drain();
+  for (Slot* s = slots_.load(); s;) {
+    Slot* n = s->next;
+    delete s;
+    s = n;
+  }
+}
+
+EpochManager::Slot* EpochManager::MySlot() {
+  for (const EpochTls::Ent& e : t_epoch.ents)
+    if (e.m == this && e.id == id_) [[likely]] return e.s;
+  // First use by this thread: drop entries of managers that are gone, then enrol.
+  {
+    std::lock_guard<std::mutex> g(LiveMu());
+    std::erase_if(t_epoch.ents, [](const EpochTls::Ent& e) { return !Live().count(e.id); });
+  }
+  Slot* s = Acquire();
+  t_epoch.ents.push_back({id_, this, s});
+  return s;
+}
+
+EpochManager::Slot* EpochManager::Acquire() {
+  std::lock_guard<std::mutex> g(mu_);
+  for (Slot* s = slots_.load(std::memory_order_acquire); s; s = s->next) {
+    bool f = false;
+    if (s->owned.compare_exchange_strong(f, true)) return s;
+  }
+  Slot* s = new Slot;
+  s->owned.store(true);
+  s->next = slots_.load(std::memory_order_relaxed);
+  slots_.store(s, std::memory_order_release);
+  nslots_.fetch_add(1);
+  return s;
+}
+
+void EpochManager::Release(Slot* s) {
+  s->depth = 0;
+  s->local.store(0, std::memory_order_release);
+  ReclaimOld(s, global_.load());
+  s->owned.store(false, std::memory_order_release);
+}
+
+// Memory order (the argument of epoch.h made precise): Enter loads the global epoch (seq_cst),
+// publishes it, then a seq_cst fence orders the publication before every read of the index.
+// Retire's seq_cst fence orders the writer's unlink before its load of the global epoch.
+// TryAdvance loads the global epoch, fences, then reads every slot: an advance from E+1 to
+// E+2 therefore sees the publication of every reader whose fence preceded the retiring
+// writer's fence (those readers published an epoch <= E and block the advance), and every
+// reader whose fence came later sees the unlink.
+void EpochManager::Enter() {
+  Slot* s = MySlot();
+  if (s->depth++ != 0) return;
+  const uint64_t e = global_.load(std::memory_order_seq_cst);
+  s->local.store(2 * e + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
+void EpochManager::Exit() {
+  Slot* s = MySlot();
+  if (--s->depth != 0) return;
+  s->local.store(0, std::memory_order_release);
+}
+
+bool EpochManager::InEpoch() { return MySlot()->depth != 0; }
+
+void EpochManager::Retire(uint64_t item) {
+  Slot* s = MySlot();
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  const uint64_t e = global_.load(std::memory_order_seq_cst);
+  s->retired.emplace_back(e, item);
+  const uint64_t r = retired_.fetch_add(1, std::memory_order_relaxed) + 1;
+  const uint64_t pending = r - reclaimed_.load(std::memory_order_relaxed);
+  uint64_t peak = peak_pending_.load(std::memory_order_relaxed);
+  while (pending > peak && !peak_pending_.compare_exchange_weak(peak, pending, std::memory_order_relaxed)) {
+  }
+  if (++s->since_collect >= kRetireBatch) {
+    s->since_collect = 0;
+    TryAdvance();
+    ReclaimOld(s, global_.load());
+  }
+}
+
+void EpochManager::Collect() {
+  Slot* s = MySlot();
+  s->since_collect = 0;
+  TryAdvance();
+  ReclaimOld(s, global_.load());
+}
+
+bool EpochManager::TryAdvance() {
+  uint64_t e = global_.load(std::memory_order_seq_cst);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  for (Slot* s = slots_.load(std::memory_order_acquire); s; s = s->next) {
+    const uint64_t l = s->local.load(std::memory_order_relaxed);
+    if ((l & 1) != 0 && l != 2 * e + 1) return false;
+  }
+  return global_.compare_exchange_strong(e, e + 1, std::memory_order_seq_cst);
+}
+
+void EpochManager::ReclaimOld(Slot* s, uint64_t global) {
+  auto& v = s->retired;
+  size_t keep = 0;
+  uint64_t n = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (v[i].first + 2 <= global) {
+      reclaim_(ctx_, v[i].second);
+      ++n;
+    } else {
+      v[keep++] = v[i];
+    }
+  }
+  v.resize(keep);
+  if (n) reclaimed_.fetch_add(n, std::memory_order_relaxed);
+}
+
+void EpochManager::Drain() {
+  std::lock_guard<std::mutex> g(mu_);
+  uint64_t n = 0;
+  for (Slot* s = slots_.load(); s; s = s->next) {
+    for (const auto& [e, item] : s->retired) reclaim_(ctx_, item), ++n;
+    s->retired.clear();
+  }
+  reclaimed_.fetch_add(n);
+}
+
+EpochStats EpochManager::Stats() const {
+  EpochStats st;
+  st.epoch = global_.load();
+  st.threads = nslots_.load();
+  st.retired = retired_.load();
+  st.reclaimed = reclaimed_.load();
+  st.pending = st.retired - st.reclaimed;
+  st.peak_pending = peak_pending_.load();
+  return st;
+}
+
+}  // namespace wort::sync

@@ -1,0 +1,101 @@
+// Epoch-based reclamation (protocol: src/sync/sync.h, R1/R3/W4).
+//
+// A block unlinked by a writer may still be read by readers that found it before the unlink.
+// The writer Retire()s it instead of freeing it; the manager hands it to its reclaim function
+// (for a pool: Allocator::Free) only when every thread that was inside an epoch at the time of
+// the Retire has left it.
+//
+// Scheme: a global epoch E. A thread inside an operation publishes the E it saw when it
+// entered (its slot's word = E*2+1; 0 when outside). A block retired while the global epoch is
+// e is reclaimed once the global epoch reaches e + 2. The global epoch advances from E to E+1
+// only when every thread inside an operation has published E. So when E reaches e + 2, every
+// thread inside has entered after the global epoch became e + 1 > e, i.e. after the Retire's
+// unlink: none can hold the block.
+//
+// Threads: a thread is enrolled on its first Enter/Retire with this manager (a slot from a
+// list that only grows; a slot is reused after its thread exits). Enter/Exit then do one
+// store and one load each (no lock, no heap allocation). Enter nests: an inner Enter (a lookup
+// from a scan callback) keeps the outer epoch.
+//
+// Bounded memory: each thread reclaims its own retired blocks; every kRetireBatch retires it
+// tries to advance the epoch and reclaims what is old enough. A thread that stays inside one
+// operation holds back everything retired meanwhile (by every thread): keep operations short.
+// Blocks retired and not yet reclaimed are counted (Stats: pending, peak_pending).
+// A thread that exits leaves its unreclaimed blocks in its slot; the next thread to take the
+// slot, or the manager's destructor (Drain), reclaims them.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+namespace wort::sync {
+
+struct EpochStats {
+  uint64_t epoch = 0;          // the global epoch
+  uint64_t threads = 0;        // slots (threads enrolled, current or past)
+  uint64_t retired = 0;        // Retire calls
+  uint64_t reclaimed = 0;      // blocks handed to the reclaim function
+  uint64_t pending = 0;        // retired, not yet reclaimed
+  uint64_t peak_pending = 0;   // the maximum of pending so far
+};
+
+class EpochManager {
+ public:
+  // reclaim(ctx, item) frees one retired item; called by the thread that retired it (or by
+  // Drain). It must not Enter this manager.
+  using ReclaimFn = void (*)(void* ctx, uint64_t item);
+  static constexpr size_t kRetireBatch = 64;
+
+  EpochManager(ReclaimFn reclaim, void* ctx);
+  // Reclaims every retired block (Drain). REQUIRES: no thread inside an epoch.
+  ~EpochManager();
+  EpochManager(const EpochManager&) = delete;
+  EpochManager& operator=(const EpochManager&) = delete;
+
+  void Enter();
+  void Exit();
+  // The block `item` is unlinked: reclaim it when no thread can hold it any more.
+  void Retire(uint64_t item);
+  // Tries to advance the epoch and reclaims the calling thread's blocks that are old enough.
+  void Collect();
+  // Reclaims every retired block now. REQUIRES: no thread inside an epoch (a clean close).
+  void Drain();
+  // True iff the calling thread is inside an epoch of this manager.
+  bool InEpoch();
+  EpochStats Stats() const;
+
+  struct Slot;  // internal
+
+ private:
+  Slot* MySlot();
+  Slot* Acquire();
+  void Release(Slot* s);
+  bool TryAdvance();
+  void ReclaimOld(Slot* s, uint64_t global);
+  friend struct EpochTls;
+
+  const ReclaimFn reclaim_;
+  void* const ctx_;
+  const uint64_t id_;  // unique for the process lifetime (thread caches key on it)
+  std::atomic<uint64_t> global_{2};
+  std::atomic<Slot*> slots_{nullptr};  // singly linked, only grows
+  std::mutex mu_;                      // enrolment
+  std::atomic<uint64_t> nslots_{0}, retired_{0}, reclaimed_{0}, peak_pending_{0};
+};
+
+// RAII: Enter on construction, Exit on destruction.
+class EpochGuard {
+ public:
+  explicit EpochGuard(EpochManager& m) : m_(m) { m_.Enter(); }
+  ~EpochGuard() { m_.Exit(); }
+  EpochGuard(const EpochGuard&) = delete;
+  EpochGuard& operator=(const EpochGuard&) = delete;
+
+ private:
+  EpochManager& m_;
+};
+
+}  // namespace wort::sync

@@ -1,0 +1,113 @@
+// VersionLock: one 64-bit word for optimistic lock coupling (protocol: src/sync/sync.h).
+//   bit 0      obsolete  the node was unlinked; every later lock attempt fails (restart)
+//   bit 1      locked    a writer holds the node
+//   bits 2..63 version   incremented by every WriteUnlock (carry from the locked bit)
+// All verbs that can fail return false meaning "restart the operation"; they never block,
+// except WriteLock (spins until the lock is free; use it only when holding no other lock).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace wort::sync {
+
+// Pause in a spin loop (x86 PAUSE; elsewhere a no-op hint).
+void CpuRelax();
+
+class VersionLock {
+ public:
+  static constexpr uint64_t kObsolete = 1;
+  static constexpr uint64_t kLocked = 2;
+
+  VersionLock() = default;
+  VersionLock(const VersionLock&) = delete;
+  VersionLock& operator=(const VersionLock&) = delete;
+
+  static bool IsLocked(uint64_t v) { return (v & kLocked) != 0; }
+  static bool IsObsolete(uint64_t v) { return (v & kObsolete) != 0; }
+
+  // Reader: the current version in *v; false if locked (after a short spin) or obsolete.
+  [[nodiscard]] bool ReadLockOrRestart(uint64_t* v) const {
+    uint64_t w = word_.load(std::memory_order_acquire);
+    for (int spin = 0; IsLocked(w) && spin < kReadSpins; ++spin) {
+      CpuRelax();
+      w = word_.load(std::memory_order_acquire);
+    }
+    if ((w & (kLocked | kObsolete)) != 0) return false;
+    *v = w;
+    return true;
+  }
+  // Reader: true iff nothing changed since ReadLockOrRestart returned v. Orders every load
+  // before it (acquire fence) so that what was read is validated by the version.
+  [[nodiscard]] bool CheckOrRestart(uint64_t v) const {
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return word_.load(std::memory_order_relaxed) == v;
+  }
+  // The reader is done with the node: the same check as CheckOrRestart.
+  [[nodiscard]] bool ReadUnlockOrRestart(uint64_t v) const { return CheckOrRestart(v); }
+
+  // Writer: lock the node if it is still at version v (as read by ReadLockOrRestart).
+  [[nodiscard]] bool UpgradeToWriteLock(uint64_t v) {
+    return word_.compare_exchange_strong(v, v | kLocked, std::memory_order_acquire, std::memory_order_relaxed);
+  }
+  // Writer: lock the node whatever its version; false only if it is obsolete. Spins while
+  // another writer holds it: call it only while holding no other lock.
+  [[nodiscard]] bool WriteLockOrRestart() {
+    for (;;) {
+      uint64_t v = word_.load(std::memory_order_relaxed);
+      if (IsObsolete(v)) return false;
+      if (!IsLocked(v) && UpgradeToWriteLock(v)) return true;
+      CpuRelax();
+    }
+  }
+  // Writer: lock whatever the version and the obsolete bit (for words never made obsolete: a
+  // root, a VersionLockTable word shared by several nodes). Spins; hold no other lock.
+  void WriteLock() {
+    for (;;) {
+      uint64_t v = word_.load(std::memory_order_relaxed);
+      if (!IsLocked(v) && UpgradeToWriteLock(v)) return;
+      CpuRelax();
+    }
+  }
+  // Writer: release; the version changes, so readers that read the node meanwhile restart.
+  void WriteUnlock() { word_.fetch_add(kLocked, std::memory_order_release); }
+  // Writer: release and mark obsolete (the node was unlinked): later lock attempts fail.
+  void WriteUnlockObsolete() { word_.fetch_add(kLocked | kObsolete, std::memory_order_release); }
+
+  uint64_t Load() const { return word_.load(std::memory_order_acquire); }
+
+ private:
+  static constexpr int kReadSpins = 64;
+  std::atomic<uint64_t> word_{0};
+};
+
+// Version words kept in DRAM, keyed by a node's pool offset (so the persistent layout and every
+// persist order of an index stay as they are, and a crash leaves no lock to clear). A fixed
+// table of 2^bits words: two nodes may share a word (a false conflict costs a restart, never
+// correctness), so obsolete marks are not used with it - an unlinked node's readers and
+// writers notice the version change of the node and of its parent instead. A writer that
+// locks two nodes checks SameWord and locks a shared word once.
+class VersionLockTable {
+ public:
+  explicit VersionLockTable(unsigned bits = 16);
+  VersionLock& For(uint64_t off) const { return words_[Slot(off)].lock; }
+  bool SameWord(uint64_t a, uint64_t b) const { return Slot(a) == Slot(b); }
+  size_t size() const { return mask_ + 1; }
+
+ private:
+  struct alignas(8) Word {
+    VersionLock lock;
+  };
+  size_t Slot(uint64_t off) const {
+    // Blocks are 64-byte aligned; mix the bits so that neighbouring nodes use distinct words.
+    uint64_t x = off >> 6;
+    x *= 0x9e3779b97f4a7c15ull;
+    return static_cast<size_t>(x >> 32) & mask_;
+  }
+  size_t mask_;
+  std::unique_ptr<Word[]> words_;
+};
+
+}  // namespace wort::sync
