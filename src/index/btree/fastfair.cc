@@ -105,13 +105,17 @@ class FastFair final : public TreeBase<RootBlock> {
   // one of an equal pair, this is always the authoritative copy.
   int LastLE(const Node* n, int cnt, const Probe& p) const {
     if (!ko_.bytes()) {
-      // kU64: count the keys <= p over all kSlots slots, masked by cnt - no branch to
-      // mispredict, and the loads are independent, so the node's lines arrive in parallel (a
-      // binary search fetches them one after another). The keys are sorted (a stale copy equals
-      // its right neighbour), so the count is the position of the first key > p.
-      int le = 0;
-      for (int i = 0; i < kSlots; ++i) le += static_cast<int>((i < cnt) & (Load(n->slot[i].key) <= p.u));
-      return le - 1;
+      // kU64: a branch-free binary search (conditional moves, nothing to mispredict; the node's
+      // lines were prefetched together by LeafFor). The keys are sorted (a stale copy equals its
+      // right neighbour), so the last slot <= p is the authoritative copy.
+      if (cnt <= 0) return -1;
+      int b = 0;
+      for (int len = cnt; len > 1;) {
+        const int half = len / 2;
+        b = Load(n->slot[b + half].key) <= p.u ? b + half : b;
+        len -= half;
+      }
+      return Load(n->slot[b].key) <= p.u ? b : b - 1;
     }
     int lo = 0, hi = cnt;  // first slot with key > p
     while (lo < hi) {
