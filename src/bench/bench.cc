@@ -147,6 +147,33 @@ std::vector<uint32_t> Permutation(size_t n, uint64_t seed) {
   return p;
 }
 
+BenchIndex::~BenchIndex() {
+  idx.reset();
+  if (pool) {
+    Status cs = pool->Close();
+    if (!cs.ok()) fmt::print(stderr, "wort bench: closing {}: {}\n", path, cs.ToString());
+    pool.reset();
+  }
+  if (!path.empty() && !keep) unlink(path.c_str());
+}
+
+Status BenchIndex::Create(const CommonConfig& c, const std::string& file, const IndexKind& kind, bool u64,
+                          uint32_t span_bits, std::string* why) {
+  Status s = CreateBenchPool(c, file, &pool);
+  if (!s.ok()) {
+    *why = std::string(kind.name) + ": " + s.ToString();
+    return s;
+  }
+  path = file;
+  keep = c.keep_pool;
+  IndexOptions opts;
+  opts.key_type = u64 ? KeyType::kU64 : KeyType::kBytes;
+  opts.span_bits = span_bits;
+  s = CreateIndex(*pool, "bench", kind.name, opts, &idx);
+  if (!s.ok()) *why = fmt::format("{}: cannot create an index with {} keys: {}", kind.name, u64 ? "u64" : "bytes", s.ToString());
+  return s;
+}
+
 }  // namespace detail
 namespace {
 
@@ -327,38 +354,15 @@ Status BenchOneIndex(const IndexBenchConfig& cfg, const IndexKind& kind, const s
   const int threads = std::max(1, cfg.common.threads);
   auto skip = [&](const std::string& reason) { report->skipped.push_back({kind.name, reason}); };
 
-  std::unique_ptr<Pool> pool;
-  Status s = CreateBenchPool(cfg.common, pool_path, &pool);
+  BenchIndex h;
+  std::string why;
+  Status s = h.Create(cfg.common, pool_path, kind, u64, cfg.span_bits, &why);
   if (!s.ok()) {
-    skip(std::string(kind.name) + ": " + s.ToString());
+    skip(why);
     return s;
   }
-  struct Cleanup {
-    std::unique_ptr<Pool>* pool;
-    std::unique_ptr<Index>* idx;
-    std::string path;
-    bool keep;
-    ~Cleanup() {
-      idx->reset();
-      if (*pool) {
-        Status cs = (*pool)->Close();
-        if (!cs.ok()) fmt::print(stderr, "wort bench: closing {}: {}\n", path, cs.ToString());
-        pool->reset();
-      }
-      if (!keep) unlink(path.c_str());
-    }
-  };
-  std::unique_ptr<Index> idx;
-  Cleanup cleanup{&pool, &idx, pool_path, cfg.common.keep_pool};
-
-  IndexOptions opts;
-  opts.key_type = u64 ? KeyType::kU64 : KeyType::kBytes;
-  opts.span_bits = cfg.span_bits;
-  s = CreateIndex(*pool, "bench", kind.name, opts, &idx);
-  if (!s.ok()) {
-    skip(fmt::format("{}: cannot create an index with {} keys: {}", kind.name, u64 ? "u64" : "bytes", s.ToString()));
-    return s;
-  }
+  std::unique_ptr<Pool>& pool = h.pool;
+  std::unique_ptr<Index>& idx = h.idx;
 
   IndexResult base;
   base.index = kind.name;

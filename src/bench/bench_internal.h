@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "bench/bench.h"
+#include "wort/index.h"
 #include "wort/pm.h"
 #include "wort/pool.h"
 
@@ -44,6 +45,21 @@ std::string DefaultPoolPath(const CommonConfig& c, const std::string& suffix);
 PoolOptions BenchPoolOptions(const CommonConfig& c);
 // Creates a fresh pool; AlreadyExists if the file exists.
 Status CreateBenchPool(const CommonConfig& c, const std::string& path, std::unique_ptr<Pool>* out);
+// A fresh pool at `path` holding one index "bench" of `kind` (u64 or byte-string keys); when
+// destroyed, the index is closed, the pool closed and its file removed (unless c.keep_pool).
+struct BenchIndex {
+  std::unique_ptr<Pool> pool;
+  std::unique_ptr<Index> idx;
+  std::string path;  // set once the pool exists
+  bool keep = false;
+  BenchIndex() = default;
+  BenchIndex(const BenchIndex&) = delete;
+  BenchIndex& operator=(const BenchIndex&) = delete;
+  ~BenchIndex();
+  // On failure, *why says what failed (it begins with the kind's name).
+  Status Create(const CommonConfig& c, const std::string& path, const IndexKind& kind, bool u64, uint32_t span_bits,
+                std::string* why);
+};
 // CPU time of the calling thread (seconds).
 double ThreadCpuSeconds();
 // A seeded random permutation of 0..n-1.

@@ -114,35 +114,13 @@ Status RunOne(const YcsbBenchConfig& cfg, const IndexKind& kind, int threads, co
     if (log) log("skipped: " + why);
   };
   const std::string path = DefaultPoolPath(cfg.common, fmt::format("{}-t{}", kind.name, threads));
-  std::unique_ptr<Pool> pool;
-  Status s = CreateBenchPool(cfg.common, path, &pool);
-  if (!s.ok()) {
-    skip(std::string(kind.name) + ": " + s.ToString());
+  BenchIndex h;
+  std::string why;
+  if (Status s = h.Create(cfg.common, path, kind, u64, cfg.span_bits, &why); !s.ok()) {
+    skip(why);
     return s;
   }
-  std::unique_ptr<Index> idx;
-  struct Cleanup {
-    std::unique_ptr<Pool>* pool;
-    std::unique_ptr<Index>* idx;
-    std::string path;
-    bool keep;
-    ~Cleanup() {
-      idx->reset();
-      if (*pool) {
-        Status cs = (*pool)->Close();
-        if (!cs.ok()) fmt::print(stderr, "wort bench: closing {}: {}\n", path, cs.ToString());
-      }
-      if (!keep) unlink(path.c_str());
-    }
-  } cleanup{&pool, &idx, path, cfg.common.keep_pool};
-  IndexOptions opts;
-  opts.key_type = u64 ? KeyType::kU64 : KeyType::kBytes;
-  opts.span_bits = cfg.span_bits;
-  s = CreateIndex(*pool, "bench", kind.name, opts, &idx);
-  if (!s.ok()) {
-    skip(fmt::format("{}: cannot create an index with {} keys: {}", kind.name, u64 ? "u64" : "bytes", s.ToString()));
-    return s;
-  }
+  Index* idx = h.idx.get();
   YcsbResult base;
   base.index = kind.name;
   base.dist = DistName(cfg.dist);
