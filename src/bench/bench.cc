@@ -174,6 +174,16 @@ Status BenchIndex::Create(const CommonConfig& c, const std::string& file, const 
   return s;
 }
 
+void AddEnvJson(const Environment& env, uint64_t seed, nlohmann::json* j) {
+  (*j)["flush"] = env.flush;
+  (*j)["write_latency_ns"] = env.write_latency_ns;
+  (*j)["seed"] = seed;
+  (*j)["timestamp"] = env.timestamp;
+  (*j)["git_commit"] = env.git_commit;
+  (*j)["cpu"] = env.cpu;
+  (*j)["host"] = env.host;
+}
+
 }  // namespace detail
 namespace {
 
@@ -994,14 +1004,8 @@ nlohmann::json ToJson(const IndexResult& r, const IndexBenchConfig& cfg, const E
     if (cfg.range_frac > 0) j["range_frac"] = cfg.range_frac;
   }
   j["span_bits"] = cfg.span_bits;
-  j["flush"] = env.flush;
-  j["write_latency_ns"] = env.write_latency_ns;
-  j["seed"] = cfg.common.seed;
   j["threads"] = cfg.common.threads;
-  j["timestamp"] = env.timestamp;
-  j["git_commit"] = env.git_commit;
-  j["cpu"] = env.cpu;
-  j["host"] = env.host;
+  AddEnvJson(env, cfg.common.seed, &j);
   return j;
 }
 
@@ -1023,13 +1027,7 @@ nlohmann::json ToJson(const AllocResult& r, const AllocBenchConfig& cfg, const E
   j["flushes_per_free"] = r.flushes_per_free;
   j["fences_per_free"] = r.fences_per_free;
   j["batch"] = cfg.batch;
-  j["flush"] = env.flush;
-  j["write_latency_ns"] = env.write_latency_ns;
-  j["seed"] = cfg.common.seed;
-  j["timestamp"] = env.timestamp;
-  j["git_commit"] = env.git_commit;
-  j["cpu"] = env.cpu;
-  j["host"] = env.host;
+  AddEnvJson(env, cfg.common.seed, &j);
   return j;
 }
 

@@ -60,6 +60,9 @@ struct BenchIndex {
   Status Create(const CommonConfig& c, const std::string& path, const IndexKind& kind, bool u64, uint32_t span_bits,
                 std::string* why);
 };
+// The environment fields every JSON record carries (flush, write_latency_ns, seed, timestamp,
+// git_commit, cpu, host).
+void AddEnvJson(const Environment& env, uint64_t seed, nlohmann::json* j);
 // CPU time of the calling thread (seconds).
 double ThreadCpuSeconds();
 // A seeded random permutation of 0..n-1.

@@ -391,13 +391,7 @@ nlohmann::json ToJson(const YcsbResult& r, const YcsbBenchConfig& cfg, const Env
   j["rmws"] = r.rmws;
   j["errors"] = r.errors;
   j["span_bits"] = cfg.span_bits;
-  j["flush"] = env.flush;
-  j["write_latency_ns"] = env.write_latency_ns;
-  j["seed"] = cfg.common.seed;
-  j["timestamp"] = env.timestamp;
-  j["git_commit"] = env.git_commit;
-  j["cpu"] = env.cpu;
-  j["host"] = env.host;
+  AddEnvJson(env, cfg.common.seed, &j);
   return j;
 }
 
