@@ -6,3 +6,11 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 BUILD_DIR=${WORT_BUILD_DIR:-build}
 ctest --test-dir "$BUILD_DIR" -j"$(nproc)" --output-on-failure --timeout 900
+
+# ThreadSanitizer: the concurrency layer's and the radix trees' stress tests (short sizes under
+# TSan), in their own build directory with only those tests built.
+TSAN_DIR=${WORT_TSAN_BUILD_DIR:-build-tsan}
+cmake -S . -B "$TSAN_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWORT_TSAN=ON >/dev/null
+cmake --build "$TSAN_DIR" -j"$(nproc)" --target test_sync test_concurrent
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" "$TSAN_DIR"/test_sync
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" "$TSAN_DIR"/test_concurrent

@@ -111,8 +111,8 @@ class Allocator {
 
   AllocStats Stats() const;
 
-  // Calls fn(offset, usable_size) for every allocated block (thread caches excluded). Not
-  // concurrent with Alloc/Free. Used by tests to compare the allocated set with what visit
+  // Calls fn(offset, usable_size) for every allocated block (thread caches excluded), after
+  // freeing what is retired. Not concurrent with Alloc/Free nor with any index operation. Used by tests to compare the allocated set with what visit
   // functions reach.
   void ForEachAllocated(const std::function<void(uint64_t, size_t)>& fn) const;
 

@@ -246,6 +246,21 @@ struct Allocator::Impl {
   }
 
   // Returns a small block to its chunk. Under mu. Returns false if it was not allocated.
+  // True iff off is a live block (allocated or in a thread cache) per the DRAM state. Under mu.
+  bool AllocatedLocked(uint64_t off) const {
+    uint64_t id;
+    if (!ChunkOf(off, &id)) return false;
+    const ChunkMeta& m = chunks[id];
+    if (m.kind == kLargeHead) return off == ChunkOff(id);
+    if (m.kind != kSmall) return false;
+    const uint32_t csize = Classes().size[m.cls];
+    if (off < ChunkOff(id) + kChunkHeader) return false;
+    const uint64_t rel = off - ChunkOff(id) - kChunkHeader;
+    if (rel % csize != 0 || rel / csize >= m.nblocks) return false;
+    const uint64_t idx = rel / csize;
+    return (m.bits[idx / 64] >> (idx % 64)) & 1;
+  }
+
   bool ReleaseSmall(uint64_t off, uint64_t id) {
     ChunkMeta& m = chunks[id];
     const uint32_t csize = Classes().size[m.cls];
@@ -621,6 +636,7 @@ AllocStats Allocator::Stats() const {
 }
 
 void Allocator::ForEachAllocated(const std::function<void(uint64_t, size_t)>& fn) const {
+  epoch_->Drain();  // retired blocks are free (no operation runs: see alloc.h)
   const Impl& I = *impl_;
   std::lock_guard<std::mutex> g(I.mu);
   std::unordered_set<uint64_t> cached;
@@ -748,6 +764,7 @@ void Allocator::StartRecovery(bool background) {
 void Allocator::Impl::RunGc() {
   const auto t0 = std::chrono::steady_clock::now();
   Status st;
+  std::vector<uint64_t> d;  // deferred frees still to apply after the sweep
   // Mark: every root's visit function reports what its index reaches.
   std::vector<RootInfo> roots = pool->Roots();
   std::vector<const IndexKind*> kinds;
@@ -763,6 +780,10 @@ void Allocator::Impl::RunGc() {
   if (st.ok()) {
     for (size_t i = 0; i < roots.size(); ++i)
       kinds[i]->visit(*pool, roots[i].off, [this](uint64_t off) { self->Mark(off); });
+    // Grace period: every operation in progress has issued the frees (Free or Retire: both are
+    // deferred while recovering) of what it unlinked, so none of them arrives after the sweep
+    // for a block the visit did not mark (it would be freed twice).
+    self->epoch().Synchronize();
     // Sweep: old chunks take their marks as their allocation state.
     std::lock_guard<std::mutex> g(mu);
     for (uint64_t id = 0; id < nchunks_file; ++id) {
@@ -803,21 +824,27 @@ void Allocator::Impl::RunGc() {
       PersistWord(id, kFree);
     }
     recovering.store(false, std::memory_order_release);
-    // Frees that arrived during the mark phase. A block freed before the visit reached it was
-    // never marked; FreeLocked then finds it free already and ignores it (quietly).
-    std::vector<uint64_t> d;
+    // Frees that arrived during the mark phase. A block unlinked before the visit reached it
+    // was never marked and is free now: its deferred free is dropped here, under the lock that
+    // made it free, before any Alloc can hand it out again. The others are applied after a
+    // grace period (lock-free readers may still hold them). doc/allocator.md, "The visit
+    // beside writers".
     d.swap(deferred);
-    for (uint64_t off : d) FreeLocked(off, /*quiet=*/true);
+    std::erase_if(d, [&](uint64_t off) { return !AllocatedLocked(off); });
   } else {
     // Leave old chunks frozen. Frees of their blocks are dropped (space lost, never data).
     std::lock_guard<std::mutex> g(mu);
     recovering.store(false, std::memory_order_release);
-    std::vector<uint64_t> d;
     d.swap(deferred);
-    for (uint64_t off : d) {
+    std::erase_if(d, [&](uint64_t off) {
       uint64_t id;
-      if (ChunkOf(off, &id) && !chunks[id].frozen) FreeLocked(off, true);
-    }
+      return !ChunkOf(off, &id) || chunks[id].frozen;
+    });
+  }
+  if (!d.empty()) {
+    self->epoch().Synchronize();  // no reader still holds what was unlinked during the GC
+    std::lock_guard<std::mutex> g(mu);
+    for (uint64_t off : d) FreeLocked(off, /*quiet=*/true);
   }
   std::lock_guard<std::mutex> g(rec_mu);
   rec_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -843,7 +870,18 @@ double Allocator::RecoverySeconds() const {
   return impl_->rec_seconds;
 }
 
-void Allocator::Retire(uint64_t off) { epoch_->Retire(off); }
+void Allocator::Retire(uint64_t off) {
+  // While the post-crash GC runs, a retired block is a deferred free (resolved by the sweep:
+  // the visit may not have marked it), applied after a grace period.
+  if (impl_->recovering.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> g(impl_->mu);
+    if (impl_->recovering.load()) {
+      impl_->deferred.push_back(off);
+      return;
+    }
+  }
+  epoch_->Retire(off);
+}
 
 Status Allocator::PrepareClose() {
   Impl& I = *impl_;

@@ -1,4 +1,6 @@
 // Registry of index kinds and the pool-level create/open helpers.
+#include <atomic>
+#include <cstdlib>
 #include <mutex>
 #include <utility>
 #include <shared_mutex>
@@ -103,6 +105,19 @@ LockRegistry& LockRegistryInstance() {
   return *r;
 }
 }  // namespace
+
+namespace {
+std::atomic<bool>& GlobalLockFlag() {
+  static std::atomic<bool> f{[] {
+    const char* e = std::getenv("WORT_GLOBAL_LOCK");
+    return e && *e && std::string_view(e) != "0";
+  }()};
+  return f;
+}
+}  // namespace
+
+bool GlobalIndexLock() { return GlobalLockFlag().load(std::memory_order_relaxed); }
+void SetGlobalIndexLock(bool on) { GlobalLockFlag().store(on); }
 
 std::shared_ptr<std::shared_mutex> IndexLock(const Pool* pool, uint64_t root_off) {
   LockRegistry& r = LockRegistryInstance();

@@ -18,6 +18,14 @@ class Pool;
 // no one holds it. Used by the B-trees and the ART-based radix trees.
 std::shared_ptr<std::shared_mutex> IndexLock(const Pool* pool, uint64_t root_off);
 
+// Concurrency mode of the radix trees (and of any kind that follows src/sync's protocol):
+// false (default): lock-free readers, per-node write locks (optimistic lock coupling);
+// true: the old single reader-writer lock per index (IndexLock: readers shared, writers
+// exclusive), kept for before/after comparisons (`wort bench --global-lock`). Read when an
+// index is opened; the environment variable WORT_GLOBAL_LOCK=1 sets the initial value.
+bool GlobalIndexLock();
+void SetGlobalIndexLock(bool on);
+
 // Aborts on a duplicate name or type id (a programming error). Always returns true.
 bool RegisterIndexKind(const IndexKind* k);
 }  // namespace wort

@@ -1,7 +1,9 @@
 // Epoch-based reclamation; the scheme and its memory-order argument are in epoch.h / below.
 #include "sync/epoch.h"
+#include "sync/version_lock.h"
 
 #include <algorithm>
+#include <thread>
 #include <unordered_set>
 #include <utility>
 
@@ -13,6 +15,7 @@ struct alignas(64) EpochManager::Slot {
   std::atomic<uint64_t> local{0};  // 2E+1 while inside an epoch entered at global epoch E; 0 outside
   std::atomic<bool> owned{false};
   Slot* next = nullptr;
+  std::atomic<uint64_t> entries{0};  // outermost Enters so far (Synchronize tells re-entry apart)
   uint32_t depth = 0;           // Enter nesting
   uint32_t since_collect = 0;   // retires since the last Collect
   std::vector<std::pair<uint64_t, uint64_t>> retired;  // (epoch at retire, item)
@@ -112,6 +115,7 @@ void EpochManager::Release(Slot* s) {
 void EpochManager::Enter() {
   Slot* s = MySlot();
   if (s->depth++ != 0) return;
+  s->entries.store(s->entries.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   const uint64_t e = global_.load(std::memory_order_seq_cst);
   s->local.store(2 * e + 1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -121,6 +125,28 @@ void EpochManager::Exit() {
   Slot* s = MySlot();
   if (--s->depth != 0) return;
   s->local.store(0, std::memory_order_release);
+}
+
+void EpochManager::Synchronize() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  struct Inside {
+    Slot* s;
+    uint64_t local, entries;
+  };
+  std::vector<Inside> inside;
+  for (Slot* s = slots_.load(std::memory_order_acquire); s; s = s->next) {
+    const uint64_t e = s->entries.load(std::memory_order_relaxed);
+    const uint64_t l = s->local.load(std::memory_order_relaxed);
+    if (l & 1) inside.push_back({s, l, e});
+  }
+  for (const Inside& x : inside) {
+    for (int spin = 0; x.s->local.load(std::memory_order_acquire) == x.local &&
+                       x.s->entries.load(std::memory_order_relaxed) == x.entries;
+         ++spin) {
+      if (spin < 64) CpuRelax();
+      else std::this_thread::yield();
+    }
+  }
 }
 
 bool EpochManager::InEpoch() { return MySlot()->depth != 0; }

@@ -63,6 +63,9 @@ class EpochManager {
   void Collect();
   // Reclaims every retired block now. REQUIRES: no thread inside an epoch (a clean close).
   void Drain();
+  // Waits until every thread that is inside an epoch now has left it (a grace period). The
+  // calling thread must not be inside one.
+  void Synchronize();
   // True iff the calling thread is inside an epoch of this manager.
   bool InEpoch();
   EpochStats Stats() const;

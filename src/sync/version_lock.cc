@@ -1,5 +1,7 @@
 #include "sync/version_lock.h"
 
+#include <thread>
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
@@ -12,7 +14,20 @@ void CpuRelax() {
 #endif
 }
 
+void Backoff(int attempt) {
+  if (attempt < 8) {
+    for (int i = 0; i < (1 << attempt); ++i) CpuRelax();
+  } else {
+    std::this_thread::yield();
+  }
+}
+
 VersionLockTable::VersionLockTable(unsigned bits)
     : mask_((size_t{1} << bits) - 1), words_(std::make_unique<Word[]>(mask_ + 1)) {}
+
+VersionLockTable& NodeLocks() {
+  static auto* t = new VersionLockTable(18);  // never destroyed: used until the process ends
+  return *t;
+}
 
 }  // namespace wort::sync

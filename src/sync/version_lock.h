@@ -15,6 +15,9 @@ namespace wort::sync {
 
 // Pause in a spin loop (x86 PAUSE; elsewhere a no-op hint).
 void CpuRelax();
+// Between two attempts of an operation that restarted: spin a little (2^attempt pauses), then
+// yield (a writer holding a lock may be descheduled on a loaded machine).
+void Backoff(int attempt);
 
 class VersionLock {
  public:
@@ -109,5 +112,10 @@ class VersionLockTable {
   size_t mask_;
   std::unique_ptr<Word[]> words_;
 };
+
+// The process-wide table (2^18 words, 2 MiB) keyed by a node's address, so that an open index
+// and a visit function that gets only (pool, root offset) find the same words.
+VersionLockTable& NodeLocks();
+inline VersionLock& NodeLock(const void* p) { return NodeLocks().For(reinterpret_cast<uintptr_t>(p)); }
 
 }  // namespace wort::sync

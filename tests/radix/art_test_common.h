@@ -241,6 +241,14 @@ inline void ExpectAllocatedIsReachable(Pool& p, const std::string& kind) {
   FindIndexKind(kind)->visit(p, ri.off, [&](uint64_t o) { reach.insert(o); });
   p.allocator().ForEachAllocated([&](uint64_t o, size_t) { alloc.insert(o); });
   EXPECT_EQ(alloc, reach);
+  if (alloc != reach) {
+    std::vector<uint64_t> only_alloc, only_reach;
+    std::set_difference(alloc.begin(), alloc.end(), reach.begin(), reach.end(), std::back_inserter(only_alloc));
+    std::set_difference(reach.begin(), reach.end(), alloc.begin(), alloc.end(), std::back_inserter(only_reach));
+    ADD_FAILURE() << only_alloc.size() << " allocated but unreachable (first " << (only_alloc.empty() ? 0 : only_alloc[0])
+                  << "), " << only_reach.size() << " reachable but free (first "
+                  << (only_reach.empty() ? 0 : only_reach[0]) << ")";
+  }
 }
 
 inline void ExpectMatchesModel(Index& idx, const Model& m) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <mutex>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -140,7 +141,8 @@ ArtTree::ArtTree(Pool& pool, uint64_t root_off, const ArtPolicy& policy)
       key_type_(static_cast<KeyType>(rb_->key_type)),
       heap_off_(pool.heap_offset()),
       mu_ptr_(IndexLock(&pool, root_off)),
-      mu_(*mu_ptr_) {}
+      mu_(*mu_ptr_),
+      global_lock_(GlobalIndexLock()) {}
 
 Status ArtTree::Create(Pool& pool, const ArtPolicy& policy, const IndexOptions& opts, uint64_t* root_off) {
   if (opts.key_type != KeyType::kU64 && opts.key_type != KeyType::kBytes)
@@ -191,6 +193,57 @@ void ArtTree::Commit(uint64_t* word, uint64_t v) {
 }
 
 void ArtTree::Free(uint64_t ref) { pool_.allocator().Free(RefOffset(ref)); }
+void ArtTree::Retire(uint64_t ref) { pool_.allocator().Retire(RefOffset(ref)); }
+
+// The write locks one mutation holds (at most three: parent, node, surviving child), each
+// taken by UpgradeToWriteLock from the version the descent read; released (version bumped) on
+// destruction. Two nodes may share a lock word (sync::VersionLockTable): a word already held
+// is not locked again, and counts as upgraded only if it was at the same version.
+class ArtTree::WriteLocks {
+ public:
+  WriteLocks() = default;
+  WriteLocks(const WriteLocks&) = delete;
+  WriteLocks& operator=(const WriteLocks&) = delete;
+  ~WriteLocks() {
+    for (int i = 0; i < n_; ++i) held_[i]->WriteUnlock();
+  }
+  [[nodiscard]] bool Upgrade(sync::VersionLock& l, uint64_t v) {
+    for (int i = 0; i < n_; ++i)
+      if (held_[i] == &l) return from_[i] == v;
+    if (!l.UpgradeToWriteLock(v)) return false;
+    held_[n_] = &l;
+    from_[n_++] = v;
+    return true;
+  }
+  // For a node whose version the descent did not read (a path merge's surviving child).
+  [[nodiscard]] bool Lock(sync::VersionLock& l) {
+    for (int i = 0; i < n_; ++i)
+      if (held_[i] == &l) return true;
+    uint64_t v;
+    return l.ReadLockOrRestart(&v) && Upgrade(l, v);
+  }
+
+ private:
+  sync::VersionLock* held_[3] = {};
+  uint64_t from_[3] = {};
+  int n_ = 0;
+};
+
+// Excludes writers: in global-lock mode the lock shared (writers take it exclusive), otherwise
+// exclusive (writers take it shared). Readers never take it.
+class ArtTree::Quiesce {
+ public:
+  explicit Quiesce(const ArtTree& t) {
+    if (t.global_lock_) s_ = std::shared_lock(t.mu_);
+    else u_ = std::unique_lock(t.mu_);
+  }
+
+ private:
+  std::shared_lock<std::shared_mutex> s_;
+  std::unique_lock<std::shared_mutex> u_;
+};
+
+using sync::Backoff;
 
 void ArtTree::Added() {
   if (count_.load(std::memory_order_relaxed) >= 0) count_.fetch_add(1, std::memory_order_relaxed);
@@ -453,101 +506,144 @@ Status ArtTree::UpdateValue(Leaf* l, uint64_t value, bool upsert, bool* inserted
 
 Status ArtTree::InsertImpl(std::string_view key, uint64_t value, bool upsert, bool* inserted) {
   WORT_RETURN_IF_ERROR(ValidateKey(key));
-  std::unique_lock lock(mu_);
+  sync::EpochGuard eg(epoch());
+  std::unique_lock<std::shared_mutex> excl;
+  std::shared_lock<std::shared_mutex> shared;
+  if (global_lock_) excl = std::unique_lock(mu_);
+  else shared = std::shared_lock(mu_);
+  uint64_t lr = 0;  // the new leaf: allocated once, kept across restarts, 0 once published
+  Status s;
+  for (int attempt = 0; InsertAttempt(key, value, upsert, inserted, &lr, &s) == Attempt::kRestart; ++attempt)
+    Backoff(attempt);
+  if (lr) Free(lr);  // never published
+  return s;
+}
+
+// One optimistic attempt (protocol: art_tree.h, src/sync/sync.h). `pl`/`pv`: the lock word and
+// version of the block holding `slot` (the root block, then the parent node); every word read
+// from a node is used only after that node's version was checked.
+ArtTree::Attempt ArtTree::InsertAttempt(std::string_view key, uint64_t value, bool upsert, bool* inserted,
+                                        uint64_t* lr, Status* out) {
   const unsigned char* k = UBytes(key);
   const auto len = static_cast<uint32_t>(key.size());
+  auto new_leaf = [&]() -> Status { return *lr ? Status::OK() : AllocLeaf(key, value, lr); };
+  auto done = [&](Status st) {
+    *out = std::move(st);
+    return Attempt::kDone;
+  };
+  auto added = [&] {
+    *lr = 0;
+    Added();
+    if (inserted) *inserted = true;
+    return done(Status::OK());
+  };
+  sync::VersionLock* pl = &LockOf(rb_);
+  uint64_t pv;
+  if (!pl->ReadLockOrRestart(&pv)) return Attempt::kRestart;
   uint64_t* slot = &rb_->root;  // the word that references the current node
   uint32_t depth = 0;           // real depth of the current node
   for (uint32_t lvl = 0; lvl <= kMaxLevels; ++lvl) {
-    const uint64_t ref = *slot;
+    const uint64_t ref = pm::load8(slot);
+    if (!pl->CheckOrRestart(pv)) return Attempt::kRestart;
     if (ref == 0) {
       // Empty tree (only the root word can be 0).
-      uint64_t lr = 0;
-      WORT_RETURN_IF_ERROR(AllocLeaf(key, value, &lr));
-      Commit(slot, lr);  // commit: the root word names the new leaf
-      Added();
-      if (inserted) *inserted = true;
-      return Status::OK();
+      if (Status st = new_leaf(); !st.ok()) return done(st);
+      WriteLocks wl;
+      if (!wl.Upgrade(*pl, pv)) return Attempt::kRestart;
+      Commit(slot, *lr);  // commit: the root word names the new leaf
+      return added();
     }
     if (IsLeafRef(ref)) {
-      Leaf* l = leaf(ref);
-      if (l->key_view() == key) return UpdateValue(l, value, upsert, inserted);
+      Leaf* l = leaf(ref);  // a leaf's key never changes once published
+      if (l->key_view() == key) {
+        if (!upsert) return done(Status::AlreadyExists("key exists"));
+        WriteLocks wl;  // the parent's lock orders the update with a concurrent Remove
+        if (!wl.Upgrade(*pl, pv)) return Attempt::kRestart;
+        return done(UpdateValue(l, value, upsert, inserted));
+      }
       // Two keys where there was one: a NODE4 at this depth whose prefix is their common part.
       uint32_t b = depth;
       const uint32_t m = std::min(len, l->key_len);
       while (b < m && k[b] == l->key()[b]) ++b;
-      uint64_t lr = 0;
-      WORT_RETURN_IF_ERROR(AllocLeaf(key, value, &lr));
+      if (Status st = new_leaf(); !st.ok()) return done(st);
       Entry e[2];
       int ne = 0;
       uint64_t here = 0;
-      const std::pair<std::string_view, uint64_t> both[2] = {{l->key_view(), ref}, {key, lr}};
+      const std::pair<std::string_view, uint64_t> both[2] = {{l->key_view(), ref}, {key, *lr}};
       for (const auto& [kk, r] : both) {
         if (kk.size() == b) here = r;
         else e[ne++] = {UBytes(kk)[b], r};
       }
       if (ne == 2 && e[0].c > e[1].c) std::swap(e[0], e[1]);
+      WriteLocks wl;
+      if (!wl.Upgrade(*pl, pv)) return Attempt::kRestart;
       uint64_t nr = 0;
-      Status s = BuildNode(policy_.node4, MakeHdr(depth, b - depth, k + depth), here, e, ne, &nr);
-      if (!s.ok()) {
-        Free(lr);
-        return s;
-      }
+      if (Status st = BuildNode(policy_.node4, MakeHdr(depth, b - depth, k + depth), here, e, ne, &nr); !st.ok())
+        return done(st);
       Commit(slot, nr);  // commit: the parent's word names the new NODE4 (leaf and node persisted)
-      Added();
-      if (inserted) *inserted = true;
-      return Status::OK();
+      return added();
     }
     NodeBase* n = node(ref);
-    const Hdr h = RepairHdr(n, depth);
+    sync::VersionLock* nl = &LockOf(n);
+    uint64_t nv;
+    if (!nl->ReadLockOrRestart(&nv) || !pl->CheckOrRestart(pv)) return Attempt::kRestart;
+    const Hdr stored = UnpackHdr(pm::load8(&n->hdr));
+    if (stored.depth != depth) {
+      // An interrupted split or merge (depth rule): repair the header under the node's lock.
+      WriteLocks wl;
+      if (!wl.Upgrade(*nl, nv)) return Attempt::kRestart;
+      RepairHdr(n, depth);
+      return Attempt::kRestart;
+    }
+    const Hdr& h = stored;
     // Compare the key with the whole prefix (inline bytes, then the optimistic part from a leaf):
     // a writer needs the exact position of the first difference.
     PrefixSource ps(this, n, h);
     uint32_t i = 0;
     while (i < h.plen && depth + i < len && k[depth + i] == ps.at(i)) ++i;
+    if (!nl->CheckOrRestart(nv)) return Attempt::kRestart;
     if (i < h.plen) {
-      uint64_t lr = 0;
-      WORT_RETURN_IF_ERROR(AllocLeaf(key, value, &lr));
-      Status s = SplitPrefix(slot, n, h, i, key, lr);
-      if (!s.ok()) {
-        Free(lr);
-        return s;
-      }
-      Added();
-      if (inserted) *inserted = true;
-      return Status::OK();
+      if (Status st = new_leaf(); !st.ok()) return done(st);
+      WriteLocks wl;
+      if (!wl.Upgrade(*pl, pv) || !wl.Upgrade(*nl, nv)) return Attempt::kRestart;
+      if (Status st = SplitPrefix(slot, n, h, i, key, *lr); !st.ok()) return done(st);
+      return added();
     }
     const uint32_t b = h.branch();
     if (len == b) {
-      if (n->leaf_here) {
-        Leaf* l = leaf(n->leaf_here);
-        if (l->key_view() != key) return Status::Corruption("leaf_here holds a key that does not end here");
-        return UpdateValue(l, value, upsert, inserted);
+      const uint64_t lh = pm::load8(&n->leaf_here);
+      if (!nl->CheckOrRestart(nv)) return Attempt::kRestart;
+      if (lh) {
+        Leaf* l = leaf(lh);
+        if (l->key_view() != key) return done(Status::Corruption("leaf_here holds a key that does not end here"));
+        if (!upsert) return done(Status::AlreadyExists("key exists"));
+        WriteLocks wl;
+        if (!wl.Upgrade(*nl, nv)) return Attempt::kRestart;
+        return done(UpdateValue(l, value, upsert, inserted));
       }
-      uint64_t lr = 0;
-      WORT_RETURN_IF_ERROR(AllocLeaf(key, value, &lr));
-      Commit(&n->leaf_here, lr);  // commit: the node's leaf_here word names the new leaf
-      Added();
-      if (inserted) *inserted = true;
-      return Status::OK();
+      if (Status st = new_leaf(); !st.ok()) return done(st);
+      WriteLocks wl;
+      if (!wl.Upgrade(*nl, nv)) return Attempt::kRestart;
+      Commit(&n->leaf_here, *lr);  // commit: the node's leaf_here word names the new leaf
+      return added();
     }
     if (uint64_t* cs = FindChild(n, k[b])) {
-      slot = cs;
+      slot = cs;  // read (and checked against nv) at the top of the next level
       depth = b + 1;
+      pl = nl;
+      pv = nv;
       continue;
     }
-    uint64_t lr = 0;
-    WORT_RETURN_IF_ERROR(AllocLeaf(key, value, &lr));
-    Status s = AddChild(slot, n, h, k[b], lr);
-    if (!s.ok()) {
-      Free(lr);
-      return s;
-    }
-    Added();
-    if (inserted) *inserted = true;
-    return Status::OK();
+    const uint8_t t = n->type;
+    const bool in_place = ChildCount(n) < Capacity(t) && (policy_.in_place || t == kN48 || t == kN256);
+    if (!nl->CheckOrRestart(nv)) return Attempt::kRestart;
+    if (Status st = new_leaf(); !st.ok()) return done(st);
+    WriteLocks wl;
+    if ((!in_place && !wl.Upgrade(*pl, pv)) || !wl.Upgrade(*nl, nv)) return Attempt::kRestart;
+    if (Status st = AddChild(slot, n, h, k[b], *lr); !st.ok()) return done(st);
+    return added();
   }
-  return Status::Corruption("tree deeper than any key allows");
+  return done(Status::Corruption("tree deeper than any key allows"));
 }
 
 // Prefix split (WORT Algorithm 1 / copy-on-write). n (referenced by *slot, real header h) has
@@ -597,7 +693,7 @@ Status ArtTree::SplitPrefix(uint64_t* slot, NodeBase* n, const Hdr& h, uint32_t 
     Commit(slot, pr);
   } else {
     Commit(slot, pr);  // commit: the parent's word names the new parent (holding n's copy)
-    Free(NodeRef(pool_.offset_of(n)));
+    Retire(NodeRef(pool_.offset_of(n)));
   }
   return Status::OK();
 }
@@ -671,7 +767,7 @@ Status ArtTree::AddChild(uint64_t* slot, NodeBase* n, const Hdr& h, unsigned cha
   uint64_t nr = 0;
   WORT_RETURN_IF_ERROR(BuildNode(TypeAfterAdd(t, m), h, n->leaf_here, e, m, &nr));
   Commit(slot, nr);  // commit: the parent's word names the new node
-  Free(NodeRef(pool_.offset_of(n)));
+  Retire(NodeRef(pool_.offset_of(n)));
   return Status::OK();
 }
 
@@ -686,47 +782,64 @@ void ArtTree::StoreChildIndex(N48* x, unsigned char c, uint8_t v) {
 }
 
 // ---- Lookup ---------------------------------------------------------------------------------
-bool ArtTree::LookupLocked(std::string_view key, uint64_t* value) const {
+// One optimistic attempt: no lock, versions checked before every step down (art_tree.h).
+int ArtTree::LookupAttempt(std::string_view key, uint64_t* value) const {
   const unsigned char* k = UBytes(key);
   const auto len = static_cast<uint32_t>(key.size());
-  uint64_t ref = rb_->root;
+  const sync::VersionLock* pl = &LockOf(rb_);
+  uint64_t pv;
+  if (!pl->ReadLockOrRestart(&pv)) return -1;
+  uint64_t ref = pm::load8(&rb_->root);
   uint32_t depth = 0;
-  for (uint32_t lvl = 0; lvl <= kMaxLevels && ref; ++lvl) {
+  for (uint32_t lvl = 0; lvl <= kMaxLevels; ++lvl) {
+    if (!pl->CheckOrRestart(pv)) return -1;  // ref is what the parent holds
+    if (ref == 0) return 0;
     if (IsLeafRef(ref)) {
-      const Leaf* l = leaf(ref);
-      if (l->key_view() != key) return false;
-      *value = l->value;
-      return true;
+      const Leaf* l = leaf(ref);  // immutable key; the value word is one atomic store
+      if (l->key_view() != key) return 0;
+      *value = pm::load8(&l->value);
+      return 1;
     }
-    NodeBase* n = node(ref);
-    const Hdr h = UnpackHdr(n->hdr);
+    const NodeBase* n = node(ref);
+    const sync::VersionLock* nl = &LockOf(n);
+    uint64_t nv;
+    if (!nl->ReadLockOrRestart(&nv) || !pl->CheckOrRestart(pv)) return -1;
+    const Hdr h = UnpackHdr(pm::load8(&n->hdr));
     const uint32_t b = h.branch();  // the same in an interrupted split's old and new header
-    if (len < b) return false;
-    if (h.depth == depth) {
+    bool miss = len < b;
+    if (!miss && h.depth == depth) {
       // Pessimistic part of the prefix; the rest is checked at the leaf.
       const uint32_t m = std::min(h.plen, kInlinePrefix);
-      for (uint32_t j = 0; j < m; ++j)
-        if (k[depth + j] != h.prefix[j]) return false;
+      for (uint32_t j = 0; j < m && !miss; ++j) miss = k[depth + j] != h.prefix[j];
     }
     // else: depth rule - the header belongs to an interrupted split or merge; skip the prefix
     // comparison (the leaf comparison decides).
-    if (len == b) {
-      ref = n->leaf_here;
-      continue;
+    if (!miss) {
+      if (len == b) {
+        ref = pm::load8(&n->leaf_here);
+      } else {
+        const uint64_t* cs = FindChild(const_cast<NodeBase*>(n), k[b]);
+        if (cs) ref = pm::load8(cs);
+        else miss = true;
+      }
     }
-    const uint64_t* cs = FindChild(n, k[b]);
-    if (!cs) return false;
-    ref = *cs;
+    if (miss) return nl->CheckOrRestart(nv) ? 0 : -1;
+    pl = nl;
+    pv = nv;
     depth = b + 1;
   }
-  return false;
+  return pl->CheckOrRestart(pv) ? 0 : -1;
 }
 
 Status ArtTree::Lookup(std::string_view key, uint64_t* value) const {
   WORT_RETURN_IF_ERROR(ValidateKey(key));
-  std::shared_lock lock(mu_);
+  sync::EpochGuard eg(epoch());
+  std::shared_lock<std::shared_mutex> g;
+  if (global_lock_) g = std::shared_lock(mu_);
   uint64_t v = 0;
-  if (!LookupLocked(key, &v)) return Status::NotFound("key not found");
+  int r;
+  for (int attempt = 0; (r = LookupAttempt(key, &v)) < 0; ++attempt) Backoff(attempt);
+  if (r == 0) return Status::NotFound("key not found");
   *value = v;
   return Status::OK();
 }
@@ -734,49 +847,113 @@ Status ArtTree::Lookup(std::string_view key, uint64_t* value) const {
 // ---- Remove -----------------------------------------------------------------------------------
 Status ArtTree::Remove(std::string_view key) {
   WORT_RETURN_IF_ERROR(ValidateKey(key));
-  std::unique_lock lock(mu_);
+  sync::EpochGuard eg(epoch());
+  std::unique_lock<std::shared_mutex> excl;
+  std::shared_lock<std::shared_mutex> shared;
+  if (global_lock_) excl = std::unique_lock(mu_);
+  else shared = std::shared_lock(mu_);
+  Status s;
+  for (int attempt = 0; RemoveAttempt(key, &s) == Attempt::kRestart; ++attempt) Backoff(attempt);
+  return s;
+}
+
+// One optimistic attempt; locks taken as RemoveEntry needs them (art_tree.h).
+ArtTree::Attempt ArtTree::RemoveAttempt(std::string_view key, Status* out) {
   const unsigned char* k = UBytes(key);
   const auto len = static_cast<uint32_t>(key.size());
+  auto done = [&](Status st) {
+    *out = std::move(st);
+    return Attempt::kDone;
+  };
+  auto not_found = [&](const sync::VersionLock* l, uint64_t v) {
+    return l->CheckOrRestart(v) ? done(Status::NotFound("key not found")) : Attempt::kRestart;
+  };
+  sync::VersionLock* pl = &LockOf(rb_);
+  uint64_t pv;
+  if (!pl->ReadLockOrRestart(&pv)) return Attempt::kRestart;
   uint64_t* slot = &rb_->root;
   uint32_t depth = 0;
   for (uint32_t lvl = 0; lvl <= kMaxLevels; ++lvl) {
-    const uint64_t ref = *slot;
-    if (ref == 0) return Status::NotFound("key not found");
+    const uint64_t ref = pm::load8(slot);
+    if (!pl->CheckOrRestart(pv)) return Attempt::kRestart;
+    if (ref == 0) return done(Status::NotFound("key not found"));
     if (IsLeafRef(ref)) {
       // Only the root word can hold a leaf reached this way (a child leaf is removed at its
       // parent below).
-      if (leaf(ref)->key_view() != key) return Status::NotFound("key not found");
+      if (leaf(ref)->key_view() != key) return done(Status::NotFound("key not found"));
+      WriteLocks wl;
+      if (!wl.Upgrade(*pl, pv)) return Attempt::kRestart;
       Commit(slot, 0);  // commit: the root word is cleared
-      Free(ref);
+      Retire(ref);
       Removed();
-      return Status::OK();
+      return done(Status::OK());
     }
     NodeBase* n = node(ref);
-    const Hdr h = RepairHdr(n, depth);
+    sync::VersionLock* nl = &LockOf(n);
+    uint64_t nv;
+    if (!nl->ReadLockOrRestart(&nv) || !pl->CheckOrRestart(pv)) return Attempt::kRestart;
+    const Hdr h = UnpackHdr(pm::load8(&n->hdr));
+    if (h.depth != depth) {
+      WriteLocks wl;
+      if (!wl.Upgrade(*nl, nv)) return Attempt::kRestart;
+      RepairHdr(n, depth);
+      return Attempt::kRestart;
+    }
     const uint32_t b = h.branch();
-    if (len < b) return Status::NotFound("key not found");
+    if (len < b) return not_found(nl, nv);
     for (uint32_t j = 0; j < std::min(h.plen, kInlinePrefix); ++j)
-      if (k[depth + j] != h.prefix[j]) return Status::NotFound("key not found");
-    if (len == b) {
-      const uint64_t lr = n->leaf_here;
-      if (!lr || leaf(lr)->key_view() != key) return Status::NotFound("key not found");
-      WORT_RETURN_IF_ERROR(RemoveEntry(slot, n, h, true, 0, lr));
-      Removed();
-      return Status::OK();
+      if (k[depth + j] != h.prefix[j]) return not_found(nl, nv);
+    bool end_leaf = len == b;
+    uint64_t lr = 0;
+    uint64_t* cs = nullptr;
+    if (end_leaf) {
+      lr = pm::load8(&n->leaf_here);
+    } else {
+      cs = FindChild(n, k[b]);
+      if (!cs) return not_found(nl, nv);
+      lr = pm::load8(cs);
     }
-    uint64_t* cs = FindChild(n, k[b]);
-    if (!cs) return Status::NotFound("key not found");
-    const uint64_t r = *cs;
-    if (IsLeafRef(r)) {
-      if (leaf(r)->key_view() != key) return Status::NotFound("key not found");
-      WORT_RETURN_IF_ERROR(RemoveEntry(slot, n, h, false, k[b], r));
-      Removed();
-      return Status::OK();
+    if (!nl->CheckOrRestart(nv)) return Attempt::kRestart;
+    if (!end_leaf && !IsLeafRef(lr)) {
+      slot = cs;
+      depth = b + 1;
+      pl = nl;
+      pv = nv;
+      continue;
     }
-    slot = cs;
-    depth = b + 1;
+    if (!lr || leaf(lr)->key_view() != key) return done(Status::NotFound("key not found"));
+    // Which nodes RemoveEntry changes: n always; the parent's word when n is merged away or
+    // replaced (shrink, copy-on-write); the surviving child's header for a path merge.
+    const int cnt = ChildCount(n);
+    const uint64_t lh = pm::load8(&n->leaf_here);
+    const bool merge = cnt + (lh ? 1 : 0) <= 2;
+    const uint8_t t = n->type;
+    const bool in_place = end_leaf || (cnt - 1 >= MinChildren(t) && (policy_.in_place || t == kN48 || t == kN256));
+    if (!nl->CheckOrRestart(nv)) return Attempt::kRestart;
+    WriteLocks wl;
+    if (((merge || !in_place) && !wl.Upgrade(*pl, pv)) || !wl.Upgrade(*nl, nv)) return Attempt::kRestart;
+    if (merge) {
+      // The surviving entry (n is locked: stable now); an inner node's header changes (WOART)
+      // or the node is copied (ART+CoW): lock it too.
+      uint64_t rest = 0;
+      if (!end_leaf && lh) {
+        rest = lh;
+      } else {
+        ForEachSorted(n, 0, [&](unsigned char cc, uint64_t r) {
+          if (end_leaf || cc != k[b]) {
+            rest = r;
+            return false;
+          }
+          return true;
+        });
+      }
+      if (rest && !IsLeafRef(rest) && !wl.Lock(LockOf(node(rest)))) return Attempt::kRestart;
+    }
+    if (Status st = RemoveEntry(slot, n, h, end_leaf, end_leaf ? 0 : k[b], lr); !st.ok()) return done(st);
+    Removed();
+    return done(Status::OK());
   }
-  return Status::Corruption("tree deeper than any key allows");
+  return done(Status::Corruption("tree deeper than any key allows"));
 }
 
 // Removes the entry holding leaf `lr` (n's leaf_here if end_leaf, else child c) from n,
@@ -802,8 +979,8 @@ Status ArtTree::RemoveEntry(uint64_t* slot, NodeBase* n, const Hdr& h, bool end_
     if (rest == 0) return Status::Corruption("inner node with fewer than two entries");
     if (IsLeafRef(rest)) {
       Commit(slot, rest);  // commit: the parent's word names the remaining leaf
-      Free(nref);
-      Free(lr);
+      Retire(nref);
+      Retire(lr);
       return Status::OK();
     }
     // The remaining inner node moves up to n's depth; its prefix becomes n's prefix + the
@@ -822,21 +999,21 @@ Status ArtTree::RemoveEntry(uint64_t* slot, NodeBase* n, const Hdr& h, bool end_
         return Status::Corruption("test stop: simulated crash after the merge header store");
       // (2) commit: the parent's word names the child.
       Commit(slot, rest);
-      Free(nref);
-      Free(lr);
+      Retire(nref);
+      Retire(lr);
     } else {
       uint64_t cr = 0;
       WORT_RETURN_IF_ERROR(CopyNode(cn, merged, &cr));
       Commit(slot, cr);  // commit: the parent's word names the child's copy
-      Free(nref);
-      Free(rest);
-      Free(lr);
+      Retire(nref);
+      Retire(rest);
+      Retire(lr);
     }
     return Status::OK();
   }
   if (end_leaf) {
     Commit(&n->leaf_here, 0);  // commit: leaf_here cleared
-    Free(lr);
+    Retire(lr);
     return Status::OK();
   }
   const uint8_t t = n->type;
@@ -870,7 +1047,7 @@ Status ArtTree::RemoveEntry(uint64_t* slot, NodeBase* n, const Hdr& h, bool end_
         Commit(&reinterpret_cast<N256*>(n)->child[c], 0);  // commit: the child word
         break;
     }
-    Free(lr);
+    Retire(lr);
     return Status::OK();
   }
   // Shrink (copy-and-exchange) or copy-on-write: a new node without child c replaces n.
@@ -882,49 +1059,111 @@ Status ArtTree::RemoveEntry(uint64_t* slot, NodeBase* n, const Hdr& h, bool end_
   uint64_t nr = 0;
   WORT_RETURN_IF_ERROR(BuildNode(TypeAfterRemove(t, w), h, n->leaf_here, e, w, &nr));
   Commit(slot, nr);  // commit: the parent's word names the new node
-  Free(nref);
-  Free(lr);
+  Retire(nref);
+  Retire(lr);
   return Status::OK();
 }
 
 // ---- Scan -------------------------------------------------------------------------------------
 struct ArtTree::ScanCtx {
   std::string_view start;
+  bool exclusive;  // skip the key equal to start (the last key of the previous batch)
   const std::string_view* end;
-  size_t limit;
-  const ScanFn* fn;
-  size_t emitted = 0;
-  bool stop = false;
+  size_t want;     // keys to collect in this batch
+  std::vector<std::pair<const Leaf*, uint64_t>>* out;                // (leaf, value)
+  std::vector<std::pair<const sync::VersionLock*, uint64_t>>* seen;  // every node read, its version
+  bool stop = false;      // batch full, past the end, or restart
+  bool past_end = false;  // a key beyond `end` was met: nothing more to scan
+  bool restart = false;   // a node was locked: collect the batch again
 };
+
+// Scan in batches of up to kScanBatch keys. Each batch is collected without a lock (every node
+// read is recorded with its version) and then validated: if any version changed, the batch is
+// collected again; so each batch is a snapshot of the tree at one moment. The callback runs
+// after the batch is validated, holding no lock (inside the batch's epoch: the leaves whose
+// keys it is given stay readable), so it may write to this index. The next batch starts after
+// the last key emitted. Hence keys come in strictly ascending order, and a key present during
+// the whole scan is emitted.
+namespace {
+constexpr size_t kScanBatch = 64;
+}
 
 Status ArtTree::Scan(std::string_view start, const std::string_view* end, size_t limit, const ScanFn& fn) const {
   if (limit == 0) return Status::OK();
-  std::shared_lock lock(mu_);
-  ScanCtx ctx{start, end, limit, &fn};
-  ScanRef(rb_->root, 0, true, ctx);
-  return Status::OK();
+  std::string cursor(start);
+  bool exclusive = false;
+  size_t emitted = 0;
+  std::vector<std::pair<const Leaf*, uint64_t>> out;
+  std::vector<std::pair<const sync::VersionLock*, uint64_t>> seen;
+  out.reserve(kScanBatch);
+  seen.reserve(4 * kScanBatch);
+  for (;;) {
+    sync::EpochGuard eg(epoch());
+    ScanCtx ctx{};
+    {
+      std::shared_lock<std::shared_mutex> g;
+      if (global_lock_) g = std::shared_lock(mu_);
+      for (int attempt = 0;; ++attempt) {
+        out.clear();
+        seen.clear();
+        ctx = ScanCtx{cursor, exclusive, end, std::min(kScanBatch, limit - emitted), &out, &seen};
+        const sync::VersionLock& rl = LockOf(rb_);
+        uint64_t rv;
+        if (rl.ReadLockOrRestart(&rv)) {
+          seen.push_back({&rl, rv});
+          ScanRef(pm::load8(&rb_->root), 0, true, ctx);
+          if (!ctx.restart) {
+            bool ok = true;
+            for (const auto& [l, v] : seen) ok = ok && l->CheckOrRestart(v);
+            if (ok) break;
+          }
+        }
+        Backoff(attempt);
+      }
+    }
+    const bool finished = ctx.past_end || out.size() < ctx.want;
+    for (const auto& [l, v] : out) {
+      if (!fn(l->key_view(), v) || ++emitted >= limit) return Status::OK();
+    }
+    if (finished || out.empty()) return Status::OK();
+    cursor.assign(out.back().first->key_view());
+    exclusive = true;
+  }
 }
 
-// Emits the keys below ref (real depth `depth`) in ascending order. `bounded`: some keys below
-// may be < start (the path so far equals start's first `depth` bytes); otherwise all are > start.
+// Collects the keys below ref (real depth `depth`) in ascending order. `bounded`: some keys
+// below may be < start (the path so far equals start's first `depth` bytes); otherwise all are
+// > start.
 void ArtTree::ScanRef(uint64_t ref, uint32_t depth, bool bounded, ScanCtx& ctx) const {
   if (ctx.stop || ref == 0) return;
   if (IsLeafRef(ref)) {
     const Leaf* l = leaf(ref);
     const std::string_view kv = l->key_view();
-    if (bounded && CompareKeys(kv, ctx.start) < 0) return;
+    if (bounded) {
+      const int c = CompareKeys(kv, ctx.start);
+      if (c < 0 || (c == 0 && ctx.exclusive)) return;
+    }
     if (ctx.end && CompareKeys(kv, *ctx.end) > 0) {
-      ctx.stop = true;
+      ctx.stop = ctx.past_end = true;
       return;
     }
-    if (!(*ctx.fn)(kv, l->value) || ++ctx.emitted >= ctx.limit) ctx.stop = true;
+    ctx.out->push_back({l, pm::load8(&l->value)});
+    if (ctx.out->size() >= ctx.want) ctx.stop = true;
     return;
   }
   const NodeBase* n = node(ref);
+  const sync::VersionLock& nl = LockOf(n);
+  uint64_t nv;
+  if (!nl.ReadLockOrRestart(&nv)) {
+    ctx.restart = ctx.stop = true;
+    return;
+  }
+  ctx.seen->push_back({&nl, nv});
   const Hdr h = EffectiveHdr(n, depth);
   const uint32_t b = h.branch();
   unsigned from = 0;  // children below `from` are all < start
   int bounded_c = -1; // the child that may hold keys on both sides of start
+  bool skip_here = false;
   if (bounded) {
     const unsigned char* s = UBytes(ctx.start);
     PrefixSource ps(this, n, h);
@@ -940,13 +1179,14 @@ void ArtTree::ScanRef(uint64_t ref, uint32_t depth, bool bounded, ScanCtx& ctx) 
     if (bounded) {
       if (ctx.start.size() == b) {
         bounded = false;  // the key ending here equals start; every other key below is greater
+        skip_here = ctx.exclusive;
       } else {
         from = s[b];
         bounded_c = s[b];
       }
     }
   }
-  if (!bounded && n->leaf_here) ScanRef(n->leaf_here, b, false, ctx);
+  if (const uint64_t lh = pm::load8(&n->leaf_here); !bounded && !skip_here && lh) ScanRef(lh, b, false, ctx);
   // (when bounded, the key ending here is a proper prefix of start: smaller, skipped)
   ForEachSorted(n, from, [&](unsigned char c, uint64_t r) {
     ScanRef(r, b + 1, bounded && c == bounded_c, ctx);
@@ -979,7 +1219,7 @@ uint64_t ArtTree::CountKeys(uint64_t root) const {
 uint64_t ArtTree::Size() const {
   int64_t c = count_.load();
   if (c >= 0) return static_cast<uint64_t>(c);
-  std::shared_lock lock(mu_);  // excludes writers while counting
+  Quiesce q(*this);  // excludes writers while counting
   c = count_.load();
   if (c >= 0) return static_cast<uint64_t>(c);
   c = static_cast<int64_t>(CountKeys(rb_->root));
@@ -988,7 +1228,7 @@ uint64_t ArtTree::Size() const {
 }
 
 IndexStats ArtTree::Stats() const {
-  std::shared_lock lock(mu_);
+  Quiesce q(*this);
   IndexStats st;
   const Allocator& a = pool_.allocator();
   st.bytes_allocated = a.UsableSize(root_off_);
@@ -1018,7 +1258,7 @@ IndexStats ArtTree::Stats() const {
 }
 
 void ArtTree::CountNodeTypes(uint64_t counts[8]) const {
-  std::shared_lock lock(mu_);
+  Quiesce q(*this);
   for (int i = 0; i < 8; ++i) counts[i] = 0;
   std::vector<uint64_t> stack{rb_->root};
   while (!stack.empty()) {
@@ -1035,7 +1275,7 @@ void ArtTree::CountNodeTypes(uint64_t counts[8]) const {
 }
 
 uint8_t ArtTree::NodeTypeAt(std::string_view path_key, uint32_t depth) const {
-  std::shared_lock lock(mu_);
+  Quiesce q(*this);
   const unsigned char* k = UBytes(path_key);
   uint64_t ref = rb_->root;
   for (uint32_t lvl = 0; lvl <= kMaxLevels && ref && !IsLeafRef(ref); ++lvl) {
@@ -1107,7 +1347,9 @@ void ArtTree::CheckRef(uint64_t ref, uint32_t depth, std::string& path, CheckCtx
     ctx.have_last = true;
     ++ctx.leaves;
     uint64_t v = 0;
-    if (!LookupLocked(kv, &v) || v != l->value) ctx.Err("leaf " + Hex(kv) + " is not found by Lookup");
+    int r;
+    while ((r = LookupAttempt(kv, &v)) < 0) std::this_thread::yield();
+    if (r == 0 || v != l->value) ctx.Err("leaf " + Hex(kv) + " is not found by Lookup");
     return;
   }
   const NodeBase* n = node(ref);
@@ -1289,7 +1531,7 @@ void ArtTree::CheckRef(uint64_t ref, uint32_t depth, std::string& path, CheckCtx
 }
 
 Status ArtTree::Check(std::string* report) const {
-  std::shared_lock lock(mu_);
+  Quiesce q(*this);
   CheckCtx ctx;
   ctx.report = report;
   if (rb_->magic != policy_.magic) ctx.Err("root block magic changed");
@@ -1311,14 +1553,20 @@ void ArtTree::Visit(const Pool& pool, uint64_t root_off, const std::function<voi
     return off != 0 && (off & 63) == 0 && off >= heap && pool.contains(off, len);
   };
   if (!block_ok(root_off, sizeof(RootBlock))) return;
-  // Under the index's lock, shared: writers wait until the walk is done (lookups do not). A
-  // walk without the lock, relying on deferred frees and on old blocks never moving out of
-  // reach of what it had read, lost blocks: the kill test found a live leaf reused about once
-  // in 80 runs of `wort crashtest --kill --index woart --dist sparse --keys 100 --rounds 30`,
-  // always in a round with the GC in the background, and none in 300 runs with the lock.
-  // The race is not identified (README, known limits).
-  auto visit_lock = IndexLock(&pool, root_off);
-  std::shared_lock visit_guard(*visit_lock);
+  // The readers' protocol (art_tree.h): inside an epoch of the pool (no block it can reach is
+  // reused while it runs; during the GC frees are deferred anyway), and every node's entries
+  // are read between ReadLockOrRestart and CheckOrRestart of its version word, retried until
+  // they are a snapshot. Writers run beside it and take no lock it needs. (doc/allocator.md,
+  // "The visit beside writers", says why a snapshot per node suffices and what the old,
+  // unvalidated walk got wrong.)
+  sync::EpochGuard eg(const_cast<Pool&>(pool).allocator().epoch());
+  // Global-lock mode (SetGlobalIndexLock): as before, under the index's lock, shared.
+  std::shared_ptr<std::shared_mutex> visit_lock;
+  std::shared_lock<std::shared_mutex> visit_guard;
+  if (GlobalIndexLock()) {
+    visit_lock = IndexLock(&pool, root_off);
+    visit_guard = std::shared_lock(*visit_lock);
+  }
   mark(root_off);
   const auto* rb = pool.at<RootBlock>(root_off);
   const bool values_are_blocks = (rb->flags & kRootValuesAreBlocks) != 0;
@@ -1345,10 +1593,31 @@ void ArtTree::Visit(const Pool& pool, uint64_t root_off, const std::function<voi
     const uint8_t t = std::atomic_ref<uint8_t>(const_cast<uint8_t&>(n->type)).load(std::memory_order_acquire);
     if (!ValidNodeType(t) || !block_ok(off, NodeSize(t))) continue;
     mark(off);
+    // The node's entries as one snapshot: collected, then kept only if its version held.
+    uint64_t refs[257];
+    int nrefs = 0;
     auto push = [&](const uint64_t* w) {
       const uint64_t r = pm::load8(w);
-      if (r) stack.push_back({r, lvl + 1});
+      if (r && nrefs < 257) refs[nrefs++] = r;
     };
+    const sync::VersionLock& nl = sync::NodeLock(n);
+    for (int attempt = 0;; ++attempt) {
+      uint64_t v;
+      if (!nl.ReadLockOrRestart(&v)) {
+        std::this_thread::yield();
+        continue;
+      }
+      nrefs = 0;
+      VisitEntries(n, t, push);
+      if (nl.CheckOrRestart(v)) break;
+    }
+    for (int i = 0; i < nrefs; ++i) stack.push_back({refs[i], lvl + 1});
+  }
+}
+
+// Calls push(&word) for leaf_here and every valid child word of n (of type t).
+template <class Push>
+void ArtTree::VisitEntries(const NodeBase* n, uint8_t t, Push&& push) {
     push(&n->leaf_here);
     switch (t) {
       case kW4: {
@@ -1392,7 +1661,6 @@ void ArtTree::Visit(const Pool& pool, uint64_t root_off, const std::function<voi
         break;
       }
     }
-  }
 }
 
 }  // namespace wort::art

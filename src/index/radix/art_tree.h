@@ -10,11 +10,20 @@
 //     is ever changed in place and no repair is needed).
 // Each tree's own .cc opens with its numbered crash invariants and per-mutation write orders.
 //
-// Thread safety: one std::shared_mutex per tree. Lookup, Scan, Size, Check and Stats take it
-// shared; Insert, Upsert and Remove take it exclusive. A Scan callback runs under the shared
-// lock and must not write to the same index. The visit function (post-crash GC) takes no lock
-// and may run concurrently with writers; it only follows entries marked valid, with atomic
-// 8-byte loads, and checks every offset against the pool before reading it.
+// Thread safety: optimistic lock coupling (src/sync/sync.h states the protocol). Each node (and
+// the root block, for the root word) has a DRAM version word (sync::NodeLock, keyed by address:
+// the persistent layout and every persist order are as they were). Lookup and Scan take no
+// lock: they read each node between ReadLockOrRestart and CheckOrRestart and restart on a
+// change. A writer descends the same way and locks (UpgradeToWriteLock) only the nodes whose
+// words it stores: the node for an in-place add/remove/leaf_here/repair, the parent too when
+// the node is replaced (grow, shrink, copy-on-write, prefix split) and the surviving child
+// too for a path merge. Unlinked blocks go to Allocator::Retire (epoch-based reclamation);
+// every operation runs inside an epoch of the pool's EpochManager. Writers hold the tree's
+// shared_mutex in shared mode only so that Check, Stats, Size's first count and the test
+// helpers (which take it exclusive) see a quiescent tree. A Scan callback runs with no lock
+// held and may write to the same index. With SetGlobalIndexLock(true) (registry.h) the tree
+// uses the old single lock instead: readers shared, writers exclusive.
+// The visit function (post-crash GC) follows the readers' protocol (ArtTree::Visit).
 #pragma once
 
 #include <atomic>
@@ -26,6 +35,8 @@
 #include <string_view>
 
 #include "index/radix/art_node.h"
+#include "sync/sync.h"
+#include "wort/alloc.h"
 #include "wort/index.h"
 #include "wort/pool.h"
 
@@ -111,9 +122,21 @@ class ArtTree final : public Index {
   struct ScanCtx;
   struct CheckCtx;
   class PrefixSource;
+  class WriteLocks;
+  class Quiesce;
+  // Result of one optimistic attempt of an operation.
+  enum class Attempt { kDone, kRestart };
 
+  template <class Push>
+  static void VisitEntries(const NodeBase* n, uint8_t t, Push&& push);
   Status ValidateKey(std::string_view key) const;
   Status InsertImpl(std::string_view key, uint64_t value, bool upsert, bool* inserted);
+  Attempt InsertAttempt(std::string_view key, uint64_t value, bool upsert, bool* inserted, uint64_t* lr, Status* out);
+  Attempt RemoveAttempt(std::string_view key, Status* out);
+  // 1 found, 0 not found, -1 restart.
+  int LookupAttempt(std::string_view key, uint64_t* value) const;
+  sync::EpochManager& epoch() const { return pool_.allocator().epoch(); }
+  static sync::VersionLock& LockOf(const void* p) { return sync::NodeLock(p); }
 
   // Addressing.
   NodeBase* node(uint64_t ref) const { return pool_.at<NodeBase>(RefOffset(ref)); }
@@ -140,7 +163,8 @@ class ArtTree final : public Index {
   uint8_t TypeAfterAdd(uint8_t type, int n_after) const;
   uint8_t TypeAfterRemove(uint8_t type, int n_after) const;
   void Commit(uint64_t* word, uint64_t v);  // store8 + persist: a commit point
-  void Free(uint64_t ref);
+  void Free(uint64_t ref);    // a block never published
+  void Retire(uint64_t ref);  // a block unlinked (readers may hold it): freed after their epochs
 
   // Header with the depth rule applied: the real header of node n found at expected depth
   // `depth` (recomputed from two leaves by Algorithm 2 when the stored depth differs).
@@ -154,7 +178,6 @@ class ArtTree final : public Index {
   Status RemoveEntry(uint64_t* slot, NodeBase* n, const Hdr& h, bool end_leaf, unsigned char c, uint64_t leaf_ref);
 
   // Read paths.
-  bool LookupLocked(std::string_view key, uint64_t* value) const;
   void ScanRef(uint64_t ref, uint32_t depth, bool bounded, ScanCtx& ctx) const;
   void CheckRef(uint64_t ref, uint32_t depth, std::string& path, CheckCtx& ctx) const;
   uint64_t CountKeys(uint64_t ref) const;
@@ -165,11 +188,11 @@ class ArtTree final : public Index {
   const ArtPolicy policy_;
   KeyType key_type_;
   const uint64_t heap_off_;
-  // The index's reader-writer lock (readers shared, writers exclusive), from the registry
-  // (src/index/registry.h) so that Visit, which runs beside writers during the post-crash GC,
-  // takes the same lock in shared mode.
+  // Global-lock mode: readers shared, writers exclusive. Otherwise writers take it shared and
+  // the quiescing helpers (Check, Stats, counts) exclusive; readers never take it.
   std::shared_ptr<std::shared_mutex> mu_ptr_;
   std::shared_mutex& mu_;
+  const bool global_lock_;
   // Number of keys: -1 = not known yet. Recounted lazily by the first Size() after open (so a
   // crash can never make it wrong, and opening costs nothing), then maintained by writers.
   mutable std::atomic<int64_t> count_{-1};

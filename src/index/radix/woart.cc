@@ -66,7 +66,8 @@
 // failure the blocks already allocated are freed and the tree is unchanged. Remove can need a
 // block (shrink) and can therefore also return PoolFull.
 // Open: reads the root block only; no rebuild, no recovery pass (repairs are lazy, invariant 5).
-// Concurrency: see art_tree.h (one shared_mutex; visit runs lock-free beside writers).
+// Concurrency: see art_tree.h (optimistic lock coupling, epochs; the visit follows the readers'
+// protocol beside writers).
 #include "index/kind_ids.h"
 #include "index/radix/art_tree.h"
 #include "index/registry.h"

@@ -5,11 +5,13 @@
 #include <atomic>
 #include <cstring>
 #include <mutex>
+#include <thread>
 #include <shared_mutex>
 #include <vector>
 
 #include "index/kind_ids.h"
 #include "index/registry.h"
+#include "sync/sync.h"
 #include "wort/alloc.h"
 #include "wort/pm.h"
 #include "wort/pool.h"
@@ -103,37 +105,34 @@ class WortTree final : public Index {
   std::string_view kind() const override { return "wort"; }
   KeyType key_type() const override { return key_type_; }
 
-  Status Insert(std::string_view key, uint64_t value) override {
-    WORT_RETURN_IF_ERROR(ValidateKey(key));
-    WORT_RETURN_IF_ERROR(WritableCheck());
-    std::unique_lock lock(mu_);
-    return Put(Key(key), value, /*upsert=*/false, nullptr);
-  }
+  Status Insert(std::string_view key, uint64_t value) override { return Write(key, value, false, nullptr); }
   Status Upsert(std::string_view key, uint64_t value, bool* inserted) override {
-    WORT_RETURN_IF_ERROR(ValidateKey(key));
-    WORT_RETURN_IF_ERROR(WritableCheck());
-    std::unique_lock lock(mu_);
-    return Put(Key(key), value, /*upsert=*/true, inserted);
+    return Write(key, value, true, inserted);
   }
   Status Lookup(std::string_view key, uint64_t* value) const override {
     WORT_RETURN_IF_ERROR(ValidateKey(key));
-    std::shared_lock lock(mu_);
+    sync::EpochGuard eg(pool_.allocator().epoch());
+    std::shared_lock<std::shared_mutex> g;
+    if (global_lock_) g = std::shared_lock(mu_);
     const uint64_t ref = FindLeaf(Key(key));
     if (ref == 0) return Status::NotFound("key not found");
-    *value = LeafAt(ref)->value;
+    *value = pm::load8(&LeafAt(ref)->value);
     return Status::OK();
   }
   Status Remove(std::string_view key) override {
     WORT_RETURN_IF_ERROR(ValidateKey(key));
     WORT_RETURN_IF_ERROR(WritableCheck());
-    std::unique_lock lock(mu_);
-    return Delete(Key(key));
+    sync::EpochGuard eg(pool_.allocator().epoch());
+    WriterLock wg(*this);
+    Status s;
+    for (int attempt = 0; DeleteAttempt(Key(key), &s) == Attempt::kRestart; ++attempt) sync::Backoff(attempt);
+    return s;
   }
   Status Scan(std::string_view start, const std::string_view* end, size_t limit, const ScanFn& fn) const override;
   uint64_t Size() const override {
     const int64_t c = count_.load(std::memory_order_acquire);
     if (c >= 0) return static_cast<uint64_t>(c);
-    std::shared_lock lock(mu_);
+    Quiesce q(*this);
     const int64_t counted = static_cast<int64_t>(CountLeaves());
     int64_t unknown = -1;
     count_.compare_exchange_strong(unknown, counted);
@@ -190,9 +189,48 @@ class WortTree final : public Index {
     return 0;
   }
 
-  uint64_t FindLeaf(const Key& k) const;
-  Status Put(const Key& k, uint64_t value, bool upsert, bool* inserted);
-  Status Delete(const Key& k);
+  enum class Attempt { kDone, kRestart };
+  static sync::VersionLock& LockOf(const void* p) { return sync::NodeLock(p); }
+  // Writers hold mu_ shared (exclusive in global-lock mode); Quiesce excludes writers.
+  struct WriterLock {
+    std::unique_lock<std::shared_mutex> x;
+    std::shared_lock<std::shared_mutex> s;
+    explicit WriterLock(const WortTree& t) {
+      if (t.global_lock_) x = std::unique_lock(t.mu_);
+      else s = std::shared_lock(t.mu_);
+    }
+  };
+  struct Quiesce {
+    std::unique_lock<std::shared_mutex> x;
+    std::shared_lock<std::shared_mutex> s;
+    explicit Quiesce(const WortTree& t) {
+      if (t.global_lock_) s = std::shared_lock(t.mu_);
+      else x = std::unique_lock(t.mu_);
+    }
+  };
+  Status Write(std::string_view key, uint64_t value, bool upsert, bool* inserted) {
+    WORT_RETURN_IF_ERROR(ValidateKey(key));
+    WORT_RETURN_IF_ERROR(WritableCheck());
+    sync::EpochGuard eg(pool_.allocator().epoch());
+    WriterLock wg(*this);
+    uint64_t loff = 0;  // the new leaf, written and persisted once, kept across restarts
+    Status s;
+    for (int attempt = 0; PutAttempt(Key(key), value, upsert, inserted, &loff, &s) == Attempt::kRestart; ++attempt)
+      sync::Backoff(attempt);
+    if (loff) pool_.allocator().Free(loff);  // never published
+    return s;
+  }
+  // The leaf holding k (0: none); lock-free, restarts internally.
+  uint64_t FindLeaf(const Key& k) const {
+    uint64_t ref;
+    for (int attempt = 0; !FindAttempt(k, &ref); ++attempt) sync::Backoff(attempt);
+    return ref;
+  }
+  bool FindAttempt(const Key& k, uint64_t* leaf_ref) const;  // false: restart
+  Attempt PutAttempt(const Key& k, uint64_t value, bool upsert, bool* inserted, uint64_t* loff, Status* out);
+  Attempt DeleteAttempt(const Key& k, Status* out);
+  bool CollectBatch(std::string_view start, bool exclusive, const std::string_view* end, size_t want,
+                    std::vector<std::pair<const WortLeaf*, uint64_t>>* out, bool* past_end) const;
   Status RecoverHeader(Node* n, size_t depth);
   Status NewLeaf(const Key& k, uint64_t value, uint64_t* off);
   uint64_t CountLeaves() const;
@@ -206,32 +244,52 @@ class WortTree final : public Index {
   Pool& pool_;
   WortRootBlock* rb_;
   const KeyType key_type_;
-  // The index's lock, shared with VisitWort through the registry (src/index/registry.h).
+  // Concurrency (art_tree.h describes the same scheme): lock-free readers and per-node write
+  // locks (optimistic lock coupling, src/sync/sync.h) with DRAM version words keyed by node
+  // address; this lock only lets Check/Stats/Size's count quiesce writers, or, in global-lock
+  // mode (SetGlobalIndexLock), is the old single lock (readers shared, writers exclusive).
   std::shared_ptr<std::shared_mutex> mu_ptr_;
   std::shared_mutex& mu_;
+  const bool global_lock_ = GlobalIndexLock();
   mutable std::atomic<int64_t> count_{-1};  // -1: not counted yet this session
 };
 
 // ---- Lookup ----------------------------------------------------------------------------------
+// One optimistic attempt (protocol: art_tree.h / src/sync/sync.h): no lock; each node's version
+// is read before and checked after what is read from it, and the parent's is checked after the
+// child's version was read. False: restart.
 template <unsigned kSpan>
-uint64_t WortTree<kSpan>::FindLeaf(const Key& k) const {
+bool WortTree<kSpan>::FindAttempt(const Key& k, uint64_t* leaf_ref) const {
+  *leaf_ref = 0;
+  const sync::VersionLock* pl = &LockOf(rb_);
+  uint64_t pv;
+  if (!pl->ReadLockOrRestart(&pv)) return false;
   uint64_t ref = pm::load8(&rb_->root);
   size_t expected = 0;
-  while (ref != 0) {
-    if (RefIsLeaf(ref)) return Key(LeafAt(ref)) == k ? ref : 0;  // optimistic part compared here
+  for (size_t level = 0; level < kMaxLevels<kSpan>; ++level) {
+    if (!pl->CheckOrRestart(pv)) return false;  // ref is what the parent holds
+    if (ref == 0) return true;
+    if (RefIsLeaf(ref)) {
+      if (Key(LeafAt(ref)) == k) *leaf_ref = ref;  // optimistic part compared here; keys are immutable
+      return true;
+    }
     const Node* n = NodeAt(ref);
+    const sync::VersionLock* nl = &LockOf(n);
+    uint64_t nv;
+    if (!nl->ReadLockOrRestart(&nv) || !pl->CheckOrRestart(pv)) return false;
     const CompressionHeader h = HeaderOf(n);
     const size_t b = Branch(h);
+    bool miss = false;
     if (h.depth == expected) {
       // Pessimistic part: the inline prefix array.
       const size_t e = std::min(b, expected + kInlineCap);
-      for (size_t i = expected; i < e; ++i)
-        if (i >= k.n || k.at(i) != PrefixAt(h, i - expected)) return 0;
+      for (size_t i = expected; i < e && !miss; ++i) miss = i >= k.n || k.at(i) != PrefixAt(h, i - expected);
     } else if (b < expected) {
-      return 0;  // impossible by I4; Check reports it
+      miss = true;  // impossible by I4 (Check reports it), or a torn read the check below catches
     }
     // else: stale header (I4) - skip the prefix array, branch position is still right (I3).
-    if (b > k.n) return 0;  // every key below is longer than this one
+    if (!miss && b > k.n) miss = true;  // every key below is longer than this one
+    if (miss) return nl->CheckOrRestart(nv);
     if (b == k.n) {
       ref = pm::load8(&n->slot[0]);
       expected = b;
@@ -239,8 +297,10 @@ uint64_t WortTree<kSpan>::FindLeaf(const Key& k) const {
       ref = pm::load8(&n->slot[1 + k.at(b)]);
       expected = b + 1;
     }
+    pl = nl;
+    pv = nv;
   }
-  return 0;
+  return pl->CheckOrRestart(pv);
 }
 
 // ---- Insert / Upsert ---------------------------------------------------------------------------
@@ -255,68 +315,100 @@ Status WortTree<kSpan>::NewLeaf(const Key& k, uint64_t value, uint64_t* off) {
   return Status::OK();
 }
 
+// One optimistic attempt; a write locks the block holding the slot it replaces (pl) and, for
+// a split, the node whose header it changes. *loff: the new leaf (written and persisted once,
+// then kept across restarts); 0 once published.
 template <unsigned kSpan>
-Status WortTree<kSpan>::Put(const Key& k, uint64_t value, bool upsert, bool* inserted) {
+typename WortTree<kSpan>::Attempt WortTree<kSpan>::PutAttempt(const Key& k, uint64_t value, bool upsert,
+                                                             bool* inserted, uint64_t* loff, Status* out) {
   Allocator& alloc = pool_.allocator();
+  auto done = [&](Status st) {
+    *out = std::move(st);
+    return Attempt::kDone;
+  };
+  auto new_leaf = [&]() -> Status {
+    if (*loff) return Status::OK();
+    uint64_t off;
+    WORT_RETURN_IF_ERROR(NewLeaf(k, value, &off));  // persisted by the commit path below
+    *loff = off;
+    return Status::OK();
+  };
+  auto added = [&] {
+    *loff = 0;
+    CountUp();
+    if (inserted) *inserted = true;
+    return done(Status::OK());
+  };
+  sync::VersionLock* pl = &LockOf(rb_);
+  uint64_t pv;
+  if (!pl->ReadLockOrRestart(&pv)) return Attempt::kRestart;
   uint64_t* slot = &rb_->root;  // the slot that holds `ref`
   size_t expected = 0;          // expected depth of a node in *slot
   for (size_t level = 0; level < kMaxLevels<kSpan>; ++level) {
-    const uint64_t ref = *slot;
+    const uint64_t ref = pm::load8(slot);
+    if (!pl->CheckOrRestart(pv)) return Attempt::kRestart;
     if (ref == 0) {
       // Insert into an empty slot: write leaf -> persist -> COMMIT store8(slot) -> persist.
-      uint64_t loff;
-      WORT_RETURN_IF_ERROR(NewLeaf(k, value, &loff));
-      pm::persist(pool_.at<WortLeaf>(loff), LeafBytes(k.len));
-      pm::store8(slot, MakeLeafRef(loff));
+      if (Status st = new_leaf(); !st.ok()) return done(st);
+      if (!pl->UpgradeToWriteLock(pv)) return Attempt::kRestart;
+      pm::persist(pool_.at<WortLeaf>(*loff), LeafBytes(k.len));
+      pm::store8(slot, MakeLeafRef(*loff));
       pm::persist(slot, 8);
-      CountUp();
-      if (inserted) *inserted = true;
-      return Status::OK();
+      pl->WriteUnlock();
+      return added();
     }
 
     if (RefIsLeaf(ref)) {
       WortLeaf* old = LeafAt(ref);
       const Key ok(old);
       if (ok == k) {
-        if (!upsert) return Status::AlreadyExists("key exists");
-        // Upsert: COMMIT store8(value) -> persist.
+        if (!upsert) return done(Status::AlreadyExists("key exists"));
+        // Upsert: COMMIT store8(value) -> persist (under the slot's lock: ordered with Remove).
+        if (!pl->UpgradeToWriteLock(pv)) return Attempt::kRestart;
         pm::store8(&old->value, value);
         pm::persist(&old->value, 8);
+        pl->WriteUnlock();
         if (inserted) *inserted = false;
-        return Status::OK();
+        return done(Status::OK());
       }
       // The keys agree on [0, expected) (checked on the way down); find where they part.
       size_t m = expected;
       while (m < k.n && m < ok.n && k.at(m) == ok.at(m)) ++m;
-      if (m == k.n && m == ok.n) return Status::Corruption("leaf in the wrong slot");
-      uint64_t loff, noff;
-      WORT_RETURN_IF_ERROR(NewLeaf(k, value, &loff));
-      Status s = alloc.AllocZeroed(sizeof(Node), &noff);
-      if (!s.ok()) {
-        alloc.Free(loff);
-        return s;
+      if (m == k.n && m == ok.n) return done(Status::Corruption("leaf in the wrong slot"));
+      if (Status st = new_leaf(); !st.ok()) return done(st);
+      if (!pl->UpgradeToWriteLock(pv)) return Attempt::kRestart;
+      uint64_t noff;
+      if (Status st = alloc.AllocZeroed(sizeof(Node), &noff); !st.ok()) {
+        pl->WriteUnlock();
+        return done(st);
       }
       Node* nn = pool_.at<Node>(noff);
       nn->header = PackHeader(MakeHeader(expected, m, k));
       nn->slot[SlotFor(ok, m)] = ref;
-      nn->slot[SlotFor(k, m)] = MakeLeafRef(loff);
+      nn->slot[SlotFor(k, m)] = MakeLeafRef(*loff);
       // write leaf + node -> persist -> COMMIT store8(slot) -> persist.
-      pm::flush(pool_.at<WortLeaf>(loff), LeafBytes(k.len));
+      pm::flush(pool_.at<WortLeaf>(*loff), LeafBytes(k.len));
       pm::flush(nn, sizeof(Node));
       pm::fence();
       pm::store8(slot, MakeNodeRef(noff));
       pm::persist(slot, 8);
-      CountUp();
-      if (inserted) *inserted = true;
-      return Status::OK();
+      pl->WriteUnlock();
+      return added();
     }
 
     Node* n = NodeAt(ref);
+    sync::VersionLock* nl = &LockOf(n);
+    uint64_t nv;
+    if (!nl->ReadLockOrRestart(&nv) || !pl->CheckOrRestart(pv)) return Attempt::kRestart;
     CompressionHeader h = HeaderOf(n);
     if (h.depth != expected) {
-      // Stale header (interrupted split or collapse): the writer repairs it (Algorithm 2).
-      WORT_RETURN_IF_ERROR(RecoverHeader(n, expected));
-      h = HeaderOf(n);
+      // Stale header (interrupted split or collapse): the writer repairs it (Algorithm 2),
+      // under the node's lock, then starts again.
+      if (!nl->UpgradeToWriteLock(nv)) return Attempt::kRestart;
+      Status st = RecoverHeader(n, expected);
+      nl->WriteUnlock();
+      if (!st.ok()) return done(st);
+      return Attempt::kRestart;
     }
     const size_t b = Branch(h);
     // Find the first position in [expected, b) where the key leaves the compressed path: the
@@ -332,10 +424,11 @@ Status WortTree<kSpan>::Put(const Key& k, uint64_t value, bool upsert, bool* ins
     const WortLeaf* any = nullptr;  // a leaf below n, fetched when the inline array is not enough
     if (m == b && b > inl_end) {
       const uint64_t lr = AnyLeaf(ref);
-      if (lr == 0) return Status::Corruption("inner node without leaves");
+      if (!nl->CheckOrRestart(nv)) return Attempt::kRestart;
+      if (lr == 0) return done(Status::Corruption("inner node without leaves"));
       any = LeafAt(lr);
       const Key ak(any);
-      if (ak.n < b) return Status::Corruption("leaf shorter than its node's branch position");
+      if (ak.n < b) return done(Status::Corruption("leaf shorter than its node's branch position"));
       for (size_t i = inl_end; i < b; ++i) {
         if (i >= k.n || k.at(i) != ak.at(i)) {
           m = i;
@@ -346,47 +439,60 @@ Status WortTree<kSpan>::Put(const Key& k, uint64_t value, bool upsert, bool* ins
 
     if (m < b) {
       // Algorithm 1 (split): new parent P at [expected, m) holding the new leaf and n; n's header
-      // shrinks to start at m + 1.
+      // shrinks to start at m + 1. Locks: the slot's block and n.
       if (!any) {
         const uint64_t lr = AnyLeaf(ref);
-        if (lr == 0) return Status::Corruption("inner node without leaves");
+        if (!nl->CheckOrRestart(nv)) return Attempt::kRestart;
+        if (lr == 0) return done(Status::Corruption("inner node without leaves"));
         any = LeafAt(lr);
       }
       const Key ak(any);
-      if (ak.n < b) return Status::Corruption("leaf shorter than its node's branch position");
-      uint64_t loff, poff;
-      WORT_RETURN_IF_ERROR(NewLeaf(k, value, &loff));
-      Status s = alloc.AllocZeroed(sizeof(Node), &poff);
-      if (!s.ok()) {
-        alloc.Free(loff);
-        return s;
+      if (ak.n < b) return done(Status::Corruption("leaf shorter than its node's branch position"));
+      if (Status st = new_leaf(); !st.ok()) return done(st);
+      if (!pl->UpgradeToWriteLock(pv)) return Attempt::kRestart;
+      if (nl != pl && !nl->UpgradeToWriteLock(nv)) {
+        pl->WriteUnlock();
+        return Attempt::kRestart;
+      }
+      if (nl == pl && nv != pv) {
+        pl->WriteUnlock();
+        return Attempt::kRestart;
+      }
+      auto unlock = [&] {
+        if (nl != pl) nl->WriteUnlock();
+        pl->WriteUnlock();
+      };
+      uint64_t poff;
+      if (Status st = alloc.AllocZeroed(sizeof(Node), &poff); !st.ok()) {
+        unlock();
+        return done(st);
       }
       Node* parent = pool_.at<Node>(poff);
       parent->header = PackHeader(MakeHeader(expected, m, k));  // k agrees with n on [expected, m)
-      parent->slot[SlotFor(k, m)] = MakeLeafRef(loff);
+      parent->slot[SlotFor(k, m)] = MakeLeafRef(*loff);
       parent->slot[1 + ak.at(m)] = ref;  // n, unchanged
       const CompressionHeader nh = MakeHeader(m + 1, b, ak);
       // Algorithm 1 lines 7-12: N.Hdr := tmpHdr; flush newLeaf, newParent, N.Hdr; fence.
       // From this store until the commit, n's header is stale (I4), which readers tolerate.
       pm::store8(&n->header, PackHeader(nh));
-      pm::flush(pool_.at<WortLeaf>(loff), LeafBytes(k.len));
+      pm::flush(pool_.at<WortLeaf>(*loff), LeafBytes(k.len));
       pm::flush(parent, sizeof(Node));
       pm::flush(&n->header, 8);
       pm::fence();
       if (TakeInterrupt(WortInterrupt::kSplitBeforeParentUpdate)) {
         // What a crash here leaves: n's header updated, the parent slot unchanged. The new blocks
-        // are unreachable; free them as post-crash GC would.
+        // are unreachable; free them as post-crash GC would (the leaf is freed by the caller).
+        unlock();
         alloc.Free(poff);
-        alloc.Free(loff);
-        return Status::IOError("test interrupt: split stopped before the parent slot update");
+        return done(Status::IOError("test interrupt: split stopped before the parent slot update"));
       }
       // Lines 13-17: COMMIT store8(oldParent.children[]) := newParent -> persist.
       pm::store8(slot, MakeNodeRef(poff));
       pm::persist(slot, 8);
-      CountUp();
-      if (inserted) *inserted = true;
-      return Status::OK();
+      unlock();
+      return added();
     }
+    if (!nl->CheckOrRestart(nv)) return Attempt::kRestart;
 
     // The key follows the whole compressed path: descend.
     if (b == k.n) {
@@ -396,8 +502,10 @@ Status WortTree<kSpan>::Put(const Key& k, uint64_t value, bool upsert, bool* ins
       slot = &n->slot[1 + k.at(b)];
       expected = b + 1;
     }
+    pl = nl;
+    pv = nv;
   }
-  return Status::Corruption("tree deeper than any key allows");
+  return done(Status::Corruption("tree deeper than any key allows"));
 }
 
 // ---- Algorithm 2: RecoverHeader ----------------------------------------------------------------
@@ -427,121 +535,226 @@ Status WortTree<kSpan>::RecoverHeader(Node* n, size_t depth) {
 }
 
 // ---- Remove ------------------------------------------------------------------------------------
+// One optimistic attempt. Locks: the slot's block for a leaf removal from the root; n for an
+// in-place slot clear; for a collapse the parent's block, n and (a node) sibling, whose header
+// the repair rewrites. Unlinked blocks are retired (freed after the readers' epochs).
 template <unsigned kSpan>
-Status WortTree<kSpan>::Delete(const Key& k) {
+typename WortTree<kSpan>::Attempt WortTree<kSpan>::DeleteAttempt(const Key& k, Status* out) {
   Allocator& alloc = pool_.allocator();
+  auto done = [&](Status st) {
+    *out = std::move(st);
+    return Attempt::kDone;
+  };
+  auto not_found = [&](const sync::VersionLock* l, uint64_t v) {
+    return l->CheckOrRestart(v) ? done(Status::NotFound("key not found")) : Attempt::kRestart;
+  };
+  sync::VersionLock* pl = &LockOf(rb_);
+  uint64_t pv;
+  if (!pl->ReadLockOrRestart(&pv)) return Attempt::kRestart;
   uint64_t* pslot = &rb_->root;  // the slot holding the current node
-  uint64_t ref = *pslot;
-  if (ref == 0) return Status::NotFound("key not found");
+  const uint64_t root = pm::load8(pslot);
+  if (!pl->CheckOrRestart(pv)) return Attempt::kRestart;
+  uint64_t ref = root;
+  if (ref == 0) return done(Status::NotFound("key not found"));
   if (RefIsLeaf(ref)) {
-    if (!(Key(LeafAt(ref)) == k)) return Status::NotFound("key not found");
-    // COMMIT store8(root) := 0 -> persist; then free.
+    if (!(Key(LeafAt(ref)) == k)) return done(Status::NotFound("key not found"));
+    // COMMIT store8(root) := 0 -> persist; then retire.
+    if (!pl->UpgradeToWriteLock(pv)) return Attempt::kRestart;
     pm::store8(pslot, 0);
     pm::persist(pslot, 8);
-    alloc.Free(RefOffset(ref));
+    pl->WriteUnlock();
+    alloc.Retire(RefOffset(ref));
     CountDown();
-    return Status::OK();
+    return done(Status::OK());
   }
   size_t expected = 0;
   for (size_t level = 0; level < kMaxLevels<kSpan>; ++level) {
     Node* n = NodeAt(ref);
+    sync::VersionLock* nl = &LockOf(n);
+    uint64_t nv;
+    if (!nl->ReadLockOrRestart(&nv) || !pl->CheckOrRestart(pv)) return Attempt::kRestart;
     CompressionHeader h = HeaderOf(n);
     if (h.depth != expected) {
-      WORT_RETURN_IF_ERROR(RecoverHeader(n, expected));
-      h = HeaderOf(n);
+      if (!nl->UpgradeToWriteLock(nv)) return Attempt::kRestart;
+      Status st = RecoverHeader(n, expected);
+      nl->WriteUnlock();
+      if (!st.ok()) return done(st);
+      return Attempt::kRestart;
     }
     const size_t b = Branch(h);
     const size_t inl_end = std::min(b, expected + kInlineCap);
     for (size_t i = expected; i < inl_end; ++i)
-      if (i >= k.n || k.at(i) != PrefixAt(h, i - expected)) return Status::NotFound("key not found");
-    if (b > k.n) return Status::NotFound("key not found");
+      if (i >= k.n || k.at(i) != PrefixAt(h, i - expected)) return not_found(nl, nv);
+    if (b > k.n) return not_found(nl, nv);
     uint64_t* cslot = &n->slot[SlotFor(k, b)];
-    const uint64_t c = *cslot;
-    if (c == 0) return Status::NotFound("key not found");
+    const uint64_t c = pm::load8(cslot);
+    if (!nl->CheckOrRestart(nv)) return Attempt::kRestart;
+    if (c == 0) return done(Status::NotFound("key not found"));
     if (!RefIsLeaf(c)) {
       pslot = cslot;
+      pl = nl;
+      pv = nv;
       ref = c;
       expected = b + 1;
       continue;
     }
-    if (!(Key(LeafAt(c)) == k)) return Status::NotFound("key not found");
+    if (!(Key(LeafAt(c)) == k)) return done(Status::NotFound("key not found"));
 
     unsigned entries = 0;
     uint64_t sibling = 0;
     for (unsigned s = 0; s < kSlots && entries < 3; ++s) {
-      const uint64_t r = n->slot[s];
+      const uint64_t r = pm::load8(&n->slot[s]);
       if (r == 0) continue;
       ++entries;
       if (&n->slot[s] != cslot) sibling = r;
     }
     if (entries >= 3) {
-      // COMMIT store8(slot) := 0 -> persist; then free the leaf.
+      // COMMIT store8(slot) := 0 -> persist; then retire the leaf.
+      if (!nl->UpgradeToWriteLock(nv)) return Attempt::kRestart;
       pm::store8(cslot, 0);
       pm::persist(cslot, 8);
-      alloc.Free(RefOffset(c));
+      nl->WriteUnlock();
+      alloc.Retire(RefOffset(c));
       CountDown();
-      return Status::OK();
+      return done(Status::OK());
     }
-    if (entries < 2 || sibling == 0) return Status::Corruption("inner node with fewer than two entries");
-    // Collapse: COMMIT store8(parent slot) := sibling -> persist. This unlinks n and the leaf.
-    // n's slots are left as they are (a concurrent visit may still be walking n).
+    if (!nl->CheckOrRestart(nv)) return Attempt::kRestart;
+    if (entries < 2 || sibling == 0) return done(Status::Corruption("inner node with fewer than two entries"));
+    // Collapse: lock the parent's block, n and a node sibling (each word once).
+    sync::VersionLock* held[3] = {};
+    int nheld = 0;
+    auto unlock = [&] {
+      for (int i = 0; i < nheld; ++i) held[i]->WriteUnlock();
+    };
+    auto take = [&](sync::VersionLock* l, uint64_t v, bool known) {
+      for (int i = 0; i < nheld; ++i)
+        if (held[i] == l) return !known || v == pv;  // a shared word: locked once
+      if (!known && !l->ReadLockOrRestart(&v)) return false;
+      if (!l->UpgradeToWriteLock(v)) return false;
+      held[nheld++] = l;
+      return true;
+    };
+    if (!take(pl, pv, true) || !take(nl, nv, true) ||
+        (!RefIsLeaf(sibling) && !take(&LockOf(NodeAt(sibling)), 0, false))) {
+      unlock();
+      return Attempt::kRestart;
+    }
+    // COMMIT store8(parent slot) := sibling -> persist. This unlinks n and the leaf.
+    // n's slots are left as they are (a concurrent reader or visit may still be walking n).
     pm::store8(pslot, sibling);
     pm::persist(pslot, 8);
-    Status s = Status::OK();
+    Status st = Status::OK();
     if (!RefIsLeaf(sibling)) {
       // The sibling now sits at n's position: its header depth is too large (stale, I4) until
       // this repair.
-      if (!TakeInterrupt(WortInterrupt::kCollapseBeforeHeaderFix)) s = RecoverHeader(NodeAt(sibling), expected);
+      if (!TakeInterrupt(WortInterrupt::kCollapseBeforeHeaderFix)) st = RecoverHeader(NodeAt(sibling), expected);
     }
-    alloc.Free(RefOffset(ref));
-    alloc.Free(RefOffset(c));
+    unlock();
+    alloc.Retire(RefOffset(ref));
+    alloc.Retire(RefOffset(c));
     CountDown();
-    return s;
+    return done(st);
   }
-  return Status::Corruption("tree deeper than any key allows");
+  return done(Status::Corruption("tree deeper than any key allows"));
 }
 
 // ---- Scan ----------------------------------------------------------------------------------------
 template <unsigned kSpan>
 Status WortTree<kSpan>::Scan(std::string_view start, const std::string_view* end, size_t limit,
                              const ScanFn& fn) const {
-  std::shared_lock lock(mu_);
+  // Batches of up to 64 keys, each collected lock-free and validated (a snapshot), emitted with
+  // no lock held; the next batch starts after the last key emitted (as ArtTree::Scan).
   if (limit == 0) return Status::OK();
+  constexpr size_t kBatch = 64;
+  std::string cursor(start);
+  bool exclusive = false;
+  size_t emitted = 0;
+  std::vector<std::pair<const WortLeaf*, uint64_t>> out;
+  out.reserve(kBatch);
+  for (;;) {
+    sync::EpochGuard eg(pool_.allocator().epoch());
+    bool past_end = false;
+    const size_t want = std::min(kBatch, limit - emitted);
+    {
+      std::shared_lock<std::shared_mutex> g;
+      if (global_lock_) g = std::shared_lock(mu_);
+      for (int attempt = 0; !CollectBatch(cursor, exclusive, end, want, &out, &past_end); ++attempt)
+        sync::Backoff(attempt);
+    }
+    for (const auto& [l, v] : out)
+      if (!fn(std::string_view(l->key(), l->key_len), v) || ++emitted >= limit) return Status::OK();
+    if (past_end || out.size() < want) return Status::OK();
+    cursor.assign(out.back().first->key(), out.back().first->key_len);
+    exclusive = true;
+  }
+}
+
+// Collects up to `want` keys >= start (> start if exclusive) in order into *out; false: a
+// node changed meanwhile (collect again). Every node read is recorded with its version and
+// all are checked at the end.
+template <unsigned kSpan>
+bool WortTree<kSpan>::CollectBatch(std::string_view start, bool exclusive, const std::string_view* end, size_t want,
+                                   std::vector<std::pair<const WortLeaf*, uint64_t>>* out, bool* past_end) const {
+  out->clear();
+  *past_end = false;
+  thread_local std::vector<std::pair<const sync::VersionLock*, uint64_t>> seen;
+  seen.clear();
+  bool locked = false;
+  auto read_version = [&](const void* block) {
+    const sync::VersionLock& l = LockOf(block);
+    uint64_t v;
+    if (!l.ReadLockOrRestart(&v)) {
+      locked = true;
+      return;
+    }
+    seen.push_back({&l, v});
+  };
+  auto validate = [&] {
+    if (locked) return false;
+    for (const auto& [l, v] : seen)
+      if (!l->CheckOrRestart(v)) return false;
+    return true;
+  };
   const Key s(start);
   struct Frame {
     const Node* n;
     unsigned next;  // next slot to visit
   };
-  std::vector<Frame> stack;
-  size_t emitted = 0;
-  // Returns false when the scan must stop.
+  Frame stack[kMaxLevels<kSpan> + 1];
+  size_t depth = 0;
+  // Returns false when the batch is complete.
   auto emit = [&](uint64_t lref) -> bool {
     const WortLeaf* l = LeafAt(lref);
     const std::string_view key(l->key(), l->key_len);
-    if (end && CompareKeys(key, *end) > 0) return false;
-    if (!fn(key, l->value)) return false;
-    return ++emitted < limit;
+    if (exclusive && key == start) return true;
+    if (end && CompareKeys(key, *end) > 0) {
+      *past_end = true;
+      return false;
+    }
+    out->push_back({l, pm::load8(&l->value)});
+    return out->size() < want;
   };
 
   // Descend along `start`, leaving on the stack the nodes whose remaining slots hold keys
   // greater than start. Compressed paths are compared against a leaf below the node, so stale
   // headers (I4) do not matter: only the branch position (I3) is used.
+  read_version(rb_);
   uint64_t ref = pm::load8(&rb_->root);
   size_t expected = 0;
-  for (size_t level = 0; ref != 0; ++level) {
-    if (level >= kMaxLevels<kSpan>) return Status::Corruption("tree deeper than any key allows");
+  for (size_t level = 0; ref != 0 && !locked; ++level) {
+    if (level >= kMaxLevels<kSpan>) return validate() ? (void(out->clear()), true) : false;
     if (RefIsLeaf(ref)) {
       const WortLeaf* l = LeafAt(ref);
-      if (CompareKeys(std::string_view(l->key(), l->key_len), start) >= 0 && !emit(ref)) return Status::OK();
+      if (CompareKeys(std::string_view(l->key(), l->key_len), start) >= 0 && !emit(ref)) return validate();
       break;
     }
     const Node* n = NodeAt(ref);
+    read_version(n);
     const size_t b = Branch(HeaderOf(n));
-    if (b < expected) return Status::Corruption("node branches above its expected depth");
     const uint64_t lr = AnyLeaf(ref);
-    if (lr == 0) return Status::Corruption("inner node without leaves");
+    if (b < expected || lr == 0) return validate() ? (void(out->clear()), true) : false;  // corruption: Check
     const Key r(LeafAt(lr));
-    if (r.n < b) return Status::Corruption("leaf shorter than its node's branch position");
+    if (r.n < b) return validate() ? (void(out->clear()), true) : false;
     int cmp = 0;  // start vs the node's compressed path; -1 also when start ends inside it
     for (size_t i = expected; i < b; ++i) {
       if (i >= s.n) {
@@ -557,32 +770,34 @@ Status WortTree<kSpan>::Scan(std::string_view start, const std::string_view* end
     if (cmp > 0) break;  // every key below is smaller than start
     if (cmp < 0 || s.n == b) {
       // Every key below is >= start (with s.n == b the end slot may hold start itself).
-      stack.push_back({n, 0});
+      stack[depth++] = {n, 0};
       break;
     }
     const unsigned c = s.at(b);
-    stack.push_back({n, 2 + c});  // after child c's subtree, the greater children
+    stack[depth++] = {n, 2 + c};  // after child c's subtree, the greater children
     ref = pm::load8(&n->slot[1 + c]);
     expected = b + 1;
   }
 
   // In-order walk of what the stack holds: end slot first, then children by partial key.
-  while (!stack.empty()) {
-    Frame& f = stack.back();
+  while (depth > 0 && !locked) {
+    Frame& f = stack[depth - 1];
     if (f.next >= kSlots) {
-      stack.pop_back();
+      --depth;
       continue;
     }
     const uint64_t r = pm::load8(&f.n->slot[f.next++]);
     if (r == 0) continue;
     if (RefIsLeaf(r)) {
-      if (!emit(r)) return Status::OK();
+      if (!emit(r)) break;
     } else {
-      if (stack.size() >= kMaxLevels<kSpan>) return Status::Corruption("tree deeper than any key allows");
-      stack.push_back({NodeAt(r), 0});
+      if (depth > kMaxLevels<kSpan>) break;  // corruption (Check reports it)
+      const Node* cn = NodeAt(r);
+      read_version(cn);
+      stack[depth++] = {cn, 0};
     }
   }
-  return Status::OK();
+  return validate();
 }
 
 // ---- counting and statistics -----------------------------------------------------------------
@@ -607,7 +822,7 @@ uint64_t WortTree<kSpan>::CountLeaves() const {
 
 template <unsigned kSpan>
 IndexStats WortTree<kSpan>::Stats() const {
-  std::shared_lock lock(mu_);
+  Quiesce q(*this);
   IndexStats st;
   const Allocator& alloc = pool_.allocator();
   st.bytes_allocated = alloc.UsableSize(pool_.offset_of(rb_));
@@ -637,7 +852,7 @@ IndexStats WortTree<kSpan>::Stats() const {
 // ---- Check ----------------------------------------------------------------------------------------
 template <unsigned kSpan>
 Status WortTree<kSpan>::CheckDetailed(std::string* report, WortCheckInfo* info) const {
-  std::shared_lock lock(mu_);
+  Quiesce q(*this);
   *info = WortCheckInfo{};
   size_t errors = 0;
   auto fail = [&](const std::string& what) {
@@ -810,12 +1025,17 @@ Status OpenWort(Pool& pool, uint64_t root_off, std::unique_ptr<Index>* out) {
 
 // Reports the root block, every inner node and every leaf (reachability contract R1). Reads
 // only the root word and node slots, with atomic 8-byte loads, after checking each offset
-// against the pool. Holds the index's lock in shared mode, as the ART visit does (art_tree.cc:
-// a lock-free visit of WOART was found to miss live blocks beside writers).
+// against the pool. Follows the readers' protocol (as ArtTree::Visit): inside an epoch, each
+// node's slots read as a validated snapshot; no index lock (except in global-lock mode).
 void VisitWort(const Pool& pool, uint64_t root_off, const std::function<void(uint64_t)>& mark) {
   if (root_off == 0 || !pool.contains(root_off, sizeof(WortRootBlock))) return;
-  auto visit_lock = IndexLock(&pool, root_off);
-  std::shared_lock visit_guard(*visit_lock);
+  sync::EpochGuard eg(const_cast<Pool&>(pool).allocator().epoch());
+  std::shared_ptr<std::shared_mutex> visit_lock;
+  std::shared_lock<std::shared_mutex> visit_guard;
+  if (GlobalIndexLock()) {
+    visit_lock = IndexLock(&pool, root_off);
+    visit_guard = std::shared_lock(*visit_lock);
+  }
   mark(root_off);
   const WortRootBlock* rb = pool.at<WortRootBlock>(root_off);
   if (rb->magic != WortRootBlock::kMagic) return;
@@ -846,8 +1066,19 @@ void VisitWort(const Pool& pool, uint64_t root_off, const std::function<void(uin
     if (level >= max_levels) continue;
     // Slots sit right after the 8-byte header in both layouts.
     const uint64_t* slot = pool.at<const uint64_t>(off) + 1;
+    const sync::VersionLock& nl = sync::NodeLock(pool.at<const void>(off));
+    uint64_t snap[257];
+    for (;;) {
+      uint64_t v;
+      if (!nl.ReadLockOrRestart(&v)) {
+        std::this_thread::yield();
+        continue;
+      }
+      for (unsigned s = 0; s < slots; ++s) snap[s] = pm::load8(&slot[s]);
+      if (nl.CheckOrRestart(v)) break;
+    }
     for (unsigned s = 0; s < slots; ++s)
-      if (const uint64_t c = pm::load8(&slot[s])) todo.push_back({c, level + 1});
+      if (snap[s]) todo.push_back({snap[s], level + 1});
   }
 }
 

@@ -91,12 +91,19 @@
 //                       (144 B at span 4, 2064 B at span 8).
 //   Leaf:               8-byte value, 4-byte key length, 4 reserved bytes, the key bytes.
 //
-// Thread safety: one std::shared_mutex per index: Lookup, Scan, Size, Check and Stats hold it
-// shared; Insert, Upsert and Remove hold it exclusively (writers repair stale headers, so they
-// never run beside readers of the same index). The visit function takes no lock: it may run
-// during post-crash GC beside writers; it reads slots with 8-byte atomic loads, checks every
-// offset against the pool, and reads nothing else from inner nodes or leaves (except, with
-// values_are_blocks, each leaf's value word, also by an atomic load).
+// Thread safety: optimistic lock coupling (src/sync/sync.h; the same scheme as art_tree.h).
+// Lookup and Scan take no lock: each node is read between its DRAM version word's
+// ReadLockOrRestart and CheckOrRestart, and the operation restarts on a change (Scan in
+// validated batches of 64 keys; its callback runs with no lock held and may write). Writers
+// lock only what they change: the block holding the slot they store (root block or node); for a
+// split also the node whose header moves down; for a collapse the parent's block, the node and
+// a node sibling (whose header the repair rewrites); a stale header is repaired under the
+// node's lock. Unlinked blocks are retired (Allocator::Retire: freed after the readers' epochs).
+// Persist orders are unchanged (the locks are DRAM only). Check, Stats and Size's first count
+// quiesce writers. SetGlobalIndexLock(true) (registry.h) restores one lock per index. The visit
+// function follows the readers' protocol (epoch, validated node snapshots) beside writers; it
+// reads slots with 8-byte atomic loads, checks every offset against the pool, and reads nothing
+// else from inner nodes or leaves (except, with values_are_blocks, each leaf's value word).
 #pragma once
 
 #include <cstddef>
