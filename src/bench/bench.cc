@@ -23,6 +23,7 @@
 #include <random>
 #include <thread>
 
+#include "bench/bench_internal.h"
 #include "index/kind_ids.h"
 #include "wort/alloc.h"
 #include "wort/index.h"
@@ -30,6 +31,7 @@
 #include "wort/pool.h"
 
 namespace wort::bench {
+using namespace detail;
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -50,33 +52,6 @@ std::vector<std::string> SplitList(const std::string& list) {
   return out;
 }
 
-// Sets the process-wide flush instruction and write latency for one bench; restores the
-// previous ones when destroyed.
-class PmSettings {
- public:
-  PmSettings() : kind_(pm::GetFlushKind()), latency_(pm::GetWriteLatencyNs()) {}
-  ~PmSettings() {
-    pm::SetFlushKind(kind_);
-    pm::SetWriteLatencyNs(latency_);
-  }
-  Status Apply(const CommonConfig& c) {
-    pm::FlushKind k;
-    bool is_auto = false;
-    if (!pm::ParseFlushKind(c.flush, &k, &is_auto))
-      return Status::InvalidArgument("unknown flush instruction '" + c.flush +
-                                     "' (valid: clwb, clflushopt, clflush, none, auto)");
-    if (is_auto) k = pm::BestFlushKind();
-    if (!pm::FlushKindSupported(k) || !pm::SetFlushKind(k))
-      return Status::InvalidArgument(std::string("this CPU does not execute ") + pm::FlushKindName(k) +
-                                     " (best available: " + pm::FlushKindName(pm::BestFlushKind()) + ")");
-    pm::SetWriteLatencyNs(c.write_latency_ns);
-    return Status::OK();
-  }
-
- private:
-  pm::FlushKind kind_;
-  uint64_t latency_;
-};
 
 std::string Trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
@@ -133,6 +108,9 @@ std::string UtcNow() {
   return buf;
 }
 
+}  // namespace
+namespace detail {
+
 // The pool file a run uses: --pool as given, or /dev/shm/wort-bench-<pid>-<index>.pool per index.
 std::string DefaultPoolPath(const CommonConfig& c, const std::string& suffix) {
   std::string base = c.pool_path.empty() ? fmt::format("/dev/shm/wort-bench-{}", getpid()) : c.pool_path;
@@ -172,6 +150,47 @@ std::vector<uint32_t> Permutation(size_t n, uint64_t seed) {
   for (size_t i = 0; i < n; ++i) p[i] = static_cast<uint32_t>(d[i] - 1);
   return p;
 }
+
+BenchIndex::~BenchIndex() {
+  idx.reset();
+  if (pool) {
+    Status cs = pool->Close();
+    if (!cs.ok()) fmt::print(stderr, "wort bench: closing {}: {}\n", path, cs.ToString());
+    pool.reset();
+  }
+  if (!path.empty() && !keep) unlink(path.c_str());
+}
+
+Status BenchIndex::Create(const CommonConfig& c, const std::string& file, const IndexKind& kind, bool u64,
+                          uint32_t span_bits, std::string* why) {
+  Status s = CreateBenchPool(c, file, &pool);
+  if (!s.ok()) {
+    *why = std::string(kind.name) + ": " + s.ToString();
+    return s;
+  }
+  path = file;
+  keep = c.keep_pool;
+  IndexOptions opts;
+  opts.key_type = u64 ? KeyType::kU64 : KeyType::kBytes;
+  opts.span_bits = span_bits;
+  s = CreateIndex(*pool, "bench", kind.name, opts, &idx);
+  if (!s.ok()) *why = fmt::format("{}: cannot create an index with {} keys: {}", kind.name, u64 ? "u64" : "bytes", s.ToString());
+  return s;
+}
+
+void AddEnvJson(const Environment& env, uint64_t seed, nlohmann::json* j) {
+  (*j)["flush"] = env.flush;
+  (*j)["write_latency_ns"] = env.write_latency_ns;
+  (*j)["seed"] = seed;
+  (*j)["timestamp"] = env.timestamp;
+  (*j)["git_commit"] = env.git_commit;
+  (*j)["wort_version"] = env.wort_version;
+  (*j)["cpu"] = env.cpu;
+  (*j)["host"] = env.host;
+}
+
+}  // namespace detail
+namespace {
 
 // Runs fn(i, &wrong) for i in [0, n), split into `threads` contiguous slices, and times the
 // whole (wall clock, from the release of all threads to the last one finishing). The first
@@ -399,38 +418,15 @@ Status BenchOneIndex(const IndexBenchConfig& cfg, const IndexKind& kind, const s
   const int threads = std::max(1, cfg.common.threads);
   auto skip = [&](const std::string& reason) { report->skipped.push_back({kind.name, reason}); };
 
-  std::unique_ptr<Pool> pool;
-  Status s = CreateBenchPool(cfg.common, pool_path, &pool);
+  BenchIndex h;
+  std::string why;
+  Status s = h.Create(cfg.common, pool_path, kind, u64, cfg.span_bits, &why);
   if (!s.ok()) {
-    skip(std::string(kind.name) + ": " + s.ToString());
+    skip(why);
     return s;
   }
-  struct Cleanup {
-    std::unique_ptr<Pool>* pool;
-    std::unique_ptr<Index>* idx;
-    std::string path;
-    bool keep;
-    ~Cleanup() {
-      idx->reset();
-      if (*pool) {
-        Status cs = (*pool)->Close();
-        if (!cs.ok()) fmt::print(stderr, "wort bench: closing {}: {}\n", path, cs.ToString());
-        pool->reset();
-      }
-      if (!keep) unlink(path.c_str());
-    }
-  };
-  std::unique_ptr<Index> idx;
-  Cleanup cleanup{&pool, &idx, pool_path, cfg.common.keep_pool};
-
-  IndexOptions opts;
-  opts.key_type = u64 ? KeyType::kU64 : KeyType::kBytes;
-  opts.span_bits = cfg.span_bits;
-  s = CreateIndex(*pool, "bench", kind.name, opts, &idx);
-  if (!s.ok()) {
-    skip(fmt::format("{}: cannot create an index with {} keys: {}", kind.name, u64 ? "u64" : "bytes", s.ToString()));
-    return s;
-  }
+  std::unique_ptr<Pool>& pool = h.pool;
+  std::unique_ptr<Index>& idx = h.idx;
 
   IndexResult base;
   base.index = kind.name;
@@ -1094,15 +1090,8 @@ nlohmann::json ToJson(const IndexResult& r, const IndexBenchConfig& cfg, const E
     if (cfg.range_frac > 0) j["range_frac"] = cfg.range_frac;
   }
   j["span_bits"] = cfg.span_bits;
-  j["flush"] = env.flush;
-  j["write_latency_ns"] = env.write_latency_ns;
-  j["seed"] = cfg.common.seed;
   j["threads"] = cfg.common.threads;
-  j["timestamp"] = env.timestamp;
-  j["git_commit"] = env.git_commit;
-  j["wort_version"] = env.wort_version;
-  j["cpu"] = env.cpu;
-  j["host"] = env.host;
+  AddEnvJson(env, cfg.common.seed, &j);
   return j;
 }
 
@@ -1124,14 +1113,7 @@ nlohmann::json ToJson(const AllocResult& r, const AllocBenchConfig& cfg, const E
   j["flushes_per_free"] = r.flushes_per_free;
   j["fences_per_free"] = r.fences_per_free;
   j["batch"] = cfg.batch;
-  j["flush"] = env.flush;
-  j["write_latency_ns"] = env.write_latency_ns;
-  j["seed"] = cfg.common.seed;
-  j["timestamp"] = env.timestamp;
-  j["git_commit"] = env.git_commit;
-  j["wort_version"] = env.wort_version;
-  j["cpu"] = env.cpu;
-  j["host"] = env.host;
+  AddEnvJson(env, cfg.common.seed, &j);
   return j;
 }
 

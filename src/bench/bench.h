@@ -44,6 +44,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/ycsb.h"
 #include "workload/workload.h"
 #include "wort/status.h"
 
@@ -188,6 +189,58 @@ nlohmann::json ToJson(const IndexResult& r, const IndexBenchConfig& cfg, const E
 nlohmann::json ToJson(const AllocResult& r, const AllocBenchConfig& cfg, const Environment& env);
 // Appends one line per result to `path` (JSON Lines). IOError if the file cannot be written.
 Status AppendJsonLines(const std::string& path, const std::vector<nlohmann::json>& records);
+
+// ---- YCSB (`wort bench ycsb`; generators and mixes: src/bench/ycsb.h) -----------------------
+// Per index kind and per thread count T: a fresh pool and index; the load phase inserts the N
+// records with T threads (reported as workload "load" = insert-only, when requested); then each
+// requested workload runs `ops` operations split over T threads, in the order named, on the same
+// index (inserts of d and e add records after the loaded ones). Hash kinds skip e (no scans).
+// Per (kind, T, workload): throughput, wall and CPU ns per operation, p50/p99 latency of one
+// operation in 8 (sampled; each sample is two clock reads), flushes and fences per operation,
+// the operation counts by type, and `errors`: reads of a record that must be present and missed,
+// updates that inserted, inserts that found their new key present, scans not starting at their
+// (present) start key. They should be 0.
+struct YcsbBenchConfig {
+  CommonConfig common;
+  std::vector<std::string> indexes;
+  Dist dist = Dist::kSparse;
+  size_t records = 1000000;  // loaded records (N)
+  size_t ops = 0;            // operations per workload, all threads together; 0: N
+  std::vector<YcsbWorkload> workloads = {YcsbWorkload::kLoad, YcsbWorkload::kA, YcsbWorkload::kB, YcsbWorkload::kC,
+                                         YcsbWorkload::kD,    YcsbWorkload::kE, YcsbWorkload::kF};
+  RequestDist request = RequestDist::kZipfian;  // for a, b, c, e, f (d is always "latest")
+  std::vector<int> thread_counts = {1};
+  uint32_t span_bits = 4;
+};
+
+struct YcsbResult {
+  std::string index, dist, workload, request, key_type;
+  int threads = 1;
+  size_t records = 0;
+  uint64_t ops = 0;
+  double seconds = 0, mops_per_s = 0, ns_per_op = 0, cpu_ns_per_op = 0;
+  double p50_ns = 0, p99_ns = 0;
+  double flushes_per_op = 0, fences_per_op = 0;
+  uint64_t reads = 0, updates = 0, inserts = 0, scans = 0, rmws = 0;
+  uint64_t errors = 0;
+};
+
+struct YcsbBenchReport {
+  Environment env;
+  std::vector<YcsbResult> results;
+  std::vector<Skipped> skipped;
+};
+
+Status ParseYcsbList(const std::string& list, std::vector<YcsbWorkload>* out);
+Status RunYcsbBench(const YcsbBenchConfig& cfg, YcsbBenchReport* report, const LogFn& log = nullptr);
+std::string FormatYcsbConfig(const YcsbBenchConfig& cfg, const Environment& env);
+std::string FormatYcsbResults(const YcsbBenchReport& r);
+nlohmann::json ToJson(const YcsbResult& r, const YcsbBenchConfig& cfg, const Environment& env);
+
+// The keys and orders of the index bench for an integer distribution, for programs outside wort
+// (scripts/peers.sh's drivers): little-endian binary, "WORTKEYS" (8 bytes), n (u64), the n keys
+// as u64 in insert order, then n u32 indexes into them: the search phase's lookup order.
+Status WriteKeyFile(Dist d, size_t n, uint64_t seed, const std::string& path);
 
 // The environment as seen now, for the given pm settings.
 Environment CaptureEnvironment();

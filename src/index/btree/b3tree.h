@@ -57,7 +57,10 @@
 //     a page is merged with the neighbour on the other side of its own parent BST node (for which
 //     it always holds).
 // D4. Concurrency: the thesis's readers run without locks; here readers take the index's
-//     reader-writer lock in shared mode and writers in exclusive mode (as for fastfair.h).
+//     reader-writer lock in shared mode and writers in exclusive mode (as for fastfair.h). It
+//     stays single-writer for now (issue 19): an insert rebalances the in-page BST (several
+//     pointer words of one page) and no reader validates a page it walked; lock-free readers
+//     need per-page version words (src/sync) checked after each page walk, not written yet.
 // D5. Algorithm 1 persists the count before linking; we keep that (3 flushes per insert without a
 //     split: node, count, link).
 //

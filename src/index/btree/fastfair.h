@@ -47,7 +47,14 @@
 //     direction of a shift in progress). Here every operation holds the index's reader-writer
 //     lock (std::shared_mutex): readers shared, writers exclusive. Readers still interpret
 //     transient duplicates and unparented nodes (the code paths below) because a crash leaves
-//     them in the pool, and a read-only pool is never repaired.
+//     them in the pool, and a read-only pool is never repaired. Not yet concurrent (issue 19).
+//     The planned route on src/sync: a DRAM VersionLockTable keyed by node offset; readers
+//     validate each node's version after searching it (no lock), always move right when the
+//     probe is past a node's last key (the B-link states a split passes through are the crash
+//     states readers already interpret); in-place writers (no split, no merge) hold the structure
+//     lock shared and write-lock the one leaf they change; splits, merges and redistributions
+//     hold it exclusively and write-lock each node around each change; freed nodes and key
+//     blocks go through Allocator::Retire.
 // D5. Recovery. After an unclean stop, Open (when the pool is writable) finishes what a crash cut:
 //     it removes in-node duplicates by finishing the shift, truncates a left node that still holds
 //     entries a redistribution or merge had copied out, and inserts the separator of any node that

@@ -14,6 +14,10 @@
 //   D1. Concurrency: the paper uses HTM for inner nodes and leaf locks; here one std::shared_mutex
 //       per index (btree::IndexLock, shared with visit): readers shared, writers exclusive. Scan
 //       holds the lock in shared mode while it calls fn: fn must not write to this index.
+//       It stays single-writer for now (issue 19): the DRAM inner nodes are a plain B+-tree
+//       rebuilt on open with no per-node version, and the paper's HTM has no portable
+//       equivalent here; per-leaf locks with optimistic inner-node readers (src/sync) are the
+//       planned route, not written yet.
 //   D2. Empty leaves are not unlinked while the index is open (that would need a second
 //       micro-log); an empty leaf stays in the chain and is reused by later inserts in its range.
 //       Open (writable pool) unlinks every empty leaf but the head with one store of its

@@ -22,7 +22,9 @@
 // Deviations
 //   D1. Concurrency: one std::shared_mutex per index (btree::IndexLock, shared with visit); the
 //       paper's NVTree is single-writer too. Scan holds the lock in shared mode while calling fn:
-//       fn must not write to this index.
+//       fn must not write to this index. It stays single-writer for now (issue 19): the
+//       contiguous DRAM inner array is rebuilt whole on a leaf-parent split, so a concurrent
+//       reader would need it published by copy-on-write plus epochs (src/sync), not written yet.
 //   D2. Above the PLNs the paper keeps static IN levels; here a binary search over the contiguous
 //       array of PLN first keys plays that role (same one-block layout, same rebuild rule).
 //   D3. Byte-string keys live in key blocks outside the leaf (btree_common.h); the entry holds

@@ -43,7 +43,10 @@
 //     fit in one node; otherwise the node stays under-full (no redistribution). An inner root left
 //     with no entry is replaced by its only child (one store).
 // C4. Concurrency: one std::shared_mutex per index (readers shared, writers exclusive); visit
-//     takes it shared.
+//     takes it shared. It stays single-writer for now (issue 19): an insert rewrites the slot
+//     array / bitmap of a node as one unit and a split rewrites the parent's, and no reader today
+//     validates what it read; per-node locks with optimistic readers (src/sync) need a version
+//     word per node checked around every slot-array read, not written yet.
 // C5. Recovery after an unclean stop (pool writable): slot arrays with bit 0 clear are rebuilt
 //     and a valid log is applied, then cleared. Size() is counted on its first use after open
 //     (popcount per leaf; LazyCount, btree_common.h), so a clean open walks nothing.

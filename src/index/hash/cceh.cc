@@ -10,6 +10,7 @@
 #include "index/hash/hash_common.h"
 #include "index/kind_ids.h"
 #include "index/registry.h"
+#include "sync/sync.h"
 
 namespace wort::hash {
 namespace {
@@ -17,9 +18,14 @@ namespace {
 constexpr unsigned kStripeBits = 10;  // 1024 segment locks
 constexpr unsigned kMaxDepthU64 = 48;
 
+// A stripe: the writers' lock and the version word optimistic readers validate against (the
+// same cache line). A writer holding `lock` exclusively also holds `ver` (Lock/UnlockSegment).
 struct alignas(64) PaddedLock {
   RwSpinLock lock;
+  sync::VersionLock ver;
 };
+// Optimistic attempts of a CCEH lookup before it takes the segment lock shared instead.
+constexpr int kMaxOptimisticRestarts = 16;
 
 unsigned Log2(uint64_t v) { return 63 - __builtin_clzll(v); }
 
@@ -58,8 +64,15 @@ class Cceh final : public HashIndexBase {
   uint64_t SegBytes() const { return uint64_t(nb_) * sizeof(CcehBucket); }
   CcehDirectory* Dir() const { return pool_.at<CcehDirectory>(pm::load8(&root_->table)); }
   CcehBucket* Seg(uint64_t off) const { return pool_.at<CcehBucket>(off); }
-  RwSpinLock& SegLock(uint64_t seg) const {
-    return locks_[((seg >> 6) * 0x9e3779b97f4a7c15ull) >> (64 - kStripeBits)].lock;
+  PaddedLock& Stripe(uint64_t seg) const { return locks_[((seg >> 6) * 0x9e3779b97f4a7c15ull) >> (64 - kStripeBits)]; }
+  RwSpinLock& SegLock(uint64_t seg) const { return Stripe(seg).lock; }
+  // Hands a block no longer reachable to the pool's epoch reclamation (readers inside an epoch
+  // may still hold it) and collects at once: with no reader inside, it is freed before this
+  // returns (so single-threaded use keeps allocated == reachable).
+  void RetireNow(uint64_t off) const {
+    alloc_.Retire(off);
+    alloc_.epoch().Collect();
+    alloc_.epoch().Collect();
   }
   static Loc MakeLoc(uint64_t e, uint64_t h) {
     Loc l;
@@ -71,9 +84,10 @@ class Cceh final : public HashIndexBase {
   }
   Loc LockSegment(uint64_t h, bool exclusive) const;
   void UnlockSegment(const Loc& l, bool exclusive) const {
-    if (exclusive)
+    if (exclusive) {
+      Stripe(l.seg).ver.WriteUnlock();
       SegLock(l.seg).unlock();
-    else
+    } else
       SegLock(l.seg).unlock_shared();
   }
   // The slot holding p's key in the segment's probe window, or nullptr.
@@ -94,6 +108,9 @@ class Cceh final : public HashIndexBase {
   }
   Status Split(const Loc& l);
   Status LookupLockFree(const Probe& p, uint64_t* value) const;
+  // CCEH: one optimistic attempt (versions of the directory and of the segment's stripe);
+  // false: restart.
+  bool LookupOptimistic(const Probe& p, uint64_t* value, bool* found) const;
   // Locks every segment stripe exclusively (a consistent snapshot: no writer in flight).
   void LockAll() const {
     for (unsigned i = 0; i < (1u << kStripeBits); ++i) locks_[i].lock.lock();
@@ -132,8 +149,10 @@ class Cceh final : public HashIndexBase {
   const unsigned window_;
   const unsigned max_depth_;
   mutable RwSpinLock dir_lock_;
+  // Bumped by every holder of dir_lock_ exclusive (a split's directory update): optimistic
+  // readers that read an entry meanwhile restart.
+  mutable sync::VersionLock dir_ver_;
   std::unique_ptr<PaddedLock[]> locks_;
-  mutable Epoch epoch_;
   // Size: base_ counted once (under every lock), then writers add to delta_ under their lock.
   mutable std::mutex count_mu_;
   mutable bool count_known_ = false;
@@ -156,6 +175,7 @@ Loc Cceh::LockSegment(uint64_t h, bool exclusive) const {
       // The entry cannot change while we hold the segment's lock: only a split of this segment
       // rewrites it (a doubling copies it unchanged).
       dir_lock_.unlock_shared();
+      if (exclusive) Stripe(EntrySegment(e)).ver.WriteLock();  // no other holder: we hold `l`
       return MakeLoc(e, h);
     }
     dir_lock_.unlock_shared();
@@ -169,7 +189,10 @@ Loc Cceh::LockSegment(uint64_t h, bool exclusive) const {
     const CcehDirectory* d2 = Dir();
     const uint64_t e2 = pm::load8(&d2->entries()[Prefix(h, static_cast<unsigned>(d2->depth))]);
     dir_lock_.unlock_shared();
-    if (e2 == e) return MakeLoc(e, h);
+    if (e2 == e) {
+      if (exclusive) Stripe(EntrySegment(e)).ver.WriteLock();
+      return MakeLoc(e, h);
+    }
     if (exclusive)
       l.unlock();
     else
@@ -259,6 +282,14 @@ Status Cceh::Lookup(std::string_view key, uint64_t* value) const {
     return ZeroGet(value);
   }
   if (cow_) return LookupLockFree(p, value);
+  {
+    sync::EpochGuard g(alloc_.epoch());  // old directories and key blocks are retired, not freed
+    for (int attempt = 0; attempt < kMaxOptimisticRestarts; ++attempt) {
+      bool found = false;
+      if (LookupOptimistic(p, value, &found)) return found ? Status::OK() : Status::NotFound("key not found");
+    }
+  }
+  // Writers kept changing this segment: take its lock shared (cannot starve).
   const Loc l = LockSegment(p.hash, false);
   const CcehSlot* s = FindSlot(l, p);
   if (s) *value = pm::load8(&s->value);
@@ -266,10 +297,46 @@ Status Cceh::Lookup(std::string_view key, uint64_t* value) const {
   return s ? Status::OK() : Status::NotFound("key not found");
 }
 
+// CCEH: no lock. Validation: the directory version is checked after the segment's stripe version
+// was read (the entry still routes to this segment), the stripe version after the slots were
+// read (no writer changed the segment meanwhile: an insert overwriting an invalid copy, a split,
+// a remove). A version word read as locked (a writer inside) fails at once, so a torn slot is
+// never returned.
+bool Cceh::LookupOptimistic(const Probe& p, uint64_t* value, bool* found) const {
+  uint64_t vd = 0, vs = 0;
+  if (!dir_ver_.ReadLockOrRestart(&vd)) return false;
+  const CcehDirectory* d = Dir();
+  const unsigned g = static_cast<unsigned>(pm::load8(&d->depth));
+  if (g > 63) return false;  // torn read of a directory being replaced: the check below fails
+  const uint64_t e = pm::load8(&d->entries()[Prefix(p.hash, g)]);
+  const uint64_t seg = EntrySegment(e);
+  const sync::VersionLock& ver = Stripe(seg).ver;
+  if (!ver.ReadLockOrRestart(&vs) || !dir_ver_.CheckOrRestart(vd)) return false;
+  const CcehBucket* s = Seg(seg);
+  const unsigned home = static_cast<unsigned>(p.hash) & (nb_ - 1);
+  uint64_t v = 0;
+  bool hit = false;
+  for (unsigned i = 0; i < window_ && !hit; ++i) {
+    const CcehBucket& b = s[(home + i) & (nb_ - 1)];
+    for (const auto& slot : b.slot) {
+      const uint64_t w = pm::load8(&slot.key);
+      if (w != 0 && codec_.Matches(w, p)) {
+        v = pm::load8(&slot.value);
+        hit = true;
+        break;
+      }
+    }
+  }
+  if (!ver.CheckOrRestart(vs)) return false;
+  if (hit) *value = v;
+  *found = hit;
+  return true;
+}
+
 // CCEH(C): no lock. The epoch keeps every block we can reach from being freed; a slot that is
 // reused between reading its key word and its value is detected by re-reading the key word.
 Status Cceh::LookupLockFree(const Probe& p, uint64_t* value) const {
-  const uint64_t ep = epoch_.Enter();
+  sync::EpochGuard guard(alloc_.epoch());
   Status result = Status::NotFound("key not found");
   for (bool again = true; again;) {
     again = false;
@@ -294,7 +361,6 @@ Status Cceh::LookupLockFree(const Probe& p, uint64_t* value) const {
       if (result.ok()) break;
     }
   }
-  epoch_.Exit(ep);
   return result;
 }
 
@@ -319,10 +385,8 @@ Status Cceh::Remove(std::string_view key) {
   pm::persist(&s->key, 8);
   delta_.fetch_sub(1, std::memory_order_relaxed);
   UnlockSegment(l, true);
-  if (codec_.BlockOf(w) != 0) {
-    if (cow_) epoch_.Synchronize();  // lock-free readers may still be comparing its bytes
-    codec_.FreeWord(alloc_, w);
-  }
+  // Lock-free readers may still be comparing its bytes: retired, freed after their epochs.
+  if (const uint64_t b = codec_.BlockOf(w)) RetireNow(b);
   return Status::OK();
 }
 
@@ -369,6 +433,7 @@ Status Cceh::Split(const Loc& l) {
   uint64_t old_dir = 0;
   bool doubled = false;
   dir_lock_.lock();
+  dir_ver_.WriteLock();  // no other holder: we hold dir_lock_ exclusively
   CcehDirectory* d = Dir();
   const unsigned g = static_cast<unsigned>(d->depth);
   if (L < g) {
@@ -383,6 +448,7 @@ Status Cceh::Split(const Loc& l) {
     uint64_t nd_off = 0;
     Status s = alloc_.Alloc(CcehDirectory::Bytes(g + 1), &nd_off);
     if (!s.ok()) {
+      dir_ver_.WriteUnlock();
       dir_lock_.unlock();
       alloc_.Free(right);
       if (cow_) alloc_.Free(left);
@@ -409,15 +475,12 @@ Status Cceh::Split(const Loc& l) {
     pm::persist(&root_->table, 8);
     old_dir = pool_.offset_of(d);
     doubled = true;
-    if (!cow_) alloc_.Free(old_dir);  // every other reader of it holds the directory lock
   }
+  dir_ver_.WriteUnlock();
   dir_lock_.unlock();
-  if (cow_) {
-    // 3. Lock-free readers may still be in the split segment or the old directory.
-    epoch_.Synchronize();
-    alloc_.Free(l.seg);
-    if (doubled) alloc_.Free(old_dir);
-  }
+  // 3. Lock-free readers may still be in the old directory or (CCEH(C)) the split segment.
+  if (doubled) RetireNow(old_dir);
+  if (cow_) RetireNow(l.seg);
   AddRehash(NowNs() - t0, doubled, true, false);
   return Status::OK();
 }

@@ -79,11 +79,18 @@
 //   directory lock and then re-validates the entry), inserts, and splits while still holding the
 //   segment lock; only the directory update takes the directory lock exclusively. Nobody blocks
 //   on a segment lock while holding the directory lock, so there is no deadlock. CCEH readers
-//   take the segment lock shared (lazy deletion lets writers overwrite invalid copies in place,
-//   so an unlocked reader could miss a migrated record). CCEH(C) readers take no lock at all:
-//   they run inside an epoch (hash_common.h) that keeps split segments, old directories and
-//   removed key blocks from being freed under them, and re-read the key word after the value to
-//   detect a slot reused meanwhile (the weaker consistency the thesis accepts).
+//   are optimistic (src/sync/sync.h): each stripe also has a version word (sync::VersionLock,
+//   same cache line) that a writer holds while it holds the stripe exclusively, and the
+//   directory has one that the holder of the exclusive directory lock holds. A lookup reads the
+//   directory version, the entry, the stripe version, re-checks the directory version (the entry
+//   still routes here), reads the probe window, and re-checks the stripe version (no writer
+//   changed the segment: lazy deletion lets writers overwrite invalid copies in place, so an
+//   unvalidated read could miss a migrated record); any failed check restarts it, and after 16
+//   restarts it takes the segment lock shared (no starvation). CCEH(C) readers take no lock and
+//   validate nothing but their slot: they re-read the key word after the value to detect a slot
+//   reused meanwhile (the weaker consistency the thesis accepts). Both run inside an epoch of the
+//   pool's EpochManager (src/sync/epoch.h): old directories, CCEH(C)'s split segments and removed
+//   key blocks are retired (Allocator::Retire), freed only after every reader has left.
 //
 // Size. Not persisted (that would cost a flush per insert): the first Size() after Open counts
 // the valid records under every segment lock; writers then keep a DRAM delta.

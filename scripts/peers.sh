@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# The peer comparison of issue 19: wort's kinds against the public code they are measured
+# against, same keys, same order, one run. It fetches nothing and copies nothing into the
+# repository: it builds each peer from a source tree you give it, in a build directory outside
+# the repository, with a small driver of ours (scripts/peers/driver.cc) linked against it.
+#
+#   scripts/peers.sh SRC_ROOT [--keys N] [--dist sparse|dense|clustered] [--repeat R]
+#                    [--seed S] [--out DIR] [--wort BUILD/wort]
+#
+# SRC_ROOT holds one directory per peer, each the peer's repository tree as published:
+#   SRC_ROOT/libart     https://github.com/armon/libart            (vart)
+#   SRC_ROOT/WORT       https://github.com/SeKwonLee/WORT          (wort: src/wort, woart: src/woart)
+#   SRC_ROOT/CCEH       https://github.com/DICL/CCEH               (cceh: src/CCEH_MSB.cpp -DINPLACE)
+#   SRC_ROOT/FAST_FAIR  https://github.com/DICL/FAST_FAIR          (fastfair: single/src/btree.h)
+# A missing one is skipped with a note. From bare git directories, e.g.:
+#   mkdir -p /tmp/peers/libart && git -C /path/libart.git archive HEAD | tar -x -C /tmp/peers/libart
+#
+# What runs, per repeat (default 3; the report gives the median of each figure):
+#   wort bench --index K --dist D --keys N --ops insert,search --flush clflush --keys-out FILE
+#   and each peer's driver on FILE, alternating (kind, peer) pairs. Every program inserts the N keys in
+#   the same order (value = position + 1) and looks every key up in the same order, checking values.
+# The peers flush with clflush + mfence and run in DRAM (malloc); wort runs with --flush clflush
+# in a pool under /dev/shm. Lookups flush nothing in either. Figures are CPU ns per operation
+# (thread CPU time): on a shared machine still an approximation; say so when quoting them.
+# Output: DIR/peers.jsonl (wort bench records and the drivers' lines) and DIR/peers.md (table).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+[ $# -ge 1 ] || { sed -n 2,28p "$0"; exit 2; }
+src=$(cd "$1" && pwd); shift
+keys=16M dist=sparse repeat=3 seed=1 out=/tmp/wort-peers wort="$repo/build/wort"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --keys) keys=$2; shift 2 ;;
+    --dist) dist=$2; shift 2 ;;
+    --repeat) repeat=$2; shift 2 ;;
+    --seed) seed=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --wort) wort=$2; shift 2 ;;
+    *) echo "peers.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+case "$(cd "$(dirname "$out")" && pwd)/" in "$repo"/*) echo "peers.sh: --out must be outside the repository" >&2; exit 2 ;; esac
+[ -x "$wort" ] || { echo "peers.sh: $wort not found (build wort first)" >&2; exit 2; }
+mkdir -p "$out"
+bld="$out/build"
+mkdir -p "$bld"
+drv="$here/peers/driver.cc"
+CXX=${CXX:-g++} CC=${CC:-gcc}
+OPT="-O3 -march=native -DNDEBUG -w"
+
+# ---- build: one driver binary per peer ----
+declare -A bin kind
+build() {  # name wort-kind command...
+  local name=$1 k=$2; shift 2
+  if "$@" >"$bld/$name.log" 2>&1; then bin[$name]="$bld/driver-$name"; kind[$name]=$k
+  else echo "peers.sh: building $name failed (see $bld/$name.log); skipped" >&2; fi
+}
+if [ -d "$src/libart/src" ]; then
+  build libart vart bash -c "$CC $OPT -std=c99 -D_GNU_SOURCE -c '$src/libart/src/art.c' -o '$bld/art.o' &&
+    $CXX $OPT -std=c++17 -DPEER_LIBART -I'$src/libart/src' '$drv' '$bld/art.o' -o '$bld/driver-libart'"
+else echo "peers.sh: no $src/libart: libart skipped" >&2; fi
+if [ -d "$src/WORT/src" ]; then
+  for p in wort woart; do
+    up=$(echo $p | tr a-z A-Z)
+    # woart.c as published (commit 9fc3f51 "a bug in make_leaf") has one C++ cast in C code,
+    # `l = static_cast<woart_leaf *>(ret);`: the copy compiled here (in the build directory)
+    # has it replaced by the C cast `(art_leaf *)(ret)`; nothing else is changed.
+    sed 's/static_cast<woart_leaf \*>(ret)/(art_leaf *)(ret)/' "$src/WORT/src/$p/$p.c" >"$bld/$p.c"
+    build $up $p bash -c "$CC $OPT -std=gnu99 -c '$bld/$p.c' -I'$src/WORT/src/$p' -o '$bld/$p.o' -lm &&
+      $CXX $OPT -std=c++17 -DPEER_$up -I'$src/WORT/src/$p' '$drv' '$bld/$p.o' -o '$bld/driver-$up' -lm"
+  done
+else echo "peers.sh: no $src/WORT: WORT and WOART skipped" >&2; fi
+if [ -d "$src/CCEH/src" ]; then
+  build CCEH cceh bash -c "$CXX $OPT -std=c++17 -I'$src/CCEH' -DINPLACE -c '$src/CCEH/src/CCEH_MSB.cpp' -o '$bld/cceh.o' &&
+    $CXX $OPT -std=c++17 -DPEER_CCEH -I'$src/CCEH' '$drv' '$bld/cceh.o' -o '$bld/driver-CCEH' -lpthread"
+else echo "peers.sh: no $src/CCEH: CCEH skipped" >&2; fi
+if [ -d "$src/FAST_FAIR/single/src" ]; then
+  build FAST_FAIR fastfair bash -c "$CXX $OPT -std=c++17 -DPEER_FASTFAIR -I'$src/FAST_FAIR/single/src' '$drv' -o '$bld/driver-FAST_FAIR' -lrt -lm"
+else echo "peers.sh: no $src/FAST_FAIR: FAST&FAIR skipped" >&2; fi
+[ ${#bin[@]} -gt 0 ] || { echo "peers.sh: no peer built" >&2; exit 1; }
+
+# ---- run ----
+keyfile="$out/keys.bin"
+jsonl="$out/peers.jsonl"
+: >"$jsonl"
+for r in $(seq 1 "$repeat"); do
+  for name in libart WOART WORT CCEH FAST_FAIR; do
+    [ -n "${bin[$name]:-}" ] || continue
+    k=${kind[$name]}
+    echo "== repeat $r: $k vs $name ($keys $dist keys)"
+    "$wort" bench --index "$k" --dist "$dist" --keys "$keys" --seed "$seed" --ops insert,search --flush clflush \
+      --keys-out "$keyfile" --json "$jsonl" >"$out/wort-$k-$r.log"
+    grep -E "^$k .*(insert|search) " "$out/wort-$k-$r.log" | head -2 || true
+    "${bin[$name]}" "$keyfile" | tee -a "$jsonl"
+  done
+done
+rm -f "$keyfile"
+
+python3 - "$jsonl" "$out/peers.md" "$keys" "$dist" "$repeat" <<'PY'
+import json, statistics, sys
+path, md, keys, dist, repeat = sys.argv[1:]
+pairs = [("vart", "libart"), ("woart", "WOART"), ("wort", "WORT"), ("cceh", "CCEH"), ("fastfair", "FAST_FAIR")]
+w, p = {}, {}
+for line in open(path):
+    j = json.loads(line)
+    if j.get("bench") == "index":
+        w.setdefault((j["index"], j["op"]), []).append(j["cpu_ns_per_op"])
+    elif j.get("bench") == "peer":
+        p.setdefault((j["peer"], "insert"), []).append(j["insert_cpu_ns"])
+        p.setdefault((j["peer"], "search"), []).append(j["lookup_cpu_ns"])
+med = lambda v: statistics.median(v) if v else float("nan")
+rows = [f"{keys} {dist} keys, CPU ns per operation, median of {repeat} (scripts/peers.sh)", "",
+        "| wort kind | peer | lookup wort | lookup peer | ratio | insert wort | insert peer | ratio |",
+        "|---|---|---:|---:|---:|---:|---:|---:|"]
+for k, name in pairs:
+    if (name, "search") not in p: continue
+    ls, lp = med(w.get((k, "search"), [])), med(p[(name, "search")])
+    is_, ip = med(w.get((k, "insert"), [])), med(p[(name, "insert")])
+    rows.append(f"| {k} | {name} | {ls:.0f} | {lp:.0f} | {ls/lp:.2f}x | {is_:.0f} | {ip:.0f} | {is_/ip:.2f}x |")
+open(md, "w").write("\n".join(rows) + "\n")
+print("\n".join(rows))
+PY

@@ -1,0 +1,124 @@
+// Driver for one peer index (scripts/peers.sh builds it once per peer, outside the repository,
+// against the peer's own source: nothing of the peers is kept in wort). It reads the key file
+// that `wort bench --keys-out` writes (src/bench/bench.h: WriteKeyFile), inserts the keys in
+// their order (value = position + 1, as `wort bench`), looks every key up in the search phase's
+// order, checks each value, and prints one JSON line: CPU ns per insert and per lookup (this
+// thread's CPU time, as `wort bench`'s cpu_ns_per_op), wall ns, and the number of wrong lookups.
+//
+// Exactly one of PEER_LIBART, PEER_WORT, PEER_WOART, PEER_CCEH, PEER_FASTFAIR is defined.
+#include <time.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#if defined(PEER_LIBART)
+extern "C" {
+#include "art.h"
+}
+#define PEER_NAME "libart"
+#elif defined(PEER_WORT)
+#include "wort.h"  // declares extern "C" itself
+#define PEER_NAME "WORT"
+#elif defined(PEER_WOART)
+#include "woart.h"
+#define PEER_NAME "WOART"
+#elif defined(PEER_CCEH)
+#include "src/CCEH.h"
+#define PEER_NAME "CCEH"
+#elif defined(PEER_FASTFAIR)
+#include "btree.h"
+#define PEER_NAME "FAST_FAIR"
+#else
+#error "define one PEER_*"
+#endif
+
+namespace {
+
+double CpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void BigEndian(uint64_t k, unsigned char out[8]) {
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<unsigned char>(k >> (56 - 8 * i));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s KEYFILE   (written by wort bench --keys-out)\n", argv[0]);
+    return 2;
+  }
+  FILE* f = std::fopen(argv[1], "rb");
+  char magic[8];
+  uint64_t n = 0;
+  if (!f || std::fread(magic, 1, 8, f) != 8 || std::memcmp(magic, "WORTKEYS", 8) != 0 || std::fread(&n, 8, 1, f) != 1) {
+    std::fprintf(stderr, "%s: not a wort key file: %s\n", argv[0], argv[1]);
+    return 2;
+  }
+  std::vector<uint64_t> keys(n);
+  std::vector<uint32_t> order(n);
+  if (std::fread(keys.data(), 8, n, f) != n || std::fread(order.data(), 4, n, f) != n) {
+    std::fprintf(stderr, "%s: truncated key file: %s\n", argv[0], argv[1]);
+    return 2;
+  }
+  std::fclose(f);
+
+#if defined(PEER_LIBART)
+  // libart takes byte strings: the 8-byte big-endian encoding wort uses.
+  std::vector<unsigned char> enc(n * 8);
+  for (uint64_t i = 0; i < n; ++i) BigEndian(keys[i], &enc[i * 8]);
+  art_tree t;
+  art_tree_init(&t);
+  auto insert = [&](uint64_t i) { art_insert(&t, &enc[i * 8], 8, reinterpret_cast<void*>(i + 1)); };
+  auto lookup = [&](uint64_t i) { return reinterpret_cast<uintptr_t>(art_search(&t, &enc[i * 8], 8)); };
+#elif defined(PEER_WORT) || defined(PEER_WOART)
+  art_tree t;
+  art_tree_init(&t);
+  auto insert = [&](uint64_t i) { art_insert(&t, keys[i], sizeof(uint64_t), reinterpret_cast<void*>(i + 1)); };
+  auto lookup = [&](uint64_t i) { return reinterpret_cast<uintptr_t>(art_search(&t, keys[i], sizeof(uint64_t))); };
+#elif defined(PEER_CCEH)
+  // The authors' test: CCEH(initialTableSize / Segment::kNumSlot) with initialTableSize = 16K.
+  Hash* t = new CCEH(16 * 1024 / Segment::kNumSlot);
+  auto insert = [&](uint64_t i) {
+    Key_t k = keys[i];
+    t->Insert(k, reinterpret_cast<Value_t>(i + 1));
+  };
+  auto lookup = [&](uint64_t i) {
+    Key_t k = keys[i];
+    return reinterpret_cast<uintptr_t>(t->Get(k));
+  };
+#elif defined(PEER_FASTFAIR)
+  btree* t = new btree();
+  auto insert = [&](uint64_t i) { t->btree_insert(static_cast<entry_key_t>(keys[i]), reinterpret_cast<char*>(i + 1)); };
+  auto lookup = [&](uint64_t i) { return reinterpret_cast<uintptr_t>(t->btree_search(static_cast<entry_key_t>(keys[i]))); };
+#endif
+
+  auto w0 = std::chrono::steady_clock::now();
+  double c0 = CpuSeconds();
+  for (uint64_t i = 0; i < n; ++i) insert(i);
+  const double insert_cpu = CpuSeconds() - c0;
+  const double insert_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+
+  uint64_t wrong = 0;
+  w0 = std::chrono::steady_clock::now();
+  c0 = CpuSeconds();
+  for (uint64_t j = 0; j < n; ++j) {
+    const uint32_t i = order[j];
+    wrong += lookup(i) != i + 1;
+  }
+  const double lookup_cpu = CpuSeconds() - c0;
+  const double lookup_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+  std::printf(
+      "{\"bench\":\"peer\",\"peer\":\"%s\",\"keys\":%llu,\"insert_cpu_ns\":%.1f,\"insert_ns\":%.1f,"
+      "\"lookup_cpu_ns\":%.1f,\"lookup_ns\":%.1f,\"errors\":%llu}\n",
+      PEER_NAME, static_cast<unsigned long long>(n), insert_cpu * 1e9 / n, insert_wall * 1e9 / n, lookup_cpu * 1e9 / n,
+      lookup_wall * 1e9 / n, static_cast<unsigned long long>(wrong));
+  return wrong ? 1 : 0;
+}
