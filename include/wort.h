@@ -51,11 +51,13 @@ extern "C" {
 #define WORT_KEY_BYTES 2
 #define WORT_KEY_U64 1
 #define WORT_SYNC_PERSIST 0 /* flush + fence before a write returns (default) */
-#define WORT_SYNC_MSYNC 1   /* also msync the pool file: power-fail durable on any filesystem */
+#define WORT_SYNC_MSYNC 1   /* every fence also msyncs what it flushed: power-fail durable on a file system */
 
 /* Durability levels (wort_capabilities.durability). */
-#define WORT_DURABLE_PROCESS_CRASH 0
-#define WORT_DURABLE_POWER_FAIL 1
+#define WORT_DURABLE_PROCESS_CRASH 0 /* a file without DAX: survives kill -9, not an OS crash or power loss */
+#define WORT_DURABLE_POWER_FAIL 1    /* DAX with MAP_SYNC */
+#define WORT_DURABLE_FILE_SYNC 2     /* a file without DAX in sync mode (WORT_SYNC_MSYNC): power-fail durable */
+#define WORT_DURABLE_TMPFS 3         /* tmpfs (/dev/shm): survives kill -9, lost at reboot */
 
 typedef struct wort_config wort_config;
 typedef struct wort_db wort_db;

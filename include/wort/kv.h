@@ -35,7 +35,8 @@
 // Durability (KvCapabilities::durability): every write that returned OK has been flushed and
 // fenced (wort/pm.h), so it survives a crash of the process. It survives a power failure or an
 // OS crash too when the pool is mapped with MAP_SYNC (a DAX filesystem on persistent memory),
-// or with SyncMode::kMsync (msync of the pool before each write returns; slow).
+// or, on a file system without DAX, with SyncMode::kMsync (the pool's sync mode: each fence
+// msyncs what it flushed; a system call per fence). Capabilities().durability names the level.
 //
 // Thread safety: every method may be called from many threads. One reader-writer lock per
 // store: Get/Exists/Scan/Count run in parallel, Put/Remove one at a time (as the server does).
@@ -56,6 +57,7 @@
 #include <vector>
 
 #include "wort/key.h"
+#include "wort/pool.h"
 #include "wort/status.h"
 
 namespace wort {
@@ -72,14 +74,11 @@ inline constexpr uint64_t kValueMagic = 0x574b5631;  // "WKV1"
 
 enum class SyncMode : uint8_t {
   kPersist = 0,  // flush + fence before a write returns (the default)
-  kMsync = 1,    // also msync(MS_SYNC) the pool file: power-fail durable on any filesystem
+  kMsync = 1,    // the pool's sync mode (PoolOptions::sync): every fence also msyncs the pages
+                 // flushed since the previous one; power-fail durable on a file system without DAX
 };
 
-enum class Durability : uint8_t {
-  kProcessCrash = 0,  // acknowledged writes survive a crash of the process, not of the machine
-  kPowerFail = 1,     // ... and a power failure or OS crash (MAP_SYNC on DAX, or kMsync)
-};
-const char* DurabilityName(Durability d);  // "process-crash", "power-fail"
+// Durability (wort/pool.h): the level of the store's pool, as Pool::durability() reports it.
 
 struct KvConfig {
   std::string path;                 // the pool file
@@ -155,7 +154,6 @@ class KvStore {
   Status CheckKey(std::string_view key) const;
   // The value of the block at `off`, or Corruption.
   Status ValueAt(uint64_t off, std::string_view* v) const;
-  Status Sync() const;
 
   KvConfig cfg_;
   std::unique_ptr<Pool> pool_;

@@ -118,7 +118,7 @@ def test_capabilities(path):
     with wort.open(path, kind="fastfair", size=64 << 20, key_type="u64") as db:
         c = db.capabilities()
         assert c["ordered"] and c["thread_safe"] and c["key_type"] == "u64" and c["max_key_len"] == 8
-        assert c["max_value_len"] == wort.MAX_VALUE_LEN and c["durability"] in ("process-crash", "power-fail")
+        assert c["max_value_len"] == wort.MAX_VALUE_LEN and c["durability"] in ("process-crash", "power-fail", "file-sync", "tmpfs")
         db[(5).to_bytes(8, "big")] = b"five"
         with pytest.raises(ValueError):
             db[b"short"] = b"x"

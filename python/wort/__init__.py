@@ -200,7 +200,7 @@ class Store:
     # ---- information ------------------------------------------------------------------------
     def capabilities(self) -> dict:
         """What this store offers: kind, description, ordered, thread_safe, parallel_writes,
-        key_type, max_key_len, max_value_len, durability ("process-crash" or "power-fail"),
+        key_type, max_key_len, max_value_len, durability ("power-fail", "file-sync", "process-crash" or "tmpfs": the pool's level),
         sync."""
         return self._s().capabilities()
 

@@ -219,7 +219,12 @@ int wort_get_capabilities(wort_db* db, wort_capabilities* out) {
     r.key_type = static_cast<int>(c.key_type);
     r.max_key_len = c.max_key_len;
     r.max_value_len = c.max_value_len;
-    r.durability = c.durability == wort::Durability::kPowerFail ? WORT_DURABLE_POWER_FAIL : WORT_DURABLE_PROCESS_CRASH;
+    switch (c.durability) {
+      case wort::Durability::kPowerFail: r.durability = WORT_DURABLE_POWER_FAIL; break;
+      case wort::Durability::kFileSync: r.durability = WORT_DURABLE_FILE_SYNC; break;
+      case wort::Durability::kProcessCrash: r.durability = WORT_DURABLE_PROCESS_CRASH; break;
+      case wort::Durability::kTmpfs: r.durability = WORT_DURABLE_TMPFS; break;
+    }
     std::strncpy(r.kind, c.kind.c_str(), sizeof r.kind - 1);
     *out = r;
     return WORT_OK;

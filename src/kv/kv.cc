@@ -34,28 +34,7 @@ std::string KindList() {
   return s;
 }
 
-// Whether `path` can be mapped with MAP_SYNC (a DAX filesystem): probed on one page.
-bool MapsSync(const std::string& path) {
-#ifndef MAP_SYNC
-  constexpr int MAP_SYNC = 0x80000;
-#endif
-#ifndef MAP_SHARED_VALIDATE
-  constexpr int MAP_SHARED_VALIDATE = 0x03;
-#endif
-  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) return false;
-  void* m = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED_VALIDATE | MAP_SYNC, fd, 0);
-  ::close(fd);
-  if (m == MAP_FAILED) return false;
-  ::munmap(m, 4096);
-  return true;
-}
-
 }  // namespace
-
-const char* DurabilityName(Durability d) {
-  return d == Durability::kPowerFail ? "power-fail" : "process-crash";
-}
 
 std::vector<std::string> KvKinds() {
   std::vector<std::string> v;
@@ -83,6 +62,7 @@ Status KvStore::Open(const KvConfig& cfg, std::unique_ptr<KvStore>* out) {
   po.max_size = cfg.size;
   po.initial_size = std::min<uint64_t>(cfg.size, 64ull << 20);
   po.background_recovery = true;
+  po.sync = cfg.sync == SyncMode::kMsync;
   struct stat sb;
   const bool exists = ::stat(cfg.path.c_str(), &sb) == 0;
   if (!exists && !cfg.create_if_missing) return Status::NotFound("no pool at " + cfg.path);
@@ -119,8 +99,7 @@ Status KvStore::Open(const KvConfig& cfg, std::unique_ptr<KvStore>* out) {
   c.key_type = st->index_->key_type();
   c.max_key_len = c.key_type == KeyType::kU64 ? 8 : kMaxKeyLen;
   c.sync = cfg.sync;
-  c.durability =
-      cfg.sync == SyncMode::kMsync || MapsSync(cfg.path) ? Durability::kPowerFail : Durability::kProcessCrash;
+  c.durability = st->pool_->durability();
   *out = std::move(st);
   return Status::OK();
 }
@@ -163,13 +142,6 @@ Status KvStore::ValueAt(uint64_t off, std::string_view* v) const {
   return Status::OK();
 }
 
-Status KvStore::Sync() const {
-  if (cfg_.sync != SyncMode::kMsync) return Status::OK();
-  if (::msync(pool_->base(), pool_->size(), MS_SYNC) != 0)
-    return Status::IOError(std::string("msync of ") + cfg_.path + ": " + std::strerror(errno));
-  return Status::OK();
-}
-
 Status KvStore::Put(std::string_view key, std::string_view value) {
   WORT_RETURN_IF_ERROR(CheckKey(key));
   if (value.size() > kMaxValueLen)
@@ -203,7 +175,6 @@ Status KvStore::Put(std::string_view key, std::string_view value) {
     a.Free(off);  // never published
     return s;
   }
-  s = Sync();
   if (had) a.Free(old);  // 4: unreachable since the commit
   return s;
 }
@@ -215,9 +186,8 @@ Status KvStore::Remove(std::string_view key) {
   uint64_t old = 0;
   WORT_RETURN_IF_ERROR(index_->Lookup(key, &old));
   WORT_RETURN_IF_ERROR(index_->Remove(key));  // COMMIT POINT
-  Status s = Sync();
   pool_->allocator().Free(old);  // unreachable since the commit
-  return s;
+  return Status::OK();
 }
 
 Status KvStore::Get(std::string_view key, const std::function<void(std::string_view)>& fn) const {

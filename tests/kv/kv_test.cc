@@ -191,8 +191,8 @@ TEST_P(KvKindTest, CapabilitiesTellTheTruth) {
   uint64_t n = 0;
   ASSERT_TRUE(db->Count(&n).ok());
   EXPECT_EQ(n, 2u);
-  // /dev/shm (tmpfs) has no MAP_SYNC: process-crash durability unless msync is asked for.
-  EXPECT_EQ(c.durability, Durability::kProcessCrash);
+  // /dev/shm is tmpfs: the pool's level, process-crash only and lost at reboot.
+  EXPECT_EQ(c.durability, Durability::kTmpfs);
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, KvKindTest, ::testing::ValuesIn(KvKinds()),
@@ -281,17 +281,21 @@ TEST(Kv, U64KeysAndTwoStoresInOnePool) {
   ASSERT_TRUE(ints->Close().ok());
 }
 
-TEST(Kv, MsyncModeIsPowerFailDurable) {
-  TempPath p("kv");
+// On a file system without DAX (not tmpfs) the msync mode is the pool's file-sync level.
+TEST(Kv, MsyncModeIsFileSyncDurable) {
+  const std::string path = "/var/tmp/wort-kv-msync-" + std::to_string(::getpid()) + ".pool";
+  std::filesystem::remove(path);
   KvConfig c;
-  c.path = p;
+  c.path = path;
   c.size = 64ull << 20;
   c.sync = SyncMode::kMsync;
   std::unique_ptr<KvStore> db;
   ASSERT_TRUE(KvStore::Open(c, &db).ok());
-  EXPECT_EQ(db->Capabilities().durability, Durability::kPowerFail);
+  EXPECT_EQ(db->Capabilities().durability, Durability::kFileSync);
   ASSERT_TRUE(db->Put("a", "b").ok());
   ASSERT_TRUE(db->Remove("a").ok());
+  db.reset();
+  std::filesystem::remove(path);
 }
 
 // Writers overwrite their own keys with self-describing values while readers and scanners check
