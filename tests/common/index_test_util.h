@@ -111,7 +111,9 @@ class IndexFixture {
     Status s = Pool::Open(path_.str(), po, &pool_);
     ASSERT_TRUE(s.ok()) << s.ToString();
     ASSERT_FALSE(pool_->opened_clean());
-    if (!background) ASSERT_TRUE(pool_->WaitForRecovery().ok());
+    if (!background) {
+      ASSERT_TRUE(pool_->WaitForRecovery().ok());
+    }
     s = OpenIndex(*pool_, kRoot, &idx_);
     ASSERT_TRUE(s.ok()) << s.ToString();
   }
