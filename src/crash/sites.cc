@@ -36,6 +36,9 @@ constexpr Owner kSiteOwners[] = {
     {"src/server/store.cc", "",
      "the server's value store (records, expiry, flush_all): not an index kind; crash-tested by the server's "
      "kill tests (tests/server)"},
+    {"src/kv/kv.cc", "",
+     "the key-value store's value blocks: not an index kind; explored by the KV crash explorer and kill test "
+     "(crash/kv_explorer.h, tests/crash/kv_crash_test.cc)"},
 };
 
 const std::vector<PmSite> kInventory = {

@@ -12,6 +12,7 @@
 #include "server/protocol.h"
 #include "wort/alloc.h"
 #include "wort/pm.h"
+#include "sync/epoch.h"
 
 namespace wort::server {
 
@@ -720,6 +721,17 @@ bool Store::EvictTracked(uint64_t off) {
   return true;
 }
 
+// Gives back what eviction freed: first the index blocks the evictions retired (the radix trees
+// unlink nodes through the pool's epochs, src/sync/sync.h: they reach the allocator only after a
+// grace period; two Collects advance the epoch past them when no reader is inside one - this
+// thread never is here), then the thread caches and wholly free chunks (Allocator::Trim).
+static void TrimAfterEviction(Pool& pool) {
+  sync::EpochManager& e = pool.allocator().epoch();
+  if (!e.InEpoch())
+    for (int i = 0; i < 3; ++i) e.Collect();
+  pool.allocator().Trim();
+}
+
 bool Store::EvictSome(size_t size, uint64_t keep, int attempt) {
   if (attempt >= kEvictAttempts) return false;
   if (attempt == 0) trimmed_ = false;
@@ -727,7 +739,7 @@ bool Store::EvictSome(size_t size, uint64_t keep, int attempt) {
   // Nothing (else) to evict: return cached blocks and reserve chunks once, then give up.
   if (recency_->size() == 0 || (recency_->size() == 1 && recency_->at(0).off == keep)) {
     if (trimmed_) return false;
-    pool_->allocator().Trim();
+    TrimAfterEviction(*pool_);
     return trimmed_ = true;
   }
   const bool large = size > Allocator::kMaxSmall;
@@ -739,7 +751,7 @@ bool Store::EvictSome(size_t size, uint64_t keep, int attempt) {
       if (EvictTracked(recency_->at(slot).off)) {
         // The freed block serves its own class at once (this thread's cache); other classes
         // need whole chunks back: return the cache now and then.
-        if (attempt % 8 == 7) pool_->allocator().Trim();
+        if (attempt % 8 == 7) TrimAfterEviction(*pool_);
         return true;
       }
     }
@@ -763,7 +775,7 @@ bool Store::EvictSome(size_t size, uint64_t keep, int attempt) {
   for (uint64_t c = first; c < first + count; ++c)
     for (uint64_t off : recency_->InChunk(c))
       if (off != keep) any |= EvictTracked(off);
-  pool_->allocator().Trim();
+  TrimAfterEviction(*pool_);
   return any;
 }
 
