@@ -1,0 +1,98 @@
+// src/remote/transport.h - the one-sided remote-memory interface CANRT and the request/reply
+// baselines are written against (issue 18).
+//
+// A server exposes one memory region (a wort pool's mapping, or a region carved from it) to its
+// clients. A client holds a Connection to that region and does, by offset into the region:
+//   Read        - copy `len` bytes of the region into a local buffer      (RDMA READ,  ucp_get)
+//   Write       - copy a local buffer into the region                      (RDMA WRITE, ucp_put)
+//   FetchAdd64  - atomic 64-bit add on an 8-byte-aligned word, old value   (ucp_atomic FADD)
+//   CompareSwap64 - atomic 64-bit CAS on an aligned word, returns old value (ucp_atomic CSWAP)
+//   Notify      - a small message to the server's handler (RDMA write-with-immediate has no UCP
+//                 equivalent: put + active message, ucp_am_send_nbx)
+// and Flush() waits until every earlier Write/atomic of this connection is complete at the target
+// (remote completion, ucp_ep_flush). Every call returns only when its own operation is complete
+// locally (the read data is in `dst`, the atomic's old value is known); Write is complete at the
+// target only after Flush() or after any later Read/atomic on the same connection (the ucx backend
+// flushes before returning from Write, so "returned" means "visible at the target" for both
+// backends: keep it that way, callers rely on it).
+//
+// Atomicity: FetchAdd64/CompareSwap64 are atomic with respect to each other on the same backend.
+// They are NOT promised atomic with respect to the server's CPU stores to the same word on real
+// RDMA hardware (only devices with global atomicity give that). A server that must change a word
+// that clients touch with atomics does it through its own loopback Connection (ServerSide()
+// below), or the structure's header says why a CPU store is safe for that word.
+//
+// Backends (both must pass the same tests):
+//   "local" - the client maps the region's pool file in its own process (or is the server's own
+//             process) and uses CPU loads, stores and std::atomic_ref. Deterministic; lets the
+//             crash explorer cut between a client's write and the server's metadata update.
+//   "ucx"   - UCX's UCP API (Debian libucx-dev). UCX_TLS=sm/posix: truly one-sided over shared
+//             memory; UCX_TLS=tcp: software emulation, the target must progress its worker (the
+//             server runs a progress thread); on InfiniBand/RoCE the same calls are RDMA.
+//
+// Persistence: a client's Write lands in the server's mapping; it is durable only when the server
+// persists it (the server-side protocol of each structure says when; CANRT's server persists the
+// item before it flips the bitmap bit).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "wort/status.h"
+
+namespace wort::remote {
+
+// What a server publishes; a client needs all of it to connect (it travels out of band: the
+// local backend reads it from the pool file, the ucx backend from a TCP bootstrap socket).
+struct RegionInfo {
+  std::string backend;       // "local" or "ucx"
+  std::string address;       // local: the pool file path; ucx: "host:port" of the bootstrap
+  std::uint64_t size = 0;    // bytes of the region
+};
+
+// The server side's handler of Notify messages: called on a server thread with the sender's id
+// and the message bytes. It must not block for long (it runs on the progress path).
+using NotifyHandler = std::function<void(std::uint32_t client_id, std::string_view msg)>;
+
+class Connection {
+ public:
+  virtual ~Connection() = default;
+  virtual Status Read(std::uint64_t off, void* dst, std::size_t len) = 0;
+  virtual Status Write(std::uint64_t off, const void* src, std::size_t len) = 0;
+  virtual Status FetchAdd64(std::uint64_t off, std::uint64_t add, std::uint64_t* old) = 0;
+  virtual Status CompareSwap64(std::uint64_t off, std::uint64_t expected, std::uint64_t desired,
+                               std::uint64_t* old) = 0;
+  virtual Status Notify(std::string_view msg) = 0;
+  virtual Status Flush() = 0;
+  virtual std::uint32_t client_id() const = 0;
+  // Counters for the benchmark: one-sided operations issued by this connection.
+  struct Counters {
+    std::uint64_t reads = 0, writes = 0, atomics = 0, notifies = 0, bytes_read = 0,
+                  bytes_written = 0;
+  };
+  virtual Counters counters() const = 0;
+};
+
+// The server's end: owns the exposed region and dispatches notifications.
+class Server {
+ public:
+  virtual ~Server() = default;
+  virtual RegionInfo info() const = 0;
+  // Connection from the server to its own region through the same transport (for atomics that
+  // must be atomic with the clients' atomics, see above).
+  virtual Connection& ServerSide() = 0;
+  virtual void Stop() = 0;
+};
+
+// Expose [base, base+size) - memory the caller owns (a pool mapping) - to clients.
+// `pool_path` is the file behind the mapping (the local backend's clients map it).
+Status Listen(std::string_view backend, void* base, std::uint64_t size, std::string_view pool_path,
+              NotifyHandler on_notify, std::unique_ptr<Server>* out);
+// Connect to a published region.
+Status Connect(const RegionInfo& info, std::unique_ptr<Connection>* out);
+
+}  // namespace wort::remote
