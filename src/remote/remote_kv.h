@@ -1,0 +1,31 @@
+// src/remote/remote_kv.h - what a remote client of a key-value index offers, whichever design is
+// behind it: CANRT (one-sided reads/writes/atomics on the server's data nodes) or the paper's
+// baselines (WORT/WOART served by request/reply over the same transport). `wort bench-remote`
+// and the remote tests drive this interface, so the comparison runs the same client code paths.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "wort/status.h"
+
+namespace wort::remote {
+
+class RemoteKV {
+ public:
+  virtual ~RemoteKV() = default;
+  // Insert or overwrite. Returns OK only when the write is durable at the server (acknowledged).
+  virtual Status Put(std::string_view key, std::string_view value) = 0;
+  // NotFound when absent.
+  virtual Status Get(std::string_view key, std::string* value) = 0;
+  virtual Status Remove(std::string_view key) = 0;
+  // Keys in [start, end) in ascending unsigned-byte order, at most `limit` (0 = no limit); the
+  // callback returns false to stop early.
+  virtual Status Scan(std::string_view start, std::string_view end, std::size_t limit,
+                      const std::function<bool(std::string_view key, std::string_view value)>& fn) = 0;
+  virtual std::string name() const = 0;  // "canrt", "reply-wort", "reply-woart"
+};
+
+}  // namespace wort::remote
