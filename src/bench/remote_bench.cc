@@ -2,8 +2,12 @@
 #include "bench/remote_bench.h"
 
 #include <fmt/core.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
+
+#include <functional>
 
 #include <algorithm>
 #include <atomic>
@@ -82,10 +86,11 @@ struct Run {
   }
 
   // One client (this thread): fn(i) for i in [0, n), each timed.
+  // fn(kv, i); with connect = false kv is null and fn uses its own client (transport phases).
   template <class Fn>
-  Status Single(const std::string& op, std::size_t n, Fn fn, RemoteResult* res = nullptr) {
+  Status Single(const std::string& op, std::size_t n, Fn fn, RemoteResult* res = nullptr, bool connect = true) {
     std::unique_ptr<remote::RemoteKV> kv;
-    WORT_RETURN_IF_ERROR(design->connect(info, &kv));
+    if (connect) WORT_RETURN_IF_ERROR(design->connect(info, &kv));
     RemoteResult r = Base(op, 1);
     std::vector<double> lat;
     lat.reserve(n);
@@ -93,7 +98,7 @@ struct Run {
     auto w0 = Clock::now();
     for (std::size_t i = 0; i < n; ++i) {
       auto a = Clock::now();
-      Status s = fn(*kv, i);
+      Status s = fn(kv.get(), i);
       lat.push_back(std::chrono::duration<double, std::nano>(Clock::now() - a).count());
       if (!s.ok()) {
         if (r.errors++ == 0 && print) fmt::print(stderr, "wort bench-remote: {} {}: {}\n", design->name, op, s.ToString());
@@ -167,17 +172,17 @@ struct Run {
     std::vector<std::uint64_t> perm(cfg.keys);
     std::iota(perm.begin(), perm.end(), 0);
     std::shuffle(perm.begin(), perm.end(), std::mt19937_64(cfg.seed));
-    WORT_RETURN_IF_ERROR(Single("load", cfg.keys, [&](remote::RemoteKV& kv, std::size_t i) {
-      return kv.Put(RemoteBenchKey(perm[i]), Value(perm[i]));
+    WORT_RETURN_IF_ERROR(Single("load", cfg.keys, [&](remote::RemoteKV* kv, std::size_t i) {
+      return kv->Put(RemoteBenchKey(perm[i]), Value(perm[i]));
     }));
-    WORT_RETURN_IF_ERROR(Single("put", cfg.latency_ops, [&](remote::RemoteKV& kv, std::size_t i) {
-      return kv.Put(RemoteBenchKey(cfg.keys + i), Value(cfg.keys + i));
+    WORT_RETURN_IF_ERROR(Single("put", cfg.latency_ops, [&](remote::RemoteKV* kv, std::size_t i) {
+      return kv->Put(RemoteBenchKey(cfg.keys + i), Value(cfg.keys + i));
     }));
     std::mt19937_64 rng(cfg.seed + 1);
     std::string v;
-    WORT_RETURN_IF_ERROR(Single("get", cfg.latency_ops, [&](remote::RemoteKV& kv, std::size_t) {
+    WORT_RETURN_IF_ERROR(Single("get", cfg.latency_ops, [&](remote::RemoteKV* kv, std::size_t) {
       std::uint64_t rec = rng() % cfg.keys;
-      WORT_RETURN_IF_ERROR(kv.Get(RemoteBenchKey(rec), &v));
+      WORT_RETURN_IF_ERROR(kv->Get(RemoteBenchKey(rec), &v));
       if (v != Value(rec)) return Status::Corruption("get returned a wrong value for record " + std::to_string(rec));
       return Status::OK();
     }));
@@ -185,12 +190,12 @@ struct Run {
       RemoteResult rr;
       WORT_RETURN_IF_ERROR(Single(
           "range-" + std::to_string(range), cfg.range_ops,
-          [&](remote::RemoteKV& kv, std::size_t) {
+          [&](remote::RemoteKV* kv, std::size_t) {
             std::uint64_t from = rng() % (cfg.keys - range + 1);
             std::size_t got = 0;
             std::uint64_t expect = from;
             bool ordered = true;
-            WORT_RETURN_IF_ERROR(kv.Scan(RemoteBenchKey(from), "", range, [&](std::string_view k, std::string_view) {
+            WORT_RETURN_IF_ERROR(kv->Scan(RemoteBenchKey(from), "", range, [&](std::string_view k, std::string_view) {
               ordered &= k == RemoteBenchKey(expect++);
               ++got;
               return true;
@@ -210,6 +215,57 @@ struct Run {
   }
 };
 
+void PrintHeader() {
+  fmt::print("{:<12} {:<6} {:<7} {:<16} {:>7} {:>9} {:>11} {:>10} {:>10} {:>12} {:>12} {:>7}\n", "design", "backend",
+             "tls", "op", "threads", "ops", "ops/s", "p50_us", "p99_us", "cpu_ns/op", "srv_cpu_ns/op", "errors");
+}
+
+// The transport's operations, one client, each timed (RemoteBenchConfig::transport).
+Status TransportBench(const RemoteBenchConfig& cfg, bool print, std::vector<RemoteResult>* out) {
+  const std::string path = fmt::format("{}/wort-bench-transport-{}.region", cfg.dir, ::getpid());
+  constexpr std::uint64_t kSize = 1 << 20;
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0 || ::ftruncate(fd, kSize) != 0) {
+    if (fd >= 0) ::close(fd);
+    return Status::IOError("cannot create " + path);
+  }
+  void* base = ::mmap(nullptr, kSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (base == MAP_FAILED) return Status::IOError("cannot map " + path);
+  std::atomic<std::uint64_t> notified{0};
+  std::unique_ptr<remote::Server> srv;
+  Status s = remote::Listen(cfg.backend, base, kSize, path, [&](std::uint32_t, std::string_view) { ++notified; }, &srv);
+  std::unique_ptr<remote::Connection> c;
+  if (s.ok()) s = remote::Connect(srv->info(), &c);
+  if (s.ok()) {
+    remote::RemoteDesign d{"transport", "", nullptr, nullptr};
+    Run run{cfg, &d, srv->info(), true, print, out};
+    char buf[2048] = {};
+    std::uint64_t old;
+    struct {
+      const char* op;
+      std::function<Status(std::size_t)> fn;
+    } ops[] = {
+        {"read-8", [&](std::size_t i) { return c->Read(64 * (i % 1024), buf, 8); }},
+        {"read-2048", [&](std::size_t i) { return c->Read(2048 * (i % 256), buf, 2048); }},
+        {"write-64", [&](std::size_t i) { return c->Write(64 * (i % 1024), buf, 64); }},
+        {"fetch-add", [&](std::size_t i) { return c->FetchAdd64(8 * (i % 1024), 1, &old); }},
+        {"compare-swap", [&](std::size_t i) { return c->CompareSwap64(8 * (i % 1024), i, i + 1, &old); }},
+        {"notify", [&](std::size_t) { return c->Notify("0123456789abcdef"); }},
+    };
+    for (auto& o : ops) {
+      s = run.Single(o.op, cfg.transport_ops, [&](remote::RemoteKV*, std::size_t i) { return o.fn(i); }, nullptr, false);
+      if (!s.ok()) break;
+    }
+  }
+  c.reset();
+  if (srv) srv->Stop();
+  srv.reset();
+  ::munmap(base, kSize);
+  ::unlink(path.c_str());
+  return s;
+}
+
 }  // namespace
 
 std::string RemoteBenchKey(std::uint64_t i) { return fmt::format("key{:013d}", i % 10000000000000ull); }
@@ -226,10 +282,11 @@ Status RunRemoteBench(const RemoteBenchConfig& cfg, bool print, std::vector<Remo
   }
   if (cfg.backend != "local" && cfg.backend != "ucx") return Status::InvalidArgument("--backend must be local or ucx");
   if (!cfg.tls.empty()) ::setenv("UCX_TLS", cfg.tls.c_str(), 1);
-  if (print) {
-    fmt::print("{:<12} {:<6} {:<7} {:<16} {:>7} {:>9} {:>11} {:>10} {:>10} {:>12} {:>12} {:>7}\n", "design", "backend",
-               "tls", "op", "threads", "ops", "ops/s", "p50_us", "p99_us", "cpu_ns/op", "srv_cpu_ns/op", "errors");
+  if (cfg.transport) {
+    if (print) PrintHeader();
+    return TransportBench(cfg, print, out);
   }
+  if (print) PrintHeader();
   if (!cfg.connect.empty()) {
     std::string name;
     remote::RegionInfo info;

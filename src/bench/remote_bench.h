@@ -44,6 +44,11 @@ struct RemoteBenchConfig {
   std::size_t ycsb_ops = 5000;      // per thread per mix
   std::vector<std::string> mixes = {"write-only", "50:50", "95:5", "read-only"};
   std::uint64_t seed = 1;
+  // Instead of the designs: the transport's own operations (design "transport", ops read-8,
+  // read-2048, write-64, fetch-add, compare-swap, notify), `transport_ops` of each, one client,
+  // against a 1 MiB region in a file under `dir`.
+  bool transport = false;
+  std::size_t transport_ops = 20000;
 };
 
 struct RemoteResult {

@@ -119,6 +119,10 @@ void AddBenchRemote(CLI::App& app) {
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--seed", c->seed, "Random seed")->capture_default_str();
+  cmd->add_flag("--transport", c->transport,
+                "Measure the transport's own operations instead (read-8, read-2048, write-64, fetch-add, "
+                "compare-swap, notify; one client)");
+  cmd->add_option("--transport-ops", c->transport_ops, "Operations per transport op kind")->capture_default_str();
   cmd->add_option("--json", *json, "Append one JSON object per result to this file (JSON Lines)");
   cmd->callback([c, json] {
     bench::Environment env = bench::CaptureEnvironment();
