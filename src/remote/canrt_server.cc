@@ -1,0 +1,613 @@
+// CANRT's server side: creation, write processing, tick-tock resizing and crash recovery
+// (design, persist order and post-crash invariants: canrt.h and canrt_layout.h).
+#include <nmmintrin.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "index/registry.h"
+#include "remote/canrt.h"
+#include "wort/alloc.h"
+#include "wort/pm.h"
+
+namespace wort::canrt {
+
+uint32_t ItemCrc(const unsigned char* item) {
+  uint32_t c = ~0u;
+  for (int i = 0; i < 4; ++i) c = _mm_crc32_u8(c, item[i]);
+  const size_t kl = std::min<size_t>(item[kItemKeyLen], kMaxKey), vl = std::min<size_t>(item[kItemValLen], kMaxValue);
+  for (size_t i = 0; i < kl; ++i) c = _mm_crc32_u8(c, item[kItemKey + i]);
+  for (size_t i = 0; i < vl; ++i) c = _mm_crc32_u8(c, item[kItemValue + i]);
+  return ~c;
+}
+
+namespace {
+
+// The post-crash GC's view of a CANRT root: one block.
+void VisitRoot(const Pool&, uint64_t root_off, const std::function<void(uint64_t)>& mark) { mark(root_off); }
+[[maybe_unused]] const bool kVisitorRegistered = RegisterRootVisitor(kRootType, &VisitRoot);
+
+bool ItemOk(const unsigned char* it) {
+  uint32_t crc;
+  std::memcpy(&crc, it + kItemCrc, 4);
+  return (it[kItemOp] == kOpPut || it[kItemOp] == kOpDelete) && it[kItemKeyLen] <= kMaxKey &&
+         it[kItemValLen] <= kMaxValue && crc == ItemCrc(it);
+}
+bool SameKey(const unsigned char* a, const unsigned char* b) {
+  return a[kItemKeyLen] == b[kItemKeyLen] && std::memcmp(a + kItemKey, b + kItemKey, a[kItemKeyLen]) == 0;
+}
+std::string_view KeyOf(const unsigned char* it) {
+  return {reinterpret_cast<const char*>(it + kItemKey), it[kItemKeyLen]};
+}
+
+// Writable prefix area (the shadow while a resize builds it); every store is noted for the
+// persist and for the next resize's copy.
+struct ShadowArea {
+  char* a;
+  uint32_t m;
+  std::vector<std::pair<uint64_t, uint64_t>>* changes;
+  AreaHeader h() const {
+    AreaHeader x;
+    std::memcpy(&x, a, sizeof x);
+    return x;
+  }
+  void Put(uint64_t off, const void* src, size_t n) {
+    std::memcpy(a + off, src, n);
+    changes->emplace_back(off, n);
+  }
+  void SetHeader(const AreaHeader& x) { Put(0, &x, sizeof x); }
+  uint64_t NodeOff(uint64_t id) const { return kAreaHeaderBytes + id * PrefixNodeBytes(m); }
+  void SetN(uint64_t id, uint32_t n) { Put(NodeOff(id), &n, 4); }
+  void SetChr(uint64_t id, uint32_t p, uint16_t c) { Put(NodeOff(id) + 4 + 2 * p, &c, 2); }
+  void SetId(uint64_t id, uint32_t p, uint32_t d) { Put(NodeOff(id) + IdsOffset(m) + 4 * p, &d, 4); }
+};
+
+void PersistRanges(const char* base, const std::vector<std::pair<uint64_t, uint64_t>>& r) {
+  for (auto& [off, n] : r) pm::flush(base + off, n);
+  pm::fence();
+}
+
+}  // namespace
+
+struct Service::Changes {
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  bool add_height = false;
+};
+
+Status Service::Open(Pool& pool, std::string_view name, const Options& opts, std::unique_ptr<Service>* out) {
+  std::unique_ptr<Service> s(new Service());
+  s->pool_ = &pool;
+  s->opts_ = opts;
+  RootInfo ri;
+  Status st = pool.FindRoot(name, &ri);
+  if (st.ok()) {
+    if (ri.type != kRootType)
+      return Status::InvalidArgument("root '" + std::string(name) + "' is not a CANRT (type " + std::to_string(ri.type) + ")");
+    s->root_off_ = ri.off;
+    s->base_ = pool.at<char>(ri.off);
+    s->hdr_ = reinterpret_cast<RootHeader*>(s->base_);
+    if (s->hdr_->magic != kMagic || s->hdr_->version != kVersion)
+      return Status::Corruption("root '" + std::string(name) + "': not a CANRT region of version 1");
+    const RootHeader& h = *s->hdr_;
+    s->size_ = h.data_off + h.max_nodes * h.node_bytes;
+    if (!pool.contains(ri.off, s->size_) || h.capacity < 1 || h.capacity > kMaxCapacity || h.fanout < 2 ||
+        h.fanout > 256)
+      return Status::Corruption("CANRT root '" + std::string(name) + "': bad geometry");
+    s->opts_.capacity = h.capacity;
+    s->opts_.fanout = h.fanout;
+    s->opts_.max_nodes = h.max_nodes;
+    s->opts_.area_bytes = h.area_bytes;
+    WORT_RETURN_IF_ERROR(s->Recover());
+  } else if (st.IsNotFound()) {
+    if (opts.capacity < 1 || opts.capacity > kMaxCapacity)
+      return Status::InvalidArgument("CANRT capacity must be 1.." + std::to_string(kMaxCapacity));
+    if (opts.fanout < 2 || opts.fanout > 256) return Status::InvalidArgument("CANRT fan-out must be 2..256");
+    if (opts.max_nodes < 1 || opts.max_nodes > UINT32_MAX / 2) return Status::InvalidArgument("CANRT max_nodes out of range");
+    const uint64_t min_area = kAreaHeaderBytes + PrefixNodeBytes(opts.fanout) * (1 + opts.fanout);
+    if (opts.area_bytes < min_area)
+      return Status::InvalidArgument("CANRT area_bytes must hold at least two levels (" + std::to_string(min_area) + ")");
+    const uint64_t area = (opts.area_bytes + 63) & ~63ull;
+    const uint64_t node_bytes = 64 + uint64_t(opts.capacity) * kItemBytes;
+    const uint64_t size = kHeaderBytes + 2 * area + opts.max_nodes * node_bytes;
+    uint64_t off = 0;
+    WORT_RETURN_IF_ERROR(pool.allocator().Alloc(size, &off));
+    char* b = pool.at<char>(off);
+    RootHeader h{};
+    h.magic = kMagic;
+    h.version = kVersion;
+    h.capacity = opts.capacity;
+    h.fanout = opts.fanout;
+    uint32_t k = 1;
+    while (k < kMaxHeight && kAreaHeaderBytes + PrefixNodesFor(opts.fanout, k + 1) * PrefixNodeBytes(opts.fanout) <= area) ++k;
+    h.max_height = k;
+    h.node_bytes = node_bytes;
+    h.max_nodes = opts.max_nodes;
+    h.area_bytes = area;
+    h.area_off[0] = kHeaderBytes;
+    h.area_off[1] = kHeaderBytes + area;
+    h.data_off = kHeaderBytes + 2 * area;
+    h.state = StateWord(0, true, true);
+    h.resize_node = 0;
+    std::memset(b, 0, kHeaderBytes);
+    std::memcpy(b, &h, sizeof h);
+    // The valid tree of generation 0: one prefix node with one entry naming data node 0.
+    char* a0 = b + h.area_off[0];
+    std::memset(a0, 0, kAreaHeaderBytes + PrefixNodeBytes(opts.fanout));
+    AreaHeader ah{1, opts.fanout, 1, 1};
+    std::memcpy(a0, &ah, sizeof ah);
+    const uint32_t one = 1;
+    std::memcpy(a0 + kAreaHeaderBytes, &one, 4);  // nchars 1, chars[0] 0, ids[0] 0
+    std::memset(b + h.data_off, 0, node_bytes);
+    // Persist order: geometry, area 0, node 0; then the root entry publishes the region.
+    pm::flush(b, sizeof h);
+    pm::flush(a0, kAreaHeaderBytes + PrefixNodeBytes(opts.fanout));
+    pm::flush(b + h.data_off, node_bytes);
+    pm::fence();
+    st = pool.AddRoot(name, kRootType, off);
+    if (!st.ok()) {
+      pool.allocator().Free(off);
+      return st;
+    }
+    s->root_off_ = off;
+    s->base_ = b;
+    s->hdr_ = reinterpret_cast<RootHeader*>(b);
+    s->size_ = size;
+  } else {
+    return st;
+  }
+  if (!s->opts_.inline_resize) s->resize_thread_ = std::thread([p = s.get()] { p->ResizeLoop(); });
+  *out = std::move(s);
+  return Status::OK();
+}
+
+Service::~Service() {
+  {
+    std::lock_guard<std::mutex> g(q_mu_);
+    stop_ = true;
+  }
+  q_cv_.notify_all();
+  if (resize_thread_.joinable()) resize_thread_.join();
+}
+
+// One 8-byte compare-swap loop on a metadata word: new = f(current, arg).
+uint64_t Service::Cas(uint64_t* word, uint64_t (*f)(uint64_t, uint64_t), uint64_t arg) {
+  uint64_t cur = pm::load8(word);
+  for (;;) {
+    const uint64_t want = f(cur, arg);
+    uint64_t found = cur;
+    if (atomics_) {
+      std::lock_guard<std::mutex> g(atomics_mu_);
+      Status s = atomics_->CompareSwap64(static_cast<uint64_t>(reinterpret_cast<char*>(word) - base_), cur, want, &found);
+      if (!s.ok()) {
+        std::fprintf(stderr, "wort canrt: server compare-swap failed: %s\n", s.ToString().c_str());
+        found = pm::load8(word);
+        continue;
+      }
+    } else {
+      std::atomic_ref<uint64_t>(*word).compare_exchange_strong(found, want);
+    }
+    if (found == cur) return want;
+    cur = found;
+  }
+}
+
+void Service::OnNotify(uint32_t, std::string_view msg) {
+  Message m;
+  if (msg.size() != sizeof m) return;
+  std::memcpy(&m, msg.data(), sizeof m);
+  const RootHeader& h = *hdr_;
+  if (m.node >= h.max_nodes) return;
+  if (m.slot == kResizeSlot) {
+    if (opts_.inline_resize) {
+      Resize(m.node);
+      return;
+    }
+    std::lock_guard<std::mutex> g(q_mu_);
+    queue_.push_back(m.node);
+    q_cv_.notify_one();
+    return;
+  }
+  if (m.slot >= h.capacity) return;
+  ProcessWrite(m.node, m.slot);
+}
+
+void Service::ProcessWrite(uint32_t node, uint32_t slot) {
+  const uint32_t cap = hdr_->capacity;
+  unsigned char* it = Item(node, slot);
+  if (it[kItemValid] != 1) return;  // processed already (a repeated notification)
+  uint64_t* meta = Meta(node);
+  uint64_t tail;
+  std::memcpy(&tail, it + kItemTailWord, 8);
+  const uint64_t valid_clear = tail & ~(0xffull << 56);  // byte 63 (valid) := 0
+  if (!ItemOk(it)) {
+    // A client's write that is not a whole item: dropped (valid cleared, lock released).
+    pm::store8(reinterpret_cast<uint64_t*>(it + kItemTailWord), valid_clear);
+    pm::persist(it + kItemTailWord, 8);
+    Cas(meta, [](uint64_t cur, uint64_t) -> uint64_t { return cur & ~kLockMask; }, 0);
+    pm::persist(meta, 8);
+    return;
+  }
+  // 1. The item is durable before any metadata refers to it.
+  pm::persist(it, kItemBytes);
+  // The key's current version (at most one slot holds a key).
+  const uint64_t bits = pm::load8(meta) & kBitmapMask;
+  uint64_t older = 0;
+  for (uint32_t s = 0; s < cap; ++s)
+    if (s != slot && (bits >> s & 1) && SameKey(Item(node, s), it)) older |= 1ull << s;
+  if (it[kItemOp] == kOpPut) {
+    // 2. Visible and unlocked in one 8-byte compare-swap.
+    const uint64_t arg = (1ull << slot) | older << 32;  // low: bit to set; high: bits to clear
+    Cas(meta, [](uint64_t cur, uint64_t a) -> uint64_t {
+      return ((cur & kBitmapMask & ~(a >> 32)) | (a & 0xffffffffull)) | (cur & kRetired);
+    }, arg);
+    pm::persist(meta, 8);
+    // 3. Processed.
+    pm::store8(reinterpret_cast<uint64_t*>(it + kItemTailWord), valid_clear);
+    pm::persist(it + kItemTailWord, 8);
+  } else {
+    // 2. The key's bit cleared, the lock kept (the delete item's slot is free but not reusable yet).
+    if (older) {
+      Cas(meta, [](uint64_t cur, uint64_t a) -> uint64_t { return cur & ~a; }, older);
+      pm::persist(meta, 8);
+    }
+    // 3. Processed. 4. Unlocked.
+    pm::store8(reinterpret_cast<uint64_t*>(it + kItemTailWord), valid_clear);
+    pm::persist(it + kItemTailWord, 8);
+    Cas(meta, [](uint64_t cur, uint64_t) -> uint64_t { return cur & ~kLockMask; }, 0);
+    pm::persist(meta, 8);
+  }
+  writes_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Service::ResizeLoop() {
+  std::unique_lock<std::mutex> g(q_mu_);
+  for (;;) {
+    q_cv_.wait(g, [&] { return stop_ || !queue_.empty(); });
+    if (stop_) return;
+    const uint32_t n = queue_.front();
+    queue_.pop_front();
+    busy_ = true;
+    g.unlock();
+    Resize(n);
+    g.lock();
+    busy_ = false;
+    q_done_.notify_all();
+  }
+}
+
+void Service::Drain() {
+  std::unique_lock<std::mutex> g(q_mu_);
+  q_done_.wait(g, [&] { return queue_.empty() && !busy_; });
+}
+
+// Splits data node `node`'s key range in the shadow area (section 3.5: addWidth, addHeight).
+Status Service::SplitInShadow(uint32_t node, char* shadow, Changes* ch) {
+  const uint32_t m = hdr_->fanout, cap = hdr_->capacity;
+  ShadowArea A{shadow, m, &ch->ranges};
+  // The live keys of the node.
+  std::vector<std::string> keys;
+  const uint64_t bits = pm::load8(Meta(node)) & kBitmapMask;
+  for (uint32_t s = 0; s < cap; ++s)
+    if (bits >> s & 1) keys.emplace_back(KeyOf(Item(node, s)));
+  if (keys.size() < 2) return Status::InvalidArgument("node has fewer than two keys");
+  for (;;) {
+    AreaHeader h = A.h();
+    PrefixView v(shadow);
+    uint64_t leaf;
+    uint32_t pos;
+    if (v.Locate(keys[0], &leaf, &pos) != node) return Status::Corruption("CANRT resize: node not named by its key");
+    const uint32_t n = v.nchars(leaf);
+    uint32_t p0 = pos, p1 = pos;
+    while (p0 > 0 && v.nid(leaf, p0 - 1) == node) --p0;
+    while (p1 + 1 < n && v.nid(leaf, p1 + 1) == node) ++p1;
+    std::vector<uint16_t> syms;
+    for (auto& k : keys) syms.push_back(Symbol(k, h.height - 1));
+    std::sort(syms.begin(), syms.end());
+    auto below = [&](uint16_t c) { return static_cast<size_t>(std::lower_bound(syms.begin(), syms.end(), c) - syms.begin()); };
+    if (h.ndata + 2 > hdr_->max_nodes)
+      return Status::PoolFull("CANRT: all " + std::to_string(hdr_->max_nodes) + " data nodes are in use (Options::max_nodes)");
+    const uint32_t lo = static_cast<uint32_t>(h.ndata), hi = lo + 1;
+    // addWidth (a): a run of entries naming the node is divided between two new nodes.
+    if (p1 > p0) {
+      uint32_t best = p0 + 1;
+      size_t best_d = SIZE_MAX;
+      for (uint32_t q = p0 + 1; q <= p1; ++q) {
+        const size_t b = below(v.chr(leaf, q)), d = b > keys.size() - b ? 2 * b - keys.size() : keys.size() - 2 * b;
+        if (d < best_d) best_d = d, best = q;
+      }
+      for (uint32_t q = p0; q <= p1; ++q) A.SetId(leaf, q, q < best ? lo : hi);
+      h.ndata += 2;
+      A.SetHeader(h);
+      return Status::OK();
+    }
+    // addWidth (b): one more boundary symbol in the node, between the keys' symbols.
+    std::vector<uint16_t> distinct = syms;
+    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    if (n < m && distinct.size() >= 2) {
+      uint16_t best = distinct[1];
+      size_t best_d = SIZE_MAX;
+      for (size_t i = 1; i < distinct.size(); ++i) {
+        const size_t b = below(distinct[i]), d = b > keys.size() - b ? 2 * b - keys.size() : keys.size() - 2 * b;
+        if (d < best_d) best_d = d, best = distinct[i];
+      }
+      for (uint32_t q = n; q > p0 + 1; --q) {
+        A.SetChr(leaf, q, v.chr(leaf, q - 1));
+        A.SetId(leaf, q, v.nid(leaf, q - 1));
+      }
+      A.SetChr(leaf, p0 + 1, best);
+      A.SetId(leaf, p0, lo);
+      A.SetId(leaf, p0 + 1, hi);
+      A.SetN(leaf, n + 1);
+      h.ndata += 2;
+      A.SetHeader(h);
+      return Status::OK();
+    }
+    // addHeight: every last-level entry gets a child with one entry naming the same data node.
+    const uint64_t total = PrefixNodesFor(m, h.height + 1);
+    if (h.height >= hdr_->max_height || total == UINT64_MAX ||
+        kAreaHeaderBytes + total * PrefixNodeBytes(m) > hdr_->area_bytes)
+      return Status::PoolFull("CANRT: a full data node cannot be split: the prefix nodes are at their largest height (k=" +
+                              std::to_string(h.height) + ", fan-out " + std::to_string(m) +
+                              ", Options::area_bytes); keys share too long a prefix for this geometry");
+    const uint64_t first = LevelBase(m, h.height + 1);
+    const uint64_t count = total - first;
+    std::memset(shadow + A.NodeOff(first), 0, count * PrefixNodeBytes(m));
+    ch->ranges.emplace_back(A.NodeOff(first), count * PrefixNodeBytes(m));
+    const uint64_t lfirst = LevelBase(m, h.height);
+    const uint32_t one = 1;
+    for (uint64_t j = lfirst; j < first; ++j)
+      for (uint32_t p = 0; p < v.nchars(j); ++p) {
+        const uint64_t c = v.Child(h.height, j, p);
+        const uint32_t d = v.nid(j, p);
+        std::memcpy(shadow + A.NodeOff(c), &one, 4);
+        std::memcpy(shadow + A.NodeOff(c) + IdsOffset(m), &d, 4);
+      }
+    h.height += 1;
+    h.nprefix = total;
+    A.SetHeader(h);
+    ch->add_height = true;
+  }
+}
+
+// Copies node's live items into the new data nodes [old_ndata, shadow ndata), each to the node
+// the shadow tree names for its key; persists them. Idempotent (recovery redoes it).
+void Service::Migrate(uint32_t node, const char* shadow, uint64_t old_ndata) {
+  PrefixView v(shadow);
+  const uint64_t end = v.header().ndata;
+  const uint32_t cap = hdr_->capacity;
+  std::vector<uint64_t> meta(end - old_ndata, 0);
+  for (uint64_t d = old_ndata; d < end; ++d) std::memset(Node(d), 0, hdr_->node_bytes);
+  const uint64_t bits = pm::load8(Meta(node)) & kBitmapMask;
+  for (uint32_t s = 0; s < cap; ++s) {
+    if (!(bits >> s & 1)) continue;
+    const unsigned char* it = Item(node, s);
+    const uint32_t t = v.Locate(KeyOf(it));
+    if (t < old_ndata || t >= end) {
+      std::fprintf(stderr, "wort canrt: migration: key of node %u goes to node %u, not a new one\n", node, t);
+      continue;
+    }
+    uint64_t& mt = meta[t - old_ndata];
+    const uint32_t slot = static_cast<uint32_t>(__builtin_popcountll(mt));
+    unsigned char* dst = Item(t, slot);
+    std::memcpy(dst, it, kItemBytes);
+    dst[kItemValid] = 0;
+    mt |= 1ull << slot;
+  }
+  for (uint64_t d = old_ndata; d < end; ++d) {
+    pm::store8(Meta(d), meta[d - old_ndata]);
+    pm::flush(Node(d), hdr_->node_bytes);
+  }
+  pm::fence();
+}
+
+void Service::Resize(uint32_t node) {
+  std::lock_guard<std::mutex> g(resize_mu_);
+  const uint64_t state = pm::load8(&hdr_->state);
+  const uint64_t gen = GenOf(state);
+  char* valid = Area(gen);
+  char* shadow = Area(gen + 1);
+  const AreaHeader vh = PrefixView(valid).header();
+  uint64_t* meta = Meta(node);
+  const uint64_t mv = pm::load8(meta);
+  const uint64_t full = (1ull << hdr_->capacity) - 1;
+  if (node >= vh.ndata || (mv & kRetired)) return;  // a stale request
+  if (LockOf(mv) == 0) return;                        // nobody waits on it
+  if ((mv & kBitmapMask) != full) {                   // not full (a stale request): let the writer retry
+    Cas(meta, [](uint64_t cur, uint64_t) -> uint64_t { return cur & ~kLockMask; }, 0);
+    pm::persist(meta, 8);
+    return;
+  }
+  // Persist order (canrt.h): resize_node; state(gen,0,0); shadow; pxflag; data; RETIRED; commit.
+  pm::store8(&hdr_->resize_node, node);
+  pm::persist(&hdr_->resize_node, 8);
+  pm::store8(&hdr_->state, StateWord(gen, false, false));
+  pm::persist(&hdr_->state, 8);
+  // Bring the shadow up to the valid tree: all of it after open, else where the last resize
+  // (committed or dropped) made them differ.
+  Changes ch;
+  if (shadow_full_sync_) {
+    const uint64_t used = kAreaHeaderBytes + vh.nprefix * PrefixNodeBytes(vh.fanout);
+    std::memcpy(shadow, valid, used);
+    ch.ranges.emplace_back(0, used);
+  } else {
+    for (auto& [off, n] : shadow_diff_) std::memcpy(shadow + off, valid + off, n);
+    ch.ranges = shadow_diff_;
+  }
+  Status st = SplitInShadow(node, shadow, &ch);
+  // Whatever happened, shadow and valid now differ (at most) in ch's ranges.
+  shadow_full_sync_ = false;
+  shadow_diff_ = ch.ranges;
+  if (!st.ok()) {
+    std::fprintf(stderr, "wort canrt: resize of data node %u refused: %s\n", node, st.ToString().c_str());
+    pm::store8(&hdr_->state, StateWord(gen, true, true));
+    pm::persist(&hdr_->state, 8);
+    Cas(meta, [](uint64_t cur, uint64_t) -> uint64_t { return cur & ~kLockMask; }, 0);  // the writer gets PoolFull
+    pm::persist(meta, 8);
+    refused_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  PersistRanges(shadow, ch.ranges);
+  pm::store8(&hdr_->state, StateWord(gen, true, false));  // pxflag
+  pm::persist(&hdr_->state, 8);
+  Migrate(node, shadow, vh.ndata);
+  Cas(meta, [](uint64_t cur, uint64_t) -> uint64_t { return cur | kRetired; }, 0);
+  pm::persist(meta, 8);
+  pm::store8(&hdr_->state, StateWord(gen + 1, true, true));  // dtflag: the shadow is the valid tree
+  pm::persist(&hdr_->state, 8);
+  resizes_.fetch_add(1, std::memory_order_relaxed);
+  if (ch.add_height) add_height_.fetch_add(1, std::memory_order_relaxed);
+}
+
+Status Service::Recover() {
+  // No client is connected yet: plain stores are safe for words clients use atomics on.
+  const uint64_t state = pm::load8(&hdr_->state);
+  const uint64_t gen = GenOf(state);
+  const AreaHeader vh = PrefixView(Area(gen)).header();
+  if (vh.fanout != hdr_->fanout || vh.height < 1 || vh.height > hdr_->max_height || vh.ndata > hdr_->max_nodes)
+    return Status::Corruption("CANRT: the valid prefix area's header is inconsistent with the geometry");
+  const uint32_t cap = hdr_->capacity;
+  // 1. Writes cut by the crash (section 3.6).
+  for (uint64_t d = 0; d < vh.ndata; ++d) {
+    uint64_t* meta = Meta(d);
+    uint64_t mv = pm::load8(meta);
+    if (mv & kRetired) continue;
+    bool dirty = false;
+    if (LockOf(mv) != 0) {
+      for (uint32_t s = 0; s < cap; ++s) {
+        unsigned char* it = Item(d, s);
+        if (it[kItemValid] != 1 || !ItemOk(it)) continue;
+        if (it[kItemOp] == kOpPut && (mv >> s & 1)) continue;  // applied; its valid byte was not cleared yet
+        pm::persist(it, kItemBytes);
+        uint64_t older = 0;
+        for (uint32_t j = 0; j < cap; ++j)
+          if (j != s && (mv >> j & 1) && SameKey(Item(d, j), it)) older |= 1ull << j;
+        mv &= ~older;
+        if (it[kItemOp] == kOpPut) mv |= 1ull << s;
+        recovered_.fetch_add(1, std::memory_order_relaxed);
+      }
+      mv &= ~kLockMask;
+      dirty = true;
+    }
+    if (dirty) {
+      pm::store8(meta, mv);
+      pm::persist(meta, 8);
+    }
+    for (uint32_t s = 0; s < cap; ++s) {
+      unsigned char* it = Item(d, s);
+      if (it[kItemValid] == 0) continue;
+      uint64_t tail;
+      std::memcpy(&tail, it + kItemTailWord, 8);
+      pm::store8(reinterpret_cast<uint64_t*>(it + kItemTailWord), tail & ~(0xffull << 56));
+      pm::flush(it + kItemTailWord, 8);
+    }
+  }
+  pm::fence();
+  // 2. A resize cut by the crash: pxflag clear -> dropped; pxflag set -> migration redone.
+  if ((state & 3) != 3) {
+    const uint64_t node = pm::load8(&hdr_->resize_node);
+    if ((state & 2) && node < vh.ndata) {
+      const char* shadow = Area(gen + 1);
+      const AreaHeader sh = PrefixView(shadow).header();
+      if (sh.ndata < vh.ndata || sh.ndata > hdr_->max_nodes || sh.height < vh.height || sh.height > hdr_->max_height)
+        return Status::Corruption("CANRT: pxflag set but the shadow prefix area is inconsistent");
+      Migrate(static_cast<uint32_t>(node), shadow, vh.ndata);
+      uint64_t* meta = Meta(node);
+      pm::store8(meta, (pm::load8(meta) & ~kLockMask) | kRetired);
+      pm::persist(meta, 8);
+      pm::store8(&hdr_->state, StateWord(gen + 1, true, true));
+    } else {
+      pm::store8(&hdr_->state, StateWord(gen, true, true));
+    }
+    pm::persist(&hdr_->state, 8);
+  }
+  shadow_full_sync_ = true;
+  return Status::OK();
+}
+
+ServiceStats Service::Stats() const {
+  ServiceStats s;
+  s.writes = writes_.load();
+  s.resizes = resizes_.load();
+  s.resizes_refused = refused_.load();
+  s.add_height = add_height_.load();
+  s.recovered_items = recovered_.load();
+  const uint64_t gen = GenOf(pm::load8(&hdr_->state));
+  const AreaHeader h = PrefixView(Area(gen)).header();
+  s.generation = gen;
+  s.height = h.height;
+  s.ndata = h.ndata;
+  s.nprefix = h.nprefix;
+  return s;
+}
+
+Status Service::Check(std::string* report) const {
+  const uint64_t gen = GenOf(pm::load8(&hdr_->state));
+  PrefixView v(Area(gen));
+  const uint32_t cap = hdr_->capacity;
+  std::vector<uint32_t> order;
+  v.ForEachInOrder([&](uint32_t d) { order.push_back(d); });
+  std::vector<bool> seen(v.header().ndata, false);
+  std::string last_max;
+  bool have_last = false;
+  for (uint32_t d : order) {
+    if (d >= v.header().ndata || seen[d]) {
+      *report += "data node " + std::to_string(d) + " named twice or out of range\n";
+      return Status::Corruption("CANRT check failed");
+    }
+    seen[d] = true;
+    const uint64_t mv = pm::load8(Meta(d));
+    if (mv & kRetired) {
+      *report += "retired data node " + std::to_string(d) + " is named by the valid tree\n";
+      return Status::Corruption("CANRT check failed");
+    }
+    std::vector<std::string> keys;
+    for (uint32_t s = 0; s < cap; ++s) {
+      if (!(mv >> s & 1)) continue;
+      const unsigned char* it = Item(d, s);
+      if (!ItemOk(it) || it[kItemOp] != kOpPut) {
+        *report += "data node " + std::to_string(d) + " slot " + std::to_string(s) + ": bad item\n";
+        return Status::Corruption("CANRT check failed");
+      }
+      keys.emplace_back(KeyOf(it));
+      if (v.Locate(keys.back()) != d) {
+        *report += "a key of data node " + std::to_string(d) + " belongs to another node\n";
+        return Status::Corruption("CANRT check failed");
+      }
+    }
+    std::sort(keys.begin(), keys.end());
+    if (std::adjacent_find(keys.begin(), keys.end()) != keys.end()) {
+      *report += "data node " + std::to_string(d) + " holds a key twice\n";
+      return Status::Corruption("CANRT check failed");
+    }
+    if (!keys.empty()) {
+      if (have_last && keys.front() <= last_max) {
+        *report += "data nodes out of key order at node " + std::to_string(d) + "\n";
+        return Status::Corruption("CANRT check failed");
+      }
+      last_max = keys.back();
+      have_last = true;
+    }
+  }
+  return Status::OK();
+}
+
+void Server::Stop() {
+  if (transport_) transport_->Stop();
+  if (service_) service_->SetAtomics(nullptr);
+  transport_.reset();
+}
+
+Status StartServer(Pool& pool, std::string_view name, std::string_view backend, const Options& opts,
+                   std::unique_ptr<Server>* out) {
+  std::unique_ptr<Server> s(new Server());
+  WORT_RETURN_IF_ERROR(Service::Open(pool, name, opts, &s->service_));
+  Service* svc = s->service_.get();
+  WORT_RETURN_IF_ERROR(remote::Listen(backend, svc->region(), svc->region_size(), pool.path(),
+                                      [svc](uint32_t c, std::string_view m) { svc->OnNotify(c, m); }, &s->transport_));
+  svc->SetAtomics(&s->transport_->ServerSide());
+  *out = std::move(s);
+  return Status::OK();
+}
+
+}  // namespace wort::canrt
