@@ -24,7 +24,7 @@ namespace wort::test {
 
 // The configurations: "local", "ucx-sm" (UCX_TLS=sm), "ucx-tcp" (UCX_TLS=tcp). The ucx backend
 // reads UCX_TLS when a Server or Connection is created, and children inherit it.
-inline std::vector<std::string> RemoteConfigs() { return {"local"}; }
+inline std::vector<std::string> RemoteConfigs() { return {"local", "ucx-sm", "ucx-tcp"}; }
 inline std::string RemoteParamName(const ::testing::TestParamInfo<std::string>& info) {
   std::string n = info.param;
   for (char& c : n)
