@@ -68,6 +68,7 @@
 #include "index/kind_ids.h"
 #include "remote/canrt_layout.h"
 #include "remote/remote_kv.h"
+#include "remote/reply_kv.h"
 #include "remote/transport.h"
 #include "wort/pool.h"
 #include "wort/status.h"
@@ -172,6 +173,10 @@ class Server {
 // Opens (or creates) root `name` in `pool` and exposes it with transport `backend` ("local", "ucx").
 Status StartServer(Pool& pool, std::string_view name, std::string_view backend, const Options& opts,
                    std::unique_ptr<Server>* out);
+
+// `wort serve-remote --design canrt` (remote/designs.h): opens or creates the pool at opts.pool,
+// root "canrt", and serves it over opts.backend.
+Status Serve(const remote::ServeOptions& opts, std::unique_ptr<remote::RemoteService>* out);
 
 // A client of a published CANRT region (RemoteKV "canrt"); one per client thread.
 Status Connect(const remote::RegionInfo& info, std::unique_ptr<remote::RemoteKV>* out);

@@ -11,17 +11,23 @@
 //   [area_off[1], +area_bytes)  prefix area 1  } is the shadow a resize builds (section 3.5)
 //   [data_off, +max_nodes*node_bytes)  data nodes, located arithmetically by id
 //
-// Prefix nodes (section 3.1/3.2): pointer-less, complete m-ary levels. Level i (1-based) holds
-// m^(i-1) nodes; node ids are global and level i starts at b_i = (m^(i-1)-1)/(m-1) (equation 2);
-// the child of entry p of node I at level i is b_{i+1} + (I - b_i)*m + p (equation 3). A node
-// holds nChars sorted *symbols* (chars) and, at the last level k, the data-node id of each.
-// Symbols: the key's byte j is symbol byte+1; a key shorter than j+1 bytes has symbol 0 there
-// (so "a" < "a\0" < "a\x01" as byte strings are). Where the paper stores exact characters and
-// sends every unknown character to the last data node, wort's chars are lower bounds of ranges:
-// entry p covers symbols [chars[p], chars[p+1]) and chars[0] is 0, so every key maps to a data
-// node and the map is monotone: data nodes in the order of a depth-first walk hold increasing
-// key ranges, which gives ordered range scans over consecutive data nodes (section 4.4). Each data
-// node is named by one run of consecutive entries of one last-level node.
+// Prefix nodes (section 3.1/3.2): an array of fixed-size nodes addressed by id (node = area +
+// 64 + id * PrefixNodeBytes(m)); no pointers, only ids. A node examines one symbol position
+// `pos` of the key and holds nChars sorted boundary symbols (chars) and one entry per symbol:
+// the id of a data node (kLeaf bit set) or of a child prefix node. Symbols: key byte j is symbol
+// byte+1; a key shorter than j+1 bytes has symbol 0 there (so "a" < "a\0" < "a\x01", as byte
+// strings compare). Entry p covers the symbols [chars[p], chars[p+1]) (entry 0 from the node's
+// lower bound: chars[0] is ignored), so every key reaches exactly one data node, and a child
+// examines the same position again when its parent's entry covers several symbols (it refines
+// the range) or the next position when the entry is one symbol: the map from keys to data nodes
+// is monotone - data nodes in the order of a depth-first walk hold increasing key ranges, which
+// gives ordered scans over consecutive data nodes (section 4.4), and each data node is named by
+// one run of consecutive entries of one prefix node.
+// Deviation from the paper: its prefix levels are complete (level i holds m^(i-1) nodes, located
+// by equations 1-3 without stored child ids). That costs m^k nodes for height k, and keys with a
+// long shared prefix (the benchmark's "key%013d": 11 shared bytes) need k >= 12; here a chain of
+// one-entry nodes costs one node per shared byte. The client still locates a data node by
+// arithmetic on ids in its copy of the array; the array is still re-sent on reorganisation.
 //
 // Data nodes (section 3.1): a 64-byte header line whose first word is the metadata, then
 // `capacity` unsorted 64-byte DataItems.
@@ -43,8 +49,8 @@
 //                store of (gen+1, 1, 1): "marking the dtflag transforms the shadow tree into the
 //                new valid tree" (section 3.6).
 //   resize_node  the data node being split (persisted before state says a resize started).
-// Area header (first 64 bytes of an area): height k, fan-out m, data nodes in use (ndata),
-// prefix nodes in use; then the prefix nodes.
+// Area header (first 64 bytes of an area): height (deepest prefix node), fan-out m, data nodes
+// in use (ndata), prefix nodes in use; then the prefix nodes.
 #pragma once
 
 #include <cstddef>
@@ -60,7 +66,7 @@ inline constexpr size_t kItemBytes = 64;
 inline constexpr size_t kMaxKey = 24;    // bytes; a longer key is InvalidArgument
 inline constexpr size_t kMaxValue = 31;  // bytes; a longer value is InvalidArgument
 inline constexpr uint32_t kMaxCapacity = 31;
-inline constexpr uint32_t kMaxHeight = kMaxKey + 1;  // symbol positions 0..24
+inline constexpr uint32_t kLeaf = 1u << 31;  // prefix entry names a data node
 inline constexpr uint64_t kHeaderBytes = 4096;
 inline constexpr uint64_t kAreaHeaderBytes = 64;
 
@@ -88,7 +94,7 @@ struct RootHeader {
   uint32_t version;
   uint32_t capacity;    // items per data node (N)
   uint32_t fanout;      // m: symbols per prefix node
-  uint32_t max_height;  // k may grow up to this
+  uint32_t max_prefix;  // prefix nodes an area holds
   uint64_t node_bytes;  // 64 + N * 64
   uint64_t max_nodes;   // data nodes the data area holds
   uint64_t area_bytes;  // bytes of each prefix area
@@ -112,25 +118,25 @@ static_assert(sizeof(AreaHeader) <= kAreaHeaderBytes);
 inline uint64_t StateWord(uint64_t gen, bool px, bool dt) { return gen << 2 | uint64_t(px) << 1 | uint64_t(dt); }
 inline uint64_t GenOf(uint64_t state) { return state >> 2; }
 
-// Prefix node layout for fan-out m: u32 nchars, u16 chars[m], u32 ids[m].
+// Prefix node layout for fan-out m: u8 pos, u8 0, u16 nchars, u16 chars[m], u32 entries[m].
 inline size_t IdsOffset(uint32_t m) { return (4 + 2 * size_t(m) + 3) & ~size_t(3); }
 inline size_t PrefixNodeBytes(uint32_t m) { return (IdsOffset(m) + 4 * size_t(m) + 7) & ~size_t(7); }
-// Prefix nodes in levels 1..k (sum of m^(i-1)), or UINT64_MAX on overflow.
-inline uint64_t PrefixNodesFor(uint32_t m, uint32_t k) {
-  uint64_t total = 0, level = 1;
-  for (uint32_t i = 0; i < k; ++i) {
-    total += level;
-    if (level > (1ull << 40) / m) return UINT64_MAX;
-    level *= m;
-  }
-  return total;
-}
-// First node id of level i (1-based).
-inline uint64_t LevelBase(uint32_t m, uint32_t i) { return PrefixNodesFor(m, i - 1); }
 
 inline uint16_t Symbol(std::string_view key, uint32_t pos) {
   return pos < key.size() ? static_cast<uint16_t>(static_cast<uint8_t>(key[pos]) + 1) : 0;
 }
+inline constexpr uint32_t kSymbolEnd = 257;  // one past the largest symbol
+
+// Where a key's search ended: the prefix node, the entry, the entry's symbol range at the
+// node's position, the node's depth (root 1).
+struct Located {
+  uint64_t node = 0;
+  uint32_t pos = 0;
+  uint32_t lo = 0, hi = kSymbolEnd;    // the entry's range
+  uint32_t nlo = 0, nhi = kSymbolEnd;  // the node's range (at its position)
+  uint32_t depth = 1;
+  uint32_t data = 0;
+};
 
 // A read-only view of a prefix area (the server's mapping or a client's copy).
 class PrefixView {
@@ -138,9 +144,10 @@ class PrefixView {
   PrefixView(const char* area) : a_(area) { std::memcpy(&h_, area, sizeof h_); }
   const AreaHeader& header() const { return h_; }
   const char* node(uint64_t id) const { return a_ + kAreaHeaderBytes + id * PrefixNodeBytes(h_.fanout); }
+  uint32_t pos(uint64_t id) const { return static_cast<uint8_t>(node(id)[0]); }
   uint32_t nchars(uint64_t id) const {
-    uint32_t n;
-    std::memcpy(&n, node(id), 4);
+    uint16_t n;
+    std::memcpy(&n, node(id) + 2, 2);
     return n;
   }
   uint16_t chr(uint64_t id, uint32_t p) const {
@@ -148,7 +155,7 @@ class PrefixView {
     std::memcpy(&c, node(id) + 4 + 2 * p, 2);
     return c;
   }
-  uint32_t nid(uint64_t id, uint32_t p) const {
+  uint32_t entry(uint64_t id, uint32_t p) const {
     uint32_t v;
     std::memcpy(&v, node(id) + IdsOffset(h_.fanout) + 4 * p, 4);
     return v;
@@ -160,22 +167,29 @@ class PrefixView {
     while (p + 1 < n && chr(id, p + 1) <= sym) ++p;
     return p;
   }
-  uint64_t Child(uint32_t level, uint64_t id, uint32_t p) const {
-    const uint32_t m = h_.fanout;
-    return LevelBase(m, level + 1) + (id - LevelBase(m, level)) * m + p;
-  }
-  // The data node of `key` (section 3.2), and optionally its last-level node and position.
-  uint32_t Locate(std::string_view key, uint64_t* leaf = nullptr, uint32_t* pos = nullptr) const {
-    uint64_t id = 0;
-    for (uint32_t level = 1;; ++level) {
-      const uint32_t p = Position(id, Symbol(key, level - 1));
-      if (level == h_.height) {
-        if (leaf) *leaf = id;
-        if (pos) *pos = p;
-        return nid(id, p);
+  // The data node of `key` (section 3.2). Bounded by the number of prefix nodes (a corrupt
+  // copy cannot loop): returns UINT32_MAX then.
+  uint32_t Locate(std::string_view key, Located* where = nullptr) const {
+    Located l;
+    for (uint64_t steps = 0; steps <= h_.nprefix && l.node < h_.nprefix; ++steps) {
+      const uint32_t q = pos(l.node);
+      if (q != l.pos) l.lo = 0, l.hi = kSymbolEnd, l.pos = q;
+      l.nlo = l.lo;
+      l.nhi = l.hi;
+      const uint32_t p = Position(l.node, Symbol(key, q));
+      const uint32_t n = nchars(l.node);
+      if (p > 0) l.lo = chr(l.node, p);
+      if (p + 1 < n) l.hi = chr(l.node, p + 1);
+      const uint32_t e = entry(l.node, p);
+      if (e & kLeaf) {
+        l.data = e & ~kLeaf;
+        if (where) *where = l;
+        return l.data;
       }
-      id = Child(level, id, p);
+      l.node = e;
+      ++l.depth;
     }
+    return UINT32_MAX;
   }
   // Calls fn(data node id) for every data node in key order (each once).
   template <class Fn>
@@ -185,16 +199,18 @@ class PrefixView {
       if (d != last) fn(d);
       last = d;
     };
-    Walk(1, 0, dedup);
+    Walk(0, 0, dedup);
   }
 
  private:
   template <class Fn>
-  void Walk(uint32_t level, uint64_t id, Fn& fn) const {
+  void Walk(uint64_t id, uint32_t depth, Fn& fn) const {
+    if (id >= h_.nprefix || depth > h_.nprefix) return;
     const uint32_t n = nchars(id);
-    for (uint32_t p = 0; p < n; ++p) {
-      if (level == h_.height) fn(nid(id, p));
-      else Walk(level + 1, Child(level, id, p), fn);
+    for (uint32_t p = 0; p < n && p < h_.fanout; ++p) {
+      const uint32_t e = entry(id, p);
+      if (e & kLeaf) fn(e & ~kLeaf);
+      else Walk(e, depth + 1, fn);
     }
   }
   const char* a_;

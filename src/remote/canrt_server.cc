@@ -1,25 +1,22 @@
 // CANRT's server side: creation, write processing, tick-tock resizing and crash recovery
 // (design, persist order and post-crash invariants: canrt.h and canrt_layout.h).
-#include <nmmintrin.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 
 #include "index/registry.h"
 #include "remote/canrt.h"
+#include "util/crc32c.h"
 #include "wort/alloc.h"
 #include "wort/pm.h"
 
 namespace wort::canrt {
 
 uint32_t ItemCrc(const unsigned char* item) {
-  uint32_t c = ~0u;
-  for (int i = 0; i < 4; ++i) c = _mm_crc32_u8(c, item[i]);
   const size_t kl = std::min<size_t>(item[kItemKeyLen], kMaxKey), vl = std::min<size_t>(item[kItemValLen], kMaxValue);
-  for (size_t i = 0; i < kl; ++i) c = _mm_crc32_u8(c, item[kItemKey + i]);
-  for (size_t i = 0; i < vl; ++i) c = _mm_crc32_u8(c, item[kItemValue + i]);
-  return ~c;
+  uint64_t c = Crc64(item, 4) & 0xffffffffu;
+  c = Crc64(item + kItemKey, kl, c) & 0xffffffffu;
+  return static_cast<uint32_t>(Crc64(item + kItemValue, vl, c));
 }
 
 namespace {
@@ -58,9 +55,18 @@ struct ShadowArea {
   }
   void SetHeader(const AreaHeader& x) { Put(0, &x, sizeof x); }
   uint64_t NodeOff(uint64_t id) const { return kAreaHeaderBytes + id * PrefixNodeBytes(m); }
-  void SetN(uint64_t id, uint32_t n) { Put(NodeOff(id), &n, 4); }
+  void SetN(uint64_t id, uint16_t n) { Put(NodeOff(id) + 2, &n, 2); }
   void SetChr(uint64_t id, uint32_t p, uint16_t c) { Put(NodeOff(id) + 4 + 2 * p, &c, 2); }
-  void SetId(uint64_t id, uint32_t p, uint32_t d) { Put(NodeOff(id) + IdsOffset(m) + 4 * p, &d, 4); }
+  void SetEntry(uint64_t id, uint32_t p, uint32_t e) { Put(NodeOff(id) + IdsOffset(m) + 4 * p, &e, 4); }
+  // A new node: position, one entry.
+  void NewNode(uint64_t id, uint32_t pos, uint32_t e) {
+    std::vector<char> b(PrefixNodeBytes(m), 0);
+    b[0] = static_cast<char>(pos);
+    const uint16_t one = 1;
+    std::memcpy(b.data() + 2, &one, 2);
+    std::memcpy(b.data() + IdsOffset(m), &e, 4);
+    Put(NodeOff(id), b.data(), b.size());
+  }
 };
 
 void PersistRanges(const char* base, const std::vector<std::pair<uint64_t, uint64_t>>& r) {
@@ -91,7 +97,7 @@ Status Service::Open(Pool& pool, std::string_view name, const Options& opts, std
       return Status::Corruption("root '" + std::string(name) + "': not a CANRT region of version 1");
     const RootHeader& h = *s->hdr_;
     s->size_ = h.data_off + h.max_nodes * h.node_bytes;
-    if (!pool.contains(ri.off, s->size_) || h.capacity < 1 || h.capacity > kMaxCapacity || h.fanout < 2 ||
+    if (!pool.contains(ri.off, s->size_) || h.capacity < 1 || h.capacity > kMaxCapacity || h.fanout < 4 ||
         h.fanout > 256)
       return Status::Corruption("CANRT root '" + std::string(name) + "': bad geometry");
     s->opts_.capacity = h.capacity;
@@ -102,11 +108,11 @@ Status Service::Open(Pool& pool, std::string_view name, const Options& opts, std
   } else if (st.IsNotFound()) {
     if (opts.capacity < 1 || opts.capacity > kMaxCapacity)
       return Status::InvalidArgument("CANRT capacity must be 1.." + std::to_string(kMaxCapacity));
-    if (opts.fanout < 2 || opts.fanout > 256) return Status::InvalidArgument("CANRT fan-out must be 2..256");
+    if (opts.fanout < 4 || opts.fanout > 256) return Status::InvalidArgument("CANRT fan-out must be 4..256");
     if (opts.max_nodes < 1 || opts.max_nodes > UINT32_MAX / 2) return Status::InvalidArgument("CANRT max_nodes out of range");
-    const uint64_t min_area = kAreaHeaderBytes + PrefixNodeBytes(opts.fanout) * (1 + opts.fanout);
+    const uint64_t min_area = kAreaHeaderBytes + PrefixNodeBytes(opts.fanout) * 64;
     if (opts.area_bytes < min_area)
-      return Status::InvalidArgument("CANRT area_bytes must hold at least two levels (" + std::to_string(min_area) + ")");
+      return Status::InvalidArgument("CANRT area_bytes must hold at least 64 prefix nodes (" + std::to_string(min_area) + " bytes)");
     const uint64_t area = (opts.area_bytes + 63) & ~63ull;
     const uint64_t node_bytes = 64 + uint64_t(opts.capacity) * kItemBytes;
     const uint64_t size = kHeaderBytes + 2 * area + opts.max_nodes * node_bytes;
@@ -118,9 +124,7 @@ Status Service::Open(Pool& pool, std::string_view name, const Options& opts, std
     h.version = kVersion;
     h.capacity = opts.capacity;
     h.fanout = opts.fanout;
-    uint32_t k = 1;
-    while (k < kMaxHeight && kAreaHeaderBytes + PrefixNodesFor(opts.fanout, k + 1) * PrefixNodeBytes(opts.fanout) <= area) ++k;
-    h.max_height = k;
+    h.max_prefix = static_cast<uint32_t>(std::min<uint64_t>((area - kAreaHeaderBytes) / PrefixNodeBytes(opts.fanout), kLeaf - 1));
     h.node_bytes = node_bytes;
     h.max_nodes = opts.max_nodes;
     h.area_bytes = area;
@@ -136,8 +140,10 @@ Status Service::Open(Pool& pool, std::string_view name, const Options& opts, std
     std::memset(a0, 0, kAreaHeaderBytes + PrefixNodeBytes(opts.fanout));
     AreaHeader ah{1, opts.fanout, 1, 1};
     std::memcpy(a0, &ah, sizeof ah);
-    const uint32_t one = 1;
-    std::memcpy(a0 + kAreaHeaderBytes, &one, 4);  // nchars 1, chars[0] 0, ids[0] 0
+    const uint16_t one = 1;
+    const uint32_t leaf0 = kLeaf | 0;
+    std::memcpy(a0 + kAreaHeaderBytes + 2, &one, 2);  // pos 0, nchars 1, entry 0: data node 0
+    std::memcpy(a0 + kAreaHeaderBytes + IdsOffset(opts.fanout), &leaf0, 4);
     std::memset(b + h.data_off, 0, node_bytes);
     // Persist order: geometry, area 0, node 0; then the root entry publishes the region.
     pm::flush(b, sizeof h);
@@ -281,90 +287,104 @@ void Service::Drain() {
   q_done_.wait(g, [&] { return queue_.empty() && !busy_; });
 }
 
-// Splits data node `node`'s key range in the shadow area (section 3.5: addWidth, addHeight).
+// Splits data node `node`'s key range in the shadow area (section 3.5). addWidth: the run of
+// entries naming the node is divided, or a boundary symbol is added between its keys' symbols
+// (or around their one symbol); addHeight: the entry gets a child prefix node (same position
+// when the entry covers several symbols, the next one when it covers one) and the split goes on
+// there. Every entry that named the node names a new data node (ids from ndata on).
 Status Service::SplitInShadow(uint32_t node, char* shadow, Changes* ch) {
   const uint32_t m = hdr_->fanout, cap = hdr_->capacity;
   ShadowArea A{shadow, m, &ch->ranges};
-  // The live keys of the node.
   std::vector<std::string> keys;
   const uint64_t bits = pm::load8(Meta(node)) & kBitmapMask;
   for (uint32_t s = 0; s < cap; ++s)
     if (bits >> s & 1) keys.emplace_back(KeyOf(Item(node, s)));
   if (keys.size() < 2) return Status::InvalidArgument("node has fewer than two keys");
+  auto imbalance = [&](size_t b) { return b > keys.size() - b ? 2 * b - keys.size() : keys.size() - 2 * b; };
   for (;;) {
     AreaHeader h = A.h();
     PrefixView v(shadow);
-    uint64_t leaf;
-    uint32_t pos;
-    if (v.Locate(keys[0], &leaf, &pos) != node) return Status::Corruption("CANRT resize: node not named by its key");
-    const uint32_t n = v.nchars(leaf);
-    uint32_t p0 = pos, p1 = pos;
-    while (p0 > 0 && v.nid(leaf, p0 - 1) == node) --p0;
-    while (p1 + 1 < n && v.nid(leaf, p1 + 1) == node) ++p1;
+    Located at;
+    if (v.Locate(keys[0], &at) != node) return Status::Corruption("CANRT resize: node not named by its key");
+    const uint64_t x = at.node;
+    const uint32_t n = v.nchars(x), q = at.pos;
+    uint32_t p0 = v.Position(x, Symbol(keys[0], q)), p1 = p0;
+    while (p0 > 0 && v.entry(x, p0 - 1) == (node | kLeaf)) --p0;
+    while (p1 + 1 < n && v.entry(x, p1 + 1) == (node | kLeaf)) ++p1;
     std::vector<uint16_t> syms;
-    for (auto& k : keys) syms.push_back(Symbol(k, h.height - 1));
+    for (auto& k : keys) syms.push_back(Symbol(k, q));
     std::sort(syms.begin(), syms.end());
     auto below = [&](uint16_t c) { return static_cast<size_t>(std::lower_bound(syms.begin(), syms.end(), c) - syms.begin()); };
-    if (h.ndata + 2 > hdr_->max_nodes)
-      return Status::PoolFull("CANRT: all " + std::to_string(hdr_->max_nodes) + " data nodes are in use (Options::max_nodes)");
-    const uint32_t lo = static_cast<uint32_t>(h.ndata), hi = lo + 1;
-    // addWidth (a): a run of entries naming the node is divided between two new nodes.
-    if (p1 > p0) {
-      uint32_t best = p0 + 1;
-      size_t best_d = SIZE_MAX;
-      for (uint32_t q = p0 + 1; q <= p1; ++q) {
-        const size_t b = below(v.chr(leaf, q)), d = b > keys.size() - b ? 2 * b - keys.size() : keys.size() - 2 * b;
-        if (d < best_d) best_d = d, best = q;
-      }
-      for (uint32_t q = p0; q <= p1; ++q) A.SetId(leaf, q, q < best ? lo : hi);
-      h.ndata += 2;
-      A.SetHeader(h);
-      return Status::OK();
-    }
-    // addWidth (b): one more boundary symbol in the node, between the keys' symbols.
     std::vector<uint16_t> distinct = syms;
     distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
-    if (n < m && distinct.size() >= 2) {
-      uint16_t best = distinct[1];
+    if (h.ndata + 3 > hdr_->max_nodes)
+      return Status::PoolFull("CANRT: all " + std::to_string(hdr_->max_nodes) + " data nodes are in use (Options::max_nodes)");
+    const uint32_t d0 = static_cast<uint32_t>(h.ndata) | kLeaf;
+    if (p1 > p0) {  // addWidth: divide the run
+      uint32_t best = p0 + 1;
       size_t best_d = SIZE_MAX;
-      for (size_t i = 1; i < distinct.size(); ++i) {
-        const size_t b = below(distinct[i]), d = b > keys.size() - b ? 2 * b - keys.size() : keys.size() - 2 * b;
-        if (d < best_d) best_d = d, best = distinct[i];
-      }
-      for (uint32_t q = n; q > p0 + 1; --q) {
-        A.SetChr(leaf, q, v.chr(leaf, q - 1));
-        A.SetId(leaf, q, v.nid(leaf, q - 1));
-      }
-      A.SetChr(leaf, p0 + 1, best);
-      A.SetId(leaf, p0, lo);
-      A.SetId(leaf, p0 + 1, hi);
-      A.SetN(leaf, n + 1);
+      for (uint32_t r = p0 + 1; r <= p1; ++r)
+        if (imbalance(below(v.chr(x, r))) < best_d) best_d = imbalance(below(v.chr(x, r))), best = r;
+      for (uint32_t r = p0; r <= p1; ++r) A.SetEntry(x, r, r < best ? d0 : d0 + 1);
       h.ndata += 2;
       A.SetHeader(h);
       return Status::OK();
     }
-    // addHeight: every last-level entry gets a child with one entry naming the same data node.
-    const uint64_t total = PrefixNodesFor(m, h.height + 1);
-    if (h.height >= hdr_->max_height || total == UINT64_MAX ||
-        kAreaHeaderBytes + total * PrefixNodeBytes(m) > hdr_->area_bytes)
-      return Status::PoolFull("CANRT: a full data node cannot be split: the prefix nodes are at their largest height (k=" +
-                              std::to_string(h.height) + ", fan-out " + std::to_string(m) +
-                              ", Options::area_bytes); keys share too long a prefix for this geometry");
-    const uint64_t first = LevelBase(m, h.height + 1);
-    const uint64_t count = total - first;
-    std::memset(shadow + A.NodeOff(first), 0, count * PrefixNodeBytes(m));
-    ch->ranges.emplace_back(A.NodeOff(first), count * PrefixNodeBytes(m));
-    const uint64_t lfirst = LevelBase(m, h.height);
-    const uint32_t one = 1;
-    for (uint64_t j = lfirst; j < first; ++j)
-      for (uint32_t p = 0; p < v.nchars(j); ++p) {
-        const uint64_t c = v.Child(h.height, j, p);
-        const uint32_t d = v.nid(j, p);
-        std::memcpy(shadow + A.NodeOff(c), &one, 4);
-        std::memcpy(shadow + A.NodeOff(c) + IdsOffset(m), &d, 4);
+    // The entry's own range (p0 == p1).
+    const uint32_t elo = p0 > 0 ? v.chr(x, p0) : at.nlo;
+    const uint32_t ehi = p0 + 1 < n ? v.chr(x, p0 + 1) : at.nhi;
+    auto insert = [&](uint32_t at_p, uint16_t c, uint32_t left, uint32_t right, uint32_t& nn) {
+      // Entry at_p splits at symbol c: [.., c) -> left, [c, ..) -> right.
+      for (uint32_t r = nn; r > at_p + 1; --r) {
+        A.SetChr(x, r, PrefixView(shadow).chr(x, r - 1));
+        A.SetEntry(x, r, PrefixView(shadow).entry(x, r - 1));
       }
-    h.height += 1;
-    h.nprefix = total;
+      A.SetChr(x, at_p + 1, c);
+      A.SetEntry(x, at_p, left);
+      A.SetEntry(x, at_p + 1, right);
+      A.SetN(x, static_cast<uint16_t>(++nn));
+    };
+    if (n < m && distinct.size() >= 2) {  // addWidth: a boundary between the keys' symbols
+      uint16_t best = distinct[1];
+      size_t best_d = SIZE_MAX;
+      for (size_t i = 1; i < distinct.size(); ++i)
+        if (imbalance(below(distinct[i])) < best_d) best_d = imbalance(below(distinct[i])), best = distinct[i];
+      uint32_t nn = n;
+      insert(p0, best, d0, d0 + 1, nn);
+      h.ndata += 2;
+      A.SetHeader(h);
+      return Status::OK();
+    }
+    const uint16_t s = distinct[0];
+    if (distinct.size() == 1 && ehi - elo > 1 && n + 2 <= m) {
+      // addWidth: the keys share one symbol of a wider range: that symbol gets its own entry.
+      uint32_t nn = n, p = p0, next = d0;
+      if (s > elo) {
+        insert(p, s, next, next + 1, nn);
+        ++next;
+        ++p;
+      } else {
+        A.SetEntry(x, p, next);
+      }
+      if (s + 1u < ehi) {
+        insert(p, static_cast<uint16_t>(s + 1), next, next + 1, nn);
+        ++next;
+      }
+      h.ndata = (next & ~kLeaf) + 1;
+      A.SetHeader(h);
+      return Status::OK();
+    }
+    // addHeight: a child prefix node under the entry; the split goes on there.
+    if (h.nprefix + 1 > hdr_->max_prefix)
+      return Status::PoolFull("CANRT: the prefix area is full (" + std::to_string(hdr_->max_prefix) +
+                              " prefix nodes, Options::area_bytes)");
+    const uint32_t child_pos = ehi - elo > 1 ? q : q + 1;
+    if (child_pos > kMaxKey) return Status::Corruption("CANRT resize: keys identical to their last byte");
+    const uint64_t c = h.nprefix;
+    A.NewNode(c, child_pos, node | kLeaf);
+    A.SetEntry(x, p0, static_cast<uint32_t>(c));
+    h.nprefix += 1;
+    h.height = std::max(h.height, at.depth + 1);
     A.SetHeader(h);
     ch->add_height = true;
   }
@@ -464,7 +484,7 @@ Status Service::Recover() {
   const uint64_t state = pm::load8(&hdr_->state);
   const uint64_t gen = GenOf(state);
   const AreaHeader vh = PrefixView(Area(gen)).header();
-  if (vh.fanout != hdr_->fanout || vh.height < 1 || vh.height > hdr_->max_height || vh.ndata > hdr_->max_nodes)
+  if (vh.fanout != hdr_->fanout || vh.nprefix < 1 || vh.nprefix > hdr_->max_prefix || vh.ndata > hdr_->max_nodes)
     return Status::Corruption("CANRT: the valid prefix area's header is inconsistent with the geometry");
   const uint32_t cap = hdr_->capacity;
   // 1. Writes cut by the crash (section 3.6).
@@ -509,7 +529,7 @@ Status Service::Recover() {
     if ((state & 2) && node < vh.ndata) {
       const char* shadow = Area(gen + 1);
       const AreaHeader sh = PrefixView(shadow).header();
-      if (sh.ndata < vh.ndata || sh.ndata > hdr_->max_nodes || sh.height < vh.height || sh.height > hdr_->max_height)
+      if (sh.ndata < vh.ndata || sh.ndata > hdr_->max_nodes || sh.nprefix < vh.nprefix || sh.nprefix > hdr_->max_prefix)
         return Status::Corruption("CANRT: pxflag set but the shadow prefix area is inconsistent");
       Migrate(static_cast<uint32_t>(node), shadow, vh.ndata);
       uint64_t* meta = Meta(node);
@@ -606,6 +626,52 @@ Status StartServer(Pool& pool, std::string_view name, std::string_view backend, 
   WORT_RETURN_IF_ERROR(remote::Listen(backend, svc->region(), svc->region_size(), pool.path(),
                                       [svc](uint32_t c, std::string_view m) { svc->OnNotify(c, m); }, &s->transport_));
   svc->SetAtomics(&s->transport_->ServerSide());
+  *out = std::move(s);
+  return Status::OK();
+}
+
+namespace {
+// CANRT as a design of `wort serve-remote` (remote/designs.h): the pool opened or created at
+// opts.pool, the root "canrt", data nodes for half of the pool's maximum size.
+class CanrtService final : public remote::RemoteService {
+ public:
+  ~CanrtService() override { (void)Stop(); }
+  Status Start(const remote::ServeOptions& o) {
+    if (o.pool.empty()) return Status::InvalidArgument("canrt: no pool path given");
+    PoolOptions po;
+    po.max_size = o.pool_size;
+    po.initial_size = std::min<uint64_t>(o.pool_size, 64ull << 20);
+    po.background_recovery = false;
+    WORT_RETURN_IF_ERROR(Pool::OpenOrCreate(o.pool, po, &pool_));
+    Options co;
+    co.max_nodes = std::max<uint64_t>(64, (o.pool_size / 2) / (64 + uint64_t(co.capacity) * kItemBytes));
+    co.max_nodes = std::min<uint64_t>(co.max_nodes, UINT32_MAX / 4);
+    return StartServer(*pool_, "canrt", o.backend, co, &server_);
+  }
+  remote::RegionInfo info() const override { return server_->info(); }
+  std::string design() const override { return "canrt"; }
+  uint64_t requests_served() const override {
+    const ServiceStats s = server_->service().Stats();
+    return s.writes + s.resizes;
+  }
+  Status Stop() override {
+    if (server_) server_->Stop();
+    server_.reset();
+    Status s;
+    if (pool_) s = pool_->Close();
+    pool_.reset();
+    return s;
+  }
+
+ private:
+  std::unique_ptr<Pool> pool_;
+  std::unique_ptr<Server> server_;
+};
+}  // namespace
+
+Status Serve(const remote::ServeOptions& opts, std::unique_ptr<remote::RemoteService>* out) {
+  auto s = std::make_unique<CanrtService>();
+  WORT_RETURN_IF_ERROR(s->Start(opts));
   *out = std::move(s);
   return Status::OK();
 }
