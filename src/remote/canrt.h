@@ -22,7 +22,8 @@
 //              version cleared, lock field 0 (write visible and lock released together); persist.
 //      delete: one compare-swap clearing the key's bit (lock kept); persist.
 //   3. clear the item's valid byte (one 8-byte store of its last word); persist.
-//   4. delete only: compare-swap lock field 0; persist. (A delete item's slot stays free; holding
+//   4. delete only: compare-swap lock field 0 (not persisted: recovery resets locks). (A delete
+//      item's slot stays free; holding
 //      the lock until its valid byte is clear keeps another writer from reusing the slot before.)
 // The compare-swaps go through the transport's ServerSide() connection: the clients' FetchAdd64
 // are NIC atomics on RDMA hardware, not atomic with a CPU store to the same word (transport.h);
@@ -39,11 +40,13 @@
 // d's key range there (addWidth: another boundary symbol in d's last-level node or a split of a
 // run of entries naming d; addHeight: one more level when d's node is full or d's keys share
 // the symbol), migrates d's items into two new data nodes appended after the others, retires d
-// (RETIRED bit) and commits with one store of `state`. Persist order: resize_node; state(gen,0,0);
-// shadow prefix nodes; state(gen,1,0) = pxflag; new data nodes; d RETIRED; state(gen+1,1,1) =
-// dtflag and the switch of valid and shadow. Recovery (section 3.6): pxflag clear -> the resize
-// is dropped (it is redone when a writer finds the node full again); pxflag set, dtflag clear ->
-// the migration is redone from d (new nodes located in the shadow tree) and committed.
+// (RETIRED bit, before the commit: a reader of d that sees it and still finds the old generation
+// knows d's contents are current) and commits with one store of `state`. Persist order:
+// resize_node; shadow prefix nodes; state(gen,1,0) = pxflag marked, dtflag not; new data nodes;
+// state(gen+1,1,1) = dtflag marked and the switch of valid and shadow (RETIRED is not persisted:
+// it matters to live clients only). Recovery (section 3.6): pxflag clear -> the resize is dropped
+// (it is redone when a writer finds the node full again); pxflag set, dtflag clear -> the
+// migration is redone from d (new nodes located in the shadow tree) and committed.
 // Recovery also re-applies, in every locked node, the items whose valid byte is 1 and whose crc
 // is right (unless already applied: a put whose bit is set), clears every valid byte and resets
 // every lock.

@@ -44,10 +44,11 @@
 //
 // Header mutable words (their own cache line of the header):
 //   state        generation << 2 | pxflag << 1 | dtflag. The valid tree is area (generation & 1).
-//                Both flags set: no resize in progress. A resize stores (gen, 0, 0) when it starts,
-//                (gen, px=1, 0) when the shadow prefix nodes are persistent, and commits with one
-//                store of (gen+1, 1, 1): "marking the dtflag transforms the shadow tree into the
-//                new valid tree" (section 3.6).
+//                Both flags set: no resize in progress. A resize stores (gen, px=1, dt=0) when the
+//                shadow prefix nodes are persistent, and commits with one store of (gen+1, 1, 1):
+//                "marking the dtflag transforms the shadow tree into the new valid tree" (section
+//                3.6). (gen, 0, 0) - a resize started, prefix nodes not complete - is written by
+//                no one: recovery would drop that resize, as it drops one that left no trace.
 //   resize_node  the data node being split (persisted before state says a resize started).
 // Area header (first 64 bytes of an area): height (deepest prefix node), fan-out m, data nodes
 // in use (ndata), prefix nodes in use; then the prefix nodes.
@@ -148,7 +149,7 @@ class PrefixView {
   uint32_t nchars(uint64_t id) const {
     uint16_t n;
     std::memcpy(&n, node(id) + 2, 2);
-    return n;
+    return n < h_.fanout ? n : h_.fanout;  // bounded: a damaged copy cannot read past the node
   }
   uint16_t chr(uint64_t id, uint32_t p) const {
     uint16_t c;

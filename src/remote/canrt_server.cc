@@ -229,8 +229,10 @@ void Service::ProcessWrite(uint32_t node, uint32_t slot) {
   if (!ItemOk(it)) {
     // A client's write that is not a whole item: dropped (valid cleared, lock released).
     pm::store8(reinterpret_cast<uint64_t*>(it + kItemTailWord), valid_clear);
+    // crash-site: uncaught: only a malformed item (a faulty client) reaches this path
     pm::persist(it + kItemTailWord, 8);
     Cas(meta, [](uint64_t cur, uint64_t) -> uint64_t { return cur & ~kLockMask; }, 0);
+    // crash-site: redundant: releases a lock only (recovery resets locks)
     pm::persist(meta, 8);
     return;
   }
@@ -260,8 +262,9 @@ void Service::ProcessWrite(uint32_t node, uint32_t slot) {
     // 3. Processed. 4. Unlocked.
     pm::store8(reinterpret_cast<uint64_t*>(it + kItemTailWord), valid_clear);
     pm::persist(it + kItemTailWord, 8);
+    // Not persisted: a lock is volatile state (recovery resets every lock), and the bitmap in
+    // this word was persisted in step 2.
     Cas(meta, [](uint64_t cur, uint64_t) -> uint64_t { return cur & ~kLockMask; }, 0);
-    pm::persist(meta, 8);
   }
   writes_.fetch_add(1, std::memory_order_relaxed);
 }
@@ -418,6 +421,7 @@ void Service::Migrate(uint32_t node, const char* shadow, uint64_t old_ndata) {
     pm::store8(Meta(d), meta[d - old_ndata]);
     pm::flush(Node(d), hdr_->node_bytes);
   }
+  // crash-site: uncaught: the commit's store must not reach memory before the new nodes; the explorer's images did not cut between them in this workload
   pm::fence();
 }
 
@@ -439,10 +443,12 @@ void Service::Resize(uint32_t node) {
     return;
   }
   // Persist order (canrt.h): resize_node; state(gen,0,0); shadow; pxflag; data; RETIRED; commit.
+  // (The paper's "pxflag unmarked" state needs no store: a crash before pxflag is set leaves the
+  // state word idle, and the resize is dropped - the same recovery as "replay" of a resize that
+  // a writer asks for again.)
   pm::store8(&hdr_->resize_node, node);
+  // crash-site: redundant: resize_node shares its cache line with state, persisted next (kept for devices that write back 8-byte words independently)
   pm::persist(&hdr_->resize_node, 8);
-  pm::store8(&hdr_->state, StateWord(gen, false, false));
-  pm::persist(&hdr_->state, 8);
   // Bring the shadow up to the valid tree: all of it after open, else where the last resize
   // (committed or dropped) made them differ.
   Changes ch;
@@ -460,10 +466,8 @@ void Service::Resize(uint32_t node) {
   shadow_diff_ = ch.ranges;
   if (!st.ok()) {
     std::fprintf(stderr, "wort canrt: resize of data node %u refused: %s\n", node, st.ToString().c_str());
-    pm::store8(&hdr_->state, StateWord(gen, true, true));
-    pm::persist(&hdr_->state, 8);
+    // No store to `state`: it still says idle (nothing was committed); the shadow is left as it is.
     Cas(meta, [](uint64_t cur, uint64_t) -> uint64_t { return cur & ~kLockMask; }, 0);  // the writer gets PoolFull
-    pm::persist(meta, 8);
     refused_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
@@ -471,8 +475,9 @@ void Service::Resize(uint32_t node) {
   pm::store8(&hdr_->state, StateWord(gen, true, false));  // pxflag
   pm::persist(&hdr_->state, 8);
   Migrate(node, shadow, vh.ndata);
+  // RETIRED is for live clients only (stale copies of the prefix nodes): it is not persisted -
+  // after a crash no client holds a stale copy, and the valid tree no longer names the node.
   Cas(meta, [](uint64_t cur, uint64_t) -> uint64_t { return cur | kRetired; }, 0);
-  pm::persist(meta, 8);
   pm::store8(&hdr_->state, StateWord(gen + 1, true, true));  // dtflag: the shadow is the valid tree
   pm::persist(&hdr_->state, 8);
   resizes_.fetch_add(1, std::memory_order_relaxed);
