@@ -17,6 +17,7 @@
 
 #include "remote/remote_test_util.h"
 #include "remote/transport.h"
+#include "wort/pool.h"
 
 namespace wort::remote {
 namespace {
@@ -276,6 +277,44 @@ TEST_P(TransportTest, ClientsInOtherProcesses) {
   for (auto& [id, m] : inbox.got) EXPECT_EQ(m.find("DATA NOT VISIBLE"), std::string::npos) << m;
   c.reset();
   srv->Stop();
+}
+
+// The region is a part of a wort pool's mapping (not at file offset 0), as CANRT's is: clients in
+// other processes reach the same bytes.
+TEST_P(TransportTest, RegionInsideAPool) {
+  test::TempPath path("pool");
+  PoolOptions po;
+  po.initial_size = 8 << 20;
+  po.max_size = 64 << 20;
+  std::unique_ptr<Pool> pool;
+  ASSERT_TRUE(Pool::Create(path.str(), po, &pool).ok());
+  char* region = pool->base() + pool->heap_offset() + (1 << 20);
+  constexpr std::uint64_t kSize = 1 << 20;
+  std::memset(region, 0, kSize);
+  Inbox inbox;
+  std::unique_ptr<Server> srv;
+  ASSERT_TRUE(Listen(backend_, region, kSize, path.str(), inbox.Handler(region), &srv).ok());
+  const RegionInfo info = srv->info();
+  const int n = GetParam() == "ucx-tcp" ? 50 : 300;
+  pid_t kid = test::SpawnSelf({"WORT_REMOTE_CHILD=1", "WORT_RC_BACKEND=" + info.backend, "WORT_RC_ADDR=" + info.address,
+                               "WORT_RC_SIZE=" + std::to_string(info.size), "WORT_RC_N=" + std::to_string(n),
+                               "WORT_RC_SLOT=5"});
+  EXPECT_EQ(test::WaitChild(kid), 0);
+  std::uint64_t total;
+  std::memcpy(&total, region + kCounterOff, 8);
+  EXPECT_EQ(total, std::uint64_t(n));
+  ASSERT_TRUE(inbox.WaitFor(1));
+  EXPECT_EQ(inbox.got[0].second, "slot:5");
+  // Not below the region: the pool's header is untouched by the client (offset 0 of the region
+  // is the counter, not the pool's first word).
+  std::unique_ptr<Connection> c;
+  ASSERT_TRUE(Connect(info, &c).ok());
+  std::uint64_t v = 0;
+  ASSERT_TRUE(c->Read(kCounterOff, &v, 8).ok());
+  EXPECT_EQ(v, std::uint64_t(n));
+  c.reset();
+  srv->Stop();
+  EXPECT_TRUE(pool->Close().ok());
 }
 
 TEST(TransportErrors, BadBackendsAndAddresses) {
