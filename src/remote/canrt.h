@@ -16,7 +16,7 @@
 // (crc-checked: a slot reused during the read is re-read). Never blocks: a retired node is read
 // as it is until the client sees the new generation.
 //
-// Server side (Service::OnNotify, on the transport's notify thread) for item (node, slot):
+// Server side (the service's write thread, fed by Service::OnNotify) for item (node, slot):
 //   1. persist the item (it is durable before anything refers to it)
 //   2. put:    ONE 8-byte compare-swap of the metadata: bit(slot) set, bit of the key's older
 //              version cleared, lock field 0 (write visible and lock released together); persist.
@@ -51,8 +51,9 @@
 // is right (unless already applied: a put whose bit is set), clears every valid byte and resets
 // every lock.
 //
-// Thread safety: a Service handles notifications from one transport thread; resizes run on its
-// own thread (or inline, Options::inline_resize). A client (RemoteKV from Connect) is used by
+// Thread safety: the transport's notify thread only queues; written items are processed on the
+// service's write thread and resizes on its resize thread (so a resize delays only the writers of
+// its node), or both inline (Options::inline_resize). A client (RemoteKV from Connect) is used by
 // one thread at a time; each client thread connects its own.
 #pragma once
 
@@ -86,7 +87,9 @@ struct Options {
   uint32_t fanout = 8;            // m: boundary symbols per prefix node (2..256)
   uint64_t max_nodes = 8192;      // data nodes the data area holds (split nodes included)
   uint64_t area_bytes = 4 << 20;  // bytes per prefix area (two areas); bounds the height k
-  bool inline_resize = false;     // resize on the notifying thread (tests, crash explorer)
+  // Process writes and resizes on the notifying thread (tests, crash explorer: one thread sees
+  // every persist) instead of the service's write and resize threads.
+  bool inline_resize = false;
 };
 
 struct ServiceStats {
@@ -129,6 +132,7 @@ class Service {
   void Migrate(uint32_t node, const char* shadow, uint64_t old_ndata);
   uint64_t Cas(uint64_t* word, uint64_t (*f)(uint64_t, uint64_t), uint64_t arg);
   void ResizeLoop();
+  void WriteLoop();
 
   char* Node(uint64_t id) const { return base_ + hdr_->data_off + id * hdr_->node_bytes; }
   uint64_t* Meta(uint64_t id) const { return reinterpret_cast<uint64_t*>(Node(id)); }
@@ -152,9 +156,11 @@ class Service {
   std::vector<std::pair<uint64_t, uint64_t>> shadow_diff_;  // ranges where shadow != valid
   std::mutex q_mu_;
   std::condition_variable q_cv_, q_done_;
-  std::deque<uint32_t> queue_;
-  bool busy_ = false, stop_ = false;
-  std::thread resize_thread_;
+  std::deque<uint32_t> queue_;       // resize requests
+  std::deque<Message> writes_q_;     // written items to process
+  std::condition_variable w_cv_;
+  bool busy_ = false, w_busy_ = false, stop_ = false;
+  std::thread resize_thread_, write_thread_;
 
   std::atomic<uint64_t> writes_{0}, resizes_{0}, refused_{0}, add_height_{0}, recovered_{0};
 };

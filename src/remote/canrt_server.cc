@@ -162,7 +162,10 @@ Status Service::Open(Pool& pool, std::string_view name, const Options& opts, std
   } else {
     return st;
   }
-  if (!s->opts_.inline_resize) s->resize_thread_ = std::thread([p = s.get()] { p->ResizeLoop(); });
+  if (!s->opts_.inline_resize) {
+    s->resize_thread_ = std::thread([p = s.get()] { p->ResizeLoop(); });
+    s->write_thread_ = std::thread([p = s.get()] { p->WriteLoop(); });
+  }
   *out = std::move(s);
   return Status::OK();
 }
@@ -173,7 +176,9 @@ Service::~Service() {
     stop_ = true;
   }
   q_cv_.notify_all();
+  w_cv_.notify_all();
   if (resize_thread_.joinable()) resize_thread_.join();
+  if (write_thread_.joinable()) write_thread_.join();
 }
 
 // One 8-byte compare-swap loop on a metadata word: new = f(current, arg).
@@ -215,7 +220,31 @@ void Service::OnNotify(uint32_t, std::string_view msg) {
     return;
   }
   if (m.slot >= h.capacity) return;
-  ProcessWrite(m.node, m.slot);
+  if (opts_.inline_resize) {
+    ProcessWrite(m.node, m.slot);
+    return;
+  }
+  // Not on the transport's thread: the server's compare-swaps go through the same transport
+  // (ServerSide()), whose progress may be this very thread (ucx).
+  std::lock_guard<std::mutex> g(q_mu_);
+  writes_q_.push_back(m);
+  w_cv_.notify_one();
+}
+
+void Service::WriteLoop() {
+  std::unique_lock<std::mutex> g(q_mu_);
+  for (;;) {
+    w_cv_.wait(g, [&] { return stop_ || !writes_q_.empty(); });
+    if (stop_) return;
+    const Message m = writes_q_.front();
+    writes_q_.pop_front();
+    w_busy_ = true;
+    g.unlock();
+    ProcessWrite(m.node, m.slot);
+    g.lock();
+    w_busy_ = false;
+    q_done_.notify_all();
+  }
 }
 
 void Service::ProcessWrite(uint32_t node, uint32_t slot) {
@@ -287,7 +316,7 @@ void Service::ResizeLoop() {
 
 void Service::Drain() {
   std::unique_lock<std::mutex> g(q_mu_);
-  q_done_.wait(g, [&] { return queue_.empty() && !busy_; });
+  q_done_.wait(g, [&] { return queue_.empty() && !busy_ && writes_q_.empty() && !w_busy_; });
 }
 
 // Splits data node `node`'s key range in the shadow area (section 3.5). addWidth: the run of

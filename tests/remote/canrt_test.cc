@@ -216,16 +216,19 @@ TEST(Canrt, BadInputIsAnError) {
   EXPECT_TRUE(s.IsPoolFull()) << s.ToString();
 }
 
-// Concurrent clients over the real local transport: the notify thread processes writes, the
-// resize thread splits nodes. Each thread owns its keys; every acknowledged write is checked.
-TEST(Canrt, ConcurrentClientsLocalTransport) {
+// Concurrent clients over the real transports (local; ucx over sm and tcp): the notify thread
+// processes writes, the resize thread splits nodes. Each thread owns its keys; every acknowledged write is checked.
+class CanrtTransport : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CanrtTransport, ConcurrentClients) {
+  const std::string backend = test::UseRemoteConfig(GetParam());
   TempPath path("canrt");
   auto pool = NewPool(path);
   Options o = SmallOptions();
   o.inline_resize = false;
   o.capacity = 8;
   std::unique_ptr<Server> server;
-  Status st = StartServer(*pool, "canrt", "local", o, &server);
+  Status st = StartServer(*pool, "canrt", backend, o, &server);
   ASSERT_TRUE(st.ok()) << st.ToString();
   constexpr int kThreads = 4, kOps = 600;
   std::vector<Model> models(kThreads);
@@ -267,6 +270,8 @@ TEST(Canrt, ConcurrentClientsLocalTransport) {
   std::string rep;
   EXPECT_TRUE(server->service().Check(&rep).ok()) << rep;
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, CanrtTransport, ::testing::ValuesIn(test::RemoteConfigs()), test::RemoteParamName);
 
 // Readers are never blocked by resizes and always find the keys loaded before: writers insert
 // fresh keys into the same key range (splitting the readers' nodes) at the same time.
