@@ -194,6 +194,12 @@ class Client final : public remote::RemoteKV {
     return -1;
   }
 
+  // A server that stops answering (killed, stopped) must not hang its clients.
+  static constexpr auto kServerTimeout = std::chrono::seconds(10);
+  static Status Timeout(const char* what) {
+    return Status::IOError(std::string("canrt: no progress from the server in 10 s (") + what + ")");
+  }
+
   void Backoff(int attempt) {
     const int e = std::min(attempt, 10);
     const uint64_t us = std::uniform_int_distribution<uint64_t>(0, (1ull << e))(rng_);
@@ -203,7 +209,9 @@ class Client final : public remote::RemoteKV {
 
   // Algorithm 1. For a delete, *found says whether the key was present (read under the lock).
   Status Write(uint8_t op, std::string_view key, std::string_view value, bool* found) {
+    const auto deadline = std::chrono::steady_clock::now() + kServerTimeout;
     for (int attempt = 0;; ++attempt) {
+      if (attempt % 64 == 63 && std::chrono::steady_clock::now() > deadline) return Timeout("locked data node");
       const uint32_t d = View().Locate(key);
       const uint64_t meta_off = NodeOff(d);
       uint64_t old = 0;
@@ -244,6 +252,7 @@ class Client final : public remote::RemoteKV {
           if (LockOf(cur) == 0)
             return Status::PoolFull("canrt: data node " + std::to_string(d) +
                                     " is full and the server could not split it (see the server's log)");
+          if (w % 64 == 63 && std::chrono::steady_clock::now() > deadline) return Timeout("resize");
           Backoff(std::min(w, 6));
         }
         if (op == kOpDelete && !*found) return Status::OK();
@@ -272,6 +281,7 @@ class Client final : public remote::RemoteKV {
         unsigned char tail[8];
         WORT_RETURN_IF_ERROR(c_->Read(item_off + kItemTailWord, tail, 8));
         if (tail[7] == 0 || std::memcmp(tail, item + kItemTailWord, 7) != 0) break;
+        if (w % 64 == 63 && std::chrono::steady_clock::now() > deadline) return Timeout("acknowledgement");
         if (w > 64) Backoff(std::min(w - 64, 4));
       }
       return Status::OK();
