@@ -111,7 +111,7 @@ class Service {
 
   // The connection server-side compare-swaps go through (the transport server's ServerSide()).
   // Null: CPU atomics (only valid when every client uses CPU atomics too: in-process tests).
-  void SetAtomics(remote::Connection* c) { atomics_ = c; }
+  void SetAtomics(remote::Connection* c);
   // The transport's notify handler.
   void OnNotify(uint32_t client, std::string_view msg);
   // Waits until queued resizes are done (tests).

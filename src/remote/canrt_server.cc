@@ -187,16 +187,18 @@ uint64_t Service::Cas(uint64_t* word, uint64_t (*f)(uint64_t, uint64_t), uint64_
   for (;;) {
     const uint64_t want = f(cur, arg);
     uint64_t found = cur;
-    if (atomics_) {
+    {
       std::lock_guard<std::mutex> g(atomics_mu_);
-      Status s = atomics_->CompareSwap64(static_cast<uint64_t>(reinterpret_cast<char*>(word) - base_), cur, want, &found);
-      if (!s.ok()) {
-        std::fprintf(stderr, "wort canrt: server compare-swap failed: %s\n", s.ToString().c_str());
-        found = pm::load8(word);
-        continue;
+      if (atomics_) {
+        Status s = atomics_->CompareSwap64(static_cast<uint64_t>(reinterpret_cast<char*>(word) - base_), cur, want, &found);
+        if (!s.ok()) {
+          std::fprintf(stderr, "wort canrt: server compare-swap failed: %s\n", s.ToString().c_str());
+          found = pm::load8(word);
+          continue;
+        }
+      } else {
+        std::atomic_ref<uint64_t>(*word).compare_exchange_strong(found, want);
       }
-    } else {
-      std::atomic_ref<uint64_t>(*word).compare_exchange_strong(found, want);
     }
     if (found == cur) return want;
     cur = found;
@@ -646,10 +648,18 @@ Status Service::Check(std::string* report) const {
   return Status::OK();
 }
 
+void Service::SetAtomics(remote::Connection* c) {
+  std::lock_guard<std::mutex> g(atomics_mu_);  // no compare-swap in progress on the old one
+  atomics_ = c;
+}
+
 void Server::Stop() {
-  if (transport_) transport_->Stop();
+  // The service stops using ServerSide() before the transport goes (later compare-swaps are CPU
+  // atomics); then no more notifications; then the queued ones are processed.
   if (service_) service_->SetAtomics(nullptr);
+  if (transport_) transport_->Stop();
   transport_.reset();
+  if (service_) service_->Drain();
 }
 
 Status StartServer(Pool& pool, std::string_view name, std::string_view backend, const Options& opts,

@@ -404,6 +404,7 @@ struct KillChildMain {
 KillChildMain g_kill_child;
 
 TEST(CanrtKill, AcknowledgedWritesSurviveSigkill) {
+  ::setenv("WORT_CANRT_TIMEOUT_MS", "1000", 1);  // the write cut by the kill fails after 1 s
   TempPath path("canrt-kill");
   const std::string info_path = path.str() + ".info";
   const auto keys = Universe(80, 13);
