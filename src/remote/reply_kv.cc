@@ -370,7 +370,9 @@ class ReplyKV final : public RemoteKV {
     const auto sent = std::chrono::steady_clock::now();
     const auto deadline = sent + std::chrono::seconds(30);
     for (std::uint64_t polls = 0;; ++polls) {
+      const auto before = std::chrono::steady_clock::now();
       WORT_RETURN_IF_ERROR(conn_->Read(reply_off_, rbuf_.data(), kFirstRead));
+      const auto now = std::chrono::steady_clock::now();
       MsgHeader r;
       std::memcpy(&r, rbuf_.data(), sizeof r);
       if (r.seq == h.seq && r.len <= kMaxReplyPayload) {
@@ -386,14 +388,18 @@ class ReplyKV final : public RemoteKV {
           return Status(static_cast<Code>(r.op), std::move(body));
         }
       }
-      // Poll back-to-back for the first 100 us, then sleep between polls (50 us at most): on
-      // a backend whose Reads cost the server CPU (ucx over sm/tcp with a registered pool
-      // mapping emulates them on the server's progress thread) a spinning client would take
-      // the CPU the server needs to answer it.
-      auto now = std::chrono::steady_clock::now();
+      // Polling: a cheap Read (the local backend: a memcpy) is repeated back-to-back, yielding
+      // every 64 polls. An expensive one (> 2 us: ucx over sm/tcp with a registered pool mapping
+      // emulates it on the server's progress thread, costing server CPU) is repeated at once for
+      // the first 100 us, then after sleeps of 5-50 us: a client spinning on such Reads would
+      // take the CPU the server needs to answer it.
       if (now > deadline) return Status::IOError("reply-" + kind_ + ": no reply from the server within 30 s");
-      if (now - sent > std::chrono::microseconds(100)) {
-        std::this_thread::sleep_for(std::chrono::microseconds(polls < 64 ? 5 : 50));
+      if (now - before > std::chrono::microseconds(2)) {
+        if (now - sent > std::chrono::microseconds(100)) {
+          std::this_thread::sleep_for(std::chrono::microseconds(polls < 64 ? 5 : 50));
+        }
+      } else if (polls % 64 == 63) {
+        std::this_thread::yield();
       } else {
         _mm_pause();
       }

@@ -37,6 +37,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -114,15 +115,21 @@ Status MakeWorker(ucp_context_h ctx, ucs_thread_mode_t mode, ucp_worker_h* w) {
 // then sleeps in poll() on the worker's event fd between progress rounds (when `efd` >= 0): on
 // an emulated path (the target's progress thread executes the op) a spinning client would take
 // the CPU the target needs, which on a 2-core machine doubles the latency.
-ucs_status_t Wait(ucp_worker_h w, ucs_status_ptr_t req, int efd = -1) {
+ucs_status_t Wait(ucp_worker_h w, ucs_status_ptr_t req, int efd = -1,
+                  std::chrono::milliseconds timeout = std::chrono::milliseconds::max()) {
   if (req == nullptr) return UCS_OK;
   if (UCS_PTR_IS_ERR(req)) return UCS_PTR_STATUS(req);
   ucs_status_t st;
   std::chrono::steady_clock::time_point start{};
   for (std::uint64_t spins = 0; (st = ucp_request_check_status(req)) == UCS_INPROGRESS; ++spins) {
-    if (ucp_worker_progress(w) != 0 || efd < 0 || spins < 64) continue;
+    if (ucp_worker_progress(w) != 0 || spins < 64) continue;
     if (spins == 64) start = std::chrono::steady_clock::now();
-    if (spins % 16 != 0 || std::chrono::steady_clock::now() - start < std::chrono::microseconds(20)) continue;
+    if (spins % 16 != 0) continue;
+    auto waited = std::chrono::steady_clock::now() - start;
+    // A request that never completes (the server's worker is gone, and UCX over sm cannot tell):
+    // left to UCX (the endpoint's close purges it); the caller fails the connection.
+    if (waited > timeout) return UCS_ERR_TIMED_OUT;
+    if (efd < 0 || waited < std::chrono::microseconds(20)) continue;
     if (ucp_worker_arm(w) == UCS_OK) {
       pollfd p{efd, POLLIN, 0};
       ::poll(&p, 1, 1);
@@ -132,6 +139,14 @@ ucs_status_t Wait(ucp_worker_h w, ucs_status_ptr_t req, int efd = -1) {
   return st;
 }
 
+// How long a client waits for one operation before it declares the server gone (IOError, and
+// every later call of that Connection fails at once): WORT_UCX_TIMEOUT_MS, default 10 s.
+std::chrono::milliseconds OpTimeout() {
+  const char* e = std::getenv("WORT_UCX_TIMEOUT_MS");
+  long v = e != nullptr ? std::atol(e) : 0;
+  return std::chrono::milliseconds(v > 0 ? v : 10000);
+}
+
 // ---- client -----------------------------------------------------------------------------------
 class UcxConnection final : public Connection {
  public:
@@ -139,9 +154,14 @@ class UcxConnection final : public Connection {
     if (rkey_ != nullptr) ucp_rkey_destroy(rkey_);
     if (ep_ != nullptr) {
       // A graceful close (flush, then tell the server's worker the endpoint is gone): a forced
-      // close leaves the server's side of the endpoint sending wire-up messages to nobody.
+      // close leaves the server's side of the endpoint sending wire-up messages to nobody. With
+      // the server gone (broken_), a forced close, not waited for long.
       ucp_request_param_t p{};
-      Wait(worker_, ucp_ep_close_nbx(ep_, &p));
+      if (broken_) {
+        p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+        p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+      }
+      Wait(worker_, ucp_ep_close_nbx(ep_, &p), efd_, broken_ ? std::chrono::milliseconds(100) : timeout_);
     }
     if (worker_ != nullptr) ucp_worker_destroy(worker_);
     if (ctx_ != nullptr) ucp_cleanup(ctx_);
@@ -204,9 +224,10 @@ class UcxConnection final : public Connection {
 
   Status Read(std::uint64_t off, void* dst, std::size_t len) override {
     WORT_RETURN_IF_ERROR(CheckRange(off, len, size_));
+    WORT_RETURN_IF_ERROR(Usable());
     if (len > 0) {
       ucp_request_param_t p{};
-      ucs_status_t st = Wait(worker_, ucp_get_nbx(ep_, dst, len, remote_base_ + off, rkey_, &p), efd_);
+      ucs_status_t st = Done(Wait(worker_, ucp_get_nbx(ep_, dst, len, remote_base_ + off, rkey_, &p), efd_, timeout_));
       if (st != UCS_OK) return UcsError("get", st);
     }
     ++c_.reads;
@@ -215,9 +236,10 @@ class UcxConnection final : public Connection {
   }
   Status Write(std::uint64_t off, const void* src, std::size_t len) override {
     WORT_RETURN_IF_ERROR(CheckRange(off, len, size_));
+    WORT_RETURN_IF_ERROR(Usable());
     if (len > 0) {
       ucp_request_param_t p{};
-      ucs_status_t st = Wait(worker_, ucp_put_nbx(ep_, src, len, remote_base_ + off, rkey_, &p), efd_);
+      ucs_status_t st = Done(Wait(worker_, ucp_put_nbx(ep_, src, len, remote_base_ + off, rkey_, &p), efd_, timeout_));
       if (st != UCS_OK) return UcsError("put", st);
       WORT_RETURN_IF_ERROR(Flush());
     }
@@ -241,17 +263,19 @@ class UcxConnection final : public Connection {
   }
   Status Notify(std::string_view msg) override {
     if (msg.size() > kMaxNotifyLen) return Status::InvalidArgument("remote: notify message longer than 4096 bytes");
+    WORT_RETURN_IF_ERROR(Usable());
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     p.flags = UCP_AM_SEND_FLAG_EAGER;
-    ucs_status_t st = Wait(worker_, ucp_am_send_nbx(ep_, kAmId, &id_, sizeof id_, msg.data(), msg.size(), &p), efd_);
+    ucs_status_t st = Done(Wait(worker_, ucp_am_send_nbx(ep_, kAmId, &id_, sizeof id_, msg.data(), msg.size(), &p), efd_, timeout_));
     if (st != UCS_OK) return UcsError("am_send", st);
     ++c_.notifies;
     return Status::OK();
   }
   Status Flush() override {
+    WORT_RETURN_IF_ERROR(Usable());
     ucp_request_param_t p{};
-    ucs_status_t st = Wait(worker_, ucp_ep_flush_nbx(ep_, &p), efd_);
+    ucs_status_t st = Done(Wait(worker_, ucp_ep_flush_nbx(ep_, &p), efd_, timeout_));
     if (st != UCS_OK) return UcsError("flush", st);
     return Status::OK();
   }
@@ -259,13 +283,24 @@ class UcxConnection final : public Connection {
   Counters counters() const override { return c_; }
 
  private:
+  // Marks the connection broken when an operation timed out.
+  ucs_status_t Done(ucs_status_t st) {
+    if (st == UCS_ERR_TIMED_OUT) broken_ = true;
+    return st;
+  }
+  Status Usable() const {
+    if (broken_) return Status::IOError("remote ucx: an earlier operation timed out; the server is gone");
+    return Status::OK();
+  }
+
   Status Atomic(ucp_atomic_op_t op, std::uint64_t off, std::uint64_t value, std::uint64_t* reply) {
+    WORT_RETURN_IF_ERROR(Usable());
     std::uint64_t buf = value;
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_REPLY_BUFFER;
     p.datatype = ucp_dt_make_contig(8);
     p.reply_buffer = reply;
-    ucs_status_t st = Wait(worker_, ucp_atomic_op_nbx(ep_, op, &buf, 1, remote_base_ + off, rkey_, &p), efd_);
+    ucs_status_t st = Done(Wait(worker_, ucp_atomic_op_nbx(ep_, op, &buf, 1, remote_base_ + off, rkey_, &p), efd_, timeout_));
     if (st != UCS_OK) return UcsError("atomic", st);
     ++c_.atomics;
     return Status::OK();
@@ -279,6 +314,8 @@ class UcxConnection final : public Connection {
   std::uint64_t size_ = 0;
   std::uint32_t id_ = 0;
   int efd_ = -1;
+  std::chrono::milliseconds timeout_ = OpTimeout();
+  bool broken_ = false;  // an operation timed out: the server is taken to be gone
   Counters c_;
 };
 

@@ -317,6 +317,31 @@ TEST_P(TransportTest, RegionInsideAPool) {
   EXPECT_TRUE(pool->Close().ok());
 }
 
+// The server stops while a client is connected: the client's calls fail (or, on local, still
+// reach the file the client mapped) and closing it returns - nothing hangs or crashes.
+TEST_P(TransportTest, ServerStopsFirst) {
+  ::setenv("WORT_UCX_TIMEOUT_MS", "500", 1);  // ucx: an op with no answer fails after 0.5 s
+  FileRegion r(1 << 16);
+  std::unique_ptr<Server> srv;
+  ASSERT_TRUE(Listen(backend_, r.base(), r.size(), r.path(), nullptr, &srv).ok());
+  std::unique_ptr<Connection> c;
+  ASSERT_TRUE(Connect(srv->info(), &c).ok());
+  std::uint64_t v = 1;
+  ASSERT_TRUE(c->Write(0, &v, 8).ok());
+  srv->Stop();
+  srv.reset();
+  if (backend_ == "ucx") {
+    // The region is still mapped here, but no worker serves it: the op fails (timeout or a
+    // transport error), and so does every later one.
+    EXPECT_FALSE(c->Read(0, &v, 8).ok());
+    EXPECT_FALSE(c->FetchAdd64(0, 1, &v).ok());
+  } else {
+    EXPECT_FALSE(c->Notify("anyone?").ok());  // local: the socket is closed
+  }
+  c.reset();  // returns
+  ::unsetenv("WORT_UCX_TIMEOUT_MS");
+}
+
 TEST(TransportErrors, BadBackendsAndAddresses) {
   char buf[64];
   std::unique_ptr<Server> srv;
