@@ -72,6 +72,8 @@ class Client final : public remote::RemoteKV {
     for (;;) {
       const uint32_t d0 = View().Locate(from);
       const uint32_t d1 = end.empty() ? UINT32_MAX : View().Locate(end);
+      if (d0 >= rank_.size() || (d1 != UINT32_MAX && d1 >= rank_.size()))
+        return Status::Corruption("canrt: the prefix nodes name a data node out of range");
       size_t i = rank_[d0];
       const size_t last = d1 == UINT32_MAX ? order_.size() - 1 : rank_[d1];
       bool restart = false;
