@@ -131,8 +131,7 @@ class Service {
   Status SplitInShadow(uint32_t node, char* shadow, Changes* ch);
   void Migrate(uint32_t node, const char* shadow, uint64_t old_ndata);
   uint64_t Cas(uint64_t* word, uint64_t (*f)(uint64_t, uint64_t), uint64_t arg);
-  void ResizeLoop();
-  void WriteLoop();
+  void QueueLoop(std::deque<Message>* q, std::condition_variable* cv, bool* busy);
 
   char* Node(uint64_t id) const { return base_ + hdr_->data_off + id * hdr_->node_bytes; }
   uint64_t* Meta(uint64_t id) const { return reinterpret_cast<uint64_t*>(Node(id)); }
@@ -156,7 +155,7 @@ class Service {
   std::vector<std::pair<uint64_t, uint64_t>> shadow_diff_;  // ranges where shadow != valid
   std::mutex q_mu_;
   std::condition_variable q_cv_, q_done_;
-  std::deque<uint32_t> queue_;       // resize requests
+  std::deque<Message> queue_;        // resize requests
   std::deque<Message> writes_q_;     // written items to process
   std::condition_variable w_cv_;
   bool busy_ = false, w_busy_ = false, stop_ = false;

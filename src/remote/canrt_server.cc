@@ -163,8 +163,9 @@ Status Service::Open(Pool& pool, std::string_view name, const Options& opts, std
     return st;
   }
   if (!s->opts_.inline_resize) {
-    s->resize_thread_ = std::thread([p = s.get()] { p->ResizeLoop(); });
-    s->write_thread_ = std::thread([p = s.get()] { p->WriteLoop(); });
+    Service* p = s.get();
+    s->resize_thread_ = std::thread([p] { p->QueueLoop(&p->queue_, &p->q_cv_, &p->busy_); });
+    s->write_thread_ = std::thread([p] { p->QueueLoop(&p->writes_q_, &p->w_cv_, &p->w_busy_); });
   }
   *out = std::move(s);
   return Status::OK();
@@ -217,7 +218,7 @@ void Service::OnNotify(uint32_t, std::string_view msg) {
       return;
     }
     std::lock_guard<std::mutex> g(q_mu_);
-    queue_.push_back(m.node);
+    queue_.push_back(m);
     q_cv_.notify_one();
     return;
   }
@@ -233,18 +234,20 @@ void Service::OnNotify(uint32_t, std::string_view msg) {
   w_cv_.notify_one();
 }
 
-void Service::WriteLoop() {
+// The write thread and the resize thread: each serves its queue in order.
+void Service::QueueLoop(std::deque<Message>* q, std::condition_variable* cv, bool* busy) {
   std::unique_lock<std::mutex> g(q_mu_);
   for (;;) {
-    w_cv_.wait(g, [&] { return stop_ || !writes_q_.empty(); });
+    cv->wait(g, [&] { return stop_ || !q->empty(); });
     if (stop_) return;
-    const Message m = writes_q_.front();
-    writes_q_.pop_front();
-    w_busy_ = true;
+    const Message m = q->front();
+    q->pop_front();
+    *busy = true;
     g.unlock();
-    ProcessWrite(m.node, m.slot);
+    if (m.slot == kResizeSlot) Resize(m.node);
+    else ProcessWrite(m.node, m.slot);
     g.lock();
-    w_busy_ = false;
+    *busy = false;
     q_done_.notify_all();
   }
 }
@@ -298,22 +301,6 @@ void Service::ProcessWrite(uint32_t node, uint32_t slot) {
     Cas(meta, [](uint64_t cur, uint64_t) -> uint64_t { return cur & ~kLockMask; }, 0);
   }
   writes_.fetch_add(1, std::memory_order_relaxed);
-}
-
-void Service::ResizeLoop() {
-  std::unique_lock<std::mutex> g(q_mu_);
-  for (;;) {
-    q_cv_.wait(g, [&] { return stop_ || !queue_.empty(); });
-    if (stop_) return;
-    const uint32_t n = queue_.front();
-    queue_.pop_front();
-    busy_ = true;
-    g.unlock();
-    Resize(n);
-    g.lock();
-    busy_ = false;
-    q_done_.notify_all();
-  }
 }
 
 void Service::Drain() {

@@ -474,6 +474,7 @@ TEST(CanrtKill, AcknowledgedWritesSurviveSigkill) {
     svc.reset();
     ASSERT_TRUE(pool->Close().ok());
   }
+  std::remove(info_path.c_str());
   std::printf("canrt kill test: 3 rounds, %zu keys at the end, cut operation applied in %d rounds\n", model.size(),
               pending_either);
 }
