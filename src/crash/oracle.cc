@@ -332,12 +332,14 @@ Status CheckReachability(const Pool& pool, std::string* report) {
     if (report) *report += m + "\n";
   };
   for (const RootInfo& r : pool.Roots()) {
-    const IndexKind* k = FindIndexKindById(r.type);
-    if (!k || !k->visit) {
+    // The post-crash GC's lookup: index kinds, and roots of other layers (RegisterRootVisitor).
+    const RootVisitorLookup lookup = GetRootVisitorLookup();
+    const RootVisitFn visit = lookup ? lookup(r.type) : nullptr;
+    if (!visit) {
       bad(fmt::format("root '{}' has kind id {} with no visit function", r.name, r.type));
       continue;
     }
-    k->visit(pool, r.off, [&](uint64_t off) { reach.insert(off); });
+    visit(pool, r.off, [&](uint64_t off) { reach.insert(off); });
   }
   std::vector<std::pair<uint64_t, size_t>> allocated;
   pool.allocator().ForEachAllocated([&](uint64_t off, size_t size) { allocated.emplace_back(off, size); });

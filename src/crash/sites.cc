@@ -36,6 +36,9 @@ constexpr Owner kSiteOwners[] = {
     {"src/server/store.cc", "",
      "the server's value store (records, expiry, flush_all): not an index kind; crash-tested by the server's "
      "kill tests (tests/server)"},
+    {"src/remote/canrt_server.cc", "",
+     "CANRT's server (the remote layer): not an index kind; explored by its own crash explorer over the write "
+     "path, resize and recovery (tests/remote/canrt_test.cc, CanrtCrash)"},
     {"src/kv/kv.cc", "",
      "the key-value store's value blocks: not an index kind; explored by the KV crash explorer and kill test "
      "(crash/kv_explorer.h, tests/crash/kv_crash_test.cc)"},

@@ -27,6 +27,8 @@ inline constexpr uint32_t kVbpTree = 30;  // plain B+-tree
 inline constexpr uint32_t kVart = 31;     // plain ART
 inline constexpr uint32_t kVradix = 32;   // plain radix tree, 4-bit span, no path compression
 inline constexpr bool IsVolatile(uint32_t id) { return id >= 30 && id <= 39; }
+// Roots that are not index kinds (their visit functions: index/registry.h RegisterRootVisitor): 40..49.
+inline constexpr uint32_t kCanrt = 40;  // CANRT's region (src/remote/canrt.h)
 // Test-only structures: 1000 and up.
 inline constexpr uint32_t kTestFirst = 1000;
 }  // namespace wort::kind_id

@@ -53,15 +53,30 @@ std::vector<const IndexKind*>& Kinds() {
 
 // The post-crash GC (src/alloc) finds each root's visit function through this lookup; the
 // pool and allocator below this layer know nothing of index kinds (wort/pool.h).
+// Visit functions of roots that are not index kinds (RegisterRootVisitor).
+std::mutex g_extra_mu;
+std::map<uint32_t, RootVisitFn>& ExtraVisitors() {
+  static std::map<uint32_t, RootVisitFn> m;
+  return m;
+}
 RootVisitFn VisitorOf(uint32_t type_id) {
   const IndexKind* k = FindIndexKindById(type_id);
-  return k ? k->visit : nullptr;
+  if (k) return k->visit;
+  std::lock_guard<std::mutex> g(g_extra_mu);
+  auto it = ExtraVisitors().find(type_id);
+  return it == ExtraVisitors().end() ? nullptr : it->second;
 }
 // Installed when this file is linked in, i.e. in every program that can open an index (every
 // kind-lookup entry point is here). A program of the pmem layer alone has no visitors: the GC
 // then reports that it cannot visit the roots' kinds, as for a kind unknown to this build.
 [[maybe_unused]] const bool kVisitorsInstalled = (SetRootVisitorLookup(&VisitorOf), true);
 }  // namespace
+
+bool RegisterRootVisitor(uint32_t type_id, RootVisitFn visit) {
+  std::lock_guard<std::mutex> g(g_extra_mu);
+  ExtraVisitors()[type_id] = visit;
+  return true;
+}
 
 bool RegisterIndexKind(const IndexKind* k) {
   CheckUnique(Kinds(), k);

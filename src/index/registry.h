@@ -21,6 +21,12 @@ class Pool;
 // in shared mode, so it never sees a write half done. An open index and a visit find the same
 // lock here, keyed by (pool mapping, root offset); it is created on first use and dropped when
 // no one holds it. Used by the B-trees and the ART-based radix trees.
+// A root type that is not an index kind (a structure of a layer above, e.g. CANRT's region in
+// src/remote) makes its blocks known to the post-crash GC here: the lookup the registry installs
+// (wort/pool.h SetRootVisitorLookup) consults these after the index kinds. Call before opening a
+// pool that holds such a root (a static initialiser of the structure's .cc file does).
+bool RegisterRootVisitor(uint32_t type_id, RootVisitFn visit);
+
 std::shared_ptr<std::shared_mutex> IndexLock(const Pool* pool, uint64_t root_off);
 
 // Concurrency mode of the radix trees (and of any kind that follows src/sync's protocol):

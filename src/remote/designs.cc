@@ -5,6 +5,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "remote/canrt.h"
+
 namespace wort::remote {
 namespace {
 
@@ -21,10 +23,8 @@ const std::vector<RemoteDesign>& RemoteDesigns() {
        ServeReplyWort, ConnectReplyWort},
       {"reply-woart", "WOART served by request/reply: a per-client request ring, a polling server thread (baseline)",
        ServeReplyWoart, ConnectReplyWoart},
-      // CANRT plugs in here with one entry: {"canrt", "...", ServeCanrt, ConnectCanrt}, where
-      // ServeCanrt opens the pool and the CANRT root, Listen()s on its region with the
-      // service's notify handler and returns them as a RemoteService, and ConnectCanrt is the
-      // CANRT client's Connect.
+      {"canrt", "CANRT: one-sided reads of whole data nodes, lock-by-fetch-add writes, server off the read path",
+       canrt::Serve, canrt::Connect},
   };
   return designs;
 }

@@ -1,0 +1,200 @@
+// src/remote/canrt.h - CANRT, a client-active persistent radix tree for remote access by
+// one-sided reads, writes and atomics (Ying et al.; paper 003 in /work/shared/papers, sections
+// 3.1-3.6 and 4.4). The persistent layout, its invariants and the meaning of every word are in
+// canrt_layout.h; this file is the server (Service) and client (Connect) API.
+//
+// Write (Algorithm 1, client side): locate the data node in the client's copy of the prefix
+// nodes; FetchAdd64(1 << 32) on its metadata word takes the lock (lock field was 0) or counts a
+// failed attempt (back off, retry); a free slot is picked from the fetched bitmap; the DataItem
+// (key, value, op, valid = 1, crc) is written there with one Write; Notify(node, slot). A full
+// node: Notify(node, RESIZE) while holding the lock, then retry once the node is retired (split)
+// - or PoolFull when the server cannot grow the tree. Put/Remove return once the server has made
+// the write durable: the client polls the item's last word until the server cleared its valid
+// byte (remote_kv.h: OK means acknowledged and durable). Remove first reads the node under the
+// lock to return NotFound exactly.
+// Read (Algorithm 2): one Read of the whole data node, search of the slots whose bit is set
+// (crc-checked: a slot reused during the read is re-read). Never blocks: a retired node is read
+// as it is until the client sees the new generation.
+//
+// Server side (the service's write thread, fed by Service::OnNotify) for item (node, slot):
+//   1. persist the item (it is durable before anything refers to it)
+//   2. put:    ONE 8-byte compare-swap of the metadata: bit(slot) set, bit of the key's older
+//              version cleared, lock field 0 (write visible and lock released together); persist.
+//      delete: one compare-swap clearing the key's bit (lock kept); persist.
+//   3. clear the item's valid byte (one 8-byte store of its last word); persist.
+//   4. delete only: compare-swap lock field 0 (not persisted: recovery resets locks). (A delete
+//      item's slot stays free; holding
+//      the lock until its valid byte is clear keeps another writer from reusing the slot before.)
+// The compare-swaps go through the transport's ServerSide() connection: the clients' FetchAdd64
+// are NIC atomics on RDMA hardware, not atomic with a CPU store to the same word (transport.h);
+// through the same transport they are. The item's valid-byte store is a CPU store: no client
+// uses atomics on item words.
+// Post-crash invariants: a slot whose bit is set holds a complete, persistent item; at most one
+// item per locked node is unprocessed (valid = 1, bit clear for a put); the valid tree's prefix
+// area and data nodes are persistent; a resize is either not visible (state's generation
+// unchanged) or complete.
+//
+// Resize (section 3.5, tick-tock): on a RESIZE request for a full node d (locked by the
+// requester, so no write to d proceeds; reads of d go on), the server copies the valid prefix
+// area into the shadow (only the ranges the previous resize changed, after the first), splits
+// d's key range there (addWidth: another boundary symbol in d's last-level node or a split of a
+// run of entries naming d; addHeight: one more level when d's node is full or d's keys share
+// the symbol), migrates d's items into two new data nodes appended after the others, retires d
+// (RETIRED bit, before the commit: a reader of d that sees it and still finds the old generation
+// knows d's contents are current) and commits with one store of `state`. Persist order:
+// resize_node; shadow prefix nodes; state(gen,1,0) = pxflag marked, dtflag not; new data nodes;
+// state(gen+1,1,1) = dtflag marked and the switch of valid and shadow (RETIRED is not persisted:
+// it matters to live clients only). Recovery (section 3.6): pxflag clear -> the resize is dropped
+// (it is redone when a writer finds the node full again); pxflag set, dtflag clear -> the
+// migration is redone from d (new nodes located in the shadow tree) and committed.
+// Recovery also re-applies, in every locked node, the items whose valid byte is 1 and whose crc
+// is right (unless already applied: a put whose bit is set), clears every valid byte and resets
+// every lock.
+//
+// Thread safety: the transport's notify thread only queues; written items are processed on the
+// service's write thread and resizes on its resize thread (so a resize delays only the writers of
+// its node), or both inline (Options::inline_resize). A client (RemoteKV from Connect) is used by
+// one thread at a time; each client thread connects its own.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "index/kind_ids.h"
+#include "remote/canrt_layout.h"
+#include "remote/remote_kv.h"
+#include "remote/reply_kv.h"
+#include "remote/transport.h"
+#include "wort/pool.h"
+#include "wort/status.h"
+
+namespace wort::canrt {
+
+// Type id of a CANRT root in a pool's root table (kind_ids.h keeps the numbers).
+inline constexpr uint32_t kRootType = kind_id::kCanrt;
+
+struct Options {
+  uint32_t capacity = 31;         // DataItems per data node (1..31); a read fetches 64 + 64*capacity bytes
+  uint32_t fanout = 8;            // m: boundary symbols per prefix node (2..256)
+  uint64_t max_nodes = 8192;      // data nodes the data area holds (split nodes included)
+  uint64_t area_bytes = 4 << 20;  // bytes per prefix area (two areas); bounds the height k
+  // Process writes and resizes on the notifying thread (tests, crash explorer: one thread sees
+  // every persist) instead of the service's write and resize threads.
+  bool inline_resize = false;
+};
+
+struct ServiceStats {
+  uint64_t writes = 0, resizes = 0, resizes_refused = 0, add_height = 0, recovered_items = 0;
+  uint64_t generation = 0, height = 0, ndata = 0, nprefix = 0;
+};
+
+class Service {
+ public:
+  // Opens the CANRT root `name` of `pool`, creating it with `opts` when absent, and runs crash
+  // recovery (section 3.6). The geometry of an existing root is its own (opts.inline_resize only).
+  static Status Open(Pool& pool, std::string_view name, const Options& opts, std::unique_ptr<Service>* out);
+  ~Service();
+
+  // The region to expose (the CANRT block of the pool) and its offset in the pool file.
+  char* region() const { return base_; }
+  uint64_t region_size() const { return size_; }
+  uint64_t region_pool_offset() const { return root_off_; }
+
+  // The connection server-side compare-swaps go through (the transport server's ServerSide()).
+  // Null: CPU atomics (only valid when every client uses CPU atomics too: in-process tests).
+  void SetAtomics(remote::Connection* c);
+  // The transport's notify handler.
+  void OnNotify(uint32_t client, std::string_view msg);
+  // Waits until queued resizes are done (tests).
+  void Drain();
+
+  ServiceStats Stats() const;
+  // Verifies the structure: every data node reachable, no key in two nodes, each key in the node
+  // the prefix nodes name, crc of every live item. Appends findings to *report.
+  Status Check(std::string* report) const;
+
+ private:
+  Service() = default;
+  struct Changes;
+  Status Recover();
+  void ProcessWrite(uint32_t node, uint32_t slot);
+  void Resize(uint32_t node);
+  Status SplitInShadow(uint32_t node, char* shadow, Changes* ch);
+  void Migrate(uint32_t node, const char* shadow, uint64_t old_ndata);
+  uint64_t Cas(uint64_t* word, uint64_t (*f)(uint64_t, uint64_t), uint64_t arg);
+  void QueueLoop(std::deque<Message>* q, std::condition_variable* cv, bool* busy);
+
+  char* Node(uint64_t id) const { return base_ + hdr_->data_off + id * hdr_->node_bytes; }
+  uint64_t* Meta(uint64_t id) const { return reinterpret_cast<uint64_t*>(Node(id)); }
+  unsigned char* Item(uint64_t id, uint32_t s) const {
+    return reinterpret_cast<unsigned char*>(Node(id) + 64 + uint64_t(s) * kItemBytes);
+  }
+  char* Area(uint64_t gen) const { return base_ + hdr_->area_off[gen & 1]; }
+
+  Pool* pool_ = nullptr;
+  uint64_t root_off_ = 0;
+  char* base_ = nullptr;
+  uint64_t size_ = 0;
+  RootHeader* hdr_ = nullptr;
+  Options opts_;
+  remote::Connection* atomics_ = nullptr;
+  std::mutex atomics_mu_;
+
+  // Resizes: one at a time, on resize_thread_ (or inline).
+  std::mutex resize_mu_;
+  bool shadow_full_sync_ = true;                            // after open: copy the whole area
+  std::vector<std::pair<uint64_t, uint64_t>> shadow_diff_;  // ranges where shadow != valid
+  std::mutex q_mu_;
+  std::condition_variable q_cv_, q_done_;
+  std::deque<Message> queue_;        // resize requests
+  std::deque<Message> writes_q_;     // written items to process
+  std::condition_variable w_cv_;
+  bool busy_ = false, w_busy_ = false, stop_ = false;
+  std::thread resize_thread_, write_thread_;
+
+  std::atomic<uint64_t> writes_{0}, resizes_{0}, refused_{0}, add_height_{0}, recovered_{0};
+};
+
+// A CANRT server: the Service and the transport that exposes it.
+class Server {
+ public:
+  Service& service() { return *service_; }
+  remote::RegionInfo info() const { return transport_->info(); }
+  void Stop();
+  ~Server() { Stop(); }
+
+ private:
+  friend Status StartServer(Pool&, std::string_view, std::string_view, const Options&, std::unique_ptr<Server>*);
+  std::unique_ptr<Service> service_;
+  std::unique_ptr<remote::Server> transport_;
+};
+
+// Opens (or creates) root `name` in `pool` and exposes it with transport `backend` ("local", "ucx").
+Status StartServer(Pool& pool, std::string_view name, std::string_view backend, const Options& opts,
+                   std::unique_ptr<Server>* out);
+
+// `wort serve-remote --design canrt` (remote/designs.h): opens or creates the pool at opts.pool,
+// root "canrt", and serves it over opts.backend.
+Status Serve(const remote::ServeOptions& opts, std::unique_ptr<remote::RemoteService>* out);
+
+// A client of a published CANRT region (RemoteKV "canrt"); one per client thread.
+Status Connect(const remote::RegionInfo& info, std::unique_ptr<remote::RemoteKV>* out);
+// The same over a connection the caller made (tests: another transport, a fake).
+Status ConnectOver(std::unique_ptr<remote::Connection> conn, std::unique_ptr<remote::RemoteKV>* out);
+
+// Client-side counters (operations per kind, retries) for the benchmark.
+struct ClientStats {
+  uint64_t lock_retries = 0, refreshes = 0, resize_requests = 0, reread = 0;
+};
+ClientStats GetClientStats(const remote::RemoteKV& kv);
+
+}  // namespace wort::canrt

@@ -1,0 +1,335 @@
+// CANRT's client (RemoteKV "canrt"): Algorithm 1 (write), Algorithm 2 (read), remove and ordered
+// scans over the transport (design: canrt.h; layout: canrt_layout.h).
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "remote/canrt.h"
+
+namespace wort::canrt {
+namespace {
+
+class Client final : public remote::RemoteKV {
+ public:
+  explicit Client(std::unique_ptr<remote::Connection> c) : c_(std::move(c)), rng_(std::random_device{}()) {}
+
+  Status Init() {
+    WORT_RETURN_IF_ERROR(c_->Read(0, &h_, sizeof h_));
+    if (h_.magic != kMagic || h_.version != kVersion)
+      return Status::Corruption("canrt: the region does not hold a CANRT of version 1");
+    if (h_.capacity < 1 || h_.capacity > kMaxCapacity || h_.fanout < 2 || h_.fanout > 256)
+      return Status::Corruption("canrt: bad geometry in the region's header");
+    node_.resize(h_.node_bytes);
+    return Refresh();
+  }
+
+  std::string name() const override { return "canrt"; }
+
+  Status Put(std::string_view key, std::string_view value) override {
+    WORT_RETURN_IF_ERROR(CheckKey(key));
+    if (value.size() > kMaxValue)
+      return Status::InvalidArgument("canrt: value of " + std::to_string(value.size()) + " bytes (at most " +
+                                     std::to_string(kMaxValue) + ")");
+    bool found;
+    return Write(kOpPut, key, value, &found);
+  }
+
+  Status Remove(std::string_view key) override {
+    WORT_RETURN_IF_ERROR(CheckKey(key));
+    bool found = false;
+    WORT_RETURN_IF_ERROR(Write(kOpDelete, key, {}, &found));
+    return found ? Status::OK() : Status::NotFound("key not found");
+  }
+
+  Status Get(std::string_view key, std::string* value) override {
+    WORT_RETURN_IF_ERROR(CheckKey(key));
+    for (;;) {
+      const uint32_t d = View().Locate(key);
+      bool retired;
+      WORT_RETURN_IF_ERROR(ReadNode(d, &retired));
+      if (retired) {
+        bool changed;
+        WORT_RETURN_IF_ERROR(RefreshIfNew(&changed));
+        if (changed) continue;  // the split is committed: the key lives in a new node
+      }
+      const int s = FindInNode(key);
+      if (s < 0) return Status::NotFound("key not found");
+      const unsigned char* it = ItemAt(s);
+      value->assign(reinterpret_cast<const char*>(it + kItemValue), it[kItemValLen]);
+      return Status::OK();
+    }
+  }
+
+  Status Scan(std::string_view start, std::string_view end, size_t limit,
+              const std::function<bool(std::string_view, std::string_view)>& fn) override {
+    std::string from(start);
+    bool first = true;  // `from` is inclusive only on the first pass
+    size_t emitted = 0;
+    for (;;) {
+      const uint32_t d0 = View().Locate(from);
+      const uint32_t d1 = end.empty() ? UINT32_MAX : View().Locate(end);
+      if (d0 >= rank_.size() || (d1 != UINT32_MAX && d1 >= rank_.size()))
+        return Status::Corruption("canrt: the prefix nodes name a data node out of range");
+      size_t i = rank_[d0];
+      const size_t last = d1 == UINT32_MAX ? order_.size() - 1 : rank_[d1];
+      bool restart = false;
+      for (; i <= last && !restart; ++i) {
+        bool retired;
+        WORT_RETURN_IF_ERROR(ReadNode(order_[i], &retired));
+        if (retired) {
+          bool changed;
+          WORT_RETURN_IF_ERROR(RefreshIfNew(&changed));
+          if (changed) {
+            restart = true;
+            break;
+          }
+        }
+        std::vector<std::pair<std::string_view, std::string_view>> items;
+        const uint64_t bits = meta_ & kBitmapMask;
+        for (uint32_t s = 0; s < h_.capacity; ++s) {
+          if (!(bits >> s & 1)) continue;
+          const unsigned char* it = ItemAt(s);
+          std::string_view k(reinterpret_cast<const char*>(it + kItemKey), it[kItemKeyLen]);
+          if ((first ? k < from : k <= from) || (!end.empty() && k >= end)) continue;
+          items.emplace_back(k, std::string_view(reinterpret_cast<const char*>(it + kItemValue), it[kItemValLen]));
+        }
+        std::sort(items.begin(), items.end());
+        for (auto& [k, v] : items) {
+          if (limit && emitted == limit) return Status::OK();
+          ++emitted;
+          from.assign(k);
+          first = false;
+          if (!fn(k, v)) return Status::OK();
+        }
+      }
+      if (!restart) return Status::OK();
+    }
+  }
+
+  ClientStats stats() const { return stats_; }
+
+ private:
+  static Status CheckKey(std::string_view key) {
+    if (key.size() > kMaxKey)
+      return Status::InvalidArgument("canrt: key of " + std::to_string(key.size()) + " bytes (at most " +
+                                     std::to_string(kMaxKey) + ")");
+    return Status::OK();
+  }
+
+  PrefixView View() const { return PrefixView(area_.data()); }
+  uint64_t NodeOff(uint32_t d) const { return h_.data_off + uint64_t(d) * h_.node_bytes; }
+  const unsigned char* ItemAt(uint32_t s) const {
+    return reinterpret_cast<const unsigned char*>(node_.data()) + 64 + uint64_t(s) * kItemBytes;
+  }
+
+  // Reads the prefix area of the current generation (re-sent on reorganisation: section 3.1).
+  Status Refresh() {
+    for (;;) {
+      uint64_t st0, st1;
+      WORT_RETURN_IF_ERROR(c_->Read(offsetof(RootHeader, state), &st0, 8));
+      const uint64_t off = h_.area_off[GenOf(st0) & 1];
+      AreaHeader ah;
+      WORT_RETURN_IF_ERROR(c_->Read(off, &ah, sizeof ah));
+      const uint64_t bytes = kAreaHeaderBytes + ah.nprefix * PrefixNodeBytes(h_.fanout);
+      if (ah.fanout != h_.fanout || ah.height < 1 || bytes > h_.area_bytes) {
+        WORT_RETURN_IF_ERROR(c_->Read(offsetof(RootHeader, state), &st1, 8));
+        if (GenOf(st1) != GenOf(st0)) continue;  // the area was being rewritten
+        return Status::Corruption("canrt: bad prefix area header");
+      }
+      area_.resize(bytes);
+      WORT_RETURN_IF_ERROR(c_->Read(off, area_.data(), bytes));
+      WORT_RETURN_IF_ERROR(c_->Read(offsetof(RootHeader, state), &st1, 8));
+      if (GenOf(st1) != GenOf(st0)) continue;
+      gen_ = GenOf(st0);
+      break;
+    }
+    ++stats_.refreshes;
+    order_.clear();
+    rank_.assign(View().header().ndata, 0);
+    View().ForEachInOrder([&](uint32_t d) {
+      if (d < rank_.size()) rank_[d] = order_.size();
+      order_.push_back(d);
+    });
+    return Status::OK();
+  }
+  Status RefreshIfNew(bool* changed) {
+    uint64_t st;
+    WORT_RETURN_IF_ERROR(c_->Read(offsetof(RootHeader, state), &st, 8));
+    *changed = GenOf(st) != gen_;
+    if (*changed) WORT_RETURN_IF_ERROR(Refresh());
+    return Status::OK();
+  }
+
+  // One Read of the whole data node (Algorithm 2); re-read while a live item fails its crc (a
+  // slot freed and reused during the read).
+  Status ReadNode(uint32_t d, bool* retired) {
+    for (int attempt = 0;; ++attempt) {
+      WORT_RETURN_IF_ERROR(c_->Read(NodeOff(d), node_.data(), node_.size()));
+      std::memcpy(&meta_, node_.data(), 8);
+      *retired = meta_ & kRetired;
+      bool ok = true;
+      const uint64_t bits = meta_ & kBitmapMask;
+      for (uint32_t s = 0; s < h_.capacity && ok; ++s) {
+        if (!(bits >> s & 1)) continue;
+        const unsigned char* it = ItemAt(s);
+        uint32_t crc;
+        std::memcpy(&crc, it + kItemCrc, 4);
+        ok = it[kItemKeyLen] <= kMaxKey && it[kItemValLen] <= kMaxValue && crc == ItemCrc(it);
+      }
+      if (ok) return Status::OK();
+      ++stats_.reread;
+      if (attempt > 1000) return Status::Corruption("canrt: data node " + std::to_string(d) + " holds a bad item");
+      Backoff(attempt);
+    }
+  }
+  int FindInNode(std::string_view key) const {
+    const uint64_t bits = meta_ & kBitmapMask;
+    for (uint32_t s = 0; s < h_.capacity; ++s) {
+      if (!(bits >> s & 1)) continue;
+      const unsigned char* it = ItemAt(s);
+      if (it[kItemKeyLen] == key.size() && std::memcmp(it + kItemKey, key.data(), key.size()) == 0)
+        return static_cast<int>(s);
+    }
+    return -1;
+  }
+
+  // A server that stops answering (killed, stopped) must not hang its clients: 10 s, or
+  // WORT_CANRT_TIMEOUT_MS (tests that kill servers).
+  static std::chrono::milliseconds ServerTimeout() {
+    static const long ms = [] {
+      const char* e = std::getenv("WORT_CANRT_TIMEOUT_MS");
+      const long v = e ? std::atol(e) : 0;
+      return v > 0 ? v : 10000L;
+    }();
+    return std::chrono::milliseconds(ms);
+  }
+  static Status Timeout(const char* what) {
+    return Status::IOError("canrt: no progress from the server in " + std::to_string(ServerTimeout().count()) +
+                           " ms (" + what + ")");
+  }
+
+  void Backoff(int attempt) {
+    const int e = std::min(attempt, 10);
+    const uint64_t us = std::uniform_int_distribution<uint64_t>(0, (1ull << e))(rng_);
+    if (us < 2) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(us));
+  }
+
+  // Algorithm 1. For a delete, *found says whether the key was present (read under the lock).
+  Status Write(uint8_t op, std::string_view key, std::string_view value, bool* found) {
+    const auto deadline = std::chrono::steady_clock::now() + ServerTimeout();
+    for (int attempt = 0;; ++attempt) {
+      if (attempt % 64 == 63 && std::chrono::steady_clock::now() > deadline) return Timeout("locked data node");
+      const uint32_t d = View().Locate(key);
+      const uint64_t meta_off = NodeOff(d);
+      uint64_t old = 0;
+      // Locking phase.
+      WORT_RETURN_IF_ERROR(c_->FetchAdd64(meta_off, kLockOne, &old));
+      if (old & kRetired) {
+        bool changed;
+        WORT_RETURN_IF_ERROR(RefreshIfNew(&changed));
+        if (!changed) Backoff(attempt);  // split in progress: the commit is a few persists away
+        continue;
+      }
+      if (LockOf(old) != 0) {
+        ++stats_.lock_retries;
+        Backoff(attempt);
+        continue;
+      }
+      // Checking phase.
+      const uint64_t bits = old & kBitmapMask;
+      const uint64_t full = (1ull << h_.capacity) - 1;
+      if (op == kOpDelete) {
+        // The node cannot change while we hold its lock: one read says whether the key is there.
+        bool retired;
+        WORT_RETURN_IF_ERROR(ReadNode(d, &retired));
+        *found = FindInNode(key) >= 0;
+      }
+      if (bits == full) {
+        if (op == kOpDelete && !*found) {
+          // Nothing to write and no free slot to write a no-op into: ask for the split anyway
+          // (the lock is released by it), then report NotFound.
+        }
+        ++stats_.resize_requests;
+        Message m{d, kResizeSlot};
+        WORT_RETURN_IF_ERROR(c_->Notify(std::string_view(reinterpret_cast<const char*>(&m), sizeof m)));
+        for (int w = 0;; ++w) {
+          uint64_t cur;
+          WORT_RETURN_IF_ERROR(c_->Read(meta_off, &cur, 8));
+          if (cur & kRetired) break;
+          if (LockOf(cur) == 0)
+            return Status::PoolFull("canrt: data node " + std::to_string(d) +
+                                    " is full and the server could not split it (see the server's log)");
+          if (w % 64 == 63 && std::chrono::steady_clock::now() > deadline) return Timeout("resize");
+          Backoff(std::min(w, 6));
+        }
+        if (op == kOpDelete && !*found) return Status::OK();
+        bool changed;
+        WORT_RETURN_IF_ERROR(RefreshIfNew(&changed));
+        continue;
+      }
+      // Writing phase: the first free slot.
+      const uint32_t slot = static_cast<uint32_t>(__builtin_ctzll(~bits));
+      unsigned char item[kItemBytes] = {};
+      item[kItemOp] = op;
+      item[kItemKeyLen] = static_cast<uint8_t>(key.size());
+      item[kItemValLen] = static_cast<uint8_t>(value.size());
+      std::memcpy(item + kItemKey, key.data(), key.size());
+      std::memcpy(item + kItemValue, value.data(), value.size());
+      const uint32_t crc = ItemCrc(item);
+      std::memcpy(item + kItemCrc, &crc, 4);
+      item[kItemValid] = 1;
+      const uint64_t item_off = meta_off + 64 + uint64_t(slot) * kItemBytes;
+      WORT_RETURN_IF_ERROR(c_->Write(item_off, item, kItemBytes));
+      Message m{d, slot};
+      WORT_RETURN_IF_ERROR(c_->Notify(std::string_view(reinterpret_cast<const char*>(&m), sizeof m)));
+      // Acknowledgement: the server cleared the valid byte after making the write durable. (A
+      // put's slot is not reused before that; a delete's slot is freed only after it.)
+      for (int w = 0;; ++w) {
+        unsigned char tail[8];
+        WORT_RETURN_IF_ERROR(c_->Read(item_off + kItemTailWord, tail, 8));
+        if (tail[7] == 0 || std::memcmp(tail, item + kItemTailWord, 7) != 0) break;
+        if (w % 64 == 63 && std::chrono::steady_clock::now() > deadline) return Timeout("acknowledgement");
+        if (w > 64) Backoff(std::min(w - 64, 4));
+      }
+      return Status::OK();
+    }
+  }
+
+  std::unique_ptr<remote::Connection> c_;
+  std::mt19937_64 rng_;
+  RootHeader h_{};
+  uint64_t gen_ = 0;
+  std::vector<char> area_;
+  std::vector<uint32_t> order_;
+  std::vector<size_t> rank_;
+  std::vector<char> node_;
+  uint64_t meta_ = 0;
+  ClientStats stats_;
+};
+
+}  // namespace
+
+Status ConnectOver(std::unique_ptr<remote::Connection> conn, std::unique_ptr<remote::RemoteKV>* out) {
+  auto c = std::make_unique<Client>(std::move(conn));
+  WORT_RETURN_IF_ERROR(c->Init());
+  *out = std::move(c);
+  return Status::OK();
+}
+
+Status Connect(const remote::RegionInfo& info, std::unique_ptr<remote::RemoteKV>* out) {
+  std::unique_ptr<remote::Connection> conn;
+  WORT_RETURN_IF_ERROR(remote::Connect(info, &conn));
+  return ConnectOver(std::move(conn), out);
+}
+
+ClientStats GetClientStats(const remote::RemoteKV& kv) {
+  const Client* c = dynamic_cast<const Client*>(&kv);
+  return c ? c->stats() : ClientStats{};
+}
+
+}  // namespace wort::canrt

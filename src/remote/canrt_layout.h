@@ -1,0 +1,223 @@
+// src/remote/canrt_layout.h - CANRT's persistent layout (Ying et al., "CANRT: a client-active
+// NVM-based radix tree for fast remote access", sections 3.1-3.6), shared by the server
+// (canrt_server.cc) and the client (canrt_client.cc), which reads it through the transport.
+//
+// The region
+// ----------
+// CANRT lives in ONE block of a wort pool; the block is the region the transport exposes, so
+// every reference below is an offset from the block's start (region offset 0 = the header).
+//   [0, 4096)            RootHeader: geometry (written once, at creation) and two mutable words
+//   [area_off[0], +area_bytes)  prefix area 0  } tick-tock: one holds the valid tree, the other
+//   [area_off[1], +area_bytes)  prefix area 1  } is the shadow a resize builds (section 3.5)
+//   [data_off, +max_nodes*node_bytes)  data nodes, located arithmetically by id
+//
+// Prefix nodes (section 3.1/3.2): an array of fixed-size nodes addressed by id (node = area +
+// 64 + id * PrefixNodeBytes(m)); no pointers, only ids. A node examines one symbol position
+// `pos` of the key and holds nChars sorted boundary symbols (chars) and one entry per symbol:
+// the id of a data node (kLeaf bit set) or of a child prefix node. Symbols: key byte j is symbol
+// byte+1; a key shorter than j+1 bytes has symbol 0 there (so "a" < "a\0" < "a\x01", as byte
+// strings compare). Entry p covers the symbols [chars[p], chars[p+1]) (entry 0 from the node's
+// lower bound: chars[0] is ignored), so every key reaches exactly one data node, and a child
+// examines the same position again when its parent's entry covers several symbols (it refines
+// the range) or the next position when the entry is one symbol: the map from keys to data nodes
+// is monotone - data nodes in the order of a depth-first walk hold increasing key ranges, which
+// gives ordered scans over consecutive data nodes (section 4.4), and each data node is named by
+// one run of consecutive entries of one prefix node.
+// Deviation from the paper: its prefix levels are complete (level i holds m^(i-1) nodes, located
+// by equations 1-3 without stored child ids). That costs m^k nodes for height k, and keys with a
+// long shared prefix (the benchmark's "key%013d": 11 shared bytes) need k >= 12; here a chain of
+// one-entry nodes costs one node per shared byte. The client still locates a data node by
+// arithmetic on ids in its copy of the array; the array is still re-sent on reorganisation.
+//
+// Data nodes (section 3.1): a 64-byte header line whose first word is the metadata, then
+// `capacity` unsorted 64-byte DataItems.
+//   metadata word: bits 0..30 valid-slot bitmap (capacity <= 31), bit 31 RETIRED (the node was
+//   split by a resize; its items live on in two new nodes), bits 32..63 the lock field. Writers
+//   take the lock with FetchAdd64(1 << 32): a carry out of the lock field leaves bit 63 and is
+//   lost - it can never reach the bitmap. The lock counts attempts while it is held (each waiter
+//   adds one); only the server resets it to 0. (2^32 failed attempts during one hold would wrap
+//   it to 0; writers back off exponentially, so a hold would have to last for hours.)
+//   DataItem: [0] op (1 put, 2 delete), [1] key length, [2] value length, [3] 0,
+//   [4..8) crc32c of bytes [0,4) and key and value, [8..32) key (<= 24 bytes), [32..63) value
+//   (<= 31 bytes), [63] valid (1: written by a client, not yet processed by the server).
+//   A delete item's processed result goes in byte 62 (0: removed, 1: not found, 2: rejected).
+//
+// Header mutable words (their own cache line of the header):
+//   state        generation << 2 | pxflag << 1 | dtflag. The valid tree is area (generation & 1).
+//                Both flags set: no resize in progress. A resize stores (gen, px=1, dt=0) when the
+//                shadow prefix nodes are persistent, and commits with one store of (gen+1, 1, 1):
+//                "marking the dtflag transforms the shadow tree into the new valid tree" (section
+//                3.6). (gen, 0, 0) - a resize started, prefix nodes not complete - is written by
+//                no one: recovery would drop that resize, as it drops one that left no trace.
+//   resize_node  the data node being split (persisted before state says a resize started).
+// Area header (first 64 bytes of an area): height (deepest prefix node), fan-out m, data nodes
+// in use (ndata), prefix nodes in use; then the prefix nodes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+
+namespace wort::canrt {
+
+inline constexpr uint64_t kMagic = 0x31764e52544e4143ull;  // "CANRTNv1"
+inline constexpr uint32_t kVersion = 1;
+inline constexpr size_t kItemBytes = 64;
+inline constexpr size_t kMaxKey = 24;    // bytes; a longer key is InvalidArgument
+inline constexpr size_t kMaxValue = 31;  // bytes; a longer value is InvalidArgument
+inline constexpr uint32_t kMaxCapacity = 31;
+inline constexpr uint32_t kLeaf = 1u << 31;  // prefix entry names a data node
+inline constexpr uint64_t kHeaderBytes = 4096;
+inline constexpr uint64_t kAreaHeaderBytes = 64;
+
+inline constexpr uint64_t kBitmapMask = 0x7fffffffull;
+inline constexpr uint64_t kRetired = 1ull << 31;
+inline constexpr uint64_t kLockOne = 1ull << 32;
+inline constexpr uint64_t kLockMask = ~0ull << 32;
+inline uint32_t LockOf(uint64_t meta) { return static_cast<uint32_t>(meta >> 32); }
+
+enum Op : uint8_t { kOpPut = 1, kOpDelete = 2 };
+enum Result : uint8_t { kResOk = 0, kResNotFound = 1, kResRejected = 2 };
+inline constexpr size_t kItemOp = 0, kItemKeyLen = 1, kItemValLen = 2, kItemCrc = 4, kItemKey = 8,
+                        kItemValue = 32, kItemResult = 62, kItemValid = 63, kItemTailWord = 56;
+
+// Notify message: node id and slot (kResizeSlot: "node full, please resize").
+struct Message {
+  uint32_t node;
+  uint32_t slot;
+};
+inline constexpr uint32_t kResizeSlot = 0xffffffffu;
+
+struct RootHeader {
+  // line 0: geometry, written once before the root is published
+  uint64_t magic;
+  uint32_t version;
+  uint32_t capacity;    // items per data node (N)
+  uint32_t fanout;      // m: symbols per prefix node
+  uint32_t max_prefix;  // prefix nodes an area holds
+  uint64_t node_bytes;  // 64 + N * 64
+  uint64_t max_nodes;   // data nodes the data area holds
+  uint64_t area_bytes;  // bytes of each prefix area
+  uint64_t area_off[2];
+  uint64_t data_off;
+  // the next line: mutable
+  alignas(64) uint64_t state;
+  uint64_t resize_node;
+};
+static_assert(sizeof(RootHeader) <= kHeaderBytes);
+static_assert(offsetof(RootHeader, state) % 64 == 0);  // its own cache line
+
+struct AreaHeader {
+  uint32_t height;  // k
+  uint32_t fanout;  // m
+  uint64_t ndata;   // data nodes in use (ids 0..ndata-1; retired ones included)
+  uint64_t nprefix; // prefix nodes in use (levels 1..k)
+};
+static_assert(sizeof(AreaHeader) <= kAreaHeaderBytes);
+
+inline uint64_t StateWord(uint64_t gen, bool px, bool dt) { return gen << 2 | uint64_t(px) << 1 | uint64_t(dt); }
+inline uint64_t GenOf(uint64_t state) { return state >> 2; }
+
+// Prefix node layout for fan-out m: u8 pos, u8 0, u16 nchars, u16 chars[m], u32 entries[m].
+inline size_t IdsOffset(uint32_t m) { return (4 + 2 * size_t(m) + 3) & ~size_t(3); }
+inline size_t PrefixNodeBytes(uint32_t m) { return (IdsOffset(m) + 4 * size_t(m) + 7) & ~size_t(7); }
+
+inline uint16_t Symbol(std::string_view key, uint32_t pos) {
+  return pos < key.size() ? static_cast<uint16_t>(static_cast<uint8_t>(key[pos]) + 1) : 0;
+}
+inline constexpr uint32_t kSymbolEnd = 257;  // one past the largest symbol
+
+// Where a key's search ended: the prefix node, the entry, the entry's symbol range at the
+// node's position, the node's depth (root 1).
+struct Located {
+  uint64_t node = 0;
+  uint32_t pos = 0;
+  uint32_t lo = 0, hi = kSymbolEnd;    // the entry's range
+  uint32_t nlo = 0, nhi = kSymbolEnd;  // the node's range (at its position)
+  uint32_t depth = 1;
+  uint32_t data = 0;
+};
+
+// A read-only view of a prefix area (the server's mapping or a client's copy).
+class PrefixView {
+ public:
+  PrefixView(const char* area) : a_(area) { std::memcpy(&h_, area, sizeof h_); }
+  const AreaHeader& header() const { return h_; }
+  const char* node(uint64_t id) const { return a_ + kAreaHeaderBytes + id * PrefixNodeBytes(h_.fanout); }
+  uint32_t pos(uint64_t id) const { return static_cast<uint8_t>(node(id)[0]); }
+  uint32_t nchars(uint64_t id) const {
+    uint16_t n;
+    std::memcpy(&n, node(id) + 2, 2);
+    return n < h_.fanout ? n : h_.fanout;  // bounded: a damaged copy cannot read past the node
+  }
+  uint16_t chr(uint64_t id, uint32_t p) const {
+    uint16_t c;
+    std::memcpy(&c, node(id) + 4 + 2 * p, 2);
+    return c;
+  }
+  uint32_t entry(uint64_t id, uint32_t p) const {
+    uint32_t v;
+    std::memcpy(&v, node(id) + IdsOffset(h_.fanout) + 4 * p, 4);
+    return v;
+  }
+  // Position of `sym` in node `id`: the last entry whose lower bound is <= sym.
+  uint32_t Position(uint64_t id, uint16_t sym) const {
+    const uint32_t n = nchars(id);
+    uint32_t p = 0;
+    while (p + 1 < n && chr(id, p + 1) <= sym) ++p;
+    return p;
+  }
+  // The data node of `key` (section 3.2). Bounded by the number of prefix nodes (a corrupt
+  // copy cannot loop): returns UINT32_MAX then.
+  uint32_t Locate(std::string_view key, Located* where = nullptr) const {
+    Located l;
+    for (uint64_t steps = 0; steps <= h_.nprefix && l.node < h_.nprefix; ++steps) {
+      const uint32_t q = pos(l.node);
+      if (q != l.pos) l.lo = 0, l.hi = kSymbolEnd, l.pos = q;
+      l.nlo = l.lo;
+      l.nhi = l.hi;
+      const uint32_t p = Position(l.node, Symbol(key, q));
+      const uint32_t n = nchars(l.node);
+      if (p > 0) l.lo = chr(l.node, p);
+      if (p + 1 < n) l.hi = chr(l.node, p + 1);
+      const uint32_t e = entry(l.node, p);
+      if (e & kLeaf) {
+        l.data = e & ~kLeaf;
+        if (where) *where = l;
+        return l.data;
+      }
+      l.node = e;
+      ++l.depth;
+    }
+    return UINT32_MAX;
+  }
+  // Calls fn(data node id) for every data node in key order (each once).
+  template <class Fn>
+  void ForEachInOrder(Fn&& fn) const {
+    uint32_t last = UINT32_MAX;
+    auto dedup = [&](uint32_t d) {
+      if (d != last) fn(d);
+      last = d;
+    };
+    Walk(0, 0, dedup);
+  }
+
+ private:
+  template <class Fn>
+  void Walk(uint64_t id, uint32_t depth, Fn& fn) const {
+    if (id >= h_.nprefix || depth > h_.nprefix) return;
+    const uint32_t n = nchars(id);
+    for (uint32_t p = 0; p < n && p < h_.fanout; ++p) {
+      const uint32_t e = entry(id, p);
+      if (e & kLeaf) fn(e & ~kLeaf);
+      else Walk(e, depth + 1, fn);
+    }
+  }
+  const char* a_;
+  AreaHeader h_;
+};
+
+uint32_t ItemCrc(const unsigned char* item);  // crc32c of bytes [0,4) and the key and value
+
+}  // namespace wort::canrt

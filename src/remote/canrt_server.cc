@@ -1,0 +1,710 @@
+// CANRT's server side: creation, write processing, tick-tock resizing and crash recovery
+// (design, persist order and post-crash invariants: canrt.h and canrt_layout.h).
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "index/registry.h"
+#include "remote/canrt.h"
+#include "util/crc32c.h"
+#include "wort/alloc.h"
+#include "wort/pm.h"
+
+namespace wort::canrt {
+
+uint32_t ItemCrc(const unsigned char* item) {
+  const size_t kl = std::min<size_t>(item[kItemKeyLen], kMaxKey), vl = std::min<size_t>(item[kItemValLen], kMaxValue);
+  uint64_t c = Crc64(item, 4) & 0xffffffffu;
+  c = Crc64(item + kItemKey, kl, c) & 0xffffffffu;
+  return static_cast<uint32_t>(Crc64(item + kItemValue, vl, c));
+}
+
+namespace {
+
+// The post-crash GC's view of a CANRT root: one block.
+void VisitRoot(const Pool&, uint64_t root_off, const std::function<void(uint64_t)>& mark) { mark(root_off); }
+[[maybe_unused]] const bool kVisitorRegistered = RegisterRootVisitor(kRootType, &VisitRoot);
+
+bool ItemOk(const unsigned char* it) {
+  uint32_t crc;
+  std::memcpy(&crc, it + kItemCrc, 4);
+  return (it[kItemOp] == kOpPut || it[kItemOp] == kOpDelete) && it[kItemKeyLen] <= kMaxKey &&
+         it[kItemValLen] <= kMaxValue && crc == ItemCrc(it);
+}
+bool SameKey(const unsigned char* a, const unsigned char* b) {
+  return a[kItemKeyLen] == b[kItemKeyLen] && std::memcmp(a + kItemKey, b + kItemKey, a[kItemKeyLen]) == 0;
+}
+std::string_view KeyOf(const unsigned char* it) {
+  return {reinterpret_cast<const char*>(it + kItemKey), it[kItemKeyLen]};
+}
+
+// Writable prefix area (the shadow while a resize builds it); every store is noted for the
+// persist and for the next resize's copy.
+struct ShadowArea {
+  char* a;
+  uint32_t m;
+  std::vector<std::pair<uint64_t, uint64_t>>* changes;
+  AreaHeader h() const {
+    AreaHeader x;
+    std::memcpy(&x, a, sizeof x);
+    return x;
+  }
+  void Put(uint64_t off, const void* src, size_t n) {
+    std::memcpy(a + off, src, n);
+    changes->emplace_back(off, n);
+  }
+  void SetHeader(const AreaHeader& x) { Put(0, &x, sizeof x); }
+  uint64_t NodeOff(uint64_t id) const { return kAreaHeaderBytes + id * PrefixNodeBytes(m); }
+  void SetN(uint64_t id, uint16_t n) { Put(NodeOff(id) + 2, &n, 2); }
+  void SetChr(uint64_t id, uint32_t p, uint16_t c) { Put(NodeOff(id) + 4 + 2 * p, &c, 2); }
+  void SetEntry(uint64_t id, uint32_t p, uint32_t e) { Put(NodeOff(id) + IdsOffset(m) + 4 * p, &e, 4); }
+  // A new node: position, one entry.
+  void NewNode(uint64_t id, uint32_t pos, uint32_t e) {
+    std::vector<char> b(PrefixNodeBytes(m), 0);
+    b[0] = static_cast<char>(pos);
+    const uint16_t one = 1;
+    std::memcpy(b.data() + 2, &one, 2);
+    std::memcpy(b.data() + IdsOffset(m), &e, 4);
+    Put(NodeOff(id), b.data(), b.size());
+  }
+};
+
+void PersistRanges(const char* base, const std::vector<std::pair<uint64_t, uint64_t>>& r) {
+  for (auto& [off, n] : r) pm::flush(base + off, n);
+  pm::fence();
+}
+
+}  // namespace
+
+struct Service::Changes {
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  bool add_height = false;
+};
+
+Status Service::Open(Pool& pool, std::string_view name, const Options& opts, std::unique_ptr<Service>* out) {
+  std::unique_ptr<Service> s(new Service());
+  s->pool_ = &pool;
+  s->opts_ = opts;
+  RootInfo ri;
+  Status st = pool.FindRoot(name, &ri);
+  if (st.ok()) {
+    if (ri.type != kRootType)
+      return Status::InvalidArgument("root '" + std::string(name) + "' is not a CANRT (type " + std::to_string(ri.type) + ")");
+    s->root_off_ = ri.off;
+    s->base_ = pool.at<char>(ri.off);
+    s->hdr_ = reinterpret_cast<RootHeader*>(s->base_);
+    if (s->hdr_->magic != kMagic || s->hdr_->version != kVersion)
+      return Status::Corruption("root '" + std::string(name) + "': not a CANRT region of version 1");
+    const RootHeader& h = *s->hdr_;
+    s->size_ = h.data_off + h.max_nodes * h.node_bytes;
+    if (!pool.contains(ri.off, s->size_) || h.capacity < 1 || h.capacity > kMaxCapacity || h.fanout < 4 ||
+        h.fanout > 256)
+      return Status::Corruption("CANRT root '" + std::string(name) + "': bad geometry");
+    s->opts_.capacity = h.capacity;
+    s->opts_.fanout = h.fanout;
+    s->opts_.max_nodes = h.max_nodes;
+    s->opts_.area_bytes = h.area_bytes;
+    WORT_RETURN_IF_ERROR(s->Recover());
+  } else if (st.IsNotFound()) {
+    if (opts.capacity < 1 || opts.capacity > kMaxCapacity)
+      return Status::InvalidArgument("CANRT capacity must be 1.." + std::to_string(kMaxCapacity));
+    if (opts.fanout < 4 || opts.fanout > 256) return Status::InvalidArgument("CANRT fan-out must be 4..256");
+    if (opts.max_nodes < 1 || opts.max_nodes > UINT32_MAX / 2) return Status::InvalidArgument("CANRT max_nodes out of range");
+    const uint64_t min_area = kAreaHeaderBytes + PrefixNodeBytes(opts.fanout) * 64;
+    if (opts.area_bytes < min_area)
+      return Status::InvalidArgument("CANRT area_bytes must hold at least 64 prefix nodes (" + std::to_string(min_area) + " bytes)");
+    const uint64_t area = (opts.area_bytes + 63) & ~63ull;
+    const uint64_t node_bytes = 64 + uint64_t(opts.capacity) * kItemBytes;
+    const uint64_t size = kHeaderBytes + 2 * area + opts.max_nodes * node_bytes;
+    uint64_t off = 0;
+    WORT_RETURN_IF_ERROR(pool.allocator().Alloc(size, &off));
+    char* b = pool.at<char>(off);
+    RootHeader h{};
+    h.magic = kMagic;
+    h.version = kVersion;
+    h.capacity = opts.capacity;
+    h.fanout = opts.fanout;
+    h.max_prefix = static_cast<uint32_t>(std::min<uint64_t>((area - kAreaHeaderBytes) / PrefixNodeBytes(opts.fanout), kLeaf - 1));
+    h.node_bytes = node_bytes;
+    h.max_nodes = opts.max_nodes;
+    h.area_bytes = area;
+    h.area_off[0] = kHeaderBytes;
+    h.area_off[1] = kHeaderBytes + area;
+    h.data_off = kHeaderBytes + 2 * area;
+    h.state = StateWord(0, true, true);
+    h.resize_node = 0;
+    std::memset(b, 0, kHeaderBytes);
+    std::memcpy(b, &h, sizeof h);
+    // The valid tree of generation 0: one prefix node with one entry naming data node 0.
+    char* a0 = b + h.area_off[0];
+    std::memset(a0, 0, kAreaHeaderBytes + PrefixNodeBytes(opts.fanout));
+    AreaHeader ah{1, opts.fanout, 1, 1};
+    std::memcpy(a0, &ah, sizeof ah);
+    const uint16_t one = 1;
+    const uint32_t leaf0 = kLeaf | 0;
+    std::memcpy(a0 + kAreaHeaderBytes + 2, &one, 2);  // pos 0, nchars 1, entry 0: data node 0
+    std::memcpy(a0 + kAreaHeaderBytes + IdsOffset(opts.fanout), &leaf0, 4);
+    std::memset(b + h.data_off, 0, node_bytes);
+    // Persist order: geometry, area 0, node 0; then the root entry publishes the region.
+    pm::flush(b, sizeof h);
+    pm::flush(a0, kAreaHeaderBytes + PrefixNodeBytes(opts.fanout));
+    pm::flush(b + h.data_off, node_bytes);
+    pm::fence();
+    st = pool.AddRoot(name, kRootType, off);
+    if (!st.ok()) {
+      pool.allocator().Free(off);
+      return st;
+    }
+    s->root_off_ = off;
+    s->base_ = b;
+    s->hdr_ = reinterpret_cast<RootHeader*>(b);
+    s->size_ = size;
+  } else {
+    return st;
+  }
+  if (!s->opts_.inline_resize) {
+    Service* p = s.get();
+    s->resize_thread_ = std::thread([p] { p->QueueLoop(&p->queue_, &p->q_cv_, &p->busy_); });
+    s->write_thread_ = std::thread([p] { p->QueueLoop(&p->writes_q_, &p->w_cv_, &p->w_busy_); });
+  }
+  *out = std::move(s);
+  return Status::OK();
+}
+
+Service::~Service() {
+  {
+    std::lock_guard<std::mutex> g(q_mu_);
+    stop_ = true;
+  }
+  q_cv_.notify_all();
+  w_cv_.notify_all();
+  if (resize_thread_.joinable()) resize_thread_.join();
+  if (write_thread_.joinable()) write_thread_.join();
+}
+
+// One 8-byte compare-swap loop on a metadata word: new = f(current, arg).
+uint64_t Service::Cas(uint64_t* word, uint64_t (*f)(uint64_t, uint64_t), uint64_t arg) {
+  uint64_t cur = pm::load8(word);
+  for (;;) {
+    const uint64_t want = f(cur, arg);
+    uint64_t found = cur;
+    {
+      std::lock_guard<std::mutex> g(atomics_mu_);
+      if (atomics_) {
+        Status s = atomics_->CompareSwap64(static_cast<uint64_t>(reinterpret_cast<char*>(word) - base_), cur, want, &found);
+        if (!s.ok()) {
+          std::fprintf(stderr, "wort canrt: server compare-swap failed: %s\n", s.ToString().c_str());
+          found = pm::load8(word);
+          continue;
+        }
+      } else {
+        std::atomic_ref<uint64_t>(*word).compare_exchange_strong(found, want);
+      }
+    }
+    if (found == cur) return want;
+    cur = found;
+  }
+}
+
+void Service::OnNotify(uint32_t, std::string_view msg) {
+  Message m;
+  if (msg.size() != sizeof m) return;
+  std::memcpy(&m, msg.data(), sizeof m);
+  const RootHeader& h = *hdr_;
+  if (m.node >= h.max_nodes) return;
+  if (m.slot == kResizeSlot) {
+    if (opts_.inline_resize) {
+      Resize(m.node);
+      return;
+    }
+    std::lock_guard<std::mutex> g(q_mu_);
+    queue_.push_back(m);
+    q_cv_.notify_one();
+    return;
+  }
+  if (m.slot >= h.capacity) return;
+  if (opts_.inline_resize) {
+    ProcessWrite(m.node, m.slot);
+    return;
+  }
+  // Not on the transport's thread: the server's compare-swaps go through the same transport
+  // (ServerSide()), whose progress may be this very thread (ucx).
+  std::lock_guard<std::mutex> g(q_mu_);
+  writes_q_.push_back(m);
+  w_cv_.notify_one();
+}
+
+// The write thread and the resize thread: each serves its queue in order.
+void Service::QueueLoop(std::deque<Message>* q, std::condition_variable* cv, bool* busy) {
+  std::unique_lock<std::mutex> g(q_mu_);
+  for (;;) {
+    cv->wait(g, [&] { return stop_ || !q->empty(); });
+    if (stop_) return;
+    const Message m = q->front();
+    q->pop_front();
+    *busy = true;
+    g.unlock();
+    if (m.slot == kResizeSlot) Resize(m.node);
+    else ProcessWrite(m.node, m.slot);
+    g.lock();
+    *busy = false;
+    q_done_.notify_all();
+  }
+}
+
+void Service::ProcessWrite(uint32_t node, uint32_t slot) {
+  const uint32_t cap = hdr_->capacity;
+  unsigned char* it = Item(node, slot);
+  if (it[kItemValid] != 1) return;  // processed already (a repeated notification)
+  uint64_t* meta = Meta(node);
+  uint64_t tail;
+  std::memcpy(&tail, it + kItemTailWord, 8);
+  const uint64_t valid_clear = tail & ~(0xffull << 56);  // byte 63 (valid) := 0
+  if (!ItemOk(it)) {
+    // A client's write that is not a whole item: dropped (valid cleared, lock released).
+    pm::store8(reinterpret_cast<uint64_t*>(it + kItemTailWord), valid_clear);
+    // crash-site: uncaught: only a malformed item (a faulty client) reaches this path
+    pm::persist(it + kItemTailWord, 8);
+    Cas(meta, [](uint64_t cur, uint64_t) -> uint64_t { return cur & ~kLockMask; }, 0);
+    // crash-site: redundant: releases a lock only (recovery resets locks)
+    pm::persist(meta, 8);
+    return;
+  }
+  // 1. The item is durable before any metadata refers to it.
+  pm::persist(it, kItemBytes);
+  // The key's current version (at most one slot holds a key).
+  const uint64_t bits = pm::load8(meta) & kBitmapMask;
+  uint64_t older = 0;
+  for (uint32_t s = 0; s < cap; ++s)
+    if (s != slot && (bits >> s & 1) && SameKey(Item(node, s), it)) older |= 1ull << s;
+  if (it[kItemOp] == kOpPut) {
+    // 2. Visible and unlocked in one 8-byte compare-swap.
+    const uint64_t arg = (1ull << slot) | older << 32;  // low: bit to set; high: bits to clear
+    Cas(meta, [](uint64_t cur, uint64_t a) -> uint64_t {
+      return ((cur & kBitmapMask & ~(a >> 32)) | (a & 0xffffffffull)) | (cur & kRetired);
+    }, arg);
+    pm::persist(meta, 8);
+    // 3. Processed.
+    pm::store8(reinterpret_cast<uint64_t*>(it + kItemTailWord), valid_clear);
+    pm::persist(it + kItemTailWord, 8);
+  } else {
+    // 2. The key's bit cleared, the lock kept (the delete item's slot is free but not reusable yet).
+    if (older) {
+      Cas(meta, [](uint64_t cur, uint64_t a) -> uint64_t { return cur & ~a; }, older);
+      pm::persist(meta, 8);
+    }
+    // 3. Processed. 4. Unlocked.
+    pm::store8(reinterpret_cast<uint64_t*>(it + kItemTailWord), valid_clear);
+    pm::persist(it + kItemTailWord, 8);
+    // Not persisted: a lock is volatile state (recovery resets every lock), and the bitmap in
+    // this word was persisted in step 2.
+    Cas(meta, [](uint64_t cur, uint64_t) -> uint64_t { return cur & ~kLockMask; }, 0);
+  }
+  writes_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Service::Drain() {
+  std::unique_lock<std::mutex> g(q_mu_);
+  q_done_.wait(g, [&] { return queue_.empty() && !busy_ && writes_q_.empty() && !w_busy_; });
+}
+
+// Splits data node `node`'s key range in the shadow area (section 3.5). addWidth: the run of
+// entries naming the node is divided, or a boundary symbol is added between its keys' symbols
+// (or around their one symbol); addHeight: the entry gets a child prefix node (same position
+// when the entry covers several symbols, the next one when it covers one) and the split goes on
+// there. Every entry that named the node names a new data node (ids from ndata on).
+Status Service::SplitInShadow(uint32_t node, char* shadow, Changes* ch) {
+  const uint32_t m = hdr_->fanout, cap = hdr_->capacity;
+  ShadowArea A{shadow, m, &ch->ranges};
+  std::vector<std::string> keys;
+  const uint64_t bits = pm::load8(Meta(node)) & kBitmapMask;
+  for (uint32_t s = 0; s < cap; ++s)
+    if (bits >> s & 1) keys.emplace_back(KeyOf(Item(node, s)));
+  if (keys.size() < 2) return Status::InvalidArgument("node has fewer than two keys");
+  auto imbalance = [&](size_t b) { return b > keys.size() - b ? 2 * b - keys.size() : keys.size() - 2 * b; };
+  for (;;) {
+    AreaHeader h = A.h();
+    PrefixView v(shadow);
+    Located at;
+    if (v.Locate(keys[0], &at) != node) return Status::Corruption("CANRT resize: node not named by its key");
+    const uint64_t x = at.node;
+    const uint32_t n = v.nchars(x), q = at.pos;
+    uint32_t p0 = v.Position(x, Symbol(keys[0], q)), p1 = p0;
+    while (p0 > 0 && v.entry(x, p0 - 1) == (node | kLeaf)) --p0;
+    while (p1 + 1 < n && v.entry(x, p1 + 1) == (node | kLeaf)) ++p1;
+    std::vector<uint16_t> syms;
+    for (auto& k : keys) syms.push_back(Symbol(k, q));
+    std::sort(syms.begin(), syms.end());
+    auto below = [&](uint16_t c) { return static_cast<size_t>(std::lower_bound(syms.begin(), syms.end(), c) - syms.begin()); };
+    std::vector<uint16_t> distinct = syms;
+    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    if (h.ndata + 3 > hdr_->max_nodes)
+      return Status::PoolFull("CANRT: all " + std::to_string(hdr_->max_nodes) + " data nodes are in use (Options::max_nodes)");
+    const uint32_t d0 = static_cast<uint32_t>(h.ndata) | kLeaf;
+    if (p1 > p0) {  // addWidth: divide the run
+      uint32_t best = p0 + 1;
+      size_t best_d = SIZE_MAX;
+      for (uint32_t r = p0 + 1; r <= p1; ++r)
+        if (imbalance(below(v.chr(x, r))) < best_d) best_d = imbalance(below(v.chr(x, r))), best = r;
+      for (uint32_t r = p0; r <= p1; ++r) A.SetEntry(x, r, r < best ? d0 : d0 + 1);
+      h.ndata += 2;
+      A.SetHeader(h);
+      return Status::OK();
+    }
+    // The entry's own range (p0 == p1).
+    const uint32_t elo = p0 > 0 ? v.chr(x, p0) : at.nlo;
+    const uint32_t ehi = p0 + 1 < n ? v.chr(x, p0 + 1) : at.nhi;
+    auto insert = [&](uint32_t at_p, uint16_t c, uint32_t left, uint32_t right, uint32_t& nn) {
+      // Entry at_p splits at symbol c: [.., c) -> left, [c, ..) -> right.
+      for (uint32_t r = nn; r > at_p + 1; --r) {
+        A.SetChr(x, r, PrefixView(shadow).chr(x, r - 1));
+        A.SetEntry(x, r, PrefixView(shadow).entry(x, r - 1));
+      }
+      A.SetChr(x, at_p + 1, c);
+      A.SetEntry(x, at_p, left);
+      A.SetEntry(x, at_p + 1, right);
+      A.SetN(x, static_cast<uint16_t>(++nn));
+    };
+    if (n < m && distinct.size() >= 2) {  // addWidth: a boundary between the keys' symbols
+      uint16_t best = distinct[1];
+      size_t best_d = SIZE_MAX;
+      for (size_t i = 1; i < distinct.size(); ++i)
+        if (imbalance(below(distinct[i])) < best_d) best_d = imbalance(below(distinct[i])), best = distinct[i];
+      uint32_t nn = n;
+      insert(p0, best, d0, d0 + 1, nn);
+      h.ndata += 2;
+      A.SetHeader(h);
+      return Status::OK();
+    }
+    const uint16_t s = distinct[0];
+    if (distinct.size() == 1 && ehi - elo > 1 && n + 2 <= m) {
+      // addWidth: the keys share one symbol of a wider range: that symbol gets its own entry.
+      uint32_t nn = n, p = p0, next = d0;
+      if (s > elo) {
+        insert(p, s, next, next + 1, nn);
+        ++next;
+        ++p;
+      } else {
+        A.SetEntry(x, p, next);
+      }
+      if (s + 1u < ehi) {
+        insert(p, static_cast<uint16_t>(s + 1), next, next + 1, nn);
+        ++next;
+      }
+      h.ndata = (next & ~kLeaf) + 1;
+      A.SetHeader(h);
+      return Status::OK();
+    }
+    // addHeight: a child prefix node under the entry; the split goes on there.
+    if (h.nprefix + 1 > hdr_->max_prefix)
+      return Status::PoolFull("CANRT: the prefix area is full (" + std::to_string(hdr_->max_prefix) +
+                              " prefix nodes, Options::area_bytes)");
+    const uint32_t child_pos = ehi - elo > 1 ? q : q + 1;
+    if (child_pos > kMaxKey) return Status::Corruption("CANRT resize: keys identical to their last byte");
+    const uint64_t c = h.nprefix;
+    A.NewNode(c, child_pos, node | kLeaf);
+    A.SetEntry(x, p0, static_cast<uint32_t>(c));
+    h.nprefix += 1;
+    h.height = std::max(h.height, at.depth + 1);
+    A.SetHeader(h);
+    ch->add_height = true;
+  }
+}
+
+// Copies node's live items into the new data nodes [old_ndata, shadow ndata), each to the node
+// the shadow tree names for its key; persists them. Idempotent (recovery redoes it).
+void Service::Migrate(uint32_t node, const char* shadow, uint64_t old_ndata) {
+  PrefixView v(shadow);
+  const uint64_t end = v.header().ndata;
+  const uint32_t cap = hdr_->capacity;
+  std::vector<uint64_t> meta(end - old_ndata, 0);
+  for (uint64_t d = old_ndata; d < end; ++d) std::memset(Node(d), 0, hdr_->node_bytes);
+  const uint64_t bits = pm::load8(Meta(node)) & kBitmapMask;
+  for (uint32_t s = 0; s < cap; ++s) {
+    if (!(bits >> s & 1)) continue;
+    const unsigned char* it = Item(node, s);
+    const uint32_t t = v.Locate(KeyOf(it));
+    if (t < old_ndata || t >= end) {
+      std::fprintf(stderr, "wort canrt: migration: key of node %u goes to node %u, not a new one\n", node, t);
+      continue;
+    }
+    uint64_t& mt = meta[t - old_ndata];
+    const uint32_t slot = static_cast<uint32_t>(__builtin_popcountll(mt));
+    unsigned char* dst = Item(t, slot);
+    std::memcpy(dst, it, kItemBytes);
+    dst[kItemValid] = 0;
+    mt |= 1ull << slot;
+  }
+  for (uint64_t d = old_ndata; d < end; ++d) {
+    pm::store8(Meta(d), meta[d - old_ndata]);
+    pm::flush(Node(d), hdr_->node_bytes);
+  }
+  // crash-site: uncaught: the commit's store must not reach memory before the new nodes; the explorer's images did not cut between them in this workload
+  pm::fence();
+}
+
+void Service::Resize(uint32_t node) {
+  std::lock_guard<std::mutex> g(resize_mu_);
+  const uint64_t state = pm::load8(&hdr_->state);
+  const uint64_t gen = GenOf(state);
+  char* valid = Area(gen);
+  char* shadow = Area(gen + 1);
+  const AreaHeader vh = PrefixView(valid).header();
+  uint64_t* meta = Meta(node);
+  const uint64_t mv = pm::load8(meta);
+  const uint64_t full = (1ull << hdr_->capacity) - 1;
+  if (node >= vh.ndata || (mv & kRetired)) return;  // a stale request
+  if (LockOf(mv) == 0) return;                        // nobody waits on it
+  if ((mv & kBitmapMask) != full) {                   // not full (a stale request): let the writer retry
+    Cas(meta, [](uint64_t cur, uint64_t) -> uint64_t { return cur & ~kLockMask; }, 0);
+    pm::persist(meta, 8);
+    return;
+  }
+  // Persist order (canrt.h): resize_node; state(gen,0,0); shadow; pxflag; data; RETIRED; commit.
+  // (The paper's "pxflag unmarked" state needs no store: a crash before pxflag is set leaves the
+  // state word idle, and the resize is dropped - the same recovery as "replay" of a resize that
+  // a writer asks for again.)
+  pm::store8(&hdr_->resize_node, node);
+  // crash-site: redundant: resize_node shares its cache line with state, persisted next (kept for devices that write back 8-byte words independently)
+  pm::persist(&hdr_->resize_node, 8);
+  // Bring the shadow up to the valid tree: all of it after open, else where the last resize
+  // (committed or dropped) made them differ.
+  Changes ch;
+  if (shadow_full_sync_) {
+    const uint64_t used = kAreaHeaderBytes + vh.nprefix * PrefixNodeBytes(vh.fanout);
+    std::memcpy(shadow, valid, used);
+    ch.ranges.emplace_back(0, used);
+  } else {
+    for (auto& [off, n] : shadow_diff_) std::memcpy(shadow + off, valid + off, n);
+    ch.ranges = shadow_diff_;
+  }
+  Status st = SplitInShadow(node, shadow, &ch);
+  // Whatever happened, shadow and valid now differ (at most) in ch's ranges.
+  shadow_full_sync_ = false;
+  shadow_diff_ = ch.ranges;
+  if (!st.ok()) {
+    std::fprintf(stderr, "wort canrt: resize of data node %u refused: %s\n", node, st.ToString().c_str());
+    // No store to `state`: it still says idle (nothing was committed); the shadow is left as it is.
+    Cas(meta, [](uint64_t cur, uint64_t) -> uint64_t { return cur & ~kLockMask; }, 0);  // the writer gets PoolFull
+    refused_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  PersistRanges(shadow, ch.ranges);
+  pm::store8(&hdr_->state, StateWord(gen, true, false));  // pxflag
+  pm::persist(&hdr_->state, 8);
+  Migrate(node, shadow, vh.ndata);
+  // RETIRED is for live clients only (stale copies of the prefix nodes): it is not persisted -
+  // after a crash no client holds a stale copy, and the valid tree no longer names the node.
+  Cas(meta, [](uint64_t cur, uint64_t) -> uint64_t { return cur | kRetired; }, 0);
+  pm::store8(&hdr_->state, StateWord(gen + 1, true, true));  // dtflag: the shadow is the valid tree
+  pm::persist(&hdr_->state, 8);
+  resizes_.fetch_add(1, std::memory_order_relaxed);
+  if (ch.add_height) add_height_.fetch_add(1, std::memory_order_relaxed);
+}
+
+Status Service::Recover() {
+  // No client is connected yet: plain stores are safe for words clients use atomics on.
+  const uint64_t state = pm::load8(&hdr_->state);
+  const uint64_t gen = GenOf(state);
+  const AreaHeader vh = PrefixView(Area(gen)).header();
+  if (vh.fanout != hdr_->fanout || vh.nprefix < 1 || vh.nprefix > hdr_->max_prefix || vh.ndata > hdr_->max_nodes)
+    return Status::Corruption("CANRT: the valid prefix area's header is inconsistent with the geometry");
+  const uint32_t cap = hdr_->capacity;
+  // 1. Writes cut by the crash (section 3.6).
+  for (uint64_t d = 0; d < vh.ndata; ++d) {
+    uint64_t* meta = Meta(d);
+    uint64_t mv = pm::load8(meta);
+    if (mv & kRetired) continue;
+    bool dirty = false;
+    if (LockOf(mv) != 0) {
+      for (uint32_t s = 0; s < cap; ++s) {
+        unsigned char* it = Item(d, s);
+        if (it[kItemValid] != 1 || !ItemOk(it)) continue;
+        if (it[kItemOp] == kOpPut && (mv >> s & 1)) continue;  // applied; its valid byte was not cleared yet
+        pm::persist(it, kItemBytes);
+        uint64_t older = 0;
+        for (uint32_t j = 0; j < cap; ++j)
+          if (j != s && (mv >> j & 1) && SameKey(Item(d, j), it)) older |= 1ull << j;
+        mv &= ~older;
+        if (it[kItemOp] == kOpPut) mv |= 1ull << s;
+        recovered_.fetch_add(1, std::memory_order_relaxed);
+      }
+      mv &= ~kLockMask;
+      dirty = true;
+    }
+    if (dirty) {
+      pm::store8(meta, mv);
+      pm::persist(meta, 8);
+    }
+    for (uint32_t s = 0; s < cap; ++s) {
+      unsigned char* it = Item(d, s);
+      if (it[kItemValid] == 0) continue;
+      uint64_t tail;
+      std::memcpy(&tail, it + kItemTailWord, 8);
+      pm::store8(reinterpret_cast<uint64_t*>(it + kItemTailWord), tail & ~(0xffull << 56));
+      pm::flush(it + kItemTailWord, 8);
+    }
+  }
+  pm::fence();
+  // 2. A resize cut by the crash: pxflag clear -> dropped; pxflag set -> migration redone.
+  if ((state & 3) != 3) {
+    const uint64_t node = pm::load8(&hdr_->resize_node);
+    if ((state & 2) && node < vh.ndata) {
+      const char* shadow = Area(gen + 1);
+      const AreaHeader sh = PrefixView(shadow).header();
+      if (sh.ndata < vh.ndata || sh.ndata > hdr_->max_nodes || sh.nprefix < vh.nprefix || sh.nprefix > hdr_->max_prefix)
+        return Status::Corruption("CANRT: pxflag set but the shadow prefix area is inconsistent");
+      Migrate(static_cast<uint32_t>(node), shadow, vh.ndata);
+      uint64_t* meta = Meta(node);
+      pm::store8(meta, (pm::load8(meta) & ~kLockMask) | kRetired);
+      pm::persist(meta, 8);
+      pm::store8(&hdr_->state, StateWord(gen + 1, true, true));
+    } else {
+      pm::store8(&hdr_->state, StateWord(gen, true, true));
+    }
+    pm::persist(&hdr_->state, 8);
+  }
+  shadow_full_sync_ = true;
+  return Status::OK();
+}
+
+ServiceStats Service::Stats() const {
+  ServiceStats s;
+  s.writes = writes_.load();
+  s.resizes = resizes_.load();
+  s.resizes_refused = refused_.load();
+  s.add_height = add_height_.load();
+  s.recovered_items = recovered_.load();
+  const uint64_t gen = GenOf(pm::load8(&hdr_->state));
+  const AreaHeader h = PrefixView(Area(gen)).header();
+  s.generation = gen;
+  s.height = h.height;
+  s.ndata = h.ndata;
+  s.nprefix = h.nprefix;
+  return s;
+}
+
+Status Service::Check(std::string* report) const {
+  const uint64_t gen = GenOf(pm::load8(&hdr_->state));
+  PrefixView v(Area(gen));
+  const uint32_t cap = hdr_->capacity;
+  std::vector<uint32_t> order;
+  v.ForEachInOrder([&](uint32_t d) { order.push_back(d); });
+  std::vector<bool> seen(v.header().ndata, false);
+  std::string last_max;
+  bool have_last = false;
+  for (uint32_t d : order) {
+    if (d >= v.header().ndata || seen[d]) {
+      *report += "data node " + std::to_string(d) + " named twice or out of range\n";
+      return Status::Corruption("CANRT check failed");
+    }
+    seen[d] = true;
+    const uint64_t mv = pm::load8(Meta(d));
+    if (mv & kRetired) {
+      *report += "retired data node " + std::to_string(d) + " is named by the valid tree\n";
+      return Status::Corruption("CANRT check failed");
+    }
+    std::vector<std::string> keys;
+    for (uint32_t s = 0; s < cap; ++s) {
+      if (!(mv >> s & 1)) continue;
+      const unsigned char* it = Item(d, s);
+      if (!ItemOk(it) || it[kItemOp] != kOpPut) {
+        *report += "data node " + std::to_string(d) + " slot " + std::to_string(s) + ": bad item\n";
+        return Status::Corruption("CANRT check failed");
+      }
+      keys.emplace_back(KeyOf(it));
+      if (v.Locate(keys.back()) != d) {
+        *report += "a key of data node " + std::to_string(d) + " belongs to another node\n";
+        return Status::Corruption("CANRT check failed");
+      }
+    }
+    std::sort(keys.begin(), keys.end());
+    if (std::adjacent_find(keys.begin(), keys.end()) != keys.end()) {
+      *report += "data node " + std::to_string(d) + " holds a key twice\n";
+      return Status::Corruption("CANRT check failed");
+    }
+    if (!keys.empty()) {
+      if (have_last && keys.front() <= last_max) {
+        *report += "data nodes out of key order at node " + std::to_string(d) + "\n";
+        return Status::Corruption("CANRT check failed");
+      }
+      last_max = keys.back();
+      have_last = true;
+    }
+  }
+  return Status::OK();
+}
+
+void Service::SetAtomics(remote::Connection* c) {
+  std::lock_guard<std::mutex> g(atomics_mu_);  // no compare-swap in progress on the old one
+  atomics_ = c;
+}
+
+void Server::Stop() {
+  // The service stops using ServerSide() before the transport goes (later compare-swaps are CPU
+  // atomics); then no more notifications; then the queued ones are processed.
+  if (service_) service_->SetAtomics(nullptr);
+  if (transport_) transport_->Stop();
+  transport_.reset();
+  if (service_) service_->Drain();
+}
+
+Status StartServer(Pool& pool, std::string_view name, std::string_view backend, const Options& opts,
+                   std::unique_ptr<Server>* out) {
+  std::unique_ptr<Server> s(new Server());
+  WORT_RETURN_IF_ERROR(Service::Open(pool, name, opts, &s->service_));
+  Service* svc = s->service_.get();
+  WORT_RETURN_IF_ERROR(remote::Listen(backend, svc->region(), svc->region_size(), pool.path(),
+                                      [svc](uint32_t c, std::string_view m) { svc->OnNotify(c, m); }, &s->transport_));
+  svc->SetAtomics(&s->transport_->ServerSide());
+  *out = std::move(s);
+  return Status::OK();
+}
+
+namespace {
+// CANRT as a design of `wort serve-remote` (remote/designs.h): the pool opened or created at
+// opts.pool, the root "canrt", data nodes for half of the pool's maximum size.
+class CanrtService final : public remote::RemoteService {
+ public:
+  ~CanrtService() override { (void)Stop(); }
+  Status Start(const remote::ServeOptions& o) {
+    if (o.pool.empty()) return Status::InvalidArgument("canrt: no pool path given");
+    PoolOptions po;
+    po.max_size = o.pool_size;
+    po.initial_size = std::min<uint64_t>(o.pool_size, 64ull << 20);
+    po.background_recovery = false;
+    WORT_RETURN_IF_ERROR(Pool::OpenOrCreate(o.pool, po, &pool_));
+    Options co;
+    co.max_nodes = std::max<uint64_t>(64, (o.pool_size / 2) / (64 + uint64_t(co.capacity) * kItemBytes));
+    co.max_nodes = std::min<uint64_t>(co.max_nodes, UINT32_MAX / 4);
+    return StartServer(*pool_, "canrt", o.backend, co, &server_);
+  }
+  remote::RegionInfo info() const override { return server_->info(); }
+  std::string design() const override { return "canrt"; }
+  uint64_t requests_served() const override {
+    const ServiceStats s = server_->service().Stats();
+    return s.writes + s.resizes;
+  }
+  Status Stop() override {
+    if (server_) server_->Stop();
+    server_.reset();
+    Status s;
+    if (pool_) s = pool_->Close();
+    pool_.reset();
+    return s;
+  }
+
+ private:
+  std::unique_ptr<Pool> pool_;
+  std::unique_ptr<Server> server_;
+};
+}  // namespace
+
+Status Serve(const remote::ServeOptions& opts, std::unique_ptr<remote::RemoteService>* out) {
+  auto s = std::make_unique<CanrtService>();
+  WORT_RETURN_IF_ERROR(s->Start(opts));
+  *out = std::move(s);
+  return Status::OK();
+}
+
+}  // namespace wort::canrt
