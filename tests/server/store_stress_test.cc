@@ -260,7 +260,6 @@ TEST_P(StoreStress, AppendsKeepEveryTokenOnce) {
 // LRU eviction racing with overwrites, deletes and reads of the same keys in a small pool: a
 // get returns a whole value of its key or misses; the tracker and the allocator stay exact.
 TEST_P(StoreStress, EvictionUnderConcurrentWrites) {
-  if (GetParam() == "artcow" || GetParam() == "fptree") GTEST_SKIP() << "covered by wort/woart (same store code)";
   Open(EvictPolicy::kLru, 8ull << 20);
   constexpr int kKeys = 16000;  // ~12000 sets of 1.1 KB on average > the pool: eviction runs
   std::atomic<uint64_t> bad{0}, refused{0};
