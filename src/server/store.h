@@ -13,10 +13,11 @@
 //   2. pm::persist(record)                                         (its contents are durable)
 //   3. index->Upsert(key, record offset)   <- COMMIT POINT: the index's own 8-byte publish store,
 //                                             persisted before Upsert returns
-//   4. allocator.Free(old record)                                  (unlink before free, R2)
-// A crash before 3 leaves an unreferenced block, and a crash between 3 and 4 an unreachable old
-// record: the allocator's post-crash mark phase reclaims both (wort/alloc.h, R3). Deletion is
-// index->Remove (commit) then Free. touch/gat rewrite only the record's exptime word in place:
+//   4. allocator.Retire(old record)                                (unlink before free, R2; freed
+//                                                                     once no reader holds it)
+// A crash before 3 leaves an unreferenced block, and a crash between 3 and the deferred free an
+// unreachable old record: the allocator's post-crash mark phase reclaims both (wort/alloc.h,
+// R3). Deletion is index->Remove (commit) then Retire. touch/gat rewrite only the record's exptime word in place:
 // one pm::store8 + persist, failure-atomic by itself.
 //
 // Server metadata (the flush_all state) lives in a Meta block stored in the same index under a
@@ -39,9 +40,10 @@
 // store should not drop acknowledged data silently). A write whose allocation (of the record, or
 // inside the index's Upsert) fails with PoolFull evicts items and retries, at most
 // kEvictAttempts times, then answers kNoMemory as without eviction. An eviction is a delete
-// (index->Remove is the commit point, then Free): crash-consistent as a delete is.
+// (index->Remove is the commit point, then Retire): crash-consistent as a delete is.
 //   - Recency lives in DRAM only (class Recency below): one stamp per item, set on every
-//     write, read hit and touch; a read stores one relaxed atomic word (no flush, no lock). The clock is the count of writes, so reads never contend on it.
+//     write, read hit and touch; a read updates one relaxed atomic word (no flush, no lock).
+//     The clock is the count of writes, so reads never contend on it.
 //   - Victims are chosen by sampling (Redis's approximated LRU): kEvictSamples random items,
 //     a dead one (expired/flushed) first, else the least recently used.
 //   - Size classes: freeing a small item only makes room for its own size class (and only in
