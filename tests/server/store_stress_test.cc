@@ -8,12 +8,19 @@
 //   - incr totals are exact and no two incr replies of a key are equal (each is atomic);
 //   - of the threads that cas one key with the same unique, exactly one wins;
 //   - concurrent appends to one key keep every token exactly once, in each writer's order;
+//   - the same over sockets: 4 connections to the server (src/server/server.h) with 2 worker
+//     threads, text protocol;
 //   - afterwards the eviction tracker follows the index and every allocated block is reachable
 //     (no record freed twice, none leaked), also with LRU eviction in a small pool.
 // Keys span the byte range (0x00 inside a key, bytes >= 0x80).
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <barrier>
 #include <map>
 #include <set>
@@ -23,6 +30,7 @@
 
 #include "common/index_test_util.h"
 #include "common/test_util.h"
+#include "server/server.h"
 #include "server/store.h"
 #include "wort/index.h"
 
@@ -290,6 +298,187 @@ TEST_P(StoreStress, EvictionUnderConcurrentWrites) {
   EXPECT_EQ(refused.load(), 0u);
   EXPECT_GT(st->counters().evictions.load(), 0u);
   ExpectConsistent("eviction");
+}
+
+// ---- the same over the network: `wort serve`'s server with 2 worker threads ----------------
+
+// A blocking text-protocol client (one connection).
+class Conn {
+ public:
+  explicit Conn(uint16_t port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ok_ = fd_ >= 0 && ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+  }
+  ~Conn() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  bool ok() const { return ok_; }
+  bool Send(std::string_view s) {
+    while (!s.empty()) {
+      const ssize_t n = ::send(fd_, s.data(), s.size(), MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      s.remove_prefix(static_cast<size_t>(n));
+    }
+    return true;
+  }
+  // One reply line without \r\n ("" on a closed connection).
+  std::string Line() {
+    for (;;) {
+      const size_t e = buf_.find("\r\n");
+      if (e != std::string::npos) {
+        std::string l = buf_.substr(0, e);
+        buf_.erase(0, e + 2);
+        return l;
+      }
+      if (!Fill()) return "";
+    }
+  }
+  std::string Bytes(size_t n) {
+    while (buf_.size() < n)
+      if (!Fill()) return "";
+    std::string b = buf_.substr(0, n);
+    buf_.erase(0, n);
+    return b;
+  }
+  // get/gets of one key: true on a hit (value, cas), false on a miss; *bad on a malformed reply.
+  bool Get(const std::string& key, std::string* value, uint64_t* cas, bool* bad) {
+    Send("gets " + key + "\r\n");
+    std::string l = Line();
+    if (l == "END") return false;
+    char k[256];
+    unsigned flags = 0;
+    unsigned long long n = 0, c = 0;
+    if (std::sscanf(l.c_str(), "VALUE %255s %u %llu %llu", k, &flags, &n, &c) != 4 || k != key) {
+      *bad = true;
+      return false;
+    }
+    *value = Bytes(n);
+    if (Bytes(2) != "\r\n" || Line() != "END") *bad = true;
+    *cas = c;
+    return true;
+  }
+  std::string Command(const std::string& cmd, std::string_view data = {}, bool has_data = false) {
+    std::string req = cmd + "\r\n";
+    if (has_data) req += std::string(data) + "\r\n";
+    Send(req);
+    return Line();
+  }
+
+ private:
+  bool Fill() {
+    char tmp[65536];
+    const ssize_t n = ::recv(fd_, tmp, sizeof(tmp), 0);
+    if (n <= 0) return false;
+    buf_.append(tmp, static_cast<size_t>(n));
+    return true;
+  }
+  int fd_ = -1;
+  bool ok_ = false;
+  std::string buf_;
+};
+
+// 4 connections to a server with 2 worker threads (connections are spread over both), on
+// overlapping keys: set/get/delete with every get checked whole, incr totals exact, cas rounds
+// with exactly one winner. Then the store's tracker and the allocator are checked.
+TEST_P(StoreStress, ServerConnectionsOnOverlappingKeys) {
+  Open();
+  ServerConfig cfg;
+  cfg.port = 0;
+  cfg.threads = 2;
+  Server srv(*st, cfg);
+  ASSERT_TRUE(srv.Start().ok());
+  std::thread loop([&] { srv.Run(); });
+  const uint16_t port = srv.port();
+  constexpr int kConns = 4, kKeys = 16, kRounds = 60, kOps = 1500;
+  std::atomic<uint64_t> bad{0}, hits{0};
+  std::vector<uint64_t> incr_sum(kConns);
+  std::vector<std::atomic<int>> wins(kRounds);
+  std::barrier sync(kConns);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < kConns; ++t) {
+    ts.emplace_back([&, t] {
+      Conn c(port);
+      if (!c.ok()) {
+        ++bad;
+        for (int r = 0; r < kRounds * 3; ++r) sync.arrive_and_wait();
+        return;
+      }
+      uint64_t x = 0x9e3779b97f4a7c15ull * (t + 1);
+      for (int i = 0; i < kOps; ++i) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        const std::string key = "key" + std::to_string(x % kKeys);  // text keys: no space, no control
+        const int op = static_cast<int>((x >> 20) % 10);
+        if (op < 3) {
+          const std::string v = MakeValue(key, t, i);
+          if (c.Command("set " + key + " 0 0 " + std::to_string(v.size()), v, true) != "STORED") ++bad;
+        } else if (op < 8) {
+          std::string v;
+          uint64_t cas = 0;
+          bool b = false;
+          if (c.Get(key, &v, &cas, &b)) {
+            ++hits;
+            if (!ValidValue(key, v)) b = true;
+          }
+          if (b) ++bad;
+        } else if (op < 9) {
+          const std::string r = c.Command("delete " + key);
+          if (r != "DELETED" && r != "NOT_FOUND") ++bad;
+        } else {
+          const uint64_t d = 1 + i % 3;
+          const std::string r = c.Command("incr ctr " + std::to_string(d));
+          if (r == "NOT_FOUND") {
+            const std::string a = c.Command("add ctr 0 0 1", "0", true);  // or another connection did
+            if (a != "STORED" && a != "NOT_STORED") ++bad;
+            const std::string r2 = c.Command("incr ctr " + std::to_string(d));
+            if (r2.empty() || r2[0] < '0' || r2[0] > '9') ++bad;
+            else incr_sum[t] += d;
+          } else if (r.empty() || r[0] < '0' || r[0] > '9') {
+            ++bad;
+          } else {
+            incr_sum[t] += d;
+          }
+        }
+      }
+      // cas rounds: every connection reads the same cas, exactly one cas command wins.
+      for (int r = 0; r < kRounds; ++r) {
+        const std::string key = "cas" + std::to_string(r % 5);
+        if (t == 0 && c.Command("set " + key + " 0 0 1", "x", true) != "STORED") ++bad;
+        sync.arrive_and_wait();
+        std::string v;
+        uint64_t cas = 0;
+        bool b = false;
+        if (!c.Get(key, &v, &cas, &b) || b) ++bad;
+        sync.arrive_and_wait();
+        const std::string res = c.Command("cas " + key + " 0 0 1 " + std::to_string(cas), std::to_string(t), true);
+        if (res == "STORED") wins[r].fetch_add(1);
+        else if (res != "EXISTS") ++bad;
+        sync.arrive_and_wait();
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  {
+    Conn c(port);
+    ASSERT_TRUE(c.ok());
+    std::string v;
+    uint64_t cas = 0, total = 0;
+    bool b = false;
+    for (uint64_t s : incr_sum) total += s;
+    if (total > 0) {
+      ASSERT_TRUE(c.Get("ctr", &v, &cas, &b));
+      EXPECT_EQ(v, std::to_string(total));
+    }
+  }
+  srv.Stop();
+  loop.join();
+  EXPECT_EQ(bad.load(), 0u);
+  EXPECT_GT(hits.load(), 0u);
+  for (int r = 0; r < kRounds; ++r) EXPECT_EQ(wins[r].load(), 1) << "round " << r;
+  ExpectConsistent("server");
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, StoreStress, ::testing::ValuesIn(Kinds()), test::KindParamName);
