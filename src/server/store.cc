@@ -7,6 +7,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -75,20 +76,21 @@ class KeyGuard {
 };
 
 // A reader's section: inside the pool's epoch, so no record it finds is freed before it ends.
+// With WORT_GLOBAL_LOCK the shared store lock is taken BEFORE entering the epoch: a writer that
+// holds the lock exclusively may wait for a grace period (eviction), which a reader blocked on
+// the lock inside an epoch would never end.
 class ReadGuard {
  public:
-  explicit ReadGuard(const Store& st) : st_(st), epoch_(st.pool_->allocator().epoch()) {
-    if (st_.global_lock_) st_.global_mu_.lock_shared();
-  }
-  ~ReadGuard() {
-    if (st_.global_lock_) st_.global_mu_.unlock_shared();
+  explicit ReadGuard(const Store& st) : lock_(st.global_mu_, std::defer_lock) {
+    if (st.global_lock_) lock_.lock();
+    epoch_.emplace(st.pool_->allocator().epoch());
   }
   ReadGuard(const ReadGuard&) = delete;
   ReadGuard& operator=(const ReadGuard&) = delete;
 
  private:
-  const Store& st_;
-  sync::EpochGuard epoch_;
+  std::shared_lock<std::shared_mutex> lock_;
+  std::optional<sync::EpochGuard> epoch_;  // left before the lock is released
 };
 
 sync::VersionLock& Store::KeyLock(std::string_view key) const {
@@ -835,7 +837,9 @@ bool Store::PickVictim(uint64_t keep, Recency::Entry* out) {
   bool have = false;
   uint32_t best_age = 0;
   Recency::Entry e;
-  ReadGuard rg(*this);  // the sampled records may be retired meanwhile: read them in an epoch
+  // The sampled records may be retired meanwhile: read them in an epoch (not a ReadGuard: with
+  // WORT_GLOBAL_LOCK the evicting writer already holds the store lock exclusively).
+  sync::EpochGuard eg(pool_->allocator().epoch());
   for (int i = 0; i < kEvictSamples * 2 && (i < kEvictSamples || !have); ++i) {
     if (!recency_->Sample(rng, &e)) break;
     if (e.off == keep) continue;

@@ -31,6 +31,7 @@
 #include "common/index_test_util.h"
 #include "common/test_util.h"
 #include "server/server.h"
+#include "index/registry.h"
 #include "server/store.h"
 #include "wort/index.h"
 
@@ -102,6 +103,7 @@ struct StoreStress : ::testing::TestWithParam<std::string> {
   void TearDown() override {
     Store::SetClockOffsetForTest(0);
     if (st) EXPECT_TRUE(st->Close().ok());
+    SetGlobalIndexLock(false);
   }
   // After the threads joined: the tracker follows the index, and the allocated blocks are
   // exactly the reachable ones (a record retired twice or never would break this).
@@ -267,8 +269,7 @@ TEST_P(StoreStress, AppendsKeepEveryTokenOnce) {
 
 // LRU eviction racing with overwrites, deletes and reads of the same keys in a small pool: a
 // get returns a whole value of its key or misses; the tracker and the allocator stay exact.
-TEST_P(StoreStress, EvictionUnderConcurrentWrites) {
-  Open(EvictPolicy::kLru, 8ull << 20);
+void EvictionLoad(Store* st) {
   constexpr int kKeys = 16000;  // ~12000 sets of 1.1 KB on average > the pool: eviction runs
   std::atomic<uint64_t> bad{0}, refused{0};
   std::vector<std::thread> ts;
@@ -297,7 +298,24 @@ TEST_P(StoreStress, EvictionUnderConcurrentWrites) {
   EXPECT_EQ(bad.load(), 0u);
   EXPECT_EQ(refused.load(), 0u);
   EXPECT_GT(st->counters().evictions.load(), 0u);
+}
+
+TEST_P(StoreStress, EvictionUnderConcurrentWrites) {
+  Open(EvictPolicy::kLru, 8ull << 20);
+  EvictionLoad(st.get());
   ExpectConsistent("eviction");
+}
+
+// WORT_GLOBAL_LOCK=1 (the old store-wide lock, kept for comparisons) under the same load:
+// evictions inside a write that holds the lock exclusively must not wait for it again.
+TEST_P(StoreStress, GlobalLockModeEvicts) {
+  SetGlobalIndexLock(true);
+  Open(EvictPolicy::kLru, 8ull << 20);
+  EvictionLoad(st.get());
+  ExpectConsistent("global lock");
+  ASSERT_TRUE(st->Close().ok());
+  st.reset();
+  SetGlobalIndexLock(false);
 }
 
 // ---- the same over the network: `wort serve`'s server with 2 worker threads ----------------
