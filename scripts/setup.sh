@@ -11,7 +11,8 @@ cd "$(dirname "$0")/.."
 PKGS=(g++ cmake ninja-build pkg-config libgtest-dev googletest libfmt-dev nlohmann-json3-dev libcli11-dev
       python3 python3-matplotlib valgrind
       libasio-dev libmemcached-tools memcached python3-venv python3-matplotlib wamerican
-      libssl-dev openssl nutcracker python3-dev)
+      libssl-dev openssl nutcracker python3-dev
+      libucx-dev ucx-utils)
 
 missing=()
 for p in "${PKGS[@]}"; do

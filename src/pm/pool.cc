@@ -18,6 +18,7 @@
 #include <mutex>
 #include <random>
 
+#include "util/crc32c.h"
 #include "wort/alloc.h"
 #include "wort/pm.h"
 
@@ -36,20 +37,6 @@ constexpr uint32_t kLayoutVersion = 1;
 constexpr uint64_t kHeaderSize = 4096;
 
 uint64_t RoundUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
-
-uint64_t Crc64(const void* p, size_t n, uint64_t seed = 0) {
-  // CRC32C over the bytes, widened; used for the header and root-entry checksums.
-  const auto* b = static_cast<const unsigned char*>(p);
-  uint64_t c = ~seed & 0xffffffffu;
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t w;
-    std::memcpy(&w, b + i, 8);
-    c = _mm_crc32_u64(c, w);
-  }
-  for (; i < n; ++i) c = _mm_crc32_u8(static_cast<uint32_t>(c), b[i]);
-  return (~c & 0xffffffffu) | (uint64_t(n) << 32);
-}
 
 std::string Errno(const char* what, const std::string& path) {
   return std::string(what) + " " + path + ": " + std::strerror(errno);

@@ -22,7 +22,7 @@ class RemoteKV {
   virtual Status Get(std::string_view key, std::string* value) = 0;
   virtual Status Remove(std::string_view key) = 0;
   // Keys in [start, end) in ascending unsigned-byte order, at most `limit` (0 = no limit); the
-  // callback returns false to stop early.
+  // callback returns false to stop early. An empty `end` means no upper bound.
   virtual Status Scan(std::string_view start, std::string_view end, std::size_t limit,
                       const std::function<bool(std::string_view key, std::string_view value)>& fn) = 0;
   virtual std::string name() const = 0;  // "canrt", "reply-wort", "reply-woart"

@@ -1,0 +1,345 @@
+// src/bench/remote_bench.cc - `wort bench-remote` (remote_bench.h).
+#include "bench/remote_bench.h"
+
+#include <fmt/core.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <functional>
+
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <thread>
+
+#include "bench/bench_internal.h"
+#include "remote/designs.h"
+
+namespace wort::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ProcessCpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
+double Percentile(std::vector<double>& v, double p) {
+  if (v.empty()) return 0;
+  std::size_t k = std::min(v.size() - 1, static_cast<std::size_t>(p * static_cast<double>(v.size())));
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+  return v[k];
+}
+
+std::string Value(std::uint64_t i) {
+  std::string v = fmt::format("v{:014d}", i % 100000000000000ull);  // 15 bytes
+  return v;
+}
+
+// The mixes: percentage of reads (the rest are updates).
+bool MixReadPercent(const std::string& mix, int* pct) {
+  if (mix == "write-only") *pct = 0;
+  else if (mix == "50:50") *pct = 50;
+  else if (mix == "95:5") *pct = 95;
+  else if (mix == "read-only") *pct = 100;
+  else return false;
+  return true;
+}
+
+struct Run {
+  const RemoteBenchConfig& cfg;
+  const remote::RemoteDesign* design;
+  remote::RegionInfo info;
+  bool server_here;
+  bool print;
+  std::vector<RemoteResult>* out;
+
+  RemoteResult Base(const std::string& op, int threads) const {
+    RemoteResult r;
+    r.design = design->name;
+    r.backend = info.backend;
+    r.tls = info.backend == "ucx" ? (std::getenv("UCX_TLS") ? std::getenv("UCX_TLS") : "default") : "";
+    r.op = op;
+    r.threads = threads;
+    return r;
+  }
+
+  void Emit(RemoteResult r) {
+    if (print) {
+      fmt::print("{:<12} {:<6} {:<7} {:<16} {:>7} {:>9} {:>11.0f} {:>10.1f} {:>10.1f} {:>12.0f} {:>12.0f} {:>7}\n", r.design,
+                 r.backend, r.tls.empty() ? "-" : r.tls, r.op, r.threads, r.ops, r.ops_per_s, r.p50_ns / 1e3, r.p99_ns / 1e3,
+                 r.cpu_ns_per_op, r.server_cpu_ns_per_op, r.errors);
+      std::fflush(stdout);
+    }
+    out->push_back(std::move(r));
+  }
+
+  // One client (this thread): fn(i) for i in [0, n), each timed.
+  // fn(kv, i); with connect = false kv is null and fn uses its own client (transport phases).
+  template <class Fn>
+  Status Single(const std::string& op, std::size_t n, Fn fn, RemoteResult* res = nullptr, bool connect = true) {
+    std::unique_ptr<remote::RemoteKV> kv;
+    if (connect) WORT_RETURN_IF_ERROR(design->connect(info, &kv));
+    RemoteResult r = Base(op, 1);
+    std::vector<double> lat;
+    lat.reserve(n);
+    double p0 = ProcessCpuSeconds(), t0 = detail::ThreadCpuSeconds();
+    auto w0 = Clock::now();
+    for (std::size_t i = 0; i < n; ++i) {
+      auto a = Clock::now();
+      Status s = fn(kv.get(), i);
+      lat.push_back(std::chrono::duration<double, std::nano>(Clock::now() - a).count());
+      if (!s.ok()) {
+        if (r.errors++ == 0 && print) fmt::print(stderr, "wort bench-remote: {} {}: {}\n", design->name, op, s.ToString());
+      }
+    }
+    r.seconds = std::chrono::duration<double>(Clock::now() - w0).count();
+    double client = detail::ThreadCpuSeconds() - t0, proc = ProcessCpuSeconds() - p0;
+    Finish(&r, n, lat, client, proc);
+    if (res) *res = r;
+    Emit(r);
+    return Status::OK();
+  }
+
+  void Finish(RemoteResult* r, std::uint64_t n, std::vector<double>& lat, double client_cpu, double proc_cpu) const {
+    r->ops = n;
+    r->ops_per_s = r->seconds > 0 ? static_cast<double>(n) / r->seconds : 0;
+    r->p50_ns = Percentile(lat, 0.50);
+    r->p99_ns = Percentile(lat, 0.99);
+    r->cpu_ns_per_op = n ? client_cpu * 1e9 / static_cast<double>(n) : 0;
+    if (server_here) r->server_cpu_ns_per_op = n ? std::max(0.0, proc_cpu - client_cpu) * 1e9 / static_cast<double>(n) : 0;
+  }
+
+  Status Ycsb(const std::string& mix, int threads) {
+    int read_pct = 0;
+    if (!MixReadPercent(mix, &read_pct)) return Status::InvalidArgument("unknown mix '" + mix + "'");
+    std::vector<std::unique_ptr<remote::RemoteKV>> kvs(static_cast<std::size_t>(threads));
+    for (auto& kv : kvs) WORT_RETURN_IF_ERROR(design->connect(info, &kv));
+    std::vector<std::vector<double>> lats(kvs.size());
+    std::vector<double> cpus(kvs.size(), 0);
+    std::atomic<std::uint64_t> errors{0};
+    std::barrier sync(threads + 1);
+    std::vector<std::thread> ts;
+    for (int t = 0; t < threads; ++t) {
+      ts.emplace_back([&, t] {
+        std::mt19937_64 rng(cfg.seed * 1000 + static_cast<std::uint64_t>(t) + 17);
+        auto& lat = lats[static_cast<std::size_t>(t)];
+        lat.reserve(cfg.ycsb_ops);
+        remote::RemoteKV& kv = *kvs[static_cast<std::size_t>(t)];
+        std::string v;
+        sync.arrive_and_wait();
+        double c0 = detail::ThreadCpuSeconds();
+        for (std::size_t i = 0; i < cfg.ycsb_ops; ++i) {
+          std::uint64_t rec = rng() % cfg.keys;
+          bool read = static_cast<int>(rng() % 100) < read_pct;
+          auto a = Clock::now();
+          Status s = read ? kv.Get(RemoteBenchKey(rec), &v) : kv.Put(RemoteBenchKey(rec), Value(rec + i));
+          lat.push_back(std::chrono::duration<double, std::nano>(Clock::now() - a).count());
+          if (!s.ok()) ++errors;
+        }
+        cpus[static_cast<std::size_t>(t)] = detail::ThreadCpuSeconds() - c0;
+        sync.arrive_and_wait();
+      });
+    }
+    double p0 = ProcessCpuSeconds();
+    sync.arrive_and_wait();
+    auto w0 = Clock::now();
+    sync.arrive_and_wait();
+    RemoteResult r = Base("ycsb-" + mix, threads);
+    r.seconds = std::chrono::duration<double>(Clock::now() - w0).count();
+    double proc = ProcessCpuSeconds() - p0;
+    for (auto& t : ts) t.join();
+    std::vector<double> all;
+    for (auto& l : lats) all.insert(all.end(), l.begin(), l.end());
+    r.errors = errors.load();
+    Finish(&r, all.size(), all, std::accumulate(cpus.begin(), cpus.end(), 0.0), proc);
+    Emit(r);
+    return Status::OK();
+  }
+
+  Status All() {
+    std::vector<std::uint64_t> perm(cfg.keys);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), std::mt19937_64(cfg.seed));
+    WORT_RETURN_IF_ERROR(Single("load", cfg.keys, [&](remote::RemoteKV* kv, std::size_t i) {
+      return kv->Put(RemoteBenchKey(perm[i]), Value(perm[i]));
+    }));
+    WORT_RETURN_IF_ERROR(Single("put", cfg.latency_ops, [&](remote::RemoteKV* kv, std::size_t i) {
+      return kv->Put(RemoteBenchKey(cfg.keys + i), Value(cfg.keys + i));
+    }));
+    std::mt19937_64 rng(cfg.seed + 1);
+    std::string v;
+    WORT_RETURN_IF_ERROR(Single("get", cfg.latency_ops, [&](remote::RemoteKV* kv, std::size_t) {
+      std::uint64_t rec = rng() % cfg.keys;
+      WORT_RETURN_IF_ERROR(kv->Get(RemoteBenchKey(rec), &v));
+      if (v != Value(rec)) return Status::Corruption("get returned a wrong value for record " + std::to_string(rec));
+      return Status::OK();
+    }));
+    for (std::size_t range : cfg.ranges) {
+      RemoteResult rr;
+      WORT_RETURN_IF_ERROR(Single(
+          "range-" + std::to_string(range), cfg.range_ops,
+          [&](remote::RemoteKV* kv, std::size_t) {
+            std::uint64_t from = rng() % (cfg.keys - range + 1);
+            std::size_t got = 0;
+            std::uint64_t expect = from;
+            bool ordered = true;
+            WORT_RETURN_IF_ERROR(kv->Scan(RemoteBenchKey(from), "", range, [&](std::string_view k, std::string_view) {
+              ordered &= k == RemoteBenchKey(expect++);
+              ++got;
+              return true;
+            }));
+            if (got != range || !ordered) {
+              return Status::Corruption(fmt::format("scan from record {} returned {} keys (expected {}){}", from, got, range,
+                                                    ordered ? "" : ", not the next records in order"));
+            }
+            return Status::OK();
+          },
+          &rr));
+      out->back().range_keys = range;
+    }
+    for (int t : cfg.threads)
+      for (const auto& mix : cfg.mixes) WORT_RETURN_IF_ERROR(Ycsb(mix, t));
+    return Status::OK();
+  }
+};
+
+void PrintHeader() {
+  fmt::print("{:<12} {:<6} {:<7} {:<16} {:>7} {:>9} {:>11} {:>10} {:>10} {:>12} {:>12} {:>7}\n", "design", "backend",
+             "tls", "op", "threads", "ops", "ops/s", "p50_us", "p99_us", "cpu_ns/op", "srv_cpu_ns/op", "errors");
+}
+
+// The transport's operations, one client, each timed (RemoteBenchConfig::transport).
+Status TransportBench(const RemoteBenchConfig& cfg, bool print, std::vector<RemoteResult>* out) {
+  const std::string path = fmt::format("{}/wort-bench-transport-{}.region", cfg.dir, ::getpid());
+  constexpr std::uint64_t kSize = 1 << 20;
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0 || ::ftruncate(fd, kSize) != 0) {
+    if (fd >= 0) ::close(fd);
+    return Status::IOError("cannot create " + path);
+  }
+  void* base = ::mmap(nullptr, kSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (base == MAP_FAILED) return Status::IOError("cannot map " + path);
+  std::atomic<std::uint64_t> notified{0};
+  std::unique_ptr<remote::Server> srv;
+  Status s = remote::Listen(cfg.backend, base, kSize, path, [&](std::uint32_t, std::string_view) { ++notified; }, &srv);
+  std::unique_ptr<remote::Connection> c;
+  if (s.ok()) s = remote::Connect(srv->info(), &c);
+  if (s.ok()) {
+    remote::RemoteDesign d{"transport", "", nullptr, nullptr};
+    Run run{cfg, &d, srv->info(), true, print, out};
+    char buf[2048] = {};
+    std::uint64_t old;
+    struct {
+      const char* op;
+      std::function<Status(std::size_t)> fn;
+    } ops[] = {
+        {"read-8", [&](std::size_t i) { return c->Read(64 * (i % 1024), buf, 8); }},
+        {"read-2048", [&](std::size_t i) { return c->Read(2048 * (i % 256), buf, 2048); }},
+        {"write-64", [&](std::size_t i) { return c->Write(64 * (i % 1024), buf, 64); }},
+        {"fetch-add", [&](std::size_t i) { return c->FetchAdd64(8 * (i % 1024), 1, &old); }},
+        {"compare-swap", [&](std::size_t i) { return c->CompareSwap64(8 * (i % 1024), i, i + 1, &old); }},
+        {"notify", [&](std::size_t) { return c->Notify("0123456789abcdef"); }},
+    };
+    for (auto& o : ops) {
+      s = run.Single(o.op, cfg.transport_ops, [&](remote::RemoteKV*, std::size_t i) { return o.fn(i); }, nullptr, false);
+      if (!s.ok()) break;
+    }
+  }
+  c.reset();
+  if (srv) srv->Stop();
+  srv.reset();
+  ::munmap(base, kSize);
+  ::unlink(path.c_str());
+  return s;
+}
+
+}  // namespace
+
+std::string RemoteBenchKey(std::uint64_t i) { return fmt::format("key{:013d}", i % 10000000000000ull); }
+
+Status RunRemoteBench(const RemoteBenchConfig& cfg, bool print, std::vector<RemoteResult>* out) {
+  if (cfg.keys == 0) return Status::InvalidArgument("--keys must be at least 1");
+  for (std::size_t r : cfg.ranges)
+    if (r == 0 || r > cfg.keys) return Status::InvalidArgument(fmt::format("range size {} is not in [1, --keys = {}]", r, cfg.keys));
+  for (int t : cfg.threads)
+    if (t < 1 || t > 64) return Status::InvalidArgument("--threads must be in [1, 64]");
+  for (const auto& m : cfg.mixes) {
+    int p;
+    if (!MixReadPercent(m, &p)) return Status::InvalidArgument("unknown mix '" + m + "' (write-only, 50:50, 95:5, read-only)");
+  }
+  if (cfg.backend != "local" && cfg.backend != "ucx") return Status::InvalidArgument("--backend must be local or ucx");
+  if (!cfg.tls.empty()) ::setenv("UCX_TLS", cfg.tls.c_str(), 1);
+  if (cfg.transport) {
+    if (print) PrintHeader();
+    return TransportBench(cfg, print, out);
+  }
+  if (print) PrintHeader();
+  if (!cfg.connect.empty()) {
+    std::string name;
+    remote::RegionInfo info;
+    WORT_RETURN_IF_ERROR(remote::ReadInfoFile(cfg.connect, &name, &info));
+    const remote::RemoteDesign* d = remote::FindRemoteDesign(name);
+    if (d == nullptr) return Status::InvalidArgument("the server runs design '" + name + "', unknown to this build");
+    Run run{cfg, d, info, false, print, out};
+    return run.All();
+  }
+  for (const auto& name : cfg.designs) {
+    const remote::RemoteDesign* d = remote::FindRemoteDesign(name);
+    if (d == nullptr) return Status::InvalidArgument("unknown design '" + name + "' (" + remote::RemoteDesignNames() + ")");
+    remote::ServeOptions so;
+    so.backend = cfg.backend;
+    so.pool = fmt::format("{}/wort-bench-remote-{}-{}.pool", cfg.dir, ::getpid(), name);
+    so.pool_size = cfg.pool_size;
+    std::filesystem::remove(so.pool);
+    std::unique_ptr<remote::RemoteService> svc;
+    Status s = d->serve(so, &svc);
+    if (s.ok()) {
+      Run run{cfg, d, svc->info(), true, print, out};
+      s = run.All();
+      Status st = svc->Stop();
+      if (s.ok()) s = st;
+    }
+    svc.reset();
+    std::filesystem::remove(so.pool);
+    WORT_RETURN_IF_ERROR(s);
+  }
+  return Status::OK();
+}
+
+nlohmann::json ToJson(const RemoteResult& r, const RemoteBenchConfig& cfg, const Environment& env) {
+  nlohmann::json j;
+  j["bench"] = "remote";
+  j["design"] = r.design;
+  j["backend"] = r.backend;
+  j["tls"] = r.tls;
+  j["op"] = r.op;
+  j["threads"] = r.threads;
+  j["ops"] = r.ops;
+  j["seconds"] = r.seconds;
+  j["ops_per_s"] = r.ops_per_s;
+  j["p50_ns"] = r.p50_ns;
+  j["p99_ns"] = r.p99_ns;
+  j["cpu_ns_per_op"] = r.cpu_ns_per_op;
+  j["server_cpu_ns_per_op"] = r.server_cpu_ns_per_op;
+  j["errors"] = r.errors;
+  j["keys"] = cfg.keys;
+  if (r.range_keys) j["range_keys"] = r.range_keys;
+  j["server_in_process"] = cfg.connect.empty();
+  detail::AddEnvJson(env, cfg.seed, &j);
+  return j;
+}
+
+}  // namespace wort::bench

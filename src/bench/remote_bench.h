@@ -1,0 +1,71 @@
+// src/bench/remote_bench.h - `wort bench-remote`: the CANRT paper's measurements (section 4) of a
+// remote key-value design (src/remote/designs.h) through its RemoteKV client.
+//
+// Keys are the paper's: 16 bytes, "key" + 13 decimal digits of the record number (so their order
+// is the numbers' and a range of r keys from record i is records i..i+r-1); values 15 bytes.
+// Phases, each printed as a line and (with --json) one JSON record:
+//   load         `keys` Puts in a random order, one client (the table the others run on)
+//   put          latency of Puts of new keys (insert), one client: p50/p99 per op
+//   get          latency of Gets of random loaded keys, one client
+//   range-<r>    latency of a Scan of r keys from a random loaded record, one client
+//   ycsb-<mix>   throughput with N client threads (each its own connection) of the mixes
+//                write-only (100% update), 50:50, 95:5 (read:update) and read-only, uniform
+//                keys over the loaded records, `ycsb_ops` ops per thread
+// CPU time: cpu_ns_per_op is the client threads' CPU time per op (CLOCK_THREAD_CPUTIME_ID). When
+// the server runs in this process (no --connect), server_cpu_ns_per_op is the process's CPU time
+// (getrusage) minus the client threads', per op: every server-side thread (a baseline's polling
+// thread, the transport's notify/progress thread) - the paper's "server CPU on the path". With
+// --connect it is not known here (-1; `wort serve-remote` prints its own at exit).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/bench.h"
+#include "wort/status.h"
+
+namespace wort::bench {
+
+struct RemoteBenchConfig {
+  std::vector<std::string> designs = {"reply-wort", "reply-woart"};
+  std::string backend = "local";
+  std::string tls;            // ucx: UCX_TLS for this run ("" = leave the environment alone)
+  std::string connect;        // an info file of a running `wort serve-remote` (then one design: its own)
+  std::string dir = "/dev/shm";  // where in-process servers put their pools (removed after)
+  std::uint64_t pool_size = 1ull << 30;
+  std::size_t keys = 10000;
+  std::size_t latency_ops = 2000;   // per latency phase
+  std::vector<std::size_t> ranges = {1000};  // range sizes (keys per scan)
+  std::size_t range_ops = 20;       // scans per range size
+  std::vector<int> threads = {1, 2};
+  std::size_t ycsb_ops = 5000;      // per thread per mix
+  std::vector<std::string> mixes = {"write-only", "50:50", "95:5", "read-only"};
+  std::uint64_t seed = 1;
+  // Instead of the designs: the transport's own operations (design "transport", ops read-8,
+  // read-2048, write-64, fetch-add, compare-swap, notify), `transport_ops` of each, one client,
+  // against a 1 MiB region in a file under `dir`.
+  bool transport = false;
+  std::size_t transport_ops = 20000;
+};
+
+struct RemoteResult {
+  std::string design, backend, tls, op;
+  int threads = 1;
+  std::uint64_t ops = 0, errors = 0;
+  double seconds = 0, ops_per_s = 0, p50_ns = 0, p99_ns = 0;
+  double cpu_ns_per_op = 0;          // client threads
+  double server_cpu_ns_per_op = -1;  // -1: not measured (external server)
+  std::size_t range_keys = 0;        // range phases: keys per scan
+};
+
+// The 16-byte key of record i.
+std::string RemoteBenchKey(std::uint64_t i);
+
+// Runs every phase for every design; results in *out (printed as they come when `print`).
+Status RunRemoteBench(const RemoteBenchConfig& cfg, bool print, std::vector<RemoteResult>* out);
+nlohmann::json ToJson(const RemoteResult& r, const RemoteBenchConfig& cfg, const Environment& env);
+
+}  // namespace wort::bench
