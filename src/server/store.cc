@@ -481,8 +481,21 @@ Result Store::WriteRecord(std::string_view key, uint32_t flags, int64_t exptime,
   if (!b.empty()) std::memcpy(r->data() + a.size(), b.data(), b.size());
   pm::persist(r, sizeof(Record) + len);  // the record is durable before anything refers to it
   reclaimed = false;
+  const uint64_t cas = r->cas;
   for (int attempt = 0;; ++attempt) {
-    s = index_->Upsert(key, off);  // COMMIT POINT (the index's 8-byte publish, persisted)
+    {
+      // The writer rule (wort/alloc.h, Retire): inside an epoch from before the unlink until
+      // after the Retire, so that a post-crash GC sweep cannot free the old record in between.
+      sync::EpochGuard eg(pool_->allocator().epoch());
+      s = index_->Upsert(key, off);  // COMMIT POINT (the index's 8-byte publish, persisted)
+      if (s.ok()) {
+        if (recency_) {
+          if (have_old) recency_->Forget(old_off);
+          recency_->Add(key, off, recency_->NextTick());
+        }
+        if (have_old) RetireRecord(old_off);  // unreachable since the commit; readers may hold it
+      }
+    }
     if (s.IsPoolFull() && free_up()) continue;
     if (s.ok() || !s.IsPoolFull() || !recency_ || !EvictSome(0, keep, attempt, held, &trimmed)) break;
   }
@@ -492,12 +505,6 @@ Result Store::WriteRecord(std::string_view key, uint32_t flags, int64_t exptime,
     if (!s.IsPoolFull()) fmt::print(stderr, "wort serve: upsert: {}\n", s.ToString());
     return s.IsPoolFull() ? Result::kNoMemory : Result::kError;
   }
-  const uint64_t cas = r->cas;
-  if (recency_) {
-    if (have_old) recency_->Forget(old_off);
-    recency_->Add(key, off, recency_->NextTick());
-  }
-  if (have_old) RetireRecord(old_off);  // unreachable since the commit; readers may still hold it
   counters_.total_items.fetch_add(1, std::memory_order_relaxed);
   if (cas_out) *cas_out = cas;
   return Result::kStored;
@@ -524,6 +531,7 @@ bool Store::ReclaimRetired() {
 }
 
 void Store::RemoveLocked(std::string_view key, uint64_t off) {
+  sync::EpochGuard eg(pool_->allocator().epoch());  // from the unlink to the Retire (alloc.h)
   Status s = index_->Remove(key);  // COMMIT POINT (inside the index)
   if (s.ok()) {
     if (recency_) recency_->Forget(off);
@@ -876,6 +884,7 @@ bool Store::EvictTracked(const std::string& key, uint64_t off, const sync::Versi
     const Record* r = pool_->at<Record>(off);
     const bool live = Live(r, Now());
     const bool fetched = recency_->Fetched(off);
+    sync::EpochGuard eg(pool_->allocator().epoch());  // from the unlink to the Retire (alloc.h)
     Status s = index_->Remove(key);  // COMMIT POINT (inside the index)
     if (s.ok()) {
       recency_->Forget(off);
