@@ -938,8 +938,8 @@ bool Store::EvictSome(size_t size, uint64_t keep, int attempt, const sync::Versi
         // classes need whole chunks back: return the cache now and then.
         if (attempt % 8 == 7) {
           TrimAfterEviction(*pool_);
-        } else if (!pool_->allocator().epoch().InEpoch()) {
-          for (int i = 0; i < 3; ++i) pool_->allocator().epoch().Collect();  // no wait: readers are brief
+        } else {
+          (void)ReclaimRetired();  // the victim's block back now, or the retry evicts again
         }
         return true;
       }
