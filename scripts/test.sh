@@ -14,6 +14,7 @@ ctest --test-dir "$BUILD_DIR" -j"$(nproc)" --output-on-failure --timeout 900
 if [ "${WORT_TSAN_RUN:-0}" != 1 ]; then exit 0; fi
 TSAN_DIR=${WORT_TSAN_BUILD_DIR:-build-tsan}
 cmake -S . -B "$TSAN_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWORT_TSAN=ON >/dev/null
-cmake --build "$TSAN_DIR" -j"$(nproc)" --target test_sync test_concurrent
+cmake --build "$TSAN_DIR" -j"$(nproc)" --target test_sync test_concurrent test_store_stress
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" "$TSAN_DIR"/test_sync
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" "$TSAN_DIR"/test_concurrent
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" "$TSAN_DIR"/test_store_stress

@@ -446,7 +446,9 @@ void Server::Impl::StopAll() {
   }
   // Without work guards each loop returns once its connections are gone.
   guards.clear();
-  // A client that never reads its replies must not hold the shutdown forever.
+  // A client that never reads its replies must not hold the shutdown forever. Started under mu:
+  // Stop may run on another thread than Run, which takes the thread object under mu too.
+  std::lock_guard<std::mutex> g(mu);
   watchdog = std::thread([this] {
     std::unique_lock<std::mutex> lk(mu);
     if (!cv.wait_for(lk, kDrainTimeout, [this] { return drained; })) {
@@ -595,12 +597,14 @@ void Server::Run() {
   for (size_t i = 1; i < m.workers.size(); ++i) threads.emplace_back([io = m.workers[i]->io.get()] { io->run(); });
   m.workers[0]->io->run();
   for (auto& t : threads) t.join();
+  std::thread watchdog;
   {
     std::lock_guard<std::mutex> lk(m.mu);
     m.drained = true;
+    watchdog = std::move(m.watchdog);  // under mu: Stop (another thread) may be starting it
   }
   m.cv.notify_all();
-  if (m.watchdog.joinable()) m.watchdog.join();
+  if (watchdog.joinable()) watchdog.join();
 }
 
 void Server::Stop() {

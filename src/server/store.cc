@@ -3,12 +3,16 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstring>
+#include <optional>
+#include <thread>
 #include <vector>
 
 #include "index/kind_ids.h"
+#include "index/registry.h"
 #include "server/protocol.h"
 #include "wort/alloc.h"
 #include "wort/pm.h"
@@ -23,17 +27,81 @@ bool IsMetaKey(std::string_view k) { return k == kMetaKey; }
 
 ItemView View(std::string_view key, const Record* r) {
   ItemView v{key, r->flags, r->cas, {r->data(), r->length}};
-  v.exptime = r->exptime;
-  v.time = RecordTime(r);
-  v.stale = (RecordState(r) & kStateStale) != 0;
-  v.token_sent = (RecordState(r) & kStateTokenSent) != 0;
+  v.exptime = RecordExptime(r);
+  const uint64_t t = RecordTimeWord(r);
+  v.time = static_cast<int64_t>(t & kRecordTimeMask);
+  v.stale = (t & kStateStale) != 0;
+  v.token_sent = (t & kStateTokenSent) != 0;
   return v;
+}
+
+// xorshift64 state of this thread (eviction sampling).
+uint64_t* ThreadRng() {
+  thread_local uint64_t s = (std::hash<std::thread::id>{}(std::this_thread::get_id()) | 1) * 0x9e3779b97f4a7c15ull;
+  return &s;
+}
+uint64_t NextRandom(uint64_t* s) {
+  uint64_t x = *s;
+  x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+  return *s = x;
+}
+
+// A word of a VersionLockTable used as a plain lock (no optimistic readers use these words).
+bool TryLock(sync::VersionLock& l) {
+  const uint64_t v = l.Load();
+  return !sync::VersionLock::IsLocked(v) && l.UpgradeToWriteLock(v);
 }
 }  // namespace
 
+// The lock of a key's writers (store.h, Thread safety): held for the whole command, so that a
+// read-modify-write and the Lookup -> Upsert/Remove -> Retire(old) sequence are atomic per key.
+// Waits by backing off (spin, then yield: the holder may be descheduled on a loaded machine).
+class KeyGuard {
+ public:
+  KeyGuard(const Store& st, std::string_view key) : st_(st), lock_(st.KeyLock(key)) {
+    if (st_.global_lock_) st_.global_mu_.lock();
+    for (int a = 0; !TryLock(lock_); a = std::min(a + 1, 16)) sync::Backoff(a);
+  }
+  ~KeyGuard() {
+    lock_.WriteUnlock();
+    if (st_.global_lock_) st_.global_mu_.unlock();
+  }
+  KeyGuard(const KeyGuard&) = delete;
+  KeyGuard& operator=(const KeyGuard&) = delete;
+  const sync::VersionLock* held() const { return &lock_; }
+
+ private:
+  const Store& st_;
+  sync::VersionLock& lock_;
+};
+
+// A reader's section: inside the pool's epoch, so no record it finds is freed before it ends.
+// With WORT_GLOBAL_LOCK the shared store lock is taken BEFORE entering the epoch: a writer that
+// holds the lock exclusively may wait for a grace period (eviction), which a reader blocked on
+// the lock inside an epoch would never end.
+class ReadGuard {
+ public:
+  explicit ReadGuard(const Store& st) : lock_(st.global_mu_, std::defer_lock) {
+    if (st.global_lock_) lock_.lock();
+    epoch_.emplace(st.pool_->allocator().epoch());
+  }
+  ReadGuard(const ReadGuard&) = delete;
+  ReadGuard& operator=(const ReadGuard&) = delete;
+
+ private:
+  std::shared_lock<std::shared_mutex> lock_;
+  std::optional<sync::EpochGuard> epoch_;  // left before the lock is released
+};
+
+sync::VersionLock& Store::KeyLock(std::string_view key) const {
+  // VersionLockTable mixes (word >> 6): shift the hash so that all of its low bits count.
+  return key_locks_.For(static_cast<uint64_t>(std::hash<std::string_view>{}(key)) << 6);
+}
+
 // ---- recency (eviction) ----------------------------------------------------------------------
 
-Recency::Recency(uint64_t heap_offset, uint64_t max_size) : heap_off_(heap_offset) {
+Recency::Recency(uint64_t heap_offset, uint64_t max_size)
+    : heap_off_(heap_offset), shards_(std::make_unique<Shard[]>(kShards)) {
   const uint64_t granules = (max_size > heap_offset ? max_size - heap_offset : 0) / 64 + 1;
   // calloc: zero pages are mapped lazily; only granules that hold records are ever touched.
   auto* p = static_cast<std::atomic<uint32_t>*>(std::calloc(granules, sizeof(std::atomic<uint32_t>)));
@@ -42,74 +110,121 @@ Recency::Recency(uint64_t heap_offset, uint64_t max_size) : heap_off_(heap_offse
 }
 
 void Recency::Add(std::string_view key, uint64_t off, uint64_t tick) {
-  if (by_off_.count(off)) return;
-  const uint32_t slot = static_cast<uint32_t>(entries_.size());
-  entries_.push_back(Entry{std::string(key), off, 0});
-  auto& cv = by_chunk_[ChunkOf(off)];
-  entries_.back().chunk_pos = static_cast<uint32_t>(cv.size());
-  cv.push_back(slot);
-  by_off_.emplace(off, slot);
-  uint32_t w = static_cast<uint32_t>(tick << 1);
-  if (w == 0) w = 2;  // 0 means untracked
-  stamps_[(off - heap_off_) >> 6].store(w, std::memory_order_relaxed);
+  Shard& sh = ShardOf(off);
+  {
+    std::lock_guard<std::mutex> g(sh.mu);
+    if (sh.by_off.count(off)) return;
+    const uint32_t slot = static_cast<uint32_t>(sh.entries.size());
+    sh.entries.push_back(Entry{std::string(key), off, 0});
+    auto& cv = sh.by_chunk[ChunkOf(off)];
+    sh.entries.back().chunk_pos = static_cast<uint32_t>(cv.size());
+    cv.push_back(slot);
+    sh.by_off.emplace(off, slot);
+    uint32_t w = static_cast<uint32_t>(tick << 1);
+    if (w == 0) w = 2;  // 0 means untracked
+    stamps_[(off - heap_off_) >> 6].store(w, std::memory_order_relaxed);
+  }
+  size_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void Recency::Forget(uint64_t off) {
-  auto it = by_off_.find(off);
-  if (it == by_off_.end()) return;
-  RemoveSlot(it->second);
-  stamps_[(off - heap_off_) >> 6].store(0, std::memory_order_relaxed);
+  Shard& sh = ShardOf(off);
+  {
+    std::lock_guard<std::mutex> g(sh.mu);
+    auto it = sh.by_off.find(off);
+    if (it == sh.by_off.end()) return;
+    RemoveSlot(sh, it->second);
+    stamps_[(off - heap_off_) >> 6].store(0, std::memory_order_relaxed);
+  }
+  size_.fetch_sub(1, std::memory_order_relaxed);
 }
 
-void Recency::RemoveSlot(uint32_t slot) {
-  Entry& e = entries_[slot];
+void Recency::RemoveSlot(Shard& sh, uint32_t slot) {
+  Entry& e = sh.entries[slot];
   // Out of its chunk's list (swap with the list's last element).
-  auto ci = by_chunk_.find(ChunkOf(e.off));
+  auto ci = sh.by_chunk.find(ChunkOf(e.off));
   auto& cv = ci->second;
   const uint32_t moved = cv.back();
   cv[e.chunk_pos] = moved;
-  entries_[moved].chunk_pos = e.chunk_pos;
+  sh.entries[moved].chunk_pos = e.chunk_pos;
   cv.pop_back();
-  if (cv.empty()) by_chunk_.erase(ci);
-  by_off_.erase(e.off);
+  if (cv.empty()) sh.by_chunk.erase(ci);
+  sh.by_off.erase(e.off);
   // Out of the vector (the last entry takes its slot).
-  const uint32_t last = static_cast<uint32_t>(entries_.size() - 1);
+  const uint32_t last = static_cast<uint32_t>(sh.entries.size() - 1);
   if (slot != last) {
-    entries_[slot] = std::move(entries_[last]);
-    by_off_[entries_[slot].off] = slot;
-    by_chunk_[ChunkOf(entries_[slot].off)][entries_[slot].chunk_pos] = slot;
+    sh.entries[slot] = std::move(sh.entries[last]);
+    sh.by_off[sh.entries[slot].off] = slot;
+    sh.by_chunk[ChunkOf(sh.entries[slot].off)][sh.entries[slot].chunk_pos] = slot;
   }
-  entries_.pop_back();
+  sh.entries.pop_back();
 }
 
-int Recency::SlotOf(uint64_t off) const {
-  auto it = by_off_.find(off);
-  return it == by_off_.end() ? -1 : static_cast<int>(it->second);
+bool Recency::Sample(uint64_t* rng, Entry* out) const {
+  if (size() == 0) return false;
+  const unsigned start = static_cast<unsigned>(NextRandom(rng) % kShards);
+  for (unsigned i = 0; i < kShards; ++i) {
+    const Shard& sh = shards_[(start + i) % kShards];
+    std::lock_guard<std::mutex> g(sh.mu);
+    if (sh.entries.empty()) continue;
+    *out = sh.entries[NextRandom(rng) % sh.entries.size()];
+    return true;
+  }
+  return false;
 }
 
-std::vector<uint64_t> Recency::InChunk(uint64_t c) const {
-  std::vector<uint64_t> out;
-  auto it = by_chunk_.find(c);
-  if (it != by_chunk_.end())
-    for (uint32_t slot : it->second) out.push_back(entries_[slot].off);
+bool Recency::Tracked(uint64_t off) const {
+  const Shard& sh = ShardOf(off);
+  std::lock_guard<std::mutex> g(sh.mu);
+  return sh.by_off.count(off) != 0;
+}
+
+std::vector<Recency::Entry> Recency::InChunk(uint64_t c) const {
+  std::vector<Entry> out;
+  for (unsigned i = 0; i < kShards; ++i) {
+    const Shard& sh = shards_[i];
+    std::lock_guard<std::mutex> g(sh.mu);
+    auto it = sh.by_chunk.find(c);
+    if (it != sh.by_chunk.end())
+      for (uint32_t slot : it->second) out.push_back(sh.entries[slot]);
+  }
+  return out;
+}
+
+std::vector<Recency::Entry> Recency::All() const {
+  std::vector<Entry> out;
+  for (unsigned i = 0; i < kShards; ++i) {
+    std::lock_guard<std::mutex> g(shards_[i].mu);
+    out.insert(out.end(), shards_[i].entries.begin(), shards_[i].entries.end());
+  }
   return out;
 }
 
 bool Recency::Check(std::string* report) const {
-  bool ok = by_off_.size() == entries_.size();
-  size_t in_chunks = 0;
-  for (const auto& [c, cv] : by_chunk_) {
-    in_chunks += cv.size();
-    for (uint32_t i = 0; i < cv.size(); ++i)
-      if (cv[i] >= entries_.size() || entries_[cv[i]].chunk_pos != i || ChunkOf(entries_[cv[i]].off) != c) ok = false;
+  bool ok = true;
+  size_t total = 0;
+  for (unsigned si = 0; si < kShards; ++si) {
+    const Shard& sh = shards_[si];
+    std::lock_guard<std::mutex> g(sh.mu);
+    total += sh.entries.size();
+    if (sh.by_off.size() != sh.entries.size()) ok = false;
+    size_t in_chunks = 0;
+    for (const auto& [c, cv] : sh.by_chunk) {
+      in_chunks += cv.size();
+      for (uint32_t i = 0; i < cv.size(); ++i)
+        if (cv[i] >= sh.entries.size() || sh.entries[cv[i]].chunk_pos != i || ChunkOf(sh.entries[cv[i]].off) != c)
+          ok = false;
+    }
+    if (in_chunks != sh.entries.size()) ok = false;
+    for (uint32_t i = 0; i < sh.entries.size(); ++i) {
+      auto it = sh.by_off.find(sh.entries[i].off);
+      if (it == sh.by_off.end() || it->second != i) ok = false;
+      if (&ShardOf(sh.entries[i].off) != &sh) ok = false;
+      if (stamps_[(sh.entries[i].off - heap_off_) >> 6].load(std::memory_order_relaxed) == 0) ok = false;
+    }
   }
-  if (in_chunks != entries_.size()) ok = false;
-  for (uint32_t i = 0; i < entries_.size(); ++i) {
-    auto it = by_off_.find(entries_[i].off);
-    if (it == by_off_.end() || it->second != i) ok = false;
-    if (stamps_[(entries_[i].off - heap_off_) >> 6].load(std::memory_order_relaxed) == 0) ok = false;
-  }
-  if (!ok && report) *report += "recency: maps disagree with the entry vector\n";
+  if (total != size()) ok = false;
+  if (!ok && report) *report += "recency: maps disagree with the entry vectors\n";
   return ok;
 }
 
@@ -148,6 +263,7 @@ Status Store::Open(const StoreOptions& opts, std::unique_ptr<Store>* out) {
   if (!opts.index_kind.empty()) WORT_RETURN_IF_ERROR(CheckServableKind(opts.index_kind));
   std::unique_ptr<Store> st(new Store());
   st->opts_ = opts;
+  st->global_lock_ = GlobalIndexLock();
   PoolOptions po;
   po.max_size = opts.pool_size;
   po.initial_size = std::min<uint64_t>(opts.pool_size, 64ull << 20);
@@ -228,7 +344,6 @@ Status Store::Close() {
   }
   crawler_cv_.notify_all();
   if (crawler_.joinable()) crawler_.join();
-  std::unique_lock<std::shared_mutex> lk(mu_);
   index_.reset();
   meta_ = nullptr;
   if (!pool_) return Status::OK();
@@ -238,7 +353,8 @@ Status Store::Close() {
 }
 
 bool Store::Live(const Record* r, int64_t now) const {
-  if (r->exptime != 0 && r->exptime <= now) return false;
+  const int64_t exptime = RecordExptime(r);
+  if (exptime != 0 && exptime <= now) return false;
   if (r->cas < pm::load8(&meta_->flush_cas)) return false;
   const int64_t ft = static_cast<int64_t>(pm::load8(reinterpret_cast<const uint64_t*>(&meta_->flush_time)));
   if (ft != 0 && now >= ft && RecordTime(r) < ft) return false;
@@ -246,7 +362,6 @@ bool Store::Live(const Record* r, int64_t now) const {
 }
 
 uint64_t Store::curr_items() const {
-  std::shared_lock lk(mu_);
   const uint64_t n = index_->Size();
   return n ? n - 1 : 0;  // the metadata entry
 }
@@ -258,7 +373,7 @@ uint64_t Store::bytes_allocated() const { return pool_->allocator().Stats().byte
 bool Store::Get(std::string_view key, const ItemFn& fn, bool* expired) {
   uint64_t off = 0;
   {
-    std::shared_lock lk(mu_);
+    ReadGuard rg(*this);
     if (!index_->Lookup(key, &off).ok()) {
       if (expired) *expired = false;
       return false;
@@ -272,7 +387,7 @@ bool Store::Get(std::string_view key, const ItemFn& fn, bool* expired) {
   }
   if (expired) *expired = true;
   // A dead item: remove it now (if nobody replaced it meanwhile).
-  std::unique_lock lk(mu_);
+  KeyGuard kg(*this, key);
   uint64_t now_off = 0;
   if (index_->Lookup(key, &now_off).ok() && now_off == off && !Live(pool_->at<Record>(off), Now())) {
     RemoveLocked(key, off);
@@ -288,7 +403,6 @@ Status Store::Range(std::string_view start, std::string_view end, uint64_t limit
   if (emitted) *emitted = 0;
   if (!ordered_) return Status::NotSupported(fmt::format("index kind {} is not ordered", index_->kind()));
   if (CompareKeys(start, end) > 0) return Status::OK();
-  std::shared_lock lk(mu_);
   std::string cur(start);
   const int64_t now = Now();
   while (got < limit) {
@@ -296,6 +410,7 @@ Status Store::Range(std::string_view start, std::string_view end, uint64_t limit
     size_t seen = 0;
     bool stopped = false;
     std::string last;
+    ReadGuard rg(*this);  // per batch: a long range does not hold back reclamation for long
     Status s = index_->Scan(cur, &end, batch, [&](std::string_view key, uint64_t value) {
       ++seen;
       last.assign(key);
@@ -324,24 +439,33 @@ Status Store::Range(std::string_view start, std::string_view end, uint64_t limit
 
 // ---- writes --------------------------------------------------------------------------------
 
-// Steps 1-4 of store.h: new record (a then b as data) -> persist -> Upsert (commit) -> free old.
+// Steps 1-4 of store.h: new record (a then b as data) -> persist -> Upsert (commit) -> retire
+// old. REQUIRES the key's lock (KeyGuard).
 Result Store::WriteRecord(std::string_view key, uint32_t flags, int64_t exptime, std::string_view a,
                           std::string_view b, bool have_old, uint64_t old_off, uint64_t* cas_out, uint64_t state) {
   const size_t len = a.size() + b.size();
   uint64_t off = 0;
   const uint64_t keep = have_old ? old_off : 0;  // its data may be `a` or `b`: never evicted
+  const sync::VersionLock* held = &KeyLock(key);
+  bool trimmed = false, reclaimed = false;
   Status s;
-  // Out of space while the post-crash GC runs: wait for it once (it frees what the crash left
-  // unreachable; no index lock is held here, so waiting is safe), then evict if need be.
-  auto wait_for_gc = [this] {
-    if (pool_->recovery_done()) return false;
-    (void)pool_->WaitForRecovery();
-    return true;
+  // Out of space: first wait for the post-crash GC once (it frees what the crash left
+  // unreachable; no index lock is held here, so waiting is safe) and reclaim the records this
+  // thread retired (a grace period), then evict if need be.
+  auto free_up = [this, &reclaimed] {
+    if (!pool_->recovery_done()) {
+      (void)pool_->WaitForRecovery();
+      return true;
+    }
+    if (reclaimed) return false;
+    reclaimed = true;
+    return ReclaimRetired();
   };
   for (int attempt = 0;; ++attempt) {
     s = pool_->allocator().Alloc(sizeof(Record) + len, &off);
-    if (s.IsPoolFull() && wait_for_gc()) continue;
-    if (s.ok() || !s.IsPoolFull() || !recency_ || !EvictSome(sizeof(Record) + len, keep, attempt)) break;
+    if (s.IsPoolFull() && free_up()) continue;
+    if (s.ok() || !s.IsPoolFull() || !recency_ || !EvictSome(sizeof(Record) + len, keep, attempt, held, &trimmed))
+      break;
   }
   if (!s.ok()) {
     if (recency_ && s.IsPoolFull()) counters_.evict_failures.fetch_add(1, std::memory_order_relaxed);
@@ -356,10 +480,24 @@ Result Store::WriteRecord(std::string_view key, uint32_t flags, int64_t exptime,
   if (!a.empty()) std::memcpy(r->data(), a.data(), a.size());
   if (!b.empty()) std::memcpy(r->data() + a.size(), b.data(), b.size());
   pm::persist(r, sizeof(Record) + len);  // the record is durable before anything refers to it
+  reclaimed = false;
+  const uint64_t cas = r->cas;
   for (int attempt = 0;; ++attempt) {
-    s = index_->Upsert(key, off);  // COMMIT POINT (the index's 8-byte publish, persisted)
-    if (s.IsPoolFull() && wait_for_gc()) continue;
-    if (s.ok() || !s.IsPoolFull() || !recency_ || !EvictSome(0, keep, attempt)) break;
+    {
+      // The writer rule (wort/alloc.h, Retire): inside an epoch from before the unlink until
+      // after the Retire, so that a post-crash GC sweep cannot free the old record in between.
+      sync::EpochGuard eg(pool_->allocator().epoch());
+      s = index_->Upsert(key, off);  // COMMIT POINT (the index's 8-byte publish, persisted)
+      if (s.ok()) {
+        if (recency_) {
+          if (have_old) recency_->Forget(old_off);
+          recency_->Add(key, off, recency_->NextTick());
+        }
+        if (have_old) RetireRecord(old_off);  // unreachable since the commit; readers may hold it
+      }
+    }
+    if (s.IsPoolFull() && free_up()) continue;
+    if (s.ok() || !s.IsPoolFull() || !recency_ || !EvictSome(0, keep, attempt, held, &trimmed)) break;
   }
   if (!s.ok()) {
     if (recency_ && s.IsPoolFull()) counters_.evict_failures.fetch_add(1, std::memory_order_relaxed);
@@ -367,21 +505,37 @@ Result Store::WriteRecord(std::string_view key, uint32_t flags, int64_t exptime,
     if (!s.IsPoolFull()) fmt::print(stderr, "wort serve: upsert: {}\n", s.ToString());
     return s.IsPoolFull() ? Result::kNoMemory : Result::kError;
   }
-  if (have_old) pool_->allocator().Free(old_off);  // unreachable since the commit
-  if (recency_) {
-    if (have_old) recency_->Forget(old_off);
-    recency_->Add(key, off, recency_->NextTick());
-  }
   counters_.total_items.fetch_add(1, std::memory_order_relaxed);
-  if (cas_out) *cas_out = r->cas;
+  if (cas_out) *cas_out = cas;
   return Result::kStored;
 }
 
+void Store::RetireRecord(uint64_t off) {
+  Allocator& al = pool_->allocator();
+  al.Retire(off);
+  // Reclaim at once what no reader can hold any more: a worker holds back only the records it
+  // retired since the last two epoch advances (bounded memory, store.h).
+  al.epoch().Collect();
+}
+
+bool Store::ReclaimRetired() {
+  sync::EpochManager& e = pool_->allocator().epoch();
+  if (e.InEpoch() || e.Stats().pending == 0) return false;
+  // Each grace period lets the global epoch advance once; two advances free what this thread
+  // retired before the first.
+  for (int i = 0; i < 3; ++i) {
+    e.Synchronize();
+    e.Collect();
+  }
+  return true;
+}
+
 void Store::RemoveLocked(std::string_view key, uint64_t off) {
+  sync::EpochGuard eg(pool_->allocator().epoch());  // from the unlink to the Retire (alloc.h)
   Status s = index_->Remove(key);  // COMMIT POINT (inside the index)
   if (s.ok()) {
-    pool_->allocator().Free(off);
     if (recency_) recency_->Forget(off);
+    RetireRecord(off);
   } else if (!s.IsNotFound()) {
     fmt::print(stderr, "wort serve: remove: {}\n", s.ToString());
   }
@@ -389,7 +543,7 @@ void Store::RemoveLocked(std::string_view key, uint64_t off) {
 
 Result Store::StoreItem(StoreMode mode, std::string_view key, uint32_t flags, int64_t exptime,
                         std::string_view data, uint64_t cas_unique, uint64_t* cas_out) {
-  std::unique_lock lk(mu_);
+  KeyGuard kg(*this, key);
   uint64_t old = 0;
   const bool have = index_->Lookup(key, &old).ok();
   const Record* o = have ? pool_->at<Record>(old) : nullptr;
@@ -421,7 +575,7 @@ Result Store::StoreItem(StoreMode mode, std::string_view key, uint32_t flags, in
 }
 
 Result Store::Delete(std::string_view key) {
-  std::unique_lock lk(mu_);
+  KeyGuard kg(*this, key);
   uint64_t off = 0;
   if (!index_->Lookup(key, &off).ok()) return Result::kNotFound;
   const bool live = Live(pool_->at<Record>(off), Now());
@@ -430,7 +584,7 @@ Result Store::Delete(std::string_view key) {
 }
 
 bool Store::Unlink(std::string_view key) {
-  std::unique_lock lk(mu_);
+  KeyGuard kg(*this, key);
   uint64_t off = 0;
   if (!index_->Lookup(key, &off).ok()) return false;
   RemoveLocked(key, off);
@@ -438,7 +592,7 @@ bool Store::Unlink(std::string_view key) {
 }
 
 Result Store::IncrDecr(std::string_view key, bool incr, uint64_t delta, uint64_t* value) {
-  std::unique_lock lk(mu_);
+  KeyGuard kg(*this, key);
   uint64_t off = 0;
   if (!index_->Lookup(key, &off).ok()) return Result::kNotFound;
   const Record* o = pool_->at<Record>(off);
@@ -458,7 +612,7 @@ Result Store::IncrDecr(std::string_view key, bool incr, uint64_t delta, uint64_t
 }
 
 Result Store::Touch(std::string_view key, int64_t exptime) {
-  std::unique_lock lk(mu_);
+  KeyGuard kg(*this, key);
   uint64_t off = 0;
   if (!index_->Lookup(key, &off).ok()) return Result::kNotFound;
   Record* r = pool_->at<Record>(off);
@@ -471,7 +625,7 @@ Result Store::Touch(std::string_view key, int64_t exptime) {
 }
 
 bool Store::GetAndTouch(std::string_view key, int64_t exptime, const ItemFn& fn) {
-  std::unique_lock lk(mu_);
+  KeyGuard kg(*this, key);
   uint64_t off = 0;
   if (!index_->Lookup(key, &off).ok()) return false;
   Record* r = pool_->at<Record>(off);
@@ -486,7 +640,7 @@ bool Store::GetAndTouch(std::string_view key, int64_t exptime, const ItemFn& fn)
 
 void Store::FlushAll(int64_t when) {
   {
-    std::unique_lock lk(mu_);
+    std::lock_guard<std::mutex> g(flush_mu_);  // not a store lock: orders flush_all commands only
     if (when <= Now()) {
       // Every item stored so far has a smaller cas than the next one: that cas is the bar.
       pm::store8(&meta_->flush_cas, NextCas());  // COMMIT POINT of an immediate flush_all
@@ -509,14 +663,14 @@ void Store::FlushAll(int64_t when) {
 
 bool Store::MetaGet(std::string_view key, const MetaGetArgs& a, const ItemFn& fn) {
   bool retry = false;
-  // A plain mg only reads: shared lock. It needs the exclusive lock only to touch, vivify, or
-  // hand out a recache token (then it starts over).
+  // A plain mg only reads: no lock, inside the epoch. It needs the key's lock only to touch,
+  // vivify, or hand out a recache token (then it starts over).
   if (!a.touch && !a.vivify && !a.recache) {
-    std::shared_lock lk(mu_);
+    ReadGuard rg(*this);
     const bool hit = MetaGetLocked(key, a, fn, false, &retry);
     if (!retry) return hit;
   }
-  std::unique_lock lk(mu_);
+  KeyGuard kg(*this, key);
   return MetaGetLocked(key, a, fn, true, &retry);
 }
 
@@ -540,7 +694,8 @@ bool Store::MetaGetLocked(std::string_view key, const MetaGetArgs& a, const Item
   }
   const uint64_t state = RecordState(r);
   bool won = (state & kStateStale) && !(state & kStateTokenSent);
-  if (a.recache && !(state & kStateTokenSent) && r->exptime != 0 && r->exptime < a.recache_before) won = true;
+  const int64_t exptime = RecordExptime(r);
+  if (a.recache && !(state & kStateTokenSent) && exptime != 0 && exptime < a.recache_before) won = true;
   if (!exclusive && won) {
     *retry = true;
     return false;
@@ -553,7 +708,7 @@ bool Store::MetaGetLocked(std::string_view key, const MetaGetArgs& a, const Item
   ItemView v = View(key, r);
   if (won) {
     // COMMIT POINT of the win: one 8-byte store of `time` with kStateTokenSent set.
-    pm::store8(reinterpret_cast<uint64_t*>(&r->time), static_cast<uint64_t>(r->time) | kStateTokenSent);
+    pm::store8(reinterpret_cast<uint64_t*>(&r->time), RecordTimeWord(r) | kStateTokenSent);
     pm::persist(&r->time, sizeof(r->time));
     v.won = true;
   }
@@ -563,7 +718,7 @@ bool Store::MetaGetLocked(std::string_view key, const MetaGetArgs& a, const Item
 
 Result Store::MetaSet(StoreMode mode, std::string_view key, uint32_t flags, int64_t exptime, std::string_view data,
                       bool compare, uint64_t cas, bool invalidate, uint64_t* cas_out) {
-  std::unique_lock lk(mu_);
+  KeyGuard kg(*this, key);
   uint64_t old = 0;
   const bool have = index_->Lookup(key, &old).ok();
   const Record* o = have ? pool_->at<Record>(old) : nullptr;
@@ -602,7 +757,7 @@ Result Store::MetaSet(StoreMode mode, std::string_view key, uint32_t flags, int6
 
 Result Store::MetaDelete(std::string_view key, bool compare, uint64_t cas, bool invalidate, bool set_exptime,
                          int64_t exptime) {
-  std::unique_lock lk(mu_);
+  KeyGuard kg(*this, key);
   uint64_t off = 0;
   if (!index_->Lookup(key, &off).ok()) return Result::kNotFound;
   const Record* r = pool_->at<Record>(off);
@@ -625,7 +780,7 @@ Result Store::MetaDelete(std::string_view key, bool compare, uint64_t cas, bool 
 }
 
 Result Store::MetaArith(std::string_view key, const ArithArgs& a, ArithOut* out) {
-  std::unique_lock lk(mu_);
+  KeyGuard kg(*this, key);
   uint64_t off = 0;
   const bool have = index_->Lookup(key, &off).ok();
   const Record* o = have ? pool_->at<Record>(off) : nullptr;
@@ -666,94 +821,133 @@ void Store::Used(std::string_view key, uint64_t off, bool fetched) const {
   if (adopt_.size() < kMaxAdoptPending) adopt_.emplace_back(std::string(key), off);
 }
 
-void Store::AdoptPending() {
+void Store::AdoptPending(const sync::VersionLock* held) {
   std::vector<std::pair<std::string, uint64_t>> v;
   {
     std::lock_guard<std::mutex> g(adopt_mu_);
     v.swap(adopt_);
   }
   for (const auto& [key, off] : v) {
+    // Under the key's lock (tried: this thread holds its own key's), so that a concurrent
+    // overwrite cannot retire `off` between the check and the Add. A busy key waits for a read.
+    sync::VersionLock& l = KeyLock(key);
+    const bool mine = &l == held;
+    if (!mine && !TryLock(l)) continue;
     uint64_t cur = 0;
     if (index_->Lookup(key, &cur).ok() && cur == off) recency_->Add(key, off, recency_->NextTick());
+    if (!mine) l.WriteUnlock();
   }
 }
 
-int Store::PickVictim(uint64_t keep) {
-  const size_t n = recency_->size();
-  if (n == 0 || (n == 1 && recency_->at(0).off == keep)) return -1;
+bool Store::PickVictim(uint64_t keep, Recency::Entry* out) {
   const int64_t now = Now();
-  int best = -1;
+  uint64_t* rng = ThreadRng();
+  bool have = false;
   uint32_t best_age = 0;
-  for (int i = 0; i < kEvictSamples * 2 && (i < kEvictSamples || best < 0); ++i) {
-    rng_ ^= rng_ << 13, rng_ ^= rng_ >> 7, rng_ ^= rng_ << 17;  // xorshift64
-    const auto slot = static_cast<int>(rng_ % n);
-    const Recency::Entry& e = recency_->at(slot);
+  Recency::Entry e;
+  // The sampled records may be retired meanwhile: read them in an epoch (not a ReadGuard: with
+  // WORT_GLOBAL_LOCK the evicting writer already holds the store lock exclusively).
+  sync::EpochGuard eg(pool_->allocator().epoch());
+  for (int i = 0; i < kEvictSamples * 2 && (i < kEvictSamples || !have); ++i) {
+    if (!recency_->Sample(rng, &e)) break;
     if (e.off == keep) continue;
-    if (!Live(pool_->at<Record>(e.off), now)) return slot;  // dead items go first
+    if (!Live(pool_->at<Record>(e.off), now)) {  // dead items go first
+      *out = std::move(e);
+      return true;
+    }
     const uint32_t age = recency_->Age(e.off);
-    if (best < 0 || age > best_age) best = slot, best_age = age;
+    if (!have || age > best_age) {
+      *out = e;
+      have = true;
+      best_age = age;
+    }
   }
-  return best;
+  return have;
 }
 
-// Evicts the tracked record at `off` (a delete: index->Remove is the commit point, then Free).
-// False if it is not tracked or the index refused (e.g. a copy-on-write index that needs space
-// to remove): then the item stays.
-bool Store::EvictTracked(uint64_t off) {
-  const int slot = recency_->SlotOf(off);
-  if (slot < 0) return false;
-  const Recency::Entry& e = recency_->at(slot);
-  const bool live = Live(pool_->at<Record>(off), Now());
-  const bool fetched = recency_->Fetched(off);
-  Status s = index_->Remove(e.key);  // COMMIT POINT (inside the index)
-  if (!s.ok()) {
-    if (s.IsNotFound()) recency_->Forget(off);  // cannot happen: the tracker follows the index
+// Evicts the record `off` of `key` (a delete: index->Remove is the commit point, then Retire).
+// False if its key lock is busy, the index no longer maps key -> off (the entry changed since
+// it was sampled), or the index refused (e.g. a copy-on-write index that needs space to
+// remove): then the item stays.
+bool Store::EvictTracked(const std::string& key, uint64_t off, const sync::VersionLock* held, bool* busy) {
+  sync::VersionLock& l = KeyLock(key);
+  const bool mine = &l == held;
+  if (!mine && !TryLock(l)) {
+    if (busy) *busy = true;
     return false;
   }
-  pool_->allocator().Free(off);  // unreachable since the commit
-  recency_->Forget(off);
-  if (live) {
-    counters_.evictions.fetch_add(1, std::memory_order_relaxed);
-    if (!fetched) counters_.evicted_unfetched.fetch_add(1, std::memory_order_relaxed);
-  } else {
-    counters_.reclaimed.fetch_add(1, std::memory_order_relaxed);
+  bool done = false;
+  uint64_t cur = 0;
+  const bool same = index_->Lookup(key, &cur).ok() && cur == off;
+  if (!same && busy) *busy = true;  // another writer replaced or evicted it since it was sampled
+  if (same && recency_->Tracked(off)) {
+    const Record* r = pool_->at<Record>(off);
+    const bool live = Live(r, Now());
+    const bool fetched = recency_->Fetched(off);
+    sync::EpochGuard eg(pool_->allocator().epoch());  // from the unlink to the Retire (alloc.h)
+    Status s = index_->Remove(key);  // COMMIT POINT (inside the index)
+    if (s.ok()) {
+      recency_->Forget(off);
+      pool_->allocator().Retire(off);  // unreachable since the commit; TrimAfterEviction reclaims
+      done = true;
+      if (live) {
+        counters_.evictions.fetch_add(1, std::memory_order_relaxed);
+        if (!fetched) counters_.evicted_unfetched.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        counters_.reclaimed.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
   }
-  return true;
+  if (!mine) l.WriteUnlock();
+  return done;
 }
 
-// Gives back what eviction freed: first the index blocks the evictions retired (the radix trees
-// unlink nodes through the pool's epochs, src/sync/sync.h: they reach the allocator only after a
-// grace period; two Collects advance the epoch past them when no reader is inside one - this
-// thread never is here), then the thread caches and wholly free chunks (Allocator::Trim).
+// Gives back what eviction freed: first the blocks this thread retired (the evicted records and
+// the index nodes the removals unlinked go through the pool's epochs, src/sync/sync.h: they reach
+// the allocator only after grace periods; the thread is in no epoch here, so it can wait for
+// them), then the thread caches and wholly free chunks (Allocator::Trim).
 static void TrimAfterEviction(Pool& pool) {
   sync::EpochManager& e = pool.allocator().epoch();
   if (!e.InEpoch())
-    for (int i = 0; i < 3; ++i) e.Collect();
+    for (int i = 0; i < 3; ++i) {
+      e.Synchronize();
+      e.Collect();
+    }
   pool.allocator().Trim();
 }
 
-bool Store::EvictSome(size_t size, uint64_t keep, int attempt) {
+bool Store::EvictSome(size_t size, uint64_t keep, int attempt, const sync::VersionLock* held, bool* trimmed) {
   if (attempt >= kEvictAttempts) return false;
-  if (attempt == 0) trimmed_ = false;
-  if (adopt_on_read_) AdoptPending();
+  if (adopt_on_read_) AdoptPending(held);
   // Nothing (else) to evict: return cached blocks and reserve chunks once, then give up.
-  if (recency_->size() == 0 || (recency_->size() == 1 && recency_->at(0).off == keep)) {
-    if (trimmed_) return false;
+  Recency::Entry one;
+  if (recency_->size() == 0 || (recency_->size() == 1 && recency_->Sample(ThreadRng(), &one) && one.off == keep)) {
+    if (*trimmed) return false;
     TrimAfterEviction(*pool_);
-    return trimmed_ = true;
+    return *trimmed = true;
   }
   const bool large = size > Allocator::kMaxSmall;
   if (!large && attempt < kSampledEvictions) {
-    // One sampled victim (a few tries in case the index refuses one).
+    // One sampled victim (a few tries in case its key is busy or the index refuses one).
+    bool busy = false;
     for (int t = 0; t < 4; ++t) {
-      const int slot = PickVictim(keep);
-      if (slot < 0) return false;
-      if (EvictTracked(recency_->at(slot).off)) {
-        // The freed block serves its own class at once (this thread's cache); other classes
-        // need whole chunks back: return the cache now and then.
-        if (attempt % 8 == 7) TrimAfterEviction(*pool_);
+      Recency::Entry v;
+      if (!PickVictim(keep, &v)) return false;
+      if (EvictTracked(v.key, v.off, held, &busy)) {
+        // The freed block serves its own class once reclaimed (this thread's cache); other
+        // classes need whole chunks back: return the cache now and then.
+        if (attempt % 8 == 7) {
+          TrimAfterEviction(*pool_);
+        } else {
+          (void)ReclaimRetired();  // the victim's block back now, or the retry evicts again
+        }
         return true;
       }
+    }
+    // Other writers hold or just changed the sampled keys (they make room too): retry.
+    if (busy) {
+      std::this_thread::yield();
+      return true;
     }
     return false;
   }
@@ -761,9 +955,9 @@ bool Store::EvictSome(size_t size, uint64_t keep, int attempt) {
   // consecutive chunks around a sampled victim's (a run needs n consecutive FREE chunks, and the
   // allocator keeps one wholly free chunk per size class as its reserve), after it on even
   // attempts and before it on odd ones (the victim may sit at either end of the heap).
-  const int slot = PickVictim(keep);
-  if (slot < 0) return false;
-  const uint64_t victim = recency_->ChunkOf(recency_->at(slot).off);
+  Recency::Entry v;
+  if (!PickVictim(keep, &v)) return false;
+  const uint64_t victim = recency_->ChunkOf(v.off);
   uint64_t first = victim, count = 1;
   if (large) {
     const uint64_t n = (size + Pool::kChunkSize - 1) / Pool::kChunkSize;
@@ -771,27 +965,23 @@ bool Store::EvictSome(size_t size, uint64_t keep, int attempt) {
     if (attempt % 2 == 1) first = victim >= n ? victim - n : 0;
   }
   counters_.evict_chunk_rounds.fetch_add(1, std::memory_order_relaxed);
-  bool any = false;
+  bool any = false, raced = false;
   for (uint64_t c = first; c < first + count; ++c)
-    for (uint64_t off : recency_->InChunk(c))
-      if (off != keep) any |= EvictTracked(off);
+    for (const Recency::Entry& e : recency_->InChunk(c))
+      if (e.off != keep) any |= EvictTracked(e.key, e.off, held, &raced);
   TrimAfterEviction(*pool_);
-  return any;
+  return any || raced;
 }
 
-uint64_t Store::tracked_items() const {
-  std::shared_lock lk(mu_);
-  return recency_ ? recency_->size() : 0;
-}
+uint64_t Store::tracked_items() const { return recency_ ? recency_->size() : 0; }
 
 bool Store::CheckRecency(std::string* report) const {
-  std::shared_lock lk(mu_);
   if (!recency_) return true;
   if (!recency_->Check(report)) return false;
   bool ok = true;
-  for (size_t i = 0; i < recency_->size(); ++i) {
+  const std::vector<Recency::Entry> all = recency_->All();
+  for (const Recency::Entry& e : all) {
     uint64_t v = 0;
-    const auto& e = recency_->at(i);
     if (!index_->Lookup(e.key, &v).ok() || v != e.off) {
       ok = false;
       if (report) *report += "recency: a tracked record is not the index's value of its key\n";
@@ -799,9 +989,9 @@ bool Store::CheckRecency(std::string* report) const {
     }
   }
   // Every item of an ordered index is tracked (hash indexes: once adopted).
-  if (ordered_ && recency_->size() + 1 != index_->Size()) {
+  if (ordered_ && all.size() + 1 != index_->Size()) {
     ok = false;
-    if (report) *report += fmt::format("recency: {} tracked, {} items\n", recency_->size(), index_->Size() - 1);
+    if (report) *report += fmt::format("recency: {} tracked, {} items\n", all.size(), index_->Size() - 1);
   }
   return ok;
 }
@@ -818,8 +1008,7 @@ uint64_t Store::CrawlOnce() {
     size_t seen = 0;
     std::string last;
     {
-      std::shared_lock lk(mu_);
-      if (!index_) return removed;
+      ReadGuard rg(*this);
       const int64_t now = Now();
       Status s = index_->Scan(cur, nullptr, kBatch, [&](std::string_view key, uint64_t value) {
         ++seen;
@@ -830,18 +1019,18 @@ uint64_t Store::CrawlOnce() {
       if (!s.ok()) return removed;
       counters_.crawler_items_checked.fetch_add(seen, std::memory_order_relaxed);
     }
-    if (!dead.empty()) {
-      std::unique_lock lk(mu_);
-      const int64_t now = Now();
-      for (const auto& [key, off] : dead) {
-        uint64_t cur_off = 0;
-        if (index_->Lookup(key, &cur_off).ok() && cur_off == off && !Live(pool_->at<Record>(off), now)) {
-          RemoveLocked(key, off);
-          ++removed;
-        }
+    uint64_t batch_removed = 0;
+    for (const auto& [key, off] : dead) {
+      // Under the key's lock, if nobody replaced it meanwhile (the record is then still `off`).
+      KeyGuard kg(*this, key);
+      uint64_t cur_off = 0;
+      if (index_->Lookup(key, &cur_off).ok() && cur_off == off && !Live(pool_->at<Record>(off), Now())) {
+        RemoveLocked(key, off);
+        ++batch_removed;
       }
-      counters_.reclaimed.fetch_add(removed, std::memory_order_relaxed);
     }
+    removed += batch_removed;
+    counters_.reclaimed.fetch_add(batch_removed, std::memory_order_relaxed);
     if (seen < kBatch) break;
     {
       std::lock_guard<std::mutex> g(crawler_mu_);

@@ -13,10 +13,11 @@
 //   2. pm::persist(record)                                         (its contents are durable)
 //   3. index->Upsert(key, record offset)   <- COMMIT POINT: the index's own 8-byte publish store,
 //                                             persisted before Upsert returns
-//   4. allocator.Free(old record)                                  (unlink before free, R2)
-// A crash before 3 leaves an unreferenced block, and a crash between 3 and 4 an unreachable old
-// record: the allocator's post-crash mark phase reclaims both (wort/alloc.h, R3). Deletion is
-// index->Remove (commit) then Free. touch/gat rewrite only the record's exptime word in place:
+//   4. allocator.Retire(old record)                                (unlink before free, R2; freed
+//                                                                     once no reader holds it)
+// A crash before 3 leaves an unreferenced block, and a crash between 3 and the deferred free an
+// unreachable old record: the allocator's post-crash mark phase reclaims both (wort/alloc.h,
+// R3). Deletion is index->Remove (commit) then Retire. touch/gat rewrite only the record's exptime word in place:
 // one pm::store8 + persist, failure-atomic by itself.
 //
 // Server metadata (the flush_all state) lives in a Meta block stored in the same index under a
@@ -39,10 +40,10 @@
 // store should not drop acknowledged data silently). A write whose allocation (of the record, or
 // inside the index's Upsert) fails with PoolFull evicts items and retries, at most
 // kEvictAttempts times, then answers kNoMemory as without eviction. An eviction is a delete
-// (index->Remove is the commit point, then Free): crash-consistent as a delete is.
+// (index->Remove is the commit point, then Retire): crash-consistent as a delete is.
 //   - Recency lives in DRAM only (class Recency below): one stamp per item, set on every
-//     write, read hit and touch; a read stores one relaxed atomic word (no flush, no lock
-//     beyond the shared one). The clock is the count of writes, so reads never contend on it.
+//     write, read hit and touch; a read updates one relaxed atomic word (no flush, no lock).
+//     The clock is the count of writes, so reads never contend on it.
 //   - Victims are chosen by sampling (Redis's approximated LRU): kEvictSamples random items,
 //     a dead one (expired/flushed) first, else the least recently used.
 //   - Size classes: freeing a small item only makes room for its own size class (and only in
@@ -55,9 +56,39 @@
 //     scanned at open to track them; hash indexes cannot be scanned, so a surviving item of a
 //     hash index becomes evictable once it is read (adopted) or rewritten.
 //
-// Thread safety: all public methods are thread safe. A global reader-writer lock serializes
-// writers against everything (as the WORT paper's Memcached port does with its global tree
-// lock); readers run in parallel and copy what they return while holding the shared lock.
+// Thread safety: all public methods are thread safe (Close excepted: no other call may run). No
+// store-wide lock: get/set/delete and every other command run in parallel, as far as the index
+// kind allows (wort, woart, artcow: optimistic lock coupling, lock-free readers; cceh: striped
+// locks, lock-free lookups; every other kind serializes its own writers behind the index's own
+// lock, stated in its header - the store adds none). The rules:
+//   - Readers (get, gets, mg without T/N/R, range, the crawler's scan) enter the pool's epoch
+//     (sync::EpochGuard on Allocator::epoch(), src/sync/sync.h R1/R3) for the lookup and for as
+//     long as they read the record: a record is never freed while a reader may hold it, because
+//     every writer that unlinks a record (overwrite, delete, eviction, lazy or crawler removal)
+//     hands it to Allocator::Retire, not Free. The mutable words of a record (exptime, time)
+//     are read and written with pm::load8 / pm::store8 (single 8-byte accesses).
+//   - Writers of a key hold that key's lock: a word of a store-owned sync::VersionLockTable
+//     keyed by the key's hash (KeyGuard in store.cc; 2^14 words, two keys may share a word).
+//     It makes every read-modify-write atomic per key (add/replace/cas/append/prepend/incr/
+//     decr/touch/gat, the meta commands) and makes the Lookup -> Upsert/Remove -> Retire(old)
+//     sequence race-free: only the holder of a key's lock replaces or removes the key's record,
+//     so the old record it retires is exactly the one it unlinked (no double free). A thread
+//     holds at most one key lock while it waits; eviction and adoption take a victim's lock only
+//     with a try (a busy victim is skipped), so no two threads wait for each other.
+//   - The persist order of steps 1-4 is unchanged; step 4 is Allocator::Retire (a deferred
+//     Free), so a crash between 3 and the actual free leaves an unreachable block that the
+//     post-crash GC reclaims (alloc.h, R3) - the same case as a crash between 3 and 4 before.
+//   - Memory held back: each writer Collect()s right after it retires a record, so a worker
+//     thread holds back at most the records it retired in the last two epoch advances (a few
+//     records) beyond what readers still read; a write that finds the pool full reclaims its
+//     own retired records (a grace period) before it evicts or refuses, so -m still bounds the
+//     pool (Allocator::Stats: retired_pending).
+//   - LRU (Recency): sampled, as before (Redis's approximated LRU), so there is no list to keep
+//     in order under concurrency: a read hit stores one relaxed stamp word (no lock); the
+//     tracker's maps are split into kShards shards by record offset, each with its own mutex,
+//     changed only by the holder of the item's key lock. Sampling locks one shard at a time.
+//   - WORT_GLOBAL_LOCK=1 (registry.h's flag, which also restores the indexes' single lock)
+//     brings back the old store-wide reader-writer lock around every command, for comparison.
 #pragma once
 
 #include <atomic>
@@ -76,8 +107,10 @@
 #include <vector>
 
 #include "wort/index.h"
+#include "wort/pm.h"
 #include "wort/pool.h"
 #include "wort/status.h"
+#include "sync/version_lock.h"
 
 namespace wort::server {
 
@@ -112,8 +145,11 @@ static_assert(offsetof(Record, time) % 8 == 0, "time is rewritten with one 8-byt
 inline constexpr uint64_t kRecordTimeMask = (uint64_t{1} << 56) - 1;
 inline constexpr uint64_t kStateStale = uint64_t{1} << 56;      // md I / ms I: data is stale
 inline constexpr uint64_t kStateTokenSent = uint64_t{1} << 57;  // a client got the W (recache) flag
-inline int64_t RecordTime(const Record* r) { return static_cast<int64_t>(static_cast<uint64_t>(r->time) & kRecordTimeMask); }
-inline uint64_t RecordState(const Record* r) { return static_cast<uint64_t>(r->time) & ~kRecordTimeMask; }
+// The words rewritten in place are read with one 8-byte load (lock-free readers race with touch).
+inline int64_t RecordExptime(const Record* r) { return static_cast<int64_t>(pm::load8(reinterpret_cast<const uint64_t*>(&r->exptime))); }
+inline uint64_t RecordTimeWord(const Record* r) { return pm::load8(reinterpret_cast<const uint64_t*>(&r->time)); }
+inline int64_t RecordTime(const Record* r) { return static_cast<int64_t>(RecordTimeWord(r) & kRecordTimeMask); }
+inline uint64_t RecordState(const Record* r) { return RecordTimeWord(r) & ~kRecordTimeMask; }
 
 // The server's metadata block (under kMetaKey).
 //   [0]  magic       kMetaMagic
@@ -184,30 +220,33 @@ struct StoreCounters {
   std::atomic<uint64_t> evict_chunk_rounds{0}; // whole-chunk evictions (size classes)
 };
 
-// DRAM recency of the stored items (eviction only). Entries live in a dense vector (uniform
-// random sampling by slot), with maps from record offset to slot and from pool chunk to slots.
-// The stamps live apart, in a flat array with one 32-bit word per 64-byte granule of the heap
-// (records are 64-byte aligned), so that a read reaches its stamp with one index computation
-// and no hash lookup. The array is calloc'ed for the pool's maximum size (1/16 of it, virtual:
-// only pages of granules that hold records are ever touched).
+// DRAM recency of the stored items (eviction only). Entries live in kShards shards (by a hash of
+// the record offset), each a dense vector (uniform random sampling by slot) with maps from record
+// offset to slot and from pool chunk to slots, under the shard's mutex. The stamps live apart,
+// in a flat array with one 32-bit word per 64-byte granule of the heap (records are 64-byte
+// aligned), so that a read reaches its stamp with one index computation, no hash lookup and no
+// lock. The array is calloc'ed for the pool's maximum size (1/16 of it, virtual: only pages of
+// granules that hold records are ever touched).
 //   stamp word: 0 = untracked; else (tick << 1 | fetched) mod 2^32, tick >= 1. Ages are
 //   compared modulo 2^31 writes (an item untouched for 2^31 writes may look young again).
-// Thread safety: Stamp() may run under the store's shared lock (it only stores one atomic
-// word); everything else REQUIRES the store's exclusive lock.
+// Thread safety: every method is thread safe. The store changes the entry of an item (Add,
+// Forget) only while it holds the item's key lock, so the tracker follows the index.
 class Recency {
  public:
+  static constexpr unsigned kShards = 16;
   Recency(uint64_t heap_offset, uint64_t max_size);
   // Tracks the record at `off` (of `key`) with the given tick (>= 1); fetched = false.
   void Add(std::string_view key, uint64_t off, uint64_t tick);
   // Stops tracking `off` (no-op if untracked).
   void Forget(uint64_t off);
-  // Marks `off` as used now; returns false if it is not tracked.
+  // Marks `off` as used now; returns false if it is not tracked. Lock-free (one CAS at most; it
+  // never marks an untracked granule).
   bool Stamp(uint64_t off, bool fetched) const {
     std::atomic<uint32_t>& w = stamps_[(off - heap_off_) >> 6];
-    const uint32_t old = w.load(std::memory_order_relaxed);
+    uint32_t old = w.load(std::memory_order_relaxed);
     if (old == 0) return false;
     const uint32_t want = static_cast<uint32_t>(clock_.load(std::memory_order_relaxed) << 1) | (old & 1) | (fetched ? 1 : 0);
-    if (want != old) w.store(want, std::memory_order_relaxed);  // hot keys: usually unchanged
+    if (want != old) w.compare_exchange_strong(old, want, std::memory_order_relaxed);  // hot keys: unchanged
     return true;
   }
   uint64_t NextTick() { return clock_.fetch_add(1, std::memory_order_relaxed) + 1; }
@@ -217,32 +256,42 @@ class Recency {
     return (static_cast<uint32_t>(clock_.load(std::memory_order_relaxed) << 1) - (st & ~1u)) >> 1;
   }
   bool Fetched(uint64_t off) const { return stamps_[(off - heap_off_) >> 6].load(std::memory_order_relaxed) & 1; }
-  size_t size() const { return entries_.size(); }
+  size_t size() const { return size_.load(std::memory_order_relaxed); }
   struct Entry {
     std::string key;
     uint64_t off = 0;
-    uint32_t chunk_pos = 0;  // position in by_chunk_[ChunkOf(off)]
+    uint32_t chunk_pos = 0;  // position in its shard's by_chunk[ChunkOf(off)]
   };
-  const Entry& at(size_t slot) const { return entries_[slot]; }
-  int SlotOf(uint64_t off) const;  // -1 if untracked
+  // A copy of a uniformly chosen tracked entry (shard by *rng, then slot); false if none.
+  bool Sample(uint64_t* rng, Entry* out) const;
+  bool Tracked(uint64_t off) const;
   uint64_t ChunkOf(uint64_t off) const { return (off - heap_off_) / Pool::kChunkSize; }
-  // Offsets of the tracked records in chunk `c` (empty if none).
-  std::vector<uint64_t> InChunk(uint64_t c) const;
-  // Checks the maps and stamps against the vector (tests); appends findings.
+  // Copies of the tracked entries in chunk `c` (empty if none).
+  std::vector<Entry> InChunk(uint64_t c) const;
+  // Copies of every entry (tests).
+  std::vector<Entry> All() const;
+  // Checks the maps and stamps against the vectors (tests); appends findings.
   bool Check(std::string* report) const;
 
  private:
-  void RemoveSlot(uint32_t slot);
+  struct Shard {
+    mutable std::mutex mu;
+    std::vector<Entry> entries;
+    std::unordered_map<uint64_t, uint32_t> by_off;
+    std::unordered_map<uint64_t, std::vector<uint32_t>> by_chunk;
+  };
+  Shard& ShardOf(uint64_t off) const { return shards_[((off >> 6) * 0x9e3779b97f4a7c15ull) >> 60]; }
+  void RemoveSlot(Shard& sh, uint32_t slot);
   struct FreeDeleter {
     void operator()(std::atomic<uint32_t>* p) const { std::free(p); }
   };
   uint64_t heap_off_;
   std::atomic<uint64_t> clock_{1};  // tick 1 = "stored before this session"
+  std::atomic<uint64_t> size_{0};
   std::unique_ptr<std::atomic<uint32_t>[], FreeDeleter> stamps_;
-  std::vector<Entry> entries_;
-  std::unordered_map<uint64_t, uint32_t> by_off_;
-  std::unordered_map<uint64_t, std::vector<uint32_t>> by_chunk_;
+  std::unique_ptr<Shard[]> shards_;
 };
+static_assert(Recency::kShards == 16, "ShardOf takes the top 4 bits of the mixed offset");
 
 class Store {
  public:
@@ -253,7 +302,7 @@ class Store {
   // Stops the crawler, closes the index and the pool cleanly.
   Status Close();
 
-  // ---- reads (shared lock) ------------------------------------------------------------------
+  // ---- reads (no lock: inside the pool's epoch) --------------------------------------------
   // Calls fn with the live item of `key` and returns true; false on a miss (dead items count as
   // misses; *expired (if non-null) tells whether the miss was an expired or flushed item).
   bool Get(std::string_view key, const ItemFn& fn, bool* expired = nullptr);
@@ -263,7 +312,7 @@ class Store {
   Status Range(std::string_view start, std::string_view end, uint64_t limit,
                const std::function<bool(const ItemView&)>& fn, std::string* next_start, uint64_t* emitted);
 
-  // ---- writes (exclusive lock) --------------------------------------------------------------
+  // ---- writes (the key's lock) --------------------------------------------------------------
   // exptime is absolute (ToAbsoluteExptime). *cas_out (if non-null) receives the new cas.
   Result StoreItem(StoreMode mode, std::string_view key, uint32_t flags, int64_t exptime, std::string_view data,
                    uint64_t cas_unique, uint64_t* cas_out = nullptr);
@@ -354,16 +403,30 @@ class Store {
   Result WriteRecord(std::string_view key, uint32_t flags, int64_t exptime, std::string_view a, std::string_view b,
                      bool have_old, uint64_t old_off, uint64_t* cas_out, uint64_t state = 0);
   bool MetaGetLocked(std::string_view key, const MetaGetArgs& a, const ItemFn& fn, bool exclusive, bool* retry);
+  // REQUIRES the key's lock: Remove (commit), then Forget and Retire the record at `off`.
   void RemoveLocked(std::string_view key, uint64_t off);
-  // Recency bookkeeping of a read hit / touch of the record at `off` (shared lock suffices).
+  // Hands an unlinked record to the pool's epochs and lets this thread reclaim what is old enough.
+  void RetireRecord(uint64_t off);
+  // A grace period, then this thread's retired blocks go back to the allocator (a full pool).
+  // Returns false if nothing was pending or the thread is inside an epoch (then it cannot wait).
+  bool ReclaimRetired();
+  // Recency bookkeeping of a read hit / touch of the record at `off` (no lock).
   void Used(std::string_view key, uint64_t off, bool fetched) const;
-  // Eviction after a PoolFull of an allocation of `size` bytes (0: inside the index). Never
-  // evicts the record at `keep`. Returns true iff it freed something (the caller retries).
-  bool EvictSome(size_t size, uint64_t keep, int attempt);
-  int PickVictim(uint64_t keep);  // slot, or -1
-  bool EvictTracked(uint64_t off);
-  void AdoptPending();
+  // Eviction after a PoolFull of an allocation of `size` bytes (0: inside the index), by a
+  // writer that holds the lock `held` (its own key's). Never evicts the record at `keep`.
+  // *trimmed: Trim already tried in this write. Returns true iff it freed something (retry).
+  bool EvictSome(size_t size, uint64_t keep, int attempt, const sync::VersionLock* held, bool* trimmed);
+  bool PickVictim(uint64_t keep, Recency::Entry* out);
+  // Evicts the tracked record `off` of `key` if its key lock is free (or is `held`) and the
+  // index still maps key -> off; *busy (if non-null) is set when another writer held the key
+  // or changed it since it was sampled (it is making room too: worth a retry).
+  bool EvictTracked(const std::string& key, uint64_t off, const sync::VersionLock* held, bool* busy);
+  void AdoptPending(const sync::VersionLock* held);
   void CrawlerLoop();
+
+  friend class KeyGuard;
+  friend class ReadGuard;
+  sync::VersionLock& KeyLock(std::string_view key) const;
 
   StoreOptions opts_;
   std::unique_ptr<Pool> pool_;
@@ -372,11 +435,14 @@ class Store {
   bool ordered_ = false;
   double open_seconds_ = 0;
   std::atomic<uint64_t> cas_next_{1};
-  mutable std::shared_mutex mu_;
+  // Per-key write locks (store.cc KeyGuard): 2^14 DRAM words, never persistent.
+  mutable sync::VersionLockTable key_locks_{14};
+  // WORT_GLOBAL_LOCK=1 only: the old store-wide lock (readers shared, writers exclusive).
+  bool global_lock_ = false;
+  mutable std::shared_mutex global_mu_;
+  std::mutex flush_mu_;  // orders two flush_all commands (each writes two Meta words)
   StoreCounters counters_;
   std::unique_ptr<Recency> recency_;  // null unless opts_.evict == kLru
-  uint64_t rng_ = 0x9e3779b97f4a7c15ull;
-  bool trimmed_ = false;  // EvictSome: Trim already tried in this write
   bool adopt_on_read_ = false;  // hash index reopened with items: adopt them when read
   mutable std::mutex adopt_mu_;
   mutable std::vector<std::pair<std::string, uint64_t>> adopt_;
