@@ -25,6 +25,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "index/hash/hash_common.h"
+#include "util/splitmix64.h"
 #include "wort/alloc.h"
 #include "wort/pm.h"
 #include "wort/pool.h"
@@ -53,7 +55,12 @@ std::string ExplorerArgs(const ExplorerConfig& c) {
   if (c.explore_recovery) s += " --explore-recovery";
   if (c.explore_lifecycle) s += " --explore-lifecycle";
   if (c.pool_initial_size != ExplorerConfig{}.pool_initial_size) s += fmt::format(" --pool-size {}", c.pool_initial_size);
+  if (c.hash_special_keys) s += " --hash-special-keys";
+  if (c.hash_skew_keys != 0) s += fmt::format(" --hash-skew-keys {}", c.hash_skew_keys);
+  if (c.insert_keys != 0) s += fmt::format(" --insert-keys {}", c.insert_keys);
   if (!c.drop_site.empty()) s += " --drop-site " + c.drop_site;
+  if (!c.focus_site.empty()) s += " --focus-site " + c.focus_site;
+  if (c.focus_ops != 0) s += fmt::format(" --focus-ops {}", c.focus_ops);
   return s;
 }
 
@@ -134,6 +141,9 @@ class Tracker final : public pm::Hook {
   // found at the first flush or fence (the mapping of `path` in /proc/self/maps). The shadow
   // is the image file's content. The sites met so far are kept (novelty spans images).
   explicit Tracker(std::string drop_site) : pool_(nullptr), base_(nullptr), reserved_(0), drop_site_(std::move(drop_site)) {}
+  // Focus (ExplorerConfig::focus_site): with novel_only, an operation is explored from its first
+  // meeting of this site on (instead of its first new site).
+  void SetFocus(const std::string& site) { focus_site_ = site; }
   Status AttachImage(const std::string& path) {
     std::lock_guard<std::mutex> g(mu_);
     image_path_ = path;
@@ -316,7 +326,8 @@ class Tracker final : public pm::Hook {
     const bool drop = site == drop_site_;
     if (in_op_ && (where.line() != last_site_line_ || where.file_name() != last_site_file_)) {
       uint64_t& n = sites_[site];
-      if (n++ == 0) novel_seen_ = true;  // the first meeting of this site in the run
+      if (focus_site_.empty() ? n == 0 : site == focus_site_) novel_seen_ = true;  // the first meeting in the run
+      ++n;
     }
     last_site_line_ = where.line();
     last_site_file_ = where.file_name();
@@ -457,6 +468,7 @@ class Tracker final : public pm::Hook {
   uint32_t prev_flush_line_ = 0, prev_flush_col_ = 0;
   uint64_t prev_flush_off_ = 0;
   std::string drop_site_;
+  std::string focus_site_;
   std::unordered_map<const char*, std::string> site_names_;
   std::map<std::string, uint64_t> sites_;
   const char* last_site_file_ = nullptr;
@@ -525,7 +537,15 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
   if (iopts.key_type == KeyType::kU64 && !bench::IsIntegerDist(cfg.dist))
     return Status::InvalidArgument("an integer key type needs an integer distribution (dense, sparse, clustered)");
 
-  const Workload wl(cfg.dist, iopts.key_type, cfg.keys, cfg.explore_ops + 8, cfg.edge_keys, cfg.seed);
+  std::vector<std::string> extra_setup, extra_inserts;
+  if (iopts.key_type == KeyType::kU64) {
+    for (uint64_t w = 0; w < 2 && cfg.hash_special_keys; ++w) extra_inserts.push_back(EncodeU64(hash::UnmixU64(w, iopts.hash_seed)));
+    SplitMix64 skew(MixSeed(cfg.seed, 0x5ce7));
+    for (size_t i = 0; i < cfg.hash_skew_keys; ++i)
+      extra_setup.push_back(EncodeU64(hash::UnmixU64((skew.Next() >> 5) | 2, iopts.hash_seed)));  // never 0 or 1
+  }
+  const Workload wl(cfg.dist, iopts.key_type, cfg.keys, cfg.insert_keys ? cfg.insert_keys : cfg.explore_ops + 8,
+                    cfg.edge_keys, cfg.seed, extra_setup, extra_inserts);
   const std::string root = "crash";
   const std::string live_path = UniquePoolPath(cfg.dir, "crash-live");
   struct Cleanup {
@@ -555,7 +575,11 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
     WORT_RETURN_IF_ERROR(setup());
   }
 
+  // novel_only (or focus_site): an operation's points are recorded from its first new site (or
+  // its first meeting of the focus site) on.
+  const bool gate_points = cfg.novel_only || !cfg.focus_site.empty();
   Tracker tracker(pool.get(), cfg.drop_site);
+  tracker.SetFocus(cfg.focus_site);
   tracker.Snapshot();
   CheckTarget target{kind, root, &wl, cfg.exercise};
   Rng op_rng(MixSeed(cfg.seed, 0x0b5));
@@ -601,6 +625,7 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
   // and OpenIndex with the kind's repair at open) runs under a second tracker, and each of its
   // crash points gives images that are checked like the others (same allowed contents).
   Tracker rtracker(cfg.drop_site);
+  rtracker.SetFocus(cfg.focus_site);
   auto explore_recovery = [&](size_t i, const std::string& op_desc, const CrashPoint& p,
                               const std::vector<std::pair<uint64_t, LineBytes>>& patch, const std::string& image_desc,
                               const std::vector<const Contents*>& allowed, const CheckTarget& target) -> Status {
@@ -608,7 +633,7 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
     Cleanup rm{path};
     WORT_RETURN_IF_ERROR(tracker.WriteImage(path, p, patch));
     WORT_RETURN_IF_ERROR(rtracker.AttachImage(path));
-    rtracker.BeginOp(std::max<size_t>(cfg.max_points, 1), -1, MixSeed(cfg.seed, 0x7ec, i, p.seq), cfg.novel_only);
+    rtracker.BeginOp(std::max<size_t>(cfg.max_points, 1), -1, MixSeed(cfg.seed, 0x7ec, i, p.seq), gate_points);
     std::unique_ptr<Pool> rpool;
     std::unique_ptr<Index> ridx;
     Status rs;
@@ -698,7 +723,7 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
     const bool explore = cfg.replay_op < 0 ? cfg.explore_from == 0 || cfg.explore_from == create_op
                                            : static_cast<int64_t>(create_op) == cfg.replay_op;
     tracker.BeginOp(explore ? std::max<size_t>(cfg.max_points, 1) : 0, explore ? cfg.replay_point : -1,
-                    MixSeed(cfg.seed, 0xc4ea7e), cfg.novel_only && cfg.replay_op < 0);
+                    MixSeed(cfg.seed, 0xc4ea7e), gate_points && cfg.replay_op < 0);
     Status s;
     {
       HookGuard hook(&tracker);
@@ -725,7 +750,7 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
     const size_t sites_before = tracker.SiteCount();
 
     tracker.BeginOp(explore ? std::max<size_t>(cfg.max_points, 1) : 0, explore ? cfg.replay_point : -1,
-                    MixSeed(cfg.seed, 0x5a3, i), cfg.novel_only && cfg.replay_op < 0);
+                    MixSeed(cfg.seed, 0x5a3, i), gate_points && cfg.replay_op < 0);
     Status s;
     {
       HookGuard hook(&tracker);
@@ -736,6 +761,7 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
     (void)sites_before;
     if (!points.empty()) ++res.ops_explored;
     res.points_seen += tracker.PointsSeen();
+    const bool focus_done = !cfg.focus_site.empty() && cfg.focus_ops != 0 && res.ops_explored >= cfg.focus_ops;
 
     // The live operation itself must behave as the oracle says.
     std::string live_problem;
@@ -772,6 +798,7 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
     tracker.Commit();
     model = std::move(post);
     note_first_sites(i);  // the sites this operation met first (in it, or in its images' recovery)
+    if (focus_done) break;
   }
 
   // The pool's close, explored as operation #explore_ops + 1: a crash leaves the contents whole.
@@ -780,7 +807,7 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
   if (cfg.explore_lifecycle && res.violation_count < cfg.max_violations &&
       (cfg.replay_op < 0 || static_cast<int64_t>(close_op) == cfg.replay_op)) {
     tracker.BeginOp(std::max<size_t>(cfg.max_points, 1), cfg.replay_point, MixSeed(cfg.seed, 0xc105e),
-                    cfg.novel_only && cfg.replay_op < 0);
+                    gate_points && cfg.replay_op < 0);
     const char* base = pool->base();
     const uint64_t mapped = pool->size();
     std::vector<CrashPoint> points;

@@ -131,6 +131,22 @@ struct ExplorerConfig {
   // Operations before this one run unexplored (the mutation gate starts where the dropped site
   // is first met). The creation (explore_lifecycle) is explored only when this is 0 or #explore_ops.
   size_t explore_from = 0;
+  // Keys chosen by their hash word (kU64 key type; the hash kinds' MixU64 under the run's hash
+  // seed), for paths a random workload does not reach. `hash_special_keys`: the keys whose
+  // mixed words are the slot codec's reserved words 0 and 1 are insert candidates (they live in
+  // the root block's special slots). `hash_skew_keys`: that many keys whose mixed words have
+  // their top 5 bits 0 are loaded at setup: one region of a CCEH directory grows deep while the
+  // rest stays shallow, so a later split of a shallow segment rewrites a run of directory
+  // entries spanning several cache lines (and a crash can cut it).
+  bool hash_special_keys = false;
+  // Focus (the mutation gate's second pass): explore an operation (or an explored recovery) only
+  // from its first meeting of this site on, whether or not the site is new; stop the run after
+  // `focus_ops` explored operations (0: no limit). A dropped persist often shows only in a later
+  // operation that meets its site than the first (another layout of the lines involved).
+  std::string focus_site;
+  size_t focus_ops = 0;
+  size_t hash_skew_keys = 0;
+  size_t insert_keys = 0;               // insert candidates besides the setup (0: explore_ops + 8)
   FILE* log = nullptr;                  // progress and violations as they happen (optional)
 };
 

@@ -100,6 +100,8 @@ bool SiteGated(const PmSite& s) {
   return std::strcmp(s.note, "outside") != 0 && !SiteOwners(s.file).empty();
 }
 
+bool SiteNotedUnreachable(const PmSite& s) { return std::strcmp(s.note, "unreachable") == 0; }
+
 const PmSite* FindSite(const std::string& name) {
   for (const PmSite& s : kInventory)
     if (s.Name() == name) return &s;
