@@ -62,6 +62,7 @@ struct CrashOpts {
   uint64_t insert_keys = 0;
   std::string focus_site;
   uint64_t focus_ops = 0;
+  bool single_line_images = false;
 };
 
 [[noreturn]] void Fail(const std::string& m, int code = 1) {
@@ -118,8 +119,8 @@ size_t RunCoveragePlan(const CrashOpts& o, const std::string& name) {
   (void)own_met;
   if (o.mutate) {
     std::vector<crash::PmSite> gated;
-    for (const auto& st : sites)
-      if (crash::SiteGated(st)) gated.push_back(st);
+    for (const auto& st : sites)  // a shared site: judged by its first owner only
+      if (crash::SiteGated(st) && crash::SiteMutatedBy(st, name)) gated.push_back(st);
     std::vector<crash::MutantResult> mr;
     s = crash::RunMutation(name, plan, cov, gated, o.mutate_budget, &mr);
     if (!s.ok()) Fail(name + ": " + s.ToString());
@@ -197,6 +198,7 @@ size_t RunKind(const CrashOpts& o, const std::string& name, bench::Dist dist, co
     c.insert_keys = o.insert_keys;
     c.focus_site = o.focus_site;
     c.focus_ops = o.focus_ops;
+    c.single_line_images = o.single_line_images;
     c.pool_initial_size = o.pool_size;
     c.log = o.mutate ? nullptr : stdout;
     fmt::print("crashtest {}: dist={} keys={} explore={} ops={} seed={} subsets={} max-points={} lines={}{}\n", name,
@@ -384,6 +386,8 @@ void AddCrashTest(CLI::App& app) {
   c->add_option("--focus-site", o->focus_site,
                 "Explore an operation only from its first meeting of this site (file:line) on");
   c->add_option("--focus-ops", o->focus_ops, "With --focus-site: stop after this many explored operations (0: all)");
+  c->add_flag("--single-line-images", o->single_line_images,
+              "Also check, at each crash point, each image where only one open line reached memory (first 32 lines)");
   c->add_option("--insert-keys", o->insert_keys, "Insert candidates besides the setup keys (0: --explore + 8)");
   c->add_flag("--kill", o->kill, "Run the kill test instead of the explorer");
   c->add_option("--rounds", o->rounds, "Kill test: kill/recover rounds")->capture_default_str()->check(CLI::Range(1, 1000000));

@@ -61,6 +61,7 @@ std::string ExplorerArgs(const ExplorerConfig& c) {
   if (!c.drop_site.empty()) s += " --drop-site " + c.drop_site;
   if (!c.focus_site.empty()) s += " --focus-site " + c.focus_site;
   if (c.focus_ops != 0) s += fmt::format(" --focus-ops {}", c.focus_ops);
+  if (c.single_line_images) s += " --single-line-images";
   return s;
 }
 
@@ -69,6 +70,7 @@ namespace {
 constexpr uint64_t kLine = pm::kCacheLine;
 constexpr uint64_t kPage = 4096;
 constexpr size_t kWordsPerLine = kLine / 8;
+constexpr size_t kMaxSingleLineImages = 32;  // single_line_images: the first open lines of a point
 using LineBytes = std::array<char, kLine>;
 
 enum class PointKind : uint8_t { kFlush, kFence, kReturn };
@@ -487,12 +489,16 @@ const char* ChoiceBytes(const OpenLine& o, uint8_t c) {
   return c == kLive ? o.live.data() : c == kInflight ? o.inflight.data() : o.persisted.data();
 }
 
-// The content of the open lines for one image: mode 0 = nothing, 1 = all, 2 = random (seed).
-std::vector<std::pair<uint64_t, LineBytes>> MakePatch(const CrashPoint& p, int mode, uint64_t seed, bool torn) {
+// The content of the open lines for one image: mode 0 = nothing, 1 = all, 2 = random (seed),
+// 3 = only open line #only (its newest content), the others as persisted; 4 = every open line
+// (newest content) but #only.
+std::vector<std::pair<uint64_t, LineBytes>> MakePatch(const CrashPoint& p, int mode, uint64_t seed, bool torn,
+                                                      int only = -1) {
   Rng r(seed);
+  const OpenLine* single = mode >= 3 && only >= 0 && static_cast<size_t>(only) < p.open.size() ? &p.open[only] : nullptr;
   auto pick = [&](const OpenLine& o) -> uint8_t {
-    if (mode == 0) return kPersisted;
-    if (mode == 1) return o.has_live ? kLive : o.has_inflight ? kInflight : kPersisted;
+    if (mode == 0 || (mode == 3 && &o != single) || (mode == 4 && &o == single)) return kPersisted;
+    if (mode == 1 || mode >= 3) return o.has_live ? kLive : o.has_inflight ? kInflight : kPersisted;
     const bool d = o.has_live && r.Bit();
     const bool f = o.has_inflight && r.Bit();
     return d ? kLive : f ? kInflight : kPersisted;
@@ -688,13 +694,17 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
       const std::vector<const Contents*> allowed =
           p.kind == PointKind::kReturn ? std::vector<const Contents*>{after} : std::vector<const Contents*>{before, after};
       std::unordered_set<uint64_t> seen_images;
-      for (int img = 0; img < 2 + cfg.subsets; ++img) {
-        const int mode = img < 2 ? img : 2;
+      const int singles = cfg.single_line_images ? static_cast<int>(std::min<size_t>(p.open.size(), kMaxSingleLineImages)) : 0;
+      for (int img = 0; img < 2 + cfg.subsets + 2 * singles; ++img) {
+        const int mode = img < 2 ? img : img < 2 + cfg.subsets ? 2 : img < 2 + cfg.subsets + singles ? 3 : 4;
+        const int only = mode == 3 ? img - 2 - cfg.subsets : mode == 4 ? img - 2 - cfg.subsets - singles : -1;
         const uint64_t seed = MixSeed(cfg.seed, i, p.seq, static_cast<uint64_t>(img));
-        auto patch = MakePatch(p, mode, seed, cfg.torn_lines);
+        auto patch = MakePatch(p, mode, seed, cfg.torn_lines, only);
         if (!seen_images.insert(PatchHash(patch)).second) continue;
         const std::string image_desc = mode == 0   ? "nothing (no in-flight or dirty line)"
                                        : mode == 1 ? "all (every in-flight and dirty line)"
+                                       : mode == 3 ? fmt::format("only the line at {:#x}", p.open[only].off)
+                                       : mode == 4 ? fmt::format("all but the line at {:#x}", p.open[only].off)
                                                    : fmt::format("subset seed={:#x}", seed);
         bool ok = false;
         WORT_RETURN_IF_ERROR(check_image(tracker, p, patch, t, allowed, i, op_desc, p.seq,

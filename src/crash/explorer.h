@@ -145,6 +145,12 @@ struct ExplorerConfig {
   // operation that meets its site than the first (another layout of the lines involved).
   std::string focus_site;
   size_t focus_ops = 0;
+  // Besides nothing / all / random subsets, check at each crash point, for each of its first 32
+  // open lines, the image where only that line reached memory and the image where every open
+  // line but that one did (a missing fence or flush shows in an image that holds the publishing
+  // line and not a published one, which random subsets rarely draw). The mutation gate's second
+  // pass uses it.
+  bool single_line_images = false;
   size_t hash_skew_keys = 0;
   size_t insert_keys = 0;               // insert candidates besides the setup (0: explore_ops + 8)
   FILE* log = nullptr;                  // progress and violations as they happen (optional)

@@ -214,6 +214,7 @@ Status RunMutation(const std::string& kind, const std::vector<PlanStep>& plan, c
       f.drop_site = m.site;
       f.focus_site = m.site;
       f.focus_ops = kFocusOps;
+      f.single_line_images = true;
       f.novel_only = false;
       f.max_violations = 1;
       f.max_points = 256;

@@ -53,6 +53,11 @@ std::vector<PmSite> SitesOfKind(const std::string& kind);
 // Whether a site counts in the coverage gate (an owned file, no "outside" note).
 bool SiteGated(const PmSite& s);
 
+// The kind whose mutation gate drops `s`: the first of its file's owners (kSiteOwners order;
+// "*": the registry's order, WORT first). A shared site is judged once, by the owner whose plan
+// exercises it most (the allocator's and the pool's sites by WORT, whose leaves are blocks).
+bool SiteMutatedBy(const PmSite& s, const std::string& kind);
+
 // Whether a site carries the "unreachable" note (gated: it must stay unmet).
 bool SiteNotedUnreachable(const PmSite& s);
 
