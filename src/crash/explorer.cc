@@ -143,9 +143,14 @@ class Tracker final : public pm::Hook {
   // found at the first flush or fence (the mapping of `path` in /proc/self/maps). The shadow
   // is the image file's content. The sites met so far are kept (novelty spans images).
   explicit Tracker(std::string drop_site) : pool_(nullptr), base_(nullptr), reserved_(0), drop_site_(std::move(drop_site)) {}
-  // Focus (ExplorerConfig::focus_site): with novel_only, an operation is explored from its first
-  // meeting of this site on (instead of its first new site).
+  // Focus (ExplorerConfig::focus_site): an operation is explored from its first meeting of this
+  // site, or of a new one, on.
   void SetFocus(const std::string& site) { focus_site_ = site; }
+  // Whether the last operation met the focus site.
+  bool FocusSeen() {
+    std::lock_guard<std::mutex> g(mu_);
+    return focus_seen_;
+  }
   Status AttachImage(const std::string& path) {
     std::lock_guard<std::mutex> g(mu_);
     image_path_ = path;
@@ -204,6 +209,7 @@ class Tracker final : public pm::Hook {
     in_op_ = true;
     novel_only_ = novel_only && only_point < 0;
     novel_seen_ = false;
+    focus_seen_ = false;
     max_points_ = max_points;
     only_point_ = only_point;
     rng_ = Rng(seed);
@@ -328,7 +334,9 @@ class Tracker final : public pm::Hook {
     const bool drop = site == drop_site_;
     if (in_op_ && (where.line() != last_site_line_ || where.file_name() != last_site_file_)) {
       uint64_t& n = sites_[site];
-      if (focus_site_.empty() ? n == 0 : site == focus_site_) novel_seen_ = true;  // the first meeting in the run
+      // The first meeting of a site in the run (novel), or a meeting of the focus site.
+      if (n == 0) novel_seen_ = true;
+      if (!focus_site_.empty() && site == focus_site_) novel_seen_ = focus_seen_ = true;
       ++n;
     }
     last_site_line_ = where.line();
@@ -461,6 +469,7 @@ class Tracker final : public pm::Hook {
   bool in_op_ = false;
   bool novel_only_ = false;  // record points only once the operation met a new site
   bool novel_seen_ = false;
+  bool focus_seen_ = false;
   size_t max_points_ = 0;
   int64_t only_point_ = -1;
   Rng rng_{0};
@@ -751,6 +760,7 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
   }
 
   bool live_leak_reported = false;
+  size_t focus_ops_met = 0;
   for (size_t i = 0; i < cfg.explore_ops && res.violation_count < cfg.max_violations; ++i) {
     if (cfg.replay_op >= 0 && static_cast<int64_t>(i) > cfg.replay_op) break;
     const Op op = wl.Next(model, cfg.ops, op_rng);
@@ -771,7 +781,8 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
     (void)sites_before;
     if (!points.empty()) ++res.ops_explored;
     res.points_seen += tracker.PointsSeen();
-    const bool focus_done = !cfg.focus_site.empty() && cfg.focus_ops != 0 && res.ops_explored >= cfg.focus_ops;
+    focus_ops_met += tracker.FocusSeen();
+    const bool focus_done = !cfg.focus_site.empty() && cfg.focus_ops != 0 && focus_ops_met >= cfg.focus_ops;
 
     // The live operation itself must behave as the oracle says.
     std::string live_problem;

@@ -139,9 +139,9 @@ struct ExplorerConfig {
   // rest stays shallow, so a later split of a shallow segment rewrites a run of directory
   // entries spanning several cache lines (and a crash can cut it).
   bool hash_special_keys = false;
-  // Focus (the mutation gate's second pass): explore an operation (or an explored recovery) only
-  // from its first meeting of this site on, whether or not the site is new; stop the run after
-  // `focus_ops` explored operations (0: no limit). A dropped persist often shows only in a later
+  // Focus (the mutation gate's second pass): explore an operation (or an explored recovery) from
+  // its first meeting of this site, or of a new site, on (novel_only's choice plus every meeting
+  // of this one); stop the run after `focus_ops` operations that met it (0: no limit). A dropped persist often shows only in a later
   // operation that meets its site than the first (another layout of the lines involved).
   std::string focus_site;
   size_t focus_ops = 0;
