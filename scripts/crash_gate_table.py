@@ -14,6 +14,7 @@ import sys
 import time
 
 COV = re.compile(r'^(\S+): coverage (\d+)/(\d+) persist sites met .* ([\d.]+) s$')  # CLI or CoveragePlan test
+UNREACHABLE = re.compile(r' (\d+) unreachable \(noted\)')
 MUT = re.compile(r'^(\S+): mutation: (\d+) sites met, (\d+) caught, (\d+) redundant, (\d+) missed, (\d+) skipped \(time\), '
                  r'(\d+) missed and noted')
 UNMET = re.compile(r'^  unmet: (\S+)')
@@ -42,7 +43,9 @@ def main():
         m = COV.match(line)
         if m:
             kind = m.group(1)
-            rows[kind] = {'met': int(m.group(2)), 'gated': int(m.group(3)), 's': float(m.group(4)), 'unmet': []}
+            u = UNREACHABLE.search(line)
+            rows[kind] = {'met': int(m.group(2)), 'gated': int(m.group(3)), 's': float(m.group(4)), 'unmet': [],
+                          'unreachable': int(u.group(1)) if u else 0}
             continue
         m = UNMET.match(line)
         if m and kind:
@@ -54,12 +57,13 @@ def main():
             r = rows[m.group(1)]
             r.update(caught=int(m.group(3)), redundant=int(m.group(4)), missed=int(m.group(5)), skipped=int(m.group(6)),
                      noted=int(m.group(7)))
-    print('| kind | gated sites | met by its plan | mutants caught | redundant | missed | missed, noted | skipped (time) | seconds |')
-    print('|---|---:|---:|---:|---:|---:|---:|---:|---:|')
+    print('| kind | gated sites | met by its plan | unreachable (noted) | mutants caught | redundant | missed | '
+          'missed, noted | skipped (time) | seconds |')
+    print('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|')
     for k, r in rows.items():
-        print('| {} | {} | {} | {} | {} | {} | {} | {} | {:.0f} |'.format(
-            k, r['gated'], r['met'], r.get('caught', '-'), r.get('redundant', '-'), r.get('missed', '-'),
-            r.get('noted', '-'), r.get('skipped', '-'), r['s']))
+        print('| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0f} |'.format(
+            k, r['gated'], r['met'], r['unreachable'], r.get('caught', '-'), r.get('redundant', '-'),
+            r.get('missed', '-'), r.get('noted', '-'), r.get('skipped', '-'), r['s']))
     # A shared site (allocator, pool, common code) counts as met when any of its owner kinds meets
     # it (tests/crash/coverage_test.cc, CoverageGate.EverySiteMet, checks that union).
     print()

@@ -16,7 +16,7 @@ import sys
 
 CALL = re.compile(r'\bpm::(flush|fence|persist)\s*\(')
 # A note beside a site, on its line or the line above: "// crash-site: redundant: REASON".
-NOTE = re.compile(r'//.*crash-site:\s*(redundant|outside|uncaught):\s*(.*)$')
+NOTE = re.compile(r'//.*crash-site:\s*(redundant|outside|uncaught|unreachable):\s*(.*)$')
 
 
 def code_part(line):

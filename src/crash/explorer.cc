@@ -25,6 +25,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "index/hash/hash_common.h"
+#include "util/splitmix64.h"
 #include "wort/alloc.h"
 #include "wort/pm.h"
 #include "wort/pool.h"
@@ -53,7 +55,13 @@ std::string ExplorerArgs(const ExplorerConfig& c) {
   if (c.explore_recovery) s += " --explore-recovery";
   if (c.explore_lifecycle) s += " --explore-lifecycle";
   if (c.pool_initial_size != ExplorerConfig{}.pool_initial_size) s += fmt::format(" --pool-size {}", c.pool_initial_size);
+  if (c.hash_special_keys) s += " --hash-special-keys";
+  if (c.hash_skew_keys != 0) s += fmt::format(" --hash-skew-keys {}", c.hash_skew_keys);
+  if (c.insert_keys != 0) s += fmt::format(" --insert-keys {}", c.insert_keys);
   if (!c.drop_site.empty()) s += " --drop-site " + c.drop_site;
+  if (!c.focus_site.empty()) s += " --focus-site " + c.focus_site;
+  if (c.focus_ops != 0) s += fmt::format(" --focus-ops {}", c.focus_ops);
+  if (c.single_line_images) s += " --single-line-images";
   return s;
 }
 
@@ -62,6 +70,7 @@ namespace {
 constexpr uint64_t kLine = pm::kCacheLine;
 constexpr uint64_t kPage = 4096;
 constexpr size_t kWordsPerLine = kLine / 8;
+constexpr size_t kMaxSingleLineImages = 32;  // single_line_images: the first open lines of a point
 using LineBytes = std::array<char, kLine>;
 
 enum class PointKind : uint8_t { kFlush, kFence, kReturn };
@@ -134,6 +143,14 @@ class Tracker final : public pm::Hook {
   // found at the first flush or fence (the mapping of `path` in /proc/self/maps). The shadow
   // is the image file's content. The sites met so far are kept (novelty spans images).
   explicit Tracker(std::string drop_site) : pool_(nullptr), base_(nullptr), reserved_(0), drop_site_(std::move(drop_site)) {}
+  // Focus (ExplorerConfig::focus_site): an operation is explored from its first meeting of this
+  // site, or of a new one, on.
+  void SetFocus(const std::string& site) { focus_site_ = site; }
+  // Whether the last operation met the focus site.
+  bool FocusSeen() {
+    std::lock_guard<std::mutex> g(mu_);
+    return focus_seen_;
+  }
   Status AttachImage(const std::string& path) {
     std::lock_guard<std::mutex> g(mu_);
     image_path_ = path;
@@ -192,6 +209,7 @@ class Tracker final : public pm::Hook {
     in_op_ = true;
     novel_only_ = novel_only && only_point < 0;
     novel_seen_ = false;
+    focus_seen_ = false;
     max_points_ = max_points;
     only_point_ = only_point;
     rng_ = Rng(seed);
@@ -316,7 +334,10 @@ class Tracker final : public pm::Hook {
     const bool drop = site == drop_site_;
     if (in_op_ && (where.line() != last_site_line_ || where.file_name() != last_site_file_)) {
       uint64_t& n = sites_[site];
-      if (n++ == 0) novel_seen_ = true;  // the first meeting of this site in the run
+      // The first meeting of a site in the run (novel), or a meeting of the focus site.
+      if (n == 0) novel_seen_ = true;
+      if (!focus_site_.empty() && site == focus_site_) novel_seen_ = focus_seen_ = true;
+      ++n;
     }
     last_site_line_ = where.line();
     last_site_file_ = where.file_name();
@@ -448,6 +469,7 @@ class Tracker final : public pm::Hook {
   bool in_op_ = false;
   bool novel_only_ = false;  // record points only once the operation met a new site
   bool novel_seen_ = false;
+  bool focus_seen_ = false;
   size_t max_points_ = 0;
   int64_t only_point_ = -1;
   Rng rng_{0};
@@ -457,6 +479,7 @@ class Tracker final : public pm::Hook {
   uint32_t prev_flush_line_ = 0, prev_flush_col_ = 0;
   uint64_t prev_flush_off_ = 0;
   std::string drop_site_;
+  std::string focus_site_;
   std::unordered_map<const char*, std::string> site_names_;
   std::map<std::string, uint64_t> sites_;
   const char* last_site_file_ = nullptr;
@@ -475,12 +498,16 @@ const char* ChoiceBytes(const OpenLine& o, uint8_t c) {
   return c == kLive ? o.live.data() : c == kInflight ? o.inflight.data() : o.persisted.data();
 }
 
-// The content of the open lines for one image: mode 0 = nothing, 1 = all, 2 = random (seed).
-std::vector<std::pair<uint64_t, LineBytes>> MakePatch(const CrashPoint& p, int mode, uint64_t seed, bool torn) {
+// The content of the open lines for one image: mode 0 = nothing, 1 = all, 2 = random (seed),
+// 3 = only open line #only (its newest content), the others as persisted; 4 = every open line
+// (newest content) but #only.
+std::vector<std::pair<uint64_t, LineBytes>> MakePatch(const CrashPoint& p, int mode, uint64_t seed, bool torn,
+                                                      int only = -1) {
   Rng r(seed);
+  const OpenLine* single = mode >= 3 && only >= 0 && static_cast<size_t>(only) < p.open.size() ? &p.open[only] : nullptr;
   auto pick = [&](const OpenLine& o) -> uint8_t {
-    if (mode == 0) return kPersisted;
-    if (mode == 1) return o.has_live ? kLive : o.has_inflight ? kInflight : kPersisted;
+    if (mode == 0 || (mode == 3 && &o != single) || (mode == 4 && &o == single)) return kPersisted;
+    if (mode == 1 || mode >= 3) return o.has_live ? kLive : o.has_inflight ? kInflight : kPersisted;
     const bool d = o.has_live && r.Bit();
     const bool f = o.has_inflight && r.Bit();
     return d ? kLive : f ? kInflight : kPersisted;
@@ -525,7 +552,15 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
   if (iopts.key_type == KeyType::kU64 && !bench::IsIntegerDist(cfg.dist))
     return Status::InvalidArgument("an integer key type needs an integer distribution (dense, sparse, clustered)");
 
-  const Workload wl(cfg.dist, iopts.key_type, cfg.keys, cfg.explore_ops + 8, cfg.edge_keys, cfg.seed);
+  std::vector<std::string> extra_setup, extra_inserts;
+  if (iopts.key_type == KeyType::kU64) {
+    for (uint64_t w = 0; w < 2 && cfg.hash_special_keys; ++w) extra_inserts.push_back(EncodeU64(hash::UnmixU64(w, iopts.hash_seed)));
+    SplitMix64 skew(MixSeed(cfg.seed, 0x5ce7));
+    for (size_t i = 0; i < cfg.hash_skew_keys; ++i)
+      extra_setup.push_back(EncodeU64(hash::UnmixU64((skew.Next() >> 5) | 2, iopts.hash_seed)));  // never 0 or 1
+  }
+  const Workload wl(cfg.dist, iopts.key_type, cfg.keys, cfg.insert_keys ? cfg.insert_keys : cfg.explore_ops + 8,
+                    cfg.edge_keys, cfg.seed, extra_setup, extra_inserts);
   const std::string root = "crash";
   const std::string live_path = UniquePoolPath(cfg.dir, "crash-live");
   struct Cleanup {
@@ -555,7 +590,11 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
     WORT_RETURN_IF_ERROR(setup());
   }
 
+  // novel_only (or focus_site): an operation's points are recorded from its first new site (or
+  // its first meeting of the focus site) on.
+  const bool gate_points = cfg.novel_only || !cfg.focus_site.empty();
   Tracker tracker(pool.get(), cfg.drop_site);
+  tracker.SetFocus(cfg.focus_site);
   tracker.Snapshot();
   CheckTarget target{kind, root, &wl, cfg.exercise};
   Rng op_rng(MixSeed(cfg.seed, 0x0b5));
@@ -601,6 +640,7 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
   // and OpenIndex with the kind's repair at open) runs under a second tracker, and each of its
   // crash points gives images that are checked like the others (same allowed contents).
   Tracker rtracker(cfg.drop_site);
+  rtracker.SetFocus(cfg.focus_site);
   auto explore_recovery = [&](size_t i, const std::string& op_desc, const CrashPoint& p,
                               const std::vector<std::pair<uint64_t, LineBytes>>& patch, const std::string& image_desc,
                               const std::vector<const Contents*>& allowed, const CheckTarget& target) -> Status {
@@ -608,7 +648,7 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
     Cleanup rm{path};
     WORT_RETURN_IF_ERROR(tracker.WriteImage(path, p, patch));
     WORT_RETURN_IF_ERROR(rtracker.AttachImage(path));
-    rtracker.BeginOp(std::max<size_t>(cfg.max_points, 1), -1, MixSeed(cfg.seed, 0x7ec, i, p.seq), cfg.novel_only);
+    rtracker.BeginOp(std::max<size_t>(cfg.max_points, 1), -1, MixSeed(cfg.seed, 0x7ec, i, p.seq), gate_points);
     std::unique_ptr<Pool> rpool;
     std::unique_ptr<Index> ridx;
     Status rs;
@@ -663,13 +703,17 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
       const std::vector<const Contents*> allowed =
           p.kind == PointKind::kReturn ? std::vector<const Contents*>{after} : std::vector<const Contents*>{before, after};
       std::unordered_set<uint64_t> seen_images;
-      for (int img = 0; img < 2 + cfg.subsets; ++img) {
-        const int mode = img < 2 ? img : 2;
+      const int singles = cfg.single_line_images ? static_cast<int>(std::min<size_t>(p.open.size(), kMaxSingleLineImages)) : 0;
+      for (int img = 0; img < 2 + cfg.subsets + 2 * singles; ++img) {
+        const int mode = img < 2 ? img : img < 2 + cfg.subsets ? 2 : img < 2 + cfg.subsets + singles ? 3 : 4;
+        const int only = mode == 3 ? img - 2 - cfg.subsets : mode == 4 ? img - 2 - cfg.subsets - singles : -1;
         const uint64_t seed = MixSeed(cfg.seed, i, p.seq, static_cast<uint64_t>(img));
-        auto patch = MakePatch(p, mode, seed, cfg.torn_lines);
+        auto patch = MakePatch(p, mode, seed, cfg.torn_lines, only);
         if (!seen_images.insert(PatchHash(patch)).second) continue;
         const std::string image_desc = mode == 0   ? "nothing (no in-flight or dirty line)"
                                        : mode == 1 ? "all (every in-flight and dirty line)"
+                                       : mode == 3 ? fmt::format("only the line at {:#x}", p.open[only].off)
+                                       : mode == 4 ? fmt::format("all but the line at {:#x}", p.open[only].off)
                                                    : fmt::format("subset seed={:#x}", seed);
         bool ok = false;
         WORT_RETURN_IF_ERROR(check_image(tracker, p, patch, t, allowed, i, op_desc, p.seq,
@@ -698,7 +742,7 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
     const bool explore = cfg.replay_op < 0 ? cfg.explore_from == 0 || cfg.explore_from == create_op
                                            : static_cast<int64_t>(create_op) == cfg.replay_op;
     tracker.BeginOp(explore ? std::max<size_t>(cfg.max_points, 1) : 0, explore ? cfg.replay_point : -1,
-                    MixSeed(cfg.seed, 0xc4ea7e), cfg.novel_only && cfg.replay_op < 0);
+                    MixSeed(cfg.seed, 0xc4ea7e), gate_points && cfg.replay_op < 0);
     Status s;
     {
       HookGuard hook(&tracker);
@@ -716,6 +760,7 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
   }
 
   bool live_leak_reported = false;
+  size_t focus_ops_met = 0;
   for (size_t i = 0; i < cfg.explore_ops && res.violation_count < cfg.max_violations; ++i) {
     if (cfg.replay_op >= 0 && static_cast<int64_t>(i) > cfg.replay_op) break;
     const Op op = wl.Next(model, cfg.ops, op_rng);
@@ -725,7 +770,7 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
     const size_t sites_before = tracker.SiteCount();
 
     tracker.BeginOp(explore ? std::max<size_t>(cfg.max_points, 1) : 0, explore ? cfg.replay_point : -1,
-                    MixSeed(cfg.seed, 0x5a3, i), cfg.novel_only && cfg.replay_op < 0);
+                    MixSeed(cfg.seed, 0x5a3, i), gate_points && cfg.replay_op < 0);
     Status s;
     {
       HookGuard hook(&tracker);
@@ -736,6 +781,8 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
     (void)sites_before;
     if (!points.empty()) ++res.ops_explored;
     res.points_seen += tracker.PointsSeen();
+    focus_ops_met += tracker.FocusSeen();
+    const bool focus_done = !cfg.focus_site.empty() && cfg.focus_ops != 0 && focus_ops_met >= cfg.focus_ops;
 
     // The live operation itself must behave as the oracle says.
     std::string live_problem;
@@ -772,6 +819,7 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
     tracker.Commit();
     model = std::move(post);
     note_first_sites(i);  // the sites this operation met first (in it, or in its images' recovery)
+    if (focus_done) break;
   }
 
   // The pool's close, explored as operation #explore_ops + 1: a crash leaves the contents whole.
@@ -780,7 +828,7 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
   if (cfg.explore_lifecycle && res.violation_count < cfg.max_violations &&
       (cfg.replay_op < 0 || static_cast<int64_t>(close_op) == cfg.replay_op)) {
     tracker.BeginOp(std::max<size_t>(cfg.max_points, 1), cfg.replay_point, MixSeed(cfg.seed, 0xc105e),
-                    cfg.novel_only && cfg.replay_op < 0);
+                    gate_points && cfg.replay_op < 0);
     const char* base = pool->base();
     const uint64_t mapped = pool->size();
     std::vector<CrashPoint> points;

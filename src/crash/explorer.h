@@ -131,6 +131,28 @@ struct ExplorerConfig {
   // Operations before this one run unexplored (the mutation gate starts where the dropped site
   // is first met). The creation (explore_lifecycle) is explored only when this is 0 or #explore_ops.
   size_t explore_from = 0;
+  // Keys chosen by their hash word (kU64 key type; the hash kinds' MixU64 under the run's hash
+  // seed), for paths a random workload does not reach. `hash_special_keys`: the keys whose
+  // mixed words are the slot codec's reserved words 0 and 1 are insert candidates (they live in
+  // the root block's special slots). `hash_skew_keys`: that many keys whose mixed words have
+  // their top 5 bits 0 are loaded at setup: one region of a CCEH directory grows deep while the
+  // rest stays shallow, so a later split of a shallow segment rewrites a run of directory
+  // entries spanning several cache lines (and a crash can cut it).
+  bool hash_special_keys = false;
+  // Focus (the mutation gate's second pass): explore an operation (or an explored recovery) from
+  // its first meeting of this site, or of a new site, on (novel_only's choice plus every meeting
+  // of this one); stop the run after `focus_ops` operations that met it (0: no limit). A dropped persist often shows only in a later
+  // operation that meets its site than the first (another layout of the lines involved).
+  std::string focus_site;
+  size_t focus_ops = 0;
+  // Besides nothing / all / random subsets, check at each crash point, for each of its first 32
+  // open lines, the image where only that line reached memory and the image where every open
+  // line but that one did (a missing fence or flush shows in an image that holds the publishing
+  // line and not a published one, which random subsets rarely draw). The mutation gate's second
+  // pass uses it.
+  bool single_line_images = false;
+  size_t hash_skew_keys = 0;
+  size_t insert_keys = 0;               // insert candidates besides the setup (0: explore_ops + 8)
   FILE* log = nullptr;                  // progress and violations as they happen (optional)
 };
 

@@ -134,9 +134,15 @@ constexpr size_t kFreshKeys = 8;
 }  // namespace
 
 Workload::Workload(bench::Dist dist, KeyType kt, size_t setup_keys, size_t insert_keys, bool edge_keys,
-                   uint64_t seed)
+                   uint64_t seed, const std::vector<std::string>& extra_setup,
+                   const std::vector<std::string>& extra_inserts)
     : kt_(kt) {
   std::vector<std::string> gen = bench::GenerateKeys(dist, setup_keys + insert_keys + kFreshKeys, seed);
+  if (!extra_setup.empty() || !extra_inserts.empty()) {
+    std::unordered_set<std::string> x(extra_setup.begin(), extra_setup.end());
+    x.insert(extra_inserts.begin(), extra_inserts.end());
+    std::erase_if(gen, [&](const std::string& k) { return x.count(k) != 0; });
+  }
   if (kt == KeyType::kU64) {
     // An integer index takes 8-byte keys only.
     std::erase_if(gen, [](const std::string& k) { return k.size() != 8; });
@@ -159,6 +165,11 @@ Workload::Workload(bench::Dist dist, KeyType kt, size_t setup_keys, size_t inser
   std::vector<std::string> inserts(gen.begin() + static_cast<ptrdiff_t>(gen_setup), gen.end());
   // Edge keys: every other one is loaded at setup, the rest are insert candidates.
   for (size_t i = 0; i < edges.size(); ++i) (i % 2 == 0 ? setup : inserts).push_back(edges[i]);
+  std::unordered_set<std::string> seen;
+  for (const std::string& k : extra_setup)
+    if (seen.insert(k).second) setup.push_back(k);
+  for (const std::string& k : extra_inserts)
+    if (seen.insert(k).second) inserts.push_back(k);
   ShuffleWith(setup, r);
   ShuffleWith(inserts, r);
   setup_ = setup.size();

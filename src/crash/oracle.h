@@ -76,7 +76,11 @@ struct Op {
 // kMaxKeyLen), spread over both the setup and the insert candidates.
 class Workload {
  public:
-  Workload(bench::Dist dist, KeyType kt, size_t setup_keys, size_t insert_keys, bool edge_keys, uint64_t seed);
+  // `extra_setup` keys are loaded at setup besides the generated ones, `extra_inserts` are
+  // candidates for inserts besides them (keys chosen by the caller: the crash plans' keys chosen
+  // by their hash word).
+  Workload(bench::Dist dist, KeyType kt, size_t setup_keys, size_t insert_keys, bool edge_keys, uint64_t seed,
+           const std::vector<std::string>& extra_setup = {}, const std::vector<std::string>& extra_inserts = {});
 
   const std::vector<std::string>& keys() const { return keys_; }
   size_t setup_count() const { return setup_; }

@@ -85,7 +85,34 @@ std::vector<PlanStep> KindPlan(const std::string& kind, const std::string& dir) 
       plan.push_back({name + " churn on a tiny index: tombstones, defragmentation, grow/shrink of one node", c});
     }
   }
-  // 5. Static hash tables: a table created large enough to be a multi-chunk (large) allocation,
+  // 5. Hash tables, u64 keys chosen by their hash word (ExplorerConfig::hash_special_keys,
+  // hash_skew_keys): the keys whose mixed words are the reserved words 0 and 1 (the root's
+  // special slots: insert, upsert, remove) in a tiny universe where they come up often.
+  if (IsHash(kind)) {
+    ExplorerConfig c = base;
+    c.dist = Dist::kSparse;
+    c.seed = seed++;
+    c.keys = 2;
+    c.insert_keys = 2;
+    c.hash_special_keys = true;
+    c.explore_ops = 120;
+    c.ops = {OpType::kInsert, OpType::kUpsert, OpType::kDelete};
+    plan.push_back({"sparse, special-slot keys (mixed word 0 and 1): insert, upsert, remove in the root block", c});
+  }
+  // 6. CCEH: a directory grown deep in one region (skewed keys at setup) while the rest stays
+  // shallow; then random inserts split the shallow segments, whose directory runs span several
+  // cache lines (persisted right to left, line by line: a crash cuts the run, recovery repairs it).
+  if (kind == "cceh" || kind == "cceh-cow") {
+    ExplorerConfig c = base;
+    c.dist = Dist::kSparse;
+    c.seed = seed++;
+    c.keys = 2;
+    c.hash_skew_keys = 200;
+    c.explore_ops = 300;
+    c.ops = {OpType::kInsert};
+    plan.push_back({"sparse, skewed directory: multi-line directory runs, cut by a crash and repaired", c});
+  }
+  // 7. Static hash tables: a table created large enough to be a multi-chunk (large) allocation,
   // then resized: the allocator's large-run paths.
   if (IsHash(kind) && kind != "cceh" && kind != "cceh-cow") {
     ExplorerConfig c = base;
@@ -132,6 +159,9 @@ const char* MutantVerdictName(MutantVerdict v) {
   return "?";
 }
 
+// The mutation gate's second pass explores this many operations that meet the dropped site.
+constexpr size_t kFocusOps = 12;
+
 Status RunMutation(const std::string& kind, const std::vector<PlanStep>& plan, const CoverageResult& cov,
                    const std::vector<PmSite>& sites, double deadline_s, std::vector<MutantResult>* out) {
   (void)kind;
@@ -176,6 +206,25 @@ Status RunMutation(const std::string& kind, const std::vector<PlanStep>& plan, c
     }
     ExplorerResult r;
     WORT_RETURN_IF_ERROR(RunExplorer(c, &r));
+    if (r.violation_count == 0) {
+      // Second pass: the same step from its start, every operation that meets the site explored
+      // from that meeting on (the first meeting may be one where the dropped write-back happens
+      // not to matter: e.g. the line shares a cache line that a later persist writes back).
+      ExplorerConfig f = plan[it->second.first].cfg;
+      f.drop_site = m.site;
+      f.focus_site = m.site;
+      f.focus_ops = kFocusOps;
+      f.single_line_images = true;
+      f.novel_only = false;
+      f.max_violations = 1;
+      f.max_points = 256;
+      f.subsets = 3;
+      f.log = nullptr;
+      ExplorerResult r2;
+      WORT_RETURN_IF_ERROR(RunExplorer(f, &r2));
+      r2.images += r.images;
+      r = std::move(r2);
+    }
     if (r.violation_count > 0) {
       m.verdict = MutantVerdict::kCaught;
       const Violation& v = r.violations.front();

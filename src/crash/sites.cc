@@ -103,6 +103,19 @@ bool SiteGated(const PmSite& s) {
   return std::strcmp(s.note, "outside") != 0 && !SiteOwners(s.file).empty();
 }
 
+bool SiteMutatedBy(const PmSite& s, const std::string& kind) {
+  const auto owners = SiteOwners(s.file);
+  if (owners.empty()) return false;
+  // A file of every kind (the allocator, the pool): WORT's, whose every key is a block.
+  for (const Owner& o : kSiteOwners)
+    if (s.file == std::string(o.file) && std::strcmp(o.kinds, "*") == 0)
+      for (const std::string& k : owners)
+        if (k == "wort") return kind == "wort";
+  return owners.front() == kind;
+}
+
+bool SiteNotedUnreachable(const PmSite& s) { return std::strcmp(s.note, "unreachable") == 0; }
+
 const PmSite* FindSite(const std::string& name) {
   for (const PmSite& s : kInventory)
     if (s.Name() == name) return &s;

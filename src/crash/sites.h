@@ -13,6 +13,8 @@
 //   crash-site: redundant: REASON   (the mutation gate does not expect dropping it to be caught)
 //   crash-site: outside: REASON     (no index operation reaches it: not counted in coverage)
 //   crash-site: uncaught: REASON    (a known gap: the explorer cannot catch its removal, and why)
+//   crash-site: unreachable: REASON (no crash image can lead there: a defensive path; the
+//                                    coverage gate accepts it unmet, and fails if a plan meets it)
 // is carried into the inventory with the site.
 //
 // Ownership: each source file with sites belongs to the kinds whose operations can reach it
@@ -32,7 +34,7 @@ struct PmSite {
   const char* file;   // "src/index/radix/wort.cc"
   uint32_t line;
   const char* call;   // "flush", "fence", "persist"
-  const char* note;   // "", "redundant", "outside", "uncaught"
+  const char* note;   // "", "redundant", "outside", "uncaught", "unreachable"
   const char* reason; // the note's reason
   std::string Name() const { return std::string(file) + ":" + std::to_string(line); }
 };
@@ -50,6 +52,14 @@ std::vector<PmSite> SitesOfKind(const std::string& kind);
 
 // Whether a site counts in the coverage gate (an owned file, no "outside" note).
 bool SiteGated(const PmSite& s);
+
+// The kind whose mutation gate drops `s`: the first of its file's owners (kSiteOwners order;
+// "*": the registry's order, WORT first). A shared site is judged once, by the owner whose plan
+// exercises it most (the allocator's and the pool's sites by WORT, whose leaves are blocks).
+bool SiteMutatedBy(const PmSite& s, const std::string& kind);
+
+// Whether a site carries the "unreachable" note (gated: it must stay unmet).
+bool SiteNotedUnreachable(const PmSite& s);
 
 // The inventory entry of "file:line", or nullptr.
 const PmSite* FindSite(const std::string& name);

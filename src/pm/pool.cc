@@ -386,6 +386,7 @@ Status Pool::AddRoot(std::string_view name, uint32_t type, uint64_t off) {
     e.type = type;
     e.reserved = 0;
     e.off = off;
+    // crash-site: redundant: the entry is one aligned cache line (static_assert above), so the check word's persist below writes the fields back with it; only --torn (8-byte write-back) needs this persist.
     pm::persist(&e, sizeof(e));
     pm::store8(&e.check, RootCheck(e));
     pm::persist(&e.check, 8);

@@ -15,6 +15,30 @@ inline uint64_t SplitMix64Mix(uint64_t z) {
   return z ^ (z >> 31);
 }
 
+namespace detail {
+// The inverse of an odd 64-bit multiplier (Newton's iteration: each step doubles the exact bits).
+constexpr uint64_t InverseOdd(uint64_t c) {
+  uint64_t x = c;  // exact to 3 bits for odd c
+  for (int i = 0; i < 5; ++i) x *= 2 - c * x;
+  return x;
+}
+// The inverse of z ^= z >> s.
+constexpr uint64_t UnXorShift(uint64_t z, unsigned s) {
+  uint64_t x = z;
+  for (unsigned k = s; k < 64; k += s) x = z ^ (x >> s);
+  return x;
+}
+}  // namespace detail
+
+// The inverse of SplitMix64Mix: SplitMix64Unmix(SplitMix64Mix(z)) == z. The crash explorer uses
+// it to choose keys by their hash (the u64 key whose mixed word is a given value).
+constexpr uint64_t SplitMix64Unmix(uint64_t z) {
+  z = detail::UnXorShift(z, 31);
+  z = detail::UnXorShift(z * detail::InverseOdd(0x94d049bb133111ebull), 27);
+  z = detail::UnXorShift(z * detail::InverseOdd(0xbf58476d1ce4e5b9ull), 30);
+  return z;
+}
+
 // The generator: a 64-bit state, one add of the golden gamma and the finalizer per output.
 class SplitMix64 {
  public:

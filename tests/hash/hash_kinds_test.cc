@@ -140,6 +140,17 @@ TEST_P(HashKindTest, SparseU64) {
   Differential(GetParam(), KeyType::kU64, keys, 12000, 2);
 }
 
+// MixU64 is a bijection and UnmixU64 its inverse (the crash plans choose keys by their word).
+TEST(HashCodec, UnmixInvertsMix) {
+  SplitMix64 r(99);
+  for (int i = 0; i < 10000; ++i) {
+    const uint64_t w = i < 4 ? uint64_t(i) : r.Next(), seed = r.Next();
+    EXPECT_EQ(MixU64(UnmixU64(w, seed), seed), w);
+    EXPECT_EQ(UnmixU64(MixU64(w, seed), seed), w);
+  }
+  EXPECT_EQ(UnmixU64(0, 12345), 0ull - 12345);
+}
+
 // The one key whose mixed value is 0 lives in the root's zero slot.
 TEST_P(HashKindTest, ZeroSlotKey) {
   ScopedEnv seed("WORT_HASH_SEED", "12345");

@@ -84,14 +84,8 @@ INSTANTIATE_TEST_SUITE_P(Kinds, DuplicateSweepTest, ::testing::Values("cuck", "b
 TEST(LinpTest, TombstonesAndAuxSlot) {
   ScopedEnv seed("WORT_HASH_SEED", "777");
   HashFixture f("linp", KeyType::kU64);
-  // The key whose mixed value is 1: invert splitmix64's finalizer (MixU64(k, s) = f(k + s)).
-  uint64_t inv1 = 1;
-  inv1 ^= inv1 >> 31 ^ inv1 >> 62;
-  inv1 *= 0x319642b2d24d8ec3ull;
-  inv1 ^= inv1 >> 27 ^ inv1 >> 54;
-  inv1 *= 0x96de1b173f119089ull;
-  inv1 ^= inv1 >> 30 ^ inv1 >> 60;
-  const uint64_t k1 = inv1 - 777;
+  // The key whose mixed value is 1 (splitmix64's finalizer inverted).
+  const uint64_t k1 = UnmixU64(1, 777);
   ASSERT_EQ(MixU64(k1, 777), 1u);
   ASSERT_TRUE(f.idx().Insert(k1, 11).ok());
   uint64_t v = 0;

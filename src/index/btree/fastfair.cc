@@ -397,6 +397,7 @@ uint64_t FastFair::Split(uint64_t off, Prealloc* pa) {
   if (sc > 0) s->slot[sc] = s->slot[sc - 1];  // trailing copy
   pm::persist(s, 64 + (sc + 1) * sizeof(Entry));  // header, entries, trailing copy: all it reads
   Store(x->sibling, soff);  // COMMIT of the split: s joins the chain (x and s: one logical node)
+  // crash-site: redundant: sibling and count share the node's line 0: the count persist just below writes the sibling back with it; only --torn (8-byte write-back) needs this persist
   pm::persist(&x->sibling, 8);
   Store(x->count, m);  // x forgets the moved half
   pm::persist(&x->count, 8);
@@ -557,6 +558,7 @@ void FastFair::Merge(uint64_t loff, uint64_t roff, Node* parent, int ridx) {
   }
   FastDelete(parent, ridx);  // COMMIT: R is reached only through L's sibling pointer
   Store(l->count, n);        // L takes R's entries (R still holds them: readers see them once)
+  // crash-site: redundant: count and sibling share the node's line 0: the sibling persist just below writes the count back with it; only --torn (8-byte write-back) needs this persist
   pm::persist(&l->count, 8);
   Store(l->sibling, Load(r->sibling));  // R leaves the chain
   pm::persist(&l->sibling, 8);
@@ -614,9 +616,11 @@ bool FastFair::Redistribute(uint64_t loff, uint64_t roff, Node* parent, int ridx
   FastDelete(parent, ridx);  // COMMIT: R is reached only through L's sibling pointer
   if (j > lc) {
     Store(l->count, j);
+    // crash-site: redundant: count and sibling share the node's line 0: the sibling persist just below writes the count back with it; only --torn (8-byte write-back) needs this persist
     pm::persist(&l->count, 8);
   }
   Store(l->sibling, noff);  // R' replaces R in the chain
+  // crash-site: uncaught: when j >= lc no later persist writes l's line 0 back in this operation; the explorer's images (incl. single-line and all-but-one) did not show the stale chain - triage pending
   pm::persist(&l->sibling, 8);
   if (j < lc) {
     Store(l->count, j);
@@ -668,6 +672,7 @@ Status FastFair::Repair() {
     r->flags = kFlagNegInf;
     pm::persist(r, 64);
     Store(rb_->root, roff);
+    // crash-site: uncaught: likely redundant, not yet shown: Repair is idempotent - a root word that never reaches memory leaves the old root with its sibling, the next open redoes step 2 and the post-crash GC frees the unreached root block
     pm::persist(&rb_->root, 8);
   }
   // 3. Top-down: every node of level l must be a child in level l+1.
@@ -700,9 +705,16 @@ Status FastFair::Repair() {
         pm::persist(&l->count, 8);
         SetTrailing(l);
       }
+      // An empty unparented leaf: defensive. A non-root leaf of a tree this code writes is never
+      // empty: Remove rebalances a leaf that falls below kMinFill at once (merge into the left
+      // neighbour, or redistribute), and the one exception - a parent with no other child - is
+      // only ever the root, which the same operation collapses. A cut merge leaves the right
+      // node unparented with its entries (its count is never zeroed), and a cut split's new node
+      // holds at least one entry. So no crash image reaches this (the coverage gate checks it).
       if (IsLeaf(n) && Count(n) == 0) {
         const uint64_t next = Load(n->sibling);
         Store(l->sibling, next);
+        // crash-site: unreachable: an empty non-root leaf (a tree this code writes has none)
         pm::persist(&l->sibling, 8);
         const uint64_t low = Load(n->low);
         pool_.allocator().Free(off);

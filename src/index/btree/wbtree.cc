@@ -573,7 +573,11 @@ void WbTree::ApplyLog() {
     if (leaf) ko_.FreeWord(pool_, d);  // a leaf separator is gone; an inner one moved into a's entry
     return;
   }
+  // An operation code no build of this code writes: a defensive path for a damaged or foreign
+  // pool. A crash image holds only words this code stored (8-byte stores are never torn), so no
+  // crash plan reaches it (the coverage gate checks that none does).
   Store(lg.state, 0);  // unknown op: nothing was committed by this build
+  // crash-site: unreachable: a redo log with an operation code no build writes (defensive)
   pm::persist(&lg.state, 8);
 }
 

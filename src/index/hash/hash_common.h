@@ -66,6 +66,9 @@ inline uint64_t Rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
 
 // A bijection of 64-bit integers (splitmix64's finalizer after adding the seed).
 inline uint64_t MixU64(uint64_t k, uint64_t seed) { return SplitMix64Mix(k + seed); }
+// Its inverse: the key whose mixed word is `word` (the crash explorer's plans choose keys by their
+// word: the reserved words 0 and 1 that live in the root's special slots, skewed directory bits).
+inline uint64_t UnmixU64(uint64_t word, uint64_t seed) { return SplitMix64Unmix(word) - seed; }
 
 uint64_t HashBytes(const void* data, size_t len, uint64_t seed);
 
