@@ -868,11 +868,11 @@ WORT_OPTIMISTIC_READ RoartTree::Attempt RoartTree::RemoveAttempt(std::string_vie
 }
 
 // ---- scan ----------------------------------------------------------------------------------------
-// Batches of up to 64 keys, each collected as one snapshot (every node read is validated at the
+// Batches of up to 128 keys, each collected as one snapshot (every node read is validated at the
 // end of the batch) and emitted in the scan's epoch; the next batch restarts from the root after
 // the last key emitted (the continuation key). Leaves of a leaf array are sorted by key.
 namespace {
-constexpr size_t kScanBatch = 64;
+constexpr size_t kScanBatch = 128;  // a 100-key range query is one batch
 }
 
 Status RoartTree::Scan(std::string_view start, const std::string_view* end, size_t limit, const ScanFn& fn) const {
@@ -955,18 +955,34 @@ WORT_OPTIMISTIC_READ bool RoartTree::ScanRef(uint64_t ref, const sync::VersionLo
   if (ref & kArrayTag) {
     if (t != kLeafArray) return true;
     const auto* la = reinterpret_cast<const LeafArray*>(n);
-    const Leaf* ls[kLeafArraySlots];
-    int nl_ = 0;
+    // Two passes: the leaves' lines are requested together (prefetch), then read.
+    const Leaf* lp[kLeafArraySlots];
+    int nlp = 0;
     for (int i = 0; i < kLeafArraySlots; ++i) {
       const uint64_t s = Load(&la->slot[i]);
-      if (s && RefOk((s & kRefMask) | kLeafTag)) {
-        const Leaf* l = at<Leaf>(s & kRefMask);
-        if (l->key_len <= kMaxKeyLen) ls[nl_++] = l;
-      }
+      if (!s || !RefOk((s & kRefMask) | kLeafTag)) continue;
+      lp[nlp] = at<Leaf>(s & kRefMask);
+      __builtin_prefetch(lp[nlp++]);
     }
-    std::sort(ls, ls + nl_, [](const Leaf* a, const Leaf* b) { return CompareKeys(a->key_view(), b->key_view()) < 0; });
-    for (int i = 0; i < nl_; ++i)
-      if (!emit(ls[i])) return false;
+    std::pair<std::string_view, const Leaf*> ls[kLeafArraySlots];
+    int nls = 0;
+    for (int i = 0; i < nlp; ++i) {
+      const Leaf* l = lp[i];
+      if (l->key_len > kMaxKeyLen) continue;
+      const std::string_view k = l->key_view();
+      if (bounded) {  // drop the keys before the cursor before sorting
+        const int c = CompareKeys(k, ctx.cursor);
+        if (c < 0 || (c == 0 && ctx.exclusive)) continue;
+      }
+      ls[nls++] = {k, l};
+    }
+    // Only as many of the smallest as the batch still wants are needed, in order.
+    const size_t room = ctx.want - ctx.out->size();
+    auto less = [](const auto& a, const auto& b) { return CompareKeys(a.first, b.first) < 0; };
+    const int take = static_cast<int>(std::min<size_t>(room, static_cast<size_t>(nls)));
+    std::partial_sort(ls, ls + take, ls + nls, less);
+    for (int i = 0; i < take; ++i)
+      if (!emit(ls[i].second)) return false;
     return true;
   }
   if (!ValidInner(t)) return true;
