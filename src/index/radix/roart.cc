@@ -1024,8 +1024,16 @@ WORT_OPTIMISTIC_READ bool RoartTree::ScanRef(uint64_t ref, const sync::VersionLo
   }
   const bool deeper = bnd && ctx.cursor.size() > b;
   const unsigned char cb = deeper ? static_cast<unsigned char>(ctx.cursor[b]) : 0;
-  for (int i = 0; i < ne; ++i) {
-    if (deeper && e[i].first < cb) continue;
+  int first = 0;
+  while (deeper && first < ne && e[first].first < cb) ++first;
+  // Request the lines of the single-leaf children the batch may still need, all at once.
+  const size_t room = ctx.want - ctx.out->size();
+  for (int i = first, k = 0; i < ne && size_t(k) < room; ++i)
+    if (e[i].second & kLeafTag) {
+      __builtin_prefetch(at<Leaf>(e[i].second));
+      ++k;
+    }
+  for (int i = first; i < ne; ++i) {
     if (!ScanRef(e[i].second, &nl, nv, b + 1, deeper && e[i].first == cb, ctx)) return false;
   }
   return true;
