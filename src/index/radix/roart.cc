@@ -298,10 +298,10 @@ WORT_OPTIMISTIC_READ const Leaf* RoartTree::AnyLeaf(uint64_t ref) const {
 }
 
 void RoartTree::Added() {
-  if (count_.load(std::memory_order_relaxed) >= 0) count_.fetch_add(1, std::memory_order_relaxed);
+  count_.Added();
 }
 void RoartTree::Removed() {
-  if (count_.load(std::memory_order_relaxed) >= 0) count_.fetch_sub(1, std::memory_order_relaxed);
+  count_.Removed();
 }
 
 void RoartTree::FreeAll(const std::vector<uint64_t>& refs) {
@@ -1078,14 +1078,8 @@ uint64_t RoartTree::CountKeys() const {
 }
 
 uint64_t RoartTree::Size() const {
-  int64_t c = count_.load();
-  if (c >= 0) return static_cast<uint64_t>(c);
-  auto q = ModeLock(IndexModeLock::kQuiesce);
-  c = count_.load();
-  if (c >= 0) return static_cast<uint64_t>(c);
-  c = static_cast<int64_t>(CountKeys());
-  count_.store(c);
-  return static_cast<uint64_t>(c);
+  // the walk excludes writers
+  return count_.Get([&] { return ModeLock(IndexModeLock::kQuiesce); }, [&] { return CountKeys(); });
 }
 
 IndexStats RoartTree::Stats() const {
@@ -1236,7 +1230,7 @@ Status RoartTree::Check(std::string* report) const {
     }
     if (n->leaf_here) stack.push_back({n->leaf_here & kRefMask, b, path, true});
   }
-  const int64_t c = count_.load();
+  const int64_t c = count_.Known();
   if (errors == 0 && c >= 0 && static_cast<uint64_t>(c) != leaves)
     err("Size() says " + std::to_string(c) + " but the tree holds " + std::to_string(leaves) + " keys");
   if (errors) return Status::Corruption("roart: " + std::to_string(errors) + " invariant violation(s)");

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "index/radix/art_node.h"
+#include "index/lazy_count.h"
 #include "index/registry.h"
 #include "sync/sync.h"
 #include "wort/alloc.h"
@@ -184,7 +185,7 @@ class RoartTree final : public Index {
   std::shared_ptr<std::shared_mutex> mu_ptr_;
   std::shared_mutex& mu_;
   const bool global_lock_;
-  mutable std::atomic<int64_t> count_{-1};
+  LazyKeyCount count_;
   std::atomic<uint64_t> repairs_{0};
   TestStop test_stop_ = TestStop::kNone;
 };
