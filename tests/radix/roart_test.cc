@@ -186,6 +186,35 @@ TEST(RoartRestart, OpenTouchesNothing) {
   EXPECT_EQ(d.fences, 0u);
 }
 
+// A read-only pool: lookups and scans work without trusting (or writing) any volatile
+// metadata; writes are refused with a clear error.
+TEST(RoartRestart, ReadOnlyPool) {
+  Model m;
+  wort::test::TempPath path("roart-ro");
+  PoolOptions po = SmallPoolOpts();
+  {
+    std::unique_ptr<Pool> p;
+    ASSERT_TRUE(Pool::Create(path.str(), po, &p).ok());
+    std::unique_ptr<Index> idx;
+    ASSERT_TRUE(CreateIndex(*p, "idx", "roart", {}, &idx).ok());
+    ByteKeyGen gen(8);
+    std::mt19937_64 rng(8);
+    RandomOps(*idx, m, rng, 3000, [&]() { return gen.Next(m); });
+    idx.reset();
+    ASSERT_TRUE(p->Close().ok());
+  }
+  po.read_only = true;
+  std::unique_ptr<Pool> p;
+  ASSERT_TRUE(Pool::Open(path.str(), po, &p).ok());
+  std::unique_ptr<Index> idx;
+  ASSERT_TRUE(OpenIndex(*p, "idx", &idx).ok());
+  ExpectMatchesModel(*idx, m);
+  EXPECT_EQ(idx->Insert("new", 1).code(), Code::kInvalidArgument);
+  EXPECT_EQ(idx->Remove(m.begin()->first).code(), Code::kInvalidArgument);
+  std::string report;
+  EXPECT_TRUE(idx->Check(&report).ok()) << report;
+}
+
 // ---- regressions of the authors' code -----------------------------------------------------------
 
 // Defect: the leaf's fingerprint hashed signed chars, the probe's unsigned bytes (98% of random

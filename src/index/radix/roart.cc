@@ -416,6 +416,7 @@ Status RoartTree::SplitLeafArray(const LeafArray* la, uint32_t depth, uint64_t n
 
 // ---- insert / upsert ----------------------------------------------------------------------------
 Status RoartTree::Insert(std::string_view key, uint64_t value) {
+  if (pool_.read_only()) return Status::InvalidArgument("roart: the pool is open read-only");
   WORT_RETURN_IF_ERROR(ValidateKey(key));
   auto g = ModeLock(IndexModeLock::kWriter);
   sync::EpochGuard eg(epoch());
@@ -425,6 +426,7 @@ Status RoartTree::Insert(std::string_view key, uint64_t value) {
 }
 
 Status RoartTree::Upsert(std::string_view key, uint64_t value, bool* inserted) {
+  if (pool_.read_only()) return Status::InvalidArgument("roart: the pool is open read-only");
   WORT_RETURN_IF_ERROR(ValidateKey(key));
   auto g = ModeLock(IndexModeLock::kWriter);
   sync::EpochGuard eg(epoch());
@@ -760,6 +762,7 @@ WORT_OPTIMISTIC_READ int RoartTree::LookupAttempt(std::string_view key, uint64_t
 
 // ---- remove -------------------------------------------------------------------------------------
 Status RoartTree::Remove(std::string_view key) {
+  if (pool_.read_only()) return Status::InvalidArgument("roart: the pool is open read-only");
   WORT_RETURN_IF_ERROR(ValidateKey(key));
   auto g = ModeLock(IndexModeLock::kWriter);
   sync::EpochGuard eg(epoch());
