@@ -29,7 +29,7 @@ import sys
 DISTS = ["dense", "sparse", "clustered"]
 RADIX = ["wort", "woart", "artcow"]
 PAPER_BTREES = ["fptree", "nvtree", "wbtree"]
-PAPER_NAMES = {"wort": "WORT", "woart": "WOART", "artcow": "ART+CoW", "fptree": "FPTree",
+PAPER_NAMES = {"wort": "WORT", "woart": "WOART", "artcow": "ART+CoW", "roart": "ROART", "fptree": "FPTree",
                "nvtree": "NVTree", "wbtree": "wB+Tree", "bptree": "B+-tree"}
 FIGURES = ["fig7", "fig8", "fig9", "fig10", "space"]
 # Volatile DRAM references registered in wort, and the paper's names they stand for.
@@ -122,28 +122,28 @@ def fmt(v, digits=1):
 
 MAX_SERIES = 8
 FAMILIES = [  # (family, panel title, kinds in legend order)
-    ("radix", "persistent radix trees + volatile references", ["wort", "woart", "artcow"]),
+    ("radix", "persistent radix trees + volatile references", ["wort", "woart", "artcow", "roart"]),
     ("volatile", "volatile DRAM references", ["vart", "vradix", "vbptree"]),
     ("btree", "persistent B-trees", ["fptree", "nvtree", "wbtree", "wbtree-slot", "fastfair", "b3tree"]),
     ("hash", "persistent hash tables", ["cceh", "cceh-cow", "linp", "cuck", "bch", "levl", "path"]),
 ]
 PALETTE = {  # one entry per kind of the family, in FAMILIES order; lightness alternates so that
     #         neighbours in a legend differ most
-    "radix": ["#08519c", "#3182bd", "#6baed6"],
+    "radix": ["#08519c", "#3182bd", "#6baed6", "#08306b"],
     "volatile": ["#000000", "#525252", "#969696"],
     "btree": ["#67000d", "#cb181d", "#f16913", "#fdae6b", "#8c2d04", "#fb6a4a"],
     "hash": ["#3f007d", "#9e9ac8", "#7a0177", "#dd3497", "#6a51a3", "#f768a1", "#fa9fb5"],
     "other": ["#00441b", "#238b45", "#66c2a4", "#8c6d31", "#bd9e39", "#e7ba52"],
 }
 MARKERS = {
-    "wort": "o", "woart": "s", "artcow": "^",
+    "wort": "o", "woart": "s", "artcow": "^", "roart": "D",
     "vart": "o", "vradix": "D", "vbptree": "s",
     "fptree": "v", "nvtree": "D", "wbtree": "^", "wbtree-slot": "<", "fastfair": "P", "b3tree": "X",
     "cceh": "h", "cceh-cow": "H", "linp": "d", "cuck": "*", "bch": "p", "levl": ">", "path": "8",
 }
 OTHER_MARKERS = ["o", "s", "^", "D", "v", "P"]
 LABELS = {
-    "wort": "WORT", "woart": "WOART", "artcow": "ART+CoW",
+    "wort": "WORT", "woart": "WOART", "artcow": "ART+CoW", "roart": "ROART",
     "vart": "vart (DRAM ART)", "vradix": "vradix (DRAM)", "vbptree": "vbptree (DRAM B+)",
     "fptree": "FPTree", "nvtree": "NVTree", "wbtree": "wB+Tree", "wbtree-slot": "wB+Tree slot-only",
     "fastfair": "FAST&FAIR", "b3tree": "B3-tree",
@@ -562,6 +562,41 @@ def check_claims(pub, res, kinds, ordered):
 
 # ---- report ---------------------------------------------------------------------------------
 
+
+def roart_section(res, kinds, path):
+    """The ROART section (wort issue 16): the published ROART ratios beside this run's ratio of
+    the other kind's time to roart's (throughput ratio roart / other), per distribution. Empty
+    when roart or the published file is absent."""
+    if "roart" not in kinds or not os.path.exists(path):
+        return []
+    pub = json.load(open(path))
+    L = ["## ROART (FAST 2021) beside this run\n",
+         f"Source: {pub.get('source', '')}. {pub.get('note', '')} Ratios are time(other) / time(roart) "
+         "from the fig7 (insert) and fig9 (search) runs, i.e. roart's throughput advantage; the verdict "
+         f"uses the same rule as above (within {TOLERANCE:g}x of the published value: 'holds').\n",
+         "| claim | published | stand-in | measured (per distribution) | verdict |", "|---|---|---|---|---|"]
+    dists = sorted({r.get("dist") for r in res.recs if r.get("index") == "roart" and r.get("dist")})
+    for c in pub.get("claims", []):
+        pubr = c.get("ratio", [])
+        pub_s = "-".join(f"{x:g}x" for x in pubr)
+        if c.get("check", True) is False or c.get("versus") not in kinds:
+            why = c.get("why") or f"{c.get('versus')} not in this run"
+            L.append(f"| {c['text']} | {pub_s} | - | - | **cannot check** ({why}) |")
+            continue
+        getter = res.insert_ns if c["op"] == "insert" else res.search_ns
+        parts, pairs = [], []
+        for d in dists:
+            mine, other = getter("roart", d), getter(c["versus"], d)
+            if not mine or not other:
+                continue
+            r = other / mine
+            parts.append(f"{d} {r:.2f}x")
+            pairs.append((r, max(pubr)))
+        verdict = ratio_verdict(pairs) if pairs else "cannot check (no runs)"
+        L.append(f"| {c['text']} | {pub_s} | {c.get('proxy', '-')} | {'; '.join(parts) or '-'} | **{verdict}** |")
+    L.append("")
+    return L
+
 def write_report(out, recs, cfg, pub, figures, fig_error):
     res = Results(recs)
     kinds = [k["name"] for k in cfg.get("kinds", [])] or sorted({r["index"] for r in recs if "index" in r})
@@ -699,6 +734,9 @@ def write_report(out, recs, cfg, pub, figures, fig_error):
     for cid, text, verdict, detail in check_claims(pub, res, kinds, ordered):
         L.append(f"| {cid} | {srcs.get(cid, '')} | {text} | **{verdict}** | {detail or '-'} |")
     L.append("")
+
+    L += roart_section(res, kinds, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "published",
+                                                "roart_fast21.json"))
 
     L.append("## Figures\n")
     if figures:

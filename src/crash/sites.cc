@@ -21,6 +21,7 @@ struct Owner {
 constexpr Owner kSiteOwners[] = {
     {"src/index/radix/wort.cc", "wort", nullptr},
     {"src/index/radix/art_tree.cc", "woart artcow", nullptr},
+    {"src/index/radix/roart.cc", "roart", nullptr},
     {"src/index/btree/fastfair.cc", "fastfair", nullptr},
     {"src/index/btree/b3tree.cc", "b3tree", nullptr},
     {"src/index/btree/fptree.cc", "fptree", nullptr},

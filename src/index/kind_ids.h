@@ -6,6 +6,7 @@ namespace wort::kind_id {
 inline constexpr uint32_t kWort = 1;
 inline constexpr uint32_t kWoart = 2;
 inline constexpr uint32_t kArtCow = 3;
+inline constexpr uint32_t kRoart = 4;  // ROART (Ma et al., FAST 2021)
 // B-trees: 10..19 (FAST&FAIR, wB+Tree, FPTree, NVTree, B3-tree); hash tables: 20..29 (CCEH...).
 // B-trees (src/index/btree/); 14..19 are left for FPTree, NVTree and others:
 inline constexpr uint32_t kFastFair = 10;    // FAST&FAIR (Hwang et al., FAST 2018)

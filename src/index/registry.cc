@@ -23,7 +23,7 @@ const std::vector<const IndexKind*>& BuiltinIndexKinds() {
   static const std::vector<const IndexKind*> v = {
       b::B3Tree(), b::FastFair(), b::FpTree(),  b::NvTree(), b::WbTree(), b::WbTreeSlot(), b::Cceh(),
       b::CcehCow(), b::Linp(),    b::Cuck(),    b::Bch(),    b::Levl(),   b::Path(),       b::ArtCow(),
-      b::Woart(),  b::Wort(),     b::Vart(),    b::VbpTree(), b::Vradix(),
+      b::Woart(),  b::Roart(),  b::Wort(),     b::Vart(),    b::VbpTree(), b::Vradix(),
   };
   return v;
 }

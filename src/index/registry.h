@@ -94,6 +94,7 @@ const IndexKind* Levl();
 const IndexKind* Path();
 const IndexKind* ArtCow();
 const IndexKind* Woart();
+const IndexKind* Roart();
 const IndexKind* Wort();
 const IndexKind* Vart();
 const IndexKind* VbpTree();

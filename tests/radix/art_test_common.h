@@ -1,5 +1,6 @@
-// Tests shared by WOART (woart_test.cc) and ART+CoW (artcow_test.cc): value-parameterized by
-// the index kind name. Each test file instantiates ArtKindTest for its kind.
+// Tests shared by WOART (woart_test.cc), ART+CoW (artcow_test.cc) and ROART (roart_test.cc):
+// value-parameterized by the index kind name. Each test file instantiates ArtKindTest for its
+// kind (and the two ArtTree-based kinds ArtTreeTest too).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -280,6 +281,8 @@ inline void ExpectSoundAfterRecovery(Index& idx, Pool& p, const Model& m, const 
 }
 
 class ArtKindTest : public ::testing::TestWithParam<const char*> {};
+// Tests of the ArtTree's own node types and merges (woart, artcow): not shared with roart.
+class ArtTreeTest : public ::testing::TestWithParam<const char*> {};
 
 // ---- basic semantics ----------------------------------------------------------------------
 TEST_P(ArtKindTest, EdgeKeys) {
@@ -436,7 +439,7 @@ TEST_P(ArtKindTest, DifferentialBytes) {
 }
 
 // ---- node type boundaries: 4/5, 16/17, 48/49 children and back --------------------------------
-TEST_P(ArtKindTest, GrowAndShrinkBoundaries) {
+TEST_P(ArtTreeTest, GrowAndShrinkBoundaries) {
   PoolFixture f(GetParam());
   const bool woart = std::string(GetParam()) == "woart";
   const uint8_t n4 = woart ? kW4 : kS4, n16 = woart ? kW16 : kS16;
@@ -481,7 +484,7 @@ TEST_P(ArtKindTest, GrowAndShrinkBoundaries) {
 }
 
 // Removal that leaves a node with one child node: path merge (the child's prefix grows).
-TEST_P(ArtKindTest, PathMerge) {
+TEST_P(ArtTreeTest, PathMerge) {
   PoolFixture f(GetParam());
   Model m;
   const std::vector<std::string> keys = {"abcdefgh1xyz-0", "abcdefgh1xyz-1", "abcdefgh1xyz-2", "abcdefgh2", "abc"};

@@ -6,6 +6,7 @@
 namespace wort::art::test {
 
 INSTANTIATE_TEST_SUITE_P(ArtCow, ArtKindTest, ::testing::Values("artcow"));
+INSTANTIATE_TEST_SUITE_P(ArtCow, ArtTreeTest, ::testing::Values("artcow"));
 
 // Only copy-on-write small nodes: no WOART node type appears, and no header is ever repaired.
 TEST(ArtCow, UsesSortedNodesAndNeverRepairs) {

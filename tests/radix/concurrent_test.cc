@@ -1,4 +1,4 @@
-// Multi-threaded stress of the radix trees (wort, woart, artcow), in the concurrent mode and in
+// Multi-threaded stress of the radix trees (wort, woart, artcow, roart), in the concurrent mode and in
 // the global-lock mode: N writers + M readers + a scanner on overlapping keys, every result
 // checked (see CheckedStress below). Also: a scan callback that writes to the same index.
 // Sizes shrink under ThreadSanitizer (scripts/test.sh runs this binary built with WORT_TSAN).
@@ -288,7 +288,8 @@ TEST_P(ConcurrentTest, ScanCallbackThatWritesDoesNotDeadlock) {
 
 INSTANTIATE_TEST_SUITE_P(Radix, ConcurrentTest,
                          testing::Values(Param{"woart", false}, Param{"artcow", false}, Param{"wort", false},
-                                         Param{"woart", true}, Param{"artcow", true}, Param{"wort", true}),
+                                         Param{"roart", false}, Param{"woart", true}, Param{"artcow", true},
+                                         Param{"wort", true}, Param{"roart", true}),
                          Name);
 
 }  // namespace

@@ -1,4 +1,4 @@
-// The kill test with several writer threads, for wort, woart and artcow: a child process opens
+// The kill test with several writer threads, for wort, woart, artcow and roart: a child process opens
 // the pool (post-crash GC in the background on even rounds) and runs 3 writer threads, each on
 // its own keys (a fixed sequence of inserts and removes), reporting "begin" and "ack" of every
 // operation through a pipe; the parent SIGKILLs it at a random moment. Then, on a copy of the
@@ -200,7 +200,7 @@ TEST_P(MultiWriterKillTest, AcknowledgedWritesSurviveAndNoBlockIsLost) {
   RecordProperty("acknowledged_ops", std::to_string(total_acks));
 }
 
-INSTANTIATE_TEST_SUITE_P(Radix, MultiWriterKillTest, testing::Values("wort", "woart", "artcow"));
+INSTANTIATE_TEST_SUITE_P(Radix, MultiWriterKillTest, testing::Values("wort", "woart", "artcow", "roart"));
 
 }  // namespace
 }  // namespace wort

@@ -7,6 +7,7 @@
 namespace wort::art::test {
 
 INSTANTIATE_TEST_SUITE_P(Woart, ArtKindTest, ::testing::Values("woart"));
+INSTANTIATE_TEST_SUITE_P(Woart, ArtTreeTest, ::testing::Values("woart"));
 
 TEST(WoartSimd, Find16AndCountLessMatchScalar) {
   std::mt19937_64 rng(99);

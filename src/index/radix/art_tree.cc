@@ -233,10 +233,10 @@ class ArtTree::WriteLocks {
 using sync::Backoff;
 
 void ArtTree::Added() {
-  if (count_.load(std::memory_order_relaxed) >= 0) count_.fetch_add(1, std::memory_order_relaxed);
+  count_.Added();
 }
 void ArtTree::Removed() {
-  if (count_.load(std::memory_order_relaxed) >= 0) count_.fetch_sub(1, std::memory_order_relaxed);
+  count_.Removed();
 }
 
 Status ArtTree::AllocLeaf(std::string_view key, uint64_t value, uint64_t* ref) {
@@ -1196,14 +1196,8 @@ uint64_t ArtTree::CountKeys(uint64_t root) const {
 }
 
 uint64_t ArtTree::Size() const {
-  int64_t c = count_.load();
-  if (c >= 0) return static_cast<uint64_t>(c);
-  auto q = ModeLock(IndexModeLock::kQuiesce);  // excludes writers while counting
-  c = count_.load();
-  if (c >= 0) return static_cast<uint64_t>(c);
-  c = static_cast<int64_t>(CountKeys(rb_->root));
-  count_.store(c);
-  return static_cast<uint64_t>(c);
+  // the walk excludes writers
+  return count_.Get([&] { return ModeLock(IndexModeLock::kQuiesce); }, [&] { return CountKeys(rb_->root); });
 }
 
 IndexStats ArtTree::Stats() const {
@@ -1517,7 +1511,7 @@ Status ArtTree::Check(std::string* report) const {
   if (rb_->key_type != static_cast<uint64_t>(key_type_)) ctx.Err("root block key type changed");
   std::string path;
   if (rb_->root) CheckRef(rb_->root, 0, path, ctx);
-  const int64_t c = count_.load();
+  const int64_t c = count_.Known();
   if (ctx.errors == 0 && c >= 0 && static_cast<uint64_t>(c) != ctx.leaves)
     ctx.Err("Size() says " + std::to_string(c) + " but the tree holds " + std::to_string(ctx.leaves) + " keys");
   if (ctx.errors)

@@ -35,6 +35,7 @@
 #include <string_view>
 
 #include "index/radix/art_node.h"
+#include "index/lazy_count.h"
 #include "index/registry.h"
 #include "sync/sync.h"
 #include "wort/alloc.h"
@@ -196,7 +197,7 @@ class ArtTree final : public Index {
   const bool global_lock_;
   // Number of keys: -1 = not known yet. Recounted lazily by the first Size() after open (so a
   // crash can never make it wrong, and opening costs nothing), then maintained by writers.
-  mutable std::atomic<int64_t> count_{-1};
+  LazyKeyCount count_;
   std::atomic<uint64_t> repairs_{0};
   TestStop test_stop_ = TestStop::kNone;
 };

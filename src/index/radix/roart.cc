@@ -1,0 +1,1323 @@
+// ROART (Ma et al., "ROART: Range-query Optimized Persistent ART", FAST 2021) on wort's pool,
+// allocator, persistence module and concurrency layer (src/sync). Layouts: roart.h.
+//
+// Structure. An ART with 8-bit partial keys and path compression (the compression header of
+// art_node.h: depth, prefix length, 5 inline prefix bytes in one 8-byte word). A subtree of at
+// most m = 64 keys is one *leaf array* instead of inner nodes (leaf compaction). A child of an
+// inner node is an inner node, a leaf array, or a single leaf; the key that ends exactly at a
+// node's branch position b = depth + prefix_len is its leaf_here. The root word holds any of
+// the three (0 = empty tree).
+//
+// Selective metadata persistence. count, cursor, the leaf array bitmap and the NODE48 child
+// index live in the node but are never flushed on purpose; the node's `gen` says in which pool
+// generation (Pool::generation(), +1 at every open for writing) they were computed. A writer
+// that locks a node with a stale gen rebuilds them from the persistent words first (Refresh);
+// readers never use count/cursor/bitmap and use the NODE48 index only when gen is current
+// (otherwise they scan the 48 entries). Open touches nothing; there is no recovery pass.
+// The version words are the DRAM table of src/sync (sync::NodeLock, keyed by address), so no
+// lock word is in the node at all.
+//
+// Post-crash invariants (Check() verifies each):
+//   1. Every reference reachable from the root block names an allocated block whose contents
+//      were persisted before the reference was (new blocks are flushed and fenced before the
+//      one 8-byte store that publishes them).
+//   2. Every leaf below an inner node at real depth d with branch b holds the node's path
+//      bytes [0, b); its byte at b is the entry's key byte (NODE4/16/48: the byte in the entry
+//      word; NODE256: the index), or it has length b and is the node's leaf_here.
+//   3. A node's stored depth is its real depth (the depth its parent implies), or smaller with
+//      the same branch position: a prefix split published the new parent and was cut before it
+//      shortened the node's header. Such a header is recomputed from a leaf below on read
+//      (scan) and stored back by the first writer that reaches the node (WORT's rule).
+//   4. A leaf array slot word's fingerprint is Fingerprint(the leaf's key); the keys of one
+//      leaf array are distinct and share the path bytes of its position.
+//   5. Every inner node reachable from the root has at least one entry (a child or leaf_here):
+//      removing the last entry of a node unlinks the node from its parent instead.
+//   6. Volatile metadata is trusted only when gen equals this session's pool generation.
+//
+// Persist order of each write path (Flush = write back, no fence; Fence; Commit = store8 +
+// write back + fence, the commit point). Blocks are allocated without flushes (the allocator's
+// DCMM design): an operation cut by a crash leaves only unreachable blocks, which the
+// post-crash GC reclaims (wort/alloc.h, R3).
+//   Leaf array insert     Flush(leaf); Fence; Commit(free slot := fp<<48 | leaf).
+//   Leaf array split      Flush(new leaf); build the new leaf arrays and the new inner node,
+//                         Flush each whole; Fence; Commit(parent entry := new node); retire the
+//                         old leaf array (the leaves are shared, never copied).
+//   Leaf collision        (a single-leaf child meets a second key) Flush(leaf), Flush(new leaf
+//                         array of both); Fence; Commit(parent entry := leaf array).
+//   Child append          Flush(leaf); Fence; Commit(entry[cursor] := byte<<48 | leaf).
+//   NODE256 add           Flush(leaf); Fence; Commit(child[c] := leaf).
+//   leaf_here add         Flush(leaf); Fence; Commit(leaf_here := leaf).
+//   Node growth/compaction  (no free entry at the cursor) Flush(leaf), Flush(new node with the
+//                         live entries + the new one); Fence; Commit(parent entry := new
+//                         node); retire the old node.
+//   Prefix split at i     Flush(leaf), Flush(new NODE4 at the old depth, prefix [d, i)); Fence;
+//                         Commit(parent entry := new node); Commit(old node header := depth
+//                         i+1, prefix (i, b)) - a crash between the two commits is invariant 3.
+//   Upsert of a present key  Commit(leaf value).
+//   Remove                Commit(the word that holds the key := 0): a leaf array slot, an
+//                         entry or leaf_here - or, when that would empty the container, the
+//                         entry of the highest ancestor that would become empty (invariant 5);
+//                         then retire the unlinked leaf and nodes.
+//   Header repair         Commit(header).
+// PoolFull: every block is allocated before the first store that matters; on failure the blocks
+// already allocated are freed and the tree is unchanged.
+//
+// Concurrency (src/sync/sync.h): optimistic lock coupling. Readers (Lookup, Scan, Visit) take
+// no lock: each node is read between ReadLockOrRestart and CheckOrRestart, the parent's version
+// checked after the child's was read; any failure restarts the operation (Scan restarts its
+// current batch, from the last key it emitted). Writers descend the same way and upgrade only
+// the locks of the nodes whose words they store: the leaf array for a slot insert (the
+// duplicate check runs under that lock), the node for an append / leaf_here / repair, the
+// parent too when the node is replaced (split, growth, collision), the whole emptied chain for
+// a remove. A writer never waits for a lock while it holds one (upgrades are single CAS).
+// Unlinked blocks go to Allocator::Retire (epoch-based reclamation). Global-lock mode
+// (registry.h) is supported as by the other radix trees.
+//
+// Size: a DRAM counter, recounted by a walk on the first Size() after open.
+#include "index/radix/roart.h"
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "index/kind_ids.h"
+#include "wort/pm.h"
+
+namespace wort::roart {
+
+uint16_t Fingerprint(std::string_view key) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : key) h = (h ^ c) * 0x100000001b3ull;  // unsigned bytes
+  h ^= h >> 32;
+  h ^= h >> 16;
+  return static_cast<uint16_t>(h);
+}
+
+namespace {
+
+constexpr int kMaxSteps = 10000;  // bound on any descent (a key has at most 4097 levels)
+using art::kInlinePrefix;
+using Entry = std::pair<unsigned char, uint64_t>;
+
+inline bool KeyEq(const Leaf* l, std::string_view key) {
+  const uint32_t n = l->key_len;
+  return n == key.size() && (n == 0 || std::memcmp(l->key(), key.data(), n) == 0);
+}
+inline uint8_t TypeOf(const NodeHead* n) { return static_cast<uint8_t>(pm::load8(&n->type)); }
+inline bool ValidInner(uint8_t t) { return t >= kN4 && t <= kN256; }
+inline uint64_t Load(const uint64_t* w) { return pm::load8(w); }
+inline uint64_t Gen(const NodeHead* n) { return std::atomic_ref<uint64_t>(const_cast<uint64_t&>(n->gen)).load(std::memory_order_acquire); }
+
+// The (byte, reference) entries of inner node n of type t, in stored order.
+int ReadEntries(const NodeHead* n, uint8_t t, Entry* out) {
+  const uint64_t* ch = Children(n, t);
+  int k = 0;
+  for (int i = 0; i < Capacity(t); ++i) {
+    const uint64_t w = Load(&ch[i]);
+    if (!w) continue;
+    if (t == kN256) out[k++] = {static_cast<unsigned char>(i), w & kRefMask};
+    else out[k++] = {static_cast<unsigned char>(w >> 48), w & kRefMask};
+  }
+  return k;
+}
+
+}  // namespace
+
+// The write locks one mutation holds, each upgraded from the version its descent read, released
+// (version bumped) on destruction. Two nodes may share a table word (VersionLockTable::SameWord):
+// a word already held counts as upgraded only if it was read at the same version.
+struct RoartTree::Locks {
+  std::vector<std::pair<sync::VersionLock*, uint64_t>> held;
+  Locks() { held.reserve(4); }
+  ~Locks() {
+    for (auto& [l, v] : held) l->WriteUnlock();
+  }
+  [[nodiscard]] bool Upgrade(sync::VersionLock& l, uint64_t v) {
+    for (auto& [h, hv] : held)
+      if (h == &l) return hv == v;
+    if (!l.UpgradeToWriteLock(v)) return false;
+    held.push_back({&l, v});
+    return true;
+  }
+};
+
+struct RoartTree::PathElem {
+  NodeHead* n;  // nullptr: the root block
+  sync::VersionLock* l;
+  uint64_t v;
+  uint64_t* slot;  // the word in the parent that references n
+  uint8_t t;
+};
+
+struct RoartTree::ScanCtx {
+  std::string_view cursor;
+  bool exclusive;
+  const std::string_view* end;
+  size_t want;
+  std::vector<std::pair<const Leaf*, uint64_t>>* out;
+  std::vector<std::pair<const sync::VersionLock*, uint64_t>>* seen;
+  bool stop = false;
+  bool past_end = false;
+  bool restart = false;
+};
+
+// ---- construction -----------------------------------------------------------------------------
+RoartTree::RoartTree(Pool& pool, uint64_t root_off)
+    : pool_(pool),
+      root_off_(root_off),
+      rb_(pool.at<RootBlock>(root_off)),
+      key_type_(static_cast<KeyType>(rb_->key_type)),
+      heap_off_(pool.heap_offset()),
+      gen_(pool.generation()),
+      trust_meta_(!pool.read_only()),
+      mu_ptr_(IndexLock(&pool, root_off)),
+      mu_(*mu_ptr_),
+      global_lock_(GlobalIndexLock()) {}
+
+Status RoartTree::Create(Pool& pool, const IndexOptions& opts, uint64_t* root_off) {
+  if (opts.key_type != KeyType::kU64 && opts.key_type != KeyType::kBytes)
+    return Status::InvalidArgument("roart: unknown key type");
+  uint64_t off = 0;
+  WORT_RETURN_IF_ERROR(pool.allocator().AllocZeroed(sizeof(RootBlock), &off));
+  auto* rb = pool.at<RootBlock>(off);
+  rb->magic = kRootMagic;
+  rb->key_type = static_cast<uint64_t>(opts.key_type);
+  rb->root = 0;
+  rb->flags = opts.values_are_blocks ? kValuesAreBlocks : 0;
+  Flush(rb, sizeof(RootBlock));  // before the caller publishes the root entry
+  Fence();
+  *root_off = off;
+  return Status::OK();
+}
+
+Status RoartTree::Open(Pool& pool, uint64_t root_off, std::unique_ptr<Index>* out) {
+  if (root_off == 0 || root_off % 64 != 0 || root_off < pool.heap_offset() || !pool.contains(root_off, sizeof(RootBlock)))
+    return Status::Corruption("roart: root block offset outside the pool");
+  const auto* rb = pool.at<RootBlock>(root_off);
+  if (rb->magic != kRootMagic) return Status::Corruption("roart: bad root block magic");
+  if (rb->key_type != static_cast<uint64_t>(KeyType::kU64) && rb->key_type != static_cast<uint64_t>(KeyType::kBytes))
+    return Status::Corruption("roart: bad key type in root block");
+  out->reset(new RoartTree(pool, root_off));
+  return Status::OK();
+}
+
+Status RoartTree::ValidateKey(std::string_view key) const {
+  if (key.size() > kMaxKeyLen) return Status::InvalidArgument("key longer than kMaxKeyLen");
+  if (key_type_ == KeyType::kU64 && key.size() != 8) return Status::InvalidArgument("this index takes 8-byte (kU64) keys only");
+  return Status::OK();
+}
+
+// ---- persistence: the kind's only persist sites ---------------------------------------------
+void RoartTree::Flush(const void* p, size_t n) { pm::flush(p, n); }
+void RoartTree::Fence() { pm::fence(); }
+void RoartTree::Commit(uint64_t* word, uint64_t v) {
+  pm::store8(word, v);
+  pm::persist(word, sizeof(uint64_t));
+}
+
+// ---- helpers ------------------------------------------------------------------------------------
+bool RoartTree::RefOk(uint64_t ref) const {
+  const uint64_t tag = ref & kTagMask;
+  const uint64_t off = ref & kRefMask & ~kTagMask;
+  if (tag > kArrayTag || off == 0 || off < heap_off_) return false;
+  return pool_.contains(off, tag == kLeafTag ? sizeof(Leaf) : sizeof(NodeHead));
+}
+
+bool RoartTree::Fresh(const NodeHead* n) const { return trust_meta_ && Gen(n) == gen_; }
+
+void RoartTree::Refresh(NodeHead* n, uint8_t t) {
+  if (!trust_meta_ || Gen(n) == gen_) return;
+  if (t == kLeafArray) {
+    auto* la = reinterpret_cast<LeafArray*>(n);
+    uint64_t bm = 0;
+    for (int i = 0; i < kLeafArraySlots; ++i)
+      if (la->slot[i]) bm |= uint64_t(1) << i;
+    n->bitmap = bm;
+    n->count = static_cast<uint32_t>(__builtin_popcountll(bm));
+    n->cursor = 0;
+  } else {
+    uint64_t* ch = Children(n, t);
+    uint32_t count = 0, cursor = 0;
+    if (t == kN48) std::memset(Index48(n), 0, 256);
+    for (int i = 0; i < Capacity(t); ++i) {
+      const uint64_t w = ch[i];
+      if (!w) continue;
+      ++count;
+      if (t != kN256) cursor = static_cast<uint32_t>(i + 1);
+      if (t == kN48) Index48(n)[(w >> 48) & 0xff] = static_cast<unsigned char>(i + 1);
+    }
+    n->count = count;
+    n->cursor = cursor;
+  }
+  std::atomic_ref<uint64_t>(n->gen).store(gen_, std::memory_order_release);
+}
+
+WORT_OPTIMISTIC_READ uint64_t* RoartTree::FindChild(NodeHead* n, uint8_t t, unsigned char c) const {
+  uint64_t* ch = Children(n, t);
+  if (t == kN256) return Load(&ch[c]) ? &ch[c] : nullptr;
+  if (t == kN48 && Fresh(n)) {
+    const unsigned k = Index48(n)[c];
+    if (k == 0 || k > 48) return nullptr;
+    const uint64_t w = Load(&ch[k - 1]);
+    return (w && ((w >> 48) & 0xff) == c) ? &ch[k - 1] : nullptr;
+  }
+  for (int i = 0; i < Capacity(t); ++i) {
+    const uint64_t w = Load(&ch[i]);
+    if (w && ((w >> 48) & 0xff) == c) return &ch[i];
+  }
+  return nullptr;
+}
+
+// Any leaf below ref (every key below a node holds the node's whole path), or nullptr.
+WORT_OPTIMISTIC_READ const Leaf* RoartTree::AnyLeaf(uint64_t ref) const {
+  for (int steps = 0; steps < kMaxSteps && ref; ++steps) {
+    if (!RefOk(ref)) return nullptr;
+    if (ref & kLeafTag) return at<Leaf>(ref);
+    const NodeHead* n = at(ref);
+    const uint8_t t = TypeOf(n);
+    if (t == kLeafArray) {
+      const auto* la = reinterpret_cast<const LeafArray*>(n);
+      for (int i = 0; i < kLeafArraySlots; ++i) {
+        const uint64_t s = Load(&la->slot[i]);
+        if (s) return RefOk((s & kRefMask) | kLeafTag) ? at<Leaf>(s & kRefMask) : nullptr;
+      }
+      return nullptr;
+    }
+    if (!ValidInner(t)) return nullptr;
+    const uint64_t lh = Load(&n->leaf_here);
+    if (lh) {
+      ref = lh & kRefMask;
+      continue;
+    }
+    uint64_t next = 0;
+    const uint64_t* ch = Children(n, t);
+    for (int i = 0; i < Capacity(t) && !next; ++i) next = Load(&ch[i]) & kRefMask;
+    ref = next;
+  }
+  return nullptr;
+}
+
+void RoartTree::Added() {
+  count_.Added();
+}
+void RoartTree::Removed() {
+  count_.Removed();
+}
+
+void RoartTree::FreeAll(const std::vector<uint64_t>& refs) {
+  for (uint64_t r : refs) pool_.allocator().Free(r & kRefMask & ~kTagMask);
+}
+
+// ---- builders (allocate, fill, Flush; the caller fences before publishing) --------------------
+Status RoartTree::NewLeaf(std::string_view key, uint64_t value, uint64_t* ref) {
+  uint64_t off = 0;
+  WORT_RETURN_IF_ERROR(pool_.allocator().Alloc(Leaf::SizeFor(key.size()), &off));
+  Leaf* l = pool_.at<Leaf>(off);
+  l->value = value;
+  l->key_len = static_cast<uint32_t>(key.size());
+  l->reserved = 0;
+  if (!key.empty()) std::memcpy(l->key(), key.data(), key.size());
+  Flush(l, Leaf::SizeFor(key.size()));
+  *ref = off | kLeafTag;
+  return Status::OK();
+}
+
+Status RoartTree::NewLeafArray(const uint64_t* leaves, int n, uint64_t* ref) {
+  uint64_t off = 0;
+  WORT_RETURN_IF_ERROR(pool_.allocator().AllocZeroed(sizeof(LeafArray), &off));
+  auto* la = pool_.at<LeafArray>(off);
+  la->h.type = kLeafArray;
+  uint64_t bm = 0;
+  for (int i = 0; i < n; ++i) {
+    const uint64_t loff = leaves[i] & kRefMask & ~kTagMask;
+    la->slot[i] = uint64_t(Fingerprint(pool_.at<Leaf>(loff)->key_view())) << 48 | loff;
+    bm |= uint64_t(1) << i;
+  }
+  la->h.bitmap = bm;
+  la->h.count = static_cast<uint32_t>(n);
+  la->h.gen = gen_;
+  Flush(la, sizeof(LeafArray));
+  *ref = off | kArrayTag;
+  return Status::OK();
+}
+
+Status RoartTree::NewNode(uint8_t type, const Hdr& h, uint64_t leaf_here, const Entry* e, int n, uint64_t* ref) {
+  uint64_t off = 0;
+  WORT_RETURN_IF_ERROR(pool_.allocator().AllocZeroed(NodeBytes(type), &off));
+  auto* x = pool_.at<NodeHead>(off);
+  x->hdr = art::PackHdr(h);
+  x->type = type;
+  x->leaf_here = leaf_here;
+  uint64_t* ch = Children(x, type);
+  for (int i = 0; i < n; ++i) {
+    if (type == kN256) {
+      ch[e[i].first] = e[i].second;
+    } else {
+      ch[i] = uint64_t(e[i].first) << 48 | e[i].second;
+      if (type == kN48) Index48(x)[e[i].first] = static_cast<unsigned char>(i + 1);
+    }
+  }
+  x->count = static_cast<uint32_t>(n);
+  x->cursor = type == kN256 ? 0 : static_cast<uint32_t>(n);
+  x->gen = gen_;
+  Flush(x, NodeBytes(type));
+  *ref = off;
+  return Status::OK();
+}
+
+// A full leaf array at `depth` plus new_leaf becomes an inner node that branches at the first
+// position where the keys differ; each byte group of more than one key becomes a new leaf
+// array, a group of one key is referenced directly. Every block is flushed whole.
+Status RoartTree::SplitLeafArray(const LeafArray* la, uint32_t depth, uint64_t new_leaf, std::vector<uint64_t>* built,
+                                 uint64_t* ref) {
+  std::vector<std::pair<std::string_view, uint64_t>> ks;  // (key, leaf offset)
+  ks.reserve(kLeafArraySlots + 1);
+  for (int i = 0; i < kLeafArraySlots; ++i) {
+    const uint64_t s = la->slot[i];
+    if (s) ks.push_back({at<Leaf>(s & kRefMask)->key_view(), s & kRefMask});
+  }
+  ks.push_back({at<Leaf>(new_leaf)->key_view(), new_leaf & ~kTagMask});
+  const std::string_view k0 = ks[0].first;
+  size_t b = k0.size();
+  for (const auto& [k, off] : ks) {
+    size_t j = depth;
+    const size_t lim = std::min(b, k.size());
+    while (j < lim && k[j] == k0[j]) ++j;
+    b = j;
+  }
+  if (b > art::kMaxDepthField || b < depth) return Status::Corruption("roart: leaf array keys do not split");
+  std::sort(ks.begin(), ks.end(), [&](const auto& x, const auto& y) { return CompareKeys(x.first, y.first) < 0; });
+  uint64_t leaf_here = 0;
+  std::vector<Entry> entries;
+  size_t i = 0;
+  if (ks[0].first.size() == b) leaf_here = ks[i++].second | kLeafTag;
+  while (i < ks.size()) {
+    const unsigned char c = static_cast<unsigned char>(ks[i].first[b]);
+    size_t j = i;
+    uint64_t group[kLeafArraySlots + 1];
+    int g = 0;
+    while (j < ks.size() && static_cast<unsigned char>(ks[j].first[b]) == c) group[g++] = ks[j++].second;
+    if (g == 1) {
+      entries.push_back({c, group[0] | kLeafTag});
+    } else {
+      uint64_t r = 0;
+      WORT_RETURN_IF_ERROR(NewLeafArray(group, g, &r));
+      built->push_back(r);
+      entries.push_back({c, r});
+    }
+    i = j;
+  }
+  const Hdr h = art::MakeHdr(depth, static_cast<uint32_t>(b - depth), reinterpret_cast<const unsigned char*>(k0.data()) + depth);
+  WORT_RETURN_IF_ERROR(NewNode(TypeFor(static_cast<int>(entries.size())), h, leaf_here, entries.data(),
+                               static_cast<int>(entries.size()), ref));
+  built->push_back(*ref);
+  return Status::OK();
+}
+
+// ---- insert / upsert ----------------------------------------------------------------------------
+Status RoartTree::Insert(std::string_view key, uint64_t value) {
+  if (pool_.read_only()) return Status::InvalidArgument("roart: the pool is open read-only");
+  WORT_RETURN_IF_ERROR(ValidateKey(key));
+  auto g = ModeLock(IndexModeLock::kWriter);
+  sync::EpochGuard eg(epoch());
+  Status s;
+  for (int attempt = 0; InsertAttempt(key, value, false, nullptr, &s) == Attempt::kRestart; ++attempt) sync::Backoff(attempt);
+  return s;
+}
+
+Status RoartTree::Upsert(std::string_view key, uint64_t value, bool* inserted) {
+  if (pool_.read_only()) return Status::InvalidArgument("roart: the pool is open read-only");
+  WORT_RETURN_IF_ERROR(ValidateKey(key));
+  auto g = ModeLock(IndexModeLock::kWriter);
+  sync::EpochGuard eg(epoch());
+  Status s;
+  for (int attempt = 0; InsertAttempt(key, value, true, inserted, &s) == Attempt::kRestart; ++attempt) sync::Backoff(attempt);
+  return s;
+}
+
+WORT_OPTIMISTIC_READ RoartTree::Attempt RoartTree::InsertAttempt(std::string_view key, uint64_t value, bool upsert,
+                                                                 bool* inserted, Status* out) {
+  Locks L;
+  sync::VersionLock* pl = &sync::NodeLock(rb_);
+  uint64_t pv;
+  if (!pl->ReadLockOrRestart(&pv)) return Attempt::kRestart;
+  uint64_t* slot = &rb_->root;
+  bool slot_is_leaf_here = false;
+  uint64_t ref = Load(slot) & kRefMask;
+  uint32_t depth = 0;
+  const auto* kb = reinterpret_cast<const unsigned char*>(key.data());
+  auto done = [&](Status s, bool ins) {
+    if (s.ok() && inserted) *inserted = ins;
+    if (s.ok() && ins) Added();
+    *out = std::move(s);
+    return Attempt::kDone;
+  };
+  auto corrupt = [&](const sync::VersionLock& l, uint64_t v, const char* what) {
+    if (!l.CheckOrRestart(v)) return Attempt::kRestart;
+    *out = Status::Corruption(std::string("roart: ") + what);
+    return Attempt::kDone;
+  };
+  // Replaces the reference in the parent's word `slot` (keeps an entry's key byte).
+  auto publish = [&](uint64_t r) { Commit(slot, (Load(slot) & ~kRefMask) | r); };
+
+  for (int step = 0; step < kMaxSteps; ++step) {
+    if (ref == 0) {
+      if (slot != &rb_->root) return Attempt::kRestart;  // an entry removed meanwhile
+      if (!L.Upgrade(*pl, pv)) return Attempt::kRestart;
+      uint64_t lref;
+      Status s = NewLeaf(key, value, &lref);
+      if (!s.ok()) return done(s, false);
+      Fence();
+      Commit(slot, lref);
+      return done(Status::OK(), true);
+    }
+    if (!RefOk(ref)) return corrupt(*pl, pv, "reference outside the heap");
+    if (ref & kLeafTag) {
+      // A single leaf: its container is the parent (root block or node), whose lock we take.
+      Leaf* l = at<Leaf>(ref);
+      const bool same = KeyEq(l, key);
+      if (!L.Upgrade(*pl, pv)) return Attempt::kRestart;
+      if (same) {
+        if (!upsert) return done(Status::AlreadyExists("key exists"), false);
+        Commit(&l->value, value);
+        return done(Status::OK(), false);
+      }
+      if (slot_is_leaf_here) return done(Status::Corruption("roart: leaf_here holds a key of another length"), false);
+      uint64_t lref, aref;
+      Status s = NewLeaf(key, value, &lref);
+      if (!s.ok()) return done(s, false);
+      const uint64_t two[2] = {ref, lref};
+      s = NewLeafArray(two, 2, &aref);
+      if (!s.ok()) {
+        FreeAll({lref});
+        return done(s, false);
+      }
+      Fence();
+      publish(aref);
+      return done(Status::OK(), true);
+    }
+    NodeHead* n = at(ref);
+    sync::VersionLock& nl = sync::NodeLock(n);
+    uint64_t nv;
+    if (!nl.ReadLockOrRestart(&nv)) return Attempt::kRestart;
+    if (!pl->CheckOrRestart(pv)) return Attempt::kRestart;
+    const uint8_t t = TypeOf(n);
+    if (ref & kArrayTag) {
+      if (t != kLeafArray || !pool_.contains(ref & ~kTagMask, sizeof(LeafArray))) return corrupt(nl, nv, "bad leaf array");
+      auto* la = reinterpret_cast<LeafArray*>(n);
+      if (!L.Upgrade(nl, nv)) return Attempt::kRestart;
+      Refresh(n, t);
+      // The duplicate check, under the leaf array's lock.
+      const uint16_t fp = Fingerprint(key);
+      for (int i = 0; i < kLeafArraySlots; ++i) {
+        const uint64_t s = la->slot[i];
+        if (!s || (s >> 48) != fp) continue;
+        Leaf* l = at<Leaf>(s & kRefMask);
+        if (!KeyEq(l, key)) continue;
+        if (!upsert) return done(Status::AlreadyExists("key exists"), false);
+        Commit(&l->value, value);
+        return done(Status::OK(), false);
+      }
+      uint64_t lref;
+      if (n->count < kLeafArraySlots) {
+        Status s = NewLeaf(key, value, &lref);
+        if (!s.ok()) return done(s, false);
+        Fence();
+        const int i = __builtin_ctzll(~n->bitmap);
+        Commit(&la->slot[i], uint64_t(fp) << 48 | (lref & ~kTagMask));
+        n->bitmap |= uint64_t(1) << i;
+        ++n->count;
+        return done(Status::OK(), true);
+      }
+      // Full: split into an inner node, published in the parent.
+      if (!L.Upgrade(*pl, pv)) return Attempt::kRestart;
+      Status s = NewLeaf(key, value, &lref);
+      if (!s.ok()) return done(s, false);
+      std::vector<uint64_t> built{lref};
+      uint64_t nref = 0;
+      s = SplitLeafArray(la, depth, lref, &built, &nref);
+      if (!s.ok()) {
+        FreeAll(built);
+        return done(s, false);
+      }
+      Fence();
+      publish(nref);
+      Retire(ref);
+      return done(Status::OK(), true);
+    }
+    if (!ValidInner(t) || !pool_.contains(ref, NodeBytes(t))) return corrupt(nl, nv, "bad node type");
+    const Hdr h = art::UnpackHdr(Load(&n->hdr));
+    const uint32_t b = h.branch();
+    if (h.depth > depth || b < depth) return corrupt(nl, nv, "node header inconsistent with its position");
+    if (h.depth != depth) {
+      // Invariant 3: a prefix split was cut after publishing the new parent. Store the header
+      // for the real depth (prefix bytes from a leaf below), then restart.
+      if (!L.Upgrade(nl, nv)) return Attempt::kRestart;
+      const Leaf* any = AnyLeaf(ref);
+      if (!any || any->key_len < b) return done(Status::Corruption("roart: node without a leaf below"), false);
+      Commit(&n->hdr, art::PackHdr(art::MakeHdr(depth, b - depth, any->key() + depth)));
+      repairs_.fetch_add(1, std::memory_order_relaxed);
+      return Attempt::kRestart;
+    }
+    // The first position in [depth, b) where the key leaves the node's prefix.
+    const Leaf* any = nullptr;
+    bool any_bad = false;
+    auto prefix_byte = [&](uint32_t j) -> unsigned char {
+      if (j - depth < kInlinePrefix) return h.prefix[j - depth];
+      if (!any) any = AnyLeaf(ref);
+      if (!any || any->key_len <= j) {
+        any_bad = true;
+        return 0;
+      }
+      return any->key()[j];
+    };
+    uint32_t i = depth;
+    while (i < b && i < key.size() && kb[i] == prefix_byte(i)) ++i;
+    if (any_bad) return corrupt(nl, nv, "node without a leaf below");
+    if (i < b) {
+      // Prefix split at i: a new NODE4 at this depth with prefix [depth, i) above the node.
+      const unsigned char pb = prefix_byte(i);
+      if (any_bad) return corrupt(nl, nv, "node without a leaf below");
+      if (!L.Upgrade(*pl, pv) || !L.Upgrade(nl, nv)) return Attempt::kRestart;
+      uint64_t lref, nref;
+      Status s = NewLeaf(key, value, &lref);
+      if (!s.ok()) return done(s, false);
+      Entry e[2];
+      int ne = 0;
+      uint64_t lh = 0;
+      if (key.size() == i) {
+        lh = lref;
+        e[ne++] = {pb, ref};
+      } else if (kb[i] < pb) {
+        e[ne++] = {kb[i], lref};
+        e[ne++] = {pb, ref};
+      } else {
+        e[ne++] = {pb, ref};
+        e[ne++] = {kb[i], lref};
+      }
+      s = NewNode(kN4, art::MakeHdr(depth, i - depth, kb + depth), lh, e, ne, &nref);
+      if (!s.ok()) {
+        FreeAll({lref});
+        return done(s, false);
+      }
+      Fence();
+      publish(nref);
+      if (test_stop_ != TestStop::kAfterSplitPublish) {
+        Hdr oh;
+        oh.depth = i + 1;
+        oh.plen = b - (i + 1);
+        for (uint32_t j = 0; j < kInlinePrefix && j < oh.plen; ++j) oh.prefix[j] = prefix_byte(i + 1 + j);
+        Commit(&n->hdr, art::PackHdr(oh));
+      }
+      return done(Status::OK(), true);
+    }
+    if (key.size() == b) {
+      const uint64_t lh = Load(&n->leaf_here) & kRefMask;
+      if (lh) {
+        pl = &nl;
+        pv = nv;
+        slot = &n->leaf_here;
+        slot_is_leaf_here = true;
+        ref = lh;
+        continue;
+      }
+      if (!L.Upgrade(nl, nv)) return Attempt::kRestart;
+      uint64_t lref;
+      Status s = NewLeaf(key, value, &lref);
+      if (!s.ok()) return done(s, false);
+      Fence();
+      Commit(&n->leaf_here, lref);
+      return done(Status::OK(), true);
+    }
+    const unsigned char c = kb[b];
+    if (uint64_t* w = FindChild(n, t, c)) {
+      pl = &nl;
+      pv = nv;
+      slot = w;
+      slot_is_leaf_here = false;
+      ref = Load(w) & kRefMask;
+      depth = b + 1;
+      continue;
+    }
+    // Add the new leaf as a child of n.
+    if (!L.Upgrade(nl, nv)) return Attempt::kRestart;
+    Refresh(n, t);
+    uint64_t* ch = Children(n, t);
+    uint64_t lref;
+    if (t == kN256 || static_cast<int>(n->cursor) < Capacity(t)) {
+      Status s = NewLeaf(key, value, &lref);
+      if (!s.ok()) return done(s, false);
+      Fence();
+      if (t == kN256) {
+        Commit(&ch[c], lref);
+      } else {
+        const uint32_t k = n->cursor;
+        Commit(&ch[k], uint64_t(c) << 48 | lref);
+        n->cursor = k + 1;
+        if (t == kN48) Index48(n)[c] = static_cast<unsigned char>(k + 1);
+      }
+      ++n->count;
+      return done(Status::OK(), true);
+    }
+    // No free entry at the cursor: a new node (grown, or the same type compacted) replaces n.
+    if (!L.Upgrade(*pl, pv)) return Attempt::kRestart;
+    Entry e[49];
+    int ne = ReadEntries(n, t, e);
+    Status s = NewLeaf(key, value, &lref);
+    if (!s.ok()) return done(s, false);
+    e[ne++] = {c, lref};
+    std::sort(e, e + ne, [](const Entry& x, const Entry& y) { return x.first < y.first; });
+    uint64_t nref;
+    s = NewNode(TypeFor(ne), h, Load(&n->leaf_here), e, ne, &nref);
+    if (!s.ok()) {
+      FreeAll({lref});
+      return done(s, false);
+    }
+    Fence();
+    publish(nref);
+    Retire(ref);
+    return done(Status::OK(), true);
+  }
+  *out = Status::Corruption("roart: descent too deep");
+  return Attempt::kDone;
+}
+
+// ---- lookup -------------------------------------------------------------------------------------
+Status RoartTree::Lookup(std::string_view key, uint64_t* value) const {
+  WORT_RETURN_IF_ERROR(ValidateKey(key));
+  auto g = ModeLock(IndexModeLock::kReader);
+  sync::EpochGuard eg(epoch());
+  for (int attempt = 0;; ++attempt) {
+    const int r = LookupAttempt(key, value);
+    if (r == 1) return Status::OK();
+    if (r == 0) return Status::NotFound("key not found");
+    sync::Backoff(attempt);
+  }
+}
+
+WORT_OPTIMISTIC_READ int RoartTree::LookupAttempt(std::string_view key, uint64_t* value) const {
+  const sync::VersionLock* pl = &sync::NodeLock(rb_);
+  uint64_t pv;
+  if (!pl->ReadLockOrRestart(&pv)) return -1;
+  uint64_t ref = Load(&rb_->root) & kRefMask;
+  uint32_t depth = 0;
+  const auto* kb = reinterpret_cast<const unsigned char*>(key.data());
+  auto absent = [](const sync::VersionLock& l, uint64_t v) { return l.CheckOrRestart(v) ? 0 : -1; };
+  for (int step = 0; step < kMaxSteps; ++step) {
+    if (!ref || !RefOk(ref)) return absent(*pl, pv);
+    if (ref & kLeafTag) {
+      const Leaf* l = at<Leaf>(ref);
+      const bool eq = l->key_len <= kMaxKeyLen && KeyEq(l, key);
+      const uint64_t v = Load(&l->value);
+      if (!pl->CheckOrRestart(pv)) return -1;
+      if (!eq) return 0;
+      *value = v;
+      return 1;
+    }
+    const NodeHead* n = at(ref);
+    const sync::VersionLock& nl = sync::NodeLock(n);
+    uint64_t nv;
+    if (!nl.ReadLockOrRestart(&nv)) return -1;
+    if (!pl->CheckOrRestart(pv)) return -1;
+    const uint8_t t = TypeOf(n);
+    if (ref & kArrayTag) {
+      if (t != kLeafArray) return absent(nl, nv);
+      const auto* la = reinterpret_cast<const LeafArray*>(n);
+      const uint16_t fp = Fingerprint(key);
+      for (int i = 0; i < kLeafArraySlots; ++i) {
+        const uint64_t s = Load(&la->slot[i]);
+        if (!s || (s >> 48) != fp || !RefOk((s & kRefMask) | kLeafTag)) continue;
+        const Leaf* l = at<Leaf>(s & kRefMask);
+        if (l->key_len > kMaxKeyLen || !KeyEq(l, key)) continue;
+        const uint64_t v = Load(&l->value);
+        if (!nl.CheckOrRestart(nv)) return -1;
+        *value = v;
+        return 1;
+      }
+      return absent(nl, nv);
+    }
+    if (!ValidInner(t)) return absent(nl, nv);
+    const Hdr h = art::UnpackHdr(Load(&n->hdr));
+    const uint32_t b = h.branch();
+    if (key.size() < b) return absent(nl, nv);
+    if (h.depth == depth) {  // pessimistic check of the inline prefix bytes (header current)
+      for (uint32_t j = 0; j < h.plen && j < kInlinePrefix; ++j)
+        if (kb[depth + j] != h.prefix[j]) return absent(nl, nv);
+    }
+    uint64_t next;
+    if (key.size() == b) {
+      next = Load(&n->leaf_here) & kRefMask;
+    } else {
+      const uint64_t* w = FindChild(const_cast<NodeHead*>(n), t, kb[b]);
+      if (!w) return absent(nl, nv);
+      next = Load(w) & kRefMask;
+    }
+    pl = &nl;
+    pv = nv;
+    ref = next;
+    depth = b + 1;
+  }
+  return -1;
+}
+
+// ---- remove -------------------------------------------------------------------------------------
+Status RoartTree::Remove(std::string_view key) {
+  if (pool_.read_only()) return Status::InvalidArgument("roart: the pool is open read-only");
+  WORT_RETURN_IF_ERROR(ValidateKey(key));
+  auto g = ModeLock(IndexModeLock::kWriter);
+  sync::EpochGuard eg(epoch());
+  Status s;
+  for (int attempt = 0; RemoveAttempt(key, &s) == Attempt::kRestart; ++attempt) sync::Backoff(attempt);
+  return s;
+}
+
+WORT_OPTIMISTIC_READ RoartTree::Attempt RoartTree::RemoveAttempt(std::string_view key, Status* out) {
+  std::vector<PathElem> path;
+  path.reserve(16);
+  sync::VersionLock* rl = &sync::NodeLock(rb_);
+  uint64_t rv;
+  if (!rl->ReadLockOrRestart(&rv)) return Attempt::kRestart;
+  path.push_back({nullptr, rl, rv, nullptr, 0});
+  uint64_t* slot = &rb_->root;
+  uint64_t ref = Load(slot) & kRefMask;
+  uint32_t depth = 0;
+  const auto* kb = reinterpret_cast<const unsigned char*>(key.data());
+  uint64_t* entry = nullptr;  // the word that holds the key
+  uint64_t leaf_off = 0;
+  auto not_found = [&](const sync::VersionLock& l, uint64_t v) {
+    if (!l.CheckOrRestart(v)) return Attempt::kRestart;
+    *out = Status::NotFound("key not found");
+    return Attempt::kDone;
+  };
+  for (int step = 0;; ++step) {
+    const PathElem& top = path.back();
+    if (step >= kMaxSteps || !ref || !RefOk(ref)) return not_found(*top.l, top.v);
+    if (ref & kLeafTag) {
+      const Leaf* l = at<Leaf>(ref);
+      if (!KeyEq(l, key)) return not_found(*top.l, top.v);
+      entry = slot;
+      leaf_off = ref & ~kTagMask;
+      break;
+    }
+    NodeHead* n = at(ref);
+    sync::VersionLock& nl = sync::NodeLock(n);
+    uint64_t nv;
+    if (!nl.ReadLockOrRestart(&nv)) return Attempt::kRestart;
+    if (!top.l->CheckOrRestart(top.v)) return Attempt::kRestart;
+    const uint8_t t = TypeOf(n);
+    if (ref & kArrayTag) {
+      if (t != kLeafArray) return not_found(nl, nv);
+      path.push_back({n, &nl, nv, slot, t});
+      auto* la = reinterpret_cast<LeafArray*>(n);
+      const uint16_t fp = Fingerprint(key);
+      for (int i = 0; i < kLeafArraySlots && !entry; ++i) {
+        const uint64_t s = Load(&la->slot[i]);
+        if (s && (s >> 48) == fp && RefOk((s & kRefMask) | kLeafTag) && KeyEq(at<Leaf>(s & kRefMask), key)) {
+          entry = &la->slot[i];
+          leaf_off = s & kRefMask;
+        }
+      }
+      if (!entry) return not_found(nl, nv);
+      break;
+    }
+    if (!ValidInner(t)) return not_found(nl, nv);
+    const Hdr h = art::UnpackHdr(Load(&n->hdr));
+    const uint32_t b = h.branch();
+    if (key.size() < b) return not_found(nl, nv);
+    path.push_back({n, &nl, nv, slot, t});
+    if (key.size() == b) {
+      slot = &n->leaf_here;
+    } else {
+      slot = FindChild(n, t, kb[b]);
+      if (!slot) return not_found(nl, nv);
+    }
+    ref = Load(slot) & kRefMask;
+    depth = b + 1;
+  }
+  (void)depth;
+  // Lock the container; while removing the entry would leave it empty, remove the container
+  // from its parent instead (invariant 5), locking each level up.
+  Locks L;
+  size_t k = path.size() - 1;
+  if (!L.Upgrade(*path[k].l, path[k].v)) return Attempt::kRestart;
+  uint64_t* clear = entry;
+  while (path[k].n) {
+    NodeHead* c = path[k].n;
+    Refresh(c, path[k].t);
+    const uint32_t entries = c->count + (path[k].t != kLeafArray && Load(&c->leaf_here) ? 1 : 0);
+    if (entries > 1) break;
+    clear = path[k].slot;
+    --k;
+    if (!L.Upgrade(*path[k].l, path[k].v)) return Attempt::kRestart;
+  }
+  const uint64_t old = Load(clear);
+  Commit(clear, 0);
+  if (NodeHead* c = path[k].n) {
+    const uint8_t t = path[k].t;
+    if (t == kLeafArray) {
+      const auto i = clear - reinterpret_cast<LeafArray*>(c)->slot;
+      c->bitmap &= ~(uint64_t(1) << i);
+      --c->count;
+    } else if (clear != &c->leaf_here) {
+      --c->count;
+      if (t == kN48) Index48(c)[(old >> 48) & 0xff] = 0;
+    }
+  }
+  for (size_t j = k + 1; j < path.size(); ++j) Retire(pool_.offset_of(path[j].n));
+  Retire(leaf_off);
+  Removed();
+  *out = Status::OK();
+  return Attempt::kDone;
+}
+
+// ---- scan ----------------------------------------------------------------------------------------
+// Batches of up to 128 keys, each collected as one snapshot (every node read is validated at the
+// end of the batch) and emitted in the scan's epoch; the next batch restarts from the root after
+// the last key emitted (the continuation key). Leaves of a leaf array are sorted by key.
+namespace {
+constexpr size_t kScanBatch = 128;  // a 100-key range query is one batch
+}
+
+Status RoartTree::Scan(std::string_view start, const std::string_view* end, size_t limit, const ScanFn& fn) const {
+  if (limit == 0) return Status::OK();
+  std::string cursor(start);
+  bool exclusive = false;
+  size_t emitted = 0;
+  std::vector<std::pair<const Leaf*, uint64_t>> out;
+  std::vector<std::pair<const sync::VersionLock*, uint64_t>> seen;
+  out.reserve(kScanBatch);
+  for (;;) {
+    sync::EpochGuard eg(epoch());
+    ScanCtx ctx{};
+    {
+      auto g = ModeLock(IndexModeLock::kReader);
+      for (int attempt = 0;; ++attempt) {
+        out.clear();
+        seen.clear();
+        ctx = ScanCtx{cursor, exclusive, end, std::min(kScanBatch, limit - emitted), &out, &seen};
+        const sync::VersionLock& rl = sync::NodeLock(rb_);
+        uint64_t rv;
+        if (rl.ReadLockOrRestart(&rv)) {
+          seen.push_back({&rl, rv});
+          ScanRef(Load(&rb_->root) & kRefMask, &rl, rv, 0, true, ctx);
+          if (!ctx.restart) {
+            bool ok = true;
+            for (const auto& [l, v] : seen) ok = ok && l->CheckOrRestart(v);
+            if (ok) break;
+          }
+        }
+        sync::Backoff(attempt);
+      }
+    }
+    const bool finished = ctx.past_end || out.size() < ctx.want;
+    for (const auto& [l, v] : out)
+      if (!fn(l->key_view(), v) || ++emitted >= limit) return Status::OK();
+    if (finished || out.empty()) return Status::OK();
+    cursor.assign(out.back().first->key_view());
+    exclusive = true;
+  }
+}
+
+// Collects the keys below ref (real depth `depth`) in ascending order into ctx.out. `bounded`:
+// the path so far equals the cursor's first `depth` bytes (keys below may be <= cursor);
+// otherwise every key below is > cursor. Returns false to stop.
+WORT_OPTIMISTIC_READ bool RoartTree::ScanRef(uint64_t ref, const sync::VersionLock* pl, uint64_t pv, uint32_t depth,
+                                             bool bounded, ScanCtx& ctx) const {
+  (void)pl;
+  (void)pv;  // the parent's version is in ctx.seen, checked after this node's version was read
+  if (ctx.stop || ref == 0) return !ctx.stop;
+  if (!RefOk(ref)) return true;  // only in a corrupted tree (or a stale read the batch check catches)
+  auto emit = [&](const Leaf* l) {
+    const std::string_view k = l->key_view();
+    if (bounded) {
+      const int c = CompareKeys(k, ctx.cursor);
+      if (c < 0 || (c == 0 && ctx.exclusive)) return true;
+    }
+    if (ctx.end && CompareKeys(k, *ctx.end) > 0) {
+      ctx.past_end = ctx.stop = true;
+      return false;
+    }
+    ctx.out->push_back({l, Load(&l->value)});
+    if (ctx.out->size() >= ctx.want) ctx.stop = true;
+    return !ctx.stop;
+  };
+  if (ref & kLeafTag) {
+    const Leaf* l = at<Leaf>(ref);
+    if (l->key_len > kMaxKeyLen) return true;
+    return emit(l);
+  }
+  const NodeHead* n = at(ref);
+  const sync::VersionLock& nl = sync::NodeLock(n);
+  uint64_t nv;
+  if (!nl.ReadLockOrRestart(&nv)) {
+    ctx.restart = ctx.stop = true;
+    return false;
+  }
+  ctx.seen->push_back({&nl, nv});
+  const uint8_t t = TypeOf(n);
+  if (ref & kArrayTag) {
+    if (t != kLeafArray) return true;
+    const auto* la = reinterpret_cast<const LeafArray*>(n);
+    // Two passes: the leaves' lines are requested together (prefetch), then read.
+    const Leaf* lp[kLeafArraySlots];
+    int nlp = 0;
+    for (int i = 0; i < kLeafArraySlots; ++i) {
+      const uint64_t s = Load(&la->slot[i]);
+      if (!s || !RefOk((s & kRefMask) | kLeafTag)) continue;
+      lp[nlp] = at<Leaf>(s & kRefMask);
+      __builtin_prefetch(lp[nlp++]);
+    }
+    std::pair<std::string_view, const Leaf*> ls[kLeafArraySlots];
+    int nls = 0;
+    for (int i = 0; i < nlp; ++i) {
+      const Leaf* l = lp[i];
+      if (l->key_len > kMaxKeyLen) continue;
+      const std::string_view k = l->key_view();
+      if (bounded) {  // drop the keys before the cursor before sorting
+        const int c = CompareKeys(k, ctx.cursor);
+        if (c < 0 || (c == 0 && ctx.exclusive)) continue;
+      }
+      ls[nls++] = {k, l};
+    }
+    // Only as many of the smallest as the batch still wants are needed, in order.
+    const size_t room = ctx.want - ctx.out->size();
+    auto less = [](const auto& a, const auto& b) { return CompareKeys(a.first, b.first) < 0; };
+    const int take = static_cast<int>(std::min<size_t>(room, static_cast<size_t>(nls)));
+    std::partial_sort(ls, ls + take, ls + nls, less);
+    for (int i = 0; i < take; ++i)
+      if (!emit(ls[i].second)) return false;
+    return true;
+  }
+  if (!ValidInner(t)) return true;
+  const Hdr h = art::UnpackHdr(Load(&n->hdr));
+  const uint32_t b = h.branch();
+  if (b < depth || h.depth > depth || b > art::kMaxDepthField) return true;
+  bool bnd = bounded;
+  if (bnd) {
+    // Compare the node's prefix [depth, b) with the cursor (bytes past the inline ones, or all
+    // of them when the header awaits its repair, come from a leaf below).
+    const Leaf* any = nullptr;
+    for (uint32_t j = depth; j < b && bnd; ++j) {
+      if (j >= ctx.cursor.size()) {
+        bnd = false;  // the cursor is a proper prefix of every key below
+        break;
+      }
+      unsigned char pb;
+      if (h.depth == depth && j - depth < kInlinePrefix) {
+        pb = h.prefix[j - depth];
+      } else {
+        if (!any) any = AnyLeaf(ref);
+        if (!any || any->key_len <= j) {
+          ctx.restart = ctx.stop = !nl.CheckOrRestart(nv);
+          return !ctx.stop;
+        }
+        pb = any->key()[j];
+      }
+      const unsigned char cb = static_cast<unsigned char>(ctx.cursor[j]);
+      if (pb < cb) return true;  // every key below < cursor
+      if (pb > cb) bnd = false;
+    }
+  }
+  const uint64_t lh = Load(&n->leaf_here) & kRefMask;
+  Entry e[256];
+  const int ne = ReadEntries(n, t, e);
+  if (t != kN256) std::sort(e, e + ne, [](const Entry& x, const Entry& y) { return x.first < y.first; });
+  if (lh && (!bnd || ctx.cursor.size() <= b)) {
+    if (!ScanRef(lh, &nl, nv, b, bnd, ctx)) return false;
+  }
+  const bool deeper = bnd && ctx.cursor.size() > b;
+  const unsigned char cb = deeper ? static_cast<unsigned char>(ctx.cursor[b]) : 0;
+  int first = 0;
+  while (deeper && first < ne && e[first].first < cb) ++first;
+  // Request the lines of the single-leaf children the batch may still need, all at once.
+  const size_t room = ctx.want - ctx.out->size();
+  for (int i = first, k = 0; i < ne && size_t(k) < room; ++i)
+    if (e[i].second & kLeafTag) {
+      __builtin_prefetch(at<Leaf>(e[i].second));
+      ++k;
+    }
+  for (int i = first; i < ne; ++i) {
+    if (!ScanRef(e[i].second, &nl, nv, b + 1, deeper && e[i].first == cb, ctx)) return false;
+  }
+  return true;
+}
+
+// ---- size, stats, check ---------------------------------------------------------------------------
+namespace {
+// Calls f(ref, level) for every reference reachable from `root` (quiescent tree).
+template <class F>
+void Walk(const RoartTree* t, const Pool& pool, uint64_t root, F&& f) {
+  std::vector<std::pair<uint64_t, uint32_t>> stack{{root, 0}};
+  while (!stack.empty()) {
+    const auto [ref, lvl] = stack.back();
+    stack.pop_back();
+    if (!ref || !f(ref, lvl) || (ref & kLeafTag)) continue;
+    const auto* n = pool.at<NodeHead>(ref & ~kTagMask);
+    const uint8_t ty = TypeOf(n);
+    if (ty == kLeafArray) {
+      const auto* la = reinterpret_cast<const LeafArray*>(n);
+      for (int i = 0; i < kLeafArraySlots; ++i)
+        if (la->slot[i]) stack.push_back({(la->slot[i] & kRefMask) | kLeafTag, lvl + 1});
+      continue;
+    }
+    if (!ValidInner(ty)) continue;
+    if (n->leaf_here) stack.push_back({n->leaf_here & kRefMask, lvl + 1});
+    Entry e[256];
+    const int ne = ReadEntries(n, ty, e);
+    for (int i = 0; i < ne; ++i) stack.push_back({e[i].second, lvl + 1});
+  }
+  (void)t;
+}
+}  // namespace
+
+uint64_t RoartTree::CountKeys() const {
+  uint64_t c = 0;
+  Walk(this, pool_, Load(&rb_->root) & kRefMask, [&](uint64_t ref, uint32_t) {
+    if (!RefOk(ref)) return false;
+    if (ref & kLeafTag) ++c;
+    return true;
+  });
+  return c;
+}
+
+uint64_t RoartTree::Size() const {
+  // the walk excludes writers
+  return count_.Get([&] { return ModeLock(IndexModeLock::kQuiesce); }, [&] { return CountKeys(); });
+}
+
+IndexStats RoartTree::Stats() const {
+  auto q = ModeLock(IndexModeLock::kQuiesce);
+  IndexStats st;
+  const Allocator& a = pool_.allocator();
+  st.bytes_allocated = a.UsableSize(root_off_);
+  uint64_t depth_sum = 0;
+  Walk(this, pool_, Load(&rb_->root) & kRefMask, [&](uint64_t ref, uint32_t lvl) {
+    if (!RefOk(ref)) return false;
+    st.bytes_allocated += a.UsableSize(ref & ~kTagMask);
+    if (ref & kLeafTag) {
+      ++st.leaves;
+      depth_sum += lvl;
+    } else {
+      ++st.inner_nodes;
+    }
+    return true;
+  });
+  st.keys = st.leaves;
+  st.avg_leaf_depth = st.leaves ? double(depth_sum) / double(st.leaves) : 0.0;
+  return st;
+}
+
+void RoartTree::CountNodeTypes(uint64_t counts[8]) const {
+  auto q = ModeLock(IndexModeLock::kQuiesce);
+  for (int i = 0; i < 8; ++i) counts[i] = 0;
+  Walk(this, pool_, Load(&rb_->root) & kRefMask, [&](uint64_t ref, uint32_t) {
+    if (!RefOk(ref)) return false;
+    if (!(ref & kLeafTag)) {
+      const uint8_t t = TypeOf(at(ref));
+      if (t < 8) ++counts[t];
+    }
+    return true;
+  });
+}
+
+Status RoartTree::Check(std::string* report) const {
+  auto q = ModeLock(IndexModeLock::kQuiesce);
+  uint64_t errors = 0, leaves = 0;
+  auto err = [&](const std::string& s) {
+    if (report && errors < 20) *report += "roart: " + s + "\n";
+    ++errors;
+  };
+  // (ref, real depth, the key bytes [0, depth) every key below must start with)
+  struct Item {
+    uint64_t ref;
+    uint32_t depth;
+    std::string pfx;
+    bool here;  // a leaf_here: its key must be exactly pfx
+  };
+  std::vector<Item> stack;
+  stack.push_back({Load(&rb_->root) & kRefMask, 0, "", false});
+  auto leaf_ok = [&](uint64_t lref, const Item& it) {
+    if (!RefOk(lref)) return err("leaf reference outside the heap"), false;
+    const Leaf* l = at<Leaf>(lref);
+    if (l->key_len > kMaxKeyLen || !pool_.contains(lref & ~kTagMask, Leaf::SizeFor(l->key_len)))
+      return err("leaf with a bad key length"), false;
+    const std::string_view k = l->key_view();
+    if (k.size() < it.pfx.size() || k.substr(0, it.pfx.size()) != it.pfx) err("leaf key off its path");
+    if (it.here && k.size() != it.pfx.size()) err("leaf_here key of the wrong length");
+    ++leaves;
+    return true;
+  };
+  while (!stack.empty()) {
+    Item it = std::move(stack.back());
+    stack.pop_back();
+    const uint64_t ref = it.ref;
+    if (!ref) continue;
+    if (ref & kLeafTag) {
+      leaf_ok(ref, it);
+      continue;
+    }
+    if (!RefOk(ref)) {
+      err("reference outside the heap");
+      continue;
+    }
+    const NodeHead* n = at(ref);
+    const uint8_t t = TypeOf(n);
+    if (ref & kArrayTag) {
+      if (t != kLeafArray) {
+        err("leaf array reference to a block of type " + std::to_string(t));
+        continue;
+      }
+      const auto* la = reinterpret_cast<const LeafArray*>(n);
+      std::vector<std::string_view> keys;
+      uint64_t bm = 0;
+      for (int i = 0; i < kLeafArraySlots; ++i) {
+        const uint64_t s = la->slot[i];
+        if (!s) continue;
+        bm |= uint64_t(1) << i;
+        const uint64_t lref = (s & kRefMask) | kLeafTag;
+        if (!leaf_ok(lref, it)) continue;
+        const std::string_view k = at<Leaf>(lref)->key_view();
+        if ((s >> 48) != Fingerprint(k)) err("fingerprint mismatch in a leaf array");
+        keys.push_back(k);
+      }
+      if (keys.empty()) err("empty leaf array linked");
+      std::sort(keys.begin(), keys.end());
+      if (std::adjacent_find(keys.begin(), keys.end()) != keys.end()) err("duplicate key in a leaf array");
+      if (Fresh(n) && (n->bitmap != bm || n->count != uint32_t(__builtin_popcountll(bm))))
+        err("leaf array volatile metadata out of date in the current generation");
+      continue;
+    }
+    if (!ValidInner(t) || !pool_.contains(ref, NodeBytes(t))) {
+      err("bad node type " + std::to_string(t));
+      continue;
+    }
+    const Hdr h = art::UnpackHdr(n->hdr);
+    const uint32_t b = h.branch();
+    if (h.depth > it.depth || b < it.depth || b > art::kMaxDepthField) {
+      err("node header inconsistent with its depth " + std::to_string(it.depth));
+      continue;
+    }
+    const Leaf* any = AnyLeaf(ref);
+    if (!any) {
+      err("inner node with no leaf below");
+      continue;
+    }
+    if (any->key_len < b) {
+      err("leaf below a node shorter than its branch position");
+      continue;
+    }
+    const std::string path(reinterpret_cast<const char*>(any->key()), b);
+    if (h.depth == it.depth)
+      for (uint32_t j = 0; j < h.plen && j < kInlinePrefix; ++j)
+        if (h.prefix[j] != static_cast<unsigned char>(path[it.depth + j])) err("inline prefix byte differs from the keys");
+    Entry e[256];
+    const int ne = ReadEntries(n, t, e);
+    if (ne == 0 && !n->leaf_here) err("inner node with no entry");
+    bool seen[256] = {};
+    for (int i = 0; i < ne; ++i) {
+      if (seen[e[i].first]) err("two entries with one key byte");
+      seen[e[i].first] = true;
+      stack.push_back({e[i].second, b + 1, path + static_cast<char>(e[i].first), false});
+    }
+    if (Fresh(n)) {
+      if (n->count != uint32_t(ne)) err("node count out of date in the current generation");
+      if (t == kN48) {
+        const auto* idx = Index48(const_cast<NodeHead*>(n));
+        const uint64_t* ch = Children(n, t);
+        for (int c = 0; c < 256; ++c) {
+          const unsigned k = idx[c];
+          const bool has = k && k <= 48 && ch[k - 1] && ((ch[k - 1] >> 48) & 0xff) == unsigned(c);
+          if (has != seen[c]) err("NODE48 index out of date in the current generation");
+        }
+      }
+    }
+    if (n->leaf_here) stack.push_back({n->leaf_here & kRefMask, b, path, true});
+  }
+  const int64_t c = count_.Known();
+  if (errors == 0 && c >= 0 && static_cast<uint64_t>(c) != leaves)
+    err("Size() says " + std::to_string(c) + " but the tree holds " + std::to_string(leaves) + " keys");
+  if (errors) return Status::Corruption("roart: " + std::to_string(errors) + " invariant violation(s)");
+  return Status::OK();
+}
+
+// ---- visit (post-crash GC) ------------------------------------------------------------------------
+// Follows the readers' protocol: inside an epoch of the pool, every node's words read between
+// ReadLockOrRestart and CheckOrRestart of its version (retried until they are one snapshot);
+// it needs no volatile metadata (it reads every entry word and slot), so it runs beside
+// writers and before any node's metadata was rebuilt.
+void RoartTree::Visit(const Pool& pool, uint64_t root_off, const std::function<void(uint64_t)>& mark) {
+  const uint64_t heap = pool.heap_offset();
+  auto block_ok = [&](uint64_t off, uint64_t len) { return off != 0 && (off & 63) == 0 && off >= heap && pool.contains(off, len); };
+  if (!block_ok(root_off, sizeof(RootBlock))) return;
+  sync::EpochGuard eg(const_cast<Pool&>(pool).allocator().epoch());
+  VisitModeLock visit_guard(&pool, root_off);
+  mark(root_off);
+  const auto* rb = pool.at<RootBlock>(root_off);
+  const bool values_are_blocks = (rb->flags & kValuesAreBlocks) != 0;
+  std::vector<uint64_t> stack{Load(&rb->root) & kRefMask};
+  std::vector<uint64_t> refs;
+  refs.reserve(257);
+  uint64_t budget = pool.size() / 16 + 1024;  // bound on a corrupted (cyclic) structure
+  while (!stack.empty() && budget--) {
+    const uint64_t ref = stack.back();
+    stack.pop_back();
+    if (!ref || (ref & kTagMask) > kArrayTag) continue;
+    const uint64_t off = ref & ~kTagMask;
+    if (ref & kLeafTag) {
+      if (!block_ok(off, sizeof(Leaf))) continue;
+      mark(off);
+      if (values_are_blocks) {
+        const uint64_t v = Load(&pool.at<Leaf>(off)->value);
+        if (block_ok(v, 64)) mark(v);
+      }
+      continue;
+    }
+    if (!block_ok(off, sizeof(NodeHead))) continue;
+    const auto* n = pool.at<NodeHead>(off);
+    const uint8_t t = TypeOf(n);
+    if ((ref & kArrayTag) ? t != kLeafArray : !ValidInner(t)) continue;
+    if (!block_ok(off, NodeBytes(t))) continue;
+    mark(off);
+    const sync::VersionLock& nl = sync::NodeLock(n);
+    for (;;) {
+      uint64_t v;
+      if (!nl.ReadLockOrRestart(&v)) {
+        std::this_thread::yield();
+        continue;
+      }
+      refs.clear();
+      if (t == kLeafArray) {
+        const auto* la = reinterpret_cast<const LeafArray*>(n);
+        for (int i = 0; i < kLeafArraySlots; ++i)
+          if (const uint64_t s = Load(&la->slot[i])) refs.push_back((s & kRefMask) | kLeafTag);
+      } else {
+        if (const uint64_t lh = Load(&n->leaf_here)) refs.push_back(lh & kRefMask);
+        Entry e[256];
+        const int ne = ReadEntries(n, t, e);
+        for (int i = 0; i < ne; ++i) refs.push_back(e[i].second);
+      }
+      if (nl.CheckOrRestart(v)) break;
+    }
+    stack.insert(stack.end(), refs.begin(), refs.end());
+  }
+}
+
+namespace {
+Status CreateRoart(Pool& pool, const IndexOptions& opts, uint64_t* root_off) { return RoartTree::Create(pool, opts, root_off); }
+Status OpenRoart(Pool& pool, uint64_t root_off, std::unique_ptr<Index>* out) { return RoartTree::Open(pool, root_off, out); }
+
+const IndexKind kRoartKind{
+    "roart",
+    kind_id::kRoart,
+    "ROART: persistent ART with leaf arrays, entry compression, lazily rebuilt metadata, OLC (FAST 2021)",
+    /*ordered=*/true,
+    &CreateRoart,
+    &OpenRoart,
+    &RoartTree::Visit,
+};
+}  // namespace
+
+}  // namespace wort::roart
+
+// Listed in the table of built-in kinds (BuiltinIndexKinds, src/index/registry.cc).
+const wort::IndexKind* wort::builtin_kinds::Roart() { return &wort::roart::kRoartKind; }

@@ -1,0 +1,193 @@
+// ROART: the range-optimized, concurrent persistent ART (Ma et al., FAST 2021). Layouts and
+// the tree class; the post-crash invariants and the persist order of every write path are at
+// the top of roart.cc.
+//
+// Blocks (all 64-byte aligned pool blocks, referenced by pool offsets < 2^48):
+//   Leaf        art::Leaf (value, key_len, key bytes); the key never changes after publication,
+//               the value is one 8-byte commit word (upsert).
+//   LeafArray   64-byte head + 64 slot words. Slot word = fingerprint(16) << 48 | leaf offset;
+//               0 = empty. The used-slot bitmap and the count are volatile (in the head).
+//   Inner node  64-byte head + entries. NODE4/16/48 entries are "key byte << 48 | reference",
+//               appended at a volatile cursor, never shifted, 0 = empty (entry compression);
+//               NODE48 also has a volatile 256-byte child index. NODE256: child[c] = reference.
+// A reference in an entry (or the root word) is an offset with a tag in its low bits:
+// kLeafTag = a leaf (a subtree of one key), kArrayTag = a leaf array, neither = an inner node.
+// Persistent objects are plain structs (no vtable pointers: static_asserts below).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "index/radix/art_node.h"
+#include "index/lazy_count.h"
+#include "index/registry.h"
+#include "sync/sync.h"
+#include "wort/alloc.h"
+#include "wort/index.h"
+#include "wort/pool.h"
+
+namespace wort::roart {
+
+using art::Hdr;
+using art::Leaf;
+
+inline constexpr uint64_t kRefMask = (uint64_t(1) << 48) - 1;
+inline constexpr uint64_t kLeafTag = 1;
+inline constexpr uint64_t kArrayTag = 2;
+inline constexpr uint64_t kTagMask = 63;
+inline constexpr int kLeafArraySlots = 64;  // m, as in the authors' code
+
+enum NodeType : uint8_t { kN4 = 1, kN16 = 2, kN48 = 3, kN256 = 4, kLeafArray = 5 };
+
+// First 64 bytes of every inner node and leaf array.
+//   hdr        art::PackHdr (depth, prefix length, 5 inline prefix bytes); inner nodes only.
+//              Written before publication; changed in place only by a prefix split (one store8)
+//              or its repair.
+//   type       NodeType, written once before publication.
+//   leaf_here  inner nodes: leaf reference of the key that ends at the node's branch position.
+//   gen        VOLATILE: the pool generation in which count/cursor/bitmap/index were computed.
+//   count, cursor, bitmap: VOLATILE (never flushed on purpose; rebuilt when gen is stale).
+struct NodeHead {
+  uint64_t hdr;
+  uint64_t type;
+  uint64_t leaf_here;
+  uint64_t gen;
+  uint32_t count;   // inner: children (leaf_here not counted); leaf array: used slots
+  uint32_t cursor;  // NODE4/16/48: next entry to append
+  uint64_t bitmap;  // leaf array: used slots
+  uint64_t reserved[2];
+};
+static_assert(sizeof(NodeHead) == 64);
+
+struct LeafArray {
+  NodeHead h;
+  uint64_t slot[kLeafArraySlots];
+};
+static_assert(sizeof(LeafArray) == 64 + 512);
+static_assert(std::is_trivially_copyable_v<LeafArray> && !std::is_polymorphic_v<LeafArray>);
+static_assert(std::is_trivially_copyable_v<NodeHead> && !std::is_polymorphic_v<NodeHead>);
+
+inline int Capacity(uint8_t t) { return t == kN4 ? 4 : t == kN16 ? 16 : t == kN48 ? 48 : t == kN256 ? 256 : 0; }
+inline size_t NodeBytes(uint8_t t) {
+  if (t == kLeafArray) return sizeof(LeafArray);
+  return sizeof(NodeHead) + (t == kN48 ? 256 : 0) + 8 * size_t(Capacity(t));
+}
+inline uint64_t* Children(NodeHead* n, uint8_t t) {
+  return reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(n) + sizeof(NodeHead) + (t == kN48 ? 256 : 0));
+}
+inline const uint64_t* Children(const NodeHead* n, uint8_t t) { return Children(const_cast<NodeHead*>(n), t); }
+inline unsigned char* Index48(NodeHead* n) { return reinterpret_cast<unsigned char*>(n) + sizeof(NodeHead); }
+inline uint8_t TypeFor(int children) { return children <= 4 ? kN4 : children <= 16 ? kN16 : children <= 48 ? kN48 : kN256; }
+
+// The 16-bit fingerprint of a whole key, over its UNSIGNED bytes (the one function used for
+// both the stored slot and the probe: the authors' code hashed signed chars on one side).
+uint16_t Fingerprint(std::string_view key);
+
+inline constexpr uint64_t kRootMagic = 0x3142'5254'5241'4f52ull;  // "ROARTRB1" little-endian
+struct RootBlock {
+  uint64_t magic;
+  uint64_t key_type;
+  uint64_t root;   // tagged reference (0 = empty tree): the commit word of root replacement
+  uint64_t flags;  // kValuesAreBlocks
+  uint64_t reserved[4];
+};
+static_assert(sizeof(RootBlock) == 64);
+inline constexpr uint64_t kValuesAreBlocks = 1;
+
+// Test hook: a prefix split stops after the new node is published (the old node's header is
+// not shortened), as if the machine had crashed there: the next access repairs it.
+enum class TestStop { kNone, kAfterSplitPublish };
+
+class RoartTree final : public Index {
+ public:
+  RoartTree(Pool& pool, uint64_t root_off);
+  static Status Create(Pool& pool, const IndexOptions& opts, uint64_t* root_off);
+  static Status Open(Pool& pool, uint64_t root_off, std::unique_ptr<Index>* out);
+  static void Visit(const Pool& pool, uint64_t root_off, const std::function<void(uint64_t)>& mark);
+
+  std::string_view kind() const override { return "roart"; }
+  KeyType key_type() const override { return key_type_; }
+  Status Insert(std::string_view key, uint64_t value) override;
+  Status Upsert(std::string_view key, uint64_t value, bool* inserted = nullptr) override;
+  Status Lookup(std::string_view key, uint64_t* value) const override;
+  Status Remove(std::string_view key) override;
+  Status Scan(std::string_view start, const std::string_view* end, size_t limit, const ScanFn& fn) const override;
+  uint64_t Size() const override;
+  Status Check(std::string* report) const override;
+  IndexStats Stats() const override;
+  using Index::Insert;
+  using Index::Lookup;
+  using Index::Remove;
+  using Index::Upsert;
+
+  // ---- for tests ----
+  void SetTestStop(TestStop s) { test_stop_ = s; }
+  uint64_t repairs() const { return repairs_.load(); }
+  // Number of inner nodes of each type and of leaf arrays (index = NodeType).
+  void CountNodeTypes(uint64_t counts[8]) const;
+
+ private:
+  struct Locks;
+  struct ScanCtx;
+  struct PathElem;
+  enum class Attempt { kDone, kRestart };
+
+  Status ValidateKey(std::string_view key) const;
+  Attempt InsertAttempt(std::string_view key, uint64_t value, bool upsert, bool* inserted, Status* out);
+  Attempt RemoveAttempt(std::string_view key, Status* out);
+  int LookupAttempt(std::string_view key, uint64_t* value) const;  // 1 found, 0 absent, -1 restart
+
+  template <class T = NodeHead>
+  T* at(uint64_t ref) const { return pool_.at<T>(ref & kRefMask & ~kTagMask); }
+  bool RefOk(uint64_t ref) const;
+  bool Fresh(const NodeHead* n) const;
+  void Refresh(NodeHead* n, uint8_t t);  // under the node's write lock
+  uint64_t* FindChild(NodeHead* n, uint8_t t, unsigned char c) const;
+  const Leaf* AnyLeaf(uint64_t ref) const;
+
+  // Persistence (the only three persist sites of the kind).
+  static void Flush(const void* p, size_t n);
+  static void Fence();
+  static void Commit(uint64_t* word, uint64_t v);
+
+  // Builders: allocate, fill, flush (no fence). Freed by the caller on a later failure.
+  Status NewLeaf(std::string_view key, uint64_t value, uint64_t* ref);
+  Status NewLeafArray(const uint64_t* leaves, int n, uint64_t* ref);
+  Status NewNode(uint8_t type, const Hdr& h, uint64_t leaf_here, const std::pair<unsigned char, uint64_t>* e, int n,
+                 uint64_t* ref);
+  Status SplitLeafArray(const LeafArray* la, uint32_t depth, uint64_t new_leaf, std::vector<uint64_t>* built,
+                        uint64_t* ref);
+  void FreeAll(const std::vector<uint64_t>& refs);
+  void Retire(uint64_t ref) { pool_.allocator().Retire(ref & kRefMask & ~kTagMask); }
+  void Added();
+  void Removed();
+
+  bool ScanRef(uint64_t ref, const sync::VersionLock* pl, uint64_t pv, uint32_t depth, bool bounded,
+               ScanCtx& ctx) const;
+  uint64_t CountKeys() const;
+  IndexModeLock ModeLock(IndexModeLock::Role r) const { return IndexModeLock(mu_, global_lock_, r); }
+  sync::EpochManager& epoch() const { return pool_.allocator().epoch(); }
+
+  Pool& pool_;
+  const uint64_t root_off_;
+  RootBlock* const rb_;
+  KeyType key_type_;
+  const uint64_t heap_off_;
+  const uint64_t gen_;       // the pool generation of this session
+  const bool trust_meta_;    // false on a read-only pool: volatile metadata is never used
+  std::shared_ptr<std::shared_mutex> mu_ptr_;
+  std::shared_mutex& mu_;
+  const bool global_lock_;
+  LazyKeyCount count_;
+  std::atomic<uint64_t> repairs_{0};
+  TestStop test_stop_ = TestStop::kNone;
+};
+
+}  // namespace wort::roart
