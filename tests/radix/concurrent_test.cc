@@ -1,5 +1,5 @@
-// Multi-threaded stress of the radix trees (wort, woart, artcow), in the concurrent mode and in
-// the global-lock mode: N writers + M readers + a scanner on overlapping keys, every result
+// Multi-threaded stress of the concurrent ordered kinds (the radix trees wort, woart, artcow, and
+// the B-tree fastfair), in the concurrent mode and in the global-lock mode: N writers + M readers + a scanner on overlapping keys, every result
 // checked (see CheckedStress below). Also: a scan callback that writes to the same index.
 // Sizes shrink under ThreadSanitizer (scripts/test.sh runs this binary built with WORT_TSAN).
 #include <gtest/gtest.h>
@@ -289,6 +289,8 @@ TEST_P(ConcurrentTest, ScanCallbackThatWritesDoesNotDeadlock) {
 INSTANTIATE_TEST_SUITE_P(Radix, ConcurrentTest,
                          testing::Values(Param{"woart", false}, Param{"artcow", false}, Param{"wort", false},
                                          Param{"woart", true}, Param{"artcow", true}, Param{"wort", true}),
+                         Name);
+INSTANTIATE_TEST_SUITE_P(BTree, ConcurrentTest, testing::Values(Param{"fastfair", false}, Param{"fastfair", true}),
                          Name);
 
 }  // namespace

@@ -1,4 +1,4 @@
-// The kill test with several writer threads, for wort, woart and artcow: a child process opens
+// The kill test with several writer threads, for wort, woart, artcow and fastfair: a child process opens
 // the pool (post-crash GC in the background on even rounds) and runs 3 writer threads, each on
 // its own keys (a fixed sequence of inserts and removes), reporting "begin" and "ack" of every
 // operation through a pipe; the parent SIGKILLs it at a random moment. Then, on a copy of the
@@ -201,6 +201,7 @@ TEST_P(MultiWriterKillTest, AcknowledgedWritesSurviveAndNoBlockIsLost) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Radix, MultiWriterKillTest, testing::Values("wort", "woart", "artcow"));
+INSTANTIATE_TEST_SUITE_P(BTree, MultiWriterKillTest, testing::Values("fastfair"));
 
 }  // namespace
 }  // namespace wort

@@ -134,6 +134,10 @@ class KeyOps {
   void FreeWord(Pool& pool, uint64_t word) const {
     if (kt_ == KeyType::kBytes && word != 0) pool.allocator().Free(word);
   }
+  // As FreeWord, once no lock-free reader can still hold the word (Allocator::Retire).
+  void RetireWord(Pool& pool, uint64_t word) const {
+    if (kt_ == KeyType::kBytes && word != 0) pool.allocator().Retire(word);
+  }
   // Check helper: true iff `word` names a plausible key block.
   bool PlausibleBlock(uint64_t word) const;
 
