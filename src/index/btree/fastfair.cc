@@ -415,11 +415,7 @@ Status FastFair::Lookup(std::string_view key, uint64_t* value) const {
 Status FastFair::Scan(std::string_view start, const std::string_view* end, size_t limit, const ScanFn& fn) const {
   if (limit == 0) return Status::OK();
   std::string resume;
-  if (ko_.type() == KeyType::kU64) {
-    if (!RoundUpU64Start(start, &resume)) return Status::OK();
-  } else {
-    resume = std::string(start);
-  }
+  if (!ScanResumeKey(ko_, start, &resume)) return Status::OK();
   bool inclusive = true;  // the resume key itself is wanted (only before the first batch)
   size_t emitted = 0;
   std::string endkey;
