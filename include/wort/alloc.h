@@ -74,6 +74,9 @@ struct AllocStats {
   uint64_t deferred_frees = 0;      // frees waiting for the post-crash GC to finish
   uint64_t retired_pending = 0;     // blocks retired (Retire), not yet freed: held back by epochs
   uint64_t retired_peak = 0;        // the maximum of retired_pending since open
+  // Retire calls made outside an epoch of epoch(): each one breaks the writer rule below (a bug
+  // in the calling index, reported on stderr once); the tests require 0.
+  uint64_t retired_outside_epoch = 0;
 };
 
 class Allocator {
@@ -97,6 +100,11 @@ class Allocator {
   // Frees `off` once no thread can still read it: the block was unlinked by a writer while
   // lock-free readers (inside an epoch of epoch()) may hold it (src/sync/sync.h, W4). Frees are
   // applied by the retiring thread in batches, and all at once by PrepareClose and destruction.
+  // Writer rule: the calling operation is inside an epoch of epoch() (sync::EpochGuard) from
+  // before it unlinks `off` until after this call. The post-crash GC's grace period waits for
+  // the operations inside an epoch; an unlink it did not wait for could be swept free and then
+  // freed again here (doc/allocator.md, "The visit beside writers"). Counted in
+  // AllocStats::retired_outside_epoch when broken.
   void Retire(uint64_t off);
   // The pool's epoch manager: readers of a concurrent index enter it (sync::EpochGuard) for the
   // length of each operation, and the post-crash GC's visit does too.

@@ -140,6 +140,7 @@ struct Allocator::Impl {
   // Recovery.
   std::atomic<bool> recovering{false};
   std::vector<uint64_t> deferred;  // frees during recovery (under mu)
+  std::atomic<uint64_t> retired_outside_epoch{0};  // AllocStats::retired_outside_epoch
   std::thread gc_thread;
   std::mutex rec_mu;
   std::condition_variable rec_cv;
@@ -615,6 +616,7 @@ AllocStats Allocator::Stats() const {
   const sync::EpochStats es = epoch_->Stats();
   s.retired_pending = es.pending;
   s.retired_peak = es.peak_pending;
+  s.retired_outside_epoch = I.retired_outside_epoch.load(std::memory_order_relaxed);
   for (uint64_t id = 0; id < I.nchunks_file; ++id) {
     const auto& m = I.chunks[id];
     switch (m.kind) {
@@ -876,6 +878,12 @@ double Allocator::RecoverySeconds() const {
 }
 
 void Allocator::Retire(uint64_t off) {
+  if (!epoch_->InEpoch()) [[unlikely]] {
+    if (impl_->retired_outside_epoch.fetch_add(1, std::memory_order_relaxed) == 0)
+      std::fprintf(stderr, "wort: allocator: Retire(%llu) outside an epoch: the caller breaks the writer rule "
+                           "(wort/alloc.h); a post-crash GC running beside it may free the block twice\n",
+                   (unsigned long long)off);
+  }
   // While the post-crash GC runs, a retired block is a deferred free (resolved by the sweep:
   // the visit may not have marked it), applied after a grace period.
   if (impl_->recovering.load(std::memory_order_acquire)) {

@@ -185,7 +185,8 @@ Status RunKillTest(const KillConfig& cfg, KillResult* out) {
     const std::string base = fmt::format("{}/wort-kill-failed-{}-{}-round{}", cfg.dir, cfg.index, ::getpid(), round);
     std::filesystem::copy_file(start_copy, base + "-start.pool", std::filesystem::copy_options::overwrite_existing, e1);
     std::filesystem::copy_file(path, base + "-end.pool", std::filesystem::copy_options::overwrite_existing, e2);
-    if (e1 || e2) return {};
+    if (e1 || e2)
+      return fmt::format("\n  (could not keep the round's pools under {}: {})", cfg.dir, (e1 ? e1 : e2).message());
     return "\n  kept (root \"kill\"): " + base + "-start.pool (the image the round's child recovered), " + base +
            "-end.pool (the pool as the kill left it, before recovery)";
   };

@@ -358,6 +358,10 @@ Status CheckReachability(const Pool& pool, std::string* report) {
   if (dangling)
     bad(fmt::format("{} reachable block(s) not allocated (free or never allocated):{}{}", dangling, dangling_list,
                     dangling > 5 ? " ..." : ""));
+  // The writer rule (wort/alloc.h): a Retire outside an epoch can race the post-crash GC into a
+  // double free that this run of the check happened not to see.
+  if (const uint64_t n = pool.allocator().Stats().retired_outside_epoch)
+    bad(fmt::format("{} Retire call(s) outside an epoch (the writer rule of wort/alloc.h)", n));
   return ok ? Status::OK()
             : Status::Corruption(fmt::format("reachability contract broken: {} reachable, {} allocated", reach.size(),
                                              allocated.size()));

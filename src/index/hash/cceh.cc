@@ -67,13 +67,26 @@ class Cceh final : public HashIndexBase {
   PaddedLock& Stripe(uint64_t seg) const { return locks_[((seg >> 6) * 0x9e3779b97f4a7c15ull) >> (64 - kStripeBits)]; }
   RwSpinLock& SegLock(uint64_t seg) const { return Stripe(seg).lock; }
   // Hands a block no longer reachable to the pool's epoch reclamation (readers inside an epoch
-  // may still hold it) and collects at once: with no reader inside, it is freed before this
-  // returns (so single-threaded use keeps allocated == reachable).
-  void RetireNow(uint64_t off) const {
-    alloc_.Retire(off);
-    alloc_.epoch().Collect();
-    alloc_.epoch().Collect();
-  }
+  // may still hold it). REQUIRES: inside the operation's WriteEpoch.
+  void RetireNow(uint64_t off) const { alloc_.Retire(off); }
+  // A write operation runs inside the pool's epoch from before anything is unlinked until after
+  // it is retired (the writer rule of wort/alloc.h: the post-crash GC's grace period waits for
+  // it), then collects at once: with no reader inside, what it retired is freed before the
+  // operation returns (so single-threaded use keeps allocated == reachable).
+  class WriteEpoch {
+   public:
+    explicit WriteEpoch(Allocator& a) : a_(a) { a_.epoch().Enter(); }
+    ~WriteEpoch() {
+      a_.epoch().Exit();
+      a_.epoch().Collect();
+      a_.epoch().Collect();
+    }
+    WriteEpoch(const WriteEpoch&) = delete;
+    WriteEpoch& operator=(const WriteEpoch&) = delete;
+
+   private:
+    Allocator& a_;
+  };
   static Loc MakeLoc(uint64_t e, uint64_t h) {
     Loc l;
     l.entry = e;
@@ -214,6 +227,7 @@ Status Cceh::Put(std::string_view key, uint64_t value, bool upsert, bool* insert
     return Status::OK();
   }
   uint64_t word = 0;  // the key word, made (key block allocated) on first need
+  const WriteEpoch we(alloc_);  // a split retires the old directory / segment
   for (;;) {
     const Loc l = LockSegment(p.hash, true);
     if (CcehSlot* s = FindSlot(l, p)) {
@@ -373,6 +387,7 @@ Status Cceh::Remove(std::string_view key) {
     delta_.fetch_sub(1, std::memory_order_relaxed);
     return Status::OK();
   }
+  const WriteEpoch we(alloc_);  // entered before the unlink, left after the key block's Retire
   const Loc l = LockSegment(p.hash, true);
   CcehSlot* s = FindSlot(l, p);
   if (!s) {
@@ -739,6 +754,9 @@ Status OpenCcehImpl(Pool& pool, uint64_t root_off, std::unique_ptr<Index>* out, 
 // See "Visit" in cceh.h.
 void VisitCceh(const Pool& pool, uint64_t root_off, const std::function<void(uint64_t)>& mark) {
   if (root_off == 0 || !pool.contains(root_off, sizeof(HashRoot))) return;
+  // Inside an epoch, as lock-free readers: a directory or (CCEH(C)) segment retired by a split
+  // while the walk reads it is not freed (and reused) before the walk is done.
+  sync::EpochGuard eg(const_cast<Pool&>(pool).allocator().epoch());
   mark(root_off);
   const auto* r = pool.at<const HashRoot>(root_off);
   if (r->magic != HashRoot::kMagic || r->param[0] < 2 || r->param[0] > 12) return;

@@ -95,7 +95,7 @@
 // Size. Not persisted (that would cost a flush per insert): the first Size() after Open counts
 // the valid records under every segment lock; writers then keep a DRAM delta.
 //
-// Visit (reachability contract R1) takes no lock: it reads the directory, visits every segment
+// Visit (reachability contract R1) takes no lock (it runs inside an epoch): it reads the directory, visits every segment
 // once (with the smallest depth any entry gives it, so a cut split is covered by the old,
 // larger set of valid records) and reports the root, the directory, the segments, the key blocks
 // and (values_are_blocks) the values of valid records; then it re-reads the directory and visits
