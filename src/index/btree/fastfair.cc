@@ -350,6 +350,7 @@ Status FastFair::Init() {
   const uint64_t r = Root();
   if (r == 0 || !pool_.contains(r, sizeof(Node))) return Status::Corruption("fastfair: bad root node offset");
   std::unique_lock<std::shared_mutex> g(*lock_);
+  sync::EpochGuard eg(pool_.allocator().epoch());  // Repair may retire a collapsed root
   if (!pool_.opened_clean()) {
     if (pool_.read_only()) tolerant_ = true;
     else WORT_RETURN_IF_ERROR(Repair());
@@ -662,6 +663,9 @@ Status FastFair::Put(std::string_view key, uint64_t value, bool upsert, bool* in
 Status FastFair::Remove(std::string_view key) {
   WORT_RETURN_IF_ERROR(CheckWrite(key));
   const Probe p = ko_.MakeProbe(key);
+  // Writer rule (wort/alloc.h, Retire): inside the pool's epoch from the unlinks (the entry, a
+  // merged node) until their Retire calls.
+  sync::EpochGuard eg(pool_.allocator().epoch());
   std::vector<uint64_t> path;
   {
     // The delete: the index lock shared (exclusive in global-lock mode) and the leaf's lock.
