@@ -43,15 +43,27 @@ struct EpochTls {
     EpochManager::Slot* s;
   };
   std::vector<Ent> ents;
-  ~EpochTls() {
-    std::lock_guard<std::mutex> g(LiveMu());
-    for (const Ent& e : ents)
-      if (Live().count(e.id)) e.m->Release(e.s);
-  }
+  ~EpochTls();
 };
 namespace {
 thread_local EpochTls t_epoch;
+// The last (manager, slot) the thread used: Enter/Exit's fast path is one compare. Keyed by the
+// manager's id, which is never reused, so an entry of a destroyed manager can never match again
+// (a new manager at the same address has another id). Plain data and initial-exec: no TLS
+// wrapper call or __tls_get_addr on the fast path (16 bytes of the static TLS block).
+struct LastSlot {
+  uint64_t id;
+  EpochManager::Slot* s;
+};
+__attribute__((tls_model("initial-exec"))) thread_local LastSlot t_last{0, nullptr};
 }  // namespace
+
+EpochTls::~EpochTls() {
+  t_last = {0, nullptr};  // the slots go back to their managers: no cached one stays usable
+  std::lock_guard<std::mutex> g(LiveMu());
+  for (const Ent& e : ents)
+    if (Live().count(e.id)) e.m->Release(e.s);
+}
 
 EpochManager::EpochManager(ReclaimFn reclaim, void* ctx) : reclaim_(reclaim), ctx_(ctx), id_(g_next_id.fetch_add(1)) {
   std::lock_guard<std::mutex> g(LiveMu());
@@ -71,9 +83,16 @@ EpochManager::~EpochManager() {
   }
 }
 
-EpochManager::Slot* EpochManager::MySlot() {
+inline EpochManager::Slot* EpochManager::MySlot() {
+  if (t_last.id == id_) [[likely]] return t_last.s;
+  Slot* s = MySlotSlow();
+  t_last = {id_, s};
+  return s;
+}
+
+EpochManager::Slot* EpochManager::MySlotSlow() {
   for (const EpochTls::Ent& e : t_epoch.ents)
-    if (e.m == this && e.id == id_) [[likely]] return e.s;
+    if (e.m == this && e.id == id_) return e.s;
   // First use by this thread: drop entries of managers that are gone, then enrol.
   {
     std::lock_guard<std::mutex> g(LiveMu());

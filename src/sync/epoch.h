@@ -14,7 +14,9 @@
 //
 // Threads: a thread is enrolled on its first Enter/Retire with this manager (a slot from a
 // list that only grows; a slot is reused after its thread exits). Enter/Exit then do one
-// store and one load each (no lock, no heap allocation). Enter nests: an inner Enter (a lookup
+// store and one load each (no lock, no heap allocation); the thread finds its slot in a
+// one-entry thread-local cache keyed by the manager's id (ids are never reused), so a thread
+// that alternates between managers takes the slower lookup at each switch. Enter nests: an inner Enter (a lookup
 // from a scan callback) keeps the outer epoch.
 //
 // Bounded memory: each thread reclaims its own retired blocks; every kRetireBatch retires it
@@ -73,7 +75,8 @@ class EpochManager {
   struct Slot;  // internal
 
  private:
-  Slot* MySlot();
+  Slot* MySlot();      // the calling thread's slot (a thread-local cache of the last one)
+  Slot* MySlotSlow();  // enrols the thread on first use
   Slot* Acquire();
   void Release(Slot* s);
   bool TryAdvance();

@@ -134,6 +134,10 @@ class KeyOps {
   void FreeWord(Pool& pool, uint64_t word) const {
     if (kt_ == KeyType::kBytes && word != 0) pool.allocator().Free(word);
   }
+  // As FreeWord, once no lock-free reader can still hold the word (Allocator::Retire).
+  void RetireWord(Pool& pool, uint64_t word) const {
+    if (kt_ == KeyType::kBytes && word != 0) pool.allocator().Retire(word);
+  }
   // Check helper: true iff `word` names a plausible key block.
   bool PlausibleBlock(uint64_t word) const;
 
@@ -155,6 +159,14 @@ using wort::IndexLock;
 // Returns true iff such a key exists (false only for a longer start whose prefix is all 0xff,
 // where + 1 would overflow); then *out holds exactly 8 bytes (start itself if it has 8).
 bool RoundUpU64Start(std::string_view start, std::string* out);
+
+// The first resume key of a scan from `start`: start itself, or for kU64 its round-up
+// (RoundUpU64Start). False iff no key of the index can be >= start.
+inline bool ScanResumeKey(const KeyOps& ko, std::string_view start, std::string* resume) {
+  if (ko.type() == KeyType::kU64) return RoundUpU64Start(start, resume);
+  *resume = std::string(start);
+  return true;
+}
 
 // How many keys ScanInBatches collects under the lock before it calls fn (it checks at leaf
 // boundaries, so a batch may hold up to one leaf more).
@@ -179,11 +191,7 @@ Status ScanInBatches(const KeyOps& ko, std::shared_mutex& mu, std::string_view s
                      NextLeaf&& next_leaf) {
   if (limit == 0) return Status::OK();
   std::string resume;
-  if (ko.type() == KeyType::kU64) {
-    if (!RoundUpU64Start(start, &resume)) return Status::OK();
-  } else {
-    resume = std::string(start);
-  }
+  if (!ScanResumeKey(ko, start, &resume)) return Status::OK();
   bool inclusive = true;  // the resume key itself is wanted (only before the first batch)
   size_t emitted = 0;
   std::string endkey;  // keys > *end stop the scan (compared in byte order)

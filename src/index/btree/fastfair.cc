@@ -12,12 +12,15 @@
 #include "index/btree/btree_common.h"
 #include "index/kind_ids.h"
 #include "index/registry.h"
+#include "sync/sync.h"
 #include "wort/index.h"
 
 namespace wort::btree::ff {
 namespace {
 
 constexpr uint32_t kFlagNegInf = 1;        // Node::flags: low key is minus infinity
+// Optimistic attempts of a reader before it takes the index lock exclusively (sync.h, R4).
+constexpr int kMaxOptimisticRestarts = 32;
 
 struct Entry {
   uint64_t key;
@@ -66,6 +69,31 @@ inline bool Stale(const Node* n, int j, int cnt) {
   return j + 1 < cnt && Load(n->slot[j].key) == Load(n->slot[j + 1].key);
 }
 
+// The node locks a writer holds (fastfair.h, D4): each word of the index's VersionLockTable is
+// write-locked once (two nodes may share a word) and all are released together when the set
+// ends, after the operation's last store. Only one thread at a time holds more than one word of
+// a table (the structural writer, with the index lock exclusive; an in-place writer holds one
+// word), so waiting for a word while holding others cannot deadlock.
+class LockSet {
+ public:
+  explicit LockSet(sync::VersionLockTable& t) : t_(t) {}
+  ~LockSet() {
+    for (sync::VersionLock* l : held_) l->WriteUnlock();
+  }
+  LockSet(const LockSet&) = delete;
+  LockSet& operator=(const LockSet&) = delete;
+  void Lock(uint64_t off) {
+    sync::VersionLock* l = &t_.For(off);
+    if (std::find(held_.begin(), held_.end(), l) != held_.end()) return;
+    l->WriteLock();
+    held_.push_back(l);
+  }
+
+ private:
+  sync::VersionLockTable& t_;
+  std::vector<sync::VersionLock*> held_;
+};
+
 class FastFair final : public TreeBase<RootBlock> {
  public:
   FastFair(Pool& pool, uint64_t root_off) : TreeBase(pool, root_off) {}
@@ -78,11 +106,16 @@ class FastFair final : public TreeBase<RootBlock> {
   Status Lookup(std::string_view key, uint64_t* value) const override;
   Status Remove(std::string_view key) override;
   Status Scan(std::string_view start, const std::string_view* end, size_t limit, const ScanFn& fn) const override;
-  uint64_t Size() const override { return size_.Get(*lock_, [this] { return CountKeys(); }); }
+  uint64_t Size() const override {
+    if (size_.known()) return size_.peek();
+    // The walk must not overlap an in-place writer (they hold the index lock shared).
+    std::unique_lock<std::shared_mutex> g(*lock_);
+    return size_.GetLocked([this] { return CountKeys(); });
+  }
   Status Check(std::string* report) const override;
   IndexStats Stats() const override;
 
-  // Visit without taking the lock (the caller holds it; kKind.visit is VisitShared).
+  // Visit without taking the lock (the caller holds it exclusively; kKind.visit is Visit).
   static void VisitLocked(const Pool& pool, uint64_t root_off, const std::function<void(uint64_t)>& mark);
 
  private:
@@ -152,6 +185,40 @@ class FastFair final : public TreeBase<RootBlock> {
       off = ChildFor(n, p);
     }
   }
+  // ---- the readers' protocol (src/sync/sync.h R1-R4; fastfair.h D4) -------------------------
+  // True iff node `off` is unchanged since its version v was read (always, in tolerant mode:
+  // a read-only pool has no writer).
+  bool Valid(uint64_t off, uint64_t v) const { return tolerant_ || locks_.For(off).CheckOrRestart(v); }
+  bool ReadVersion(uint64_t off, uint64_t* v) const {
+    if (tolerant_) return true;
+    return locks_.For(off).ReadLockOrRestart(v);
+  }
+  // Optimistic descent to the leaf for p with lock coupling: *lv is the leaf's version, to be
+  // validated (Valid) after the leaf was read. False: restart.
+  bool LeafOpt(const Probe& p, uint64_t* leaf, uint64_t* lv) const {
+    if (tolerant_) {
+      *leaf = LeafFor(p);
+      return true;
+    }
+    uint64_t off = Root();
+    uint64_t v = 0;
+    if (!ReadVersion(off, &v) || Root() != off) return false;  // a root split/collapse: restart
+    for (;;) {
+      const Node* n = N(off);
+      Prefetch(n);
+      if (IsLeaf(n)) {
+        *leaf = off;
+        *lv = v;
+        return true;
+      }
+      const uint64_t child = ChildFor(n, p);
+      if (!Valid(off, v)) return false;  // child is a child of n (not a torn read)
+      uint64_t cv = 0;
+      if (!ReadVersion(child, &cv) || !Valid(off, v)) return false;  // coupling: child not replaced meanwhile
+      off = child;
+      v = cv;
+    }
+  }
   // Asks for all 8 lines of a node at once (the search reads most of them).
   static void Prefetch(const Node* n) {
     const char* c = reinterpret_cast<const char*>(n);
@@ -185,10 +252,10 @@ class FastFair final : public TreeBase<RootBlock> {
   Status Put(std::string_view key, uint64_t value, bool upsert, bool* inserted);
   Status PrepareSplits(const std::vector<uint64_t>& path, int level, Prealloc* pa);
   void ReleasePrealloc(Prealloc* pa);
-  void InsertAt(int level, uint64_t key, uint64_t val, const std::vector<uint64_t>& path, Prealloc* pa);
+  void InsertAt(int level, uint64_t key, uint64_t val, const std::vector<uint64_t>& path, Prealloc* pa, LockSet* ls);
   uint64_t Split(uint64_t off, Prealloc* pa);
   void NewRoot(uint64_t left, uint64_t right, Prealloc* pa);
-  void Rebalance(int level, const std::vector<uint64_t>& path);
+  void Rebalance(int level, const std::vector<uint64_t>& path, LockSet* ls);
   int ChildIndex(const Node* p, uint64_t child) const;
   void Merge(uint64_t loff, uint64_t roff, Node* parent, int ridx);
   bool Redistribute(uint64_t loff, uint64_t roff, Node* parent, int ridx);
@@ -197,6 +264,13 @@ class FastFair final : public TreeBase<RootBlock> {
   uint64_t CountKeys() const;
 
   LazyCount size_;  // counted on first Size() after open
+  // Per-node version words (DRAM, keyed by node offset; fastfair.h D4). Its own table, not the
+  // process-wide NodeLocks(): a structural writer holds several words at once, and no thread of
+  // another index may hold one of them meanwhile.
+  mutable sync::VersionLockTable locks_{16};
+  // WORT_GLOBAL_LOCK mode (registry.h): the index lock as before, readers shared, writers
+  // exclusive (for before/after comparisons).
+  const bool global_lock_ = GlobalIndexLock();
   // Readers interpret crash states (move right, dedupe across nodes) only when the tree may hold
   // them: a read-only pool that was not closed cleanly (it cannot be repaired).
   bool tolerant_ = false;
@@ -276,6 +350,7 @@ Status FastFair::Init() {
   const uint64_t r = Root();
   if (r == 0 || !pool_.contains(r, sizeof(Node))) return Status::Corruption("fastfair: bad root node offset");
   std::unique_lock<std::shared_mutex> g(*lock_);
+  sync::EpochGuard eg(pool_.allocator().epoch());  // Repair may retire a collapsed root
   if (!pool_.opened_clean()) {
     if (pool_.read_only()) tolerant_ = true;
     else WORT_RETURN_IF_ERROR(Repair());
@@ -310,27 +385,116 @@ uint64_t FastFair::CountKeys() const {
 Status FastFair::Lookup(std::string_view key, uint64_t* value) const {
   WORT_RETURN_IF_ERROR(ko_.ValidKey(key));
   const Probe p = ko_.MakeProbe(key);
-  std::shared_lock<std::shared_mutex> g(*lock_);
-  const Node* leaf = N(LeafFor(p));
-  const int j = FindInLeaf(leaf, p);
-  if (j < 0) return Status::NotFound("key not found");
-  *value = Load(leaf->slot[j].val);
-  return Status::OK();
+  IndexModeLock g(*lock_, global_lock_, IndexModeLock::kReader);
+  sync::EpochGuard eg(pool_.allocator().epoch());
+  std::unique_lock<std::shared_mutex> x(*lock_, std::defer_lock);
+  for (int attempt = 0;; ++attempt) {
+    if (attempt == kMaxOptimisticRestarts && !global_lock_) x.lock();  // no writer runs now
+    uint64_t off = 0, v = 0;
+    if (!LeafOpt(p, &off, &v)) {
+      sync::Backoff(attempt);
+      continue;
+    }
+    const Node* leaf = N(off);
+    const int j = FindInLeaf(leaf, p);
+    const uint64_t val = j >= 0 ? Load(leaf->slot[j].val) : 0;
+    if (!Valid(off, v)) {
+      sync::Backoff(attempt);
+      continue;
+    }
+    if (j < 0) return Status::NotFound("key not found");
+    *value = val;
+    return Status::OK();
+  }
 }
 
+// Readers' protocol (fastfair.h D4): each batch starts with an optimistic descent to the resume
+// key; each leaf's entries are copied, then the leaf's version is validated; the next leaf is
+// entered by lock coupling (its version read, then the current leaf validated again, so it is
+// still the sibling: not merged away). Any failure restarts the batch from a fresh descent.
+// The callbacks run after the batch, outside the epoch and holding nothing.
 Status FastFair::Scan(std::string_view start, const std::string_view* end, size_t limit, const ScanFn& fn) const {
-  return ScanInBatches(
-      ko_, *lock_, start, end, limit, fn,
-      [&](const Probe& p) { return LeafFor(p); },
-      [&](uint64_t off, auto&& take) {
-        const Node* n = N(off);
-        const int cnt = Count(n);
-        for (int j = 0; j < cnt; ++j) {
-          if (Stale(n, j, cnt)) continue;  // the left copy of a pair being shifted
-          if (!take(Load(n->slot[j].key), Load(n->slot[j].val))) return;
+  if (limit == 0) return Status::OK();
+  std::string resume;
+  if (!ScanResumeKey(ko_, start, &resume)) return Status::OK();
+  bool inclusive = true;  // the resume key itself is wanted (only before the first batch)
+  size_t emitted = 0;
+  std::string endkey;
+  if (end) endkey = std::string(*end);
+  std::vector<std::pair<std::string, uint64_t>> batch;
+  Entry ents[kSlots];
+  for (;;) {
+    bool more = false;
+    {
+      IndexModeLock g(*lock_, global_lock_, IndexModeLock::kReader);
+      sync::EpochGuard eg(pool_.allocator().epoch());
+      std::unique_lock<std::shared_mutex> x(*lock_, std::defer_lock);
+      for (int attempt = 0;; ++attempt) {
+        if (attempt == kMaxOptimisticRestarts && !global_lock_) x.lock();  // no writer runs now
+        batch.clear();
+        more = false;
+        std::string lastkey = resume;
+        bool last_inclusive = inclusive;
+        bool done = false, restart = false;
+        uint64_t off = 0, v = 0;
+        if (!LeafOpt(ko_.MakeProbe(resume), &off, &v)) restart = true;
+        while (!restart && !done) {
+          const Node* n = N(off);
+          const int cnt = Count(n);
+          int m = 0;
+          for (int j = 0; j < cnt; ++j) {
+            if (Stale(n, j, cnt)) continue;  // the left copy of a pair being shifted (crash state)
+            ents[m++] = {Load(n->slot[j].key), Load(n->slot[j].val)};
+          }
+          const uint64_t sib = Load(n->sibling);
+          if (!Valid(off, v)) {
+            restart = true;
+            break;
+          }
+          for (int i = 0; i < m && !done; ++i) {
+            const int c = ko_.Compare(ents[i].key, ko_.MakeProbe(lastkey));
+            if (last_inclusive ? c < 0 : c <= 0) continue;  // before the start, or a duplicate
+            std::string ks;
+            ko_.AppendKey(ents[i].key, &ks);
+            if (end && CompareKeys(ks, endkey) > 0) {
+              done = true;
+              break;
+            }
+            batch.emplace_back(ks, ents[i].val);
+            lastkey = std::move(ks);
+            last_inclusive = false;
+            if (emitted + batch.size() >= limit) done = true;
+          }
+          if (done || sib == 0) break;
+          if (batch.size() >= kScanBatch) {
+            more = true;
+            break;
+          }
+          uint64_t sv = 0;
+          if (!ReadVersion(sib, &sv) || !Valid(off, v)) {
+            restart = true;
+            break;
+          }
+          off = sib;
+          v = sv;
         }
-      },
-      [&](uint64_t off) { return Load(N(off)->sibling); });
+        if (restart) {
+          sync::Backoff(attempt);
+          continue;
+        }
+        if (more) {
+          resume = lastkey;
+          inclusive = last_inclusive;
+        }
+        break;
+      }
+    }
+    for (auto& [k, v] : batch) {
+      if (!fn(k, v)) return Status::OK();
+      ++emitted;
+    }
+    if (!more || emitted >= limit) return Status::OK();
+  }
 }
 
 // ---- insert ----------------------------------------------------------------------------------
@@ -424,13 +588,19 @@ void FastFair::NewRoot(uint64_t left, uint64_t right, Prealloc* pa) {
 
 // Inserts (key, val) into the node path[level] (splitting it, and recursively its ancestors,
 // when full). For inner levels val is a child whose low key is `key`.
-void FastFair::InsertAt(int level, uint64_t key, uint64_t val, const std::vector<uint64_t>& path, Prealloc* pa) {
+// Every node it changes is write-locked in *ls first (held until the operation ends).
+void FastFair::InsertAt(int level, uint64_t key, uint64_t val, const std::vector<uint64_t>& path, Prealloc* pa,
+                        LockSet* ls) {
   uint64_t off = path[level];
+  ls->Lock(off);
   if (Count(N(off)) == kSlots) {
+    // The parent (or the old root, for the root block) is locked before the split begins.
+    if (level + 1 < static_cast<int>(path.size())) ls->Lock(path[level + 1]);
     const uint64_t sib = Split(off, pa);
+    ls->Lock(sib);
     const uint64_t sep = Load(N(sib)->low);
     if (level + 1 == static_cast<int>(path.size())) NewRoot(off, sib, pa);
-    else InsertAt(level + 1, sep, sib, path, pa);
+    else InsertAt(level + 1, sep, sib, path, pa, ls);
     if (ko_.CompareWords(key, sep) >= 0) off = sib;
   }
   Node* n = N(off);
@@ -438,40 +608,55 @@ void FastFair::InsertAt(int level, uint64_t key, uint64_t val, const std::vector
   FastInsert(n, pos, key, val);
 }
 
+// Concurrency (fastfair.h D4): an insert that fits in its leaf, and every upsert, holds the index
+// lock shared and the leaf's lock; an insert into a full leaf starts again holding the index
+// lock exclusively (the split cascade locks each node it changes).
 Status FastFair::Put(std::string_view key, uint64_t value, bool upsert, bool* inserted) {
   WORT_RETURN_IF_ERROR(CheckWrite(key));
   const Probe p = ko_.MakeProbe(key);
-  std::unique_lock<std::shared_mutex> g(*lock_);
-  std::vector<uint64_t> path;
-  Descend(p, 0, &path);
-  Node* leaf = N(path[0]);
-  const int j = FindInLeaf(leaf, p);
-  if (j >= 0) {
-    if (!upsert) return Status::AlreadyExists("key exists");
-    if (j == Count(leaf) - 1) {
-      // The trailing copy (past the end, invisible) follows, or the next insert would reveal
-      // the old value.
-      Store(leaf->slot[j + 1].val, value);
-      pm::flush(&leaf->slot[j + 1].val, 8);
+  bool exclusive = global_lock_;
+  for (;;) {
+    std::unique_lock<std::shared_mutex> x(*lock_, std::defer_lock);
+    std::shared_lock<std::shared_mutex> sh(*lock_, std::defer_lock);
+    if (exclusive) x.lock();
+    else sh.lock();
+    std::vector<uint64_t> path;
+    Descend(p, 0, &path);  // inner nodes change only under the exclusive lock
+    LockSet ls(locks_);
+    ls.Lock(path[0]);
+    Node* leaf = N(path[0]);
+    const int j = FindInLeaf(leaf, p);
+    if (j >= 0) {
+      if (!upsert) return Status::AlreadyExists("key exists");
+      if (j == Count(leaf) - 1) {
+        // The trailing copy (past the end, invisible) follows, or the next insert would reveal
+        // the old value.
+        Store(leaf->slot[j + 1].val, value);
+        pm::flush(&leaf->slot[j + 1].val, 8);
+      }
+      Store(leaf->slot[j].val, value);  // COMMIT (failure-atomic replace)
+      pm::persist(&leaf->slot[j].val, 8);
+      if (inserted) *inserted = false;
+      return Status::OK();
     }
-    Store(leaf->slot[j].val, value);  // COMMIT (failure-atomic replace)
-    pm::persist(&leaf->slot[j].val, 8);
-    if (inserted) *inserted = false;
+    if (!exclusive && Count(leaf) == kSlots) {
+      exclusive = true;  // a split: again, alone
+      continue;
+    }
+    Prealloc pa;
+    WORT_RETURN_IF_ERROR(PrepareSplits(path, 0, &pa));
+    uint64_t kw = 0;
+    Status s = ko_.MakeWord(pool_, p, &kw);
+    if (!s.ok()) {
+      ReleasePrealloc(&pa);
+      return s;
+    }
+    InsertAt(0, kw, value, path, &pa, &ls);
+    ReleasePrealloc(&pa);  // nothing should remain
+    size_.Add(1);
+    if (inserted) *inserted = true;
     return Status::OK();
   }
-  Prealloc pa;
-  WORT_RETURN_IF_ERROR(PrepareSplits(path, 0, &pa));
-  uint64_t kw = 0;
-  Status s = ko_.MakeWord(pool_, p, &kw);
-  if (!s.ok()) {
-    ReleasePrealloc(&pa);
-    return s;
-  }
-  InsertAt(0, kw, value, path, &pa);
-  ReleasePrealloc(&pa);  // nothing should remain
-  size_.Add(1);
-  if (inserted) *inserted = true;
-  return Status::OK();
 }
 
 // ---- delete ----------------------------------------------------------------------------------
@@ -479,17 +664,38 @@ Status FastFair::Put(std::string_view key, uint64_t value, bool upsert, bool* in
 Status FastFair::Remove(std::string_view key) {
   WORT_RETURN_IF_ERROR(CheckWrite(key));
   const Probe p = ko_.MakeProbe(key);
-  std::unique_lock<std::shared_mutex> g(*lock_);
+  // Writer rule (wort/alloc.h, Retire): inside the pool's epoch from the unlinks (the entry, a
+  // merged node) until their Retire calls.
+  sync::EpochGuard eg(pool_.allocator().epoch());
   std::vector<uint64_t> path;
+  {
+    // The delete: the index lock shared (exclusive in global-lock mode) and the leaf's lock.
+    std::unique_lock<std::shared_mutex> x(*lock_, std::defer_lock);
+    std::shared_lock<std::shared_mutex> sh(*lock_, std::defer_lock);
+    if (global_lock_) x.lock();
+    else sh.lock();
+    Descend(p, 0, &path);
+    LockSet ls(locks_);
+    ls.Lock(path[0]);
+    Node* leaf = N(path[0]);
+    const int j = FindInLeaf(leaf, p);
+    if (j < 0) return Status::NotFound("key not found");
+    const uint64_t kw = Load(leaf->slot[j].key);
+    FastDelete(leaf, j);
+    // The delete is persistent: no reference remains (R2); readers may still hold the word.
+    ko_.RetireWord(pool_, kw);
+    size_.Add(-1);
+    if (path.size() == 1 || Count(leaf) >= kMinFill) return Status::OK();
+    if (global_lock_) {
+      Rebalance(0, path, &ls);
+      return Status::OK();
+    }
+  }
+  // The leaf became under-full: rebalance holding the index lock exclusively, if it still is.
+  std::unique_lock<std::shared_mutex> x(*lock_);
   Descend(p, 0, &path);
-  Node* leaf = N(path[0]);
-  const int j = FindInLeaf(leaf, p);
-  if (j < 0) return Status::NotFound("key not found");
-  const uint64_t kw = Load(leaf->slot[j].key);
-  FastDelete(leaf, j);
-  ko_.FreeWord(pool_, kw);  // the delete is persistent: no reference remains (R2)
-  size_.Add(-1);
-  if (path.size() > 1 && Count(leaf) < kMinFill) Rebalance(0, path);
+  LockSet ls(locks_);
+  if (path.size() > 1 && Count(N(path[0])) < kMinFill) Rebalance(0, path, &ls);
   return Status::OK();
 }
 
@@ -503,7 +709,7 @@ int FastFair::ChildIndex(const Node* p, uint64_t child) const {
 
 // Rebalances the under-full node path[level] (not the root) with a neighbour under the same
 // parent: merge when both fit in one node, else redistribute.
-void FastFair::Rebalance(int level, const std::vector<uint64_t>& path) {
+void FastFair::Rebalance(int level, const std::vector<uint64_t>& path, LockSet* ls) {
   const uint64_t xoff = path[level];
   Node* parent = N(path[level + 1]);
   const int pc = Count(parent);
@@ -521,6 +727,10 @@ void FastFair::Rebalance(int level, const std::vector<uint64_t>& path) {
     ridx = idx;
     loff = idx == 0 ? Load(parent->leftmost) : Load(parent->slot[idx - 1].val);
   }
+  // Every node the merge or redistribution changes, or unlinks (readers of R must restart).
+  ls->Lock(path[level + 1]);
+  ls->Lock(loff);
+  ls->Lock(roff);
   const int total = Count(N(loff)) + Count(N(roff)) + (level > 0 ? 1 : 0);
   if (total <= kSlots) {
     Merge(loff, roff, parent, ridx);
@@ -528,7 +738,7 @@ void FastFair::Rebalance(int level, const std::vector<uint64_t>& path) {
     if (parent_is_root) {
       if (Count(parent) == 0) CollapseRoot();
     } else if (Count(parent) < kMinFill) {
-      Rebalance(level + 1, path);
+      Rebalance(level + 1, path, ls);
     }
   } else {
     Redistribute(loff, roff, parent, ridx);
@@ -564,8 +774,8 @@ void FastFair::Merge(uint64_t loff, uint64_t roff, Node* parent, int ridx) {
   pm::persist(&l->sibling, 8);
   const bool leaf = IsLeaf(r);
   const uint64_t rlow = Load(r->low);
-  pool_.allocator().Free(roff);
-  if (leaf) ko_.FreeWord(pool_, rlow);  // the separator is gone from the parent and the chain
+  pool_.allocator().Retire(roff);  // readers may still be in R (sync.h W4)
+  if (leaf) ko_.RetireWord(pool_, rlow);  // the separator is gone from the parent and the chain
 }
 
 bool FastFair::Redistribute(uint64_t loff, uint64_t roff, Node* parent, int ridx) {
@@ -630,8 +840,8 @@ bool FastFair::Redistribute(uint64_t loff, uint64_t roff, Node* parent, int ridx
   const int pos = LastLE(parent, Count(parent), ko_.ProbeOf(nr->low)) + 1;
   FastInsert(parent, pos, nr->low, noff);  // has room: an entry left it above
   const uint64_t rlow = Load(r->low);
-  pool_.allocator().Free(roff);
-  if (leaf) ko_.FreeWord(pool_, rlow);
+  pool_.allocator().Retire(roff);
+  if (leaf) ko_.RetireWord(pool_, rlow);
   return true;
 }
 
@@ -641,7 +851,7 @@ void FastFair::CollapseRoot() {
   if (IsLeaf(r) || Count(r) != 0 || Load(r->sibling) != 0) return;
   Store(rb_->root, Load(r->leftmost));  // COMMIT: the tree shrinks by one level
   pm::persist(&rb_->root, 8);
-  pool_.allocator().Free(old);
+  pool_.allocator().Retire(old);  // (locked by the caller: readers inside it restart)
 }
 
 // ---- recovery (fastfair.h, D5) -----------------------------------------------------------------
@@ -728,7 +938,8 @@ Status FastFair::Repair() {
       Descend(ko_.ProbeOf(sep), level + 1, &path);
       Prealloc pa;
       WORT_RETURN_IF_ERROR(PrepareSplits(path, level + 1, &pa));
-      InsertAt(level + 1, sep, off, path, &pa);
+      LockSet ls(locks_);  // (no reader yet: Init runs before the index is returned)
+      InsertAt(level + 1, sep, off, path, &pa, &ls);
       ReleasePrealloc(&pa);
       prev = off;
       off = Load(n->sibling);
@@ -743,7 +954,7 @@ Status FastFair::Repair() {
 // ---- check / stats / visit -------------------------------------------------------------------
 
 Status FastFair::Check(std::string* report) const {
-  std::shared_lock<std::shared_mutex> g(*lock_);
+  IndexModeLock g(*lock_, global_lock_, IndexModeLock::kQuiesce);
   Findings fail("fastfair");
   const uint64_t limit = pool_.size() / sizeof(Node) + 1;
   const uint64_t root = Root();
@@ -834,7 +1045,7 @@ Status FastFair::Check(std::string* report) const {
 }
 
 IndexStats FastFair::Stats() const {
-  std::shared_lock<std::shared_mutex> g(*lock_);
+  IndexModeLock g(*lock_, global_lock_, IndexModeLock::kQuiesce);
   IndexStats st;
   st.keys = size_.GetLocked([this] { return CountKeys(); });
   const int height = static_cast<int>(N(Root())->level);
@@ -894,6 +1105,14 @@ Status Create(Pool& pool, const IndexOptions& opts, uint64_t* root_off) {
   }, root_off);
 }
 
+// The visit holds the index lock exclusively: in-place writers (index lock shared) would
+// otherwise allocate key blocks the walk has already passed.
+void Visit(const Pool& pool, uint64_t root_off, const MarkFn& mark) {
+  auto lock = IndexLock(&pool, root_off);
+  std::unique_lock<std::shared_mutex> g(*lock);
+  FastFair::VisitLocked(pool, root_off, mark);
+}
+
 Status Open(Pool& pool, uint64_t root_off, std::unique_ptr<Index>* out) {
   return OpenTree<FastFair, RootBlock>(pool, root_off, "fastfair", out);
 }
@@ -901,7 +1120,7 @@ Status Open(Pool& pool, uint64_t root_off, std::unique_ptr<Index>* out) {
 const IndexKind kKind = {
     "fastfair", kind_id::kFastFair,
     "FAST&FAIR persistent B+-tree: sorted nodes, failure-atomic shift and in-place rebalance (FAST 2018)",
-    true, &Create, &Open, &VisitShared<&FastFair::VisitLocked>};
+    true, &Create, &Open, &Visit};
 
 }  // namespace
 }  // namespace wort::btree::ff

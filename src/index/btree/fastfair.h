@@ -43,18 +43,30 @@
 //     right node in the sibling chain by one store (the paper shifts in place). One store then
 //     commits the move for inner nodes too, whose leftmost pointer would otherwise change apart
 //     from their entries.
-// D4. Concurrency. The paper's readers run without locks (with a switch counter telling them the
-//     direction of a shift in progress). Here every operation holds the index's reader-writer
-//     lock (std::shared_mutex): readers shared, writers exclusive. Readers still interpret
-//     transient duplicates and unparented nodes (the code paths below) because a crash leaves
-//     them in the pool, and a read-only pool is never repaired. Not yet concurrent (issue 19).
-//     The planned route on src/sync: a DRAM VersionLockTable keyed by node offset; readers
-//     validate each node's version after searching it (no lock), always move right when the
-//     probe is past a node's last key (the B-link states a split passes through are the crash
-//     states readers already interpret); in-place writers (no split, no merge) hold the structure
-//     lock shared and write-lock the one leaf they change; splits, merges and redistributions
-//     hold it exclusively and write-lock each node around each change; freed nodes and key
-//     blocks go through Allocator::Retire.
+// D4. Concurrency (src/sync/sync.h states the protocol). Readers (Lookup, Scan) take no lock:
+//     they enter the pool's epoch, descend with optimistic lock coupling on per-node version
+//     words (a DRAM VersionLockTable of this index keyed by node offset: the persistent layout
+//     and every persist order are unchanged), validate each node's version after reading it and
+//     restart from the root on a change (after 32 restarts they take the index lock exclusively,
+//     so they cannot starve). The paper's readers instead keep reading through a shift in
+//     progress and use a per-node switch counter (its parity gives the direction of the shift)
+//     to retry only when the direction changed. wort's readers do tolerate the transient
+//     duplicate (a stale left copy is never returned) - it is what a crash leaves - but they
+//     validate with the version and restart when a writer overlapped their read of the node:
+//     the interleaving argument for a binary search over a shifting array was not worth its risk.
+//     Writers: an insert that fits in its leaf, an upsert and a delete hold the index's lock
+//     (IndexLock) *shared* and write-lock the one leaf they change, so writers on different
+//     leaves run in parallel; inner nodes change only under the index lock held *exclusively*:
+//     an insert into a full leaf starts over exclusively and its split cascade write-locks every
+//     node it changes (the leaf, each parent, the new nodes; the old root for a new root) until
+//     the insert ends; a delete that leaves its leaf under-full rebalances afterwards,
+//     exclusively, locking the parent, both neighbours and every ancestor it changes. Readers
+//     need no move-right: a node is unlocked only when its split or merge is complete, and
+//     coupling makes a reader restart if a node it left changed. A reader that read the root
+//     offset checks it again after reading the root's version (a root split or collapse locks the
+//     old root). Nodes and key blocks a writer unlinks (merge, redistribution, root collapse,
+//     removed keys) go to Allocator::Retire; readers hold epochs, so they never see reused
+//     memory. WORT_GLOBAL_LOCK=1 (registry.h) restores the old single reader-writer lock.
 // D5. Recovery. After an unclean stop, Open (when the pool is writable) finishes what a crash cut:
 //     it removes in-node duplicates by finishing the shift, truncates a left node that still holds
 //     entries a redistribution or merge had copied out, and inserts the separator of any node that
@@ -131,11 +143,14 @@
 //
 // Visit: walks every level's chain (so it reaches nodes not yet in their parent) and reports
 // nodes, key blocks (entries and low keys) and, with values_are_blocks, leaf values. It holds the
-// index lock (btree_common.h) in shared mode, so it is safe against concurrent writers.
+// index lock (btree_common.h) exclusively (writers hold it shared or exclusively), so it is
+// safe against concurrent writers.
 //
-// Thread safety: all methods are thread safe (one std::shared_mutex per index, shared with
-// visit). Scan calls fn without holding the lock (it collects one leaf at a time), so fn may use
-// the index. Only one Index object per root may be open at a time.
+// Thread safety: all methods are thread safe; lookups and scans are lock-free, writers on
+// different leaves run in parallel (D4). Check, Stats and the first Size() after open hold the
+// index lock exclusively (no writer runs). Scan collects up to 64 keys, validated leaf by leaf,
+// and calls fn holding no lock and outside its epoch, so fn may use the index. Only one Index
+// object per root may be open at a time.
 #pragma once
 
 #include <cstdint>

@@ -40,7 +40,11 @@ const unsigned char* UBytes(std::string_view s) { return reinterpret_cast<const 
 inline uint8_t ChildIndexAt(const N48* x, unsigned c) { return x->child_index[c]; }
 
 // Calls f(partial_key, child_ref) for the children of n with partial key >= from, in ascending
-// unsigned order, until f returns false. Only entries marked valid are visited.
+// unsigned order, until f returns false. Only entries marked valid are visited. Child references
+// are read with acquire loads (pm::load8): a lock-free reader then sees everything the writer
+// wrote into the child before it published the reference (a release store), which is also what
+// ThreadSanitizer needs to see the happens-before (a plain read here is not instrumented, but
+// the reader's later reads of the child are).
 template <class F>
 WORT_OPTIMISTIC_READ void ForEachSorted(const NodeBase* n, unsigned from, F&& f) {
   switch (n->type) {
@@ -48,7 +52,7 @@ WORT_OPTIMISTIC_READ void ForEachSorted(const NodeBase* n, unsigned from, F&& f)
       const auto* x = reinterpret_cast<const W4*>(n);
       const Slot4 s = DecodeSlot4(x->slots);
       for (int i = 0; i < s.n; ++i)
-        if (s.key[i] >= from && !f(s.key[i], x->child[s.idx[i]])) return;
+        if (s.key[i] >= from && !f(s.key[i], pm::load8(&x->child[s.idx[i]]))) return;
       return;
     }
     case kW16: {
@@ -64,7 +68,7 @@ WORT_OPTIMISTIC_READ void ForEachSorted(const NodeBase* n, unsigned from, F&& f)
         const int r = CountLess16Simd(x->keys, mask, x->keys[i]);
         if (r < 16) {
           keys[r] = x->keys[i];
-          refs[r] = x->child[i];
+          refs[r] = pm::load8(&x->child[i]);
         }
         ++cnt;
       }
@@ -76,21 +80,21 @@ WORT_OPTIMISTIC_READ void ForEachSorted(const NodeBase* n, unsigned from, F&& f)
       const auto* x = reinterpret_cast<const N48*>(n);
       for (unsigned c = from; c < 256; ++c) {
         const int k = DecodeSlot(ChildIndexAt(x, c));
-        if (k >= 0 && k < 48 && !f(static_cast<unsigned char>(c), x->child[k])) return;
+        if (k >= 0 && k < 48 && !f(static_cast<unsigned char>(c), pm::load8(&x->child[k]))) return;
       }
       return;
     }
     case kN256: {
       const auto* x = reinterpret_cast<const N256*>(n);
       for (unsigned c = from; c < 256; ++c)
-        if (x->child[c] && !f(static_cast<unsigned char>(c), x->child[c])) return;
+        if (const uint64_t r = pm::load8(&x->child[c]); r && !f(static_cast<unsigned char>(c), r)) return;
       return;
     }
     case kS4: {
       const auto* x = reinterpret_cast<const S4*>(n);
       const int cnt = std::min<int>(x->count, 4);
       for (int i = 0; i < cnt; ++i)
-        if (x->keys[i] >= from && !f(x->keys[i], x->child[i])) return;
+        if (x->keys[i] >= from && !f(x->keys[i], pm::load8(&x->child[i]))) return;
       return;
     }
     case kS16: {
@@ -100,7 +104,7 @@ WORT_OPTIMISTIC_READ void ForEachSorted(const NodeBase* n, unsigned from, F&& f)
       // Sorted node: skip the keys below `from` in one unsigned SIMD compare.
       const int first = from > 255 ? cnt : CountLess16Simd(x->keys, mask, static_cast<unsigned char>(from));
       for (int i = first; i < cnt; ++i)
-        if (!f(x->keys[i], x->child[i])) return;
+        if (!f(x->keys[i], pm::load8(&x->child[i]))) return;
       return;
     }
   }
@@ -427,8 +431,9 @@ WORT_OPTIMISTIC_READ const Leaf* ArtTree::ExtremeLeaf(uint64_t ref, bool max) co
     const NodeBase* n = node(ref);
     if (!ValidNodeType(n->type) || !pool_.contains(RefOffset(ref), NodeSize(n->type))) return nullptr;
     // The key ending at a node is the smallest below it.
-    if (!max && n->leaf_here) {
-      ref = n->leaf_here;
+    const uint64_t lh = pm::load8(&n->leaf_here);
+    if (!max && lh) {
+      ref = lh;
       continue;
     }
     uint64_t next = 0;
@@ -436,7 +441,7 @@ WORT_OPTIMISTIC_READ const Leaf* ArtTree::ExtremeLeaf(uint64_t ref, bool max) co
       next = r;
       return max;  // min: stop at the first child; max: run to the last
     });
-    ref = next ? next : n->leaf_here;
+    ref = next ? next : lh;
   }
   return nullptr;
 }

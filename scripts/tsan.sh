@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# ThreadSanitizer run of the concurrency stress tests (.ci/run runs it; a few minutes): builds
+# only the test binaries below with -DWORT_TSAN=ON in their own build directory (build-tsan)
+# and runs their multi-threaded tests (sizes divided by 8 under TSan, see each test). Any TSan
+# report fails the run (halt_on_error, non-zero exit). No suppressions: the optimistic readers'
+# plain loads sit in functions marked WORT_OPTIMISTIC_READ (src/sync/version_lock.h says why
+# that is sound); every other shared word is an atomic. Exits non-zero on any failure or report.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+TSAN_DIR=${WORT_TSAN_BUILD_DIR:-build-tsan}
+cmake -S . -B "$TSAN_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWORT_TSAN=ON >/dev/null
+cmake --build "$TSAN_DIR" -j"$(nproc)" --target test_sync test_concurrent test_cceh test_alloc_race \
+  test_multiwriter_kill test_store_stress
+export TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1"
+run() {
+  echo "== tsan: $*"
+  "$TSAN_DIR/$@"
+}
+run test_sync
+run test_concurrent
+run test_alloc_race
+run test_multiwriter_kill
+run test_store_stress
+# cceh: the tests with several threads (the others are single-threaded).
+run test_cceh --gtest_filter='*TwoThreads*:*ReaderBesideSplittingWriter*:*StressRacingInsertsAndReaders*:*VisitBesideWriters*'
+echo "tsan: clean"
