@@ -7,6 +7,17 @@
 
 namespace wort::remote {
 
+#ifdef WORT_NO_UCX
+// A build without the ucx backend (-DWORT_UCX=OFF; the default of ThreadSanitizer builds).
+namespace {
+Status NoUcx() {
+  return Status::NotSupported("remote: this build has no ucx backend (configured with -DWORT_UCX=OFF)");
+}
+}  // namespace
+Status ListenUcx(void*, std::uint64_t, std::string_view, NotifyHandler, std::unique_ptr<Server>*) { return NoUcx(); }
+Status ConnectUcx(const RegionInfo&, std::unique_ptr<Connection>*) { return NoUcx(); }
+#endif
+
 Status CheckRange(std::uint64_t off, std::uint64_t len, std::uint64_t size) {
   if (off > size || len > size - off) {
     return Status::InvalidArgument("remote: range [" + std::to_string(off) + ", +" + std::to_string(len) +

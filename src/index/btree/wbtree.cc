@@ -506,7 +506,7 @@ Status WbTree::Split(const std::vector<uint64_t>& path, int i) {
   Store(lg.d, sep);
   Store(lg.e, MetaFor(idx, m));  // the left node keeps its first m entries
   Store(lg.f, root);
-  pm::persist(&lg.op, sizeof(Log) - 8);
+  pm::persist(&lg.op, sizeof(Log) - 8);  // crash-site: uncaught: the log record shares its cache line with the state word persisted next; not yet shown redundant, triage pending
   Store(lg.state, 1);  // COMMIT of the split
   pm::persist(&lg.state, 8);
   ApplyLog();
@@ -532,7 +532,7 @@ void WbTree::ApplyLog() {
     const bool leaf = IsLeaf(a);
     if (leaf) {
       Store(H(a)->next, b);  // the new node joins the leaf chain (a still holds its entries)
-      pm::persist(&H(a)->next, 8);
+      pm::persist(&H(a)->next, 8);  // crash-site: uncaught: ApplyLog on a committed log (replayed at open); not yet shown redundant, triage pending
     }
     if (f != 0) {
       if (Root() != f) {
@@ -543,7 +543,7 @@ void WbTree::ApplyLog() {
       NodeInsert(c, d, b);  // the separator enters the parent (it has room: C2)
     }
     Store(H(a)->meta, e);  // the left node drops the moved entries (bitmap: slot array invalid)
-    pm::persist(&H(a)->meta, 8);
+    pm::persist(&H(a)->meta, 8);  // crash-site: uncaught: ApplyLog on a committed log (replayed at open); not yet shown redundant, triage pending
     RebuildSlots(a);
     Store(lg.state, 0);
     pm::persist(&lg.state, 8);
@@ -864,7 +864,7 @@ Status CreateImpl(Pool& pool, const IndexOptions& opts, uint64_t* root_off, bool
   return CreateTree(pool, opts, kRootMagic, slot_only ? kRootSlotOnly : 0, &RootBlock::root, nsize, [&](uint64_t off) {
     auto* h = pool.at<NodeHeader>(off);
     h->meta = slot_only ? 0 : kSlotValid;  // an empty leaf with a valid (empty) slot array
-    pm::persist(h, nsize);
+    pm::persist(h, nsize);  // crash-site: uncaught: creation's persist of the first empty leaf (fresh pool space is zero); triage pending
   }, root_off);
 }
 
