@@ -33,18 +33,24 @@ class KillTestTest : public ::testing::Test {
 };
 
 TEST_F(KillTestTest, CorrectListSurvivesKills) {
+  // A kill cuts an operation only when it lands between the child's Begin and Ack messages; with
+  // a fast operation and two pipe writes per operation that is a minority of rounds (a batch of
+  // twelve rounds with no cut operation was seen on an idle machine). So batches of rounds, each
+  // with its own seed, are added until some kill has cut an operation - every batch checked.
   int cut = 0;
-  for (bench::Dist d : {bench::Dist::kStrings, bench::Dist::kDense}) {
-    KillConfig c = Config("test-list", d);
-    c.rounds = 6;
-    KillResult r = Run(c);
-    EXPECT_EQ(r.rounds, 6);
-    EXPECT_GT(r.acked_ops, 0u);
-    EXPECT_TRUE(r.violations.empty()) << r.violations.front();
-    cut += r.pending_applied + r.pending_absent;
+  for (int batch = 0; batch < 20 && cut == 0; ++batch) {
+    for (bench::Dist d : {bench::Dist::kStrings, bench::Dist::kDense}) {
+      KillConfig c = Config("test-list", d);
+      c.rounds = 6;
+      c.seed = 11 + static_cast<uint64_t>(batch);
+      KillResult r = Run(c);
+      EXPECT_EQ(r.rounds, 6);
+      EXPECT_GT(r.acked_ops, 0u);
+      EXPECT_TRUE(r.violations.empty()) << r.violations.front();
+      cut += r.pending_applied + r.pending_absent;
+    }
   }
-  // About half the kills land inside an operation; all twelve missing is a 1-in-4000 event.
-  EXPECT_GT(cut, 0);
+  EXPECT_GT(cut, 0) << "no kill in 240 rounds landed inside an operation";
 }
 
 TEST_F(KillTestTest, EarlyLinkIsCaught) {
