@@ -82,27 +82,8 @@ class Conformance : public ::testing::TestWithParam<std::string> {
                       << " want " << v;
     }
     if (ordered()) {
-      EXPECT_EQ(ScanIndex(idx, "", nullptr, SIZE_MAX), ScanModel(m, "", nullptr, SIZE_MAX)) << what;
+      EXPECT_EQ(test::ScanAll(idx, "", nullptr, SIZE_MAX), test::ModelScan(m, "", nullptr, SIZE_MAX)) << what;
     }
-  }
-  static std::vector<std::pair<std::string, uint64_t>> ScanIndex(const Index& idx, std::string_view start,
-                                                                const std::string_view* end, size_t limit) {
-    std::vector<std::pair<std::string, uint64_t>> out;
-    Status s = idx.Scan(start, end, limit, [&](std::string_view k, uint64_t v) {
-      out.emplace_back(std::string(k), v);
-      return true;
-    });
-    EXPECT_TRUE(s.ok()) << s.ToString();
-    return out;
-  }
-  static std::vector<std::pair<std::string, uint64_t>> ScanModel(const Model& m, std::string_view start,
-                                                                const std::string_view* end, size_t limit) {
-    std::vector<std::pair<std::string, uint64_t>> out;
-    for (auto it = m.lower_bound(std::string(start)); it != m.end() && out.size() < limit; ++it) {
-      if (end && CompareKeys(it->first, *end) > 0) break;
-      out.emplace_back(it->first, it->second);
-    }
-    return out;
   }
 
   const IndexKind* kind_ = nullptr;
@@ -307,7 +288,7 @@ TEST_P(Conformance, FullByteRangeAndReopen) {
     ExpectSame(f.idx(), m, "inserted");
     if (ordered()) {
       // Unsigned byte order: 0x80 after 0x7f, a prefix before its extensions.
-      const auto from = ScanIndex(f.idx(), kt == KeyType::kBytes ? "\x7f" : EncodeU64(0x7fffffffffffffffull),
+      const auto from = test::ScanAll(f.idx(), kt == KeyType::kBytes ? "\x7f" : EncodeU64(0x7fffffffffffffffull),
                                   nullptr, 3);
       ASSERT_EQ(from.size(), 3u);
       if (kt == KeyType::kBytes) {
@@ -347,7 +328,7 @@ TEST_P(Conformance, ScanBounds) {
   IndexFixture f(GetParam(), KeyType::kBytes);
   auto scan = [&](std::string_view start, const std::string* end, size_t limit) {
     std::string_view ev = end ? std::string_view(*end) : std::string_view();
-    return ScanIndex(f.idx(), start, end ? &ev : nullptr, limit);
+    return test::ScanAll(f.idx(), start, end ? &ev : nullptr, limit);
   };
   if (!ordered()) {
     ASSERT_TRUE(f.idx().Insert("a", 1).ok());
@@ -373,9 +354,9 @@ TEST_P(Conformance, ScanBounds) {
   EXPECT_EQ(scan("k1099", nullptr, 1), (V{{"k1100", 50}})) << "start between keys";
   EXPECT_EQ(scan("k1100", &k1100, SIZE_MAX), (V{{"k1100", 50}})) << "end is inclusive";
   EXPECT_EQ(scan(k1398, &k1398, 5), (V{{"k1398", 199}})) << "the last key alone";
-  EXPECT_EQ(scan("k1050", &k1100, SIZE_MAX), ScanModel(m, "k1050", nullptr, 26));
-  EXPECT_EQ(scan("k1050", &k1100, 3), ScanModel(m, "k1050", nullptr, 3));
-  EXPECT_EQ(scan("k1", nullptr, SIZE_MAX), ScanModel(m, "", nullptr, SIZE_MAX)) << "a prefix of every key";
+  EXPECT_EQ(scan("k1050", &k1100, SIZE_MAX), test::ModelScan(m, "k1050", nullptr, 26));
+  EXPECT_EQ(scan("k1050", &k1100, 3), test::ModelScan(m, "k1050", nullptr, 3));
+  EXPECT_EQ(scan("k1", nullptr, SIZE_MAX), test::ModelScan(m, "", nullptr, SIZE_MAX)) << "a prefix of every key";
   // The callback stops the scan.
   int calls = 0;
   ASSERT_TRUE(f.idx().Scan("", nullptr, SIZE_MAX, [&](std::string_view, uint64_t) { return ++calls < 7; }).ok());

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "workload/workload.h"
+#include "common/index_test_util.h"
 #include "common/test_util.h"
 #include "index/radix/art_tree.h"
 #include "wort/alloc.h"
@@ -101,26 +102,8 @@ inline void ExpectModelOrderIsUnsigned() {
   ASSERT_LT(std::string("a"), std::string("a\x00", 2));
 }
 
-inline std::vector<std::pair<std::string, uint64_t>> ScanAll(const Index& idx, std::string_view start,
-                                                            const std::string_view* end, size_t limit) {
-  std::vector<std::pair<std::string, uint64_t>> out;
-  Status s = idx.Scan(start, end, limit, [&](std::string_view k, uint64_t v) {
-    out.emplace_back(std::string(k), v);
-    return true;
-  });
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  return out;
-}
-
-inline std::vector<std::pair<std::string, uint64_t>> ModelScan(const Model& m, std::string_view start,
-                                                              const std::string_view* end, size_t limit) {
-  std::vector<std::pair<std::string, uint64_t>> out;
-  for (auto it = m.lower_bound(start); it != m.end() && out.size() < limit; ++it) {
-    if (end && CompareKeys(it->first, *end) > 0) break;
-    out.emplace_back(it->first, it->second);
-  }
-  return out;
-}
+using wort::test::ModelScan;
+using wort::test::ScanAll;
 
 // Random byte-string keys: full byte range, lengths 0..~300, many shared prefixes (a small set
 // of stems), and keys that are prefixes of other keys.
