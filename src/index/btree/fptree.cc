@@ -239,7 +239,7 @@ void FpTree::Recover() {
     pm::persist(&l->bitmap, 8);
   }
   Store(rb_->log_leaf, 0);  // the split is complete (or never happened)
-  pm::persist(&rb_->log_leaf, 8);  // crash-site: uncaught: recovery's roll-forward of a cut split's bitmap (recovery reruns after a crash in it); not yet shown redundant, triage pending
+  pm::persist(&rb_->log_leaf, 8);
 }
 
 // Rebuilds the DRAM inner nodes from the leaf chain: the separator of each non-empty leaf but
@@ -257,7 +257,7 @@ void FpTree::Rebuild() {
     if (bm == 0 && prev != 0 && !pool_.read_only()) {
       // Unlink an empty leaf (D2): prev.next := next (store8, COMMIT) -> persist -> free it.
       Store(L(prev)->next, Load(l->next));
-      pm::persist(&L(prev)->next, 8);  // crash-site: uncaught: the rebuild's unlink of an empty leaf (the next rebuild unlinks it again); not yet shown redundant, triage pending
+      pm::persist(&L(prev)->next, 8);
       pool_.allocator().Free(off);
       off = prev;
       continue;

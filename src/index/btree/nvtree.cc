@@ -181,7 +181,7 @@ void NvTree::Rebuild() {
     if (live.empty() && !pool_.read_only() && (next != 0 || !all.empty())) {
       // Unlink the empty leaf: *link := next (COMMIT) -> persist -> free it and its key blocks.
       Store(*link, next);
-      pm::persist(link, 8);  // crash-site: uncaught: the rebuild's unlink of an empty leaf (the next rebuild unlinks it again); not yet shown redundant, triage pending
+      pm::persist(link, 8);
       std::vector<uint64_t> words;
       for (int j = 0; j < static_cast<int>(std::min<uint64_t>(l->count, kSlots)); ++j) words.push_back(l->e[j].key);
       std::sort(words.begin(), words.end());
