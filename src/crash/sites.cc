@@ -41,6 +41,9 @@ constexpr Owner kSiteOwners[] = {
     {"src/remote/canrt_server.cc", "",
      "CANRT's server (the remote layer): not an index kind; explored by its own crash explorer over the write "
      "path, resize and recovery (tests/remote/canrt_test.cc, CanrtCrash)"},
+    {"src/crash/explorer.cc", "",
+     "the crash explorer's own setup (ExplorerConfig::dirty_free_space: blocks filled and freed before the "
+     "index is created): not an index operation"},
     {"src/kv/kv.cc", "",
      "the key-value store's value blocks: not an index kind; explored by the KV crash explorer and kill test "
      "(crash/kv_explorer.h, tests/crash/kv_crash_test.cc)"},
