@@ -34,6 +34,9 @@ struct CrashOpts {
   bool torn = false;
   bool no_edge_keys = false;
   bool no_exercise = false;
+  bool read_only_first = false;
+  bool dirty_free_space = false;
+  bool recovery_persists = false;
   bool isolate = false;
   int check_timeout = 60;
   std::string key_type = "auto";
@@ -183,6 +186,9 @@ size_t RunKind(const CrashOpts& o, const std::string& name, bench::Dist dist, co
     c.torn_lines = o.torn;
     c.edge_keys = !o.no_edge_keys;
     c.exercise = !o.no_exercise;
+    c.read_only_first = o.read_only_first;
+    c.dirty_free_space = o.dirty_free_space;
+    c.recovery_persists = o.recovery_persists;
     c.isolate = o.isolate;
     c.dir = o.dir;
     c.max_violations = o.max_violations;
@@ -347,6 +353,14 @@ void AddCrashTest(CLI::App& app) {
   c->add_flag("--torn", o->torn, "Tear in-flight and dirty lines at 8-byte granularity (default: whole lines)");
   c->add_flag("--no-edge-keys", o->no_edge_keys, "Do not add the edge keys (empty, 0x00/0xff bytes, prefixes, long)");
   c->add_flag("--no-exercise", o->no_exercise, "Do not run operations on each recovered image");
+  c->add_flag("--read-only-first", o->read_only_first,
+              "Before recovering each image, open it read-only and check the contents the kind's readers see of the "
+              "crash state as it is (a full read and a lookup of every key)");
+  c->add_flag("--dirty-free-space", o->dirty_free_space,
+              "Before creating the index, allocate, fill with 0xa5, persist and free blocks of 64 B to 4 KiB: the "
+              "index's first blocks reuse space that is not zero in persistent memory");
+  c->add_flag("--recovery-persists", o->recovery_persists,
+              "With --explore-recovery: a recovery that returns with a line it wrote not yet persistent is a violation");
   c->add_flag("--isolate", o->isolate,
               "Check each image in a forked child: slower, but the run goes on when the index crashes or hangs");
   c->add_option("--check-timeout", o->check_timeout, "Seconds a check of one image may take before it is a hang")

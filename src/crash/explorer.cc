@@ -43,6 +43,9 @@ std::string ExplorerArgs(const ExplorerConfig& c) {
                               c.index, bench::DistName(c.dist), c.keys, c.explore_ops, OpTypesName(c.ops), c.seed,
                               c.subsets, c.max_points);
   if (c.torn_lines) s += " --torn";
+  if (c.read_only_first) s += " --read-only-first";
+  if (c.dirty_free_space) s += " --dirty-free-space";
+  if (c.recovery_persists) s += " --recovery-persists";
   if (!c.edge_keys) s += " --no-edge-keys";
   if (!c.key_type_from_dist) s += c.index_options.key_type == KeyType::kU64 ? " --key-type u64" : " --key-type bytes";
   if (c.index_options.span_bits != IndexOptions{}.span_bits) s += fmt::format(" --span-bits {}", c.index_options.span_bits);
@@ -68,6 +71,22 @@ std::string ExplorerArgs(const ExplorerConfig& c) {
 namespace {
 
 constexpr uint64_t kLine = pm::kCacheLine;
+
+// ExplorerConfig::dirty_free_space: freed blocks whose persistent content is 0xa5 bytes.
+Status DirtyFreeSpace(Pool& pool) {
+  std::vector<uint64_t> blocks;
+  for (const size_t size : {64, 128, 192, 256, 320, 512, 1024, 2048, 4096})
+    for (int k = 0; k < 4; ++k) {
+      uint64_t off = 0;
+      WORT_RETURN_IF_ERROR(pool.allocator().Alloc(size, &off));
+      std::memset(pool.at<char>(off), 0xa5, size);
+      pm::persist(pool.at<char>(off), size);
+      blocks.push_back(off);
+    }
+  // Freed last-allocated first: the first allocations of each size take the blocks in order.
+  for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) pool.allocator().Free(*it);
+  return Status::OK();
+}
 constexpr uint64_t kPage = 4096;
 constexpr size_t kWordsPerLine = kLine / 8;
 constexpr size_t kMaxSingleLineImages = 32;  // single_line_images: the first open lines of a point
@@ -573,6 +592,7 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
   po.max_size = cfg.pool_max_size;
   std::unique_ptr<Pool> pool;
   WORT_RETURN_IF_ERROR(Pool::Create(live_path, po, &pool));
+  if (cfg.dirty_free_space) WORT_RETURN_IF_ERROR(DirtyFreeSpace(*pool));
   std::unique_ptr<Index> index;
   Contents model;
   // Setup: not explored.
@@ -597,6 +617,7 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
   tracker.SetFocus(cfg.focus_site);
   tracker.Snapshot();
   CheckTarget target{kind, root, &wl, cfg.exercise};
+  target.read_only_first = cfg.read_only_first;
   Rng op_rng(MixSeed(cfg.seed, 0x0b5));
   const std::string args = ExplorerArgs(cfg);
 
@@ -666,6 +687,24 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
     if (rpool) (void)rpool->Close();
     rpool.reset();
     if (!rs.ok()) return Status::OK();  // the image's own check passed: cannot happen; reported there
+    // A recovery persists what it writes before it returns (ExplorerConfig::recovery_persists):
+    // the operations after it build on its writes, and a crash can still lose a line left
+    // dirty or in flight - after they have reused what it freed (a page, a leaf it unlinked).
+    if (cfg.recovery_persists) {
+      for (const CrashPoint& rp : rpoints) {
+        if (rp.kind != PointKind::kReturn || rp.open.empty()) continue;
+        std::string lines;
+        for (size_t k = 0; k < rp.open.size() && k < 4; ++k) lines += fmt::format(" {:#x}", rp.open[k].off);
+        add_violation(Violation{i, op_desc, p.seq,
+                                p.Describe() + fmt::format(", {} line(s) in flight or dirty; then its recovery returned",
+                                                           p.open.size()),
+                                image_desc,
+                                fmt::format("recovery returned with {} line(s) it wrote not yet persistent (at{}{}): a crash "
+                                            "after the next operations can lose them",
+                                            rp.open.size(), lines, rp.open.size() > 4 ? " ..." : ""),
+                                args + fmt::format(" --replay-op {} --replay-point {}", i, p.seq)});
+      }
+    }
     std::unordered_set<uint64_t> seen;
     for (const CrashPoint& rp : rpoints) {
       if (res.violation_count >= cfg.max_violations) break;

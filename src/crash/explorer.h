@@ -96,6 +96,20 @@ struct ExplorerConfig {
   bool torn_lines = false;              // tear in-flight/dirty lines at 8-byte granularity
   bool edge_keys = true;                // add the edge keys to byte-string workloads
   bool exercise = true;                 // run operations on every recovered image
+  // Before recovering each image, open it read-only and check what the kind's readers see of
+  // the crash state as it is (CheckTarget::read_only_first): for kinds whose readers promise to
+  // interpret crash states (b3tree's logical pages) without the repair at a writable open.
+  bool read_only_first = false;
+  // Before the index is created, blocks of the small sizes a creation and the first nodes use
+  // (64 B .. 4 KiB) are allocated, filled with 0xa5, persisted and freed: the index's first
+  // allocations reuse space whose persistent content is not zero (as in a pool where another
+  // index lived), so a creation or growth that relies on fresh pool space being zero (an
+  // AllocZeroed block is zeroed in the cache only) is caught.
+  bool dirty_free_space = false;
+  // With explore_recovery: a recovery that returns with a line it wrote still dirty or in flight
+  // (not persistent) is a violation - the operations after it build on that write, and a crash
+  // after them can lose it (e.g. an unlink whose block a later allocation reused).
+  bool recovery_persists = false;
   // Check each image in a forked child (slower; the run goes on after an index crashes or hangs
   // on an image). Otherwise in this process under a signal/timeout guard: a crash or hang is
   // reported as a violation and ends the run.

@@ -8,6 +8,8 @@
 // allowed states (before / after that operation). Nothing else may differ.
 //
 // The checks on a crashed pool (CheckCrashedPool), in order, each one named in the report:
+//   0. optionally (CheckTarget::read_only_first), the pool opened read-only, before recovery:
+//      its contents (read and looked up key by key) equal one allowed state;
 //   1. Pool::Open with background_recovery = false (the post-crash GC ends before Open returns),
 //      then Pool::WaitForRecovery;
 //   2. OpenIndex of the root, and Index::Check;
@@ -111,6 +113,11 @@ struct CheckTarget {
   std::string root;  // the root name of the index under test
   const Workload* workload = nullptr;
   bool exercise = true;  // step 5 above
+  // Step 0, before recovery: the pool opened read-only (no post-crash GC, no repair: what the
+  // kind's readers make of the crash state as it is) must show one allowed state, both by a
+  // full read (ReadContents) and by a Lookup of every workload key (a Scan of an ordered kind
+  // walks the leaves and misses what only the inner nodes' routing gets wrong).
+  bool read_only_first = false;
   // A crash during the index's creation: the root may be absent (OpenIndex: NotFound); the pool
   // must then hold no block (reachability) and pass Pool::Check.
   bool may_be_absent = false;

@@ -36,6 +36,10 @@ std::vector<PlanStep> KindPlan(const std::string& kind, const std::string& dir) 
   base.max_points = 32;
   base.max_violations = 3;
   base.seed = 15;
+  // A recovery must persist what it writes before it returns (ExplorerConfig::recovery_persists):
+  // checked for the kinds whose recovery unlinks and frees blocks (FPTree's and NV-Tree's
+  // rebuild, FPTree's split log); the others are not yet checked against it.
+  base.recovery_persists = kind == "fptree" || kind == "nvtree";
   if (IsHash(kind)) {
     // Small tables: resizes, segment splits and directory doubling within a few dozen inserts.
     base.index_options.hash_capacity = 16;
@@ -49,6 +53,19 @@ std::vector<PlanStep> KindPlan(const std::string& kind, const std::string& dir) 
   const size_t grow = btree ? 2500 : 1000;
 
   std::vector<PlanStep> plan;
+  // 0. B3-tree: a two-leaf tree deleted to empty - the merge of the level's first leaf (no left
+  // neighbour) with its sibling, both direct children of the root's one BST node, whose single
+  // word names the merged page with no persist before it (only the merge's fence orders the
+  // new page first). First in the plan: the mutation gate reruns the step that first met a site.
+  if (kind == "b3tree") {
+    ExplorerConfig c = base;
+    c.dist = Dist::kDense;
+    c.seed = 1;
+    c.keys = 40;
+    c.explore_ops = 40;
+    c.ops = {OpType::kDelete};
+    plan.push_back({"dense, two leaves deleted to empty: the first leaf's merge (no left neighbour)", c});
+  }
   const Shape shapes[] = {{Dist::kDense, 0},   {Dist::kSparse, 0}, {Dist::kClustered, 0},
                           {Dist::kStrings, 0}, {Dist::kWords, 0},  {Dist::kSparse, 1}};
   uint64_t seed = base.seed;

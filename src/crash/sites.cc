@@ -2,6 +2,7 @@
 // scripts/pm_sites.py into the build directory's generated/pm_sites.inc.
 #include "crash/sites.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "index/kind_ids.h"
@@ -40,6 +41,9 @@ constexpr Owner kSiteOwners[] = {
     {"src/remote/canrt_server.cc", "",
      "CANRT's server (the remote layer): not an index kind; explored by its own crash explorer over the write "
      "path, resize and recovery (tests/remote/canrt_test.cc, CanrtCrash)"},
+    {"src/crash/explorer.cc", "",
+     "the crash explorer's own setup (ExplorerConfig::dirty_free_space: blocks filled and freed before the "
+     "index is created): not an index operation"},
     {"src/kv/kv.cc", "",
      "the key-value store's value blocks: not an index kind; explored by the KV crash explorer and kill test "
      "(crash/kv_explorer.h, tests/crash/kv_crash_test.cc)"},
@@ -116,6 +120,33 @@ bool SiteMutatedBy(const PmSite& s, const std::string& kind) {
 }
 
 bool SiteNotedUnreachable(const PmSite& s) { return std::strcmp(s.note, "unreachable") == 0; }
+
+std::vector<std::string> StableSiteIds(const std::vector<PmSite>& sites) {
+  std::vector<size_t> order(sites.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const int f = std::strcmp(sites[a].file, sites[b].file);
+    return f != 0 ? f < 0 : sites[a].line < sites[b].line;
+  });
+  std::map<std::string, size_t> seen;
+  std::vector<std::string> ids(sites.size());
+  for (size_t i : order) {
+    const std::string base = std::string(sites[i].file) + "|" + sites[i].func + "|" + sites[i].code;
+    ids[i] = base + "#" + std::to_string(seen[base]++);
+  }
+  return ids;
+}
+
+std::string SiteStableId(const PmSite& s) {
+  static const std::map<std::string, std::string> ids = [] {
+    std::map<std::string, std::string> m;
+    const std::vector<std::string> v = StableSiteIds(kInventory);
+    for (size_t i = 0; i < v.size(); ++i) m[kInventory[i].Name()] = v[i];
+    return m;
+  }();
+  auto it = ids.find(s.Name());
+  return it == ids.end() ? StableSiteIds({s}).front() : it->second;
+}
 
 const PmSite* FindSite(const std::string& name) {
   for (const PmSite& s : kInventory)

@@ -36,8 +36,20 @@ struct PmSite {
   const char* call;   // "flush", "fence", "persist"
   const char* note;   // "", "redundant", "outside", "uncaught", "unreachable"
   const char* reason; // the note's reason
+  const char* func;   // the function the site is in ("B3Tree::Replace"; "" before any), by a
+                      // heuristic of scripts/pm_sites.py: only for the stable id below
+  const char* code;   // the call's code text, whitespace collapsed, comment dropped
   std::string Name() const { return std::string(file) + ":" + std::to_string(line); }
 };
+
+// A site's stable id: "file|function|code#k", k the site's ordinal among the sites of `sites` with
+// the same file, function and code text, in line order (0 for most). Unlike file:line it does
+// not move when lines are added or removed elsewhere in the file (nor elsewhere in the function,
+// unless they hold an identical call): the mutation gate chooses its per-kind subset by it.
+// Returned in the order of `sites`.
+std::vector<std::string> StableSiteIds(const std::vector<PmSite>& sites);
+// The stable id of an inventory site (StableSiteIds over the whole inventory).
+std::string SiteStableId(const PmSite& s);
 
 // The inventory, in file and line order.
 const std::vector<PmSite>& PmSites();

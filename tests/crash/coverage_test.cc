@@ -66,6 +66,48 @@ TEST(Inventory, HoldsTheKnownSitesAndEveryFileHasAnOwner) {
   std::printf("inventory: %zu sites in %zu files, %zu gated\n", inv.size(), files.size(), gated);
 }
 
+// The stable ids: unique over the inventory, and unmoved by an edit that shifts lines.
+TEST(Inventory, StableIdsAreUniqueAndSurviveShiftedLines) {
+  const auto& inv = PmSites();
+  std::set<std::string> ids;
+  size_t no_func = 0;
+  for (const PmSite& s : inv) {
+    EXPECT_TRUE(ids.insert(SiteStableId(s)).second) << s.Name() << ": id " << SiteStableId(s) << " not unique";
+    EXPECT_FALSE(std::string(s.code).empty()) << s.Name();
+    no_func += std::string(s.func).empty();
+  }
+  EXPECT_EQ(no_func, 0u) << "sites outside any function the extractor recognised";
+  // The b3tree sites, as after an edit: 7 lines added above the second half of the file's sites,
+  // and a new site (new code text) added in a function of the first half; and the same list
+  // with a site removed from the end.
+  const std::vector<PmSite> before = SitesOfKind("b3tree");
+  std::vector<PmSite> mine;
+  for (const PmSite& s : before)
+    if (std::string(s.file) == "src/index/btree/b3tree.cc") mine.push_back(s);
+  ASSERT_GE(mine.size(), 10u);
+  const std::vector<std::string> ids0 = StableSiteIds(mine);
+  std::vector<PmSite> shifted = mine;
+  for (size_t i = shifted.size() / 2; i < shifted.size(); ++i) shifted[i].line += 7;
+  PmSite extra = mine[1];
+  extra.line += 1;
+  extra.code = "pm::persist(&something_new, 8);";
+  shifted.insert(shifted.begin() + 2, extra);
+  std::vector<std::string> ids1 = StableSiteIds(shifted);
+  ids1.erase(ids1.begin() + 2);
+  EXPECT_EQ(ids0, ids1);
+  // An identical call added in the same function before a site is the one edit that renumbers
+  // the ordinals of that function's calls of the same text (and only those).
+  size_t with_twin = mine.size();
+  for (size_t i = 1; i < mine.size() && with_twin == mine.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (std::string(mine[i].code) == mine[j].code && std::string(mine[i].func) == mine[j].func) with_twin = i;
+  ASSERT_LT(with_twin, mine.size()) << "b3tree.cc has repeated calls in one function (Replace)";
+  EXPECT_NE(ids0[with_twin].substr(ids0[with_twin].size() - 2), "#0");
+  // Line numbers do not enter the id.
+  for (size_t i = 0; i < mine.size(); ++i)
+    EXPECT_EQ(ids0[i].find(":" + std::to_string(mine[i].line)), std::string::npos) << ids0[i];
+}
+
 // ---- the per-kind plan runs, recorded for the gate ---------------------------------------
 
 // Beside the wort binary, in the build directory.
@@ -187,8 +229,10 @@ TEST_P(CoverageGate, EverySiteMet) {
 // step that first met the site, then a focused pass over the operations meeting it) and fails on
 // any mutant the explorer does not catch whose site carries no "redundant" (or "uncaught") note.
 // Bounded for CI: a deterministic subset of kMutantsPerKind sites per kind (the sites ordered by
-// a hash of their name, so the subset spreads over the kind's files and is the same on every run
-// and every machine); `wort crashtest --index K --coverage --mutate` runs all of them. A site of a
+// a hash of their stable id - file, function, code text, ordinal: crash::SiteStableId - so the
+// subset spreads over the kind's files, is the same on every run and every machine, and does not
+// change when an unrelated edit moves lines); `wort crashtest --index K --coverage --mutate` runs
+// all of them. A site of a
 // shared file (the allocator, the pool, common code) is dropped by one owner only
 // (crash::SiteMutatedBy).
 constexpr size_t kMutantsPerKind = 6;
@@ -213,7 +257,7 @@ TEST_P(MutationGate, Kind) {
     return;
   }
   std::sort(sites.begin(), sites.end(),
-            [](const PmSite& a, const PmSite& b) { return NameHash(a.Name()) < NameHash(b.Name()); });
+            [](const PmSite& a, const PmSite& b) { return NameHash(SiteStableId(a)) < NameHash(SiteStableId(b)); });
   const size_t all = sites.size();
   if (sites.size() > kMutantsPerKind) sites.resize(kMutantsPerKind);
   std::vector<MutantResult> mr;
@@ -230,6 +274,7 @@ TEST_P(MutationGate, Kind) {
               kind.c_str(), n[0] + n[1] + n[2] + n[4] + n[5], n[0], n[1], n[2], n[4], n[5]);
   std::printf("  subset: %zu of the %zu sites this kind judges (wort crashtest --index %s --coverage --mutate: all)\n",
               sites.size(), all, kind.c_str());
+  for (const PmSite& s : sites) std::printf("    %s  %s\n", s.Name().c_str(), SiteStableId(s).c_str());
 }
 
 // ---- determinism -------------------------------------------------------------------------

@@ -454,7 +454,7 @@ void B3Tree::Replace(uint64_t parent, const std::vector<uint64_t>& g, const std:
     // 1. Every word naming an old page names l: l and the old pages form one logical page.
     for (uint64_t* wi : w) {
       SetRef(wi, ls);
-      // crash-site: uncaught: an intermediate step of page replacement (b3tree.h steps 1-3) whose skipped state is a logical page readers tolerate; not caught by the plan's passes, not yet shown redundant - triage pending
+      // crash-site: uncaught: an intermediate word of page replacement (b3tree.h steps 1-3); the state without it is a logical page that recovery (D2) rebuilds from the level chains; not caught by the plan, by targeted delete workloads (dense 40/70, sparse 400 keys, every point, 6 subsets) nor with --read-only-first; not proven redundant
       pm::persist(wi, 8);
     }
     // 2. The new pages replace the old ones in the chain (one store).
@@ -464,7 +464,7 @@ void B3Tree::Replace(uint64_t parent, const std::vector<uint64_t>& g, const std:
   // 3. Restructure the parent's BST.
   if (g.size() == 1 && h.size() == 1) {  // defragmentation (or a root replaced)
     SetRef(w[0], h[0]);  // COMMIT
-    // crash-site: uncaught: an intermediate step of page replacement (b3tree.h steps 1-3) whose skipped state is a logical page readers tolerate; not caught by the plan's passes, not yet shown redundant - triage pending
+    // crash-site: uncaught: an intermediate word of page replacement (b3tree.h steps 1-3); the state without it is a logical page that recovery (D2) rebuilds from the level chains; not caught by the plan, by targeted delete workloads (dense 40/70, sparse 400 keys, every point, 6 subsets) nor with --read-only-first; not proven redundant
     pm::persist(w[0], 8);
   } else if (g.size() == 1 && h.size() == 2) {  // split (Algorithm 3)
     if (pp) {
@@ -487,50 +487,49 @@ void B3Tree::Replace(uint64_t parent, const std::vector<uint64_t>& g, const std:
     if (h.size() == 1) {  // merge (Algorithm 2)
       if (lp_eq_rp) {
         SetRef(lca_word, h[0]);  // COMMIT: the merged page replaces x and both pages
-        // crash-site: uncaught: an intermediate step of page replacement (b3tree.h steps 1-3) whose skipped state is a logical page readers tolerate; not caught by the plan's passes, not yet shown redundant - triage pending
+        // crash-site: uncaught: a COMMIT word of page replacement; caught from the plan's large delete steps (full gate before h20a), but the mutation gate reruns the step that first met it, now the two-leaf step, which does not catch it; triage pending
         pm::persist(lca_word, 8);
       } else if (w[0] == &x.left) {  // the left page is x's direct child; the right one deeper
         if (ls == 0) {
           SetRef(w[1], g[0]);  // the left page heads the logical page
           pm::persist(w[1], 8);
           SetRef(lca_word, RefOf(Load(x.right)));  // x leaves the BST
-          // crash-site: uncaught: an intermediate step of page replacement (b3tree.h steps 1-3) whose skipped state is a logical page readers tolerate; not caught by the plan's passes, not yet shown redundant - triage pending
           pm::persist(lca_word, 8);
           SetRef(w[1], h[0]);  // COMMIT
-          // crash-site: uncaught: an intermediate step of page replacement (b3tree.h steps 1-3) whose skipped state is a logical page readers tolerate; not caught by the plan's passes, not yet shown redundant - triage pending
+          // crash-site: uncaught: an intermediate word of page replacement (b3tree.h steps 1-3); the state without it is a logical page that recovery (D2) rebuilds from the level chains; not caught by the plan, by targeted delete workloads (dense 40/70, sparse 400 keys, every point, 6 subsets) nor with --read-only-first; not proven redundant
           pm::persist(w[1], 8);
         } else {
           SetRef(w[1], h[0]);
-          // crash-site: uncaught: an intermediate step of page replacement (b3tree.h steps 1-3) whose skipped state is a logical page readers tolerate; not caught by the plan's passes, not yet shown redundant - triage pending
+          // crash-site: uncaught: an intermediate word of page replacement (b3tree.h steps 1-3); the state without it is a logical page that recovery (D2) rebuilds from the level chains; not caught by the plan, by targeted delete workloads (dense 40/70, sparse 400 keys, every point, 6 subsets) nor with --read-only-first; not proven redundant
           pm::persist(w[1], 8);
           SetRef(lca_word, RefOf(Load(x.right)));  // COMMIT: x leaves the BST
-          // crash-site: uncaught: an intermediate step of page replacement (b3tree.h steps 1-3) whose skipped state is a logical page readers tolerate; not caught by the plan's passes, not yet shown redundant - triage pending
+          // crash-site: uncaught: an intermediate word of page replacement (b3tree.h steps 1-3); the state without it is a logical page that recovery (D2) rebuilds from the level chains; not caught by the plan, by targeted delete workloads (dense 40/70, sparse 400 keys, every point, 6 subsets) nor with --read-only-first; not proven redundant
           pm::persist(lca_word, 8);
         }
       } else {  // the right page is x's direct child (l always exists here)
         SetRef(w[0], h[0]);
-        // crash-site: uncaught: an intermediate step of page replacement (b3tree.h steps 1-3) whose skipped state is a logical page readers tolerate; not caught by the plan's passes, not yet shown redundant - triage pending
+        // crash-site: uncaught: an intermediate word of page replacement (b3tree.h steps 1-3); the state without it is a logical page that recovery (D2) rebuilds from the level chains; not caught by the plan, by targeted delete workloads (dense 40/70, sparse 400 keys, every point, 6 subsets) nor with --read-only-first; not proven redundant
         pm::persist(w[0], 8);
         SetRef(lca_word, RefOf(Load(x.left)));  // COMMIT: x leaves the BST
-        // crash-site: uncaught: an intermediate step of page replacement (b3tree.h steps 1-3) whose skipped state is a logical page readers tolerate; not caught by the plan's passes, not yet shown redundant - triage pending
+        // crash-site: uncaught: an intermediate word of page replacement (b3tree.h steps 1-3); the state without it is a logical page that recovery (D2) rebuilds from the level chains; not caught by the plan, by targeted delete workloads (dense 40/70, sparse 400 keys, every point, 6 subsets) nor with --read-only-first; not proven redundant
         pm::persist(lca_word, 8);
       }
     } else {  // redistribution (Figure 11)
       if (ls == 0) {
         SetRef(w[1], g[0]);  // the left page heads the logical page
-        // crash-site: uncaught: an intermediate step of page replacement (b3tree.h steps 1-3) whose skipped state is a logical page readers tolerate; not caught by the plan's passes, not yet shown redundant - triage pending
+        // crash-site: uncaught: an intermediate word of page replacement (b3tree.h steps 1-3); the state without it is a logical page that recovery (D2) rebuilds from the level chains; not caught by the plan, by targeted delete workloads (dense 40/70, sparse 400 keys, every point, 6 subsets) nor with --read-only-first; not proven redundant
         pm::persist(w[1], 8);
       }
       if (Load(x.key) != sep) {
         Store(x.key, sep);  // both words name one logical page: the key is free to change
-        // crash-site: uncaught: an intermediate step of page replacement (b3tree.h steps 1-3) whose skipped state is a logical page readers tolerate; not caught by the plan's passes, not yet shown redundant - triage pending
+        // crash-site: uncaught: an intermediate word of page replacement (b3tree.h steps 1-3); the state without it is a logical page that recovery (D2) rebuilds from the level chains; not caught by the plan, by targeted delete workloads (dense 40/70, sparse 400 keys, every point, 6 subsets) nor with --read-only-first; not proven redundant
         pm::persist(&x.key, 8);
       }
       SetRef(w[0], h[0]);
-      // crash-site: uncaught: an intermediate step of page replacement (b3tree.h steps 1-3) whose skipped state is a logical page readers tolerate; not caught by the plan's passes, not yet shown redundant - triage pending
+      // crash-site: uncaught: an intermediate word of page replacement (b3tree.h steps 1-3); the state without it is a logical page that recovery (D2) rebuilds from the level chains; not caught by the plan, by targeted delete workloads (dense 40/70, sparse 400 keys, every point, 6 subsets) nor with --read-only-first; not proven redundant
       pm::persist(w[0], 8);
       SetRef(w[1], h[1]);  // COMMIT
-      // crash-site: uncaught: an intermediate step of page replacement (b3tree.h steps 1-3) whose skipped state is a logical page readers tolerate; not caught by the plan's passes, not yet shown redundant - triage pending
+      // crash-site: uncaught: a COMMIT word of page replacement; caught from the plan's large delete steps (full gate before h20a), but the mutation gate reruns the step that first met it, now the two-leaf step, which does not catch it; triage pending
       pm::persist(w[1], 8);
     }
   }
@@ -596,7 +595,7 @@ Status B3Tree::SplitPage(const std::vector<PathStep>& path, int i) {
   }
   FlushPage(p1);
   FlushPage(p2);
-  // crash-site: uncaught: fence after flushing new pages: when the left neighbour exists, Replace's first persist fences these flushes before any word names the new pages; the other case was not seen caught - triage pending
+  // crash-site: redundant: fence after flushing new pages: every path after it runs a persist (so a fence) before the first persistent store that names a new page (Replace's step 1 when the left neighbour exists, else its first persist: a split's new BST node, a redistribution's word naming the old left page; a new root's own fence)
   pm::fence();
   if (is_root) {
     Page* r = P(root);
@@ -786,7 +785,6 @@ void B3Tree::Rebalance(const std::vector<PathStep>& path, int i) {
       InitPage(mp, 0, Load(lp->low), NegInf(lp), Load(rp->sibling));
       FillLeaf(mp, all.data(), total);
       FlushPage(mp);
-      // crash-site: uncaught: fence after flushing new pages: when the left neighbour exists, Replace's first persist fences these flushes before any word names the new pages; the other case was not seen caught - triage pending
       pm::fence();
       Replace(poff, {loff, roff}, {lw, rw}, xnode, xnode_word, {m}, 0, -1);
       ko_.FreeWord(pool_, old_sep);  // the separator left the parent
@@ -812,7 +810,7 @@ void B3Tree::Rebalance(const std::vector<PathStep>& path, int i) {
       FillLeaf(p2, all.data() + j, total - j);
       FlushPage(p1);
       FlushPage(p2);
-      // crash-site: uncaught: fence after flushing new pages: when the left neighbour exists, Replace's first persist fences these flushes before any word names the new pages; the other case was not seen caught - triage pending
+      // crash-site: redundant: fence after flushing new pages: every path after it runs a persist (so a fence) before the first persistent store that names a new page (Replace's step 1 when the left neighbour exists, else its first persist: a split's new BST node, a redistribution's word naming the old left page; a new root's own fence)
       pm::fence();
       Replace(poff, {loff, roff}, {lw, rw}, xnode, xnode_word, {h1, h2}, sep, -1);
       ko_.FreeWord(pool_, old_sep);
@@ -852,7 +850,7 @@ void B3Tree::Rebalance(const std::vector<PathStep>& path, int i) {
       FillInner(p2, std::vector<uint64_t>(ch.begin() + mid + 1, ch.end()), std::vector<uint64_t>(keys.begin() + mid + 1, keys.end()));
       FlushPage(p1);
       FlushPage(p2);
-      // crash-site: uncaught: fence after flushing new pages: when the left neighbour exists, Replace's first persist fences these flushes before any word names the new pages; the other case was not seen caught - triage pending
+      // crash-site: redundant: fence after flushing new pages: every path after it runs a persist (so a fence) before the first persistent store that names a new page (Replace's step 1 when the left neighbour exists, else its first persist: a split's new BST node, a redistribution's word naming the old left page; a new root's own fence)
       pm::fence();
       Replace(poff, {loff, roff}, {lw, rw}, xnode, xnode_word, {h1, h2}, keys[mid], -1);
       // old_sep moved into h1 or h2 (unless it is keys[mid], now x's key again): nothing to free.
@@ -930,7 +928,7 @@ Status B3Tree::Repair() {
       if (path[0].page != poff) return Status::Corruption("b3tree: repair: parent page not found");
       if (path.size() == 1) {
         Store(rb_->root, np);
-        // crash-site: uncaught: fence after flushing new pages: when the left neighbour exists, Replace's first persist fences these flushes before any word names the new pages; the other case was not seen caught - triage pending
+        // crash-site: uncaught: the repair's new root word: needed (Repair then frees the old root; a later allocation can reuse it while the word is still dirty), but that shows only in a crash after the operations that follow this recovery, which the plan does not explore (wort crashtest --recovery-persists catches it)
         pm::persist(&rb_->root, 8);
       } else {
         Replace(path[1].page, {poff}, {path[0].where.word}, -1, nullptr, {np}, 0, -1);

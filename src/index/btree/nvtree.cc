@@ -181,7 +181,7 @@ void NvTree::Rebuild() {
     if (live.empty() && !pool_.read_only() && (next != 0 || !all.empty())) {
       // Unlink the empty leaf: *link := next (COMMIT) -> persist -> free it and its key blocks.
       Store(*link, next);
-      pm::persist(link, 8);  // crash-site: uncaught: the rebuild's unlink of an empty leaf (the next rebuild unlinks it again); not yet shown redundant, triage pending
+      pm::persist(link, 8);
       std::vector<uint64_t> words;
       for (int j = 0; j < static_cast<int>(std::min<uint64_t>(l->count, kSlots)); ++j) words.push_back(l->e[j].key);
       std::sort(words.begin(), words.end());
@@ -434,7 +434,7 @@ void NvTree::VisitLocked(const Pool& pool, uint64_t root_off, const std::functio
 
 Status Create(Pool& pool, const IndexOptions& opts, uint64_t* root_off) {
   return CreateTree(pool, opts, kRootMagic, 0, &RootBlock::head, sizeof(Leaf),
-                    [&](uint64_t off) { pm::persist(pool.at<Leaf>(off), 64); }, root_off);
+                    [&](uint64_t off) { pm::persist(pool.at<Leaf>(off), 64); }, root_off);  // crash-site: uncaught: creation's first leaf; found missed by the full gate at h20a (also with --dirty-free-space); triage pending
 }
 
 Status Open(Pool& pool, uint64_t root_off, std::unique_ptr<Index>* out) {
