@@ -648,8 +648,7 @@ std::string OpNames() {
 
 std::string DistNames() {
   std::string s;
-  for (Dist d : {Dist::kDense, Dist::kSparse, Dist::kClustered, Dist::kStrings, Dist::kWords})
-    {
+  for (Dist d : kAllDists) {
     if (!s.empty()) s += ", ";
     s += std::string(DistName(d));
   }

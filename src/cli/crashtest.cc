@@ -336,7 +336,7 @@ void AddCrashTest(CLI::App& app) {
   auto* c = app.add_subcommand("crashtest", "Crash-test an index: explore crash images at every flush and fence "
                                             "(or, with --kill, SIGKILL a worker process)");
   c->add_option("--index", o->index, "Index kind, or 'all' for every registered kind")->required();
-  c->add_option("--dist", o->dist, "Key distribution: dense, sparse, clustered, strings, words")->capture_default_str();
+  c->add_option("--dist", o->dist, "Key distribution: dense, sparse, clustered, strings, words, bytes")->capture_default_str();
   AddCountOption(c, "--keys", &o->keys, "Keys loaded before exploring (not explored)");
   AddCountOption(c, "--explore", &o->explore, "Operations explored");
   c->add_option("--ops", o->ops, "Operation types in the explored mix")->capture_default_str();

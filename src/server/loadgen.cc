@@ -50,29 +50,47 @@ bool SendAll(int fd, const std::string& s) {
   return true;
 }
 
-// Reads one complete reply: a line for SET; for GET, up to "END\r\n" (VALUE lines included).
-// Returns 1 = hit/stored, 0 = miss, -1 = error.
+// Reads one complete reply: a line for SET; for GET, VALUE blocks (each "VALUE key flags bytes
+// [cas]\r\n" + bytes + "\r\n") up to "END\r\n". Returns the number of values (SET: 1 =
+// stored), -1 on an error reply or a malformed one.
 class Reader {
  public:
   explicit Reader(int fd) : fd_(fd) { buf_.resize(1 << 16); }
   int ReadReply(bool get) {
+    int values = 0;
     for (;;) {
       const std::string_view have(buf_.data() + pos_, end_ - pos_);
-      if (!get) {
-        const size_t nl = have.find("\r\n");
-        if (nl != std::string_view::npos) {
-          const bool ok = have.substr(0, nl) == "STORED";
+      const size_t nl = have.find("\r\n");
+      if (nl != std::string_view::npos) {
+        const std::string_view line = have.substr(0, nl);
+        if (!get) {
           pos_ += nl + 2;
-          return ok ? 1 : -1;
+          return line == "STORED" ? 1 : -1;
         }
-      } else {
-        const size_t e = have.find("END\r\n");
-        if (e != std::string_view::npos && (e == 0 || have[e - 1] == '\n')) {
-          const bool hit = have.substr(0, 6) == "VALUE ";
-          pos_ += e + 5;
-          return hit ? 1 : 0;
+        if (line == "END") {
+          pos_ += nl + 2;
+          return values;
         }
-        if (have.substr(0, 5) == "ERROR" || have.substr(0, 6) == "CLIENT" || have.substr(0, 6) == "SERVER") return -1;
+        if (line.substr(0, 6) != "VALUE ") return -1;
+        // bytes is the 4th token (a 5th, the cas, only after gets).
+        size_t tok = 0, i = 6, b = 0, e = 0;
+        while (i < line.size() && tok < 3) {
+          const size_t sp = line.find(' ', i);
+          const size_t end = sp == std::string_view::npos ? line.size() : sp;
+          if (++tok == 3) b = i, e = end;
+          i = end + 1;
+        }
+        if (tok < 3 || b == e) return -1;
+        uint64_t bytes = 0;
+        for (size_t k = b; k < e; ++k) {
+          if (line[k] < '0' || line[k] > '9') return -1;
+          bytes = bytes * 10 + static_cast<uint64_t>(line[k] - '0');
+        }
+        if (have.size() >= nl + 2 + bytes + 2) {
+          pos_ += nl + 2 + bytes + 2;
+          ++values;
+          continue;
+        }
       }
       if (pos_ > 0) {
         std::memmove(buf_.data(), buf_.data() + pos_, end_ - pos_);
@@ -102,6 +120,9 @@ double Percentile(std::vector<uint32_t>& v, double p) {
 }  // namespace
 
 Status RunPhase(const LoadOptions& o, Phase phase, PhaseResult* out) {
+  if (o.keys_per_get < 1) return Status::InvalidArgument("keys per get must be at least 1");
+  if (o.keys_per_get > 1 && !o.more_ports.empty())
+    return Status::InvalidArgument("keys per get > 1 is for one server (no --more-ports)");
   const int c = std::max(1, o.connections);
   std::vector<uint16_t> ports{o.port};
   ports.insert(ports.end(), o.more_ports.begin(), o.more_ports.end());
@@ -120,7 +141,7 @@ Status RunPhase(const LoadOptions& o, Phase phase, PhaseResult* out) {
   const bool fill = phase == Phase::kFill;
   const uint64_t total = fill ? o.keyspace : o.requests;
   std::atomic<uint64_t> next{0};
-  std::atomic<uint64_t> errors{0}, misses{0};
+  std::atomic<uint64_t> errors{0}, misses{0}, keys_done{0};
   std::vector<std::vector<uint32_t>> lat(c);  // ns per request, per connection
   const std::string value(o.value_size, 'x');
   const auto t0 = Clock::now();
@@ -140,13 +161,16 @@ Status RunPhase(const LoadOptions& o, Phase phase, PhaseResult* out) {
         const std::string key = "key:" + std::to_string(k);
         const size_t j = ns == 1 ? 0 : std::hash<std::string>()(key) % ns;
         const int fd = fds[t * ns + j];
+        const int nkeys = set ? 1 : o.keys_per_get;
         req.clear();
         if (set) {
           req += "set " + key + " 0 0 " + std::to_string(value.size()) + "\r\n";
           req += value;
           req += "\r\n";
         } else {
-          req += "get " + key + "\r\n";
+          req += "get " + key;
+          for (int m = 1; m < nkeys; ++m) req += " key:" + std::to_string(rng() % o.keyspace);
+          req += "\r\n";
         }
         const auto s = Clock::now();
         if (!SendAll(fd, req)) {
@@ -159,7 +183,12 @@ Status RunPhase(const LoadOptions& o, Phase phase, PhaseResult* out) {
           errors.fetch_add(1);
           return;
         }
-        if (r == 0) misses.fetch_add(1, std::memory_order_relaxed);
+        if (r > nkeys) {
+          errors.fetch_add(1);
+          return;
+        }
+        if (r < nkeys) misses.fetch_add(static_cast<uint64_t>(nkeys - r), std::memory_order_relaxed);
+        keys_done.fetch_add(static_cast<uint64_t>(nkeys), std::memory_order_relaxed);
         lat[t].push_back(static_cast<uint32_t>(
             std::min<int64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(e - s).count(), UINT32_MAX)));
         if ((lat[t].size() & 255) == 0 && e > deadline) return;
@@ -178,11 +207,11 @@ Status RunPhase(const LoadOptions& o, Phase phase, PhaseResult* out) {
     case Phase::kFill: r.name = "FILL"; break;
     case Phase::kMixed: r.name = "MIX" + std::to_string(o.get_percent); break;
   }
-  r.requests = all.size();
+  r.requests = keys_done.load();
   r.errors = errors.load();
   r.misses = misses.load();
   r.seconds = secs;
-  r.ops_per_sec = secs > 0 ? static_cast<double>(all.size()) / secs : 0;
+  r.ops_per_sec = secs > 0 ? static_cast<double>(r.requests) / secs : 0;
   r.p50_us = Percentile(all, 0.50);
   r.p99_us = Percentile(all, 0.99);
   r.max_us = all.empty() ? 0 : *std::max_element(all.begin(), all.end()) / 1000.0;

@@ -27,18 +27,23 @@ struct LoadOptions {
   uint64_t requests = 200000;  // per phase, over all connections
   uint64_t keyspace = 100000;  // keys are "key:<n>" with n uniform in [0, keyspace)
   size_t value_size = 32;
+  // Keys per GET request (memcached's multi-get, "get k1 k2 ... kN"): with N > 1 a request costs
+  // the client and the kernel about as much as one key, so the server's own per-key work
+  // dominates (how memcached's mc-crusher saturates a server). Results count keys, not requests.
+  // Not with more_ports.
+  int keys_per_get = 1;
   double max_seconds = 60;     // per phase
   uint64_t seed = 1;
 };
 
 struct PhaseResult {
   std::string name;       // "SET", "GET", "FILL" or "MIX<get percent>"
-  uint64_t requests = 0;  // completed
+  uint64_t requests = 0;  // completed operations: keys (a multi-get of N keys counts N)
   uint64_t errors = 0;    // unexpected replies (a GET miss is not an error; see misses)
-  uint64_t misses = 0;
+  uint64_t misses = 0;    // keys a GET did not find
   double seconds = 0;
-  double ops_per_sec = 0;
-  double p50_us = 0, p99_us = 0, max_us = 0;
+  double ops_per_sec = 0;                      // keys per second
+  double p50_us = 0, p99_us = 0, max_us = 0;  // per request (a multi-get is one request)
 };
 
 enum class Phase {
@@ -48,7 +53,8 @@ enum class Phase {
   kMixed,  // random keys, get_percent gets and the rest sets
 };
 
-// Runs one phase. Fails with IOError if no connection can be made.
+// Runs one phase. Fails with IOError if no connection can be made, InvalidArgument on options
+// that do not fit together.
 Status RunPhase(const LoadOptions& opts, Phase phase, PhaseResult* out);
 
 }  // namespace wort::server

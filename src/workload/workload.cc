@@ -34,6 +34,7 @@ enum Stream : uint64_t {
   kStreamClustered = 3,
   kStreamStrings = 4,
   kStreamSample = 5,
+  kStreamBytes = 6,
 };
 Rng StreamRng(uint64_t seed, Stream s) { return Rng(Mix64(seed ^ (static_cast<uint64_t>(s) * 0xd6e8feb86659fd93ull))); }
 
@@ -181,15 +182,28 @@ std::string RandomString(Rng& r) {
   return s;
 }
 
-std::vector<std::string> Strings(size_t n, uint64_t seed) {
-  Rng r = StreamRng(seed, kStreamStrings);
+constexpr size_t kMinBytesLen = 4, kMaxBytesLen = 128;
+
+std::string RandomBytes(Rng& r) {
+  const size_t len = kMinBytesLen + r.Below(kMaxBytesLen - kMinBytesLen + 1);
+  std::string s(len, '\0');
+  for (size_t i = 0; i < len; i += 8) {
+    const uint64_t x = r.Next();
+    std::memcpy(s.data() + i, &x, std::min<size_t>(8, len - i));
+  }
+  return s;
+}
+
+// N distinct keys drawn i.i.d. by `draw` (already in random order); duplicates are redrawn.
+template <class Draw>
+std::vector<std::string> DistinctDraws(size_t n, Rng r, Draw draw) {
   std::vector<std::string> v;
   std::vector<uint64_t> hashes;
   v.reserve(n);
   hashes.reserve(n);
   for (;;) {
     while (v.size() < n) {
-      v.push_back(RandomString(r));
+      v.push_back(draw(r));
       hashes.push_back(HashBytes(v.back()));
     }
     const std::vector<uint64_t> dups = Duplicates(hashes);
@@ -197,6 +211,9 @@ std::vector<std::string> Strings(size_t n, uint64_t seed) {
     DropLaterDuplicates(hashes, &v, dups);
   }
 }
+
+std::vector<std::string> Strings(size_t n, uint64_t seed) { return DistinctDraws(n, StreamRng(seed, kStreamStrings), RandomString); }
+std::vector<std::string> Bytes(size_t n, uint64_t seed) { return DistinctDraws(n, StreamRng(seed, kStreamBytes), RandomBytes); }
 
 std::vector<std::string> Words(size_t n, uint64_t seed) {
   const char* env = std::getenv("WORT_DICT");
@@ -229,12 +246,13 @@ const char* DistName(Dist d) {
     case Dist::kClustered: return "clustered";
     case Dist::kStrings: return "strings";
     case Dist::kWords: return "words";
+    case Dist::kBytes: return "bytes";
   }
   return "?";
 }
 
 bool ParseDist(const std::string& name, Dist* out) {
-  for (Dist d : {Dist::kDense, Dist::kSparse, Dist::kClustered, Dist::kStrings, Dist::kWords}) {
+  for (Dist d : kAllDists) {
     if (name == DistName(d)) {
       *out = d;
       return true;
@@ -251,7 +269,8 @@ std::vector<uint64_t> GenerateU64Keys(Dist d, size_t n, uint64_t seed) {
     case Dist::kSparse: return Sparse(n, seed);
     case Dist::kClustered: return Clustered(n, seed);
     case Dist::kStrings:
-    case Dist::kWords: break;
+    case Dist::kWords:
+    case Dist::kBytes: break;
   }
   return {};  // not an integer distribution
 }
@@ -259,6 +278,7 @@ std::vector<uint64_t> GenerateU64Keys(Dist d, size_t n, uint64_t seed) {
 std::vector<std::string> GenerateKeys(Dist d, size_t n, uint64_t seed) {
   if (d == Dist::kStrings) return Strings(n, seed);
   if (d == Dist::kWords) return Words(n, seed);
+  if (d == Dist::kBytes) return Bytes(n, seed);
   const std::vector<uint64_t> ints = GenerateU64Keys(d, n, seed);
   std::vector<std::string> v;
   v.reserve(ints.size());

@@ -8,6 +8,8 @@
 //   words      the words of a dictionary file (/usr/share/dict/words, or $WORT_DICT), shuffled,
 //              deduplicated, truncated to N (fewer if the file has fewer); falls back to
 //              `strings` with a warning if no dictionary file exists
+//   bytes      N distinct random keys of 4..128 bytes, every byte uniform over 0x00..0xff (the
+//              ROART paper's "random keys of 4-128 bytes"; some keys may be prefixes of others)
 // Integer keys are encoded big-endian (wort/key.h) when returned as byte strings.
 #pragma once
 
@@ -17,7 +19,9 @@
 
 namespace wort::bench {
 
-enum class Dist { kDense, kSparse, kClustered, kStrings, kWords };
+enum class Dist { kDense, kSparse, kClustered, kStrings, kWords, kBytes };
+// Every distribution, in the order help texts list them.
+inline constexpr Dist kAllDists[] = {Dist::kDense, Dist::kSparse, Dist::kClustered, Dist::kStrings, Dist::kWords, Dist::kBytes};
 
 const char* DistName(Dist d);
 bool ParseDist(const std::string& name, Dist* out);

@@ -1151,6 +1151,37 @@ def mode_unordered(args):
 
 
 
+def mode_loadgen(args):
+    """`wort bench-server` (the load client of scripts/bench_server.sh) counts right: single and
+    multi-get requests over a filled key space (every key a hit), then over a key space twice the
+    filled one (misses counted per key), and a bad --keys-per-get is refused."""
+    srv = Server(args.wort, args.pool)
+    try:
+        def run(*extra):
+            p = subprocess.run([args.wort, "bench-server", "--port", str(srv.port), "--conns", "2",
+                                "--value-size", "20", "--label", "lg", *extra], capture_output=True, text=True, timeout=120)
+            rows = [l.split() for l in p.stdout.splitlines() if l and not l.startswith(("#", "server "))]
+            return p.returncode, rows, p.stderr
+        # fill keys 0..499, then 100 single gets
+        rc, rows, err = run("--keyspace", "500", "--mix", "100", "--requests", "100")
+        check(rc == 0 and [r[2] for r in rows] == ["FILL", "MIX100"], f"fill + single gets: rc {rc} {rows} {err}")
+        check(rows[0][3] == "500" and rows[1][3] == "100" and rows[1][8:] == ["0", "0"],
+              f"single gets: 100 keys, no miss, no error: {rows}")
+        # 50 requests of 20 keys each = 1000 keys, all present
+        rc, rows, err = run("--keyspace", "500", "--mix", "100", "--no-fill", "--requests", "50", "--keys-per-get", "20")
+        check(rc == 0 and len(rows) == 1 and rows[0][3] == "1000" and rows[0][8:] == ["0", "0"],
+              f"multi-get of 20 keys: 1000 keys, no miss: rc {rc} {rows} {err}")
+        # key space 1000, half of it present: misses counted per key, about half
+        rc, rows, err = run("--keyspace", "1000", "--mix", "100", "--no-fill", "--requests", "50", "--keys-per-get", "20")
+        misses = int(rows[0][8]) if rc == 0 and rows else -1
+        check(rows and rows[0][3] == "1000" and 300 < misses < 700 and rows[0][9] == "0",
+              f"multi-get over a half-filled key space: ~500 of 1000 keys missed, got {rows} {err}")
+        rc, rows, err = run("--keyspace", "500", "--mix", "100", "--keys-per-get", "0")
+        check(rc != 0 and "keys-per-get" in err, f"--keys-per-get 0 refused: rc {rc} {err}")
+    finally:
+        srv.stop()
+
+
 # ---- meta ---------------------------------------------------------------------------------
 
 def mode_meta(args):
@@ -1338,7 +1369,7 @@ def meta_kill(args):
 def main():
     global VERSION_REPLY
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["clients", "kill", "oom", "unordered", "meta", "evict", "killevict"])
+    ap.add_argument("mode", choices=["clients", "kill", "oom", "unordered", "meta", "evict", "killevict", "loadgen"])
     ap.add_argument("--wort", required=True)
     ap.add_argument("--pool", required=True)
     ap.add_argument("--index", default="", help="index kind (default: the server's)")
@@ -1351,7 +1382,7 @@ def main():
     BINARY = args.binary
     Server.index = args.index
     {"clients": mode_clients, "kill": mode_kill, "oom": mode_oom, "unordered": mode_unordered,
-     "meta": mode_meta, "evict": mode_evict, "killevict": mode_killevict}[args.mode](args)
+     "meta": mode_meta, "evict": mode_evict, "killevict": mode_killevict, "loadgen": mode_loadgen}[args.mode](args)
     print(f"{args.mode}{' (binary)' if BINARY else ''}: {len(FAILURES)} failures", flush=True)
     sys.exit(1 if FAILURES else 0)
 

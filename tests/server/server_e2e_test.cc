@@ -64,6 +64,10 @@ INSTANTIATE_TEST_SUITE_P(Protocol, ServerE2E, ::testing::Values(false, true),
 // commands.)
 TEST(ServerE2EText, MetaCommandsOverASocket) { EXPECT_EQ(RunMode("meta", ""), 0); }
 
+// `wort bench-server`, the load client of scripts/bench_server.sh, against the real server: keys,
+// misses and errors counted right for single gets and multi-gets (--keys-per-get).
+TEST(ServerE2EText, LoadClientCountsKeysOfMultiGets) { EXPECT_EQ(RunMode("loadgen", ""), 0); }
+
 // SIGKILL mid-load, restart, every acknowledged write is back; then `wort pool check`. The
 // writers speak the text protocol, then (binary) the binary protocol.
 class ServerKill : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};

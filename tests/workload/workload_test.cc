@@ -26,7 +26,7 @@ bool AllDistinct(std::vector<T> v) {
 }
 
 TEST(Workload, NamesRoundTrip) {
-  for (Dist d : {Dist::kDense, Dist::kSparse, Dist::kClustered, Dist::kStrings, Dist::kWords}) {
+  for (Dist d : kAllDists) {
     Dist back;
     ASSERT_TRUE(ParseDist(DistName(d), &back)) << DistName(d);
     EXPECT_EQ(back, d);
@@ -37,6 +37,27 @@ TEST(Workload, NamesRoundTrip) {
   EXPECT_TRUE(IsIntegerDist(Dist::kClustered));
   EXPECT_FALSE(IsIntegerDist(Dist::kStrings));
   EXPECT_FALSE(IsIntegerDist(Dist::kWords));
+  EXPECT_FALSE(IsIntegerDist(Dist::kBytes));
+}
+
+// `bytes`: the ROART paper's random keys of 4..128 bytes over the whole byte range.
+TEST(Workload, BytesCoverLengthsAndTheFullByteRange) {
+  const size_t n = 20000;
+  auto v = GenerateKeys(Dist::kBytes, n, 5);
+  ASSERT_EQ(v.size(), n);
+  EXPECT_TRUE(AllDistinct(v));
+  size_t min_len = SIZE_MAX, max_len = 0;
+  std::vector<size_t> byte_count(256, 0);
+  for (const std::string& k : v) {
+    min_len = std::min(min_len, k.size());
+    max_len = std::max(max_len, k.size());
+    for (unsigned char c : k) ++byte_count[c];
+  }
+  EXPECT_EQ(min_len, 4u);
+  EXPECT_EQ(max_len, 128u);
+  for (size_t b = 0; b < 256; ++b) EXPECT_GT(byte_count[b], 0u) << "byte " << b << " never drawn";
+  EXPECT_EQ(GenerateKeys(Dist::kBytes, n, 5), v);
+  EXPECT_NE(GenerateKeys(Dist::kBytes, n, 6), v);
 }
 
 TEST(Workload, IntegerDistsAreDistinctAndSized) {
