@@ -45,5 +45,6 @@
 // the crash are unreachable from the index and the post-crash GC reclaims them (alloc.h, R3).
 #pragma once
 
+#include "sync/attempt.h"       // IWYU pragma: export
 #include "sync/epoch.h"         // IWYU pragma: export
 #include "sync/version_lock.h"  // IWYU pragma: export

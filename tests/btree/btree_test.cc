@@ -309,48 +309,6 @@ TEST_P(BTreeTest, ScanBoundsAndStarts) {
   for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(v[i], i * 10);
 }
 
-TEST_P(BTreeTest, InvalidKeysAndUpsert) {
-  IndexFixture h(GetParam(), KeyType::kU64);
-  EXPECT_EQ(h.idx().Insert("short", 1).code(), Code::kInvalidArgument);
-  EXPECT_EQ(h.idx().Insert(std::string(9, 'x'), 1).code(), Code::kInvalidArgument);
-  bool inserted = false;
-  ASSERT_TRUE(h.idx().Upsert(U64Key(7), 1, &inserted).ok());
-  EXPECT_TRUE(inserted);
-  ASSERT_TRUE(h.idx().Upsert(U64Key(7), 2, &inserted).ok());
-  EXPECT_FALSE(inserted);
-  uint64_t v = 0;
-  ASSERT_TRUE(h.idx().Lookup(7, &v).ok());
-  EXPECT_EQ(v, 2u);
-  EXPECT_TRUE(h.idx().Insert(7, 3).IsAlreadyExists());
-  ASSERT_TRUE(h.idx().Lookup(7, &v).ok());
-  EXPECT_EQ(v, 2u);
-  EXPECT_TRUE(h.idx().Remove(8).IsNotFound());
-
-  IndexFixture hb(GetParam(), KeyType::kBytes);
-  EXPECT_EQ(hb.idx().Insert(std::string(kMaxKeyLen + 1, 'x'), 1).code(), Code::kInvalidArgument);
-  ASSERT_TRUE(hb.idx().Insert(std::string(kMaxKeyLen, 'x'), 1).ok());
-  ASSERT_TRUE(hb.idx().Insert("", 5).ok());
-  ASSERT_TRUE(hb.idx().Lookup("", &v).ok());
-  EXPECT_EQ(v, 5u);
-  EXPECT_TRUE(hb.idx().Lookup(std::string(1, '\0'), &v).IsNotFound());
-  // Unsigned order: 0x80 sorts after 0x7f.
-  ASSERT_TRUE(hb.idx().Insert("\x7f", 1).ok());
-  ASSERT_TRUE(hb.idx().Insert("\x80", 2).ok());
-  ASSERT_TRUE(hb.idx().Insert("\x7f\xff", 3).ok());
-  std::vector<std::string> order;
-  ASSERT_TRUE(hb.idx().Scan("", nullptr, 100, [&](std::string_view k, uint64_t) {
-                   order.emplace_back(k);
-                   return true;
-                 }).ok());
-  ASSERT_EQ(order.size(), 5u);
-  EXPECT_EQ(order[0], "");
-  EXPECT_EQ(order[1], std::string(kMaxKeyLen, 'x'));  // 'x' is 0x78
-  EXPECT_EQ(order[2], "\x7f");
-  EXPECT_EQ(order[3], "\x7f\xff");
-  EXPECT_EQ(order[4], "\x80");
-  hb.ExpectCheckOk("bytes");
-}
-
 TEST_P(BTreeTest, PoolFullIsClean) {
   for (KeyType kt : {KeyType::kU64, KeyType::kBytes}) {
     IndexFixture h(GetParam(), kt, SmallPoolOptions(8ull << 20));  // a few chunks only

@@ -10,6 +10,9 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "common/test_util.h"
 #include "crash/oracle.h"
@@ -47,6 +50,31 @@ inline void ExpectReachable(const Pool& pool, const std::string& phase) {
   std::string report;
   Status s = crash::CheckReachability(pool, &report);
   EXPECT_TRUE(s.ok()) << phase << ": reachability: " << s.ToString() << "\n" << report;
+}
+
+// The pairs a scan reports, in order (the scan must succeed).
+inline std::vector<std::pair<std::string, uint64_t>> ScanAll(const Index& idx, std::string_view start,
+                                                            const std::string_view* end, size_t limit) {
+  std::vector<std::pair<std::string, uint64_t>> out;
+  Status s = idx.Scan(start, end, limit, [&](std::string_view k, uint64_t v) {
+    out.emplace_back(std::string(k), v);
+    return true;
+  });
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return out;
+}
+
+// What that scan must report, from a std::map model (std::map orders std::string as unsigned
+// bytes, the order of CompareKeys).
+template <class Map>
+std::vector<std::pair<std::string, uint64_t>> ModelScan(const Map& m, std::string_view start,
+                                                       const std::string_view* end, size_t limit) {
+  std::vector<std::pair<std::string, uint64_t>> out;
+  for (auto it = m.lower_bound(std::string(start)); it != m.end() && out.size() < limit; ++it) {
+    if (end && CompareKeys(it->first, *end) > 0) break;
+    out.emplace_back(it->first, it->second);
+  }
+  return out;
 }
 
 // A pool under /dev/shm holding one index (root kRoot) of `kind`.

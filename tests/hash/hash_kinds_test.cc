@@ -1,7 +1,8 @@
 // Tests every hash kind (cceh, cceh-cow, linp, cuck, bch, levl, path - whichever are built)
 // against std::unordered_map: 8-byte keys dense and sparse, byte-string keys over the full byte
 // range, reopen (clean and after a simulated crash) in the middle, Check() and the allocator's
-// reachability contract after every phase, NotSupported scans, PoolFull with a tiny pool.
+// reachability contract after every phase, PoolFull with a tiny pool. (NotSupported scans and
+// bad keys: the conformance suite, tests/conformance.)
 #include <gtest/gtest.h>
 
 #include <random>
@@ -174,24 +175,6 @@ TEST_P(HashKindTest, ZeroSlotKey) {
 
 TEST_P(HashKindTest, ByteKeys) {
   Differential(GetParam(), KeyType::kBytes, EdgeKeys(11, 5000), 8000, 3);
-}
-
-TEST_P(HashKindTest, ScanNotSupported) {
-  HashFixture f(GetParam(), KeyType::kU64);
-  ASSERT_TRUE(f.idx().Insert(1, 1).ok());
-  Status s = f.idx().Scan("", nullptr, 10, [](std::string_view, uint64_t) { return true; });
-  EXPECT_EQ(s.code(), Code::kNotSupported) << s.ToString();
-  EXPECT_NE(s.message().find("hash index"), std::string::npos);
-  EXPECT_FALSE(FindIndexKind(GetParam())->ordered);
-}
-
-TEST_P(HashKindTest, BadKeys) {
-  HashFixture f(GetParam(), KeyType::kU64);
-  EXPECT_EQ(f.idx().Insert(std::string_view("abc"), 1).code(), Code::kInvalidArgument);
-  HashFixture g(GetParam(), KeyType::kBytes);
-  EXPECT_EQ(g.idx().Insert(std::string(kMaxKeyLen + 1, 'a'), 1).code(), Code::kInvalidArgument);
-  uint64_t v;
-  EXPECT_EQ(g.idx().Lookup(std::string(kMaxKeyLen + 1, 'a'), &v).code(), Code::kInvalidArgument);
 }
 
 // values_are_blocks: visit reports every value; after a crash the value blocks survive GC.

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "workload/workload.h"
+#include "common/index_test_util.h"
 #include "common/test_util.h"
 #include "index/radix/art_tree.h"
 #include "wort/alloc.h"
@@ -101,26 +102,8 @@ inline void ExpectModelOrderIsUnsigned() {
   ASSERT_LT(std::string("a"), std::string("a\x00", 2));
 }
 
-inline std::vector<std::pair<std::string, uint64_t>> ScanAll(const Index& idx, std::string_view start,
-                                                            const std::string_view* end, size_t limit) {
-  std::vector<std::pair<std::string, uint64_t>> out;
-  Status s = idx.Scan(start, end, limit, [&](std::string_view k, uint64_t v) {
-    out.emplace_back(std::string(k), v);
-    return true;
-  });
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  return out;
-}
-
-inline std::vector<std::pair<std::string, uint64_t>> ModelScan(const Model& m, std::string_view start,
-                                                              const std::string_view* end, size_t limit) {
-  std::vector<std::pair<std::string, uint64_t>> out;
-  for (auto it = m.lower_bound(start); it != m.end() && out.size() < limit; ++it) {
-    if (end && CompareKeys(it->first, *end) > 0) break;
-    out.emplace_back(it->first, it->second);
-  }
-  return out;
-}
+using wort::test::ModelScan;
+using wort::test::ScanAll;
 
 // Random byte-string keys: full byte range, lengths 0..~300, many shared prefixes (a small set
 // of stems), and keys that are prefixes of other keys.
@@ -285,97 +268,6 @@ class ArtKindTest : public ::testing::TestWithParam<const char*> {};
 class ArtTreeTest : public ::testing::TestWithParam<const char*> {};
 
 // ---- basic semantics ----------------------------------------------------------------------
-TEST_P(ArtKindTest, EdgeKeys) {
-  ExpectModelOrderIsUnsigned();
-  PoolFixture f(GetParam());
-  Index& idx = f.idx();
-  EXPECT_EQ(idx.kind(), GetParam());
-  const std::vector<std::string> keys = {
-      "",  std::string("\x00", 1), std::string("\x00\x00", 2), "a", "ab", "abc", "abcdefghijklmnop",
-      "abcdefghijklmnopq", "\x7f", "\x80", "\xff", "\xff\xff", std::string(4096, 'x'), std::string(4095, 'x'),
-      std::string(300, '\x80') + "a", std::string(300, '\x80') + "b", std::string(300, '\x80')};
-  Model m;
-  uint64_t v = 1;
-  for (const auto& k : keys) {
-    ASSERT_TRUE(idx.Insert(k, v).ok()) << k.size();
-    m[k] = v++;
-    f.ExpectCheckOk("insert");
-  }
-  ExpectMatchesModel(idx, m);
-  EXPECT_TRUE(idx.Insert("ab", 5).IsAlreadyExists());
-  EXPECT_TRUE(idx.Insert(std::string(4097, 'x'), 1).code() == Code::kInvalidArgument);
-  uint64_t got;
-  EXPECT_TRUE(idx.Lookup("abcd", &got).IsNotFound());
-  EXPECT_TRUE(idx.Lookup(std::string(301, '\x80'), &got).IsNotFound());
-  EXPECT_TRUE(idx.Remove("abcd").IsNotFound());
-  // Bytes >= 0x80 sort after 0x7f.
-  const auto from7f = ScanAll(idx, "\x7f", nullptr, 3);
-  ASSERT_EQ(from7f.size(), 3u);
-  EXPECT_EQ(from7f[0].first, "\x7f");
-  EXPECT_EQ(from7f[1].first, "\x80");
-  EXPECT_EQ(from7f[2].first, std::string(300, '\x80'));
-  f.Reopen();
-  ExpectMatchesModel(f.idx(), m);
-  for (const auto& k : keys) {
-    ASSERT_TRUE(f.idx().Remove(k).ok());
-    m.erase(k);
-    f.ExpectCheckOk("remove");
-    ExpectMatchesModel(f.idx(), m);
-  }
-  EXPECT_EQ(f.Allocated(), f.Reachable());
-  EXPECT_EQ(f.Reachable().size(), 1u);
-}
-
-TEST_P(ArtKindTest, U64KeyType) {
-  PoolFixture f(GetParam(), KeyType::kU64);
-  Index& idx = f.idx();
-  EXPECT_EQ(idx.key_type(), KeyType::kU64);
-  EXPECT_EQ(idx.Insert("short", 1).code(), Code::kInvalidArgument);
-  EXPECT_EQ(idx.Insert("", 1).code(), Code::kInvalidArgument);
-  uint64_t v;
-  EXPECT_EQ(idx.Lookup("123456789", &v).code(), Code::kInvalidArgument);
-  EXPECT_EQ(idx.Remove("1234567").code(), Code::kInvalidArgument);
-  ASSERT_TRUE(idx.Insert(uint64_t{0x8000000000000000ull}, 1).ok());
-  ASSERT_TRUE(idx.Insert(uint64_t{0x7fffffffffffffffull}, 2).ok());
-  ASSERT_TRUE(idx.Insert(uint64_t{0}, 3).ok());
-  ASSERT_TRUE(idx.Lookup(uint64_t{0x8000000000000000ull}, &v).ok());
-  EXPECT_EQ(v, 1u);
-  const auto all = ScanAll(idx, "", nullptr, 10);
-  ASSERT_EQ(all.size(), 3u);
-  EXPECT_EQ(DecodeU64(all[0].first), 0u);
-  EXPECT_EQ(DecodeU64(all[2].first), 0x8000000000000000ull);
-  f.Reopen();
-  EXPECT_EQ(f.idx().key_type(), KeyType::kU64);
-  EXPECT_EQ(f.idx().Insert("short", 1).code(), Code::kInvalidArgument);
-  EXPECT_EQ(f.idx().Size(), 3u);
-}
-
-TEST_P(ArtKindTest, ScanBounds) {
-  PoolFixture f(GetParam());
-  Index& idx = f.idx();
-  Model m;
-  std::mt19937_64 rng(7);
-  ByteKeyGen gen(7);
-  for (int i = 0; i < 3000; ++i) {
-    std::string k = gen.Next(m);
-    if (idx.Insert(k, i).ok()) m[k] = i;
-  }
-  ASSERT_EQ(idx.Size(), m.size());
-  for (int i = 0; i < 500; ++i) {
-    const std::string start = gen.Next(m);
-    const std::string end = gen.Next(m);
-    std::string_view ev(end);
-    const size_t limit = 1 + rng() % 100;
-    ASSERT_EQ(ScanAll(idx, start, &ev, limit), ModelScan(m, start, &ev, limit));
-    ASSERT_EQ(ScanAll(idx, start, nullptr, limit), ModelScan(m, start, nullptr, limit));
-  }
-  // The callback stops the scan.
-  int n = 0;
-  ASSERT_TRUE(idx.Scan("", nullptr, SIZE_MAX, [&](std::string_view, uint64_t) { return ++n < 5; }).ok());
-  EXPECT_EQ(n, 5);
-  EXPECT_TRUE(ScanAll(idx, "", nullptr, 0).empty());
-}
-
 // ---- randomized differential tests against std::map -----------------------------------------
 inline void RunU64Differential(const char* kind, bench::Dist dist, uint64_t seed) {
   PoolFixture f(kind, KeyType::kU64);

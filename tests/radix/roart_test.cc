@@ -41,23 +41,6 @@ TEST(RoartLayout, PlainPersistentStructsAndSizes) {
   EXPECT_EQ(roart::NodeBytes(roart::kLeafArray), 576u);
 }
 
-// Differential test against std::map: random operations over the full byte range with prefix
-// keys, Check after each round, a clean reopen (no rebuild) between rounds.
-TEST(RoartDifferential, RandomOpsWithReopen) {
-  PoolFixture f("roart");
-  Model m;
-  ByteKeyGen gen(77);
-  std::mt19937_64 rng(77);
-  for (int round = 0; round < 6; ++round) {
-    RandomOps(f.idx(), m, rng, 4000, [&]() { return gen.Next(m); });
-    f.ExpectCheckOk("round");
-    ExpectMatchesModel(f.idx(), m);
-    f.Reopen();
-    ExpectMatchesModel(f.idx(), m);  // readers before any writer rebuilt metadata
-  }
-  EXPECT_EQ(f.Allocated(), f.Reachable());
-}
-
 // Leaf arrays fill and split; nodes grow NODE4 -> 16 -> 48 -> 256; an append-only NODE4 whose
 // cursor is used up by removed entries is compacted into a new NODE4.
 TEST(RoartStructure, LeafArraySplitGrowthAndCompaction) {

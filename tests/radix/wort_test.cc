@@ -441,38 +441,6 @@ TEST(Wort, OptionsAndKeyValidation) {
   }
 }
 
-TEST(Wort, InsertUpsertRemoveSemantics) {
-  Env env;
-  Index& idx = env.idx();
-  uint64_t v = 99;
-  EXPECT_TRUE(idx.Lookup("", &v).IsNotFound());
-  EXPECT_EQ(v, 99u);
-  EXPECT_TRUE(idx.Remove("").IsNotFound());
-  EXPECT_TRUE(idx.Insert("", 1).ok());  // the empty key
-  EXPECT_TRUE(idx.Insert("", 2).IsAlreadyExists());
-  EXPECT_TRUE(idx.Lookup("", &v).ok());
-  EXPECT_EQ(v, 1u);
-  bool inserted = true;
-  EXPECT_TRUE(idx.Upsert("", 3, &inserted).ok());
-  EXPECT_FALSE(inserted);
-  EXPECT_TRUE(idx.Upsert("a", 4, &inserted).ok());
-  EXPECT_TRUE(inserted);
-  EXPECT_TRUE(idx.Insert("ab", 5).ok());
-  EXPECT_TRUE(idx.Insert(std::string("a\0", 2), 6).ok());
-  EXPECT_TRUE(idx.Lookup("", &v).ok());
-  EXPECT_EQ(v, 3u);
-  EXPECT_EQ(idx.Size(), 4u);
-  env.ExpectCheck();
-  EXPECT_TRUE(idx.Remove("a").ok());
-  EXPECT_TRUE(idx.Lookup("a", &v).IsNotFound());
-  EXPECT_TRUE(idx.Lookup("ab", &v).ok());
-  EXPECT_EQ(v, 5u);
-  EXPECT_TRUE(idx.Remove("").ok());
-  EXPECT_TRUE(idx.Remove("").IsNotFound());
-  EXPECT_EQ(idx.Size(), 2u);
-  env.ExpectCheck();
-}
-
 TEST(Wort, ScanOrderAndBounds) {
   for (uint32_t span : {4u, 8u}) {
     IndexOptions io;

@@ -1,7 +1,7 @@
-// The volatile reference indexes (vbptree, vart, vradix) against a std::map model: random op
-// mixes on dense/sparse 8-byte keys and full-range byte-string keys (empty key, prefix chains,
-// long keys), sequential fills and drains (node growth and splits), and the documented reopen
-// behaviour (empty after reopen; the marker is the only block visit reports).
+// The volatile reference indexes (vbptree, vart, vradix) against a std::map model: sequential
+// fills and drains (node growth and splits), and the documented reopen behaviour (empty after
+// reopen; the marker is the only block visit reports). Random op mixes against std::map on
+// 8-byte and full-range byte-string keys: the conformance suite (tests/conformance).
 #include <gtest/gtest.h>
 
 #include <set>
@@ -14,7 +14,6 @@
 namespace wort {
 namespace {
 
-using test::KeyGen;
 
 PoolOptions SmallPool() {
   PoolOptions o;
@@ -25,28 +24,6 @@ PoolOptions SmallPool() {
 }
 
 class VolatileKinds : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(VolatileKinds, RandomAgainstMap) {
-  for (KeyGen g : {KeyGen::kDense, KeyGen::kSparse, KeyGen::kBytes}) {
-    test::TempPath path("vol");
-    std::unique_ptr<Pool> pool;
-    ASSERT_TRUE(Pool::Create(path, SmallPool(), &pool).ok());
-    IndexOptions o;
-    o.key_type = g == KeyGen::kBytes ? KeyType::kBytes : KeyType::kU64;
-    std::unique_ptr<Index> idx;
-    ASSERT_TRUE(CreateIndex(*pool, "t", GetParam(), o, &idx).ok());
-    std::map<std::string, uint64_t> model;
-    std::mt19937_64 rng(42 + static_cast<int>(g));
-    for (int phase = 0; phase < 4; ++phase) {
-      test::RandomOps(idx.get(), &model, g, g == KeyGen::kBytes ? 256 : 3000, 6000, rng);
-      test::ExpectSame(*idx, model);
-    }
-    // Drain everything.
-    for (const auto& kv : model) ASSERT_TRUE(idx->Remove(kv.first).ok());
-    model.clear();
-    test::ExpectSame(*idx, model);
-  }
-}
 
 TEST_P(VolatileKinds, SequentialFillAndDrain) {
   test::TempPath path("vol");

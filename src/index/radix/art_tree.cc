@@ -516,15 +516,12 @@ WORT_OPTIMISTIC_READ ArtTree::Attempt ArtTree::InsertAttempt(std::string_view ke
   const unsigned char* k = UBytes(key);
   const auto len = static_cast<uint32_t>(key.size());
   auto new_leaf = [&]() -> Status { return *lr ? Status::OK() : AllocLeaf(key, value, lr); };
-  auto done = [&](Status st) {
-    *out = std::move(st);
-    return Attempt::kDone;
-  };
+  const sync::AttemptEnd end(out);
   auto added = [&] {
     *lr = 0;
     Added();
     if (inserted) *inserted = true;
-    return done(Status::OK());
+    return end.Done(Status::OK());
   };
   sync::VersionLock* pl = &LockOf(rb_);
   uint64_t pv;
@@ -536,7 +533,7 @@ WORT_OPTIMISTIC_READ ArtTree::Attempt ArtTree::InsertAttempt(std::string_view ke
     if (!pl->CheckOrRestart(pv)) return Attempt::kRestart;
     if (ref == 0) {
       // Empty tree (only the root word can be 0).
-      if (Status st = new_leaf(); !st.ok()) return done(st);
+      if (Status st = new_leaf(); !st.ok()) return end.Done(st);
       WriteLocks wl;
       if (!wl.Upgrade(*pl, pv)) return Attempt::kRestart;
       Commit(slot, *lr);  // commit: the root word names the new leaf
@@ -545,16 +542,16 @@ WORT_OPTIMISTIC_READ ArtTree::Attempt ArtTree::InsertAttempt(std::string_view ke
     if (IsLeafRef(ref)) {
       Leaf* l = leaf(ref);  // a leaf's key never changes once published
       if (l->key_view() == key) {
-        if (!upsert) return done(Status::AlreadyExists("key exists"));
+        if (!upsert) return end.Done(Status::AlreadyExists("key exists"));
         WriteLocks wl;  // the parent's lock orders the update with a concurrent Remove
         if (!wl.Upgrade(*pl, pv)) return Attempt::kRestart;
-        return done(UpdateValue(l, value, upsert, inserted));
+        return end.Done(UpdateValue(l, value, upsert, inserted));
       }
       // Two keys where there was one: a NODE4 at this depth whose prefix is their common part.
       uint32_t b = depth;
       const uint32_t m = std::min(len, l->key_len);
       while (b < m && k[b] == l->key()[b]) ++b;
-      if (Status st = new_leaf(); !st.ok()) return done(st);
+      if (Status st = new_leaf(); !st.ok()) return end.Done(st);
       Entry e[2];
       int ne = 0;
       uint64_t here = 0;
@@ -568,7 +565,7 @@ WORT_OPTIMISTIC_READ ArtTree::Attempt ArtTree::InsertAttempt(std::string_view ke
       if (!wl.Upgrade(*pl, pv)) return Attempt::kRestart;
       uint64_t nr = 0;
       if (Status st = BuildNode(policy_.node4, MakeHdr(depth, b - depth, k + depth), here, e, ne, &nr); !st.ok())
-        return done(st);
+        return end.Done(st);
       Commit(slot, nr);  // commit: the parent's word names the new NODE4 (leaf and node persisted)
       return added();
     }
@@ -592,10 +589,10 @@ WORT_OPTIMISTIC_READ ArtTree::Attempt ArtTree::InsertAttempt(std::string_view ke
     while (i < h.plen && depth + i < len && k[depth + i] == ps.at(i)) ++i;
     if (!nl->CheckOrRestart(nv)) return Attempt::kRestart;
     if (i < h.plen) {
-      if (Status st = new_leaf(); !st.ok()) return done(st);
+      if (Status st = new_leaf(); !st.ok()) return end.Done(st);
       WriteLocks wl;
       if (!wl.Upgrade(*pl, pv) || !wl.Upgrade(*nl, nv)) return Attempt::kRestart;
-      if (Status st = SplitPrefix(slot, n, h, i, key, *lr); !st.ok()) return done(st);
+      if (Status st = SplitPrefix(slot, n, h, i, key, *lr); !st.ok()) return end.Done(st);
       return added();
     }
     const uint32_t b = h.branch();
@@ -604,13 +601,13 @@ WORT_OPTIMISTIC_READ ArtTree::Attempt ArtTree::InsertAttempt(std::string_view ke
       if (!nl->CheckOrRestart(nv)) return Attempt::kRestart;
       if (lh) {
         Leaf* l = leaf(lh);
-        if (l->key_view() != key) return done(Status::Corruption("leaf_here holds a key that does not end here"));
-        if (!upsert) return done(Status::AlreadyExists("key exists"));
+        if (l->key_view() != key) return end.Done(Status::Corruption("leaf_here holds a key that does not end here"));
+        if (!upsert) return end.Done(Status::AlreadyExists("key exists"));
         WriteLocks wl;
         if (!wl.Upgrade(*nl, nv)) return Attempt::kRestart;
-        return done(UpdateValue(l, value, upsert, inserted));
+        return end.Done(UpdateValue(l, value, upsert, inserted));
       }
-      if (Status st = new_leaf(); !st.ok()) return done(st);
+      if (Status st = new_leaf(); !st.ok()) return end.Done(st);
       WriteLocks wl;
       if (!wl.Upgrade(*nl, nv)) return Attempt::kRestart;
       Commit(&n->leaf_here, *lr);  // commit: the node's leaf_here word names the new leaf
@@ -626,13 +623,13 @@ WORT_OPTIMISTIC_READ ArtTree::Attempt ArtTree::InsertAttempt(std::string_view ke
     const uint8_t t = n->type;
     const bool in_place = ChildCount(n) < Capacity(t) && (policy_.in_place || t == kN48 || t == kN256);
     if (!nl->CheckOrRestart(nv)) return Attempt::kRestart;
-    if (Status st = new_leaf(); !st.ok()) return done(st);
+    if (Status st = new_leaf(); !st.ok()) return end.Done(st);
     WriteLocks wl;
     if ((!in_place && !wl.Upgrade(*pl, pv)) || !wl.Upgrade(*nl, nv)) return Attempt::kRestart;
-    if (Status st = AddChild(slot, n, h, k[b], *lr); !st.ok()) return done(st);
+    if (Status st = AddChild(slot, n, h, k[b], *lr); !st.ok()) return end.Done(st);
     return added();
   }
-  return done(Status::Corruption("tree deeper than any key allows"));
+  return end.Done(Status::Corruption("tree deeper than any key allows"));
 }
 
 // Prefix split (WORT Algorithm 1 / copy-on-write). n (referenced by *slot, real header h) has
@@ -846,13 +843,7 @@ Status ArtTree::Remove(std::string_view key) {
 WORT_OPTIMISTIC_READ ArtTree::Attempt ArtTree::RemoveAttempt(std::string_view key, Status* out) {
   const unsigned char* k = UBytes(key);
   const auto len = static_cast<uint32_t>(key.size());
-  auto done = [&](Status st) {
-    *out = std::move(st);
-    return Attempt::kDone;
-  };
-  auto not_found = [&](const sync::VersionLock* l, uint64_t v) {
-    return l->CheckOrRestart(v) ? done(Status::NotFound("key not found")) : Attempt::kRestart;
-  };
+  const sync::AttemptEnd end(out);
   sync::VersionLock* pl = &LockOf(rb_);
   uint64_t pv;
   if (!pl->ReadLockOrRestart(&pv)) return Attempt::kRestart;
@@ -861,17 +852,17 @@ WORT_OPTIMISTIC_READ ArtTree::Attempt ArtTree::RemoveAttempt(std::string_view ke
   for (uint32_t lvl = 0; lvl <= kMaxLevels; ++lvl) {
     const uint64_t ref = pm::load8(slot);
     if (!pl->CheckOrRestart(pv)) return Attempt::kRestart;
-    if (ref == 0) return done(Status::NotFound("key not found"));
+    if (ref == 0) return end.Done(Status::NotFound("key not found"));
     if (IsLeafRef(ref)) {
       // Only the root word can hold a leaf reached this way (a child leaf is removed at its
       // parent below).
-      if (leaf(ref)->key_view() != key) return done(Status::NotFound("key not found"));
+      if (leaf(ref)->key_view() != key) return end.Done(Status::NotFound("key not found"));
       WriteLocks wl;
       if (!wl.Upgrade(*pl, pv)) return Attempt::kRestart;
       Commit(slot, 0);  // commit: the root word is cleared
       Retire(ref);
       Removed();
-      return done(Status::OK());
+      return end.Done(Status::OK());
     }
     NodeBase* n = node(ref);
     sync::VersionLock* nl = &LockOf(n);
@@ -885,9 +876,9 @@ WORT_OPTIMISTIC_READ ArtTree::Attempt ArtTree::RemoveAttempt(std::string_view ke
       return Attempt::kRestart;
     }
     const uint32_t b = h.branch();
-    if (len < b) return not_found(nl, nv);
+    if (len < b) return end.NotFound(*nl, nv);
     for (uint32_t j = 0; j < std::min(h.plen, kInlinePrefix); ++j)
-      if (k[depth + j] != h.prefix[j]) return not_found(nl, nv);
+      if (k[depth + j] != h.prefix[j]) return end.NotFound(*nl, nv);
     bool end_leaf = len == b;
     uint64_t lr = 0;
     uint64_t* cs = nullptr;
@@ -895,7 +886,7 @@ WORT_OPTIMISTIC_READ ArtTree::Attempt ArtTree::RemoveAttempt(std::string_view ke
       lr = pm::load8(&n->leaf_here);
     } else {
       cs = FindChild(n, k[b]);
-      if (!cs) return not_found(nl, nv);
+      if (!cs) return end.NotFound(*nl, nv);
       lr = pm::load8(cs);
     }
     if (!nl->CheckOrRestart(nv)) return Attempt::kRestart;
@@ -906,7 +897,7 @@ WORT_OPTIMISTIC_READ ArtTree::Attempt ArtTree::RemoveAttempt(std::string_view ke
       pv = nv;
       continue;
     }
-    if (!lr || leaf(lr)->key_view() != key) return done(Status::NotFound("key not found"));
+    if (!lr || leaf(lr)->key_view() != key) return end.Done(Status::NotFound("key not found"));
     // Which nodes RemoveEntry changes: n always; the parent's word when n is merged away or
     // replaced (shrink, copy-on-write); the surviving child's header for a path merge.
     const int cnt = ChildCount(n);
@@ -934,11 +925,11 @@ WORT_OPTIMISTIC_READ ArtTree::Attempt ArtTree::RemoveAttempt(std::string_view ke
       }
       if (rest && !IsLeafRef(rest) && !wl.Lock(LockOf(node(rest)))) return Attempt::kRestart;
     }
-    if (Status st = RemoveEntry(slot, n, h, end_leaf, end_leaf ? 0 : k[b], lr); !st.ok()) return done(st);
+    if (Status st = RemoveEntry(slot, n, h, end_leaf, end_leaf ? 0 : k[b], lr); !st.ok()) return end.Done(st);
     Removed();
-    return done(Status::OK());
+    return end.Done(Status::OK());
   }
-  return done(Status::Corruption("tree deeper than any key allows"));
+  return end.Done(Status::Corruption("tree deeper than any key allows"));
 }
 
 // Removes the entry holding leaf `lr` (n's leaf_here if end_leaf, else child c) from n,

@@ -126,7 +126,7 @@ class ArtTree final : public Index {
   class PrefixSource;
   class WriteLocks;
   // Result of one optimistic attempt of an operation.
-  enum class Attempt { kDone, kRestart };
+  using Attempt = sync::Attempt;  // (sync/attempt.h)
 
   template <class Push>
   static void VisitEntries(const NodeBase* n, uint8_t t, Push&& push);

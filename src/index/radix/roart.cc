@@ -784,17 +784,13 @@ WORT_OPTIMISTIC_READ RoartTree::Attempt RoartTree::RemoveAttempt(std::string_vie
   const auto* kb = reinterpret_cast<const unsigned char*>(key.data());
   uint64_t* entry = nullptr;  // the word that holds the key
   uint64_t leaf_off = 0;
-  auto not_found = [&](const sync::VersionLock& l, uint64_t v) {
-    if (!l.CheckOrRestart(v)) return Attempt::kRestart;
-    *out = Status::NotFound("key not found");
-    return Attempt::kDone;
-  };
+  const sync::AttemptEnd end(out);
   for (int step = 0;; ++step) {
     const PathElem& top = path.back();
-    if (step >= kMaxSteps || !ref || !RefOk(ref)) return not_found(*top.l, top.v);
+    if (step >= kMaxSteps || !ref || !RefOk(ref)) return end.NotFound(*top.l, top.v);
     if (ref & kLeafTag) {
       const Leaf* l = at<Leaf>(ref);
-      if (!KeyEq(l, key)) return not_found(*top.l, top.v);
+      if (!KeyEq(l, key)) return end.NotFound(*top.l, top.v);
       entry = slot;
       leaf_off = ref & ~kTagMask;
       break;
@@ -806,7 +802,7 @@ WORT_OPTIMISTIC_READ RoartTree::Attempt RoartTree::RemoveAttempt(std::string_vie
     if (!top.l->CheckOrRestart(top.v)) return Attempt::kRestart;
     const uint8_t t = TypeOf(n);
     if (ref & kArrayTag) {
-      if (t != kLeafArray) return not_found(nl, nv);
+      if (t != kLeafArray) return end.NotFound(nl, nv);
       path.push_back({n, &nl, nv, slot, t});
       auto* la = reinterpret_cast<LeafArray*>(n);
       const uint16_t fp = Fingerprint(key);
@@ -817,19 +813,19 @@ WORT_OPTIMISTIC_READ RoartTree::Attempt RoartTree::RemoveAttempt(std::string_vie
           leaf_off = s & kRefMask;
         }
       }
-      if (!entry) return not_found(nl, nv);
+      if (!entry) return end.NotFound(nl, nv);
       break;
     }
-    if (!ValidInner(t)) return not_found(nl, nv);
+    if (!ValidInner(t)) return end.NotFound(nl, nv);
     const Hdr h = art::UnpackHdr(Load(&n->hdr));
     const uint32_t b = h.branch();
-    if (key.size() < b) return not_found(nl, nv);
+    if (key.size() < b) return end.NotFound(nl, nv);
     path.push_back({n, &nl, nv, slot, t});
     if (key.size() == b) {
       slot = &n->leaf_here;
     } else {
       slot = FindChild(n, t, kb[b]);
-      if (!slot) return not_found(nl, nv);
+      if (!slot) return end.NotFound(nl, nv);
     }
     ref = Load(slot) & kRefMask;
     depth = b + 1;

@@ -137,7 +137,7 @@ class RoartTree final : public Index {
   struct Locks;
   struct ScanCtx;
   struct PathElem;
-  enum class Attempt { kDone, kRestart };
+  using Attempt = sync::Attempt;  // (sync/attempt.h)
 
   Status ValidateKey(std::string_view key) const;
   Attempt InsertAttempt(std::string_view key, uint64_t value, bool upsert, bool* inserted, Status* out);

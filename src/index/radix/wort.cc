@@ -188,7 +188,7 @@ class WortTree final : public Index {
     return 0;
   }
 
-  enum class Attempt { kDone, kRestart };
+  using Attempt = sync::Attempt;  // (sync/attempt.h)
   static sync::VersionLock& LockOf(const void* p) { return sync::NodeLock(p); }
   IndexModeLock ModeLock(IndexModeLock::Role r) const { return IndexModeLock(mu_, global_lock_, r); }
   Status Write(std::string_view key, uint64_t value, bool upsert, bool* inserted) {
@@ -305,10 +305,7 @@ template <unsigned kSpan>
 WORT_OPTIMISTIC_READ typename WortTree<kSpan>::Attempt WortTree<kSpan>::PutAttempt(const Key& k, uint64_t value, bool upsert,
                                                              bool* inserted, uint64_t* loff, Status* out) {
   Allocator& alloc = pool_.allocator();
-  auto done = [&](Status st) {
-    *out = std::move(st);
-    return Attempt::kDone;
-  };
+  const sync::AttemptEnd end(out);
   auto new_leaf = [&]() -> Status {
     if (*loff) return Status::OK();
     uint64_t off;
@@ -320,7 +317,7 @@ WORT_OPTIMISTIC_READ typename WortTree<kSpan>::Attempt WortTree<kSpan>::PutAttem
     *loff = 0;
     CountUp();
     if (inserted) *inserted = true;
-    return done(Status::OK());
+    return end.Done(Status::OK());
   };
   sync::VersionLock* pl = &LockOf(rb_);
   uint64_t pv;
@@ -332,7 +329,7 @@ WORT_OPTIMISTIC_READ typename WortTree<kSpan>::Attempt WortTree<kSpan>::PutAttem
     if (!pl->CheckOrRestart(pv)) return Attempt::kRestart;
     if (ref == 0) {
       // Insert into an empty slot: write leaf -> persist -> COMMIT store8(slot) -> persist.
-      if (Status st = new_leaf(); !st.ok()) return done(st);
+      if (Status st = new_leaf(); !st.ok()) return end.Done(st);
       if (!pl->UpgradeToWriteLock(pv)) return Attempt::kRestart;
       pm::persist(pool_.at<WortLeaf>(*loff), LeafBytes(k.len));
       pm::store8(slot, MakeLeafRef(*loff));
@@ -345,25 +342,25 @@ WORT_OPTIMISTIC_READ typename WortTree<kSpan>::Attempt WortTree<kSpan>::PutAttem
       WortLeaf* old = LeafAt(ref);
       const Key ok(old);
       if (ok == k) {
-        if (!upsert) return done(Status::AlreadyExists("key exists"));
+        if (!upsert) return end.Done(Status::AlreadyExists("key exists"));
         // Upsert: COMMIT store8(value) -> persist (under the slot's lock: ordered with Remove).
         if (!pl->UpgradeToWriteLock(pv)) return Attempt::kRestart;
         pm::store8(&old->value, value);
         pm::persist(&old->value, 8);
         pl->WriteUnlock();
         if (inserted) *inserted = false;
-        return done(Status::OK());
+        return end.Done(Status::OK());
       }
       // The keys agree on [0, expected) (checked on the way down); find where they part.
       size_t m = expected;
       while (m < k.n && m < ok.n && k.at(m) == ok.at(m)) ++m;
-      if (m == k.n && m == ok.n) return done(Status::Corruption("leaf in the wrong slot"));
-      if (Status st = new_leaf(); !st.ok()) return done(st);
+      if (m == k.n && m == ok.n) return end.Done(Status::Corruption("leaf in the wrong slot"));
+      if (Status st = new_leaf(); !st.ok()) return end.Done(st);
       if (!pl->UpgradeToWriteLock(pv)) return Attempt::kRestart;
       uint64_t noff;
       if (Status st = alloc.AllocZeroed(sizeof(Node), &noff); !st.ok()) {
         pl->WriteUnlock();
-        return done(st);
+        return end.Done(st);
       }
       Node* nn = pool_.at<Node>(noff);
       nn->header = PackHeader(MakeHeader(expected, m, k));
@@ -390,7 +387,7 @@ WORT_OPTIMISTIC_READ typename WortTree<kSpan>::Attempt WortTree<kSpan>::PutAttem
       if (!nl->UpgradeToWriteLock(nv)) return Attempt::kRestart;
       Status st = RecoverHeader(n, expected);
       nl->WriteUnlock();
-      if (!st.ok()) return done(st);
+      if (!st.ok()) return end.Done(st);
       return Attempt::kRestart;
     }
     const size_t b = Branch(h);
@@ -408,10 +405,10 @@ WORT_OPTIMISTIC_READ typename WortTree<kSpan>::Attempt WortTree<kSpan>::PutAttem
     if (m == b && b > inl_end) {
       const uint64_t lr = AnyLeaf(ref);
       if (!nl->CheckOrRestart(nv)) return Attempt::kRestart;
-      if (lr == 0) return done(Status::Corruption("inner node without leaves"));
+      if (lr == 0) return end.Done(Status::Corruption("inner node without leaves"));
       any = LeafAt(lr);
       const Key ak(any);
-      if (ak.n < b) return done(Status::Corruption("leaf shorter than its node's branch position"));
+      if (ak.n < b) return end.Done(Status::Corruption("leaf shorter than its node's branch position"));
       for (size_t i = inl_end; i < b; ++i) {
         if (i >= k.n || k.at(i) != ak.at(i)) {
           m = i;
@@ -426,12 +423,12 @@ WORT_OPTIMISTIC_READ typename WortTree<kSpan>::Attempt WortTree<kSpan>::PutAttem
       if (!any) {
         const uint64_t lr = AnyLeaf(ref);
         if (!nl->CheckOrRestart(nv)) return Attempt::kRestart;
-        if (lr == 0) return done(Status::Corruption("inner node without leaves"));
+        if (lr == 0) return end.Done(Status::Corruption("inner node without leaves"));
         any = LeafAt(lr);
       }
       const Key ak(any);
-      if (ak.n < b) return done(Status::Corruption("leaf shorter than its node's branch position"));
-      if (Status st = new_leaf(); !st.ok()) return done(st);
+      if (ak.n < b) return end.Done(Status::Corruption("leaf shorter than its node's branch position"));
+      if (Status st = new_leaf(); !st.ok()) return end.Done(st);
       if (!pl->UpgradeToWriteLock(pv)) return Attempt::kRestart;
       if (nl != pl && !nl->UpgradeToWriteLock(nv)) {
         pl->WriteUnlock();
@@ -448,7 +445,7 @@ WORT_OPTIMISTIC_READ typename WortTree<kSpan>::Attempt WortTree<kSpan>::PutAttem
       uint64_t poff;
       if (Status st = alloc.AllocZeroed(sizeof(Node), &poff); !st.ok()) {
         unlock();
-        return done(st);
+        return end.Done(st);
       }
       Node* parent = pool_.at<Node>(poff);
       parent->header = PackHeader(MakeHeader(expected, m, k));  // k agrees with n on [expected, m)
@@ -467,7 +464,7 @@ WORT_OPTIMISTIC_READ typename WortTree<kSpan>::Attempt WortTree<kSpan>::PutAttem
         // are unreachable; free them as post-crash GC would (the leaf is freed by the caller).
         unlock();
         alloc.Free(poff);
-        return done(Status::IOError("test interrupt: split stopped before the parent slot update"));
+        return end.Done(Status::IOError("test interrupt: split stopped before the parent slot update"));
       }
       // Lines 13-17: COMMIT store8(oldParent.children[]) := newParent -> persist.
       pm::store8(slot, MakeNodeRef(poff));
@@ -488,7 +485,7 @@ WORT_OPTIMISTIC_READ typename WortTree<kSpan>::Attempt WortTree<kSpan>::PutAttem
     pl = nl;
     pv = nv;
   }
-  return done(Status::Corruption("tree deeper than any key allows"));
+  return end.Done(Status::Corruption("tree deeper than any key allows"));
 }
 
 // ---- Algorithm 2: RecoverHeader ----------------------------------------------------------------
@@ -525,13 +522,7 @@ Status WortTree<kSpan>::RecoverHeader(Node* n, size_t depth) {
 template <unsigned kSpan>
 WORT_OPTIMISTIC_READ typename WortTree<kSpan>::Attempt WortTree<kSpan>::DeleteAttempt(const Key& k, Status* out) {
   Allocator& alloc = pool_.allocator();
-  auto done = [&](Status st) {
-    *out = std::move(st);
-    return Attempt::kDone;
-  };
-  auto not_found = [&](const sync::VersionLock* l, uint64_t v) {
-    return l->CheckOrRestart(v) ? done(Status::NotFound("key not found")) : Attempt::kRestart;
-  };
+  const sync::AttemptEnd end(out);
   sync::VersionLock* pl = &LockOf(rb_);
   uint64_t pv;
   if (!pl->ReadLockOrRestart(&pv)) return Attempt::kRestart;
@@ -539,9 +530,9 @@ WORT_OPTIMISTIC_READ typename WortTree<kSpan>::Attempt WortTree<kSpan>::DeleteAt
   const uint64_t root = pm::load8(pslot);
   if (!pl->CheckOrRestart(pv)) return Attempt::kRestart;
   uint64_t ref = root;
-  if (ref == 0) return done(Status::NotFound("key not found"));
+  if (ref == 0) return end.Done(Status::NotFound("key not found"));
   if (RefIsLeaf(ref)) {
-    if (!(Key(LeafAt(ref)) == k)) return done(Status::NotFound("key not found"));
+    if (!(Key(LeafAt(ref)) == k)) return end.Done(Status::NotFound("key not found"));
     // COMMIT store8(root) := 0 -> persist; then retire.
     if (!pl->UpgradeToWriteLock(pv)) return Attempt::kRestart;
     pm::store8(pslot, 0);
@@ -549,7 +540,7 @@ WORT_OPTIMISTIC_READ typename WortTree<kSpan>::Attempt WortTree<kSpan>::DeleteAt
     pl->WriteUnlock();
     alloc.Retire(RefOffset(ref));
     CountDown();
-    return done(Status::OK());
+    return end.Done(Status::OK());
   }
   size_t expected = 0;
   for (size_t level = 0; level < kMaxLevels<kSpan>; ++level) {
@@ -562,18 +553,18 @@ WORT_OPTIMISTIC_READ typename WortTree<kSpan>::Attempt WortTree<kSpan>::DeleteAt
       if (!nl->UpgradeToWriteLock(nv)) return Attempt::kRestart;
       Status st = RecoverHeader(n, expected);
       nl->WriteUnlock();
-      if (!st.ok()) return done(st);
+      if (!st.ok()) return end.Done(st);
       return Attempt::kRestart;
     }
     const size_t b = Branch(h);
     const size_t inl_end = std::min(b, expected + kInlineCap);
     for (size_t i = expected; i < inl_end; ++i)
-      if (i >= k.n || k.at(i) != PrefixAt(h, i - expected)) return not_found(nl, nv);
-    if (b > k.n) return not_found(nl, nv);
+      if (i >= k.n || k.at(i) != PrefixAt(h, i - expected)) return end.NotFound(*nl, nv);
+    if (b > k.n) return end.NotFound(*nl, nv);
     uint64_t* cslot = &n->slot[SlotFor(k, b)];
     const uint64_t c = pm::load8(cslot);
     if (!nl->CheckOrRestart(nv)) return Attempt::kRestart;
-    if (c == 0) return done(Status::NotFound("key not found"));
+    if (c == 0) return end.Done(Status::NotFound("key not found"));
     if (!RefIsLeaf(c)) {
       pslot = cslot;
       pl = nl;
@@ -582,7 +573,7 @@ WORT_OPTIMISTIC_READ typename WortTree<kSpan>::Attempt WortTree<kSpan>::DeleteAt
       expected = b + 1;
       continue;
     }
-    if (!(Key(LeafAt(c)) == k)) return done(Status::NotFound("key not found"));
+    if (!(Key(LeafAt(c)) == k)) return end.Done(Status::NotFound("key not found"));
 
     unsigned entries = 0;
     uint64_t sibling = 0;
@@ -600,10 +591,10 @@ WORT_OPTIMISTIC_READ typename WortTree<kSpan>::Attempt WortTree<kSpan>::DeleteAt
       nl->WriteUnlock();
       alloc.Retire(RefOffset(c));
       CountDown();
-      return done(Status::OK());
+      return end.Done(Status::OK());
     }
     if (!nl->CheckOrRestart(nv)) return Attempt::kRestart;
-    if (entries < 2 || sibling == 0) return done(Status::Corruption("inner node with fewer than two entries"));
+    if (entries < 2 || sibling == 0) return end.Done(Status::Corruption("inner node with fewer than two entries"));
     // Collapse: lock the parent's block, n and a node sibling (each word once).
     sync::VersionLock* held[3] = {};
     int nheld = 0;
@@ -637,9 +628,9 @@ WORT_OPTIMISTIC_READ typename WortTree<kSpan>::Attempt WortTree<kSpan>::DeleteAt
     alloc.Retire(RefOffset(ref));
     alloc.Retire(RefOffset(c));
     CountDown();
-    return done(st);
+    return end.Done(st);
   }
-  return done(Status::Corruption("tree deeper than any key allows"));
+  return end.Done(Status::Corruption("tree deeper than any key allows"));
 }
 
 // ---- Scan ----------------------------------------------------------------------------------------
