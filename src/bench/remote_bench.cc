@@ -94,6 +94,8 @@ struct Run {
     RemoteResult r = Base(op, 1);
     std::vector<double> lat;
     lat.reserve(n);
+    remote::Connection::Counters c0;
+    if (kv) c0 = kv->transport_counters();
     double p0 = ProcessCpuSeconds(), t0 = detail::ThreadCpuSeconds();
     auto w0 = Clock::now();
     for (std::size_t i = 0; i < n; ++i) {
@@ -107,9 +109,35 @@ struct Run {
     r.seconds = std::chrono::duration<double>(Clock::now() - w0).count();
     double client = detail::ThreadCpuSeconds() - t0, proc = ProcessCpuSeconds() - p0;
     Finish(&r, n, lat, client, proc);
+    if (kv) {
+      remote::Connection::Counters d = kv->transport_counters();
+      AddCounters(&d, c0, false);
+      SetPerOp(&r, d, n);
+    }
     if (res) *res = r;
     Emit(r);
     return Status::OK();
+  }
+
+  // *sum += c (add) or *sum -= c (subtract; counters only grow, so no underflow).
+  static void AddCounters(remote::Connection::Counters* sum, const remote::Connection::Counters& c, bool add) {
+    auto f = [add](std::uint64_t& a, std::uint64_t b) { a = add ? a + b : a - b; };
+    f(sum->reads, c.reads);
+    f(sum->writes, c.writes);
+    f(sum->atomics, c.atomics);
+    f(sum->notifies, c.notifies);
+    f(sum->bytes_read, c.bytes_read);
+    f(sum->bytes_written, c.bytes_written);
+  }
+  static void SetPerOp(RemoteResult* r, const remote::Connection::Counters& d, std::uint64_t n) {
+    if (n == 0) return;
+    const double k = 1.0 / static_cast<double>(n);
+    r->reads_per_op = static_cast<double>(d.reads) * k;
+    r->writes_per_op = static_cast<double>(d.writes) * k;
+    r->atomics_per_op = static_cast<double>(d.atomics) * k;
+    r->notifies_per_op = static_cast<double>(d.notifies) * k;
+    r->bytes_read_per_op = static_cast<double>(d.bytes_read) * k;
+    r->bytes_written_per_op = static_cast<double>(d.bytes_written) * k;
   }
 
   void Finish(RemoteResult* r, std::uint64_t n, std::vector<double>& lat, double client_cpu, double proc_cpu) const {
@@ -126,6 +154,8 @@ struct Run {
     if (!MixReadPercent(mix, &read_pct)) return Status::InvalidArgument("unknown mix '" + mix + "'");
     std::vector<std::unique_ptr<remote::RemoteKV>> kvs(static_cast<std::size_t>(threads));
     for (auto& kv : kvs) WORT_RETURN_IF_ERROR(design->connect(info, &kv));
+    remote::Connection::Counters before;
+    for (auto& kv : kvs) AddCounters(&before, kv->transport_counters(), true);
     std::vector<std::vector<double>> lats(kvs.size());
     std::vector<double> cpus(kvs.size(), 0);
     std::atomic<std::uint64_t> errors{0};
@@ -164,6 +194,10 @@ struct Run {
     for (auto& l : lats) all.insert(all.end(), l.begin(), l.end());
     r.errors = errors.load();
     Finish(&r, all.size(), all, std::accumulate(cpus.begin(), cpus.end(), 0.0), proc);
+    remote::Connection::Counters d;
+    for (auto& kv : kvs) AddCounters(&d, kv->transport_counters(), true);
+    AddCounters(&d, before, false);
+    SetPerOp(&r, d, all.size());
     Emit(r);
     return Status::OK();
   }
@@ -337,6 +371,14 @@ nlohmann::json ToJson(const RemoteResult& r, const RemoteBenchConfig& cfg, const
   j["errors"] = r.errors;
   j["keys"] = cfg.keys;
   if (r.range_keys) j["range_keys"] = r.range_keys;
+  if (r.reads_per_op >= 0) {
+    j["reads_per_op"] = r.reads_per_op;
+    j["writes_per_op"] = r.writes_per_op;
+    j["atomics_per_op"] = r.atomics_per_op;
+    j["notifies_per_op"] = r.notifies_per_op;
+    j["bytes_read_per_op"] = r.bytes_read_per_op;
+    j["bytes_written_per_op"] = r.bytes_written_per_op;
+  }
   j["server_in_process"] = cfg.connect.empty();
   detail::AddEnvJson(env, cfg.seed, &j);
   return j;

@@ -16,6 +16,9 @@
 // (getrusage) minus the client threads', per op: every server-side thread (a baseline's polling
 // thread, the transport's notify/progress thread) - the paper's "server CPU on the path". With
 // --connect it is not known here (-1; `wort serve-remote` prints its own at exit).
+// Transport operations: reads/writes/atomics/notifies (and bytes) per op are the clients'
+// connections' counters over the phase (the paper's round trips per operation; a request/reply
+// client's polls for the reply count as Reads).
 #pragma once
 
 #include <cstdint>
@@ -59,6 +62,10 @@ struct RemoteResult {
   double cpu_ns_per_op = 0;          // client threads
   double server_cpu_ns_per_op = -1;  // -1: not measured (external server)
   std::size_t range_keys = 0;        // range phases: keys per scan
+  // The clients' one-sided operations per op (RemoteKV::transport_counters; -1: not measured,
+  // the --transport phases). A baseline's polls for its reply are Reads.
+  double reads_per_op = -1, writes_per_op = -1, atomics_per_op = -1, notifies_per_op = -1;
+  double bytes_read_per_op = -1, bytes_written_per_op = -1;
 };
 
 // The 16-byte key of record i.

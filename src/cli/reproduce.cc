@@ -79,12 +79,13 @@ void AddReproduce(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand(
       "reproduce",
-      "Run the WORT paper's evaluation (fig7-fig10, Table 1, space) for every registered index kind; "
+      "Run the WORT paper's evaluation (fig7-fig10, Table 1, space) for every registered index kind, and "
+      "the CANRT paper's remote comparison (canrt: bench-remote of canrt vs reply-wort/reply-woart); "
       "write results.jsonl, PNG plots and report.md beside the published values");
   cmd->add_option("--scale", o->scale,
                   "quick (N=250K, under 5 min), medium (N=16M), paper (N=128M); tiny (N=2000: seconds, for tests and CI)")
       ->capture_default_str();
-  cmd->add_option("--only", o->only, "Experiments, comma list: fig7,fig8,fig9,fig10,table1,space (default all)");
+  cmd->add_option("--only", o->only, "Experiments, comma list: fig7,fig8,fig9,fig10,table1,space,canrt (default all)");
   cmd->add_option("--index", o->indexes, "Index kinds, comma list (default: every registered kind)");
   cmd->add_option("--out", o->out, "Output directory")->required();
   AddCountOption(cmd, "--keys", &o->keys, "Override the scale's N for the timed runs (0: the scale's)");

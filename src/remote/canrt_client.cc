@@ -28,6 +28,7 @@ class Client final : public remote::RemoteKV {
   }
 
   std::string name() const override { return "canrt"; }
+  remote::Connection::Counters transport_counters() const override { return c_->counters(); }
 
   Status Put(std::string_view key, std::string_view value) override {
     WORT_RETURN_IF_ERROR(CheckKey(key));

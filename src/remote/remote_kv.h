@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "remote/transport.h"
 #include "wort/status.h"
 
 namespace wort::remote {
@@ -26,6 +27,9 @@ class RemoteKV {
   virtual Status Scan(std::string_view start, std::string_view end, std::size_t limit,
                       const std::function<bool(std::string_view key, std::string_view value)>& fn) = 0;
   virtual std::string name() const = 0;  // "canrt", "reply-wort", "reply-woart"
+  // The one-sided operations this client's connection has issued so far (bench-remote reports
+  // them per operation: the paper's round trips).
+  virtual Connection::Counters transport_counters() const = 0;
 };
 
 }  // namespace wort::remote

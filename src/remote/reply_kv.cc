@@ -350,6 +350,7 @@ class ReplyKV final : public RemoteKV {
     }
   }
   std::string name() const override { return "reply-" + kind_; }
+  Connection::Counters transport_counters() const override { return conn_->counters(); }
 
  private:
   Status CheckKey(std::string_view key) const {

@@ -18,6 +18,7 @@
 #include <sstream>
 #include <thread>
 
+#include "bench/remote_bench.h"
 #include "wort/index.h"
 
 namespace wort::reproduce {
@@ -36,6 +37,10 @@ constexpr double kFlushesPerInsert = 3.0;
 constexpr double kRunS = 0.15;  // per in-process run: pool set-up, environment capture (git)
 constexpr double kCachegrindSlowdown = 60.0;  // cachegrind with cache simulation vs native
 constexpr double kCachegrindStartS = 1.5;     // valgrind start-up per process
+// CANRT experiment: seconds per remote operation, averaged over the three designs (a baseline's
+// request costs ~100 us on the local backend under load, CANRT's put ~30 us, its get ~2 us);
+// a ucx transport (emulated one-sided operations on this machine) is about 3x that.
+constexpr double kRemoteOpS = 80e-6, kRemoteScanKeyS = 0.4e-6, kUcxSlowdown = 3.0;
 
 bool Wants(const Config& cfg, const char* exp) {
   return cfg.only.empty() || std::find(cfg.only.begin(), cfg.only.end(), exp) != cfg.only.end();
@@ -113,6 +118,7 @@ Status GetScale(const std::string& name, ScaleParams* out) {
     p.fig8_repeats = 2;
     p.cachegrind_keys = 2000;
     p.cachegrind_dists = {Dist::kDense};
+    p.canrt = {{"local", "", 500, 100, {50, 500}, 2, {1, 2}, 100}};
   } else if (name == "quick") {
     // Sized so that every index kind (19 in this build) finishes in under 5 minutes on the
     // 2-core reference machine even when it is shared; medium and paper are the scales to
@@ -125,6 +131,10 @@ Status GetScale(const std::string& name, ScaleParams* out) {
     p.fig8_repeats = 3;
     p.cachegrind_keys = 10000;
     p.cachegrind_dists = {Dist::kDense};
+    // CANRT: the paper's two range sizes on the local backend (10^5 keys loaded); over ucx/sm
+    // (every operation emulated by the server's progress thread here) a tenth of it.
+    p.canrt = {{"local", "", 100000, 2000, {10000, 100000}, 3, {1, 2}, 2000},
+               {"ucx", "sm", 10000, 500, {1000, 10000}, 3, {1, 2}, 500}};
   } else if (name == "medium") {
     p.keys = 16000000;
     p.latencies = {0, 100, 200, 300};
@@ -133,6 +143,9 @@ Status GetScale(const std::string& name, ScaleParams* out) {
     p.fig8_repeats = 3;
     p.cachegrind_keys = 1000000;
     p.cachegrind_dists = all;
+    p.canrt = {{"local", "", 1000000, 10000, {10000, 100000}, 10, {1, 2}, 20000},
+               {"ucx", "sm", 100000, 2000, {10000, 100000}, 3, {1, 2}, 2000},
+               {"ucx", "tcp", 100000, 2000, {10000, 100000}, 3, {1, 2}, 2000}};
   } else if (name == "paper") {
     p.keys = 128000000;
     p.latencies = {0, 100, 200, 300};
@@ -141,6 +154,9 @@ Status GetScale(const std::string& name, ScaleParams* out) {
     p.fig8_repeats = 3;
     p.cachegrind_keys = 4000000;
     p.cachegrind_dists = all;
+    p.canrt = {{"local", "", 1000000, 10000, {10000, 100000}, 10, {1, 2}, 20000},
+               {"ucx", "sm", 100000, 2000, {10000, 100000}, 3, {1, 2}, 2000},
+               {"ucx", "tcp", 100000, 2000, {10000, 100000}, 3, {1, 2}, 2000}};
   } else {
     return Status::InvalidArgument("unknown scale '" + name + "' (valid: quick, medium, paper; tiny for tests)");
   }
@@ -153,7 +169,7 @@ Status Plan(const Config& cfg, const ScaleParams& sp, const std::vector<std::pai
   for (const auto& e : cfg.only) {
     if (std::find_if(std::begin(kExperiments), std::end(kExperiments), [&](const char* x) { return e == x; }) ==
         std::end(kExperiments))
-      return Status::InvalidArgument("unknown experiment '" + e + "' (valid: fig7, fig8, fig9, fig10, table1, space)");
+      return Status::InvalidArgument("unknown experiment '" + e + "' (valid: fig7, fig8, fig9, fig10, table1, space, canrt)");
   }
   const size_t n = cfg.keys ? cfg.keys : sp.keys;
   const size_t cgn = cfg.cachegrind_keys ? cfg.cachegrind_keys : sp.cachegrind_keys;
@@ -267,6 +283,22 @@ Status Plan(const Config& cfg, const ScaleParams& sp, const std::vector<std::pai
   } else if (table1) {
     notes->push_back("table1: LLC-miss runs skipped (--no-cachegrind or valgrind not found)");
   }
+  if (Wants(cfg, "canrt")) {
+    for (size_t k = 0; k < sp.canrt.size(); ++k) {
+      const CanrtParams& cp = sp.canrt[k];
+      Run r;
+      r.type = Run::Type::kRemote;
+      r.label = "canrt(" + cp.backend + (cp.tls.empty() ? "" : "/" + cp.tls) + ")";
+      r.keys = cp.keys;
+      r.canrt = static_cast<int>(k);
+      size_t ops = cp.keys + 2 * cp.latency_ops, scan_keys = 0, ycsb = 0;
+      for (size_t len : cp.ranges) scan_keys += cp.range_ops * len;
+      for (int t : cp.threads) ycsb += 4 * static_cast<size_t>(t) * cp.ycsb_ops;  // 4 mixes
+      r.est_seconds = 3 * (kRunS + double(ops + ycsb) * kRemoteOpS + double(scan_keys) * kRemoteScanKeyS) *
+                      (cp.backend == "ucx" ? kUcxSlowdown : 1.0);
+      runs->push_back(r);
+    }
+  }
   return Status::OK();
 }
 
@@ -373,6 +405,48 @@ Status Reproduce(const Config& cfg, const LogFn& progress) {
     const Run& r = runs[i];
     if (r.type == Run::Type::kCgGen || r.type == Run::Type::kCgInsert || r.type == Run::Type::kCgSearch) {
       cg_runs.push_back(i);
+      continue;
+    }
+    if (r.type == Run::Type::kRemote) {
+      const CanrtParams& cp = sp.canrt[static_cast<size_t>(r.canrt)];
+      bench::RemoteBenchConfig rc;
+      rc.designs = {"canrt", "reply-wort", "reply-woart"};
+      rc.backend = cp.backend;
+      rc.tls = cp.tls;
+      rc.keys = cp.keys;
+      rc.latency_ops = cp.latency_ops;
+      rc.ranges = cp.ranges;
+      rc.range_ops = cp.range_ops;
+      rc.threads = cp.threads;
+      rc.ycsb_ops = cp.ycsb_ops;
+      rc.seed = c.seed;
+      std::vector<bench::RemoteResult> rres;
+      const auto t0 = Clock::now();
+      Status s = bench::RunRemoteBench(rc, false, &rres);
+      const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+      eta.Done(i, secs);
+      if (!have_env) {
+        env = bench::CaptureEnvironment();
+        have_env = true;
+      }
+      std::vector<nlohmann::json> recs;
+      std::string extra;
+      for (const auto& res : rres) {
+        nlohmann::json j = bench::ToJson(res, rc, env);
+        j["experiment"] = "canrt";
+        recs.push_back(std::move(j));
+        blog << fmt::format("canrt {} {} {} threads {}: {} ops, {:.0f} ops/s, p50 {:.1f} us, cpu {:.0f} ns/op, "
+                            "server cpu {:.0f} ns/op, errors {}\n",
+                            res.design, r.label, res.op, res.threads, res.ops, res.ops_per_s, res.p50_ns / 1e3,
+                            res.cpu_ns_per_op, res.server_cpu_ns_per_op, res.errors);
+        if (res.errors) extra += fmt::format("  ({} {} {} WRONG)", res.design, res.errors, res.op);
+      }
+      if (!s.ok()) {
+        notes.push_back(fmt::format("{}: {}", r.label, s.ToString()));
+        extra += "  FAILED: " + s.ToString();
+      }
+      if (!recs.empty()) WORT_RETURN_IF_ERROR(bench::AppendJsonLines(results_path, recs));
+      progress_line(i, secs, extra);
       continue;
     }
     bench::IndexBenchConfig bc;
@@ -542,6 +616,15 @@ Status Reproduce(const Config& cfg, const LogFn& progress) {
   cj["cachegrind"] = c.cachegrind && Wants(c, "table1");
   cj["cachegrind_keys"] = cgn;
   cj["cachegrind_ll"] = c.ll;
+  {
+    nlohmann::json cr = nlohmann::json::array();
+    if (Wants(c, "canrt"))
+      for (const auto& cp : sp.canrt)
+        cr.push_back({{"backend", cp.backend}, {"tls", cp.tls}, {"keys", cp.keys}, {"latency_ops", cp.latency_ops},
+                      {"ranges", cp.ranges}, {"range_ops", cp.range_ops}, {"threads", cp.threads},
+                      {"ycsb_ops", cp.ycsb_ops}});
+    cj["canrt"] = cr;
+  }
   {
     std::vector<std::string> ds;
     for (Dist d : sp.cachegrind_dists) ds.push_back(bench::DistName(d));

@@ -18,11 +18,17 @@
 //   table1  flushes per insert and leaf depth (from the fig7 runs), LLC misses per insert and
 //           per search (cachegrind-simulated, at a reduced N, see below)
 //   space   pool bytes per key after the insert phase (thesis Fig 5.5)
+//   canrt   the CANRT paper's comparison (data/published/canrt_npc20.json): `wort bench-remote`
+//           (src/bench/remote_bench.h) of canrt, reply-wort and reply-woart with the server in
+//           this process, per transport of the scale (local at every scale; ucx over UCX_TLS=sm
+//           from quick up, tcp from medium up): put/get latency, range scans standing for the
+//           paper's 10^4 and 10^5 keys, YCSB mixes with 1 and 2 client threads
 //
 // Runs (one index kind and one distribution each, one RunIndexBench call each):
 //   base      write latency 0; ops insert (+search for fig9, +scan at 0.001% for fig10)
 //   range     ops scan at 0.01% (fig10; its insert phase is not reported)
 //   latency   ops insert at each latency of the scale (fig8), all kinds in one run, repeated
+//   remote    one bench-remote run per transport (experiment canrt)
 //   cachegrind  `wort bench` under `valgrind --tool=cachegrind` (separate processes, run
 //             `cachegrind_jobs` at a time since simulated counts do not depend on timing).
 //             LLC misses of a phase come from differencing three runs of the same keys:
@@ -32,7 +38,8 @@
 //
 // Outputs in the output directory:
 //   results.jsonl  one JSON object per result: the bench's record plus "experiment"
-//                  (fig7/fig8/fig9/fig10), and "table1" records with the cachegrind counts
+//                  (fig7/fig8/fig9/fig10), "table1" records with the cachegrind counts, and
+//                  "canrt" records (bench-remote's, with "design" instead of "index")
 //   config.json    the configuration and the run's figures (machine, scale, N, flush, date,
 //                  git commit, run time, peak memory, registered kinds, notes)
 //   bench.log      the bench library's own log lines
@@ -51,7 +58,19 @@
 
 namespace wort::reproduce {
 
-inline constexpr const char* kExperiments[] = {"fig7", "fig8", "fig9", "fig10", "table1", "space"};
+inline constexpr const char* kExperiments[] = {"fig7", "fig8", "fig9", "fig10", "table1", "space", "canrt"};
+
+// The CANRT experiment at one transport: the sizes of its bench-remote run.
+struct CanrtParams {
+  std::string backend = "local";  // local | ucx
+  std::string tls;                // ucx: UCX_TLS
+  size_t keys = 0;                // records loaded
+  size_t latency_ops = 0;         // put / get latency phases
+  std::vector<size_t> ranges;     // keys per scan, standing for the paper's 10^4 and 10^5
+  size_t range_ops = 0;
+  std::vector<int> threads;       // YCSB client threads
+  size_t ycsb_ops = 0;            // per thread per mix
+};
 
 // Sizes of a scale. "tiny" is for tests (documented in --help as such).
 struct ScaleParams {
@@ -65,6 +84,7 @@ struct ScaleParams {
   size_t scans = 0;                      // range queries per run (0: the bench default)
   size_t cachegrind_keys = 0;            // N under cachegrind
   std::vector<bench::Dist> cachegrind_dists;
+  std::vector<CanrtParams> canrt;        // one bench-remote run each
 };
 // InvalidArgument for an unknown name (valid: tiny, quick, medium, paper).
 Status GetScale(const std::string& name, ScaleParams* out);
@@ -91,7 +111,7 @@ struct Config {
 
 // One planned run.
 struct Run {
-  enum class Type { kBase, kRange, kLatency, kCgGen, kCgInsert, kCgSearch };
+  enum class Type { kBase, kRange, kLatency, kCgGen, kCgInsert, kCgSearch, kRemote };
   Type type = Type::kBase;
   std::string label;  // experiments it serves, for the progress line
   bench::Dist dist = bench::Dist::kDense;
@@ -103,6 +123,7 @@ struct Run {
   size_t scan_len = 0;   // fig10: keys per range query
   double range_pct = 0;  // fig10: the paper's range it stands for (% of 128M)
   size_t keys = 0;
+  int canrt = -1;          // kRemote: index into ScaleParams::canrt
   double est_seconds = 0;  // the planner's cost estimate
 };
 

@@ -281,6 +281,40 @@ class Verdicts(unittest.TestCase):
         self.assertEqual(report.ratio_verdict([]), "cannot check")
 
 
+class CanrtSection(unittest.TestCase):
+    """Issue 18: the CANRT section computes its ratios from the canrt records given."""
+    PUB = os.path.join(ROOT, "data", "published", "canrt_npc20.json")
+
+    @staticmethod
+    def rec(design, op, seconds, ops=100, threads=1, srv=1000.0, **kw):
+        r = {"experiment": "canrt", "design": design, "backend": "local", "tls": "", "op": op, "threads": threads,
+             "ops": ops, "seconds": seconds, "ops_per_s": ops / seconds, "p50_ns": 1.0, "p99_ns": 2.0,
+             "cpu_ns_per_op": 500.0, "server_cpu_ns_per_op": srv, "errors": 0, "keys": 1000}
+        r.update(kw)
+        return r
+
+    def test_no_records_no_section(self):
+        self.assertEqual(report.canrt_section([{"experiment": "fig7"}], {}, self.PUB), [])
+
+    def test_ratios_and_verdicts_come_from_the_records(self):
+        recs = [self.rec("canrt", "put", 1.0), self.rec("reply-wort", "put", 1.7), self.rec("reply-woart", "put", 1.7),
+                self.rec("canrt", "get", 1.0, srv=5.0), self.rec("reply-wort", "get", 0.5),
+                self.rec("reply-woart", "get", 0.5)]
+        md = "\n".join(report.canrt_section(recs, {"canrt": [{"backend": "local", "tls": "", "ranges": [10, 100]}]},
+                                           self.PUB))
+        self.assertIn("## CANRT (NPC 2020) beside this run", md)
+        write = next(line for line in md.splitlines() if "remote write latency" in line)
+        self.assertIn("reply-wort 1.70x", write)
+        self.assertIn("**holds", write)
+        read = next(line for line in md.splitlines() if "remote read latency" in line)
+        self.assertIn("reply-woart 0.50x", read)
+        self.assertIn("**does not hold", read)
+        cpu = next(line for line in md.splitlines() if "server CPU is off" in line)
+        self.assertIn("**holds", cpu)
+        rng = next(line for line in md.splitlines() if "range query of 10^4" in line)
+        self.assertIn("cannot check", rng)  # no range records given
+
+
 class Fig8Repeats(unittest.TestCase):
     def test_median_and_spread(self):
         recs = [{"experiment": "fig8", "index": "vart", "dist": "dense", "write_latency_ns": 100, "ns_per_op": v}

@@ -1,6 +1,7 @@
 // `wort reproduce`: the planner and ETA (in process), and a smoke test of the whole pipeline
 // (the built `wort` binary at --scale tiny: bench runs, cachegrind differencing if valgrind is
 // installed, scripts/report.py) checking that every output file exists and is well formed.
+#include <fmt/core.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
@@ -152,9 +153,15 @@ TEST(ReproduceCli, TinyPipelineWritesEveryOutput) {
     ++lines;
     nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
     ASSERT_FALSE(j.is_discarded()) << line;
-    ASSERT_TRUE(j.contains("experiment") && j.contains("index") && j.contains("dist") && j.contains("keys")) << line;
+    ASSERT_TRUE(j.contains("experiment") && j.contains("keys")) << line;
     const std::string e = j["experiment"];
     experiments.insert(e);
+    if (e == "canrt") {  // bench-remote's records (checked in CanrtSectionComesFromARun)
+      EXPECT_TRUE(j.contains("design") && j.contains("op")) << line;
+      EXPECT_EQ(j["errors"].get<uint64_t>(), 0u) << line;
+      continue;
+    }
+    ASSERT_TRUE(j.contains("index") && j.contains("dist")) << line;
     if (e == "table1") {
       EXPECT_TRUE(j.contains("llc_miss_per_insert") && j.contains("llc_miss_per_search")) << line;
       EXPECT_GT(j["llc_miss_per_insert"].get<double>(), 0) << line;
@@ -174,7 +181,7 @@ TEST(ReproduceCli, TinyPipelineWritesEveryOutput) {
   ASSERT_FALSE(fig8.empty());
   for (const auto& [k, count] : fig8) EXPECT_EQ(count, 2) << std::get<0>(k) << " " << std::get<1>(k) << ": repeats";
   EXPECT_GT(lines, 10);
-  for (const char* e : {"fig7", "fig8", "fig9", "fig10"}) EXPECT_TRUE(experiments.count(e)) << e;
+  for (const char* e : {"fig7", "fig8", "fig9", "fig10", "canrt"}) EXPECT_TRUE(experiments.count(e)) << e;
 
   // config.json parses; if the cachegrind runs were possible, Table 1's LLC records exist.
   nlohmann::json cfg = nlohmann::json::parse(ReadAll(out / "config.json"), nullptr, false);
@@ -207,6 +214,82 @@ TEST(ReproduceCli, TinyPipelineWritesEveryOutput) {
   EXPECT_NE(md.find("peak memory"), std::string::npos);
   fs::remove_all(top);
   fs::remove(top.string() + ".log");
+}
+
+// The CANRT section (issue 18): `--only canrt` runs bench-remote of canrt and both baselines on
+// the local backend at the tiny scale's sizes; report.md holds the section, its claims with a
+// ratio per baseline, and a table whose figures are the records of this run.
+TEST(ReproduceCli, CanrtSectionComesFromARun) {
+  const fs::path out = fs::temp_directory_path() / ("wort-repro-canrt-" + std::to_string(getpid()));
+  fs::remove_all(out);
+  const std::string cmd = std::string(WORT_CLI_PATH) + " reproduce --scale tiny --only canrt --out " + out.string() +
+                          " > " + out.string() + ".log 2>&1";
+  const int rc = std::system(cmd.c_str());
+  const std::string log = ReadAll(out.string() + ".log");
+  ASSERT_EQ(rc, 0) << log;
+  ScaleParams sp;
+  ASSERT_TRUE(GetScale("tiny", &sp).ok());
+  ASSERT_EQ(sp.canrt.size(), 1u);
+  const CanrtParams& cp = sp.canrt[0];
+
+  std::ifstream in(out / "results.jsonl");
+  ASSERT_TRUE(in) << log;
+  std::map<std::pair<std::string, std::string>, nlohmann::json> rec;  // (design, op) at 1 thread
+  std::string line;
+  while (std::getline(in, line)) {
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << line;
+    ASSERT_EQ(j["experiment"], "canrt") << line;  // --only canrt: nothing else ran
+    EXPECT_EQ(j["errors"].get<uint64_t>(), 0u) << line;
+    EXPECT_EQ(j["backend"], "local") << line;
+    EXPECT_EQ(j["keys"].get<size_t>(), cp.keys) << line;
+    EXPECT_GT(j["seconds"].get<double>(), 0) << line;
+    if (j["threads"].get<int>() == 1) rec[{j["design"].get<std::string>(), j["op"].get<std::string>()}] = j;
+  }
+  auto R = [&](const std::string& d, const std::string& op) -> const nlohmann::json& { return rec[std::make_pair(d, op)]; };
+  const std::vector<std::string> ops = {"load", "put", "get", "range-" + std::to_string(cp.ranges[0]),
+                                        "range-" + std::to_string(cp.ranges[1]), "ycsb-50:50"};
+  for (const char* d : {"canrt", "reply-wort", "reply-woart"}) {
+    for (const std::string& op : ops) ASSERT_TRUE(rec.count(std::make_pair(std::string(d), op))) << d << " " << op;
+    EXPECT_EQ(R(d, "get")["ops"].get<size_t>(), cp.latency_ops);
+  }
+  // CANRT reads a data node with one Read and no server involvement; a baseline's get is a
+  // request Write plus polling Reads.
+  EXPECT_DOUBLE_EQ(R("canrt", "get")["reads_per_op"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(R("canrt", "get")["writes_per_op"].get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(R("reply-wort", "get")["writes_per_op"].get<double>(), 1.0);
+  EXPECT_GE(R("canrt", "put")["atomics_per_op"].get<double>(), 1.0);
+
+  const std::string md = ReadAll(out / "report.md");
+  EXPECT_NE(md.find("## CANRT (NPC 2020) beside this run"), std::string::npos) << md;
+  EXPECT_NE(md.find("### Transport local: 500 records"), std::string::npos) << md;
+  // Every published claim has a row with a verdict; the latency claims give a ratio per baseline.
+  for (const char* claim : {"remote write latency 1.67-1.72x", "remote read latency 1.19-1.22x", "range query of 10^4",
+                            "range query of 10^5", "YCSB throughput 7.44-11.15x", "server CPU is off"}) {
+    const auto at = md.find(claim);
+    ASSERT_NE(at, std::string::npos) << claim;
+    const std::string row = md.substr(at, md.find('\n', at) - at);
+    EXPECT_NE(row.find("**"), std::string::npos) << row;
+    EXPECT_EQ(row.find("cannot check"), std::string::npos) << row;
+  }
+  {
+    const std::string row = md.substr(md.find("remote read latency 1.19"));
+    const std::string first = row.substr(0, row.find('\n'));
+    EXPECT_NE(first.find("reply-wort "), std::string::npos) << first;
+    EXPECT_NE(first.find("reply-woart "), std::string::npos) << first;
+  }
+  // The table's rows are this run's records: ops and p50 as results.jsonl has them.
+  for (const char* d : {"canrt", "reply-wort", "reply-woart"}) {
+    const nlohmann::json& g = R(d, "get");
+    const std::string row = fmt::format("| {} | get | 1 | {} | ", d, g["ops"].get<size_t>());
+    const auto at = md.find(row);
+    ASSERT_NE(at, std::string::npos) << row << "\n" << md;
+    const std::string line_md = md.substr(at, md.find('\n', at) - at);
+    EXPECT_NE(line_md.find(fmt::format("| {:.2f} |", g["p50_ns"].get<double>() / 1000)), std::string::npos)
+        << line_md << " p50 " << g["p50_ns"];
+  }
+  fs::remove_all(out);
+  fs::remove(out.string() + ".log");
 }
 
 TEST(ReproduceCli, RejectsBadArguments) {
