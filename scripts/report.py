@@ -633,7 +633,7 @@ def canrt_section(recs, cfg, path):
         return r["cpu_ns_per_op"] + max(0.0, r.get("server_cpu_ns_per_op") or 0.0)
 
     params = {(c.get("backend"), c.get("tls", "")): c for c in cfg.get("canrt", [])}
-    L = ["## CANRT (NPC 2020) beside this run\n",
+    L = ["## CANRT (ICA3PP 2020) beside this run\n",
          f"Source: {pub.get('source', '')}. Paper's setup: {pub.get('setup', '')}. {pub.get('note', '')}\n",
          "**What differs here.** One 2-core machine runs the server and the clients in one process "
          "(`wort bench-remote`, src/bench/remote_bench.h), with 1 and 2 client threads instead of 16 on two client "
@@ -928,7 +928,7 @@ def write_report(out, recs, cfg, pub, figures, fig_error):
     L += roart_section(res, kinds, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "published",
                                                 "roart_fast21.json"))
     L += canrt_section(recs, cfg, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "published",
-                                               "canrt_npc20.json"))
+                                               "canrt_ica3pp20.json"))
 
     L.append("## Figures\n")
     if figures:

@@ -18,7 +18,7 @@
 //   table1  flushes per insert and leaf depth (from the fig7 runs), LLC misses per insert and
 //           per search (cachegrind-simulated, at a reduced N, see below)
 //   space   pool bytes per key after the insert phase (thesis Fig 5.5)
-//   canrt   the CANRT paper's comparison (data/published/canrt_npc20.json): `wort bench-remote`
+//   canrt   the CANRT paper's comparison (data/published/canrt_ica3pp20.json): `wort bench-remote`
 //           (src/bench/remote_bench.h) of canrt, reply-wort and reply-woart with the server in
 //           this process, per transport of the scale (local at every scale; ucx over UCX_TLS=sm
 //           from quick up, tcp from medium up): put/get latency, range scans standing for the

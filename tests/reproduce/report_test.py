@@ -283,7 +283,7 @@ class Verdicts(unittest.TestCase):
 
 class CanrtSection(unittest.TestCase):
     """Issue 18: the CANRT section computes its ratios from the canrt records given."""
-    PUB = os.path.join(ROOT, "data", "published", "canrt_npc20.json")
+    PUB = os.path.join(ROOT, "data", "published", "canrt_ica3pp20.json")
 
     @staticmethod
     def rec(design, op, seconds, ops=100, threads=1, srv=1000.0, **kw):
@@ -302,7 +302,7 @@ class CanrtSection(unittest.TestCase):
                 self.rec("reply-woart", "get", 0.5)]
         md = "\n".join(report.canrt_section(recs, {"canrt": [{"backend": "local", "tls": "", "ranges": [10, 100]}]},
                                            self.PUB))
-        self.assertIn("## CANRT (NPC 2020) beside this run", md)
+        self.assertIn("## CANRT (ICA3PP 2020) beside this run", md)
         write = next(line for line in md.splitlines() if "remote write latency" in line)
         self.assertIn("reply-wort 1.70x", write)
         self.assertIn("**holds", write)

@@ -261,7 +261,7 @@ TEST(ReproduceCli, CanrtSectionComesFromARun) {
   EXPECT_GE(R("canrt", "put")["atomics_per_op"].get<double>(), 1.0);
 
   const std::string md = ReadAll(out / "report.md");
-  EXPECT_NE(md.find("## CANRT (NPC 2020) beside this run"), std::string::npos) << md;
+  EXPECT_NE(md.find("## CANRT (ICA3PP 2020) beside this run"), std::string::npos) << md;
   EXPECT_NE(md.find("### Transport local: 500 records"), std::string::npos) << md;
   // Every published claim has a row with a verdict; the latency claims give a ratio per baseline.
   for (const char* claim : {"remote write latency 1.67-1.72x", "remote read latency 1.19-1.22x", "range query of 10^4",
