@@ -36,6 +36,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <optional>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -120,12 +121,16 @@ ucs_status_t Wait(ucp_worker_h w, ucs_status_ptr_t req, int efd = -1,
   if (req == nullptr) return UCS_OK;
   if (UCS_PTR_IS_ERR(req)) return UCS_PTR_STATUS(req);
   ucs_status_t st;
-  std::chrono::steady_clock::time_point start{};
+  // The clock starts at the first round after the busy phase. (It used to start only at exactly
+  // round 64: when the worker made progress in that round, `start` stayed at the clock's epoch,
+  // the wait seemed to have lasted the machine's uptime, and the op failed at once with "Operation
+  // timed out" - the flaky ucx tests and CANRT over ucx failing from ~30,000 records.)
+  std::optional<std::chrono::steady_clock::time_point> start;
   for (std::uint64_t spins = 0; (st = ucp_request_check_status(req)) == UCS_INPROGRESS; ++spins) {
     if (ucp_worker_progress(w) != 0 || spins < 64) continue;
-    if (spins == 64) start = std::chrono::steady_clock::now();
+    if (!start) start = std::chrono::steady_clock::now();
     if (spins % 16 != 0) continue;
-    auto waited = std::chrono::steady_clock::now() - start;
+    auto waited = std::chrono::steady_clock::now() - *start;
     // A request that never completes (the server's worker is gone, and UCX over sm cannot tell):
     // left to UCX (the endpoint's close purges it); the caller fails the connection.
     if (waited > timeout) return UCS_ERR_TIMED_OUT;

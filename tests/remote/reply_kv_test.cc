@@ -125,10 +125,11 @@ TEST_P(ReplyKvTest, DifferentialAgainstStdMap) {
       std::string end = rng() % 3 == 0 ? std::string() : RandomKey(rng);
       std::size_t limit = rng() % 2 ? 0 : rng() % 10;
       std::vector<std::pair<std::string, std::string>> got;
-      ASSERT_TRUE(kv->Scan(k, end, limit, [&](std::string_view gk, std::string_view gv) {
-                       got.emplace_back(gk, gv);
-                       return true;
-                     }).ok());
+      const Status st = kv->Scan(k, end, limit, [&](std::string_view gk, std::string_view gv) {
+        got.emplace_back(gk, gv);
+        return true;
+      });
+      ASSERT_TRUE(st.ok()) << i << " " << st.ToString();
       ASSERT_EQ(got, ModelScan(model, k, end, limit)) << i;
     }
   }
@@ -185,7 +186,8 @@ TEST_P(ReplyKvTest, ErrorsAndRestart) {
     std::unique_ptr<RemoteKV> kv;
     ASSERT_TRUE(design_->connect(svc_->info(), &kv).ok());
     EXPECT_EQ(kv->Put("k", std::string(kReplyRequestBytes, 'v')).code(), Code::kInvalidArgument);
-    EXPECT_EQ(kv->Get(std::string(5000, 'k'), nullptr).code(), Code::kInvalidArgument);  // longer than kMaxKeyLen
+    const Status long_key = kv->Get(std::string(5000, 'k'), nullptr);
+    EXPECT_EQ(long_key.code(), Code::kInvalidArgument) << long_key.ToString();  // longer than kMaxKeyLen
     std::string v;
     EXPECT_TRUE(kv->Get("absent", &v).IsNotFound());
     EXPECT_TRUE(kv->Remove("absent").IsNotFound());
