@@ -36,8 +36,11 @@ constexpr uint32_t kMaxLevels = kMaxKeyLen + 2;
 
 const unsigned char* UBytes(std::string_view s) { return reinterpret_cast<const unsigned char*>(s.data()); }
 
-// NODE48 child index: read entry c.
-inline uint8_t ChildIndexAt(const N48* x, unsigned c) { return x->child_index[c]; }
+// NODE48 child index: read entry c. A relaxed atomic load: a lock-free reader may read it while a
+// writer stores its 8-byte word (StoreChildIndex: pm::store8); the reader validates the node's
+// version afterwards, and a plain read would be a data race (ThreadSanitizer reported it in the
+// multi-writer kill test: a lookup's FindChild against a remove's StoreChildIndex).
+inline uint8_t ChildIndexAt(const N48* x, unsigned c) { return __atomic_load_n(&x->child_index[c], __ATOMIC_RELAXED); }
 
 // Calls f(partial_key, child_ref) for the children of n with partial key >= from, in ascending
 // unsigned order, until f returns false. Only entries marked valid are visited. Child references
