@@ -10,8 +10,9 @@ and post-kill recovery times (ms to the first lookup; the background GC's durati
 When a (kind, distribution, op) appears more than once, the last record wins.
 """
 import argparse
-import json
 import sys
+
+import jsonl  # scripts/jsonl.py
 
 
 def fmt(v, digits=0):
@@ -28,24 +29,14 @@ def main(argv=None):
     order = []
     meta = {}
     for path in args.files:
-        with open(path) as f:
-            for n, line in enumerate(f, 1):
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    r = json.loads(line)
-                except json.JSONDecodeError as e:
-                    sys.exit(f"{path}:{n}: not JSON: {e}")
-                if r.get("bench") != "index":
-                    continue
-                key = (r["dist"], r["index"])
-                if key not in recs:
-                    recs[key] = {}
-                    order.append(key)
-                recs[key][r["op"]] = r
-                meta.setdefault(r["dist"], set()).add(
-                    (r.get("keys"), r.get("git_commit"), r.get("flush"), r.get("cpu"), r.get("threads")))
+        for _, r in jsonl.records(path, "index"):
+            key = (r["dist"], r["index"])
+            if key not in recs:
+                recs[key] = {}
+                order.append(key)
+            recs[key][r["op"]] = r
+            meta.setdefault(r["dist"], set()).add(
+                (r.get("keys"), r.get("git_commit"), r.get("flush"), r.get("cpu"), r.get("threads")))
     if not recs:
         sys.exit("no index benchmark records found")
     dists = []

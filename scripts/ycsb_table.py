@@ -12,31 +12,22 @@ With --baseline, a second block of columns gives the same ratios from the baseli
 runs with WORT_GLOBAL_LOCK=1), so the two designs read side by side.
 """
 import argparse
-import json
 import statistics
 import sys
 from collections import defaultdict
+
+import jsonl  # scripts/jsonl.py
 
 
 def load(path):
     runs = defaultdict(list)
     meta = {}
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                r = json.loads(line)
-            except json.JSONDecodeError as e:
-                sys.exit(f"{path}:{n}: not JSON: {e}")
-            if r.get("bench") != "ycsb":
-                continue
-            if r.get("errors", 0):
-                sys.exit(f"{path}:{n}: {r['index']} {r['workload']} had {r['errors']} errors: not a valid run")
-            key = (r["dist"], r.get("request", "-"), r["index"], r["workload"], int(r["threads"]))
-            runs[key].append(float(r["mops_per_s"]))
-            meta.setdefault((r["dist"], r.get("request", "-")), r)
+    for n, r in jsonl.records(path, "ycsb"):
+        if r.get("errors", 0):
+            sys.exit(f"{path}:{n}: {r['index']} {r['workload']} had {r['errors']} errors: not a valid run")
+        key = (r["dist"], r.get("request", "-"), r["index"], r["workload"], int(r["threads"]))
+        runs[key].append(float(r["mops_per_s"]))
+        meta.setdefault((r["dist"], r.get("request", "-")), r)
     return runs, meta
 
 
