@@ -14,7 +14,8 @@
 //
 // Threads: a thread is enrolled on its first Enter/Retire with this manager (a slot from a
 // list that only grows; a slot is reused after its thread exits). Enter/Exit then do one
-// store and one load each (no lock, no heap allocation); the thread finds its slot in a
+// store and one load each (no lock, no heap allocation, no hardware fence where membarrier(2)
+// is available: the asymmetric fences of epoch.cc); the thread finds its slot in a
 // one-entry thread-local cache keyed by the manager's id (ids are never reused), so a thread
 // that alternates between managers takes the slower lookup at each switch. Enter nests: an inner Enter (a lookup
 // from a scan callback) keeps the outer epoch.
@@ -91,6 +92,9 @@ class EpochManager {
   std::mutex mu_;                      // enrolment
   std::atomic<uint64_t> nslots_{0}, retired_{0}, reclaimed_{0}, peak_pending_{0};
 };
+
+// Whether Enter runs without a hardware fence (membarrier(2) on the advancing side: epoch.cc).
+bool EpochAsymmetricFences();
 
 // RAII: Enter on construction, Exit on destruction.
 class EpochGuard {

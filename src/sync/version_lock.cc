@@ -25,9 +25,7 @@ void Backoff(int attempt) {
 VersionLockTable::VersionLockTable(unsigned bits)
     : mask_((size_t{1} << bits) - 1), words_(std::make_unique<Word[]>(mask_ + 1)) {}
 
-VersionLockTable& NodeLocks() {
-  static auto* t = new VersionLockTable(18);  // never destroyed: used until the process ends
-  return *t;
-}
+// Constant-initialized (every word 0): usable from any static initializer, never destroyed.
+constinit detail::NodeLockArray detail::g_node_locks;
 
 }  // namespace wort::sync

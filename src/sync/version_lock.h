@@ -47,7 +47,7 @@ class VersionLock {
   static constexpr uint64_t kObsolete = 1;
   static constexpr uint64_t kLocked = 2;
 
-  VersionLock() = default;
+  constexpr VersionLock() = default;
   VersionLock(const VersionLock&) = delete;
   VersionLock& operator=(const VersionLock&) = delete;
 
@@ -137,8 +137,22 @@ class VersionLockTable {
 };
 
 // The process-wide table (2^18 words, 2 MiB) keyed by a node's address, so that an open index
-// and a visit function that gets only (pool, root offset) find the same words.
-VersionLockTable& NodeLocks();
-inline VersionLock& NodeLock(const void* p) { return NodeLocks().For(reinterpret_cast<uintptr_t>(p)); }
+// and a visit function that gets only (pool, root offset) find the same words. A constant-
+// initialized array (zero words in .bss): NodeLock is a few inline instructions on every level
+// of every descent, with no call and no guard of a function-local static. Same mix as
+// VersionLockTable::Slot; two addresses share a word exactly when their slots are equal.
+namespace detail {
+inline constexpr unsigned kNodeLockBits = 18;
+struct alignas(64) NodeLockArray {
+  VersionLock words[size_t{1} << kNodeLockBits];
+};
+extern NodeLockArray g_node_locks;
+inline size_t NodeLockSlot(const void* p) {
+  uint64_t x = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)) >> 6;
+  x *= 0x9e3779b97f4a7c15ull;
+  return static_cast<size_t>(x >> 32) & ((size_t{1} << kNodeLockBits) - 1);
+}
+}  // namespace detail
+inline VersionLock& NodeLock(const void* p) { return detail::g_node_locks.words[detail::NodeLockSlot(p)]; }
 
 }  // namespace wort::sync

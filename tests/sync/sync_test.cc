@@ -8,6 +8,11 @@
 #include <thread>
 #include <vector>
 
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "common/test_util.h"
 #include "sync/sync.h"
 #include "wort/alloc.h"
@@ -295,6 +300,47 @@ TEST(EpochTest, StressNoReaderSeesAReclaimedItem) {
   EXPECT_EQ(bad.load(), 0u);
   EXPECT_GT(reads.load(), 0u);
   EXPECT_EQ(r.n.load(), uint64_t(kWriters) * kReplacesPerWriter);
+}
+
+// Enter's fence is asymmetric (epoch.cc) wherever the kernel offers membarrier's private
+// expedited command, and symmetric under ThreadSanitizer (which does not model membarrier).
+TEST(EpochTest, FencesAreAsymmetricWhereMembarrierExists) {
+  Reclaimed r;
+  EpochManager m(MarkReclaimed, &r);  // the first manager decides
+  const long q = syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0u, 0);
+  const bool kernel_has_it = q >= 0 && (q & MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0;
+#if defined(__SANITIZE_THREAD__)
+  EXPECT_FALSE(EpochAsymmetricFences());
+#else
+  const char* e = std::getenv("WORT_EPOCH_FENCE");
+  const bool forced_symmetric = e && std::string_view(e) == "symmetric";
+  EXPECT_EQ(EpochAsymmetricFences(), kernel_has_it && !forced_symmetric) << "membarrier query " << q;
+#endif
+}
+
+// membarrier's registration belongs to the address space: a child of fork() must still be able
+// to advance the epoch and reclaim (the heavy fence registers again when told EPERM).
+TEST(EpochTest, ForkedChildStillAdvancesAndReclaims) {
+  Reclaimed parent_r;
+  EpochManager parent(MarkReclaimed, &parent_r);
+  {
+    EpochGuard g(parent);
+  }
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    Reclaimed r;
+    EpochManager m(MarkReclaimed, &r);
+    for (uint64_t i = 0; i < 10 * EpochManager::kRetireBatch; ++i) {
+      EpochGuard g(m);
+      m.Retire(i);
+    }
+    _exit(m.Stats().reclaimed > 0 && m.Stats().epoch > 2 ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the forked child reclaimed nothing";
 }
 
 // With no other thread inside an epoch, memory held back is bounded by a few retire batches:

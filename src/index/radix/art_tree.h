@@ -146,6 +146,7 @@ class ArtTree final : public Index {
 
   // Node primitives (switch on the node type).
   uint64_t* FindChild(NodeBase* n, unsigned char c) const;
+  uint64_t* FindChildInline(NodeBase* n, unsigned char c) const;  // the same, for the lookup loop
   int ChildCount(const NodeBase* n) const;
   int Collect(const NodeBase* n, Entry* out) const;  // sorted by unsigned partial key
   // The smallest (max=false) or largest key's leaf below ref; nullptr if the walk meets a
