@@ -18,18 +18,6 @@
 
 namespace wort::sync {
 
-// One per (thread, manager). `local` is written by its owner and read by advancing threads;
-// everything else is the owner's (or the enroller's, under the manager's mutex, while unowned).
-struct alignas(64) EpochManager::Slot {
-  std::atomic<uint64_t> local{0};  // 2E+1 while inside an epoch entered at global epoch E; 0 outside
-  std::atomic<bool> owned{false};
-  Slot* next = nullptr;
-  std::atomic<uint64_t> entries{0};  // outermost Enters so far (Synchronize tells re-entry apart)
-  uint32_t depth = 0;           // Enter nesting
-  uint32_t since_collect = 0;   // retires since the last Collect
-  std::vector<std::pair<uint64_t, uint64_t>> retired;  // (epoch at retire, item)
-};
-
 namespace {
 // Managers alive (by id), so that a thread exiting after its manager was destroyed does not
 // touch it.
@@ -60,7 +48,7 @@ std::atomic<uint64_t> g_next_id{1};
 // constructed, before any thread can Enter; where membarrier is missing (old kernels, some
 // sandboxes) or under ThreadSanitizer (which does not model it), both sides keep the seq_cst
 // fence. WORT_EPOCH_FENCE=symmetric forces the fallback (to measure what the fence costs).
-bool g_asymmetric = false;
+using detail::g_epoch_asymmetric;
 std::once_flag g_fences_once;
 
 #if defined(__linux__) && !defined(__SANITIZE_THREAD__)
@@ -74,21 +62,15 @@ void DecideFences() {
   const long q = Membarrier(MEMBARRIER_CMD_QUERY);
   if (q < 0 || (q & MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return;
   if (Membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) != 0) return;
-  g_asymmetric = true;
+  g_epoch_asymmetric = true;
 #endif
-}
-
-// The reader's side (Enter).
-inline void LightFence() {
-  if (g_asymmetric) std::atomic_signal_fence(std::memory_order_seq_cst);
-  else std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
 // The slot reader's side. False only if membarrier stopped working (then the caller must not
 // conclude anything from the slots).
 bool HeavyFence() {
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (!g_asymmetric) return true;
+  if (!g_epoch_asymmetric) return true;
 #if defined(__linux__) && !defined(__SANITIZE_THREAD__)
   if (Membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return true;
   // A child of fork() may have to register again (the registration belongs to the address space).
@@ -100,7 +82,7 @@ bool HeavyFence() {
 }
 }  // namespace
 
-bool EpochAsymmetricFences() { return g_asymmetric; }
+bool EpochAsymmetricFences() { return g_epoch_asymmetric; }
 
 // The calling thread's slots, one per manager it has used.
 struct EpochTls {
@@ -114,19 +96,15 @@ struct EpochTls {
 };
 namespace {
 thread_local EpochTls t_epoch;
-// The last (manager, slot) the thread used: Enter/Exit's fast path is one compare. Keyed by the
-// manager's id, which is never reused, so an entry of a destroyed manager can never match again
-// (a new manager at the same address has another id). Plain data and initial-exec: no TLS
-// wrapper call or __tls_get_addr on the fast path (16 bytes of the static TLS block).
-struct LastSlot {
-  uint64_t id;
-  EpochManager::Slot* s;
-};
-__attribute__((tls_model("initial-exec"))) thread_local LastSlot t_last{0, nullptr};
 }  // namespace
+namespace detail {
+__attribute__((tls_model("initial-exec"))) thread_local EpochLastSlot t_epoch_last{0, nullptr};
+bool g_epoch_asymmetric = false;
+}  // namespace detail
+using detail::t_epoch_last;
 
 EpochTls::~EpochTls() {
-  t_last = {0, nullptr};  // the slots go back to their managers: no cached one stays usable
+  t_epoch_last = {0, nullptr};  // the slots go back to their managers: no cached one stays usable
   std::lock_guard<std::mutex> g(LiveMu());
   for (const Ent& e : ents)
     if (Live().count(e.id)) e.m->Release(e.s);
@@ -151,14 +129,13 @@ EpochManager::~EpochManager() {
   }
 }
 
-inline EpochManager::Slot* EpochManager::MySlot() {
-  if (t_last.id == id_) [[likely]] return t_last.s;
-  Slot* s = MySlotSlow();
-  t_last = {id_, s};
+EpochManager::Slot* EpochManager::MySlotSlow() {
+  Slot* s = FindOrEnrol();
+  t_epoch_last = {id_, s};
   return s;
 }
 
-EpochManager::Slot* EpochManager::MySlotSlow() {
+EpochManager::Slot* EpochManager::FindOrEnrol() {
   for (const EpochTls::Ent& e : t_epoch.ents)
     if (e.m == this && e.id == id_) return e.s;
   // First use by this thread: drop entries of managers that are gone, then enrol.
@@ -194,28 +171,13 @@ void EpochManager::Release(Slot* s) {
 
 // Memory order (the argument of epoch.h made precise): Enter loads the global epoch (seq_cst),
 // publishes it, then a seq_cst fence orders the publication before every read of the index
-// (LightFence + the advancer's HeavyFence: the asymmetric pair above, or a seq_cst fence on both
+// (Enter's compiler barrier + the advancer's HeavyFence: the asymmetric pair above, or a seq_cst fence on both
 // sides).
 // Retire's seq_cst fence orders the writer's unlink before its load of the global epoch.
 // TryAdvance loads the global epoch, fences, then reads every slot: an advance from E+1 to
 // E+2 therefore sees the publication of every reader whose fence preceded the retiring
 // writer's fence (those readers published an epoch <= E and block the advance), and every
 // reader whose fence came later sees the unlink.
-void EpochManager::Enter() {
-  Slot* s = MySlot();
-  if (s->depth++ != 0) return;
-  s->entries.store(s->entries.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  const uint64_t e = global_.load(std::memory_order_seq_cst);
-  s->local.store(2 * e + 1, std::memory_order_release);  // release: orders this thread's past reads for TryAdvance
-  LightFence();
-}
-
-void EpochManager::Exit() {
-  Slot* s = MySlot();
-  if (--s->depth != 0) return;
-  s->local.store(0, std::memory_order_release);
-}
-
 void EpochManager::Synchronize() {
   while (!HeavyFence()) std::this_thread::yield();  // (never seen: membarrier failing once it worked)
   struct Inside {

@@ -32,6 +32,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 namespace wort::sync {
@@ -73,11 +74,22 @@ class EpochManager {
   bool InEpoch();
   EpochStats Stats() const;
 
-  struct Slot;  // internal
+  // One per (thread, manager). `local` is written by its owner and read by advancing threads;
+  // everything else is the owner's (or the enroller's, under the manager's mutex, while unowned).
+  struct alignas(64) Slot {
+    std::atomic<uint64_t> local{0};  // 2E+1 while inside an epoch entered at global epoch E; 0 outside
+    std::atomic<bool> owned{false};
+    Slot* next = nullptr;
+    std::atomic<uint64_t> entries{0};  // outermost Enters so far (Synchronize tells re-entry apart)
+    uint32_t depth = 0;                // Enter nesting
+    uint32_t since_collect = 0;        // retires since the last Collect
+    std::vector<std::pair<uint64_t, uint64_t>> retired;  // (epoch at retire, item)
+  };
 
  private:
-  Slot* MySlot();      // the calling thread's slot (a thread-local cache of the last one)
-  Slot* MySlotSlow();  // enrols the thread on first use
+  Slot* MySlot();       // the calling thread's slot (a thread-local cache of the last one)
+  Slot* MySlotSlow();   // fills that cache
+  Slot* FindOrEnrol();  // enrols the thread on first use
   Slot* Acquire();
   void Release(Slot* s);
   bool TryAdvance();
@@ -92,6 +104,42 @@ class EpochManager {
   std::mutex mu_;                      // enrolment
   std::atomic<uint64_t> nslots_{0}, retired_{0}, reclaimed_{0}, peak_pending_{0};
 };
+
+namespace detail {
+// The last (manager, slot) the thread used: Enter/Exit's fast path is one compare, inline.
+// Keyed by the manager's id, which is never reused, so an entry of a destroyed manager can never
+// match again (a new manager at the same address has another id). Plain data and initial-exec:
+// no TLS wrapper call or __tls_get_addr on the fast path (16 bytes of the static TLS block).
+struct EpochLastSlot {
+  uint64_t id;
+  EpochManager::Slot* s;
+};
+extern __attribute__((tls_model("initial-exec"))) thread_local EpochLastSlot t_epoch_last;
+extern bool g_epoch_asymmetric;  // set once, by the first EpochManager constructed (epoch.cc)
+}  // namespace detail
+
+inline EpochManager::Slot* EpochManager::MySlot() {
+  const detail::EpochLastSlot& c = detail::t_epoch_last;
+  if (c.id == id_) [[likely]] return c.s;
+  return MySlotSlow();
+}
+
+// Memory order: epoch.cc (above Synchronize) and its asymmetric fences.
+inline void EpochManager::Enter() {
+  Slot* s = MySlot();
+  if (s->depth++ != 0) return;
+  s->entries.store(s->entries.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  const uint64_t e = global_.load(std::memory_order_seq_cst);
+  s->local.store(2 * e + 1, std::memory_order_release);  // release: orders this thread's past reads for TryAdvance
+  if (detail::g_epoch_asymmetric) std::atomic_signal_fence(std::memory_order_seq_cst);  // the advancer's membarrier
+  else std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
+inline void EpochManager::Exit() {
+  Slot* s = MySlot();
+  if (--s->depth != 0) return;
+  s->local.store(0, std::memory_order_release);
+}
 
 // Whether Enter runs without a hardware fence (membarrier(2) on the advancing side: epoch.cc).
 bool EpochAsymmetricFences();

@@ -807,13 +807,15 @@ __attribute__((optimize("no-jump-tables"))) WORT_OPTIMISTIC_READ int ArtTree::Lo
   uint64_t ref = pm::load8(&rb_->root);
   uint32_t depth = 0;
   for (uint32_t lvl = 0; lvl <= kMaxLevels; ++lvl) {
-    if (!pl->CheckOrRestart(pv)) return -1;  // ref is what the parent holds
-    if (ref == 0) return 0;
+    // `ref` is what the parent held; each branch below validates the parent's version after its
+    // reads (a stale ref names a block that epochs keep readable until we leave).
+    if (ref == 0) return pl->CheckOrRestart(pv) ? 0 : -1;
     if (IsLeafRef(ref)) {
       const Leaf* l = leaf(ref);  // immutable key; the value word is one atomic store
-      if (!LeafHasKey(l, k, len)) return 0;
-      *value = pm::load8(&l->value);
-      return 1;
+      const bool hit = LeafHasKey(l, k, len);
+      if (hit) *value = pm::load8(&l->value);
+      if (!pl->CheckOrRestart(pv)) return -1;
+      return hit ? 1 : 0;
     }
     const NodeBase* n = node(ref);
     const sync::VersionLock* nl = &LockOf(n);
