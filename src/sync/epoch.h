@@ -63,7 +63,8 @@ class EpochManager {
   void Exit();
   // The block `item` is unlinked: reclaim it when no thread can hold it any more.
   void Retire(uint64_t item);
-  // Tries to advance the epoch and reclaims the calling thread's blocks that are old enough.
+  // If the calling thread has retired blocks pending: tries to advance the epoch and reclaims
+  // those that are old enough (no-op otherwise).
   void Collect();
   // Reclaims every retired block now. REQUIRES: no thread inside an epoch (a clean close).
   void Drain();
