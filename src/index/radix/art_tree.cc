@@ -791,68 +791,69 @@ WORT_OPTIMISTIC_READ static inline bool LeafHasKey(const Leaf* l, const unsigned
   return std::memcmp(l->key(), k, len) == 0;
 }
 
-// One optimistic attempt: no lock, versions checked before every step down (art_tree.h). The
-// header is decoded in place (depth, prefix length, the inline prefix bytes compared straight
-// from the word) and FindChild is inlined: this loop is the whole cost of a lookup.
+// A lookup reads no version word (ROWEX: read-optimized write exclusion, as P-ART does for ART):
+// every in-place change a writer makes to a node is one 8-byte store that takes the node from one
+// consistent state to another - the failure-atomic commit words of WOART and ART+CoW (art_node.h;
+// woart.cc / artcow.cc list them) - and every other change builds a new node and publishes it by
+// one 8-byte store of the parent's word, the old node staying intact until epochs reclaim it. So
+// whatever mix of old and new words a lookup reads, the path it follows is one that existed
+// during the lookup:
+//   - a node replaced (grown, shrunk, copied) under the reader: the old copy still names every
+//     child it named, unchanged (it is retired, never modified);
+//   - a prefix split or path merge that rewrites a node's header in place: the header's depth no
+//     longer matches the depth the reader arrived with, so the depth rule skips the prefix
+//     comparison (as after a crash); the branch position is the same in both headers;
+//   - a child slot (W4 slot word, W16 bitmap, N48 index word) freed by a remove and reused by an
+//     insert: the reader may follow the new child - only if the key it looks for was removed
+//     during the lookup (a present key's slot is never reused), and then the leaf comparison
+//     below, which is always on the whole key, answers "not found", which the remove allows.
+// A key present for the whole lookup is therefore found, a key absent for the whole lookup is
+// not, and nothing read is used unchecked: the leaf's key is immutable, positions are
+// bounds-checked (FindChildInline), the loop is bounded by kMaxLevels, and the blocks read stay
+// allocated until the lookup leaves its epoch (R3). Scans still use versions (sync.h R2): their
+// order and completeness need them. The header is decoded in place and FindChild is inlined:
+// this loop is the whole cost of a lookup.
 // Compiled without jump tables: the node-type switch of FindChildInline becomes compares, whose
 // outcome the branch predictor learns per level (cachegrind --branch-sim: the jump table cost
-// two mispredicted indirect jumps per lookup at 2M sparse keys).
+// two mispredicted indirect jumps per lookup at 1M sparse keys).
 __attribute__((optimize("no-jump-tables"))) WORT_OPTIMISTIC_READ int ArtTree::LookupAttempt(std::string_view key,
                                                                                            uint64_t* value) const {
   const unsigned char* k = UBytes(key);
   const auto len = static_cast<uint32_t>(key.size());
-  const sync::VersionLock* pl = &LockOf(rb_);
-  uint64_t pv;
-  if (!pl->ReadLockOrRestart(&pv)) return -1;
   uint64_t ref = pm::load8(&rb_->root);
   uint32_t depth = 0;
-  for (uint32_t lvl = 0; lvl <= kMaxLevels; ++lvl) {
-    // `ref` is what the parent held; each branch below validates the parent's version after its
-    // reads (a stale ref names a block that epochs keep readable until we leave).
-    if (ref == 0) return pl->CheckOrRestart(pv) ? 0 : -1;
+  for (uint32_t lvl = 0; lvl <= kMaxLevels && ref != 0; ++lvl) {
     if (IsLeafRef(ref)) {
       const Leaf* l = leaf(ref);  // immutable key; the value word is one atomic store
-      const bool hit = LeafHasKey(l, k, len);
-      if (hit) *value = pm::load8(&l->value);
-      if (!pl->CheckOrRestart(pv)) return -1;
-      return hit ? 1 : 0;
+      if (!LeafHasKey(l, k, len)) return 0;
+      *value = pm::load8(&l->value);
+      return 1;
     }
     const NodeBase* n = node(ref);
-    const sync::VersionLock* nl = &LockOf(n);
-    uint64_t nv;
-    if (!nl->ReadLockOrRestart(&nv) || !pl->CheckOrRestart(pv)) return -1;
     const uint64_t hw = pm::load8(&n->hdr);  // PackHdr's layout, read without unpacking
     const uint32_t hdepth = static_cast<uint32_t>(hw & 0xfff);
     const uint32_t plen = static_cast<uint32_t>((hw >> 12) & 0xfff);
     const uint32_t b = hdepth + plen;  // the same in an interrupted split's old and new header
-    bool miss = len < b;
-    if (!miss && plen != 0 && hdepth == depth) {
+    if (len < b) return 0;
+    if (plen != 0 && hdepth == depth) {
       // Pessimistic part of the prefix; the rest is checked at the leaf.
       const uint32_t m = std::min(plen, kInlinePrefix);
       uint64_t pw = hw >> 24;
       for (uint32_t j = 0; j < m; ++j, pw >>= 8)
-        if (k[depth + j] != static_cast<unsigned char>(pw)) {
-          miss = true;
-          break;
-        }
+        if (k[depth + j] != static_cast<unsigned char>(pw)) return 0;
     }
-    // else: depth rule - the header belongs to an interrupted split or merge; skip the prefix
-    // comparison (the leaf comparison decides).
-    if (!miss) {
-      if (len == b) {
-        ref = pm::load8(&n->leaf_here);
-      } else {
-        const uint64_t* cs = FindChildInline(const_cast<NodeBase*>(n), k[b]);
-        if (cs) ref = pm::load8(cs);
-        else miss = true;
-      }
+    // else: depth rule - the header belongs to a split or merge (interrupted, or happening now);
+    // skip the prefix comparison (the leaf comparison decides).
+    if (len == b) {
+      ref = pm::load8(&n->leaf_here);
+    } else {
+      const uint64_t* cs = FindChildInline(const_cast<NodeBase*>(n), k[b]);
+      if (!cs) return 0;
+      ref = pm::load8(cs);
     }
-    if (miss) return nl->CheckOrRestart(nv) ? 0 : -1;
-    pl = nl;
-    pv = nv;
     depth = b + 1;
   }
-  return pl->CheckOrRestart(pv) ? 0 : -1;
+  return 0;
 }
 
 Status ArtTree::Lookup(std::string_view key, uint64_t* value) const {

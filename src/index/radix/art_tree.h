@@ -13,8 +13,11 @@
 // Thread safety: optimistic lock coupling (src/sync/sync.h states the protocol). Each node (and
 // the root block, for the root word) has a DRAM version word (sync::NodeLock, keyed by address:
 // the persistent layout and every persist order are as they were). Lookup and Scan take no
-// lock: they read each node between ReadLockOrRestart and CheckOrRestart and restart on a
-// change. A writer descends the same way and locks (UpgradeToWriteLock) only the nodes whose
+// lock. Scan reads each node between ReadLockOrRestart and CheckOrRestart and restarts on a
+// change; Lookup reads no version at all (ROWEX: every in-place change is one 8-byte commit
+// store between consistent states, every other change publishes a new node by one store, so
+// the path a lookup follows existed during the lookup and its leaf check on the whole key
+// decides; the argument is beside LookupAttempt in art_tree.cc). A writer descends the same way and locks (UpgradeToWriteLock) only the nodes whose
 // words it stores: the node for an in-place add/remove/leaf_here/repair, the parent too when
 // the node is replaced (grow, shrink, copy-on-write, prefix split) and the surviving child
 // too for a path merge. Unlinked blocks go to Allocator::Retire (epoch-based reclamation);
