@@ -50,7 +50,9 @@ struct ShadowArea {
     return x;
   }
   void Put(uint64_t off, const void* src, size_t n) {
-    std::memcpy(a + off, src, n);
+    // A client's Refresh may be reading this area (a stale generation): relaxed atomic stores
+    // (transport.h CopyToRegion); the client's generation check rejects what it read.
+    remote::CopyToRegion(a + off, static_cast<const char*>(src), n);
     changes->emplace_back(off, n);
   }
   void SetHeader(const AreaHeader& x) { Put(0, &x, sizeof x); }
@@ -68,6 +70,14 @@ struct ShadowArea {
     Put(NodeOff(id), b.data(), b.size());
   }
 };
+
+// Area to area, both readable by clients at the same time (valid: read by every Refresh; shadow:
+// a client may still be reading its older generation): relaxed atomic words both ways.
+void CopyArea(char* dst, const char* src, size_t n) {
+  std::vector<char> tmp(n);
+  remote::CopyFromRegion(tmp.data(), src, n);
+  remote::CopyToRegion(dst, tmp.data(), n);
+}
 
 void PersistRanges(const char* base, const std::vector<std::pair<uint64_t, uint64_t>>& r) {
   for (auto& [off, n] : r) pm::flush(base + off, n);
@@ -472,10 +482,10 @@ void Service::Resize(uint32_t node) {
   Changes ch;
   if (shadow_full_sync_) {
     const uint64_t used = kAreaHeaderBytes + vh.nprefix * PrefixNodeBytes(vh.fanout);
-    std::memcpy(shadow, valid, used);
+    CopyArea(shadow, valid, used);
     ch.ranges.emplace_back(0, used);
   } else {
-    for (auto& [off, n] : shadow_diff_) std::memcpy(shadow + off, valid + off, n);
+    for (auto& [off, n] : shadow_diff_) CopyArea(shadow + off, valid + off, n);
     ch.ranges = shadow_diff_;
   }
   Status st = SplitInShadow(node, shadow, &ch);

@@ -81,40 +81,6 @@ bool FileOffsetOf(const void* p, const std::string& path, std::uint64_t* off) {
   return false;
 }
 
-// A one-sided Read/Write of the local backend copies with relaxed atomic loads/stores on the
-// region side (8-byte words where aligned, bytes at the edges), not memcpy: other clients and
-// the server's CPU store to the same words concurrently (RDMA gives a READ no atomicity beyond
-// a word either; the protocols above check what they read: CANRT's crc and acknowledgement,
-// the baselines' seq and CRC), and under the C++ memory model a plain copy racing with those
-// stores is a data race (ThreadSanitizer reported it: a CANRT client's acknowledgement poll
-// against the server's valid-byte store). Relaxed atomics compile to plain moves.
-void CopyRelaxed(char* dst, const char* src, std::size_t len, bool region_is_src) {
-  char* region = region_is_src ? const_cast<char*>(src) : dst;
-  std::size_t i = 0;
-  auto byte = [&](std::size_t k) {
-    if (region_is_src) {
-      dst[k] = static_cast<char>(std::atomic_ref<unsigned char>(reinterpret_cast<unsigned char&>(region[k]))
-                                     .load(std::memory_order_relaxed));
-    } else {
-      std::atomic_ref<unsigned char>(reinterpret_cast<unsigned char&>(region[k]))
-          .store(static_cast<unsigned char>(src[k]), std::memory_order_relaxed);
-    }
-  };
-  for (; i < len && reinterpret_cast<std::uintptr_t>(region + i) % 8 != 0; ++i) byte(i);
-  for (; i + 8 <= len; i += 8) {
-    auto& w = *reinterpret_cast<std::uint64_t*>(region + i);
-    if (region_is_src) {
-      const std::uint64_t v = std::atomic_ref<std::uint64_t>(w).load(std::memory_order_relaxed);
-      std::memcpy(dst + i, &v, 8);
-    } else {
-      std::uint64_t v;
-      std::memcpy(&v, src + i, 8);
-      std::atomic_ref<std::uint64_t>(w).store(v, std::memory_order_relaxed);
-    }
-  }
-  for (; i < len; ++i) byte(i);
-}
-
 class LocalConnection final : public Connection {
  public:
   LocalConnection(char* base, std::uint64_t size, int fd, std::uint32_t id, void* map, std::size_t map_len)
@@ -125,7 +91,7 @@ class LocalConnection final : public Connection {
   }
   Status Read(std::uint64_t off, void* dst, std::size_t len) override {
     WORT_RETURN_IF_ERROR(CheckRange(off, len, size_));
-    CopyRelaxed(static_cast<char*>(dst), base_ + off, len, /*region_is_src=*/true);
+    CopyFromRegion(static_cast<char*>(dst), base_ + off, len);
     std::atomic_thread_fence(std::memory_order_acquire);
     ++c_.reads;
     c_.bytes_read += len;
@@ -134,7 +100,7 @@ class LocalConnection final : public Connection {
   Status Write(std::uint64_t off, const void* src, std::size_t len) override {
     WORT_RETURN_IF_ERROR(CheckRange(off, len, size_));
     std::atomic_thread_fence(std::memory_order_release);
-    CopyRelaxed(base_ + off, static_cast<const char*>(src), len, /*region_is_src=*/false);
+    CopyToRegion(base_ + off, static_cast<const char*>(src), len);
     ++c_.writes;
     c_.bytes_written += len;
     return Status::OK();

@@ -145,9 +145,9 @@ class ReplyService final : public RemoteService {
         if (seq == last_seq_[i] || seq == 0) continue;
         // Snapshot the request, then check it is whole (the client's Write may still be landing).
         MsgHeader h;
-        std::memcpy(&h, slot, sizeof h);
+        CopyFromRegion(reinterpret_cast<char*>(&h), slot, sizeof h);  // the client may be writing it
         if (h.seq != seq || h.len > kMaxRequestPayload) continue;
-        std::memcpy(req.data(), slot + sizeof h, h.len);
+        CopyFromRegion(req.data(), slot + sizeof h, h.len);
         std::atomic_thread_fence(std::memory_order_acquire);
         if (MsgCrc(h, req.data()) != h.crc) continue;
         reply.clear();
@@ -180,8 +180,8 @@ class ReplyService final : public RemoteService {
   static void WriteReply(char* at, std::uint64_t seq, Code code, const std::string& payload) {
     MsgHeader h{seq, static_cast<std::uint32_t>(payload.size()), static_cast<std::uint32_t>(code), 0};
     h.crc = MsgCrc(h, payload.data());
-    std::memcpy(at + sizeof h, payload.data(), payload.size());
-    std::memcpy(at + 8, reinterpret_cast<const char*>(&h) + 8, sizeof h - 8);
+    CopyToRegion(at + sizeof h, payload.data(), payload.size());  // the client may be polling it
+    CopyToRegion(at + 8, reinterpret_cast<const char*>(&h) + 8, sizeof h - 8);
     std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(at)).store(seq, std::memory_order_release);
   }
 

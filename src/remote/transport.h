@@ -88,6 +88,21 @@ class Server {
   virtual void Stop() = 0;
 };
 
+// Copies out of / into an exposed region word by word with atomic loads (acquire) / stores
+// (release) - 8-byte words where aligned, bytes at the edges - never memcpy: clients and the
+// server's CPU store to the same words concurrently (RDMA gives a READ no atomicity beyond a
+// word either; the protocols above check what they read: CANRT's crc and acknowledgement, the
+// baselines' seq and CRC), and under the C++ memory model a plain copy racing with those stores
+// is a data race (ThreadSanitizer reported them: a CANRT client's acknowledgement poll against
+// the server's valid-byte store, the request/reply server's poll of a request slot against a
+// client's Write, a CANRT resize's prefix-area copy against a client's Refresh). Acquire /
+// release per word (plain moves on x86) also orders what a reader does after it saw a word with
+// what the writer did before it stored that word: a client that reads CANRT's committed state
+// word then touches the new data nodes the server zeroed before the commit. The local backend's
+// Read/Write and every server-side access to words that clients use concurrently go through these.
+void CopyFromRegion(char* dst, const char* region_src, std::size_t len);
+void CopyToRegion(char* region_dst, const char* src, std::size_t len);
+
 // Expose [base, base+size) - memory the caller owns (a pool mapping) - to clients.
 // `pool_path` is the file behind the mapping (the local backend's clients map it).
 Status Listen(std::string_view backend, void* base, std::uint64_t size, std::string_view pool_path,
