@@ -513,9 +513,16 @@ Result Store::WriteRecord(std::string_view key, uint32_t flags, int64_t exptime,
 void Store::RetireRecord(uint64_t off) {
   Allocator& al = pool_->allocator();
   al.Retire(off);
-  // Reclaim at once what no reader can hold any more: a worker holds back only the records it
-  // retired since the last two epoch advances (bounded memory, store.h).
-  al.epoch().Collect();
+  // Reclaim what no reader can hold any more, every kCollectEvery retires of this thread (an
+  // epoch advance costs a membarrier system call with the asymmetric fences of sync/epoch.cc):
+  // a worker holds back at most the records it retired since the last two advances plus
+  // kCollectEvery (bounded memory, store.h).
+  constexpr uint32_t kCollectEvery = 8;
+  thread_local uint32_t since_collect = 0;
+  if (++since_collect >= kCollectEvery) {
+    since_collect = 0;
+    al.epoch().Collect();
+  }
 }
 
 bool Store::ReclaimRetired() {

@@ -78,14 +78,14 @@
 //   - The persist order of steps 1-4 is unchanged; step 4 is Allocator::Retire (a deferred
 //     Free), so a crash between 3 and the actual free leaves an unreachable block that the
 //     post-crash GC reclaims (alloc.h, R3) - the same case as a crash between 3 and 4 before.
-//   - Memory held back: each writer Collect()s right after it retires a record, so a worker
-//     thread holds back at most the records it retired in the last two epoch advances (a few
-//     records) beyond what readers still read; a write that finds the pool full reclaims its
+//   - Memory held back: each writer Collect()s after every 8 records it retires, so a worker
+//     thread holds back at most those 8 plus the records it retired in the last two epoch
+//     advances (a few records) beyond what readers still read; a write that finds the pool full reclaims its
 //     own retired records (a grace period) before it evicts or refuses, so -m still bounds the
 //     pool (Allocator::Stats: retired_pending).
-//     That Collect's epoch advance costs a membarrier(2) system call when it may succeed
-//     (the asymmetric fences of sync/epoch.cc that keep lookups free of a hardware fence):
-//     measured ~0.2 us with no other thread of the process running, ~2 us with one.
+//     (Every 8, not every record: an epoch advance costs a membarrier(2) system call when it
+//     may succeed - the asymmetric fences of sync/epoch.cc that keep lookups free of a hardware
+//     fence - measured ~0.2 us with no other thread of the process running, ~2 us with one.)
 //   - LRU (Recency): sampled, as before (Redis's approximated LRU), so there is no list to keep
 //     in order under concurrency: a read hit stores one relaxed stamp word (no lock); the
 //     tracker's maps are split into kShards shards by record offset, each with its own mutex,

@@ -36,11 +36,12 @@ constexpr uint32_t kMaxLevels = kMaxKeyLen + 2;
 
 const unsigned char* UBytes(std::string_view s) { return reinterpret_cast<const unsigned char*>(s.data()); }
 
-// NODE48 child index: read entry c. A relaxed atomic load: a lock-free reader may read it while a
-// writer stores its 8-byte word (StoreChildIndex: pm::store8); the reader validates the node's
-// version afterwards, and a plain read would be a data race (ThreadSanitizer reported it in the
-// multi-writer kill test: a lookup's FindChild against a remove's StoreChildIndex).
-inline uint8_t ChildIndexAt(const N48* x, unsigned c) { return __atomic_load_n(&x->child_index[c], __ATOMIC_RELAXED); }
+// NODE48 child index: read entry c. An atomic load: a lock-free reader may read it while a
+// writer stores its 8-byte word (StoreChildIndex: pm::store8), and a plain read would be a data
+// race (ThreadSanitizer reported it in the multi-writer kill test: a lookup's FindChild against a
+// remove's StoreChildIndex). Acquire: the child word the entry names is read after it and is the
+// one written before the entry (a lookup checks no version: LookupAttempt).
+inline uint8_t ChildIndexAt(const N48* x, unsigned c) { return __atomic_load_n(&x->child_index[c], __ATOMIC_ACQUIRE); }
 
 // Calls f(partial_key, child_ref) for the children of n with partial key >= from, in ascending
 // unsigned order, until f returns false. Only entries marked valid are visited. Child references
@@ -359,7 +360,7 @@ WORT_OPTIMISTIC_READ inline uint64_t* ArtTree::FindChildInline(NodeBase* n, unsi
       // The slot word read once, searched in place (DecodeSlot4's order: entries packed at the
       // front, an empty slot byte ends them).
       auto* x = reinterpret_cast<W4*>(n);
-      const uint64_t w = x->slots;
+      const uint64_t w = pm::load8(&x->slots);  // acquire: child[ci] below is read after it
       for (int i = 0; i < 4; ++i) {
         const int ci = DecodeSlot(static_cast<uint8_t>(w >> (32 + 8 * i)));
         if (ci < 0) break;
@@ -368,13 +369,17 @@ WORT_OPTIMISTIC_READ inline uint64_t* ArtTree::FindChildInline(NodeBase* n, unsi
       return nullptr;
     }
     case kW16: {
+      // The bitmap first, with acquire: a key byte read after it is the one written before the
+      // bit was set (a lookup checks no version: LookupAttempt). Read the other way round, a
+      // stale byte of a slot being filled could match c under the new bit.
       auto* x = reinterpret_cast<W16*>(n);
-      const int i = Find16Simd(x->keys, uint32_t(x->bitmap), c);
+      const uint32_t bits = static_cast<uint32_t>(pm::load8(&x->bitmap));
+      const int i = Find16Simd(x->keys, bits, c);
       return i < 0 ? nullptr : &x->child[i];
     }
     case kN48: {
       auto* x = reinterpret_cast<N48*>(n);
-      const int k = DecodeSlot(ChildIndexAt(x, c));
+      const int k = DecodeSlot(ChildIndexAt(x, c));  // acquire: child[k] is read after it
       return (k < 0 || k >= 48) ? nullptr : &x->child[k];
     }
     case kN256: {
