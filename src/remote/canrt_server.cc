@@ -50,7 +50,7 @@ struct ShadowArea {
     return x;
   }
   void Put(uint64_t off, const void* src, size_t n) {
-    // A client's Refresh may be reading this area (a stale generation): relaxed atomic stores
+    // A client's Refresh may be reading this area (a stale generation): atomic word stores
     // (transport.h CopyToRegion); the client's generation check rejects what it read.
     remote::CopyToRegion(a + off, static_cast<const char*>(src), n);
     changes->emplace_back(off, n);
@@ -72,7 +72,7 @@ struct ShadowArea {
 };
 
 // Area to area, both readable by clients at the same time (valid: read by every Refresh; shadow:
-// a client may still be reading its older generation): relaxed atomic words both ways.
+// a client may still be reading its older generation): atomic words both ways.
 void CopyArea(char* dst, const char* src, size_t n) {
   std::vector<char> tmp(n);
   remote::CopyFromRegion(tmp.data(), src, n);
