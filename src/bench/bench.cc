@@ -413,8 +413,8 @@ Status BenchRestart(const IndexBenchConfig& cfg, const IndexKind& kind, const st
 // The keys of a timed phase in one contiguous buffer (fixed-width keys: n * width bytes, no
 // offsets; otherwise offsets beside the bytes), so that fetching the key of an operation costs
 // what it costs the peers' drivers (scripts/peers/driver.cc reads an 8-byte array): a
-// std::vector<std::string> spends 32 bytes per key and, at 16M keys, a TLB and cache miss of
-// its own on every random-order operation (measured: ~150 ns of a woart lookup at 4M keys).
+// std::vector<std::string> spends 32 bytes per key (512 MB at 16M keys), four times the memory
+// that every random-order operation reaches into.
 class FlatKeys {
  public:
   explicit FlatKeys(const std::vector<std::string>& keys) {

@@ -265,7 +265,7 @@ class FastFair final : public TreeBase<RootBlock> {
 
   LazyCount size_;  // counted on first Size() after open
   // Per-node version words (DRAM, keyed by node offset; fastfair.h D4). Its own table, not the
-  // process-wide NodeLocks(): a structural writer holds several words at once, and no thread of
+  // process-wide sync::NodeLock words: a structural writer holds several words at once, and no thread of
   // another index may hold one of them meanwhile.
   mutable sync::VersionLockTable locks_{16};
   // WORT_GLOBAL_LOCK mode (registry.h): the index lock as before, readers shared, writers

@@ -865,15 +865,9 @@ Status ArtTree::Lookup(std::string_view key, uint64_t* value) const {
   if (key.size() > kMaxKeyLen || (key_type_ == KeyType::kU64 && key.size() != 8)) [[unlikely]]
     return ValidateKey(key);
   sync::EpochGuard eg(epoch());
+  auto g = ModeLock(IndexModeLock::kReader);  // takes nothing unless in global-lock mode
   uint64_t v = 0;
-  int r;
-  if (global_lock_) [[unlikely]] {
-    auto g = ModeLock(IndexModeLock::kReader);
-    for (int attempt = 0; (r = LookupAttempt(key, &v)) < 0; ++attempt) Backoff(attempt);
-  } else {
-    for (int attempt = 0; (r = LookupAttempt(key, &v)) < 0; ++attempt) Backoff(attempt);
-  }
-  if (r == 0) return Status::NotFound("key not found");
+  if (LookupAttempt(key, &v) == 0) return Status::NotFound("key not found");
   *value = v;
   return Status::OK();
 }
@@ -1365,9 +1359,7 @@ void ArtTree::CheckRef(uint64_t ref, uint32_t depth, std::string& path, CheckCtx
     ctx.have_last = true;
     ++ctx.leaves;
     uint64_t v = 0;
-    int r;
-    while ((r = LookupAttempt(kv, &v)) < 0) std::this_thread::yield();
-    if (r == 0 || v != l->value) ctx.Err("leaf " + Hex(kv) + " is not found by Lookup");
+    if (LookupAttempt(kv, &v) == 0 || v != l->value) ctx.Err("leaf " + Hex(kv) + " is not found by Lookup");
     return;
   }
   const NodeBase* n = node(ref);
