@@ -110,7 +110,8 @@ class WortTree final : public Index {
     return Write(key, value, true, inserted);
   }
   Status Lookup(std::string_view key, uint64_t* value) const override {
-    WORT_RETURN_IF_ERROR(ValidateKey(key));
+    if (key.size() > kMaxKeyLen || (key_type_ == KeyType::kU64 && key.size() != 8)) [[unlikely]]
+      return ValidateKey(key);
     sync::EpochGuard eg(pool_.allocator().epoch());
     auto g = ModeLock(IndexModeLock::kReader);
     const uint64_t ref = FindLeaf(Key(key));
@@ -203,13 +204,9 @@ class WortTree final : public Index {
     if (loff) pool_.allocator().Free(loff);  // never published
     return s;
   }
-  // The leaf holding k (0: none); lock-free, restarts internally.
-  uint64_t FindLeaf(const Key& k) const {
-    uint64_t ref;
-    for (int attempt = 0; !FindAttempt(k, &ref); ++attempt) sync::Backoff(attempt);
-    return ref;
-  }
-  bool FindAttempt(const Key& k, uint64_t* leaf_ref) const;  // false: restart
+  // The leaf holding k (0: none); reads no lock and no version word, never restarts (ROWEX:
+  // the argument is above its definition).
+  uint64_t FindLeaf(const Key& k) const;
   Attempt PutAttempt(const Key& k, uint64_t value, bool upsert, bool* inserted, uint64_t* loff, Status* out);
   Attempt DeleteAttempt(const Key& k, Status* out);
   bool CollectBatch(std::string_view start, bool exclusive, const std::string_view* end, size_t want,
@@ -238,41 +235,65 @@ class WortTree final : public Index {
 };
 
 // ---- Lookup ----------------------------------------------------------------------------------
-// One optimistic attempt (protocol: art_tree.h / src/sync/sync.h): no lock; each node's version
-// is read before and checked after what is read from it, and the parent's is checked after the
-// child's version was read. False: restart.
+// A lookup reads no version word (ROWEX, sync.h R2's exception; ArtTree::LookupAttempt makes the
+// same argument for WOART and ART+CoW). Every in-place change a WORT writer makes is one 8-byte
+// store between consistent states - a slot (leaf or node published after it was persisted, 0 on a
+// remove, the sibling on a collapse), a leaf's value, a node's header (the split's and
+// RecoverHeader's) - and nothing else in a published node or leaf ever changes. What each
+// change can show a reader that reads no version:
+//   - a split (Algorithm 1) stores N's new header before the parent slot commits P: a reader that
+//     came to N through the old slot sees either the old header (depth = the depth it expects,
+//     prefix array of the old path: compared as usual) or the new one (depth larger than it
+//     expects: the stale-header rule skips the prefix array, as after a crash). The branch
+//     position is the same in both (I3), so a key present under N is reached either way.
+//   - a collapse stores the parent slot := sibling S and never clears N's slots: a reader already
+//     in N still reaches S. If RecoverHeader then rewrites S's header (depth smaller than N's path
+//     expects), that header's depth differs from the expected one and the same rule skips its
+//     prefix; its branch did not move.
+//   - a slot emptied by a remove and refilled by an insert: the reader may follow the new child,
+//     only if the key it looks for was removed during the lookup (a present key's slot is never
+//     reused), and the full-key comparison at the leaf then answers "not found", which the
+//     remove allows.
+// So a key present for the whole lookup is found and a key absent for the whole lookup is not.
+// Every word is read once with an acquire load (pm::load8) before what it names, so a node or
+// leaf reached is seen as it was persisted before its publication; the blocks read stay
+// allocated until the lookup leaves its epoch (sync.h R3); positions come from the key and the
+// header (Branch <= kMaxKeyLen partial keys), and the loop is bounded by kMaxLevels. Every read
+// here is either an acquire load or of memory written before the release store that published
+// it, so the function is not hidden from ThreadSanitizer (no WORT_OPTIMISTIC_READ).
 template <unsigned kSpan>
-WORT_OPTIMISTIC_READ bool WortTree<kSpan>::FindAttempt(const Key& k, uint64_t* leaf_ref) const {
-  *leaf_ref = 0;
-  const sync::VersionLock* pl = &LockOf(rb_);
-  uint64_t pv;
-  if (!pl->ReadLockOrRestart(&pv)) return false;
+uint64_t WortTree<kSpan>::FindLeaf(const Key& k) const {
+  // The mapping's base, read once: the acquire loads below would otherwise make the compiler
+  // reload it at every level (a pool's mapping never moves while it is open).
+  const char* const base = pool_.base();
   uint64_t ref = pm::load8(&rb_->root);
   size_t expected = 0;
-  for (size_t level = 0; level < kMaxLevels<kSpan>; ++level) {
-    if (!pl->CheckOrRestart(pv)) return false;  // ref is what the parent holds
-    if (ref == 0) return true;
-    if (RefIsLeaf(ref)) {
-      if (Key(LeafAt(ref)) == k) *leaf_ref = ref;  // optimistic part compared here; keys are immutable
-      return true;
+  for (size_t level = 0; level < kMaxLevels<kSpan> && ref != 0; ++level) {
+    if (RefIsLeaf(ref)) {  // the optimistic part of the path, compared here with the whole key
+      const auto* l = reinterpret_cast<const WortLeaf*>(base + RefOffset(ref));
+      if (l->key_len != k.len) return 0;
+      if (k.len == 8) {  // the common fixed-width case as one word compare, no memcmp call
+        uint64_t a, b;
+        std::memcpy(&a, l->key(), 8);
+        std::memcpy(&b, k.p, 8);
+        return a == b ? ref : 0;
+      }
+      return k.len == 0 || std::memcmp(l->key(), k.p, k.len) == 0 ? ref : 0;
     }
-    const Node* n = NodeAt(ref);
-    const sync::VersionLock* nl = &LockOf(n);
-    uint64_t nv;
-    if (!nl->ReadLockOrRestart(&nv) || !pl->CheckOrRestart(pv)) return false;
+    const auto* n = reinterpret_cast<const Node*>(base + RefOffset(ref));
     const CompressionHeader h = HeaderOf(n);
     const size_t b = Branch(h);
-    bool miss = false;
+    if (b > k.n) return 0;  // every key below is longer than this one
     if (h.depth == expected) {
       // Pessimistic part: the inline prefix array.
       const size_t e = std::min(b, expected + kInlineCap);
-      for (size_t i = expected; i < e && !miss; ++i) miss = i >= k.n || k.at(i) != PrefixAt(h, i - expected);
+      for (size_t i = expected; i < e; ++i)
+        if (k.at(i) != PrefixAt(h, i - expected)) return 0;
     } else if (b < expected) {
-      miss = true;  // impossible by I4 (Check reports it), or a torn read the check below catches
+      return 0;  // impossible (I3: a branch never moves); Check reports it
     }
-    // else: stale header (I4) - skip the prefix array, branch position is still right (I3).
-    if (!miss && b > k.n) miss = true;  // every key below is longer than this one
-    if (miss) return nl->CheckOrRestart(nv);
+    // else: a header whose depth is not the expected one (I4, or a split/collapse under way):
+    // skip the prefix array; the branch position is still right (I3).
     if (b == k.n) {
       ref = pm::load8(&n->slot[0]);
       expected = b;
@@ -280,10 +301,8 @@ WORT_OPTIMISTIC_READ bool WortTree<kSpan>::FindAttempt(const Key& k, uint64_t* l
       ref = pm::load8(&n->slot[1 + k.at(b)]);
       expected = b + 1;
     }
-    pl = nl;
-    pv = nv;
   }
-  return pl->CheckOrRestart(pv);
+  return 0;
 }
 
 // ---- Insert / Upsert ---------------------------------------------------------------------------

@@ -92,9 +92,11 @@
 //   Leaf:               8-byte value, 4-byte key length, 4 reserved bytes, the key bytes.
 //
 // Thread safety: optimistic lock coupling (src/sync/sync.h; the same scheme as art_tree.h).
-// Lookup and Scan take no lock: each node is read between its DRAM version word's
-// ReadLockOrRestart and CheckOrRestart, and the operation restarts on a change (Scan in
-// validated batches of 64 keys; its callback runs with no lock held and may write). Writers
+// Lookup and Scan take no lock. Lookup reads no version word either (ROWEX: every in-place
+// change is one 8-byte store between consistent states; the argument is beside FindLeaf in
+// wort.cc). Scan reads each node between its DRAM version word's ReadLockOrRestart and
+// CheckOrRestart and restarts on a change (in validated batches of 64 keys; its callback runs
+// with no lock held and may write). Writers
 // lock only what they change: the block holding the slot they store (root block or node); for a
 // split also the node whose header moves down; for a collapse the parent's block, the node and
 // a node sibling (whose header the repair rewrites); a stale header is repaired under the
