@@ -41,6 +41,7 @@
 // Thread safety: a Pool may be used from many threads. Open/Close are not concurrent with use.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -129,9 +130,17 @@ class Pool {
   template <class T = void>
   T* at(uint64_t off) const { return reinterpret_cast<T*>(base_ + off); }
   uint64_t offset_of(const void* p) const { return static_cast<uint64_t>(static_cast<const char*>(p) - base_); }
-  // True iff [off, off+len) lies inside the current file size.
-  bool contains(uint64_t off, uint64_t len) const;
-  uint64_t size() const;      // current file size
+  // True iff [off, off+len) lies inside the current file size. Inline: readers check every
+  // offset they follow with it.
+  bool contains(uint64_t off, uint64_t len) const {
+    const uint64_t sz = size();
+    return off <= sz && len <= sz - off;
+  }
+  // Current file size (the header's size word, at kSizeWordOffset; it only grows).
+  uint64_t size() const {
+    return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(base_ + kSizeWordOffset)).load(std::memory_order_acquire);
+  }
+  static constexpr size_t kSizeWordOffset = 128;  // offsetof(Header, size), checked in pool.cc
   uint64_t max_size() const;
   uint64_t heap_offset() const;  // where chunk 0 starts
   uint64_t chunk_table_offset() const;  // one 8-byte word per chunk (owned by the allocator)

@@ -44,20 +44,34 @@ void SetGlobalIndexLock(bool on);
 class IndexModeLock {
  public:
   enum Role { kReader, kWriter, kQuiesce };
+  // A reader outside global-lock mode takes nothing: two stores, no call (this sits on every
+  // lookup's path).
   IndexModeLock(std::shared_mutex& mu, bool global_lock, Role role) {
     const bool exclusive = global_lock ? role == kWriter : role == kQuiesce;
-    if (exclusive) x_ = std::unique_lock(mu);
-    else if (global_lock || role != kReader) s_ = std::shared_lock(mu);
+    if (exclusive) {
+      mu.lock();
+      mu_ = &mu;
+      exclusive_ = true;
+    } else if (global_lock || role != kReader) {
+      mu.lock_shared();
+      mu_ = &mu;
+    }
   }
+  IndexModeLock(const IndexModeLock&) = delete;
+  IndexModeLock& operator=(const IndexModeLock&) = delete;
+  IndexModeLock(IndexModeLock&& o) noexcept : mu_(o.mu_), exclusive_(o.exclusive_) { o.mu_ = nullptr; }
+  ~IndexModeLock() { Release(); }
   // Lets go of the lock before the object ends (a scan releases it before its callbacks).
   void Release() {
-    if (x_.owns_lock()) x_.unlock();
-    if (s_.owns_lock()) s_.unlock();
+    if (mu_ == nullptr) return;
+    if (exclusive_) mu_->unlock();
+    else mu_->unlock_shared();
+    mu_ = nullptr;
   }
 
  private:
-  std::unique_lock<std::shared_mutex> x_;
-  std::shared_lock<std::shared_mutex> s_;
+  std::shared_mutex* mu_ = nullptr;
+  bool exclusive_ = false;
 };
 
 // What the visit function of such a kind holds while it walks beside writers: in global-lock

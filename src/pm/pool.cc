@@ -316,11 +316,7 @@ Status Pool::Close() {
   return s;
 }
 
-bool Pool::contains(uint64_t off, uint64_t len) const {
-  const uint64_t sz = size();
-  return off <= sz && len <= sz - off;
-}
-uint64_t Pool::size() const { return pm::load8(&header()->size); }
+static_assert(offsetof(Pool::Header, size) == Pool::kSizeWordOffset, "Pool::size() reads the size word inline");
 uint64_t Pool::max_size() const { return header()->max_size; }
 uint64_t Pool::heap_offset() const { return header()->heap_off; }
 uint64_t Pool::chunk_table_offset() const { return header()->chunk_table_off; }

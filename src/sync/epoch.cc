@@ -98,7 +98,7 @@ namespace {
 thread_local EpochTls t_epoch;
 }  // namespace
 namespace detail {
-__attribute__((tls_model("initial-exec"))) thread_local EpochLastSlot t_epoch_last{0, nullptr};
+constinit __attribute__((tls_model("initial-exec"))) thread_local EpochLastSlot t_epoch_last{0, nullptr};
 bool g_epoch_asymmetric = false;
 }  // namespace detail
 using detail::t_epoch_last;

@@ -115,7 +115,8 @@ struct EpochLastSlot {
   uint64_t id;
   EpochManager::Slot* s;
 };
-extern __attribute__((tls_model("initial-exec"))) thread_local EpochLastSlot t_epoch_last;
+// constinit: callers know it needs no dynamic initialisation, so no TLS wrapper call per access.
+extern constinit __attribute__((tls_model("initial-exec"))) thread_local EpochLastSlot t_epoch_last;
 extern bool g_epoch_asymmetric;  // set once, by the first EpochManager constructed (epoch.cc)
 }  // namespace detail
 

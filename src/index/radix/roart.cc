@@ -85,14 +85,6 @@
 
 namespace wort::roart {
 
-uint16_t Fingerprint(std::string_view key) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : key) h = (h ^ c) * 0x100000001b3ull;  // unsigned bytes
-  h ^= h >> 32;
-  h ^= h >> 16;
-  return static_cast<uint16_t>(h);
-}
-
 namespace {
 
 constexpr int kMaxSteps = 10000;  // bound on any descent (a key has at most 4097 levels)
@@ -216,13 +208,6 @@ void RoartTree::Commit(uint64_t* word, uint64_t v) {
 }
 
 // ---- helpers ------------------------------------------------------------------------------------
-bool RoartTree::RefOk(uint64_t ref) const {
-  const uint64_t tag = ref & kTagMask;
-  const uint64_t off = ref & kRefMask & ~kTagMask;
-  if (tag > kArrayTag || off == 0 || off < heap_off_) return false;
-  return pool_.contains(off, tag == kLeafTag ? sizeof(Leaf) : sizeof(NodeHead));
-}
-
 bool RoartTree::Fresh(const NodeHead* n) const { return trust_meta_ && Gen(n) == gen_; }
 
 void RoartTree::Refresh(NodeHead* n, uint8_t t) {
@@ -684,7 +669,8 @@ WORT_OPTIMISTIC_READ RoartTree::Attempt RoartTree::InsertAttempt(std::string_vie
 
 // ---- lookup -------------------------------------------------------------------------------------
 Status RoartTree::Lookup(std::string_view key, uint64_t* value) const {
-  WORT_RETURN_IF_ERROR(ValidateKey(key));
+  if (key.size() > kMaxKeyLen || (key_type_ == KeyType::kU64 && key.size() != 8)) [[unlikely]]
+    return ValidateKey(key);
   auto g = ModeLock(IndexModeLock::kReader);
   sync::EpochGuard eg(epoch());
   for (int attempt = 0;; ++attempt) {

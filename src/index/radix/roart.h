@@ -88,7 +88,14 @@ inline uint8_t TypeFor(int children) { return children <= 4 ? kN4 : children <= 
 
 // The 16-bit fingerprint of a whole key, over its UNSIGNED bytes (the one function used for
 // both the stored slot and the probe: the authors' code hashed signed chars on one side).
-uint16_t Fingerprint(std::string_view key);
+// 16-bit FNV-1a over the unsigned key bytes, folded (inline: every lookup computes it).
+inline uint16_t Fingerprint(std::string_view key) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : key) h = (h ^ c) * 0x100000001b3ull;  // unsigned bytes
+  h ^= h >> 32;
+  h ^= h >> 16;
+  return static_cast<uint16_t>(h);
+}
 
 inline constexpr uint64_t kRootMagic = 0x3142'5254'5241'4f52ull;  // "ROARTRB1" little-endian
 struct RootBlock {
@@ -146,7 +153,14 @@ class RoartTree final : public Index {
 
   template <class T = NodeHead>
   T* at(uint64_t ref) const { return pool_.at<T>(ref & kRefMask & ~kTagMask); }
-  bool RefOk(uint64_t ref) const;
+  // A reference a reader may follow: a known tag, inside the heap and the file (inline: every
+  // step of every lookup checks one).
+  bool RefOk(uint64_t ref) const {
+    const uint64_t tag = ref & kTagMask;
+    const uint64_t off = ref & kRefMask & ~kTagMask;
+    if (tag > kArrayTag || off == 0 || off < heap_off_) return false;
+    return pool_.contains(off, tag == kLeafTag ? sizeof(Leaf) : sizeof(NodeHead));
+  }
   bool Fresh(const NodeHead* n) const;
   void Refresh(NodeHead* n, uint8_t t);  // under the node's write lock
   uint64_t* FindChild(NodeHead* n, uint8_t t, unsigned char c) const;
