@@ -5,14 +5,15 @@
 # the repository, with a small driver of ours (scripts/peers/driver.cc) linked against it.
 #
 #   scripts/peers.sh SRC_ROOT [--keys N] [--dist sparse|dense|clustered] [--repeat R]
-#                    [--seed S] [--out DIR] [--wort BUILD/wort]
+#                    [--seed S] [--out DIR] [--wort BUILD/wort] [--kinds K1,K2,...]
 #
 # SRC_ROOT holds one directory per peer, each the peer's repository tree as published:
 #   SRC_ROOT/libart     https://github.com/armon/libart            (vart)
 #   SRC_ROOT/WORT       https://github.com/SeKwonLee/WORT          (wort: src/wort, woart: src/woart)
 #   SRC_ROOT/CCEH       https://github.com/DICL/CCEH               (cceh: src/CCEH_MSB.cpp -DINPLACE)
 #   SRC_ROOT/FAST_FAIR  https://github.com/DICL/FAST_FAIR          (fastfair: single/src/btree.h)
-# A missing one is skipped with a note. From bare git directories, e.g.:
+# A missing one is skipped with a note. --kinds runs only the pairs of those wort kinds (vart,
+# woart, wort, cceh, fastfair; default: all). From bare git directories, e.g.:
 #   mkdir -p /tmp/peers/libart && git -C /path/libart.git archive HEAD | tar -x -C /tmp/peers/libart
 #
 # What runs, per repeat (default 3; the report gives the median of each figure):
@@ -29,7 +30,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 [ $# -ge 1 ] || { sed -n 2,28p "$0"; exit 2; }
 src=$(cd "$1" && pwd); shift
-keys=16M dist=sparse repeat=3 seed=1 out=/tmp/wort-peers wort="$repo/build/wort"
+keys=16M dist=sparse repeat=3 seed=1 out=/tmp/wort-peers wort="$repo/build/wort" kinds=vart,woart,wort,cceh,fastfair
 while [ $# -gt 0 ]; do
   case "$1" in
     --keys) keys=$2; shift 2 ;;
@@ -38,10 +39,14 @@ while [ $# -gt 0 ]; do
     --seed) seed=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --wort) wort=$2; shift 2 ;;
+    --kinds) kinds=$2; shift 2 ;;
     *) echo "peers.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
 case "$(cd "$(dirname "$out")" && pwd)/" in "$repo"/*) echo "peers.sh: --out must be outside the repository" >&2; exit 2 ;; esac
+for k in ${kinds//,/ }; do
+  case $k in vart|woart|wort|cceh|fastfair) ;; *) echo "peers.sh: --kinds: unknown kind $k (vart, woart, wort, cceh, fastfair)" >&2; exit 2 ;; esac
+done
 [ -x "$wort" ] || { echo "peers.sh: $wort not found (build wort first)" >&2; exit 2; }
 mkdir -p "$out"
 bld="$out/build"
@@ -89,6 +94,7 @@ for r in $(seq 1 "$repeat"); do
   for name in libart WOART WORT CCEH FAST_FAIR; do
     [ -n "${bin[$name]:-}" ] || continue
     k=${kind[$name]}
+    case ",$kinds," in *",$k,"*) ;; *) continue ;; esac
     echo "== repeat $r: $k vs $name ($keys $dist keys)"
     "$wort" bench --index "$k" --dist "$dist" --keys "$keys" --seed "$seed" --ops insert,search --flush clflush \
       --keys-out "$keyfile" --json "$jsonl" >"$out/wort-$k-$r.log"
