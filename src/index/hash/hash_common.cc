@@ -44,7 +44,7 @@ uint64_t HashBytes(const void* data, size_t len, uint64_t seed) {
   return Avalanche(h);
 }
 
-Status KeyCodec::Prepare(std::string_view key, Probe* p) const {
+Status KeyCodec::PrepareSlow(std::string_view key, Probe* p) const {
   p->key = key;
   p->zero = false;
   if (kt_ == KeyType::kU64) {

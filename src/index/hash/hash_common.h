@@ -53,6 +53,8 @@
 #include <thread>
 
 #include "util/splitmix64.h"
+#include "wort/key.h"
+#include "wort/status.h"
 #include "wort/alloc.h"
 #include "wort/index.h"
 #include "wort/pm.h"
@@ -134,7 +136,20 @@ class KeyCodec {
   uint64_t seed() const { return seed_; }
 
   // InvalidArgument for a key that is too long, or not 8 bytes in a kU64 table.
-  Status Prepare(std::string_view key, Probe* p) const;
+  // Inline for the 8-byte key of a u64 table (every operation's first step); the rest, and
+  // every error, in PrepareSlow.
+  Status Prepare(std::string_view key, Probe* p) const {
+    if (kt_ == KeyType::kU64 && key.size() == 8) [[likely]] {
+      p->key = key;
+      p->hash = MixU64(DecodeU64(key), seed_);
+      p->word = p->hash;
+      p->special = p->hash == 0 ? 0 : (tomb_ != 0 && p->hash == tomb_) ? 1 : -1;
+      p->zero = p->special >= 0;
+      return Status::OK();
+    }
+    return PrepareSlow(key, p);
+  }
+  Status PrepareSlow(std::string_view key, Probe* p) const;
   // True iff the (non-zero, valid) record word w holds p's key. May read w's key block.
   bool Matches(uint64_t w, const Probe& p) const {
     if (w == p.word) return p.word != 0;
