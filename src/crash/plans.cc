@@ -36,10 +36,12 @@ std::vector<PlanStep> KindPlan(const std::string& kind, const std::string& dir) 
   base.max_points = 32;
   base.max_violations = 3;
   base.seed = 15;
-  // A recovery must persist what it writes before it returns (ExplorerConfig::recovery_persists):
-  // checked for the kinds whose recovery unlinks and frees blocks (FPTree's and NV-Tree's
-  // rebuild, FPTree's split log); the others are not yet checked against it.
-  base.recovery_persists = kind == "fptree" || kind == "nvtree";
+  // A recovery must persist what it writes before it returns (ExplorerConfig::recovery_persists),
+  // for every kind: the operations after it build on its writes and may reuse what it freed, and
+  // the explorer does not crash after those operations. It catches FPTree's clear of its split
+  // log, the rebuild's unlink of an empty leaf (FPTree, NV-Tree), the B3-tree's and FAST&FAIR's
+  // repaired root word, CCEH's last repaired directory line.
+  base.recovery_persists = true;
   if (IsHash(kind)) {
     // Small tables: resizes, segment splits and directory doubling within a few dozen inserts.
     base.index_options.hash_capacity = 16;
@@ -141,6 +143,15 @@ std::vector<PlanStep> KindPlan(const std::string& kind, const std::string& dir) 
     c.ops = {OpType::kInsert, OpType::kUpsert, OpType::kDelete};
     plan.push_back({"sparse, large table: a multi-chunk allocation at creation", c});
   }
+  // The first step creates its index over reused space (ExplorerConfig::dirty_free_space): the
+  // first blocks of each size class up to 1 KiB (and of 2 and 4 KiB) were another index's,
+  // persistently non-zero, so a creation or an early growth that relies on fresh pool space being
+  // zero (an AllocZeroed block is zeroed in the cache only) is caught: wB+Tree's first leaf,
+  // CCEH's segments, FPTree's and NV-Tree's first leaf. The first step, because the creation's
+  // sites are first met there (the mutation gate reruns that step); only the first, because the
+  // space it prepares holds a chunk of every class, so the pool then grows late or never
+  // (Pool::Grow is met by the other steps).
+  if (!plan.empty()) plan[0].cfg.dirty_free_space = true;
   return plan;
 }
 

@@ -928,7 +928,9 @@ Status B3Tree::Repair() {
       if (path[0].page != poff) return Status::Corruption("b3tree: repair: parent page not found");
       if (path.size() == 1) {
         Store(rb_->root, np);
-        // crash-site: uncaught: the repair's new root word: needed (Repair then frees the old root; a later allocation can reuse it while the word is still dirty), but that shows only in a crash after the operations that follow this recovery, which the plan does not explore (wort crashtest --recovery-persists catches it)
+        // The repair's new root word: needed (Repair then frees the old root; a later allocation
+        // can reuse it while the word is still dirty); the plan's recovery_persists check catches
+        // its removal.
         pm::persist(&rb_->root, 8);
       } else {
         Replace(path[1].page, {poff}, {path[0].where.word}, -1, nullptr, {np}, 0, -1);

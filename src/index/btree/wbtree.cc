@@ -867,7 +867,8 @@ Status CreateImpl(Pool& pool, const IndexOptions& opts, uint64_t* root_off, bool
   return CreateTree(pool, opts, kRootMagic, slot_only ? kRootSlotOnly : 0, &RootBlock::root, nsize, [&](uint64_t off) {
     auto* h = pool.at<NodeHeader>(off);
     h->meta = slot_only ? 0 : kSlotValid;  // an empty leaf with a valid (empty) slot array
-    // crash-site: uncaught: needed when the leaf's block is reused space (AllocZeroed zeroes the cache only), but the plan creates the index over fresh (zero) space; wort crashtest --dirty-free-space catches it
+    // Needed when the leaf's block is reused space (AllocZeroed zeroes the cache only): the plan's
+    // first step creates the index over non-zero free space (--dirty-free-space), which catches it.
     pm::persist(h, nsize);
   }, root_off);
 }
