@@ -68,6 +68,20 @@ std::vector<PlanStep> KindPlan(const std::string& kind, const std::string& dir) 
     c.ops = {OpType::kDelete};
     plan.push_back({"dense, two leaves deleted to empty: the first leaf's merge (no left neighbour)", c});
   }
+  // 0. FAST&FAIR: a small tree (100 dense keys, a root over a few leaves) deleted to empty, so
+  // that among the first redistributions some move entries from the right node into an
+  // underflowing left one (j >= L's count): then no later persist of the operation writes L's
+  // line 0 back, and only the persist of L's new sibling word orders R' into the chain before R
+  // is retired. First in the plan, for the same reason as B3-tree's step 0.
+  if (kind == "fastfair") {
+    ExplorerConfig c = base;
+    c.dist = Dist::kDense;
+    c.seed = 1;
+    c.keys = 100;
+    c.explore_ops = 125;
+    c.ops = {OpType::kDelete};
+    plan.push_back({"dense, a small tree deleted to empty: redistributions into an underflowing left node", c});
+  }
   const Shape shapes[] = {{Dist::kDense, 0},   {Dist::kSparse, 0}, {Dist::kClustered, 0},
                           {Dist::kStrings, 0}, {Dist::kWords, 0},  {Dist::kSparse, 1}};
   uint64_t seed = base.seed;

