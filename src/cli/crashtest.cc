@@ -360,7 +360,7 @@ void AddCrashTest(CLI::App& app) {
               "Before recovering each image, open it read-only and check the contents the kind's readers see of the "
               "crash state as it is (a full read and a lookup of every key)");
   c->add_flag("--dirty-free-space", o->dirty_free_space,
-              "Before creating the index, allocate, fill with 0xa5, persist and free blocks of 64 B to 4 KiB: the "
+              "Before creating the index, allocate, fill with 0xa5, persist and free blocks of every size class up to 1 KiB, and of 2 and 4 KiB: the "
               "index's first blocks reuse space that is not zero in persistent memory");
   c->add_flag("--recovery-persists", o->recovery_persists,
               "With --explore-recovery: a recovery that returns with a line it wrote not yet persistent is a violation");

@@ -454,7 +454,7 @@ void B3Tree::Replace(uint64_t parent, const std::vector<uint64_t>& g, const std:
     // 1. Every word naming an old page names l: l and the old pages form one logical page.
     for (uint64_t* wi : w) {
       SetRef(wi, ls);
-      // crash-site: uncaught: an intermediate word of page replacement (b3tree.h steps 1-3); the state without it is a logical page that recovery (D2) rebuilds from the level chains; not caught by the plan, by targeted delete workloads (dense 40/70, sparse 400 keys, every point, 6 subsets) nor with --read-only-first; not proven redundant
+      // crash-site: redundant: without it the word may stay at the old page it named until step 3; every such state is a crash state readers and recovery interpret (a parent word naming an old page that left the chain: the old page is unmodified, still allocated - every caller frees the old pages only after Replace returns - and its sibling leads on to the rest of the level; D2 rebuilds the parent), and by the end of Replace each step-1 word is either overwritten by a persisted store (split, defragmentation, redistribution, a merge's deeper word) or lies in BST node x, which a persisted COMMIT unlinks (merge) before any old page is freed
       pm::persist(wi, 8);
     }
     // 2. The new pages replace the old ones in the chain (one store).
