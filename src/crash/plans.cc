@@ -91,6 +91,19 @@ std::vector<PlanStep> KindPlan(const std::string& kind, const std::string& dir) 
   // word names the merged page with no persist before it (only the merge's fence orders the
   // new page first). First in the plan: the mutation gate reruns the step that first met a site.
   if (kind == "b3tree") {
+    // 0a. A 150-key tree (a root over ~8 leaves) deleted to empty, with --read-only-first (the
+    // readers' view of each crash state, before recovery): a merge's or a redistribution's COMMIT
+    // word that never reaches memory leaves its parent naming freed pages, which the next page
+    // allocation reuses; the readers then see another page's contents (b3tree.cc Replace).
+    // Before the two-leaf step, which meets those words first otherwise and does not catch them.
+    ExplorerConfig r = base;
+    r.dist = Dist::kDense;
+    r.seed = 1;
+    r.keys = 150;
+    r.explore_ops = 187;
+    r.ops = {OpType::kDelete};
+    r.read_only_first = true;
+    plan.push_back({"dense, 150 keys deleted to empty, read-only view first: merge and redistribution COMMIT words", r});
     ExplorerConfig c = base;
     c.dist = Dist::kDense;
     c.seed = 1;

@@ -487,7 +487,7 @@ void B3Tree::Replace(uint64_t parent, const std::vector<uint64_t>& g, const std:
     if (h.size() == 1) {  // merge (Algorithm 2)
       if (lp_eq_rp) {
         SetRef(lca_word, h[0]);  // COMMIT: the merged page replaces x and both pages
-        // crash-site: uncaught: a COMMIT word of page replacement; caught from the plan's large delete steps (full gate before h20a), but the mutation gate reruns the step that first met it, now the two-leaf step, which does not catch it; triage pending
+        // a COMMIT word of page replacement: without it the parent names freed pages; caught by the plan's 150-key delete step (read-only view first)
         pm::persist(lca_word, 8);
       } else if (w[0] == &x.left) {  // the left page is x's direct child; the right one deeper
         if (ls == 0) {
@@ -529,7 +529,7 @@ void B3Tree::Replace(uint64_t parent, const std::vector<uint64_t>& g, const std:
       // crash-site: uncaught: an intermediate word of page replacement (b3tree.h steps 1-3); the state without it is a logical page that recovery (D2) rebuilds from the level chains; not caught by the plan, by targeted delete workloads (dense 40/70, sparse 400 keys, every point, 6 subsets) nor with --read-only-first; not proven redundant
       pm::persist(w[0], 8);
       SetRef(w[1], h[1]);  // COMMIT
-      // crash-site: uncaught: a COMMIT word of page replacement; caught from the plan's large delete steps (full gate before h20a), but the mutation gate reruns the step that first met it, now the two-leaf step, which does not catch it; triage pending
+      // a COMMIT word of page replacement: without it the parent names freed pages; caught by the plan's 150-key delete step (read-only view first)
       pm::persist(w[1], 8);
     }
   }
