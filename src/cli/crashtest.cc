@@ -123,7 +123,10 @@ size_t RunCoveragePlan(const CrashOpts& o, const std::string& name) {
   if (o.mutate) {
     std::vector<crash::PmSite> gated;
     for (const auto& st : sites)  // a shared site: judged by its first owner only
-      if (crash::SiteGated(st) && crash::SiteMutatedBy(st, name)) gated.push_back(st);
+      if (crash::SiteGated(st) && crash::SiteMutatedBy(st, name) && (o.drop_site.empty() || st.Name() == o.drop_site))
+        gated.push_back(st);
+    if (!o.drop_site.empty() && gated.empty())
+      Fail(name + ": --drop-site " + o.drop_site + " is not a site this kind's mutation gate judges");
     std::vector<crash::MutantResult> mr;
     s = crash::RunMutation(name, plan, cov, gated, o.mutate_budget, &mr);
     if (!s.ok()) Fail(name + ": " + s.ToString());
@@ -357,7 +360,7 @@ void AddCrashTest(CLI::App& app) {
               "Before recovering each image, open it read-only and check the contents the kind's readers see of the "
               "crash state as it is (a full read and a lookup of every key)");
   c->add_flag("--dirty-free-space", o->dirty_free_space,
-              "Before creating the index, allocate, fill with 0xa5, persist and free blocks of 64 B to 4 KiB: the "
+              "Before creating the index, allocate, fill with 0xa5, persist and free blocks of every size class up to 1 KiB, and of 2 and 4 KiB: the "
               "index's first blocks reuse space that is not zero in persistent memory");
   c->add_flag("--recovery-persists", o->recovery_persists,
               "With --explore-recovery: a recovery that returns with a line it wrote not yet persistent is a violation");
@@ -372,7 +375,8 @@ void AddCrashTest(CLI::App& app) {
   AddCountOption(c, "--max-violations", &o->max_violations, "Stop after this many violations");
   c->add_option("--dir", o->dir, "Directory for pools and crash images")->capture_default_str();
   c->add_option("--drop-site", o->drop_site,
-                "Mutation: explore as if the flush/fence/persist at this site (file:line) did not exist");
+                "Mutation: explore as if the flush/fence/persist at this site (file:line) did not exist (with "
+                "--coverage --mutate: judge only this site)");
   c->add_flag("--mutate", o->mutate, "Mutation: after the run, drop each flush/fence site met in turn and report "
                                      "whether the explorer catches it");
   c->add_flag("--coverage", o->coverage,

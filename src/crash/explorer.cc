@@ -75,7 +75,9 @@ constexpr uint64_t kLine = pm::kCacheLine;
 // ExplorerConfig::dirty_free_space: freed blocks whose persistent content is 0xa5 bytes.
 Status DirtyFreeSpace(Pool& pool) {
   std::vector<uint64_t> blocks;
-  for (const size_t size : {64, 128, 192, 256, 320, 512, 1024, 2048, 4096})
+  // Every size class up to 1 KiB (multiples of 64: e.g. FPTree's 576-byte and NV-Tree's 832-byte
+  // leaves), then 2 and 4 KiB.
+  for (const size_t size : {64, 128, 192, 256, 320, 384, 448, 512, 576, 640, 704, 768, 832, 896, 960, 1024, 2048, 4096})
     for (int k = 0; k < 4; ++k) {
       uint64_t off = 0;
       WORT_RETURN_IF_ERROR(pool.allocator().Alloc(size, &off));

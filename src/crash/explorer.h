@@ -101,10 +101,10 @@ struct ExplorerConfig {
   // interpret crash states (b3tree's logical pages) without the repair at a writable open.
   bool read_only_first = false;
   // Before the index is created, blocks of the small sizes a creation and the first nodes use
-  // (64 B .. 4 KiB) are allocated, filled with 0xa5, persisted and freed: the index's first
-  // allocations reuse space whose persistent content is not zero (as in a pool where another
-  // index lived), so a creation or growth that relies on fresh pool space being zero (an
-  // AllocZeroed block is zeroed in the cache only) is caught.
+  // (every class up to 1 KiB, 2 and 4 KiB) are allocated, filled with 0xa5, persisted and
+  // freed: the index's first allocations reuse space whose persistent content is not zero (as
+  // in a pool where another index lived), so a creation or growth that relies on fresh pool
+  // space being zero (an AllocZeroed block is zeroed in the cache only) is caught.
   bool dirty_free_space = false;
   // With explore_recovery: a recovery that returns with a line it wrote still dirty or in flight
   // (not persistent) is a violation - the operations after it build on that write, and a crash

@@ -17,6 +17,13 @@ bool IsHash(const std::string& k) {
   return false;
 }
 
+// The kinds whose plans run in the torn-line model. Every kind that passes it could
+// (doc/crash-model.md: WORT, WOART, ART+CoW, B3-tree, FPTree, NV-Tree, wB+Tree, wB+Tree-slot);
+// only those whose persists it alone catches do, because it multiplies the images of the
+// mutation gate's focus pass (no two word subsets of a dirty line are the same image): wB+Tree's
+// full gate went from under a minute to over ten.
+bool TornSafe(const std::string& k) { return k == "woart" || k == "fptree"; }
+
 struct Shape {
   Dist dist;
   int key_type;  // 0: from the distribution, 1: bytes (an integer distribution as 8-byte strings)
@@ -36,10 +43,18 @@ std::vector<PlanStep> KindPlan(const std::string& kind, const std::string& dir) 
   base.max_points = 32;
   base.max_violations = 3;
   base.seed = 15;
-  // A recovery must persist what it writes before it returns (ExplorerConfig::recovery_persists):
-  // checked for the kinds whose recovery unlinks and frees blocks (FPTree's and NV-Tree's
-  // rebuild, FPTree's split log); the others are not yet checked against it.
-  base.recovery_persists = kind == "fptree" || kind == "nvtree";
+  // A recovery must persist what it writes before it returns (ExplorerConfig::recovery_persists),
+  // for every kind: the operations after it build on its writes and may reuse what it freed, and
+  // the explorer does not crash after those operations. It catches FPTree's clear of its split
+  // log, the rebuild's unlink of an empty leaf (FPTree, NV-Tree), the B3-tree's and FAST&FAIR's
+  // repaired root word, CCEH's last repaired directory line.
+  base.recovery_persists = true;
+  // WOART and FPTree rely only on 8-byte atomic stores and persist ordering (not on two stores to
+  // one cache line reaching memory together): their plans run in the torn-line model
+  // (ExplorerConfig::torn_lines), where a persist whose line a later persist of the same
+  // operation writes back is still needed, and caught (FPTree's split-log and split-commit words,
+  // WOART's W16 key byte).
+  base.torn_lines = TornSafe(kind);
   if (IsHash(kind)) {
     // Small tables: resizes, segment splits and directory doubling within a few dozen inserts.
     base.index_options.hash_capacity = 16;
@@ -53,11 +68,43 @@ std::vector<PlanStep> KindPlan(const std::string& kind, const std::string& dir) 
   const size_t grow = btree ? 2500 : 1000;
 
   std::vector<PlanStep> plan;
+  // Creation over reused space (ExplorerConfig::dirty_free_space): the first blocks of each size
+  // class up to 1 KiB (and of 2 and 4 KiB) were another index's, persistently non-zero, so a
+  // creation that relies on fresh pool space being zero (an AllocZeroed block is zeroed in the
+  // cache only) is caught: wB+Tree's first leaf, CCEH's segments, FPTree's and NV-Tree's first
+  // leaf. First in the plan, because the mutation gate reruns the step that first met a site;
+  // the creation, 8 inserts and the close are explored (a site a creation shares with the
+  // inserts, as ROART's one flush site, is judged on those inserts), no more: that space holds a
+  // chunk of every class (an 18 MiB pool), which makes every crash image of a longer step slow
+  // (and the pool then seldom grows: Pool::Grow is met by the other steps).
+  {
+    ExplorerConfig c = base;
+    c.dist = Dist::kDense;
+    c.seed = 1;
+    c.keys = 2;
+    c.explore_ops = 8;
+    c.ops = {OpType::kInsert};
+    c.dirty_free_space = true;
+    plan.push_back({"creation over reused (non-zero) free space, 8 inserts", c});
+  }
   // 0. B3-tree: a two-leaf tree deleted to empty - the merge of the level's first leaf (no left
   // neighbour) with its sibling, both direct children of the root's one BST node, whose single
   // word names the merged page with no persist before it (only the merge's fence orders the
   // new page first). First in the plan: the mutation gate reruns the step that first met a site.
   if (kind == "b3tree") {
+    // 0a. A 150-key tree (a root over ~8 leaves) deleted to empty, with --read-only-first (the
+    // readers' view of each crash state, before recovery): a merge's or a redistribution's COMMIT
+    // word that never reaches memory leaves its parent naming freed pages, which the next page
+    // allocation reuses; the readers then see another page's contents (b3tree.cc Replace).
+    // Before the two-leaf step, which meets those words first otherwise and does not catch them.
+    ExplorerConfig r = base;
+    r.dist = Dist::kDense;
+    r.seed = 1;
+    r.keys = 150;
+    r.explore_ops = 187;
+    r.ops = {OpType::kDelete};
+    r.read_only_first = true;
+    plan.push_back({"dense, 150 keys deleted to empty, read-only view first: merge and redistribution COMMIT words", r});
     ExplorerConfig c = base;
     c.dist = Dist::kDense;
     c.seed = 1;
@@ -65,6 +112,34 @@ std::vector<PlanStep> KindPlan(const std::string& kind, const std::string& dir) 
     c.explore_ops = 40;
     c.ops = {OpType::kDelete};
     plan.push_back({"dense, two leaves deleted to empty: the first leaf's merge (no left neighbour)", c});
+  }
+  // 0. FAST&FAIR: a small tree (100 dense keys, a root over a few leaves) deleted to empty, so
+  // that among the first redistributions some move entries from the right node into an
+  // underflowing left one (j >= L's count): then no later persist of the operation writes L's
+  // line 0 back, and only the persist of L's new sibling word orders R' into the chain before R
+  // is retired. First in the plan, for the same reason as B3-tree's step 0.
+  if (kind == "fastfair") {
+    ExplorerConfig c = base;
+    c.dist = Dist::kDense;
+    c.seed = 1;
+    c.keys = 100;
+    c.explore_ops = 125;
+    c.ops = {OpType::kDelete};
+    plan.push_back({"dense, a small tree deleted to empty: redistributions into an underflowing left node", c});
+  }
+  // 0. FPTree: dense inserts from empty into a small universe (158 keys), where the head leaf
+  // splits twice in a row: the second split's log then first holds the previous split's log_new,
+  // still the leaf's next, and a torn write-back of the root block's line (log_leaf new, log_new
+  // old) makes recovery roll a split forward that never began. Seed 4: the torn subsets of the
+  // mutation gate's focus pass draw that image within its first meetings of the split.
+  if (kind == "fptree") {
+    ExplorerConfig c = base;
+    c.dist = Dist::kDense;
+    c.seed = 4;
+    c.keys = 2;
+    c.explore_ops = 150;
+    c.ops = {OpType::kInsert};
+    plan.push_back({"dense inserts from empty, small universe: a leaf split twice in a row (the split log's stale log_new)", c});
   }
   const Shape shapes[] = {{Dist::kDense, 0},   {Dist::kSparse, 0}, {Dist::kClustered, 0},
                           {Dist::kStrings, 0}, {Dist::kWords, 0},  {Dist::kSparse, 1}};

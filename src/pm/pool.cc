@@ -278,7 +278,9 @@ Status Pool::MapFile(const std::string& path, bool create, const PoolOptions& op
     Header* hd = header();
     pm::store8(&hd->clean, 0);
     pm::store8(&hd->generation, hd->generation + 1);
-    // crash-site: uncaught: it matters only when a cleanly closed pool is reopened and then crashes; the explorer reopens only crashed images.
+    // Its removal is caught by the plans' recovery_persists check (an open after a crash returns
+    // with the generation bump not persistent); the clean flag's part matters only when a cleanly
+    // closed pool is reopened and then crashes, and the explorer reopens only crashed images.
     pm::persist(&hd->size, 64);
   }
   return Status::OK();

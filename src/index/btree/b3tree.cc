@@ -454,7 +454,7 @@ void B3Tree::Replace(uint64_t parent, const std::vector<uint64_t>& g, const std:
     // 1. Every word naming an old page names l: l and the old pages form one logical page.
     for (uint64_t* wi : w) {
       SetRef(wi, ls);
-      // crash-site: uncaught: an intermediate word of page replacement (b3tree.h steps 1-3); the state without it is a logical page that recovery (D2) rebuilds from the level chains; not caught by the plan, by targeted delete workloads (dense 40/70, sparse 400 keys, every point, 6 subsets) nor with --read-only-first; not proven redundant
+      // crash-site: redundant: without it the word may stay at the old page it named until step 3; every such state is a crash state readers and recovery interpret (a parent word naming an old page that left the chain: the old page is unmodified, still allocated - every caller frees the old pages only after Replace returns - and its sibling leads on to the rest of the level; D2 rebuilds the parent), and by the end of Replace each step-1 word is either overwritten by a persisted store (split, defragmentation, redistribution, a merge's deeper word) or lies in BST node x, which a persisted COMMIT unlinks (merge) before any old page is freed
       pm::persist(wi, 8);
     }
     // 2. The new pages replace the old ones in the chain (one store).
@@ -464,7 +464,7 @@ void B3Tree::Replace(uint64_t parent, const std::vector<uint64_t>& g, const std:
   // 3. Restructure the parent's BST.
   if (g.size() == 1 && h.size() == 1) {  // defragmentation (or a root replaced)
     SetRef(w[0], h[0]);  // COMMIT
-    // crash-site: uncaught: an intermediate word of page replacement (b3tree.h steps 1-3); the state without it is a logical page that recovery (D2) rebuilds from the level chains; not caught by the plan, by targeted delete workloads (dense 40/70, sparse 400 keys, every point, 6 subsets) nor with --read-only-first; not proven redundant
+    // The COMMIT of a defragmentation, and of Repair's rebuilt parent page (which Repair then frees): the plan's recovery_persists check catches its removal.
     pm::persist(w[0], 8);
   } else if (g.size() == 1 && h.size() == 2) {  // split (Algorithm 3)
     if (pp) {
@@ -487,7 +487,7 @@ void B3Tree::Replace(uint64_t parent, const std::vector<uint64_t>& g, const std:
     if (h.size() == 1) {  // merge (Algorithm 2)
       if (lp_eq_rp) {
         SetRef(lca_word, h[0]);  // COMMIT: the merged page replaces x and both pages
-        // crash-site: uncaught: a COMMIT word of page replacement; caught from the plan's large delete steps (full gate before h20a), but the mutation gate reruns the step that first met it, now the two-leaf step, which does not catch it; triage pending
+        // a COMMIT word of page replacement: without it the parent names freed pages; caught by the plan's 150-key delete step (read-only view first)
         pm::persist(lca_word, 8);
       } else if (w[0] == &x.left) {  // the left page is x's direct child; the right one deeper
         if (ls == 0) {
@@ -526,10 +526,10 @@ void B3Tree::Replace(uint64_t parent, const std::vector<uint64_t>& g, const std:
         pm::persist(&x.key, 8);
       }
       SetRef(w[0], h[0]);
-      // crash-site: uncaught: an intermediate word of page replacement (b3tree.h steps 1-3); the state without it is a logical page that recovery (D2) rebuilds from the level chains; not caught by the plan, by targeted delete workloads (dense 40/70, sparse 400 keys, every point, 6 subsets) nor with --read-only-first; not proven redundant
+      // crash-site: uncaught: needed (not redundant): when l does not exist and w[0] is not in w[1]'s line, nothing else writes w[0] back, so it can keep naming the old left page, freed below and reused; caught by the dense deletes to empty with the read-only view first (wort crashtest --index b3tree --dist dense --keys 1250 --explore 1562 --ops delete --seed 15 --subsets 3 --max-points 256 --read-only-first --explore-recovery --pool-size 1 --drop-site SITE --focus-site SITE --single-line-images: op #854), but the gate reruns the 150-key step, which meets it first and (seed 1) does not draw that case in its first 12 meetings
       pm::persist(w[0], 8);
       SetRef(w[1], h[1]);  // COMMIT
-      // crash-site: uncaught: a COMMIT word of page replacement; caught from the plan's large delete steps (full gate before h20a), but the mutation gate reruns the step that first met it, now the two-leaf step, which does not catch it; triage pending
+      // a COMMIT word of page replacement: without it the parent names freed pages; caught by the plan's 150-key delete step (read-only view first)
       pm::persist(w[1], 8);
     }
   }
@@ -928,7 +928,9 @@ Status B3Tree::Repair() {
       if (path[0].page != poff) return Status::Corruption("b3tree: repair: parent page not found");
       if (path.size() == 1) {
         Store(rb_->root, np);
-        // crash-site: uncaught: the repair's new root word: needed (Repair then frees the old root; a later allocation can reuse it while the word is still dirty), but that shows only in a crash after the operations that follow this recovery, which the plan does not explore (wort crashtest --recovery-persists catches it)
+        // The repair's new root word: needed (Repair then frees the old root; a later allocation
+        // can reuse it while the word is still dirty); the plan's recovery_persists check catches
+        // its removal.
         pm::persist(&rb_->root, 8);
       } else {
         Replace(path[1].page, {poff}, {path[0].where.word}, -1, nullptr, {np}, 0, -1);

@@ -339,7 +339,7 @@ void FastFair::FastDelete(Node* n, int pos) {
     if (LineOf(&n->slot[i]) != LineOf(&n->slot[i + 1]) || i + 2 == cnt) pm::persist(&n->slot[i], sizeof(Entry));
   }
   Store(n->count, cnt - 1);  // the stale copy left at cnt-1 becomes the trailing copy
-  // crash-site: redundant: the delete committed at the shift's first key store; a count still at cnt is the crash state 'shifted, count not yet lowered' (a duplicate pair at the end, read as stale), and the next persist of this node's line 0 writes the count back.
+  // crash-site: redundant: the delete committed at the shift's first key store; a count still at cnt is the crash state 'shifted, count not yet lowered' (a duplicate pair at the end, read as stale), and the next persist of this node's line 0 writes the count back. (In recovery, which finishes cut shifts with it, the plan's recovery_persists check catches its removal: a recovery returns with its writes persistent.)
   pm::persist(&n->count, 8);
 }
 
@@ -830,7 +830,9 @@ bool FastFair::Redistribute(uint64_t loff, uint64_t roff, Node* parent, int ridx
     pm::persist(&l->count, 8);
   }
   Store(l->sibling, noff);  // R' replaces R in the chain
-  // crash-site: uncaught: when j >= lc no later persist writes l's line 0 back in this operation; the explorer's images (incl. single-line and all-but-one) did not show the stale chain - triage pending
+  // Needed when j >= lc: no later persist of this operation writes l's line 0 back, and R is
+  // retired below (a crash leaves L naming R, unparented, beside R'). The plan's step 0 (a small
+  // tree deleted to empty) meets that case among its first redistributions and catches it.
   pm::persist(&l->sibling, 8);
   if (j < lc) {
     Store(l->count, j);
@@ -882,7 +884,10 @@ Status FastFair::Repair() {
     r->flags = kFlagNegInf;
     pm::persist(r, 64);
     Store(rb_->root, roff);
-    // crash-site: uncaught: likely redundant, not yet shown: Repair is idempotent - a root word that never reaches memory leaves the old root with its sibling, the next open redoes step 2 and the post-crash GC frees the unreached root block
+    // The plan's recovery_persists check (a recovery returns with what it wrote persistent)
+    // catches its removal. A root word lost after the operations that follow would leave the old
+    // root with its sibling, which the next open's step 2 repairs again (the old root is the first
+    // of its level, never merged away; CollapseRoot and a root split persist the word).
     pm::persist(&rb_->root, 8);
   }
   // 3. Top-down: every node of level l must be a child in level l+1.

@@ -340,7 +340,7 @@ Status FpTree::Split(uint64_t off, uint64_t* right, std::string* sep) {
   Leaf* n = L(nw);
   // The split log: log_new, then log_leaf (the log is live).
   Store(rb_->log_new, nw);
-  pm::persist(&rb_->log_new, 8);  // crash-site: uncaught: found missed by the full gate (wort crashtest --index fptree --coverage --mutate) at h20a; triage pending
+  pm::persist(&rb_->log_new, 8);  // shares a line with log_leaf: needed under torn write-back (plan step 0 catches it)
   Store(rb_->log_leaf, off);
   pm::persist(&rb_->log_leaf, 8);
   // Median of the (full) leaf.
@@ -354,7 +354,7 @@ Status FpTree::Split(uint64_t off, uint64_t* right, std::string* sep) {
   n->next = Load(l->next);
   pm::persist(n, sizeof(Leaf));
   Store(l->next, nw);  // COMMIT of the split
-  pm::persist(&l->next, 8);  // crash-site: uncaught: found missed by the full gate (wort crashtest --index fptree --coverage --mutate) at h20a; triage pending
+  pm::persist(&l->next, 8);  // shares line 0 with the bitmap: needed under torn write-back (the plan's torn model catches it)
   Store(l->bitmap, Load(l->bitmap) & ~upper);
   pm::persist(&l->bitmap, 8);
   Store(rb_->log_leaf, 0);  // log cleared
@@ -495,7 +495,7 @@ void FpTree::VisitLocked(const Pool& pool, uint64_t root_off, const std::functio
 
 Status Create(Pool& pool, const IndexOptions& opts, uint64_t* root_off) {
   return CreateTree(pool, opts, kRootMagic, 0, &RootBlock::head, sizeof(Leaf),
-                    [&](uint64_t off) { pm::persist(pool.at<Leaf>(off), sizeof(Leaf)); }, root_off);  // crash-site: uncaught: creation's first leaf; found missed by the full gate at h20a (also with --dirty-free-space); triage pending
+                    [&](uint64_t off) { pm::persist(pool.at<Leaf>(off), sizeof(Leaf)); }, root_off);  // creation's first leaf (zeroed in the cache only): needed over reused space; the plan's first step (--dirty-free-space, which covers the leaf's 576-byte class) catches its removal
 }
 
 Status Open(Pool& pool, uint64_t root_off, std::unique_ptr<Index>* out) {

