@@ -142,24 +142,32 @@ size_t RunCoveragePlan(const CrashOpts& o, const std::string& name) {
   return failures;
 }
 
+// The settings the kill test and the explorer share (crash::KillConfig, crash::ExplorerConfig).
+template <class Config>
+Config SharedConfig(const CrashOpts& o, const std::string& name, bench::Dist dist,
+                    const std::vector<crash::OpType>& ops, const IndexOptions& iopts, bool from_dist) {
+  Config c;
+  c.index = name;
+  c.index_options = iopts;
+  c.key_type_from_dist = from_dist;
+  c.dist = dist;
+  c.keys = o.keys;
+  c.ops = ops;
+  c.seed = o.seed;
+  c.edge_keys = !o.no_edge_keys;
+  c.dir = o.dir;
+  return c;
+}
+
 // Runs one kind; returns its number of violations.
 size_t RunKind(const CrashOpts& o, const std::string& name, bench::Dist dist, const std::vector<crash::OpType>& ops,
                const IndexOptions& iopts, bool from_dist) {
   size_t total_violations = 0;
   if (o.coverage) return RunCoveragePlan(o, name);
   if (o.kill) {
-    crash::KillConfig c;
-    c.index = name;
-    c.index_options = iopts;
-    c.key_type_from_dist = from_dist;
-    c.dist = dist;
-    c.keys = o.keys;
-    c.ops = ops;
-    c.seed = o.seed;
+    auto c = SharedConfig<crash::KillConfig>(o, name, dist, ops, iopts, from_dist);
     c.rounds = o.rounds;
     c.max_delay_us = o.kill_delay_us;
-    c.edge_keys = !o.no_edge_keys;
-    c.dir = o.dir;
     c.log = stdout;
     fmt::print("crashtest --kill {}: dist={} keys={} ops={} seed={} rounds={} max-delay={}us\n", name, o.dist, o.keys,
                o.ops, o.seed, o.rounds, o.kill_delay_us);
@@ -172,25 +180,16 @@ size_t RunKind(const CrashOpts& o, const std::string& name, bench::Dist dist, co
                name, r.rounds, r.acked_ops, r.pending_applied, r.pending_absent, r.violations.size(), r.seconds);
     total_violations += r.violations.size();
   } else {
-    crash::ExplorerConfig c;
-    c.index = name;
-    c.index_options = iopts;
-    c.key_type_from_dist = from_dist;
-    c.dist = dist;
-    c.keys = o.keys;
+    auto c = SharedConfig<crash::ExplorerConfig>(o, name, dist, ops, iopts, from_dist);
     c.explore_ops = o.explore;
-    c.ops = ops;
-    c.seed = o.seed;
     c.subsets = o.subsets;
     c.max_points = o.max_points;
     c.torn_lines = o.torn;
-    c.edge_keys = !o.no_edge_keys;
     c.exercise = !o.no_exercise;
     c.read_only_first = o.read_only_first;
     c.dirty_free_space = o.dirty_free_space;
     c.recovery_persists = o.recovery_persists;
     c.isolate = o.isolate;
-    c.dir = o.dir;
     c.max_violations = o.max_violations;
     c.replay_op = o.replay_op;
     c.replay_point = o.replay_point;

@@ -10,20 +10,19 @@ run from a directory outside any checkout).
 
 Run by ctest as git_commit_py.
 """
-import argparse
 import json
 import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import unittest
+
+import script_test_util
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 SCRIPT = os.path.join(ROOT, "cmake", "git_commit.cmake")
-WORT = None
 GIT = shutil.which("git")
 CMAKE = shutil.which("cmake")
 
@@ -104,7 +103,7 @@ class GitCommitScript(unittest.TestCase):
 class BinaryRecordsItsBuild(unittest.TestCase):
     def test_bench_json_carries_the_build_commit(self):
         # The value baked into this build (what the build's generated source says).
-        wort = WORT
+        wort = script_test_util.WORT
         gen = os.path.join(os.path.dirname(wort), "generated", "git_commit.cc")
         with open(gen) as f:
             built = re.search(r'return "([^"]*)"', f.read()).group(1)
@@ -127,8 +126,4 @@ class BinaryRecordsItsBuild(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--wort", required=True)
-    args, rest = ap.parse_known_args()
-    WORT = os.path.abspath(args.wort)
-    unittest.main(argv=[sys.argv[0]] + rest)
+    script_test_util.main()
