@@ -190,6 +190,7 @@ size_t RunKind(const CrashOpts& o, const std::string& name, bench::Dist dist, co
     c.dirty_free_space = o.dirty_free_space;
     c.recovery_persists = o.recovery_persists;
     c.isolate = o.isolate;
+    c.check_timeout_s = o.check_timeout;
     c.max_violations = o.max_violations;
     c.replay_op = o.replay_op;
     c.replay_point = o.replay_point;
@@ -363,7 +364,8 @@ void AddCrashTest(CLI::App& app) {
   c->add_flag("--isolate", o->isolate,
               "Check each image in a forked child: slower, but the run goes on when the index crashes or hangs");
   c->add_option("--check-timeout", o->check_timeout, "Seconds a check of one image may take before it is a hang")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1, 86400));
   c->add_option("--key-type", o->key_type, "auto (u64 for integer distributions), u64 or bytes")->capture_default_str();
   c->add_option("--span-bits", o->span_bits, "WORT: bits of key per level")->capture_default_str();
   c->add_option("--replay-op", o->replay_op, "Explore only this operation (0-based), as printed with a violation");
