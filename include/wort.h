@@ -30,6 +30,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "wort/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -74,51 +76,51 @@ typedef struct wort_capabilities {
 } wort_capabilities;
 
 /* Message of the calling thread's last failure ("" if none). */
-const char *wort_errormsg(void);
+WORT_EXPORT const char *wort_errormsg(void);
 
 /* The index kinds a store can use: wort_kind_name(0 .. wort_kind_count()-1). */
-size_t wort_kind_count(void);
-const char *wort_kind_name(size_t i); /* NULL when i is out of range */
+WORT_EXPORT size_t wort_kind_count(void);
+WORT_EXPORT const char *wort_kind_name(size_t i); /* NULL when i is out of range */
 
 /* A configuration: path is required; size (bytes, default 1 GiB: the pool's maximum when it is
  * created), kind (default "woart"; "" opens a store of any kind), name (the store's root name
  * in the pool, default "kv"), key type, sync mode, create_if_missing (default 1). The put
  * functions copy their arguments; they return WORT_INVALID_ARGUMENT for a NULL or bad value. */
-wort_config *wort_config_new(void); /* NULL when out of memory */
-void wort_config_delete(wort_config *cfg);
-int wort_config_put_path(wort_config *cfg, const char *path);
-int wort_config_put_size(wort_config *cfg, uint64_t size);
-int wort_config_put_kind(wort_config *cfg, const char *kind);
-int wort_config_put_name(wort_config *cfg, const char *name);
-int wort_config_put_key_type(wort_config *cfg, int key_type);
-int wort_config_put_sync(wort_config *cfg, int sync);
-int wort_config_put_create_if_missing(wort_config *cfg, int create);
+WORT_EXPORT wort_config *wort_config_new(void); /* NULL when out of memory */
+WORT_EXPORT void wort_config_delete(wort_config *cfg);
+WORT_EXPORT int wort_config_put_path(wort_config *cfg, const char *path);
+WORT_EXPORT int wort_config_put_size(wort_config *cfg, uint64_t size);
+WORT_EXPORT int wort_config_put_kind(wort_config *cfg, const char *kind);
+WORT_EXPORT int wort_config_put_name(wort_config *cfg, const char *name);
+WORT_EXPORT int wort_config_put_key_type(wort_config *cfg, int key_type);
+WORT_EXPORT int wort_config_put_sync(wort_config *cfg, int sync);
+WORT_EXPORT int wort_config_put_create_if_missing(wort_config *cfg, int create);
 
 /* Opens (creating when allowed) the store; cfg stays the caller's. */
-int wort_open(const wort_config *cfg, wort_db **db);
+WORT_EXPORT int wort_open(const wort_config *cfg, wort_db **db);
 /* Closes cleanly and frees db (NULL is allowed). Returns the close's status. */
-int wort_close(wort_db *db);
+WORT_EXPORT int wort_close(wort_db *db);
 
-int wort_put(wort_db *db, const char *key, size_t key_len, const char *value, size_t value_len);
+WORT_EXPORT int wort_put(wort_db *db, const char *key, size_t key_len, const char *value, size_t value_len);
 /* Calls cb(value, value_len, arg) with the value (valid only during the call). */
 typedef void wort_get_cb(const char *value, size_t value_len, void *arg);
-int wort_get(wort_db *db, const char *key, size_t key_len, wort_get_cb *cb, void *arg);
+WORT_EXPORT int wort_get(wort_db *db, const char *key, size_t key_len, wort_get_cb *cb, void *arg);
 /* Copies the value into buf (up to buf_size bytes) and stores its full length in *value_len;
  * WORT_INVALID_ARGUMENT (and nothing copied) when buf_size is too small: *value_len still tells
  * the size needed. */
-int wort_get_copy(wort_db *db, const char *key, size_t key_len, char *buf, size_t buf_size, size_t *value_len);
+WORT_EXPORT int wort_get_copy(wort_db *db, const char *key, size_t key_len, char *buf, size_t buf_size, size_t *value_len);
 /* WORT_OK if present, WORT_NOT_FOUND if absent. */
-int wort_exists(wort_db *db, const char *key, size_t key_len);
-int wort_remove(wort_db *db, const char *key, size_t key_len);
-int wort_count(wort_db *db, uint64_t *count);
+WORT_EXPORT int wort_exists(wort_db *db, const char *key, size_t key_len);
+WORT_EXPORT int wort_remove(wort_db *db, const char *key, size_t key_len);
+WORT_EXPORT int wort_count(wort_db *db, uint64_t *count);
 
 /* Calls cb for each pair with start <= key < end in ascending order (end == NULL: no upper
  * bound), until cb returns non-zero (then wort_scan returns WORT_OK too). Ordered kinds only. */
 typedef int wort_scan_cb(const char *key, size_t key_len, const char *value, size_t value_len, void *arg);
-int wort_scan(wort_db *db, const char *start, size_t start_len, const char *end, size_t end_len, wort_scan_cb *cb,
-              void *arg);
+WORT_EXPORT int wort_scan(wort_db *db, const char *start, size_t start_len, const char *end, size_t end_len, wort_scan_cb *cb,
+                          void *arg);
 
-int wort_get_capabilities(wort_db *db, wort_capabilities *out);
+WORT_EXPORT int wort_get_capabilities(wort_db *db, wort_capabilities *out);
 
 #ifdef __cplusplus
 }

@@ -5,6 +5,7 @@
 #   WORT_BUILD_DIR   build directory (default: build)
 #   WORT_BUILD_TYPE  Release (default), Debug
 #   WORT_SANITIZE    1 for an ASan+UBSan build
+#   WORT_WERROR      1: compiler warnings are errors in wort's own targets (.ci/run sets it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,6 +43,8 @@ BUILD_DIR=${WORT_BUILD_DIR:-build}
 BUILD_TYPE=${WORT_BUILD_TYPE:-Release}
 SAN=OFF
 [ "${WORT_SANITIZE:-0}" = 1 ] && SAN=ON
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE" -DWORT_SANITIZE="$SAN" >/dev/null
+WERROR=OFF
+[ "${WORT_WERROR:-0}" = 1 ] && WERROR=ON
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE" -DWORT_SANITIZE="$SAN" -DWORT_WERROR="$WERROR" >/dev/null
 cmake --build "$BUILD_DIR" -j"$(nproc)"
 echo "setup: built $BUILD_DIR ($BUILD_TYPE, sanitizers $SAN)"

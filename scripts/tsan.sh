@@ -8,7 +8,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TSAN_DIR=${WORT_TSAN_BUILD_DIR:-build-tsan}
-cmake -S . -B "$TSAN_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWORT_TSAN=ON >/dev/null
+WERROR=OFF
+[ "${WORT_WERROR:-0}" = 1 ] && WERROR=ON  # .ci/run: warnings are errors
+cmake -S . -B "$TSAN_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWORT_TSAN=ON -DWORT_WERROR="$WERROR" >/dev/null
 cmake --build "$TSAN_DIR" -j"$(nproc)" --target test_sync test_concurrent test_cceh test_alloc_race \
   test_multiwriter_kill test_store_stress test_transport test_canrt test_reply_kv
 export TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1"

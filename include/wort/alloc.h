@@ -54,6 +54,7 @@
 #include <memory>
 #include <string>
 
+#include "wort/export.h"
 #include "wort/status.h"
 
 namespace wort {
@@ -79,7 +80,7 @@ struct AllocStats {
   uint64_t retired_outside_epoch = 0;
 };
 
-class Allocator {
+class WORT_EXPORT Allocator {
  public:
   static constexpr size_t kMaxSmall = 256 * 1024;  // largest size-class block
 
@@ -139,7 +140,7 @@ class Allocator {
   // Marks a block as reachable during the mark phase (called through visit functions).
   void Mark(uint64_t off);
 
-  struct Impl;  // internal (src/alloc/alloc.cc)
+  struct WORT_NO_EXPORT Impl;  // internal (src/alloc/alloc.cc)
 
  private:
   std::unique_ptr<Impl> impl_;

@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "wort/export.h"
 #include "wort/key.h"
 #include "wort/pool.h"
 #include "wort/status.h"
@@ -62,7 +63,7 @@ struct IndexStats {
   uint64_t volatile_bytes = 0;    // DRAM the index keeps beside the pool (0 for the radix trees)
 };
 
-class Index {
+class WORT_EXPORT Index {
  public:
   virtual ~Index() = default;
 
@@ -114,17 +115,17 @@ struct IndexKind {
 };
 
 // All kinds built into this library.
-const std::vector<const IndexKind*>& IndexKinds();
-const IndexKind* FindIndexKind(std::string_view name);
-const IndexKind* FindIndexKindById(uint32_t type_id);
+WORT_EXPORT const std::vector<const IndexKind*>& IndexKinds();
+WORT_EXPORT const IndexKind* FindIndexKind(std::string_view name);
+WORT_EXPORT const IndexKind* FindIndexKindById(uint32_t type_id);
 
 // Creates an index of `kind` and publishes it as root `name` of the pool.
-Status CreateIndex(Pool& pool, std::string_view name, std::string_view kind,
-                   const IndexOptions& opts, std::unique_ptr<Index>* out);
+WORT_EXPORT Status CreateIndex(Pool& pool, std::string_view name, std::string_view kind,
+                               const IndexOptions& opts, std::unique_ptr<Index>* out);
 // Opens the index published as root `name`.
-Status OpenIndex(Pool& pool, std::string_view name, std::unique_ptr<Index>* out);
+WORT_EXPORT Status OpenIndex(Pool& pool, std::string_view name, std::unique_ptr<Index>* out);
 // Opens root `name` if present, else creates it.
-Status OpenOrCreateIndex(Pool& pool, std::string_view name, std::string_view kind,
-                         const IndexOptions& opts, std::unique_ptr<Index>* out);
+WORT_EXPORT Status OpenOrCreateIndex(Pool& pool, std::string_view name, std::string_view kind,
+                                     const IndexOptions& opts, std::unique_ptr<Index>* out);
 
 }  // namespace wort

@@ -56,6 +56,7 @@
 #include <string_view>
 #include <vector>
 
+#include "wort/export.h"
 #include "wort/key.h"
 #include "wort/pool.h"
 #include "wort/status.h"
@@ -104,13 +105,13 @@ struct KvCapabilities {
 };
 
 // The index kinds a store can use (persistent kinds; the volatile references are excluded).
-std::vector<std::string> KvKinds();
+WORT_EXPORT std::vector<std::string> KvKinds();
 
 // Called for each pair in ascending key order; return false to stop. The views are valid only
 // during the call.
 using KvScanFn = std::function<bool(std::string_view key, std::string_view value)>;
 
-class KvStore {
+class WORT_EXPORT KvStore {
  public:
   // Opens the store `cfg.name` of the pool at `cfg.path`, creating the pool and/or the store
   // when absent (unless !create_if_missing). Opening an existing store of another kind than a

@@ -30,6 +30,8 @@
 #include <source_location>
 #include <string>
 
+#include "wort/export.h"
+
 namespace wort::pm {
 
 inline constexpr size_t kCacheLine = 64;
@@ -42,23 +44,23 @@ enum class FlushKind : uint8_t {
 };
 
 // Name used on the command line and in reports: "clwb", "clflushopt", "clflush", "none".
-const char* FlushKindName(FlushKind k);
+WORT_EXPORT const char* FlushKindName(FlushKind k);
 // Parses a name as above, or "auto". Returns false on an unknown name.
-bool ParseFlushKind(const std::string& name, FlushKind* out, bool* is_auto);
+WORT_EXPORT bool ParseFlushKind(const std::string& name, FlushKind* out, bool* is_auto);
 // The best instruction this CPU supports (clwb > clflushopt > clflush).
-FlushKind BestFlushKind();
+WORT_EXPORT FlushKind BestFlushKind();
 // True iff this CPU executes the instruction.
-bool FlushKindSupported(FlushKind k);
+WORT_EXPORT bool FlushKindSupported(FlushKind k);
 
 // Select the instruction for the whole process. Returns false (and changes nothing) if the CPU
 // lacks it. Call before indexes run; switching while other threads flush is allowed but the
 // counters then mix the two kinds.
-bool SetFlushKind(FlushKind k);
-FlushKind GetFlushKind();
+WORT_EXPORT bool SetFlushKind(FlushKind k);
+WORT_EXPORT FlushKind GetFlushKind();
 
 // Emulated write latency: ns of busy-waiting after each flushed cache line. 0 disables it.
-void SetWriteLatencyNs(uint64_t ns);
-uint64_t GetWriteLatencyNs();
+WORT_EXPORT void SetWriteLatencyNs(uint64_t ns);
+WORT_EXPORT uint64_t GetWriteLatencyNs();
 
 struct Counters {
   uint64_t lines_flushed = 0;   // cache lines written back
@@ -69,51 +71,51 @@ struct Counters {
   }
 };
 // Sum over all threads, live and exited, since start-up (or since the last ResetCounters()).
-Counters GetCounters();
+WORT_EXPORT Counters GetCounters();
 // This thread's counters only (cheap).
-Counters ThisThreadCounters();
-void ResetCounters();
+WORT_EXPORT Counters ThisThreadCounters();
+WORT_EXPORT void ResetCounters();
 
 // The hook every flush and fence passes through (crash explorer). Called on the flushing
 // thread, before the instruction. `line` is 64-byte aligned.
-class Hook {
+class WORT_EXPORT Hook {
  public:
   virtual ~Hook() = default;
   virtual void OnFlushLine(const void* line, const std::source_location& where) = 0;
   virtual void OnFence(const std::source_location& where) = 0;
 };
 // Install (or, with nullptr, remove) the process-wide hook. Returns the previous one.
-Hook* SetHook(Hook* h);
+WORT_EXPORT Hook* SetHook(Hook* h);
 
 // Sync mode (PoolOptions::sync, for a pool on a file without DAX; src/pm/sync.cc). While a range
 // is registered, flush() notes the pages it touches inside it, and fence() msyncs (MS_SYNC) the
 // pages this thread noted since its previous fence: every persist is then durable on the file
 // system (OS crash, power loss) when it returns. Batched per fence: a flush alone promises
 // nothing, so one msync per fence of the union of the pages flushed before it is enough.
-void RegisterSyncRange(const void* base, size_t len);
-void UnregisterSyncRange(const void* base);
+WORT_EXPORT void RegisterSyncRange(const void* base, size_t len);
+WORT_EXPORT void UnregisterSyncRange(const void* base);
 struct SyncCounters {
   uint64_t msyncs = 0, pages = 0, errors = 0;  // all threads, since start-up
 };
-SyncCounters GetSyncCounters();
+WORT_EXPORT SyncCounters GetSyncCounters();
 
 // ---- implementation details of the inline hot path --------------------------------------
 namespace detail {
-struct alignas(64) ThreadCounters {
+struct alignas(64) WORT_EXPORT ThreadCounters {
   std::atomic<uint64_t> lines{0};
   std::atomic<uint64_t> fences{0};
   std::atomic<uint64_t> bytes{0};
   ThreadCounters();
   ~ThreadCounters();
 };
-ThreadCounters& Local();
-extern std::atomic<Hook*> g_hook;
-extern std::atomic<uint8_t> g_kind;
-extern std::atomic<uint64_t> g_latency_cycles;  // TSC cycles per flushed line
-extern std::atomic<int> g_sync_ranges;           // registered sync-mode ranges
-void NoteSyncFlush(uintptr_t begin, uintptr_t end);
-void SyncNoted();
-void SpinCycles(uint64_t cycles);
+WORT_EXPORT ThreadCounters& Local();
+WORT_EXPORT extern std::atomic<Hook*> g_hook;
+WORT_EXPORT extern std::atomic<uint8_t> g_kind;
+WORT_EXPORT extern std::atomic<uint64_t> g_latency_cycles;  // TSC cycles per flushed line
+WORT_EXPORT extern std::atomic<int> g_sync_ranges;           // registered sync-mode ranges
+WORT_EXPORT void NoteSyncFlush(uintptr_t begin, uintptr_t end);
+WORT_EXPORT void SyncNoted();
+WORT_EXPORT void SpinCycles(uint64_t cycles);
 
 inline void Bump(std::atomic<uint64_t>& c, uint64_t n) {
   // Only the owning thread writes; others read. A relaxed load+store is enough and compiles to

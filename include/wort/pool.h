@@ -49,6 +49,7 @@
 #include <string_view>
 #include <vector>
 
+#include "wort/export.h"
 #include "wort/status.h"
 
 namespace wort {
@@ -64,8 +65,8 @@ class Pool;
 // and reports NotSupported (old chunks stay reserved).
 using RootVisitFn = void (*)(const Pool& pool, uint64_t root_off, const std::function<void(uint64_t)>& mark);
 using RootVisitorLookup = RootVisitFn (*)(uint32_t type_id);
-void SetRootVisitorLookup(RootVisitorLookup lookup);
-RootVisitorLookup GetRootVisitorLookup();
+WORT_EXPORT void SetRootVisitorLookup(RootVisitorLookup lookup);
+WORT_EXPORT RootVisitorLookup GetRootVisitorLookup();
 
 struct PoolOptions {
   // Size of the file at creation (rounded up to whole chunks plus the metadata).
@@ -93,10 +94,10 @@ enum class Durability {
   kTmpfs,         // tmpfs: process crash only, lost at reboot
 };
 // "power-fail", "file-sync", "process-crash", "tmpfs" (JSON and stats values).
-const char* DurabilityName(Durability d);
+WORT_EXPORT const char* DurabilityName(Durability d);
 // One line for people, e.g. "process-crash only: file without DAX, writes survive kill -9 but not
 // an OS crash or power loss (open with sync mode for that)".
-const char* DurabilityDescription(Durability d);
+WORT_EXPORT const char* DurabilityDescription(Durability d);
 
 struct RootInfo {
   std::string name;
@@ -104,7 +105,7 @@ struct RootInfo {
   uint64_t off = 0;   // offset of the root block
 };
 
-class Pool {
+class WORT_EXPORT Pool {
  public:
   static constexpr uint64_t kChunkSize = 1ull << 20;  // 1 MiB
   static constexpr int kMaxRoots = 32;
@@ -189,7 +190,7 @@ class Pool {
   friend struct PoolAccess;
 
  public:
-  struct Header;  // on-media header (src/pm/pool.cc)
+  struct WORT_NO_EXPORT Header;  // on-media header (src/pm/pool.cc)
 
  private:
   Header* header() const { return reinterpret_cast<Header*>(base_); }

@@ -10,6 +10,8 @@
 #include <string_view>
 #include <utility>
 
+#include "wort/export.h"
+
 namespace wort {
 
 enum class Code : unsigned char {
@@ -24,9 +26,9 @@ enum class Code : unsigned char {
   kBusy,            // the resource is in use (e.g. a pool opened for writing by another process)
 };
 
-const char* CodeName(Code c);
+WORT_EXPORT const char* CodeName(Code c);
 
-class [[nodiscard]] Status {
+class [[nodiscard]] WORT_EXPORT Status {
  public:
   Status() = default;  // OK
   Status(Code code, std::string msg) : code_(code), msg_(std::move(msg)) {}

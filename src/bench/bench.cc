@@ -52,22 +52,6 @@ std::vector<std::string> SplitList(const std::string& list) {
   return out;
 }
 
-
-std::string Trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
-std::string RunCommand(const std::string& cmd) {
-  FILE* f = popen(cmd.c_str(), "r");
-  if (!f) return "";
-  std::string out;
-  char buf[256];
-  while (fgets(buf, sizeof buf, f)) out += buf;
-  pclose(f);
-  return Trim(out);
-}
-
 std::string CpuModel() {
   std::ifstream in("/proc/cpuinfo");
   std::string line;
@@ -83,20 +67,11 @@ std::string CpuModel() {
   return "unknown";
 }
 
-// The commit of the source tree this file was compiled from ($WORT_GIT_COMMIT overrides).
+// The commit the binary was built from, with "-dirty" when tracked files differed from it
+// (baked in at build time: cmake/git_commit.cmake); $WORT_GIT_COMMIT overrides it.
 std::string GitCommit() {
   if (const char* env = std::getenv("WORT_GIT_COMMIT"); env && *env) return env;
-  static const std::string cached = [] {
-    std::string dir = __FILE__;  // <src root>/src/bench/bench.cc
-    const auto pos = dir.rfind("/src/bench/");
-    if (pos == std::string::npos) return std::string("unknown");
-    dir = dir.substr(0, pos);
-    std::string c = RunCommand("git -C '" + dir + "' rev-parse --short=12 HEAD 2>/dev/null");
-    if (c.empty()) return std::string("unknown");
-    if (!RunCommand("git -C '" + dir + "' status --porcelain --untracked-files=no 2>/dev/null").empty()) c += "-dirty";
-    return c;
-  }();
-  return cached;
+  return BuildGitCommit();
 }
 
 std::string UtcNow() {

@@ -96,7 +96,7 @@ struct Environment {
   std::string cpu;           // /proc/cpuinfo model name
   int cpus = 0;
   std::string timestamp;     // UTC, ISO 8601
-  std::string git_commit;    // "unknown" when not found; "-dirty" when tracked files differ
+  std::string git_commit;    // BuildGitCommit(), or $WORT_GIT_COMMIT when set
   std::string wort_version;  // wort::Version()
   std::string host;
 };
@@ -242,6 +242,10 @@ nlohmann::json ToJson(const YcsbResult& r, const YcsbBenchConfig& cfg, const Env
 // as u64 in insert order, then n u32 indexes into them: the search phase's lookup order.
 Status WriteKeyFile(Dist d, size_t n, uint64_t seed, const std::string& path);
 
+// The commit of wort's source tree when this binary was built (12 hex digits), "-dirty"
+// appended when tracked files differed from it, or "unknown" when the tree was not a git
+// checkout (e.g. a release tarball). Generated at build time by cmake/git_commit.cmake.
+const char* BuildGitCommit();
 // The environment as seen now, for the given pm settings.
 Environment CaptureEnvironment();
 

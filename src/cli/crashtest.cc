@@ -145,24 +145,32 @@ size_t RunCoveragePlan(const CrashOpts& o, const std::string& name) {
   return failures;
 }
 
+// The settings the kill test and the explorer share (crash::KillConfig, crash::ExplorerConfig).
+template <class Config>
+Config SharedConfig(const CrashOpts& o, const std::string& name, bench::Dist dist,
+                    const std::vector<crash::OpType>& ops, const IndexOptions& iopts, bool from_dist) {
+  Config c;
+  c.index = name;
+  c.index_options = iopts;
+  c.key_type_from_dist = from_dist;
+  c.dist = dist;
+  c.keys = o.keys;
+  c.ops = ops;
+  c.seed = o.seed;
+  c.edge_keys = !o.no_edge_keys;
+  c.dir = o.dir;
+  return c;
+}
+
 // Runs one kind; returns its number of violations.
 size_t RunKind(const CrashOpts& o, const std::string& name, bench::Dist dist, const std::vector<crash::OpType>& ops,
                const IndexOptions& iopts, bool from_dist) {
   size_t total_violations = 0;
   if (o.coverage) return RunCoveragePlan(o, name);
   if (o.kill) {
-    crash::KillConfig c;
-    c.index = name;
-    c.index_options = iopts;
-    c.key_type_from_dist = from_dist;
-    c.dist = dist;
-    c.keys = o.keys;
-    c.ops = ops;
-    c.seed = o.seed;
+    auto c = SharedConfig<crash::KillConfig>(o, name, dist, ops, iopts, from_dist);
     c.rounds = o.rounds;
     c.max_delay_us = o.kill_delay_us;
-    c.edge_keys = !o.no_edge_keys;
-    c.dir = o.dir;
     c.log = stdout;
     fmt::print("crashtest --kill {}: dist={} keys={} ops={} seed={} rounds={} max-delay={}us\n", name, o.dist, o.keys,
                o.ops, o.seed, o.rounds, o.kill_delay_us);
@@ -175,25 +183,17 @@ size_t RunKind(const CrashOpts& o, const std::string& name, bench::Dist dist, co
                name, r.rounds, r.acked_ops, r.pending_applied, r.pending_absent, r.violations.size(), r.seconds);
     total_violations += r.violations.size();
   } else {
-    crash::ExplorerConfig c;
-    c.index = name;
-    c.index_options = iopts;
-    c.key_type_from_dist = from_dist;
-    c.dist = dist;
-    c.keys = o.keys;
+    auto c = SharedConfig<crash::ExplorerConfig>(o, name, dist, ops, iopts, from_dist);
     c.explore_ops = o.explore;
-    c.ops = ops;
-    c.seed = o.seed;
     c.subsets = o.subsets;
     c.max_points = o.max_points;
     c.torn_lines = o.torn;
-    c.edge_keys = !o.no_edge_keys;
     c.exercise = !o.no_exercise;
     c.read_only_first = o.read_only_first;
     c.dirty_free_space = o.dirty_free_space;
     c.recovery_persists = o.recovery_persists;
     c.isolate = o.isolate;
-    c.dir = o.dir;
+    c.check_timeout_s = o.check_timeout;
     c.max_violations = o.max_violations;
     c.replay_op = o.replay_op;
     c.replay_point = o.replay_point;
@@ -367,7 +367,8 @@ void AddCrashTest(CLI::App& app) {
   c->add_flag("--isolate", o->isolate,
               "Check each image in a forked child: slower, but the run goes on when the index crashes or hangs");
   c->add_option("--check-timeout", o->check_timeout, "Seconds a check of one image may take before it is a hang")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1, 86400));
   c->add_option("--key-type", o->key_type, "auto (u64 for integer distributions), u64 or bytes")->capture_default_str();
   c->add_option("--span-bits", o->span_bits, "WORT: bits of key per level")->capture_default_str();
   c->add_option("--replay-op", o->replay_op, "Explore only this operation (0-based), as printed with a violation");

@@ -562,16 +562,12 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
   const auto t0 = std::chrono::steady_clock::now();
   ExplorerResult res;
   res.index = cfg.index;
+  IndexOptions iopts;
+  WORT_RETURN_IF_ERROR(ResolveRunIndex(cfg.index, cfg.ops, cfg.index_options, cfg.key_type_from_dist, cfg.dist, &iopts));
   const IndexKind* kind = FindIndexKind(cfg.index);
-  if (!kind) return Status::InvalidArgument("unknown index kind '" + cfg.index + "'");
-  if (cfg.ops.empty()) return Status::InvalidArgument("no operation types to explore");
-  IndexOptions iopts = cfg.index_options;
   // The hash tables' hash seed comes from the run's seed too: the same run meets the same
   // crash points, and a replay line reproduces its violation.
   if (iopts.hash_seed == 0) iopts.hash_seed = MixSeed(cfg.seed, 0x4a5e) | 1;
-  if (cfg.key_type_from_dist) iopts.key_type = bench::IsIntegerDist(cfg.dist) ? KeyType::kU64 : KeyType::kBytes;
-  if (iopts.key_type == KeyType::kU64 && !bench::IsIntegerDist(cfg.dist))
-    return Status::InvalidArgument("an integer key type needs an integer distribution (dense, sparse, clustered)");
 
   std::vector<std::string> extra_setup, extra_inserts;
   if (iopts.key_type == KeyType::kU64) {

@@ -123,13 +123,9 @@ Status RunKillTest(const KillConfig& cfg, KillResult* out) {
   const auto t0 = std::chrono::steady_clock::now();
   KillResult res;
   res.index = cfg.index;
+  IndexOptions iopts;
+  WORT_RETURN_IF_ERROR(ResolveRunIndex(cfg.index, cfg.ops, cfg.index_options, cfg.key_type_from_dist, cfg.dist, &iopts));
   const IndexKind* kind = FindIndexKind(cfg.index);
-  if (!kind) return Status::InvalidArgument("unknown index kind '" + cfg.index + "'");
-  if (cfg.ops.empty()) return Status::InvalidArgument("no operation types");
-  IndexOptions iopts = cfg.index_options;
-  if (cfg.key_type_from_dist) iopts.key_type = bench::IsIntegerDist(cfg.dist) ? KeyType::kU64 : KeyType::kBytes;
-  if (iopts.key_type == KeyType::kU64 && !bench::IsIntegerDist(cfg.dist))
-    return Status::InvalidArgument("an integer key type needs an integer distribution (dense, sparse, clustered)");
   const Workload wl(cfg.dist, iopts.key_type, cfg.keys, cfg.insert_keys, cfg.edge_keys, cfg.seed);
 
   const std::string path = UniquePoolPath(cfg.dir, "kill");
@@ -198,14 +194,8 @@ Status RunKillTest(const KillConfig& cfg, KillResult* out) {
       if (ec) return Status::IOError("cannot copy " + path + ": " + ec.message());
     }
     int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) return Status::IOError(std::string("pipe: ") + std::strerror(errno));
-    std::fflush(nullptr);
-    const pid_t pid = ::fork();
-    if (pid < 0) {
-      ::close(fds[0]);
-      ::close(fds[1]);
-      return Status::IOError(std::string("fork: ") + std::strerror(errno));
-    }
+    int pid = 0;
+    WORT_RETURN_IF_ERROR(ForkWithPipe(fds, &pid));
     if (pid == 0) {
       ::close(fds[0]);
       ChildMain(fds[1], cfg, wl, path, model, round);

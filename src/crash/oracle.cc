@@ -557,14 +557,8 @@ Status CheckCrashedPool(const std::string& path, const CheckTarget& t, const std
 Status CheckCrashedPoolIsolated(const std::string& path, const CheckTarget& target,
                                 const std::vector<const Contents*>& allowed, int* matched, int timeout_s) {
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return Status::IOError(std::string("pipe: ") + std::strerror(errno));
-  std::fflush(nullptr);
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    ::close(fds[0]);
-    ::close(fds[1]);
-    return Status::IOError(std::string("fork: ") + std::strerror(errno));
-  }
+  int pid = 0;
+  WORT_RETURN_IF_ERROR(ForkWithPipe(fds, &pid));
   if (pid == 0) {
     ::close(fds[0]);
     int m = -1;
@@ -677,6 +671,31 @@ std::string UniquePoolPath(const std::string& dir, const std::string& tag) {
   std::string p = fmt::format("{}/wort-{}-{}-{}.pool", dir, tag, ::getpid(), n++);
   ::unlink(p.c_str());
   return p;
+}
+
+Status ResolveRunIndex(const std::string& index, const std::vector<OpType>& ops, const IndexOptions& opts,
+                       bool key_type_from_dist, bench::Dist dist, IndexOptions* iopts) {
+  if (!FindIndexKind(index)) return Status::InvalidArgument("unknown index kind '" + index + "'");
+  if (ops.empty()) return Status::InvalidArgument("no operation types");
+  IndexOptions o = opts;
+  if (key_type_from_dist) o.key_type = bench::IsIntegerDist(dist) ? KeyType::kU64 : KeyType::kBytes;
+  if (o.key_type == KeyType::kU64 && !bench::IsIntegerDist(dist))
+    return Status::InvalidArgument("an integer key type needs an integer distribution (dense, sparse, clustered)");
+  *iopts = o;
+  return Status::OK();
+}
+
+Status ForkWithPipe(int fds[2], int* pid) {
+  if (::pipe2(fds, O_CLOEXEC) != 0) return Status::IOError(std::string("pipe: ") + std::strerror(errno));
+  std::fflush(nullptr);
+  *pid = ::fork();
+  if (*pid < 0) {
+    const int err = errno;
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return Status::IOError(std::string("fork: ") + std::strerror(err));
+  }
+  return Status::OK();
 }
 
 std::string ShortSourcePath(const char* file) {

@@ -158,6 +158,16 @@ Status CheckCrashedPoolGuarded(const std::string& path, const CheckTarget& targe
 // A unique file name under `dir` for a pool image: <dir>/wort-<tag>-<pid>-<n>.pool.
 std::string UniquePoolPath(const std::string& dir, const std::string& tag);
 
+// What the explorer and the kill test check of their configuration first: `index` is a known
+// kind, `ops` is not empty, and the key type (the distribution's when key_type_from_dist, else
+// opts.key_type) fits the distribution. *iopts: opts with that key type.
+Status ResolveRunIndex(const std::string& index, const std::vector<OpType>& ops, const IndexOptions& opts,
+                       bool key_type_from_dist, bench::Dist dist, IndexOptions* iopts);
+
+// Creates a pipe (close-on-exec) and forks, stdio flushed first; an IOError if either fails.
+// On success both processes hold both ends: *pid is the child's pid in the parent, 0 in the child.
+Status ForkWithPipe(int fds[2], int* pid);
+
 // "src/index/radix/wort.cc" for "/any/where/src/index/radix/wort.cc".
 std::string ShortSourcePath(const char* file);
 

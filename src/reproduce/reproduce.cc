@@ -48,7 +48,10 @@ bool Wants(const Config& cfg, const char* exp) {
 
 std::string OpsName(const std::vector<Op>& ops) {
   std::string s;
-  for (Op o : ops) s += (s.empty() ? "" : ",") + std::string(bench::OpName(o));
+  for (Op o : ops) {
+    if (!s.empty()) s += ',';
+    s += bench::OpName(o);
+  }
   return s;
 }
 

@@ -7,39 +7,22 @@ Run by ctest as bench_table_py. Checks one table per distribution, one row per k
 columns filled for a persistent kind and '-' for a volatile one, the last record winning, and
 a clear error for a file that is not JSON Lines.
 """
-import argparse
+import json
 import os
-import subprocess
-import sys
-import tempfile
-import unittest
+
+from script_test_util import TableScriptTest, cells, main
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SCRIPT = os.path.join(HERE, "..", "..", "scripts", "bench_table.py")
-WORT = None
 
 
-def cells(line):
-    return [c.strip() for c in line.strip().strip("|").split("|")]
+class BenchTable(TableScriptTest):
+    SCRIPT = os.path.join(HERE, "..", "..", "scripts", "bench_table.py")
 
-
-class BenchTable(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory()
-        cls.jsonl = os.path.join(cls.tmp.name, "r.jsonl")
-        subprocess.run([WORT, "bench", "--index", "fptree,vart", "--dist", "dense,sparse", "--keys", "3000",
-                        "--ops", "insert,search,restart", "--pool", os.path.join(cls.tmp.name, "p"),
-                        "--pool-size", "256M", "--json", cls.jsonl],
-                       check=True, stdout=subprocess.DEVNULL)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tmp.cleanup()
-
-    def render(self, *files):
-        return subprocess.run([sys.executable, SCRIPT, *files], check=True, capture_output=True,
-                              text=True).stdout
+        super().setUpClass()
+        cls.bench("--index", "fptree,vart", "--dist", "dense,sparse", "--keys", "3000",
+                  "--ops", "insert,search,restart", "--pool", os.path.join(cls.tmp.name, "p"))
 
     def rows(self, text):
         out = {}
@@ -71,7 +54,6 @@ class BenchTable(unittest.TestCase):
         with open(self.jsonl) as f, open(patched, "w") as g:
             lines = f.read().splitlines()
             g.write("\n".join(lines) + "\n")
-            import json
             for line in lines:
                 r = json.loads(line)
                 if r["index"] == "fptree" and r["dist"] == "dense" and r["op"] == "insert":
@@ -81,17 +63,8 @@ class BenchTable(unittest.TestCase):
         self.assertEqual(rows[("dense", "fptree")][5], "123.00")
 
     def test_bad_input(self):
-        bad = os.path.join(self.tmp.name, "bad.jsonl")
-        with open(bad, "w") as f:
-            f.write("{not json\n")
-        p = subprocess.run([sys.executable, SCRIPT, bad], capture_output=True, text=True)
-        self.assertNotEqual(p.returncode, 0)
-        self.assertIn("not JSON", p.stderr)
+        self.assert_rejects("{not json\n", "not JSON")
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--wort", required=True)
-    args, rest = ap.parse_known_args()
-    WORT = os.path.abspath(args.wort)
-    unittest.main(argv=[sys.argv[0]] + rest)
+    main()

@@ -87,7 +87,7 @@ void CheckRun(Dist d, size_t keys, int threads) {
       }
       // The volatile references (ids 30..39) make no pm call by design.
       const bool is_volatile = k->type_id >= 30 && k->type_id <= 39;
-      if (r.op == "restart" || r.op == "recover") EXPECT_FALSE(is_volatile) << name;
+      if (r.op == "restart" || r.op == "recover") { EXPECT_FALSE(is_volatile) << name; }
       if (!is_volatile && (r.op == "insert" || r.op == "upsert" || r.op == "delete")) {
         EXPECT_GT(r.flushes_per_op, 0) << name << " " << r.op;
       }

@@ -7,41 +7,25 @@ Run by ctest as ycsb_table_py. Checks one row per kind, the median over repeated
 the records themselves), the thread ratio, the baseline column, and clear errors for a file that
 is not JSON Lines and for a record with errors.
 """
-import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
-import tempfile
-import unittest
+
+from script_test_util import TableScriptTest, cells, main
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SCRIPT = os.path.join(HERE, "..", "..", "scripts", "ycsb_table.py")
-WORT = None
 
 
-def cells(line):
-    return [c.strip() for c in line.strip().strip("|").split("|")]
+class YcsbTable(TableScriptTest):
+    SCRIPT = os.path.join(HERE, "..", "..", "scripts", "ycsb_table.py")
 
-
-class YcsbTable(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory()
-        cls.jsonl = os.path.join(cls.tmp.name, "r.jsonl")
+        super().setUpClass()
         for seed in (1, 2, 3):  # three runs appended to one file: the table takes the median
-            subprocess.run([WORT, "bench", "ycsb", "--index", "woart,cceh", "--keys", "2000", "--workload", "load,c",
-                            "--threads", "1,2", "--seed", str(seed), "--pool-size", "256M", "--json", cls.jsonl],
-                           check=True, stdout=subprocess.DEVNULL)
+            cls.bench("ycsb", "--index", "woart,cceh", "--keys", "2000", "--workload", "load,c", "--threads", "1,2",
+                      "--seed", str(seed))
         cls.recs = [json.loads(l) for l in open(cls.jsonl)]
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tmp.cleanup()
-
-    def render(self, *args):
-        return subprocess.run([sys.executable, SCRIPT, *args], check=True, capture_output=True, text=True).stdout
 
     def rows(self, text):
         head, out = None, {}
@@ -74,24 +58,9 @@ class YcsbTable(unittest.TestCase):
         self.assertEqual(rows["cceh"]["c 2T/1T old"], rows["cceh"]["c 2T/1T"])
 
     def test_bad_input(self):
-        bad = os.path.join(self.tmp.name, "bad.jsonl")
-        with open(bad, "w") as f:
-            f.write("{not json\n")
-        p = subprocess.run([sys.executable, SCRIPT, bad], capture_output=True, text=True)
-        self.assertNotEqual(p.returncode, 0)
-        self.assertIn("not JSON", p.stderr)
-        err = os.path.join(self.tmp.name, "err.jsonl")
-        r = dict(self.recs[0], errors=2)
-        with open(err, "w") as f:
-            f.write(json.dumps(r) + "\n")
-        p = subprocess.run([sys.executable, SCRIPT, err], capture_output=True, text=True)
-        self.assertNotEqual(p.returncode, 0)
-        self.assertIn("errors", p.stderr)
+        self.assert_rejects("{not json\n", "not JSON")
+        self.assert_rejects(json.dumps(dict(self.recs[0], errors=2)) + "\n", "errors")
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--wort", required=True)
-    args, rest = ap.parse_known_args()
-    WORT = os.path.abspath(args.wort)
-    unittest.main(argv=[sys.argv[0]] + rest)
+    main()

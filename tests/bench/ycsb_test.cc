@@ -196,8 +196,8 @@ TEST(YcsbBench, RunsEveryWorkloadWithoutErrors) {
       EXPECT_EQ(x.ops, x.workload == "load" ? cfg.records : cfg.ops) << x.index << " " << x.workload;
       EXPECT_GT(x.mops_per_s, 0);
       EXPECT_LE(x.p50_ns, x.p99_ns);
-      if (x.workload == "e") EXPECT_GT(x.scans, x.inserts);
-      if (x.workload == "c") EXPECT_EQ(x.reads, x.ops);
+      if (x.workload == "e") { EXPECT_GT(x.scans, x.inserts); }
+      if (x.workload == "c") { EXPECT_EQ(x.reads, x.ops); }
     }
   }
 }

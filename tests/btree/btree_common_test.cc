@@ -42,7 +42,7 @@ class CommonKinds : public ::testing::TestWithParam<std::string> {
     ASSERT_TRUE(CreateIndex(*pool, "t", GetParam(), o, &idx).ok());
     for (size_t i = 0; i < keys.size(); ++i) {
       uint64_t v = i;
-      if (vab) ASSERT_TRUE(pool->allocator().Alloc(64, &v).ok());
+      if (vab) { ASSERT_TRUE(pool->allocator().Alloc(64, &v).ok()); }
       ASSERT_TRUE(idx->Insert(keys[i], v).ok());
     }
     idx.reset();

@@ -156,7 +156,7 @@ TEST_P(ScanKinds, ByteKeys) {
                                  std::string(kMaxKeyLen, 'a'),
                                  std::string(kMaxKeyLen, '\xff'),
                                  std::string(300, 'p') + std::string(1, '\0')};
-  for (int i = 0; i < 200; ++i) ks.push_back("k" + std::to_string(i * 7) + std::string(i % 5, '\x90'));
+  for (int i = 0; i < 200; ++i) ks.push_back(test::Cat("k", std::to_string(i * 7), std::string(i % 5, '\x90')));
   uint64_t v = 0;
   for (const std::string& k : ks) {
     ASSERT_TRUE(idx_->Insert(k, ++v).ok()) << k.size();

@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <string_view>
+#include <type_traits>
 
 namespace wort::test {
 
@@ -44,6 +46,23 @@ inline int RunShell(const std::string& cmd, std::string* out) {
   while ((got = fread(buf, 1, sizeof buf, f)) > 0) out->append(buf, got);
   const int st = pclose(f);
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+// Concatenates strings and characters: Cat("k", std::to_string(i), '\x90'). The tests build keys
+// with it rather than with chains of `"literal" + std::string(...)`, on which GCC 12 reports false
+// -Wrestrict warnings once they are inlined (GCC bug 105329).
+template <typename... Parts>
+std::string Cat(const Parts&... parts) {
+  std::string s;
+  auto add = [&s](const auto& p) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(p)>, char>) {
+      s += p;
+    } else {
+      s += std::string_view(p);
+    }
+  };
+  (add(parts), ...);
+  return s;
 }
 
 }  // namespace wort::test

@@ -146,7 +146,7 @@ TEST_F(ExplorerTest, CrashAndHangInRecoveryAreReported) {
     EXPECT_NE(r.violations[0].what.find("crashed: signal"), std::string::npos) << r.violations[0].ToString();
     // In process, the first crash ends the run; isolated, the run goes on.
     EXPECT_EQ(r.stopped_early.empty(), isolate);
-    if (isolate) EXPECT_EQ(r.violations.size(), 2u);
+    if (isolate) { EXPECT_EQ(r.violations.size(), 2u); }
 #endif
     c.index = "test-list-hang";
     c.check_timeout_s = 1;

@@ -145,7 +145,7 @@ TEST(Alloc, RandomizedAgainstAModel) {
       ASSERT_EQ(off % 64, 0u);
       ASSERT_GE(a.UsableSize(off), n);
       auto it = live.lower_bound(off);
-      if (it != live.end()) ASSERT_GE(it->first, off + n) << "overlaps the next block";
+      if (it != live.end()) { ASSERT_GE(it->first, off + n) << "overlaps the next block"; }
       if (it != live.begin()) {
         auto pr = std::prev(it);
         ASSERT_LE(pr->first + pr->second.first, off) << "overlaps the previous block";

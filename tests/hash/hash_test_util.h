@@ -72,7 +72,7 @@ inline void RunWritesBesideGc(const std::string& kind, int preload, int per_roun
       ASSERT_TRUE(f.idx().Insert(k, i).ok());
       model[k] = i;
       const std::string old = old_key(i * rounds + round);
-      if (model.erase(old)) ASSERT_TRUE(f.idx().Remove(old).ok());
+      if (model.erase(old)) { ASSERT_TRUE(f.idx().Remove(old).ok()); }
     }
     ASSERT_TRUE(f.pool().WaitForRecovery().ok());
     f.ExpectCheckOk("round " + std::to_string(round));

@@ -312,7 +312,7 @@ TEST(Kv, ConcurrentReadersAndWritersSeeWholeValues) {
   auto valid = [&](std::string_view key, std::string_view v) {
     int w = 0, k = 0, ver = 0;
     if (std::sscanf(std::string(v).c_str(), "%d:%d:%d:", &w, &k, &ver) != 3) return false;
-    return v == make(w, k, ver) && key == "w" + std::to_string(w) + "k" + std::to_string(k);
+    return v == make(w, k, ver) && key == test::Cat("w", std::to_string(w), "k", std::to_string(k));
   };
   constexpr int kWriters = 2, kKeys = 50, kRounds = 40;
   std::atomic<bool> stop{false};
@@ -324,7 +324,7 @@ TEST(Kv, ConcurrentReadersAndWritersSeeWholeValues) {
       while (reads.load() < 100) std::this_thread::yield();  // the readers run meanwhile
       for (int ver = 0; ver < kRounds; ++ver)
         for (int k = 0; k < kKeys; ++k) {
-          const std::string key = "w" + std::to_string(w) + "k" + std::to_string(k);
+          const std::string key = test::Cat("w", std::to_string(w), "k", std::to_string(k));
           if (ver % 5 == 4 && k % 3 == 0) {
             if (!db->Remove(key).ok()) ++bad;
           } else if (!db->Put(key, make(w, k, ver)).ok()) {
@@ -338,7 +338,7 @@ TEST(Kv, ConcurrentReadersAndWritersSeeWholeValues) {
       while (!stop.load()) {
         if (r == 0) {
           for (int k = 0; k < kKeys; ++k) {
-            const std::string key = "w" + std::to_string(k % kWriters) + "k" + std::to_string(k);
+            const std::string key = test::Cat("w", std::to_string(k % kWriters), "k", std::to_string(k));
             std::string v;
             Status s = db->Get(key, &v);
             if (s.ok() ? !valid(key, v) : !s.IsNotFound()) ++bad;
@@ -362,7 +362,7 @@ TEST(Kv, ConcurrentReadersAndWritersSeeWholeValues) {
   for (int w = 0; w < kWriters; ++w)
     for (int k = 0; k < kKeys; ++k) {
       std::string v;
-      Status s = db->Get("w" + std::to_string(w) + "k" + std::to_string(k), &v);
+      Status s = db->Get(test::Cat("w", std::to_string(w), "k", std::to_string(k)), &v);
       if ((kRounds - 1) % 5 == 4 && k % 3 == 0) {
         EXPECT_TRUE(s.IsNotFound()) << s.ToString();
       } else {

@@ -82,7 +82,7 @@ class ConcurrentTest : public testing::TestWithParam<Param> {
   }
   void TearDown() override {
     idx_.reset();
-    if (pool_) EXPECT_TRUE(pool_->Close().ok());
+    if (pool_) { EXPECT_TRUE(pool_->Close().ok()); }
     SetGlobalIndexLock(false);
   }
   // Every allocated block is reachable and every reachable block allocated (no leak, no loss).

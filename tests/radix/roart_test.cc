@@ -49,7 +49,7 @@ TEST(RoartStructure, LeafArraySplitGrowthAndCompaction) {
   uint64_t counts[8];
   // 64 keys fit in the root leaf array; the 65th splits it.
   for (int i = 0; i < 64; ++i) {
-    const std::string k = "k" + std::string(1, static_cast<char>(i * 4)) + "x";
+    const std::string k = wort::test::Cat("k", static_cast<char>(i * 4), "x");
     ASSERT_TRUE(f.idx().Insert(k, i).ok());
     m[k] = i;
   }
@@ -242,7 +242,8 @@ TEST(RoartRegress, ConcurrentInsertsOfOneKeyExactlyOneWins) {
   std::mt19937_64 rng(9);
   std::set<std::string> seen;
   while (keys.size() < kRounds) {
-    std::string k = "c" + std::string(1, static_cast<char>(rng() % 3)) + RandKey(rng).substr(0, 1 + rng() % 3);
+    const char second = static_cast<char>(rng() % 3);
+    std::string k = wort::test::Cat("c", second, RandKey(rng).substr(0, 1 + rng() % 3));
     if (seen.insert(k).second) keys.push_back(k);
   }
   std::atomic<int> wins[kRounds] = {};
@@ -291,7 +292,7 @@ TEST(RoartRegress, UpsertDoesNotLeak) {
 // the insert that splits, and before its last fence (the publish's).
 TEST(RoartRegress, SplitNodeIsPersistedWhole) {
   PoolFixture f("roart");
-  for (int i = 0; i < 64; ++i) ASSERT_TRUE(f.idx().Insert("s" + std::string(1, static_cast<char>(i)), i).ok());
+  for (int i = 0; i < 64; ++i) ASSERT_TRUE(f.idx().Insert(wort::test::Cat("s", static_cast<char>(i)), i).ok());
   struct Rec : pm::Hook {
     std::vector<uintptr_t> lines;
     size_t fences = 0;
@@ -325,7 +326,7 @@ TEST(RoartRegress, SortedLeafArrayScanAndContinuation) {
   PoolFixture f("roart");
   Model m;
   std::vector<std::string> ks;
-  for (int i = 0; i < 64; ++i) ks.push_back("L" + std::string(1, static_cast<char>(255 - i * 3)) + std::to_string(i));
+  for (int i = 0; i < 64; ++i) ks.push_back(wort::test::Cat("L", static_cast<char>(255 - i * 3), std::to_string(i)));
   std::mt19937_64 rng(1);
   std::shuffle(ks.begin(), ks.end(), rng);
   for (const auto& k : ks) {
@@ -350,7 +351,7 @@ TEST(RoartRegress, SortedLeafArrayScanAndContinuation) {
     EXPECT_EQ(paged, ModelScan(m, "", nullptr, SIZE_MAX));
     // Second phase: more keys than a scan batch, across split leaf arrays.
     for (int i = 0; i < 300; ++i) {
-      const std::string k = "L" + std::to_string(i * 7);
+      const std::string k = wort::test::Cat("L", std::to_string(i * 7));
       if (f.idx().Insert(k, i).ok()) m[k] = i;
     }
   }

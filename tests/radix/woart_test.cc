@@ -186,7 +186,7 @@ TEST(WoartCrashStates, SplitWindowCrashImage) {
 // Check() catches broken invariants (it must be able to fail: the crash explorer relies on it).
 TEST(WoartCheck, DetectsCorruption) {
   PoolFixture f("woart");
-  for (int c = 0; c < 10; ++c) ASSERT_TRUE(f.idx().Insert("k" + std::string(1, static_cast<char>(c)), c).ok());
+  for (int c = 0; c < 10; ++c) ASSERT_TRUE(f.idx().Insert(wort::test::Cat("k", static_cast<char>(c)), c).ok());
   f.ExpectCheckOk("built");
   // Find the NODE16 (the root: prefix "k", 10 children) and corrupt it three ways.
   RootInfo ri;

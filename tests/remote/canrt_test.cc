@@ -250,7 +250,7 @@ TEST_P(CanrtTransport, ConcurrentClients) {
       std::mt19937_64 r(t);
       for (int i = 0; i < kOps; ++i) {
         // Interleaved keys: threads share data nodes and their locks.
-        const std::string k = std::string(1, static_cast<char>(r() % 4 * 60)) + std::to_string(r() % 150) + "#" + char('0' + t);
+        const std::string k = test::Cat(static_cast<char>(r() % 4 * 60), std::to_string(r() % 150), "#", char('0' + t));
         Model& m = models[t];
         if (r() % 4) {
           const std::string v = Value(r());
@@ -322,7 +322,7 @@ TEST(Canrt, ReadersDuringResize) {
     std::unique_ptr<remote::RemoteKV> kv;
     if (!Connect(server->info(), &kv).ok()) return (void)++errors;
     for (int i = 0; i < 800; ++i)
-      if (!kv->Put("r" + std::to_string(i) + "w", "new").ok()) ++errors;
+      if (!kv->Put(test::Cat("r", std::to_string(i), "w"), "new").ok()) ++errors;
     done = true;
   });
   writer.join();
@@ -538,7 +538,7 @@ crash::ExplorerResult RunCanrtExplorer(const crash::ExplorerConfig& cfg, size_t 
     };
     Status op_status;
     std::string desc = put ? "put" : "remove";
-    for (unsigned char c : k) desc += " " + std::to_string(c);
+    for (unsigned char c : k) desc += test::Cat(" ", std::to_string(c));
     Status s = px.Explore(i, desc, [&] { return put ? kv->Put(k, v) : kv->Remove(k); }, &op_status, check, &res);
     EXPECT_TRUE(s.ok()) << s.ToString();
     EXPECT_TRUE(op_status.ok() || op_status.IsNotFound()) << op_status.ToString();

@@ -55,7 +55,7 @@ class ReplyKvTest : public ::testing::TestWithParam<Param> {
     EXPECT_EQ(svc_->design(), design_->name);
   }
   void TearDown() override {
-    if (svc_) EXPECT_TRUE(svc_->Stop().ok());
+    if (svc_) { EXPECT_TRUE(svc_->Stop().ok()); }
     std::remove((pool_.str() + ".rings").c_str());
   }
   int Ops(int local) const {
@@ -120,7 +120,7 @@ TEST_P(ReplyKvTest, DifferentialAgainstStdMap) {
     } else if (op < 80) {
       Status s = kv->Remove(k);
       ASSERT_EQ(s.ok(), model.erase(k) == 1) << i << " " << s.ToString();
-      if (!s.ok()) ASSERT_TRUE(s.IsNotFound());
+      if (!s.ok()) { ASSERT_TRUE(s.IsNotFound()); }
     } else {
       std::string end = rng() % 3 == 0 ? std::string() : RandomKey(rng);
       std::size_t limit = rng() % 2 ? 0 : rng() % 10;
@@ -158,7 +158,7 @@ TEST_P(ReplyKvTest, ConcurrentClients) {
       std::mt19937_64 rng(t);
       for (int i = 0; i < n; ++i) {
         // Disjoint key sets: a first byte per thread (0x00, 0x80, 0xff).
-        std::string k = std::string(1, static_cast<char>(t == 0 ? 0x00 : t == 1 ? 0x80 : 0xff)) + RandomKey(rng);
+        std::string k = test::Cat(static_cast<char>(t == 0 ? 0x00 : t == 1 ? 0x80 : 0xff), RandomKey(rng));
         if (rng() % 4 == 0) {
           Status s = kv->Remove(k);
           if (s.ok() != (models[t].erase(k) == 1)) ++failures;

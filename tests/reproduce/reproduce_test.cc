@@ -76,7 +76,7 @@ TEST(ReproducePlan, HashKindsGetNoRangeQueries) {
   // fig8: one run per (repeat, distribution, latency), every kind in it.
   EXPECT_EQ(latency_runs, sp.fig8_repeats * 3 * int(sp.latencies.size()));
   for (const reproduce::Run& r : runs)
-    if (r.type == reproduce::Run::Type::kLatency) EXPECT_EQ(r.indexes.size(), 2u);
+    if (r.type == reproduce::Run::Type::kLatency) { EXPECT_EQ(r.indexes.size(), 2u); }
   bool noted = false;
   for (const auto& n : notes) noted |= n.find("cceh") != std::string::npos && n.find("fig10") != std::string::npos;
   EXPECT_TRUE(noted);
@@ -186,7 +186,7 @@ TEST(ReproduceCli, TinyPipelineWritesEveryOutput) {
   // config.json parses; if the cachegrind runs were possible, Table 1's LLC records exist.
   nlohmann::json cfg = nlohmann::json::parse(ReadAll(out / "config.json"), nullptr, false);
   ASSERT_FALSE(cfg.is_discarded());
-  if (cfg["cachegrind"].get<bool>()) EXPECT_TRUE(experiments.count("table1")) << log;
+  if (cfg["cachegrind"].get<bool>()) { EXPECT_TRUE(experiments.count("table1")) << log; }
   EXPECT_EQ(cfg["keys"].get<size_t>(), 2000u);
 
   // PNGs: signature and a non-trivial size.

@@ -59,7 +59,7 @@ TEST(Auth, FileFormat) {
   EXPECT_FALSE(a->Check("mallory", "pw1"));
   // More than memcached's 8 entries: none dropped.
   std::string many;
-  for (int i = 0; i < 20; ++i) many += "u" + std::to_string(i) + ":p" + std::to_string(i) + "\n";
+  for (int i = 0; i < 20; ++i) many += test::Cat("u", std::to_string(i), ":p", std::to_string(i), "\n");
   auto m = Make(many);
   EXPECT_EQ(m->size(), 20u);
   EXPECT_TRUE(m->Check("u19", "p19"));

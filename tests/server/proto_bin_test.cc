@@ -76,7 +76,7 @@ TEST(BinParse, EveryPrefixNeedsMore) {
     const bin::ParseResult pr = p.Parse(std::string_view(in).substr(0, n), &r);
     EXPECT_EQ(pr.action, bin::Action::kNeedMore) << n;
     EXPECT_EQ(pr.consumed, 0u);
-    if (n >= bin::kHeaderSize) EXPECT_EQ(pr.need, in.size());
+    if (n >= bin::kHeaderSize) { EXPECT_EQ(pr.need, in.size()); }
   }
 }
 

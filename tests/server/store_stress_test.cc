@@ -102,7 +102,7 @@ struct StoreStress : ::testing::TestWithParam<std::string> {
   }
   void TearDown() override {
     Store::SetClockOffsetForTest(0);
-    if (st) EXPECT_TRUE(st->Close().ok());
+    if (st) { EXPECT_TRUE(st->Close().ok()); }
     SetGlobalIndexLock(false);
   }
   // After the threads joined: the tracker follows the index, and the allocated blocks are
