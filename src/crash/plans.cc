@@ -68,6 +68,16 @@ std::vector<PlanStep> KindPlan(const std::string& kind, const std::string& dir) 
   const size_t grow = btree ? 2500 : 1000;
 
   std::vector<PlanStep> plan;
+  // The targeted steps below: dense keys, `keys` loaded first, `explore` operations of one type.
+  auto dense = [&base](uint64_t seed, size_t keys, size_t explore, OpType op) {
+    ExplorerConfig c = base;
+    c.dist = Dist::kDense;
+    c.seed = seed;
+    c.keys = keys;
+    c.explore_ops = explore;
+    c.ops = {op};
+    return c;
+  };
   // Creation over reused space (ExplorerConfig::dirty_free_space): the first blocks of each size
   // class up to 1 KiB (and of 2 and 4 KiB) were another index's, persistently non-zero, so a
   // creation that relies on fresh pool space being zero (an AllocZeroed block is zeroed in the
@@ -78,12 +88,7 @@ std::vector<PlanStep> KindPlan(const std::string& kind, const std::string& dir) 
   // chunk of every class (an 18 MiB pool), which makes every crash image of a longer step slow
   // (and the pool then seldom grows: Pool::Grow is met by the other steps).
   {
-    ExplorerConfig c = base;
-    c.dist = Dist::kDense;
-    c.seed = 1;
-    c.keys = 2;
-    c.explore_ops = 8;
-    c.ops = {OpType::kInsert};
+    ExplorerConfig c = dense(1, 2, 8, OpType::kInsert);
     c.dirty_free_space = true;
     plan.push_back({"creation over reused (non-zero) free space, 8 inserts", c});
   }
@@ -97,21 +102,11 @@ std::vector<PlanStep> KindPlan(const std::string& kind, const std::string& dir) 
     // word that never reaches memory leaves its parent naming freed pages, which the next page
     // allocation reuses; the readers then see another page's contents (b3tree.cc Replace).
     // Before the two-leaf step, which meets those words first otherwise and does not catch them.
-    ExplorerConfig r = base;
-    r.dist = Dist::kDense;
-    r.seed = 1;
-    r.keys = 150;
-    r.explore_ops = 187;
-    r.ops = {OpType::kDelete};
+    ExplorerConfig r = dense(1, 150, 187, OpType::kDelete);
     r.read_only_first = true;
     plan.push_back({"dense, 150 keys deleted to empty, read-only view first: merge and redistribution COMMIT words", r});
-    ExplorerConfig c = base;
-    c.dist = Dist::kDense;
-    c.seed = 1;
-    c.keys = 40;
-    c.explore_ops = 40;
-    c.ops = {OpType::kDelete};
-    plan.push_back({"dense, two leaves deleted to empty: the first leaf's merge (no left neighbour)", c});
+    plan.push_back({"dense, two leaves deleted to empty: the first leaf's merge (no left neighbour)",
+                    dense(1, 40, 40, OpType::kDelete)});
   }
   // 0. FAST&FAIR: a small tree (100 dense keys, a root over a few leaves) deleted to empty, so
   // that among the first redistributions some move entries from the right node into an
@@ -119,13 +114,8 @@ std::vector<PlanStep> KindPlan(const std::string& kind, const std::string& dir) 
   // line 0 back, and only the persist of L's new sibling word orders R' into the chain before R
   // is retired. First in the plan, for the same reason as B3-tree's step 0.
   if (kind == "fastfair") {
-    ExplorerConfig c = base;
-    c.dist = Dist::kDense;
-    c.seed = 1;
-    c.keys = 100;
-    c.explore_ops = 125;
-    c.ops = {OpType::kDelete};
-    plan.push_back({"dense, a small tree deleted to empty: redistributions into an underflowing left node", c});
+    plan.push_back({"dense, a small tree deleted to empty: redistributions into an underflowing left node",
+                    dense(1, 100, 125, OpType::kDelete)});
   }
   // 0. FPTree: dense inserts from empty into a small universe (158 keys), where the head leaf
   // splits twice in a row: the second split's log then first holds the previous split's log_new,
@@ -133,13 +123,8 @@ std::vector<PlanStep> KindPlan(const std::string& kind, const std::string& dir) 
   // old) makes recovery roll a split forward that never began. Seed 4: the torn subsets of the
   // mutation gate's focus pass draw that image within its first meetings of the split.
   if (kind == "fptree") {
-    ExplorerConfig c = base;
-    c.dist = Dist::kDense;
-    c.seed = 4;
-    c.keys = 2;
-    c.explore_ops = 150;
-    c.ops = {OpType::kInsert};
-    plan.push_back({"dense inserts from empty, small universe: a leaf split twice in a row (the split log's stale log_new)", c});
+    plan.push_back({"dense inserts from empty, small universe: a leaf split twice in a row (the split log's stale log_new)",
+                    dense(4, 2, 150, OpType::kInsert)});
   }
   const Shape shapes[] = {{Dist::kDense, 0},   {Dist::kSparse, 0}, {Dist::kClustered, 0},
                           {Dist::kStrings, 0}, {Dist::kWords, 0},  {Dist::kSparse, 1}};
