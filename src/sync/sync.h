@@ -20,7 +20,8 @@
 //       writers change a node in place only by single 8-byte stores between consistent states,
 //       and replace it otherwise by publishing a new node, may skip the versions when a wrong
 //       turn can only end at a leaf whose full-key comparison fails (ArtTree::LookupAttempt
-//       states the argument for WOART and ART+CoW). Scans never skip them.
+//       states the argument for WOART and ART+CoW, WortTree::FindLeaf for WORT). Scans never
+//       skip them.
 //   R3. May assume: a block whose reference it read inside its epoch is not returned to the
 //       allocator (its memory is not reused) until it leaves the epoch - even if a writer
 //       unlinked it meanwhile. It may NOT assume that what it read is consistent until a check
