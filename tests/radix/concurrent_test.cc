@@ -1,5 +1,5 @@
 // Multi-threaded stress of the concurrent ordered kinds (the radix trees wort, woart, artcow,
-// roart, and the B-tree fastfair), in the concurrent mode and in the global-lock mode: N writers + M readers + a scanner on overlapping keys, every result
+// roart, the volatile ART vart, and the B-tree fastfair), in the concurrent mode and in the global-lock mode: N writers + M readers + a scanner on overlapping keys, every result
 // checked (see CheckedStress below). Also: a scan callback that writes to the same index.
 // Sizes shrink under ThreadSanitizer (scripts/test.sh runs this binary built with WORT_TSAN).
 #include <gtest/gtest.h>
@@ -301,6 +301,9 @@ INSTANTIATE_TEST_SUITE_P(Radix, ConcurrentTest,
 // fastfair in the concurrent mode only: in the global-lock mode its longer scans keep the
 // index's reader-writer lock shared almost always, writers starve (40-50 s on a loaded machine)
 // and the mode is kept for benchmark comparisons only.
+// vart: the volatile ART (optimistic lock coupling in DRAM; nothing of it is in the pool).
+INSTANTIATE_TEST_SUITE_P(Volatile, ConcurrentTest,
+                         testing::Values(Param{"vart", false}, Param{"vart", true}, Param{"vart", false, true}), Name);
 INSTANTIATE_TEST_SUITE_P(BTree, ConcurrentTest,
                          testing::Values(Param{"fastfair", false}, Param{"fastfair", false, true}), Name);
 

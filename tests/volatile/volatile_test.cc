@@ -4,6 +4,8 @@
 // 8-byte and full-range byte-string keys: the conformance suite (tests/conformance).
 #include <gtest/gtest.h>
 
+#include <map>
+#include <random>
 #include <set>
 
 #include "common/test_util.h"
@@ -100,6 +102,67 @@ TEST_P(VolatileKinds, ReopenIsEmptyAndVisitReportsMarker) {
   std::set<uint64_t> marked;
   FindIndexKind(GetParam())->visit(*pool, ri.off, [&](uint64_t o) { marked.insert(o); });
   EXPECT_EQ(marked, std::set<uint64_t>{ri.off});
+}
+
+// Long shared prefixes (vart keeps 8 prefix bytes in a node and reads the rest from a leaf
+// below: FullPrefix): keys built from a few 0..40-byte segments over {00, 7f, 80, ff}, so paths
+// compress over more than 8 bytes, keys are prefixes of one another, and random removals merge
+// nodes whose prefixes then grow past 8 bytes. After every round: lookups, a full scan and Check
+// (ExpectSame), and scans from starts that end inside a compressed prefix, against the model.
+TEST_P(VolatileKinds, LongPrefixesAgainstModel) {
+  test::TempPath path("vol");
+  std::unique_ptr<Pool> pool;
+  ASSERT_TRUE(Pool::Create(path, SmallPool(), &pool).ok());
+  std::unique_ptr<Index> idx;
+  ASSERT_TRUE(CreateIndex(*pool, "t", GetParam(), IndexOptions{}, &idx).ok());
+  static const unsigned char alpha[] = {0x00, 0x7f, 0x80, 0xff};
+  std::mt19937_64 rng(42);
+  std::vector<std::string> segs;
+  for (int i = 0; i < 6; ++i) {
+    std::string sg(rng() % 41, '\0');
+    for (auto& c : sg) c = static_cast<char>(alpha[rng() % 2 ? 0 : rng() % 4]);
+    segs.push_back(sg);
+  }
+  auto key = [&] {
+    std::string k;
+    const int parts = 1 + static_cast<int>(rng() % 4);
+    for (int i = 0; i < parts; ++i) k += segs[rng() % segs.size()] + static_cast<char>(alpha[rng() % 4]);
+    return k.substr(0, k.size() - rng() % 3);
+  };
+  std::map<std::string, uint64_t> model;
+  for (int round = 0; round < 6; ++round) {
+    for (int i = 0; i < 400; ++i) {
+      const std::string k = key();
+      const uint64_t v = rng();
+      if (rng() % 3 == 0) {
+        const Status s = idx->Remove(k);
+        ASSERT_EQ(s.ok(), model.erase(k) == 1) << s.ToString();
+      } else {
+        bool inserted = false;
+        ASSERT_TRUE(idx->Upsert(k, v, &inserted).ok());
+        ASSERT_EQ(inserted, model.count(k) == 0);
+        model[k] = v;
+      }
+    }
+    test::ExpectSame(*idx, model);
+    for (int i = 0; i < 50; ++i) {
+      std::string start = key();
+      start.resize(rng() % (start.size() + 1));
+      auto it = model.lower_bound(start);
+      ASSERT_TRUE(idx->Scan(start, nullptr, 20, [&](std::string_view k, uint64_t v) {
+                       EXPECT_TRUE(it != model.end() && k == it->first && v == it->second);
+                       if (it != model.end()) ++it;
+                       return true;
+                     }).ok());
+    }
+  }
+  // Drain: merges all the way up.
+  for (auto it = model.begin(); it != model.end();) {
+    ASSERT_TRUE(idx->Remove(it->first).ok());
+    it = model.erase(it);
+    if (model.size() % 97 == 0) test::ExpectSame(*idx, model);
+  }
+  test::ExpectSame(*idx, model);
 }
 
 INSTANTIATE_TEST_SUITE_P(All, VolatileKinds, ::testing::Values("vbptree", "vart", "vradix"));

@@ -1,64 +1,160 @@
-// "vart": a plain volatile Adaptive Radix Tree (Leis et al., ICDE 2013) in DRAM, the ART
-// reference of the WORT paper's figures. Data is lost on close (see volatile_common.h: the pool
-// holds a marker only; reopen is empty).
+// "vart": a volatile Adaptive Radix Tree (Leis et al., ICDE 2013) in DRAM, the ART reference of
+// the WORT paper's figures, made concurrent with optimistic lock coupling (Leis et al., "The ART
+// of Practical Synchronization", DaMoN 2016) on the shared layer (src/sync: VersionLock in every
+// node, EpochManager for the nodes and leaves it unlinks). Data is lost on close (see
+// volatile_common.h: the pool holds a marker only; reopen is empty).
 //
-// Nodes: NODE4 and NODE16 (sorted key bytes beside their children, compared as unsigned bytes,
-// linear/binary search without SIMD), NODE48 (child_index[256] holding position + 1, 0 = empty:
-// see Slot48), NODE256 (a child per byte). Path compression is pessimistic: an inner node keeps
-// its whole compressed prefix (std::string, no length limit). Leaves hold the whole key and the
-// value; a child reference is tagged (low bit 1 = leaf: see the three helpers below). A key that
-// ends at an inner node (a prefix of other keys) is that node's `term` leaf.
+// Nodes: NODE4 and NODE16 (sorted key bytes beside their children, compared as unsigned bytes;
+// NODE16 searched with one SSE2 compare), NODE48 (child_index[256] holding position + 1, 0 =
+// empty: see FindChildSlot), NODE256 (a child per byte). The root is a NODE256 that is never
+// replaced (so every other node has a parent whose slot a writer can lock). Path compression is
+// hybrid, as in libart and the DaMoN paper: a node stores its prefix length and the first
+// kPrefixInline bytes; a lookup compares those and skips the rest (the full key is compared at
+// the leaf); an insert or a bounded scan that needs the whole prefix reads it from any leaf below
+// the node (every leaf below a node has the node's path as its key prefix: FullPrefix). Leaves
+// hold the whole key (immutable) and the value (one atomic word); a child reference is tagged
+// (low bit 1 = leaf). A key that ends at an inner node (a prefix of other keys) is that node's
+// `term` leaf.
 //
-// Inserts grow a full node to the next type; a delete frees an emptied node, and a node left with
-// one child and no term leaf is merged with that child (path compression restored). Nodes do not
-// shrink to a smaller type (the reference is insert/search oriented).
+// Inserts grow a full node to the next type (a new node replaces the old one in its parent's
+// slot); a delete unlinks an emptied leaf, and a node left with one child and no term leaf is
+// merged with that child (its prefix becomes node prefix + byte + child prefix), a node left with
+// no child is replaced by its term leaf. Nodes do not shrink to a smaller type.
 //
-// Invariants (DoCheck verifies them):
+// Invariants (DoCheck verifies them when no writer runs):
 //   V1. Children of NODE4/16 are in strictly increasing unsigned key-byte order; count matches.
 //   V2. Every leaf below a node at depth d has the node's path (d bytes + prefix) as its key prefix
-//       and the child's key byte at the next position; a term leaf's key is the path itself.
-//   V3. Every inner node has a term leaf or at least two children (no single-child chains).
+//       and the child's key byte at the next position; a term leaf's key is the path itself; a
+//       node's stored prefix bytes are the first min(prefix_len, kPrefixInline) of its prefix.
+//   V3. Every inner node but the root has a term leaf and a child, or at least two children.
+//   V4. A node's path (the bytes from the root to the end of its prefix) never changes while it is
+//       linked: a prefix split puts a new node above it and shortens its prefix by what moved up;
+//       a merge lengthens a child's prefix by what its removed parent held.
+//
+// Concurrency (src/sync/sync.h: R1-R5, W1-W4):
+//   - Readers (Lookup, Scan) take no lock: every node is read between ReadLockOrRestart and
+//     CheckOrRestart of its version, and nothing read is used before that check (a child is
+//     followed only after the node that held it was validated). A lookup that sees a node change
+//     restarts from the root. A node's plain fields are read racily (WORT_OPTIMISTIC_READ) and
+//     bounds-checked before use; child references and term leaves are atomic words.
+//   - Writers lock only what they change: the node for an in-place change (add a child to a
+//     non-full node, a term leaf, a leaf split below it); the parent and the node for a growth, a
+//     prefix split or a merge (and the surviving child of a merge, whose prefix changes). Every
+//     lock is taken by UpgradeToWriteLock with the version read on the way down (never waiting
+//     for a second lock); a failure releases what is held and restarts. A node that is unlinked
+//     is marked obsolete while still locked, so a reader that reaches it afterwards restarts.
+//   - Unlinked nodes and leaves are retired to the index's EpochManager and deleted when no
+//     reader can hold them.
+//   - A value update of a present key is one atomic store into its leaf (no lock): it is
+//     linearized at that store, or, when the leaf was unlinked by a concurrent remove since it
+//     was found, before that remove.
+//   - WORT_GLOBAL_LOCK=1 (registry.h) takes the old per-index reader-writer lock around every
+//     operation instead, for before/after comparisons; Check and Stats always run with writers
+//     excluded (IndexModeLock::kQuiesce).
+//   - Scan collects up to kScanBatch keys with every node validated, then calls fn with no lock
+//     held (a callback may write to the same index); it continues after the last key it
+//     emitted.
 #include <algorithm>
+#include <atomic>
+#include <bit>
 #include <cstring>
+#include <memory>
+#include <new>
+#include <shared_mutex>
 #include <vector>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "index/kind_ids.h"
 #include "index/registry.h"
 #include "index/volatile/volatile_common.h"
+#include "sync/sync.h"
 
 namespace wort::vol {
 namespace {
 
-enum NodeType : uint8_t { NODE4 = 0, NODE16 = 1, NODE48 = 2, NODE256 = 3 };
+using sync::Attempt;
+using sync::VersionLock;
 
+enum NodeType : uint8_t { NODE4 = 0, NODE16 = 1, NODE48 = 2, NODE256 = 3 };
+constexpr uint32_t kPrefixInline = 8;
+
+// The lookup's attempt is forced inline into Lookup (GCC otherwise calls it: ~10 instructions of
+// every lookup). Not under ThreadSanitizer: the attempt is WORT_OPTIMISTIC_READ and GCC will not
+// inline across different sanitizer attributes.
+#if defined(__SANITIZE_THREAD__)
+#define VART_ALWAYS_INLINE
+#else
+#define VART_ALWAYS_INLINE [[gnu::always_inline]]
+#endif
+constexpr size_t kScanBatch = 64;
+
+// The whole key (immutable once linked) follows the header.
 struct Leaf {
-  std::string key;
-  uint64_t value;
+  std::atomic<uint64_t> value;
+  uint64_t len;
+  const char* key() const { return reinterpret_cast<const char*>(this + 1); }
+  std::string_view key_view() const { return {key(), len}; }
 };
 
+Leaf* NewLeaf(std::string_view key, uint64_t value) {
+  auto* l = new (::operator new(sizeof(Leaf) + key.size())) Leaf{};
+  l->value.store(value, std::memory_order_relaxed);
+  l->len = key.size();
+  if (!key.empty()) std::memcpy(reinterpret_cast<char*>(l + 1), key.data(), key.size());
+  return l;
+}
+void FreeLeaf(Leaf* l) {
+  l->~Leaf();
+  ::operator delete(l);
+}
+
+// Full-key comparison; 8-byte keys as one word.
+WORT_OPTIMISTIC_READ inline bool SameKey(const Leaf* l, std::string_view key) {
+  if (l->len != key.size()) return false;
+  if (key.size() == 8) {
+    uint64_t a, b;
+    std::memcpy(&a, l->key(), 8);
+    std::memcpy(&b, key.data(), 8);
+    return a == b;
+  }
+  return std::memcmp(l->key(), key.data(), key.size()) == 0;
+}
+
 struct Inner;
-// A child reference: an Inner* or a Leaf* with the low bit set (tagging helpers).
+// A child reference: an Inner* or a Leaf* with the low bit set. Stored in atomic words: a
+// reference that publishes a new node or leaf is stored with release and loaded with acquire.
 using Ref = uintptr_t;
 inline bool IsLeaf(Ref r) { return (r & 1) != 0; }
 inline Leaf* AsLeaf(Ref r) { return reinterpret_cast<Leaf*>(r & ~uintptr_t(1)); }
 inline Ref LeafRef(Leaf* l) { return reinterpret_cast<uintptr_t>(l) | 1; }
 inline Inner* AsInner(Ref r) { return reinterpret_cast<Inner*>(r); }
 inline Ref InnerRef(Inner* n) { return reinterpret_cast<uintptr_t>(n); }
+inline Ref LoadRef(const Ref* p) { return std::atomic_ref<Ref>(*const_cast<Ref*>(p)).load(std::memory_order_acquire); }
+inline void StoreRef(Ref* p, Ref r) { std::atomic_ref<Ref>(*p).store(r, std::memory_order_release); }
 
 struct Inner {
-  NodeType type;
-  uint16_t count = 0;
-  std::string prefix;
-  Leaf* term = nullptr;
+  VersionLock lock;
+  const NodeType type;
+  uint8_t pad = 0;
+  uint16_t count = 0;       // children
+  uint32_t prefix_len = 0;  // bytes of the compressed prefix (all of them, stored or not)
+  // Its first min(prefix_len, kPrefixInline) bytes as one word (PrefixWord: byte i of the prefix
+  // is byte i of the word in memory), so that a reader reads it with one load.
+  std::atomic<uint64_t> prefix{0};
+  std::atomic<Leaf*> term{nullptr};
   explicit Inner(NodeType t) : type(t) {}
 };
+static_assert(sizeof(Inner) == 32);
 struct Node4 : Inner {
-  uint8_t keys[4];
+  uint8_t keys[4] = {};
   Ref child[4] = {};
   Node4() : Inner(NODE4) {}
 };
 struct Node16 : Inner {
-  uint8_t keys[16];
+  uint8_t keys[16] = {};
   Ref child[16] = {};
   Node16() : Inner(NODE16) {}
 };
@@ -69,11 +165,32 @@ struct Node48 : Inner {
   Ref child[48] = {};
   Node48() : Inner(NODE48) {}
 };
-inline int Slot48(const Node48* n, uint8_t b) { return n->child_index[b] - 1; }
 struct Node256 : Inner {
   Ref child[256] = {};
   Node256() : Inner(NODE256) {}
 };
+
+// The word holding bytes p[0..n) (n <= kPrefixInline) in memory order, zero beyond.
+inline uint64_t PrefixWord(const uint8_t* p, size_t n) {
+  uint64_t w = 0;
+  std::memcpy(&w, p, n);
+  return w;
+}
+// The bits of such a word that hold its first n bytes.
+inline uint64_t PrefixMask(uint32_t n) {
+  static_assert(kPrefixInline == 8);
+  if (n >= 8) return ~uint64_t{0};
+  if constexpr (std::endian::native == std::endian::little) return (uint64_t{1} << (8 * n)) - 1;
+  else return ~(~uint64_t{0} >> (8 * n));
+}
+// Whether the stored prefix bytes of n (prefix length plen, plen > 0) equal key[depth..] (the
+// caller checked that key has depth + plen bytes).
+inline bool StoredPrefixMatches(const Inner* n, uint32_t plen, const uint8_t* k) {
+  const uint32_t m = std::min(plen, kPrefixInline);
+  return ((n->prefix.load(std::memory_order_relaxed) ^ PrefixWord(k, m)) & PrefixMask(m)) == 0;
+}
+
+constexpr int Capacity(NodeType t) { return t == NODE4 ? 4 : t == NODE16 ? 16 : t == NODE48 ? 48 : 256; }
 
 size_t NodeBytes(const Inner* n) {
   switch (n->type) {
@@ -93,457 +210,762 @@ void DeleteInner(Inner* n) {
   }
 }
 
-// The slot holding the child for byte b, or nullptr.
-Ref* FindChild(Inner* n, uint8_t b) {
+// Frees one unlinked node or leaf (not what it refers to): the epoch manager's reclaim function.
+void FreeOne(void*, uint64_t item) {
+  if (IsLeaf(item)) FreeLeaf(AsLeaf(item));
+  else DeleteInner(AsInner(item));
+}
+
+// The slot holding the child for byte b, or nullptr (NODE256: always the slot; it may hold 0).
+// Optimistic: the result is used only after the node's version was checked.
+WORT_OPTIMISTIC_READ inline Ref* FindChildSlot(Inner* n, uint8_t b) {
   switch (n->type) {
     case NODE4: {
       auto* x = static_cast<Node4*>(n);
-      for (int i = 0; i < x->count; ++i)
+      const int c = std::min<int>(x->count, 4);
+      for (int i = 0; i < c; ++i)
         if (x->keys[i] == b) return &x->child[i];
       return nullptr;
     }
     case NODE16: {
       auto* x = static_cast<Node16*>(n);
-      uint8_t* e = std::lower_bound(x->keys, x->keys + x->count, b);
-      return (e != x->keys + x->count && *e == b) ? &x->child[e - x->keys] : nullptr;
+      const int c = std::min<int>(x->count, 16);
+#if defined(__SSE2__)
+      const __m128i eq = _mm_cmpeq_epi8(_mm_set1_epi8(static_cast<char>(b)),
+                                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(x->keys)));
+      const unsigned mask = static_cast<unsigned>(_mm_movemask_epi8(eq)) & ((1u << c) - 1);
+      return mask ? &x->child[__builtin_ctz(mask)] : nullptr;
+#else
+      for (int i = 0; i < c; ++i)
+        if (x->keys[i] == b) return &x->child[i];
+      return nullptr;
+#endif
     }
     case NODE48: {
       auto* x = static_cast<Node48*>(n);
-      const int s = Slot48(x, b);
-      return s >= 0 ? &x->child[s] : nullptr;
+      const unsigned s = x->child_index[b];
+      return (s != 0 && s <= 48) ? &x->child[s - 1] : nullptr;
     }
-    default: {
-      auto* x = static_cast<Node256*>(n);
-      return x->child[b] ? &x->child[b] : nullptr;
-    }
+    default: return &static_cast<Node256*>(n)->child[b];
   }
 }
 
-// Calls fn(byte, ref) for every child in increasing byte order, from byte `from`; stops when fn
-// returns false (and returns false).
+// Calls fn(byte, ref) for each non-empty child with byte >= from, in increasing byte order, until
+// fn returns false (then returns false). Optimistic when the caller holds no lock: fn validates
+// the node before it uses what it gets.
 template <class F>
-bool ForEachChild(const Inner* n, int from, F&& fn) {
+WORT_OPTIMISTIC_READ bool ForEachChild(const Inner* n, int from, F&& fn) {
   switch (n->type) {
     case NODE4:
     case NODE16: {
-      const uint8_t* keys = n->type == NODE4 ? static_cast<const Node4*>(n)->keys : static_cast<const Node16*>(n)->keys;
-      const Ref* child = n->type == NODE4 ? static_cast<const Node4*>(n)->child : static_cast<const Node16*>(n)->child;
-      for (int i = 0; i < n->count; ++i)
-        if (keys[i] >= from && !fn(keys[i], child[i])) return false;
+      const bool n4 = n->type == NODE4;
+      const uint8_t* keys = n4 ? static_cast<const Node4*>(n)->keys : static_cast<const Node16*>(n)->keys;
+      const Ref* child = n4 ? static_cast<const Node4*>(n)->child : static_cast<const Node16*>(n)->child;
+      const int c = std::min<int>(n->count, Capacity(n->type));
+      for (int i = 0; i < c; ++i) {
+        const Ref r = LoadRef(&child[i]);
+        if (keys[i] >= from && r != 0 && !fn(keys[i], r)) return false;
+      }
       return true;
     }
     case NODE48: {
       const auto* x = static_cast<const Node48*>(n);
-      for (int b = from; b < 256; ++b)
-        if (x->child_index[b] && !fn(static_cast<uint8_t>(b), x->child[x->child_index[b] - 1])) return false;
+      for (int b = from; b < 256; ++b) {
+        const unsigned s = x->child_index[b];
+        if (s == 0 || s > 48) continue;
+        const Ref r = LoadRef(&x->child[s - 1]);
+        if (r != 0 && !fn(static_cast<uint8_t>(b), r)) return false;
+      }
       return true;
     }
     default: {
       const auto* x = static_cast<const Node256*>(n);
-      for (int b = from; b < 256; ++b)
-        if (x->child[b] && !fn(static_cast<uint8_t>(b), x->child[b])) return false;
+      for (int b = from; b < 256; ++b) {
+        const Ref r = LoadRef(&x->child[b]);
+        if (r != 0 && !fn(static_cast<uint8_t>(b), r)) return false;
+      }
       return true;
     }
   }
 }
 
-// Copies header fields when a node changes type.
-void CopyHeader(Inner* to, const Inner* from) {
-  to->count = from->count;
-  to->prefix = from->prefix;
-  to->term = from->term;
+// Some leaf below n (its term leaf, else the first child's, ...), or nullptr when a racing
+// change hides every one (the caller restarts). Whatever a racing read reaches is a leaf that was
+// below n at some time, and so (V2, V4) has n's path as its key prefix.
+WORT_OPTIMISTIC_READ const Leaf* AnyLeaf(const Inner* n) {
+  for (size_t level = 0; level <= kMaxKeyLen + 1; ++level) {
+    if (const Leaf* t = n->term.load(std::memory_order_acquire)) return t;
+    Ref first = 0;
+    ForEachChild(n, 0, [&](uint8_t, Ref r) {
+      first = r;
+      return false;
+    });
+    if (first == 0) return nullptr;
+    if (IsLeaf(first)) return AsLeaf(first);
+    n = AsInner(first);
+  }
+  return nullptr;
 }
 
-// Adds child (b -> r) to *slot's node (REQUIRES: no child for b), growing it when full; *slot is
-// updated when the node is replaced.
-void AddChild(Ref* slot, uint8_t b, Ref r) {
-  Inner* n = AsInner(*slot);
+// n's whole prefix (plen bytes; n's path before it has `depth` bytes) in *out: the stored bytes,
+// copied to buf, when they are all of it; else bytes of a leaf below n (immutable). False when no
+// leaf was found or the one found is too short (a racing change: restart). Validate n after.
+WORT_OPTIMISTIC_READ bool FullPrefix(const Inner* n, size_t depth, uint32_t plen, uint8_t (&buf)[kPrefixInline],
+                                     const uint8_t** out) {
+  if (plen <= kPrefixInline) {
+    const uint64_t w = n->prefix.load(std::memory_order_relaxed);
+    std::memcpy(buf, &w, plen);
+    *out = buf;
+    return true;
+  }
+  const Leaf* l = AnyLeaf(n);
+  if (l == nullptr || l->len < depth + plen) return false;
+  *out = reinterpret_cast<const uint8_t*>(l->key()) + depth;
+  return true;
+}
+
+// ---- changes of a locked node (or of a new one no other thread can see yet) ------------------
+
+// Adds child (b -> r). REQUIRES: n locked or private, not full, no child for b.
+void InsertChild(Inner* n, uint8_t b, Ref r) {
   switch (n->type) {
     case NODE4:
     case NODE16: {
-      const int cap = n->type == NODE4 ? 4 : 16;
-      uint8_t* keys = n->type == NODE4 ? static_cast<Node4*>(n)->keys : static_cast<Node16*>(n)->keys;
-      Ref* child = n->type == NODE4 ? static_cast<Node4*>(n)->child : static_cast<Node16*>(n)->child;
-      if (n->count < cap) {
-        int i = n->count;
-        while (i > 0 && keys[i - 1] > b) {
-          keys[i] = keys[i - 1];
-          child[i] = child[i - 1];
-          --i;
-        }
-        keys[i] = b;
-        child[i] = r;
-        ++n->count;
-        return;
+      const bool n4 = n->type == NODE4;
+      uint8_t* keys = n4 ? static_cast<Node4*>(n)->keys : static_cast<Node16*>(n)->keys;
+      Ref* child = n4 ? static_cast<Node4*>(n)->child : static_cast<Node16*>(n)->child;
+      int i = n->count;
+      while (i > 0 && keys[i - 1] > b) {
+        keys[i] = keys[i - 1];
+        StoreRef(&child[i], child[i - 1]);
+        --i;
       }
-      if (n->type == NODE4) {
-        auto* g = new Node16;
-        CopyHeader(g, n);
-        std::memcpy(g->keys, keys, 4);
-        std::memcpy(g->child, child, 4 * sizeof(Ref));
-        delete static_cast<Node4*>(n);
-        *slot = InnerRef(g);
-      } else {
-        auto* g = new Node48;
-        CopyHeader(g, n);
-        for (int i = 0; i < 16; ++i) {
-          g->child[i] = child[i];
-          g->child_index[keys[i]] = static_cast<uint8_t>(i + 1);
-        }
-        delete static_cast<Node16*>(n);
-        *slot = InnerRef(g);
-      }
-      return AddChild(slot, b, r);
+      keys[i] = b;
+      StoreRef(&child[i], r);
+      break;
     }
     case NODE48: {
       auto* x = static_cast<Node48*>(n);
-      if (x->count < 48) {
-        int pos = 0;
-        while (x->child[pos]) ++pos;
-        x->child[pos] = r;
-        x->child_index[b] = static_cast<uint8_t>(pos + 1);
-        ++x->count;
-        return;
-      }
-      auto* g = new Node256;
-      CopyHeader(g, x);
-      for (int c = 0; c < 256; ++c)
-        if (x->child_index[c]) g->child[c] = x->child[x->child_index[c] - 1];
-      delete x;
-      *slot = InnerRef(g);
-      return AddChild(slot, b, r);
+      int pos = 0;
+      while (x->child[pos] != 0) ++pos;
+      StoreRef(&x->child[pos], r);
+      x->child_index[b] = static_cast<uint8_t>(pos + 1);
+      break;
     }
-    default: {
-      auto* x = static_cast<Node256*>(n);
-      x->child[b] = r;
-      ++x->count;
-      return;
-    }
+    default: StoreRef(&static_cast<Node256*>(n)->child[b], r); break;
   }
+  ++n->count;
 }
 
-// Removes the child for byte b (present).
+// Removes the child for byte b (present). REQUIRES: n locked.
 void RemoveChild(Inner* n, uint8_t b) {
   switch (n->type) {
     case NODE4:
     case NODE16: {
-      uint8_t* keys = n->type == NODE4 ? static_cast<Node4*>(n)->keys : static_cast<Node16*>(n)->keys;
-      Ref* child = n->type == NODE4 ? static_cast<Node4*>(n)->child : static_cast<Node16*>(n)->child;
+      const bool n4 = n->type == NODE4;
+      uint8_t* keys = n4 ? static_cast<Node4*>(n)->keys : static_cast<Node16*>(n)->keys;
+      Ref* child = n4 ? static_cast<Node4*>(n)->child : static_cast<Node16*>(n)->child;
       int i = 0;
       while (keys[i] != b) ++i;
       for (; i + 1 < n->count; ++i) {
         keys[i] = keys[i + 1];
-        child[i] = child[i + 1];
+        StoreRef(&child[i], child[i + 1]);
       }
-      child[n->count - 1] = 0;
-      --n->count;
-      return;
+      StoreRef(&child[n->count - 1], 0);
+      break;
     }
     case NODE48: {
       auto* x = static_cast<Node48*>(n);
-      x->child[Slot48(x, b)] = 0;
+      StoreRef(&x->child[x->child_index[b] - 1], 0);
       x->child_index[b] = 0;
-      --x->count;
-      return;
+      break;
     }
-    default: {
-      auto* x = static_cast<Node256*>(n);
-      x->child[b] = 0;
-      --x->count;
-      return;
-    }
+    default: StoreRef(&static_cast<Node256*>(n)->child[b], 0); break;
   }
+  --n->count;
+}
+
+// A copy of the full node n (locked) as the next larger type, not yet linked.
+Inner* Grow(const Inner* n) {
+  Inner* g = n->type == NODE4 ? static_cast<Inner*>(new Node16) : n->type == NODE16 ? static_cast<Inner*>(new Node48)
+                                                                                     : static_cast<Inner*>(new Node256);
+  g->prefix_len = n->prefix_len;
+  g->prefix.store(n->prefix.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  g->term.store(n->term.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  ForEachChild(n, 0, [&](uint8_t b, Ref r) {
+    InsertChild(g, b, r);
+    return true;
+  });
+  return g;
+}
+
+// Puts leaf l into the new node m whose path ends at key position `end`.
+void Place(Inner* m, Leaf* l, size_t end) {
+  if (l->len == end) m->term.store(l, std::memory_order_relaxed);
+  else InsertChild(m, static_cast<uint8_t>(l->key()[end]), LeafRef(l));
 }
 
 void Destroy(Ref r) {
-  if (!r) return;
-  if (IsLeaf(r)) {
-    delete AsLeaf(r);
-    return;
-  }
+  if (r == 0) return;
+  if (IsLeaf(r)) return FreeLeaf(AsLeaf(r));
   Inner* n = AsInner(r);
   ForEachChild(n, 0, [](uint8_t, Ref c) {
     Destroy(c);
     return true;
   });
-  delete n->term;
+  if (Leaf* t = n->term.load(std::memory_order_relaxed)) FreeLeaf(t);
   DeleteInner(n);
 }
 
-class VArt final : public VolatileIndex {
+class VArt final : public Index {
  public:
-  using VolatileIndex::VolatileIndex;
-  ~VArt() override { Destroy(root_); }
+  VArt(Pool* pool, uint64_t root_off, KeyType kt)
+      : pool_(pool),
+        root_off_(root_off),
+        kt_(kt),
+        mu_ptr_(IndexLock(pool, root_off)),
+        global_lock_(GlobalIndexLock()),
+        root_(new Node256) {}
+  ~VArt() override { Destroy(InnerRef(root_)); }  // epoch_ then reclaims what was retired
   std::string_view kind() const override { return "vart"; }
+  KeyType key_type() const override { return kt_; }
 
- protected:
-  Status DoPut(std::string_view key, uint64_t value, bool replace, bool* inserted) override {
-    Ref* slot = &root_;
-    size_t depth = 0;
-    for (;;) {
-      if (*slot == 0) {
-        *slot = LeafRef(new Leaf{std::string(key), value});
-        *inserted = true;
-        return Status::OK();
-      }
-      if (IsLeaf(*slot)) {
-        Leaf* l = AsLeaf(*slot);
-        if (l->key == key) {
-          if (replace) l->value = value;
-          *inserted = false;
-          return Status::OK();
-        }
-        // Split the leaf: a NODE4 holding the common part beyond depth.
-        size_t p = depth;
-        while (p < l->key.size() && p < key.size() && l->key[p] == key[p]) ++p;
-        auto* n = new Node4;
-        n->prefix.assign(key.data() + depth, p - depth);
-        Ref nr = InnerRef(n);
-        auto* nl = new Leaf{std::string(key), value};
-        Place(&nr, l, p);
-        Place(&nr, nl, p);
-        *slot = nr;
-        *inserted = true;
-        return Status::OK();
-      }
-      Inner* n = AsInner(*slot);
-      const size_t plen = n->prefix.size();
-      size_t p = 0;
-      while (p < plen && depth + p < key.size() && n->prefix[p] == key[depth + p]) ++p;
-      if (p < plen) {
-        // Prefix mismatch: a new NODE4 above n with the common part.
-        auto* m = new Node4;
-        m->prefix = n->prefix.substr(0, p);
-        const auto b = static_cast<uint8_t>(n->prefix[p]);
-        n->prefix.erase(0, p + 1);
-        Ref mr = InnerRef(m);
-        AddChild(&mr, b, InnerRef(n));
-        Place(&mr, new Leaf{std::string(key), value}, depth + p);
-        *slot = mr;
-        *inserted = true;
-        return Status::OK();
-      }
-      depth += plen;
-      if (depth == key.size()) {
-        if (n->term) {
-          if (replace) n->term->value = value;
-          *inserted = false;
-        } else {
-          n->term = new Leaf{std::string(key), value};
-          *inserted = true;
-        }
-        return Status::OK();
-      }
-      const auto b = static_cast<uint8_t>(key[depth]);
-      Ref* c = FindChild(n, b);
-      if (!c) {
-        AddChild(slot, b, LeafRef(new Leaf{std::string(key), value}));
-        *inserted = true;
-        return Status::OK();
-      }
-      slot = c;
-      ++depth;
-    }
+  Status Insert(std::string_view key, uint64_t value) override {
+    bool inserted = false;
+    WORT_RETURN_IF_ERROR(Put(key, value, /*replace=*/false, &inserted));
+    return inserted ? Status::OK() : Status::AlreadyExists("key present");
   }
-
-  bool DoLookup(std::string_view key, uint64_t* value) const override {
-    Ref r = root_;
-    size_t depth = 0;
-    while (r) {
-      if (IsLeaf(r)) {
-        const Leaf* l = AsLeaf(r);
-        if (l->key != key) return false;
-        *value = l->value;
-        return true;
-      }
-      Inner* n = AsInner(r);
-      const size_t plen = n->prefix.size();
-      if (depth + plen > key.size() || std::memcmp(n->prefix.data(), key.data() + depth, plen) != 0) return false;
-      depth += plen;
-      if (depth == key.size()) {
-        if (!n->term) return false;
-        *value = n->term->value;
-        return true;
-      }
-      Ref* c = FindChild(n, static_cast<uint8_t>(key[depth]));
-      if (!c) return false;
-      r = *c;
-      ++depth;
-    }
-    return false;
+  Status Upsert(std::string_view key, uint64_t value, bool* inserted) override {
+    bool ins = false;
+    WORT_RETURN_IF_ERROR(Put(key, value, /*replace=*/true, &ins));
+    if (inserted) *inserted = ins;
+    return Status::OK();
   }
-
-  bool DoRemove(std::string_view key) override { return Erase(&root_, key, 0); }
-
-  void DoScan(std::string_view start, const Emit& emit) const override {
-    std::string path;
-    Walk(root_, start, true, &path, emit);
+  Status Lookup(std::string_view key, uint64_t* value) const override {
+    if (!ValidKey(key)) [[unlikely]] return KeyError(key);
+    if (global_lock_) [[unlikely]] return LookupGlobalLock(key, value);  // out of line: a lean common path
+    sync::EpochGuard eg(epoch_);
+    return LookupInEpoch(key, value);
   }
-
-  uint64_t DoCheck(std::string* report) const override {
-    uint64_t keys = 0;
-    std::string path;
-    CheckRef(root_, &path, report, &keys);
-    return keys;
+  Status Remove(std::string_view key) override {
+    if (!ValidKey(key)) return KeyError(key);
+    sync::EpochGuard eg(epoch_);
+    auto g = ModeLock(IndexModeLock::kWriter);
+    Status s;
+    for (int attempt = 0; RemoveAttempt(key, &s) == Attempt::kRestart; ++attempt) sync::Backoff(attempt);
+    return s;
   }
-
-  void DoStats(IndexStats* st) const override {
-    uint64_t bytes = 0, sum = 0;
-    CountRef(root_, 0, st, &bytes, &sum);
-    st->avg_leaf_depth = st->leaves ? static_cast<double>(sum) / st->leaves : 0;
-    st->volatile_bytes = bytes;
-  }
+  Status Scan(std::string_view start, const std::string_view* end, size_t limit, const ScanFn& fn) const override;
+  uint64_t Size() const override { return count_.load(std::memory_order_relaxed); }
+  Status Check(std::string* report) const override;
+  IndexStats Stats() const override;
 
  private:
-  // Puts leaf l into the fresh node at *nr whose path ends at key position `end`.
-  static void Place(Ref* nr, Leaf* l, size_t end) {
-    if (l->key.size() == end) AsInner(*nr)->term = l;
-    else AddChild(nr, static_cast<uint8_t>(l->key[end]), LeafRef(l));
+  struct ScanCtx {
+    std::string_view start;
+    bool exclusive;  // start itself is not wanted (it was emitted by the previous batch)
+    const std::string_view* end;
+    size_t want;
+    std::vector<std::pair<const Leaf*, uint64_t>>* out;
+    bool stop = false;
+    bool past_end = false;
+  };
+
+  IndexModeLock ModeLock(IndexModeLock::Role r) const { return IndexModeLock(*mu_ptr_, global_lock_, r); }
+  bool ValidKey(std::string_view key) const {
+    return kt_ == KeyType::kU64 ? key.size() == 8 : key.size() <= kMaxKeyLen;
+  }
+  Status KeyError(std::string_view key) const {
+    if (kt_ == KeyType::kU64)
+      return Status::InvalidArgument("this index takes 8-byte keys (KeyType::kU64); got " + std::to_string(key.size()));
+    return Status::InvalidArgument("key of " + std::to_string(key.size()) + " bytes is longer than kMaxKeyLen");
   }
 
-  // Removes key below *slot (whose path has `depth` bytes). Returns true iff found.
-  bool Erase(Ref* slot, std::string_view key, size_t depth) {
-    const Ref r = *slot;
-    if (!r) return false;
-    if (IsLeaf(r)) {
-      if (AsLeaf(r)->key != key) return false;
-      delete AsLeaf(r);
-      *slot = 0;
-      return true;
+  Status Put(std::string_view key, uint64_t value, bool replace, bool* inserted) {
+    if (!ValidKey(key)) return KeyError(key);
+    sync::EpochGuard eg(epoch_);
+    auto g = ModeLock(IndexModeLock::kWriter);
+    Status s;
+    for (int attempt = 0; PutAttempt(key, value, replace, inserted, &s) == Attempt::kRestart; ++attempt)
+      sync::Backoff(attempt);
+    return s;
+  }
+
+  VART_ALWAYS_INLINE Status LookupInEpoch(std::string_view key, uint64_t* value) const {
+    for (int attempt = 0;; ++attempt) {
+      const int r = LookupAttempt(key, value);
+      if (r >= 0) [[likely]] return r ? Status::OK() : Status::NotFound("key absent");
+      sync::Backoff(attempt);
     }
-    Inner* n = AsInner(r);
-    const size_t plen = n->prefix.size();
-    if (depth + plen > key.size() || std::memcmp(n->prefix.data(), key.data() + depth, plen) != 0) return false;
-    depth += plen;
+  }
+  [[gnu::noinline]] Status LookupGlobalLock(std::string_view key, uint64_t* value) const {
+    sync::EpochGuard eg(epoch_);
+    auto g = ModeLock(IndexModeLock::kReader);  // shared in global-lock mode
+    return LookupInEpoch(key, value);
+  }
+  VART_ALWAYS_INLINE int LookupAttempt(std::string_view key, uint64_t* value) const;
+  Attempt PutAttempt(std::string_view key, uint64_t value, bool replace, bool* inserted, Status* out);
+  Attempt RemoveAttempt(std::string_view key, Status* out);
+  Attempt Unlink(Inner* parent, uint64_t pv, Ref* pslot, Inner* n, uint64_t v, Ref keep, int keep_byte, Leaf* gone,
+                 Status* out);
+  bool ScanNode(const Inner* n, const VersionLock* pl, uint64_t pv, size_t depth, bool bounded, ScanCtx& ctx) const;
+  bool Emit(const Leaf* l, bool bounded, ScanCtx& ctx) const;
+  void CheckNode(const Inner* n, std::string* path, std::string* report, uint64_t* keys) const;
+  void CountRef(Ref r, int depth, IndexStats* st, uint64_t* bytes, uint64_t* sum) const;
+
+  void Retire(Ref r) { epoch_.Retire(r); }
+
+  Pool* pool_;
+  uint64_t root_off_;
+  KeyType kt_;
+  std::shared_ptr<std::shared_mutex> mu_ptr_;  // IndexLock: used in global-lock mode and by kQuiesce
+  bool global_lock_;
+  Inner* const root_;  // a NODE256, never replaced (prefix_len 0)
+  std::atomic<uint64_t> count_{0};
+  mutable sync::EpochManager epoch_{&FreeOne, nullptr};
+};
+
+// ---- Lookup ----------------------------------------------------------------------------------
+// 1 found, 0 absent, -1 restart.
+WORT_OPTIMISTIC_READ inline int VArt::LookupAttempt(std::string_view key, uint64_t* value) const {
+  const auto* k = reinterpret_cast<const uint8_t*>(key.data());
+  Inner* n = root_;
+  uint64_t v;
+  if (!n->lock.ReadLockOrRestart(&v)) return -1;
+  size_t depth = 0;
+  for (;;) {
+    if (const uint32_t plen = n->prefix_len; plen != 0) {
+      // The stored bytes only: a difference in the rest shows at the leaf.
+      if (depth + plen > key.size() || !StoredPrefixMatches(n, plen, k + depth))
+        return n->lock.CheckOrRestart(v) ? 0 : -1;
+      depth += plen;
+    }
     if (depth == key.size()) {
-      if (!n->term) return false;
-      delete n->term;
-      n->term = nullptr;
-    } else {
-      const auto b = static_cast<uint8_t>(key[depth]);
-      Ref* c = FindChild(n, b);
-      if (!c || !Erase(c, key, depth + 1)) return false;
-      if (*c == 0) RemoveChild(n, b);
+      const Leaf* t = n->term.load(std::memory_order_acquire);
+      if (!n->lock.CheckOrRestart(v)) return -1;
+      if (t == nullptr || !SameKey(t, key)) return 0;
+      *value = t->value.load(std::memory_order_acquire);
+      return 1;
     }
-    Collapse(slot);
-    return true;
+    const Ref* s = FindChildSlot(n, k[depth]);
+    const Ref c = s ? LoadRef(s) : 0;
+    if (!n->lock.CheckOrRestart(v)) return -1;
+    if (c == 0) return 0;
+    if (IsLeaf(c)) {
+      const Leaf* l = AsLeaf(c);
+      if (!SameKey(l, key)) return 0;
+      *value = l->value.load(std::memory_order_acquire);
+      return 1;
+    }
+    // Lock coupling: n is checked again after the child's version was read, so a child that was
+    // unlinked (it is then locked or obsolete) or moved below a new node by a prefix split (its
+    // prefix then starts deeper) since the check above is noticed.
+    const Inner* ch = AsInner(c);
+    uint64_t cv;
+    if (!ch->lock.ReadLockOrRestart(&cv) || !n->lock.CheckOrRestart(v)) return -1;
+    n = const_cast<Inner*>(ch);
+    v = cv;
+    ++depth;
   }
+}
 
-  // Restores V3 at *slot after a removal below it.
-  static void Collapse(Ref* slot) {
-    Inner* n = AsInner(*slot);
-    if (n->count == 0) {
-      *slot = n->term ? LeafRef(n->term) : 0;
-      DeleteInner(n);
+// ---- Insert / Upsert -------------------------------------------------------------------------
+WORT_OPTIMISTIC_READ Attempt VArt::PutAttempt(std::string_view key, uint64_t value, bool replace, bool* inserted,
+                                              Status* out) {
+  const sync::AttemptEnd end(out);
+  const auto* k = reinterpret_cast<const uint8_t*>(key.data());
+  Inner* parent = nullptr;
+  uint64_t pv = 0;
+  Ref* pslot = nullptr;  // n's slot in parent
+  Inner* n = root_;
+  uint64_t v;
+  if (!n->lock.ReadLockOrRestart(&v)) return Attempt::kRestart;
+  size_t depth = 0;
+  for (;;) {
+    if (const uint32_t plen = n->prefix_len; plen != 0) {
+      uint8_t buf[kPrefixInline];
+      const uint8_t* full;
+      if (!FullPrefix(n, depth, plen, buf, &full) || !n->lock.CheckOrRestart(v)) return Attempt::kRestart;
+      uint32_t p = 0;
+      while (p < plen && depth + p < key.size() && full[p] == k[depth + p]) ++p;
+      if (p < plen) {
+        // Prefix split: a new NODE4 m takes n's place with the common part; n keeps the rest.
+        if (!parent->lock.UpgradeToWriteLock(pv)) return Attempt::kRestart;
+        if (!n->lock.UpgradeToWriteLock(v)) {
+          parent->lock.WriteUnlock();
+          return Attempt::kRestart;
+        }
+        auto* m = new Node4;
+        m->prefix_len = p;
+        m->prefix.store(PrefixWord(full, std::min(p, kPrefixInline)), std::memory_order_relaxed);
+        const uint32_t rest = plen - p - 1;
+        InsertChild(m, full[p], InnerRef(n));
+        Place(m, NewLeaf(key, value), depth + p);
+        n->prefix_len = rest;
+        n->prefix.store(PrefixWord(full + p + 1, std::min(rest, kPrefixInline)), std::memory_order_relaxed);
+        StoreRef(pslot, InnerRef(m));
+        n->lock.WriteUnlock();
+        parent->lock.WriteUnlock();
+        count_.fetch_add(1, std::memory_order_relaxed);
+        *inserted = true;
+        return end.Done(Status::OK());
+      }
+      depth += plen;
+    }
+    if (depth == key.size()) {
+      Leaf* t = n->term.load(std::memory_order_acquire);
+      if (!n->lock.CheckOrRestart(v)) return Attempt::kRestart;
+      *inserted = t == nullptr;
+      if (t != nullptr) {
+        if (replace) t->value.store(value, std::memory_order_release);
+        return end.Done(Status::OK());
+      }
+      if (!n->lock.UpgradeToWriteLock(v)) return Attempt::kRestart;
+      n->term.store(NewLeaf(key, value), std::memory_order_release);
+      n->lock.WriteUnlock();
+      count_.fetch_add(1, std::memory_order_relaxed);
+      return end.Done(Status::OK());
+    }
+    const uint8_t b = k[depth];
+    Ref* s = FindChildSlot(n, b);
+    const Ref c = s ? LoadRef(s) : 0;
+    if (!n->lock.CheckOrRestart(v)) return Attempt::kRestart;
+    if (c == 0) {
+      if (n->count < Capacity(n->type)) {
+        if (!n->lock.UpgradeToWriteLock(v)) return Attempt::kRestart;
+        InsertChild(n, b, LeafRef(NewLeaf(key, value)));
+        n->lock.WriteUnlock();
+      } else {
+        // Growth: a larger copy replaces n in its parent's slot (n is not the root: a NODE256).
+        if (!parent->lock.UpgradeToWriteLock(pv)) return Attempt::kRestart;
+        if (!n->lock.UpgradeToWriteLock(v)) {
+          parent->lock.WriteUnlock();
+          return Attempt::kRestart;
+        }
+        Inner* g = Grow(n);
+        InsertChild(g, b, LeafRef(NewLeaf(key, value)));
+        StoreRef(pslot, InnerRef(g));
+        n->lock.WriteUnlockObsolete();
+        parent->lock.WriteUnlock();
+        Retire(InnerRef(n));
+      }
+      count_.fetch_add(1, std::memory_order_relaxed);
+      *inserted = true;
+      return end.Done(Status::OK());
+    }
+    if (IsLeaf(c)) {
+      Leaf* l = AsLeaf(c);
+      if (SameKey(l, key)) {
+        *inserted = false;
+        if (replace) l->value.store(value, std::memory_order_release);
+        return end.Done(Status::OK());
+      }
+      // Leaf split: a new NODE4 below n holds both leaves under their common part.
+      if (!n->lock.UpgradeToWriteLock(v)) return Attempt::kRestart;
+      size_t p = depth + 1;
+      const size_t lim = std::min<size_t>(l->len, key.size());
+      while (p < lim && l->key()[p] == key[p]) ++p;
+      auto* m = new Node4;
+      m->prefix_len = static_cast<uint32_t>(p - depth - 1);
+      m->prefix.store(PrefixWord(k + depth + 1, std::min(m->prefix_len, kPrefixInline)), std::memory_order_relaxed);
+      Place(m, l, p);
+      Place(m, NewLeaf(key, value), p);
+      StoreRef(s, InnerRef(m));
+      n->lock.WriteUnlock();
+      count_.fetch_add(1, std::memory_order_relaxed);
+      *inserted = true;
+      return end.Done(Status::OK());
+    }
+    Inner* ch = AsInner(c);
+    uint64_t cv;
+    if (!ch->lock.ReadLockOrRestart(&cv) || !n->lock.CheckOrRestart(v)) return Attempt::kRestart;  // coupling
+    parent = n;
+    pv = v;
+    pslot = s;
+    n = ch;
+    v = cv;
+    ++depth;
+  }
+}
+
+// ---- Remove ----------------------------------------------------------------------------------
+WORT_OPTIMISTIC_READ Attempt VArt::RemoveAttempt(std::string_view key, Status* out) {
+  const sync::AttemptEnd end(out);
+  const auto* k = reinterpret_cast<const uint8_t*>(key.data());
+  Inner* parent = nullptr;
+  uint64_t pv = 0;
+  Ref* pslot = nullptr;
+  Inner* n = root_;
+  uint64_t v;
+  if (!n->lock.ReadLockOrRestart(&v)) return Attempt::kRestart;
+  size_t depth = 0;
+  for (;;) {
+    if (const uint32_t plen = n->prefix_len; plen != 0) {
+      if (depth + plen > key.size() || !StoredPrefixMatches(n, plen, k + depth)) return end.NotFound(n->lock, v);
+      depth += plen;
+    }
+    Leaf* gone;
+    int gone_byte = -1;  // the byte of the removed child; -1: the term leaf is removed
+    if (depth == key.size()) {
+      gone = n->term.load(std::memory_order_acquire);
+      if (!n->lock.CheckOrRestart(v)) return Attempt::kRestart;
+      if (gone == nullptr || !SameKey(gone, key)) return end.Done(Status::NotFound("key absent"));
+    } else {
+      Ref* s = FindChildSlot(n, k[depth]);
+      const Ref c = s ? LoadRef(s) : 0;
+      if (!n->lock.CheckOrRestart(v)) return Attempt::kRestart;
+      if (c == 0) return end.Done(Status::NotFound("key absent"));
+      if (!IsLeaf(c)) {
+        Inner* ch = AsInner(c);
+        uint64_t cv;
+        if (!ch->lock.ReadLockOrRestart(&cv) || !n->lock.CheckOrRestart(v)) return Attempt::kRestart;  // coupling
+        parent = n;
+        pv = v;
+        pslot = s;
+        n = ch;
+        v = cv;
+        ++depth;
+        continue;
+      }
+      gone = AsLeaf(c);
+      if (!SameKey(gone, key)) return end.Done(Status::NotFound("key absent"));
+      gone_byte = k[depth];
+    }
+    // What n keeps after the removal (read before the lock; UpgradeToWriteLock(v) validates it).
+    const int children = n->count - (gone_byte >= 0 ? 1 : 0);
+    Leaf* term = gone_byte >= 0 ? n->term.load(std::memory_order_acquire) : nullptr;
+    if (n == root_ || children >= 2 || (children == 1 && term != nullptr)) {
+      // In place: n still satisfies V3.
+      if (!n->lock.UpgradeToWriteLock(v)) return Attempt::kRestart;
+      if (gone_byte >= 0) RemoveChild(n, static_cast<uint8_t>(gone_byte));
+      else n->term.store(nullptr, std::memory_order_release);
+      n->lock.WriteUnlock();
+      Retire(LeafRef(gone));
+      count_.fetch_sub(1, std::memory_order_relaxed);
+      return end.Done(Status::OK());
+    }
+    if (children == 0) {
+      // n keeps only its term leaf (the removed leaf was its one child): the leaf replaces n.
+      if (term == nullptr) return n->lock.CheckOrRestart(v) ? end.Done(Status::Corruption("vart: V3 broken")) : Attempt::kRestart;
+      return Unlink(parent, pv, pslot, n, v, LeafRef(term), -1, gone, out);
+    }
+    // One child left and no term leaf: that child replaces n.
+    Ref keep = 0;
+    int keep_byte = -1;
+    ForEachChild(n, 0, [&](uint8_t b, Ref r) {
+      if (b == gone_byte) return true;
+      keep = r;
+      keep_byte = b;
+      return false;
+    });
+    if (keep == 0) return Attempt::kRestart;  // a racing read (the upgrade would fail too)
+    return Unlink(parent, pv, pslot, n, v, keep, keep_byte, gone, out);
+  }
+}
+
+// Replaces n (not the root; read at version v, its slot pslot in parent read at version pv) by
+// `keep`: n's one remaining child (at keep_byte) or, when keep_byte < 0, n's term leaf; `gone` is
+// the leaf being removed. An inner `keep` takes n's prefix and the byte in front of its own (V4).
+Attempt VArt::Unlink(Inner* parent, uint64_t pv, Ref* pslot, Inner* n, uint64_t v, Ref keep, int keep_byte,
+                     Leaf* gone, Status* out) {
+  if (!parent->lock.UpgradeToWriteLock(pv)) return Attempt::kRestart;
+  if (!n->lock.UpgradeToWriteLock(v)) {
+    parent->lock.WriteUnlock();
+    return Attempt::kRestart;
+  }
+  Inner* kc = keep_byte >= 0 && !IsLeaf(keep) ? AsInner(keep) : nullptr;
+  if (kc != nullptr) {
+    uint64_t kv;
+    if (!kc->lock.ReadLockOrRestart(&kv) || !kc->lock.UpgradeToWriteLock(kv)) {
+      n->lock.WriteUnlock();
+      parent->lock.WriteUnlock();
+      return Attempt::kRestart;
+    }
+    uint8_t buf[kPrefixInline], kbuf[kPrefixInline];
+    const uint64_t nw = n->prefix.load(std::memory_order_relaxed), kw = kc->prefix.load(std::memory_order_relaxed);
+    uint32_t fill = std::min(n->prefix_len, kPrefixInline);
+    std::memcpy(buf, &nw, fill);
+    std::memcpy(kbuf, &kw, sizeof kbuf);
+    if (fill < kPrefixInline) buf[fill++] = static_cast<uint8_t>(keep_byte);
+    for (uint32_t i = 0; fill < kPrefixInline && i < std::min(kc->prefix_len, kPrefixInline); ++i) buf[fill++] = kbuf[i];
+    kc->prefix_len = n->prefix_len + 1 + kc->prefix_len;
+    kc->prefix.store(PrefixWord(buf, fill), std::memory_order_relaxed);
+  }
+  StoreRef(pslot, keep);
+  if (kc != nullptr) kc->lock.WriteUnlock();
+  n->lock.WriteUnlockObsolete();
+  parent->lock.WriteUnlock();
+  Retire(InnerRef(n));
+  Retire(LeafRef(gone));
+  count_.fetch_sub(1, std::memory_order_relaxed);
+  *out = Status::OK();
+  return Attempt::kDone;
+}
+
+// ---- Scan ------------------------------------------------------------------------------------
+Status VArt::Scan(std::string_view start, const std::string_view* end, size_t limit, const ScanFn& fn) const {
+  if (limit == 0) return Status::OK();
+  std::string cursor(start);
+  bool exclusive = false;
+  size_t emitted = 0;
+  std::vector<std::pair<const Leaf*, uint64_t>> out;
+  out.reserve(kScanBatch);
+  for (;;) {
+    sync::EpochGuard eg(epoch_);  // the batch's leaves stay allocated while fn reads them
+    ScanCtx ctx{};
+    {
+      auto g = ModeLock(IndexModeLock::kReader);
+      for (int attempt = 0;; ++attempt) {
+        out.clear();
+        ctx = ScanCtx{cursor, exclusive, end, std::min(kScanBatch, limit - emitted), &out};
+        if (ScanNode(root_, nullptr, 0, 0, true, ctx)) break;
+        sync::Backoff(attempt);
+      }
+    }
+    const bool finished = ctx.past_end || out.size() < ctx.want;
+    for (const auto& [l, val] : out)
+      if (!fn(l->key_view(), val) || ++emitted >= limit) return Status::OK();
+    if (finished || out.empty()) return Status::OK();
+    cursor.assign(out.back().first->key_view());
+    exclusive = true;
+  }
+}
+
+// Adds l to the batch unless it is below the start (bounded: it may be) or past the end.
+// False when the batch is complete.
+bool VArt::Emit(const Leaf* l, bool bounded, ScanCtx& ctx) const {
+  const std::string_view key = l->key_view();
+  if (bounded) {
+    const int c = CompareKeys(key, ctx.start);
+    if (c < 0 || (c == 0 && ctx.exclusive)) return true;
+  }
+  if (ctx.end != nullptr && CompareKeys(key, *ctx.end) > 0) {
+    ctx.past_end = ctx.stop = true;
+    return false;
+  }
+  ctx.out->emplace_back(l, l->value.load(std::memory_order_acquire));
+  if (ctx.out->size() >= ctx.want) ctx.stop = true;
+  return !ctx.stop;
+}
+
+// Collects the keys below n (whose path before its prefix has `depth` bytes) in ascending order;
+// n was read from a node locked by pl at version pv (checked again once n's version is read).
+// `bounded`: n's path so far equals start's first `depth` bytes, so some keys may be < start.
+// False: a node changed under the scan (restart the batch).
+WORT_OPTIMISTIC_READ bool VArt::ScanNode(const Inner* n, const VersionLock* pl, uint64_t pv, size_t depth, bool bounded,
+                                          ScanCtx& ctx) const {
+  uint64_t v;
+  if (!n->lock.ReadLockOrRestart(&v) || (pl != nullptr && !pl->CheckOrRestart(pv))) return false;  // coupling
+  const uint32_t plen = n->prefix_len;
+  int from = 0;
+  bool below = bounded;  // the children may still hold keys < start
+  const size_t d = depth + plen;
+  if (bounded) {
+    uint8_t buf[kPrefixInline];
+    const uint8_t* full = buf;
+    if (plen != 0 && !FullPrefix(n, depth, plen, buf, &full)) return false;
+    const size_t avail = ctx.start.size() > depth ? ctx.start.size() - depth : 0;
+    const int c = std::memcmp(full, ctx.start.data() + depth, std::min<size_t>(plen, avail));
+    if (!n->lock.CheckOrRestart(v)) return false;
+    if (c < 0) return true;                 // every key below is < start
+    if (c > 0 || plen >= avail) below = false;  // every key below is >= start (the term may be = start)
+    else from = static_cast<uint8_t>(ctx.start[d]);
+  }
+  if (const Leaf* t = n->term.load(std::memory_order_acquire); t != nullptr && !below) {
+    if (!n->lock.CheckOrRestart(v)) return false;
+    if (!Emit(t, bounded, ctx)) return true;
+  }
+  bool ok = true;
+  ForEachChild(n, from, [&](uint8_t b, Ref r) {
+    if (!n->lock.CheckOrRestart(v)) return ok = false;  // r was n's child at this check
+    const bool cb = below && b == from;
+    if (IsLeaf(r)) return Emit(AsLeaf(r), cb, ctx);
+    if (!ScanNode(AsInner(r), &n->lock, v, d + 1, cb, ctx)) return ok = false;
+    return !ctx.stop;
+  });
+  return ok;
+}
+
+// ---- Check, Stats (writers excluded) ---------------------------------------------------------
+Status VArt::Check(std::string* report) const {
+  auto q = ModeLock(IndexModeLock::kQuiesce);
+  std::string r, path;
+  uint64_t keys = 0;
+  CheckNode(root_, &path, &r, &keys);
+  if (keys != Size()) r += "key count " + std::to_string(keys) + " != Size() " + std::to_string(Size()) + "\n";
+  if (r.empty()) return Status::OK();
+  if (report) *report += r;
+  return Status::Corruption("vart: " + r);
+}
+
+void VArt::CheckNode(const Inner* n, std::string* path, std::string* report, uint64_t* keys) const {
+  const size_t base = path->size();
+  if (n->prefix_len != 0) {
+    const Leaf* any = AnyLeaf(n);
+    if (any == nullptr || any->len < base + n->prefix_len) {
+      *report += "inner node with a prefix and no leaf long enough below it\n";
       return;
     }
-    if (n->count == 1 && !n->term) {
-      uint8_t b = 0;
-      Ref only = 0;
-      ForEachChild(n, 0, [&](uint8_t k, Ref c) {
-        b = k;
-        only = c;
-        return false;
-      });
-      if (!IsLeaf(only)) {
-        Inner* c = AsInner(only);
-        c->prefix = n->prefix + static_cast<char>(b) + c->prefix;
-      }
-      *slot = only;
-      DeleteInner(n);
-    }
+    path->append(any->key() + base, n->prefix_len);
+    if (!StoredPrefixMatches(n, n->prefix_len, reinterpret_cast<const uint8_t*>(path->data()) + base))
+      *report += "stored prefix bytes differ from the keys below the node\n";
   }
-
-  // In-order walk from `start`; `bounded` while the path so far is a prefix of start.
-  bool Walk(Ref r, std::string_view start, bool bounded, std::string* path, const Emit& emit) const {
-    if (!r) return true;
-    if (IsLeaf(r)) {
-      const Leaf* l = AsLeaf(r);
-      if (bounded && CompareKeys(l->key, start) < 0) return true;
-      return emit(l->key, l->value);
-    }
-    const Inner* n = AsInner(r);
-    const size_t base = path->size();
-    path->append(n->prefix);
-    bool ok = true;
-    int from = 0;
-    bool b2 = bounded;
-    if (bounded) {
-      const size_t m = std::min(path->size(), start.size());
-      const int c = CompareKeys(std::string_view(*path).substr(0, m), start.substr(0, m));
-      if (c < 0) {
-        path->resize(base);
-        return true;  // the whole subtree is below start
-      }
-      if (c > 0 || path->size() > start.size()) b2 = false;  // the whole subtree is >= start
-      if (b2) from = path->size() < start.size() ? static_cast<uint8_t>(start[path->size()]) : 0;
-    }
-    if (n->term && (!b2 || path->size() >= start.size())) ok = emit(n->term->key, n->term->value);
-    if (ok) {
-      ok = ForEachChild(n, from, [&](uint8_t k, Ref c) {
-        path->push_back(static_cast<char>(k));
-        const bool go = Walk(c, start, b2 && path->size() <= start.size() && k == from, path, emit);
-        path->pop_back();
-        return go;
-      });
-    }
-    path->resize(base);
-    return ok;
+  const Leaf* t = n->term.load(std::memory_order_relaxed);
+  if (t != nullptr) {
+    if (t->key_view() != *path) *report += "term leaf key != node path\n";
+    ++*keys;
   }
-
-  void CheckRef(Ref r, std::string* path, std::string* report, uint64_t* keys) const {
-    if (!r) return;
-    if (IsLeaf(r)) {
-      const Leaf* l = AsLeaf(r);
-      if (l->key.compare(0, path->size(), *path) != 0 || l->key.size() < path->size())
+  int count = 0, last = -1;
+  ForEachChild(n, 0, [&](uint8_t b, Ref c) {
+    if (static_cast<int>(b) <= last) *report += "children not in increasing byte order\n";
+    last = b;
+    ++count;
+    path->push_back(static_cast<char>(b));
+    if (IsLeaf(c)) {
+      const Leaf* l = AsLeaf(c);
+      if (l->len < path->size() || std::memcmp(l->key(), path->data(), path->size()) != 0)
         *report += "leaf key does not extend its path\n";
       ++*keys;
-      return;
+    } else {
+      CheckNode(AsInner(c), path, report, keys);
     }
-    const Inner* n = AsInner(r);
-    const size_t base = path->size();
-    path->append(n->prefix);
-    if (n->term) {
-      if (n->term->key != *path) *report += "term leaf key != node path\n";
-      ++*keys;
-    }
-    int count = 0, last = -1;
-    ForEachChild(n, 0, [&](uint8_t k, Ref c) {
-      if (static_cast<int>(k) <= last) *report += "children not in increasing byte order\n";
-      last = k;
-      ++count;
-      if (!c) *report += "null child\n";
-      path->push_back(static_cast<char>(k));
-      CheckRef(c, path, report, keys);
-      path->pop_back();
-      return true;
-    });
-    if (count != n->count) *report += "child count mismatch\n";
-    if (!n->term && count < 2 && r != root_) *report += "inner node with fewer than two children and no term leaf\n";
-    path->resize(base);
-  }
+    path->pop_back();
+    return true;
+  });
+  if (count != n->count) *report += "child count mismatch\n";
+  if (n != root_ && count < 2 && !(count == 1 && t != nullptr))
+    *report += "inner node without a term leaf and a child or two children\n";
+  path->resize(base);
+}
 
-  void CountRef(Ref r, int depth, IndexStats* st, uint64_t* bytes, uint64_t* sum) const {
-    if (!r) return;
-    if (IsLeaf(r)) {
-      const Leaf* l = AsLeaf(r);
-      ++st->leaves;
-      *sum += depth;
-      *bytes += sizeof(Leaf) + (l->key.capacity() > 15 ? l->key.capacity() + 1 : 0);
-      return;
-    }
-    const Inner* n = AsInner(r);
-    ++st->inner_nodes;
-    *bytes += NodeBytes(n) + (n->prefix.capacity() > 15 ? n->prefix.capacity() + 1 : 0);
-    if (n->term) CountRef(LeafRef(n->term), depth + 1, st, bytes, sum);
-    ForEachChild(n, 0, [&](uint8_t, Ref c) {
-      CountRef(c, depth + 1, st, bytes, sum);
-      return true;
-    });
-  }
+IndexStats VArt::Stats() const {
+  auto q = ModeLock(IndexModeLock::kQuiesce);
+  IndexStats st;
+  uint64_t bytes = 0, sum = 0;
+  CountRef(InnerRef(root_), 0, &st, &bytes, &sum);
+  st.avg_leaf_depth = st.leaves ? static_cast<double>(sum) / st.leaves : 0;
+  st.volatile_bytes = bytes;
+  st.keys = Size();
+  st.bytes_allocated = pool_->allocator().UsableSize(root_off_);
+  return st;
+}
 
-  Ref root_ = 0;
-};
+void VArt::CountRef(Ref r, int depth, IndexStats* st, uint64_t* bytes, uint64_t* sum) const {
+  if (IsLeaf(r)) {
+    ++st->leaves;
+    *sum += depth;
+    *bytes += sizeof(Leaf) + AsLeaf(r)->len;
+    return;
+  }
+  const Inner* n = AsInner(r);
+  ++st->inner_nodes;
+  *bytes += NodeBytes(n);
+  if (Leaf* t = n->term.load(std::memory_order_relaxed)) CountRef(LeafRef(t), depth + 1, st, bytes, sum);
+  ForEachChild(n, 0, [&](uint8_t, Ref c) {
+    CountRef(c, depth + 1, st, bytes, sum);
+    return true;
+  });
+}
 
 Status Create(Pool& pool, const IndexOptions& opts, uint64_t* root_off) {
   return CreateMarker(pool, opts, kind_id::kVart, root_off);
@@ -556,7 +978,8 @@ Status Open(Pool& pool, uint64_t root_off, std::unique_ptr<Index>* out) {
 }
 
 const IndexKind kKind = {"vart", kind_id::kVart,
-                         "volatile reference: plain ART in DRAM (NODE4/16/48/256, path compression); data lost on close",
+                         "volatile reference: ART in DRAM (NODE4/16/48/256, path compression, optimistic lock "
+                         "coupling); data lost on close",
                          true, &Create, &Open, &VisitMarker};
 
 }  // namespace

@@ -14,8 +14,11 @@
 //
 // Visit reports the marker block only (nothing else of these kinds lives in the pool).
 //
-// Thread safety: one std::shared_mutex per index object: readers shared, writers exclusive.
-// Scan calls fn while holding the lock in shared mode: fn must not write to the same index.
+// Thread safety of vbptree and vradix (VolatileIndex below): one std::shared_mutex per index
+// object: readers shared, writers exclusive. Scan calls fn while holding the lock in shared mode:
+// fn must not write to the same index. vart does not use VolatileIndex: it is concurrent
+// (optimistic lock coupling on src/sync; lock-free readers, callbacks run with no lock held; see
+// vart.cc).
 #pragma once
 
 #include <cstdint>
