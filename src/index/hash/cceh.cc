@@ -330,14 +330,30 @@ bool Cceh::LookupOptimistic(const Probe& p, uint64_t* value, bool* found) const 
   const unsigned home = static_cast<unsigned>(p.hash) & (nb_ - 1);
   uint64_t v = 0;
   bool hit = false;
-  for (unsigned i = 0; i < window_ && !hit; ++i) {
-    const CcehBucket& b = s[(home + i) & (nb_ - 1)];
-    for (const auto& slot : b.slot) {
-      const uint64_t w = pm::load8(&slot.key);
-      if (w != 0 && codec_.Matches(w, p)) {
-        v = pm::load8(&slot.value);
-        hit = true;
-        break;
+  if (codec_.key_type() == KeyType::kU64) {
+    // The key word is the mixed key itself, never 0 here (p.zero keys took ZeroGet): one compare
+    // per slot is Matches.
+    const uint64_t want = p.word;
+    for (unsigned i = 0; i < window_ && !hit; ++i) {
+      const CcehBucket& b = s[(home + i) & (nb_ - 1)];
+      for (const auto& slot : b.slot) {
+        if (pm::load8(&slot.key) == want) {
+          v = pm::load8(&slot.value);
+          hit = true;
+          break;
+        }
+      }
+    }
+  } else {
+    for (unsigned i = 0; i < window_ && !hit; ++i) {
+      const CcehBucket& b = s[(home + i) & (nb_ - 1)];
+      for (const auto& slot : b.slot) {
+        const uint64_t w = pm::load8(&slot.key);
+        if (w != 0 && codec_.Matches(w, p)) {
+          v = pm::load8(&slot.value);
+          hit = true;
+          break;
+        }
       }
     }
   }
