@@ -405,6 +405,44 @@ void Place(Inner* m, Leaf* l, size_t end) {
   else InsertChild(m, static_cast<uint8_t>(l->key()[end]), LeafRef(l));
 }
 
+// A writer's descent: node n read at version v, reached through slot pslot of parent (read at
+// version pv; none for the root); depth = the bytes of n's path before its prefix.
+struct Descent {
+  Inner* parent = nullptr;
+  uint64_t pv = 0;
+  Ref* pslot = nullptr;
+  Inner* n = nullptr;
+  uint64_t v = 0;
+  size_t depth = 0;
+  // At the root. False: restart.
+  bool Start(Inner* root) {
+    n = root;
+    return n->lock.ReadLockOrRestart(&v);
+  }
+  // One level down, to the inner child c that slot s of n holds (read before n was checked at v),
+  // with lock coupling: n is checked again after c's version was read. False: restart.
+  WORT_OPTIMISTIC_READ bool Down(Ref* s, Ref c) {
+    Inner* ch = AsInner(c);
+    uint64_t cv;
+    if (!ch->lock.ReadLockOrRestart(&cv) || !n->lock.CheckOrRestart(v)) return false;
+    parent = n;
+    pv = v;
+    pslot = s;
+    n = ch;
+    v = cv;
+    ++depth;
+    return true;
+  }
+  // Write-locks parent and n at the versions read (the caller holds no lock). False: restart,
+  // nothing held.
+  bool LockParentAndNode() {
+    if (!parent->lock.UpgradeToWriteLock(pv)) return false;
+    if (n->lock.UpgradeToWriteLock(v)) return true;
+    parent->lock.WriteUnlock();
+    return false;
+  }
+};
+
 void Destroy(Ref r) {
   if (r == 0) return;
   if (IsLeaf(r)) return FreeLeaf(AsLeaf(r));
@@ -506,8 +544,7 @@ class VArt final : public Index {
   VART_ALWAYS_INLINE int LookupAttempt(std::string_view key, uint64_t* value) const;
   Attempt PutAttempt(std::string_view key, uint64_t value, bool replace, bool* inserted, Status* out);
   Attempt RemoveAttempt(std::string_view key, Status* out);
-  Attempt Unlink(Inner* parent, uint64_t pv, Ref* pslot, Inner* n, uint64_t v, Ref keep, int keep_byte, Leaf* gone,
-                 Status* out);
+  Attempt Unlink(Descent& d, Ref keep, int keep_byte, Leaf* gone, Status* out);
   bool ScanNode(const Inner* n, const VersionLock* pl, uint64_t pv, size_t depth, bool bounded, ScanCtx& ctx) const;
   bool Emit(const Leaf* l, bool bounded, ScanCtx& ctx) const;
   void CheckNode(const Inner* n, std::string* path, std::string* report, uint64_t* keys) const;
@@ -574,13 +611,12 @@ WORT_OPTIMISTIC_READ Attempt VArt::PutAttempt(std::string_view key, uint64_t val
                                               Status* out) {
   const sync::AttemptEnd end(out);
   const auto* k = reinterpret_cast<const uint8_t*>(key.data());
-  Inner* parent = nullptr;
-  uint64_t pv = 0;
-  Ref* pslot = nullptr;  // n's slot in parent
-  Inner* n = root_;
-  uint64_t v;
-  if (!n->lock.ReadLockOrRestart(&v)) return Attempt::kRestart;
-  size_t depth = 0;
+  Descent d;
+  if (!d.Start(root_)) return Attempt::kRestart;
+  Inner*& n = d.n;
+  Inner*& parent = d.parent;
+  uint64_t& v = d.v;
+  size_t& depth = d.depth;
   for (;;) {
     if (const uint32_t plen = n->prefix_len; plen != 0) {
       uint8_t buf[kPrefixInline];
@@ -590,11 +626,7 @@ WORT_OPTIMISTIC_READ Attempt VArt::PutAttempt(std::string_view key, uint64_t val
       while (p < plen && depth + p < key.size() && full[p] == k[depth + p]) ++p;
       if (p < plen) {
         // Prefix split: a new NODE4 m takes n's place with the common part; n keeps the rest.
-        if (!parent->lock.UpgradeToWriteLock(pv)) return Attempt::kRestart;
-        if (!n->lock.UpgradeToWriteLock(v)) {
-          parent->lock.WriteUnlock();
-          return Attempt::kRestart;
-        }
+        if (!d.LockParentAndNode()) return Attempt::kRestart;
         auto* m = new Node4;
         m->prefix_len = p;
         m->prefix.store(PrefixWord(full, std::min(p, kPrefixInline)), std::memory_order_relaxed);
@@ -603,7 +635,7 @@ WORT_OPTIMISTIC_READ Attempt VArt::PutAttempt(std::string_view key, uint64_t val
         Place(m, NewLeaf(key, value), depth + p);
         n->prefix_len = rest;
         n->prefix.store(PrefixWord(full + p + 1, std::min(rest, kPrefixInline)), std::memory_order_relaxed);
-        StoreRef(pslot, InnerRef(m));
+        StoreRef(d.pslot, InnerRef(m));
         n->lock.WriteUnlock();
         parent->lock.WriteUnlock();
         count_.fetch_add(1, std::memory_order_relaxed);
@@ -637,14 +669,10 @@ WORT_OPTIMISTIC_READ Attempt VArt::PutAttempt(std::string_view key, uint64_t val
         n->lock.WriteUnlock();
       } else {
         // Growth: a larger copy replaces n in its parent's slot (n is not the root: a NODE256).
-        if (!parent->lock.UpgradeToWriteLock(pv)) return Attempt::kRestart;
-        if (!n->lock.UpgradeToWriteLock(v)) {
-          parent->lock.WriteUnlock();
-          return Attempt::kRestart;
-        }
+        if (!d.LockParentAndNode()) return Attempt::kRestart;
         Inner* g = Grow(n);
         InsertChild(g, b, LeafRef(NewLeaf(key, value)));
-        StoreRef(pslot, InnerRef(g));
+        StoreRef(d.pslot, InnerRef(g));
         n->lock.WriteUnlockObsolete();
         parent->lock.WriteUnlock();
         Retire(InnerRef(n));
@@ -676,15 +704,7 @@ WORT_OPTIMISTIC_READ Attempt VArt::PutAttempt(std::string_view key, uint64_t val
       *inserted = true;
       return end.Done(Status::OK());
     }
-    Inner* ch = AsInner(c);
-    uint64_t cv;
-    if (!ch->lock.ReadLockOrRestart(&cv) || !n->lock.CheckOrRestart(v)) return Attempt::kRestart;  // coupling
-    parent = n;
-    pv = v;
-    pslot = s;
-    n = ch;
-    v = cv;
-    ++depth;
+    if (!d.Down(s, c)) return Attempt::kRestart;
   }
 }
 
@@ -692,13 +712,11 @@ WORT_OPTIMISTIC_READ Attempt VArt::PutAttempt(std::string_view key, uint64_t val
 WORT_OPTIMISTIC_READ Attempt VArt::RemoveAttempt(std::string_view key, Status* out) {
   const sync::AttemptEnd end(out);
   const auto* k = reinterpret_cast<const uint8_t*>(key.data());
-  Inner* parent = nullptr;
-  uint64_t pv = 0;
-  Ref* pslot = nullptr;
-  Inner* n = root_;
-  uint64_t v;
-  if (!n->lock.ReadLockOrRestart(&v)) return Attempt::kRestart;
-  size_t depth = 0;
+  Descent d;
+  if (!d.Start(root_)) return Attempt::kRestart;
+  Inner*& n = d.n;
+  uint64_t& v = d.v;
+  size_t& depth = d.depth;
   for (;;) {
     if (const uint32_t plen = n->prefix_len; plen != 0) {
       if (depth + plen > key.size() || !StoredPrefixMatches(n, plen, k + depth)) return end.NotFound(n->lock, v);
@@ -716,15 +734,7 @@ WORT_OPTIMISTIC_READ Attempt VArt::RemoveAttempt(std::string_view key, Status* o
       if (!n->lock.CheckOrRestart(v)) return Attempt::kRestart;
       if (c == 0) return end.Done(Status::NotFound("key absent"));
       if (!IsLeaf(c)) {
-        Inner* ch = AsInner(c);
-        uint64_t cv;
-        if (!ch->lock.ReadLockOrRestart(&cv) || !n->lock.CheckOrRestart(v)) return Attempt::kRestart;  // coupling
-        parent = n;
-        pv = v;
-        pslot = s;
-        n = ch;
-        v = cv;
-        ++depth;
+        if (!d.Down(s, c)) return Attempt::kRestart;
         continue;
       }
       gone = AsLeaf(c);
@@ -747,7 +757,7 @@ WORT_OPTIMISTIC_READ Attempt VArt::RemoveAttempt(std::string_view key, Status* o
     if (children == 0) {
       // n keeps only its term leaf (the removed leaf was its one child): the leaf replaces n.
       if (term == nullptr) return n->lock.CheckOrRestart(v) ? end.Done(Status::Corruption("vart: V3 broken")) : Attempt::kRestart;
-      return Unlink(parent, pv, pslot, n, v, LeafRef(term), -1, gone, out);
+      return Unlink(d, LeafRef(term), -1, gone, out);
     }
     // One child left and no term leaf: that child replaces n.
     Ref keep = 0;
@@ -759,20 +769,17 @@ WORT_OPTIMISTIC_READ Attempt VArt::RemoveAttempt(std::string_view key, Status* o
       return false;
     });
     if (keep == 0) return Attempt::kRestart;  // a racing read (the upgrade would fail too)
-    return Unlink(parent, pv, pslot, n, v, keep, keep_byte, gone, out);
+    return Unlink(d, keep, keep_byte, gone, out);
   }
 }
 
-// Replaces n (not the root; read at version v, its slot pslot in parent read at version pv) by
+// Replaces d.n (not the root; read at version d.v, its slot d.pslot in d.parent read at d.pv) by
 // `keep`: n's one remaining child (at keep_byte) or, when keep_byte < 0, n's term leaf; `gone` is
 // the leaf being removed. An inner `keep` takes n's prefix and the byte in front of its own (V4).
-Attempt VArt::Unlink(Inner* parent, uint64_t pv, Ref* pslot, Inner* n, uint64_t v, Ref keep, int keep_byte,
-                     Leaf* gone, Status* out) {
-  if (!parent->lock.UpgradeToWriteLock(pv)) return Attempt::kRestart;
-  if (!n->lock.UpgradeToWriteLock(v)) {
-    parent->lock.WriteUnlock();
-    return Attempt::kRestart;
-  }
+Attempt VArt::Unlink(Descent& d, Ref keep, int keep_byte, Leaf* gone, Status* out) {
+  Inner* const parent = d.parent;
+  Inner* const n = d.n;
+  if (!d.LockParentAndNode()) return Attempt::kRestart;
   Inner* kc = keep_byte >= 0 && !IsLeaf(keep) ? AsInner(keep) : nullptr;
   if (kc != nullptr) {
     uint64_t kv;
@@ -791,7 +798,7 @@ Attempt VArt::Unlink(Inner* parent, uint64_t pv, Ref* pslot, Inner* n, uint64_t 
     kc->prefix_len = n->prefix_len + 1 + kc->prefix_len;
     kc->prefix.store(PrefixWord(buf, fill), std::memory_order_relaxed);
   }
-  StoreRef(pslot, keep);
+  StoreRef(d.pslot, keep);
   if (kc != nullptr) kc->lock.WriteUnlock();
   n->lock.WriteUnlockObsolete();
   parent->lock.WriteUnlock();
