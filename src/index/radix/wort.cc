@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -61,7 +62,7 @@ struct Partial {
       p[i >> 1] = static_cast<uint8_t>((p[i >> 1] & ~(0xFu << shift)) | ((v & 0xFu) << shift));
     }
   }
-  static size_t Count(size_t bytes) { return bytes * kPerByte; }
+  static constexpr size_t Count(size_t bytes) { return bytes * kPerByte; }
 };
 
 // A key seen as partial keys.
@@ -76,6 +77,22 @@ struct KeyRef {
   unsigned at(size_t i) const { return Partial<kSpan>::Get(p, i); }
   std::string_view view() const { return {reinterpret_cast<const char*>(p), len}; }
   bool operator==(const KeyRef& o) const { return len == o.len && (len == 0 || std::memcmp(p, o.p, len) == 0); }
+};
+
+// An 8-byte key held in one big-endian word: partial key i is one shift and a mask (the lookup's
+// fixed-width path; FindLeaf takes either key type).
+template <unsigned kSpan>
+struct WordKey {
+  const uint8_t* p;
+  static constexpr size_t len = 8;
+  static constexpr size_t n = Partial<kSpan>::Count(8);
+  uint64_t w;  // the key's bytes, first byte most significant
+  explicit WordKey(std::string_view k) : p(reinterpret_cast<const uint8_t*>(k.data())) {
+    std::memcpy(&w, p, 8);
+    if constexpr (std::endian::native == std::endian::little) w = __builtin_bswap64(w);
+  }
+  // REQUIRES: i < n.
+  unsigned at(size_t i) const { return static_cast<unsigned>(w >> (64 - kSpan * (i + 1))) & ((1u << kSpan) - 1); }
 };
 
 // Node depth bound: a path visits at most one node per partial-key position plus one.
@@ -114,7 +131,7 @@ class WortTree final : public Index {
       return ValidateKey(key);
     sync::EpochGuard eg(pool_.allocator().epoch());
     auto g = ModeLock(IndexModeLock::kReader);
-    const uint64_t ref = FindLeaf(Key(key));
+    const uint64_t ref = key.size() == 8 ? FindLeaf(WordKey<kSpan>(key)) : FindLeaf(Key(key));
     if (ref == 0) return Status::NotFound("key not found");
     *value = pm::load8(&LeafAt(ref)->value);
     return Status::OK();
@@ -206,7 +223,9 @@ class WortTree final : public Index {
   }
   // The leaf holding k (0: none); reads no lock and no version word, never restarts (ROWEX:
   // the argument is above its definition).
-  uint64_t FindLeaf(const Key& k) const;
+  // K: Key, or WordKey for an 8-byte key.
+  template <class K>
+  uint64_t FindLeaf(const K& k) const;
   Attempt PutAttempt(const Key& k, uint64_t value, bool upsert, bool* inserted, uint64_t* loff, Status* out);
   Attempt DeleteAttempt(const Key& k, Status* out);
   bool CollectBatch(std::string_view start, bool exclusive, const std::string_view* end, size_t want,
@@ -262,7 +281,8 @@ class WortTree final : public Index {
 // here is either an acquire load or of memory written before the release store that published
 // it, so the function is not hidden from ThreadSanitizer (no WORT_OPTIMISTIC_READ).
 template <unsigned kSpan>
-uint64_t WortTree<kSpan>::FindLeaf(const Key& k) const {
+template <class K>
+uint64_t WortTree<kSpan>::FindLeaf(const K& k) const {
   // The mapping's base, read once: the acquire loads below would otherwise make the compiler
   // reload it at every level (a pool's mapping never moves while it is open).
   const char* const base = pool_.base();
