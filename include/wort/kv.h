@@ -51,7 +51,6 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -150,17 +149,26 @@ class WORT_EXPORT KvStore {
   Pool& pool() { return *pool_; }
 
  private:
-  KvStore() = default;
-  Status Usable() const;
+  KvStore();
   Status CheckKey(std::string_view key) const;
-  // The value of the block at `off`, or Corruption.
+  // The value of the block at `off`, or Corruption. REQUIRES: inside an epoch of the pool.
   Status ValueAt(uint64_t off, std::string_view* v) const;
+  // Hands an unlinked value block to the pool's epochs (freed once no reader can hold it).
+  void RetireValue(uint64_t off);
+  // After a PoolFull: waits for the post-crash GC, or reclaims this thread's retired blocks.
+  // True if retrying may succeed. REQUIRES: no key lock held.
+  bool FreeUp(bool* reclaimed);
 
   KvConfig cfg_;
   std::unique_ptr<Pool> pool_;
   std::unique_ptr<Index> index_;
   KvCapabilities caps_;
-  mutable std::shared_mutex mu_;
+
+ public:
+  struct Sync;  // the concurrency state (kv.cc): Close's gate, the per-key writer locks
+
+ private:
+  std::unique_ptr<Sync> sync_;
 };
 
 }  // namespace wort
