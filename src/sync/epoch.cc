@@ -186,13 +186,21 @@ void EpochManager::Synchronize() {
   };
   std::vector<Inside> inside;
   for (Slot* s = slots_.load(std::memory_order_acquire); s; s = s->next) {
+    // local first, with acquire, then entries: Enter stores entries before local (release), so
+    // the count read here belongs to the entry whose local was read or to a later one. Read the
+    // other way round (as before), a stale count beside a new entry's local made the wait below
+    // take that entry for a re-entry and end while the thread was still inside (found by
+    // test_kv_stress under TSan: KvStore::Close returned while a Get was still running).
+    const uint64_t l = s->local.load(std::memory_order_acquire);
     const uint64_t e = s->entries.load(std::memory_order_relaxed);
-    const uint64_t l = s->local.load(std::memory_order_relaxed);
     if (l & 1) inside.push_back({s, l, e});
   }
+  // The wait ends when the thread left (local changes: its Exit's release store) or re-entered
+  // (entries changes: Enter's release store, after that Exit): either acquire load then orders
+  // everything the thread did inside the old epoch before the caller's next step.
   for (const Inside& x : inside) {
     for (int spin = 0; x.s->local.load(std::memory_order_acquire) == x.local &&
-                       x.s->entries.load(std::memory_order_relaxed) == x.entries;
+                       x.s->entries.load(std::memory_order_acquire) == x.entries;
          ++spin) {
       if (spin < 64) CpuRelax();
       else std::this_thread::yield();

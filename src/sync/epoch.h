@@ -130,7 +130,9 @@ inline EpochManager::Slot* EpochManager::MySlot() {
 inline void EpochManager::Enter() {
   Slot* s = MySlot();
   if (s->depth++ != 0) return;
-  s->entries.store(s->entries.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  // release: a Synchronize that sees the new count (a re-entry) also sees everything this thread
+  // did inside its previous epoch (what a grace period promises; a plain mov on x86).
+  s->entries.store(s->entries.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   const uint64_t e = global_.load(std::memory_order_seq_cst);
   s->local.store(2 * e + 1, std::memory_order_release);  // release: orders this thread's past reads for TryAdvance
   if (detail::g_epoch_asymmetric) std::atomic_signal_fence(std::memory_order_seq_cst);  // the advancer's membarrier
