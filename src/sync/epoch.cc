@@ -98,13 +98,13 @@ namespace {
 thread_local EpochTls t_epoch;
 }  // namespace
 namespace detail {
-constinit __attribute__((tls_model("initial-exec"))) thread_local EpochLastSlot t_epoch_last{0, nullptr};
+constinit __attribute__((tls_model("initial-exec"))) thread_local EpochLastSlot t_epoch_last[2]{{0, nullptr}, {0, nullptr}};
 bool g_epoch_asymmetric = false;
 }  // namespace detail
 using detail::t_epoch_last;
 
 EpochTls::~EpochTls() {
-  t_epoch_last = {0, nullptr};  // the slots go back to their managers: no cached one stays usable
+  t_epoch_last[0] = t_epoch_last[1] = {0, nullptr};  // the slots go back to their managers: no cached one stays usable
   std::lock_guard<std::mutex> g(LiveMu());
   for (const Ent& e : ents)
     if (Live().count(e.id)) e.m->Release(e.s);
@@ -131,7 +131,8 @@ EpochManager::~EpochManager() {
 
 EpochManager::Slot* EpochManager::MySlotSlow() {
   Slot* s = FindOrEnrol();
-  t_epoch_last = {id_, s};
+  t_epoch_last[1] = t_epoch_last[0];
+  t_epoch_last[0] = {id_, s};
   return s;
 }
 
