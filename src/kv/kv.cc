@@ -232,38 +232,17 @@ Status KvStore::ValueAt(uint64_t off, std::string_view* v) const {
   return Status::OK();
 }
 
-void KvStore::RetireValue(uint64_t off) {
-  Allocator& a = pool_->allocator();
-  a.Retire(off);
-  // As the server's RetireRecord: reclaim what no reader can hold any more every kCollectEvery
-  // retires of this thread (an epoch advance costs a membarrier system call), so a writer holds
-  // back at most the blocks it retired since the last two advances plus kCollectEvery.
-  constexpr uint32_t kCollectEvery = 8;
-  thread_local uint32_t since_collect = 0;
-  if (++since_collect >= kCollectEvery) {
-    since_collect = 0;
-    a.epoch().Collect();
-  }
-}
-
 bool KvStore::FreeUp(bool* reclaimed) {
   // During the post-crash GC fresh space may run out: wait for it once.
   if (!pool_->recovery_done()) {
     (void)pool_->WaitForRecovery();
     return true;
   }
-  // Then the value blocks this thread retired: a grace period or three (each lets the global
-  // epoch advance once), then reclaim. Not from inside an epoch of the pool (a Get or Scan
-  // callback that writes): the grace period would wait for the caller itself.
+  // Then the value blocks this thread retired (not from inside an epoch of the pool, e.g. a Get
+  // or Scan callback that writes: ReclaimRetired then returns false).
   if (*reclaimed) return false;
   *reclaimed = true;
-  sync::EpochManager& e = *sync_->values;
-  if (e.InEpoch() || e.Stats().pending == 0) return false;
-  for (int i = 0; i < 3; ++i) {
-    e.Synchronize();
-    e.Collect();
-  }
-  return true;
+  return pool_->allocator().ReclaimRetired();
 }
 
 Status KvStore::Put(std::string_view key, std::string_view value) {
@@ -300,7 +279,7 @@ Status KvStore::Put(std::string_view key, std::string_view value) {
       const bool had = index_->Lookup(key, &old).ok();
       s = index_->Upsert(key, off);  // 3: COMMIT POINT (the index's publish, persisted)
       if (s.ok()) {
-        if (had) RetireValue(old);  // 4: unreachable since the commit; readers may still hold it
+        if (had) pool_->allocator().RetireAndCollect(old);  // 4: unreachable since the commit; readers may still hold it
         return s;
       }
     }
@@ -320,7 +299,7 @@ Status KvStore::Remove(std::string_view key) {
   uint64_t old = 0;
   WORT_RETURN_IF_ERROR(index_->Lookup(key, &old));
   WORT_RETURN_IF_ERROR(index_->Remove(key));  // COMMIT POINT
-  RetireValue(old);  // unreachable since the commit; readers may still hold it
+  pool_->allocator().RetireAndCollect(old);  // unreachable since the commit; readers may still hold it
   return Status::OK();
 }
 

@@ -25,11 +25,7 @@
 namespace wort {
 namespace {
 
-#if defined(__SANITIZE_THREAD__)
-constexpr int kScale = 8;  // TSan: ~10x slower; fewer operations
-#else
-constexpr int kScale = 1;
-#endif
+constexpr int kScale = test::kSanitizerScale;
 
 constexpr int kWriters = 3;
 constexpr int kReaders = 2;
@@ -79,16 +75,25 @@ int KeyIndex(std::string_view k, const std::map<std::string, int, std::less<>>& 
   return it == ids.end() ? -1 : it->second;
 }
 
-class KvStressTest : public ::testing::TestWithParam<std::string> {};
+class KvStressTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  // A new store of the test's kind at `path`.
+  std::unique_ptr<KvStore> Open(const std::string& path, uint64_t size) {
+    cfg_.path = path;
+    cfg_.kind = GetParam();
+    cfg_.size = size;
+    std::unique_ptr<KvStore> db;
+    Status s = KvStore::Open(cfg_, &db);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return db;
+  }
+  KvConfig cfg_;
+};
 
 TEST_P(KvStressTest, RacingWritersAndCheckingReaders) {
   test::TempPath p("kvstress");
-  KvConfig cfg;
-  cfg.path = p;
-  cfg.kind = GetParam();
-  cfg.size = 512ull << 20;
-  std::unique_ptr<KvStore> db;
-  ASSERT_TRUE(KvStore::Open(cfg, &db).ok());
+  std::unique_ptr<KvStore> db = Open(p, 512ull << 20);
+  ASSERT_TRUE(db);
   const bool ordered = db->Capabilities().ordered;
   std::map<std::string, int, std::less<>> ids;
   for (int i = 0; i < kKeys; ++i) ids[KeyOf(i)] = i;
@@ -255,7 +260,7 @@ TEST_P(KvStressTest, RacingWritersAndCheckingReaders) {
     rep.clear();
     EXPECT_TRUE(crash::CheckReachability(*pool, &rep).ok()) << rep;
     std::unique_ptr<Index> idx;
-    ASSERT_TRUE(OpenIndex(*pool, cfg.name, &idx).ok());
+    ASSERT_TRUE(OpenIndex(*pool, cfg_.name, &idx).ok());
     std::set<uint64_t> offs;
     for (int key = 0; key < kKeys; ++key) {
       uint64_t off = 0;
@@ -270,12 +275,8 @@ TEST_P(KvStressTest, RacingWritersAndCheckingReaders) {
 // (InvalidArgument), none touches the closed pool (ThreadSanitizer and ASan would report it).
 TEST_P(KvStressTest, CloseBesideRunningOperations) {
   test::TempPath p("kvclose");
-  KvConfig cfg;
-  cfg.path = p;
-  cfg.kind = GetParam();
-  cfg.size = 128ull << 20;
-  std::unique_ptr<KvStore> db;
-  ASSERT_TRUE(KvStore::Open(cfg, &db).ok());
+  std::unique_ptr<KvStore> db = Open(p, 128ull << 20);
+  ASSERT_TRUE(db);
   std::atomic<bool> closed{false};
   std::atomic<int> bad{0};
   std::atomic<uint64_t> ops{0}, after{0};

@@ -27,11 +27,7 @@
 namespace wort {
 namespace {
 
-#if defined(__SANITIZE_THREAD__)
-constexpr int kScale = 8;  // TSan: ~10x slower; fewer operations
-#else
-constexpr int kScale = 1;
-#endif
+constexpr int kScale = test::kSanitizerScale;
 
 // Keys over the full byte range with shared prefixes: 1..9 bytes from {00, 01, 7f, 80, ff}
 // (so keys are prefixes of one another and paths compress), plus 8-byte random keys; with u64,
