@@ -6,8 +6,8 @@
 
 #include <set>
 
+#include "common/differential.h"
 #include "common/test_util.h"
-#include "volatile/diff_util.h"
 #include "wort/alloc.h"
 #include "wort/pool.h"
 
