@@ -31,7 +31,7 @@ struct KvStore::Sync {
   // of `ops` (Synchronize: every operation that may have missed the flag has ended) before it
   // closes the pool. Enter/Exit are a store each and no hardware fence (the asymmetric fences
   // of sync/epoch.cc), where a shared_mutex would be an atomic read-modify-write on one cache
-  // line shared by every thread (the measurement is in doc/concurrency.md, "KvStore"). Nothing
+  // line shared by every thread (doc/concurrency.md, "The key-value store": the figures). Nothing
   // is ever retired into it.
   sync::EpochManager ops{[](void*, uint64_t) {}, nullptr};
   std::atomic<bool> closed{false};
