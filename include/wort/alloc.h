@@ -107,6 +107,17 @@ class WORT_EXPORT Allocator {
   // freed again here (doc/allocator.md, "The visit beside writers"). Counted in
   // AllocStats::retired_outside_epoch when broken.
   void Retire(uint64_t off);
+  // Retire for a writer that retires a block on most writes (the server's records, the
+  // key-value store's values): every kCollectEvery such calls of the calling thread it also
+  // reclaims what no reader can hold any more (EpochManager::Collect; an epoch advance costs a
+  // membarrier system call, so not on every call). A thread then holds back at most what it
+  // retired since the last two advances plus kCollectEvery. Same writer rule as Retire.
+  static constexpr uint32_t kCollectEvery = 8;
+  void RetireAndCollect(uint64_t off);
+  // After a PoolFull: waits for grace periods (three: each lets the global epoch advance once)
+  // and reclaims the calling thread's retired blocks. False, without waiting, when the thread
+  // has nothing pending or is inside an epoch of epoch() (it would wait for itself).
+  bool ReclaimRetired();
   // The pool's epoch manager: readers of a concurrent index enter it (sync::EpochGuard) for the
   // length of each operation, and the post-crash GC's visit does too.
   sync::EpochManager& epoch() const { return *epoch_; }

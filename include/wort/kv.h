@@ -23,25 +23,44 @@
 //   Put      1. Alloc a block, write header + value          (private: nothing refers to it)
 //            2. pm::persist(block)                            (wholly durable)
 //            3. index->Upsert(key, block)   <- COMMIT POINT   (the index's own publish, persisted)
-//            4. Free(old block), if the key had one           (unlink before free: contract R2)
+//            4. Retire(old block), if the key had one         (unlink before free: contract R2;
+//                                                              freed once no reader can hold it)
 //   Remove   1. index->Remove(key)          <- COMMIT POINT
-//            2. Free(old block)
+//            2. Retire(old block)
 // A crash before the commit point leaves an unreferenced new block, a crash after it an
-// unreferenced old block: the post-crash GC reclaims both (R3). So after a crash at any
-// instant every key points at a whole, allocated value block; an acknowledged write is present;
-// the write in progress is wholly present or wholly absent (checked by the crash explorer,
-// crash/kv_explorer.h, and the kill test).
-//
+// unreferenced old block (retired or not yet freed): the post-crash GC reclaims both (R3). So
+// after a crash at any instant every key points at a whole, allocated value block; an
+// acknowledged write is present; the write in progress is wholly present or wholly absent
+// (checked by the crash explorer, crash/kv_explorer.h, and the kill test).
+
 // Durability (KvCapabilities::durability): every write that returned OK has been flushed and
 // fenced (wort/pm.h), so it survives a crash of the process. It survives a power failure or an
 // OS crash too when the pool is mapped with MAP_SYNC (a DAX filesystem on persistent memory),
 // or, on a file system without DAX, with SyncMode::kMsync (the pool's sync mode: each fence
 // msyncs what it flushed; a system call per fence). Capabilities().durability names the level.
 //
-// Thread safety: every method may be called from many threads. One reader-writer lock per
-// store: Get/Exists/Scan/Count run in parallel, Put/Remove one at a time (as the server does).
-// A Scan callback must not write to the same store (it holds the lock in shared mode).
-//
+// Thread safety: every method may be called from many threads (doc/concurrency.md, "The
+// key-value store"). No store-wide lock:
+//   - Get, Exists, Scan and Count take no lock of the store. A value block is read inside an
+//     epoch of the pool (src/sync/epoch.h); a block replaced or removed meanwhile is retired
+//     (Allocator::Retire) and freed only after every reader that could hold it has left its
+//     epoch, so a reader never sees a freed or torn value. A Get or Scan returns, for each key,
+//     a value that was current at some instant during the call (a Scan is not a snapshot:
+//     writes during it may or may not be seen, but each pair is whole).
+//   - Put and Remove hold one word of a per-key lock table (2^14 words, as `wort serve`'s item
+//     writers) from the Lookup of the old value block to its Retire: two writers of one key are
+//     ordered (the later one retires the earlier one's block; no block is freed twice or
+//     leaked); writers of different keys run in parallel as far as the index lets them
+//     (KvCapabilities::parallel_writes: the radix trees, fastfair, cceh, cceh-cow; the other
+//     kinds take one writer at a time inside the index).
+//   - Close may run beside other calls: it marks the store closed, waits until every call
+//     that began before has ended (a grace period of a store-owned epoch that every call
+//     enters), then closes the pool; calls that begin later return InvalidArgument. Close
+//     (and the destructor) must not be called from inside a Get or Scan callback.
+//   - A Scan holds one epoch for its whole run: blocks retired during a long scan are freed
+//     after it ends. A Get or Scan callback may call Get, Exists or Scan; it should not write to
+//     the same store (a write is safe, but a writer that runs out of space cannot wait for the
+//     grace period from inside a callback and returns PoolFull sooner).
 // Errors: every call returns a Status (wort/status.h); nothing throws, bad input never aborts.
 // Output parameters are untouched unless the call returns OK.
 #pragma once
@@ -51,7 +70,6 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -96,7 +114,8 @@ struct KvCapabilities {
   std::string description;
   bool ordered = false;        // Scan and ordered iteration are supported
   bool thread_safe = true;     // methods may be called from many threads
-  bool parallel_writes = false;  // writers run in parallel (no: one writer at a time)
+  bool parallel_writes = false;  // writers of different keys run in parallel (no: the index
+                                 // takes one writer at a time; readers never wait either way)
   KeyType key_type = KeyType::kBytes;
   size_t max_key_len = kMaxKeyLen;
   size_t max_value_len = kMaxValueLen;
@@ -150,17 +169,24 @@ class WORT_EXPORT KvStore {
   Pool& pool() { return *pool_; }
 
  private:
-  KvStore() = default;
-  Status Usable() const;
+  KvStore();
   Status CheckKey(std::string_view key) const;
-  // The value of the block at `off`, or Corruption.
+  // The value of the block at `off`, or Corruption. REQUIRES: inside an epoch of the pool.
   Status ValueAt(uint64_t off, std::string_view* v) const;
+  // After a PoolFull: waits for the post-crash GC, or reclaims this thread's retired blocks.
+  // True if retrying may succeed. REQUIRES: no key lock held.
+  bool FreeUp(bool* reclaimed);
 
   KvConfig cfg_;
   std::unique_ptr<Pool> pool_;
   std::unique_ptr<Index> index_;
   KvCapabilities caps_;
-  mutable std::shared_mutex mu_;
+
+ public:
+  struct Sync;  // the concurrency state (kv.cc): Close's gate, the per-key writer locks
+
+ private:
+  std::unique_ptr<Sync> sync_;
 };
 
 }  // namespace wort

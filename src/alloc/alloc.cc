@@ -896,6 +896,24 @@ void Allocator::Retire(uint64_t off) {
   epoch_->Retire(off);
 }
 
+void Allocator::RetireAndCollect(uint64_t off) {
+  Retire(off);
+  thread_local uint32_t since_collect = 0;
+  if (++since_collect >= kCollectEvery) {
+    since_collect = 0;
+    epoch_->Collect();
+  }
+}
+
+bool Allocator::ReclaimRetired() {
+  if (epoch_->InEpoch() || epoch_->Stats().pending == 0) return false;
+  for (int i = 0; i < 3; ++i) {
+    epoch_->Synchronize();
+    epoch_->Collect();
+  }
+  return true;
+}
+
 Status Allocator::PrepareClose() {
   Impl& I = *impl_;
   epoch_->Drain();  // retired blocks are free in the bitmaps written below (no reader is left)

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "bench/bench.h"
+#include "bench/kv_bench.h"
 #include "cli/command.h"
 #include "cli/options.h"
 
@@ -120,6 +121,47 @@ void AddYcsb(CLI::App* bench_cmd) {
   });
 }
 
+// `wort bench kv`: Gets through the key-value store API (src/bench/kv_bench.h).
+void AddKv(CLI::App* bench_cmd) {
+  struct KvOpts {
+    bench::KvBenchConfig cfg;
+    std::string threads = "1,2";
+  };
+  auto k = std::make_shared<KvOpts>();
+  auto* cmd = bench_cmd->add_subcommand("kv", "Gets through the key-value store API (wort/kv.h) on 1, 2, ... threads");
+  cmd->add_option("--index", k->cfg.kind, "Index kind of the store")->capture_default_str();
+  AddCountOption(cmd, "--keys", &k->cfg.keys, "Keys loaded before the Gets");
+  AddCountOption(cmd, "--value-size", &k->cfg.value_size, "Bytes per value (at least 8)");
+  AddCountOption(cmd, "--ops", &k->cfg.ops_per_thread, "Gets per thread and run");
+  cmd->add_option("--threads", k->threads, "Thread counts to run, comma list")->capture_default_str();
+  cmd->add_option("--repeat", k->cfg.repeats, "Runs per thread count")->capture_default_str()->check(CLI::Range(1, 1000));
+  cmd->add_option("--pool", k->cfg.pool_path, "Pool file; must not exist (default /dev/shm/wort-kvbench-PID.pool)");
+  AddSizeOption(cmd, "--pool-size", &k->cfg.pool_size, "Maximum size the pool may grow to")->default_str("4GiB");
+  cmd->add_flag("--keep-pool", k->cfg.keep_pool, "Keep the pool file afterwards");
+  cmd->add_option("--seed", k->cfg.seed, "Workload seed")->capture_default_str();
+  cmd->callback([k] {
+    k->cfg.thread_counts.clear();
+    std::string rest = k->threads;
+    while (!rest.empty()) {
+      const size_t comma = rest.find(',');
+      const std::string item = rest.substr(0, comma);
+      rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+      uint64_t n = 0;
+      Status ts = ParseCount(item, &n);
+      if (!ts.ok() || n == 0 || n > 1024) Fail(Status::InvalidArgument("--threads: '" + item + "' is not a thread count (1..1024)"));
+      k->cfg.thread_counts.push_back(static_cast<int>(n));
+    }
+    std::vector<bench::KvBenchResult> results;
+    Status s = bench::RunKvBench(k->cfg, &results, [](const std::string& line) {
+      fmt::print("{}\n", line);
+      std::fflush(stdout);
+    });
+    if (!s.ok()) Fail(s);
+    for (const auto& r : results)
+      if (r.errors) Fail(Status::Corruption(std::to_string(r.errors) + " Gets failed or returned a wrong value"));
+  });
+}
+
 void AddBench(CLI::App& app) {
   struct Opts {
     CommonOpts common;
@@ -203,9 +245,11 @@ void AddBench(CLI::App& app) {
   });
 
   AddYcsb(cmd);
+  AddKv(cmd);
 
   cmd->callback([o, alloc, cmd] {
-    if (alloc->parsed() || cmd->get_subcommand("ycsb")->parsed()) return;  // a subcommand ran instead
+    if (alloc->parsed() || cmd->get_subcommand("ycsb")->parsed() || cmd->get_subcommand("kv")->parsed())
+      return;  // a subcommand ran instead
     bench::IndexBenchConfig cfg;
     cfg.common = ToCommon(o->common);
     cfg.common.threads = o->threads;

@@ -11,8 +11,12 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <string>
+
+#include "sync/sync.h"
 
 #include "index/kind_ids.h"
+#include "index/registry.h"
 #include "wort/alloc.h"
 #include "wort/index.h"
 #include "wort/pm.h"
@@ -20,12 +24,94 @@
 
 namespace wort {
 
+// The store's concurrency state (wort/kv.h, Thread safety). DRAM only, never persistent.
+struct KvStore::Sync {
+  // Close's gate: every operation is inside an epoch of `ops` from before it checks `closed`
+  // until it has stopped touching the pool; Close sets `closed`, then waits for a grace period
+  // of `ops` (Synchronize: every operation that may have missed the flag has ended) before it
+  // closes the pool. Enter/Exit are a store each and no hardware fence (the asymmetric fences
+  // of sync/epoch.cc), where a shared_mutex would be an atomic read-modify-write on one cache
+  // line shared by every thread (doc/concurrency.md, "The key-value store": the figures). Nothing
+  // is ever retired into it.
+  sync::EpochManager ops{[](void*, uint64_t) {}, nullptr};
+  std::atomic<bool> closed{false};
+  std::mutex close_mu;  // orders two Close calls
+  // The writers' per-key locks (as the server's, src/server/store.cc KeyGuard): a Put or Remove
+  // holds its key's word from the Lookup of the old value block to its Retire, so that two
+  // writers of one key neither free the same old block twice nor leak one. 2^14 words; two keys
+  // that share a word only wait for each other.
+  sync::VersionLockTable key_locks{14};
+  sync::EpochManager* values = nullptr;  // the pool's epoch (Allocator::epoch()): value blocks
+};
+
 namespace {
 
 constexpr size_t kHeader = 8;
 
+// An operation's section of KvStore::Sync::ops; open() is false once Close has begun.
+class OpGuard {
+ public:
+  explicit OpGuard(KvStore::Sync& s) : s_(s) {
+    s_.ops.Enter();
+    open_ = !s_.closed.load(std::memory_order_seq_cst);
+  }
+  ~OpGuard() { s_.ops.Exit(); }
+  OpGuard(const OpGuard&) = delete;
+  OpGuard& operator=(const OpGuard&) = delete;
+  bool open() const { return open_; }
+
+ private:
+  KvStore::Sync& s_;
+  bool open_;
+};
+
+Status Closed() { return Status::InvalidArgument("the store is closed"); }
+
+// A key's writer lock (a VersionLockTable word used as a plain lock). Waits by backing off (the
+// holder may be descheduled on a loaded machine).
+class KeyGuard {
+ public:
+  KeyGuard(KvStore::Sync& s, std::string_view key)
+      // VersionLockTable mixes (word >> 6): shift the hash so that all of its low bits count.
+      : l_(s.key_locks.For(static_cast<uint64_t>(std::hash<std::string_view>{}(key)) << 6)) {
+    for (int a = 0;; a = std::min(a + 1, 16)) {
+      const uint64_t v = l_.Load();
+      if (!sync::VersionLock::IsLocked(v) && l_.UpgradeToWriteLock(v)) break;
+      sync::Backoff(a);
+    }
+  }
+  ~KeyGuard() { l_.WriteUnlock(); }
+  KeyGuard(const KeyGuard&) = delete;
+  KeyGuard& operator=(const KeyGuard&) = delete;
+
+ private:
+  sync::VersionLock& l_;
+};
+
 bool KvKind(const IndexKind* k) {
   return k->create && k->open && k->type_id < kind_id::kTestFirst && !kind_id::IsVolatile(k->type_id);
+}
+
+// Whether the kind's writers of different keys run in parallel: the kinds that lock only what
+// they change - the radix trees and fastfair on src/sync's protocol (unless WORT_GLOBAL_LOCK=1
+// gives them back one index-wide lock, src/index/registry.h), cceh and cceh-cow with their
+// striped segment locks (doc/concurrency.md). The others (wbtree, b3tree, fptree, nvtree, the
+// static hash tables) take one writer at a time inside the index; the store adds no lock of its
+// own around them either way.
+bool ParallelWriters(const IndexKind* k) {
+  switch (k->type_id) {
+    case kind_id::kCceh:
+    case kind_id::kCcehCow:
+      return true;
+    case kind_id::kWort:
+    case kind_id::kWoart:
+    case kind_id::kArtCow:
+    case kind_id::kRoart:
+    case kind_id::kFastFair:
+      return !GlobalIndexLock();
+    default:
+      return false;
+  }
 }
 
 std::string KindList() {
@@ -100,9 +186,13 @@ Status KvStore::Open(const KvConfig& cfg, std::unique_ptr<KvStore>* out) {
   c.max_key_len = c.key_type == KeyType::kU64 ? 8 : kMaxKeyLen;
   c.sync = cfg.sync;
   c.durability = st->pool_->durability();
+  c.parallel_writes = ParallelWriters(k);
+  st->sync_->values = &st->pool_->allocator().epoch();
   *out = std::move(st);
   return Status::OK();
 }
+
+KvStore::KvStore() : sync_(std::make_unique<Sync>()) {}
 
 KvStore::~KvStore() {
   Status s = Close();
@@ -110,16 +200,16 @@ KvStore::~KvStore() {
 }
 
 Status KvStore::Close() {
-  std::unique_lock<std::shared_mutex> g(mu_);
+  std::lock_guard<std::mutex> g(sync_->close_mu);
+  sync_->closed.store(true, std::memory_order_seq_cst);
+  // Every operation that entered before the flag was visible ends; later ones see it and touch
+  // nothing. Their retired value blocks are freed by the pool's close (PrepareClose drains).
+  sync_->ops.Synchronize();
   if (!pool_) return Status::OK();
   index_.reset();
   Status s = pool_->Close();
   pool_.reset();
   return s;
-}
-
-Status KvStore::Usable() const {
-  return index_ ? Status::OK() : Status::InvalidArgument("the store is closed");
 }
 
 Status KvStore::CheckKey(std::string_view key) const {
@@ -142,58 +232,83 @@ Status KvStore::ValueAt(uint64_t off, std::string_view* v) const {
   return Status::OK();
 }
 
+bool KvStore::FreeUp(bool* reclaimed) {
+  // During the post-crash GC fresh space may run out: wait for it once.
+  if (!pool_->recovery_done()) {
+    (void)pool_->WaitForRecovery();
+    return true;
+  }
+  // Then the value blocks this thread retired (not from inside an epoch of the pool, e.g. a Get
+  // or Scan callback that writes: ReclaimRetired then returns false).
+  if (*reclaimed) return false;
+  *reclaimed = true;
+  return pool_->allocator().ReclaimRetired();
+}
+
 Status KvStore::Put(std::string_view key, std::string_view value) {
   WORT_RETURN_IF_ERROR(CheckKey(key));
   if (value.size() > kMaxValueLen)
     return Status::InvalidArgument("value of " + std::to_string(value.size()) + " bytes is longer than " +
                                    std::to_string(kMaxValueLen));
-  std::unique_lock<std::shared_mutex> g(mu_);
-  WORT_RETURN_IF_ERROR(Usable());  // closed meanwhile
+  OpGuard op(*sync_);
+  if (!op.open()) return Closed();
   Allocator& a = pool_->allocator();
-  // 1-2: a new block, wholly persistent before anything refers to it. During the post-crash GC
-  // fresh space may run out: wait for the GC once (no index lock is held here) and retry.
+  // 1-2: a new block, wholly persistent before anything refers to it. No lock is held: when
+  // space runs out, FreeUp may wait for the GC or for a grace period and retry.
   uint64_t off = 0;
-  Status s = a.Alloc(kHeader + value.size(), &off);
-  if (s.IsPoolFull() && !pool_->recovery_done()) {
-    (void)pool_->WaitForRecovery();
+  bool reclaimed = false;
+  Status s;
+  do {
     s = a.Alloc(kHeader + value.size(), &off);
-  }
+  } while (s.IsPoolFull() && FreeUp(&reclaimed));
   WORT_RETURN_IF_ERROR(s);
   char* b = pool_->at<char>(off);
   const uint64_t h = kValueMagic << 32 | value.size();
   std::memcpy(b, &h, kHeader);
   if (!value.empty()) std::memcpy(b + kHeader, value.data(), value.size());
   pm::persist(b, kHeader + value.size());
-  uint64_t old = 0;
-  const bool had = index_->Lookup(key, &old).ok();
-  s = index_->Upsert(key, off);  // 3: COMMIT POINT (the index's publish, persisted)
-  if (s.IsPoolFull() && !pool_->recovery_done()) {
-    (void)pool_->WaitForRecovery();
-    s = index_->Upsert(key, off);
+  reclaimed = false;
+  for (;;) {
+    {
+      // The key's lock from the Lookup of the old block to its Retire: a second writer of the
+      // key sees this one's block as its old one (no double free, no leak). Inside the pool's
+      // epoch from before the unlink until after the Retire (the writer rule, wort/alloc.h).
+      KeyGuard kg(*sync_, key);
+      sync::EpochGuard eg(*sync_->values);
+      uint64_t old = 0;
+      const bool had = index_->Lookup(key, &old).ok();
+      s = index_->Upsert(key, off);  // 3: COMMIT POINT (the index's publish, persisted)
+      if (s.ok()) {
+        if (had) pool_->allocator().RetireAndCollect(old);  // 4: unreachable since the commit; readers may still hold it
+        return s;
+      }
+    }
+    // Out of space inside the index: free up with no lock held and no epoch entered.
+    if (!(s.IsPoolFull() && FreeUp(&reclaimed))) break;
   }
-  if (!s.ok()) {
-    a.Free(off);  // never published
-    return s;
-  }
-  if (had) a.Free(old);  // 4: unreachable since the commit
+  a.Free(off);  // never published
   return s;
 }
 
 Status KvStore::Remove(std::string_view key) {
   WORT_RETURN_IF_ERROR(CheckKey(key));
-  std::unique_lock<std::shared_mutex> g(mu_);
-  WORT_RETURN_IF_ERROR(Usable());
+  OpGuard op(*sync_);
+  if (!op.open()) return Closed();
+  KeyGuard kg(*sync_, key);
+  sync::EpochGuard eg(*sync_->values);
   uint64_t old = 0;
   WORT_RETURN_IF_ERROR(index_->Lookup(key, &old));
   WORT_RETURN_IF_ERROR(index_->Remove(key));  // COMMIT POINT
-  pool_->allocator().Free(old);  // unreachable since the commit
+  pool_->allocator().RetireAndCollect(old);  // unreachable since the commit; readers may still hold it
   return Status::OK();
 }
 
 Status KvStore::Get(std::string_view key, const std::function<void(std::string_view)>& fn) const {
   WORT_RETURN_IF_ERROR(CheckKey(key));
-  std::shared_lock<std::shared_mutex> g(mu_);
-  WORT_RETURN_IF_ERROR(Usable());
+  OpGuard op(*sync_);
+  if (!op.open()) return Closed();
+  // The value block found is not freed before the epoch ends, even if a writer replaces it.
+  sync::EpochGuard eg(*sync_->values);
   uint64_t off = 0;
   WORT_RETURN_IF_ERROR(index_->Lookup(key, &off));
   std::string_view v;
@@ -208,8 +323,8 @@ Status KvStore::Get(std::string_view key, std::string* value) const {
 
 Status KvStore::Exists(std::string_view key) const {
   WORT_RETURN_IF_ERROR(CheckKey(key));
-  std::shared_lock<std::shared_mutex> g(mu_);
-  WORT_RETURN_IF_ERROR(Usable());
+  OpGuard op(*sync_);
+  if (!op.open()) return Closed();
   uint64_t off = 0;
   return index_->Lookup(key, &off);
 }
@@ -219,12 +334,15 @@ Status KvStore::Scan(std::string_view start, std::optional<std::string_view> end
   if (!caps_.ordered) return Status::NotSupported(caps_.kind + " is a hash index: it has no key order to scan");
   if (start.size() > kMaxKeyLen || (end && end->size() > kMaxKeyLen))
     return Status::InvalidArgument("scan bound longer than " + std::to_string(kMaxKeyLen) + " bytes");
-  std::shared_lock<std::shared_mutex> g(mu_);
-  WORT_RETURN_IF_ERROR(Usable());
+  OpGuard op(*sync_);
+  if (!op.open()) return Closed();
   if (limit == 0 || (end && CompareKeys(start, *end) >= 0)) return Status::OK();
   Status bad;
   size_t n = 0;
-  // Index::Scan's end is inclusive; the end key itself is skipped here.
+  // Index::Scan's end is inclusive; the end key itself is skipped here. The whole scan is one
+  // epoch of the pool: every value block it passes to fn stays allocated until it ends (and so
+  // does every block retired meanwhile: a long scan holds back reclamation).
+  sync::EpochGuard eg(*sync_->values);
   const std::string_view e = end ? *end : std::string_view();
   WORT_RETURN_IF_ERROR(index_->Scan(start, end ? &e : nullptr, ~size_t{0}, [&](std::string_view k, uint64_t off) {
     if (end && k == *end) return false;
@@ -237,8 +355,8 @@ Status KvStore::Scan(std::string_view start, std::optional<std::string_view> end
 }
 
 Status KvStore::Count(uint64_t* n) const {
-  std::shared_lock<std::shared_mutex> g(mu_);
-  WORT_RETURN_IF_ERROR(Usable());
+  OpGuard op(*sync_);
+  if (!op.open()) return Closed();
   *n = index_->Size();
   return Status::OK();
 }
@@ -246,11 +364,12 @@ Status KvStore::Count(uint64_t* n) const {
 KvCapabilities KvStore::Capabilities() const { return caps_; }
 
 Status KvStore::Check(std::string* report) const {
-  std::shared_lock<std::shared_mutex> g(mu_);
-  WORT_RETURN_IF_ERROR(Usable());
+  OpGuard op(*sync_);
+  if (!op.open()) return Closed();
   WORT_RETURN_IF_ERROR(index_->Check(report));
   if (!caps_.ordered) return Status::OK();
   Status bad;
+  sync::EpochGuard eg(*sync_->values);
   WORT_RETURN_IF_ERROR(index_->Scan({}, nullptr, ~size_t{0}, [&](std::string_view k, uint64_t off) {
     std::string_view v;
     bad = ValueAt(off, &v);

@@ -459,7 +459,7 @@ Result Store::WriteRecord(std::string_view key, uint32_t flags, int64_t exptime,
     }
     if (reclaimed) return false;
     reclaimed = true;
-    return ReclaimRetired();
+    return pool_->allocator().ReclaimRetired();
   };
   for (int attempt = 0;; ++attempt) {
     s = pool_->allocator().Alloc(sizeof(Record) + len, &off);
@@ -493,7 +493,7 @@ Result Store::WriteRecord(std::string_view key, uint32_t flags, int64_t exptime,
           if (have_old) recency_->Forget(old_off);
           recency_->Add(key, off, recency_->NextTick());
         }
-        if (have_old) RetireRecord(old_off);  // unreachable since the commit; readers may hold it
+        if (have_old) pool_->allocator().RetireAndCollect(old_off);  // unreachable since the commit; readers may hold it
       }
     }
     if (s.IsPoolFull() && free_up()) continue;
@@ -510,39 +510,12 @@ Result Store::WriteRecord(std::string_view key, uint32_t flags, int64_t exptime,
   return Result::kStored;
 }
 
-void Store::RetireRecord(uint64_t off) {
-  Allocator& al = pool_->allocator();
-  al.Retire(off);
-  // Reclaim what no reader can hold any more, every kCollectEvery retires of this thread (an
-  // epoch advance costs a membarrier system call with the asymmetric fences of sync/epoch.cc):
-  // a worker holds back at most the records it retired since the last two advances plus
-  // kCollectEvery (bounded memory, store.h).
-  constexpr uint32_t kCollectEvery = 8;
-  thread_local uint32_t since_collect = 0;
-  if (++since_collect >= kCollectEvery) {
-    since_collect = 0;
-    al.epoch().Collect();
-  }
-}
-
-bool Store::ReclaimRetired() {
-  sync::EpochManager& e = pool_->allocator().epoch();
-  if (e.InEpoch() || e.Stats().pending == 0) return false;
-  // Each grace period lets the global epoch advance once; two advances free what this thread
-  // retired before the first.
-  for (int i = 0; i < 3; ++i) {
-    e.Synchronize();
-    e.Collect();
-  }
-  return true;
-}
-
 void Store::RemoveLocked(std::string_view key, uint64_t off) {
   sync::EpochGuard eg(pool_->allocator().epoch());  // from the unlink to the Retire (alloc.h)
   Status s = index_->Remove(key);  // COMMIT POINT (inside the index)
   if (s.ok()) {
     if (recency_) recency_->Forget(off);
-    RetireRecord(off);
+    pool_->allocator().RetireAndCollect(off);
   } else if (!s.IsNotFound()) {
     fmt::print(stderr, "wort serve: remove: {}\n", s.ToString());
   }
@@ -946,7 +919,7 @@ bool Store::EvictSome(size_t size, uint64_t keep, int attempt, const sync::Versi
         if (attempt % 8 == 7) {
           TrimAfterEviction(*pool_);
         } else {
-          (void)ReclaimRetired();  // the victim's block back now, or the retry evicts again
+          (void)pool_->allocator().ReclaimRetired();  // the victim's block back now, or the retry evicts again
         }
         return true;
       }

@@ -408,11 +408,6 @@ class Store {
   bool MetaGetLocked(std::string_view key, const MetaGetArgs& a, const ItemFn& fn, bool exclusive, bool* retry);
   // REQUIRES the key's lock: Remove (commit), then Forget and Retire the record at `off`.
   void RemoveLocked(std::string_view key, uint64_t off);
-  // Hands an unlinked record to the pool's epochs and lets this thread reclaim what is old enough.
-  void RetireRecord(uint64_t off);
-  // A grace period, then this thread's retired blocks go back to the allocator (a full pool).
-  // Returns false if nothing was pending or the thread is inside an epoch (then it cannot wait).
-  bool ReclaimRetired();
   // Recency bookkeeping of a read hit / touch of the record at `off` (no lock).
   void Used(std::string_view key, uint64_t off, bool fetched) const;
   // Eviction after a PoolFull of an allocation of `size` bytes (0: inside the index), by a

@@ -98,13 +98,13 @@ namespace {
 thread_local EpochTls t_epoch;
 }  // namespace
 namespace detail {
-constinit __attribute__((tls_model("initial-exec"))) thread_local EpochLastSlot t_epoch_last{0, nullptr};
+constinit __attribute__((tls_model("initial-exec"))) thread_local EpochLastSlot t_epoch_last[2]{{0, nullptr}, {0, nullptr}};
 bool g_epoch_asymmetric = false;
 }  // namespace detail
 using detail::t_epoch_last;
 
 EpochTls::~EpochTls() {
-  t_epoch_last = {0, nullptr};  // the slots go back to their managers: no cached one stays usable
+  t_epoch_last[0] = t_epoch_last[1] = {0, nullptr};  // the slots go back to their managers: no cached one stays usable
   std::lock_guard<std::mutex> g(LiveMu());
   for (const Ent& e : ents)
     if (Live().count(e.id)) e.m->Release(e.s);
@@ -131,7 +131,8 @@ EpochManager::~EpochManager() {
 
 EpochManager::Slot* EpochManager::MySlotSlow() {
   Slot* s = FindOrEnrol();
-  t_epoch_last = {id_, s};
+  t_epoch_last[1] = t_epoch_last[0];
+  t_epoch_last[0] = {id_, s};
   return s;
 }
 
@@ -186,13 +187,21 @@ void EpochManager::Synchronize() {
   };
   std::vector<Inside> inside;
   for (Slot* s = slots_.load(std::memory_order_acquire); s; s = s->next) {
+    // local first, with acquire, then entries: Enter stores entries before local (release), so
+    // the count read here belongs to the entry whose local was read or to a later one. Read the
+    // other way round (as before), a stale count beside a new entry's local made the wait below
+    // take that entry for a re-entry and end while the thread was still inside (found by
+    // test_kv_stress under TSan: KvStore::Close returned while a Get was still running).
+    const uint64_t l = s->local.load(std::memory_order_acquire);
     const uint64_t e = s->entries.load(std::memory_order_relaxed);
-    const uint64_t l = s->local.load(std::memory_order_relaxed);
     if (l & 1) inside.push_back({s, l, e});
   }
+  // The wait ends when the thread left (local changes: its Exit's release store) or re-entered
+  // (entries changes: Enter's release store, after that Exit): either acquire load then orders
+  // everything the thread did inside the old epoch before the caller's next step.
   for (const Inside& x : inside) {
     for (int spin = 0; x.s->local.load(std::memory_order_acquire) == x.local &&
-                       x.s->entries.load(std::memory_order_relaxed) == x.entries;
+                       x.s->entries.load(std::memory_order_acquire) == x.entries;
          ++spin) {
       if (spin < 64) CpuRelax();
       else std::this_thread::yield();

@@ -16,8 +16,8 @@
 // list that only grows; a slot is reused after its thread exits). Enter/Exit then do one
 // store and one load each (no lock, no heap allocation, no hardware fence where membarrier(2)
 // is available: the asymmetric fences of epoch.cc); the thread finds its slot in a
-// one-entry thread-local cache keyed by the manager's id (ids are never reused), so a thread
-// that alternates between managers takes the slower lookup at each switch. Enter nests: an inner Enter (a lookup
+// two-entry thread-local cache keyed by the manager's id (ids are never reused), so a thread
+// that alternates between more than two managers takes the slower lookup at each switch. Enter nests: an inner Enter (a lookup
 // from a scan callback) keeps the outer epoch.
 //
 // Bounded memory: each thread reclaims its own retired blocks; every kRetireBatch retires it
@@ -107,22 +107,26 @@ class EpochManager {
 };
 
 namespace detail {
-// The last (manager, slot) the thread used: Enter/Exit's fast path is one compare, inline.
-// Keyed by the manager's id, which is never reused, so an entry of a destroyed manager can never
-// match again (a new manager at the same address has another id). Plain data and initial-exec:
-// no TLS wrapper call or __tls_get_addr on the fast path (16 bytes of the static TLS block).
+// The last two (manager, slot) pairs the thread used, the most recent first: Enter/Exit's fast
+// path is one or two compares, inline. Two, because an operation may nest epochs of two managers
+// (KvStore: its Close gate around the pool's epoch, src/kv/kv.cc); with one entry each switch
+// took the slow path (~30 instructions, three times per KvStore::Get). Keyed by the manager's
+// id, which is never reused, so an entry of a destroyed manager can never match again (a new
+// manager at the same address has another id). Plain data and initial-exec: no TLS wrapper call
+// or __tls_get_addr on the fast path (32 bytes of the static TLS block).
 struct EpochLastSlot {
   uint64_t id;
   EpochManager::Slot* s;
 };
 // constinit: callers know it needs no dynamic initialisation, so no TLS wrapper call per access.
-extern constinit __attribute__((tls_model("initial-exec"))) thread_local EpochLastSlot t_epoch_last;
+extern constinit __attribute__((tls_model("initial-exec"))) thread_local EpochLastSlot t_epoch_last[2];
 extern bool g_epoch_asymmetric;  // set once, by the first EpochManager constructed (epoch.cc)
 }  // namespace detail
 
 inline EpochManager::Slot* EpochManager::MySlot() {
-  const detail::EpochLastSlot& c = detail::t_epoch_last;
-  if (c.id == id_) [[likely]] return c.s;
+  const detail::EpochLastSlot* c = detail::t_epoch_last;
+  if (c[0].id == id_) [[likely]] return c[0].s;
+  if (c[1].id == id_) return c[1].s;
   return MySlotSlow();
 }
 
@@ -130,7 +134,9 @@ inline EpochManager::Slot* EpochManager::MySlot() {
 inline void EpochManager::Enter() {
   Slot* s = MySlot();
   if (s->depth++ != 0) return;
-  s->entries.store(s->entries.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  // release: a Synchronize that sees the new count (a re-entry) also sees everything this thread
+  // did inside its previous epoch (what a grace period promises; a plain mov on x86).
+  s->entries.store(s->entries.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   const uint64_t e = global_.load(std::memory_order_seq_cst);
   s->local.store(2 * e + 1, std::memory_order_release);  // release: orders this thread's past reads for TryAdvance
   if (detail::g_epoch_asymmetric) std::atomic_signal_fence(std::memory_order_seq_cst);  // the advancer's membarrier

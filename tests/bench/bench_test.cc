@@ -2,6 +2,7 @@
 // op at tiny N without a wrong result, the JSON records carry the documented fields, bad names
 // are rejected with the valid ones listed, and PoolFull is reported as such. No timing checks.
 #include "bench/bench.h"
+#include "bench/kv_bench.h"
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -296,6 +297,39 @@ TEST(BenchCli, WritesConfigurationAndJson) {
   EXPECT_EQ(recs[0]["keys"], 2000);
   EXPECT_EQ(recs[0]["index"], kind);
   std::remove(json.c_str());
+}
+
+// `wort bench kv`: every Get finds its key's value (the bench checks each one), one result per
+// thread count and run, and bad configurations are refused before anything is created.
+TEST(KvBench, RunsCheckedGetsOnEachThreadCount) {
+  test::TempPath p("kvbench");
+  std::remove(p.str().c_str());
+  KvBenchConfig c;
+  c.pool_path = p;
+  c.pool_size = 64ull << 20;
+  c.keys = 3000;
+  c.value_size = 100;
+  c.ops_per_thread = 5000;
+  c.thread_counts = {1, 2};
+  c.repeats = 2;
+  std::vector<KvBenchResult> rs;
+  std::vector<std::string> lines;
+  ASSERT_TRUE(RunKvBench(c, &rs, [&](const std::string& l) { lines.push_back(l); }).ok());
+  ASSERT_EQ(rs.size(), 4u);
+  for (size_t i = 0; i < rs.size(); ++i) {
+    EXPECT_EQ(rs[i].threads, i < 2 ? 1 : 2);
+    EXPECT_EQ(rs[i].ops, c.ops_per_thread * rs[i].threads);
+    EXPECT_EQ(rs[i].errors, 0u);
+    EXPECT_GT(rs[i].mops_per_s, 0);
+  }
+  EXPECT_EQ(lines.size(), 5u);
+  EXPECT_NE(::access(p.str().c_str(), F_OK), 0) << "the pool is removed afterwards";
+  c.value_size = 7;
+  EXPECT_EQ(RunKvBench(c, &rs, [](const std::string&) {}).code(), Code::kInvalidArgument);
+  c.value_size = 8;
+  c.kind = "vart";  // volatile: no store
+  EXPECT_EQ(RunKvBench(c, &rs, [](const std::string&) {}).code(), Code::kInvalidArgument);
+  EXPECT_EQ(rs.size(), 4u);
 }
 
 }  // namespace

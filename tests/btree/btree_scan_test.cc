@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/differential.h"
 #include "common/index_test_util.h"
 #include "common/test_util.h"
 #include "index/btree/btree_common.h"
@@ -57,27 +58,23 @@ class ScanKinds : public ::testing::TestWithParam<std::string> {
     idx_ = &f_->idx();
   }
   // The keys (as stored) the scan reports; fn stops after `stop_after` calls when non-zero.
-  std::vector<std::string> Collect(std::string_view start, const std::string* end, size_t limit,
-                                   size_t stop_after = 0) {
-    std::vector<std::string> out;
+  using Pairs = std::vector<std::pair<std::string, uint64_t>>;
+  // The pairs a scan reports; with stop_after, the callback stops it after that many.
+  Pairs Collect(std::string_view start, const std::string* end, size_t limit, size_t stop_after = 0) {
+    Pairs out;
     std::string_view ev = end ? std::string_view(*end) : std::string_view();
-    Status s = idx_->Scan(start, end ? &ev : nullptr, limit, [&](std::string_view k, uint64_t) {
-      out.emplace_back(k);
+    Status s = idx_->Scan(start, end ? &ev : nullptr, limit, [&](std::string_view k, uint64_t v) {
+      out.emplace_back(k, v);
       return stop_after == 0 || out.size() < stop_after;
     });
     EXPECT_TRUE(s.ok()) << s.ToString();
     return out;
   }
-  // What Collect must return, from the model.
-  std::vector<std::string> Want(const std::map<std::string, uint64_t>& m, std::string_view start, const std::string* end,
-                                size_t limit, size_t stop_after = 0) {
-    std::vector<std::string> out;
-    for (auto it = m.lower_bound(std::string(start)); it != m.end() && out.size() < limit; ++it) {
-      if (end && it->first > *end) break;
-      out.push_back(it->first);
-      if (stop_after && out.size() >= stop_after) break;
-    }
-    return out;
+  // What Collect must return: the shared harness's model scan (common/index_test_util.h).
+  Pairs Want(const test::Model& m, std::string_view start, const std::string* end, size_t limit,
+             size_t stop_after = 0) {
+    const std::string_view ev = end ? std::string_view(*end) : std::string_view();
+    return test::ModelScan(m, start, end ? &ev : nullptr, stop_after ? std::min(limit, stop_after) : limit);
   }
 
   std::unique_ptr<test::IndexFixture> f_;
@@ -86,7 +83,7 @@ class ScanKinds : public ::testing::TestWithParam<std::string> {
 
 TEST_P(ScanKinds, U64StartsEndsAndLimits) {
   Make(KeyType::kU64);
-  std::map<std::string, uint64_t> m;
+  test::Model m;
   // 0, multiples of 10 up to 2990 (several leaves and batches), keys with bit 63 set, the maximum.
   std::vector<uint64_t> ks;
   for (uint64_t i = 0; i < 300; ++i) ks.push_back(i * 10);
@@ -130,16 +127,16 @@ TEST_P(ScanKinds, U64StartsEndsAndLimits) {
     EXPECT_EQ(Collect(c.start, c.end, c.limit), Want(m, c.start, c.end, c.limit));
   }
   EXPECT_TRUE(Collect(std::string(9, '\xff'), nullptr, 10).empty());
-  EXPECT_EQ(Collect(std::string(8, '\xff'), nullptr, 10), std::vector<std::string>{EncodeU64(UINT64_MAX)});
+  EXPECT_EQ(Collect(std::string(8, '\xff'), nullptr, 10), (Pairs{{EncodeU64(UINT64_MAX), UINT64_MAX}}));
   // The callback stopping the scan: at once, and after more keys than one batch.
-  EXPECT_EQ(Collect("", nullptr, SIZE_MAX, 1), std::vector<std::string>{EncodeU64(0)});
+  EXPECT_EQ(Collect("", nullptr, SIZE_MAX, 1), (Pairs{{EncodeU64(0), 0}}));
   EXPECT_EQ(Collect("", nullptr, SIZE_MAX, 150), Want(m, "", nullptr, SIZE_MAX, 150));
   EXPECT_EQ(Collect("", nullptr, SIZE_MAX).size(), m.size());
 }
 
 TEST_P(ScanKinds, ByteKeys) {
   Make(KeyType::kBytes);
-  std::map<std::string, uint64_t> m;
+  test::Model m;
   std::vector<std::string> ks = {"",
                                  std::string(1, '\0'),
                                  std::string(2, '\0'),

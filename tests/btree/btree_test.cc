@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/differential.h"
 #include "common/index_test_util.h"
 #include "common/test_util.h"
 #include "wort/alloc.h"
@@ -26,22 +27,12 @@ namespace {
 using test::IndexFixture;
 using test::SmallPoolOptions;
 
-using Model = std::map<std::string, uint64_t>;
+using test::Model;
 
+// The shared harness's comparison (Size, a Lookup of every key, the full scan); Check runs
+// where the tests call ExpectCheckOk.
 void ExpectSameContents(const Index& idx, const Model& m, const char* phase) {
-  ASSERT_EQ(idx.Size(), m.size()) << phase;
-  std::vector<std::pair<std::string, uint64_t>> got;
-  ASSERT_TRUE(idx.Scan("", nullptr, SIZE_MAX, [&](std::string_view k, uint64_t v) {
-                   got.emplace_back(std::string(k), v);
-                   return true;
-                 }).ok());
-  ASSERT_EQ(got.size(), m.size()) << phase;
-  size_t i = 0;
-  for (const auto& [k, v] : m) {
-    ASSERT_EQ(got[i].first, k) << phase << " at " << i;
-    ASSERT_EQ(got[i].second, v) << phase << " at " << i;
-    ++i;
-  }
+  test::ExpectSame(idx, m, phase, /*ordered=*/true, /*check=*/false);
 }
 
 // ---- key generators ------------------------------------------------------------------------

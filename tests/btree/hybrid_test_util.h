@@ -11,8 +11,8 @@
 #include <set>
 
 #include "common/index_test_util.h"
+#include "common/differential.h"
 #include "common/test_util.h"
-#include "volatile/diff_util.h"
 #include "wort/alloc.h"
 #include "wort/pool.h"
 
@@ -27,7 +27,8 @@ TEST_P(HybridKinds, RandomAgainstMapWithReopen) {
     std::map<std::string, uint64_t> model;
     std::mt19937_64 rng(7 + static_cast<int>(g));
     for (int phase = 0; phase < 4; ++phase) {
-      RandomOps(&f.idx(), &model, g, g == KeyGen::kBytes ? 256 : 4000, 5000, rng);
+      RandomOps(f.idx(), model, rng, 5000, /*ordered=*/true,
+                [&] { return MakeKey(g, rng, g == KeyGen::kBytes ? 256 : 4000); });
       ExpectSame(f.idx(), model);
       f.Reopen();
       ExpectSame(f.idx(), model);

@@ -13,6 +13,14 @@
 
 namespace wort::test {
 
+// The factor multi-threaded stress tests divide their sizes by: 8 under ThreadSanitizer (about
+// 10x slower), else 1.
+#if defined(__SANITIZE_THREAD__)
+inline constexpr int kSanitizerScale = 8;
+#else
+inline constexpr int kSanitizerScale = 1;
+#endif
+
 // A unique path under /dev/shm, removed (with any copies made from it) when destroyed.
 class TempPath {
  public:

@@ -31,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/differential.h"
 #include "common/index_test_util.h"
 #include "common/test_util.h"
 #include "index/kind_ids.h"
@@ -41,8 +42,11 @@
 namespace wort {
 namespace {
 
-using Model = std::map<std::string, uint64_t>;
+using test::ByteKeys;
 using test::IndexFixture;
+using test::Model;
+using test::NextU64;
+using test::RandomOps;
 
 // Every kind of this build, from the registry (test-only kinds excluded: none are registered in
 // this binary, but the filter keeps the list right if one ever is).
@@ -70,138 +74,13 @@ class Conformance : public ::testing::TestWithParam<std::string> {
     ExpectSame(f.idx(), m, phase + ", reopened");
     f.ExpectCheckOk(phase + ", reopened");
   }
-  // Lookup of every model key, Size, and (ordered kinds) a full scan equal to the model.
+  // The shared harness's comparison (no Check: callers run ExpectCheckOk where they want it).
   void ExpectSame(const Index& idx, const Model& m, const std::string& what) {
-    EXPECT_EQ(idx.Size(), m.size()) << what;
-    size_t bad = 0;
-    for (const auto& [k, v] : m) {
-      uint64_t got = ~v;
-      Status s = idx.Lookup(k, &got);
-      if ((!s.ok() || got != v) && bad++ < 5)
-        ADD_FAILURE() << what << ": key of " << k.size() << " bytes: " << s.ToString() << " value " << got
-                      << " want " << v;
-    }
-    if (ordered()) {
-      EXPECT_EQ(test::ScanAll(idx, "", nullptr, SIZE_MAX), test::ModelScan(m, "", nullptr, SIZE_MAX)) << what;
-    }
+    test::ExpectSame(idx, m, what, ordered(), /*check=*/false);
   }
 
   const IndexKind* kind_ = nullptr;
 };
-
-// Byte-string keys over the full byte range: biased to 0x00, 0x7f, 0x80, 0xff; a few stems so
-// keys share prefixes; proper prefixes and extensions of present keys; now and then a long key.
-class ByteKeys {
- public:
-  explicit ByteKeys(uint64_t seed, std::string tag = "") : rng_(seed), tag_(std::move(tag)) {
-    stems_ = {"", std::string(1, '\0'), std::string(3, '\0'), "\x7f", "\x80", "\xff\xff", std::string(40, '\x80'),
-              "stem/a", "stem/b"};
-  }
-  std::string Next(const Model& m) {
-    const unsigned r = rng_() % 100;
-    if (r < 20 && !m.empty()) {
-      auto it = m.lower_bound(tag_ + Bytes(2));
-      if (it == m.end() || it->first.compare(0, tag_.size(), tag_) != 0) return tag_ + Bytes(rng_() % 6);
-      const std::string& k = it->first;
-      if (r < 10) return k.substr(0, tag_.size() + (k.size() > tag_.size() ? rng_() % (k.size() - tag_.size()) : 0));
-      return k + Bytes(1 + rng_() % 3);
-    }
-    if (r == 20) return tag_ + Bytes(300 + rng_() % 1200);
-    return tag_ + stems_[rng_() % stems_.size()] + Bytes(rng_() % 10);
-  }
-
- private:
-  std::string Bytes(size_t n) {
-    std::string s(n, '\0');
-    for (auto& c : s) {
-      const unsigned r = rng_() % 6;
-      c = static_cast<char>(r == 0 ? 0x00 : r == 1 ? 0x7f : r == 2 ? 0x80 : r == 3 ? 0xff : rng_() % 256);
-    }
-    return s;
-  }
-  std::mt19937_64 rng_;
-  std::string tag_;
-  std::vector<std::string> stems_;
-};
-
-// 8-byte keys: the extremes and their neighbours, small values, and random words.
-std::string NextU64(std::mt19937_64& rng) {
-  static const uint64_t kEdges[] = {0, 1, 0x7f, 0x80, 0xff, 0x7fffffffffffffffull, 0x8000000000000000ull,
-                                    0x8000000000000001ull, ~0ull - 1, ~0ull};
-  const unsigned r = rng() % 10;
-  if (r == 0) return EncodeU64(kEdges[rng() % std::size(kEdges)]);
-  if (r < 5) return EncodeU64(rng() % 4096);
-  return EncodeU64(rng());
-}
-
-// `ops` random operations on idx and the model; `next` draws a key. Ordered kinds also scan with
-// random start, optional end and limit; unordered kinds must answer NotSupported.
-template <class KeyFn>
-void RandomOps(Index& idx, Model& m, std::mt19937_64& rng, int ops, bool ordered, KeyFn&& next) {
-  for (int i = 0; i < ops; ++i) {
-    const unsigned r = rng() % 100;
-    const uint64_t v = rng();
-    std::string k = next();
-    if (r < 50 && !m.empty() && rng() % 2) {  // often a present key
-      auto it = m.lower_bound(k);
-      k = it == m.end() ? m.begin()->first : it->first;
-    }
-    auto it = m.find(k);
-    if (r < 35) {
-      Status s = idx.Insert(k, v);
-      if (it == m.end()) {
-        ASSERT_TRUE(s.ok()) << "insert #" << i << ": " << s.ToString();
-        m[k] = v;
-      } else {
-        ASSERT_TRUE(s.IsAlreadyExists()) << "insert of a present key #" << i << ": " << s.ToString();
-      }
-    } else if (r < 50) {
-      bool inserted = it != m.end();
-      ASSERT_TRUE(idx.Upsert(k, v, &inserted).ok()) << "upsert #" << i;
-      ASSERT_EQ(inserted, it == m.end()) << "upsert #" << i;
-      m[k] = v;
-    } else if (r < 70) {
-      uint64_t got = 12345;
-      Status s = idx.Lookup(k, &got);
-      if (it == m.end()) {
-        ASSERT_TRUE(s.IsNotFound()) << "lookup of an absent key #" << i << ": " << s.ToString();
-        ASSERT_EQ(got, 12345u) << "a failed lookup wrote *value";
-      } else {
-        ASSERT_TRUE(s.ok()) << "lookup #" << i << ": " << s.ToString();
-        ASSERT_EQ(got, it->second) << "lookup #" << i;
-      }
-    } else if (r < 92) {
-      Status s = idx.Remove(k);
-      if (it == m.end()) {
-        ASSERT_TRUE(s.IsNotFound()) << "remove of an absent key #" << i << ": " << s.ToString();
-      } else {
-        ASSERT_TRUE(s.ok()) << "remove #" << i << ": " << s.ToString();
-        m.erase(it);
-      }
-    } else {
-      const std::string end_key = next();
-      const std::string_view ev(end_key);
-      const std::string_view* end = rng() % 2 ? &ev : nullptr;
-      const size_t limit = rng() % 4 == 0 ? SIZE_MAX : rng() % 30;
-      std::vector<std::pair<std::string, uint64_t>> got;
-      Status s = idx.Scan(k, end, limit, [&](std::string_view key, uint64_t val) {
-        got.emplace_back(std::string(key), val);
-        return true;
-      });
-      if (!ordered) {
-        ASSERT_EQ(s.code(), Code::kNotSupported) << s.ToString();
-        continue;
-      }
-      ASSERT_TRUE(s.ok()) << s.ToString();
-      std::vector<std::pair<std::string, uint64_t>> want;
-      for (auto jt = m.lower_bound(k); jt != m.end() && want.size() < limit; ++jt) {
-        if (end && CompareKeys(jt->first, *end) > 0) break;
-        want.emplace_back(jt->first, jt->second);
-      }
-      ASSERT_EQ(got, want) << "scan #" << i << " from a key of " << k.size() << " bytes, limit " << limit;
-    }
-  }
-}
 
 // ---- differential runs ----------------------------------------------------------------------
 

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/differential.h"
 #include "common/test_util.h"
 #include "index/registry.h"
 #include "wort/alloc.h"
@@ -27,11 +28,7 @@
 namespace wort {
 namespace {
 
-#if defined(__SANITIZE_THREAD__)
-constexpr int kScale = 8;  // TSan: ~10x slower; fewer operations
-#else
-constexpr int kScale = 1;
-#endif
+constexpr int kScale = test::kSanitizerScale;
 
 // Keys over the full byte range with shared prefixes: 1..9 bytes from {00, 01, 7f, 80, ff}
 // (so keys are prefixes of one another and paths compress), plus 8-byte random keys; with u64,
@@ -246,22 +243,14 @@ TEST_P(ConcurrentTest, CheckedStress) {
   }
   EXPECT_GT(contended_done, 0u);
   // Final content equals the reference.
-  std::map<std::string, uint64_t> ref;
+  test::Model ref;
   for (size_t i = 0; i < kStable; ++i) ref[keys[i]] = Val(i, 0);
   for (size_t c = 0; c < kContended; ++c)
     if (wins[c].load()) ref[keys[kStable + c]] = Val(kStable + c, 1);
   for (const auto& m : models)
     for (const auto& [id, v] : m) ref[keys[id]] = v;
-  std::map<std::string, uint64_t> got;
-  ASSERT_TRUE(idx_->Scan("", nullptr, SIZE_MAX, [&](std::string_view k, uint64_t v) {
-    got.emplace(std::string(k), v);
-    return true;
-  }).ok());
-  EXPECT_EQ(got.size(), ref.size());
-  EXPECT_TRUE(got == ref);
-  EXPECT_EQ(idx_->Size(), ref.size());
-  std::string report;
-  EXPECT_TRUE(idx_->Check(&report).ok()) << report;
+  // Size, a Lookup of every key, the full scan, Check (the shared harness).
+  test::ExpectSame(*idx_, ref, "final content");
   ExpectAllocatedIsReachable();
 }
 

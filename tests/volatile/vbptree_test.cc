@@ -13,15 +13,15 @@
 #include <string>
 #include <vector>
 
+#include "common/differential.h"
 #include "common/test_util.h"
-#include "volatile/diff_util.h"
 #include "wort/index.h"
 #include "wort/pool.h"
 
 namespace wort {
 namespace {
 
-using Model = std::map<std::string, uint64_t>;
+using test::Model;
 
 class VbpTreeTest : public ::testing::Test {
  protected:

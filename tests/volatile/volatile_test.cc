@@ -8,8 +8,8 @@
 #include <random>
 #include <set>
 
+#include "common/differential.h"
 #include "common/test_util.h"
-#include "volatile/diff_util.h"
 #include "wort/alloc.h"
 #include "wort/pool.h"
 
