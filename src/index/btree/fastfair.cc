@@ -1082,9 +1082,12 @@ void FastFair::VisitLocked(const Pool& pool, uint64_t root_off, const std::funct
   uint64_t first = Load(rb->root);
   const uint64_t limit = pool.size() / sizeof(Node) + 1;
   uint64_t seen = 0;
-  while (first != 0 && pool.contains(first, sizeof(Node))) {
+  // Bounded by the pool's node count over all levels (and 64 levels): a damaged image whose
+  // leftmost or sibling words form a cycle ends the walk instead of looping.
+  for (int levels = 0; first != 0 && (first & 63) == 0 && pool.contains(first, sizeof(Node)) && levels < 64 && seen < limit;
+       ++levels) {
     const Node* lvl = pool.at<Node>(first);
-    for (uint64_t off = first; off != 0 && pool.contains(off, sizeof(Node)) && seen++ < limit;
+    for (uint64_t off = first; off != 0 && (off & 63) == 0 && pool.contains(off, sizeof(Node)) && seen++ < limit;
          off = Load(pool.at<Node>(off)->sibling)) {
       const Node* n = pool.at<Node>(off);
       mark(off);
