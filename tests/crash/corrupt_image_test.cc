@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -132,13 +133,20 @@ void OpenAndRead(const std::string& path, const std::vector<std::string>& keys) 
 
 // Runs one case in a forked child; returns "" when it returned, or what went wrong.
 std::string RunCase(const std::string& image, const std::string& path, const Target& t, const std::vector<char>& garbage,
-                    const std::vector<std::string>& keys) {
+                    const std::vector<std::string>& keys, uint64_t seed) {
   test::CopyFile(image, path);
   {
     const int fd = ::open(path.c_str(), O_WRONLY);
     if (fd < 0 || ::pwrite(fd, garbage.data(), garbage.size(), static_cast<off_t>(t.off)) != ssize_t(garbage.size()))
       return "cannot write the garbage";
     ::close(fd);
+  }
+  // Debugging a failure: WORT_CORRUPT_IN_PROCESS=<seed> runs the case of that seed in this
+  // process (under a debugger), the others not at all.
+  if (const char* only = std::getenv("WORT_CORRUPT_IN_PROCESS")) {
+    if (std::to_string(seed) == only) OpenAndRead(path, keys);
+    std::filesystem::remove(path);
+    return "";
   }
   std::fflush(nullptr);
   const pid_t pid = ::fork();
@@ -223,7 +231,7 @@ TEST_P(CorruptImage, OpenAndReadNeverCrashNorHang) {
         const uint64_t seed = 0x15c0ffee ^ (ti << 16) ^ (uint64_t(p) << 8) ^ uint64_t(crashed);
         const Target& t = targets[ti];
         const auto garbage = Garbage(p, t, blocks, pool_size, seed);
-        const std::string err = RunCase(crashed ? crash_image.str() : clean_image.str(), work.str(), t, garbage, keys);
+        const std::string err = RunCase(crashed ? crash_image.str() : clean_image.str(), work.str(), t, garbage, keys, seed);
         ++cases;
         if (!err.empty()) {
           ++failed;
