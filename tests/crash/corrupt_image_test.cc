@@ -182,6 +182,7 @@ TEST_P(CorruptImage, OpenAndReadNeverCrashNorHang) {
     std::unique_ptr<Index> idx;
     IndexOptions io;
     io.hash_capacity = 64;  // hash kinds resize and split within the few hundred keys
+    io.cceh_segment_bytes = 256;  // cceh: many segments (node blocks to scribble on)
     Status s = CreateIndex(*pool, "idx", kind, io, &idx);
     ASSERT_TRUE(s.ok()) << s.ToString();
     for (size_t i = 0; i < keys.size(); ++i) ASSERT_TRUE(idx->Insert(keys[i], i + 1).ok()) << kind << " key " << i;
