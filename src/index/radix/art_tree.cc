@@ -1596,7 +1596,10 @@ void ArtTree::Visit(const Pool& pool, uint64_t root_off, const std::function<voi
   const bool values_are_blocks = (rb->flags & kRootValuesAreBlocks) != 0;
   std::vector<std::pair<uint64_t, uint32_t>> stack;  // (reference, level)
   stack.push_back({pm::load8(&rb->root), 0});
-  while (!stack.empty()) {
+  // A damaged image whose nodes name themselves would make the walk grow exponentially with the
+  // depth: it stops after as many references as the pool has blocks (a tree has no more).
+  uint64_t budget = pool.size() / 64 + 1;
+  while (!stack.empty() && budget-- > 0) {
     const auto [ref, lvl] = stack.back();
     stack.pop_back();
     const uint64_t off = RefOffset(ref);
