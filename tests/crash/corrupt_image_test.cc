@@ -2,8 +2,8 @@
 // persistent index kind: build an index of a few hundred keys, take two images of its pool (one
 // closed cleanly, one copied while open, so that opening it runs the post-crash GC and with it
 // the kind's visit function), then scribble deterministic seeded garbage into one block of the
-// index (the root block, the first blocks allocated after it - the first leaves and inner nodes -
-// and a sample of the others): random bytes, out-of-range offsets, offsets of the block itself
+// index (the root block, the blocks at the lowest offsets after it - the first leaves and inner
+// nodes - and a sample of the others): random bytes, out-of-range offsets, offsets of the block itself
 // (a `next` that points at itself), offsets of other blocks of the index (cycles through blocks
 // of the wrong type), and huge counts. Each case reopens the image in a forked child under an
 // alarm and requires: Pool::Open and OpenIndex return (ok or not), and when OpenIndex succeeded,
@@ -202,8 +202,8 @@ TEST_P(CorruptImage, OpenAndReadNeverCrashNorHang) {
     test::CopyFile(clean_image.str(), crash_image.str());  // copied while open: not closed cleanly
     ASSERT_TRUE(pool->Close().ok());
   }
-  // The blocks scribbled on: the root block, the first three blocks after it (allocated first:
-  // the first leaves and nodes), four chosen by the seed among the blocks larger than 64 bytes
+  // The blocks scribbled on: the root block, the three at the lowest offsets after it (in this
+  // fresh pool the first allocated: the first leaves and nodes), four chosen by the seed among the blocks larger than 64 bytes
   // (nodes, leaves, segments - not the B-trees' key blocks, which are most of the blocks) and
   // two among all.
   std::vector<Target> targets;
