@@ -212,8 +212,10 @@ Status RunCoverage(const std::string& kind, const std::vector<PlanStep>& plan, C
     ExplorerResult r;
     WORT_RETURN_IF_ERROR(RunExplorer(plan[i].cfg, &r));
     for (auto& [site, n] : r.sites) res.met[site] += n;
-    for (auto& [site, op] : r.first_op)
+    for (auto& [site, op] : r.first_op) {
       if (!res.first.count(site)) res.first[site] = {i, op};
+      res.steps[site].push_back({i, op});
+    }
     res.violations += r.violation_count;
     res.images += r.images;
     for (auto& v : r.violations)
@@ -239,8 +241,13 @@ const char* MutantVerdictName(MutantVerdict v) {
 // The mutation gate's second pass explores this many operations that meet the dropped site.
 constexpr size_t kFocusOps = 12;
 
+namespace {
+Status JudgeOnStep(const ExplorerConfig& step_cfg, const std::string& site_name, size_t first, ExplorerResult* out);
+}  // namespace
+
 Status RunMutation(const std::string& kind, const std::vector<PlanStep>& plan, const CoverageResult& cov,
-                   const std::vector<PmSite>& sites, double deadline_s, std::vector<MutantResult>* out) {
+                   const std::vector<PmSite>& sites, double deadline_s, std::vector<MutantResult>* out,
+                   bool rejudge_uncaught) {
   (void)kind;
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
@@ -260,10 +267,48 @@ Status RunMutation(const std::string& kind, const std::vector<PlanStep>& plan, c
       continue;
     }
     const auto m0 = std::chrono::steady_clock::now();
-    // The step that first met the site, up to a few operations past the first meeting (a
-    // dropped persist shows in the operation that skips it, or soon after).
-    ExplorerConfig c = plan[it->second.first].cfg;
-    c.drop_site = m.site;
+    // The steps that met the site, in plan order (the first one alone when the coverage result
+    // lists no steps, or the site is noted redundant - or uncaught, unless rejudge_uncaught).
+    std::vector<std::pair<size_t, size_t>> judge{it->second};
+    const bool once = std::strcmp(site.note, "redundant") == 0 || (!rejudge_uncaught && std::strcmp(site.note, "uncaught") == 0);
+    if (auto st = cov.steps.find(m.site); st != cov.steps.end() && !once)
+      judge.assign(st->second.begin(), st->second.begin() + std::min(st->second.size(), kJudgeSteps));
+    ExplorerResult r;
+    size_t judged_step = judge.front().first;
+    for (const auto& [step, first_op] : judge) {
+      if (deadline_s > 0 && elapsed() > deadline_s && step != judge.front().first) break;
+      judged_step = step;
+      WORT_RETURN_IF_ERROR(JudgeOnStep(plan[step].cfg, m.site, first_op, &r));
+      if (r.violation_count > 0) break;
+    }
+    if (r.violation_count > 0) {
+      m.verdict = MutantVerdict::kCaught;
+      const Violation& v = r.violations.front();
+      m.detail = fmt::format("step {} op #{} {} [{}]: {}", judged_step, v.op, v.point_desc, v.image, v.what.substr(0, 120));
+    } else if (std::strcmp(site.note, "redundant") == 0) {
+      m.verdict = MutantVerdict::kRedundant;
+      m.detail = site.reason;
+    } else if (std::strcmp(site.note, "uncaught") == 0) {
+      m.verdict = MutantVerdict::kKnownMiss;
+      m.detail = site.reason;
+    } else {
+      m.verdict = MutantVerdict::kMissed;
+      m.detail = fmt::format("{} step(s) from \"{}\", {} images", judge.size(), plan[judge.front().first].what, r.images);
+    }
+    m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - m0).count();
+    out->push_back(m);
+  }
+  return Status::OK();
+}
+
+namespace {
+// One plan step's judgement of a dropped site: the step up to a few operations past its first
+// meeting of the site (a dropped persist shows in the operation that skips it, or soon after),
+// then, if not caught, the focused pass.
+Status JudgeOnStep(const ExplorerConfig& step_cfg, const std::string& site_name, size_t first, ExplorerResult* out) {
+  {
+    ExplorerConfig c = step_cfg;
+    c.drop_site = site_name;
     c.max_violations = 1;
     // One operation explored (or a few): every crash point of it, and more images per point.
     c.max_points = 1024;
@@ -271,7 +316,6 @@ Status RunMutation(const std::string& kind, const std::vector<PlanStep>& plan, c
     c.log = nullptr;
     // Unexplored before the operation that first met it (its own index keeps the creation's
     // numbering: #explore_ops is the creation, #explore_ops+1 the close).
-    const size_t first = it->second.second;
     if (first < c.explore_ops) {
       c.explore_ops = std::min(c.explore_ops, first + 4);
       c.explore_from = first;
@@ -287,9 +331,9 @@ Status RunMutation(const std::string& kind, const std::vector<PlanStep>& plan, c
       // Second pass: the same step from its start, every operation that meets the site explored
       // from that meeting on (the first meeting may be one where the dropped write-back happens
       // not to matter: e.g. the line shares a cache line that a later persist writes back).
-      ExplorerConfig f = plan[it->second.first].cfg;
-      f.drop_site = m.site;
-      f.focus_site = m.site;
+      ExplorerConfig f = step_cfg;
+      f.drop_site = site_name;
+      f.focus_site = site_name;
       f.focus_ops = kFocusOps;
       f.single_line_images = true;
       f.novel_only = false;
@@ -302,24 +346,11 @@ Status RunMutation(const std::string& kind, const std::vector<PlanStep>& plan, c
       r2.images += r.images;
       r = std::move(r2);
     }
-    if (r.violation_count > 0) {
-      m.verdict = MutantVerdict::kCaught;
-      const Violation& v = r.violations.front();
-      m.detail = fmt::format("op #{} {} [{}]: {}", v.op, v.point_desc, v.image, v.what.substr(0, 120));
-    } else if (std::strcmp(site.note, "redundant") == 0) {
-      m.verdict = MutantVerdict::kRedundant;
-      m.detail = site.reason;
-    } else if (std::strcmp(site.note, "uncaught") == 0) {
-      m.verdict = MutantVerdict::kKnownMiss;
-      m.detail = site.reason;
-    } else {
-      m.verdict = MutantVerdict::kMissed;
-      m.detail = fmt::format("step \"{}\", {} images", plan[it->second.first].what, r.images);
-    }
-    m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - m0).count();
-    out->push_back(m);
+    *out = std::move(r);
   }
   return Status::OK();
 }
+
+}  // namespace
 
 }  // namespace wort::crash

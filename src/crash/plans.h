@@ -35,6 +35,9 @@ struct CoverageResult {
   std::string kind;
   std::map<std::string, uint64_t> met;                           // site -> times met, all steps
   std::map<std::string, std::pair<size_t, size_t>> first;        // site -> (step, operation)
+  // site -> every step that met it, in plan order, each with the first operation of that step
+  // that met it (first[site] is the front).
+  std::map<std::string, std::vector<std::pair<size_t, size_t>>> steps;
   size_t violations = 0;
   std::vector<std::string> violation_text;  // the first few, with replay lines
   size_t images = 0;
@@ -57,8 +60,15 @@ struct MutantResult {
 };
 
 // Drops each site of `sites` in turn (those the coverage run met), rerunning the plan step
-// that first met it. `deadline_s` > 0 bounds the whole run: the rest are kSkipped.
+// that first met it; a site not caught there is judged again on the next steps that met it, up
+// to kJudgeSteps steps in all, stopping at the first catch (a site whose note says it is
+// redundant is judged on its first step only: its reason says no step can catch it; with
+// `rejudge_uncaught` false, so is a site noted uncaught - the suite's bounded gate does that, to
+// keep its time: an unnoted site, which would fail the gate, always gets the further steps).
+// `deadline_s` > 0 bounds the whole run: the rest are kSkipped.
+inline constexpr size_t kJudgeSteps = 3;
 Status RunMutation(const std::string& kind, const std::vector<PlanStep>& plan, const CoverageResult& cov,
-                   const std::vector<PmSite>& sites, double deadline_s, std::vector<MutantResult>* out);
+                   const std::vector<PmSite>& sites, double deadline_s, std::vector<MutantResult>* out,
+                   bool rejudge_uncaught = true);
 
 }  // namespace wort::crash

@@ -56,7 +56,9 @@ BTREE_ROOT_HEADER_LAYOUT(RootBlock, root);
 // ---- references (b3tree.h: 0 none, odd BST node, even page) ----
 inline uint64_t NodeRef(int i) { return (static_cast<uint64_t>(i) << 1) | 1; }
 inline bool IsNode(uint64_t r) { return (r & 1) != 0; }
-inline int NodeIdx(uint64_t r) { return static_cast<int>(r >> 1); }
+// The node index of a reference; kNodes (out of range: callers check) for an index past the
+// page, so that a damaged word never turns into a negative or huge int.
+inline int NodeIdx(uint64_t r) { return (r >> 1) < static_cast<uint64_t>(kNodes) ? static_cast<int>(r >> 1) : kNodes; }
 inline uint64_t RefOf(uint64_t word) { return word & ~kDeleted; }
 // Stores a reference in a child word, keeping the deleted flag of a leaf node's `right`.
 inline void SetRef(uint64_t* w, uint64_t ref) { Store(*w, ref | (Load(*w) & kDeleted)); }
@@ -120,7 +122,7 @@ class B3Tree final : public TreeBase<RootBlock> {
   // right.
   uint64_t* RouteWord(Page* pg, const Probe& p) const {
     uint64_t* w = &pg->root;
-    for (int guard = 0; guard <= kNodes && IsNode(RefOf(Load(*w))); ++guard) {
+    for (int guard = 0; guard <= kNodes && IsNode(RefOf(Load(*w))) && NodeIdx(RefOf(Load(*w))) < kNodes; ++guard) {
       BNode& n = pg->node[NodeIdx(RefOf(Load(*w)))];
       w = ko_.Compare(Load(n.key), p) > 0 ? &n.left : &n.right;
     }
@@ -129,7 +131,7 @@ class B3Tree final : public TreeBase<RootBlock> {
   // As RouteWord, for the greatest keys below p (to find a page's left neighbour).
   uint64_t* RouteWordBelow(Page* pg, const Probe& p) const {
     uint64_t* w = &pg->root;
-    for (int guard = 0; guard <= kNodes && IsNode(RefOf(Load(*w))); ++guard) {
+    for (int guard = 0; guard <= kNodes && IsNode(RefOf(Load(*w))) && NodeIdx(RefOf(Load(*w))) < kNodes; ++guard) {
       BNode& n = pg->node[NodeIdx(RefOf(Load(*w)))];
       w = ko_.Compare(Load(n.key), p) >= 0 ? &n.left : &n.right;
     }
@@ -150,20 +152,33 @@ class B3Tree final : public TreeBase<RootBlock> {
     return -1;
   }
   // The leaf page for probe p (readers: moves right through logical pages when tolerant_).
+  // Or 0 when the descent meets an offset that is not a page or reaches no leaf (a damaged image).
   uint64_t LeafFor(const Probe& p) const {
     uint64_t off = Root();
-    for (int guard = 0; guard < 64; ++guard) {
+    for (int guard = 0; guard < 64 && PageOk(off); ++guard) {
       if (tolerant_) off = MoveRight(off, p);
       Page* pg = P(off);
-      if (IsLeaf(pg)) break;
+      if (IsLeaf(pg)) return off;
       off = RefOf(Load(*RouteWord(pg, p)));
     }
-    return off;
+    return 0;
   }
+  // Whether `off` can be a page: not 0, 64-byte aligned (so not a BST node reference), inside
+  // the pool. Every walk checks the page offsets it follows with it.
+  bool PageOk(uint64_t off) const { return off != 0 && (off & 63) == 0 && pool_.contains(off, sizeof(Page)); }
+  // The next page of a level's chain, or 0 at its end or when the link is not a page.
+  uint64_t Sibling(uint64_t off) const {
+    const uint64_t sib = Load(P(off)->sibling);
+    return PageOk(sib) ? sib : 0;
+  }
+  // The open walk of an image that needs Repair: every level's chain and every child a page
+  // names are pages of the expected level, chains end, key words name key blocks. Corruption
+  // naming the first problem otherwise.
+  Status Validate() const;
   uint64_t MoveRight(uint64_t off, const Probe& p) const {
     for (int guard = 0; guard < 1 << 20; ++guard) {
       const uint64_t sib = Load(P(off)->sibling);
-      if (sib == 0 || ko_.Compare(Load(P(sib)->low), p) > 0) return off;
+      if (!PageOk(sib) || ko_.Compare(Load(P(sib)->low), p) > 0) return off;
       off = sib;
     }
     return off;
@@ -187,7 +202,8 @@ class B3Tree final : public TreeBase<RootBlock> {
   // A slot for a new BST node: past count, or a dead node (lazy defragmentation); -1 if none.
   int FreeSlot(const Page* pg) const;
 
-  void Descend(const Probe& p, int level, std::vector<PathStep>* path) const;
+  // False when the descent meets an offset that is not a page of the expected level.
+  bool Descend(const Probe& p, int level, std::vector<PathStep>* path) const;
   std::vector<PathStep> PathTo(uint64_t page) const;
   uint64_t FirstOfLevel(int level) const;
   uint64_t LeftNeighbour(uint64_t off) const;
@@ -274,11 +290,12 @@ int B3Tree::FreeSlot(const Page* pg) const {
   return -1;
 }
 
-void B3Tree::Descend(const Probe& p, int level, std::vector<PathStep>* path) const {
+bool B3Tree::Descend(const Probe& p, int level, std::vector<PathStep>* path) const {
   path->clear();
   uint64_t off = Root();
   Slot where{0, &rb_->root};
   for (int guard = 0; guard < 64; ++guard) {
+    if (!PageOk(off)) return false;
     if (tolerant_) off = MoveRight(off, p);
     path->push_back({off, where});
     Page* pg = P(off);
@@ -288,6 +305,7 @@ void B3Tree::Descend(const Probe& p, int level, std::vector<PathStep>* path) con
     off = RefOf(Load(*w));
   }
   std::reverse(path->begin(), path->end());  // path[0] at `level`, the root last
+  return !path->empty() && static_cast<int>(P((*path)[0].page)->level) == level;
 }
 
 std::vector<B3Tree::PathStep> B3Tree::PathTo(uint64_t target) const {
@@ -299,11 +317,12 @@ std::vector<B3Tree::PathStep> B3Tree::PathTo(uint64_t target) const {
   }
   uint64_t off = Root();
   Slot where{0, &rb_->root};
-  for (int guard = 0; guard < 64; ++guard) {
+  for (int guard = 0; guard < 64 && PageOk(off); ++guard) {
     path.push_back({off, where});
     if (P(off)->level <= t->level) break;
     uint64_t* w = &P(off)->root;
-    for (int g2 = 0; g2 <= kNodes && IsNode(RefOf(Load(*w))); ++g2) w = &P(off)->node[NodeIdx(RefOf(Load(*w)))].left;
+    for (int g2 = 0; g2 <= kNodes && IsNode(RefOf(Load(*w))) && NodeIdx(RefOf(Load(*w))) < kNodes; ++g2)
+      w = &P(off)->node[NodeIdx(RefOf(Load(*w)))].left;
     where = {off, w};
     off = RefOf(Load(*w));
   }
@@ -313,12 +332,12 @@ std::vector<B3Tree::PathStep> B3Tree::PathTo(uint64_t target) const {
 
 uint64_t B3Tree::FirstOfLevel(int level) const {
   uint64_t off = Root();
-  for (int guard = 0; guard < 64 && static_cast<int>(P(off)->level) > level; ++guard) {
+  for (int guard = 0; guard < 64 && PageOk(off) && static_cast<int>(P(off)->level) > level; ++guard) {
     uint64_t r = RefOf(Load(P(off)->root));
-    for (int g2 = 0; g2 <= kNodes && IsNode(r); ++g2) r = RefOf(Load(P(off)->node[NodeIdx(r)].left));
+    for (int g2 = 0; g2 <= kNodes && IsNode(r) && NodeIdx(r) < kNodes; ++g2) r = RefOf(Load(P(off)->node[NodeIdx(r)].left));
     off = r;
   }
-  return off;
+  return PageOk(off) && static_cast<int>(P(off)->level) == level ? off : 0;  // 0: a damaged image
 }
 
 uint64_t B3Tree::LeftNeighbour(uint64_t off) const {
@@ -326,9 +345,10 @@ uint64_t B3Tree::LeftNeighbour(uint64_t off) const {
   if (NegInf(t)) return 0;
   const Probe p = ko_.ProbeOf(Load(t->low));
   uint64_t cur = Root();
-  for (int guard = 0; guard < 64 && P(cur)->level > t->level; ++guard) cur = RefOf(Load(*RouteWordBelow(P(cur), p)));
+  for (int guard = 0; guard < 64 && PageOk(cur) && P(cur)->level > t->level; ++guard) cur = RefOf(Load(*RouteWordBelow(P(cur), p)));
+  if (!PageOk(cur)) return 0;
   for (int guard = 0; guard < 1 << 20 && cur != 0; ++guard) {
-    const uint64_t s = Load(P(cur)->sibling);
+    const uint64_t s = Sibling(cur);
     if (s == off) return cur;
     cur = s;
   }
@@ -391,12 +411,43 @@ void B3Tree::FillInner(Page* pg, const std::vector<uint64_t>& ch, const std::vec
 
 // ---- open ------------------------------------------------------------------------------------
 
+Status B3Tree::Validate() const {
+  const uint64_t limit = pool_.size() / sizeof(Page) + 1;
+  auto bad = [](const std::string& what) { return Status::Corruption("b3tree: " + what); };
+  const int height = static_cast<int>(P(Root())->level);  // <= 64 (Init)
+  for (int level = height; level >= 0; --level) {
+    const uint64_t first = FirstOfLevel(level);
+    if (first == 0) return bad("the leftmost path does not reach level " + std::to_string(level));
+    uint64_t seen = 0;
+    for (uint64_t off = first; off != 0; off = Load(P(off)->sibling)) {
+      if (!PageOk(off)) return bad("level " + std::to_string(level) + " links to " + std::to_string(off) + ", not a page");
+      if (seen++ >= limit) return bad("the chain of level " + std::to_string(level) + " does not end (a cycle)");
+      const Page* pg = P(off);
+      const std::string where = "page @" + std::to_string(off);
+      if (static_cast<int>(pg->level) != level)
+        return bad(where + " has level " + std::to_string(pg->level) + ", expected " + std::to_string(level));
+      if (!NegInf(pg) && !ko_.PlausibleBlock(Load(pg->low))) return bad(where + ": low key names no key block");
+      const Contents c = Read(pg);
+      for (const KV& kv : c.live)
+        if (!ko_.PlausibleBlock(kv.key)) return bad(where + ": a key names no key block");
+      for (uint64_t k : c.dead_keys)
+        if (!ko_.PlausibleBlock(k)) return bad(where + ": a key names no key block");
+      for (uint64_t k : c.keys)
+        if (!ko_.PlausibleBlock(k)) return bad(where + ": a separator names no key block");
+      for (uint64_t ch : c.children)
+        if (!PageOk(ch) || static_cast<int>(P(ch)->level) != level - 1) return bad(where + ": a child is not a page of the level below");
+    }
+  }
+  return Status::OK();
+}
+
 Status B3Tree::Init() {
   WORT_RETURN_IF_ERROR(CheckRoot("b3tree", kRootMagic));
   const uint64_t r = Root();
-  if (r == 0 || !pool_.contains(r, sizeof(Page))) return Status::Corruption("b3tree: bad root page offset");
+  if (!PageOk(r) || P(r)->level > 64) return Status::Corruption("b3tree: bad root page offset " + std::to_string(r));
   std::unique_lock<std::shared_mutex> g(*lock_);
   if (!pool_.opened_clean()) {
+    WORT_RETURN_IF_ERROR(Validate());  // Repair follows (and writes) only what it checked
     if (pool_.read_only()) tolerant_ = true;
     else WORT_RETURN_IF_ERROR(Repair());
   }
@@ -408,7 +459,7 @@ uint64_t B3Tree::CountKeys() const {
   const uint64_t limit = pool_.size() / sizeof(Page) + 1;
   uint64_t seen = 0, last = 0;
   bool have_last = false;
-  for (uint64_t off = FirstOfLevel(0); off != 0 && seen++ < limit; off = Load(P(off)->sibling)) {
+  for (uint64_t off = FirstOfLevel(0); off != 0 && seen++ < limit; off = Sibling(off)) {
     const Contents c = Read(P(off));
     for (const KV& kv : c.live) {
       if (tolerant_ && have_last && ko_.CompareWords(kv.key, last) <= 0) continue;
@@ -426,7 +477,9 @@ Status B3Tree::Lookup(std::string_view key, uint64_t* value) const {
   WORT_RETURN_IF_ERROR(ko_.ValidKey(key));
   const Probe p = ko_.MakeProbe(key);
   std::shared_lock<std::shared_mutex> g(*lock_);
-  Page* leaf = P(LeafFor(p));
+  const uint64_t leaf_off = LeafFor(p);
+  if (leaf_off == 0) return Status::Corruption("b3tree: the descent meets an offset that is not a page");
+  Page* leaf = P(leaf_off);
   const int i = FindInLeaf(leaf, p, nullptr);
   if (i < 0 || (Load(leaf->node[i].right) & kDeleted)) return Status::NotFound("key not found");
   *value = Load(leaf->node[i].val);
@@ -441,7 +494,7 @@ Status B3Tree::Scan(std::string_view start, const std::string_view* end, size_t 
         for (const KV& kv : Read(P(off)).live)
           if (!take(kv.key, kv.val)) return;
       },
-      [&](uint64_t off) { return Load(P(off)->sibling); });
+      [&](uint64_t off) { return Sibling(off); });
 }
 
 // ---- page replacement (b3tree.h steps 1-3) ---------------------------------------------------------
@@ -644,7 +697,7 @@ Status B3Tree::Put(std::string_view key, uint64_t value, bool upsert, bool* inse
   std::unique_lock<std::shared_mutex> g(*lock_);
   std::vector<PathStep> path;
   for (int round = 0; round < 128; ++round) {
-    Descend(p, 0, &path);
+    if (!Descend(p, 0, &path)) return Status::Corruption("b3tree: the descent meets an offset that is not a page");
     Page* leaf = P(path[0].page);
     uint64_t* at = nullptr;
     const int found = FindInLeaf(leaf, p, &at);
@@ -708,7 +761,7 @@ Status B3Tree::Remove(std::string_view key) {
   const Probe p = ko_.MakeProbe(key);
   std::unique_lock<std::shared_mutex> g(*lock_);
   std::vector<PathStep> path;
-  Descend(p, 0, &path);
+  if (!Descend(p, 0, &path)) return Status::Corruption("b3tree: the descent meets an offset that is not a page");
   Page* leaf = P(path[0].page);
   const int i = FindInLeaf(leaf, p, nullptr);
   if (i < 0 || (Load(leaf->node[i].right) & kDeleted)) return Status::NotFound("key not found");
@@ -886,11 +939,11 @@ Status B3Tree::Repair() {
     // The chain of `level`.
     std::vector<uint64_t> chain;
     uint64_t seen = 0;
-    for (uint64_t off = FirstOfLevel(level); off != 0 && seen++ < limit; off = Load(P(off)->sibling)) chain.push_back(off);
+    for (uint64_t off = FirstOfLevel(level); off != 0 && seen++ < limit; off = Sibling(off)) chain.push_back(off);
     // Each parent page must name exactly the chain pages in its key range, in order.
     std::vector<uint64_t> parents;
     seen = 0;
-    for (uint64_t off = FirstOfLevel(level + 1); off != 0 && seen++ < limit; off = Load(P(off)->sibling)) parents.push_back(off);
+    for (uint64_t off = FirstOfLevel(level + 1); off != 0 && seen++ < limit; off = Sibling(off)) parents.push_back(off);
     size_t ci = 0;
     for (size_t pi = 0; pi < parents.size(); ++pi) {
       const uint64_t poff = parents[pi];
@@ -1043,7 +1096,7 @@ IndexStats B3Tree::Stats() const {
   const uint64_t limit = pool_.size() / sizeof(Page) + 1;
   for (int level = height; level >= 0; --level) {
     uint64_t seen = 0;
-    for (uint64_t off = FirstOfLevel(level); off != 0 && seen++ < limit; off = Load(P(off)->sibling))
+    for (uint64_t off = FirstOfLevel(level); off != 0 && seen++ < limit; off = Sibling(off))
       (level == 0 ? st.leaves : st.inner_nodes)++;
   }
   // The index's own blocks: root block, pages, low keys and BST node keys (not the values).
@@ -1051,7 +1104,7 @@ IndexStats B3Tree::Stats() const {
     add(root_off_);
     for (int level = height; level >= 0; --level) {
       uint64_t n = 0;
-      for (uint64_t off = FirstOfLevel(level); off != 0 && n++ < limit; off = Load(P(off)->sibling)) {
+      for (uint64_t off = FirstOfLevel(level); off != 0 && n++ < limit; off = Sibling(off)) {
         const Page* pg = P(off);
         add(off);
         if (!ko_.bytes()) continue;

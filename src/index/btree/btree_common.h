@@ -70,6 +70,7 @@ class KeyOps {
   KeyOps(const Pool* pool, KeyType kt) : pool_(pool), kt_(kt) {}
   KeyType type() const { return kt_; }
   bool bytes() const { return kt_ == KeyType::kBytes; }
+  const Pool& pool() const { return *pool_; }
 
   // Builds a probe from a key of this index. REQUIRES: ValidKey(key).
   Probe MakeProbe(std::string_view key) const {
@@ -87,10 +88,15 @@ class KeyOps {
     return Status::OK();
   }
 
-  // The bytes a key word stands for (kBytes) - a view into the pool.
+  // The bytes a key word stands for (kBytes) - a view into the pool. A word that does not name
+  // a key block inside the pool (a corrupt image) reads as the empty key, never outside the
+  // pool; Check() reports it (PlausibleBlock), and the open walks refuse it (Corruption).
   std::string_view View(uint64_t word) const {
+    if (!pool_->contains(word, sizeof(KeyBlock))) return {};
     const auto* kb = pool_->at<KeyBlock>(word);
-    return {kb->bytes, kb->len};
+    const uint32_t len = kb->len;
+    if (len > kMaxKeyLen || !pool_->contains(word + sizeof(KeyBlock), len)) return {};
+    return {kb->bytes, len};
   }
   // Three-way comparison of a stored key word with a probe.
   int Compare(uint64_t word, const Probe& p) const {
@@ -197,6 +203,9 @@ Status ScanInBatches(const KeyOps& ko, std::shared_mutex& mu, std::string_view s
   std::string endkey;  // keys > *end stop the scan (compared in byte order)
   if (end) endkey = std::string(*end);
   std::vector<std::pair<std::string, uint64_t>> batch;
+  // A leaf chain longer than the pool has blocks is a cycle (a damaged image): Corruption.
+  const uint64_t max_leaves = ko.pool().size() / 64 + 1;
+  uint64_t leaves_seen = 0;
   for (;;) {
     batch.clear();
     bool more = false;
@@ -208,6 +217,7 @@ Status ScanInBatches(const KeyOps& ko, std::shared_mutex& mu, std::string_view s
       bool done = false;
       // Collect whole leaves until the batch holds kScanBatch keys.
       while (leaf != 0 && !done) {
+        if (++leaves_seen > max_leaves) return Status::Corruption("leaf chain does not end (a cycle)");
         each_entry(leaf, [&](uint64_t k, uint64_t v) -> bool {
           const int c = ko.Compare(k, ko.MakeProbe(lastkey));
           if (last_inclusive ? c < 0 : c <= 0) return true;  // before the start, or a duplicate
@@ -267,7 +277,10 @@ Status ScanUnsortedLeaves(const KeyOps& ko, std::shared_mutex& mu, std::string_v
   std::vector<std::pair<uint64_t, uint64_t>> entries;
   std::string k;
   size_t emitted = 0;
+  const uint64_t max_leaves = ko.pool().size() / 64 + 1;
+  uint64_t leaves_seen = 0;
   for (uint64_t leaf = first_leaf(start); leaf != 0; leaf = next_leaf(leaf)) {
+    if (++leaves_seen > max_leaves) return Status::Corruption("leaf chain does not end (a cycle)");
     collect(leaf, &entries);
     std::erase_if(entries, [&](const auto& e) { return ko.Compare(e.first, from) < 0; });
     std::sort(entries.begin(), entries.end(), [&](const auto& a, const auto& b) { return ko.CompareWords(a.first, b.first) < 0; });

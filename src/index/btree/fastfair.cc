@@ -133,6 +133,15 @@ class FastFair final : public TreeBase<RootBlock> {
 
   Node* N(uint64_t off) const { return pool_.at<Node>(off); }
   uint64_t Root() const { return Load(rb_->root); }
+  // Whether `off` can be a node: not 0, 64-byte aligned, inside the pool. The walks check every
+  // offset they follow with it, so that a damaged image reads as Corruption (or ends a walk),
+  // never outside the pool; levels are bounded by kMaxLevel and chains by the pool's node count.
+  static constexpr uint32_t kMaxLevel = 64;
+  bool NodeOk(uint64_t off) const { return off != 0 && (off & 63) == 0 && pool_.contains(off, sizeof(Node)); }
+  // The open walk of an image that needs Repair: every node reachable from the root (children,
+  // leftmost and sibling links, level by level) is a node of the expected level, chains end, and
+  // key words name key blocks. Corruption naming the first problem otherwise.
+  Status Validate() const;
 
   // Position of the last slot whose key is <= p (-1 if none). Because a stale copy is the left
   // one of an equal pair, this is always the authoritative copy.
@@ -168,22 +177,26 @@ class FastFair final : public TreeBase<RootBlock> {
   }
   // B-link move right: while the key is at or past the sibling's low key, the sibling holds it.
   uint64_t MoveRight(uint64_t off, const Probe& p) const {
-    for (;;) {
+    const uint64_t limit = pool_.size() / sizeof(Node) + 1;
+    for (uint64_t seen = 0; seen < limit; ++seen) {
       const uint64_t sib = Load(N(off)->sibling);
-      if (sib == 0 || ko_.Compare(Load(N(sib)->low), p) > 0) return off;
+      if (!NodeOk(sib) || ko_.Compare(Load(N(sib)->low), p) > 0) return off;
       off = sib;
     }
+    return off;
   }
-  // The leaf for probe p (readers: move right only when tolerant_).
+  // The leaf for probe p (readers: move right only when tolerant_), or 0 when the descent meets
+  // an offset that is not a node or does not reach a leaf (a damaged image).
   uint64_t LeafFor(const Probe& p) const {
     uint64_t off = Root();
-    for (;;) {
+    for (uint32_t depth = 0; NodeOk(off) && depth <= kMaxLevel; ++depth) {
       if (tolerant_) off = MoveRight(off, p);
       const Node* n = N(off);
       Prefetch(n);
       if (IsLeaf(n)) return off;
       off = ChildFor(n, p);
     }
+    return 0;
   }
   // ---- the readers' protocol (src/sync/sync.h R1-R4; fastfair.h D4) -------------------------
   // True iff node `off` is unchanged since its version v was read (always, in tolerant mode:
@@ -203,7 +216,11 @@ class FastFair final : public TreeBase<RootBlock> {
     uint64_t off = Root();
     uint64_t v = 0;
     if (!ReadVersion(off, &v) || Root() != off) return false;  // a root split/collapse: restart
-    for (;;) {
+    for (uint32_t depth = 0;; ++depth) {
+      if (!NodeOk(off) || depth > kMaxLevel) {
+        *leaf = 0;  // a damaged image: the caller reports Corruption
+        return true;
+      }
       const Node* n = N(off);
       Prefetch(n);
       if (IsLeaf(n)) {
@@ -225,22 +242,42 @@ class FastFair final : public TreeBase<RootBlock> {
     for (int i = 0; i < 8; ++i) __builtin_prefetch(c + 64 * i);
   }
   // Descends from the root to `level`; path[l] is the node visited at level l (root at back).
-  void Descend(const Probe& p, int level, std::vector<uint64_t>* path) const {
+  // False (path cleared) when the descent meets an offset that is not a node of the expected
+  // level (a damaged image).
+  bool Descend(const Probe& p, int level, std::vector<uint64_t>* path) const {
     uint64_t off = Root();
+    path->clear();
+    if (!NodeOk(off) || N(off)->level > kMaxLevel) return false;
     int l = static_cast<int>(N(off)->level);
+    if (l < level) return false;
     path->assign(l + 1, 0);
     for (;;) {
       if (tolerant_) off = MoveRight(off, p);
       (*path)[l] = off;
-      if (l == level) return;
+      if (l == level) return true;
       off = ChildFor(N(off), p);
       --l;
+      if (!NodeOk(off) || static_cast<int>(N(off)->level) != l) {
+        path->clear();
+        return false;
+      }
     }
   }
+  // The first node of `level`, or 0 when the leftmost links do not lead there.
   uint64_t FirstOfLevel(int level) const {
     uint64_t off = Root();
-    while (static_cast<int>(N(off)->level) > level) off = Load(N(off)->leftmost);
-    return off;
+    for (uint32_t depth = 0; NodeOk(off) && depth <= kMaxLevel; ++depth) {
+      const int l = static_cast<int>(N(off)->level);
+      if (l == level) return off;
+      if (l < level) return 0;
+      off = Load(N(off)->leftmost);
+    }
+    return 0;
+  }
+  // The next node of a level's chain, or 0 at its end or when the link is not a node.
+  uint64_t Sibling(uint64_t off) const {
+    const uint64_t sib = Load(N(off)->sibling);
+    return NodeOk(sib) ? sib : 0;
   }
 
   // ---- FAST: in-node shifts --------------------------------------------------------------
@@ -348,10 +385,11 @@ void FastFair::FastDelete(Node* n, int pos) {
 Status FastFair::Init() {
   WORT_RETURN_IF_ERROR(CheckRoot("fastfair", kRootMagic));
   const uint64_t r = Root();
-  if (r == 0 || !pool_.contains(r, sizeof(Node))) return Status::Corruption("fastfair: bad root node offset");
+  if (!NodeOk(r) || N(r)->level > kMaxLevel) return Status::Corruption("fastfair: bad root node offset " + std::to_string(r));
   std::unique_lock<std::shared_mutex> g(*lock_);
   sync::EpochGuard eg(pool_.allocator().epoch());  // Repair may retire a collapsed root
   if (!pool_.opened_clean()) {
+    WORT_RETURN_IF_ERROR(Validate());  // Repair follows (and writes) only what it checked
     if (pool_.read_only()) tolerant_ = true;
     else WORT_RETURN_IF_ERROR(Repair());
   }
@@ -364,7 +402,7 @@ uint64_t FastFair::CountKeys() const {
   uint64_t seen = 0;
   uint64_t last = 0;
   bool have_last = false;
-  for (uint64_t off = FirstOfLevel(0); off != 0 && seen++ < limit; off = Load(N(off)->sibling)) {
+  for (uint64_t off = FirstOfLevel(0); off != 0 && seen++ < limit; off = Sibling(off)) {
     const Node* n = N(off);
     const int cnt = Count(n);
     for (int j = 0; j < cnt; ++j) {
@@ -395,6 +433,7 @@ Status FastFair::Lookup(std::string_view key, uint64_t* value) const {
       sync::Backoff(attempt);
       continue;
     }
+    if (off == 0) return Status::Corruption("fastfair: the descent meets an offset that is not a node");
     const Node* leaf = N(off);
     const int j = FindInLeaf(leaf, p);
     const uint64_t val = j >= 0 ? Load(leaf->slot[j].val) : 0;
@@ -438,7 +477,11 @@ Status FastFair::Scan(std::string_view start, const std::string_view* end, size_
         bool done = false, restart = false;
         uint64_t off = 0, v = 0;
         if (!LeafOpt(ko_.MakeProbe(resume), &off, &v)) restart = true;
+        else if (off == 0) return Status::Corruption("fastfair: the descent meets an offset that is not a node");
+        uint64_t leaves = 0;
+        const uint64_t max_leaves = pool_.size() / sizeof(Node) + 1;
         while (!restart && !done) {
+          if (++leaves > max_leaves) return Status::Corruption("fastfair: the leaf chain does not end (a cycle)");
           const Node* n = N(off);
           const int cnt = Count(n);
           int m = 0;
@@ -446,11 +489,12 @@ Status FastFair::Scan(std::string_view start, const std::string_view* end, size_
             if (Stale(n, j, cnt)) continue;  // the left copy of a pair being shifted (crash state)
             ents[m++] = {Load(n->slot[j].key), Load(n->slot[j].val)};
           }
-          const uint64_t sib = Load(n->sibling);
+          uint64_t sib = Load(n->sibling);
           if (!Valid(off, v)) {
             restart = true;
             break;
           }
+          if (!NodeOk(sib)) sib = 0;  // a damaged image: the chain ends here
           for (int i = 0; i < m && !done; ++i) {
             const int c = ko_.Compare(ents[i].key, ko_.MakeProbe(lastkey));
             if (last_inclusive ? c < 0 : c <= 0) continue;  // before the start, or a duplicate
@@ -621,7 +665,7 @@ Status FastFair::Put(std::string_view key, uint64_t value, bool upsert, bool* in
     if (exclusive) x.lock();
     else sh.lock();
     std::vector<uint64_t> path;
-    Descend(p, 0, &path);  // inner nodes change only under the exclusive lock
+    if (!Descend(p, 0, &path)) return Status::Corruption("fastfair: the descent meets an offset that is not a node");  // inner nodes change only under the exclusive lock
     LockSet ls(locks_);
     ls.Lock(path[0]);
     Node* leaf = N(path[0]);
@@ -674,7 +718,7 @@ Status FastFair::Remove(std::string_view key) {
     std::shared_lock<std::shared_mutex> sh(*lock_, std::defer_lock);
     if (global_lock_) x.lock();
     else sh.lock();
-    Descend(p, 0, &path);
+    if (!Descend(p, 0, &path)) return Status::Corruption("fastfair: the descent meets an offset that is not a node");
     LockSet ls(locks_);
     ls.Lock(path[0]);
     Node* leaf = N(path[0]);
@@ -693,7 +737,7 @@ Status FastFair::Remove(std::string_view key) {
   }
   // The leaf became under-full: rebalance holding the index lock exclusively, if it still is.
   std::unique_lock<std::shared_mutex> x(*lock_);
-  Descend(p, 0, &path);
+  if (!Descend(p, 0, &path)) return Status::Corruption("fastfair: the descent meets an offset that is not a node");
   LockSet ls(locks_);
   if (path.size() > 1 && Count(N(path[0])) < kMinFill) Rebalance(0, path, &ls);
   return Status::OK();
@@ -858,12 +902,46 @@ void FastFair::CollapseRoot() {
 
 // ---- recovery (fastfair.h, D5) -----------------------------------------------------------------
 
+Status FastFair::Validate() const {
+  const uint64_t limit = pool_.size() / sizeof(Node) + 1;
+  auto bad = [](const std::string& what) { return Status::Corruption("fastfair: " + what); };
+  const int height = static_cast<int>(N(Root())->level);  // <= kMaxLevel (Init)
+  uint64_t first = Root();
+  for (int level = height; level >= 0; --level) {
+    uint64_t next_first = 0;
+    uint64_t seen = 0;
+    for (uint64_t off = first; off != 0; off = Load(N(off)->sibling)) {
+      if (!NodeOk(off)) return bad("level " + std::to_string(level) + " links to " + std::to_string(off) + ", not a node");
+      if (seen++ >= limit) return bad("the chain of level " + std::to_string(level) + " does not end (a cycle)");
+      const Node* n = N(off);
+      if (static_cast<int>(n->level) != level)
+        return bad("node @" + std::to_string(off) + " has level " + std::to_string(n->level) + ", expected " + std::to_string(level));
+      if (!NegInf(n) && !ko_.PlausibleBlock(Load(n->low))) return bad("node @" + std::to_string(off) + ": low key names no key block");
+      const int cnt = Count(n);
+      // (slot[cnt], the trailing copy, may be unwritten in a crash image: Repair rewrites it and
+      // compares it only as a word)
+      for (int j = 0; j < cnt; ++j) {
+        if (!ko_.PlausibleBlock(Load(n->slot[j].key)))
+          return bad("node @" + std::to_string(off) + ": slot " + std::to_string(j) + " names no key block");
+        if (level > 0 && !NodeOk(Load(n->slot[j].val)))
+          return bad("node @" + std::to_string(off) + ": child " + std::to_string(j) + " is not a node");
+      }
+      if (level > 0) {
+        if (!NodeOk(Load(n->leftmost))) return bad("node @" + std::to_string(off) + ": leftmost child is not a node");
+        if (off == first) next_first = Load(n->leftmost);
+      }
+    }
+    first = next_first;
+  }
+  return Status::OK();
+}
+
 Status FastFair::Repair() {
   const uint64_t limit = pool_.size() / sizeof(Node) + 1;
   // 1. Finish cut shifts: remove every stale slot.
   for (int level = static_cast<int>(N(Root())->level); level >= 0; --level) {
     uint64_t seen = 0;
-    for (uint64_t off = FirstOfLevel(level); off != 0 && seen++ < limit; off = Load(N(off)->sibling)) {
+    for (uint64_t off = FirstOfLevel(level); off != 0 && seen++ < limit; off = Sibling(off)) {
       Node* n = N(off);
       for (int j = 0; j < Count(n);) {
         if (Stale(n, j, Count(n))) FastDelete(n, j);
@@ -894,7 +972,7 @@ Status FastFair::Repair() {
   for (int level = static_cast<int>(N(Root())->level) - 1; level >= 0; --level) {
     std::unordered_set<uint64_t> parented;
     uint64_t seen = 0;
-    for (uint64_t off = FirstOfLevel(level + 1); off != 0 && seen++ < limit; off = Load(N(off)->sibling)) {
+    for (uint64_t off = FirstOfLevel(level + 1); off != 0 && seen++ < limit; off = Sibling(off)) {
       const Node* p = N(off);
       parented.insert(Load(p->leftmost));
       for (int i = 0, c = Count(p); i < c; ++i) parented.insert(Load(p->slot[i].val));
@@ -940,7 +1018,7 @@ Status FastFair::Repair() {
       // Insert (n.low, n) into the parent level.
       std::vector<uint64_t> path;
       const uint64_t sep = Load(n->low);
-      Descend(ko_.ProbeOf(sep), level + 1, &path);
+      if (!Descend(ko_.ProbeOf(sep), level + 1, &path)) return Status::Corruption("fastfair: the descent meets an offset that is not a node");
       Prealloc pa;
       WORT_RETURN_IF_ERROR(PrepareSplits(path, level + 1, &pa));
       LockSet ls(locks_);  // (no reader yet: Init runs before the index is returned)
@@ -1060,7 +1138,7 @@ IndexStats FastFair::Stats() const {
     add(root_off_);
     for (int level = height; level >= 0; --level) {
       uint64_t seen = 0;
-      for (uint64_t off = FirstOfLevel(level); off != 0 && seen++ < limit; off = Load(N(off)->sibling)) {
+      for (uint64_t off = FirstOfLevel(level); off != 0 && seen++ < limit; off = Sibling(off)) {
         const Node* n = N(off);
         add(off);
         if (level == 0) ++st.leaves;
@@ -1082,9 +1160,12 @@ void FastFair::VisitLocked(const Pool& pool, uint64_t root_off, const std::funct
   uint64_t first = Load(rb->root);
   const uint64_t limit = pool.size() / sizeof(Node) + 1;
   uint64_t seen = 0;
-  while (first != 0 && pool.contains(first, sizeof(Node))) {
+  // Bounded by the pool's node count over all levels (and 64 levels): a damaged image whose
+  // leftmost or sibling words form a cycle ends the walk instead of looping.
+  for (int levels = 0; first != 0 && (first & 63) == 0 && pool.contains(first, sizeof(Node)) && levels < 64 && seen < limit;
+       ++levels) {
     const Node* lvl = pool.at<Node>(first);
-    for (uint64_t off = first; off != 0 && pool.contains(off, sizeof(Node)) && seen++ < limit;
+    for (uint64_t off = first; off != 0 && (off & 63) == 0 && pool.contains(off, sizeof(Node)) && seen++ < limit;
          off = Load(pool.at<Node>(off)->sibling)) {
       const Node* n = pool.at<Node>(off);
       mark(off);

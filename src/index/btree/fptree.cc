@@ -213,6 +213,11 @@ class FpTree final : public TreeBase<RootBlock> {
   Status Split(uint64_t off, uint64_t* right, std::string* sep);
   void Recover();
   void Rebuild();
+  // Open's first step, before anything is written or rebuilt: every leaf of the chain (and the
+  // split log's leaves) lies inside the pool, 64-byte aligned, the chain ends (no cycle), and
+  // every valid slot's key word names a key block. Corruption naming the first problem
+  // otherwise; after it, Recover, Rebuild and the readers follow only what it checked.
+  Status ValidateChain() const;
 
   InnerTree inner_;
   uint64_t size_ = 0;
@@ -223,8 +228,28 @@ Status FpTree::Init() {
   WORT_RETURN_IF_ERROR(CheckRoot("fptree", kRootMagic));
   if (!pool_.contains(rb_->head, sizeof(Leaf))) return Status::Corruption("fptree: head leaf outside the pool");
   std::unique_lock<std::shared_mutex> g(*lock_);
+  WORT_RETURN_IF_ERROR(ValidateChain());
   if (!pool_.read_only()) Recover();
   Rebuild();
+  return Status::OK();
+}
+
+Status FpTree::ValidateChain() const {
+  const uint64_t limit = pool_.size() / sizeof(Leaf) + 1;
+  uint64_t seen = 0;
+  for (uint64_t off = rb_->head; off != 0; off = Load(L(off)->next)) {
+    if (!pool_.contains(off, sizeof(Leaf)) || (off & 63))
+      return Status::Corruption("fptree: leaf chain leaves the pool (leaf offset " + std::to_string(off) + ")");
+    if (seen++ >= limit) return Status::Corruption("fptree: leaf chain does not end (a cycle)");
+    const Leaf* l = L(off);
+    for (uint64_t bm = Load(l->bitmap); bm != 0; bm &= bm - 1) {
+      if (!ko_.PlausibleBlock(Load(l->slot[__builtin_ctzll(bm)].key)))
+        return Status::Corruption("fptree: leaf at " + std::to_string(off) + " holds a key word that names no key block");
+    }
+  }
+  const uint64_t lo = Load(rb_->log_leaf), nw = Load(rb_->log_new);
+  if (lo != 0 && (!pool_.contains(lo, sizeof(Leaf)) || (lo & 63) || (nw != 0 && (!pool_.contains(nw, sizeof(Leaf)) || (nw & 63)))))
+    return Status::Corruption("fptree: split log names a leaf outside the pool");
   return Status::OK();
 }
 
@@ -479,7 +504,7 @@ void FpTree::VisitLocked(const Pool& pool, uint64_t root_off, const std::functio
   const auto [bytes, vab] = ReadRootFlags(rb);
   const uint64_t limit = pool.size() / sizeof(Leaf) + 1;
   uint64_t seen = 0;
-  for (uint64_t off = rb->head; off != 0 && pool.contains(off, sizeof(Leaf)) && seen++ < limit;
+  for (uint64_t off = rb->head; off != 0 && (off & 63) == 0 && pool.contains(off, sizeof(Leaf)) && seen++ < limit;
        off = Load(pool.at<Leaf>(off)->next)) {
     mark(off);
     const Leaf* l = pool.at<Leaf>(off);

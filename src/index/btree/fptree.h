@@ -8,6 +8,10 @@
 // fingerprint matches. Inner nodes are a plain B+-tree in DRAM (separators are std::string copies
 // of keys), never persisted: Open rebuilds them from the leaf chain (the cost the papers point
 // to: FPTree::LastRebuildSeconds(), measured on every open and reported by the bench notes).
+// Before it (and before the split-log recovery writes anything) Open validates the chain: a
+// leaf outside the pool or misaligned, a chain longer than the pool's leaf count (a cycle), or a
+// valid slot whose key word names no key block is Corruption (doc/crash-model.md, "Damaged
+// images").
 // A leaf split is made failure-atomic by a micro-log (the split log in the root block).
 //
 // Deviations

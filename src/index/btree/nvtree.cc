@@ -118,6 +118,11 @@ class NvTree final : public TreeBase<RootBlock> {
   // Re-lays all (separator, leaf) pairs into half-full PLNs in one new contiguous block.
   void Relayout(std::vector<std::pair<std::string, uint64_t>>&& all);
   void Rebuild();
+  // Open's first step, before anything is written or rebuilt: every leaf of the chain lies
+  // inside the pool, 64-byte aligned, with count <= kSlots, the chain ends (no cycle), and every
+  // entry's key word names a key block. Corruption naming the first problem otherwise; after
+  // it, Rebuild and the readers follow only what it checked.
+  Status ValidateChain() const;
 
   std::vector<Pln> plns_;
   std::vector<std::string> first_;  // first separator of each PLN (the contiguous IN level)
@@ -144,6 +149,7 @@ void NvTree::Live(const Leaf* l, std::vector<std::pair<uint64_t, uint64_t>>* out
 Status NvTree::Init() {
   WORT_RETURN_IF_ERROR(CheckRoot("nvtree", kRootMagic));
   std::unique_lock<std::shared_mutex> g(*lock_);
+  WORT_RETURN_IF_ERROR(ValidateChain());
   Rebuild();
   return Status::OK();
 }
@@ -162,6 +168,25 @@ void NvTree::Relayout(std::vector<std::pair<std::string, uint64_t>>&& all) {
   plns_ = std::move(plns);
   first_ = std::move(first);
   ++relayouts_;
+}
+
+Status NvTree::ValidateChain() const {
+  const uint64_t limit = pool_.size() / sizeof(Leaf) + 1;
+  uint64_t seen = 0;
+  for (uint64_t off = Load(rb_->head); off != 0; off = Load(L(off)->next)) {
+    if (!pool_.contains(off, sizeof(Leaf)) || (off & 63))
+      return Status::Corruption("nvtree: leaf chain leaves the pool (leaf offset " + std::to_string(off) + ")");
+    if (seen++ >= limit) return Status::Corruption("nvtree: leaf chain does not end (a cycle)");
+    const Leaf* l = L(off);
+    const uint64_t cnt = Load(l->count);
+    if (cnt > kSlots)
+      return Status::Corruption("nvtree: leaf at " + std::to_string(off) + " has count " + std::to_string(cnt) + " > " +
+                                std::to_string(kSlots));
+    for (uint64_t j = 0; j < cnt; ++j)
+      if (!ko_.PlausibleBlock(l->e[j].key))
+        return Status::Corruption("nvtree: leaf at " + std::to_string(off) + " holds a key word that names no key block");
+  }
+  return Status::OK();
 }
 
 // From the leaf chain: separators = smallest live key (first leaf: the empty key). A writable

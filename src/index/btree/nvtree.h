@@ -17,7 +17,9 @@
 // PLN that fills up triggers a rebuild of the whole internal block (all PLNs re-laid half full),
 // as published. Open rebuilds it from the leaf chain (the separator of a leaf is its smallest live
 // key; the first leaf's is the empty key, the minimum); NvTree::LastRebuildSeconds() reports the
-// time. Open (writable) also unlinks leaves left with no live entry.
+// time. Open (writable) also unlinks leaves left with no live entry. Before it Open validates the
+// chain (leaves inside the pool, counts <= the slots, key words naming key blocks, the chain
+// ending): Corruption otherwise (doc/crash-model.md, "Damaged images").
 //
 // Deviations
 //   D1. Concurrency: one std::shared_mutex per index (btree::IndexLock, shared with visit); the

@@ -102,6 +102,15 @@ class WbTree final : public TreeBase<RootBlock> {
   uint8_t* SlotArray(uint64_t off) const { return pool_.at<uint8_t>(off + 64); }  // bitmap variant
   bool IsLeaf(uint64_t off) const { return H(off)->level == 0; }
   uint64_t Root() const { return Load(rb_->root); }
+  // Whether `off` can be a node: inside the pool, 64-byte aligned, not 0. Every walk checks the
+  // offsets it follows with it, so that a damaged image reads as Corruption, never outside the
+  // pool.
+  bool NodeOk(uint64_t off) const { return off != 0 && (off & 63) == 0 && pool_.contains(off, node_size_); }
+  // The next leaf of the chain, or 0 at the end or when the link is not a node.
+  uint64_t NextLeaf(uint64_t off) const {
+    const uint64_t nx = Load(H(off)->next);
+    return NodeOk(nx) ? nx : 0;
+  }
 
   // Entry indices of a node in key order. Uses the slot array when valid, else sorts the valid
   // entries of the bitmap (a reader after a crash cut a slot array update).
@@ -123,17 +132,22 @@ class WbTree final : public TreeBase<RootBlock> {
     }
     return lo - 1;
   }
+  // The child for p, or 0 when the word found is not a node (a damaged image).
   uint64_t Child(uint64_t off, const Probe& p) const {
     uint8_t idx[64];
     const int n = Sorted(off, idx);
     const int j = LastLE(off, idx, n, p);
-    return j < 0 ? Load(H(off)->ch0) : Load(E(off)[idx[j]].val);
+    const uint64_t c = j < 0 ? Load(H(off)->ch0) : Load(E(off)[idx[j]].val);
+    return NodeOk(c) ? c : 0;
   }
-  // The leaf for probe p (readers).
+  // The leaf for probe p (readers), or 0 when the descent meets something that is not a node or
+  // does not reach a leaf.
   uint64_t LeafFor(const Probe& p) const {
     uint64_t off = Root();
-    for (int guard = 0; guard < 64 && !IsLeaf(off); ++guard) off = Child(off, p);
-    return off;
+    if (!NodeOk(off)) return 0;
+    for (int guard = 0; guard < 64 && !IsLeaf(off); ++guard)
+      if ((off = Child(off, p)) == 0) return 0;
+    return IsLeaf(off) ? off : 0;
   }
   // Leaf: entry index holding p, or -1.
   int Find(uint64_t off, const Probe& p) const {
@@ -146,7 +160,7 @@ class WbTree final : public TreeBase<RootBlock> {
   void Descend(const Probe& p, int level, std::vector<uint64_t>* path) const {
     path->clear();
     uint64_t off = Root();
-    for (int guard = 0; guard < 64; ++guard) {
+    for (int guard = 0; guard < 64 && NodeOk(off); ++guard) {
       path->push_back(off);
       if (static_cast<int>(H(off)->level) <= level) break;
       off = Child(off, p);
@@ -155,8 +169,12 @@ class WbTree final : public TreeBase<RootBlock> {
   }
   uint64_t FirstLeaf() const {
     uint64_t off = Root();
-    for (int guard = 0; guard < 64 && !IsLeaf(off); ++guard) off = Load(H(off)->ch0);
-    return off;
+    for (int guard = 0; guard < 64 && NodeOk(off) && !IsLeaf(off); ++guard) off = Load(H(off)->ch0);
+    return NodeOk(off) && IsLeaf(off) ? off : 0;
+  }
+  // A descent for a writer: the path reached a node of `level` (else a damaged image).
+  bool PathOk(const std::vector<uint64_t>& path, int level) const {
+    return !path.empty() && static_cast<int>(H(path[0])->level) == level;
   }
 
   // ---- node writes (wbtree.h) ----
@@ -194,15 +212,21 @@ int WbTree::Sorted(uint64_t off, uint8_t* idx) const {
   if (slot_only_) {
     int n = static_cast<int>(m & 0xff);
     if (n > kSlotOnlyEntries) n = kSlotOnlyEntries;
-    for (int i = 0; i < n; ++i) idx[i] = static_cast<uint8_t>((m >> (8 * (i + 1))) & 0xff);
-    return n;
+    int w = 0;  // an entry index past the node (a damaged image) is dropped; Check reports it
+    for (int i = 0; i < n; ++i) {
+      const auto e = static_cast<uint8_t>((m >> (8 * (i + 1))) & 0xff);
+      if (e < kSlotOnlyEntries) idx[w++] = e;
+    }
+    return w;
   }
   if (m & kSlotValid) {
     const uint8_t* sa = SlotArray(off);
     int n = sa[0];
     if (n > kBitmapEntries) n = kBitmapEntries;
-    std::memcpy(idx, sa + 1, n);
-    return n;
+    int w = 0;  // an entry index past the node (a damaged image) is dropped; Check reports it
+    for (int i = 0; i < n; ++i)
+      if (sa[1 + i] < kBitmapEntries) idx[w++] = sa[1 + i];
+    return w;
   }
   // Slot array invalid: the bitmap is the truth; sort its entries.
   int n = 0;
@@ -335,7 +359,7 @@ void WbTree::FillNode(uint64_t off, uint32_t level, const std::vector<Entry>& es
 Status WbTree::Init() {
   WORT_RETURN_IF_ERROR(CheckRoot("wbtree", kRootMagic));
   const uint64_t r = Root();
-  if (r == 0 || !pool_.contains(r, node_size_)) return Status::Corruption("wbtree: bad root node offset");
+  if (!NodeOk(r)) return Status::Corruption(std::string(kind()) + ": bad root node offset " + std::to_string(r));
   std::unique_lock<std::shared_mutex> g(*lock_);
   if (!pool_.opened_clean() || Load(rb_->log.state) != 0) {
     if (pool_.read_only()) tolerant_ = true;
@@ -349,12 +373,12 @@ uint64_t WbTree::CountKeys() const {
   const uint64_t limit = pool_.size() / node_size_ + 1;
   uint64_t seen = 0;
   if (!tolerant_) {
-    for (uint64_t off = FirstLeaf(); off != 0 && seen++ < limit; off = Load(H(off)->next)) total += CountOf(off);
+    for (uint64_t off = FirstLeaf(); off != 0 && seen++ < limit; off = NextLeaf(off)) total += CountOf(off);
     return total;
   }
   uint64_t last = 0;
   bool have = false;
-  for (uint64_t off = FirstLeaf(); off != 0 && seen++ < limit; off = Load(H(off)->next)) {
+  for (uint64_t off = FirstLeaf(); off != 0 && seen++ < limit; off = NextLeaf(off)) {
     uint8_t idx[64];
     const int n = Sorted(off, idx);
     for (int i = 0; i < n; ++i) {
@@ -374,9 +398,13 @@ Status WbTree::Repair() {
     std::vector<uint64_t> stack{Root()};
     const uint64_t limit = pool_.size() / node_size_ + 1;
     uint64_t seen = 0;
-    while (!stack.empty() && seen++ < limit) {
+    while (!stack.empty()) {
       const uint64_t off = stack.back();
       stack.pop_back();
+      if (!NodeOk(off))
+        return Status::Corruption(std::string(kind()) + ": a child offset " + std::to_string(off) + " is not a node");
+      if (seen++ >= limit) return Status::Corruption(std::string(kind()) + ": the tree has a cycle");
+      if (H(off)->level > 64) return Status::Corruption(std::string(kind()) + ": node level " + std::to_string(H(off)->level));
       RebuildSlots(off);
       if (!IsLeaf(off)) {
         uint8_t idx[64];
@@ -386,10 +414,18 @@ Status WbTree::Repair() {
       }
     }
     // A split or merge's new node is reachable only through the log until it is applied.
-    if (Load(rb_->log.state) == 1 && Load(rb_->log.op) == kOpSplit) RebuildSlots(Load(rb_->log.b));
+    if (Load(rb_->log.state) == 1 && Load(rb_->log.op) == kOpSplit && NodeOk(Load(rb_->log.b))) RebuildSlots(Load(rb_->log.b));
   }
-  // 2. Apply a committed split or merge.
-  if (Load(rb_->log.state) == 1) ApplyLog();
+  // 2. Apply a committed split or merge (its nodes must be nodes).
+  if (Load(rb_->log.state) == 1) {
+    const Log& lg = rb_->log;
+    const uint64_t op = Load(lg.op);
+    if ((op == kOpSplit || op == kOpMerge) &&
+        (!NodeOk(Load(lg.a)) || !NodeOk(Load(lg.b)) || (Load(lg.c) != 0 && !NodeOk(Load(lg.c))) ||
+         (op == kOpSplit && Load(lg.f) != 0 && !NodeOk(Load(lg.f))) || (op == kOpMerge && Load(lg.c) == 0)))
+      return Status::Corruption(std::string(kind()) + ": the redo log names a node outside the pool");
+    ApplyLog();
+  }
   return Status::OK();
 }
 
@@ -400,10 +436,11 @@ Status WbTree::Lookup(std::string_view key, uint64_t* value) const {
   const Probe p = ko_.MakeProbe(key);
   std::shared_lock<std::shared_mutex> g(*lock_);
   uint64_t off = LeafFor(p);
+  if (off == 0) return Status::Corruption(std::string(kind()) + ": the descent meets an offset that is not a node");
   int i = Find(off, p);
   if (i < 0 && tolerant_) {
     // An unapplied split log: the key may already be only in the new right node.
-    const uint64_t nx = Load(H(off)->next);
+    const uint64_t nx = NextLeaf(off);
     if (nx != 0) {
       i = Find(nx, p);
       if (i >= 0) off = nx;
@@ -426,7 +463,7 @@ Status WbTree::Scan(std::string_view start, const std::string_view* end, size_t 
           if (!take(Load(e.key), Load(e.val))) return;
         }
       },
-      [&](uint64_t off) { return Load(H(off)->next); });
+      [&](uint64_t off) { return NextLeaf(off); });
 }
 
 // ---- insert / split --------------------------------------------------------------------------
@@ -438,6 +475,7 @@ Status WbTree::Put(std::string_view key, uint64_t value, bool upsert, bool* inse
   std::vector<uint64_t> path;
   for (int round = 0; round < 128; ++round) {
     Descend(p, 0, &path);
+    if (!PathOk(path, 0)) return Status::Corruption(std::string(kind()) + ": the descent meets an offset that is not a node");
     const uint64_t leaf = path[0];
     const int i = Find(leaf, p);
     if (i >= 0) {
@@ -593,6 +631,7 @@ Status WbTree::Remove(std::string_view key) {
   std::unique_lock<std::shared_mutex> g(*lock_);
   std::vector<uint64_t> path;
   Descend(p, 0, &path);
+  if (!PathOk(path, 0)) return Status::Corruption(std::string(kind()) + ": the descent meets an offset that is not a node");
   const uint64_t leaf = path[0];
   const int i = Find(leaf, p);
   if (i < 0) return Status::NotFound("key not found");
@@ -686,6 +725,10 @@ Status WbTree::Check(std::string* report) const {
   Findings fail(kind());
   if (Load(rb_->log.state) != 0 && !tolerant_) fail("the log holds an unapplied record");
   const uint64_t limit = pool_.size() / node_size_ + 1;
+  if (!NodeOk(Root())) {
+    fail("root node offset " + std::to_string(Root()) + " is not a node");
+    return fail.Finish(report);
+  }
   const int height = static_cast<int>(H(Root())->level);
   std::vector<uint64_t> leaves;
   uint64_t keys = 0, visited = 0;
@@ -720,6 +763,8 @@ Status WbTree::Check(std::string* report) const {
       if (bits != (m & ~kSlotValid) || Popcount(bits) != n) fail(where + ": slot array and bitmap disagree");
     } else if ((m & 0xff) > static_cast<uint64_t>(kSlotOnlyEntries)) {
       fail(where + ": slot count too large");
+    } else if (static_cast<uint64_t>(n) != (m & 0xff)) {
+      fail(where + ": slot word names an entry out of range");
     } else {
       uint8_t seen = 0;
       for (int j = 0; j < n; ++j) {
@@ -768,7 +813,7 @@ Status WbTree::Check(std::string* report) const {
       fail("leaf chain differs from the tree's leaf order at leaf " + std::to_string(j));
       break;
     }
-    off = Load(H(off)->next);
+    off = NextLeaf(off);
   }
   if (fail.empty() && off != 0 && !tolerant_) fail("leaf chain continues past the last leaf");
   if (!tolerant_ && size_.known() && keys != size_.peek())
@@ -780,7 +825,7 @@ IndexStats WbTree::Stats() const {
   std::shared_lock<std::shared_mutex> g(*lock_);
   IndexStats st;
   st.keys = size_.GetLocked([this] { return CountKeys(); });
-  st.avg_leaf_depth = H(Root())->level;
+  st.avg_leaf_depth = NodeOk(Root()) ? H(Root())->level : 0;
   const uint64_t limit = pool_.size() / node_size_ + 1;
   st.bytes_allocated = UsableBytes(pool_, [&](const std::function<void(uint64_t)>& add) {
     add(root_off_);
@@ -789,6 +834,7 @@ IndexStats WbTree::Stats() const {
     while (!stack.empty() && seen++ < limit) {
       const uint64_t off = stack.back();
       stack.pop_back();
+      if (!NodeOk(off)) continue;
       add(off);
       uint8_t idx[64];
       const int n = Sorted(off, idx);

@@ -117,7 +117,8 @@ std::string KeyCodec::KeyOf(uint64_t w) const {
     InlineBytes(w, b);
     return std::string(b, InlineLen(w));
   }
-  const KeyBlock* kb = pool_->at<const KeyBlock>(WordBlockOffset(w));
+  const KeyBlock* kb = Block(w);
+  if (!kb) return "<damaged key word " + std::to_string(w) + ">";
   return std::string(kb->bytes(), kb->len);
 }
 

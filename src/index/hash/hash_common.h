@@ -155,8 +155,8 @@ class KeyCodec {
     if (w == p.word) return p.word != 0;
     if (kt_ == KeyType::kU64 || p.word != 0 || !WordIsBlock(w)) return false;
     if ((w >> 40) != (p.hash >> 40)) return false;
-    const KeyBlock* kb = pool_->at<const KeyBlock>(WordBlockOffset(w));
-    return kb->hash == p.hash && kb->len == p.key.size() && std::memcmp(kb->bytes(), p.key.data(), p.key.size()) == 0;
+    const KeyBlock* kb = Block(w);
+    return kb != nullptr && kb->hash == p.hash && kb->len == p.key.size() && std::memcmp(kb->bytes(), p.key.data(), p.key.size()) == 0;
   }
   // The record's hash, exact in at least its top kFingerprintBits bits; never reads memory.
   uint64_t HashHi(uint64_t w) const {
@@ -171,7 +171,18 @@ class KeyCodec {
   // The record's full hash (reads the key block of an out-of-line word: w must be valid).
   uint64_t FullHash(uint64_t w) const {
     if (kt_ == KeyType::kU64 || WordIsInline(w)) return HashHi(w);
-    return pool_->at<const KeyBlock>(WordBlockOffset(w))->hash;
+    const KeyBlock* kb = Block(w);
+    return kb ? kb->hash : HashHi(w);  // (a damaged word: its fingerprint bits)
+  }
+  // The key block of an out-of-line word, or nullptr when the word does not name one inside the
+  // pool (a damaged image: every reader goes through this, so garbage never reads outside the
+  // pool; CheckWord reports it).
+  const KeyBlock* Block(uint64_t w) const {
+    const uint64_t off = WordBlockOffset(w);
+    if (!pool_->contains(off, sizeof(KeyBlock))) return nullptr;
+    const KeyBlock* kb = pool_->at<const KeyBlock>(off);
+    if (kb->len > kMaxKeyLen || !pool_->contains(off + sizeof(KeyBlock), kb->len)) return nullptr;
+    return kb;
   }
   // How many top hash bits HashHi gets right for every word of this table.
   unsigned exact_bits() const { return kt_ == KeyType::kU64 ? 64 : kFingerprintBits; }

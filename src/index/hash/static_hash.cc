@@ -755,8 +755,18 @@ bool HeaderSane(const Pool& pool, uint64_t off, Kind kind) {
   if (off == 0 || !pool.contains(off, sizeof(TableHeader))) return false;
   const auto* th = pool.at<const TableHeader>(off);
   if (th->magic != TableHeader::kMagic || th->type_id != KindId(kind) || th->n == 0 || (th->n & (th->n - 1))) return false;
-  for (int i = 0; i < 2; ++i)
-    if (th->slots[i] && !pool.contains(th->array[i], th->slots[i] * sizeof(HSlot))) return false;
+  // The slot counts and levels are the geometry of n (the probes index the arrays by it), and
+  // each array lies inside the pool (bounded first: a huge count must not wrap the product).
+  if (th->n > pool.size() / sizeof(HSlot)) return false;
+  uint64_t slots[2];
+  uint32_t levels = 1;
+  Geometry(kind, th->n, slots, &levels);
+  if (th->levels != levels) return false;
+  for (int i = 0; i < 2; ++i) {
+    if (th->slots[i] != slots[i]) return false;
+    if (th->slots[i] && (th->slots[i] > pool.size() / sizeof(HSlot) || !pool.contains(th->array[i], th->slots[i] * sizeof(HSlot))))
+      return false;
+  }
   return true;
 }
 

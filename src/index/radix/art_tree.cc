@@ -195,6 +195,16 @@ bool ArtTree::RefOk(uint64_t ref) const {
          pool_.contains(off, IsLeafRef(ref) ? sizeof(Leaf) : sizeof(NodeBase));
 }
 
+bool ArtTree::BlockOk(uint64_t ref) const {
+  if (!RefOk(ref)) return false;
+  if (IsLeafRef(ref)) {
+    const Leaf* l = leaf(ref);
+    return l->key_len <= kMaxKeyLen && pool_.contains(RefOffset(ref), Leaf::SizeFor(l->key_len));
+  }
+  const NodeBase* n = node(ref);
+  return ValidNodeType(n->type) && pool_.contains(RefOffset(ref), NodeSize(n->type));
+}
+
 void ArtTree::Commit(uint64_t* word, uint64_t v) {
   pm::store8(word, v);
   pm::persist(word, sizeof(uint64_t));
@@ -830,6 +840,7 @@ __attribute__((optimize("no-jump-tables"))) WORT_OPTIMISTIC_READ int ArtTree::Lo
   uint64_t ref = pm::load8(&rb_->root);
   uint32_t depth = 0;
   for (uint32_t lvl = 0; lvl <= kMaxLevels && ref != 0; ++lvl) {
+    if (!BlockOk(ref)) [[unlikely]] return 0;  // a damaged image: the key reads as absent
     if (IsLeafRef(ref)) {
       const Leaf* l = leaf(ref);  // immutable key; the value word is one atomic store
       if (!LeafHasKey(l, k, len)) return 0;
@@ -1156,6 +1167,8 @@ Status ArtTree::Scan(std::string_view start, const std::string_view* end, size_t
 // > start.
 WORT_OPTIMISTIC_READ void ArtTree::ScanRef(uint64_t ref, uint32_t depth, bool bounded, ScanCtx& ctx) const {
   if (ctx.stop || ref == 0) return;
+  // A damaged image: a reference that is no block, or a path deeper than any key (a cycle).
+  if (depth > kMaxKeyLen + 1 || !BlockOk(ref)) return;
   if (IsLeafRef(ref)) {
     const Leaf* l = leaf(ref);
     const std::string_view kv = l->key_view();
@@ -1218,10 +1231,13 @@ WORT_OPTIMISTIC_READ void ArtTree::ScanRef(uint64_t ref, uint32_t depth, bool bo
 uint64_t ArtTree::CountKeys(uint64_t root) const {
   uint64_t cnt = 0;
   std::vector<uint64_t> stack{root};
-  while (!stack.empty()) {
+  // A damaged image: references that are no block are skipped, and the walk is bounded by the
+  // pool's block count (a cycle).
+  uint64_t budget = pool_.size() / 64 + 1;
+  while (!stack.empty() && budget-- > 0) {
     const uint64_t ref = stack.back();
     stack.pop_back();
-    if (!ref) continue;
+    if (!ref || !BlockOk(ref)) continue;
     if (IsLeafRef(ref)) {
       ++cnt;
       continue;
@@ -1248,10 +1264,11 @@ IndexStats ArtTree::Stats() const {
   st.bytes_allocated = a.UsableSize(root_off_);
   uint64_t depth_sum = 0;
   std::vector<std::pair<uint64_t, uint32_t>> stack{{rb_->root, 0}};  // (ref, inner nodes above)
-  while (!stack.empty()) {
+  uint64_t budget = pool_.size() / 64 + 1;  // a damaged image: bounded, no-block refs skipped
+  while (!stack.empty() && budget-- > 0) {
     const auto [ref, above] = stack.back();
     stack.pop_back();
-    if (!ref) continue;
+    if (!ref || !BlockOk(ref)) continue;
     st.bytes_allocated += a.UsableSize(RefOffset(ref));
     if (IsLeafRef(ref)) {
       ++st.leaves;
@@ -1275,10 +1292,11 @@ void ArtTree::CountNodeTypes(uint64_t counts[8]) const {
   auto q = ModeLock(IndexModeLock::kQuiesce);
   for (int i = 0; i < 8; ++i) counts[i] = 0;
   std::vector<uint64_t> stack{rb_->root};
-  while (!stack.empty()) {
+  uint64_t budget = pool_.size() / 64 + 1;  // a damaged image: bounded, no-block refs skipped
+  while (!stack.empty() && budget-- > 0) {
     const uint64_t ref = stack.back();
     stack.pop_back();
-    if (!ref || IsLeafRef(ref)) continue;
+    if (!ref || IsLeafRef(ref) || !BlockOk(ref)) continue;
     const NodeBase* n = node(ref);
     ++counts[n->type & 7];
     ForEachSorted(n, 0, [&](unsigned char, uint64_t r) {
@@ -1578,7 +1596,10 @@ void ArtTree::Visit(const Pool& pool, uint64_t root_off, const std::function<voi
   const bool values_are_blocks = (rb->flags & kRootValuesAreBlocks) != 0;
   std::vector<std::pair<uint64_t, uint32_t>> stack;  // (reference, level)
   stack.push_back({pm::load8(&rb->root), 0});
-  while (!stack.empty()) {
+  // A damaged image whose nodes name themselves would make the walk grow exponentially with the
+  // depth: it stops after as many references as the pool has blocks (a tree has no more).
+  uint64_t budget = pool.size() / 64 + 1;
+  while (!stack.empty() && budget-- > 0) {
     const auto [ref, lvl] = stack.back();
     stack.pop_back();
     const uint64_t off = RefOffset(ref);

@@ -157,6 +157,10 @@ class ArtTree final : public Index {
   const Leaf* ExtremeLeaf(uint64_t ref, bool max) const;
   // True iff ref names a 64-byte-aligned block inside the pool's heap.
   bool RefOk(uint64_t ref) const;
+  // RefOk, and the block is a whole leaf (key length within kMaxKeyLen, inside the pool) or a
+  // node of a valid type (inside the pool). The readers (lookup, scan, count) follow only such
+  // references: a damaged image reads as absent keys, never outside the pool.
+  bool BlockOk(uint64_t ref) const;
   Status AllocLeaf(std::string_view key, uint64_t value, uint64_t* ref);
   // Builds (allocates, fills, persists) a node of `type`; entries sorted. *ref on success.
   Status BuildNode(uint8_t type, const Hdr& h, uint64_t leaf_here, const Entry* e, int n, uint64_t* ref);

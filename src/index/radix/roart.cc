@@ -1030,7 +1030,10 @@ namespace {
 template <class F>
 void Walk(const RoartTree* t, const Pool& pool, uint64_t root, F&& f) {
   std::vector<std::pair<uint64_t, uint32_t>> stack{{root, 0}};
-  while (!stack.empty()) {
+  // A damaged image whose nodes name themselves would make the walk grow exponentially with the
+  // depth: it stops after as many references as the pool has blocks (a tree has no more).
+  uint64_t budget = pool.size() / 64 + 1;
+  while (!stack.empty() && budget-- > 0) {
     const auto [ref, lvl] = stack.back();
     stack.pop_back();
     if (!ref || !f(ref, lvl) || (ref & kLeafTag)) continue;

@@ -165,6 +165,17 @@ class WortTree final : public Index {
  private:
   // ---- addressing ----
   Node* NodeAt(uint64_t ref) const { return pool_.at<Node>(RefOffset(ref)); }
+  // Whether ref names a whole block: a well-formed, 64-byte-aligned reference inside the pool to
+  // a leaf whose key fits (kMaxKeyLen) or to a node. The readers (lookup, scan, count, stats)
+  // follow only such references: a damaged image reads as absent keys, never outside the pool.
+  bool BlockOk(uint64_t ref) const {
+    const uint64_t off = RefOffset(ref);
+    if (ref == 0 || !RefWellFormed(ref) || (off & 63) != 0) return false;
+    if (!RefIsLeaf(ref)) return pool_.contains(off, sizeof(Node));
+    if (!pool_.contains(off, sizeof(WortLeaf))) return false;
+    const uint64_t len = pool_.at<WortLeaf>(off)->key_len;
+    return len <= kMaxKeyLen && pool_.contains(off, LeafBytes(len));
+  }
   WortLeaf* LeafAt(uint64_t ref) const { return pool_.at<WortLeaf>(RefOffset(ref)); }
   static CompressionHeader HeaderOf(const Node* n) { return UnpackHeader(pm::load8(&n->header)); }
   static unsigned PrefixAt(const CompressionHeader& h, size_t j) { return P::Get(h.prefix, j); }
@@ -197,6 +208,7 @@ class WortTree final : public Index {
   // 0 if the walk meets an empty node or runs too deep (corruption).
   uint64_t AnyLeaf(uint64_t ref) const {
     for (size_t level = 0; ref != 0 && level < kMaxLevels<kSpan>; ++level) {
+      if (!BlockOk(ref)) return 0;
       if (RefIsLeaf(ref)) return ref;
       const Node* n = NodeAt(ref);
       uint64_t next = 0;
@@ -289,6 +301,7 @@ uint64_t WortTree<kSpan>::FindLeaf(const K& k) const {
   uint64_t ref = pm::load8(&rb_->root);
   size_t expected = 0;
   for (size_t level = 0; level < kMaxLevels<kSpan> && ref != 0; ++level) {
+    if (!BlockOk(ref)) [[unlikely]] return 0;  // a damaged image: the key reads as absent
     if (RefIsLeaf(ref)) {  // the optimistic part of the path, compared here with the whole key
       const auto* l = reinterpret_cast<const WortLeaf*>(base + RefOffset(ref));
       if (l->key_len != k.len) return 0;
@@ -755,7 +768,7 @@ WORT_OPTIMISTIC_READ bool WortTree<kSpan>::CollectBatch(std::string_view start, 
   uint64_t ref = pm::load8(&rb_->root);
   size_t expected = 0;
   for (size_t level = 0; ref != 0 && !locked; ++level) {
-    if (level >= kMaxLevels<kSpan>) return validate() ? (void(out->clear()), true) : false;
+    if (level >= kMaxLevels<kSpan> || !BlockOk(ref)) return validate() ? (void(out->clear()), true) : false;
     if (RefIsLeaf(ref)) {
       const WortLeaf* l = LeafAt(ref);
       if (CompareKeys(std::string_view(l->key(), l->key_len), start) >= 0 && !emit(ref)) return validate();
@@ -800,7 +813,7 @@ WORT_OPTIMISTIC_READ bool WortTree<kSpan>::CollectBatch(std::string_view start, 
       continue;
     }
     const uint64_t r = pm::load8(&f.n->slot[f.next++]);
-    if (r == 0) continue;
+    if (r == 0 || !BlockOk(r)) continue;  // (a damaged image: Check reports it)
     if (RefIsLeaf(r)) {
       if (!emit(r)) break;
     } else {
@@ -819,9 +832,11 @@ uint64_t WortTree<kSpan>::CountLeaves() const {
   uint64_t leaves = 0;
   std::vector<uint64_t> todo;
   if (const uint64_t r = pm::load8(&rb_->root)) todo.push_back(r);
-  while (!todo.empty()) {
+  uint64_t budget = pool_.size() / 64 + 1;  // a damaged image: bounded, no-block refs skipped
+  while (!todo.empty() && budget-- > 0) {
     const uint64_t r = todo.back();
     todo.pop_back();
+    if (!BlockOk(r)) continue;
     if (RefIsLeaf(r)) {
       ++leaves;
       continue;
@@ -842,9 +857,11 @@ IndexStats WortTree<kSpan>::Stats() const {
   uint64_t depth_sum = 0;
   std::vector<std::pair<uint64_t, uint32_t>> todo;  // (ref, inner nodes above it)
   if (const uint64_t r = pm::load8(&rb_->root)) todo.push_back({r, 0});
-  while (!todo.empty()) {
+  uint64_t budget = pool_.size() / 64 + 1;  // a damaged image: bounded, no-block refs skipped
+  while (!todo.empty() && budget-- > 0) {
     const auto [r, d] = todo.back();
     todo.pop_back();
+    if (!BlockOk(r)) continue;
     st.bytes_allocated += alloc.UsableSize(RefOffset(r));
     if (RefIsLeaf(r)) {
       ++st.leaves;
@@ -1055,7 +1072,11 @@ void VisitWort(const Pool& pool, uint64_t root_off, const std::function<void(uin
   const bool values_are_blocks = (rb->flags & WortRootBlock::kValuesAreBlocks) != 0;
   std::vector<std::pair<uint64_t, size_t>> todo;  // (reference, level)
   if (const uint64_t r = pm::load8(&rb->root)) todo.push_back({r, 0});
-  while (!todo.empty()) {
+  // A tree holds at most one reference to each block: more references than the pool has blocks
+  // is a damaged image (e.g. slots naming their own node), whose walk would otherwise grow
+  // exponentially with the depth. The walk stops there.
+  uint64_t budget = pool.size() / 64 + 1;
+  while (!todo.empty() && budget-- > 0) {
     const auto [ref, level] = todo.back();
     todo.pop_back();
     if (!RefWellFormed(ref)) continue;
