@@ -33,6 +33,14 @@
 #else
 #define WORT_OPTIMISTIC_READ
 #endif
+// On a lookup's optimistic attempt (WORT_OPTIMISTIC_READ): forced inline into its caller, where
+// GCC would otherwise call it (a call, a prologue and an epilogue on every lookup). Not under
+// ThreadSanitizer: GCC does not inline across different sanitizer attributes.
+#if defined(__SANITIZE_THREAD__)
+#define WORT_OPTIMISTIC_INLINE
+#else
+#define WORT_OPTIMISTIC_INLINE [[gnu::always_inline]]
+#endif
 
 namespace wort::sync {
 

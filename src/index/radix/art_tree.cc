@@ -833,16 +833,28 @@ WORT_OPTIMISTIC_READ static inline bool LeafHasKey(const Leaf* l, const unsigned
 // Compiled without jump tables: the node-type switch of FindChildInline becomes compares, whose
 // outcome the branch predictor learns per level (cachegrind --branch-sim: the jump table cost
 // two mispredicted indirect jumps per lookup at 1M sparse keys).
-__attribute__((optimize("no-jump-tables"))) WORT_OPTIMISTIC_READ int ArtTree::LookupAttempt(std::string_view key,
+__attribute__((optimize("no-jump-tables"))) WORT_OPTIMISTIC_READ inline int ArtTree::LookupAttempt(std::string_view key,
                                                                                            uint64_t* value) const {
   const unsigned char* k = UBytes(key);
   const auto len = static_cast<uint32_t>(key.size());
+  // A damaged image (corrupt_image_test) reads as absent keys, never outside the pool. The fast
+  // check - a 64-byte-aligned block inside the heap with room for the largest node (NODE256)
+  // below the pool's size as it was when the lookup began - holds for every block of an
+  // undamaged tree but those in the pool's last 2 KiB; BlockOk decides those (it re-reads the
+  // size, which only grows). A leaf's key beyond its block's first 64 bytes is checked before it
+  // is read; a node of an invalid type finds no child.
+  const uint64_t size = pool_.size();
+  const uint64_t lim = size > heap_off_ + sizeof(N256) ? size - sizeof(N256) - heap_off_ : 0;  // 0: all to BlockOk
   uint64_t ref = pm::load8(&rb_->root);
   uint32_t depth = 0;
   for (uint32_t lvl = 0; lvl <= kMaxLevels && ref != 0; ++lvl) {
-    if (!BlockOk(ref)) [[unlikely]] return 0;  // a damaged image: the key reads as absent
+    const uint64_t off = RefOffset(ref);
+    if (((off & 63) != 0 || off - heap_off_ >= lim) && !BlockOk(ref)) [[unlikely]]
+      return 0;
     if (IsLeafRef(ref)) {
       const Leaf* l = leaf(ref);  // immutable key; the value word is one atomic store
+      if (len > 64 - sizeof(Leaf) && !pool_.contains(off, Leaf::SizeFor(len))) [[unlikely]]
+        return 0;
       if (!LeafHasKey(l, k, len)) return 0;
       *value = pm::load8(&l->value);
       return 1;

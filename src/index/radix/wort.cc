@@ -168,7 +168,7 @@ class WortTree final : public Index {
   // Whether ref names a whole block: a well-formed, 64-byte-aligned reference inside the pool to
   // a leaf whose key fits (kMaxKeyLen) or to a node. The readers (lookup, scan, count, stats)
   // follow only such references: a damaged image reads as absent keys, never outside the pool.
-  bool BlockOk(uint64_t ref) const {
+  [[gnu::noinline, gnu::cold]] bool BlockOk(uint64_t ref) const {
     const uint64_t off = RefOffset(ref);
     if (ref == 0 || !RefWellFormed(ref) || (off & 63) != 0) return false;
     if (!RefIsLeaf(ref)) return pool_.contains(off, sizeof(Node));
@@ -298,13 +298,23 @@ uint64_t WortTree<kSpan>::FindLeaf(const K& k) const {
   // The mapping's base, read once: the acquire loads below would otherwise make the compiler
   // reload it at every level (a pool's mapping never moves while it is open).
   const char* const base = pool_.base();
+  // A damaged image (corrupt_image_test) reads as absent keys, never outside the pool. The fast
+  // check - a 64-byte-aligned block with a whole node's room below the pool's size as it was when
+  // the lookup began - holds for every block of an undamaged tree but the last few of a pool;
+  // BlockOk decides those (it re-reads the size, which only grows). A leaf's key beyond its
+  // block's first 64 bytes is checked below.
+  const uint64_t size = pool_.size();
+  const uint64_t fast_end = size > sizeof(Node) ? size - sizeof(Node) : 0;  // 0: all to BlockOk
   uint64_t ref = pm::load8(&rb_->root);
   size_t expected = 0;
   for (size_t level = 0; level < kMaxLevels<kSpan> && ref != 0; ++level) {
-    if (!BlockOk(ref)) [[unlikely]] return 0;  // a damaged image: the key reads as absent
+    if (const uint64_t off = RefOffset(ref); ((off & 63) != 0 || off >= fast_end) && !BlockOk(ref)) [[unlikely]]
+      return 0;
     if (RefIsLeaf(ref)) {  // the optimistic part of the path, compared here with the whole key
       const auto* l = reinterpret_cast<const WortLeaf*>(base + RefOffset(ref));
       if (l->key_len != k.len) return 0;
+      if (k.len > 64 - sizeof(WortLeaf) && !pool_.contains(RefOffset(ref), LeafBytes(k.len))) [[unlikely]]
+        return 0;
       if (k.len == 8) {  // the common fixed-width case as one word compare, no memcmp call
         uint64_t a, b;
         std::memcpy(&a, l->key(), 8);

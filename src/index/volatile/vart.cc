@@ -81,14 +81,6 @@ using sync::VersionLock;
 enum NodeType : uint8_t { NODE4 = 0, NODE16 = 1, NODE48 = 2, NODE256 = 3 };
 constexpr uint32_t kPrefixInline = 8;
 
-// The lookup's attempt is forced inline into Lookup (GCC otherwise calls it: ~10 instructions of
-// every lookup). Not under ThreadSanitizer: the attempt is WORT_OPTIMISTIC_READ and GCC will not
-// inline across different sanitizer attributes.
-#if defined(__SANITIZE_THREAD__)
-#define VART_ALWAYS_INLINE
-#else
-#define VART_ALWAYS_INLINE [[gnu::always_inline]]
-#endif
 constexpr size_t kScanBatch = 64;
 
 // The whole key (immutable once linked) follows the header.
@@ -529,7 +521,7 @@ class VArt final : public Index {
     return s;
   }
 
-  VART_ALWAYS_INLINE Status LookupInEpoch(std::string_view key, uint64_t* value) const {
+  WORT_OPTIMISTIC_INLINE Status LookupInEpoch(std::string_view key, uint64_t* value) const {
     for (int attempt = 0;; ++attempt) {
       const int r = LookupAttempt(key, value);
       if (r >= 0) [[likely]] return r ? Status::OK() : Status::NotFound("key absent");
@@ -541,7 +533,7 @@ class VArt final : public Index {
     auto g = ModeLock(IndexModeLock::kReader);  // shared in global-lock mode
     return LookupInEpoch(key, value);
   }
-  VART_ALWAYS_INLINE int LookupAttempt(std::string_view key, uint64_t* value) const;
+  WORT_OPTIMISTIC_INLINE int LookupAttempt(std::string_view key, uint64_t* value) const;
   Attempt PutAttempt(std::string_view key, uint64_t value, bool replace, bool* inserted, Status* out);
   Attempt RemoveAttempt(std::string_view key, Status* out);
   Attempt Unlink(Descent& d, Ref keep, int keep_byte, Leaf* gone, Status* out);
