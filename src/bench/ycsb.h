@@ -46,6 +46,8 @@
 #include <string>
 #include <vector>
 
+#include "util/splitmix64.h"
+
 namespace wort::bench {
 
 enum class YcsbWorkload { kLoad, kA, kB, kC, kD, kE, kF };
@@ -72,21 +74,11 @@ inline constexpr uint64_t kScrambledItemCount = 10000000000ull;   // ScrambledZi
 inline constexpr double kScrambledZetan = 26.46902820178302;      // zeta(ITEM_COUNT, 0.99)
 inline constexpr int kYcsbMaxScanLength = 100;                    // workload e: maxscanlength
 
-// splitmix64 with a uniform double in [0, 1).
-class YcsbRng {
+// splitmix64 (the one copy: util/splitmix64.h) with a uniform double in [0, 1).
+class YcsbRng : public SplitMix64 {
  public:
-  explicit YcsbRng(uint64_t seed) : s_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (s_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
+  using SplitMix64::SplitMix64;
   double NextDouble() { return static_cast<double>(Next() >> 11) * 0x1p-53; }
-  uint64_t Below(uint64_t bound) { return static_cast<uint64_t>((static_cast<unsigned __int128>(Next()) * bound) >> 64); }
-
- private:
-  uint64_t s_;
 };
 
 // YCSB's Utils.fnvhash64: FNV-1a over the 8 bytes of v (low byte first), then Math.abs.
