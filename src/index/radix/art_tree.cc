@@ -2,6 +2,8 @@
 // work between the two trees, art_node.h for the layouts, and woart.cc / artcow.cc for each
 // tree's crash invariants and the write order and commit point of each mutation.
 #include "index/radix/art_tree.h"
+
+#include "index/batched_scan.h"
 #include "index/registry.h"
 
 #include <algorithm>
@@ -1133,45 +1135,25 @@ constexpr size_t kScanBatch = 64;
 }
 
 Status ArtTree::Scan(std::string_view start, const std::string_view* end, size_t limit, const ScanFn& fn) const {
-  if (limit == 0) return Status::OK();
-  std::string cursor(start);
-  bool exclusive = false;
-  size_t emitted = 0;
-  std::vector<std::pair<const Leaf*, uint64_t>> out;
   std::vector<std::pair<const sync::VersionLock*, uint64_t>> seen;
-  out.reserve(kScanBatch);
   seen.reserve(4 * kScanBatch);
-  for (;;) {
-    sync::EpochGuard eg(epoch());
-    ScanCtx ctx{};
-    {
-      auto g = ModeLock(IndexModeLock::kReader);
-      for (int attempt = 0;; ++attempt) {
-        out.clear();
+  return ScanInValidatedBatches<Leaf>(
+      epoch(), start, limit, kScanBatch, fn, [&] { return ModeLock(IndexModeLock::kReader); },
+      [&](std::string_view cursor, bool exclusive, size_t want, std::vector<std::pair<const Leaf*, uint64_t>>* out,
+          bool* past_end) {
         seen.clear();
-        ctx = ScanCtx{cursor, exclusive, end, std::min(kScanBatch, limit - emitted), &out, &seen};
+        ScanCtx ctx{cursor, exclusive, end, want, out, &seen};
         const sync::VersionLock& rl = LockOf(rb_);
         uint64_t rv;
-        if (rl.ReadLockOrRestart(&rv)) {
-          seen.push_back({&rl, rv});
-          ScanRef(pm::load8(&rb_->root), 0, true, ctx);
-          if (!ctx.restart) {
-            bool ok = true;
-            for (const auto& [l, v] : seen) ok = ok && l->CheckOrRestart(v);
-            if (ok) break;
-          }
-        }
-        Backoff(attempt);
-      }
-    }
-    const bool finished = ctx.past_end || out.size() < ctx.want;
-    for (const auto& [l, v] : out) {
-      if (!fn(l->key_view(), v) || ++emitted >= limit) return Status::OK();
-    }
-    if (finished || out.empty()) return Status::OK();
-    cursor.assign(out.back().first->key_view());
-    exclusive = true;
-  }
+        if (!rl.ReadLockOrRestart(&rv)) return false;
+        seen.push_back({&rl, rv});
+        ScanRef(pm::load8(&rb_->root), 0, true, ctx);
+        if (ctx.restart) return false;
+        for (const auto& [l, v] : seen)
+          if (!l->CheckOrRestart(v)) return false;
+        *past_end = ctx.past_end;
+        return true;
+      });
 }
 
 // Collects the keys below ref (real depth `depth`) in ascending order. `bounded`: some keys

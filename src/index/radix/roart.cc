@@ -80,6 +80,7 @@
 #include <cstring>
 #include <thread>
 
+#include "index/batched_scan.h"
 #include "index/kind_ids.h"
 #include "wort/pm.h"
 
@@ -861,43 +862,24 @@ constexpr size_t kScanBatch = 128;  // a 100-key range query is one batch
 }
 
 Status RoartTree::Scan(std::string_view start, const std::string_view* end, size_t limit, const ScanFn& fn) const {
-  if (limit == 0) return Status::OK();
-  std::string cursor(start);
-  bool exclusive = false;
-  size_t emitted = 0;
-  std::vector<std::pair<const Leaf*, uint64_t>> out;
   std::vector<std::pair<const sync::VersionLock*, uint64_t>> seen;
-  out.reserve(kScanBatch);
-  for (;;) {
-    sync::EpochGuard eg(epoch());
-    ScanCtx ctx{};
-    {
-      auto g = ModeLock(IndexModeLock::kReader);
-      for (int attempt = 0;; ++attempt) {
-        out.clear();
+  return ScanInValidatedBatches<Leaf>(
+      epoch(), start, limit, kScanBatch, fn, [&] { return ModeLock(IndexModeLock::kReader); },
+      [&](std::string_view cursor, bool exclusive, size_t want, std::vector<std::pair<const Leaf*, uint64_t>>* out,
+          bool* past_end) {
         seen.clear();
-        ctx = ScanCtx{cursor, exclusive, end, std::min(kScanBatch, limit - emitted), &out, &seen};
+        ScanCtx ctx{cursor, exclusive, end, want, out, &seen};
         const sync::VersionLock& rl = sync::NodeLock(rb_);
         uint64_t rv;
-        if (rl.ReadLockOrRestart(&rv)) {
-          seen.push_back({&rl, rv});
-          ScanRef(Load(&rb_->root) & kRefMask, &rl, rv, 0, true, ctx);
-          if (!ctx.restart) {
-            bool ok = true;
-            for (const auto& [l, v] : seen) ok = ok && l->CheckOrRestart(v);
-            if (ok) break;
-          }
-        }
-        sync::Backoff(attempt);
-      }
-    }
-    const bool finished = ctx.past_end || out.size() < ctx.want;
-    for (const auto& [l, v] : out)
-      if (!fn(l->key_view(), v) || ++emitted >= limit) return Status::OK();
-    if (finished || out.empty()) return Status::OK();
-    cursor.assign(out.back().first->key_view());
-    exclusive = true;
-  }
+        if (!rl.ReadLockOrRestart(&rv)) return false;
+        seen.push_back({&rl, rv});
+        ScanRef(Load(&rb_->root) & kRefMask, &rl, rv, 0, true, ctx);
+        if (ctx.restart) return false;
+        for (const auto& [l, v] : seen)
+          if (!l->CheckOrRestart(v)) return false;
+        *past_end = ctx.past_end;
+        return true;
+      });
 }
 
 // Collects the keys below ref (real depth `depth`) in ascending order into ctx.out. `bounded`:

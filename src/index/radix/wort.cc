@@ -10,6 +10,7 @@
 #include <shared_mutex>
 #include <vector>
 
+#include "index/batched_scan.h"
 #include "index/kind_ids.h"
 #include "index/registry.h"
 #include "sync/sync.h"
@@ -700,29 +701,11 @@ template <unsigned kSpan>
 Status WortTree<kSpan>::Scan(std::string_view start, const std::string_view* end, size_t limit,
                              const ScanFn& fn) const {
   // Batches of up to 64 keys, each collected lock-free and validated (a snapshot), emitted with
-  // no lock held; the next batch starts after the last key emitted (as ArtTree::Scan).
-  if (limit == 0) return Status::OK();
-  constexpr size_t kBatch = 64;
-  std::string cursor(start);
-  bool exclusive = false;
-  size_t emitted = 0;
-  std::vector<std::pair<const WortLeaf*, uint64_t>> out;
-  out.reserve(kBatch);
-  for (;;) {
-    sync::EpochGuard eg(pool_.allocator().epoch());
-    bool past_end = false;
-    const size_t want = std::min(kBatch, limit - emitted);
-    {
-      auto g = ModeLock(IndexModeLock::kReader);
-      for (int attempt = 0; !CollectBatch(cursor, exclusive, end, want, &out, &past_end); ++attempt)
-        sync::Backoff(attempt);
-    }
-    for (const auto& [l, v] : out)
-      if (!fn(std::string_view(l->key(), l->key_len), v) || ++emitted >= limit) return Status::OK();
-    if (past_end || out.size() < want) return Status::OK();
-    cursor.assign(out.back().first->key(), out.back().first->key_len);
-    exclusive = true;
-  }
+  // no lock held; the next batch starts after the last key emitted (index/batched_scan.h).
+  return ScanInValidatedBatches<WortLeaf>(
+      pool_.allocator().epoch(), start, limit, 64, fn, [&] { return ModeLock(IndexModeLock::kReader); },
+      [&](std::string_view cursor, bool exclusive, size_t want, std::vector<std::pair<const WortLeaf*, uint64_t>>* out,
+          bool* past_end) { return CollectBatch(cursor, exclusive, end, want, out, past_end); });
 }
 
 // Collects up to `want` keys >= start (> start if exclusive) in order into *out; false: a

@@ -111,6 +111,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "index/radix/tagged_ref.h"
 #include "wort/index.h"
@@ -167,6 +168,7 @@ struct WortLeaf {
   uint32_t reserved;  // 0
   const char* key() const { return reinterpret_cast<const char*>(this) + sizeof(WortLeaf); }
   char* key() { return reinterpret_cast<char*>(this) + sizeof(WortLeaf); }
+  std::string_view key_view() const { return {key(), key_len}; }
 };
 static_assert(sizeof(WortLeaf) == 16);
 

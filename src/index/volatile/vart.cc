@@ -67,6 +67,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "index/batched_scan.h"
 #include "index/kind_ids.h"
 #include "index/registry.h"
 #include "index/volatile/volatile_common.h"
@@ -803,31 +804,15 @@ Attempt VArt::Unlink(Descent& d, Ref keep, int keep_byte, Leaf* gone, Status* ou
 
 // ---- Scan ------------------------------------------------------------------------------------
 Status VArt::Scan(std::string_view start, const std::string_view* end, size_t limit, const ScanFn& fn) const {
-  if (limit == 0) return Status::OK();
-  std::string cursor(start);
-  bool exclusive = false;
-  size_t emitted = 0;
-  std::vector<std::pair<const Leaf*, uint64_t>> out;
-  out.reserve(kScanBatch);
-  for (;;) {
-    sync::EpochGuard eg(epoch_);  // the batch's leaves stay allocated while fn reads them
-    ScanCtx ctx{};
-    {
-      auto g = ModeLock(IndexModeLock::kReader);
-      for (int attempt = 0;; ++attempt) {
-        out.clear();
-        ctx = ScanCtx{cursor, exclusive, end, std::min(kScanBatch, limit - emitted), &out};
-        if (ScanNode(root_, nullptr, 0, 0, true, ctx)) break;
-        sync::Backoff(attempt);
-      }
-    }
-    const bool finished = ctx.past_end || out.size() < ctx.want;
-    for (const auto& [l, val] : out)
-      if (!fn(l->key_view(), val) || ++emitted >= limit) return Status::OK();
-    if (finished || out.empty()) return Status::OK();
-    cursor.assign(out.back().first->key_view());
-    exclusive = true;
-  }
+  return ScanInValidatedBatches<Leaf>(
+      epoch_, start, limit, kScanBatch, fn, [&] { return ModeLock(IndexModeLock::kReader); },
+      [&](std::string_view cursor, bool exclusive, size_t want, std::vector<std::pair<const Leaf*, uint64_t>>* out,
+          bool* past_end) {
+        ScanCtx ctx{cursor, exclusive, end, want, out};
+        const bool ok = ScanNode(root_, nullptr, 0, 0, true, ctx);
+        *past_end = ctx.past_end;
+        return ok;
+      });
 }
 
 // Adds l to the batch unless it is below the start (bounded: it may be) or past the end.
