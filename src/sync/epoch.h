@@ -46,6 +46,8 @@ struct EpochStats {
   uint64_t peak_pending = 0;   // the maximum of pending so far
 };
 
+class EpochGuard;
+
 class EpochManager {
  public:
   // reclaim(ctx, item) frees one retired item; called by the thread that retired it (or by
@@ -95,7 +97,10 @@ class EpochManager {
   void Release(Slot* s);
   bool TryAdvance();
   void ReclaimOld(Slot* s, uint64_t global);
+  void EnterSlot(Slot* s);  // Enter / Exit with the slot already found (EpochGuard keeps it)
+  void ExitSlot(Slot* s);
   friend struct EpochTls;
+  friend class EpochGuard;
 
   const ReclaimFn reclaim_;
   void* const ctx_;
@@ -131,8 +136,9 @@ inline EpochManager::Slot* EpochManager::MySlot() {
 }
 
 // Memory order: epoch.cc (above Synchronize) and its asymmetric fences.
-inline void EpochManager::Enter() {
-  Slot* s = MySlot();
+inline void EpochManager::Enter() { EnterSlot(MySlot()); }
+
+inline void EpochManager::EnterSlot(Slot* s) {
   if (s->depth++ != 0) return;
   // release: a Synchronize that sees the new count (a re-entry) also sees everything this thread
   // did inside its previous epoch (what a grace period promises; a plain mov on x86).
@@ -143,8 +149,9 @@ inline void EpochManager::Enter() {
   else std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
-inline void EpochManager::Exit() {
-  Slot* s = MySlot();
+inline void EpochManager::Exit() { ExitSlot(MySlot()); }
+
+inline void EpochManager::ExitSlot(Slot* s) {
   if (--s->depth != 0) return;
   s->local.store(0, std::memory_order_release);
 }
@@ -152,16 +159,18 @@ inline void EpochManager::Exit() {
 // Whether Enter runs without a hardware fence (membarrier(2) on the advancing side: epoch.cc).
 bool EpochAsymmetricFences();
 
-// RAII: Enter on construction, Exit on destruction.
+// RAII: Enter on construction, Exit on destruction. It keeps the thread's slot found on entry,
+// so that the exit does not look it up again (a guard lives and dies on one thread).
 class EpochGuard {
  public:
-  explicit EpochGuard(EpochManager& m) : m_(m) { m_.Enter(); }
-  ~EpochGuard() { m_.Exit(); }
+  explicit EpochGuard(EpochManager& m) : m_(m), s_(m.MySlot()) { m_.EnterSlot(s_); }
+  ~EpochGuard() { m_.ExitSlot(s_); }
   EpochGuard(const EpochGuard&) = delete;
   EpochGuard& operator=(const EpochGuard&) = delete;
 
  private:
   EpochManager& m_;
+  EpochManager::Slot* const s_;
 };
 
 }  // namespace wort::sync

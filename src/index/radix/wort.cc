@@ -92,8 +92,8 @@ struct WordKey {
     std::memcpy(&w, p, 8);
     if constexpr (std::endian::native == std::endian::little) w = __builtin_bswap64(w);
   }
-  // REQUIRES: i < n.
-  unsigned at(size_t i) const { return static_cast<unsigned>(w >> (64 - kSpan * (i + 1))) & ((1u << kSpan) - 1); }
+  // REQUIRES: i < n. (Shifted up, then down: two shifts and no mask.)
+  unsigned at(size_t i) const { return static_cast<unsigned>((w << (kSpan * i)) >> (64 - kSpan)); }
 };
 
 // Node depth bound: a path visits at most one node per partial-key position plus one.
@@ -308,7 +308,12 @@ uint64_t WortTree<kSpan>::FindLeaf(const K& k) const {
   const uint64_t fast_end = size > sizeof(Node) ? size - sizeof(Node) : 0;  // 0: all to BlockOk
   uint64_t ref = pm::load8(&rb_->root);
   size_t expected = 0;
-  for (size_t level = 0; level < kMaxLevels<kSpan> && ref != 0; ++level) {
+  // Bounded without a counter on the common step: every step through slot[1 + partial] moves
+  // `expected` forward (b >= expected below, then expected = b + 1 <= k.n), so there are at most
+  // k.n of them. Only a slot[0] step leaves it where it is (b == k.n), so only those are counted:
+  // a damaged image could chain them forever.
+  size_t terminal_steps = 0;
+  while (ref != 0) {
     if (const uint64_t off = RefOffset(ref); ((off & 63) != 0 || off >= fast_end) && !BlockOk(ref)) [[unlikely]]
       return 0;
     if (RefIsLeaf(ref)) {  // the optimistic part of the path, compared here with the whole key
@@ -317,34 +322,38 @@ uint64_t WortTree<kSpan>::FindLeaf(const K& k) const {
       if (k.len > 64 - sizeof(WortLeaf) && !pool_.contains(RefOffset(ref), LeafBytes(k.len))) [[unlikely]]
         return 0;
       if (k.len == 8) {  // the common fixed-width case as one word compare, no memcmp call
-        uint64_t a, b;
+        uint64_t a, c;
         std::memcpy(&a, l->key(), 8);
-        std::memcpy(&b, k.p, 8);
-        return a == b ? ref : 0;
+        std::memcpy(&c, k.p, 8);
+        return a == c ? ref : 0;
       }
       return k.len == 0 || std::memcmp(l->key(), k.p, k.len) == 0 ? ref : 0;
     }
     const auto* n = reinterpret_cast<const Node*>(base + RefOffset(ref));
     const CompressionHeader h = HeaderOf(n);
     const size_t b = Branch(h);
-    if (b > k.n) return 0;  // every key below is longer than this one
     if (h.depth == expected) {
-      // Pessimistic part: the inline prefix array.
-      const size_t e = std::min(b, expected + kInlineCap);
-      for (size_t i = expected; i < e; ++i)
-        if (k.at(i) != PrefixAt(h, i - expected)) return 0;
+      if (b != expected) [[unlikely]] {  // a compressed path (prefix_len > 0)
+        if (b > k.n) return 0;           // every key below is longer than this one
+        // Pessimistic part: the inline prefix array.
+        const size_t e = std::min(b, expected + kInlineCap);
+        for (size_t i = expected; i < e; ++i)
+          if (k.at(i) != PrefixAt(h, i - expected)) return 0;
+      }
     } else if (b < expected) {
       return 0;  // impossible (I3: a branch never moves); Check reports it
     }
     // else: a header whose depth is not the expected one (I4, or a split/collapse under way):
     // skip the prefix array; the branch position is still right (I3).
-    if (b == k.n) {
+    if (b >= k.n) [[unlikely]] {
+      if (b > k.n || ++terminal_steps > kMaxLevels<kSpan>) return 0;  // b > k.n: every key below is longer
       ref = pm::load8(&n->slot[0]);
       expected = b;
-    } else {
-      ref = pm::load8(&n->slot[1 + k.at(b)]);
-      expected = b + 1;
+      continue;
     }
+    const uint64_t* const children = &n->slot[1];  // slot[1 + partial]: one addressing mode
+    ref = pm::load8(&children[k.at(b)]);
+    expected = b + 1;
   }
   return 0;
 }
