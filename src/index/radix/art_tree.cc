@@ -891,8 +891,17 @@ __attribute__((optimize("no-jump-tables"))) WORT_OPTIMISTIC_READ inline int ArtT
 Status ArtTree::Lookup(std::string_view key, uint64_t* value) const {
   if (key.size() > kMaxKeyLen || (key_type_ == KeyType::kU64 && key.size() != 8)) [[unlikely]]
     return ValidateKey(key);
+  if (global_lock_) [[unlikely]] return LookupGlobalLock(key, value);  // out of line: a lean common path
   sync::EpochGuard eg(epoch());
-  auto g = ModeLock(IndexModeLock::kReader);  // takes nothing unless in global-lock mode
+  uint64_t v = 0;
+  if (LookupAttempt(key, &v) == 0) return Status::NotFound("key not found");
+  *value = v;
+  return Status::OK();
+}
+
+Status ArtTree::LookupGlobalLock(std::string_view key, uint64_t* value) const {
+  sync::EpochGuard eg(epoch());
+  auto g = ModeLock(IndexModeLock::kReader);  // shared in global-lock mode
   uint64_t v = 0;
   if (LookupAttempt(key, &v) == 0) return Status::NotFound("key not found");
   *value = v;

@@ -139,6 +139,7 @@ class ArtTree final : public Index {
   Attempt RemoveAttempt(std::string_view key, Status* out);
   // 1 found, 0 not found (reads no version word, never restarts: art_tree.cc).
   WORT_OPTIMISTIC_INLINE int LookupAttempt(std::string_view key, uint64_t* value) const;
+  [[gnu::noinline]] Status LookupGlobalLock(std::string_view key, uint64_t* value) const;  // WORT_GLOBAL_LOCK
   sync::EpochManager& epoch() const { return pool_.allocator().epoch(); }
   IndexModeLock ModeLock(IndexModeLock::Role r) const { return IndexModeLock(mu_, global_lock_, r); }
   static sync::VersionLock& LockOf(const void* p) { return sync::NodeLock(p); }

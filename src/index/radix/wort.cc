@@ -130,12 +130,9 @@ class WortTree final : public Index {
   Status Lookup(std::string_view key, uint64_t* value) const override {
     if (key.size() > kMaxKeyLen || (key_type_ == KeyType::kU64 && key.size() != 8)) [[unlikely]]
       return ValidateKey(key);
+    if (global_lock_) [[unlikely]] return LookupGlobalLock(key, value);  // out of line: a lean common path
     sync::EpochGuard eg(pool_.allocator().epoch());
-    auto g = ModeLock(IndexModeLock::kReader);
-    const uint64_t ref = key.size() == 8 ? FindLeaf(WordKey<kSpan>(key)) : FindLeaf(Key(key));
-    if (ref == 0) return Status::NotFound("key not found");
-    *value = pm::load8(&LeafAt(ref)->value);
-    return Status::OK();
+    return LookupInEpoch(key, value);
   }
   Status Remove(std::string_view key) override {
     WORT_RETURN_IF_ERROR(ValidateKey(key));
@@ -222,6 +219,17 @@ class WortTree final : public Index {
   using Attempt = sync::Attempt;  // (sync/attempt.h)
   static sync::VersionLock& LockOf(const void* p) { return sync::NodeLock(p); }
   IndexModeLock ModeLock(IndexModeLock::Role r) const { return IndexModeLock(mu_, global_lock_, r); }
+  WORT_OPTIMISTIC_INLINE Status LookupInEpoch(std::string_view key, uint64_t* value) const {
+    const uint64_t ref = key.size() == 8 ? FindLeaf(WordKey<kSpan>(key)) : FindLeaf(Key(key));
+    if (ref == 0) return Status::NotFound("key not found");
+    *value = pm::load8(&LeafAt(ref)->value);
+    return Status::OK();
+  }
+  [[gnu::noinline]] Status LookupGlobalLock(std::string_view key, uint64_t* value) const {
+    sync::EpochGuard eg(pool_.allocator().epoch());
+    auto g = ModeLock(IndexModeLock::kReader);  // shared in global-lock mode
+    return LookupInEpoch(key, value);
+  }
   Status Write(std::string_view key, uint64_t value, bool upsert, bool* inserted) {
     WORT_RETURN_IF_ERROR(ValidateKey(key));
     WORT_RETURN_IF_ERROR(WritableCheck());
@@ -238,7 +246,7 @@ class WortTree final : public Index {
   // the argument is above its definition).
   // K: Key, or WordKey for an 8-byte key.
   template <class K>
-  uint64_t FindLeaf(const K& k) const;
+  WORT_OPTIMISTIC_INLINE uint64_t FindLeaf(const K& k) const;  // inline: it is the whole lookup
   Attempt PutAttempt(const Key& k, uint64_t value, bool upsert, bool* inserted, uint64_t* loff, Status* out);
   Attempt DeleteAttempt(const Key& k, Status* out);
   bool CollectBatch(std::string_view start, bool exclusive, const std::string_view* end, size_t want,
@@ -295,7 +303,7 @@ class WortTree final : public Index {
 // it, so the function is not hidden from ThreadSanitizer (no WORT_OPTIMISTIC_READ).
 template <unsigned kSpan>
 template <class K>
-uint64_t WortTree<kSpan>::FindLeaf(const K& k) const {
+inline uint64_t WortTree<kSpan>::FindLeaf(const K& k) const {
   // The mapping's base, read once: the acquire loads below would otherwise make the compiler
   // reload it at every level (a pool's mapping never moves while it is open).
   const char* const base = pool_.base();
