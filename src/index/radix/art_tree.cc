@@ -846,22 +846,26 @@ __attribute__((optimize("no-jump-tables"))) WORT_OPTIMISTIC_READ inline int ArtT
   // size, which only grows). A leaf's key beyond its block's first 64 bytes is checked before it
   // is read; a node of an invalid type finds no child.
   const uint64_t size = pool_.size();
-  const uint64_t lim = size > heap_off_ + sizeof(N256) ? size - sizeof(N256) - heap_off_ : 0;  // 0: all to BlockOk
+  const uint64_t heap = heap_off_;
+  const uint64_t lim = size > heap + sizeof(N256) ? size - sizeof(N256) - heap : 0;  // 0: all to BlockOk
+  // The mapping's base, read once: the acquire loads below would otherwise make the compiler
+  // reload it (and heap_off_) at every level; a pool's mapping never moves while it is open.
+  const char* const base = pool_.base();
   uint64_t ref = pm::load8(&rb_->root);
   uint32_t depth = 0;
   for (uint32_t lvl = 0; lvl <= kMaxLevels && ref != 0; ++lvl) {
     const uint64_t off = RefOffset(ref);
-    if (((off & 63) != 0 || off - heap_off_ >= lim) && !BlockOk(ref)) [[unlikely]]
+    if (((off & 63) != 0 || off - heap >= lim) && !BlockOk(ref)) [[unlikely]]
       return 0;
     if (IsLeafRef(ref)) {
-      const Leaf* l = leaf(ref);  // immutable key; the value word is one atomic store
+      const auto* l = reinterpret_cast<const Leaf*>(base + off);  // immutable key; the value word is one atomic store
       if (len > 64 - sizeof(Leaf) && !pool_.contains(off, Leaf::SizeFor(len))) [[unlikely]]
         return 0;
       if (!LeafHasKey(l, k, len)) return 0;
       *value = pm::load8(&l->value);
       return 1;
     }
-    const NodeBase* n = node(ref);
+    const auto* n = reinterpret_cast<const NodeBase*>(base + off);
     const uint64_t hw = pm::load8(&n->hdr);  // PackHdr's layout, read without unpacking
     const uint32_t hdepth = static_cast<uint32_t>(hw & 0xfff);
     const uint32_t plen = static_cast<uint32_t>((hw >> 12) & 0xfff);
@@ -888,7 +892,8 @@ __attribute__((optimize("no-jump-tables"))) WORT_OPTIMISTIC_READ inline int ArtT
   return 0;
 }
 
-Status ArtTree::Lookup(std::string_view key, uint64_t* value) const {
+// Without jump tables too (LookupAttempt is inlined here, and takes its caller's options).
+__attribute__((optimize("no-jump-tables"))) Status ArtTree::Lookup(std::string_view key, uint64_t* value) const {
   if (key.size() > kMaxKeyLen || (key_type_ == KeyType::kU64 && key.size() != 8)) [[unlikely]]
     return ValidateKey(key);
   if (global_lock_) [[unlikely]] return LookupGlobalLock(key, value);  // out of line: a lean common path
@@ -899,7 +904,8 @@ Status ArtTree::Lookup(std::string_view key, uint64_t* value) const {
   return Status::OK();
 }
 
-Status ArtTree::LookupGlobalLock(std::string_view key, uint64_t* value) const {
+__attribute__((optimize("no-jump-tables"))) Status ArtTree::LookupGlobalLock(std::string_view key,
+                                                                            uint64_t* value) const {
   sync::EpochGuard eg(epoch());
   auto g = ModeLock(IndexModeLock::kReader);  // shared in global-lock mode
   uint64_t v = 0;
