@@ -59,20 +59,41 @@ if(WORT_MODE STREQUAL "install")
   endforeach()
   run("installed wort --help" ${prefix}/bin/wort --help)
 
-  # 1. find_package(wort CONFIG), shared and static.
+  # The shared library's SONAME is the one CMakeLists.txt derives from the version.
+  find_program(readelf NAMES readelf)
+  if(readelf)
+    execute_process(COMMAND ${readelf} -d ${libdir}/libwort.so OUTPUT_VARIABLE dyn RESULT_VARIABLE rc)
+    if(NOT rc EQUAL 0 OR NOT dyn MATCHES "Library soname: \\[libwort\\.so\\.${WORT_SOVERSION}\\]")
+      message(FATAL_ERROR "consumer test: the installed libwort.so's SONAME is not libwort.so.${WORT_SOVERSION}:\n${dyn}")
+    endif()
+  endif()
+
+  # 1. find_package(wort MAJOR.MINOR CONFIG), shared and static (the version this build
+  # installs, from CMakeLists.txt's project(): the test states no version of its own).
+  string(REGEX MATCH "^[0-9]+\\.[0-9]+" version_request "${WORT_VERSION}")
   run("configure find_package consumer" ${CMAKE_COMMAND} -S ${WORT_SOURCE_DIR}/tests/consumer/find_package
-      -B ${WORT_WORK_DIR}/find_package ${common_args} -DCMAKE_PREFIX_PATH=${prefix})
+      -B ${WORT_WORK_DIR}/find_package ${common_args} -DCMAKE_PREFIX_PATH=${prefix}
+      -DWORT_VERSION_REQUEST=${version_request})
   run("build find_package consumer" ${CMAKE_COMMAND} --build ${WORT_WORK_DIR}/find_package)
   run("run find_package consumer (libwort.so)" ${WORT_WORK_DIR}/find_package/consumer_shared ${pool})
   run("run find_package consumer (libwort.a)" ${WORT_WORK_DIR}/find_package/consumer_static ${pool})
-  # A version this package does not satisfy is refused.
-  file(WRITE ${WORT_WORK_DIR}/badversion/CMakeLists.txt
-       "cmake_minimum_required(VERSION 3.20)\nproject(v LANGUAGES CXX)\nfind_package(wort 99 CONFIG REQUIRED)\n")
-  execute_process(COMMAND ${CMAKE_COMMAND} -S ${WORT_WORK_DIR}/badversion -B ${WORT_WORK_DIR}/badversion/build
-                  -DCMAKE_PREFIX_PATH=${prefix} RESULT_VARIABLE rc OUTPUT_QUIET ERROR_QUIET)
-  if(rc EQUAL 0)
-    message(FATAL_ERROR "consumer test: find_package(wort 99) was satisfied by the installed version")
+  # A version this package does not satisfy is refused: a later major, and (0.x: the minor
+  # version is the ABI's) the previous minor version.
+  set(refused 99)
+  if(WORT_VERSION MATCHES "^0\\.([0-9]+)\\." AND CMAKE_MATCH_1 GREATER 0)
+    math(EXPR prev_minor "${CMAKE_MATCH_1} - 1")
+    list(APPEND refused 0.${prev_minor})
   endif()
+  foreach(v ${refused})
+    file(WRITE ${WORT_WORK_DIR}/badversion/CMakeLists.txt
+         "cmake_minimum_required(VERSION 3.20)\nproject(v LANGUAGES CXX)\nfind_package(wort ${v} CONFIG REQUIRED)\n")
+    file(REMOVE_RECURSE ${WORT_WORK_DIR}/badversion/build)
+    execute_process(COMMAND ${CMAKE_COMMAND} -S ${WORT_WORK_DIR}/badversion -B ${WORT_WORK_DIR}/badversion/build
+                    -DCMAKE_PREFIX_PATH=${prefix} RESULT_VARIABLE rc OUTPUT_QUIET ERROR_QUIET)
+    if(rc EQUAL 0)
+      message(FATAL_ERROR "consumer test: find_package(wort ${v}) was satisfied by the installed version ${WORT_VERSION}")
+    endif()
+  endforeach()
 
   # 2. pkg-config: the same C++ program, and the C API program when there is one.
   if(NOT WORT_PKG_CONFIG)
@@ -99,6 +120,7 @@ if(WORT_MODE STREQUAL "install")
       set(c_found ON)
       get_filename_component(cname ${csrc} NAME_WE)
       run("build pkg-config C consumer ${csrc}" ${WORT_CC} -std=c99 -pedantic -Wall -Werror -D_POSIX_C_SOURCE=200809L
+          -DWORT_EXPECTED_VERSION=\"${WORT_VERSION}\"
           ${san_flags} ${WORT_SOURCE_DIR}/${csrc} ${pc_flags} -Wl,-rpath,${libdir} -o ${WORT_WORK_DIR}/c_${cname})
       file(MAKE_DIRECTORY /dev/shm/wort-consumer-c)
       run("run pkg-config C consumer ${csrc}" ${WORT_WORK_DIR}/c_${cname} /dev/shm/wort-consumer-c)

@@ -67,13 +67,17 @@ typedef struct wort_db wort_db;
 typedef struct wort_capabilities {
   int ordered;          /* wort_scan works (ordered kinds); else WORT_NOT_SUPPORTED */
   int thread_safe;      /* calls may come from many threads */
-  int parallel_writes;  /* writers run in parallel (0: one at a time) */
+  int parallel_writes;  /* writers of different keys run in parallel (0: one at a time) */
   int key_type;         /* WORT_KEY_BYTES or WORT_KEY_U64 */
   size_t max_key_len;
   size_t max_value_len;
   int durability;       /* WORT_DURABLE_* */
   char kind[32];        /* index kind name, NUL-terminated */
 } wort_capabilities;
+
+/* wort's version, "MAJOR.MINOR.PATCH" (as `wort --version`, wort::Version() and pkg-config
+ * --modversion wort state it). */
+WORT_EXPORT const char *wort_version(void);
 
 /* Message of the calling thread's last failure ("" if none). */
 WORT_EXPORT const char *wort_errormsg(void);

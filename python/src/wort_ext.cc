@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "wort/kv.h"
+#include "wort/version.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -209,6 +210,7 @@ NB_MODULE(_wort, m) {
         nb::rv_policy::take_ownership);
   m.attr("MAX_KEY_LEN") = wort::kMaxKeyLen;
   m.attr("MAX_VALUE_LEN") = wort::kMaxValueLen;
+  m.attr("VERSION") = wort::Version();  // the library's version (CMakeLists.txt's project())
   nb::class_<Store>(m, "Store")
       .def("put", &Store::Put, "key"_a, "value"_a)
       .def("get", &Store::Get, "key"_a)

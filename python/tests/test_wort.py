@@ -4,6 +4,7 @@ killed with SIGKILL whose acknowledged writes must all be there after reopening.
 
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -112,6 +113,13 @@ def test_every_kind(path):
                 with pytest.raises(NotImplementedError):
                     list(db.items())
         os.unlink(path)
+
+
+def test_one_version():
+    # The library's version (wort::Version()) is the installed package's (both from CMakeLists.txt).
+    import importlib.metadata
+    assert re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+", wort.__version__)
+    assert wort.__version__ == importlib.metadata.version("wort")
 
 
 def test_capabilities(path):

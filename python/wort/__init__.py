@@ -10,7 +10,8 @@
 Keys and values are bytes. A write that returned is durable: it survives a crash of the
 process at any instant (and a power failure on a DAX filesystem, or with sync="msync"). The
 store is the C++ API of wort/kv.h; the GIL is released while the store works, so threads
-run their operations in parallel (readers in parallel, writers one at a time).
+run their operations in parallel (readers never wait; writers of different keys run in parallel
+where the kind allows it: capabilities()["parallel_writes"]).
 
 Errors: a missing key is KeyError (db[k], del db[k]); bad arguments (a key too long, an
 unknown kind) are ValueError; a failing system call is OSError. Each is also a wort.Error, as
@@ -28,8 +29,12 @@ from . import _wort
 __all__ = [
     "open", "kinds", "Store", "Error", "NotFoundError", "InvalidArgumentError", "PoolFullError",
     "CorruptionError", "WortOSError", "NotSupportedError", "BusyError", "AlreadyExistsError",
-    "MAX_KEY_LEN", "MAX_VALUE_LEN",
+    "MAX_KEY_LEN", "MAX_VALUE_LEN", "__version__",
 ]
+
+# wort's one version (CMakeLists.txt's project()): the library's wort::Version(), as
+# `wort --version` prints it, and this package's version.
+__version__: str = _wort.VERSION
 
 MAX_KEY_LEN: int = _wort.MAX_KEY_LEN
 MAX_VALUE_LEN: int = _wort.MAX_VALUE_LEN

@@ -4,6 +4,7 @@ from typing import Optional
 
 MAX_KEY_LEN: int
 MAX_VALUE_LEN: int
+VERSION: str
 
 def _set_errors(errors: dict[int, type[BaseException]]) -> None: ...
 def kinds() -> list[str]: ...

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "wort/kv.h"
+#include "wort/version.h"
 
 struct wort_config {
   wort::KvConfig cfg;
@@ -62,6 +63,8 @@ bool View(const char* p, size_t n, std::string_view* out) {
 }  // namespace
 
 extern "C" {
+
+const char* wort_version(void) { return wort::Version(); }
 
 const char* wort_errormsg(void) { return g_msg.c_str(); }
 

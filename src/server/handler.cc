@@ -131,16 +131,7 @@ Handler::Step Handler::Execute(const Request& req, std::string* out) {
     case Command::kAppend:
     case Command::kPrepend:
     case Command::kCas: {
-      stats_.cmd_set.fetch_add(1, relaxed);
       const std::string_view key = req.keys[0];
-      if (req.too_large) {
-        // memcached drops the old value of a SET that cannot be stored, so that a stale value
-        // does not outlive a write the client believes it made.
-        if (req.cmd == Command::kSet) store_.Unlink(key);
-        stats_.store_too_large.fetch_add(1, relaxed);
-        Line(out, kTooLarge);
-        break;
-      }
       StoreMode mode = StoreMode::kSet;
       switch (req.cmd) {
         case Command::kAdd: mode = StoreMode::kAdd; break;
@@ -150,66 +141,40 @@ Handler::Step Handler::Execute(const Request& req, std::string* out) {
         case Command::kCas: mode = StoreMode::kCas; break;
         default: break;
       }
-      const int64_t exptime = ToAbsoluteExptime(req.exptime, Store::Now());
-      const Result r = store_.StoreItem(mode, key, req.flags, exptime, req.data, req.cas_unique);
-      if (req.cmd == Command::kCas) {
-        if (r == Result::kStored) stats_.cas_hits.fetch_add(1, relaxed);
-        else if (r == Result::kExists) stats_.cas_badval.fetch_add(1, relaxed);
-        else if (r == Result::kNotFound) stats_.cas_misses.fetch_add(1, relaxed);
-      }
+      const Result r = StoreCommand(key, req.cmd == Command::kSet, req.cmd == Command::kCas, req.too_large, [&] {
+        return store_.StoreItem(mode, key, req.flags, ToAbsoluteExptime(req.exptime, Store::Now()), req.data,
+                                req.cas_unique);
+      });
       switch (r) {
         case Result::kStored: Line(out, "STORED"); break;
         case Result::kNotStored: Line(out, "NOT_STORED"); break;
         case Result::kExists: Line(out, "EXISTS"); break;
         case Result::kNotFound: Line(out, "NOT_FOUND"); break;
-        case Result::kTooLarge:
-          stats_.store_too_large.fetch_add(1, relaxed);
-          Line(out, kTooLarge);
-          break;
-        case Result::kNoMemory:
-          if (req.cmd == Command::kSet) store_.Unlink(key);
-          stats_.store_no_memory.fetch_add(1, relaxed);
-          Line(out, kNoMemory);
-          break;
+        case Result::kTooLarge: Line(out, kTooLarge); break;
+        case Result::kNoMemory: Line(out, kNoMemory); break;
         default: Line(out, "SERVER_ERROR internal error storing object"); break;
       }
       break;
     }
 
-    case Command::kDelete: {
-      const Result r = store_.Delete(req.keys[0]);
-      if (r == Result::kDeleted) {
-        stats_.delete_hits.fetch_add(1, relaxed);
-        Line(out, "DELETED");
-      } else {
-        stats_.delete_misses.fetch_add(1, relaxed);
-        Line(out, "NOT_FOUND");
-      }
+    case Command::kDelete:
+      Line(out, DeleteCommand(req.keys[0], 0) == Result::kDeleted ? "DELETED" : "NOT_FOUND");
       break;
-    }
 
     case Command::kIncr:
     case Command::kDecr: {
       const bool incr = req.cmd == Command::kIncr;
       uint64_t v = 0;
       const Result r = store_.IncrDecr(req.keys[0], incr, req.delta, &v);
-      auto& hits = incr ? stats_.incr_hits : stats_.decr_hits;
-      auto& misses = incr ? stats_.incr_misses : stats_.decr_misses;
+      CountArith(incr, r);
       switch (r) {
         case Result::kStored:
-          hits.fetch_add(1, relaxed);
           AppendU64(out, v);
           out->append("\r\n");
           break;
-        case Result::kNotFound:
-          misses.fetch_add(1, relaxed);
-          Line(out, "NOT_FOUND");
-          break;
+        case Result::kNotFound: Line(out, "NOT_FOUND"); break;
         case Result::kNonNumeric: Line(out, "CLIENT_ERROR cannot increment or decrement non-numeric value"); break;
-        case Result::kNoMemory:
-          stats_.store_no_memory.fetch_add(1, relaxed);
-          Line(out, kNoMemory);
-          break;
+        case Result::kNoMemory: Line(out, kNoMemory); break;
         default: Line(out, "SERVER_ERROR internal error"); break;
       }
       break;
@@ -287,6 +252,20 @@ Handler::Step Handler::Execute(const Request& req, std::string* out) {
   }
   if (req.noreply) out->resize(mark);
   return step;
+}
+
+Result Handler::DeleteCommand(std::string_view key, uint64_t cas) {
+  const Result r = cas == 0 ? store_.Delete(key) : store_.MetaDelete(key, true, cas, false, false, 0);
+  if (r == Result::kDeleted) stats_.delete_hits.fetch_add(1, std::memory_order_relaxed);
+  else if (r != Result::kExists && r != Result::kNoMemory) stats_.delete_misses.fetch_add(1, std::memory_order_relaxed);
+  return r;
+}
+
+void Handler::CountArith(bool incr, Result r) {
+  const auto relaxed = std::memory_order_relaxed;
+  if (r == Result::kStored) (incr ? stats_.incr_hits : stats_.decr_hits).fetch_add(1, relaxed);
+  else if (r == Result::kNotFound) (incr ? stats_.incr_misses : stats_.decr_misses).fetch_add(1, relaxed);
+  else if (r == Result::kNoMemory) stats_.store_no_memory.fetch_add(1, relaxed);
 }
 
 Handler::Step Handler::Resume(std::string* out) {

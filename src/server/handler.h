@@ -119,6 +119,20 @@ class Handler {
   // mg, ms, md, ma, me, mn (the reply formats are in handler.cc).
   void Meta(const Request& req, std::string* out);
   void Stats(std::string_view group, std::string* out);
+  // The command logic that the text and the binary protocol share (each keeps its own wire
+  // format: Execute and ExecuteBinary turn the Result into a line or a packet).
+  //   StoreCommand   set/add/replace/append/prepend/cas: counts cmd_set; a value over the item
+  //                  size limit (too_large) is kTooLarge without calling `store`, otherwise the
+  //                  result of `store()`, with cas_hits/badval/misses counted when `is_cas`;
+  //                  too large and no memory are counted and, as memcached does, a SET whose
+  //                  value is too large or finds no memory unlinks the key's old value (no
+  //                  stale value outlives a write the client believes it made).
+  //   DeleteCommand  delete (cas 0: unconditional; else compared): counts hits and misses.
+  //   CountArith     incr/decr's counts for a result (hits, misses, no memory).
+  template <class StoreFn>
+  Result StoreCommand(std::string_view key, bool is_set, bool is_cas, bool too_large, StoreFn&& store);
+  Result DeleteCommand(std::string_view key, uint64_t cas);
+  void CountArith(bool incr, Result r);
 
   Store& store_;
   ServerStats& stats_;
@@ -138,5 +152,28 @@ class Handler {
   bin::Request bin_req_;
   bool sasl_done_ = false;  // SASL PLAIN succeeded on this connection (config_.auth set)
 };
+
+template <class StoreFn>
+Result Handler::StoreCommand(std::string_view key, bool is_set, bool is_cas, bool too_large, StoreFn&& store) {
+  const auto relaxed = std::memory_order_relaxed;
+  stats_.cmd_set.fetch_add(1, relaxed);
+  if (too_large) {
+    if (is_set) store_.Unlink(key);
+    stats_.store_too_large.fetch_add(1, relaxed);
+    return Result::kTooLarge;
+  }
+  const Result r = store();
+  if (is_cas) {
+    if (r == Result::kStored) stats_.cas_hits.fetch_add(1, relaxed);
+    else if (r == Result::kExists) stats_.cas_badval.fetch_add(1, relaxed);
+    else if (r == Result::kNotFound) stats_.cas_misses.fetch_add(1, relaxed);
+  }
+  if (r == Result::kTooLarge) stats_.store_too_large.fetch_add(1, relaxed);
+  if (r == Result::kNoMemory) {
+    if (is_set) store_.Unlink(key);
+    stats_.store_no_memory.fetch_add(1, relaxed);
+  }
+  return r;
+}
 
 }  // namespace wort::server

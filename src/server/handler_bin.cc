@@ -123,14 +123,7 @@ Handler::Step Handler::ExecuteBinary(const bin::Request& req, std::string* out) 
     case bin::kReplace:
     case bin::kAppend:
     case bin::kPrepend: {
-      stats_.cmd_set.fetch_add(1, relaxed);
       const bool append = req.op == bin::kAppend || req.op == bin::kPrepend;
-      if (req.too_large) {
-        if (req.op == bin::kSet) store_.Unlink(key);  // as memcached: no stale value survives
-        stats_.store_too_large.fetch_add(1, relaxed);
-        error(bin::kTooLarge);
-        return Step::kDone;
-      }
       StoreMode mode = StoreMode::kSet;
       switch (req.op) {
         case bin::kAdd: mode = StoreMode::kAdd; break;
@@ -140,21 +133,17 @@ Handler::Step Handler::ExecuteBinary(const bin::Request& req, std::string* out) 
         default: break;
       }
       uint64_t cas = 0;
-      Result r;
-      if (append) {
-        r = req.cas == 0 ? store_.StoreItem(mode, key, 0, 0, req.value, 0, &cas)
-                         : store_.MetaSet(mode, key, 0, 0, req.value, true, req.cas, false, &cas);
-        if (r == Result::kNotFound) r = Result::kNotStored;
-      } else {
-        const uint32_t flags = req.ExtraU32(0);
-        const int64_t exptime = BinExptime(req.ExtraU32(4));
-        r = store_.StoreItem(req.cas != 0 ? StoreMode::kCas : mode, key, flags, exptime, req.value, req.cas, &cas);
-        if (req.cas != 0) {
-          if (r == Result::kStored) stats_.cas_hits.fetch_add(1, relaxed);
-          else if (r == Result::kExists) stats_.cas_badval.fetch_add(1, relaxed);
-          else if (r == Result::kNotFound) stats_.cas_misses.fetch_add(1, relaxed);
+      // A cas other than 0 makes set/add/replace a compare-and-swap (counted as one); append
+      // and prepend compare it without being one.
+      const Result r = StoreCommand(key, req.op == bin::kSet, !append && req.cas != 0, req.too_large, [&] {
+        if (append) {
+          const Result a = req.cas == 0 ? store_.StoreItem(mode, key, 0, 0, req.value, 0, &cas)
+                                        : store_.MetaSet(mode, key, 0, 0, req.value, true, req.cas, false, &cas);
+          return a == Result::kNotFound ? Result::kNotStored : a;
         }
-      }
+        return store_.StoreItem(req.cas != 0 ? StoreMode::kCas : mode, key, req.ExtraU32(0),
+                                BinExptime(req.ExtraU32(4)), req.value, req.cas, &cas);
+      });
       switch (r) {
         case Result::kStored: ok(cas); break;
         case Result::kExists: error(bin::kKeyExists); break;
@@ -162,33 +151,19 @@ Handler::Step Handler::ExecuteBinary(const bin::Request& req, std::string* out) 
         case Result::kNotStored:
           error(req.op == bin::kAdd ? bin::kKeyExists : req.op == bin::kReplace ? bin::kKeyNotFound : bin::kNotStored);
           break;
-        case Result::kTooLarge:
-          stats_.store_too_large.fetch_add(1, relaxed);
-          error(bin::kTooLarge);
-          break;
-        case Result::kNoMemory:
-          if (req.op == bin::kSet) store_.Unlink(key);
-          stats_.store_no_memory.fetch_add(1, relaxed);
-          error(bin::kNoMemory);
-          break;
+        case Result::kTooLarge: error(bin::kTooLarge); break;
+        case Result::kNoMemory: error(bin::kNoMemory); break;
         default: error(bin::kNotStored); break;
       }
       return Step::kDone;
     }
 
     case bin::kDelete: {
-      const Result r = req.cas == 0 ? store_.Delete(key) : store_.MetaDelete(key, true, req.cas, false, false, 0);
-      if (r == Result::kDeleted) {
-        stats_.delete_hits.fetch_add(1, relaxed);
-        ok(0);
-      } else if (r == Result::kExists) {
-        error(bin::kKeyExists);
-      } else if (r == Result::kNoMemory) {
-        error(bin::kNoMemory);
-      } else {
-        stats_.delete_misses.fetch_add(1, relaxed);
-        error(bin::kKeyNotFound);
-      }
+      const Result r = DeleteCommand(key, req.cas);
+      if (r == Result::kDeleted) ok(0);
+      else if (r == Result::kExists) error(bin::kKeyExists);
+      else if (r == Result::kNoMemory) error(bin::kNoMemory);
+      else error(bin::kKeyNotFound);
       return Step::kDone;
     }
 
@@ -205,26 +180,18 @@ Handler::Step Handler::ExecuteBinary(const bin::Request& req, std::string* out) 
       a.cas = req.cas;
       Store::ArithOut res;
       const Result r = store_.MetaArith(key, a, &res);
-      auto& hits = a.incr ? stats_.incr_hits : stats_.decr_hits;
-      auto& misses = a.incr ? stats_.incr_misses : stats_.decr_misses;
+      CountArith(a.incr, r);
       switch (r) {
         case Result::kStored: {
-          hits.fetch_add(1, relaxed);
           char v[8];
           bin::PutU64(v, res.value);
           ok(res.cas, {}, std::string_view(v, 8));
           break;
         }
-        case Result::kNotFound:
-          misses.fetch_add(1, relaxed);
-          error(bin::kKeyNotFound);
-          break;
+        case Result::kNotFound: error(bin::kKeyNotFound); break;
         case Result::kExists: error(bin::kKeyExists); break;
         case Result::kNonNumeric: error(bin::kNonNumeric); break;
-        case Result::kNoMemory:
-          stats_.store_no_memory.fetch_add(1, relaxed);
-          error(bin::kNoMemory);
-          break;
+        case Result::kNoMemory: error(bin::kNoMemory); break;
         default: error(bin::kNotStored); break;
       }
       return Step::kDone;

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <thread>
 
 // Marks a function that reads nodes optimistically: its plain loads may race with a writer's
 // in-place stores by design (the result is used only after a version check). ThreadSanitizer
@@ -78,6 +79,22 @@ class VersionLock {
   [[nodiscard]] bool CheckOrRestart(uint64_t v) const {
     std::atomic_thread_fence(std::memory_order_acquire);
     return word_.load(std::memory_order_relaxed) == v;
+  }
+  // Reader that cannot restart elsewhere (the post-crash GC's visit, which walks beside
+  // writers): runs read() until what it read was one snapshot of the node (no write between
+  // the version read before and the check after), yielding while a writer holds the node.
+  // read() must only load, and must start from scratch on every call.
+  template <class Read>
+  void ReadSnapshot(Read&& read) const {
+    for (;;) {
+      uint64_t v;
+      if (!ReadLockOrRestart(&v)) {
+        std::this_thread::yield();
+        continue;
+      }
+      read();
+      if (CheckOrRestart(v)) return;
+    }
   }
   // The reader is done with the node: the same check as CheckOrRestart.
   [[nodiscard]] bool ReadUnlockOrRestart(uint64_t v) const { return CheckOrRestart(v); }

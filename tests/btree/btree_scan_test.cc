@@ -137,22 +137,11 @@ TEST_P(ScanKinds, U64StartsEndsAndLimits) {
 TEST_P(ScanKinds, ByteKeys) {
   Make(KeyType::kBytes);
   test::Model m;
-  std::vector<std::string> ks = {"",
-                                 std::string(1, '\0'),
-                                 std::string(2, '\0'),
-                                 std::string("\0\x01", 2),
-                                 "\x7f",
-                                 "\x80",
-                                 std::string("\x80\x00", 2),
-                                 "\xff",
-                                 std::string(3, '\xff'),
-                                 "a",
-                                 "ab",
-                                 "abc",
-                                 "abcd",
-                                 std::string(kMaxKeyLen, 'a'),
-                                 std::string(kMaxKeyLen, '\xff'),
-                                 std::string(300, 'p') + std::string(1, '\0')};
+  // The shared edge keys (full byte range, a prefix chain, the longest keys) and a few more.
+  std::vector<std::string> ks = test::EdgeByteKeys();
+  for (std::string k : {std::string("\0\x01", 2), std::string(3, '\xff'), std::string("abcd"),
+                        std::string(kMaxKeyLen, 'a'), std::string(kMaxKeyLen, '\xff'), std::string(300, 'p') + '\0'})
+    ks.push_back(std::move(k));
   for (int i = 0; i < 200; ++i) ks.push_back(test::Cat("k", std::to_string(i * 7), std::string(i % 5, '\x90')));
   uint64_t v = 0;
   for (const std::string& k : ks) {

@@ -1,6 +1,7 @@
 // The persistent B-trees (fastfair, b3tree, wbtree, wbtree-slot), each against a std::map model:
 // random mixes of insert/upsert/lookup/remove/scan on 8-byte keys (dense, sparse, clustered) and
-// byte-string keys (full byte range, the empty key, prefix chains, long keys), with the pool
+// byte-string keys (full byte range, the empty key, prefix chains, long keys; the shared key
+// generators of common/differential.h), with the pool
 // closed and reopened between phases and Check() after each phase; sequential fills and drains
 // that cross every split, merge and redistribution boundary; PoolFull on a tiny pool; the
 // reachability contract (allocated blocks == what visit reports); values_are_blocks.
@@ -35,70 +36,29 @@ void ExpectSameContents(const Index& idx, const Model& m, const char* phase) {
   test::ExpectSame(idx, m, phase, /*ordered=*/true, /*check=*/false);
 }
 
-// ---- key generators ------------------------------------------------------------------------
+// ---- key universes ------------------------------------------------------------------------
 
-enum class Keys { kDense, kSparse, kClustered, kBytes };
+using test::KeyGen;
 
-std::vector<std::string> MakeKeys(Keys k, size_t n, uint64_t seed) {
+// n distinct keys drawn from the shared generators (common/differential.h), shuffled: dense
+// (every key < n), sparse (the u64 edge keys, then MakeKey's small and random words), clustered
+// (runs of consecutive keys), bytes (the edge byte keys: full byte range, a prefix chain, the
+// longest keys; then ByteKeys over the universe so far: prefixes and extensions of its keys,
+// shared stems, long keys).
+std::vector<std::string> MakeKeys(KeyGen g, size_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
-  std::set<std::string> s;
+  Model seen;  // the universe so far (ByteKeys draws prefixes and extensions of its keys)
   std::vector<std::string> out;
   auto add = [&](std::string key) {
-    if (s.insert(key).second) out.push_back(std::move(key));
+    // (An extension of a longest key is one too long: not a key of the universe.)
+    if (out.size() < n && key.size() <= kMaxKeyLen && seen.emplace(key, 0).second) out.push_back(std::move(key));
   };
-  switch (k) {
-    case Keys::kDense:
-      for (uint64_t i = 0; i < n; ++i) add(EncodeU64(i));  // includes 0
-      break;
-    case Keys::kSparse:
-      add(EncodeU64(0));
-      add(EncodeU64(UINT64_MAX));
-      add(EncodeU64(0x7fffffffffffffffull));
-      add(EncodeU64(0x8000000000000000ull));
-      while (out.size() < n) add(EncodeU64(rng()));
-      break;
-    case Keys::kClustered:
-      while (out.size() < n) {
-        const uint64_t base = rng();
-        for (uint64_t i = 0; i < 64 && out.size() < n; ++i) add(EncodeU64(base + i));
-      }
-      break;
-    case Keys::kBytes: {
-      add("");
-      add(std::string(1, '\0'));
-      add(std::string(2, '\0'));
-      add(std::string(1, '\x7f'));
-      add(std::string(1, '\x80'));
-      add(std::string(1, '\xff'));
-      add(std::string(3, '\xff'));
-      // A prefix chain longer than any inline limit, and long keys up to kMaxKeyLen.
-      std::string chain;
-      for (int i = 0; i < 40; ++i) {
-        chain.push_back(static_cast<char>(rng() & 0xff));
-        add(chain);
-      }
-      add(std::string(kMaxKeyLen, 'a'));
-      add(std::string(kMaxKeyLen, '\x90'));
-      add(std::string(kMaxKeyLen - 1, 'a'));
-      add(std::string(1000, '\0'));
-      while (out.size() < n) {
-        const int shape = static_cast<int>(rng() % 10);
-        std::string key;
-        if (shape < 6) {  // short keys over the full byte range
-          const size_t len = rng() % 12;
-          for (size_t i = 0; i < len; ++i) key.push_back(static_cast<char>(rng() & 0xff));
-        } else if (shape < 9) {  // shared prefixes with a varying tail (prefixes of each other)
-          key = "user:" + std::to_string(rng() % 5000);
-          if (rng() & 1) key.push_back(static_cast<char>(0x80 + rng() % 128));
-        } else {  // longer keys
-          const size_t len = 16 + rng() % 300;
-          for (size_t i = 0; i < len; ++i) key.push_back(static_cast<char>(rng() & 0xff));
-        }
-        add(key);
-      }
-      break;
-    }
-  }
+  if (g == KeyGen::kSparse)
+    for (auto& k : test::EdgeU64Keys()) add(std::move(k));
+  if (g == KeyGen::kBytes)
+    for (auto& k : test::EdgeByteKeys()) add(std::move(k));
+  test::ByteKeys bytes(seed);
+  while (out.size() < n) add(g == KeyGen::kBytes ? bytes.Next(seen) : test::MakeKey(g, rng, n));
   std::shuffle(out.begin(), out.end(), rng);
   return out;
 }
@@ -115,8 +75,8 @@ class BTreeTest : public ::testing::TestWithParam<std::string> {
 };
 
 // Random mix against the model, with reopen + Check between phases.
-void RunMix(const std::string& kind, Keys keys, size_t nkeys, size_t ops, uint64_t seed) {
-  const KeyType kt = keys == Keys::kBytes ? KeyType::kBytes : KeyType::kU64;
+void RunMix(const std::string& kind, KeyGen keys, size_t nkeys, size_t ops, uint64_t seed) {
+  const KeyType kt = keys == KeyGen::kBytes ? KeyType::kBytes : KeyType::kU64;
   IndexFixture h(kind, kt);
   const auto universe = MakeKeys(keys, nkeys, seed);
   std::mt19937_64 rng(seed * 7 + 1);
@@ -194,12 +154,12 @@ void RunMix(const std::string& kind, Keys keys, size_t nkeys, size_t ops, uint64
   h.ExpectCheckOk("after drain");
 }
 
-TEST_P(BTreeTest, MixDense) { RunMix(GetParam(), Keys::kDense, 3000, 12000, 1); }
-TEST_P(BTreeTest, MixSparse) { RunMix(GetParam(), Keys::kSparse, 3000, 12000, 2); }
-TEST_P(BTreeTest, MixClustered) { RunMix(GetParam(), Keys::kClustered, 3000, 12000, 3); }
-TEST_P(BTreeTest, MixBytes) { RunMix(GetParam(), Keys::kBytes, 2500, 10000, 4); }
+TEST_P(BTreeTest, MixDense) { RunMix(GetParam(), KeyGen::kDense, 3000, 12000, 1); }
+TEST_P(BTreeTest, MixSparse) { RunMix(GetParam(), KeyGen::kSparse, 3000, 12000, 2); }
+TEST_P(BTreeTest, MixClustered) { RunMix(GetParam(), KeyGen::kClustered, 3000, 12000, 3); }
+TEST_P(BTreeTest, MixBytes) { RunMix(GetParam(), KeyGen::kBytes, 2500, 10000, 4); }
 // Few keys, many operations: nodes fill and empty again and again around the boundaries.
-TEST_P(BTreeTest, MixFewKeysHighChurn) { RunMix(GetParam(), Keys::kSparse, 150, 20000, 5); }
+TEST_P(BTreeTest, MixFewKeysHighChurn) { RunMix(GetParam(), KeyGen::kSparse, 150, 20000, 5); }
 
 // Ascending, descending and interleaved fills, then drains in several orders, with Check after
 // every step near the boundaries (every insert while small, then periodically).
@@ -366,7 +326,7 @@ TEST_P(BTreeTest, ValuesAreBlocksAreReported) {
 TEST_P(BTreeTest, ReopenAfterCrashImage) {
   IndexFixture h(GetParam(), KeyType::kBytes);
   Model m;
-  auto keys = MakeKeys(Keys::kBytes, 1500, 21);
+  auto keys = MakeKeys(KeyGen::kBytes, 1500, 21);
   for (size_t i = 0; i < keys.size(); ++i) {
     ASSERT_TRUE(h.idx().Insert(keys[i], i).ok());
     m[keys[i]] = i;
@@ -428,7 +388,7 @@ TEST_P(BTreeTest, ConcurrentWritersAndReaders) {
 TEST_P(BTreeTest, WritesDuringBackgroundRecovery) {
   IndexFixture h(GetParam(), KeyType::kBytes);
   Model m;
-  auto keys = MakeKeys(Keys::kBytes, 3000, 31);
+  auto keys = MakeKeys(KeyGen::kBytes, 3000, 31);
   for (size_t i = 0; i < 2000; ++i) {
     ASSERT_TRUE(h.idx().Insert(keys[i], i).ok());
     m[keys[i]] = i;

@@ -220,10 +220,24 @@ static void test_every_kind(void) {
   }
 }
 
+/* The library's version: "MAJOR.MINOR.PATCH", and the one this program was built for when the
+ * build says (WORT_EXPECTED_VERSION: the in-tree build and the consumer test pass it). */
+static void test_version(void) {
+  unsigned major, minor, patch;
+  int end = 0;
+  const char *v = wort_version();
+  CHECK(v != NULL);
+  CHECK(sscanf(v, "%u.%u.%u%n", &major, &minor, &patch, &end) == 3 && v[end] == '\0');
+#ifdef WORT_EXPECTED_VERSION
+  CHECK(strcmp(v, WORT_EXPECTED_VERSION) == 0);
+#endif
+}
+
 int main(int argc, char **argv) {
   const char *dir = argc > 1 ? argv[1] : "/dev/shm";
   snprintf(pool_path, sizeof pool_path, "%s/wort-capi-%ld.pool", dir, (long)getpid());
   unlink(pool_path);
+  test_version();
   test_basic();
   test_open_errors();
   test_every_kind();

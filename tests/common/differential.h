@@ -6,8 +6,9 @@
 //   RandomOps    a random mix of Insert / Upsert / Lookup / Remove / Scan checked op by op
 //                against the model (AlreadyExists, the inserted flag, a failed Lookup leaves
 //                *value alone, scans with random bounds and limits; NotSupported when unordered).
-//   Key sources  KeyGen (dense, sparse 8-byte keys; short byte strings), ByteKeys (the full byte
-//                range, shared prefixes, long keys), NextU64 (the extremes and random words).
+//   Key sources  KeyGen (dense, sparse, clustered 8-byte keys; short byte strings), ByteKeys (the
+//                full byte range, shared prefixes, long keys), NextU64 (the extremes and random
+//                words), EdgeByteKeys / EdgeU64Keys (fixed edge keys).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "common/index_test_util.h"
+#include "util/splitmix64.h"
 #include "wort/index.h"
 #include "wort/key.h"
 
@@ -49,14 +51,19 @@ inline void ExpectSame(const Index& idx, const Model& m, const std::string& what
   }
 }
 
-enum class KeyGen { kDense, kSparse, kBytes };
+enum class KeyGen { kDense, kSparse, kClustered, kBytes };
 
-// A key of generator g: dense (< n) or sparse 8-byte keys, or short byte strings over the full
-// byte range (the empty key, runs of 0x00 / 0xff, some long keys, bytes < n or near 0x80).
+// A key of generator g: dense (< n), sparse or clustered (runs of 64 consecutive values at
+// about n/64 scattered bases) 8-byte keys, or short byte strings over the full byte range (the
+// empty key, runs of 0x00 / 0xff, some long keys, bytes < n or near 0x80).
 inline std::string MakeKey(KeyGen g, std::mt19937_64& rng, uint64_t n) {
   switch (g) {
     case KeyGen::kDense: return EncodeU64(rng() % n);
     case KeyGen::kSparse: return EncodeU64(rng() % 4 == 0 ? (rng() % 64) : rng());
+    case KeyGen::kClustered: {
+      const uint64_t base = SplitMix64Mix(rng() % (n / 64 + 1));
+      return EncodeU64(base + rng() % 64);
+    }
     case KeyGen::kBytes: {
       const int kind = static_cast<int>(rng() % 10);
       if (kind == 0) return std::string();
@@ -68,6 +75,42 @@ inline std::string MakeKey(KeyGen g, std::mt19937_64& rng, uint64_t n) {
     }
   }
   return {};
+}
+
+// Fixed edge keys. Byte strings: the empty key, runs of 0x00 and 0xff, 0x7f / 0x80 neighbours,
+// keys of kMaxKeyLen and one byte less, a chain of 40 keys each a prefix of the next (past any
+// inline prefix), one key per 15th first byte. 8-byte keys: the u64 extremes and neighbours.
+inline std::vector<std::string> EdgeByteKeys() {
+  std::vector<std::string> k = {"",
+                                std::string(1, '\0'),
+                                std::string(2, '\0'),
+                                std::string(9, '\0'),
+                                "\x7f",
+                                "\x7f\xff",
+                                "\x80",
+                                std::string("\x80\x00", 2),
+                                "\xff",
+                                "\xff\xff",
+                                std::string(8, '\xff'),
+                                "a",
+                                "ab",
+                                "abc",
+                                "b",
+                                std::string(kMaxKeyLen, '\x80'),
+                                std::string(kMaxKeyLen - 1, '\x80'),
+                                std::string(kMaxKeyLen, '\0')};
+  for (size_t n = 1; n <= 40; ++n) k.push_back(std::string(n, 'p'));
+  for (int b = 0; b < 256; b += 15) k.push_back(std::string("x") + static_cast<char>(b));
+  return k;
+}
+
+inline std::vector<std::string> EdgeU64Keys() {
+  std::vector<std::string> k;
+  for (uint64_t v : {uint64_t{0}, uint64_t{1}, uint64_t{0xff}, uint64_t{0x100}, uint64_t{0x7fffffffffffffffull},
+                     uint64_t{0x8000000000000000ull}, uint64_t{0x80000000000000ffull}, uint64_t{0xff00000000000000ull},
+                     ~uint64_t{0} - 1, ~uint64_t{0}})
+    k.push_back(EncodeU64(v));
+  return k;
 }
 
 // Byte-string keys over the full byte range: biased to 0x00, 0x7f, 0x80, 0xff; a few stems so

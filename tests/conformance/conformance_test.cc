@@ -43,6 +43,8 @@ namespace wort {
 namespace {
 
 using test::ByteKeys;
+using test::EdgeByteKeys;
+using test::EdgeU64Keys;
 using test::IndexFixture;
 using test::Model;
 using test::NextU64;
@@ -120,39 +122,6 @@ TEST_P(Conformance, DifferentialU64Keys) {
 }
 
 // ---- full byte range, prefixes, the u64 extremes; reopen ------------------------------------
-
-std::vector<std::string> EdgeByteKeys() {
-  std::vector<std::string> k = {"",
-                                std::string(1, '\0'),
-                                std::string(2, '\0'),
-                                std::string(9, '\0'),
-                                "\x7f",
-                                "\x7f\xff",
-                                "\x80",
-                                std::string("\x80\x00", 2),
-                                "\xff",
-                                "\xff\xff",
-                                std::string(8, '\xff'),
-                                "a",
-                                "ab",
-                                "abc",
-                                "b",
-                                std::string(kMaxKeyLen, '\x80'),
-                                std::string(kMaxKeyLen - 1, '\x80'),
-                                std::string(kMaxKeyLen, '\0')};
-  // A chain of keys each a prefix of the next, past any inline prefix.
-  for (size_t n = 1; n <= 40; ++n) k.push_back(std::string(n, 'p'));
-  for (int b = 0; b < 256; b += 15) k.push_back(std::string("x") + static_cast<char>(b));
-  return k;
-}
-
-std::vector<std::string> EdgeU64Keys() {
-  std::vector<std::string> k;
-  for (uint64_t v : std::initializer_list<uint64_t>{0, 1, 0xff, 0x100, 0x7fffffffffffffffull, 0x8000000000000000ull,
-                                                    0x80000000000000ffull, 0xff00000000000000ull, ~0ull - 1, ~0ull})
-    k.push_back(EncodeU64(v));
-  return k;
-}
 
 TEST_P(Conformance, FullByteRangeAndReopen) {
   for (KeyType kt : {KeyType::kBytes, KeyType::kU64}) {

@@ -13,6 +13,7 @@
 #include "server/protocol.h"
 #include "server/store.h"
 #include "wort/index.h"
+#include "wort/version.h"
 
 namespace wort::server {
 namespace {
@@ -44,6 +45,14 @@ TEST_F(Admin, EmptyStoreListsNoClass) {
   EXPECT_EQ(Run("stats cachedump 1 0\r\n"), "END\r\n");
   EXPECT_EQ(Run("lru_crawler metadump all\r\n"), "END\r\n");
   EXPECT_EQ(Run("stats sizes\r\n"), "STAT sizes_status disabled\r\nEND\r\n");
+}
+
+// The version reply and stats' version: memcached's protocol version, then wort's one version
+// (wort::Version(), as `wort --version` and the bench records print it).
+TEST_F(Admin, VersionIsWortsVersion) {
+  const std::string v = std::string("1.6.18-wort-") + wort::Version();
+  EXPECT_EQ(Run("version\r\n"), "VERSION " + v + "\r\n");
+  EXPECT_NE(Run("stats\r\n").find("\r\nSTAT version " + v + "\r\n"), std::string::npos);
 }
 
 TEST_F(Admin, ItemsSlabsCachedumpMetadump) {

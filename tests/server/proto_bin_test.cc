@@ -17,6 +17,7 @@
 #include "server/proto_bin.h"
 #include "server/store.h"
 #include "wort/index.h"
+#include "wort/version.h"
 
 namespace wort::server {
 namespace {
@@ -421,7 +422,7 @@ TEST_F(Bin, FlushNoopVersionVerbosityQuit) {
   ASSERT_EQ(rs.size(), 5u);
   EXPECT_EQ(rs[0].status, bin::kKeyNotFound);
   EXPECT_EQ(rs[1].opcode, bin::kFlush);
-  EXPECT_EQ(rs[2].value, kVersionString);
+  EXPECT_EQ(rs[2].value, std::string("1.6.18-wort-") + wort::Version());
   EXPECT_EQ(rs[3].opcode, bin::kVerbosity);  // memcached 1.6 answers "unknown command"
   EXPECT_EQ(rs[4].opcode, bin::kNoop);
   // Delayed flush.

@@ -42,13 +42,6 @@ bool KeyOps::PlausibleBlock(uint64_t word) const {
   return kb->magic == kKeyBlockMagic && kb->len <= kMaxKeyLen && pool_->contains(word, sizeof(KeyBlock) + kb->len);
 }
 
-Status CheckRootHeader(const char* kind, uint64_t magic, uint64_t want_magic, uint32_t key_type) {
-  if (magic != want_magic) return Status::Corruption(std::string(kind) + ": bad root block magic");
-  if (key_type != static_cast<uint32_t>(KeyType::kU64) && key_type != static_cast<uint32_t>(KeyType::kBytes))
-    return Status::Corruption(std::string(kind) + ": bad key type in root block");
-  return Status::OK();
-}
-
 bool RoundUpU64Start(std::string_view start, std::string* out) {
   out->assign(start.substr(0, 8));
   if (start.size() < 8) {

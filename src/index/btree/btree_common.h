@@ -1,7 +1,8 @@
 // index/btree/btree_common.h - what the persistent B-trees (FAST&FAIR, wB+Tree, B3-tree, FPTree,
-// NVTree) share: the key word, key blocks, the per-index lock registry used by visit functions,
-// the root block header with the Create/Open/visit scaffolding (TreeBase, CreateTree, OpenTree,
-// VisitShared), the Scan start round-up and batched scan loop, and small helpers.
+// NVTree) share: the key word, key blocks, the per-index lock (index/registry.h's IndexLock,
+// which the visit functions take too), the root block header with the Create/Open/visit
+// scaffolding (TreeBase, CreateTree, OpenTree, VisitShared), the Scan start round-up and batched
+// scan loop, and small helpers.
 //
 // The key word
 // ------------
@@ -40,6 +41,7 @@
 #include <vector>
 
 #include "index/registry.h"
+#include "index/root_block.h"
 #include "wort/alloc.h"
 #include "wort/index.h"
 #include "wort/key.h"
@@ -311,9 +313,8 @@ inline constexpr uint32_t kRootValuesAreBlocks = 1;
                     offsetof(RB, first) == 16 && sizeof(RB) % 64 == 0,                              \
                 "B-tree root block header: magic | key_type | flags | " #first)
 
-// Verifies a root block's magic and key type (the first step of every Init). Corruption named
-// "<kind>: ..." otherwise.
-Status CheckRootHeader(const char* kind, uint64_t magic, uint64_t want_magic, uint32_t key_type);
+// A root block's magic and key type are verified by CheckRootHeader (index/root_block.h, shared
+// with the other families), the first step of every Init.
 
 // The fields and constructor every B-tree index shares: its pool, root block, key operations,
 // values_are_blocks flag and the per-index lock (IndexLock, shared with its visit function).
@@ -416,7 +417,7 @@ Status CreateTree(Pool& pool, const IndexOptions& opts, uint64_t magic, uint32_t
 // Tree(pool, root_off) and runs its Init() (header checks, recovery, DRAM state).
 template <class Tree, class RootBlock>
 Status OpenTree(Pool& pool, uint64_t root_off, const char* kind, std::unique_ptr<Index>* out) {
-  if (!pool.contains(root_off, sizeof(RootBlock))) return Status::Corruption(std::string(kind) + ": root block outside the pool");
+  WORT_RETURN_IF_ERROR(CheckRootBlockPlace(pool, root_off, sizeof(RootBlock), kind));
   auto idx = std::make_unique<Tree>(pool, root_off);
   WORT_RETURN_IF_ERROR(idx->Init());
   *out = std::move(idx);

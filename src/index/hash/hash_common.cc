@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <random>
 
+#include "index/root_block.h"
+
 namespace wort::hash {
 
 namespace {
@@ -147,16 +149,13 @@ Status CreateRoot(Pool& pool, uint32_t type_id, const IndexOptions& opts, uint64
 }
 
 Status OpenRoot(const Pool& pool, uint64_t root_off, uint32_t type_id, const char* name, HashRoot** out) {
-  if (root_off == 0 || !pool.contains(root_off, sizeof(HashRoot)))
-    return Status::Corruption(std::string(name) + " root block outside the pool");
+  WORT_RETURN_IF_ERROR(CheckRootBlockPlace(pool, root_off, sizeof(HashRoot), name));
   auto* r = pool.at<HashRoot>(root_off);
-  if (r->magic != HashRoot::kMagic) return Status::Corruption(std::string(name) + " root block has a bad magic");
+  WORT_RETURN_IF_ERROR(CheckRootHeader(name, r->magic, HashRoot::kMagic, r->key_type));
   if (r->type_id != type_id)
-    return Status::Corruption(std::string(name) + " root block has type id " + std::to_string(r->type_id));
+    return Status::Corruption(std::string(name) + ": root block has type id " + std::to_string(r->type_id));
   if (r->version != HashRoot::kVersion)
-    return Status::Corruption(std::string(name) + " root block has version " + std::to_string(r->version));
-  if (r->key_type != static_cast<uint8_t>(KeyType::kU64) && r->key_type != static_cast<uint8_t>(KeyType::kBytes))
-    return Status::Corruption(std::string(name) + " root block has a bad key type");
+    return Status::Corruption(std::string(name) + ": root block has version " + std::to_string(r->version));
   *out = r;
   return Status::OK();
 }

@@ -290,4 +290,20 @@ WORT_OPTIMISTIC_READ inline int CountLess16Simd(const unsigned char* keys, uint3
   return __builtin_popcount(static_cast<uint32_t>(_mm_movemask_epi8(lt)) & mask & 0xffffu);
 }
 
+// Root block of woart/artcow (ArtTree) and roart (64 bytes; each kind its own magic). Layout: magic, key_type, root, flags, 4 reserved words (0).
+//   magic, key_type, flags  written once at creation.
+//   root             tagged reference of the tree's root (0 = empty tree): the commit word of
+//                    every mutation that replaces the root.
+//   flags            kRootValuesAreBlocks: IndexOptions::values_are_blocks - every leaf's value
+//                    is the offset of a pool block that visit reports as reachable.
+inline constexpr uint64_t kRootValuesAreBlocks = 1;
+struct RootBlock {
+  uint64_t magic;
+  uint64_t key_type;
+  uint64_t root;
+  uint64_t flags;
+  uint64_t reserved[4];
+};
+static_assert(sizeof(RootBlock) == 64);
+
 }  // namespace wort::art

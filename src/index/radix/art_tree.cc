@@ -5,11 +5,11 @@
 
 #include "index/batched_scan.h"
 #include "index/registry.h"
+#include "index/root_block.h"
 
 #include <algorithm>
 #include <cstring>
 #include <mutex>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -171,14 +171,9 @@ Status ArtTree::Create(Pool& pool, const ArtPolicy& policy, const IndexOptions& 
 }
 
 Status ArtTree::Open(Pool& pool, uint64_t root_off, const ArtPolicy& policy, std::unique_ptr<Index>* out) {
-  if (root_off == 0 || root_off % 64 != 0 || root_off < pool.heap_offset() ||
-      !pool.contains(root_off, sizeof(RootBlock)))
-    return Status::Corruption(std::string(policy.kind_name) + ": root block offset outside the pool");
+  WORT_RETURN_IF_ERROR(CheckRootBlockPlace(pool, root_off, sizeof(RootBlock), policy.kind_name));
   const auto* rb = pool.at<RootBlock>(root_off);
-  if (rb->magic != policy.magic)
-    return Status::Corruption(std::string(policy.kind_name) + ": bad root block magic");
-  if (rb->key_type != static_cast<uint64_t>(KeyType::kU64) && rb->key_type != static_cast<uint64_t>(KeyType::kBytes))
-    return Status::Corruption(std::string(policy.kind_name) + ": bad key type in root block");
+  WORT_RETURN_IF_ERROR(CheckRootHeader(policy.kind_name, rb->magic, policy.magic, rb->key_type));
   out->reset(new ArtTree(pool, root_off, policy));
   return Status::OK();
 }
@@ -1587,10 +1582,7 @@ Status ArtTree::Check(std::string* report) const {
 
 // ---- visit (post-crash GC) -------------------------------------------------------------------
 void ArtTree::Visit(const Pool& pool, uint64_t root_off, const std::function<void(uint64_t)>& mark) {
-  const uint64_t heap = pool.heap_offset();
-  auto block_ok = [&](uint64_t off, uint64_t len) {
-    return off != 0 && (off & 63) == 0 && off >= heap && pool.contains(off, len);
-  };
+  auto block_ok = [&](uint64_t off, uint64_t len) { return HeapBlockOk(pool, off, len); };
   if (!block_ok(root_off, sizeof(RootBlock))) return;
   // The readers' protocol (art_tree.h): inside an epoch of the pool (no block it can reach is
   // reused while it runs; during the GC frees are deferred anyway), and every node's entries
@@ -1636,17 +1628,10 @@ void ArtTree::Visit(const Pool& pool, uint64_t root_off, const std::function<voi
       const uint64_t r = pm::load8(w);
       if (r && nrefs < 257) refs[nrefs++] = r;
     };
-    const sync::VersionLock& nl = sync::NodeLock(n);
-    for (int attempt = 0;; ++attempt) {
-      uint64_t v;
-      if (!nl.ReadLockOrRestart(&v)) {
-        std::this_thread::yield();
-        continue;
-      }
+    sync::NodeLock(n).ReadSnapshot([&] {
       nrefs = 0;
       VisitEntries(n, t, push);
-      if (nl.CheckOrRestart(v)) break;
-    }
+    });
     for (int i = 0; i < nrefs; ++i) stack.push_back({refs[i], lvl + 1});
   }
 }

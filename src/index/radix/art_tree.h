@@ -26,7 +26,8 @@
 // helpers (which take it exclusive) see a quiescent tree. A Scan callback runs with no lock
 // held and may write to the same index. With SetGlobalIndexLock(true) (registry.h) the tree
 // uses the old single lock instead: readers shared, writers exclusive.
-// The visit function (post-crash GC) follows the readers' protocol (ArtTree::Visit).
+// The visit function (post-crash GC) follows the readers' protocol (ArtTree::Visit) and takes no
+// lock; in global-lock mode it holds the tree's lock shared (VisitModeLock, registry.h).
 #pragma once
 
 #include <atomic>
@@ -59,21 +60,7 @@ struct ArtPolicy {
   bool in_place;
 };
 
-// Root block (64 bytes). Layout: magic, key_type, root, flags, 4 reserved words (0).
-//   magic, key_type, flags  written once at creation.
-//   root             tagged reference of the tree's root (0 = empty tree): the commit word of
-//                    every mutation that replaces the root.
-//   flags            kRootValuesAreBlocks: IndexOptions::values_are_blocks - every leaf's value
-//                    is the offset of a pool block that visit reports as reachable.
-inline constexpr uint64_t kRootValuesAreBlocks = 1;
-struct RootBlock {
-  uint64_t magic;
-  uint64_t key_type;
-  uint64_t root;
-  uint64_t flags;
-  uint64_t reserved[4];
-};
-static_assert(sizeof(RootBlock) == 64);
+// The root block: art_node.h's RootBlock (shared with roart).
 
 // Points where a mutation can be told to stop, as if the machine had crashed there (tests).
 // The blocks the cut mutation allocated but never published are freed, as the post-crash GC

@@ -78,10 +78,10 @@
 
 #include <algorithm>
 #include <cstring>
-#include <thread>
 
 #include "index/batched_scan.h"
 #include "index/kind_ids.h"
+#include "index/root_block.h"
 #include "wort/pm.h"
 
 namespace wort::roart {
@@ -184,12 +184,9 @@ Status RoartTree::Create(Pool& pool, const IndexOptions& opts, uint64_t* root_of
 }
 
 Status RoartTree::Open(Pool& pool, uint64_t root_off, std::unique_ptr<Index>* out) {
-  if (root_off == 0 || root_off % 64 != 0 || root_off < pool.heap_offset() || !pool.contains(root_off, sizeof(RootBlock)))
-    return Status::Corruption("roart: root block offset outside the pool");
+  WORT_RETURN_IF_ERROR(CheckRootBlockPlace(pool, root_off, sizeof(RootBlock), "roart"));
   const auto* rb = pool.at<RootBlock>(root_off);
-  if (rb->magic != kRootMagic) return Status::Corruption("roart: bad root block magic");
-  if (rb->key_type != static_cast<uint64_t>(KeyType::kU64) && rb->key_type != static_cast<uint64_t>(KeyType::kBytes))
-    return Status::Corruption("roart: bad key type in root block");
+  WORT_RETURN_IF_ERROR(CheckRootHeader("roart", rb->magic, kRootMagic, rb->key_type));
   out->reset(new RoartTree(pool, root_off));
   return Status::OK();
 }
@@ -1213,8 +1210,7 @@ Status RoartTree::Check(std::string* report) const {
 // it needs no volatile metadata (it reads every entry word and slot), so it runs beside
 // writers and before any node's metadata was rebuilt.
 void RoartTree::Visit(const Pool& pool, uint64_t root_off, const std::function<void(uint64_t)>& mark) {
-  const uint64_t heap = pool.heap_offset();
-  auto block_ok = [&](uint64_t off, uint64_t len) { return off != 0 && (off & 63) == 0 && off >= heap && pool.contains(off, len); };
+  auto block_ok = [&](uint64_t off, uint64_t len) { return HeapBlockOk(pool, off, len); };
   if (!block_ok(root_off, sizeof(RootBlock))) return;
   sync::EpochGuard eg(const_cast<Pool&>(pool).allocator().epoch());
   VisitModeLock visit_guard(&pool, root_off);
@@ -1245,13 +1241,7 @@ void RoartTree::Visit(const Pool& pool, uint64_t root_off, const std::function<v
     if ((ref & kArrayTag) ? t != kLeafArray : !ValidInner(t)) continue;
     if (!block_ok(off, NodeBytes(t))) continue;
     mark(off);
-    const sync::VersionLock& nl = sync::NodeLock(n);
-    for (;;) {
-      uint64_t v;
-      if (!nl.ReadLockOrRestart(&v)) {
-        std::this_thread::yield();
-        continue;
-      }
+    sync::NodeLock(n).ReadSnapshot([&] {
       refs.clear();
       if (t == kLeafArray) {
         const auto* la = reinterpret_cast<const LeafArray*>(n);
@@ -1263,8 +1253,7 @@ void RoartTree::Visit(const Pool& pool, uint64_t root_off, const std::function<v
         const int ne = ReadEntries(n, t, e);
         for (int i = 0; i < ne; ++i) refs.push_back(e[i].second);
       }
-      if (nl.CheckOrRestart(v)) break;
-    }
+    });
     stack.insert(stack.end(), refs.begin(), refs.end());
   }
 }

@@ -38,10 +38,12 @@ namespace wort::roart {
 using art::Hdr;
 using art::Leaf;
 
+// The radix trees' tagged references (tagged_ref.h: bit 0 = leaf, the 6 low bits free) plus
+// roart's own: bit 1 = leaf array, and the key byte or fingerprint above bit 48 of an entry.
 inline constexpr uint64_t kRefMask = (uint64_t(1) << 48) - 1;
-inline constexpr uint64_t kLeafTag = 1;
+inline constexpr uint64_t kLeafTag = radix_ref::kLeafTag;
 inline constexpr uint64_t kArrayTag = 2;
-inline constexpr uint64_t kTagMask = 63;
+inline constexpr uint64_t kTagMask = radix_ref::kTagBits;
 inline constexpr int kLeafArraySlots = 64;  // m, as in the authors' code
 
 enum NodeType : uint8_t { kN4 = 1, kN16 = 2, kN48 = 3, kN256 = 4, kLeafArray = 5 };
@@ -98,15 +100,10 @@ inline uint16_t Fingerprint(std::string_view key) {
 }
 
 inline constexpr uint64_t kRootMagic = 0x3142'5254'5241'4f52ull;  // "ROARTRB1" little-endian
-struct RootBlock {
-  uint64_t magic;
-  uint64_t key_type;
-  uint64_t root;   // tagged reference (0 = empty tree): the commit word of root replacement
-  uint64_t flags;  // kValuesAreBlocks
-  uint64_t reserved[4];
-};
-static_assert(sizeof(RootBlock) == 64);
-inline constexpr uint64_t kValuesAreBlocks = 1;
+// The root block is woart's layout (art_node.h): magic kRootMagic, key_type, root (tagged
+// reference, 0 = empty tree: the commit word of root replacement), flags (kValuesAreBlocks).
+using art::RootBlock;
+inline constexpr uint64_t kValuesAreBlocks = art::kRootValuesAreBlocks;
 
 // Test hook: a prefix split stops after the new node is published (the old node's header is
 // not shortened), as if the machine had crashed there: the next access repairs it.

@@ -6,13 +6,14 @@
 #include <bit>
 #include <cstring>
 #include <mutex>
-#include <thread>
+#include <optional>
 #include <shared_mutex>
 #include <vector>
 
 #include "index/batched_scan.h"
 #include "index/kind_ids.h"
 #include "index/registry.h"
+#include "index/root_block.h"
 #include "sync/sync.h"
 #include "wort/alloc.h"
 #include "wort/pm.h"
@@ -252,6 +253,13 @@ class WortTree final : public Index {
   bool CollectBatch(std::string_view start, bool exclusive, const std::string_view* end, size_t want,
                     std::vector<std::pair<const WortLeaf*, uint64_t>>* out, bool* past_end) const;
   Status RecoverHeader(Node* n, size_t depth);
+  // A writer's step onto inner node n, whose compressed path should start at `expected`: reads
+  // n's version (*nv) and validates the parent's (pl, pv), then n's header (*h). A stale header
+  // (an interrupted split or collapse) is repaired first, under n's lock (Algorithm 2), and the
+  // attempt starts again. nullopt: go on; otherwise the attempt's result (kRestart, or Done with
+  // the repair's error).
+  std::optional<Attempt> EnterNode(Node* n, sync::VersionLock& nl, const sync::VersionLock& pl, uint64_t pv,
+                                   size_t expected, const sync::AttemptEnd& end, uint64_t* nv, CompressionHeader* h);
   Status NewLeaf(const Key& k, uint64_t value, uint64_t* off);
   uint64_t CountLeaves() const;
   void CountUp() {
@@ -458,18 +466,9 @@ WORT_OPTIMISTIC_READ typename WortTree<kSpan>::Attempt WortTree<kSpan>::PutAttem
 
     Node* n = NodeAt(ref);
     sync::VersionLock* nl = &LockOf(n);
-    uint64_t nv;
-    if (!nl->ReadLockOrRestart(&nv) || !pl->CheckOrRestart(pv)) return Attempt::kRestart;
-    CompressionHeader h = HeaderOf(n);
-    if (h.depth != expected) {
-      // Stale header (interrupted split or collapse): the writer repairs it (Algorithm 2),
-      // under the node's lock, then starts again.
-      if (!nl->UpgradeToWriteLock(nv)) return Attempt::kRestart;
-      Status st = RecoverHeader(n, expected);
-      nl->WriteUnlock();
-      if (!st.ok()) return end.Done(st);
-      return Attempt::kRestart;
-    }
+    uint64_t nv = 0;
+    CompressionHeader h{};
+    if (const auto a = EnterNode(n, *nl, *pl, pv, expected, end, &nv, &h)) return *a;
     const size_t b = Branch(h);
     // Find the first position in [expected, b) where the key leaves the compressed path: the
     // inline prefix array first, then (hybrid compression) a leaf for the rest.
@@ -568,6 +567,20 @@ WORT_OPTIMISTIC_READ typename WortTree<kSpan>::Attempt WortTree<kSpan>::PutAttem
   return end.Done(Status::Corruption("tree deeper than any key allows"));
 }
 
+template <unsigned kSpan>
+inline std::optional<typename WortTree<kSpan>::Attempt> WortTree<kSpan>::EnterNode(
+    Node* n, sync::VersionLock& nl, const sync::VersionLock& pl, uint64_t pv, size_t expected,
+    const sync::AttemptEnd& end, uint64_t* nv, CompressionHeader* h) {
+  if (!nl.ReadLockOrRestart(nv) || !pl.CheckOrRestart(pv)) return Attempt::kRestart;
+  *h = HeaderOf(n);
+  if (h->depth == expected) return std::nullopt;
+  if (!nl.UpgradeToWriteLock(*nv)) return Attempt::kRestart;
+  Status st = RecoverHeader(n, expected);
+  nl.WriteUnlock();
+  if (!st.ok()) return end.Done(st);
+  return Attempt::kRestart;
+}
+
 // ---- Algorithm 2: RecoverHeader ----------------------------------------------------------------
 template <unsigned kSpan>
 Status WortTree<kSpan>::RecoverHeader(Node* n, size_t depth) {
@@ -626,16 +639,9 @@ WORT_OPTIMISTIC_READ typename WortTree<kSpan>::Attempt WortTree<kSpan>::DeleteAt
   for (size_t level = 0; level < kMaxLevels<kSpan>; ++level) {
     Node* n = NodeAt(ref);
     sync::VersionLock* nl = &LockOf(n);
-    uint64_t nv;
-    if (!nl->ReadLockOrRestart(&nv) || !pl->CheckOrRestart(pv)) return Attempt::kRestart;
-    CompressionHeader h = HeaderOf(n);
-    if (h.depth != expected) {
-      if (!nl->UpgradeToWriteLock(nv)) return Attempt::kRestart;
-      Status st = RecoverHeader(n, expected);
-      nl->WriteUnlock();
-      if (!st.ok()) return end.Done(st);
-      return Attempt::kRestart;
-    }
+    uint64_t nv = 0;
+    CompressionHeader h{};
+    if (const auto a = EnterNode(n, *nl, *pl, pv, expected, end, &nv, &h)) return *a;
     const size_t b = Branch(h);
     const size_t inl_end = std::min(b, expected + kInlineCap);
     for (size_t i = expected; i < inl_end; ++i)
@@ -1046,14 +1052,11 @@ Status CreateWort(Pool& pool, const IndexOptions& opts, uint64_t* root_off) {
 }
 
 Status OpenWort(Pool& pool, uint64_t root_off, std::unique_ptr<Index>* out) {
-  if (root_off == 0 || root_off % 64 != 0 || !pool.contains(root_off, sizeof(WortRootBlock)))
-    return Status::Corruption("wort root block offset " + std::to_string(root_off) + " is not in the pool");
+  WORT_RETURN_IF_ERROR(CheckRootBlockPlace(pool, root_off, sizeof(WortRootBlock), "wort"));
   const WortRootBlock* rb = pool.at<WortRootBlock>(root_off);
-  if (rb->magic != WortRootBlock::kMagic) return Status::Corruption("not a wort root block (bad magic)");
+  WORT_RETURN_IF_ERROR(CheckRootHeader("wort", rb->magic, WortRootBlock::kMagic, rb->key_type));
   if (rb->version != WortRootBlock::kVersion)
-    return Status::Corruption("wort root block version " + std::to_string(rb->version) + " unknown");
-  if (rb->key_type != static_cast<uint8_t>(KeyType::kU64) && rb->key_type != static_cast<uint8_t>(KeyType::kBytes))
-    return Status::Corruption("wort root block has an unknown key type");
+    return Status::Corruption("wort: root block version " + std::to_string(rb->version) + " unknown");
   if (rb->span_bits == 4)
     *out = std::make_unique<WortTree<4>>(pool, root_off);
   else if (rb->span_bits == 8)
@@ -1105,17 +1108,10 @@ void VisitWort(const Pool& pool, uint64_t root_off, const std::function<void(uin
     if (level >= max_levels) continue;
     // Slots sit right after the 8-byte header in both layouts.
     const uint64_t* slot = pool.at<const uint64_t>(off) + 1;
-    const sync::VersionLock& nl = sync::NodeLock(pool.at<const void>(off));
     uint64_t snap[257];
-    for (;;) {
-      uint64_t v;
-      if (!nl.ReadLockOrRestart(&v)) {
-        std::this_thread::yield();
-        continue;
-      }
+    sync::NodeLock(pool.at<const void>(off)).ReadSnapshot([&] {
       for (unsigned s = 0; s < slots; ++s) snap[s] = pm::load8(&slot[s]);
-      if (nl.CheckOrRestart(v)) break;
-    }
+    });
     for (unsigned s = 0; s < slots; ++s)
       if (snap[s]) todo.push_back({snap[s], level + 1});
   }

@@ -103,7 +103,8 @@
 // node's lock. Unlinked blocks are retired (Allocator::Retire: freed after the readers' epochs).
 // Persist orders are unchanged (the locks are DRAM only). Check, Stats and Size's first count
 // quiesce writers. SetGlobalIndexLock(true) (registry.h) restores one lock per index. The visit
-// function follows the readers' protocol (epoch, validated node snapshots) beside writers; it
+// function follows the readers' protocol (epoch, validated node snapshots) beside writers,
+// taking no lock (in global-lock mode it holds the index's lock shared: VisitModeLock); it
 // reads slots with 8-byte atomic loads, checks every offset against the pool, and reads nothing
 // else from inner nodes or leaves (except, with values_are_blocks, each leaf's value word).
 #pragma once
