@@ -5,6 +5,11 @@
 // order, checks each value, and prints one JSON line: CPU ns per insert and per lookup (this
 // thread's CPU time, as `wort bench`'s cpu_ns_per_op), wall ns, and the number of wrong lookups.
 //
+// An optional second argument PAD adds, after each lookup, PAD iterations of two register adds
+// that touch no memory (about 4 * PAD instructions): an experiment on how the time of lookups at
+// millions of keys depends on the instructions between them (doc/concurrency.md, "The read path,
+// 2026-11-25 (night)"). Without it nothing is added.
+//
 // Exactly one of PEER_LIBART, PEER_WORT, PEER_WOART, PEER_CCEH, PEER_FASTFAIR is defined.
 #include <time.h>
 
@@ -44,6 +49,8 @@ double CpuSeconds() {
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+volatile uint64_t g_sink;  // PAD's result goes here, so that the adds are kept
+
 void BigEndian(uint64_t k, unsigned char out[8]) {
   for (int i = 0; i < 8; ++i) out[i] = static_cast<unsigned char>(k >> (56 - 8 * i));
 }
@@ -51,10 +58,11 @@ void BigEndian(uint64_t k, unsigned char out[8]) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s KEYFILE   (written by wort bench --keys-out)\n", argv[0]);
+  if (argc != 2 && argc != 3) {
+    std::fprintf(stderr, "usage: %s KEYFILE [PAD]   (KEYFILE: written by wort bench --keys-out)\n", argv[0]);
     return 2;
   }
+  const long pad = argc == 3 ? std::strtol(argv[2], nullptr, 10) : 0;
   FILE* f = std::fopen(argv[1], "rb");
   char magic[8];
   uint64_t n = 0;
@@ -112,6 +120,14 @@ int main(int argc, char** argv) {
   for (uint64_t j = 0; j < n; ++j) {
     const uint32_t i = order[j];
     wrong += lookup(i) != i + 1;
+    if (pad > 0) {
+      uint64_t a = j, b = j + 1;
+      for (long q = 0; q < pad; ++q) {
+        asm volatile("add %1, %0" : "+r"(a) : "r"(b));
+        asm volatile("add %1, %0" : "+r"(b) : "r"(a));
+      }
+      g_sink = a;  // keeps the adds
+    }
   }
   const double lookup_cpu = CpuSeconds() - c0;
   const double lookup_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
