@@ -823,7 +823,7 @@ WORT_OPTIMISTIC_READ static inline bool LeafHasKey(const Leaf* l, const unsigned
 //     below, which is always on the whole key, answers "not found", which the remove allows.
 // A key present for the whole lookup is therefore found, a key absent for the whole lookup is
 // not, and nothing read is used unchecked: the leaf's key is immutable, positions are
-// bounds-checked (FindChildInline), the loop is bounded by kMaxLevels, and the blocks read stay
+// bounds-checked (FindChildInline), the loop is bounded (the argument is at the loop), and the blocks read stay
 // allocated until the lookup leaves its epoch (R3). Scans still use versions (sync.h R2): their
 // order and completeness need them. The header is decoded in place and FindChild is inlined:
 // this loop is the whole cost of a lookup.
@@ -848,7 +848,11 @@ __attribute__((optimize("no-jump-tables"))) WORT_OPTIMISTIC_READ inline int ArtT
   const char* const base = pool_.base();
   uint64_t ref = pm::load8(&rb_->root);
   uint32_t depth = 0;
-  for (uint32_t lvl = 0; lvl <= kMaxLevels && ref != 0; ++lvl) {
+  // Bounded without a level counter: the branch position b of a node reached at `depth` is never
+  // before it (an interrupted or concurrent split or merge rewrites the header but keeps b; only
+  // a damaged image has b < depth, read as an absent key), and the next depth is b + 1, so depth
+  // grows at every step and b <= len ends the walk within len + 1 nodes.
+  while (ref != 0) {
     const uint64_t off = RefOffset(ref);
     if (((off & 63) != 0 || off - heap >= lim) && !BlockOk(ref)) [[unlikely]]
       return 0;
@@ -865,7 +869,7 @@ __attribute__((optimize("no-jump-tables"))) WORT_OPTIMISTIC_READ inline int ArtT
     const uint32_t hdepth = static_cast<uint32_t>(hw & 0xfff);
     const uint32_t plen = static_cast<uint32_t>((hw >> 12) & 0xfff);
     const uint32_t b = hdepth + plen;  // the same in an interrupted split's old and new header
-    if (len < b) return 0;
+    if (len < b || b < depth) return 0;  // b < depth: damaged (see the loop's bound)
     if (plen != 0 && hdepth == depth) {
       // Pessimistic part of the prefix; the rest is checked at the leaf.
       const uint32_t m = std::min(plen, kInlinePrefix);
@@ -877,6 +881,8 @@ __attribute__((optimize("no-jump-tables"))) WORT_OPTIMISTIC_READ inline int ArtT
     // skip the prefix comparison (the leaf comparison decides).
     if (len == b) {
       ref = pm::load8(&n->leaf_here);
+    } else if (n->type == kN256) {  // the slot itself: an empty one is 0, which ends the loop
+      ref = pm::load8(&reinterpret_cast<const N256*>(n)->child[k[b]]);
     } else {
       const uint64_t* cs = FindChildInline(const_cast<NodeBase*>(n), k[b]);
       if (!cs) return 0;
