@@ -577,7 +577,8 @@ WORT_OPTIMISTIC_READ inline int VArt::LookupAttempt(std::string_view key, uint64
       *value = t->value.load(std::memory_order_acquire);
       return 1;
     }
-    const Ref* s = FindChildSlot(n, k[depth]);
+    // NODE256 first: the upper levels of a large tree are NODE256s (one compare, not three).
+    const Ref* s = n->type == NODE256 ? &static_cast<Node256*>(n)->child[k[depth]] : FindChildSlot(n, k[depth]);
     const Ref c = s ? LoadRef(s) : 0;
     if (!n->lock.CheckOrRestart(v)) return -1;
     if (c == 0) return 0;
