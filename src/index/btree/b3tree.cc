@@ -579,7 +579,7 @@ void B3Tree::Replace(uint64_t parent, const std::vector<uint64_t>& g, const std:
         pm::persist(&x.key, 8);
       }
       SetRef(w[0], h[0]);
-      // crash-site: uncaught: needed (not redundant): when l does not exist and w[0] is not in w[1]'s line, nothing else writes w[0] back, so it can keep naming the old left page, freed below and reused; caught by the dense deletes to empty with the read-only view first (wort crashtest --index b3tree --dist dense --keys 1250 --explore 1562 --ops delete --seed 15 --subsets 3 --max-points 256 --read-only-first --explore-recovery --pool-size 1 --drop-site SITE --focus-site SITE --single-line-images: op #854), but the gate reruns the 150-key step, which meets it first and (seed 1) does not draw that case in its first 12 meetings
+      // Needed: when l does not exist and w[0] is not in w[1]'s line, nothing else writes w[0] back, so it can keep naming the old left page, freed below and reused; caught by the plan's 1250-key delete step with the read-only view first (crash/plans.cc, step 0c: op #854)
       pm::persist(w[0], 8);
       SetRef(w[1], h[1]);  // COMMIT
       // a COMMIT word of page replacement: without it the parent names freed pages; caught by the plan's 150-key delete step (read-only view first)
