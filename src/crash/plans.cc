@@ -107,6 +107,19 @@ std::vector<PlanStep> KindPlan(const std::string& kind, const std::string& dir) 
     plan.push_back({"dense, 150 keys deleted to empty, read-only view first: merge and redistribution COMMIT words", r});
     plan.push_back({"dense, two leaves deleted to empty: the first leaf's merge (no left neighbour)",
                     dense(1, 40, 40, OpType::kDelete)});
+    // 0c. The dense deletes of step 3 below (seed 15, a three-level tree), up to its operation
+    // #854, with the read-only view first; the mutation gate's focused pass explores every
+    // meeting of the site up to there (judge_focus_ops). The redistribution's word naming the
+    // new left page (Replace: SetRef(w[0], h[0]) when the left page heads its level, l absent)
+    // is left dirty at each meeting when dropped, and keeps naming an old left page that is
+    // freed and reused: at #854 the readers of the "nothing" image lose most keys. The steps
+    // before this one meet that site first and do not draw the case.
+    ExplorerConfig d = dense(base.seed, grow / 2, 855, OpType::kDelete);
+    d.read_only_first = true;
+    d.insert_keys = grow / 2 + grow / 8 + 8;  // step 3's key universe (its default: explore + 8)
+    plan.push_back({"dense, 1250 keys, 855 deletes, read-only view first: a redistribution's left word left dirty "
+                    "across meetings (Replace, l absent)",
+                    d, /*judge_focus_ops=*/100});
   }
   // 0. FAST&FAIR: a small tree (100 dense keys, a root over a few leaves) deleted to empty, so
   // that among the first redistributions some move entries from the right node into an
@@ -242,7 +255,8 @@ const char* MutantVerdictName(MutantVerdict v) {
 constexpr size_t kFocusOps = 12;
 
 namespace {
-Status JudgeOnStep(const ExplorerConfig& step_cfg, const std::string& site_name, size_t first, ExplorerResult* out);
+Status JudgeOnStep(const ExplorerConfig& step_cfg, size_t focus_ops, const std::string& site_name, size_t first,
+                   ExplorerResult* out);
 }  // namespace
 
 Status RunMutation(const std::string& kind, const std::vector<PlanStep>& plan, const CoverageResult& cov,
@@ -278,7 +292,7 @@ Status RunMutation(const std::string& kind, const std::vector<PlanStep>& plan, c
     for (const auto& [step, first_op] : judge) {
       if (deadline_s > 0 && elapsed() > deadline_s && step != judge.front().first) break;
       judged_step = step;
-      WORT_RETURN_IF_ERROR(JudgeOnStep(plan[step].cfg, m.site, first_op, &r));
+      WORT_RETURN_IF_ERROR(JudgeOnStep(plan[step].cfg, plan[step].judge_focus_ops, m.site, first_op, &r));
       if (r.violation_count > 0) break;
     }
     if (r.violation_count > 0) {
@@ -305,7 +319,8 @@ namespace {
 // One plan step's judgement of a dropped site: the step up to a few operations past its first
 // meeting of the site (a dropped persist shows in the operation that skips it, or soon after),
 // then, if not caught, the focused pass.
-Status JudgeOnStep(const ExplorerConfig& step_cfg, const std::string& site_name, size_t first, ExplorerResult* out) {
+Status JudgeOnStep(const ExplorerConfig& step_cfg, size_t focus_ops, const std::string& site_name, size_t first,
+                   ExplorerResult* out) {
   {
     ExplorerConfig c = step_cfg;
     c.drop_site = site_name;
@@ -334,7 +349,7 @@ Status JudgeOnStep(const ExplorerConfig& step_cfg, const std::string& site_name,
       ExplorerConfig f = step_cfg;
       f.drop_site = site_name;
       f.focus_site = site_name;
-      f.focus_ops = kFocusOps;
+      f.focus_ops = focus_ops != 0 ? focus_ops : kFocusOps;
       f.single_line_images = true;
       f.novel_only = false;
       f.max_violations = 1;

@@ -26,6 +26,10 @@ namespace wort::crash {
 struct PlanStep {
   std::string what;   // what the step is for ("dense inserts: leaf and inner splits, root growth")
   ExplorerConfig cfg;
+  // The mutation gate's focused pass on this step explores this many operations that meet the
+  // dropped site (0: the default, 12). A step whose catch needs a dropped write-back to stay
+  // dirty across many meetings (B3-tree's long delete step) raises it.
+  size_t judge_focus_ops = 0;
 };
 
 // The kind's plan. `quick`: the cheaper variant (fewer subsets and points per operation).

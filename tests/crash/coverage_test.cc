@@ -8,8 +8,10 @@
 //                     met under the build directory.
 //   CoverageGate.EverySiteMet   every gated site of every kind is met by some owner's plan (a
 //                     kind whose record is missing or stale is run here).
-//   MutationGate.Kind  each kind drops a deterministic subset of its met sites one at a time and
-//                     fails on a mutant not caught whose site has no note.
+//   MutationGate.Kind  each kind drops a deterministic slice of its met sites one at a time and
+//                     fails on a mutant not caught whose site has no note; the slice rotates with
+//                     WORT_MUTATION_ROTATION (.ci/run: the commit count), so that successive
+//                     commits' CI runs judge every site.
 //   Determinism.*     the same run meets the same crash points; a printed replay line, run by the
 //                     `wort` binary, reproduces its violation.
 #include <gtest/gtest.h>
@@ -19,6 +21,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -235,14 +238,67 @@ TEST_P(CoverageGate, EverySiteMet) {
 // Each kind drops, one at a time, gated sites its plan met (crash/plans.h RunMutation: the plan
 // step that first met the site, then a focused pass over the operations meeting it) and fails on
 // any mutant the explorer does not catch whose site carries no "redundant" (or "uncaught") note.
-// Bounded for CI: a deterministic subset of kMutantsPerKind sites per kind (the sites ordered by
-// a hash of their stable id - file, function, code text, ordinal: crash::SiteStableId - so the
-// subset spreads over the kind's files, is the same on every run and every machine, and does not
-// change when an unrelated edit moves lines); `wort crashtest --index K --coverage --mutate` runs
-// all of them. A site of a
-// shared file (the allocator, the pool, common code) is dropped by one owner only
-// (crash::SiteMutatedBy).
+// Bounded for CI: a deterministic slice of kMutantsPerKind sites per kind. The sites are ordered
+// by a hash of their stable id (file, function, code text, ordinal: crash::SiteStableId - so a
+// slice spreads over the kind's files, is the same on every run and every machine, and does not
+// change when an unrelated edit moves lines); rotation r (environment WORT_MUTATION_ROTATION, a
+// non-negative integer, 0 when unset) takes the kMutantsPerKind sites from position
+// r * kMutantsPerKind on, wrapping around, so rotations 0 .. ceil(n / kMutantsPerKind) - 1 judge
+// every one of a kind's n sites. .ci/run sets it to the commit count (git rev-list --count HEAD):
+// each commit's CI judges the next slice, and the whole set is judged over successive commits.
+// `wort crashtest --index K --coverage --mutate` runs all of them at once. A site of a shared file
+// (the allocator, the pool, common code) is dropped by one owner only (crash::SiteMutatedBy).
 constexpr size_t kMutantsPerKind = 6;
+
+// WORT_MUTATION_ROTATION: false (and *error) when it is set to anything but a decimal integer.
+bool MutationRotation(uint64_t* rotation, std::string* error) {
+  *rotation = 0;
+  const char* env = std::getenv("WORT_MUTATION_ROTATION");
+  if (env == nullptr || *env == '\0') return true;
+  const std::string v(env);
+  if (v.size() > 18 || v.find_first_not_of("0123456789") != std::string::npos) {
+    *error = "WORT_MUTATION_ROTATION must be a non-negative decimal integer, got \"" + v + "\"";
+    return false;
+  }
+  *rotation = std::stoull(v);
+  return true;
+}
+
+// The slice of rotation `rotation` over n sites (positions in the hash order): kMutantsPerKind
+// positions from rotation * kMutantsPerKind on, modulo n (all of them when n <= kMutantsPerKind).
+std::vector<size_t> RotationSlice(size_t n, uint64_t rotation) {
+  std::vector<size_t> slice;
+  if (n <= kMutantsPerKind) {
+    for (size_t i = 0; i < n; ++i) slice.push_back(i);
+    return slice;
+  }
+  const uint64_t start = (rotation % n) * kMutantsPerKind % n;
+  for (size_t j = 0; j < kMutantsPerKind; ++j) slice.push_back((start + j) % n);
+  return slice;
+}
+
+// Successive rotations cover every position; rotation 0 is the first kMutantsPerKind (the subset
+// the gate judged before it rotated).
+TEST(MutationRotation, SuccessiveRotationsCoverEverySite) {
+  for (size_t n : {1, 5, 6, 7, 12, 13, 39}) {
+    const size_t rounds = (n + kMutantsPerKind - 1) / kMutantsPerKind;
+    std::set<size_t> seen;
+    for (uint64_t r = 0; r < rounds; ++r) {
+      const std::vector<size_t> s = RotationSlice(n, r);
+      EXPECT_EQ(s.size(), std::min(n, kMutantsPerKind)) << n;
+      EXPECT_EQ(std::set<size_t>(s.begin(), s.end()).size(), s.size()) << n << ": a slice repeats a site";
+      seen.insert(s.begin(), s.end());
+    }
+    EXPECT_EQ(seen.size(), n) << n << " sites, " << rounds << " rotations";
+    const std::vector<size_t> first = RotationSlice(n, 0);
+    for (size_t i = 0; i < first.size(); ++i) EXPECT_EQ(first[i], i);
+    // Any run of `rounds` consecutive rotations covers them too (CI's commit counts).
+    std::set<size_t> later;
+    for (uint64_t r = 1000; r < 1000 + rounds; ++r)
+      for (size_t i : RotationSlice(n, r)) later.insert(i);
+    EXPECT_EQ(later.size(), n) << n;
+  }
+}
 
 uint64_t NameHash(const std::string& s) {
   uint64_t h = 1469598103934665603ull;
@@ -254,6 +310,9 @@ class MutationGate : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(MutationGate, Kind) {
   const std::string kind = GetParam();
+  uint64_t rotation = 0;
+  std::string bad;
+  ASSERT_TRUE(MutationRotation(&rotation, &bad)) << bad;
   CoverageResult cov;
   if (!ReadRecord(kind, &cov)) cov = RunPlan(kind);  // no (fresh) record: run the plan here
   std::vector<PmSite> sites;
@@ -266,7 +325,11 @@ TEST_P(MutationGate, Kind) {
   std::sort(sites.begin(), sites.end(),
             [](const PmSite& a, const PmSite& b) { return NameHash(SiteStableId(a)) < NameHash(SiteStableId(b)); });
   const size_t all = sites.size();
-  if (sites.size() > kMutantsPerKind) sites.resize(kMutantsPerKind);
+  {
+    std::vector<PmSite> slice;
+    for (size_t i : RotationSlice(all, rotation)) slice.push_back(sites[i]);
+    sites = std::move(slice);
+  }
   std::vector<MutantResult> mr;
   // A site noted uncaught is judged on its first plan step only here (the full gate,
   // `wort crashtest --coverage --mutate`, tries kJudgeSteps steps): the suite's time stays as it
@@ -282,9 +345,13 @@ TEST_P(MutationGate, Kind) {
   std::printf("%s: mutation: %zu sites met, %zu caught, %zu redundant, %zu missed, %zu skipped (time), %zu missed and "
               "noted (crash-site: uncaught)\n",
               kind.c_str(), n[0] + n[1] + n[2] + n[4] + n[5], n[0], n[1], n[2], n[4], n[5]);
-  std::printf("  subset: %zu of the %zu sites this kind judges (wort crashtest --index %s --coverage --mutate: all)\n",
-              sites.size(), all, kind.c_str());
-  for (const PmSite& s : sites) std::printf("    %s  %s\n", s.Name().c_str(), SiteStableId(s).c_str());
+  const size_t rounds = (all + kMutantsPerKind - 1) / kMutantsPerKind;
+  std::printf("  rotation %llu (WORT_MUTATION_ROTATION): %zu of the %zu sites this kind judges, from position %zu of "
+              "their hash order (%zu rotations cover them all; wort crashtest --index %s --coverage --mutate: all at once)\n",
+              static_cast<unsigned long long>(rotation), sites.size(), all, RotationSlice(all, rotation).front(), rounds,
+              kind.c_str());
+  for (size_t i = 0; i < sites.size() && i < mr.size(); ++i)
+    std::printf("    %s  %s  %s\n", sites[i].Name().c_str(), SiteStableId(sites[i]).c_str(), MutantVerdictName(mr[i].verdict));
 }
 
 // ---- determinism -------------------------------------------------------------------------

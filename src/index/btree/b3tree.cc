@@ -549,37 +549,35 @@ void B3Tree::Replace(uint64_t parent, const std::vector<uint64_t>& g, const std:
           SetRef(lca_word, RefOf(Load(x.right)));  // x leaves the BST
           pm::persist(lca_word, 8);
           SetRef(w[1], h[0]);  // COMMIT
-          // crash-site: uncaught: an intermediate word of page replacement (b3tree.h steps 1-3); the state without it is a logical page that recovery (D2) rebuilds from the level chains; not caught by the plan, by targeted delete workloads (dense 40/70, sparse 400 keys, every point, 6 subsets) nor with --read-only-first; not proven redundant
+          // crash-site: uncaught: needed: without it w[1] - now the parent's first word, on the level's leftmost path - keeps naming the old first page g[0] after the operation; g[0] and g[1] hold the merged contents until they are freed below, so the first wrong state comes when the allocator hands g[0] out again (its thread cache is LIFO: the second page allocation after this one) while this line is still dirty: the leftmost path then leads to the reused page. Met once per 1250-key delete run (words), and no run tried (words seeds 1, 5, 7, 8: the meeting and the next 3 operations with single-line images; seed 19: every operation from the meeting on; read-only view first) drew a reuse before a later persist wrote the line back
           pm::persist(w[1], 8);
         } else {
           SetRef(w[1], h[0]);
-          // crash-site: uncaught: an intermediate word of page replacement (b3tree.h steps 1-3); the state without it is a logical page that recovery (D2) rebuilds from the level chains; not caught by the plan, by targeted delete workloads (dense 40/70, sparse 400 keys, every point, 6 subsets) nor with --read-only-first; not proven redundant
           pm::persist(w[1], 8);
           SetRef(lca_word, RefOf(Load(x.right)));  // COMMIT: x leaves the BST
-          // crash-site: uncaught: an intermediate word of page replacement (b3tree.h steps 1-3); the state without it is a logical page that recovery (D2) rebuilds from the level chains; not caught by the plan, by targeted delete workloads (dense 40/70, sparse 400 keys, every point, 6 subsets) nor with --read-only-first; not proven redundant
           pm::persist(lca_word, 8);
         }
       } else {  // the right page is x's direct child (l always exists here)
         SetRef(w[0], h[0]);
-        // crash-site: uncaught: an intermediate word of page replacement (b3tree.h steps 1-3); the state without it is a logical page that recovery (D2) rebuilds from the level chains; not caught by the plan, by targeted delete workloads (dense 40/70, sparse 400 keys, every point, 6 subsets) nor with --read-only-first; not proven redundant
+        // crash-site: uncaught: needed: without it w[0] keeps naming l (step 1's persisted value) after the operation - a logical page (l.sibling names the merged page) that readers move right through and D2 rebuilds - until l itself is replaced and freed: if its block is reused while this line is still dirty, the parent names the reused page (of another level: Validate rejects the image; a leaf of another range: readers miss keys). Met once per 1250-key delete run (strings, bytes), and the runs tried (strings seed 18 and bytes seed 20: the meeting and the next 3 operations, and for strings the next 40; every point, read-only view first) did not draw that reuse
         pm::persist(w[0], 8);
         SetRef(lca_word, RefOf(Load(x.left)));  // COMMIT: x leaves the BST
-        // crash-site: uncaught: an intermediate word of page replacement (b3tree.h steps 1-3); the state without it is a logical page that recovery (D2) rebuilds from the level chains; not caught by the plan, by targeted delete workloads (dense 40/70, sparse 400 keys, every point, 6 subsets) nor with --read-only-first; not proven redundant
+        // crash-site: uncaught: needed: without it lca_word keeps naming x, whose right word names l (step 1's persisted value) after the operation - a logical page that readers move right through and D2 rebuilds - until l is replaced and freed (and, for byte keys, x.key's block, freed below): a reuse while this line is still dirty leaves the parent naming the reused block. Met once per 1250-key delete run (strings, bytes), and the runs tried (strings seed 18 and bytes seed 20: the meeting and the next 3 operations; every point, read-only view first) did not draw that reuse
         pm::persist(lca_word, 8);
       }
     } else {  // redistribution (Figure 11)
       if (ls == 0) {
         SetRef(w[1], g[0]);  // the left page heads the logical page
-        // crash-site: uncaught: an intermediate word of page replacement (b3tree.h steps 1-3); the state without it is a logical page that recovery (D2) rebuilds from the level chains; not caught by the plan, by targeted delete workloads (dense 40/70, sparse 400 keys, every point, 6 subsets) nor with --read-only-first; not proven redundant
+        // crash-site: redundant: l absent means the left page is the first of its level, so it is x.left itself (w[0] == &x.left). If w[1] == &x.right, w[1] shares x's line (a BNode is 32-byte aligned) with w[0], whose persist below (and x.key's, when the key changes) writes it back: in the whole-line model its absence adds no state. If w[1] lies deeper, the left page is the underflowing one (the partner is across the page's own BST node, D3), so entries move left and the separator goes up: until the COMMIT below persists w[1] itself (before the operation returns and before any old page is freed), w[1] keeps naming the old right page g[1], its value before the operation, which holds every key at or above the new separator - the keys readers route there - and D2 rebuilds the parent from the chain, as it does with w[1] naming g[0]; only --torn needs this persist
         pm::persist(w[1], 8);
       }
       if (Load(x.key) != sep) {
         Store(x.key, sep);  // both words name one logical page: the key is free to change
-        // crash-site: uncaught: an intermediate word of page replacement (b3tree.h steps 1-3); the state without it is a logical page that recovery (D2) rebuilds from the level chains; not caught by the plan, by targeted delete workloads (dense 40/70, sparse 400 keys, every point, 6 subsets) nor with --read-only-first; not proven redundant
+        // crash-site: redundant: x.key lies in BST node x (32-byte aligned: one cache line with x.left and x.right), and one of w[0], w[1] is x's own word (the underflowing page is x's direct child, D3), stored and persisted just below (w[0] = &x.left) or at the COMMIT (w[1] = &x.right), which writes x.key back before the operation returns. In the second case, between the persist of w[0] and the COMMIT, x.key may still hold the old (higher) separator: a key in [new, old) reaches h[0] and moves right to h[1] (readers), w[1] still names l (step 1), and D2 rebuilds the parent from the chain; only --torn needs this persist
         pm::persist(&x.key, 8);
       }
       SetRef(w[0], h[0]);
-      // crash-site: uncaught: needed (not redundant): when l does not exist and w[0] is not in w[1]'s line, nothing else writes w[0] back, so it can keep naming the old left page, freed below and reused; caught by the dense deletes to empty with the read-only view first (wort crashtest --index b3tree --dist dense --keys 1250 --explore 1562 --ops delete --seed 15 --subsets 3 --max-points 256 --read-only-first --explore-recovery --pool-size 1 --drop-site SITE --focus-site SITE --single-line-images: op #854), but the gate reruns the 150-key step, which meets it first and (seed 1) does not draw that case in its first 12 meetings
+      // Needed: when l does not exist and w[0] is not in w[1]'s line, nothing else writes w[0] back, so it can keep naming the old left page, freed below and reused; caught by the plan's 1250-key delete step with the read-only view first (crash/plans.cc, step 0c: op #854)
       pm::persist(w[0], 8);
       SetRef(w[1], h[1]);  // COMMIT
       // a COMMIT word of page replacement: without it the parent names freed pages; caught by the plan's 150-key delete step (read-only view first)
