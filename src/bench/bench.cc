@@ -240,26 +240,43 @@ PhaseOutcome RunPhase(int threads, size_t n, const Fn& fn, const char* what = "p
   auto body = [&](size_t begin, size_t end) {
     const double c0 = ThreadCpuSeconds();
     uint64_t w = 0, d = 0;
-    Status err;  // the lean form's failure
-    for (size_t i = begin; i < end; ++i) {
-      bool failed;
-      if constexpr (kLean) {
-        failed = !fn(i, &w, &err);
-      } else {
-        Status s = fn(i, &w);
-        failed = !s.ok();
-        if (failed) [[unlikely]] err = std::move(s);
-      }
-      if (failed) [[unlikely]] {
-        std::lock_guard<std::mutex> g(mu);
-        if (out.status.ok()) out.status = err;
-        stop.store(true, std::memory_order_relaxed);
-        break;
-      }
-      ++d;
-      if ((d & 1023) == 0) [[unlikely]] {
-        progress.Add(1024);
+    Status err;  // an operation's failure
+    auto fail = [&] {
+      std::lock_guard<std::mutex> g(mu);
+      if (out.status.ok()) out.status = err;
+      stop.store(true, std::memory_order_relaxed);
+    };
+    if constexpr (kLean) {
+      // Blocks of 1024 operations: the inner loop does nothing but the operations (no progress
+      // count, no stop check), and the operation's captures are copied into this frame instead
+      // of being reloaded through a reference each time.
+      const Fn f = fn;
+      for (size_t blk = begin; blk < end;) {
+        const size_t e = std::min(end, blk + 1024);
+        size_t i = blk;
+        while (i < e && f(i, &w, &err)) ++i;
+        d += i - blk;
+        progress.Add(i - blk);
+        if (i < e) [[unlikely]] {
+          fail();
+          break;
+        }
+        blk = e;
         if (stop.load(std::memory_order_relaxed)) break;
+      }
+    } else {
+      for (size_t i = begin; i < end; ++i) {
+        Status s = fn(i, &w);
+        if (!s.ok()) [[unlikely]] {
+          err = std::move(s);
+          fail();
+          break;
+        }
+        ++d;
+        if ((d & 1023) == 0) [[unlikely]] {
+          progress.Add(1024);
+          if (stop.load(std::memory_order_relaxed)) break;
+        }
       }
     }
     const double c1 = ThreadCpuSeconds();
