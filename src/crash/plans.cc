@@ -120,6 +120,46 @@ std::vector<PlanStep> KindPlan(const std::string& kind, const std::string& dir) 
     plan.push_back({"dense, 1250 keys, 855 deletes, read-only view first: a redistribution's left word left dirty "
                     "across meetings (Replace, l absent)",
                     d, /*judge_focus_ops=*/100});
+    // 0d. A merge's COMMIT word whose old page is handed out again within a few operations: the
+    // merge of a level's first page with a deeper right sibling (Replace: w[1] = h[0], l absent)
+    // meets its site at operation #165 of these sparse deletes (a 200-key tree, seed 4), and the
+    // next page allocation (#166's merge or redistribution) reuses the old first page while w[1]'s
+    // line, when dropped, is still dirty: the readers of the "nothing" image follow the level's
+    // leftmost path into that page. Every operation from #160 on is explored (not only those that
+    // meet a new site), so the gate's first pass, which explores the meeting and the 3 operations
+    // after it, sees the reuse. The first step to meet the site.
+    ExplorerConfig m = base;
+    m.dist = Dist::kSparse;
+    m.seed = 4;
+    m.keys = 200;
+    m.insert_keys = 233;  // the universe of a 225-delete run (explore + 8), which drew the case
+    m.ops = {OpType::kDelete};
+    m.explore_from = 160;
+    m.explore_ops = 175;
+    m.novel_only = false;
+    m.read_only_first = true;
+    plan.push_back({"sparse, 200 keys deleted, operations #160-174 all explored, read-only view first: a merge's "
+                    "first-page word (l absent) whose old page the next merge reuses",
+                    m});
+    // 0e. The same for a merge whose right page is x's direct child: lca_word (Replace:
+    // SetRef(lca_word, x.left)) meets its site at operation #399 of these word deletes (a
+    // 400-key tree, seed 3); dropped, it leaves the parent naming x, whose right word names l, a
+    // page the merge at #404 replaces and frees and hands out again while that line is still
+    // dirty: a reader of the "nothing" image at #404 misses its key. The gate's first pass here
+    // explores 8 operations from the meeting (PlanStep::judge_first_ops).
+    ExplorerConfig e = base;
+    e.dist = Dist::kWords;
+    e.seed = 3;
+    e.keys = 400;
+    e.insert_keys = 458;  // the universe of a 450-delete run (explore + 8), which drew the case
+    e.ops = {OpType::kDelete};
+    e.explore_from = 395;
+    e.explore_ops = 410;
+    e.novel_only = false;
+    e.read_only_first = true;
+    plan.push_back({"words, 400 keys deleted, operations #395-409 all explored, read-only view first: a merge's "
+                    "LCA word (right page x's child) whose old page l a later merge reuses",
+                    e, /*judge_focus_ops=*/0, /*judge_first_ops=*/8});
   }
   // 0. FAST&FAIR: a small tree (100 dense keys, a root over a few leaves) deleted to empty, so
   // that among the first redistributions some move entries from the right node into an
@@ -255,8 +295,8 @@ const char* MutantVerdictName(MutantVerdict v) {
 constexpr size_t kFocusOps = 12;
 
 namespace {
-Status JudgeOnStep(const ExplorerConfig& step_cfg, size_t focus_ops, const std::string& site_name, size_t first,
-                   ExplorerResult* out);
+Status JudgeOnStep(const ExplorerConfig& step_cfg, size_t focus_ops, size_t first_ops, const std::string& site_name,
+                   size_t first, ExplorerResult* out);
 }  // namespace
 
 Status RunMutation(const std::string& kind, const std::vector<PlanStep>& plan, const CoverageResult& cov,
@@ -292,7 +332,7 @@ Status RunMutation(const std::string& kind, const std::vector<PlanStep>& plan, c
     for (const auto& [step, first_op] : judge) {
       if (deadline_s > 0 && elapsed() > deadline_s && step != judge.front().first) break;
       judged_step = step;
-      WORT_RETURN_IF_ERROR(JudgeOnStep(plan[step].cfg, plan[step].judge_focus_ops, m.site, first_op, &r));
+      WORT_RETURN_IF_ERROR(JudgeOnStep(plan[step].cfg, plan[step].judge_focus_ops, plan[step].judge_first_ops, m.site, first_op, &r));
       if (r.violation_count > 0) break;
     }
     if (r.violation_count > 0) {
@@ -319,8 +359,8 @@ namespace {
 // One plan step's judgement of a dropped site: the step up to a few operations past its first
 // meeting of the site (a dropped persist shows in the operation that skips it, or soon after),
 // then, if not caught, the focused pass.
-Status JudgeOnStep(const ExplorerConfig& step_cfg, size_t focus_ops, const std::string& site_name, size_t first,
-                   ExplorerResult* out) {
+Status JudgeOnStep(const ExplorerConfig& step_cfg, size_t focus_ops, size_t first_ops, const std::string& site_name,
+                   size_t first, ExplorerResult* out) {
   {
     ExplorerConfig c = step_cfg;
     c.drop_site = site_name;
@@ -332,7 +372,7 @@ Status JudgeOnStep(const ExplorerConfig& step_cfg, size_t focus_ops, const std::
     // Unexplored before the operation that first met it (its own index keeps the creation's
     // numbering: #explore_ops is the creation, #explore_ops+1 the close).
     if (first < c.explore_ops) {
-      c.explore_ops = std::min(c.explore_ops, first + 4);
+      c.explore_ops = std::min(c.explore_ops, first + (first_ops != 0 ? first_ops : 4));
       c.explore_from = first;
     } else if (first == c.explore_ops) {
       c.explore_from = first;  // the creation

@@ -30,6 +30,11 @@ struct PlanStep {
   // dropped site (0: the default, 12). A step whose catch needs a dropped write-back to stay
   // dirty across many meetings (B3-tree's long delete step) raises it.
   size_t judge_focus_ops = 0;
+  // The mutation gate's first pass on this step explores the operation that first met the
+  // dropped site and this many operations in all from it (0: the default, 4). A step whose
+  // catch needs a page freed at the meeting to be handed out again a few operations later
+  // (B3-tree's step 0e) raises it.
+  size_t judge_first_ops = 0;
 };
 
 // The kind's plan. `quick`: the cheaper variant (fewer subsets and points per operation).
