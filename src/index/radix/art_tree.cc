@@ -1253,7 +1253,10 @@ uint64_t ArtTree::CountKeys(uint64_t root) const {
       continue;
     }
     const NodeBase* n = node(ref);
-    stack.push_back(n->leaf_here);
+    // Only references to blocks are pushed: the budget counts them, and a tree has no more
+    // blocks than the pool (a pushed empty leaf_here per node made a whole tree of 16M keys
+    // count as 15.4M: the budget ran out).
+    if (const uint64_t lh = n->leaf_here) stack.push_back(lh);
     ForEachSorted(n, 0, [&](unsigned char, uint64_t r) {
       stack.push_back(r);
       return true;
@@ -1287,7 +1290,7 @@ IndexStats ArtTree::Stats() const {
     }
     ++st.inner_nodes;
     const NodeBase* n = node(ref);
-    stack.push_back({n->leaf_here, above + 1});
+    if (const uint64_t lh = n->leaf_here) stack.push_back({lh, above + 1});  // blocks only (CountKeys)
     ForEachSorted(n, 0, [&](unsigned char, uint64_t r) {
       stack.push_back({r, above + 1});
       return true;
