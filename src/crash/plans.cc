@@ -128,16 +128,22 @@ std::vector<PlanStep> KindPlan(const std::string& kind, const std::string& dir) 
     // leftmost path into that page. Every operation from #160 on is explored (not only those that
     // meet a new site), so the gate's first pass, which explores the meeting and the 3 operations
     // after it, sees the reuse. The first step to meet the site.
-    ExplorerConfig m = base;
-    m.dist = Dist::kSparse;
-    m.seed = 4;
-    m.keys = 200;
-    m.insert_keys = 233;  // the universe of a 225-delete run (explore + 8), which drew the case
-    m.ops = {OpType::kDelete};
-    m.explore_from = 160;
-    m.explore_ops = 175;
-    m.novel_only = false;
-    m.read_only_first = true;
+    // A delete run whose operations from..to-1 are all explored, read-only view first;
+    // insert_keys: the universe of the longer run (explore + 8) that drew the case.
+    auto delete_window = [&](Dist dist, uint64_t seed, size_t keys, size_t insert_keys, size_t from, size_t to) {
+      ExplorerConfig c = base;
+      c.dist = dist;
+      c.seed = seed;
+      c.keys = keys;
+      c.insert_keys = insert_keys;
+      c.ops = {OpType::kDelete};
+      c.explore_from = from;
+      c.explore_ops = to;
+      c.novel_only = false;
+      c.read_only_first = true;
+      return c;
+    };
+    const ExplorerConfig m = delete_window(Dist::kSparse, 4, 200, 233, 160, 175);
     plan.push_back({"sparse, 200 keys deleted, operations #160-174 all explored, read-only view first: a merge's "
                     "first-page word (l absent) whose old page the next merge reuses",
                     m});
@@ -147,16 +153,7 @@ std::vector<PlanStep> KindPlan(const std::string& kind, const std::string& dir) 
     // page the merge at #404 replaces and frees and hands out again while that line is still
     // dirty: a reader of the "nothing" image at #404 misses its key. The gate's first pass here
     // explores 8 operations from the meeting (PlanStep::judge_first_ops).
-    ExplorerConfig e = base;
-    e.dist = Dist::kWords;
-    e.seed = 3;
-    e.keys = 400;
-    e.insert_keys = 458;  // the universe of a 450-delete run (explore + 8), which drew the case
-    e.ops = {OpType::kDelete};
-    e.explore_from = 395;
-    e.explore_ops = 410;
-    e.novel_only = false;
-    e.read_only_first = true;
+    const ExplorerConfig e = delete_window(Dist::kWords, 3, 400, 458, 395, 410);
     plan.push_back({"words, 400 keys deleted, operations #395-409 all explored, read-only view first: a merge's "
                     "LCA word (right page x's child) whose old page l a later merge reuses",
                     e, /*judge_focus_ops=*/0, /*judge_first_ops=*/8});
