@@ -16,7 +16,7 @@ import time
 COV = re.compile(r'^(\S+): coverage (\d+)/(\d+) persist sites met .* ([\d.]+) s$')  # CLI or CoveragePlan test
 UNREACHABLE = re.compile(r' (\d+) unreachable \(noted\)')
 MUT = re.compile(r'^(\S+): mutation: (\d+) sites met, (\d+) caught, (\d+) redundant, (\d+) missed, (\d+) skipped \(time\), '
-                 r'(\d+) missed and noted')
+                 r'(\d+) missed and noted(?:.*; (\d+) of the caught only at return)?')
 UNMET = re.compile(r'^  unmet: (\S+)')
 DROP = re.compile(r'^  drop (\S+): (caught|redundant|MISSED|not met|skipped)')
 
@@ -56,13 +56,13 @@ def main():
         if m and m.group(1) in rows:
             r = rows[m.group(1)]
             r.update(caught=int(m.group(3)), redundant=int(m.group(4)), missed=int(m.group(5)), skipped=int(m.group(6)),
-                     noted=int(m.group(7)))
-    print('| kind | gated sites | met by its plan | unreachable (noted) | mutants caught | redundant | missed | '
-          'missed, noted | skipped (time) | seconds |')
-    print('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|')
+                     noted=int(m.group(7)), at_return=m.group(8) or '0')
+    print('| kind | gated sites | met by its plan | unreachable (noted) | mutants caught | of which only at return | '
+          'redundant | missed | missed, noted | skipped (time) | seconds |')
+    print('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|')
     for k, r in rows.items():
-        print('| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0f} |'.format(
-            k, r['gated'], r['met'], r['unreachable'], r.get('caught', '-'), r.get('redundant', '-'),
+        print('| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0f} |'.format(
+            k, r['gated'], r['met'], r['unreachable'], r.get('caught', '-'), r.get('at_return', '-'), r.get('redundant', '-'),
             r.get('missed', '-'), r.get('noted', '-'), r.get('skipped', '-'), r['s']))
     # A shared site (allocator, pool, common code) counts as met when any of its owner kinds meets
     # it (tests/crash/coverage_test.cc, CoverageGate.EverySiteMet, checks that union).

@@ -643,6 +643,10 @@ AllocStats Allocator::Stats() const {
 
 void Allocator::ForEachAllocated(const std::function<void(uint64_t, size_t)>& fn) const {
   epoch_->Drain();  // retired blocks are free (no operation runs: see alloc.h)
+  ForEachInUse(fn);
+}
+
+void Allocator::ForEachInUse(const std::function<void(uint64_t, size_t)>& fn) const {
   const Impl& I = *impl_;
   std::lock_guard<std::mutex> g(I.mu);
   std::unordered_set<uint64_t> cached;

@@ -37,6 +37,7 @@ struct CrashOpts {
   bool read_only_first = false;
   bool dirty_free_space = false;
   bool recovery_persists = false;
+  bool op_persists = false;
   bool isolate = false;
   int check_timeout = 60;
   std::string key_type = "auto";
@@ -130,16 +131,14 @@ size_t RunCoveragePlan(const CrashOpts& o, const std::string& name) {
     std::vector<crash::MutantResult> mr;
     s = crash::RunMutation(name, plan, cov, gated, o.mutate_budget, &mr);
     if (!s.ok()) Fail(name + ": " + s.ToString());
-    size_t n[6] = {};
+    size_t missed = 0;
     for (auto& m : mr) {
-      ++n[static_cast<int>(m.verdict)];
+      if (m.verdict == crash::MutantVerdict::kMissed) ++missed;
       fmt::print("  drop {}: {}{}{} ({:.1f} s)\n", m.site, crash::MutantVerdictName(m.verdict), m.detail.empty() ? "" : ": ",
                  m.detail, m.seconds);
     }
-    fmt::print("{}: mutation: {} sites met, {} caught, {} redundant, {} missed, {} skipped (time), {} missed and noted "
-               "(crash-site: uncaught)\n",
-               name, n[0] + n[1] + n[2] + n[4] + n[5], n[0], n[1], n[2], n[4], n[5]);
-    failures += n[2];
+    fmt::print("{}\n", crash::MutationSummary(name, mr));
+    failures += missed;
   }
   std::fflush(stdout);
   return failures;
@@ -192,6 +191,7 @@ size_t RunKind(const CrashOpts& o, const std::string& name, bench::Dist dist, co
     c.read_only_first = o.read_only_first;
     c.dirty_free_space = o.dirty_free_space;
     c.recovery_persists = o.recovery_persists;
+    c.op_persists = o.op_persists;
     c.isolate = o.isolate;
     c.check_timeout_s = o.check_timeout;
     c.max_violations = o.max_violations;
@@ -364,6 +364,9 @@ void AddCrashTest(CLI::App& app) {
               "index's first blocks reuse space that is not zero in persistent memory");
   c->add_flag("--recovery-persists", o->recovery_persists,
               "With --explore-recovery: a recovery that returns with a line it wrote not yet persistent is a violation");
+  c->add_flag("--op-persists", o->op_persists,
+              "An operation that returns with a line not yet persistent (dirty or in flight) is a violation, "
+              "explored or not");
   c->add_flag("--isolate", o->isolate,
               "Check each image in a forked child: slower, but the run goes on when the index crashes or hangs");
   c->add_option("--check-timeout", o->check_timeout, "Seconds a check of one image may take before it is a hang")

@@ -22,6 +22,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -46,6 +47,7 @@ std::string ExplorerArgs(const ExplorerConfig& c) {
   if (c.read_only_first) s += " --read-only-first";
   if (c.dirty_free_space) s += " --dirty-free-space";
   if (c.recovery_persists) s += " --recovery-persists";
+  if (c.op_persists) s += " --op-persists";
   if (!c.edge_keys) s += " --no-edge-keys";
   if (!c.key_type_from_dist) s += c.index_options.key_type == KeyType::kU64 ? " --key-type u64" : " --key-type bytes";
   if (c.index_options.span_bits != IndexOptions{}.span_bits) s += fmt::format(" --span-bits {}", c.index_options.span_bits);
@@ -254,6 +256,14 @@ class Tracker final : public pm::Hook {
     }
     std::sort(points_.begin(), points_.end(), [](const CrashPoint& a, const CrashPoint& b) { return a.seq < b.seq; });
     return std::move(points_);
+  }
+
+  // The lines open (in flight or dirty) right now, in offset order.
+  std::vector<OpenLine> OpenLinesNow() {
+    std::lock_guard<std::mutex> g(mu_);
+    CrashPoint p;
+    Capture(&p, PointKind::kReturn, nullptr, 0);
+    return std::move(p.open);
   }
 
   // Crash points met in the last operation, including its return.
@@ -797,6 +807,11 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
   }
 
   bool live_leak_reported = false;
+  // op_persists: the blocks allocated when the last operation returned (offset -> size), and the
+  // open lines it exempted (AllocZeroed fill, free space).
+  std::map<uint64_t, size_t> blocks_before;
+  std::set<uint64_t> exempt_lines;
+  if (cfg.op_persists) pool->allocator().ForEachInUse([&](uint64_t b, size_t n) { blocks_before.emplace(b, n); });
   size_t focus_ops_met = 0;
   for (size_t i = 0; i < cfg.explore_ops && res.violation_count < cfg.max_violations; ++i) {
     if (cfg.replay_op >= 0 && static_cast<int64_t>(i) > cfg.replay_op) break;
@@ -852,6 +867,74 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
       }
     }
 
+    // Every line the operation wrote is persistent when it returns (ExplorerConfig::op_persists).
+    if (cfg.op_persists) {
+      std::map<uint64_t, size_t> blocks;  // allocated now: offset -> size
+      pool->allocator().ForEachInUse([&](uint64_t b, size_t n) { blocks.emplace(b, n); });
+      auto block_of = [&](uint64_t line) -> std::pair<uint64_t, size_t> {
+        auto it = blocks.upper_bound(line + kLine - 1);
+        if (it == blocks.begin()) return {0, 0};
+        --it;
+        if (line >= it->first + it->second) return {0, 0};
+        return {it->first, it->second};
+      };
+      auto block_before_of = [&](uint64_t line) {
+        auto it = blocks_before.upper_bound(line + kLine - 1);
+        return it != blocks_before.begin() && line < std::prev(it)->first + std::prev(it)->second;
+      };
+      // Lines exempt from the rule: their content is never read, so whether it persists does
+      // not matter. Whether the index truly never reads them is what the crash images judge
+      // (and --dirty-free-space for a creation).
+      //   - An AllocZeroed block's fill: zeroed in the cache and not written since. Taken as any
+      //     line of an allocated block that is all zero (the explorer does not see allocations:
+      //     a block freed and handed out again within one operation looks like an old one). So
+      //     a line an operation clears to all zeros and leaves dirty escapes this rule; the
+      //     crash images still judge what it leaves.
+      //   - Free space: a line in no allocated block that was in an allocated block at the last
+      //     return (a block this operation freed: e.g. ROART's obsolete mark on a retired node)
+      //     or exempt then. Allocator metadata is never exempt: it lies in no block, ever.
+      std::set<uint64_t> exempt;
+      std::vector<uint64_t> open;
+      std::vector<std::string> changed;  // of each open line: the words not yet persistent
+      static const char kZeroLine[kLine] = {};
+      for (const OpenLine& ol : tracker.OpenLinesNow()) {
+        const uint64_t l = ol.off;
+        const size_t n = block_of(l).second;
+        const bool was_exempt = exempt_lines.count(l) != 0;
+        bool ok;
+        if (n != 0) {
+          ok = std::memcmp(pool->base() + l, kZeroLine, kLine) == 0;
+        } else {
+          ok = was_exempt || block_before_of(l);
+        }
+        if (ok) {
+          exempt.insert(l);
+          continue;
+        }
+        open.push_back(l);
+        std::string w;
+        for (size_t k = 0; k < kWordsPerLine; ++k)
+          if (std::memcmp(pool->base() + l + 8 * k, ol.persisted.data() + 8 * k, 8) != 0)
+            w += fmt::format("{}{}", w.empty() ? "" : ",", k);
+        changed.push_back(w);
+      }
+      if (!open.empty()) {
+        std::string lines;
+        for (size_t k = 0; k < open.size() && k < 4; ++k) {
+          const auto [b, n] = block_of(open[k]);
+          lines += n ? fmt::format(" {:#x} (block {:#x} of {} bytes, +{:#x}, words {})", open[k], b, n, open[k] - b,
+                                   changed[k])
+                     : fmt::format(" {:#x} (not in an allocated block, words {})", open[k], changed[k]);
+        }
+        add_violation(Violation{i, wl.Describe(op), 0, "no crash (the live pool after the operation)", "-",
+                                fmt::format("the operation returned with {} line(s) not yet persistent (at{}{}): a "
+                                            "crash after later operations can lose them",
+                                            open.size(), lines, open.size() > 4 ? " ..." : ""),
+                                args + fmt::format(" --replay-op {}", i)});
+      }
+      exempt_lines = std::move(exempt);
+      blocks_before = std::move(blocks);
+    }
     WORT_RETURN_IF_ERROR(check_points(i, wl.Describe(op), points, &model, &post, false));
     tracker.Commit();
     model = std::move(post);

@@ -110,6 +110,15 @@ struct ExplorerConfig {
   // (not persistent) is a violation - the operations after it build on that write, and a crash
   // after them can lose it (e.g. an unlink whose block a later allocation reused).
   bool recovery_persists = false;
+  // An operation that returns with a line still dirty or in flight (not persistent) is a
+  // violation, whether or not the operation is explored: an acknowledged write is durable at
+  // its return, and so is every word the index rewrote on the way. The "nothing" image at the
+  // return point only checks that the state left in memory *reads* as the operation's result;
+  // a word left dirty that still names a valid old block reads correctly until that block is
+  // freed and reused, possibly many operations later, while the line is still dirty (B3-tree's
+  // merge word in Replace). For kinds that keep no volatile state in pool lines (version locks,
+  // hints) between operations.
+  bool op_persists = false;
   // Check each image in a forked child (slower; the run goes on after an index crashes or hangs
   // on an image). Otherwise in this process under a signal/timeout guard: a crash or hang is
   // reported as a violation and ends the run.

@@ -49,6 +49,13 @@ std::vector<PlanStep> KindPlan(const std::string& kind, const std::string& dir) 
   // log, the rebuild's unlink of an empty leaf (FPTree, NV-Tree), the B3-tree's and FAST&FAIR's
   // repaired root word, CCEH's last repaired directory line.
   base.recovery_persists = true;
+  // An operation, too, returns with what it wrote persistent (ExplorerConfig::op_persists): a
+  // word left dirty that still names a valid old block reads correctly until that block is
+  // freed and reused, maybe many operations later, which the crash points seldom draw (the
+  // B3-tree's merge word in Replace). Every kind but ROART, whose nodes hold their version lock
+  // word (include/wort/sync.h): every write changes it, and it is never persisted by design (a
+  // restart resets it by the pool generation).
+  base.op_persists = kind != "roart";
   // WOART and FPTree rely only on 8-byte atomic stores and persist ordering (not on two stores to
   // one cache line reaching memory together): their plans run in the torn-line model
   // (ExplorerConfig::torn_lines), where a persist whose line a later persist of the same
@@ -284,8 +291,21 @@ const char* MutantVerdictName(MutantVerdict v) {
     case MutantVerdict::kNotMet: return "not met";
     case MutantVerdict::kSkipped: return "skipped (time)";
     case MutantVerdict::kKnownMiss: return "missed (known, noted)";
+    case MutantVerdict::kCaughtAtReturn: return "caught at return only";
   }
   return "?";
+}
+
+std::string MutationSummary(const std::string& kind, const std::vector<MutantResult>& results) {
+  size_t n[7] = {};
+  for (const MutantResult& m : results) ++n[static_cast<int>(m.verdict)];
+  auto count = [&](MutantVerdict v) { return n[static_cast<int>(v)]; };
+  return fmt::format("{}: mutation: {} sites met, {} caught, {} redundant, {} missed, {} skipped (time), {} missed and "
+                     "noted (crash-site: uncaught); {} of the caught only at return",
+                     kind, results.size() - count(MutantVerdict::kNotMet),
+                     count(MutantVerdict::kCaught) + count(MutantVerdict::kCaughtAtReturn), count(MutantVerdict::kRedundant),
+                     count(MutantVerdict::kMissed), count(MutantVerdict::kSkipped), count(MutantVerdict::kKnownMiss),
+                     count(MutantVerdict::kCaughtAtReturn));
 }
 
 // The mutation gate's second pass explores this many operations that meet the dropped site.
@@ -326,14 +346,26 @@ Status RunMutation(const std::string& kind, const std::vector<PlanStep>& plan, c
       judge.assign(st->second.begin(), st->second.begin() + std::min(st->second.size(), kJudgeSteps));
     ExplorerResult r;
     size_t judged_step = judge.front().first;
-    for (const auto& [step, first_op] : judge) {
-      if (deadline_s > 0 && elapsed() > deadline_s && step != judge.front().first) break;
-      judged_step = step;
-      WORT_RETURN_IF_ERROR(JudgeOnStep(plan[step].cfg, plan[step].judge_focus_ops, plan[step].judge_first_ops, m.site, first_op, &r));
-      if (r.violation_count > 0) break;
+    // First by the crash images alone (op_persists off), then, if none caught it, by the return
+    // rule too on the steps that check it.
+    bool at_return = false;
+    for (const bool rule : {false, true}) {
+      for (const auto& [step, first_op] : judge) {
+        if (rule && !plan[step].cfg.op_persists) continue;
+        if (deadline_s > 0 && elapsed() > deadline_s && step != judge.front().first) break;
+        judged_step = step;
+        ExplorerConfig c = plan[step].cfg;
+        c.op_persists = rule;
+        WORT_RETURN_IF_ERROR(JudgeOnStep(c, plan[step].judge_focus_ops, plan[step].judge_first_ops, m.site, first_op, &r));
+        if (r.violation_count > 0) break;
+      }
+      if (r.violation_count > 0) {
+        at_return = rule;
+        break;
+      }
     }
     if (r.violation_count > 0) {
-      m.verdict = MutantVerdict::kCaught;
+      m.verdict = at_return ? MutantVerdict::kCaughtAtReturn : MutantVerdict::kCaught;
       const Violation& v = r.violations.front();
       m.detail = fmt::format("step {} op #{} {} [{}]: {}", judged_step, v.op, v.point_desc, v.image, v.what.substr(0, 120));
     } else if (std::strcmp(site.note, "redundant") == 0) {

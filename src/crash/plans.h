@@ -58,7 +58,11 @@ Status RunCoverage(const std::string& kind, const std::vector<PlanStep>& plan, C
 
 // kKnownMiss: not caught, and the site carries a "crash-site: uncaught: REASON" note (a gap
 // of the explorer, written down; the gate accepts it, the figures count it as missed).
-enum class MutantVerdict { kCaught, kRedundant, kMissed, kNotMet, kSkipped, kKnownMiss };
+// kCaughtAtReturn: not caught by any crash image, only by the rule that an operation returns
+// with what it wrote persistent (ExplorerConfig::op_persists): the dropped persist leaves a line
+// dirty after the operation, which a crash drawn later (once what it names is freed and reused)
+// would lose. The gate judges every site without that rule first.
+enum class MutantVerdict { kCaught, kRedundant, kMissed, kNotMet, kSkipped, kKnownMiss, kCaughtAtReturn };
 const char* MutantVerdictName(MutantVerdict v);
 
 struct MutantResult {
@@ -67,6 +71,10 @@ struct MutantResult {
   std::string detail;  // where it was caught, or the redundancy reason
   double seconds = 0;
 };
+// The gate's summary line of a kind (scripts/crash_gate_table.py reads it): "K: mutation: N sites
+// met, C caught, R redundant, M missed, S skipped (time), U missed and noted (crash-site:
+// uncaught); A of the caught only at return".
+std::string MutationSummary(const std::string& kind, const std::vector<MutantResult>& results);
 
 // Drops each site of `sites` in turn (those the coverage run met), rerunning the plan step
 // that first met it; a site not caught there is judged again on the next steps that met it, up

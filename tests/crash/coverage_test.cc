@@ -336,15 +336,10 @@ TEST_P(MutationGate, Kind) {
   // was; an unnoted site the first step misses gets the further steps.
   const Status st = RunMutation(kind, KindPlan(kind), cov, sites, /*deadline_s=*/0, &mr, /*rejudge_uncaught=*/false);
   ASSERT_TRUE(st.ok()) << st.ToString();
-  size_t n[6] = {};
-  for (const MutantResult& m : mr) {
-    ++n[static_cast<int>(m.verdict)];
+  for (const MutantResult& m : mr)
     if (m.verdict == MutantVerdict::kMissed) ADD_FAILURE() << kind << ": dropping " << m.site << " is not caught: " << m.detail;
-  }
   // The same line as `wort crashtest --coverage --mutate` (scripts/crash_gate_table.py reads it).
-  std::printf("%s: mutation: %zu sites met, %zu caught, %zu redundant, %zu missed, %zu skipped (time), %zu missed and "
-              "noted (crash-site: uncaught)\n",
-              kind.c_str(), n[0] + n[1] + n[2] + n[4] + n[5], n[0], n[1], n[2], n[4], n[5]);
+  std::printf("%s\n", MutationSummary(kind, mr).c_str());
   const size_t rounds = (all + kMutantsPerKind - 1) / kMutantsPerKind;
   std::printf("  rotation %llu (WORT_MUTATION_ROTATION): %zu of the %zu sites this kind judges, from position %zu of "
               "their hash order (%zu rotations cover them all; wort crashtest --index %s --coverage --mutate: all at once)\n",
