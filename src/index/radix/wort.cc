@@ -42,6 +42,9 @@ inline CompressionHeader UnpackHeader(uint64_t w) {
   return h;
 }
 inline size_t Branch(const CompressionHeader& h) { return size_t{h.depth} + h.prefix_len; }
+// FindLeaf reads depth and prefix_len as the packed word's low 32 bits.
+static_assert(offsetof(CompressionHeader, depth) == 0 && offsetof(CompressionHeader, prefix_len) == 2 &&
+              std::endian::native == std::endian::little);
 
 // Partial keys of a byte string at span kSpan (4: two per byte, high nibble first; 8: bytes).
 template <unsigned kSpan>
@@ -346,21 +349,25 @@ inline uint64_t WortTree<kSpan>::FindLeaf(const K& k) const {
       return k.len == 0 || std::memcmp(l->key(), k.p, k.len) == 0 ? ref : 0;
     }
     const auto* n = reinterpret_cast<const Node*>(base + RefOffset(ref));
-    const CompressionHeader h = HeaderOf(n);
-    const size_t b = Branch(h);
-    if (h.depth == expected) {
-      if (b != expected) [[unlikely]] {  // a compressed path (prefix_len > 0)
-        if (b > k.n) return 0;           // every key below is longer than this one
+    const uint64_t hw = pm::load8(&n->header);
+    size_t b = expected;
+    // The common node: depth as expected and no compressed path - the header's low 32 bits
+    // (depth, then prefix_len: PackHeader's layout) equal `expected`, in one compare.
+    if (static_cast<uint32_t>(hw) != expected) [[unlikely]] {
+      const CompressionHeader h = UnpackHeader(hw);
+      b = Branch(h);
+      if (h.depth == expected) {  // a compressed path (prefix_len > 0)
+        if (b > k.n) return 0;    // every key below is longer than this one
         // Pessimistic part: the inline prefix array.
         const size_t e = std::min(b, expected + kInlineCap);
         for (size_t i = expected; i < e; ++i)
           if (k.at(i) != PrefixAt(h, i - expected)) return 0;
+      } else if (b < expected) {
+        return 0;  // impossible (I3: a branch never moves); Check reports it
       }
-    } else if (b < expected) {
-      return 0;  // impossible (I3: a branch never moves); Check reports it
+      // else: a header whose depth is not the expected one (I4, or a split/collapse under way):
+      // skip the prefix array; the branch position is still right (I3).
     }
-    // else: a header whose depth is not the expected one (I4, or a split/collapse under way):
-    // skip the prefix array; the branch position is still right (I3).
     if (b >= k.n) [[unlikely]] {
       if (b > k.n || ++terminal_steps > kMaxLevels<kSpan>) return 0;  // b > k.n: every key below is longer
       ref = pm::load8(&n->slot[0]);
