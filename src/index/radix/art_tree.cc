@@ -866,20 +866,26 @@ __attribute__((optimize("no-jump-tables"))) WORT_OPTIMISTIC_READ inline int ArtT
     }
     const auto* n = reinterpret_cast<const NodeBase*>(base + off);
     const uint64_t hw = pm::load8(&n->hdr);  // PackHdr's layout, read without unpacking
-    const uint32_t hdepth = static_cast<uint32_t>(hw & 0xfff);
-    const uint32_t plen = static_cast<uint32_t>((hw >> 12) & 0xfff);
-    const uint32_t b = hdepth + plen;  // the same in an interrupted split's old and new header
-    if (len < b || b < depth) return 0;  // b < depth: damaged (see the loop's bound)
-    if (plen != 0 && hdepth == depth) {
-      // Pessimistic part of the prefix; the rest is checked at the leaf.
-      const uint32_t m = std::min(plen, kInlinePrefix);
-      uint64_t pw = hw >> 24;
-      for (uint32_t j = 0; j < m; ++j, pw >>= 8)
-        if (k[depth + j] != static_cast<unsigned char>(pw)) return 0;
+    uint32_t b = depth;
+    // The common node - depth as expected, no prefix: the header's low 24 bits (depth, then
+    // plen) equal `depth`, in one compare.
+    if ((hw & 0xffffff) != depth) [[unlikely]] {
+      const uint32_t hdepth = static_cast<uint32_t>(hw & 0xfff);
+      const uint32_t plen = static_cast<uint32_t>((hw >> 12) & 0xfff);
+      b = hdepth + plen;        // the same in an interrupted split's old and new header
+      if (b < depth) return 0;  // damaged (see the loop's bound)
+      if (plen != 0 && hdepth == depth && b <= len) {
+        // Pessimistic part of the prefix; the rest is checked at the leaf.
+        const uint32_t m = std::min(plen, kInlinePrefix);
+        uint64_t pw = hw >> 24;
+        for (uint32_t j = 0; j < m; ++j, pw >>= 8)
+          if (k[depth + j] != static_cast<unsigned char>(pw)) return 0;
+      }
+      // else: depth rule - the header belongs to a split or merge (interrupted, or happening
+      // now); skip the prefix comparison (the leaf comparison decides).
     }
-    // else: depth rule - the header belongs to a split or merge (interrupted, or happening now);
-    // skip the prefix comparison (the leaf comparison decides).
-    if (len == b) {
+    if (len <= b) [[unlikely]] {
+      if (len < b) return 0;  // every key below is longer than this one
       ref = pm::load8(&n->leaf_here);
     } else if (n->type == kN256) {  // the slot itself: an empty one is 0, which ends the loop
       ref = pm::load8(&reinterpret_cast<const N256*>(n)->child[k[b]]);

@@ -580,17 +580,19 @@ WORT_OPTIMISTIC_READ inline int VArt::LookupAttempt(std::string_view key, uint64
     // NODE256 first: the upper levels of a large tree are NODE256s (one compare, not three).
     const Ref* s = n->type == NODE256 ? &static_cast<Node256*>(n)->child[k[depth]] : FindChildSlot(n, k[depth]);
     const Ref c = s ? LoadRef(s) : 0;
-    if (!n->lock.CheckOrRestart(v)) return -1;
-    if (c == 0) return 0;
+    if (c == 0) return n->lock.CheckOrRestart(v) ? 0 : -1;
     if (IsLeaf(c)) {
+      if (!n->lock.CheckOrRestart(v)) return -1;
       const Leaf* l = AsLeaf(c);
       if (!SameKey(l, key)) return 0;
       *value = l->value.load(std::memory_order_acquire);
       return 1;
     }
-    // Lock coupling: n is checked again after the child's version was read, so a child that was
-    // unlinked (it is then locked or obsolete) or moved below a new node by a prefix split (its
-    // prefix then starts deeper) since the check above is noticed.
+    // Lock coupling: the child's version is read before n is checked (as in the OLC paper's
+    // lookup): c may be a stale read, but every word a child slot ever held names an inner node
+    // or leaf that epochs keep allocated (R3), and its version is only a load; n's check after
+    // it then rejects a stale c, and a child that was unlinked (it is then locked or obsolete)
+    // or moved below a new node by a prefix split (its prefix then starts deeper).
     const Inner* ch = AsInner(c);
     uint64_t cv;
     if (!ch->lock.ReadLockOrRestart(&cv) || !n->lock.CheckOrRestart(v)) return -1;
