@@ -853,18 +853,22 @@ __attribute__((optimize("no-jump-tables"))) WORT_OPTIMISTIC_READ inline int ArtT
   // a damaged image has b < depth, read as an absent key), and the next depth is b + 1, so depth
   // grows at every step and b <= len ends the walk within len + 1 nodes.
   while (ref != 0) {
-    const uint64_t off = RefOffset(ref);
-    if (((off & 63) != 0 || off - heap >= lim) && !BlockOk(ref)) [[unlikely]]
-      return 0;
-    if (IsLeafRef(ref)) {
-      const auto* l = reinterpret_cast<const Leaf*>(base + off);  // immutable key; the value word is one atomic store
-      if (len > 64 - sizeof(Leaf) && !pool_.contains(off, Leaf::SizeFor(len))) [[unlikely]]
-        return 0;
-      if (!LeafHasKey(l, k, len)) return 0;
-      *value = pm::load8(&l->value);
-      return 1;
+    // One test for the common step, an inner node the fast check vouches for: its reference is
+    // its offset, with all six low bits clear (a leaf's has the tag bit; a damaged one, others).
+    if ((ref & radix_ref::kTagBits) != 0 || ref - heap >= lim) [[unlikely]] {
+      const uint64_t off = RefOffset(ref);
+      if (((off & 63) != 0 || off - heap >= lim) && !BlockOk(ref)) return 0;
+      if (IsLeafRef(ref)) {
+        const auto* l = reinterpret_cast<const Leaf*>(base + off);  // immutable key; the value word is one atomic store
+        if (len > 64 - sizeof(Leaf) && !pool_.contains(off, Leaf::SizeFor(len))) [[unlikely]]
+          return 0;
+        if (!LeafHasKey(l, k, len)) return 0;
+        *value = pm::load8(&l->value);
+        return 1;
+      }
+      // else an inner node near the pool's end, that BlockOk vouched for
     }
-    const auto* n = reinterpret_cast<const NodeBase*>(base + off);
+    const auto* n = reinterpret_cast<const NodeBase*>(base + ref);  // an inner node's reference is its offset
     const uint64_t hw = pm::load8(&n->hdr);  // PackHdr's layout, read without unpacking
     uint32_t b = depth;
     // The common node - depth as expected, no prefix: the header's low 24 bits (depth, then

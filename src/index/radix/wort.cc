@@ -333,22 +333,26 @@ inline uint64_t WortTree<kSpan>::FindLeaf(const K& k) const {
   // a damaged image could chain them forever.
   size_t terminal_steps = 0;
   while (ref != 0) {
-    if (const uint64_t off = RefOffset(ref); ((off & 63) != 0 || off >= fast_end) && !BlockOk(ref)) [[unlikely]]
-      return 0;
-    if (RefIsLeaf(ref)) {  // the optimistic part of the path, compared here with the whole key
-      const auto* l = reinterpret_cast<const WortLeaf*>(base + RefOffset(ref));
-      if (l->key_len != k.len) return 0;
-      if (k.len > 64 - sizeof(WortLeaf) && !pool_.contains(RefOffset(ref), LeafBytes(k.len))) [[unlikely]]
-        return 0;
-      if (k.len == 8) {  // the common fixed-width case as one word compare, no memcmp call
-        uint64_t a, c;
-        std::memcpy(&a, l->key(), 8);
-        std::memcpy(&c, k.p, 8);
-        return a == c ? ref : 0;
+    // One test for the common step, an inner node the fast check vouches for: its reference is
+    // its offset, with all six low bits clear (a leaf's has the tag bit; a damaged one, others).
+    if ((ref & radix_ref::kTagBits) != 0 || ref >= fast_end) [[unlikely]] {
+      if (const uint64_t off = RefOffset(ref); ((off & 63) != 0 || off >= fast_end) && !BlockOk(ref)) return 0;
+      if (RefIsLeaf(ref)) {  // the optimistic part of the path, compared here with the whole key
+        const auto* l = reinterpret_cast<const WortLeaf*>(base + RefOffset(ref));
+        if (l->key_len != k.len) return 0;
+        if (k.len > 64 - sizeof(WortLeaf) && !pool_.contains(RefOffset(ref), LeafBytes(k.len))) [[unlikely]]
+          return 0;
+        if (k.len == 8) {  // the common fixed-width case as one word compare, no memcmp call
+          uint64_t a, c;
+          std::memcpy(&a, l->key(), 8);
+          std::memcpy(&c, k.p, 8);
+          return a == c ? ref : 0;
+        }
+        return k.len == 0 || std::memcmp(l->key(), k.p, k.len) == 0 ? ref : 0;
       }
-      return k.len == 0 || std::memcmp(l->key(), k.p, k.len) == 0 ? ref : 0;
+      // else an inner node near the pool's end, that BlockOk vouched for
     }
-    const auto* n = reinterpret_cast<const Node*>(base + RefOffset(ref));
+    const auto* n = reinterpret_cast<const Node*>(base + ref);  // an inner node's reference is its offset
     const uint64_t hw = pm::load8(&n->header);
     size_t b = expected;
     // The common node: depth as expected and no compressed path - the header's low 32 bits
