@@ -66,6 +66,10 @@ class VersionLock {
   // Reader: the current version in *v; false if locked (after a short spin) or obsolete.
   [[nodiscard]] bool ReadLockOrRestart(uint64_t* v) const {
     uint64_t w = word_.load(std::memory_order_acquire);
+    if ((w & (kLocked | kObsolete)) == 0) [[likely]] {  // the common case: one test
+      *v = w;
+      return true;
+    }
     for (int spin = 0; IsLocked(w) && spin < kReadSpins; ++spin) {
       CpuRelax();
       w = word_.load(std::memory_order_acquire);
