@@ -2,17 +2,7 @@
 
 #include <thread>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#endif
-
 namespace wort::sync {
-
-void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  _mm_pause();
-#endif
-}
 
 void Backoff(int attempt) {
   if (attempt < 8) {
