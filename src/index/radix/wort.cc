@@ -325,17 +325,21 @@ inline uint64_t WortTree<kSpan>::FindLeaf(const K& k) const {
   // block's first 64 bytes is checked below.
   const uint64_t size = pool_.size();
   const uint64_t fast_end = size > sizeof(Node) ? size - sizeof(Node) : 0;  // 0: all to BlockOk
+  // ref - 1 < fast_last: ref is neither 0 (the null reference, which wraps around) nor at or past
+  // fast_end - one compare for both (fast_last 0: every reference takes the full check).
+  const uint64_t fast_last = fast_end != 0 ? fast_end - 1 : 0;
   uint64_t ref = pm::load8(&rb_->root);
-  size_t expected = 0;
+  uint32_t expected = 0;  // 32 bits: the header's (depth, prefix_len) word compares in one instruction
   // Bounded without a counter on the common step: every step through slot[1 + partial] moves
   // `expected` forward (b >= expected below, then expected = b + 1 <= k.n), so there are at most
   // k.n of them. Only a slot[0] step leaves it where it is (b == k.n), so only those are counted:
   // a damaged image could chain them forever.
   size_t terminal_steps = 0;
-  while (ref != 0) {
+  for (;;) {
     // One test for the common step, an inner node the fast check vouches for: its reference is
     // its offset, with all six low bits clear (a leaf's has the tag bit; a damaged one, others).
-    if ((ref & radix_ref::kTagBits) != 0 || ref >= fast_end) [[unlikely]] {
+    if ((ref & radix_ref::kTagBits) != 0 || ref - 1 >= fast_last) [[unlikely]] {
+      if (ref == 0) return 0;  // an empty slot: no such key
       if (const uint64_t off = RefOffset(ref); ((off & 63) != 0 || off >= fast_end) && !BlockOk(ref)) return 0;
       if (RefIsLeaf(ref)) {  // the optimistic part of the path, compared here with the whole key
         const auto* l = reinterpret_cast<const WortLeaf*>(base + RefOffset(ref));
@@ -375,14 +379,13 @@ inline uint64_t WortTree<kSpan>::FindLeaf(const K& k) const {
     if (b >= k.n) [[unlikely]] {
       if (b > k.n || ++terminal_steps > kMaxLevels<kSpan>) return 0;  // b > k.n: every key below is longer
       ref = pm::load8(&n->slot[0]);
-      expected = b;
+      expected = static_cast<uint32_t>(b);
       continue;
     }
     const uint64_t* const children = &n->slot[1];  // slot[1 + partial]: one addressing mode
     ref = pm::load8(&children[k.at(b)]);
-    expected = b + 1;
+    expected = static_cast<uint32_t>(b + 1);
   }
-  return 0;
 }
 
 // ---- Insert / Upsert ---------------------------------------------------------------------------
