@@ -111,21 +111,31 @@ TEST_F(ExplorerTest, TornLineModel) {
   EXPECT_EQ(r.violation_count, 0u) << (r.violations.empty() ? "" : r.violations[0].ToString());
 }
 
-// Mutation: dropping any one persist of the correct list is caught; each is necessary.
-TEST_F(ExplorerTest, EveryPersistOfTheListIsNecessary) {
-  ExplorerConfig c = Config("test-list", bench::Dist::kStrings);
-  ExplorerResult base = Run(c);
-  ASSERT_EQ(base.violation_count, 0u);
+// Runs `c` once per persist site of the test list that a run of `c` meets, with that site
+// dropped (ExplorerConfig::drop_site); judge(site, times met, result) each. Returns the count.
+template <class Judge>
+size_t ForEachDroppedListSite(const ExplorerConfig& c, size_t max_violations, const Judge& judge) {
+  ExplorerResult base = test::RunExplorerAndReport(c);
+  EXPECT_EQ(base.violation_count, 0u) << (base.violations.empty() ? "" : base.violations[0].ToString());
   size_t list_sites = 0;
   for (auto& [site, met] : base.sites) {
     if (site.find("test_list.h") == std::string::npos) continue;
     ++list_sites;
     ExplorerConfig m = c;
     m.drop_site = site;
-    m.max_violations = 1;
-    ExplorerResult r = Run(m);
-    EXPECT_GE(r.violation_count, 1u) << "dropping " << site << " (met " << met << "x) was not caught";
+    m.max_violations = max_violations;
+    judge(site, met, test::RunExplorerAndReport(m));
   }
+  return list_sites;
+}
+
+// Mutation: dropping any one persist of the correct list is caught; each is necessary.
+TEST_F(ExplorerTest, EveryPersistOfTheListIsNecessary) {
+  ExplorerConfig c = Config("test-list", bench::Dist::kStrings);
+  const size_t list_sites =
+      ForEachDroppedListSite(c, 1, [](const std::string& site, uint64_t met, const ExplorerResult& r) {
+        EXPECT_GE(r.violation_count, 1u) << "dropping " << site << " (met " << met << "x) was not caught";
+      });
   EXPECT_GE(list_sites, 4u);  // insert: node + link; upsert: value; remove: link
   ExplorerConfig none = c;
   none.drop_site = "tests/crash/test_list.h:1";  // no flush there: nothing changes
@@ -138,22 +148,14 @@ TEST_F(ExplorerTest, EveryPersistOfTheListIsNecessary) {
 TEST_F(ExplorerTest, ReturnRuleCatchesEveryDroppedPersistOfTheList) {
   ExplorerConfig c = Config("test-list", bench::Dist::kStrings);
   c.op_persists = true;
-  ExplorerResult base = Run(c);
-  ASSERT_EQ(base.violation_count, 0u) << base.violations[0].ToString();
-  size_t list_sites = 0;
-  for (auto& [site, met] : base.sites) {
-    if (site.find("test_list.h") == std::string::npos) continue;
-    ++list_sites;
-    ExplorerConfig m = c;
-    m.drop_site = site;
-    m.max_violations = 100;
-    ExplorerResult r = Run(m);
-    bool at_return = false;
-    for (const Violation& v : r.violations)
-      at_return |= v.point_desc == "no crash (the live pool after the operation)" &&
-                   v.what.find("not yet persistent") != std::string::npos;
-    EXPECT_TRUE(at_return) << "dropping " << site << " (met " << met << "x): no violation of the return rule";
-  }
+  const size_t list_sites =
+      ForEachDroppedListSite(c, 100, [](const std::string& site, uint64_t met, const ExplorerResult& r) {
+        bool at_return = false;
+        for (const Violation& v : r.violations)
+          at_return |= v.point_desc == "no crash (the live pool after the operation)" &&
+                       v.what.find("not yet persistent") != std::string::npos;
+        EXPECT_TRUE(at_return) << "dropping " << site << " (met " << met << "x): no violation of the return rule";
+      });
   EXPECT_GE(list_sites, 4u);
 }
 
