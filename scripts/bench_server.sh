@@ -15,7 +15,9 @@
 # Environment (PATTERN=mix): MIXES (default "90 50"), VALUE_SIZES ("100 4096"), THREAD_COUNTS
 #   ("1 2"), CONNS (default 32), REQUESTS (default 200000), KEYSPACE (default 100000), KINDS,
 #   KEYS_PER_GET (default 1: keys per get request; N > 1 sends multi-gets "get k1 ... kN" so that
-#   the client, on the same cores, costs little beside the server: counts are then keys).
+#   the client, on the same cores, costs little beside the server: counts are then keys),
+#   PIPELINE (default 1: requests in flight per connection; N > 1 keeps each server worker busy
+#   while its client parses a reply and sends the next).
 # Environment (PATTERN=phases):
 #   REQUESTS   requests per phase (default 200000)     KEYSPACE   distinct keys (default 100000)
 #   VALUE_SIZE bytes per value (default 32)            THREADS    server worker threads (default 2)
@@ -37,6 +39,7 @@ MIXES=${MIXES:-"90 50"}
 VALUE_SIZES=${VALUE_SIZES:-"100 4096"}
 THREAD_COUNTS=${THREAD_COUNTS:-"1 2"}
 KEYS_PER_GET=${KEYS_PER_GET:-1}
+PIPELINE=${PIPELINE:-1}
 [ -x "$WORT" ] || { echo "bench_server: $WORT not built" >&2; exit 1; }
 command -v memcached >/dev/null || { echo "bench_server: memcached not installed (scripts/setup.sh)" >&2; exit 1; }
 
@@ -94,6 +97,7 @@ if [ "$PATTERN" = mix ]; then
   echo "# machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); load average $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "# srv_cpu_us: the server process's CPU time (user+system) per request, from /proc/PID/stat: less sensitive to other load than ops/s"
   [ "$KEYS_PER_GET" = 1 ] || echo "# $KEYS_PER_GET keys per get request (multi-get): requests, ops/s and srv_cpu_us count keys"
+  [ "$PIPELINE" = 1 ] || echo "# $PIPELINE requests in flight per connection (pipelined)"
   printf '%-16s %3s %6s %6s %10s %12s %9s %9s %9s %10s %7s\n' server thr value op requests ops/s p50_us p99_us max_us srv_cpu_us errors
   for threads in $THREAD_COUNTS; do
     for vs in $VALUE_SIZES; do
@@ -110,7 +114,7 @@ if [ "$PATTERN" = mix ]; then
           fi
           t0=$(cpu_ticks "$SPID")
           line=$("$WORT" bench-server --port "$SPORT" --conns "$CONNS" --requests "$REQUESTS" --keyspace "$KEYSPACE" \
-            --value-size "$vs" --mix "$mix" $fill --keys-per-get "$KEYS_PER_GET" --max-seconds 60 --label "$label" | grep -v '^#' | grep -v '^server ')
+            --value-size "$vs" --mix "$mix" $fill --keys-per-get "$KEYS_PER_GET" --pipeline "$PIPELINE" --max-seconds 60 --label "$label" | grep -v '^#' | grep -v '^server ')
           t1=$(cpu_ticks "$SPID")
           echo "$line" | awk -v t="$threads" -v v="$vs" -v ticks=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" \
             '{printf "%-16s %3s %6s %6s %10s %12s %9s %9s %9s %10.1f %7s\n", $1, t, v, $3, $4, $5, $6, $7, $8, ($4 > 0 ? ticks * 1e6 / hz / $4 : 0), $10}'

@@ -31,6 +31,11 @@ void AddBenchServer(CLI::App& app) {
                   "latencies requests)")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
+  cmd->add_option("--pipeline", o->pipeline,
+                  "Requests in flight per connection (it sends up to this many before reading the oldest reply; "
+                  "latencies then include the queueing)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   cmd->add_option("--max-seconds", o->max_seconds, "Time limit per phase")->capture_default_str();
   cmd->add_option("--label", *label, "Name printed in the result lines")->capture_default_str();
   cmd->add_option("--more-ports", o->more_ports,
@@ -43,11 +48,12 @@ void AddBenchServer(CLI::App& app) {
       ->check(CLI::Range(0, 100));
   cmd->add_flag("!--no-fill", *fill, "With --mix: skip the fill (the keys are already there)");
   cmd->callback([o, label, mix, fill] {
-    fmt::print("# bench-server: {} at {}:{}{}, {} connections, {} requests per phase, keyspace {}, {}-byte values{}\n",
+    fmt::print("# bench-server: {} at {}:{}{}, {} connections, {} requests per phase, keyspace {}, {}-byte values{}{}\n",
                *label, o->host, o->port,
                o->more_ports.empty() ? "" : fmt::format(" (+{} more servers, keys partitioned by hash)", o->more_ports.size()),
                o->connections, o->requests, o->keyspace, o->value_size,
-               o->keys_per_get > 1 ? fmt::format(", {} keys per get (counts are keys)", o->keys_per_get) : "");
+               o->keys_per_get > 1 ? fmt::format(", {} keys per get (counts are keys)", o->keys_per_get) : "",
+               o->pipeline > 1 ? fmt::format(", {} requests in flight per connection", o->pipeline) : "");
     fmt::print("{:<16} {:>5} {:>6} {:>10} {:>12} {:>9} {:>9} {:>9} {:>7} {:>7}\n", "server", "conns", "op", "requests",
                "ops/s", "p50_us", "p99_us", "max_us", "misses", "errors");
     bool failed = false;

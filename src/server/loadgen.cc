@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <random>
 #include <thread>
@@ -123,6 +124,10 @@ Status RunPhase(const LoadOptions& o, Phase phase, PhaseResult* out) {
   if (o.keys_per_get < 1) return Status::InvalidArgument("keys per get must be at least 1");
   if (o.keys_per_get > 1 && !o.more_ports.empty())
     return Status::InvalidArgument("keys per get > 1 is for one server (no --more-ports)");
+  if (o.pipeline < 1) return Status::InvalidArgument("pipeline depth must be at least 1");
+  if (o.pipeline > 1 && !o.more_ports.empty())
+    return Status::InvalidArgument("a pipeline depth > 1 is for one server (no --more-ports)");
+  const int pipeline = o.pipeline;
   const int c = std::max(1, o.connections);
   std::vector<uint16_t> ports{o.port};
   ports.insert(ports.end(), o.more_ports.begin(), o.more_ports.end());
@@ -154,6 +159,31 @@ Status RunPhase(const LoadOptions& o, Phase phase, PhaseResult* out) {
       for (size_t j = 0; j < ns; ++j) rds.emplace_back(fds[t * ns + j]);
       std::string req;
       lat[t].reserve(total / c + 16);
+      // Requests sent and not yet answered on this connection, oldest first (a server answers
+      // one connection's requests in order). At most o.pipeline of them.
+      struct Pending {
+        Clock::time_point sent;
+        int nkeys;
+        bool set;
+        size_t server;
+      };
+      std::deque<Pending> inflight;
+      // Reads the reply to the oldest pending request; false ends the thread (an error counted).
+      auto reap = [&]() -> bool {
+        const Pending p = inflight.front();
+        inflight.pop_front();
+        const int r = rds[p.server].ReadReply(!p.set);
+        const auto e = Clock::now();
+        if (r < 0 || r > p.nkeys) {
+          errors.fetch_add(1);
+          return false;
+        }
+        if (r < p.nkeys) misses.fetch_add(static_cast<uint64_t>(p.nkeys - r), std::memory_order_relaxed);
+        keys_done.fetch_add(static_cast<uint64_t>(p.nkeys), std::memory_order_relaxed);
+        lat[t].push_back(static_cast<uint32_t>(
+            std::min<int64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(e - p.sent).count(), UINT32_MAX)));
+        return true;
+      };
       for (uint64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < total;) {
         const uint64_t k = fill ? i : rng() % o.keyspace;
         const bool set = phase == Phase::kSet || fill ||
@@ -177,22 +207,12 @@ Status RunPhase(const LoadOptions& o, Phase phase, PhaseResult* out) {
           errors.fetch_add(1);
           return;
         }
-        const int r = rds[j].ReadReply(!set);
-        const auto e = Clock::now();
-        if (r < 0) {
-          errors.fetch_add(1);
-          return;
-        }
-        if (r > nkeys) {
-          errors.fetch_add(1);
-          return;
-        }
-        if (r < nkeys) misses.fetch_add(static_cast<uint64_t>(nkeys - r), std::memory_order_relaxed);
-        keys_done.fetch_add(static_cast<uint64_t>(nkeys), std::memory_order_relaxed);
-        lat[t].push_back(static_cast<uint32_t>(
-            std::min<int64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(e - s).count(), UINT32_MAX)));
-        if ((lat[t].size() & 255) == 0 && e > deadline) return;
+        inflight.push_back({s, nkeys, set, j});
+        if (static_cast<int>(inflight.size()) >= pipeline && !reap()) return;
+        if ((lat[t].size() & 255) == 0 && !lat[t].empty() && Clock::now() > deadline) break;
       }
+      while (!inflight.empty())
+        if (!reap()) return;
     });
   }
   for (auto& th : threads) th.join();

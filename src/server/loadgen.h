@@ -1,7 +1,8 @@
 // server/loadgen.h - a memcached load client for `wort bench-server`: the mc-benchmark pattern of
 // the WORT paper (section 5.4): a series of SETs of string keys chosen uniformly at random from
 // a key set, then a series of GETs of the same kind, over C client connections (one thread and
-// one blocking socket each, one request in flight per connection, like mc-benchmark's clients).
+// one blocking socket each, one request in flight per connection, like mc-benchmark's clients;
+// more with LoadOptions::pipeline).
 // It speaks the text protocol to any memcached-compatible server, so `wort serve` and memcached
 // are measured by the same client with the same settings.
 //
@@ -32,6 +33,13 @@ struct LoadOptions {
   // dominates (how memcached's mc-crusher saturates a server). Results count keys, not requests.
   // Not with more_ports.
   int keys_per_get = 1;
+  // Requests in flight per connection (pipelining): the connection sends up to this many before
+  // it reads the oldest reply, so a server worker never waits for the client's round trip (with
+  // one in flight, a server thread per connection idles while its client parses the reply and
+  // sends the next). Latencies are then from a request's send to its reply, queueing included.
+  // Not with more_ports. Keep depth x reply size below the socket buffers (~100 KiB on
+  // loopback): a client that sends without reading can stall a server that cannot write.
+  int pipeline = 1;
   double max_seconds = 60;     // per phase
   uint64_t seed = 1;
 };

@@ -1154,7 +1154,8 @@ def mode_unordered(args):
 def mode_loadgen(args):
     """`wort bench-server` (the load client of scripts/bench_server.sh) counts right: single and
     multi-get requests over a filled key space (every key a hit), then over a key space twice the
-    filled one (misses counted per key), and a bad --keys-per-get is refused."""
+    filled one (misses counted per key), pipelined (replies matched to requests in order), and a
+    bad --keys-per-get or --pipeline is refused."""
     srv = Server(args.wort, args.pool)
     try:
         def run(*extra):
@@ -1176,8 +1177,19 @@ def mode_loadgen(args):
         misses = int(rows[0][8]) if rc == 0 and rows else -1
         check(rows and rows[0][3] == "1000" and 300 < misses < 700 and rows[0][9] == "0",
               f"multi-get over a half-filled key space: ~500 of 1000 keys missed, got {rows} {err}")
+        # pipelined: 8 requests in flight per connection, the same counts (replies matched in order)
+        rc, rows, err = run("--keyspace", "500", "--mix", "100", "--no-fill", "--requests", "50", "--keys-per-get", "20",
+                            "--pipeline", "8")
+        check(rc == 0 and len(rows) == 1 and rows[0][3] == "1000" and rows[0][8:] == ["0", "0"],
+              f"pipelined multi-gets: 1000 keys, no miss, no error: rc {rc} {rows} {err}")
+        rc, rows, err = run("--keyspace", "1000", "--mix", "50", "--no-fill", "--requests", "400", "--pipeline", "16")
+        misses = int(rows[0][8]) if rc == 0 and rows else -1
+        check(rc == 0 and rows and rows[0][3] == "400" and 50 < misses < 350 and rows[0][9] == "0",
+              f"pipelined sets and gets, half the key space filled: 400 requests, some gets missed, no error: {rows} {err}")
         rc, rows, err = run("--keyspace", "500", "--mix", "100", "--keys-per-get", "0")
         check(rc != 0 and "keys-per-get" in err, f"--keys-per-get 0 refused: rc {rc} {err}")
+        rc, rows, err = run("--keyspace", "500", "--mix", "100", "--pipeline", "0")
+        check(rc != 0 and "pipeline" in err, f"--pipeline 0 refused: rc {rc} {err}")
     finally:
         srv.stop()
 
