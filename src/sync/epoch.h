@@ -139,7 +139,7 @@ inline EpochManager::Slot* EpochManager::MySlot() {
 inline void EpochManager::Enter() { EnterSlot(MySlot()); }
 
 inline void EpochManager::EnterSlot(Slot* s) {
-  if (s->depth++ != 0) return;
+  if (s->depth++ != 0) [[unlikely]] return;  // nested (a lookup from a scan callback): the common case falls through
   // release: a Synchronize that sees the new count (a re-entry) also sees everything this thread
   // did inside its previous epoch (what a grace period promises; a plain mov on x86).
   s->entries.store(s->entries.load(std::memory_order_relaxed) + 1, std::memory_order_release);
@@ -152,7 +152,7 @@ inline void EpochManager::EnterSlot(Slot* s) {
 inline void EpochManager::Exit() { ExitSlot(MySlot()); }
 
 inline void EpochManager::ExitSlot(Slot* s) {
-  if (--s->depth != 0) return;
+  if (--s->depth != 0) [[unlikely]] return;
   s->local.store(0, std::memory_order_release);
 }
 

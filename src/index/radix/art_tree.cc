@@ -150,9 +150,24 @@ ArtTree::ArtTree(Pool& pool, uint64_t root_off, const ArtPolicy& policy)
       policy_(policy),
       key_type_(static_cast<KeyType>(rb_->key_type)),
       heap_off_(pool.heap_offset()),
+      epoch_(pool.allocator().epoch()),
+      fast_lim_(FastLim()),
       mu_ptr_(IndexLock(&pool, root_off)),
       mu_(*mu_ptr_),
       global_lock_(GlobalIndexLock()) {}
+
+uint64_t ArtTree::FastLim() const {
+  const uint64_t size = pool_.size();
+  return size > heap_off_ + sizeof(N256) ? size - sizeof(N256) - heap_off_ : 0;  // 0: all to BlockOk
+}
+
+void ArtTree::NoteBlock(uint64_t off) const {
+  uint64_t cur = fast_lim_.load(std::memory_order_relaxed);
+  if (off - heap_off_ < cur) [[likely]] return;
+  const uint64_t lim = FastLim();
+  while (lim > cur && !fast_lim_.compare_exchange_weak(cur, lim, std::memory_order_relaxed)) {
+  }
+}
 
 Status ArtTree::Create(Pool& pool, const ArtPolicy& policy, const IndexOptions& opts, uint64_t* root_off) {
   if (opts.key_type != KeyType::kU64 && opts.key_type != KeyType::kBytes)
@@ -257,6 +272,7 @@ void ArtTree::Removed() {
 Status ArtTree::AllocLeaf(std::string_view key, uint64_t value, uint64_t* ref) {
   uint64_t off = 0;
   WORT_RETURN_IF_ERROR(pool_.allocator().Alloc(Leaf::SizeFor(key.size()), &off));
+  NoteBlock(off);
   Leaf* l = pool_.at<Leaf>(off);
   l->value = value;
   l->key_len = static_cast<uint32_t>(key.size());
@@ -270,6 +286,7 @@ Status ArtTree::AllocLeaf(std::string_view key, uint64_t value, uint64_t* ref) {
 Status ArtTree::BuildNode(uint8_t type, const Hdr& h, uint64_t leaf_here, const Entry* e, int n, uint64_t* ref) {
   uint64_t off = 0;
   WORT_RETURN_IF_ERROR(pool_.allocator().AllocZeroed(NodeSize(type), &off));
+  NoteBlock(off);
   auto* nb = pool_.at<NodeBase>(off);
   nb->hdr = PackHdr(h);
   nb->type = type;
@@ -336,6 +353,7 @@ Status ArtTree::CopyNode(const NodeBase* n, const Hdr& h, uint64_t* ref) {
   const size_t sz = NodeSize(n->type);
   uint64_t off = 0;
   WORT_RETURN_IF_ERROR(pool_.allocator().Alloc(sz, &off));
+  NoteBlock(off);
   auto* nb = pool_.at<NodeBase>(off);
   std::memcpy(nb, n, sz);
   nb->hdr = PackHdr(h);
@@ -836,13 +854,13 @@ __attribute__((optimize("no-jump-tables"))) WORT_OPTIMISTIC_READ inline int ArtT
   const auto len = static_cast<uint32_t>(key.size());
   // A damaged image (corrupt_image_test) reads as absent keys, never outside the pool. The fast
   // check - a 64-byte-aligned block inside the heap with room for the largest node (NODE256)
-  // below the pool's size as it was when the lookup began - holds for every block of an
-  // undamaged tree but those in the pool's last 2 KiB; BlockOk decides those (it re-reads the
-  // size, which only grows). A leaf's key beyond its block's first 64 bytes is checked before it
-  // is read; a node of an invalid type finds no child.
-  const uint64_t size = pool_.size();
+  // below fast_lim_ (the pool's size as some writer or the open last saw it) - holds for every
+  // block of an undamaged tree but those in the pool's last 2 KiB and those allocated beyond
+  // the bound a moment ago; BlockOk decides those (it re-reads the size, which only grows). A
+  // leaf's key beyond its block's first 64 bytes is checked before it is read; a node of an
+  // invalid type finds no child.
   const uint64_t heap = heap_off_;
-  const uint64_t lim = size > heap + sizeof(N256) ? size - sizeof(N256) - heap : 0;  // 0: all to BlockOk
+  const uint64_t lim = fast_lim_.load(std::memory_order_relaxed);
   // The mapping's base, read once: the acquire loads below would otherwise make the compiler
   // reload it (and heap_off_) at every level; a pool's mapping never moves while it is open.
   const char* const base = pool_.base();
@@ -857,7 +875,10 @@ __attribute__((optimize("no-jump-tables"))) WORT_OPTIMISTIC_READ inline int ArtT
     // its offset, with all six low bits clear (a leaf's has the tag bit; a damaged one, others).
     if ((ref & radix_ref::kTagBits) != 0 || ref - heap >= lim) [[unlikely]] {
       const uint64_t off = RefOffset(ref);
-      if (((off & 63) != 0 || off - heap >= lim) && !BlockOk(ref)) return 0;
+      if ((off & 63) != 0 || off - heap >= lim) {
+        if (!BlockOk(ref)) return 0;
+        NoteBlock(off);  // a block beyond the bound (allocated through another handle): raise it
+      }
       if (IsLeafRef(ref)) {
         const auto* l = reinterpret_cast<const Leaf*>(base + off);  // immutable key; the value word is one atomic store
         if (len > 64 - sizeof(Leaf) && !pool_.contains(off, Leaf::SizeFor(len))) [[unlikely]]

@@ -127,7 +127,7 @@ class ArtTree final : public Index {
   // 1 found, 0 not found (reads no version word, never restarts: art_tree.cc).
   WORT_OPTIMISTIC_INLINE int LookupAttempt(std::string_view key, uint64_t* value) const;
   [[gnu::noinline]] Status LookupGlobalLock(std::string_view key, uint64_t* value) const;  // WORT_GLOBAL_LOCK
-  sync::EpochManager& epoch() const { return pool_.allocator().epoch(); }
+  sync::EpochManager& epoch() const { return epoch_; }
   IndexModeLock ModeLock(IndexModeLock::Role r) const { return IndexModeLock(mu_, global_lock_, r); }
   static sync::VersionLock& LockOf(const void* p) { return sync::NodeLock(p); }
 
@@ -186,6 +186,19 @@ class ArtTree final : public Index {
   const ArtPolicy policy_;
   KeyType key_type_;
   const uint64_t heap_off_;
+  // The pool's epoch manager, found once (the lookup's epoch enter would otherwise walk
+  // pool -> allocator -> manager, three dependent loads).
+  sync::EpochManager& epoch_;
+  // The lookup's fast bound: a 64-byte-aligned reference r with r - heap_off_ < fast_lim_ names
+  // a block that a NODE256 read from its start cannot overrun (the pool's size minus the
+  // largest node, as FastLim computes it). Only grows, as the pool's size does, so any value
+  // once stored stays safe: a block beyond it takes BlockOk, which re-reads the size. Writers
+  // raise it when they allocate beyond it, and a lookup that BlockOk lets past it (a block
+  // allocated through another handle of the index) too (NoteBlock), so a lookup reads one word instead of
+  // computing it from the pool's header at every call.
+  mutable std::atomic<uint64_t> fast_lim_;
+  uint64_t FastLim() const;
+  void NoteBlock(uint64_t off) const;
   // Global-lock mode: readers shared, writers exclusive. Otherwise writers take it shared and
   // the quiescing helpers (Check, Stats, counts) exclusive; readers never take it.
   std::shared_ptr<std::shared_mutex> mu_ptr_;

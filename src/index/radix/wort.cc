@@ -121,6 +121,8 @@ class WortTree final : public Index {
       : pool_(pool),
         rb_(pool.at<WortRootBlock>(root_off)),
         key_type_(static_cast<KeyType>(rb_->key_type)),
+        epoch_(pool.allocator().epoch()),
+        fast_last_(FastLast()),
         mu_ptr_(IndexLock(&pool, root_off)),
         mu_(*mu_ptr_) {}
 
@@ -135,13 +137,13 @@ class WortTree final : public Index {
     if (key.size() > kMaxKeyLen || (key_type_ == KeyType::kU64 && key.size() != 8)) [[unlikely]]
       return ValidateKey(key);
     if (global_lock_) [[unlikely]] return LookupGlobalLock(key, value);  // out of line: a lean common path
-    sync::EpochGuard eg(pool_.allocator().epoch());
+    sync::EpochGuard eg(epoch_);
     return LookupInEpoch(key, value);
   }
   Status Remove(std::string_view key) override {
     WORT_RETURN_IF_ERROR(ValidateKey(key));
     WORT_RETURN_IF_ERROR(WritableCheck());
-    sync::EpochGuard eg(pool_.allocator().epoch());
+    sync::EpochGuard eg(epoch_);
     auto wg = ModeLock(IndexModeLock::kWriter);
     Status s;
     for (int attempt = 0; DeleteAttempt(Key(key), &s) == Attempt::kRestart; ++attempt) sync::Backoff(attempt);
@@ -230,14 +232,14 @@ class WortTree final : public Index {
     return Status::OK();
   }
   [[gnu::noinline]] Status LookupGlobalLock(std::string_view key, uint64_t* value) const {
-    sync::EpochGuard eg(pool_.allocator().epoch());
+    sync::EpochGuard eg(epoch_);
     auto g = ModeLock(IndexModeLock::kReader);  // shared in global-lock mode
     return LookupInEpoch(key, value);
   }
   Status Write(std::string_view key, uint64_t value, bool upsert, bool* inserted) {
     WORT_RETURN_IF_ERROR(ValidateKey(key));
     WORT_RETURN_IF_ERROR(WritableCheck());
-    sync::EpochGuard eg(pool_.allocator().epoch());
+    sync::EpochGuard eg(epoch_);
     auto wg = ModeLock(IndexModeLock::kWriter);
     uint64_t loff = 0;  // the new leaf, written and persisted once, kept across restarts
     Status s;
@@ -272,9 +274,29 @@ class WortTree final : public Index {
     if (count_.load(std::memory_order_relaxed) >= 0) count_.fetch_sub(1, std::memory_order_acq_rel);
   }
 
+  // FindLeaf's fast bound (see there): a 64-byte-aligned reference r with r - 1 < fast_last_
+  // names a block with a whole node's room below the pool's size. 0 sends every reference to
+  // BlockOk. Only grows, as the pool's size does, so any value once stored stays safe (a block
+  // beyond it takes BlockOk, which re-reads the size); writers raise it when they allocate
+  // beyond it (NoteBlock), so a lookup reads one word instead of the pool's header.
+  uint64_t FastLast() const {
+    const uint64_t size = pool_.size();
+    return size > sizeof(Node) + 1 ? size - sizeof(Node) - 1 : 0;
+  }
+  void NoteBlock(uint64_t off) const {
+    uint64_t cur = fast_last_.load(std::memory_order_relaxed);
+    if (off - 1 < cur) [[likely]] return;
+    const uint64_t last = FastLast();
+    while (last > cur && !fast_last_.compare_exchange_weak(cur, last, std::memory_order_relaxed)) {
+    }
+  }
+
   Pool& pool_;
   WortRootBlock* rb_;
   const KeyType key_type_;
+  // The pool's epoch manager, found once (not pool -> allocator -> manager at every operation).
+  sync::EpochManager& epoch_;
+  mutable std::atomic<uint64_t> fast_last_;
   // Concurrency (art_tree.h describes the same scheme): lock-free readers and per-node write
   // locks (optimistic lock coupling, src/sync/sync.h) with DRAM version words keyed by node
   // address; this lock only lets Check/Stats/Size's count quiesce writers, or, in global-lock
@@ -323,11 +345,11 @@ inline uint64_t WortTree<kSpan>::FindLeaf(const K& k) const {
   // the lookup began - holds for every block of an undamaged tree but the last few of a pool;
   // BlockOk decides those (it re-reads the size, which only grows). A leaf's key beyond its
   // block's first 64 bytes is checked below.
-  const uint64_t size = pool_.size();
-  const uint64_t fast_end = size > sizeof(Node) ? size - sizeof(Node) : 0;  // 0: all to BlockOk
-  // ref - 1 < fast_last: ref is neither 0 (the null reference, which wraps around) nor at or past
-  // fast_end - one compare for both (fast_last 0: every reference takes the full check).
-  const uint64_t fast_last = fast_end != 0 ? fast_end - 1 : 0;
+  // ref - 1 < fast_last: ref is neither 0 (the null reference, which wraps around) nor past
+  // fast_last - one compare for both (fast_last 0: every reference takes the full check).
+  // fast_last_ is the pool's size less a node, as the open or a writer last saw it (it only
+  // grows; blocks allocated beyond it a moment ago take BlockOk).
+  const uint64_t fast_last = fast_last_.load(std::memory_order_relaxed);
   uint64_t ref = pm::load8(&rb_->root);
   uint32_t expected = 0;  // 32 bits: the header's (depth, prefix_len) word compares in one instruction
   // Bounded without a counter on the common step: every step through slot[1 + partial] moves
@@ -340,7 +362,10 @@ inline uint64_t WortTree<kSpan>::FindLeaf(const K& k) const {
     // its offset, with all six low bits clear (a leaf's has the tag bit; a damaged one, others).
     if ((ref & radix_ref::kTagBits) != 0 || ref - 1 >= fast_last) [[unlikely]] {
       if (ref == 0) return 0;  // an empty slot: no such key
-      if (const uint64_t off = RefOffset(ref); ((off & 63) != 0 || off >= fast_end) && !BlockOk(ref)) return 0;
+      if (const uint64_t off = RefOffset(ref); (off & 63) != 0 || off - 1 >= fast_last) {
+        if (!BlockOk(ref)) return 0;
+        NoteBlock(off);  // a block beyond the bound (allocated through another handle): raise it
+      }
       if (RefIsLeaf(ref)) {  // the optimistic part of the path, compared here with the whole key
         const auto* l = reinterpret_cast<const WortLeaf*>(base + RefOffset(ref));
         if (l->key_len != k.len) return 0;
@@ -392,6 +417,7 @@ inline uint64_t WortTree<kSpan>::FindLeaf(const K& k) const {
 template <unsigned kSpan>
 Status WortTree<kSpan>::NewLeaf(const Key& k, uint64_t value, uint64_t* off) {
   WORT_RETURN_IF_ERROR(pool_.allocator().Alloc(LeafBytes(k.len), off));
+  NoteBlock(*off);
   WortLeaf* l = pool_.at<WortLeaf>(*off);
   l->value = value;
   l->key_len = static_cast<uint32_t>(k.len);
@@ -464,6 +490,7 @@ WORT_OPTIMISTIC_READ typename WortTree<kSpan>::Attempt WortTree<kSpan>::PutAttem
         pl->WriteUnlock();
         return end.Done(st);
       }
+      NoteBlock(noff);
       Node* nn = pool_.at<Node>(noff);
       nn->header = PackHeader(MakeHeader(expected, m, k));
       nn->slot[SlotFor(ok, m)] = ref;
@@ -540,6 +567,7 @@ WORT_OPTIMISTIC_READ typename WortTree<kSpan>::Attempt WortTree<kSpan>::PutAttem
         unlock();
         return end.Done(st);
       }
+      NoteBlock(poff);
       Node* parent = pool_.at<Node>(poff);
       parent->header = PackHeader(MakeHeader(expected, m, k));  // k agrees with n on [expected, m)
       parent->slot[SlotFor(k, m)] = MakeLeafRef(*loff);
