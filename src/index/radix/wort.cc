@@ -341,14 +341,13 @@ inline uint64_t WortTree<kSpan>::FindLeaf(const K& k) const {
   // reload it at every level (a pool's mapping never moves while it is open).
   const char* const base = pool_.base();
   // A damaged image (corrupt_image_test) reads as absent keys, never outside the pool. The fast
-  // check - a 64-byte-aligned block with a whole node's room below the pool's size as it was when
-  // the lookup began - holds for every block of an undamaged tree but the last few of a pool;
-  // BlockOk decides those (it re-reads the size, which only grows). A leaf's key beyond its
-  // block's first 64 bytes is checked below.
+  // check - a 64-byte-aligned block with a whole node's room below the pool's size as the open,
+  // a writer or an earlier lookup last saw it (fast_last_, which only grows) - holds for every
+  // block of an undamaged tree but the last few of a pool and those allocated beyond the bound
+  // a moment ago; BlockOk decides those (it re-reads the size, which only grows). A leaf's key
+  // beyond its block's first 64 bytes is checked below.
   // ref - 1 < fast_last: ref is neither 0 (the null reference, which wraps around) nor past
   // fast_last - one compare for both (fast_last 0: every reference takes the full check).
-  // fast_last_ is the pool's size less a node, as the open or a writer last saw it (it only
-  // grows; blocks allocated beyond it a moment ago take BlockOk).
   const uint64_t fast_last = fast_last_.load(std::memory_order_relaxed);
   uint64_t ref = pm::load8(&rb_->root);
   uint32_t expected = 0;  // 32 bits: the header's (depth, prefix_len) word compares in one instruction
