@@ -49,6 +49,7 @@ cleanup() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
   for f in "${POOLS[@]}"; do rm -f "$f"; done
+  rm -f "${TIMES_FILE:-}"
 }
 trap cleanup EXIT
 
@@ -86,6 +87,14 @@ start_server() {  # name threads -> sets SPORT, SPID
   wait_port "$SPORT"
 }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# CHILD_CPU := the CPU seconds (user + system) of this shell's waited-for children so far, from
+# the second line of the builtin `times`. Call it as a plain command, never inside $(...): in a
+# subshell `times` reports the subshell's children (none yet).
+TIMES_FILE=$(mktemp)
+children_cpu() {
+  times >"$TIMES_FILE"
+  CHILD_CPU=$(sed -n 2p "$TIMES_FILE" | awk '{ t = 0; for (i = 1; i <= 2; ++i) { split($i, a, "m"); t += a[1] * 60 + a[2] } printf "%.3f", t }')
+}
 stop_server() {  # name
   kill "$SPID" 2>/dev/null || true
   wait "$SPID" 2>/dev/null || true
@@ -96,9 +105,11 @@ if [ "$PATTERN" = mix ]; then
   echo "# get/set mixes: fill $KEYSPACE keys, then $REQUESTS requests of random keys key:<uniform in $KEYSPACE>; $CONNS client connections (one blocking connection per client thread)"
   echo "# machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); load average $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "# srv_cpu_us: the server process's CPU time (user+system) per request, from /proc/PID/stat: less sensitive to other load than ops/s"
+  echo "# cli_cpu_us: the client's (wort bench-server's) CPU time per request: on a machine where both share the cores, 2 server"
+  echo "#   threads can at most reach (cores / (srv_cpu_us + cli_cpu_us)) / (1 / srv_cpu_us of 1 thread) times one thread's ops/s"
   [ "$KEYS_PER_GET" = 1 ] || echo "# $KEYS_PER_GET keys per get request (multi-get): requests, ops/s and srv_cpu_us count keys"
   [ "$PIPELINE" = 1 ] || echo "# $PIPELINE requests in flight per connection (pipelined)"
-  printf '%-16s %3s %6s %6s %10s %12s %9s %9s %9s %10s %7s\n' server thr value op requests ops/s p50_us p99_us max_us srv_cpu_us errors
+  printf '%-16s %3s %6s %6s %10s %12s %9s %9s %9s %10s %10s %7s\n' server thr value op requests ops/s p50_us p99_us max_us srv_cpu_us cli_cpu_us errors
   for threads in $THREAD_COUNTS; do
     for vs in $VALUE_SIZES; do
       for name in memcached $KINDS; do
@@ -113,11 +124,15 @@ if [ "$PATTERN" = mix ]; then
             fill="--no-fill"
           fi
           t0=$(cpu_ticks "$SPID")
+          children_cpu
+          c0=$CHILD_CPU
           line=$("$WORT" bench-server --port "$SPORT" --conns "$CONNS" --requests "$REQUESTS" --keyspace "$KEYSPACE" \
             --value-size "$vs" --mix "$mix" $fill --keys-per-get "$KEYS_PER_GET" --pipeline "$PIPELINE" --max-seconds 60 --label "$label" | grep -v '^#' | grep -v '^server ')
           t1=$(cpu_ticks "$SPID")
-          echo "$line" | awk -v t="$threads" -v v="$vs" -v ticks=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" \
-            '{printf "%-16s %3s %6s %6s %10s %12s %9s %9s %9s %10.1f %7s\n", $1, t, v, $3, $4, $5, $6, $7, $8, ($4 > 0 ? ticks * 1e6 / hz / $4 : 0), $10}'
+          children_cpu
+          c1=$CHILD_CPU
+          echo "$line" | awk -v t="$threads" -v v="$vs" -v ticks=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" -v ccpu="$(awk -v a="$c0" -v b="$c1" 'BEGIN { print b - a }')" \
+            '{printf "%-16s %3s %6s %6s %10s %12s %9s %9s %9s %10.2f %10.2f %7s\n", $1, t, v, $3, $4, $5, $6, $7, $8, ($4 > 0 ? ticks * 1e6 / hz / $4 : 0), ($4 > 0 ? ccpu * 1e6 / $4 : 0), $10}'
         done
         stop_server "$name"
       done
