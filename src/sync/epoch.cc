@@ -110,8 +110,15 @@ EpochTls::~EpochTls() {
     if (Live().count(e.id)) e.m->Release(e.s);
 }
 
-EpochManager::EpochManager(ReclaimFn reclaim, void* ctx) : reclaim_(reclaim), ctx_(ctx), id_(g_next_id.fetch_add(1)) {
+namespace {
+bool DecideFencesOnce() {
   std::call_once(g_fences_once, DecideFences);
+  return g_epoch_asymmetric;
+}
+}  // namespace
+
+EpochManager::EpochManager(ReclaimFn reclaim, void* ctx)
+    : reclaim_(reclaim), ctx_(ctx), id_(g_next_id.fetch_add(1)), asymmetric_(DecideFencesOnce()) {
   std::lock_guard<std::mutex> g(LiveMu());
   Live().insert(id_);
 }

@@ -105,6 +105,9 @@ class EpochManager {
   const ReclaimFn reclaim_;
   void* const ctx_;
   const uint64_t id_;  // unique for the process lifetime (thread caches key on it)
+  // detail::g_epoch_asymmetric, copied at construction (decided once, before): a field of the
+  // manager Enter already holds, where the global would be a load through the GOT.
+  const bool asymmetric_;
   std::atomic<uint64_t> global_{2};
   std::atomic<Slot*> slots_{nullptr};  // singly linked, only grows
   std::mutex mu_;                      // enrolment
@@ -145,7 +148,7 @@ inline void EpochManager::EnterSlot(Slot* s) {
   s->entries.store(s->entries.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   const uint64_t e = global_.load(std::memory_order_seq_cst);
   s->local.store(2 * e + 1, std::memory_order_release);  // release: orders this thread's past reads for TryAdvance
-  if (detail::g_epoch_asymmetric) std::atomic_signal_fence(std::memory_order_seq_cst);  // the advancer's membarrier
+  if (asymmetric_) std::atomic_signal_fence(std::memory_order_seq_cst);  // the advancer's membarrier
   else std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 

@@ -149,6 +149,8 @@ ArtTree::ArtTree(Pool& pool, uint64_t root_off, const ArtPolicy& policy)
       rb_(pool.at<RootBlock>(root_off)),
       policy_(policy),
       key_type_(static_cast<KeyType>(rb_->key_type)),
+      key_min_(key_type_ == KeyType::kU64 ? 8 : 0),
+      key_span_(key_type_ == KeyType::kU64 ? 0 : kMaxKeyLen),
       heap_off_(pool.heap_offset()),
       epoch_(pool.allocator().epoch()),
       fast_lim_(FastLim()),
@@ -926,8 +928,7 @@ __attribute__((optimize("no-jump-tables"))) WORT_OPTIMISTIC_READ inline int ArtT
 
 // Without jump tables too (LookupAttempt is inlined here, and takes its caller's options).
 __attribute__((optimize("no-jump-tables"))) Status ArtTree::Lookup(std::string_view key, uint64_t* value) const {
-  if (key.size() > kMaxKeyLen || (key_type_ == KeyType::kU64 && key.size() != 8)) [[unlikely]]
-    return ValidateKey(key);
+  if (key.size() - key_min_ > key_span_) [[unlikely]] return ValidateKey(key);  // (ValidateKey's rules, one test)
   if (global_lock_) [[unlikely]] return LookupGlobalLock(key, value);  // out of line: a lean common path
   sync::EpochGuard eg(epoch());
   uint64_t v = 0;

@@ -185,6 +185,9 @@ class ArtTree final : public Index {
   RootBlock* const rb_;
   const ArtPolicy policy_;
   KeyType key_type_;
+  // The key lengths this index takes, as one unsigned compare: size - key_min_ <= key_span_
+  // (kU64: exactly 8; bytes: 0..kMaxKeyLen). Lookup's first test.
+  const uint64_t key_min_, key_span_;  // 64-bit: the test is a sub and a cmp with memory operands
   const uint64_t heap_off_;
   // The pool's epoch manager, found once (the lookup's epoch enter would otherwise walk
   // pool -> allocator -> manager, three dependent loads).

@@ -121,6 +121,8 @@ class WortTree final : public Index {
       : pool_(pool),
         rb_(pool.at<WortRootBlock>(root_off)),
         key_type_(static_cast<KeyType>(rb_->key_type)),
+        key_min_(key_type_ == KeyType::kU64 ? 8 : 0),
+        key_span_(key_type_ == KeyType::kU64 ? 0 : kMaxKeyLen),
         epoch_(pool.allocator().epoch()),
         fast_last_(FastLast()),
         mu_ptr_(IndexLock(&pool, root_off)),
@@ -134,8 +136,7 @@ class WortTree final : public Index {
     return Write(key, value, true, inserted);
   }
   Status Lookup(std::string_view key, uint64_t* value) const override {
-    if (key.size() > kMaxKeyLen || (key_type_ == KeyType::kU64 && key.size() != 8)) [[unlikely]]
-      return ValidateKey(key);
+    if (key.size() - key_min_ > key_span_) [[unlikely]] return ValidateKey(key);  // (ValidateKey's rules, one test)
     if (global_lock_) [[unlikely]] return LookupGlobalLock(key, value);  // out of line: a lean common path
     sync::EpochGuard eg(epoch_);
     return LookupInEpoch(key, value);
@@ -294,6 +295,9 @@ class WortTree final : public Index {
   Pool& pool_;
   WortRootBlock* rb_;
   const KeyType key_type_;
+  // The key lengths this index takes, as one unsigned compare: size - key_min_ <= key_span_
+  // (kU64: exactly 8; bytes: 0..kMaxKeyLen). Lookup's first test.
+  const uint64_t key_min_, key_span_;  // 64-bit: the test is a sub and a cmp with memory operands
   // The pool's epoch manager, found once (not pool -> allocator -> manager at every operation).
   sync::EpochManager& epoch_;
   mutable std::atomic<uint64_t> fast_last_;
