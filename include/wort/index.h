@@ -122,7 +122,10 @@ WORT_EXPORT const IndexKind* FindIndexKindById(uint32_t type_id);
 // Creates an index of `kind` and publishes it as root `name` of the pool.
 WORT_EXPORT Status CreateIndex(Pool& pool, std::string_view name, std::string_view kind,
                                const IndexOptions& opts, std::unique_ptr<Index>* out);
-// Opens the index published as root `name`.
+// Opens the index published as root `name`. One handle per index per process: while a handle
+// of the index is alive, another OpenIndex (or OpenOrCreateIndex) of it fails with Busy - a
+// handle keeps part of the index in DRAM (its key count, some kinds' inner nodes) that a second
+// one would not share. Share the handle instead: an Index is safe to use from many threads.
 WORT_EXPORT Status OpenIndex(Pool& pool, std::string_view name, std::unique_ptr<Index>* out);
 // Opens root `name` if present, else creates it.
 WORT_EXPORT Status OpenOrCreateIndex(Pool& pool, std::string_view name, std::string_view kind,

@@ -146,6 +146,23 @@ Status OpenOrCreateIndex(Pool& pool, std::string_view name, std::string_view kin
   return CreateIndex(pool, name, kind, opts, out);
 }
 
+// ---- sole handles (registry.h) ------------------------------------------------------------
+Status ClaimSoleHandle(const Pool* pool, uint64_t root_off, const char* kind, std::shared_ptr<void>* token) {
+  static auto* mu = new std::mutex;  // never destroyed: handles may close from static destructors
+  static auto* held = new std::map<std::pair<const void*, uint64_t>, std::weak_ptr<void>>;
+  std::lock_guard<std::mutex> g(*mu);
+  for (auto it = held->begin(); it != held->end();) it = it->second.expired() ? held->erase(it) : std::next(it);
+  auto& w = (*held)[{pool->base(), root_off}];
+  if (!w.expired())
+    return Status::Busy(std::string(kind) +
+                        " index is already open in this process: a handle keeps part of the index in DRAM, which a "
+                        "second handle would not share; use the open handle from every thread (or close it first)");
+  auto t = std::make_shared<char>(0);
+  w = t;
+  *token = std::move(t);
+  return Status::OK();
+}
+
 // ---- per-index locks (registry.h) ----------------------------------------------------------
 namespace {
 struct LockRegistry {

@@ -29,6 +29,16 @@ bool RegisterRootVisitor(uint32_t type_id, RootVisitFn visit);
 
 std::shared_ptr<std::shared_mutex> IndexLock(const Pool* pool, uint64_t root_off);
 
+// One handle per index per process. Every kind's handle keeps part of the index in DRAM that a
+// second handle would not share: its key count (every kind), FPTree's and NVTree's inner nodes,
+// the static hash tables' view, the volatile kinds' whole tree, the radix trees' fast bound.
+// Through two handles, counts and Check go wrong, and FPTree's writes misplaced keys in its
+// persistent leaves (found 2026-11-26: "leaf keys not above the previous leaf's"). So each
+// kind's open claims the index, keyed like IndexLock, and keeps the token for the handle's life;
+// a second open while it lives gets Busy, naming the kind (tests/conformance, SecondHandle).
+// Share the handle instead: an Index is safe to use from many threads (wort/index.h).
+Status ClaimSoleHandle(const Pool* pool, uint64_t root_off, const char* kind, std::shared_ptr<void>* token);
+
 // Concurrency mode of the radix trees (and of any kind that follows src/sync's protocol):
 // false (default): lock-free readers, per-node write locks (optimistic lock coupling);
 // true: the old single reader-writer lock per index (IndexLock: readers shared, writers

@@ -55,6 +55,8 @@ class PoolFixture {
   Pool& pool() { return *pool_; }
   const std::string& path() const { return path_.str(); }
 
+  // Drops the fixture's handle of the index (only one may be open: registry.h ClaimSoleHandle).
+  void DropIndex() { idx_.reset(); }
   // Clean close and reopen of the pool; the index is reopened from its root.
   void Reopen() {
     idx_.reset();

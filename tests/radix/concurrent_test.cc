@@ -282,56 +282,6 @@ TEST_P(ConcurrentTest, ScanCallbackThatWritesDoesNotDeadlock) {
   ExpectAllocatedIsReachable();
 }
 
-// Two handles of one index (OpenIndex twice): each lookup's fast bound (the pool's size as the
-// handle last saw it: ArtTree::fast_lim_, WortTree::fast_last_) is raised by the handle's own
-// allocations, so a handle opened before the pool grew meets blocks beyond its bound that the
-// other handle allocated: BlockOk must let them through (and raise the bound), never read them
-// as absent. Every key written through one handle is found, and scanned, through the other.
-TEST(ConcurrentHandles, EachHandleFindsWhatTheOtherAllocatedAfterThePoolGrew) {
-  for (const char* kind : {"wort", "woart", "artcow"}) {
-    SCOPED_TRACE(kind);
-    test::TempPath path("handles");
-    PoolOptions po;
-    po.initial_size = 4ull << 20;
-    po.max_size = 1ull << 30;
-    po.background_recovery = false;
-    std::unique_ptr<Pool> pool;
-    ASSERT_TRUE(Pool::Create(path.str(), po, &pool).ok());
-    std::unique_ptr<Index> a, b;
-    ASSERT_TRUE(CreateIndex(*pool, "idx", kind, IndexOptions{}, &a).ok());
-    ASSERT_TRUE(OpenIndex(*pool, "idx", &b).ok());
-    const uint64_t size0 = pool->size();
-    std::mt19937_64 rng(5);
-    std::vector<std::string> keys;
-    auto put = [&](Index& via, size_t n) {
-      for (size_t i = 0; i < n; ++i) {
-        keys.push_back(EncodeU64(rng()));
-        ASSERT_TRUE(via.Insert(keys.back(), keys.size()).ok());
-      }
-    };
-    auto expect_all = [&](const Index& via, const char* what) {
-      size_t missing = 0;
-      for (size_t i = 0; i < keys.size(); ++i) {
-        uint64_t v = 0;
-        if (!via.Lookup(keys[i], &v).ok() || v != i + 1) ++missing;
-      }
-      EXPECT_EQ(missing, 0u) << what;
-      size_t scanned = 0;
-      EXPECT_TRUE(via.Scan("", nullptr, SIZE_MAX, [&](std::string_view, uint64_t) { return ++scanned, true; }).ok());
-      EXPECT_EQ(scanned, keys.size()) << what;
-    };
-    while (pool->size() < 3 * size0) put(*a, 5000);  // grows the pool well past b's bound
-    expect_all(*b, "written through a, read through b");
-    const uint64_t size1 = pool->size();
-    while (pool->size() < 2 * size1) put(*b, 5000);
-    expect_all(*a, "written through b, read through a");
-    expect_all(*b, "everything, through b");
-    b.reset();
-    a.reset();
-    EXPECT_TRUE(pool->Close().ok());
-  }
-}
-
 INSTANTIATE_TEST_SUITE_P(Radix, ConcurrentTest,
                          testing::Values(Param{"woart", false}, Param{"artcow", false}, Param{"wort", false},
                                          Param{"roart", false}, Param{"woart", true}, Param{"artcow", true},

@@ -158,6 +158,7 @@ TEST(RoartRestart, OpenTouchesNothing) {
   PoolFixture f("roart", KeyType::kU64);
   for (uint64_t i = 0; i < 5000; ++i) ASSERT_TRUE(f.idx().Insert(i * 7919, i).ok());
   f.Reopen();
+  f.DropIndex();  // one handle per index: the fixture's goes first
   std::unique_ptr<Index> again;
   const pm::Counters c0 = pm::ThisThreadCounters();
   ASSERT_TRUE(OpenIndex(f.pool(), "idx", &again).ok());

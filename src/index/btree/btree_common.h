@@ -158,6 +158,7 @@ class KeyOps {
 // The B-trees move entries between nodes, so a visit concurrent with a writer could miss an
 // entry in flight; visit takes the index's reader-writer lock in shared mode (IndexLock,
 // src/index/registry.h).
+using wort::ClaimSoleHandle;
 using wort::IndexLock;
 
 // ---- Scan ------------------------------------------------------------------------------------
@@ -322,6 +323,8 @@ template <class RootBlock>
 class TreeBase : public Index {
  public:
   KeyType key_type() const override { return ko_.type(); }
+  // Keeps ClaimSoleHandle's token for this handle's life (OpenTree).
+  void KeepSoleHandle(std::shared_ptr<void> token) { sole_handle_ = std::move(token); }
 
  protected:
   TreeBase(Pool& pool, uint64_t root_off)
@@ -348,6 +351,7 @@ class TreeBase : public Index {
   const KeyOps ko_;
   const bool vab_;  // values_are_blocks (root block flags bit 0)
   const std::shared_ptr<std::shared_mutex> lock_;
+  std::shared_ptr<void> sole_handle_;  // ClaimSoleHandle's token (registry.h)
 };
 
 // The key count of a tree that keeps no persistent count: counted by a walk of the leaf level
@@ -418,7 +422,10 @@ Status CreateTree(Pool& pool, const IndexOptions& opts, uint64_t magic, uint32_t
 template <class Tree, class RootBlock>
 Status OpenTree(Pool& pool, uint64_t root_off, const char* kind, std::unique_ptr<Index>* out) {
   WORT_RETURN_IF_ERROR(CheckRootBlockPlace(pool, root_off, sizeof(RootBlock), kind));
+  std::shared_ptr<void> token;
+  WORT_RETURN_IF_ERROR(ClaimSoleHandle(&pool, root_off, kind, &token));  // one handle per index (registry.h)
   auto idx = std::make_unique<Tree>(pool, root_off);
+  idx->KeepSoleHandle(std::move(token));
   WORT_RETURN_IF_ERROR(idx->Init());
   *out = std::move(idx);
   return Status::OK();

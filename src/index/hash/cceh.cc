@@ -761,7 +761,10 @@ Status OpenCcehImpl(Pool& pool, uint64_t root_off, std::unique_ptr<Index>* out, 
   const auto* d = pool.at<CcehDirectory>(dir);
   if (d->magic != CcehDirectory::kMagic || d->depth > 40 || !pool.contains(dir, CcehDirectory::Bytes(d->depth)))
     return Status::Corruption("cceh directory block is malformed");
+  std::shared_ptr<void> token;  // one handle per index (registry.h)
+  WORT_RETURN_IF_ERROR(ClaimSoleHandle(&pool, root_off, cow ? "cceh-cow" : "cceh", &token));
   auto idx = std::make_unique<Cceh>(pool, root_off, r, cow);
+  idx->KeepSoleHandle(std::move(token));
   if (!pool.read_only()) WORT_RETURN_IF_ERROR(idx->RecoverDirectory());
   *out = std::move(idx);
   return Status::OK();

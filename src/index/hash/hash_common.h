@@ -364,6 +364,8 @@ class HashIndexBase : public Index {
   virtual Status Put(std::string_view key, uint64_t value, bool upsert, bool* inserted) = 0;
   HashCounters Counters() const;
   void ResetCounters();
+  // Keeps ClaimSoleHandle's token for this handle's life (registry.h: one handle per index).
+  void KeepSoleHandle(std::shared_ptr<void> token) { sole_handle_ = std::move(token); }
 
  protected:
   // The special slots of kU64 tables (see HashRoot): 0 = zero slot, 1 = aux slot. Callers
@@ -394,6 +396,7 @@ class HashIndexBase : public Index {
   const uint64_t root_off_;
   HashRoot* const root_;
   const KeyCodec codec_;
+  std::shared_ptr<void> sole_handle_;
   const bool values_are_blocks_;
   const char* const kind_;
   mutable std::mutex zero_mu_;

@@ -774,7 +774,10 @@ Status OpenStatic(Pool& pool, uint64_t root_off, std::unique_ptr<Index>* out, Ki
   HashRoot* r = nullptr;
   WORT_RETURN_IF_ERROR(OpenRoot(pool, root_off, KindId(kind), KindName(kind), &r));
   if (!HeaderSane(pool, r->table, kind)) return Status::Corruption(std::string(KindName(kind)) + " table header is malformed");
+  std::shared_ptr<void> token;  // one handle per index (registry.h)
+  WORT_RETURN_IF_ERROR(ClaimSoleHandle(&pool, root_off, KindName(kind), &token));
   auto idx = std::make_unique<StaticHash>(pool, root_off, r, kind);
+  idx->KeepSoleHandle(std::move(token));
   if (!pool.read_only() && !pool.opened_clean()) idx->DuplicateSweep();
   *out = std::move(idx);
   return Status::OK();

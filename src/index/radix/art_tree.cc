@@ -191,7 +191,11 @@ Status ArtTree::Open(Pool& pool, uint64_t root_off, const ArtPolicy& policy, std
   WORT_RETURN_IF_ERROR(CheckRootBlockPlace(pool, root_off, sizeof(RootBlock), policy.kind_name));
   const auto* rb = pool.at<RootBlock>(root_off);
   WORT_RETURN_IF_ERROR(CheckRootHeader(policy.kind_name, rb->magic, policy.magic, rb->key_type));
-  out->reset(new ArtTree(pool, root_off, policy));
+  std::shared_ptr<void> token;  // one handle per index (registry.h)
+  WORT_RETURN_IF_ERROR(ClaimSoleHandle(&pool, root_off, policy.kind_name, &token));
+  auto* t = new ArtTree(pool, root_off, policy);
+  t->sole_handle_ = std::move(token);
+  out->reset(t);
   return Status::OK();
 }
 
@@ -877,10 +881,7 @@ __attribute__((optimize("no-jump-tables"))) WORT_OPTIMISTIC_READ inline int ArtT
     // its offset, with all six low bits clear (a leaf's has the tag bit; a damaged one, others).
     if ((ref & radix_ref::kTagBits) != 0 || ref - heap >= lim) [[unlikely]] {
       const uint64_t off = RefOffset(ref);
-      if ((off & 63) != 0 || off - heap >= lim) {
-        if (!BlockOk(ref)) return 0;
-        NoteBlock(off);  // a block beyond the bound (allocated through another handle): raise it
-      }
+      if (((off & 63) != 0 || off - heap >= lim) && !BlockOk(ref)) return 0;
       if (IsLeafRef(ref)) {
         const auto* l = reinterpret_cast<const Leaf*>(base + off);  // immutable key; the value word is one atomic store
         if (len > 64 - sizeof(Leaf) && !pool_.contains(off, Leaf::SizeFor(len))) [[unlikely]]

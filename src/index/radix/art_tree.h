@@ -196,10 +196,11 @@ class ArtTree final : public Index {
   // a block that a NODE256 read from its start cannot overrun (the pool's size minus the
   // largest node, as FastLim computes it). Only grows, as the pool's size does, so any value
   // once stored stays safe: a block beyond it takes BlockOk, which re-reads the size. Writers
-  // raise it when they allocate beyond it, and a lookup that BlockOk lets past it (a block
-  // allocated through another handle of the index) too (NoteBlock), so a lookup reads one word instead of
+  // raise it when they allocate beyond it (NoteBlock; only this handle allocates the index's
+  // blocks: one handle per index, registry.h), so a lookup reads one word instead of
   // computing it from the pool's header at every call.
   mutable std::atomic<uint64_t> fast_lim_;
+  std::shared_ptr<void> sole_handle_;  // ClaimSoleHandle's token (registry.h: one handle per index)
   uint64_t FastLim() const;
   void NoteBlock(uint64_t off) const;
   // Global-lock mode: readers shared, writers exclusive. Otherwise writers take it shared and

@@ -187,7 +187,11 @@ Status RoartTree::Open(Pool& pool, uint64_t root_off, std::unique_ptr<Index>* ou
   WORT_RETURN_IF_ERROR(CheckRootBlockPlace(pool, root_off, sizeof(RootBlock), "roart"));
   const auto* rb = pool.at<RootBlock>(root_off);
   WORT_RETURN_IF_ERROR(CheckRootHeader("roart", rb->magic, kRootMagic, rb->key_type));
-  out->reset(new RoartTree(pool, root_off));
+  std::shared_ptr<void> token;  // one handle per index (registry.h)
+  WORT_RETURN_IF_ERROR(ClaimSoleHandle(&pool, root_off, "roart", &token));
+  auto* t = new RoartTree(pool, root_off);
+  t->sole_handle_ = std::move(token);
+  out->reset(t);
   return Status::OK();
 }
 

@@ -186,6 +186,7 @@ class RoartTree final : public Index {
   IndexModeLock ModeLock(IndexModeLock::Role r) const { return IndexModeLock(mu_, global_lock_, r); }
   sync::EpochManager& epoch() const { return pool_.allocator().epoch(); }
 
+  std::shared_ptr<void> sole_handle_;  // ClaimSoleHandle's token (registry.h: one handle per index)
   Pool& pool_;
   const uint64_t root_off_;
   RootBlock* const rb_;

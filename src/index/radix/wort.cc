@@ -129,6 +129,8 @@ class WortTree final : public Index {
         mu_(*mu_ptr_) {}
 
   std::string_view kind() const override { return "wort"; }
+  // Keeps ClaimSoleHandle's token for this handle's life (registry.h: one handle per index).
+  void KeepSoleHandle(std::shared_ptr<void> token) { sole_handle_ = std::move(token); }
   KeyType key_type() const override { return key_type_; }
 
   Status Insert(std::string_view key, uint64_t value) override { return Write(key, value, false, nullptr); }
@@ -279,7 +281,8 @@ class WortTree final : public Index {
   // names a block with a whole node's room below the pool's size. 0 sends every reference to
   // BlockOk. Only grows, as the pool's size does, so any value once stored stays safe (a block
   // beyond it takes BlockOk, which re-reads the size); writers raise it when they allocate
-  // beyond it (NoteBlock), so a lookup reads one word instead of the pool's header.
+  // beyond it (NoteBlock; only this handle allocates the index's blocks: one handle per index,
+  // registry.h), so a lookup reads one word instead of the pool's header.
   uint64_t FastLast() const {
     const uint64_t size = pool_.size();
     return size > sizeof(Node) + 1 ? size - sizeof(Node) - 1 : 0;
@@ -301,6 +304,7 @@ class WortTree final : public Index {
   // The pool's epoch manager, found once (not pool -> allocator -> manager at every operation).
   sync::EpochManager& epoch_;
   mutable std::atomic<uint64_t> fast_last_;
+  std::shared_ptr<void> sole_handle_;
   // Concurrency (art_tree.h describes the same scheme): lock-free readers and per-node write
   // locks (optimistic lock coupling, src/sync/sync.h) with DRAM version words keyed by node
   // address; this lock only lets Check/Stats/Size's count quiesce writers, or, in global-lock
@@ -345,8 +349,8 @@ inline uint64_t WortTree<kSpan>::FindLeaf(const K& k) const {
   // reload it at every level (a pool's mapping never moves while it is open).
   const char* const base = pool_.base();
   // A damaged image (corrupt_image_test) reads as absent keys, never outside the pool. The fast
-  // check - a 64-byte-aligned block with a whole node's room below the pool's size as the open,
-  // a writer or an earlier lookup last saw it (fast_last_, which only grows) - holds for every
+  // check - a 64-byte-aligned block with a whole node's room below the pool's size as the open
+  // or a writer last saw it (fast_last_, which only grows) - holds for every
   // block of an undamaged tree but the last few of a pool and those allocated beyond the bound
   // a moment ago; BlockOk decides those (it re-reads the size, which only grows). A leaf's key
   // beyond its block's first 64 bytes is checked below.
@@ -365,10 +369,7 @@ inline uint64_t WortTree<kSpan>::FindLeaf(const K& k) const {
     // its offset, with all six low bits clear (a leaf's has the tag bit; a damaged one, others).
     if ((ref & radix_ref::kTagBits) != 0 || ref - 1 >= fast_last) [[unlikely]] {
       if (ref == 0) return 0;  // an empty slot: no such key
-      if (const uint64_t off = RefOffset(ref); (off & 63) != 0 || off - 1 >= fast_last) {
-        if (!BlockOk(ref)) return 0;
-        NoteBlock(off);  // a block beyond the bound (allocated through another handle): raise it
-      }
+      if (const uint64_t off = RefOffset(ref); ((off & 63) != 0 || off - 1 >= fast_last) && !BlockOk(ref)) return 0;
       if (RefIsLeaf(ref)) {  // the optimistic part of the path, compared here with the whole key
         const auto* l = reinterpret_cast<const WortLeaf*>(base + RefOffset(ref));
         if (l->key_len != k.len) return 0;
@@ -1102,12 +1103,19 @@ Status OpenWort(Pool& pool, uint64_t root_off, std::unique_ptr<Index>* out) {
   WORT_RETURN_IF_ERROR(CheckRootHeader("wort", rb->magic, WortRootBlock::kMagic, rb->key_type));
   if (rb->version != WortRootBlock::kVersion)
     return Status::Corruption("wort: root block version " + std::to_string(rb->version) + " unknown");
-  if (rb->span_bits == 4)
-    *out = std::make_unique<WortTree<4>>(pool, root_off);
-  else if (rb->span_bits == 8)
-    *out = std::make_unique<WortTree<8>>(pool, root_off);
-  else
+  if (rb->span_bits != 4 && rb->span_bits != 8)
     return Status::Corruption("wort root block has span_bits " + std::to_string(rb->span_bits));
+  std::shared_ptr<void> token;  // one handle per index (registry.h)
+  WORT_RETURN_IF_ERROR(ClaimSoleHandle(&pool, root_off, "wort", &token));
+  if (rb->span_bits == 4) {
+    auto t = std::make_unique<WortTree<4>>(pool, root_off);
+    t->KeepSoleHandle(std::move(token));
+    *out = std::move(t);
+  } else {
+    auto t = std::make_unique<WortTree<8>>(pool, root_off);
+    t->KeepSoleHandle(std::move(token));
+    *out = std::move(t);
+  }
   return Status::OK();
 }
 

@@ -450,6 +450,8 @@ void Destroy(Ref r) {
 
 class VArt final : public Index {
  public:
+  // Keeps ClaimSoleHandle's token for this handle's life (Open).
+  void KeepSoleHandle(std::shared_ptr<void> token) { sole_handle_ = std::move(token); }
   VArt(Pool* pool, uint64_t root_off, KeyType kt)
       : pool_(pool),
         root_off_(root_off),
@@ -546,6 +548,7 @@ class VArt final : public Index {
   void Retire(Ref r) { epoch_.Retire(r); }
 
   Pool* pool_;
+  std::shared_ptr<void> sole_handle_;  // ClaimSoleHandle's token: the whole index is this handle's DRAM
   uint64_t root_off_;
   KeyType kt_;
   std::shared_ptr<std::shared_mutex> mu_ptr_;  // IndexLock: used in global-lock mode and by kQuiesce
@@ -960,7 +963,11 @@ Status Create(Pool& pool, const IndexOptions& opts, uint64_t* root_off) {
 Status Open(Pool& pool, uint64_t root_off, std::unique_ptr<Index>* out) {
   KeyType kt;
   WORT_RETURN_IF_ERROR(ReadMarker(pool, root_off, kind_id::kVart, &kt));
-  *out = std::make_unique<VArt>(&pool, root_off, kt);
+  std::shared_ptr<void> token;
+  WORT_RETURN_IF_ERROR(ClaimSoleHandle(&pool, root_off, "vart", &token));
+  auto idx = std::make_unique<VArt>(&pool, root_off, kt);
+  idx->KeepSoleHandle(std::move(token));
+  *out = std::move(idx);
   return Status::OK();
 }
 

@@ -568,8 +568,13 @@ Status Create(Pool& pool, const IndexOptions& opts, uint64_t* root_off) {
 Status Open(Pool& pool, uint64_t root_off, std::unique_ptr<Index>* out) {
   KeyType kt;
   WORT_RETURN_IF_ERROR(ReadMarker(pool, root_off, kind_id::kVbpTree, &kt));
-  if (kt == KeyType::kU64) *out = std::make_unique<VbpTree<U64Keys>>(&pool, root_off, kt);
-  else *out = std::make_unique<VbpTree<BytesKeys>>(&pool, root_off, kt);
+  std::shared_ptr<void> token;
+  WORT_RETURN_IF_ERROR(ClaimSoleHandle(&pool, root_off, "vbptree", &token));
+  std::unique_ptr<VolatileIndex> idx;
+  if (kt == KeyType::kU64) idx = std::make_unique<VbpTree<U64Keys>>(&pool, root_off, kt);
+  else idx = std::make_unique<VbpTree<BytesKeys>>(&pool, root_off, kt);
+  idx->KeepSoleHandle(std::move(token));
+  *out = std::move(idx);
   return Status::OK();
 }
 

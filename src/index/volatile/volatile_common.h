@@ -51,6 +51,8 @@ class VolatileIndex : public Index {
  public:
   VolatileIndex(Pool* pool, uint64_t root_off, KeyType kt) : pool_(pool), root_off_(root_off), kt_(kt) {}
   KeyType key_type() const override { return kt_; }
+  // Keeps ClaimSoleHandle's token for this handle's life (registry.h: one handle per index).
+  void KeepSoleHandle(std::shared_ptr<void> token) { sole_handle_ = std::move(token); }
 
   Status Insert(std::string_view key, uint64_t value) override {
     WORT_RETURN_IF_ERROR(ValidKey(key));
@@ -139,6 +141,7 @@ class VolatileIndex : public Index {
   }
 
   Pool* pool_;
+  std::shared_ptr<void> sole_handle_;
   uint64_t root_off_;
   KeyType kt_;
   uint64_t size_ = 0;

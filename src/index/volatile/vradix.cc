@@ -171,7 +171,11 @@ Status Create(Pool& pool, const IndexOptions& opts, uint64_t* root_off) {
 Status Open(Pool& pool, uint64_t root_off, std::unique_ptr<Index>* out) {
   KeyType kt;
   WORT_RETURN_IF_ERROR(ReadMarker(pool, root_off, kind_id::kVradix, &kt));
-  *out = std::make_unique<VRadix>(&pool, root_off, kt);
+  std::shared_ptr<void> token;
+  WORT_RETURN_IF_ERROR(ClaimSoleHandle(&pool, root_off, "vradix", &token));
+  auto idx = std::make_unique<VRadix>(&pool, root_off, kt);
+  idx->KeepSoleHandle(std::move(token));
+  *out = std::move(idx);
   return Status::OK();
 }
 
