@@ -146,13 +146,36 @@ Status OpenOrCreateIndex(Pool& pool, std::string_view name, std::string_view kin
   return CreateIndex(pool, name, kind, opts, out);
 }
 
-// ---- sole handles (registry.h) ------------------------------------------------------------
+// ---- per-index DRAM objects: locks and sole-handle claims (registry.h) ---------------------
+namespace {
+// Objects kept per index of this process, keyed by (pool mapping, root offset), held weakly: an
+// entry lives while someone holds its object. Never destroyed: used from static destructors.
+template <class T>
+struct PerIndex {
+  std::mutex mu;
+  std::map<std::pair<const void*, uint64_t>, std::weak_ptr<T>> m;
+  // The entry of (pool, root_off), expired entries dropped now and then so the map stays small.
+  // REQUIRES: mu held.
+  std::weak_ptr<T>& At(const Pool* pool, uint64_t root_off) {
+    if (m.size() > 64)
+      for (auto it = m.begin(); it != m.end();) it = it->second.expired() ? m.erase(it) : std::next(it);
+    return m[{pool->base(), root_off}];
+  }
+};
+PerIndex<std::shared_mutex>& Locks() {
+  static auto* r = new PerIndex<std::shared_mutex>;
+  return *r;
+}
+PerIndex<char>& SoleHandles() {
+  static auto* r = new PerIndex<char>;
+  return *r;
+}
+}  // namespace
+
 Status ClaimSoleHandle(const Pool* pool, uint64_t root_off, const char* kind, std::shared_ptr<void>* token) {
-  static auto* mu = new std::mutex;  // never destroyed: handles may close from static destructors
-  static auto* held = new std::map<std::pair<const void*, uint64_t>, std::weak_ptr<void>>;
-  std::lock_guard<std::mutex> g(*mu);
-  for (auto it = held->begin(); it != held->end();) it = it->second.expired() ? held->erase(it) : std::next(it);
-  auto& w = (*held)[{pool->base(), root_off}];
+  PerIndex<char>& r = SoleHandles();
+  std::lock_guard<std::mutex> g(r.mu);
+  std::weak_ptr<char>& w = r.At(pool, root_off);
   if (!w.expired())
     return Status::Busy(std::string(kind) +
                         " index is already open in this process: a handle keeps part of the index in DRAM, which a "
@@ -162,18 +185,6 @@ Status ClaimSoleHandle(const Pool* pool, uint64_t root_off, const char* kind, st
   *token = std::move(t);
   return Status::OK();
 }
-
-// ---- per-index locks (registry.h) ----------------------------------------------------------
-namespace {
-struct LockRegistry {
-  std::mutex mu;
-  std::map<std::pair<const void*, uint64_t>, std::weak_ptr<std::shared_mutex>> locks;
-};
-LockRegistry& LockRegistryInstance() {
-  static LockRegistry* r = new LockRegistry;  // never destroyed: used from static destructors
-  return *r;
-}
-}  // namespace
 
 namespace {
 std::atomic<bool>& GlobalLockFlag() {
@@ -189,13 +200,9 @@ bool GlobalIndexLock() { return GlobalLockFlag().load(std::memory_order_relaxed)
 void SetGlobalIndexLock(bool on) { GlobalLockFlag().store(on); }
 
 std::shared_ptr<std::shared_mutex> IndexLock(const Pool* pool, uint64_t root_off) {
-  LockRegistry& r = LockRegistryInstance();
+  PerIndex<std::shared_mutex>& r = Locks();
   std::lock_guard<std::mutex> g(r.mu);
-  // Drop expired entries now and then so the map stays small.
-  if (r.locks.size() > 64) {
-    for (auto it = r.locks.begin(); it != r.locks.end();) it = it->second.expired() ? r.locks.erase(it) : std::next(it);
-  }
-  auto& w = r.locks[{pool->base(), root_off}];
+  auto& w = r.At(pool, root_off);
   if (auto sp = w.lock()) return sp;
   auto sp = std::make_shared<std::shared_mutex>();
   w = sp;

@@ -163,7 +163,7 @@ uint64_t ArtTree::FastLim() const {
   return size > heap_off_ + sizeof(N256) ? size - sizeof(N256) - heap_off_ : 0;  // 0: all to BlockOk
 }
 
-void ArtTree::NoteBlock(uint64_t off) const {
+void ArtTree::NoteBlock(uint64_t off) {
   uint64_t cur = fast_lim_.load(std::memory_order_relaxed);
   if (off - heap_off_ < cur) [[likely]] return;
   const uint64_t lim = FastLim();

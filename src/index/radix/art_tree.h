@@ -199,10 +199,10 @@ class ArtTree final : public Index {
   // raise it when they allocate beyond it (NoteBlock; only this handle allocates the index's
   // blocks: one handle per index, registry.h), so a lookup reads one word instead of
   // computing it from the pool's header at every call.
-  mutable std::atomic<uint64_t> fast_lim_;
+  std::atomic<uint64_t> fast_lim_;
   std::shared_ptr<void> sole_handle_;  // ClaimSoleHandle's token (registry.h: one handle per index)
   uint64_t FastLim() const;
-  void NoteBlock(uint64_t off) const;
+  void NoteBlock(uint64_t off);  // a writer allocated the block at off: raise fast_lim_ past it if need be
   // Global-lock mode: readers shared, writers exclusive. Otherwise writers take it shared and
   // the quiescing helpers (Check, Stats, counts) exclusive; readers never take it.
   std::shared_ptr<std::shared_mutex> mu_ptr_;

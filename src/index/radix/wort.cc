@@ -287,7 +287,7 @@ class WortTree final : public Index {
     const uint64_t size = pool_.size();
     return size > sizeof(Node) + 1 ? size - sizeof(Node) - 1 : 0;
   }
-  void NoteBlock(uint64_t off) const {
+  void NoteBlock(uint64_t off) {
     uint64_t cur = fast_last_.load(std::memory_order_relaxed);
     if (off - 1 < cur) [[likely]] return;
     const uint64_t last = FastLast();
@@ -303,7 +303,7 @@ class WortTree final : public Index {
   const uint64_t key_min_, key_span_;  // 64-bit: the test is a sub and a cmp with memory operands
   // The pool's epoch manager, found once (not pool -> allocator -> manager at every operation).
   sync::EpochManager& epoch_;
-  mutable std::atomic<uint64_t> fast_last_;
+  std::atomic<uint64_t> fast_last_;
   std::shared_ptr<void> sole_handle_;
   // Concurrency (art_tree.h describes the same scheme): lock-free readers and per-node write
   // locks (optimistic lock coupling, src/sync/sync.h) with DRAM version words keyed by node
