@@ -94,9 +94,16 @@ struct Walk {
   Counters& c;
   float prune = kInf;
 
+  // The inner node whose children's bounds are in s.mind/s.maxd (kNoParent: none yet).
+  uint64_t bounds_of = kNoParent;
+
   // Bounds of node's children into s.mind/s.maxd; the pruning distance tightened by the k-th
-  // MINMAXDIST (weighted by points below each child).
+  // MINMAXDIST (weighted by points below each child). A node whose bounds are still there (the
+  // walk came back to it from a leaf) is not computed again: not a visit, and nothing to tighten
+  // (the same bound was applied when they were computed).
   void VisitInner(uint64_t node) {
+    if (node == bounds_of) return;
+    bounds_of = node;
     const InnerMeta& m = v.inner_meta[node];
     ChildBounds(v, node, m.count, q, s.mind.data(), s.maxd.data());
     ++c.inner_visits;
@@ -122,8 +129,8 @@ struct Walk {
   }
 
   // Depth-first branch-and-bound without a stack: children in (MINDIST, position) order; a
-  // return from an inner child recomputes the parent's bounds (a visit) and takes the next
-  // child after the one it came from; a return from a leaf keeps them.
+  // return from an inner child recomputes the parent's bounds (a visit: the child's overwrote
+  // them) and takes the next child after the one it came from; a return from a leaf keeps them.
   void BranchAndBound() {
     uint64_t n = v.root;
     int64_t from = -1;  // position of the child we came back from (-1: came from above)
@@ -174,7 +181,8 @@ struct Walk {
       n = m.first_child + best;
     }
     ScanLeaf(first_leaf);
-    // The sweep: leaves left to right. `visited`: every leaf up to it is scanned or pruned.
+    // The sweep: leaves left to right. `visited`: every leaf up to it is scanned or pruned. A
+    // return from leaves to the inner node whose bounds are kept finds them there (VisitInner).
     int64_t visited = -1;
     n = v.root;
     for (;;) {
