@@ -255,6 +255,32 @@ std::vector<uint32_t> KMeans(const float* pts, uint64_t n, uint32_t d, const Bui
   return assign;
 }
 
+// The order of the clusters: from centroid 0 (the first k-means++ pick, seeded), each next one the nearest centroid not yet taken (ties: the
+// lowest number). O(k^2 d): 707 clusters of 64 dimensions take milliseconds.
+std::vector<uint32_t> CentroidChain(const std::vector<float>& cent, uint32_t k, uint32_t d) {
+  std::vector<uint32_t> chain;
+  chain.reserve(k);
+  std::vector<char> taken(k, 0);
+  uint32_t cur = 0;
+  for (uint32_t i = 0; i < k; ++i) {
+    chain.push_back(cur);
+    taken[cur] = 1;
+    uint32_t next = k;
+    float best = std::numeric_limits<float>::infinity();
+    for (uint32_t c = 0; c < k; ++c) {
+      if (taken[c]) continue;
+      const float s = SqDist(&cent[uint64_t{cur} * d], &cent[uint64_t{c} * d], d);
+      if (s < best) {
+        best = s;
+        next = c;
+      }
+    }
+    if (next == k) break;
+    cur = next;
+  }
+  return chain;
+}
+
 // ---- Ritter's bounding sphere (thesis Algorithm 6) --------------------------------------------
 // Over `count` items with centers item(j) (d floats) and radii r(j) (0 for points): the farthest
 // item from a first one, the farthest from that, the sphere on their diameter, grown toward the
@@ -426,11 +452,10 @@ Status KnnIndex::Build(Pool& pool, std::string_view name, const float* points, c
       uint32_t k = 0;
       std::vector<float> cent;
       std::vector<uint32_t> assign = KMeans(points, n, dim, o, threads, &k, &cent);
-      // Clusters in the Hilbert order of their centroids.
-      std::vector<uint64_t> ckeys = HilbertKeys(hc, cent.data(), k, 1);
-      std::vector<uint64_t> corder(k);
-      std::iota(corder.begin(), corder.end(), 0);
-      SortByKey(&corder, ckeys, hc.words, nullptr);
+      // Clusters in a chain of nearest centroids, so that consecutive leaves - which the levels
+      // above group - hold nearby clusters (a Hilbert order of the centroids keeps little
+      // locality in many dimensions).
+      const std::vector<uint32_t> corder = CentroidChain(cent, k, dim);
       std::vector<uint32_t> rank(k);
       for (uint32_t r = 0; r < k; ++r) rank[corder[r]] = r;
       for (auto& a : assign) a = rank[a];
