@@ -606,7 +606,7 @@ Status KnnScaleByName(const std::string& name, KnnScale* out) {
     s.queries = 16;
     s.fig28_dims = {4, 64};
     s.fig30_stds = {40, 2560};
-    s.fig31_degrees = {32, 128};
+    s.fig31_degrees = {32, 128, 256};
     s.fig32_dims = {4, 64};
     s.fig33_ks = {1, 32};
   } else {
