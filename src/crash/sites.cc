@@ -44,6 +44,12 @@ constexpr Owner kSiteOwners[] = {
     {"src/crash/explorer.cc", "",
      "the crash explorer's own setup (ExplorerConfig::dirty_free_space: blocks filled and freed before the "
      "index is created): not an index operation"},
+    {"src/knn/build.cc", "",
+     "the kNN tree's build (its arrays and header written back before publication): not an index kind; explored "
+     "by its own crash test over build, replace and drop (tests/knn/knn_crash_test.cc)"},
+    {"src/knn/tree.cc", "",
+     "the kNN tree's publication (root block, commit word) and drop: not an index kind; explored by its own "
+     "crash test (tests/knn/knn_crash_test.cc)"},
     {"src/kv/kv.cc", "",
      "the key-value store's value blocks: not an index kind; explored by the KV crash explorer and kill test "
      "(crash/kv_explorer.h, tests/crash/kv_crash_test.cc)"},

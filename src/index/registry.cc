@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "index/registry.h"
+#include "index/kind_ids.h"
+#include "knn/internal.h"
 #include "wort/alloc.h"
 #include "wort/index.h"
 #include "wort/pool.h"
@@ -62,6 +64,7 @@ std::map<uint32_t, RootVisitFn>& ExtraVisitors() {
 RootVisitFn VisitorOf(uint32_t type_id) {
   const IndexKind* k = FindIndexKindById(type_id);
   if (k) return k->visit;
+  if (type_id == kind_id::kKnn) return &knn::VisitRoot;  // same layer: no registration needed
   std::lock_guard<std::mutex> g(g_extra_mu);
   auto it = ExtraVisitors().find(type_id);
   return it == ExtraVisitors().end() ? nullptr : it->second;
