@@ -108,6 +108,7 @@ struct SearchRun {
   std::vector<float> dists;
   uint64_t queries_wrong = 0;
   double max_rel_dist_error = 0;
+  bool counters_differ = false;  // GPU: counters not equal to the CPU run's of the same engine
 };
 
 double NowSeconds() {
@@ -315,6 +316,21 @@ Status Bench::MeasureEngine(Engine e, Device d, uint32_t k, const SearchRun& ref
   return Status::OK();
 }
 
+bool SameCounters(const knn::Counters& a, const knn::Counters& b) {
+  return a.queries == b.queries && a.inner_visits == b.inner_visits && a.leaf_visits == b.leaf_visits &&
+         a.sphere_bytes == b.sphere_bytes && a.point_bytes == b.point_bytes;
+}
+
+// The CPU and GPU versions of an engine count the same way (wort/knn.h): a GPU run whose counters
+// differ from the CPU run's of the same engine and mode is marked.
+void CompareDevices(std::vector<SearchRun>* runs) {
+  for (SearchRun& g : *runs) {
+    if (g.device != Device::kGpu) continue;
+    for (const SearchRun& c : *runs)
+      if (c.device == Device::kCpu && c.engine == g.engine && c.mode == g.mode) g.counters_differ = !SameCounters(c.counters, g.counters);
+  }
+}
+
 Status Bench::MeasureK(const std::vector<const Probe*>& probes, uint32_t k) {
   // The union of the engines the probes compare, brute force first (the reference).
   std::vector<Engine> engines = {Engine::kBruteForce};
@@ -328,11 +344,12 @@ Status Bench::MeasureK(const std::vector<const Probe*>& probes, uint32_t k) {
   std::vector<SearchRun> runs;
   for (Engine e : engines)
     for (Device d : devices_) WORT_RETURN_IF_ERROR(MeasureEngine(e, d, k, ref, &runs));
+  CompareDevices(&runs);
   std::string line = fmt::format("  k {}:", k);
   for (const SearchRun& r : runs)
     if (r.mode == "single")
       line += fmt::format(" {}/{} {:.1f} us{}", knn::EngineName(r.engine), knn::DeviceName(r.device),
-                          Percentile(r.latency_ns, 0.5) / 1e3, r.queries_wrong ? " WRONG" : "");
+                          Percentile(r.latency_ns, 0.5) / 1e3, r.queries_wrong || r.counters_differ ? " WRONG" : "");
   Log(line);
   for (const Probe* p : probes) {
     for (const SearchRun& r : runs)
@@ -400,7 +417,8 @@ Json Bench::RunRecord(const Probe& p, const SearchRun& r) const {
   j["bytes_per_query"] = static_cast<double>(r.counters.bytes()) / nq;
   j["queries_wrong"] = r.queries_wrong;
   j["max_rel_dist_error"] = r.max_rel_dist_error;
-  j["status"] = r.queries_wrong ? "WRONG" : "ok";
+  if (r.device == Device::kGpu) j["counters_equal_cpu"] = !r.counters_differ;
+  j["status"] = r.queries_wrong || r.counters_differ ? "WRONG" : "ok";
   return j;
 }
 

@@ -16,7 +16,8 @@
 // modes: "single" (one query at a time on one thread: mean, p50 and p99 latency) and "batch"
 // (all queries in one Search on `threads` threads: queries/s). Each engine's answers are compared
 // with the brute-force engine's of the same run: any difference in ids (or a distance differing
-// by more than 1e-5 relative) marks the record "WRONG" and counts in wrong_records.
+// by more than 1e-5 relative) marks the record "WRONG" and counts in wrong_records; so does a GPU
+// run whose counters differ from the CPU run's of the same engine (they must be equal).
 // Configurations that several experiments share (e.g. 64-d std 160 degree 128 k 32) are built and
 // measured once and recorded under each experiment.
 //
