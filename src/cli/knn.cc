@@ -74,6 +74,7 @@ void RunGen(const GenOpts& o) {
   spec.std = o.std;
   spec.seed = o.seed;
   if (o.queries && o.queries_out.empty()) CheckInput(Status::InvalidArgument("--queries needs --queries-out FILE"));
+  if (!o.queries && !o.queries_out.empty()) CheckInput(Status::InvalidArgument("--queries-out needs --queries N"));
   Matrix m;
   CheckInput(o.uniform ? knn_data::GenerateUniform(spec, &m) : knn_data::GenerateClustered(spec, &m));
   Status s = knn_data::WritePoints(o.out, m);

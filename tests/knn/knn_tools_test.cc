@@ -596,6 +596,10 @@ TEST(KnnCliGen, WritesTheGeneratorsBytes) {
   EXPECT_EQ(q.data, qwant.data);
   out.clear();
   EXPECT_EQ(RunCli("knn gen --out " + (d / "g.txt") + " --n 5 --dim 2", &out), 2) << out;
+  out.clear();
+  EXPECT_EQ(RunCli("knn gen --out " + (d / "h.fvecs") + " --n 5 --dim 2 --queries-out " + (d / "hq.fvecs"), &out), 2) << out;
+  out.clear();
+  EXPECT_EQ(RunCli("knn gen --out " + (d / "h.fvecs") + " --n 5 --dim 2 --queries 3", &out), 2) << out;
 }
 
 TEST(KnnCliBench, TinyRunsEveryExperimentWithNoWrongRecord) {
