@@ -22,7 +22,8 @@
 // measured once and recorded under each experiment.
 //
 // Output, in out_dir: results.jsonl (replaced; one JSON record per experiment x configuration x
-// engine x device x mode, with every parameter, the counters per query, the build's seconds and
+// engine x device x mode, with every parameter, wall time per query (single: mean, p50, p99; batch:
+// queries/s), CPU time per query (robust to a shared machine), the counters per query, the build's seconds and
 // the machine: nproc, CPU model, git commit), config.json (the scale and the run's settings), and
 // for the faiss experiment faiss_data.fvecs, faiss_queries.fvecs and faiss_ids.ivecs.
 #pragma once
