@@ -433,6 +433,18 @@ def report(recs, cfg, dirname, plots, plot_err):
                      f"least 10x faster than faiss's flat index, on 1M points) **{'is met' if x >= 10 else 'is not met'}** "
                      f"at this scale ({frs[0]['n']} points).")
             L.append("")
+    reopens = [r for r in recs if r.get("reopen_ms") is not None and r.get("tree_bytes")]
+    if reopens:
+        big = max(reopens, key=lambda r: (r["tree_bytes"], r["reopen_ms"]))
+        worst = max(r["reopen_ms"] for r in reopens)
+        L.append("## Restart")
+        L.append("")
+        L.append(f"Every tree of the run was reopened after its build (the pool closed, then Pool::Open and "
+                 f"KnnIndex::Open: the tree's header is checked, nothing is rebuilt): at most {worst:.3f} ms; the "
+                 f"largest tree ({big['n']} points, {big['dim']}-d, {big['tree_bytes'] / 2**20:.0f} MiB) in "
+                 f"{big['reopen_ms']:.3f} ms. Issue #29's goal (a 1M-point tree reopens in under 10 ms) "
+                 f"{'is met' if big['n'] >= 1000000 and big['reopen_ms'] < 10 else 'is judged at the paper scale (1M points)' if big['n'] < 1000000 else 'is not met'}.")
+        L.append("")
     L.append("## Plots")
     L.append("")
     if plots:

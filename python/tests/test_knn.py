@@ -105,3 +105,15 @@ def test_gpu_is_reported(tmp_path):
             gi, gd = t.search(pts[:50], 7, engine=engine, device="gpu")
             ci, cd = t.search(pts[:50], 7, engine=engine, device="cpu")
             assert (gi == ci).all() and (gd == cd).all()
+
+
+def test_readme_snippet_runs(tmp_path, monkeypatch, capsys):
+    """README's kNN snippet (tests/bindings/readme_knn.py, shown verbatim in README.md) runs."""
+    import os
+    import runpy
+    here = os.path.dirname(os.path.abspath(__file__))
+    monkeypatch.chdir(tmp_path)
+    runpy.run_path(os.path.join(here, "..", "..", "tests", "bindings", "readme_knn.py"), run_name="__main__")
+    out = capsys.readouterr().out
+    assert out.startswith("0 {") and "leaf_visits" in out
+    assert (tmp_path / "vectors.pool").exists()
