@@ -189,7 +189,7 @@ class WORT_EXPORT KnnIndex {
   // sphere inside its parent's. Findings are appended to `report`; Corruption if any.
   Status Check(std::string* report) const;
 
-  struct Impl;
+  struct WORT_NO_EXPORT Impl;  // internal (src/knn/internal.h)
 
  private:
   explicit KnnIndex(std::unique_ptr<Impl> impl);
