@@ -14,7 +14,7 @@
 # earlier steps' files are in $OUT before a later one starts: run it with a 600 s limit.
 #
 # Build dependencies: the machine needs what scripts/setup.sh installs for the C++ build
-# (GoogleTest, fmt, nlohmann-json, CLI11, OpenSSL headers, pkg-config, ninja). Where they are
+# (GoogleTest, fmt, nlohmann-json, CLI11, asio, OpenSSL headers, pkg-config, ninja). Where they are
 # missing, run scripts/knn_gpu_device_deps.sh on a machine with Debian's packages first: it puts
 # the .deb files into .gpudeps/ (ignored by git: name it in the device run's carried paths), and this script
 # unpacks them under .gpudeps/root (never into /) and points CMake there.
@@ -51,7 +51,9 @@ if compgen -G ".gpudeps/*.deb" >/dev/null; then
   export PATH="$R/usr/bin:$PATH"
   export LD_LIBRARY_PATH="$R/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export PKG_CONFIG_PATH="$R/usr/lib/x86_64-linux-gnu/pkgconfig:$R/usr/share/pkgconfig"
-  cmake_extra+=(-DCMAKE_PREFIX_PATH="$R/usr" -DOPENSSL_ROOT_DIR="$R/usr")
+  # CMake packages (GTest, fmt, nlohmann_json, CLI11) from the prefix; asio's headers (no CMake
+  # package) from its include directory.
+  cmake_extra+=(-DCMAKE_PREFIX_PATH="$R/usr" -DOPENSSL_ROOT_DIR="$R/usr" -DCMAKE_CXX_FLAGS="-isystem $R/usr/include")
   say "unpacked $(ls .gpudeps/*.deb | wc -l) carried packages into $R"
 fi
 gen=(-G Ninja)

@@ -6,7 +6,7 @@
 # (.gitignore), so name it in the device run's carried paths.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PKGS=(libgtest-dev libgmock-dev googletest libfmt-dev libfmt9 nlohmann-json3-dev libcli11-dev libssl-dev
+PKGS=(libgtest-dev libgmock-dev googletest libfmt-dev libfmt9 nlohmann-json3-dev libcli11-dev libasio-dev libssl-dev libssl3
       pkgconf pkgconf-bin libpkgconf3 pkg-config ninja-build)
 mkdir -p .gpudeps
 
