@@ -14,7 +14,7 @@ rm -rf "$WORK/venv"
 mkdir -p "$WORK"
 "$PY" -m venv "$WORK/venv"
 VPY="$WORK/venv/bin/python"
-"$VPY" -m pip install -q --disable-pip-version-check pytest
+"$VPY" -m pip install -q --disable-pip-version-check pytest numpy
 export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-2}
 if command -v ccache >/dev/null; then
   export CMAKE_CXX_COMPILER_LAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}

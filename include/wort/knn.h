@@ -4,7 +4,7 @@
 // -----------------------------------------------------------------
 // An SS-tree is an n-ary tree of bounding spheres. wort builds it bottom-up, in one batch: the
 // points are ordered (by Hilbert curve, or grouped by k-means with k = sqrt(n/2) clusters taken
-// in the Hilbert order of their centroids, each cluster's points in Hilbert order), cut into
+// in a chain of nearest centroids, each cluster's points in Hilbert order), cut into
 // leaves filled to 100% (`degree` points each; the last leaf may hold fewer), and each level
 // above groups `degree` consecutive nodes of the level below. Every node's bounding sphere is
 // made by Ritter's algorithm (the thesis's Algorithm 6: farthest point from a first point,
@@ -17,12 +17,15 @@
 // Search engines, each exact (the same k points as a brute-force scan, in the same order):
 //   kBruteForce       every point of every leaf.
 //   kBranchAndBound   Roussopoulos et al.'s depth-first branch-and-bound (children in MINDIST
-//                     order, pruned by MINMAXDIST and by the k-th distance found), made
+//                     order - ties, common in many dimensions where a query lies inside several
+//                     spheres, by MAXDIST, then position - pruned by MINMAXDIST and by the k-th
+//                     distance found), made
 //                     stackless with the parent links, as the thesis runs it on the GPU: a
 //                     return to an inner node recomputes its children's bounds (counted as a
-//                     visit) and takes the next child in (MINDIST, position) order.
+//                     visit) and takes the next child in that order.
 //   kPsb              Parallel Scan and Backtrack (the thesis's Algorithm 5): a first descent
-//                     to the closest leaf sets the pruning distance; then leaves are visited
+//                     to the closest leaf (the same order as above) sets the pruning distance;
+//                     then leaves are visited
 //                     left to right - the leftmost child within the pruning distance whose
 //                     subtree has leaves not yet visited, the right sibling leaf while a leaf
 //                     changed the k nearest, the parent link otherwise.
@@ -77,7 +80,7 @@ inline constexpr uint32_t kMaxDegree = 1024;
 
 enum class BuildMethod : uint8_t {
   kHilbert = 1,  // points in Hilbert-curve order (thesis 5.2.1)
-  kKMeans = 2,   // k-means clusters, then Hilbert order (thesis 5.2.2)
+  kKMeans = 2,   // k-means clusters in a nearest-centroid chain, then Hilbert order (5.2.2)
 };
 enum class Engine : uint8_t {
   kBruteForce = 1,
@@ -186,7 +189,7 @@ class WORT_EXPORT KnnIndex {
   // sphere inside its parent's. Findings are appended to `report`; Corruption if any.
   Status Check(std::string* report) const;
 
-  struct Impl;
+  struct WORT_NO_EXPORT Impl;  // internal (src/knn/internal.h)
 
  private:
   explicit KnnIndex(std::unique_ptr<Impl> impl);

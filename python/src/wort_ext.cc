@@ -3,6 +3,7 @@
 // the C++ calls one to one, releases the GIL around every store operation, and turns a Status
 // into the exception class that __init__.py registered for its code.
 #include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
@@ -17,7 +18,9 @@
 #include <utility>
 #include <vector>
 
+#include "wort/knn.h"
 #include "wort/kv.h"
+#include "wort/pool.h"
 #include "wort/version.h"
 
 namespace nb = nanobind;
@@ -200,6 +203,153 @@ Store* Open(const std::string& path, const std::string& kind, uint64_t size, con
   return new Store(std::move(kv));
 }
 
+// ---- wort.knn: the kNN SS-tree (wort/knn.h) ---------------------------------------------------
+// Arrays cross as C-contiguous CPU ndarrays; python/wort/knn.py converts what it is given and
+// allocates the outputs.
+using FloatMatrix = nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+using IdVector = nb::ndarray<const uint64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using IdOut = nb::ndarray<uint64_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+using DistOut = nb::ndarray<float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+
+std::unique_ptr<wort::Pool> OpenPool(const std::string& path, uint64_t max_size, bool create) {
+  wort::PoolOptions po;
+  po.max_size = max_size;
+  po.initial_size = std::min<uint64_t>(max_size, 64ull << 20);
+  std::unique_ptr<wort::Pool> pool;
+  wort::Status s;
+  {
+    nb::gil_scoped_release nogil;
+    s = create ? wort::Pool::OpenOrCreate(path, po, &pool) : wort::Pool::Open(path, po, &pool);
+  }
+  Check(s);
+  return pool;
+}
+
+class KnnTree {
+ public:
+  KnnTree(std::unique_ptr<wort::Pool> pool, std::unique_ptr<wort::knn::KnnIndex> idx)
+      : pool_(std::move(pool)), idx_(std::move(idx)) {}
+
+  nb::dict Info() const {
+    const wort::knn::TreeInfo& i = Live().info();
+    nb::dict d;
+    d["dim"] = i.dim;
+    d["degree"] = i.degree;
+    d["points"] = i.points;
+    d["leaves"] = i.leaves;
+    d["inner_nodes"] = i.inner_nodes;
+    d["height"] = i.height;
+    d["method"] = wort::knn::BuildMethodName(i.method);
+    d["seed"] = i.seed;
+    d["bytes"] = i.bytes;
+    return d;
+  }
+
+  nb::dict Search(FloatMatrix q, uint32_t k, const std::string& engine, const std::string& device, unsigned threads,
+                  IdOut ids, DistOut dists) const {
+    wort::knn::SearchOptions so;
+    if (!wort::knn::ParseEngine(engine, &so.engine))
+      Raise(wort::Status::InvalidArgument("engine must be 'psb', 'bnb' or 'brute', not '" + engine + "'"));
+    if (!wort::knn::ParseDevice(device, &so.device))
+      Raise(wort::Status::InvalidArgument("device must be 'cpu' or 'gpu', not '" + device + "'"));
+    so.threads = threads;
+    const wort::knn::KnnIndex& idx = Live();
+    if (q.shape(1) != idx.info().dim)
+      Raise(wort::Status::InvalidArgument("queries have " + std::to_string(q.shape(1)) + " dimensions, the tree " +
+                                          std::to_string(idx.info().dim)));
+    if (ids.shape(0) != q.shape(0) || ids.shape(1) != k || dists.shape(0) != q.shape(0) || dists.shape(1) != k)
+      Raise(wort::Status::InvalidArgument("output arrays must be (queries, k)"));
+    wort::knn::Counters c;
+    wort::Status s;
+    {
+      nb::gil_scoped_release nogil;
+      s = idx.Search(q.data(), q.shape(0), k, so, ids.data(), dists.data(), &c);
+    }
+    Check(s);
+    nb::dict d;
+    d["queries"] = c.queries;
+    d["inner_visits"] = c.inner_visits;
+    d["leaf_visits"] = c.leaf_visits;
+    d["sphere_bytes"] = c.sphere_bytes;
+    d["point_bytes"] = c.point_bytes;
+    return d;
+  }
+
+  void CheckTree() const {
+    std::string report;
+    wort::Status s;
+    {
+      nb::gil_scoped_release nogil;
+      s = Live().Check(&report);
+    }
+    if (!s.ok()) Raise(wort::Status(s.code(), s.message() + (report.empty() ? "" : ": " + report)));
+  }
+
+  void Close() {
+    idx_.reset();
+    if (pool_) {
+      wort::Status s = pool_->Close();
+      pool_.reset();
+      Check(s);
+    }
+  }
+
+ private:
+  const wort::knn::KnnIndex& Live() const {
+    if (!idx_) Raise(wort::Status::InvalidArgument("the kNN index is closed"));
+    return *idx_;
+  }
+  std::unique_ptr<wort::Pool> pool_;
+  std::unique_ptr<wort::knn::KnnIndex> idx_;
+};
+
+nb::dict KnnBuild(const std::string& path, const std::string& name, FloatMatrix points, std::optional<IdVector> ids,
+                  const std::string& method, uint32_t degree, uint32_t kmeans_k, uint32_t kmeans_iterations,
+                  uint64_t seed, unsigned threads, uint64_t size) {
+  wort::knn::BuildOptions bo;
+  if (!wort::knn::ParseBuildMethod(method, &bo.method))
+    Raise(wort::Status::InvalidArgument("method must be 'kmeans' or 'hilbert', not '" + method + "'"));
+  bo.degree = degree;
+  bo.kmeans_k = kmeans_k;
+  bo.kmeans_iterations = kmeans_iterations;
+  bo.seed = seed;
+  bo.threads = threads;
+  if (ids && ids->shape(0) != points.shape(0))
+    Raise(wort::Status::InvalidArgument("ids must have one entry per point"));
+  std::unique_ptr<wort::Pool> pool = OpenPool(path, size, true);
+  wort::knn::BuildStats st;
+  wort::Status s;
+  {
+    nb::gil_scoped_release nogil;
+    s = wort::knn::KnnIndex::Build(*pool, name, points.data(), ids ? ids->data() : nullptr, points.shape(0),
+                                   static_cast<uint32_t>(points.shape(1)), bo, &st);
+    wort::Status c = pool->Close();
+    if (s.ok()) s = c;
+  }
+  Check(s);
+  nb::dict d;
+  d["seconds_order"] = st.seconds_order;
+  d["seconds_spheres"] = st.seconds_spheres;
+  d["seconds_persist"] = st.seconds_persist;
+  d["bytes"] = st.bytes;
+  return d;
+}
+
+KnnTree* KnnOpen(const std::string& path, const std::string& name) {
+  std::unique_ptr<wort::Pool> pool = OpenPool(path, 0, false);
+  std::unique_ptr<wort::knn::KnnIndex> idx;
+  Check(wort::knn::KnnIndex::Open(*pool, name, &idx));
+  return new KnnTree(std::move(pool), std::move(idx));
+}
+
+void KnnDrop(const std::string& path, const std::string& name) {
+  std::unique_ptr<wort::Pool> pool = OpenPool(path, 0, false);
+  wort::Status s = wort::knn::KnnIndex::Drop(*pool, name);
+  wort::Status c = pool->Close();
+  Check(s);
+  Check(c);
+}
+
 }  // namespace
 
 NB_MODULE(_wort, m) {
@@ -221,6 +371,20 @@ NB_MODULE(_wort, m) {
       .def("capabilities", &Store::Capabilities)
       .def("close", &Store::Close)
       .def("_bench_cpp", &Store::BenchCpp, "op"_a, "keys"_a, "value"_a);
+  m.def("knn_build", &KnnBuild, "path"_a, "name"_a, "points"_a, "ids"_a.none(), "method"_a, "degree"_a, "kmeans_k"_a,
+        "kmeans_iterations"_a, "seed"_a, "threads"_a, "size"_a);
+  m.def("knn_open", &KnnOpen, "path"_a, "name"_a, nb::rv_policy::take_ownership);
+  m.def("knn_drop", &KnnDrop, "path"_a, "name"_a);
+  m.def("knn_gpu_available", [] {
+    std::string why;
+    const bool ok = wort::knn::GpuAvailable(&why);
+    return std::make_pair(ok, why);
+  });
+  nb::class_<KnnTree>(m, "KnnTree")
+      .def("info", &KnnTree::Info)
+      .def("search", &KnnTree::Search, "queries"_a, "k"_a, "engine"_a, "device"_a, "threads"_a, "ids"_a, "dists"_a)
+      .def("check", &KnnTree::CheckTree)
+      .def("close", &KnnTree::Close);
   // The dict of error classes lives as long as the module.
   nb::module_::import_("atexit").attr("register")(nb::cpp_function([] { g_errors.reset(); }));
 }

@@ -6,6 +6,8 @@
 
 #include "cli/command.h"
 #include "cli/options.h"
+#include "index/kind_ids.h"
+#include "knn/internal.h"
 #include "wort/alloc.h"
 #include "wort/index.h"
 #include "wort/pool.h"
@@ -73,7 +75,13 @@ void AddPool(CLI::App& app) {
         std::unique_ptr<Index> idx;
         if (OpenIndex(*p, r.name, &idx).ok()) extra = fmt::format(", {} keys", idx->Size());
       }
-      fmt::print("  {:<24} kind {} (id {}), root block at {}{}\n", r.name, k ? k->name : "unknown", r.type, r.off, extra);
+      const char* kind = k ? k->name : r.type == kind_id::kKnn ? "knn" : "unknown";
+      if (r.type == kind_id::kKnn) {
+        std::unique_ptr<knn::KnnIndex> t;
+        if (knn::KnnIndex::Open(*p, r.name, &t).ok())
+          extra = fmt::format(", {} points of {} dimensions, degree {}", t->info().points, t->info().dim, t->info().degree);
+      }
+      fmt::print("  {:<24} kind {} (id {}), root block at {}{}\n", r.name, kind, r.type, r.off, extra);
     }
     if (p->opened_clean() || io->write) {
       const AllocStats a = p->allocator().Stats();
@@ -129,6 +137,20 @@ void AddPool(CLI::App& app) {
     bool all_visited = true;
     for (const auto& r : p->Roots()) {
       const IndexKind* k = FindIndexKindById(r.type);
+      if (r.type == kind_id::kKnn) {  // a kNN SS-tree (wort/knn.h): not an index kind
+        std::unique_ptr<knn::KnnIndex> t;
+        Status os = knn::KnnIndex::Open(*p, r.name, &t);
+        std::string ir;
+        Status cs = os.ok() ? t->Check(&ir) : os;
+        fmt::print("root {} (knn, {} points of {} dimensions): {}\n", r.name, os.ok() ? t->info().points : 0,
+                   os.ok() ? t->info().dim : 0, cs.ok() ? "ok" : "FAILED " + cs.ToString());
+        if (!cs.ok()) {
+          fmt::print("{}", ir);
+          ++problems;
+        }
+        knn::VisitRoot(*p, r.off, [&](uint64_t off) { reached.insert(off); });
+        continue;
+      }
       if (!k) {
         fmt::print("root {}: unknown index kind id {}\n", r.name, r.type);
         all_visited = false;

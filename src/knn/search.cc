@@ -94,15 +94,28 @@ struct Walk {
   Counters& c;
   float prune = kInf;
 
+  // The inner node whose children's bounds are in s.mind/s.maxd (kNoParent: none yet).
+  uint64_t bounds_of = kNoParent;
+
   // Bounds of node's children into s.mind/s.maxd; the pruning distance tightened by the k-th
-  // MINMAXDIST (weighted by points below each child).
+  // MINMAXDIST (weighted by points below each child). A node whose bounds are still there (the
+  // walk came back to it from a leaf) is not computed again: not a visit, and nothing to tighten
+  // (the same bound was applied when they were computed).
   void VisitInner(uint64_t node) {
+    if (node == bounds_of) return;
+    bounds_of = node;
     const InnerMeta& m = v.inner_meta[node];
     ChildBounds(v, node, m.count, q, s.mind.data(), s.maxd.data());
     ++c.inner_visits;
     c.sphere_bytes += uint64_t{m.count} * (v.dim + 1) * sizeof(float);
     for (uint32_t j = 0; j < m.count; ++j) s.below[j] = PointsBelow(v, node, j);
     prune = std::min(prune, KthMaxDist(s.maxd.data(), s.below.data(), m.count, k, &s.tmp));
+  }
+  // The order of children in the descent: (MINDIST, MAXDIST, position) ascending.
+  bool Before(uint32_t a, uint32_t b) const {
+    if (s.mind[a] != s.mind[b]) return s.mind[a] < s.mind[b];
+    if (s.maxd[a] != s.maxd[b]) return s.maxd[a] < s.maxd[b];
+    return a < b;
   }
   // Compares the leaf's points; true iff the k nearest changed.
   bool ScanLeaf(uint64_t leaf) {
@@ -121,9 +134,9 @@ struct Walk {
     for (uint64_t l = 0; l < v.leaves; ++l) ScanLeaf(l);
   }
 
-  // Depth-first branch-and-bound without a stack: children in (MINDIST, position) order; a
-  // return from an inner child recomputes the parent's bounds (a visit) and takes the next
-  // child after the one it came from; a return from a leaf keeps them.
+  // Depth-first branch-and-bound without a stack: children in Before order; a
+  // return from an inner child recomputes the parent's bounds (a visit: the child's overwrote
+  // them) and takes the next child after the one it came from; a return from a leaf keeps them.
   void BranchAndBound() {
     uint64_t n = v.root;
     int64_t from = -1;  // position of the child we came back from (-1: came from above)
@@ -134,8 +147,8 @@ struct Walk {
         int64_t pick = -1;
         for (uint32_t j = 0; j < m.count; ++j) {
           if (!(s.mind[j] <= prune)) continue;
-          if (from >= 0 && !(s.mind[j] > s.mind[from] || (s.mind[j] == s.mind[from] && j > from))) continue;
-          if (pick < 0 || s.mind[j] < s.mind[pick]) pick = j;
+          if (from >= 0 && !Before(static_cast<uint32_t>(from), j)) continue;
+          if (pick < 0 || Before(j, static_cast<uint32_t>(pick))) pick = j;
         }
         if (pick < 0) {
           if (n == v.root) return;
@@ -157,7 +170,7 @@ struct Walk {
 
   // Parallel Scan and Backtrack (thesis Algorithm 5).
   void Psb() {
-    // The first descent: toward the smallest MINDIST, to the closest leaf; its points set the
+    // The first descent: toward the first child in Before order, to the closest leaf; its points set the
     // pruning distance. That leaf is not scanned again below (a rescan changes nothing).
     uint64_t n = v.root;
     uint64_t first_leaf;
@@ -166,7 +179,7 @@ struct Walk {
       const InnerMeta& m = v.inner_meta[n];
       uint32_t best = 0;
       for (uint32_t j = 1; j < m.count; ++j)
-        if (s.mind[j] < s.mind[best]) best = j;
+        if (Before(j, best)) best = j;
       if (m.level == 0) {
         first_leaf = m.first_child + best;
         break;
@@ -174,7 +187,8 @@ struct Walk {
       n = m.first_child + best;
     }
     ScanLeaf(first_leaf);
-    // The sweep: leaves left to right. `visited`: every leaf up to it is scanned or pruned.
+    // The sweep: leaves left to right. `visited`: every leaf up to it is scanned or pruned. A
+    // return from leaves to the inner node whose bounds are kept finds them there (VisitInner).
     int64_t visited = -1;
     n = v.root;
     for (;;) {

@@ -2,7 +2,7 @@
 """libwort.so exports the public API and nothing else (include/wort/export.h): every symbol in
 its dynamic symbol table is a C function of wort.h or a name the public headers mark
 WORT_EXPORT (a class's members, typeinfo and vtable; a function; a variable), in the headers'
-namespaces (wort, wort::pm, wort::pm::detail); and every function and variable so marked is
+namespaces (wort, wort::pm, wort::pm::detail, wort::knn); and every function and variable so marked is
 exported. The allowed names are read from the headers, so a new public function needs only its
 WORT_EXPORT; an internal symbol (an index kind's, the epochs', the registry's) fails the test.
 
@@ -76,15 +76,15 @@ class Exports(unittest.TestCase):
             for p in SPECIAL:
                 if bare.startswith(p):
                     bare = bare[len(p):]
-            m = re.match(r"wort::(?:pm::(?:detail::)?)?(\w+)", bare)
-            if not m or m.group(1) not in allowed or re.match(r"wort::\w+::(Impl|Header)\b", bare):
+            m = re.match(r"wort::(?:pm::(?:detail::)?|knn::)?(\w+)", bare)
+            if not m or m.group(1) not in allowed or re.match(r"wort::(?:knn::)?\w+::(Impl|Header)\b", bare):
                 wrong.append(name)
         self.assertEqual(wrong, [], f"{len(wrong)} symbols of libwort.so are not in the public API")
 
     def test_every_public_function_and_variable_is_exported(self):
         names = set()
         for _, name in self.syms:
-            m = re.match(r"(?:wort::(?:pm::(?:detail::)?)?)?(\w+)", name)
+            m = re.match(r"(?:wort::(?:pm::(?:detail::)?|knn::)?)?(\w+)", name)
             if m:
                 names.add(m.group(1))
         self.assertEqual(sorted(self.entities - names), [])
