@@ -10,7 +10,7 @@
 //     operations (__fsub_rn, __fmul_rn, __fadd_rn: never contracted into an FMA), then the
 //     IEEE square root (__fsqrt_rn) and layout.h's MinDist/MaxDist (gpu.cu is compiled with
 //     --fmad=false): the same float32 operations in the same order as the CPU, so the same bits;
-//   - choices among children: the first child under Walk's strict total order (MINDIST, then
+//   - choices among children: the first child under Walk's strict total order (MINDIST, MAXDIST,
 //     position), or the smallest qualifying index: minima that do not depend on the order the
 //     block combines them in (no float sums are reduced in parallel);
 //   - KthMaxDist: each thread finds, for its children j, the points below every child whose
@@ -126,6 +126,8 @@ struct BlockWalk {
   uint64_t* red;  // shared, 32
   float prune = __builtin_huge_valf();
   uint32_t n = 0;  // the size of the k best (the same in every thread)
+  // The inner node whose children's bounds are in mind/maxd (kNoParent: none yet), as Walk's.
+  uint64_t bounds_of = kNoParent;
   DevCounters c{0, 0, 0, 0};
 
   __device__ const float* SphereRow(uint64_t node, uint32_t d) const {
@@ -138,8 +140,11 @@ struct BlockWalk {
     return (end < t.points ? end : t.points) - uint64_t{ch.first_leaf} * t.degree;
   }
 
-  // ChildBounds, the counters, then KthMaxDist into the pruning distance.
+  // ChildBounds, the counters, then KthMaxDist into the pruning distance; nothing (not a visit)
+  // when the node's bounds are still there (Walk::VisitInner).
   __device__ void VisitInner(uint64_t node) {
+    if (node == bounds_of) return;  // the same in every thread: no barrier is skipped by some
+    bounds_of = node;
     const InnerMeta m = t.inner_meta[node];
     const uint32_t dim = t.dim;
     for (uint32_t j = threadIdx.x; j < m.count; j += blockDim.x) {
@@ -255,9 +260,14 @@ struct BlockWalk {
     for (uint64_t l = 0; l < t.leaves; ++l) ScanLeaf(l);
   }
 
-  // The order of the children in the descents (Walk's: MINDIST, then position). A strict total
-  // order, so the first child under it does not depend on the order the block compares them in.
-  __device__ bool Before(uint32_t a, uint32_t b) const { return mind[a] < mind[b] || (mind[a] == mind[b] && a < b); }
+  // The order of the children in the descents (Walk::Before: MINDIST, then MAXDIST, then
+  // position). A strict total order, so the first child under it does not depend on the order
+  // the block compares them in.
+  __device__ bool Before(uint32_t a, uint32_t b) const {
+    if (mind[a] != mind[b]) return mind[a] < mind[b];
+    if (maxd[a] != maxd[b]) return maxd[a] < maxd[b];
+    return a < b;
+  }
   __device__ uint32_t First(uint32_t a, uint32_t b) const {
     if (a == kNone) return b;
     if (b == kNone) return a;
