@@ -139,10 +139,18 @@ struct TreeView {
 //   MINDIST = max(0, dist * (1 - kMargin) - r)      no point of the child is nearer
 //   MAXDIST = dist * (1 + kMargin) + r              every point of the child is nearer
 // Written out once here; the CUDA kernels use the same expressions (src/knn/gpu.cu).
-inline float MinDist(float dist, float r) {
+// Host and device functions in the CUDA sources (src/knn/gpu.cu, compiled with --fmad=false, so
+// each is one rounded multiply and one rounded add or subtract there as here); plain inline
+// functions everywhere else.
+#ifdef __CUDACC__
+#define WORT_KNN_HOST_DEVICE __host__ __device__
+#else
+#define WORT_KNN_HOST_DEVICE
+#endif
+WORT_KNN_HOST_DEVICE inline float MinDist(float dist, float r) {
   const float m = dist * (1.0f - kMargin) - r;
   return m > 0.0f ? m : 0.0f;
 }
-inline float MaxDist(float dist, float r) { return dist * (1.0f + kMargin) + r; }
+WORT_KNN_HOST_DEVICE inline float MaxDist(float dist, float r) { return dist * (1.0f + kMargin) + r; }
 
 }  // namespace wort::knn
