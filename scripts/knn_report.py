@@ -29,7 +29,11 @@ import json
 import os
 import sys
 
-TOLERANCE = 1.5
+# The verdict rules are scripts/report.py's (the WORT paper's report): one definition of 'holds',
+# 'direction only' and 'does not hold', and of the tolerance (TOLERANCE, 1.5x).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from report import TOLERANCE, ratio_verdict, within  # noqa: E402
+
 ENGINES = ["brute", "bnb", "psb"]
 ENGINE_NAMES = {"brute": "brute force", "bnb": "branch-and-bound", "psb": "PSB", "faiss-flat": "faiss IndexFlatL2"}
 FIGURES = ["fig28", "fig30", "fig31", "fig32", "fig33", "faiss"]
@@ -77,30 +81,6 @@ def time_field(res):
     """The time the verdicts compare: the CPU time per query where the records have it (robust to
     a shared machine: it does not count waiting for a core), else the mean wall time."""
     return "cpu_ns_per_query" if res.recs and all("cpu_ns_per_query" in r for r in res.recs) else "ns_per_query"
-
-
-def within(measured, published):
-    if not measured or not published or measured <= 0:
-        return None
-    return max(measured / published, published / measured)
-
-
-def ratio_verdict(pairs):
-    """Verdict over [(measured, published)] ratios, as scripts/report.py's."""
-    pairs = [(m, p) for m, p in pairs if m is not None and p]
-    if not pairs:
-        return "cannot check (no runs)"
-    ms = [m for m, _ in pairs]
-    pubs = sorted({p for _, p in pairs})
-    rng = f"{min(ms):.2f}x" if len(ms) == 1 else f"{min(ms):.2f}-{max(ms):.2f}x"
-    said = f"measured {rng} vs published {', '.join(f'{p:g}x' for p in pubs)}"
-    right = [(m > 1) == (p > 1) for m, p in pairs]
-    close = [within(m, p) is not None and within(m, p) <= TOLERANCE for m, p in pairs]
-    if all(close) and all(right):
-        return f"holds (within {TOLERANCE:g}x; {said})"
-    if all(right):
-        return f"direction only ({said}; holds needs within {TOLERANCE:g}x)"
-    return f"does not hold (direction right in {sum(right)} of {len(right)}; {said})"
 
 
 def order_verdict(oks):

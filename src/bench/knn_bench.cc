@@ -515,10 +515,17 @@ void Bench::RunFaiss(const Probe& p, const SearchRun& ref) {
                                       ShellQuote(dir + "faiss_queries.fvecs"), p.k, threads_,
                                       ShellQuote(dir + "faiss_ids.ivecs"), ShellQuote(dir + "faiss_stderr.txt"));
   std::string out;
-  if (const int rc = RunCapture(cmd, &out); rc != 0)
-    return skip(fmt::format("{} exited with {} (see faiss_stderr.txt)", cfg_.faiss_script, rc));
+  const int rc = RunCapture(cmd, &out);
+  // The data went to faiss; it is the run's (seeded) data, not a result: not left in --out (a
+  // paper-scale run's would be 256 MB).
+  std::error_code ec;
+  std::filesystem::remove(dir + "faiss_data.fvecs", ec);
+  std::filesystem::remove(dir + "faiss_queries.fvecs", ec);
+  if (rc != 0) return skip(fmt::format("{} exited with {} (see faiss_stderr.txt)", cfg_.faiss_script, rc));
+  std::filesystem::remove(dir + "faiss_stderr.txt", ec);
   knn_data::IntMatrix ids;
   s = knn_data::ReadIvecs(dir + "faiss_ids.ivecs", &ids);
+  std::filesystem::remove(dir + "faiss_ids.ivecs", ec);
   bool exact = false;
   const double recall = s.ok() ? Recall(ids.data, ref, queries_.n, p.k, &exact) : 0.0;
   size_t pos = 0;

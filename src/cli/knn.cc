@@ -18,6 +18,7 @@
 
 #include "bench/knn_bench.h"
 #include "cli/command.h"
+#include "cli/files.h"
 #include "cli/options.h"
 #include "workload/knn_data.h"
 #include "wort/knn.h"
@@ -41,19 +42,6 @@ void CheckInput(const Status& s) {
 }
 
 double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-std::vector<std::string> SplitComma(const std::string& s) {
-  std::vector<std::string> out;
-  size_t pos = 0;
-  while (pos <= s.size()) {
-    size_t comma = s.find(',', pos);
-    if (comma == std::string::npos) comma = s.size();
-    std::string item = s.substr(pos, comma - pos);
-    if (!item.empty() && item != "all") out.push_back(item);
-    pos = comma + 1;
-  }
-  return out;
-}
 
 // ---- gen --------------------------------------------------------------------------------------
 
@@ -363,39 +351,6 @@ void AddInfoCheck(CLI::App* knn) {
 
 // ---- bench ------------------------------------------------------------------------------------
 
-std::string SelfExe() {
-  char buf[PATH_MAX];
-  const ssize_t len = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (len <= 0) return "";
-  buf[len] = 0;
-  return buf;
-}
-
-std::string SourceRoot() {
-  std::string f = __FILE__;
-  const auto pos = f.rfind("/src/cli/");
-  return pos == std::string::npos ? "" : f.substr(0, pos);
-}
-
-// $env, else <exe dir>/../<rel>, <exe dir>/<rel>, <source root>/<rel>: the first that exists.
-std::string FindFile(const char* env, const std::string& rel) {
-  if (const char* e = std::getenv(env); e && *e) return e;
-  const std::string exe = SelfExe();
-  const std::string dir = exe.substr(0, exe.rfind('/'));
-  for (const std::string& c : {dir + "/../" + rel, dir + "/" + rel, SourceRoot() + "/" + rel})
-    if (access(c.c_str(), R_OK) == 0) return c;
-  return "";
-}
-
-// The first python3 with matplotlib (/usr/bin/python3 first: a pyenv shim may hide Debian's).
-std::string FindPlotPython() {
-  for (const char* p : {"/usr/bin/python3", "python3"}) {
-    const std::string cmd = fmt::format("{} -c 'import matplotlib' >/dev/null 2>&1", p);
-    if (std::system(cmd.c_str()) == 0) return p;
-  }
-  return "python3";
-}
-
 struct BenchOpts {
   std::string scale = "quick", only, out, pool;
   unsigned threads = 0;
@@ -409,7 +364,7 @@ void RunReport(const std::string& out_dir) {
     fmt::print(stderr, "wort knn bench: scripts/knn_report.py not found; no report.md or plots\n");
     return;
   }
-  const std::string cmd = fmt::format("{} '{}' '{}'", FindPlotPython(), script, out_dir);
+  const std::string cmd = fmt::format("{} '{}' '{}'", FindPython(), script, out_dir);
   if (std::system(cmd.c_str()) != 0) fmt::print(stderr, "wort knn bench: {} failed\n", cmd);
 }
 

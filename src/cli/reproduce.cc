@@ -10,62 +10,12 @@
 #include "bench/bench.h"
 #include "workload/workload.h"
 #include "cli/command.h"
+#include "cli/files.h"
 #include "cli/options.h"
 #include "reproduce/reproduce.h"
 
 namespace wort::cli {
 namespace {
-
-std::vector<std::string> SplitComma(const std::string& s) {
-  std::vector<std::string> out;
-  size_t pos = 0;
-  while (pos <= s.size()) {
-    size_t comma = s.find(',', pos);
-    if (comma == std::string::npos) comma = s.size();
-    std::string item = s.substr(pos, comma - pos);
-    if (!item.empty() && item != "all") out.push_back(item);
-    pos = comma + 1;
-  }
-  return out;
-}
-
-std::string SelfExe() {
-  char buf[PATH_MAX];
-  const ssize_t len = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (len <= 0) return "";
-  buf[len] = 0;
-  return buf;
-}
-
-bool Exists(const std::string& p) { return !p.empty() && access(p.c_str(), R_OK) == 0; }
-
-// The source tree: this file is src/cli/reproduce.cc in it.
-std::string SourceRoot() {
-  std::string f = __FILE__;
-  const auto pos = f.rfind("/src/cli/");
-  return pos == std::string::npos ? "" : f.substr(0, pos);
-}
-
-// First existing of: $env, <exe dir>/../<rel>, <source root>/<rel>.
-std::string FindFile(const char* env, const std::string& rel) {
-  if (const char* e = std::getenv(env); e && *e) return e;
-  const std::string exe = SelfExe();
-  const std::string dir = exe.substr(0, exe.rfind('/'));
-  for (const std::string& c : {dir + "/../" + rel, dir + "/" + rel, SourceRoot() + "/" + rel})
-    if (Exists(c)) return c;
-  return "";
-}
-
-// $WORT_PYTHON, else the first python3 that has matplotlib (/usr/bin/python3 before the PATH's,
-// since a pyenv shim may shadow the system's packages), else python3.
-std::string FindPython() {
-  if (const char* e = std::getenv("WORT_PYTHON"); e && *e) return e;
-  for (const char* p : {"/usr/bin/python3", "python3"}) {
-    const std::string cmd = fmt::format("{} -c 'import matplotlib' >/dev/null 2>&1", p);
-    if (std::system(cmd.c_str()) == 0) return p;
-  }
-  return "python3";
-}
 
 void AddReproduce(CLI::App& app) {
   struct Opts {

@@ -31,51 +31,22 @@ using knn::SearchOptions;
 
 constexpr Engine kEngines[] = {Engine::kBruteForce, Engine::kBranchAndBound, Engine::kPsb};
 
-std::unique_ptr<Pool> NewPool(const TempPath& path, uint64_t max = 1ull << 30) {
-  PoolOptions po;
-  po.initial_size = 8ull << 20;
-  po.max_size = max;
-  po.background_recovery = false;
-  std::unique_ptr<Pool> pool;
-  Status s = Pool::OpenOrCreate(path, po, &pool);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  return pool;
-}
-
-struct Result {
-  std::vector<uint64_t> ids;
-  std::vector<float> d;
-  Counters c;
-};
-
-Result RunQueries(const KnnIndex& idx, const Points& q, uint32_t k, Engine e, unsigned threads = 2) {
-  Result r;
-  r.ids.resize(q.n * k);
-  r.d.resize(q.n * k);
-  SearchOptions so;
-  so.engine = e;
-  so.threads = threads;
-  Status s = idx.Search(q.x.data(), q.n, k, so, r.ids.data(), r.d.data(), &r.c);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  return r;
-}
-
 // Builds, then checks every engine on every query against the exact answer and against each
 // other (the same ids and the same float bits as brute force), and the tree's Check().
 void ExpectAllExact(const Points& p, const std::vector<uint64_t>& ids, const Points& q, uint32_t k,
                     const BuildOptions& bo, const std::string& what) {
   TempPath path("knn");
-  auto pool = NewPool(path);
+  auto pool = NewKnnPool(path);
   ASSERT_TRUE(KnnIndex::Build(*pool, "t", p.x.data(), ids.empty() ? nullptr : ids.data(), p.n, p.dim, bo).ok());
   std::unique_ptr<KnnIndex> idx;
   ASSERT_TRUE(KnnIndex::Open(*pool, "t", &idx).ok());
   std::string report;
   EXPECT_TRUE(idx->Check(&report).ok()) << what << ": " << report;
-  const Result brute = RunQueries(*idx, q, k, Engine::kBruteForce);
+  const KnnResult brute = RunKnn(*idx, q, k, Engine::kBruteForce);
   EXPECT_EQ(brute.c.point_bytes, q.n * p.n * p.dim * sizeof(float)) << what;
   EXPECT_EQ(brute.c.leaf_visits, q.n * idx->info().leaves) << what;
   for (Engine e : kEngines) {
-    const Result r = e == Engine::kBruteForce ? brute : RunQueries(*idx, q, k, e);
+    const KnnResult r = e == Engine::kBruteForce ? brute : RunKnn(*idx, q, k, e);
     const std::string w = what + " engine " + knn::EngineName(e);
     for (uint64_t i = 0; i < q.n; ++i)
       ExpectExact(p, ids, q.row(i), k, &r.ids[i * k], &r.d[i * k], w + " query " + std::to_string(i));
@@ -126,7 +97,7 @@ TEST(Knn, ExactDuplicateHeavyTiesByIdWithOwnIds) {
   }
   // The tie order itself: a query on a duplicated point gets the smallest ids first.
   TempPath path("knn");
-  auto pool = NewPool(path);
+  auto pool = NewKnnPool(path);
   BuildOptions bo;
   bo.degree = 16;
   ASSERT_TRUE(KnnIndex::Build(*pool, "t", p.x.data(), ids.data(), p.n, p.dim, bo).ok());
@@ -175,20 +146,20 @@ TEST(Knn, TreeSearchReadsLessThanBruteForceOnClusters) {
   const Points p = MakePoints(20000, 16, 50, 40, 11);
   const Points q = MakePoints(20, 16, 50, 40, 11, 0, 12);
   TempPath path("knn");
-  auto pool = NewPool(path);
+  auto pool = NewKnnPool(path);
   BuildOptions bo;
   bo.degree = 32;
   ASSERT_TRUE(KnnIndex::Build(*pool, "t", p.x.data(), nullptr, p.n, p.dim, bo).ok());
   std::unique_ptr<KnnIndex> idx;
   ASSERT_TRUE(KnnIndex::Open(*pool, "t", &idx).ok());
-  const Result brute = RunQueries(*idx, q, 16, Engine::kBruteForce);
+  const KnnResult brute = RunKnn(*idx, q, 16, Engine::kBruteForce);
   for (Engine e : {Engine::kBranchAndBound, Engine::kPsb}) {
-    const Result r = RunQueries(*idx, q, 16, e);
+    const KnnResult r = RunKnn(*idx, q, 16, e);
     EXPECT_LT(r.c.point_bytes * 10, brute.c.point_bytes) << knn::EngineName(e);
     EXPECT_LT(r.c.leaf_visits * 10, brute.c.leaf_visits) << knn::EngineName(e);
   }
   // One thread and many give the same answers and counters.
-  const Result a = RunQueries(*idx, q, 16, Engine::kPsb, 1), b = RunQueries(*idx, q, 16, Engine::kPsb, 3);
+  const KnnResult a = RunKnn(*idx, q, 16, Engine::kPsb, knn::Device::kCpu, 1), b = RunKnn(*idx, q, 16, Engine::kPsb, knn::Device::kCpu, 3);
   EXPECT_EQ(a.ids, b.ids);
   EXPECT_EQ(a.c.inner_visits, b.c.inner_visits);
   EXPECT_EQ(a.c.point_bytes, b.c.point_bytes);
@@ -200,25 +171,25 @@ TEST(Knn, ReopenReplaceDropAndSpace) {
   const Points q = MakePoints(10, 8, 10, 200, 13, 0, 15);
   BuildOptions bo;
   bo.degree = 16;
-  Result before;
+  KnnResult before;
   uint64_t bytes_one = 0;
   {
-    auto pool = NewPool(path);
+    auto pool = NewKnnPool(path);
     const uint64_t base = pool->allocator().Stats().bytes_allocated;
     ASSERT_TRUE(KnnIndex::Build(*pool, "a", p.x.data(), nullptr, p.n, p.dim, bo).ok());
     bytes_one = pool->allocator().Stats().bytes_allocated - base;
     std::unique_ptr<KnnIndex> idx;
     ASSERT_TRUE(KnnIndex::Open(*pool, "a", &idx).ok());
-    before = RunQueries(*idx, q, 5, Engine::kPsb);
+    before = RunKnn(*idx, q, 5, Engine::kPsb);
     ASSERT_TRUE(pool->Close().ok());
   }
   {
-    auto pool = NewPool(path);
+    auto pool = NewKnnPool(path);
     std::unique_ptr<KnnIndex> idx;
     ASSERT_TRUE(KnnIndex::Open(*pool, "a", &idx).ok());
     EXPECT_EQ(idx->info().points, p.n);
     EXPECT_EQ(idx->info().dim, p.dim);
-    EXPECT_EQ(RunQueries(*idx, q, 5, Engine::kPsb).ids, before.ids);
+    EXPECT_EQ(RunKnn(*idx, q, 5, Engine::kPsb).ids, before.ids);
     // Busy while a handle is open: a second handle, a rebuild, a drop.
     std::unique_ptr<KnnIndex> second;
     EXPECT_EQ(KnnIndex::Open(*pool, "a", &second).code(), Code::kBusy);
@@ -248,7 +219,7 @@ TEST(Knn, ReopenReplaceDropAndSpace) {
 
 TEST(Knn, BadInputIsRefusedAndTheTreeStays) {
   TempPath path("knn");
-  auto pool = NewPool(path);
+  auto pool = NewKnnPool(path);
   const Points p = MakePoints(500, 4, 5, 100, 16);
   const Points q = MakePoints(5, 4, 5, 100, 16, 0, 17);
   BuildOptions bo;
@@ -256,7 +227,7 @@ TEST(Knn, BadInputIsRefusedAndTheTreeStays) {
   ASSERT_TRUE(KnnIndex::Build(*pool, "t", p.x.data(), nullptr, p.n, p.dim, bo).ok());
   std::unique_ptr<KnnIndex> idx;
   ASSERT_TRUE(KnnIndex::Open(*pool, "t", &idx).ok());
-  const Result ref = RunQueries(*idx, q, 7, Engine::kPsb);
+  const KnnResult ref = RunKnn(*idx, q, 7, Engine::kPsb);
   idx.reset();
   const uint64_t bytes = pool->allocator().Stats().bytes_allocated;
 
@@ -279,7 +250,7 @@ TEST(Knn, BadInputIsRefusedAndTheTreeStays) {
   EXPECT_EQ(pool->allocator().Stats().bytes_allocated, bytes);
 
   ASSERT_TRUE(KnnIndex::Open(*pool, "t", &idx).ok());
-  EXPECT_EQ(RunQueries(*idx, q, 7, Engine::kPsb).ids, ref.ids);
+  EXPECT_EQ(RunKnn(*idx, q, 7, Engine::kPsb).ids, ref.ids);
   std::vector<uint64_t> ids(600);
   std::vector<float> d(600);
   EXPECT_EQ(idx->Search(q.x.data(), 1, 0, {}, ids.data(), d.data()).code(), Code::kInvalidArgument);
@@ -299,7 +270,7 @@ TEST(Knn, GpuSearchWithoutAGpuIsNotSupported) {
   std::string why;
   if (knn::GpuAvailable(&why)) GTEST_SKIP() << "a GPU is present (" << why << "): tests/knn/knn_gpu_test.cc covers it";
   TempPath path("knn");
-  auto pool = NewPool(path);
+  auto pool = NewKnnPool(path);
   const Points p = MakePoints(100, 3, 0, 0, 18);
   ASSERT_TRUE(KnnIndex::Build(*pool, "t", p.x.data(), nullptr, p.n, p.dim, {}).ok());
   std::unique_ptr<KnnIndex> idx;
@@ -315,7 +286,7 @@ TEST(Knn, GpuSearchWithoutAGpuIsNotSupported) {
 
 TEST(Knn, PoolFullLeavesTheOldTree) {
   TempPath path("knn");
-  auto pool = NewPool(path, 24ull << 20);
+  auto pool = NewKnnPool(path, 24ull << 20);
   const Points small = MakePoints(1000, 8, 5, 100, 19);
   ASSERT_TRUE(KnnIndex::Build(*pool, "t", small.x.data(), nullptr, small.n, small.dim, {}).ok());
   const Points big = MakePoints(200000, 32, 5, 100, 20);  // 25 MB of points
@@ -332,13 +303,13 @@ TEST(Knn, CorruptionIsDetected) {
   TempPath path("knn");
   const Points p = MakePoints(2000, 6, 5, 100, 21);
   {
-    auto pool = NewPool(path);
+    auto pool = NewKnnPool(path);
     ASSERT_TRUE(KnnIndex::Build(*pool, "t", p.x.data(), nullptr, p.n, p.dim, {}).ok());
     ASSERT_TRUE(pool->Close().ok());
   }
   // A point's coordinate changed: Check() sees the checksum (and the sphere) fail.
   {
-    auto pool = NewPool(path);
+    auto pool = NewKnnPool(path);
     std::unique_ptr<KnnIndex> idx;
     ASSERT_TRUE(KnnIndex::Open(*pool, "t", &idx).ok());
     RootInfo ri;

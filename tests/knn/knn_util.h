@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <memory>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -11,7 +12,9 @@
 #include <utility>
 #include <vector>
 
+#include "common/test_util.h"
 #include "wort/knn.h"
+#include "wort/pool.h"
 
 namespace wort::test {
 
@@ -87,6 +90,39 @@ inline void ExpectExact(const Points& p, const std::vector<uint64_t>& ids, const
   std::sort(got.begin(), got.end());
   for (uint64_t id : want_ids)
     EXPECT_TRUE(std::binary_search(got.begin(), got.end(), id)) << what << ": id " << id << " missing";
+}
+
+// A pool for a test's trees (1 GiB at most, recovery in the foreground).
+inline std::unique_ptr<Pool> NewKnnPool(const TempPath& path, uint64_t max = 1ull << 30) {
+  PoolOptions po;
+  po.initial_size = 8ull << 20;
+  po.max_size = max;
+  po.background_recovery = false;
+  std::unique_ptr<Pool> pool;
+  Status s = Pool::OpenOrCreate(path, po, &pool);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return pool;
+}
+
+// One search's answers and counters.
+struct KnnResult {
+  std::vector<uint64_t> ids;
+  std::vector<float> d;
+  knn::Counters c;
+};
+
+inline KnnResult RunKnn(const knn::KnnIndex& idx, const Points& q, uint32_t k, knn::Engine e,
+                        knn::Device dev = knn::Device::kCpu, unsigned threads = 2) {
+  KnnResult r;
+  r.ids.assign(q.n * k, 0);
+  r.d.assign(q.n * k, 0.0f);
+  knn::SearchOptions so;
+  so.engine = e;
+  so.device = dev;
+  so.threads = threads;
+  Status s = idx.Search(q.x.data(), q.n, k, so, r.ids.data(), r.d.data(), &r.c);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return r;
 }
 
 }  // namespace wort::test
