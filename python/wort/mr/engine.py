@@ -413,13 +413,10 @@ class EclipseMR:
         the oCache of its home worker (static ring); a resubmitted job (same app id, user id,
         input, params and iteration count) resumes after the last iteration found there."""
         ds = dataset if isinstance(dataset, Dataset) else open_dataset(dataset)
-        app_id = check_id("app id", app_id or app.name)
-        check_id("user id", user_id)
         st = stats or JobStats(app.name)
         t0 = time.perf_counter()
-        fp = hashlib.blake2b(pickle.dumps((app.name, params, iterations, ds.fingerprint), protocol=4),
-                             digest_size=8).hexdigest()
-        prefix = ocache_prefix(app_id, user_id) + f"it/{fp}/".encode()
+        app_id = check_id("app id", app_id or app.name)
+        prefix = self._iter_prefix(app, ds, iterations, params, app_id, user_id)
         self.client.run(_w_pin, app_id, user_id)
         try:
             found = [v for v in self.client.run(_w_latest, prefix).values() if v is not None]
@@ -440,6 +437,19 @@ class EclipseMR:
             self.client.run(_w_unpin, app_id, user_id, on_error="ignore")
         st.seconds = time.perf_counter() - t0
         return app.finish_state(state, params)
+
+    def _iter_prefix(self, app, ds: Dataset, iterations, params, app_id, user_id) -> bytes:
+        fp = hashlib.blake2b(pickle.dumps((app.name, params, iterations, ds.fingerprint), protocol=4),
+                             digest_size=8).hexdigest()
+        return ocache_prefix(app_id, user_id) + f"it/{fp}/".encode()
+
+    def progress(self, app, dataset, iterations: int, params=None, *, app_id: Optional[str] = None,
+                 user_id: str = "default") -> Dict[str, int]:
+        """{worker address: the last iteration of this job stored in its oCache} (workers
+        holding none are left out)."""
+        ds = dataset if isinstance(dataset, Dataset) else open_dataset(dataset)
+        prefix = self._iter_prefix(app, ds, iterations, params, check_id("app id", app_id or app.name), user_id)
+        return {a: v[0] for a, v in self.client.run(_w_latest, prefix).items() if v is not None}
 
     def _save_iteration(self, prefix: bytes, it: int, state) -> None:
         key = prefix + b"%06d" % it

@@ -12,7 +12,8 @@ Keys live on a ring of 2**64 positions (``hash_key``: the first 8 bytes of BLAKE
   ``update_every`` tasks it computes the bounds that give each worker an equal share of that
   histogram (the expected tasks) and moves the current bounds a fraction ``alpha`` of the way
   towards them (an exponential moving average: alpha=1 jumps, small alpha moves slowly and keeps
-  more of the cached data where it is).
+  more of the cached data where it is). To keep cached data in place, the bounds move only when
+  the largest worker's share of the histogram exceeds (1 + ``tolerance``) times the fair share.
 
 The policies (``Policy`` subclasses) are the one piece of code that both the simulator
 (wort.mr.sim) and the Dask scheduler layer (wort.mr.engine) call: ``preferred(key)`` names the
@@ -59,7 +60,7 @@ class LAF:
     """The adaptive cache ring (see the module docstring for the parameters)."""
 
     def __init__(self, n_workers: int, *, bins: int = 1024, window: int = 4096, alpha: float = 0.5,
-                 update_every: int = 64, prior: float = 0.01):
+                 update_every: int = 64, prior: float = 0.01, tolerance: float = 0.1):
         if n_workers < 1:
             raise ValueError("LAF needs at least one worker")
         if not 0.0 < alpha <= 1.0:
@@ -71,6 +72,7 @@ class LAF:
         self.alpha = alpha
         self.update_every = update_every
         self.prior = prior  # weight added to every bin: an empty histogram gives equal ranges
+        self.tolerance = tolerance  # move only when some worker's share exceeds (1+tolerance)/n
         self.bounds: List[int] = [i * RING // n_workers for i in range(n_workers + 1)]
         self._window: deque = deque(maxlen=window)
         self.hist = [0] * bins
@@ -112,7 +114,26 @@ class LAF:
         out.append(RING)
         return out
 
+    def _cdf(self, w: List[float], cum: List[float], x: int) -> float:
+        pos = x * self.bins / RING
+        b = min(int(pos), self.bins)
+        if b >= self.bins:
+            return cum[-1]
+        return cum[b] + (pos - b) * w[b]
+
+    def max_share(self) -> float:
+        """The largest worker's share of the histogram under the current bounds, times n (1.0
+        is perfectly fair)."""
+        w = [h + self.prior for h in self.hist]
+        cum = [0.0]
+        for x in w:
+            cum.append(cum[-1] + x)
+        c = [self._cdf(w, cum, b) for b in self.bounds]
+        return max(c[i + 1] - c[i] for i in range(self.n)) * self.n / cum[-1]
+
     def rebalance(self) -> None:
+        if self.max_share() <= 1.0 + self.tolerance:
+            return
         t = self.target()
         a = self.alpha
         new = [0] + [int((1 - a) * o + a * g) for o, g in zip(self.bounds[1:-1], t[1:-1])] + [RING]
