@@ -104,14 +104,28 @@ async def _rpc_get(w, addr, key):
     return await w.rpc(addr).wort_mr_get(key=key)
 
 
+# addresses that did not answer lately (a killed worker's address never answers again: its
+# restarted process gets a new one); a task then keeps a chunk locally instead of waiting
+_DEAD: Dict[str, float] = {}
+RPC_TIMEOUT = 5.0
+
+
+def _alive(addr: str) -> bool:
+    t = _DEAD.get(addr)
+    return t is None or time.monotonic() - t > 60.0
+
+
 def _remote_put(addr: str, key: bytes, value: bytes, ttl) -> bool:
     w = get_worker()
     if addr == w.address:
         worker_cache().put(key, value, ttl)
         return True
+    if not _alive(addr):
+        return False
     try:
-        return bool(sync(w.loop, _rpc_put, w, addr, key, value, ttl, callback_timeout=30))
+        return bool(sync(w.loop, _rpc_put, w, addr, key, value, ttl, callback_timeout=RPC_TIMEOUT))
     except Exception:
+        _DEAD[addr] = time.monotonic()
         return False
 
 
@@ -119,9 +133,12 @@ def _remote_get(addr: str, key: bytes) -> Optional[bytes]:
     w = get_worker()
     if addr == w.address:
         return worker_cache().get(key)
+    if not _alive(addr):
+        return None
     try:
-        return sync(w.loop, _rpc_get, w, addr, key, callback_timeout=30)
+        return sync(w.loop, _rpc_get, w, addr, key, callback_timeout=RPC_TIMEOUT)
     except Exception:
+        _DEAD[addr] = time.monotonic()
         return None
 
 
@@ -424,11 +441,19 @@ class EclipseMR:
                 start, blob = max(found, key=lambda t: t[0])
                 state = pickle.loads(blob)
             else:
-                start, state = 0, app.init(ds, params)
+                try:
+                    start, state = 0, app.init(ds, params)
+                except (InputError, AppError):
+                    raise
+                except Exception as e:
+                    raise AppError(f"{app.name}: init over {ds.url} raised {e!r}") from e
             st.resumed_from = start
             for it in range(start, iterations):
                 out = self._run(app, ds, (params, state), app_id, user_id, False, True, st)
-                state = app.update(state, out, params)
+                try:
+                    state = app.update(state, out, params)
+                except Exception as e:
+                    raise AppError(f"{app.name}: update after iteration {it + 1} raised {e!r}") from e
                 self._save_iteration(prefix, it + 1, state)
                 st.iterations_run += 1
                 if on_iteration is not None:
