@@ -31,12 +31,13 @@ fi
 # ~/.cache/wort-venv): pymemcache for the server's end-to-end tests (tests/server/); pytest,
 # scikit-build-core and nanobind for the Python package (python/: its ctest python_pkg builds it
 # into a fresh venv, fetching the same through pip's cache); lmdb for its benchmark
-# (python/bench.py).
+# (python/bench.py); dask, distributed, fsspec, numpy, matplotlib for wort.mr (python/wort/mr:
+# its tests and `python -m wort.mr bench`).
 VENV=${WORT_VENV:-$HOME/.cache/wort-venv}
-if ! "$VENV/bin/python3" -c 'import pymemcache, pytest, scikit_build_core, nanobind, lmdb' 2>/dev/null; then
-  echo "setup: installing pymemcache pytest scikit-build-core nanobind lmdb into $VENV"
+if ! "$VENV/bin/python3" -c 'import pymemcache, pytest, scikit_build_core, nanobind, lmdb, dask, distributed, fsspec, numpy, matplotlib' 2>/dev/null; then
+  echo "setup: installing pymemcache pytest scikit-build-core nanobind lmdb dask distributed fsspec numpy matplotlib into $VENV"
   python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q pymemcache pytest scikit-build-core nanobind lmdb
+  "$VENV/bin/pip" install -q pymemcache pytest scikit-build-core nanobind lmdb dask distributed fsspec numpy matplotlib
 fi
 
 BUILD_DIR=${WORT_BUILD_DIR:-build}

@@ -27,6 +27,7 @@ import pickle
 import tempfile
 import time
 import uuid
+import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -169,6 +170,10 @@ def _w_latest(prefix, dask_worker=None):
     return None
 
 
+def _w_get(key, dask_worker=None):
+    return dask_worker.plugins[PLUGIN].cache.get(key)
+
+
 def _w_put(key, value, ttl, dask_worker=None):
     dask_worker.plugins[PLUGIN].cache.put(key, value, ttl)
 
@@ -192,12 +197,19 @@ def _load_block(app, block: Block, use_icache: bool):
     return obj, False
 
 
-def _partition(key_bytes_hash: int, n: int) -> int:
-    return min(n - 1, key_bytes_hash * n >> 64)
+def _partition(h32: int, n: int) -> int:
+    return h32 * n >> 32
 
 
 def _rkey(k) -> int:
-    return hash_key(pickle.dumps(k, protocol=4) if not isinstance(k, (str, bytes)) else k)
+    """A reduce key's 32-bit hash, the same in every process (Python's hash() is salted)."""
+    if isinstance(k, str):
+        return zlib.crc32(k.encode())
+    if isinstance(k, bytes):
+        return zlib.crc32(k)
+    if isinstance(k, int) and not isinstance(k, bool):
+        return ((k * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF) >> 32
+    return zlib.crc32(pickle.dumps(k, protocol=4))
 
 
 def map_task(app, block: Block, params, ctx: dict) -> dict:
@@ -314,6 +326,7 @@ class JobStats:
     placement: Dict[str, int] = field(default_factory=dict)
     iterations_run: int = 0
     resumed_from: int = 0
+    reused_shuffle: int = 0  # jobs answered from the reducers' stored intermediate results
 
 
 class EclipseMR:
@@ -382,12 +395,27 @@ class EclipseMR:
         names = [n for n, _ in ws]
         self._sync_policy(names)
         addr = dict(ws)
-        job = uuid.uuid4().hex[:12]
         pre = ocache_prefix(app_id, user_id)
         phash = hashlib.blake2b(pickle.dumps((app.name, params), protocol=4), digest_size=8).hexdigest()
+        keep = bool(reuse and app.reuse_map_output)
+        if keep:  # the intermediate results stay on the reducers for a repeated job (TTL)
+            job = hashlib.blake2b(pickle.dumps((phash, ds.fingerprint, names), protocol=4), digest_size=8).hexdigest()
+        else:
+            job = uuid.uuid4().hex[:16]
         ctx = {"reducers": [a for _, a in ws], "map_prefix": pre + b"m/", "params_hash": phash,
-               "reuse_map": bool(reuse and app.reuse_map_output), "shuffle_prefix": pre + f"s/{job}/".encode(),
+               "reuse_map": keep, "shuffle_prefix": pre + f"s/{job}/".encode(),
                "spill_threshold": self.spill_threshold, "ttl": self.ttl, "use_icache": use_icache}
+        jkey = pre + f"j/{job}".encode()
+        if keep:
+            found = [v for v in self.client.run(_w_get, jkey).values() if v is not None]
+            if found:
+                try:
+                    out = self._reduce(app, ws, pickle.loads(found[0]), params, ctx, job)
+                    st.reused_shuffle += 1
+                    st.seconds += time.perf_counter() - t0
+                    return out
+                except ShuffleLostError:
+                    pass  # a chunk is gone (evicted, expired): run the whole job
         futs = []
         wanted = []
         for i, b in enumerate(ds.blocks):
@@ -401,17 +429,17 @@ class EclipseMR:
                 wanted.append(None)
             c = dict(ctx, map_index=i)
             futs.append(self.client.submit(map_task, app, b, params, c, key=f"wmr-map-{job}-{i}", pure=False, **kw))
-        rfuts = [self.client.submit(reduce_task, app, r, futs, params, ctx, key=f"wmr-reduce-{job}-{r}",
-                                    workers=[a], allow_other_workers=True, pure=False)
-                 for r, (_, a) in enumerate(ws)]
+        ok = False
         try:
-            parts = self.client.gather(rfuts)
+            out = self._reduce(app, ws, futs, params, ctx, job)
             infos = self.client.gather(futs)
+            ok = True
         finally:
-            self.client.run(_w_delete_prefix, ctx["shuffle_prefix"], on_error="ignore")
-        out: Dict[Any, Any] = {}
-        for p in parts:
-            out.update(p)
+            if not (ok and keep):
+                self.client.run(_w_delete_prefix, ctx["shuffle_prefix"], on_error="ignore")
+        if keep:
+            manifests = [{"chunks": i["chunks"]} for i in infos]
+            self._store_home(jkey, pickle.dumps(manifests, protocol=5))
         st.maps += len(infos)
         for want, inf in zip(wanted, infos):
             st.icache_hits += inf["icache_hit"]
@@ -420,6 +448,29 @@ class EclipseMR:
             st.placement[inf["worker"]] = st.placement.get(inf["worker"], 0) + 1
         st.seconds += time.perf_counter() - t0
         return out
+
+    def _reduce(self, app, ws, manifests, params, ctx, job) -> Dict[Any, Any]:
+        tag = uuid.uuid4().hex[:8]
+        rfuts = [self.client.submit(reduce_task, app, r, manifests, params, ctx, key=f"wmr-reduce-{job}-{tag}-{r}",
+                                    workers=[a], allow_other_workers=True, pure=False)
+                 for r, (_, a) in enumerate(ws)]
+        out: Dict[Any, Any] = {}
+        for p in self.client.gather(rfuts):
+            out.update(p)
+        return out
+
+    def _store_home(self, key: bytes, blob: bytes) -> None:
+        """Writes an oCache entry to its home on the static ring (or the next live worker)."""
+        ws = self.workers()
+        home = StaticRing([n for n, _ in ws]).owner(hash_key(key))
+        for j in range(len(ws)):
+            _, a = ws[(home + j) % len(ws)]
+            try:
+                self.client.run(_w_put, key, blob, self.ttl, workers=[a])
+                return
+            except Exception:
+                continue
+        raise RuntimeError(f"could not store {key!r} on any worker")
 
     # ---- iterative jobs -------------------------------------------------------------------------
     def iterate(self, app, dataset, iterations: int, params=None, *, app_id: Optional[str] = None,
@@ -477,17 +528,4 @@ class EclipseMR:
         return {a: v[0] for a, v in self.client.run(_w_latest, prefix).items() if v is not None}
 
     def _save_iteration(self, prefix: bytes, it: int, state) -> None:
-        key = prefix + b"%06d" % it
-        blob = pickle.dumps(state, protocol=5)
-        ws = self.workers()
-        names = [n for n, _ in ws]
-        home = StaticRing(names).owner(hash_key(key))
-        # the home first, then its successors in name order: a worker that is down is skipped
-        for j in range(len(ws)):
-            _, a = ws[(home + j) % len(ws)]
-            try:
-                self.client.run(_w_put, key, blob, self.ttl, workers=[a])
-                return
-            except Exception:
-                continue
-        raise RuntimeError(f"could not store iteration {it} on any worker")
+        self._store_home(prefix + b"%06d" % it, pickle.dumps(state, protocol=5))
