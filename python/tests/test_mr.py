@@ -351,3 +351,18 @@ def test_sigkill_during_kmeans(tmp_path, inputs):
         st3 = JobStats("kmeans")
         assert _same(mr.iterate(app, ds, 5, params, user_id="kill1", stats=st3), ref)
         assert st3.resumed_from == 5 and st3.maps == 0
+
+
+# ---- README ---------------------------------------------------------------------------------------
+
+def test_readme_mr_snippet(tmp_path, monkeypatch, capsys):
+    """README's wort.mr snippet is python/tests/readme_mr.py verbatim, and it runs."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    snippet = os.path.join(here, "readme_mr.py")
+    with open(snippet) as f, open(os.path.join(here, "..", "..", "README.md")) as r:
+        assert f"```python\n{f.read()}```\n" in r.read()
+    monkeypatch.chdir(tmp_path)
+    import runpy
+    runpy.run_path(snippet, run_name="__main__")
+    out = capsys.readouterr().out
+    assert out.startswith("[(") and (tmp_path / "wort-mr-cache" / "0.pool").exists()
