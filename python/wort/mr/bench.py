@@ -146,7 +146,7 @@ def run_real(out_dir: str, *, workers: int = 2, scale: int = 1, data_dir: Option
                     t0 = time.perf_counter()
                     mine = mr.run(app, ds, params, user_id=f"bench{os.getpid()}", stats=st)
                     runs.append({"seconds": time.perf_counter() - t0, "icache_hits": st.icache_hits,
-                                 "ocache_hits": st.ocache_hits})
+                                 "ocache_hits": st.ocache_hits, "reused_shuffle": st.reused_shuffle})
                 r["eclipsemr_runs"] = runs
                 druns = []
                 for i in range(repeats):

@@ -6,6 +6,8 @@ Keys in the store (bytes; ids are [A-Za-z0-9_.-]+ so '/' separates fields):
     o/<app>/<user>/m/<16 hex>/<params hash>   oCache: a map task's combined output for a block
     o/<app>/<user>/it/<000007>                oCache: the state after iteration 7 of a job
     o/<app>/<user>/s/<job>/<reducer>/<map>/<seq>  shuffle chunks spilled to the reducer
+    o/<app>/<user>/s/<job>/out/<reducer>      a reducer's output (kept for a repeated job)
+    o/<app>/<user>/j/<job>                    a job's map manifests (where its chunks are)
     p/<app>/<user>                            a pin: a running job needs o/<app>/<user>/...
 
 Every value starts with a 16-byte header: expiry (float seconds since the epoch, 0 = never) and

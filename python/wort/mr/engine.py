@@ -278,6 +278,11 @@ def reduce_task(app, r: int, manifests: List[dict], params, ctx: dict):
     """Reducer r: merges its chunks (deterministic order: by map index, then spill sequence)."""
     w = get_worker()
     cache = worker_cache()
+    okey = ctx["shuffle_prefix"] + b"out/%05d" % r  # this reducer's output, kept for a repeated job
+    if ctx["reuse_map"]:
+        done = cache.get(okey)
+        if done is not None:
+            return pickle.loads(done)
     refs = sorted((ck, addr) for m in manifests for ck, addr in m["chunks"].get(r, []))
     acc: Dict[Any, Any] = {}
     lists: Dict[Any, list] = {}
@@ -299,10 +304,14 @@ def reduce_task(app, r: int, manifests: List[dict], params, ctx: dict):
                 lists.setdefault(k, []).append(val)
     try:
         if app.combine:
-            return {k: app.reduce(k, [v]) for k, v in acc.items()}
-        return {k: app.reduce(k, vs) for k, vs in lists.items()}
+            out = {k: app.reduce(k, [v]) for k, v in acc.items()}
+        else:
+            out = {k: app.reduce(k, vs) for k, vs in lists.items()}
     except Exception as e:
         raise AppError(f"{app.name}: reduce (partition {r}) raised {e!r}") from e
+    if ctx["reuse_map"]:
+        cache.put(okey, pickle.dumps(out, protocol=5), ctx["ttl"])
+    return out
 
 
 def _all_workers(w) -> List[str]:
