@@ -80,7 +80,7 @@ def _cmd_simulate(a) -> int:
 def _cmd_bench(a) -> int:
     from .bench import plot_real, plot_sim, run_real, run_sim, summarize_sim
     os.makedirs(a.out, exist_ok=True)
-    res = run_real(a.out, workers=a.workers, scale=a.scale, apps=a.apps or None)
+    res = run_real(a.out, workers=a.workers, scale=a.scale, apps=a.apps or None, spark=a.spark)
     res["args"] = vars(a)
     with open(os.path.join(a.out, "bench.json"), "w") as f:
         json.dump(res, f, indent=1, default=str)
@@ -120,6 +120,7 @@ def main(argv=None) -> int:
     b.add_argument("--scale", type=int, default=1, help="input size multiplier (1: a couple of minutes)")
     b.add_argument("--apps", nargs="*")
     b.add_argument("--no-sim", action="store_true")
+    b.add_argument("--spark", action="store_true", help="also Spark local mode (needs pyspark and a JDK)")
     b.add_argument("--sim-jobs", type=int, default=4000)
     b.add_argument("--sim-seeds", type=int, default=3)
     s = sub.add_parser("simulate", help="the policies at the chapter's scale; JSON + PNG")

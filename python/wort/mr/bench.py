@@ -95,10 +95,66 @@ def dask_iterate(app, ds, iterations, params, persist: bool, times: List[float])
     return state
 
 
+# ---- Spark local mode (optional: pyspark from PyPI, a JDK) ------------------------------------------
+
+def spark_bench(inputs: Dict[str, data.Dataset], workers: int, apps: List[str], repeats: int = 2) -> Dict[str, dict]:
+    """The same application code through Spark's RDD API in local[workers] mode: non-iterative
+    jobs run `repeats` times (as separate jobs), iterative ones with the decoded blocks cached
+    (rdd.cache(): Spark's reuse, as the chapter compares)."""
+    import sys
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark import SparkConf, SparkContext
+    conf = SparkConf().setMaster(f"local[{workers}]").setAppName("wort-mr-bench") \
+        .set("spark.ui.enabled", "false").set("spark.ui.showConsoleProgress", "false") \
+        .set("spark.driver.memory", "2g")
+    sc = SparkContext(conf=conf)
+    sc.setLogLevel("ERROR")
+    out: Dict[str, dict] = {}
+    try:
+        for name in apps:
+            kind, params = APP_INPUT[name]
+            ds = inputs[kind]
+            app = get_app(name)
+
+            def job(rdd, ps, app=app):
+                pairs = rdd.flatMap(lambda o: list(app.map(o, ps)))
+                if app.combine:
+                    got = pairs.reduceByKey(app.combine).collect()
+                    return {k: app.reduce(k, [v]) for k, v in got}
+                return {k: app.reduce(k, list(vs)) for k, vs in pairs.groupByKey().collect()}
+
+            blocks = sc.parallelize(ds.blocks, len(ds.blocks)).map(lambda b, app=app: app.decode(b.read(), b.name))
+            r: Dict[str, object] = {}
+            if app.iterative:
+                blocks = blocks.cache()
+                state = app.init(ds, params)
+                its = []
+                t0 = time.perf_counter()
+                for _ in range(ITERATIONS[name]):
+                    t1 = time.perf_counter()
+                    state = app.update(state, job(blocks, (params, state)), params)
+                    its.append(time.perf_counter() - t1)
+                r["spark_seconds"] = time.perf_counter() - t0
+                r["spark_iterations"] = its
+            else:
+                runs = []
+                for _ in range(repeats):
+                    t0 = time.perf_counter()
+                    app.finish(job(blocks, params), params)
+                    runs.append(time.perf_counter() - t0)
+                r["spark_runs"] = runs
+            out[name] = r
+            print("spark", name, json.dumps(r), flush=True)
+    finally:
+        sc.stop()
+    return out
+
+
 # ---- the benchmark ---------------------------------------------------------------------------------
 
 def run_real(out_dir: str, *, workers: int = 2, scale: int = 1, data_dir: Optional[str] = None,
-             apps: Optional[List[str]] = None, repeats: int = 2) -> dict:
+             apps: Optional[List[str]] = None, repeats: int = 2, spark: bool = False) -> dict:
     from distributed import Client, LocalCluster
     data_dir = data_dir or os.path.join(out_dir, "data")
     inputs = make_inputs(data_dir, scale)
@@ -160,6 +216,9 @@ def run_real(out_dir: str, *, workers: int = 2, scale: int = 1, data_dir: Option
         mr.client.run(lambda dask_worker: dask_worker.plugins["wort-mr"].cache.close())
     import shutil
     shutil.rmtree(cache_dir, ignore_errors=True)
+    if spark:
+        for name, r in spark_bench(inputs, workers, apps or list(APP_INPUT), repeats).items():
+            res[name].update(r)
     return {"workers": workers, "threads_per_worker": 1, "scale": scale, "cpus": os.cpu_count(),
             "machine": platform.processor() or platform.machine(), "apps": res}
 
@@ -193,10 +252,12 @@ def plot_real(res: dict, path_prefix: str) -> List[str]:
     if apps:
         fig, ax = plt.subplots(figsize=(7, 3.5))
         x = range(len(apps))
-        w = 0.27
-        ax.bar([i - w for i in x], [res["apps"][a]["eclipsemr_runs"][0]["seconds"] for a in apps], w, label="EclipseMR first run")
-        ax.bar(list(x), [res["apps"][a]["eclipsemr_runs"][-1]["seconds"] for a in apps], w, label="EclipseMR repeated")
-        ax.bar([i + w for i in x], [min(res["apps"][a]["dask_runs"]) for a in apps], w, label="plain Dask (bag), best")
+        w = 0.2
+        ax.bar([i - 1.5 * w for i in x], [res["apps"][a]["eclipsemr_runs"][0]["seconds"] for a in apps], w, label="EclipseMR first run")
+        ax.bar([i - 0.5 * w for i in x], [res["apps"][a]["eclipsemr_runs"][-1]["seconds"] for a in apps], w, label="EclipseMR repeated")
+        ax.bar([i + 0.5 * w for i in x], [min(res["apps"][a]["dask_runs"]) for a in apps], w, label="plain Dask (bag), best")
+        if all("spark_runs" in res["apps"][a] for a in apps):
+            ax.bar([i + 1.5 * w for i in x], [min(res["apps"][a]["spark_runs"]) for a in apps], w, label="Spark local, best")
         ax.set_xticks(list(x), apps)
         ax.set_ylabel("seconds")
         ax.set_title(f"{res['workers']} workers x 1 thread, scale {res['scale']}")
@@ -212,7 +273,9 @@ def plot_real(res: dict, path_prefix: str) -> List[str]:
         for ax, a in zip(axs, its):
             r = res["apps"][a]
             for key, lab in (("eclipsemr_iterations", "EclipseMR"), ("dask_iterations", "Dask bag"),
-                             ("dask_persist_iterations", "Dask bag + persist")):
+                             ("dask_persist_iterations", "Dask bag + persist"), ("spark_iterations", "Spark local + cache")):
+                if key not in r:
+                    continue
                 ax.plot(range(1, len(r[key]) + 1), r[key], marker="o", label=lab)
             ax.set_title(a)
             ax.set_xlabel("iteration")
