@@ -1,4 +1,4 @@
-"""python -m wort.mr run APP | bench | simulate   (see doc/eclipsemr.md)"""
+"""python -m wort.mr run APP | bench | simulate | plot DIR   (see doc/eclipsemr.md)"""
 
 from __future__ import annotations
 
@@ -95,6 +95,21 @@ def _cmd_bench(a) -> int:
     return 0
 
 
+def _cmd_plot(a) -> int:
+    from .bench import plot_real, plot_sim
+    files = []
+    bj = os.path.join(a.dir, "bench.json")
+    if os.path.exists(bj):
+        with open(bj) as f:
+            files += plot_real(json.load(f), os.path.join(a.dir, "bench"))
+    sj = os.path.join(a.dir, "simulate.json")
+    if os.path.exists(sj):
+        with open(sj) as f:
+            files.append(plot_sim(json.load(f)["summary"], os.path.join(a.dir, "simulate.png")))
+    print("wrote", *files)
+    return 0 if files else 1
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m wort.mr", description="EclipseMR over Dask with wort caches")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -130,8 +145,10 @@ def main(argv=None) -> int:
     s.add_argument("--seeds", type=int, default=3)
     s.add_argument("--repeat", type=float, default=0.3)
     s.add_argument("--cache-blocks", type=int, nargs="+", default=[16, 64, 256])
+    q = sub.add_parser("plot", help="redraw the PNG files of a bench/simulate output directory from its JSON")
+    q.add_argument("dir")
     a = p.parse_args(argv)
-    return {"run": _cmd_run, "bench": _cmd_bench, "simulate": _cmd_simulate}[a.cmd](a)
+    return {"run": _cmd_run, "bench": _cmd_bench, "simulate": _cmd_simulate, "plot": _cmd_plot}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -278,6 +278,7 @@ def plot_real(res: dict, path_prefix: str) -> List[str]:
                     continue
                 ax.plot(range(1, len(r[key]) + 1), r[key], marker="o", label=lab)
             ax.set_title(a)
+            ax.set_xticks(range(1, len(r["eclipsemr_iterations"]) + 1))
             ax.set_xlabel("iteration")
             ax.set_ylabel("seconds")
             ax.set_ylim(bottom=0)
@@ -303,7 +304,8 @@ def plot_sim(summary: List[dict], path: str) -> str:
         axs[0].bar(xs, [r["hit_ratio"] for r in rows], w, label=p)
         axs[1].bar(xs, [r["imbalance"] for r in rows], w, label=p)
     for ax, t in zip(axs, ("cache hit ratio", "imbalance (max/mean tasks per worker)")):
-        ax.set_xticks(range(len(cbs)), [f"{cb} blocks/worker" for cb in cbs])
+        ax.set_xticks(range(len(cbs)), [f"cache {cb}" for cb in cbs])
+        ax.set_xlabel("cache size per worker (blocks)")
         ax.set_title(t)
     axs[1].axhline(1.2, color="gray", ls="--", lw=0.8)
     axs[0].legend()
