@@ -366,3 +366,29 @@ def test_readme_mr_snippet(tmp_path, monkeypatch, capsys):
     runpy.run_path(snippet, run_name="__main__")
     out = capsys.readouterr().out
     assert out.startswith("[(") and (tmp_path / "wort-mr-cache" / "0.pool").exists()
+
+
+def test_cli_import_and_run(tmp_path):
+    """`python -m wort.mr import` splits a text file at line ends; `run --input --check` runs
+    word count on it on a LocalCluster and matches the reference."""
+    import json
+    import subprocess
+    import sys
+    src = tmp_path / "in.txt"
+    lines = [" ".join(f"w{(i * 7 + j) % 13}" for j in range(i % 5)) for i in range(400)]
+    src.write_text("\n".join(lines) + "\n")
+    env = dict(os.environ, WORT_MR_CACHE_DIR=str(tmp_path / "cache"))
+    subprocess.run([sys.executable, "-m", "wort.mr", "import", str(src), str(tmp_path / "ds"), "--block-size", "700"],
+                   check=True, env=env, cwd=tmp_path)
+    ds = data.open_dataset(str(tmp_path / "ds"))
+    assert len(ds.blocks) > 3 and b"".join(b.read() for b in ds.blocks) == src.read_bytes()
+    assert all(b.read().endswith(b"\n") for b in ds.blocks)
+    p = subprocess.run([sys.executable, "-m", "wort.mr", "run", "wordcount", "--workers", "2", "--in-process", "--input",
+                        str(tmp_path / "ds"), "--check", "--json", str(tmp_path / "out.json")],
+                       env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    out = json.loads((tmp_path / "out.json").read_text())
+    assert out["equals_reference"] is True and out["result"]["keys"] == 13
+    bad = subprocess.run([sys.executable, "-m", "wort.mr", "run", "wordcount", "--input", str(tmp_path / "nope")],
+                         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "no _manifest.json" in bad.stderr

@@ -1,4 +1,4 @@
-"""python -m wort.mr run APP | bench | simulate | plot DIR   (see doc/eclipsemr.md)"""
+"""python -m wort.mr run APP | bench | simulate | import SRC DEST | plot DIR   (see doc/eclipsemr.md)"""
 
 from __future__ import annotations
 
@@ -28,7 +28,8 @@ def _cmd_run(a) -> int:
         client = Client(a.scheduler)
         cluster = None
     else:
-        cluster = LocalCluster(n_workers=a.workers, threads_per_worker=1, processes=True, dashboard_address=None)
+        cluster = LocalCluster(n_workers=a.workers, threads_per_worker=1, processes=not a.in_process,
+                               dashboard_address=None)
         client = Client(cluster)
     try:
         mr = EclipseMR(client, policy=a.policy, cache_dir=a.cache_dir, capacity=a.capacity)
@@ -95,6 +96,14 @@ def _cmd_bench(a) -> int:
     return 0
 
 
+def _cmd_import(a) -> int:
+    from .cache import parse_size
+    from .data import import_text
+    ds = import_text(a.src, a.dest, parse_size(a.block_size))
+    print(f"wrote {ds.url}: {len(ds.blocks)} blocks, {sum(b.size for b in ds.blocks)} bytes")
+    return 0
+
+
 def _cmd_plot(a) -> int:
     from .bench import plot_real, plot_sim
     files = []
@@ -116,6 +125,7 @@ def main(argv=None) -> int:
     r = sub.add_parser("run", help="run one application")
     r.add_argument("app", choices=["wordcount", "grep", "invindex", "sort", "kmeans", "logreg", "pagerank"])
     r.add_argument("--workers", type=int, default=2, help="LocalCluster workers (1 thread each)")
+    r.add_argument("--in-process", action="store_true", help="LocalCluster workers as threads of this process")
     r.add_argument("--scheduler", help="address of an existing Dask scheduler (instead of a LocalCluster)")
     r.add_argument("--input", help="an existing dataset URL (default: generate one under --data)")
     r.add_argument("--data", default=os.path.join(os.getcwd(), "wort-mr-data"))
@@ -145,10 +155,15 @@ def main(argv=None) -> int:
     s.add_argument("--seeds", type=int, default=3)
     s.add_argument("--repeat", type=float, default=0.3)
     s.add_argument("--cache-blocks", type=int, nargs="+", default=[16, 64, 256])
+    i = sub.add_parser("import", help="split a text file into a dataset (blocks + manifest) for run --input")
+    i.add_argument("src", help="a text file (any fsspec URL)")
+    i.add_argument("dest", help="the dataset's directory (any fsspec URL every worker can read)")
+    i.add_argument("--block-size", default="4M")
     q = sub.add_parser("plot", help="redraw the PNG files of a bench/simulate output directory from its JSON")
     q.add_argument("dir")
     a = p.parse_args(argv)
-    return {"run": _cmd_run, "bench": _cmd_bench, "simulate": _cmd_simulate, "plot": _cmd_plot}[a.cmd](a)
+    return {"run": _cmd_run, "bench": _cmd_bench, "simulate": _cmd_simulate, "plot": _cmd_plot,
+            "import": _cmd_import}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -108,6 +108,27 @@ def write_dataset(url: str, kind: str, blocks: List[bytes], meta: Optional[dict]
     return open_dataset(url)
 
 
+def import_text(src: str, url: str, block_size: int = 4 << 20) -> Dataset:
+    """Splits a text file (any fsspec URL) into blocks of about block_size bytes, cut at line
+    ends, and writes them as a dataset at url."""
+    if block_size <= 0:
+        raise ValueError(f"block_size must be positive, not {block_size}")
+    try:
+        with fsspec.open(src, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError as e:
+        raise InputError(f"{src} is missing") from e
+    blocks, start = [], 0
+    while start < len(raw):
+        end = min(len(raw), start + block_size)
+        if end < len(raw):
+            nl = raw.rfind(b"\n", start, end)
+            end = nl + 1 if nl >= start else (raw.find(b"\n", end) + 1 or len(raw))
+        blocks.append(raw[start:end])
+        start = end
+    return write_dataset(url, "text", blocks, {"source": src})
+
+
 def word_list(path: str = WORDS) -> List[str]:
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
