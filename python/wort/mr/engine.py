@@ -109,6 +109,7 @@ async def _rpc_get(w, addr, key):
 # restarted process gets a new one); a task then keeps a chunk locally instead of waiting
 _DEAD: Dict[str, float] = {}
 RPC_TIMEOUT = 5.0
+INLINE_MAX = 16 << 10  # bytes of a map task's last buffer for one reducer sent with its result
 
 
 def _alive(addr: str) -> bool:
@@ -226,16 +227,25 @@ def map_task(app, block: Block, params, ctx: dict) -> dict:
     seq = [0] * n
     keep: List[Any] = [] if (ctx["reuse_map"] and saved is None) else None
 
-    def spill(r):
+    tails: Dict[int, bytes] = {}
+
+    def spill(r, last=False):
         b = bufs[r]
         if not b:
             return
         pairs = list(b.items()) if app.combine else b
         if keep is not None:
             keep.extend(pairs)
+        payload = pickle.dumps(pairs, protocol=5)
+        if last and not ctx["reuse_map"] and len(payload) <= INLINE_MAX:
+            # a small remainder of a job whose intermediate results are not kept travels with
+            # this task's result (Dask moves it to the reducers; every reducer gets every
+            # map's tails, hence the size limit): no rpc for the small outputs of iterations
+            tails[r] = payload
+            bufs[r] = {} if app.combine else []
+            return
         ck = ctx["shuffle_prefix"] + b"%05d/%06d/%06d" % (r, ctx["map_index"], seq[r])
         seq[r] += 1
-        payload = pickle.dumps(pairs, protocol=5)
         addr = ctx["reducers"][r]
         if not _remote_put(addr, ck, payload, ctx["ttl"]):  # the reducer is gone: keep it here
             cache.put(ck, payload, ctx["ttl"])
@@ -266,10 +276,11 @@ def map_task(app, block: Block, params, ctx: dict) -> dict:
         except Exception as e:
             raise AppError(f"{app.name}: map over block {block.url} raised {e!r}") from e
     for r in range(n):
-        spill(r)
+        spill(r, last=True)
     if keep is not None:
         cache.put(mkey, pickle.dumps(keep, protocol=5), ctx["ttl"])
     info["chunks"] = chunks
+    info["tails"] = tails
     info["seconds"] = time.perf_counter() - t0
     return info
 
@@ -283,11 +294,16 @@ def reduce_task(app, r: int, manifests: List[dict], params, ctx: dict):
         done = cache.get(okey)
         if done is not None:
             return done
-    refs = sorted((ck, addr) for m in manifests for ck, addr in m["chunks"].get(r, []))
+    # map by map (manifests are in map order), each map's chunks by sequence, then its tail
+    refs: List[Tuple[bytes, Optional[str], Optional[bytes]]] = []
+    for m in manifests:
+        refs.extend((ck, addr, None) for ck, addr in sorted(m["chunks"].get(r, [])))
+        if m.get("tails", {}).get(r) is not None:
+            refs.append((b"", None, m["tails"][r]))
     acc: Dict[Any, Any] = {}
     lists: Dict[Any, list] = {}
-    for ck, addr in refs:
-        v = cache.get(ck)
+    for ck, addr, inline in refs:
+        v = inline if inline is not None else cache.get(ck)
         if v is None:
             v = _remote_get(addr, ck)
         if v is None:
