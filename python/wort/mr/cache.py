@@ -27,7 +27,7 @@ import struct
 import threading
 import time
 from collections import OrderedDict
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
 import wort
 
@@ -201,10 +201,3 @@ def _prefix_end(prefix: bytes) -> bytes:
 def parse_size(s) -> int:
     return wort._parse_size(s)
 
-
-def split_stats(items: List[Tuple[str, dict]]) -> dict:
-    tot: Dict[str, int] = {}
-    for _, st in items:
-        for k, v in st.items():
-            tot[k] = tot.get(k, 0) + v
-    return tot

@@ -29,7 +29,7 @@ import time
 import uuid
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from distributed import get_worker
 from distributed.diagnostics.plugin import WorkerPlugin
@@ -37,7 +37,7 @@ from distributed.utils import sync
 
 from .cache import Cache, check_id, icache_key, ocache_prefix, parse_size
 from .data import Block, Dataset, InputError, open_dataset
-from .ring import RING, hash_key, make_policy, Policy, StaticRing
+from .ring import hash_key, make_policy, Policy, StaticRing
 
 PLUGIN = "wort-mr"
 
@@ -446,6 +446,7 @@ class EclipseMR:
                     pass  # a chunk is gone (evicted, expired): run the whole job
         futs = []
         wanted = []
+        tag = uuid.uuid4().hex[:8]  # task keys unique per run: Dask must not hand back a previous run's result
         for i, b in enumerate(ds.blocks):
             p = self.policy.preferred(b.key)
             self.policy.observe(b.key)
@@ -456,7 +457,7 @@ class EclipseMR:
             else:
                 wanted.append(None)
             c = dict(ctx, map_index=i)
-            futs.append(self.client.submit(map_task, app, b, params, c, key=f"wmr-map-{job}-{i}", pure=False, **kw))
+            futs.append(self.client.submit(map_task, app, b, params, c, key=f"wmr-map-{job}-{tag}-{i}", pure=False, **kw))
         ok = False
         try:
             out = self._reduce(app, ws, futs, params, ctx, job)

@@ -144,15 +144,6 @@ class LAF:
             self.moves += 1
         self.bounds = new
 
-    def shares(self) -> List[float]:
-        """Each worker's fraction of the keys in the window (what LAF equalises)."""
-        counts = [0.0] * self.n
-        for b in self._window:
-            lo = b * RING // self.bins
-            counts[self.owner(lo + (RING // self.bins) // 2)] += 1
-        tot = max(1, len(self._window))
-        return [c / tot for c in counts]
-
 
 # ---- policies: shared by the simulator and the Dask layer -------------------------------------
 
