@@ -205,6 +205,15 @@ def test_eviction_never_drops_pinned_ocache(tmp_path):
     c.close()
 
 
+def test_evicted_space_is_reused(tmp_path):
+    """30 MB written through a cache of 1 MB in an 8 MB pool: eviction frees pool space."""
+    c = Cache(str(tmp_path / "r.pool"), capacity=1 << 20, pool_size=8 << 20)
+    for i in range(100):
+        c.put(icache_key(i), bytes([i]) * 300000)
+    assert c.get(icache_key(99)) == bytes([99]) * 300000 and c.stats()["bytes"] <= 1 << 20
+    c.close()
+
+
 def test_ttl_and_lru_order_survive_reopen(tmp_path):
     p = str(tmp_path / "t.pool")
     c = Cache(p, capacity=3000, pool_size=16 << 20)
