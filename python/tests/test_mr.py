@@ -171,6 +171,69 @@ def test_simulator_policies_at_40_workers():
     assert res["laf"]["hit_ratio"] > 2 * res["dask"]["hit_ratio"]
 
 
+def test_laf_keeps_sending_a_block_where_it_is_cached():
+    """After a bound moves, a key goes on to the worker that ran it (and caches its block) while
+    that worker is not overloaded, then to its new owner; affinity=False always the owner."""
+    names = ["a", "b", "c", "d"]
+    for affinity in (True, False):
+        p = make_policy("laf", affinity=affinity, slack=0.5, update_every=10 ** 6)
+        p.reset(names)
+        for i in range(40):  # ten tasks on every worker
+            x = (i % 4) * (RING // 4) + RING // 5 + i
+            p.preferred(x)
+            p.observe(x)
+        k = RING // 8 + 12345  # in worker 0's range
+        assert p.preferred(k) == 0
+        p.observe(k)
+        p.laf.bounds = [0, RING // 16] + p.laf.bounds[2:]  # the bound moves: k is worker 1's now
+        assert p.laf.owner(k) == 1
+        assert p.preferred(k) == (0 if affinity else 1)
+        p.observe(k)
+        for i in range(20):  # worker 0 gets busy with its own keys
+            x = RING // 32 + i
+            p.preferred(x)
+            p.observe(x)
+        assert p.preferred(k) == 1  # overloaded: the owner takes it (a miss there)
+        p.observe(k)
+        assert p.preferred(k) == 1  # and from now on it is cached there
+    with pytest.raises(ValueError):
+        make_policy("laf", slack=-1)
+
+
+def test_laf_bounds_share_out_the_load_that_can_move():
+    """Tasks pinned to a worker (its cache holds their blocks) count as its load: the bounds give
+    it a smaller share of the other keys, so the total is fair; the ranges still cover the ring."""
+    rng = np.random.default_rng(7)
+    laf = LAF(2, bins=64, window=3000, alpha=1.0, update_every=30, tolerance=0.0)
+    for i in range(3000):
+        if i % 3 == 2:
+            laf.observe(int(rng.random() * RING), pinned=0)
+        else:
+            laf.observe(int(rng.random() * RING))
+        if i % 300 == 0:
+            _check_cover(laf)
+    # 1000 pinned to worker 0 of 3000: fair is 1500 each, so worker 0 should own 500 of the
+    # 2000 unpinned keys: a quarter of the ring
+    assert abs(laf.bounds[1] / RING - 0.25) < 0.06
+    assert laf.max_share() < 1.1
+    laf = LAF(3, bins=64, window=300, alpha=1.0, update_every=30, tolerance=0.0)
+    for i in range(300):  # worker 1's pinned load alone exceeds its fair share: an empty range
+        laf.observe(int(rng.random() * RING), pinned=1 if i % 2 else None)
+    assert laf.bounds[2] - laf.bounds[1] < RING // 64
+    _check_cover(laf)
+
+
+def test_laf_affinity_keeps_the_hits_of_consistent_hashing():
+    tr = sim.make_trace(jobs=1500, workers=40, seed=2)
+    for cb in (16, 256):
+        laf = sim.simulate(make_policy("laf"), tr, cache_blocks=cb)
+        plain = sim.simulate(make_policy("laf", affinity=False), tr, cache_blocks=cb)
+        ch = sim.simulate(make_policy("ch"), tr, cache_blocks=cb)
+        assert laf["hit_ratio"] >= 0.98 * ch["hit_ratio"]
+        assert laf["hit_ratio"] > 1.1 * plain["hit_ratio"]
+        assert laf["imbalance"] < 0.8 * ch["imbalance"]
+
+
 def test_policies_are_shared_objects():
     """The simulator and EclipseMR both take ring.make_policy's objects."""
     p = make_policy("laf", window=64)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
-from collections import deque
+from collections import OrderedDict, deque
 from typing import Callable, List, Optional, Sequence
 
 RING = 1 << 64
@@ -76,6 +76,7 @@ class LAF:
         self.bounds: List[int] = [i * RING // n_workers for i in range(n_workers + 1)]
         self._window: deque = deque(maxlen=window)
         self.hist = [0] * bins
+        self.pinned = [0] * n_workers  # tasks of the window that run where their block is cached
         self._seen = 0
         self.moves = 0
 
@@ -83,33 +84,49 @@ class LAF:
         i = bisect.bisect_right(self.bounds, key) - 1
         return min(max(i, 0), self.n - 1)
 
-    def observe(self, key: int) -> None:
-        b = (key * self.bins) >> 64
+    def observe(self, key: int, pinned: Optional[int] = None) -> None:
+        """Counts a task. `pinned`: the worker it runs on because that worker caches its block
+        (it does not follow the bounds): its load counts against that worker, and the bounds
+        share out the other tasks."""
+        b = (key * self.bins) >> 64 if pinned is None else -1 - pinned
         if len(self._window) == self._window.maxlen:
-            self.hist[self._window[0]] -= 1
+            old = self._window[0]
+            if old >= 0:
+                self.hist[old] -= 1
+            else:
+                self.pinned[-1 - old] -= 1
         self._window.append(b)
-        self.hist[b] += 1
+        if b >= 0:
+            self.hist[b] += 1
+        else:
+            self.pinned[pinned] += 1
         self._seen += 1
         if self._seen % self.update_every == 0:
             self.rebalance()
 
     def target(self) -> List[int]:
-        """The bounds that split the histogram into n equal shares (interpolating in a bin)."""
+        """The bounds that give each worker an equal share of the load: its pinned tasks plus
+        the histogram's mass in its range (quantiles of the histogram, interpolating in a bin;
+        a worker whose pinned tasks exceed the fair share gets an empty range)."""
         w = [h + self.prior for h in self.hist]
         total = sum(w)
+        fair = (total + sum(self.pinned)) / self.n
+        want = [max(0.0, fair - p) for p in self.pinned]
+        scale = total / sum(want) if sum(want) > 0 else 0.0
         width = RING / self.bins
         out = [0]
         acc = 0.0
         b = 0
+        goal = 0.0
         for j in range(1, self.n):
-            goal = total * j / self.n
+            goal += want[j - 1] * scale if scale else total / self.n
             while b < self.bins and acc + w[b] < goal:
                 acc += w[b]
                 b += 1
             if b >= self.bins:
                 out.append(RING)
                 continue
-            frac = (goal - acc) / w[b]
+            frac = min(1.0, max(0.0, (goal - acc) / w[b]))
             out.append(min(RING, int((b + frac) * width)))
         out.append(RING)
         return out
@@ -122,14 +139,15 @@ class LAF:
         return cum[b] + (pos - b) * w[b]
 
     def max_share(self) -> float:
-        """The largest worker's share of the histogram under the current bounds, times n (1.0
-        is perfectly fair)."""
+        """The largest worker's load (pinned tasks plus its share of the histogram under the
+        current bounds), times n over the total (1.0 is perfectly fair)."""
         w = [h + self.prior for h in self.hist]
         cum = [0.0]
         for x in w:
             cum.append(cum[-1] + x)
         c = [self._cdf(w, cum, b) for b in self.bounds]
-        return max(c[i + 1] - c[i] for i in range(self.n)) * self.n / cum[-1]
+        loads = [c[i + 1] - c[i] + self.pinned[i] for i in range(self.n)]
+        return max(loads) * self.n / (cum[-1] + sum(self.pinned))
 
     def rebalance(self) -> None:
         if self.max_share() <= 1.0 + self.tolerance:
@@ -163,27 +181,88 @@ class Policy:
     def observe(self, key: int) -> None:
         pass
 
+    def ran(self, key: int, w: int) -> None:
+        """The task of `key` ran on worker index `w` (told when that is not where it was sent)."""
+
 
 class LAFPolicy(Policy):
-    """Locality-aware fair: the owner of the key on the adaptive cache ring."""
+    """Locality-aware fair: the owner of the key on the adaptive cache ring, unless the block is
+    cached elsewhere.
+
+    The policy keeps a directory of where it sent the last `remember` keys (the worker that ran
+    a task caches its block: iCache) and the workers of its last `window` tasks (`window` is
+    LAF's). A task whose key the directory places on a worker other than its owner goes to that
+    worker if it is not overloaded: its share of the recent tasks, this one included, at most
+    (1 + `slack`) times fair; otherwise to the owner. So a bound that moves does not take the
+    cached blocks of the range it moves away from their worker.
+
+    With `pin` (default), a task that runs where the directory says its block is cached is
+    counted by LAF as that worker's pinned load (LAF.observe(key, pinned=w)), not in the key
+    histogram: the bounds then share out the tasks that can move (keys cached nowhere) so that
+    each worker's pinned load plus its range's share is equal. `affinity=False` gives the plain
+    LAF rule (always the owner)."""
 
     name = "laf"
 
-    def __init__(self, **laf_args):
+    def __init__(self, *, affinity: bool = True, remember: int = 1 << 16, slack: float = 0.5, pin: bool = True,
+                 **laf_args):
+        if remember < 0 or slack < 0:
+            raise ValueError("remember and slack must be >= 0")
+        self.affinity = affinity
+        self.remember = remember
+        self.slack = slack
+        self.pin = pin
         self.laf_args = laf_args
         self.laf: Optional[LAF] = None
+        self.affine = 0  # tasks sent to the worker caching their block instead of the owner
 
     def reset(self, names):
         old = getattr(self, "names", None)
         super().reset(names)
         if self.laf is None or old is None or len(old) != len(names):
             self.laf = LAF(len(names), **self.laf_args)
+            self._where: "OrderedDict[int, int]" = OrderedDict()
+            self._recent: deque = deque(maxlen=self.laf._window.maxlen)
+            self._load = [0] * len(names)
+            self._pending: Optional[tuple] = None
+
+    def _choose(self, key: int) -> int:
+        o = self.laf.owner(key)
+        if not self.affinity:
+            return o
+        h = self._where.get(key)
+        if h is None or h == o:
+            return o
+        fair = (len(self._recent) + 1) / self.laf.n
+        return h if self._load[h] + 1 <= (1.0 + self.slack) * fair else o
 
     def preferred(self, key):
-        return self.laf.owner(key)
+        w = self._choose(key)
+        self._pending = (key, w)
+        return w
 
     def observe(self, key):
-        self.laf.observe(key)
+        p = self._pending
+        w = p[1] if p is not None and p[0] == key else self._choose(key)
+        self._pending = None
+        if w != self.laf.owner(key):
+            self.affine += 1
+        pin = w if self.pin and self._where.get(key) == w else None
+        self.ran(key, w)
+        if len(self._recent) == self._recent.maxlen:
+            self._load[self._recent[0]] -= 1
+        self._recent.append(w)
+        self._load[w] += 1
+        self.laf.observe(key, pin)
+
+    def ran(self, key: int, w: int) -> None:
+        """The task of `key` ran on worker `w` (which now caches its block)."""
+        if not self.remember:
+            return
+        self._where[key] = w
+        self._where.move_to_end(key)
+        if len(self._where) > self.remember:
+            self._where.popitem(last=False)
 
 
 class HashPolicy(Policy):
