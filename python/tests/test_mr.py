@@ -3,6 +3,7 @@ rings and LAF, the cache's eviction and persistence, a worker killed with SIGKIL
 Clusters are small (2 workers, 1 thread each); only the kill test uses processes."""
 
 import os
+import pickle
 import random
 import signal
 import time
@@ -17,7 +18,7 @@ from wort.mr import (LAF, RING, AppError, Cache, CorruptBlockError, EclipseMR, I
                      StaticRing, get_app, hash_key, run_app)
 from wort.mr import data, sim  # noqa: E402
 from wort.mr.apps import App, ITERATIONS  # noqa: E402
-from wort.mr.cache import icache_key, ocache_prefix  # noqa: E402
+from wort.mr.cache import ObjectMemo, icache_key, ocache_prefix  # noqa: E402
 from wort.mr.engine import _w_delete_prefix  # noqa: E402
 from wort.mr.ring import make_policy  # noqa: E402
 
@@ -77,6 +78,47 @@ def test_application_equals_reference(mr, inputs, name):
         third = JobStats(name)
         assert _same(run_app(mr, name, ds, params, user_id="ref", stats=third), ref)
         assert third.ocache_hits == third.maps == len(ds.blocks) and third.reused_shuffle == 0
+
+
+def test_iterations_reuse_decoded_blocks_and_reduce_in_driver(mr, inputs):
+    """Later iterations take the decoded blocks from the workers' memory; k-means' small map
+    outputs all travel with the map results, so the driver merges them (no reduce tasks);
+    page rank's spill (threshold 100 keys here) and go through the reducers."""
+    before = sum(mr.client.run(lambda dask_worker: dask_worker.plugins["wort-mr"].memo.hits).values())
+    st = JobStats("kmeans")
+    mr.iterate(get_app("kmeans"), inputs["points"], 3, {"k": 5}, user_id="memo", stats=st)
+    hits = sum(mr.client.run(lambda dask_worker: dask_worker.plugins["wort-mr"].memo.hits).values())
+    assert hits - before >= 2 * len(inputs["points"].blocks)  # iterations 2 and 3 at least
+    assert st.reduced_in_driver == 3
+    st = JobStats("pagerank")
+    out = mr.iterate(get_app("pagerank"), inputs["graph"], 2, user_id="memo", stats=st)
+    assert st.reduced_in_driver == 0
+    assert _same(out, get_app("pagerank").reference(inputs["graph"]))
+
+
+@pytest.mark.parametrize("name", sorted(APP_INPUT))
+def test_map_does_not_modify_its_input(inputs, name):
+    """Workers hand the same decoded block to every map task (ObjectMemo)."""
+    kind, params = APP_INPUT[name]
+    app = get_app(name)
+    b = inputs[kind].blocks[0]
+    obj = app.decode(b.read(), b.name)
+    before = pickle.dumps(obj)
+    ps = (params, app.init(inputs[kind], params)) if app.iterative else params
+    list(app.map(obj, ps))
+    assert pickle.dumps(obj) == before
+
+
+def test_object_memo_is_bounded():
+    m = ObjectMemo(100)
+    m.put(b"a", [1], 60)
+    m.put(b"b", [2], 30)
+    assert m.get(b"a") == [1]  # a is now the most recently used
+    m.put(b"c", [3], 40)  # 130 > 100: b goes
+    assert m.get(b"b") is None and m.get(b"a") == [1] and m.get(b"c") == [3]
+    m.put(b"d", [4], 101)  # larger than the whole memo: not kept
+    assert m.get(b"d") is None and len(m) == 2
+    assert ObjectMemo(0).get(b"a") is None
 
 
 def test_spill_threshold_one_and_plain_policies(mr, inputs, tmp_path):
@@ -198,6 +240,24 @@ def test_laf_keeps_sending_a_block_where_it_is_cached():
         assert p.preferred(k) == 1  # and from now on it is cached there
     with pytest.raises(ValueError):
         make_policy("laf", slack=-1)
+
+
+def test_laf_spreads_a_job_over_the_workers():
+    """No worker gets more than its share (rounded up) of one job's tasks, even when it caches
+    all of their blocks; spread=False keeps them where the blocks are."""
+    keys = [hash_key(f"points/part-{i:05d}") for i in range(8)]
+    for spread in (True, False):
+        p = make_policy("laf", spread=spread, slack=100.0)
+        p.reset(["a", "b"])
+        for k in keys:
+            p.ran(k, 0)  # every block is cached on worker 0
+        for _ in range(3):
+            p.begin_job(len(keys))
+            placed = []
+            for k in keys:
+                placed.append(p.preferred(k))
+                p.observe(k)
+            assert sorted(placed).count(0) == (4 if spread else 8)
 
 
 def test_laf_bounds_share_out_the_load_that_can_move():

@@ -188,6 +188,51 @@ class Cache:
             self.db.close()
 
 
+class ObjectMemo:
+    """Decoded iCache blocks kept in the worker's memory in front of its pool, so that the
+    later iterations of an iterative job neither read nor unpickle their blocks again. Bounded
+    by `capacity` bytes (each object counted by the size of its pickle), LRU. A map task gets the
+    same object every time: applications must not modify their input (the tests check it for
+    the applications here). capacity 0 keeps nothing."""
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self._d: "OrderedDict[bytes, tuple]" = OrderedDict()
+        self._used = 0
+        self._lock = threading.Lock()
+        self.hits = 0
+
+    def get(self, key: bytes):
+        with self._lock:
+            e = self._d.get(key)
+            if e is None:
+                return None
+            self._d.move_to_end(key)
+            self.hits += 1
+            return e[0]
+
+    def put(self, key: bytes, obj, nbytes: int) -> None:
+        if nbytes > self.capacity:
+            return
+        with self._lock:
+            old = self._d.pop(key, None)
+            if old is not None:
+                self._used -= old[1]
+            self._d[key] = (obj, nbytes)
+            self._used += nbytes
+            while self._used > self.capacity:
+                _, (_, n) = self._d.popitem(last=False)
+                self._used -= n
+
+    def clear(self) -> None:
+        with self._lock:
+            self._d.clear()
+            self._used = 0
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+
 def _prefix_end(prefix: bytes) -> bytes:
     p = bytearray(prefix)
     while p and p[-1] == 0xFF:

@@ -35,7 +35,7 @@ from distributed import get_worker
 from distributed.diagnostics.plugin import WorkerPlugin
 from distributed.utils import sync
 
-from .cache import Cache, check_id, icache_key, ocache_prefix, parse_size
+from .cache import Cache, ObjectMemo, check_id, icache_key, ocache_prefix, parse_size
 from .data import Block, Dataset, InputError, open_dataset
 from .ring import hash_key, make_policy, Policy, StaticRing
 
@@ -61,16 +61,19 @@ class WortMRPlugin(WorkerPlugin):
 
     name = PLUGIN
 
-    def __init__(self, cache_dir: Optional[str] = None, capacity="256M", kind: str = "woart"):
+    def __init__(self, cache_dir: Optional[str] = None, capacity="256M", kind: str = "woart", memory="64M"):
         self.cache_dir = cache_dir
         self.capacity = parse_size(capacity)
+        self.memory = parse_size(memory) if memory else 0
         self.kind = kind
         self.cache: Optional[Cache] = None
+        self.memo: Optional[ObjectMemo] = None
 
     def setup(self, worker):
         d = self.cache_dir or default_cache_dir()
         name = "".join(c if c.isalnum() or c in "-_." else "_" for c in str(worker.name))
         self.cache = Cache(os.path.join(d, f"{name}.pool"), self.capacity, kind=self.kind)
+        self.memo = ObjectMemo(self.memory)
         cache = self.cache
 
         def put(key: bytes, value: bytes, ttl: Optional[float] = None):
@@ -87,6 +90,7 @@ class WortMRPlugin(WorkerPlugin):
         if self.cache is not None:
             self.cache.close()
             self.cache = None
+        self.memo = None
 
 
 def worker_cache() -> Cache:
@@ -183,18 +187,28 @@ def _w_put(key, value, ttl, dask_worker=None):
 
 def _load_block(app, block: Block, use_icache: bool):
     cache = worker_cache()
+    memo = get_worker().plugins[PLUGIN].memo
     k = icache_key(block.key, app.decoder)
     if use_icache:
+        obj = memo.get(k) if memo is not None else None
+        if obj is not None:  # decoded in this process already: no read, no unpickling
+            return obj, True
         v = cache.get(k)
         if v is not None:
-            return pickle.loads(v), True
+            obj = pickle.loads(v)
+            if memo is not None:
+                memo.put(k, obj, len(v))
+            return obj, True
     data = block.read()  # InputError / CorruptBlockError: clear, and nothing is cached
     try:
         obj = app.decode(data, block.name)
     except Exception as e:
         raise AppError(f"{app.name}: decoding input block {block.url} failed: {e!r}") from e
     if use_icache:
-        cache.put(k, pickle.dumps(obj, protocol=5))
+        blob = pickle.dumps(obj, protocol=5)
+        cache.put(k, blob)
+        if memo is not None:
+            memo.put(k, obj, len(blob))
     return obj, False
 
 
@@ -300,19 +314,35 @@ def reduce_task(app, r: int, manifests: List[dict], params, ctx: dict):
         refs.extend((ck, addr, None) for ck, addr in sorted(m["chunks"].get(r, [])))
         if m.get("tails", {}).get(r) is not None:
             refs.append((b"", None, m["tails"][r]))
+
+    def payloads():
+        for ck, addr, inline in refs:
+            v = inline if inline is not None else cache.get(ck)
+            if v is None:
+                v = _remote_get(addr, ck)
+            if v is None:
+                for other in sorted(_all_workers(w)):
+                    v = _remote_get(other, ck)
+                    if v is not None:
+                        break
+            if v is None:
+                raise ShuffleLostError(f"{app.name}: shuffle chunk {ck.decode()} is on no worker")
+            yield v
+
+    out = _merge(app, r, payloads())
+    # returned pickled: Dask moves bytes much faster than a large dict (about 1 s for a dict of
+    # 16k str -> int here, measured with distributed 2026.8)
+    blob = pickle.dumps(out, protocol=5)
+    if ctx["reuse_map"]:
+        cache.put(okey, blob, ctx["ttl"])
+    return blob
+
+
+def _merge(app, r: int, payloads) -> Dict[Any, Any]:
+    """Reducer r's output from its pickled chunks, in the order given."""
     acc: Dict[Any, Any] = {}
     lists: Dict[Any, list] = {}
-    for ck, addr, inline in refs:
-        v = inline if inline is not None else cache.get(ck)
-        if v is None:
-            v = _remote_get(addr, ck)
-        if v is None:
-            for other in sorted(_all_workers(w)):
-                v = _remote_get(other, ck)
-                if v is not None:
-                    break
-        if v is None:
-            raise ShuffleLostError(f"{app.name}: shuffle chunk {ck.decode()} is on no worker")
+    for v in payloads:
         for k, val in pickle.loads(v):
             if app.combine:
                 acc[k] = app.combine(acc[k], val) if k in acc else val
@@ -320,17 +350,10 @@ def reduce_task(app, r: int, manifests: List[dict], params, ctx: dict):
                 lists.setdefault(k, []).append(val)
     try:
         if app.combine:
-            out = {k: app.reduce(k, [v]) for k, v in acc.items()}
-        else:
-            out = {k: app.reduce(k, vs) for k, vs in lists.items()}
+            return {k: app.reduce(k, [v]) for k, v in acc.items()}
+        return {k: app.reduce(k, vs) for k, vs in lists.items()}
     except Exception as e:
         raise AppError(f"{app.name}: reduce (partition {r}) raised {e!r}") from e
-    # returned pickled: Dask moves bytes much faster than a large dict (about 1 s for a dict of
-    # 16k str -> int here, measured with distributed 2026.8)
-    blob = pickle.dumps(out, protocol=5)
-    if ctx["reuse_map"]:
-        cache.put(okey, blob, ctx["ttl"])
-    return blob
 
 
 def _all_workers(w) -> List[str]:
@@ -355,6 +378,7 @@ class JobStats:
     iterations_run: int = 0
     resumed_from: int = 0
     reused_shuffle: int = 0  # jobs answered from the reducers' stored intermediate results
+    reduced_in_driver: int = 0  # jobs whose map outputs all came with the map results
 
 
 class EclipseMR:
@@ -365,12 +389,14 @@ class EclipseMR:
     cache_dir     where each worker's pool lives (default $WORT_MR_CACHE_DIR or <tmp>/wort-mr-<uid>);
                   a directory the worker's host keeps across restarts
     capacity      each worker's cache size (bytes or '256M')
+    memory        bytes of decoded iCache blocks each worker also keeps in its memory (0: none)
     spill_threshold  keys in a per-reducer buffer before it is spilled to the reducer
     ttl           seconds an oCache entry lives (map outputs, iteration outputs, shuffle chunks)
     """
 
     def __init__(self, client, *, policy: str = "laf", laf: Optional[dict] = None, cache_dir: Optional[str] = None,
-                 capacity="256M", spill_threshold: int = 2048, ttl: float = 24 * 3600.0, kind: str = "woart"):
+                 capacity="256M", spill_threshold: int = 2048, ttl: float = 24 * 3600.0, kind: str = "woart",
+                 memory="64M"):
         self.client = client
         if policy == "delay":
             raise ValueError("delay scheduling exists only in the simulator (Dask has no delay scheduling)")
@@ -380,7 +406,8 @@ class EclipseMR:
             raise ValueError("spill_threshold must be positive")
         self.ttl = ttl
         self._names: Optional[List[str]] = None
-        client.register_plugin(WortMRPlugin(cache_dir, capacity, kind), name=PLUGIN)
+        self._ws: Optional[List[Tuple[str, str]]] = None  # the workers as the last job saw them
+        client.register_plugin(WortMRPlugin(cache_dir, capacity, kind, memory), name=PLUGIN)
 
     # workers sorted by name: (name, address)
     def workers(self) -> List[Tuple[str, str]]:
@@ -419,7 +446,7 @@ class EclipseMR:
 
     def _run(self, app, ds: Dataset, params, app_id, user_id, reuse, use_icache, st: JobStats):
         t0 = time.perf_counter()
-        ws = self.workers()
+        ws = self._ws = self.workers()
         names = [n for n, _ in ws]
         self._sync_policy(names)
         addr = dict(ws)
@@ -447,6 +474,7 @@ class EclipseMR:
         futs = []
         wanted = []
         tag = uuid.uuid4().hex[:8]  # task keys unique per run: Dask must not hand back a previous run's result
+        self.policy.begin_job(len(ds.blocks))
         for i, b in enumerate(ds.blocks):
             p = self.policy.preferred(b.key)
             self.policy.observe(b.key)
@@ -460,17 +488,32 @@ class EclipseMR:
             futs.append(self.client.submit(map_task, app, b, params, c, key=f"wmr-map-{job}-{tag}-{i}", pure=False, **kw))
         ok = False
         try:
-            out = self._reduce(app, ws, futs, params, ctx, job)
-            infos = self.client.gather(futs)
+            if keep:  # the reducers start as soon as the maps are done, without the driver
+                out = self._reduce(app, ws, futs, params, ctx, job)
+                infos = self.client.gather(futs)
+            else:
+                infos = self.client.gather(futs)
+                if not any(c for i in infos for c in i["chunks"].values()):
+                    # every map output travelled with its map's result, which is here now:
+                    # merging it here (the same order as the reducers) saves a round of tasks
+                    out = {}
+                    st.reduced_in_driver += 1
+                    for r in range(len(ws)):
+                        out.update(_merge(app, r, (i["tails"][r] for i in infos if r in i["tails"])))
+                else:
+                    out = self._reduce(app, ws, [{"chunks": i["chunks"], "tails": i["tails"]} for i in infos],
+                                       params, ctx, job)
             ok = True
         finally:
             if not (ok and keep):
                 self.client.run(_w_delete_prefix, ctx["shuffle_prefix"], on_error="ignore")
         if keep:
             manifests = [{"chunks": i["chunks"]} for i in infos]
-            self._store_home(jkey, pickle.dumps(manifests, protocol=5))
+            self._store_home(jkey, pickle.dumps(manifests, protocol=5), ws)
         st.maps += len(infos)
-        for want, inf in zip(wanted, infos):
+        for b, want, inf in zip(ds.blocks, wanted, infos):
+            if want is not None and want != inf["worker"] and inf["worker"] in names:
+                self.policy.ran(b.key, names.index(inf["worker"]))  # its iCache holds the block now
             st.icache_hits += inf["icache_hit"]
             st.ocache_hits += inf["ocache_hit"]
             st.placed_as_asked += (want is None or want == inf["worker"])
@@ -488,17 +531,20 @@ class EclipseMR:
             out.update(pickle.loads(p))
         return out
 
-    def _store_home(self, key: bytes, blob: bytes) -> None:
-        """Writes an oCache entry to its home on the static ring (or the next live worker)."""
-        ws = self.workers()
-        home = StaticRing([n for n, _ in ws]).owner(hash_key(key))
-        for j in range(len(ws)):
-            _, a = ws[(home + j) % len(ws)]
-            try:
-                self.client.run(_w_put, key, blob, self.ttl, workers=[a])
-                return
-            except Exception:
-                continue
+    def _store_home(self, key: bytes, blob: bytes, ws: Optional[List[Tuple[str, str]]] = None) -> None:
+        """Writes an oCache entry to its home on the static ring (or the next live worker).
+        `ws`: the workers as the job just saw them (saves asking the scheduler); when none of
+        them takes the entry, the scheduler's current list is tried."""
+        for attempt in ([ws] if ws else []) + [None]:
+            ws = attempt or self.workers()
+            home = StaticRing([n for n, _ in ws]).owner(hash_key(key))
+            for j in range(len(ws)):
+                _, a = ws[(home + j) % len(ws)]
+                try:
+                    self.client.run(_w_put, key, blob, self.ttl, workers=[a])
+                    return
+                except Exception:
+                    continue
         raise RuntimeError(f"could not store {key!r} on any worker")
 
     # ---- iterative jobs -------------------------------------------------------------------------
@@ -534,7 +580,7 @@ class EclipseMR:
                     state = app.update(state, out, params)
                 except Exception as e:
                     raise AppError(f"{app.name}: update after iteration {it + 1} raised {e!r}") from e
-                self._save_iteration(prefix, it + 1, state)
+                self._save_iteration(prefix, it + 1, state, self._ws)
                 st.iterations_run += 1
                 if on_iteration is not None:
                     on_iteration(it + 1, state)
@@ -556,5 +602,5 @@ class EclipseMR:
         prefix = self._iter_prefix(app, ds, iterations, params, check_id("app id", app_id or app.name), user_id)
         return {a: v[0] for a, v in self.client.run(_w_latest, prefix).items() if v is not None}
 
-    def _save_iteration(self, prefix: bytes, it: int, state) -> None:
-        self._store_home(prefix + b"%06d" % it, pickle.dumps(state, protocol=5))
+    def _save_iteration(self, prefix: bytes, it: int, state, ws=None) -> None:
+        self._store_home(prefix + b"%06d" % it, pickle.dumps(state, protocol=5), ws)

@@ -184,6 +184,9 @@ class Policy:
     def ran(self, key: int, w: int) -> None:
         """The task of `key` ran on worker index `w` (told when that is not where it was sent)."""
 
+    def begin_job(self, tasks: int) -> None:
+        """The next `tasks` calls of preferred/observe are the map tasks of one job."""
+
 
 class LAFPolicy(Policy):
     """Locality-aware fair: the owner of the key on the adaptive cache ring, unless the block is
@@ -205,13 +208,14 @@ class LAFPolicy(Policy):
     name = "laf"
 
     def __init__(self, *, affinity: bool = True, remember: int = 1 << 16, slack: float = 0.5, pin: bool = True,
-                 **laf_args):
+                 spread: bool = True, **laf_args):
         if remember < 0 or slack < 0:
             raise ValueError("remember and slack must be >= 0")
         self.affinity = affinity
         self.remember = remember
         self.slack = slack
         self.pin = pin
+        self.spread = spread
         self.laf_args = laf_args
         self.laf: Optional[LAF] = None
         self.affine = 0  # tasks sent to the worker caching their block instead of the owner
@@ -225,16 +229,27 @@ class LAFPolicy(Policy):
             self._recent: deque = deque(maxlen=self.laf._window.maxlen)
             self._load = [0] * len(names)
             self._pending: Optional[tuple] = None
+        self._job: Optional[List[int]] = None
+
+    def begin_job(self, tasks: int) -> None:
+        self._job = [0] * self.laf.n
+        self._job_cap = -(-tasks // self.laf.n) if self.spread else tasks
 
     def _choose(self, key: int) -> int:
         o = self.laf.owner(key)
-        if not self.affinity:
-            return o
-        h = self._where.get(key)
-        if h is None or h == o:
-            return o
-        fair = (len(self._recent) + 1) / self.laf.n
-        return h if self._load[h] + 1 <= (1.0 + self.slack) * fair else o
+        w = o
+        if self.affinity:
+            h = self._where.get(key)
+            if h is not None and h != o:
+                fair = (len(self._recent) + 1) / self.laf.n
+                if self._load[h] + 1 <= (1.0 + self.slack) * fair:
+                    w = h
+        job = self._job
+        if job is not None and job[w] >= self._job_cap:
+            # the job has its share on w already: its owner, else the worker with the fewest
+            # of the job's tasks (then the fewest recent tasks) takes it
+            w = min(range(self.laf.n), key=lambda i: (job[i] >= self._job_cap, self._load[i], i))
+        return w
 
     def preferred(self, key):
         w = self._choose(key)
@@ -253,6 +268,8 @@ class LAFPolicy(Policy):
             self._load[self._recent[0]] -= 1
         self._recent.append(w)
         self._load[w] += 1
+        if self._job is not None:
+            self._job[w] += 1
         self.laf.observe(key, pin)
 
     def ran(self, key: int, w: int) -> None:

@@ -144,6 +144,7 @@ def simulate(policy: Policy, trace: List[Job], *, workers: int = 40, cache_block
             job = trace[ji]
             now = job.arrival
             left[ji] = len(job.keys)
+            policy.begin_job(len(job.keys))
             for key in job.keys:
                 if policy.strict:
                     w = policy.preferred(key)
