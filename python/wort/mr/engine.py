@@ -14,6 +14,9 @@ recomputed by Dask; a worker killed under a Nanny is restarted by it). wort.mr a
 * proactive shuffle: a map task partitions its output by the reducers' ranges (n equal ranges of
   the ring: reducer r on worker r), combines in a per-reducer buffer, and spills the buffer to
   the reducer's store whenever it holds spill_threshold keys, while the mapper still runs;
+* iterations: each worker also keeps its decoded blocks in memory (ObjectMemo, in front of the
+  pool); a job whose map outputs all travelled with the map results (nothing spilled) is merged
+  by the driver, which gathered them anyway, instead of a round of reduce tasks;
 * oCache: a map task's combined output for a block (reused by a repeated job of the same app id
   and user id, params and input), and each iteration's output of an iterative job (a
   resubmitted job resumes after the last completed iteration).
