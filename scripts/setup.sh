@@ -32,12 +32,13 @@ fi
 # scikit-build-core and nanobind for the Python package (python/: its ctest python_pkg builds it
 # into a fresh venv, fetching the same through pip's cache); lmdb for its benchmark
 # (python/bench.py); faiss-cpu and numpy for `wort knn bench`'s faiss experiment
-# (scripts/knn_faiss.py: IndexFlatL2 beside wort's kNN engines).
+# (scripts/knn_faiss.py: IndexFlatL2 beside wort's kNN engines); dask, distributed, fsspec,
+# numpy, matplotlib for wort.mr (python/wort/mr: its tests and `python -m wort.mr bench`).
 VENV=${WORT_VENV:-$HOME/.cache/wort-venv}
-if ! "$VENV/bin/python3" -c 'import pymemcache, pytest, scikit_build_core, nanobind, lmdb, faiss, numpy' 2>/dev/null; then
-  echo "setup: installing pymemcache pytest scikit-build-core nanobind lmdb faiss-cpu numpy into $VENV"
+if ! "$VENV/bin/python3" -c 'import pymemcache, pytest, scikit_build_core, nanobind, lmdb, faiss, numpy, dask, distributed, fsspec, matplotlib' 2>/dev/null; then
+  echo "setup: installing pymemcache pytest scikit-build-core nanobind lmdb faiss-cpu numpy dask distributed fsspec matplotlib into $VENV"
   python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q pymemcache pytest scikit-build-core nanobind lmdb faiss-cpu numpy
+  "$VENV/bin/pip" install -q pymemcache pytest scikit-build-core nanobind lmdb faiss-cpu numpy dask distributed fsspec matplotlib
 fi
 
 BUILD_DIR=${WORT_BUILD_DIR:-build}
