@@ -29,7 +29,10 @@
 //                     left to right - the leftmost child within the pruning distance whose
 //                     subtree has leaves not yet visited, the right sibling leaf while a leaf
 //                     changed the k nearest, the parent link otherwise.
-// Each runs on the CPU (many queries on parallel threads; one query at a time on one thread)
+// Construction: Hilbert keys and k-means on the CPU's threads, or (BuildOptions::device) their
+// data-parallel steps on the GPU, writing the same tree byte for byte.
+//
+// Each engine runs on the CPU (many queries on parallel threads; one query at a time on one thread)
 // and, where wort was built with CUDA and a GPU is present, as a CUDA kernel (one thread block
 // per query, its threads over the children of a node or the points of a leaf). The CPU and GPU
 // versions of an engine compute every distance with the same operations in the same order, so
