@@ -2,8 +2,8 @@
 # Proves that wort's CUDA sources (src/knn/gpu.cu) compile and link, on any machine - no GPU and
 # no NVIDIA driver needed: installs NVIDIA's compiler from PyPI into a venv of its own, configures
 # a separate build directory with WORT_CUDA=ON, builds libwort.so (the indexes layer with the
-# kernels, linked with --no-undefined against the static CUDA runtime) and test_knn_gpu, and runs
-# test_knn_gpu: without a GPU every test skips and says so (the kernels are NOT run here; see
+# kernels, linked with --no-undefined against the static CUDA runtime), test_knn_gpu and
+# test_knn_gpu_build, and runs them: without a GPU their GPU tests skip and say so (the kernels are NOT run here; see
 # doc/knn-gpu.md and scripts/knn_gpu_device.sh for the machine with a GPU).
 #
 # Exit status: non-zero if the configure, a compile or a link fails, or test_knn_gpu fails. If
@@ -64,9 +64,9 @@ jobs=$(nproc)
 [ "$jobs" -gt 2 ] && jobs=2
 # libwort.so (--no-undefined: the kernels' host code and the CUDA runtime resolve inside it) and
 # the GPU test binary (the in-tree static layers plus the tools layer every test links).
-if ! cmake --build "$BUILD" -j"$jobs" --target wort_shared test_knn_gpu >"$log" 2>&1; then
+if ! cmake --build "$BUILD" -j"$jobs" --target wort_shared test_knn_gpu test_knn_gpu_build >"$log" 2>&1; then
   grep -B2 -A12 -m5 "error\|FAILED" "$log" | head -80
-  fail "building wort_shared and test_knn_gpu with CUDA (src/knn/gpu.cu)"
+  fail "building wort_shared, test_knn_gpu and test_knn_gpu_build with CUDA (src/knn/gpu.cu)"
 fi
 # (grep -c reads all of nm's output: grep -q would stop early and fail the pipe under pipefail.)
 nm -C "$BUILD/libwort.so" 2>/dev/null | grep -c "cudaLaunchKernel\|cudaGetDeviceCount" >/dev/null ||
@@ -75,8 +75,17 @@ if ! "$BUILD/test_knn_gpu" >"$log" 2>&1; then
   tail -40 "$log"
   fail "test_knn_gpu"
 fi
+if ! "$BUILD/test_knn_gpu_build" >"$log.build" 2>&1; then
+  tail -40 "$log.build"
+  rm -f "$log.build"
+  fail "test_knn_gpu_build"
+fi
+bpassed=$(sed -nE 's/^\[  PASSED  \] ([0-9]+) tests?\..*/\1/p' "$log.build")
+bskipped=$(sed -nE 's/^\[  SKIPPED \] ([0-9]+) tests?, listed below.*/\1/p' "$log.build")
+rm -f "$log.build"
 passed=$(sed -nE 's/^\[  PASSED  \] ([0-9]+) tests?\..*/\1/p' "$log")
 skipped=$(sed -nE 's/^\[  SKIPPED \] ([0-9]+) tests?, listed below.*/\1/p' "$log")
 reason=$(grep -m1 "^no GPU: " "$log" || true)
 echo "cuda_build_check: OK in $(($(date +%s) - start)) s: src/knn/gpu.cu compiled and linked into libwort.so and" \
-     "test_knn_gpu; test_knn_gpu ran ${passed:-0} tests, skipped ${skipped:-0}${reason:+ - $reason}"
+     "test_knn_gpu; test_knn_gpu ran ${passed:-0} tests, skipped ${skipped:-0}${reason:+ - $reason};" \
+     "test_knn_gpu_build ran ${bpassed:-0}, skipped ${bskipped:-0}"

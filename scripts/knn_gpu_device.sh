@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # The kNN GPU checks and measurements, for a machine with an NVIDIA GPU (written for the device
 # machine lent to some sessions: 16 cores, H100 or H200, CUDA 13 with nvcc on PATH, CMake,
-# PyTorch, no network). One script, about 4 minutes; results under $OUT (7 files):
+# PyTorch, no network). One script, about 5 minutes; results under $OUT (10 files):
 #   1. builds wort there with WORT_CUDA=ON (Release, sm_90, test_knn_gpu only, all cores);
 #   2. runs test_knn_gpu: every engine on the GPU against the same engine on the CPU (ids,
 #      distance bits, counters equal);
 #   3. the chapter's workload (1M points, 64-d, 100 clusters, std 160, 240 queries, k = 32,
 #      degree 128, k-means build): CPU batch, GPU batch (one launch) and GPU per-query latency
 #      (one query per launch) for brute force, branch-and-bound and PSB (knn_gpu_bench.json);
-#   4. PyTorch's brute force (fp32 matrix product + topk) on the same data (knn_torch_bench.json).
+#   4. PyTorch's brute force (fp32 matrix product + topk) on the same data (knn_torch_bench.json);
+#   5. test_knn_gpu_build: GPU-built trees (BuildOptions::device = kGpu) equal CPU-built ones byte
+#      for byte, then the build timed at 1M x 64-d (std 160, degree 128, k-means and Hilbert), GPU
+#      against CPU (all cores), byte-identity checked (knn_gpu_build_bench.json).
 # Exit status: non-zero if the build or a test fails. Nothing here needs the network. Each step
-# has its own time limit (90 + 240 + 150 + 180 + 90 s at worst; about 4 minutes expected), and the
+# has its own time limit (90 + 240 + 150 + 180 + 90 + 120 + 200 s at worst; about 5 minutes expected), and the
 # earlier steps' files are in $OUT before a later one starts: run it with a 600 s limit.
 #
 # Build dependencies: the machine needs what scripts/setup.sh installs for the C++ build
@@ -67,8 +70,8 @@ if ! timeout 90 cmake -S . -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -D
   exit 1
 fi
 grep "wort: kNN GPU engines" "$OUT/build.txt" | tee -a "$SUMMARY"
-if ! timeout 240 cmake --build "$BUILD" -j"$(nproc)" --target test_knn_gpu >>"$OUT/build.txt" 2>&1; then
-  say "FAILED: build of test_knn_gpu (see build.txt)"
+if ! timeout 240 cmake --build "$BUILD" -j"$(nproc)" --target test_knn_gpu test_knn_gpu_build >>"$OUT/build.txt" 2>&1; then
+  say "FAILED: build of test_knn_gpu and test_knn_gpu_build (see build.txt)"
   grep -B2 -A10 -m5 "error" "$OUT/build.txt" | head -60
   exit 1
 fi
@@ -107,5 +110,18 @@ else
   say "torch brute force not run: the measurement wrote no data"
 fi
 rm -rf "$DATA"
+
+# 5. The GPU build: byte-identical trees, then 1M x 64-d timed against the CPU build.
+timeout 120 "$BUILD/test_knn_gpu_build" >"$OUT/test_knn_gpu_build.txt" 2>&1
+rc=$?
+[ $rc -eq 0 ] || status=1
+say "test_knn_gpu_build exit $rc: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$OUT/test_knn_gpu_build.txt" | tr '\n' ' ')"
+grep -E "^\[  FAILED  \]" "$OUT/test_knn_gpu_build.txt" | head -20 | tee -a "$SUMMARY"
+WORT_KNN_BENCH_OUT="$OUT" timeout 200 "$BUILD/test_knn_gpu_build" --gtest_also_run_disabled_tests \
+  --gtest_filter='KnnGpuBuildBench.*' >"$OUT/build_bench.txt" 2>&1
+rc=$?
+[ $rc -eq 0 ] || status=1
+say "GPU vs CPU build at 1M x 64-d exit $rc ($OUT/knn_gpu_build_bench.json)"
+grep -E '"method"' "$OUT/knn_gpu_build_bench.json" 2>/dev/null | tee -a "$SUMMARY"
 say "done, exit $status"
 exit $status

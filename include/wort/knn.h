@@ -29,7 +29,10 @@
 //                     left to right - the leftmost child within the pruning distance whose
 //                     subtree has leaves not yet visited, the right sibling leaf while a leaf
 //                     changed the k nearest, the parent link otherwise.
-// Each runs on the CPU (many queries on parallel threads; one query at a time on one thread)
+// Construction: Hilbert keys and k-means on the CPU's threads, or (BuildOptions::device) their
+// data-parallel steps on the GPU, writing the same tree byte for byte.
+//
+// Each engine runs on the CPU (many queries on parallel threads; one query at a time on one thread)
 // and, where wort was built with CUDA and a GPU is present, as a CUDA kernel (one thread block
 // per query, its threads over the children of a node or the points of a leaf). The CPU and GPU
 // versions of an engine compute every distance with the same operations in the same order, so
@@ -114,6 +117,15 @@ struct BuildOptions {
   uint64_t kmeans_sample = 0;
   uint64_t seed = 1;     // k-means's initial centroids and Ritter's first points
   unsigned threads = 0;  // 0: all hardware threads
+  // Where the build's data-parallel steps run. kCpu: everything on the CPU's threads. kGpu: the
+  // k-means assignments (every Lloyd iteration's on the sample, and every point's to its nearest
+  // centroid at the end: the n x k x d bulk of a k-means build) and the Hilbert keys run on the
+  // GPU; the k-means seeding and centroid updates, the sort, Ritter's spheres and the write-back
+  // stay on the CPU. The tree is byte for byte the one kCpu builds (the GPU computes the same
+  // float32 sums in the same order, no FMA, the same tie rule; the keys are integer math), so
+  // either is the other's reference. NotSupported (saying why, nothing written) where wort was
+  // built without CUDA or no GPU is present. doc/knn-gpu.md, "GPU construction".
+  Device device = Device::kCpu;
 };
 
 struct BuildStats {
@@ -121,6 +133,11 @@ struct BuildStats {
   double seconds_spheres = 0;  // Ritter, every level
   double seconds_persist = 0;  // writing back the tree and publishing it
   uint64_t bytes = 0;          // pool bytes of the tree's blocks
+  // Where the steps ran (BuildOptions::device): the k-means assignments (kmeans builds only) and
+  // the Hilbert keys. The seeding, centroid updates, sort and spheres run on the CPU always.
+  Device assign_device = Device::kCpu;
+  Device keys_device = Device::kCpu;
+  double seconds_gpu = 0;  // in the GPU steps, copies included (a part of seconds_order)
 };
 
 // Per search (summed over its queries). Every engine counts the same way on CPU and GPU:

@@ -305,10 +305,15 @@ class KnnTree {
 
 nb::dict KnnBuild(const std::string& path, const std::string& name, FloatMatrix points, std::optional<IdVector> ids,
                   const std::string& method, uint32_t degree, uint32_t kmeans_k, uint32_t kmeans_iterations,
-                  uint64_t seed, unsigned threads, uint64_t size) {
+                  uint64_t seed, unsigned threads, uint64_t size, const std::string& device) {
   wort::knn::BuildOptions bo;
   if (!wort::knn::ParseBuildMethod(method, &bo.method))
     Raise(wort::Status::InvalidArgument("method must be 'kmeans' or 'hilbert', not '" + method + "'"));
+  if (!wort::knn::ParseDevice(device, &bo.device))
+    Raise(wort::Status::InvalidArgument("device must be 'cpu' or 'gpu', not '" + device + "'"));
+  // Before the pool is opened or created: nothing is written where the GPU build cannot run.
+  if (std::string why; bo.device == wort::knn::Device::kGpu && !wort::knn::GpuAvailable(&why))
+    Raise(wort::Status::NotSupported("knn build on the GPU: " + why));
   bo.degree = degree;
   bo.kmeans_k = kmeans_k;
   bo.kmeans_iterations = kmeans_iterations;
@@ -332,6 +337,9 @@ nb::dict KnnBuild(const std::string& path, const std::string& name, FloatMatrix 
   d["seconds_spheres"] = st.seconds_spheres;
   d["seconds_persist"] = st.seconds_persist;
   d["bytes"] = st.bytes;
+  d["assign_device"] = wort::knn::DeviceName(st.assign_device);
+  d["keys_device"] = wort::knn::DeviceName(st.keys_device);
+  d["seconds_gpu"] = st.seconds_gpu;
   return d;
 }
 
@@ -372,7 +380,7 @@ NB_MODULE(_wort, m) {
       .def("close", &Store::Close)
       .def("_bench_cpp", &Store::BenchCpp, "op"_a, "keys"_a, "value"_a);
   m.def("knn_build", &KnnBuild, "path"_a, "name"_a, "points"_a, "ids"_a.none(), "method"_a, "degree"_a, "kmeans_k"_a,
-        "kmeans_iterations"_a, "seed"_a, "threads"_a, "size"_a);
+        "kmeans_iterations"_a, "seed"_a, "threads"_a, "size"_a, "device"_a = "cpu");
   m.def("knn_open", &KnnOpen, "path"_a, "name"_a, nb::rv_policy::take_ownership);
   m.def("knn_drop", &KnnDrop, "path"_a, "name"_a);
   m.def("knn_gpu_available", [] {

@@ -48,10 +48,14 @@ def _matrix(x: object, what: str) -> np.ndarray:
 
 def build(path: Union[str, os.PathLike], points: object, *, name: str = "knn", ids: Optional[object] = None,
           method: str = "kmeans", degree: int = 128, kmeans_k: int = 0, kmeans_iterations: int = 10,
-          seed: int = 1, threads: int = 0, size: Union[int, str, None] = None) -> dict:
+          seed: int = 1, threads: int = 0, size: Union[int, str, None] = None, device: str = "cpu") -> dict:
     """Builds a tree of `points` and publishes it as `name` in the pool file at `path` (created if
     absent; its maximum size `size` - default four times the points' bytes, at least 1 GiB - is
-    fixed when the pool is created). Replaces a tree of that name. Returns build timings."""
+    fixed when the pool is created). Replaces a tree of that name. Returns build timings and where
+    the steps ran (assign_device, keys_device, seconds_gpu).
+
+    device="gpu" runs the k-means assignments and the Hilbert keys on the GPU (the tree is byte
+    for byte the CPU's); NotSupportedError, nothing written, where wort has no CUDA or no GPU."""
     pts = _matrix(points, "points")
     id_arr = None
     if ids is not None:
@@ -63,7 +67,7 @@ def build(path: Union[str, os.PathLike], points: object, *, name: str = "knn", i
     else:
         size_b = _parse_size(size)
     return dict(_wort.knn_build(os.fspath(path), name, pts, id_arr, method, int(degree), int(kmeans_k),
-                                int(kmeans_iterations), int(seed), int(threads), size_b))
+                                int(kmeans_iterations), int(seed), int(threads), size_b, str(device)))
 
 
 def open(path: Union[str, os.PathLike], *, name: str = "knn") -> "KnnIndex":

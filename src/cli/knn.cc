@@ -149,7 +149,7 @@ std::unique_ptr<knn::KnnIndex> OpenTree(Pool& pool, const std::string& name) {
 // ---- build ------------------------------------------------------------------------------------
 
 struct BuildOpts {
-  std::string pool, name, input, method = "kmeans";
+  std::string pool, name, input, method = "kmeans", device = "cpu";
   uint32_t degree = 128, kmeans_k = 0;
   uint64_t seed = 1, pool_size = 0;
   unsigned threads = 0;
@@ -165,6 +165,11 @@ void RunBuild(const BuildOpts& o) {
   knn::BuildOptions bo;
   if (!knn::ParseBuildMethod(o.method, &bo.method))
     CheckInput(Status::InvalidArgument("unknown --method '" + o.method + "' (valid: kmeans, hilbert)"));
+  if (!knn::ParseDevice(o.device, &bo.device))
+    CheckInput(Status::InvalidArgument("unknown --device '" + o.device + "' (valid: cpu, gpu)"));
+  // Before the points are read or the pool is created: nothing is written where it cannot run.
+  if (std::string why; bo.device == knn::Device::kGpu && !knn::GpuAvailable(&why))
+    Fail(Status::NotSupported("knn build on the GPU: " + why));
   bo.degree = o.degree;
   bo.kmeans_k = o.kmeans_k;
   bo.seed = o.seed;
@@ -180,6 +185,9 @@ void RunBuild(const BuildOpts& o) {
   if (!s.ok()) Fail(s);
   fmt::print("built tree {} in {} in {:.2f} s (order {:.2f} s, spheres {:.2f} s, persist {:.2f} s)\n", o.name, o.pool,
              Now() - t1, st.seconds_order, st.seconds_spheres, st.seconds_persist);
+  if (bo.device == knn::Device::kGpu)
+    fmt::print("on the GPU: Hilbert keys{} ({:.2f} s with copies); the rest on the CPU\n",
+               st.assign_device == knn::Device::kGpu ? " and k-means assignments" : "", st.seconds_gpu);
   auto idx = OpenTree(*pool, o.name);
   PrintInfo(idx->info());
   idx.reset();
@@ -199,6 +207,9 @@ void AddBuild(CLI::App* knn) {
   c->add_option("--kmeans-k", o->kmeans_k, "k-means clusters (0: sqrt(n/2), as the chapter)")->capture_default_str();
   c->add_option("--seed", o->seed, "Seed of k-means and Ritter's first points")->capture_default_str();
   c->add_option("--threads", o->threads, "Build threads (0: all)")->capture_default_str()->check(CLI::Range(0u, 1024u));
+  c->add_option("--device", o->device,
+                "cpu, or gpu: k-means assignments and Hilbert keys on the GPU (the same tree, byte for byte)")
+      ->capture_default_str();
   AddSizeOption(c, "--pool-size", &o->pool_size,
                 "Max size of a new pool (0: large enough for the tree: max(16 GiB, 3x the tree + 1 GiB), reserved, not allocated)");
   c->callback([o] { RunBuild(*o); });

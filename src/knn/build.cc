@@ -47,6 +47,15 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// The GPU's build steps for Device::kGpu (null for kCpu), and the time spent in them.
+struct GpuSteps {
+  BuildDevice* dev = nullptr;
+  double seconds = 0;
+};
+
+std::mutex build_device_mu;
+std::function<std::unique_ptr<BuildDevice>()>* build_device_for_testing = nullptr;
+
 // ---- Hilbert keys ------------------------------------------------------------------------------
 // Each coordinate is quantized to `bits` bits over the data's range in its dimension; the key is
 // the point's position along the Hilbert curve of that grid (Skilling's transform of the axes to
@@ -58,6 +67,7 @@ struct HilbertCoder {
   uint32_t words = 0;
   std::vector<double> lo, scale;
 
+  HilbertCoder() = default;
   HilbertCoder(const float* pts, uint64_t n, uint32_t d, unsigned threads) : dim(d) {
     bits = std::clamp<uint32_t>(2048 / d, 2, 16);
     words = static_cast<uint32_t>((uint64_t{d} * bits + 63) / 64);
@@ -119,14 +129,22 @@ struct HilbertCoder {
   }
 };
 
-// Keys of every point, words per point consecutive.
-std::vector<uint64_t> HilbertKeys(const HilbertCoder& hc, const float* pts, uint64_t n, unsigned threads) {
-  std::vector<uint64_t> keys(n * hc.words);
+// Keys of every point, words per point consecutive (on the GPU where gs->dev is set).
+Status HilbertKeys(const HilbertCoder& hc, const float* pts, uint64_t n, unsigned threads, GpuSteps* gs,
+                   std::vector<uint64_t>* out) {
+  std::vector<uint64_t>& keys = *out;
+  keys.assign(n * hc.words, 0);
+  if (gs->dev) {
+    const auto t0 = Clock::now();
+    Status s = gs->dev->HilbertKeys(pts, n, hc.dim, hc.bits, hc.words, hc.lo.data(), hc.scale.data(), keys.data());
+    gs->seconds += Since(t0);
+    return s;
+  }
   ParallelFor(threads, n, [&](uint64_t b, uint64_t e) {
     std::vector<uint32_t> xs;
     for (uint64_t i = b; i < e; ++i) hc.Encode(pts + i * hc.dim, &keys[i * hc.words], &xs);
   });
-  return keys;
+  return Status::OK();
 }
 
 // Sorts `order` by (group[i] if given, key of i, i).
@@ -186,10 +204,26 @@ std::vector<float> Transposed(const std::vector<float>& cent, uint32_t k, uint32
   return t;
 }
 
+// out[i] = Nearest(point i) for the n points: on the CPU's threads, or on the GPU (the same bits).
+Status AssignAll(const float* pts, uint64_t n, uint32_t d, const std::vector<float>& centt, uint32_t k,
+                 unsigned threads, GpuSteps* gs, uint32_t* out) {
+  if (gs->dev) {
+    const auto t0 = Clock::now();
+    Status s = gs->dev->Assign(pts, n, d, centt.data(), k, out);
+    gs->seconds += Since(t0);
+    return s;
+  }
+  ParallelFor(threads, n, [&](uint64_t b, uint64_t e) {
+    std::vector<float> acc;
+    for (uint64_t i = b; i < e; ++i) out[i] = Nearest(pts + i * d, centt, k, d, &acc);
+  });
+  return Status::OK();
+}
+
 // Cluster of every point: k-means++ seeding and Lloyd iterations on a seeded sample, then every
 // point assigned to its nearest centroid. Returns the centroids (k x d) in *cent.
-std::vector<uint32_t> KMeans(const float* pts, uint64_t n, uint32_t d, const BuildOptions& o, unsigned threads,
-                             uint32_t* k_out, std::vector<float>* cent) {
+Status KMeans(const float* pts, uint64_t n, uint32_t d, const BuildOptions& o, unsigned threads, GpuSteps* gs,
+              uint32_t* k_out, std::vector<float>* cent, std::vector<uint32_t>* assign_out) {
   uint32_t k = o.kmeans_k ? o.kmeans_k : static_cast<uint32_t>(std::max(1.0, std::round(std::sqrt(n / 2.0))));
   k = static_cast<uint32_t>(std::min<uint64_t>(k, n));
   uint64_t s = o.kmeans_sample ? o.kmeans_sample : std::max<uint64_t>(uint64_t{64} * k, 20000);
@@ -231,10 +265,7 @@ std::vector<uint32_t> KMeans(const float* pts, uint64_t n, uint32_t d, const Bui
   std::vector<uint32_t> sa(s);
   for (uint32_t it = 0; it < o.kmeans_iterations; ++it) {
     const std::vector<float> centt = Transposed(*cent, k, d);
-    ParallelFor(threads, s, [&](uint64_t b, uint64_t e) {
-      std::vector<float> acc;
-      for (uint64_t i = b; i < e; ++i) sa[i] = Nearest(&sample[i * d], centt, k, d, &acc);
-    });
+    WORT_RETURN_IF_ERROR(AssignAll(sample.data(), s, d, centt, k, threads, gs, sa.data()));
     std::vector<double> sum(uint64_t{k} * d, 0.0);
     std::vector<uint64_t> cnt(k, 0);
     for (uint64_t i = 0; i < s; ++i) {
@@ -245,14 +276,12 @@ std::vector<uint32_t> KMeans(const float* pts, uint64_t n, uint32_t d, const Bui
       if (cnt[c])  // an empty cluster keeps its centroid
         for (uint32_t j = 0; j < d; ++j) (*cent)[uint64_t{c} * d + j] = static_cast<float>(sum[uint64_t{c} * d + j] / cnt[c]);
   }
-  std::vector<uint32_t> assign(n);
+  std::vector<uint32_t>& assign = *assign_out;
+  assign.assign(n, 0);
   const std::vector<float> centt = Transposed(*cent, k, d);
-  ParallelFor(threads, n, [&](uint64_t b, uint64_t e) {
-    std::vector<float> acc;
-    for (uint64_t i = b; i < e; ++i) assign[i] = Nearest(pts + i * d, centt, k, d, &acc);
-  });
+  WORT_RETURN_IF_ERROR(AssignAll(pts, n, d, centt, k, threads, gs, assign.data()));
   *k_out = k;
-  return assign;
+  return Status::OK();
 }
 
 // The order of the clusters: from centroid 0 (the first k-means++ pick, seeded), each next one the nearest centroid not yet taken (ties: the
@@ -399,6 +428,7 @@ Status ValidateBuild(const float* points, uint64_t n, uint32_t dim, const BuildO
                                    std::to_string(kMinDegree) + ", " + std::to_string(kMaxDegree) + "]");
   if (o.method != BuildMethod::kHilbert && o.method != BuildMethod::kKMeans)
     return Status::InvalidArgument("knn build: unknown build method");
+  if (o.device != Device::kCpu && o.device != Device::kGpu) return Status::InvalidArgument("knn build: unknown device");
   for (uint64_t i = 0; i < n * dim; ++i)
     if (!std::isfinite(points[i]))
       return Status::InvalidArgument("knn build: point " + std::to_string(i / dim) + " has a non-finite coordinate (" +
@@ -407,6 +437,44 @@ Status ValidateBuild(const float* points, uint64_t n, uint32_t dim, const BuildO
 }
 
 }  // namespace
+
+void SetBuildDeviceForTesting(std::function<std::unique_ptr<BuildDevice>()> make) {
+  std::lock_guard<std::mutex> g(build_device_mu);
+  delete build_device_for_testing;
+  build_device_for_testing = make ? new std::function<std::unique_ptr<BuildDevice>()>(std::move(make)) : nullptr;
+}
+
+namespace {
+// The CPU's steps behind the BuildDevice interface (the tests' reference for the GPU's).
+class CpuSteps final : public BuildDevice {
+ public:
+  explicit CpuSteps(unsigned threads) : threads_(threads) {}
+  Status Assign(const float* pts, uint64_t n, uint32_t d, const float* centt, uint32_t k, uint32_t* out) override {
+    GpuSteps none;
+    return AssignAll(pts, n, d, std::vector<float>(centt, centt + uint64_t{d} * k), k, ThreadsFor(threads_, n), &none,
+                     out);
+  }
+  Status HilbertKeys(const float* pts, uint64_t n, uint32_t dim, uint32_t bits, uint32_t words, const double* lo,
+                     const double* scale, uint64_t* keys) override {
+    HilbertCoder hc;
+    hc.dim = dim;
+    hc.bits = bits;
+    hc.words = words;
+    hc.lo.assign(lo, lo + dim);
+    hc.scale.assign(scale, scale + dim);
+    GpuSteps none;
+    std::vector<uint64_t> k;
+    WORT_RETURN_IF_ERROR(knn::HilbertKeys(hc, pts, n, ThreadsFor(threads_, n), &none, &k));
+    std::memcpy(keys, k.data(), k.size() * sizeof(uint64_t));
+    return Status::OK();
+  }
+
+ private:
+  unsigned threads_;
+};
+}  // namespace
+
+std::unique_ptr<BuildDevice> CpuBuildDevice(unsigned threads) { return std::make_unique<CpuSteps>(threads); }
 
 uint64_t PointsBelow(const TreeView& v, uint64_t node, uint32_t j) {
   const InnerMeta& m = v.inner_meta[node];
@@ -433,6 +501,22 @@ Status KnnIndex::Build(Pool& pool, std::string_view name, const float* points, c
   WORT_RETURN_IF_ERROR(ValidateBuild(points, n, dim, o));
   Geometry g;
   WORT_RETURN_IF_ERROR(GeometryOf(n, o.degree, &g));
+  // The GPU's steps (Device::kGpu): NotSupported here, before anything is claimed or written,
+  // where there is no CUDA or no GPU.
+  std::unique_ptr<BuildDevice> bdev;
+  if (o.device == Device::kGpu) {
+    std::unique_lock<std::mutex> lk(build_device_mu);
+    if (build_device_for_testing) {
+      bdev = (*build_device_for_testing)();
+    } else {
+      lk.unlock();
+      Status s = gpu::OpenBuildDevice(&bdev);
+      if (!s.ok()) return s;
+    }
+    if (!bdev) return Status::NotSupported("knn build on the GPU: no build device");
+  }
+  GpuSteps gs;
+  gs.dev = bdev.get();
   std::shared_ptr<void> claim;
   WORT_RETURN_IF_ERROR(ClaimForBuild(pool, name, &claim));
   const uint32_t deg = o.degree;
@@ -445,13 +529,17 @@ Status KnnIndex::Build(Pool& pool, std::string_view name, const float* points, c
   std::iota(order.begin(), order.end(), 0);
   {
     HilbertCoder hc(points, n, dim, threads);
-    std::vector<uint64_t> keys = HilbertKeys(hc, points, n, threads);
+    std::vector<uint64_t> keys;
+    WORT_RETURN_IF_ERROR(HilbertKeys(hc, points, n, threads, &gs, &keys));
+    st.keys_device = o.device;
     if (o.method == BuildMethod::kHilbert) {
       SortByKey(&order, keys, hc.words, nullptr);
     } else {
       uint32_t k = 0;
       std::vector<float> cent;
-      std::vector<uint32_t> assign = KMeans(points, n, dim, o, threads, &k, &cent);
+      std::vector<uint32_t> assign;
+      WORT_RETURN_IF_ERROR(KMeans(points, n, dim, o, threads, &gs, &k, &cent, &assign));
+      st.assign_device = o.device;
       // Clusters in a chain of nearest centroids, so that consecutive leaves - which the levels
       // above group - hold nearby clusters (a Hilbert order of the centroids keeps little
       // locality in many dimensions).
@@ -463,6 +551,8 @@ Status KnnIndex::Build(Pool& pool, std::string_view name, const float* points, c
     }
   }
   st.seconds_order = Since(t0);
+  st.seconds_gpu = gs.seconds;
+  bdev.reset();  // the GPU's buffers
 
   // 2. The blocks (sizes follow from n, dim and degree alone).
   Allocator& alloc = pool.allocator();

@@ -1,4 +1,4 @@
-// The GPU search engines (wort/knn.h): the tree's upload, the launch of the kernel of
+// The GPU search engines and build steps (wort/knn.h): the tree's upload, the launch of the kernel of
 // src/knn/gpu_kernel.h (one thread block per query: brute force, stackless branch-and-bound and
 // PSB, the same steps and the same bits as the CPU's), the copies back. doc/knn-gpu.md.
 #include <cuda_runtime.h>
@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "knn/build_kernel.h"
 #include "knn/gpu_kernel.h"
 #include "knn/internal.h"
 #include "knn/layout.h"
@@ -116,7 +117,131 @@ struct SearchBuffers {
   }
 };
 
+// ---- the build's steps (src/knn/build_kernel.h) ------------------------------------------------
+
+__global__ void __launch_bounds__(build_kernel::kAssignThreads) AssignKernel(build_kernel::AssignArgs a) {
+  __shared__ float tile[build_kernel::kTileFloats];
+  build_kernel::AssignBlock(a, tile);
+}
+
+__global__ void HilbertKernel(build_kernel::HilbertArgs a) { build_kernel::HilbertThread(a); }
+
+std::string BuildError(const char* what, cudaError_t e) {
+  return std::string("knn build on the GPU: ") + what + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) +
+         ")";
+}
+
+// A device buffer freed at scope exit.
+struct DevBuf {
+  void* p = nullptr;
+  DevBuf() = default;
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+  ~DevBuf() {
+    if (p) cudaFree(p);
+  }
+  cudaError_t Alloc(uint64_t bytes) {
+    if (p) cudaFree(p);
+    p = nullptr;
+    return cudaMalloc(&p, bytes ? bytes : 1);
+  }
+};
+
+// The build's steps on the current device. The points of the last two arrays uploaded (the
+// build's points and the k-means sample, each read several times) stay on the device for the
+// object's life - the build's, whose arrays do not change meanwhile.
+class GpuBuildDevice final : public BuildDevice {
+ public:
+  Status Assign(const float* pts, uint64_t n, uint32_t d, const float* centt, uint32_t k, uint32_t* out) override {
+    const float* dp = nullptr;
+    WORT_RETURN_IF_ERROR(Points(pts, n * d, &dp));
+    DevBuf dc, dout;
+    cudaError_t e = dc.Alloc(uint64_t{d} * k * sizeof(float));
+    if (e == cudaSuccess) e = dout.Alloc(n * sizeof(uint32_t));
+    if (e != cudaSuccess) return Status::IOError(BuildError("cudaMalloc", e));
+    e = cudaMemcpy(dc.p, centt, uint64_t{d} * k * sizeof(float), cudaMemcpyHostToDevice);
+    if (e != cudaSuccess) return Status::IOError(BuildError("copying the centroids", e));
+    build_kernel::AssignArgs a{dp, n, d, static_cast<const float*>(dc.p), k, static_cast<uint32_t*>(dout.p)};
+    const uint64_t blocks = (n + build_kernel::kAssignThreads - 1) / build_kernel::kAssignThreads;
+    if (blocks > 0x7fffffffull) return Status::InvalidArgument("knn build on the GPU: too many points");
+    AssignKernel<<<static_cast<unsigned>(blocks), build_kernel::kAssignThreads>>>(a);
+    e = cudaGetLastError();
+    if (e == cudaSuccess) e = cudaMemcpy(out, dout.p, n * sizeof(uint32_t), cudaMemcpyDeviceToHost);
+    if (e != cudaSuccess) return Status::IOError(BuildError("the k-means assignment", e));
+    return Status::OK();
+  }
+
+  Status HilbertKeys(const float* pts, uint64_t n, uint32_t dim, uint32_t bits, uint32_t words, const double* lo,
+                     const double* scale, uint64_t* keys) override {
+    const float* dp = nullptr;
+    WORT_RETURN_IF_ERROR(Points(pts, n * dim, &dp));
+    constexpr uint32_t kThreads = 256;
+    // Threads of the grid: enough to fill the device, their scratch (dim words each) <= 64 MiB.
+    uint64_t threads = std::clamp<uint64_t>((uint64_t{16} << 20) / dim, kThreads, uint64_t{1} << 18);
+    threads = std::min<uint64_t>(threads, (n + kThreads - 1) / kThreads * kThreads);
+    const unsigned blocks = static_cast<unsigned>((threads + kThreads - 1) / kThreads);
+    threads = uint64_t{blocks} * kThreads;
+    DevBuf dlo, dscale, dkeys, dscratch;
+    cudaError_t e = dlo.Alloc(dim * sizeof(double));
+    if (e == cudaSuccess) e = dscale.Alloc(dim * sizeof(double));
+    if (e == cudaSuccess) e = dkeys.Alloc(n * words * sizeof(uint64_t));
+    if (e == cudaSuccess) e = dscratch.Alloc(threads * dim * sizeof(uint32_t));
+    if (e != cudaSuccess) return Status::IOError(BuildError("cudaMalloc", e));
+    e = cudaMemcpy(dlo.p, lo, dim * sizeof(double), cudaMemcpyHostToDevice);
+    if (e == cudaSuccess) e = cudaMemcpy(dscale.p, scale, dim * sizeof(double), cudaMemcpyHostToDevice);
+    if (e != cudaSuccess) return Status::IOError(BuildError("copying the quantization", e));
+    build_kernel::HilbertArgs a{dp,
+                                n,
+                                dim,
+                                bits,
+                                words,
+                                static_cast<const double*>(dlo.p),
+                                static_cast<const double*>(dscale.p),
+                                static_cast<uint64_t*>(dkeys.p),
+                                static_cast<uint32_t*>(dscratch.p)};
+    HilbertKernel<<<blocks, kThreads>>>(a);
+    e = cudaGetLastError();
+    if (e == cudaSuccess) e = cudaMemcpy(keys, dkeys.p, n * words * sizeof(uint64_t), cudaMemcpyDeviceToHost);
+    if (e != cudaSuccess) return Status::IOError(BuildError("the Hilbert keys", e));
+    return Status::OK();
+  }
+
+ private:
+  struct Cached {
+    const float* host = nullptr;
+    uint64_t floats = 0;
+    DevBuf buf;
+  };
+  // The device copy of host[0..floats).
+  Status Points(const float* host, uint64_t floats, const float** out) {
+    for (Cached& c : cache_)
+      if (c.host == host && c.floats == floats && c.buf.p) {
+        *out = static_cast<const float*>(c.buf.p);
+        return Status::OK();
+      }
+    Cached& c = cache_[next_];
+    next_ = (next_ + 1) % 2;
+    c.host = nullptr;
+    cudaError_t e = c.buf.Alloc(floats * sizeof(float));
+    if (e == cudaSuccess) e = cudaMemcpy(c.buf.p, host, floats * sizeof(float), cudaMemcpyHostToDevice);
+    if (e != cudaSuccess) return Status::IOError(BuildError("copying the points to the device", e));
+    c.host = host;
+    c.floats = floats;
+    *out = static_cast<const float*>(c.buf.p);
+    return Status::OK();
+  }
+  Cached cache_[2];
+  int next_ = 0;
+};
+
 }  // namespace
+
+Status OpenBuildDevice(std::unique_ptr<BuildDevice>* out) {
+  std::string why;
+  if (!Available(&why)) return Status::NotSupported("knn build on the GPU: " + why);
+  *out = std::make_unique<GpuBuildDevice>();
+  return Status::OK();
+}
 
 bool Available(std::string* why) {
   int n = 0;

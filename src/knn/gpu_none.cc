@@ -16,5 +16,11 @@ Status Search(const KnnIndex::Impl&, const float*, uint64_t, uint32_t, Engine, u
   return Status::NotSupported("knn search on the GPU: " + why);
 }
 
+Status OpenBuildDevice(std::unique_ptr<BuildDevice>*) {
+  std::string why;
+  Available(&why);
+  return Status::NotSupported("knn build on the GPU: " + why);
+}
+
 }  // namespace wort::knn::gpu
 #endif

@@ -85,12 +85,34 @@ void SearchOneCpu(const TreeView& v, Engine e, const float* q, uint32_t k, Query
 // Points below child j of inner node `node` (for KthMaxDist).
 uint64_t PointsBelow(const TreeView& v, uint64_t node, uint32_t j);
 
+// The build's steps that BuildOptions::device = kGpu moves to the GPU, each with the CPU's
+// results bit for bit (src/knn/build_kernel.h, doc/knn-gpu.md "GPU construction").
+class BuildDevice {
+ public:
+  virtual ~BuildDevice() = default;
+  // out[i] = the nearest of the k centroids (centt: d x k, centt[j * k + c]) to point i: the
+  // float32 sum over j in order of (centt - p)^2, no FMA; ties to the lowest index (Nearest).
+  virtual Status Assign(const float* pts, uint64_t n, uint32_t d, const float* centt, uint32_t k, uint32_t* out) = 0;
+  // The Hilbert keys (n x words) of the points: HilbertCoder::Encode with its lo and scale.
+  virtual Status HilbertKeys(const float* pts, uint64_t n, uint32_t dim, uint32_t bits, uint32_t words,
+                             const double* lo, const double* scale, uint64_t* keys) = 0;
+};
+
 // GPU (src/knn/gpu.cu where wort is built with CUDA, src/knn/gpu_none.cc otherwise).
 namespace gpu {
 bool Available(std::string* why);
 Status Search(const KnnIndex::Impl& impl, const float* queries, uint64_t nq, uint32_t k, Engine e, uint64_t* ids,
               float* dists, Counters* c);
+// The GPU's BuildDevice; NotSupported (with the reason) where there is no CUDA or no GPU.
+Status OpenBuildDevice(std::unique_ptr<BuildDevice>* out);
 }  // namespace gpu
+
+// The same steps on the CPU's threads (build.cc's own code: the reference for the GPU's).
+std::unique_ptr<BuildDevice> CpuBuildDevice(unsigned threads);
+
+// Tests only: Device::kGpu builds use make() instead of gpu::OpenBuildDevice (an empty function
+// restores it). tests/knn/knn_gpu_build_emu_test.cc puts the emulated kernels there.
+void SetBuildDeviceForTesting(std::function<std::unique_ptr<BuildDevice>()> make);
 
 // The post-crash GC's visit of a kNN root (index/registry.cc installs it for kind_id::kKnn).
 void VisitRoot(const Pool& pool, uint64_t root_off, const std::function<void(uint64_t)>& mark);

@@ -577,6 +577,29 @@ TEST_F(KnnCli, BadInputIsRefusedAndTheTreeStays) {
   EXPECT_NE(out.find("empty"), std::string::npos) << out;
 }
 
+// --device gpu builds the CPU's tree where a GPU is present; elsewhere it is refused, saying why,
+// before the pool is created (no pool file) or an existing tree is touched.
+TEST_F(KnnCli, BuildOnTheGpuIsTheSameTreeOrRefused) {
+  std::string out;
+  EXPECT_EQ(RunCli("knn build --pool " + pool_ + " --name t --input " + (dir_ / "data.fvecs") + " --device tpu", &out), 2)
+      << out;
+  EXPECT_NE(out.find("--device"), std::string::npos) << out;
+  std::string why;
+  if (!wort::knn::GpuAvailable(&why)) {
+    out.clear();
+    const std::string fresh = dir_ / "fresh.pool";
+    EXPECT_NE(RunCli("knn build --pool " + fresh + " --name t --input " + (dir_ / "data.fvecs") + " --device gpu", &out), 0)
+        << out;
+    EXPECT_NE(out.find(why), std::string::npos) << out;
+    EXPECT_FALSE(std::filesystem::exists(fresh)) << out;
+    return;
+  }
+  const std::string b = Build("--device gpu");
+  EXPECT_NE(b.find("on the GPU: Hilbert keys and k-means assignments"), std::string::npos) << b;
+  out.clear();
+  EXPECT_EQ(RunCli("knn check --pool " + pool_ + " --name t", &out), 0) << out;
+}
+
 TEST(KnnCliGen, WritesTheGeneratorsBytes) {
   TempDir d;
   std::string out;
