@@ -33,13 +33,9 @@ using knn::KnnIndex;
 using knn::SearchOptions;
 namespace kern = knn::gpu::kernel;
 
-constexpr Engine kEngines[] = {Engine::kBruteForce, Engine::kBranchAndBound, Engine::kPsb};
+constexpr auto& kEngines = kKnnEngines;
 
-struct Result {
-  std::vector<uint64_t> ids;
-  std::vector<float> d;
-  Counters c;
-};
+using Result = KnnResult;
 
 // The tree's arrays, straight from the pool (the emulated kernel reads host memory).
 kern::DevTree TreeOf(Pool& pool, const std::string& name) {

@@ -37,7 +37,7 @@ using knn::Engine;
 using knn::KnnIndex;
 using knn::SearchOptions;
 
-constexpr Engine kEngines[] = {Engine::kBruteForce, Engine::kBranchAndBound, Engine::kPsb};
+constexpr auto& kEngines = kKnnEngines;
 
 #define SKIP_WITHOUT_GPU()                                                         \
   do {                                                                             \
@@ -46,35 +46,9 @@ constexpr Engine kEngines[] = {Engine::kBruteForce, Engine::kBranchAndBound, Eng
       GTEST_SKIP() << "no GPU: " << why << "; the GPU engines were not run";       \
   } while (0)
 
-std::unique_ptr<Pool> NewPool(const TempPath& path) {
-  PoolOptions po;
-  po.initial_size = 8ull << 20;
-  po.max_size = 1ull << 30;
-  po.background_recovery = false;
-  std::unique_ptr<Pool> pool;
-  Status s = Pool::OpenOrCreate(path, po, &pool);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  return pool;
-}
+using Result = KnnResult;
 
-struct Result {
-  std::vector<uint64_t> ids;
-  std::vector<float> d;
-  Counters c;
-};
-
-Result RunOn(const KnnIndex& idx, const Points& q, uint32_t k, Engine e, Device dev) {
-  Result r;
-  r.ids.assign(q.n * k, 0);
-  r.d.assign(q.n * k, 0.0f);
-  SearchOptions so;
-  so.engine = e;
-  so.device = dev;
-  so.threads = 2;
-  Status s = idx.Search(q.x.data(), q.n, k, so, r.ids.data(), r.d.data(), &r.c);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  return r;
-}
+Result RunOn(const KnnIndex& idx, const Points& q, uint32_t k, Engine e, Device dev) { return RunKnn(idx, q, k, e, dev); }
 
 // The GPU's answer is the CPU's, bit for bit, counters included.
 void ExpectSame(const Result& cpu, const Result& gpu, const std::string& what) {
@@ -93,7 +67,7 @@ void ExpectSame(const Result& cpu, const Result& gpu, const std::string& what) {
 void ExpectGpuEqualsCpu(const Points& p, const std::vector<uint64_t>& ids, const Points& q, uint32_t k,
                         const BuildOptions& bo, const std::string& what) {
   TempPath path("knngpu");
-  auto pool = NewPool(path);
+  auto pool = NewKnnPool(path);
   ASSERT_TRUE(KnnIndex::Build(*pool, "t", p.x.data(), ids.empty() ? nullptr : ids.data(), p.n, p.dim, bo).ok());
   std::unique_ptr<KnnIndex> idx;
   ASSERT_TRUE(KnnIndex::Open(*pool, "t", &idx).ok());
@@ -187,7 +161,7 @@ TEST(KnnGpu, ManyQueriesOneLaunchAndCachedUpload) {
   const Points p = MakePoints(30000, 16, 50, 80, 11);
   const Points q = MakePoints(500, 16, 50, 80, 11, 0, 12);
   TempPath path("knngpu");
-  auto pool = NewPool(path);
+  auto pool = NewKnnPool(path);
   BuildOptions bo;
   bo.degree = 32;
   ASSERT_TRUE(KnnIndex::Build(*pool, "t", p.x.data(), nullptr, p.n, p.dim, bo).ok());

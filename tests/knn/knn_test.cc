@@ -29,7 +29,7 @@ using knn::Engine;
 using knn::KnnIndex;
 using knn::SearchOptions;
 
-constexpr Engine kEngines[] = {Engine::kBruteForce, Engine::kBranchAndBound, Engine::kPsb};
+constexpr auto& kEngines = kKnnEngines;
 
 // Builds, then checks every engine on every query against the exact answer and against each
 // other (the same ids and the same float bits as brute force), and the tree's Check().

@@ -92,6 +92,9 @@ inline void ExpectExact(const Points& p, const std::vector<uint64_t>& ids, const
     EXPECT_TRUE(std::binary_search(got.begin(), got.end(), id)) << what << ": id " << id << " missing";
 }
 
+// The three engines, brute force first.
+inline constexpr knn::Engine kKnnEngines[] = {knn::Engine::kBruteForce, knn::Engine::kBranchAndBound, knn::Engine::kPsb};
+
 // A pool for a test's trees (1 GiB at most, recovery in the foreground).
 inline std::unique_ptr<Pool> NewKnnPool(const TempPath& path, uint64_t max = 1ull << 30) {
   PoolOptions po;
