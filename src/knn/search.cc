@@ -264,14 +264,18 @@ Status KnnIndex::Search(const float* queries, uint64_t nq, uint32_t k, const Sea
   const unsigned threads = ThreadsFor(opts.threads, nq);
   std::vector<Counters> per(threads);
   std::atomic<uint64_t> next{0};
+  // Each thread counts on its own stack and writes per[t] once at its end: the elements of `per`
+  // share cache lines, which every visit's increments would otherwise bounce between cores.
   auto worker = [&](unsigned t) {
     QueryScratch s(v, k);
+    Counters mine;
     for (;;) {
       const uint64_t i = next.fetch_add(1, std::memory_order_relaxed);
       if (i >= nq) break;
-      SearchOneCpu(v, opts.engine, queries + i * v.dim, k, &s, &per[t]);
+      SearchOneCpu(v, opts.engine, queries + i * v.dim, k, &s, &mine);
       s.best.CopyOut(ids + i * k, dists + i * k);
     }
+    per[t] = mine;
   };
   if (threads == 1) {
     worker(0);

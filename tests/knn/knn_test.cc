@@ -4,11 +4,13 @@
 // input that must leave an existing tree as it was.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/test_util.h"
@@ -331,6 +333,43 @@ TEST(Knn, CorruptionIsDetected) {
     pool->at<char>(tree)[20] ^= 1;
     EXPECT_TRUE(KnnIndex::Open(*pool, "t", &idx).ok());
   }
+}
+
+}  // namespace
+}  // namespace wort::test
+
+namespace wort::test {
+namespace {
+
+// Many threads searching one handle at once (wort/knn.h: Search is safe from many threads), each
+// search itself on two threads: every answer equals the single-threaded one. Run under
+// ThreadSanitizer by scripts/tsan.sh.
+TEST(KnnConcurrent, SearchersShareOneHandle) {
+  TempPath path("knn");
+  auto pool = NewKnnPool(path);
+  const Points p = MakePoints(4000, 8, 10, 100, 31);
+  const Points q = MakePoints(24, 8, 10, 100, 31, 0, 32);
+  knn::BuildOptions bo;
+  bo.degree = 16;
+  ASSERT_TRUE(KnnIndex::Build(*pool, "t", p.x.data(), nullptr, p.n, p.dim, bo).ok());
+  std::unique_ptr<KnnIndex> idx;
+  ASSERT_TRUE(KnnIndex::Open(*pool, "t", &idx).ok());
+  std::vector<KnnResult> want;
+  for (Engine e : kEngines) want.push_back(RunKnn(*idx, q, 8, e, knn::Device::kCpu, 1));
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; ++t)
+    ts.emplace_back([&, t] {
+      for (int round = 0; round < 6; ++round) {
+        const size_t e = static_cast<size_t>(t + round) % 3;
+        const KnnResult r = RunKnn(*idx, q, 8, kEngines[e], knn::Device::kCpu, 2);
+        if (r.ids != want[e].ids || r.c.inner_visits != want[e].c.inner_visits ||
+            r.c.point_bytes != want[e].c.point_bytes)
+          ++wrong;
+      }
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(wrong.load(), 0);
 }
 
 }  // namespace
