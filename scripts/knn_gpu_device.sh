@@ -46,21 +46,8 @@ if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then export 
 } >>"$SUMMARY" 2>&1
 
 # Build dependencies carried as .deb files (scripts/knn_gpu_device_deps.sh), unpacked here.
-cmake_extra=()
-if compgen -G ".gpudeps/*.deb" >/dev/null; then
-  mkdir -p .gpudeps/root
-  for f in .gpudeps/*.deb; do dpkg -x "$f" .gpudeps/root; done
-  R=$PWD/.gpudeps/root
-  export PATH="$R/usr/bin:$PATH"
-  export LD_LIBRARY_PATH="$R/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  export PKG_CONFIG_PATH="$R/usr/lib/x86_64-linux-gnu/pkgconfig:$R/usr/share/pkgconfig"
-  # CMake packages (GTest, fmt, nlohmann_json, CLI11) from the prefix; asio's headers (no CMake
-  # package) from its include directory.
-  cmake_extra+=(-DCMAKE_PREFIX_PATH="$R/usr" -DOPENSSL_ROOT_DIR="$R/usr" -DCMAKE_CXX_FLAGS="-isystem $R/usr/include")
-  say "unpacked $(ls .gpudeps/*.deb | wc -l) carried packages into $R"
-fi
-gen=(-G Ninja)
-command -v ninja >/dev/null || gen=(-G "Unix Makefiles")
+. scripts/device_deps_env.sh
+[ -n "${deps_unpacked:-}" ] && say "unpacked $deps_unpacked carried packages into $PWD/.gpudeps/root"
 
 # 1. Build.
 if ! timeout 90 cmake -S . -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DWORT_CUDA=ON -DWORT_TESTS=ON \
