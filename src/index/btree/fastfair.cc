@@ -284,6 +284,7 @@ class FastFair final : public TreeBase<RootBlock> {
     if (!NodeOk(off)) return -1;
     for (;;) {
       const Node* n = N(off);
+      Prefetch(n);
       const uint32_t level = n->level;  // immutable while the node is linked
       if (level > kMaxLevel || (d > 0 && level + 1 != N(top[d - 1])->level)) return Valid(off, v) ? -1 : 0;
       top[d] = off;
@@ -763,10 +764,20 @@ Status FastFair::Put(std::string_view key, uint64_t value, bool upsert, bool* in
     LockSet ls(locks_);
     if (!ls.TryLock(w.off[0], w.ver[0])) continue;
     Node* leaf = N(w.off[0]);
-    const int j = FindInLeaf(leaf, p);
-    if (j >= 0) {
+    const int cnt = Count(leaf);
+    const int j = LastLE(leaf, cnt, p);  // one search: the key's slot, or the insert position - 1
+    if (j >= 0 && ko_.Compare(Load(leaf->slot[j].key), p) == 0) {
       if (!upsert) return Status::AlreadyExists("key exists");
       return UpsertFound(leaf, j, value, inserted);
+    }
+    if (cnt < kSlots) {
+      // The common case: room in the leaf, no split, nothing to preallocate.
+      uint64_t kw = 0;
+      WORT_RETURN_IF_ERROR(ko_.MakeWord(pool_, p, &kw));
+      FastInsert(leaf, j + 1, kw, value);
+      size_.Add(1);
+      if (inserted) *inserted = true;
+      return Status::OK();
     }
     bool locked = true;
     for (int l = 0; locked && l + 1 < w.n && Count(N(w.off[l])) == kSlots; ++l)
