@@ -11,7 +11,7 @@ TSAN_DIR=${WORT_TSAN_BUILD_DIR:-build-tsan}
 WERROR=OFF
 [ "${WORT_WERROR:-0}" = 1 ] && WERROR=ON  # .ci/run: warnings are errors
 cmake -S . -B "$TSAN_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWORT_TSAN=ON -DWORT_WERROR="$WERROR" >/dev/null
-cmake --build "$TSAN_DIR" -j"$(nproc)" --target test_sync test_concurrent test_cceh test_alloc_race \
+cmake --build "$TSAN_DIR" -j"$(nproc)" --target test_sync test_concurrent test_fastfair_concurrent test_cceh test_alloc_race \
   test_multiwriter_kill test_store_stress test_kv_stress test_transport test_canrt test_reply_kv test_knn
 export TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1"
 run() {
@@ -20,6 +20,8 @@ run() {
 }
 run test_sync
 run test_concurrent
+# fastfair (issue 31): writers splitting the same leaves and parents under node locks.
+run test_fastfair_concurrent
 run test_alloc_race
 run test_multiwriter_kill
 run test_store_stress

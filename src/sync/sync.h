@@ -52,5 +52,6 @@
 #pragma once
 
 #include "sync/attempt.h"       // IWYU pragma: export
+#include "sync/counter.h"       // IWYU pragma: export
 #include "sync/epoch.h"         // IWYU pragma: export
 #include "sync/version_lock.h"  // IWYU pragma: export

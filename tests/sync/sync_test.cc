@@ -404,5 +404,37 @@ TEST(EpochTest, AllocatorRetireWaitsForReadersAndCloseFreesTheRest) {
   EXPECT_EQ(n, 1u);
 }
 
+// ShardedCounter (counter.h): more threads than shards add and subtract at once while a reader
+// sums; every intermediate sum lies between the smallest and largest possible count, the final
+// sum is exact, and Clear zeroes it.
+TEST(ShardedCounter, ConcurrentAddsSumExactly) {
+  ShardedCounter c;
+  const int threads = static_cast<int>(ShardedCounter::kShards) + 6;  // some threads share shards
+  const int per = 20000 / test::kSanitizerScale;
+  std::atomic<bool> done{false};
+  std::atomic<int> bad{0};
+  std::thread reader([&] {
+    while (!done.load()) {
+      const int64_t s = c.Sum();
+      if (s < 0 || s > int64_t{threads} * (per + 1)) bad++;  // a thread's share: 0 .. per + 1
+    }
+  });
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; ++t)
+    ts.emplace_back([&] {
+      for (int i = 0; i < per; ++i) {
+        c.Add(2);
+        c.Add(-1);  // a thread's share never goes below 0 nor above per + 1
+      }
+    });
+  for (auto& t : ts) t.join();
+  done = true;
+  reader.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_EQ(c.Sum(), int64_t{threads} * per);
+  c.Clear();
+  EXPECT_EQ(c.Sum(), 0);
+}
+
 }  // namespace
 }  // namespace wort::sync

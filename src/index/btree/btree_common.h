@@ -42,6 +42,7 @@
 
 #include "index/registry.h"
 #include "index/root_block.h"
+#include "sync/counter.h"
 #include "wort/alloc.h"
 #include "wort/index.h"
 #include "wort/key.h"
@@ -356,38 +357,45 @@ class TreeBase : public Index {
 
 // The key count of a tree that keeps no persistent count: counted by a walk of the leaf level
 // on first use after open, not at open, so that opening a pool costs no walk (instant restart).
-// Until counted, writers' deltas are dropped (the walk will see their keys). Writers call Add
-// with the index lock held exclusively; the count is taken with the lock held (shared is
-// enough: no writer runs meanwhile), so a delta and the walk never overlap.
+// Until counted, writers' deltas are dropped (the walk will see their keys). The walk runs with
+// the index lock held so that no writer runs (writers that call Add hold it shared, and the walk
+// takes it exclusively; or writers hold it exclusively and the walk shared), so a delta and the
+// walk never overlap. Afterwards the count is the walk's result plus a ShardedCounter of deltas
+// (sync/counter.h): a writer adds to a line of its own thread's, not to one word every writer
+// stores to (issue 31).
 class LazyCount {
  public:
   // Size(): takes `mu` shared if the keys still have to be counted.
   template <class CountFn>
   uint64_t Get(std::shared_mutex& mu, CountFn&& count) const {
-    const int64_t v = n_.load(std::memory_order_acquire);
-    if (v >= 0) return static_cast<uint64_t>(v);
+    if (known()) return peek();
     std::shared_lock<std::shared_mutex> g(mu);
     return GetLocked(count);
   }
   // The same, for a caller that holds `mu` (shared or exclusive).
   template <class CountFn>
   uint64_t GetLocked(CountFn&& count) const {
-    int64_t v = n_.load(std::memory_order_acquire);
-    if (v >= 0) return static_cast<uint64_t>(v);
+    int64_t v = base_.load(std::memory_order_acquire);
+    if (v >= 0) return peek();
     const int64_t c = static_cast<int64_t>(count());
-    // Two readers may both count; they find the same number.
-    n_.compare_exchange_strong(v, c, std::memory_order_acq_rel);
-    return static_cast<uint64_t>(c);
+    // Two readers may both count; they find the same number (no delta was added meanwhile: none
+    // is added before base_ is set).
+    base_.compare_exchange_strong(v, c, std::memory_order_acq_rel);
+    return peek();
   }
-  bool known() const { return n_.load(std::memory_order_acquire) >= 0; }
+  bool known() const { return base_.load(std::memory_order_acquire) >= 0; }
   // The count if known(), else 0 (for Check, which compares only a known count).
-  uint64_t peek() const { return static_cast<uint64_t>(std::max<int64_t>(0, n_.load(std::memory_order_acquire))); }
+  uint64_t peek() const {
+    const int64_t b = base_.load(std::memory_order_acquire);
+    return b < 0 ? 0 : static_cast<uint64_t>(std::max<int64_t>(0, b + deltas_.Sum()));
+  }
   void Add(int64_t d) {
-    if (n_.load(std::memory_order_relaxed) >= 0) n_.fetch_add(d, std::memory_order_relaxed);
+    if (base_.load(std::memory_order_relaxed) >= 0) deltas_.Add(d);  // base_: read-shared, never written per insert
   }
 
  private:
-  mutable std::atomic<int64_t> n_{-1};  // -1: not counted since open
+  mutable std::atomic<int64_t> base_{-1};  // the walk's count; -1: not counted since open
+  sync::ShardedCounter deltas_;            // writers' deltas since the walk
 };
 
 // IndexKind::create of every B-tree: allocates a zeroed root block and a zeroed first node of

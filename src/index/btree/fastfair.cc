@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <span>
 #include <shared_mutex>
 #include <string>
 #include <unordered_set>
@@ -69,29 +70,56 @@ inline bool Stale(const Node* n, int j, int cnt) {
   return j + 1 < cnt && Load(n->slot[j].key) == Load(n->slot[j + 1].key);
 }
 
-// The node locks a writer holds (fastfair.h, D4): each word of the index's VersionLockTable is
-// write-locked once (two nodes may share a word) and all are released together when the set
-// ends, after the operation's last store. Only one thread at a time holds more than one word of
-// a table (the structural writer, with the index lock exclusive; an in-place writer holds one
-// word), so waiting for a word while holding others cannot deadlock.
+// The node locks a writer holds (fastfair.h, D4), released together when the set ends, after
+// the operation's last store. Each word of the index's VersionLockTable is write-locked once (two
+// nodes may share a word). Two ways to take a word:
+//   TryLock(off, v): UpgradeToWriteLock with the version v read on the optimistic way down; no
+//     waiting. False when another writer holds the word or the node changed since v: the caller
+//     drops the set and restarts (sync.h W2). Inserts, upserts and deletes (index lock shared)
+//     lock only this way, so a writer never waits for a word while it holds one: no deadlock,
+//     whatever order the hashed words come in.
+//   Lock(off): waits for the word. Only a writer alone in the index (the index lock exclusive: a
+//     rebalance) uses it.
 class LockSet {
  public:
   explicit LockSet(sync::VersionLockTable& t) : t_(t) {}
   ~LockSet() {
-    for (sync::VersionLock* l : held_) l->WriteUnlock();
+    for (int i = 0; i < n_; ++i) held_[i]->WriteUnlock();
   }
   LockSet(const LockSet&) = delete;
   LockSet& operator=(const LockSet&) = delete;
   void Lock(uint64_t off) {
     sync::VersionLock* l = &t_.For(off);
-    if (std::find(held_.begin(), held_.end(), l) != held_.end()) return;
+    if (Find(l) >= 0) return;
     l->WriteLock();
-    held_.push_back(l);
+    Push(l, 0);
+  }
+  [[nodiscard]] bool TryLock(uint64_t off, uint64_t v) {
+    sync::VersionLock* l = &t_.For(off);
+    // A word this set already holds (a node sharing it): unchanged since v iff v is the version
+    // the set locked it at.
+    if (const int i = Find(l); i >= 0) return from_[i] == v;
+    if (!l->UpgradeToWriteLock(v)) return false;
+    Push(l, v);
+    return true;
   }
 
  private:
+  int Find(const sync::VersionLock* l) const {
+    for (int i = 0; i < n_; ++i)
+      if (held_[i] == l) return i;
+    return -1;
+  }
+  void Push(sync::VersionLock* l, uint64_t v) {
+    if (n_ == kCap) std::abort();  // more than a cascade can change: unreachable (kMaxLevel)
+    held_[n_] = l;
+    from_[n_++] = v;
+  }
+  static constexpr int kCap = 80;  // > kMaxLevel + 3 (a cascade over every level, a rebalance)
   sync::VersionLockTable& t_;
-  std::vector<sync::VersionLock*> held_;
+  int n_ = 0;
+  sync::VersionLock* held_[kCap];
+  uint64_t from_[kCap];
 };
 
 class FastFair final : public TreeBase<RootBlock> {
@@ -236,6 +264,47 @@ class FastFair final : public TreeBase<RootBlock> {
       v = cv;
     }
   }
+  // A writer's optimistic descent (fastfair.h D4): the nodes from the leaf (off[0]) to the root
+  // (off[n-1]) with the versions read on the way down (each validated by lock coupling), for
+  // TryLock. Level l of the tree is off[l].
+  struct WPath {
+    int n = 0;
+    uint64_t off[kMaxLevel + 2];
+    uint64_t ver[kMaxLevel + 2];
+    std::span<const uint64_t> nodes() const { return {off, static_cast<size_t>(n)}; }
+  };
+  // 1: *w filled; 0: a node changed or was locked on the way (restart); -1: the descent meets an
+  // offset that is not a node of the expected level (a damaged image).
+  int WriterDescent(const Probe& p, WPath* w) const {
+    uint64_t top[kMaxLevel + 2], topv[kMaxLevel + 2];
+    int d = 0;
+    uint64_t off = Root();
+    uint64_t v = 0;
+    if (!ReadVersion(off, &v) || Root() != off) return 0;  // a root split/collapse: restart
+    if (!NodeOk(off)) return -1;
+    for (;;) {
+      const Node* n = N(off);
+      Prefetch(n);
+      const uint32_t level = n->level;  // immutable while the node is linked
+      if (level > kMaxLevel || (d > 0 && level + 1 != N(top[d - 1])->level)) return Valid(off, v) ? -1 : 0;
+      top[d] = off;
+      topv[d++] = v;
+      if (level == 0) break;
+      const uint64_t child = ChildFor(n, p);
+      if (!Valid(off, v)) return 0;
+      if (!NodeOk(child)) return -1;
+      uint64_t cv = 0;
+      if (!ReadVersion(child, &cv) || !Valid(off, v)) return 0;  // coupling: child not replaced meanwhile
+      off = child;
+      v = cv;
+    }
+    w->n = d;
+    for (int i = 0; i < d; ++i) {
+      w->off[i] = top[d - 1 - i];
+      w->ver[i] = topv[d - 1 - i];
+    }
+    return 1;
+  }
   // Asks for all 8 lines of a node at once (the search reads most of them).
   static void Prefetch(const Node* n) {
     const char* c = reinterpret_cast<const char*>(n);
@@ -287,9 +356,12 @@ class FastFair final : public TreeBase<RootBlock> {
 
   // ---- writers ------------------------------------------------------------------------------
   Status Put(std::string_view key, uint64_t value, bool upsert, bool* inserted);
-  Status PrepareSplits(const std::vector<uint64_t>& path, int level, Prealloc* pa);
+  Status PutLocked(const Probe& p, uint64_t value, bool upsert, bool* inserted);
+  Status PrepareSplits(std::span<const uint64_t> path, int level, Prealloc* pa);
   void ReleasePrealloc(Prealloc* pa);
-  void InsertAt(int level, uint64_t key, uint64_t val, const std::vector<uint64_t>& path, Prealloc* pa, LockSet* ls);
+  void InsertAt(int level, uint64_t key, uint64_t val, std::span<const uint64_t> path, Prealloc* pa);
+  void InsertNew(uint64_t kw, uint64_t value, std::span<const uint64_t> path, Prealloc* pa);
+  Status UpsertFound(Node* leaf, int j, uint64_t value, bool* inserted);
   uint64_t Split(uint64_t off, Prealloc* pa);
   void NewRoot(uint64_t left, uint64_t right, Prealloc* pa);
   void Rebalance(int level, const std::vector<uint64_t>& path, LockSet* ls);
@@ -543,7 +615,7 @@ Status FastFair::Scan(std::string_view start, const std::string_view* end, size_
 
 // ---- insert ----------------------------------------------------------------------------------
 
-Status FastFair::PrepareSplits(const std::vector<uint64_t>& path, int level, Prealloc* pa) {
+Status FastFair::PrepareSplits(std::span<const uint64_t> path, int level, Prealloc* pa) {
   const int top = static_cast<int>(path.size()) - 1;
   int full = 0;
   while (level + full <= top && Count(N(path[level + full])) == kSlots) ++full;
@@ -631,20 +703,18 @@ void FastFair::NewRoot(uint64_t left, uint64_t right, Prealloc* pa) {
 }
 
 // Inserts (key, val) into the node path[level] (splitting it, and recursively its ancestors,
-// when full). For inner levels val is a child whose low key is `key`.
-// Every node it changes is write-locked in *ls first (held until the operation ends).
-void FastFair::InsertAt(int level, uint64_t key, uint64_t val, const std::vector<uint64_t>& path, Prealloc* pa,
-                        LockSet* ls) {
+// when full). For inner levels val is a child whose low key is `key`. REQUIRES: the caller
+// excludes every other writer of the nodes it changes - path[level] up to the first one that is
+// not full (or the root) - and the readers of them: write-locked (Put), or no other thread.
+// The new right nodes need no lock: until the parent that names one is unlocked, the only way
+// to it is the sibling pointer of its locked left node.
+void FastFair::InsertAt(int level, uint64_t key, uint64_t val, std::span<const uint64_t> path, Prealloc* pa) {
   uint64_t off = path[level];
-  ls->Lock(off);
   if (Count(N(off)) == kSlots) {
-    // The parent (or the old root, for the root block) is locked before the split begins.
-    if (level + 1 < static_cast<int>(path.size())) ls->Lock(path[level + 1]);
     const uint64_t sib = Split(off, pa);
-    ls->Lock(sib);
     const uint64_t sep = Load(N(sib)->low);
     if (level + 1 == static_cast<int>(path.size())) NewRoot(off, sib, pa);
-    else InsertAt(level + 1, sep, sib, path, pa, ls);
+    else InsertAt(level + 1, sep, sib, path, pa);
     if (ko_.CompareWords(key, sep) >= 0) off = sib;
   }
   Node* n = N(off);
@@ -652,55 +722,103 @@ void FastFair::InsertAt(int level, uint64_t key, uint64_t val, const std::vector
   FastInsert(n, pos, key, val);
 }
 
-// Concurrency (fastfair.h D4): an insert that fits in its leaf, and every upsert, holds the index
-// lock shared and the leaf's lock; an insert into a full leaf starts again holding the index
-// lock exclusively (the split cascade locks each node it changes).
+// A new key (its key word kw made) into the leaf path[0], preallocated for (fastfair.h D4).
+void FastFair::InsertNew(uint64_t kw, uint64_t value, std::span<const uint64_t> path, Prealloc* pa) {
+  InsertAt(0, kw, value, path, pa);
+  ReleasePrealloc(pa);  // nothing should remain
+  size_.Add(1);
+}
+
+// The value of the present key in slot j of the leaf (locked): a failure-atomic replace.
+Status FastFair::UpsertFound(Node* leaf, int j, uint64_t value, bool* inserted) {
+  if (j == Count(leaf) - 1) {
+    // The trailing copy (past the end, invisible) follows, or the next insert would reveal the
+    // old value.
+    Store(leaf->slot[j + 1].val, value);
+    pm::flush(&leaf->slot[j + 1].val, 8);
+  }
+  Store(leaf->slot[j].val, value);  // COMMIT (failure-atomic replace)
+  pm::persist(&leaf->slot[j].val, 8);
+  if (inserted) *inserted = false;
+  return Status::OK();
+}
+
+// Concurrency (fastfair.h D4): the index lock shared (it keeps rebalances, which take it
+// exclusively, out), an optimistic descent (WriterDescent), then TryLock of the leaf and, when it
+// is full, of each ancestor the split cascade changes - the parent, and further up while the
+// node locked last is full (the root's lock stands for the root word: a new root is published
+// under it) - with the versions read on the way down. Any failure drops every lock and starts
+// over. Writers under different parents, and splits of different leaves under one parent one
+// after the other, run in parallel; readers are optimistic throughout.
 Status FastFair::Put(std::string_view key, uint64_t value, bool upsert, bool* inserted) {
   WORT_RETURN_IF_ERROR(CheckWrite(key));
   const Probe p = ko_.MakeProbe(key);
-  bool exclusive = global_lock_;
-  for (;;) {
-    std::unique_lock<std::shared_mutex> x(*lock_, std::defer_lock);
-    std::shared_lock<std::shared_mutex> sh(*lock_, std::defer_lock);
-    if (exclusive) x.lock();
-    else sh.lock();
-    std::vector<uint64_t> path;
-    if (!Descend(p, 0, &path)) return Status::Corruption("fastfair: the descent meets an offset that is not a node");  // inner nodes change only under the exclusive lock
+  if (global_lock_) return PutLocked(p, value, upsert, inserted);
+  std::shared_lock<std::shared_mutex> sh(*lock_);
+  WPath w;
+  for (int attempt = 0;; ++attempt) {
+    if (attempt > 0) sync::Backoff(attempt - 1);
+    const int d = WriterDescent(p, &w);
+    if (d < 0) return Status::Corruption("fastfair: the descent meets an offset that is not a node");
+    if (d == 0) continue;
     LockSet ls(locks_);
-    ls.Lock(path[0]);
-    Node* leaf = N(path[0]);
-    const int j = FindInLeaf(leaf, p);
-    if (j >= 0) {
+    if (!ls.TryLock(w.off[0], w.ver[0])) continue;
+    Node* leaf = N(w.off[0]);
+    const int cnt = Count(leaf);
+    const int j = LastLE(leaf, cnt, p);  // one search: the key's slot, or the insert position - 1
+    if (j >= 0 && ko_.Compare(Load(leaf->slot[j].key), p) == 0) {
       if (!upsert) return Status::AlreadyExists("key exists");
-      if (j == Count(leaf) - 1) {
-        // The trailing copy (past the end, invisible) follows, or the next insert would reveal
-        // the old value.
-        Store(leaf->slot[j + 1].val, value);
-        pm::flush(&leaf->slot[j + 1].val, 8);
-      }
-      Store(leaf->slot[j].val, value);  // COMMIT (failure-atomic replace)
-      pm::persist(&leaf->slot[j].val, 8);
-      if (inserted) *inserted = false;
+      return UpsertFound(leaf, j, value, inserted);
+    }
+    if (cnt < kSlots) {
+      // The common case: room in the leaf, no split, nothing to preallocate.
+      uint64_t kw = 0;
+      WORT_RETURN_IF_ERROR(ko_.MakeWord(pool_, p, &kw));
+      FastInsert(leaf, j + 1, kw, value);
+      size_.Add(1);
+      if (inserted) *inserted = true;
       return Status::OK();
     }
-    if (!exclusive && Count(leaf) == kSlots) {
-      exclusive = true;  // a split: again, alone
-      continue;
-    }
+    bool locked = true;
+    for (int l = 0; locked && l + 1 < w.n && Count(N(w.off[l])) == kSlots; ++l)
+      locked = ls.TryLock(w.off[l + 1], w.ver[l + 1]);
+    if (!locked) continue;
     Prealloc pa;
-    WORT_RETURN_IF_ERROR(PrepareSplits(path, 0, &pa));
+    WORT_RETURN_IF_ERROR(PrepareSplits(w.nodes(), 0, &pa));
     uint64_t kw = 0;
     Status s = ko_.MakeWord(pool_, p, &kw);
     if (!s.ok()) {
       ReleasePrealloc(&pa);
       return s;
     }
-    InsertAt(0, kw, value, path, &pa, &ls);
-    ReleasePrealloc(&pa);  // nothing should remain
-    size_.Add(1);
+    InsertNew(kw, value, w.nodes(), &pa);
     if (inserted) *inserted = true;
     return Status::OK();
   }
+}
+
+// WORT_GLOBAL_LOCK=1: the index lock exclusively, no node lock (readers hold it shared).
+Status FastFair::PutLocked(const Probe& p, uint64_t value, bool upsert, bool* inserted) {
+  std::unique_lock<std::shared_mutex> x(*lock_);
+  std::vector<uint64_t> path;
+  if (!Descend(p, 0, &path)) return Status::Corruption("fastfair: the descent meets an offset that is not a node");
+  Node* leaf = N(path[0]);
+  const int j = FindInLeaf(leaf, p);
+  if (j >= 0) {
+    if (!upsert) return Status::AlreadyExists("key exists");
+    return UpsertFound(leaf, j, value, inserted);
+  }
+  Prealloc pa;
+  WORT_RETURN_IF_ERROR(PrepareSplits(path, 0, &pa));
+  uint64_t kw = 0;
+  Status s = ko_.MakeWord(pool_, p, &kw);
+  if (!s.ok()) {
+    ReleasePrealloc(&pa);
+    return s;
+  }
+  InsertNew(kw, value, path, &pa);
+  if (inserted) *inserted = true;
+  return Status::OK();
 }
 
 // ---- delete ----------------------------------------------------------------------------------
@@ -712,27 +830,44 @@ Status FastFair::Remove(std::string_view key) {
   // merged node) until their Retire calls.
   sync::EpochGuard eg(pool_.allocator().epoch());
   std::vector<uint64_t> path;
-  {
-    // The delete: the index lock shared (exclusive in global-lock mode) and the leaf's lock.
-    std::unique_lock<std::shared_mutex> x(*lock_, std::defer_lock);
-    std::shared_lock<std::shared_mutex> sh(*lock_, std::defer_lock);
-    if (global_lock_) x.lock();
-    else sh.lock();
+  if (global_lock_) {
+    // WORT_GLOBAL_LOCK=1: the index lock exclusively, then no other thread is in the index.
+    std::unique_lock<std::shared_mutex> x(*lock_);
     if (!Descend(p, 0, &path)) return Status::Corruption("fastfair: the descent meets an offset that is not a node");
-    LockSet ls(locks_);
-    ls.Lock(path[0]);
     Node* leaf = N(path[0]);
     const int j = FindInLeaf(leaf, p);
     if (j < 0) return Status::NotFound("key not found");
     const uint64_t kw = Load(leaf->slot[j].key);
     FastDelete(leaf, j);
-    // The delete is persistent: no reference remains (R2); readers may still hold the word.
     ko_.RetireWord(pool_, kw);
     size_.Add(-1);
-    if (path.size() == 1 || Count(leaf) >= kMinFill) return Status::OK();
-    if (global_lock_) {
+    if (path.size() > 1 && Count(leaf) < kMinFill) {
+      LockSet ls(locks_);
       Rebalance(0, path, &ls);
-      return Status::OK();
+    }
+    return Status::OK();
+  }
+  {
+    // The delete: the index lock shared, an optimistic descent, the leaf's lock (TryLock, as Put).
+    std::shared_lock<std::shared_mutex> sh(*lock_);
+    WPath w;
+    for (int attempt = 0;; ++attempt) {
+      if (attempt > 0) sync::Backoff(attempt - 1);
+      const int d = WriterDescent(p, &w);
+      if (d < 0) return Status::Corruption("fastfair: the descent meets an offset that is not a node");
+      if (d == 0) continue;
+      LockSet ls(locks_);
+      if (!ls.TryLock(w.off[0], w.ver[0])) continue;
+      Node* leaf = N(w.off[0]);
+      const int j = FindInLeaf(leaf, p);
+      if (j < 0) return Status::NotFound("key not found");
+      const uint64_t kw = Load(leaf->slot[j].key);
+      FastDelete(leaf, j);
+      // The delete is persistent: no reference remains (R2); readers may still hold the word.
+      ko_.RetireWord(pool_, kw);
+      size_.Add(-1);
+      if (w.n == 1 || Count(leaf) >= kMinFill) return Status::OK();
+      break;
     }
   }
   // The leaf became under-full: rebalance holding the index lock exclusively, if it still is.
@@ -1021,8 +1156,7 @@ Status FastFair::Repair() {
       if (!Descend(ko_.ProbeOf(sep), level + 1, &path)) return Status::Corruption("fastfair: the descent meets an offset that is not a node");
       Prealloc pa;
       WORT_RETURN_IF_ERROR(PrepareSplits(path, level + 1, &pa));
-      LockSet ls(locks_);  // (no reader yet: Init runs before the index is returned)
-      InsertAt(level + 1, sep, off, path, &pa, &ls);
+      InsertAt(level + 1, sep, off, path, &pa);  // (no other thread: Init runs before the index is returned)
       ReleasePrealloc(&pa);
       prev = off;
       off = Load(n->sibling);

@@ -54,16 +54,22 @@
 //     duplicate (a stale left copy is never returned) - it is what a crash leaves - but they
 //     validate with the version and restart when a writer overlapped their read of the node:
 //     the interleaving argument for a binary search over a shifting array was not worth its risk.
-//     Writers: an insert that fits in its leaf, an upsert and a delete hold the index's lock
-//     (IndexLock) *shared* and write-lock the one leaf they change, so writers on different
-//     leaves run in parallel; inner nodes change only under the index lock held *exclusively*:
-//     an insert into a full leaf starts over exclusively and its split cascade write-locks every
-//     node it changes (the leaf, each parent, the new nodes; the old root for a new root) until
-//     the insert ends; a delete that leaves its leaf under-full rebalances afterwards,
-//     exclusively, locking the parent, both neighbours and every ancestor it changes. Readers
-//     need no move-right: a node is unlocked only when its split or merge is complete, and
-//     coupling makes a reader restart if a node it left changed. A reader that read the root
-//     offset checks it again after reading the root's version (a root split or collapse locks the
+//     Writers (issue 31): inserts, upserts and deletes hold the index's lock (IndexLock) *shared*
+//     - it only keeps rebalances out - and descend optimistically like a reader, noting each
+//     node's version (WriterDescent). They lock without waiting (VersionLock::UpgradeToWriteLock
+//     with the version noted; a failure drops every lock and restarts: sync.h W2, no deadlock
+//     whatever order the hashed lock words come in): the leaf, and for an insert into a full
+//     leaf each ancestor the split cascade changes - the parent, and further up while the node
+//     locked last is full; the root's lock stands for the root block's root word (a new root is
+//     published while the old one is locked). Splits of leaves under different parents, and
+//     every insert into a leaf with room, run in parallel. The new right node of a split is not
+//     locked: until its parent is unlocked it is reached only through the locked left node's
+//     sibling pointer. A delete that leaves its leaf under-full rebalances afterwards with the
+//     index lock *exclusive* (coarser than the paper's; no other writer runs then), locking the
+//     parent, both neighbours and every ancestor it changes. Readers need no move-right: a node
+//     is unlocked only when its split or merge is complete, and coupling makes a reader restart
+//     if a node it left changed. A reader that read the root offset checks it again after
+//     reading the root's version (a root split or collapse locks the
 //     old root). Nodes and key blocks a writer unlinks (merge, redistribution, root collapse,
 //     removed keys) go to Allocator::Retire; readers hold epochs, so they never see reused
 //     memory. WORT_GLOBAL_LOCK=1 (registry.h) restores the old single reader-writer lock.

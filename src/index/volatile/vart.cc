@@ -489,7 +489,7 @@ class VArt final : public Index {
     return s;
   }
   Status Scan(std::string_view start, const std::string_view* end, size_t limit, const ScanFn& fn) const override;
-  uint64_t Size() const override { return count_.load(std::memory_order_relaxed); }
+  uint64_t Size() const override { return static_cast<uint64_t>(std::max<int64_t>(0, count_.Sum())); }
   Status Check(std::string* report) const override;
   IndexStats Stats() const override;
 
@@ -554,7 +554,7 @@ class VArt final : public Index {
   std::shared_ptr<std::shared_mutex> mu_ptr_;  // IndexLock: used in global-lock mode and by kQuiesce
   bool global_lock_;
   Inner* const root_;  // a NODE256, never replaced (prefix_len 0)
-  std::atomic<uint64_t> count_{0};
+  sync::ShardedCounter count_;  // per-thread lines: no word every insert stores to (issue 31)
   mutable sync::EpochManager epoch_{&FreeOne, nullptr};
 };
 
@@ -637,7 +637,7 @@ WORT_OPTIMISTIC_READ Attempt VArt::PutAttempt(std::string_view key, uint64_t val
         StoreRef(d.pslot, InnerRef(m));
         n->lock.WriteUnlock();
         parent->lock.WriteUnlock();
-        count_.fetch_add(1, std::memory_order_relaxed);
+        count_.Add(1);
         *inserted = true;
         return end.Done(Status::OK());
       }
@@ -654,7 +654,7 @@ WORT_OPTIMISTIC_READ Attempt VArt::PutAttempt(std::string_view key, uint64_t val
       if (!n->lock.UpgradeToWriteLock(v)) return Attempt::kRestart;
       n->term.store(NewLeaf(key, value), std::memory_order_release);
       n->lock.WriteUnlock();
-      count_.fetch_add(1, std::memory_order_relaxed);
+      count_.Add(1);
       return end.Done(Status::OK());
     }
     const uint8_t b = k[depth];
@@ -676,7 +676,7 @@ WORT_OPTIMISTIC_READ Attempt VArt::PutAttempt(std::string_view key, uint64_t val
         parent->lock.WriteUnlock();
         Retire(InnerRef(n));
       }
-      count_.fetch_add(1, std::memory_order_relaxed);
+      count_.Add(1);
       *inserted = true;
       return end.Done(Status::OK());
     }
@@ -699,7 +699,7 @@ WORT_OPTIMISTIC_READ Attempt VArt::PutAttempt(std::string_view key, uint64_t val
       Place(m, NewLeaf(key, value), p);
       StoreRef(s, InnerRef(m));
       n->lock.WriteUnlock();
-      count_.fetch_add(1, std::memory_order_relaxed);
+      count_.Add(1);
       *inserted = true;
       return end.Done(Status::OK());
     }
@@ -750,7 +750,7 @@ WORT_OPTIMISTIC_READ Attempt VArt::RemoveAttempt(std::string_view key, Status* o
       else n->term.store(nullptr, std::memory_order_release);
       n->lock.WriteUnlock();
       Retire(LeafRef(gone));
-      count_.fetch_sub(1, std::memory_order_relaxed);
+      count_.Add(-1);
       return end.Done(Status::OK());
     }
     if (children == 0) {
@@ -803,7 +803,7 @@ Attempt VArt::Unlink(Descent& d, Ref keep, int keep_byte, Leaf* gone, Status* ou
   parent->lock.WriteUnlock();
   Retire(InnerRef(n));
   Retire(LeafRef(gone));
-  count_.fetch_sub(1, std::memory_order_relaxed);
+  count_.Add(-1);
   *out = Status::OK();
   return Attempt::kDone;
 }
