@@ -29,6 +29,7 @@ class Client final : public remote::RemoteKV {
 
   std::string name() const override { return "canrt"; }
   remote::Connection::Counters transport_counters() const override { return c_->counters(); }
+  uint64_t resize_requests() const override { return stats_.resize_requests; }
 
   Status Put(std::string_view key, std::string_view value) override {
     WORT_RETURN_IF_ERROR(CheckKey(key));
@@ -243,11 +244,19 @@ class Client final : public remote::RemoteKV {
                            " ms (" + what + ")");
   }
 
+  // Waits up to 2^min(attempt, 10) us (random). Waits under 64 us yield in a loop rather than
+  // sleep: a sleep lasts at least the timer slack (about 50 us), and the usual wait - for the
+  // server's apply of the previous write to the same node, which holds its lock - is a few us.
   void Backoff(int attempt) {
     const int e = std::min(attempt, 10);
     const uint64_t us = std::uniform_int_distribution<uint64_t>(0, (1ull << e))(rng_);
-    if (us < 2) std::this_thread::yield();
-    else std::this_thread::sleep_for(std::chrono::microseconds(us));
+    if (us < 64) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
+      do std::this_thread::yield();
+      while (std::chrono::steady_clock::now() < until);
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(us));
+    }
   }
 
   // Algorithm 1. For a delete, *found says whether the key was present (read under the lock).

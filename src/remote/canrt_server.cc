@@ -491,10 +491,15 @@ void Service::Resize(uint32_t node) {
     for (auto& [off, n] : shadow_diff_) CopyArea(shadow + off, valid + off, n);
     ch.ranges = shadow_diff_;
   }
+  const size_t copied = ch.ranges.size();
   Status st = SplitInShadow(node, shadow, &ch);
-  // Whatever happened, shadow and valid now differ (at most) in ch's ranges.
+  // The shadow equalled the valid tree before the split: whatever happens now (committed - the
+  // shadow becomes valid and the old valid the shadow - or refused), the two areas differ in the
+  // ranges the split wrote, and only there. (Until 2026-11-26 the copied ranges were kept too,
+  // so the list grew by every resize and each resize copied and flushed all earlier ones: at
+  // 10^5 keys about 2 ms of server CPU per resize.)
   shadow_full_sync_ = false;
-  shadow_diff_ = ch.ranges;
+  shadow_diff_.assign(ch.ranges.begin() + static_cast<std::ptrdiff_t>(copied), ch.ranges.end());
   if (!st.ok()) {
     std::fprintf(stderr, "wort canrt: resize of data node %u refused: %s\n", node, st.ToString().c_str());
     // No store to `state`: it still says idle (nothing was committed); the shadow is left as it is.
