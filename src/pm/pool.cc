@@ -33,7 +33,9 @@ namespace wort {
 
 namespace {
 constexpr uint64_t kMagic = 0x4C4F4F50'54524F57ull;  // "WORTPOOL" little-endian
-constexpr uint32_t kLayoutVersion = 1;
+// 2: value blocks of the key-value store carry a checksum (wort/kv.h). A version-1 pool is
+// refused (its values have none): dump it with the wort that wrote it and load it anew.
+constexpr uint32_t kLayoutVersion = 2;
 constexpr uint64_t kHeaderSize = 4096;
 
 uint64_t RoundUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
@@ -229,9 +231,12 @@ Status Pool::MapFile(const std::string& path, bool create, const PoolOptions& op
       return fail(Status::IOError(Errno("cannot read header of", path)));
     if (h.magic != kMagic) return fail(Status::Corruption("not a wort pool (bad magic number): " + path));
     if (h.layout_version != kLayoutVersion)
-      return fail(Status::Corruption("pool layout version " + std::to_string(h.layout_version) +
-                                     " is not supported (this build reads version " +
-                                     std::to_string(kLayoutVersion) + "): " + path));
+      return fail(Status::Corruption(
+          "pool layout version " + std::to_string(h.layout_version) + " is not supported (this build reads version " +
+          std::to_string(kLayoutVersion) + ")" +
+          (h.layout_version == 1 ? "; version 1 predates value checksums: copy its data out with the wort that wrote it"
+                                 : "") +
+          ": " + path));
     if (h.checksum != HeaderChecksum(&h)) return fail(Status::Corruption("pool header checksum mismatch: " + path));
     if (h.chunk_size != kChunkSize || h.header_size != kHeaderSize || h.chunk_table_off != kHeaderSize ||
         h.heap_off < h.chunk_table_off + h.max_chunks * 8 || h.max_size != h.heap_off + h.max_chunks * kChunkSize)
