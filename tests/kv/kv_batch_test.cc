@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -422,8 +423,39 @@ TEST(KvRefusedOpen, LeavesTheFileByteIdentical) {
     auto db = OpenKv(Config(p, "woart", kSmall));
     const std::string before = ReadFile(p);
     std::unique_ptr<KvStore> db2;
-    EXPECT_EQ(KvStore::Open(Config(p, "woart", kSmall), &db2).code(), Code::kBusy);
+    Status s = KvStore::Open(Config(p, "woart", kSmall), &db2);
+    EXPECT_EQ(s.code(), Code::kBusy);
+    EXPECT_NE(s.message().find("in this process"), std::string::npos) << s.ToString();
     EXPECT_TRUE(ReadFile(p) == before) << "busy: the file changed";
+  }
+  // Busy, held by another process: the message says so.
+  {
+    int fds[2], back[2];  // child -> parent: ready; parent -> child: done
+    ASSERT_EQ(::pipe(fds), 0);
+    ASSERT_EQ(::pipe(back), 0);
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      std::unique_ptr<KvStore> held;
+      if (!KvStore::Open(Config(p, "woart", kSmall), &held).ok()) ::_exit(3);
+      if (::write(fds[1], "R", 1) != 1) ::_exit(4);
+      char c;
+      (void)!::read(back[0], &c, 1);  // until the parent has tried
+      ::_exit(0);  // no close: the pool stays as the writer left it
+    }
+    char c = 0;
+    ASSERT_EQ(::read(fds[0], &c, 1), 1);
+    const std::string before = ReadFile(p);
+    std::unique_ptr<KvStore> db2;
+    Status s = KvStore::Open(Config(p, "woart", kSmall), &db2);
+    EXPECT_EQ(s.code(), Code::kBusy);
+    EXPECT_NE(s.message().find("another process"), std::string::npos) << s.ToString();
+    EXPECT_TRUE(ReadFile(p) == before) << "busy (another process): the file changed";
+    ASSERT_EQ(::write(back[1], "x", 1), 1);
+    int st = 0;
+    ::waitpid(pid, &st, 0);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+    for (int fd : {fds[0], fds[1], back[0], back[1]}) ::close(fd);
   }
   // A corrupt header, and the old layout version: Corruption naming it, nothing written.
   {
