@@ -37,8 +37,6 @@
 //
 // Errors: opening a file that is not a pool, of another layout version, truncated, or with a
 // bad header checksum fails with Corruption (naming the problem) and writes nothing to the file.
-// A second open for writing of a pool held for writing is Busy, naming the holder it found (this
-// process or another), and writes nothing either.
 //
 // Thread safety: a Pool may be used from many threads. Open/Close are not concurrent with use.
 #pragma once
