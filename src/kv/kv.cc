@@ -175,7 +175,10 @@ Status Probe(const KvConfig& cfg, const IndexKind* want) {
   ro.read_only = true;
   ro.background_recovery = false;
   std::unique_ptr<Pool> p;
-  WORT_RETURN_IF_ERROR(Pool::Open(cfg.path, ro, &p));
+  // A file the read-only open refuses (not a pool, a bad header, a directory) is left to the
+  // writable open: it refuses the same files, with the same or a more precise error (a
+  // directory is an IOError there), before it writes anything.
+  if (!Pool::Open(cfg.path, ro, &p).ok()) return Status::OK();
   RootInfo root;
   if (!p->FindRoot(cfg.name, &root).ok()) {
     if (!cfg.create_if_missing) return Status::NotFound("no store '" + cfg.name + "' in " + cfg.path);
