@@ -118,6 +118,22 @@ WORT_EXPORT int wort_exists(wort_db *db, const char *key, size_t key_len);
 WORT_EXPORT int wort_remove(wort_db *db, const char *key, size_t key_len);
 WORT_EXPORT int wort_count(wort_db *db, uint64_t *count);
 
+/* A batch of puts and removes that wort_write applies all-or-nothing, failure-atomically (the
+ * last operation of a key counts; removing an absent key is no error). Built in one thread;
+ * reusable after wort_write (wort_batch_clear empties it). Limits: WORT_MAX_BATCH_OPS
+ * operations, WORT_MAX_BATCH_BYTES bytes of keys and values (WORT_INVALID_ARGUMENT beyond). */
+#define WORT_MAX_BATCH_OPS (1u << 20)
+#define WORT_MAX_BATCH_BYTES (1ull << 30)
+typedef struct wort_batch wort_batch;
+WORT_EXPORT wort_batch *wort_batch_new(void); /* NULL when out of memory */
+WORT_EXPORT void wort_batch_delete(wort_batch *batch); /* NULL is allowed */
+WORT_EXPORT int wort_batch_put(wort_batch *batch, const char *key, size_t key_len, const char *value, size_t value_len);
+WORT_EXPORT int wort_batch_remove(wort_batch *batch, const char *key, size_t key_len);
+WORT_EXPORT void wort_batch_clear(wort_batch *batch);
+WORT_EXPORT size_t wort_batch_count(const wort_batch *batch); /* operations recorded */
+/* WORT_OK: all of the batch is durable and visible; otherwise nothing of it is. */
+WORT_EXPORT int wort_write(wort_db *db, const wort_batch *batch);
+
 /* Calls cb for each pair with start <= key < end in ascending order (end == NULL: no upper
  * bound), until cb returns non-zero (then wort_scan returns WORT_OK too). Ordered kinds only. */
 typedef int wort_scan_cb(const char *key, size_t key_len, const char *value, size_t value_len, void *arg);

@@ -12,7 +12,7 @@ WERROR=OFF
 [ "${WORT_WERROR:-0}" = 1 ] && WERROR=ON  # .ci/run: warnings are errors
 cmake -S . -B "$TSAN_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWORT_TSAN=ON -DWORT_WERROR="$WERROR" >/dev/null
 cmake --build "$TSAN_DIR" -j"$(nproc)" --target test_sync test_concurrent test_fastfair_concurrent test_cceh test_alloc_race \
-  test_multiwriter_kill test_store_stress test_kv_stress test_transport test_canrt test_reply_kv test_knn
+  test_multiwriter_kill test_store_stress test_kv_stress test_kv_batch test_transport test_canrt test_reply_kv test_knn
 export TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1"
 run() {
   echo "== tsan: $*"
@@ -27,6 +27,8 @@ run test_multiwriter_kill
 run test_store_stress
 # The key-value store API (wort/kv.h): racing writers of one key, lock-free readers, Close.
 run test_kv_stress
+# Batches beside readers (all or nothing) and beside Puts of the same keys.
+run test_kv_batch --gtest_filter='KvBatch.ConcurrentReadersSeeWholeBatches:KvBatch.BatchesBesidePutsOfTheSameKeys'
 run test_knn --gtest_filter='KnnConcurrent.*'
 # cceh: the tests with several threads (the others are single-threaded).
 run test_cceh --gtest_filter='*TwoThreads*:*ReaderBesideSplittingWriter*:*StressRacingInsertsAndReaders*:*VisitBesideWriters*'

@@ -15,8 +15,8 @@
 // ------
 // A store is one named root of a pool: an index of the chosen kind created with
 // IndexOptions::values_are_blocks, mapping key -> offset of a *value block*. A value block is a
-// pool block holding one 8-byte header word (kValueMagic << 32 | length) and then the value's
-// bytes. Every value has its own block; the index's visit function reports it, so post-crash
+// pool block holding a 16-byte header (kValueMagic << 32 | length, then the CRC32C of that
+// word and the value) and then the value's bytes. Every value has its own block; the index's visit function reports it, so post-crash
 // recovery keeps it (the allocator's reachability contract, wort/alloc.h).
 //
 // Persist order (the same as the server's records, src/server/store.h):
@@ -32,6 +32,39 @@
 // after a crash at any instant every key points at a whole, allocated value block; an
 // acknowledged write is present; the write in progress is wholly present or wholly absent
 // (checked by the crash explorer, crash/kv_explorer.h, and the kill test).
+//
+// Batches (Write(KvBatch)): all-or-nothing under a crash at any instant, through a redo log
+// per store (src/kv/batch_log.h: a root of its own, created at the first batch, whose head
+// block holds one 8-byte commit word). Persist order:
+//   1. Each put's value block: Alloc, write, pm::persist      (private, as Put's 1-2)
+//   2. The batch record (each key once, with its block's offset or 0 for a remove): Alloc,
+//      write with its checksum, pm::persist                    (private)
+//   3. head.commit := record offset, persisted   <- COMMIT POINT (one 8-byte store)
+//   4. Apply each entry as Put's 3-4 / Remove would (Upsert or Remove, then Retire the old block)
+//   5. head.commit := 0, persisted; Retire(record)
+// Invariants: while the commit word is set it names a whole record whose blocks are whole; the
+// log's visit reports them, so recovery keeps them. A crash before 3 leaves unreferenced blocks
+// (the GC reclaims them: nothing of the batch is visible); a crash after 3 is finished by the
+// next Open, before it returns, by re-applying the record: an entry whose key already holds its
+// block is skipped, so re-applying is idempotent (each key appears once, and the batch holds
+// its keys' writer locks from before 3 to after 5, so no newer write of them can be overwritten).
+// Concurrency: one batch at a time per store. Get and Exists see all of a batch or none of it
+// (they validate against a store-wide version word that a batch write-locks from 3 to 5, and
+// wait while it is held - for as long as the batch takes to apply). Scan and Count may see a
+// batch partly applied (each pair whole); after Write returns, all of it is visible. A Put or
+// Remove of a key in the batch waits for the batch. If applying fails after the commit point
+// (the pool ran out of space for the index), Write returns the error, the batch stays in the
+// log, and the store refuses writes until it is reopened (the open finishes the batch).
+// Limits: kMaxBatchOps operations and kMaxBatchBytes bytes of keys and values.
+//
+// Integrity: every value block carries a CRC32C of its header word and bytes; Get, Scan and
+// Check verify it on every read and return Corruption (never the wrong bytes) when it does not
+// match. `wort pool check` verifies every value of every store.
+//
+// A refused open writes nothing: Open decides every refusal that depends on the pool (wrong
+// kind, key type, absent store, not a pool, bad header, old layout version) on a read-only open
+// before it opens the pool for writing, and a pool held by another writer is refused (Busy)
+// before anything is written; the file is left byte-identical.
 
 // Durability (KvCapabilities::durability): every write that returned OK has been flushed and
 // fenced (wort/pm.h), so it survives a crash of the process. It survives a power failure or an
@@ -88,8 +121,17 @@ class Index;
 // Allocator::kMaxSmall take whole 1 MiB chunks.
 inline constexpr size_t kMaxValueLen = 64u << 20;  // 64 MiB
 
-// The header word of a value block: kValueMagic in the high 32 bits, the length in the low.
-inline constexpr uint64_t kValueMagic = 0x574b5631;  // "WKV1"
+// A value block (pool layout version 2) starts with two 8-byte words: kValueMagic << 32 |
+// length, then the CRC32C of that first word and the value's bytes (low 32 bits; the high 32
+// are zero). Layout version 1 had one word and magic "WKV1" and no checksum: such pools are
+// refused at open (wort/pool.h).
+inline constexpr uint64_t kValueMagic = 0x574b5632;  // "WKV2"
+inline constexpr size_t kValueHeaderLen = 16;
+
+// Largest batch (KvBatch) KvStore::Write accepts: operations, and bytes of keys and values
+// together. InvalidArgument beyond (nothing is written).
+inline constexpr size_t kMaxBatchOps = 1u << 20;
+inline constexpr uint64_t kMaxBatchBytes = 1ull << 30;  // 1 GiB
 
 enum class SyncMode : uint8_t {
   kPersist = 0,  // flush + fence before a write returns (the default)
@@ -130,6 +172,27 @@ WORT_EXPORT std::vector<std::string> KvKinds();
 // during the call.
 using KvScanFn = std::function<bool(std::string_view key, std::string_view value)>;
 
+// A batch of puts and removes that KvStore::Write applies all-or-nothing (as LMDB's write
+// transaction or RocksDB's WriteBatch). Operations on one key: the last one counts. A remove
+// of an absent key is no error. A batch is a plain DRAM object: build it in one thread.
+class WORT_EXPORT KvBatch {
+ public:
+  void Put(std::string_view key, std::string_view value);
+  void Remove(std::string_view key);
+  void Clear();
+  size_t size() const { return ops_.size(); }  // operations recorded
+  uint64_t bytes() const { return bytes_; }    // key and value bytes recorded
+
+ private:
+  friend class KvStore;
+  struct Op {
+    bool put;
+    std::string key, value;
+  };
+  std::vector<Op> ops_;
+  uint64_t bytes_ = 0;
+};
+
 class WORT_EXPORT KvStore {
  public:
   // Opens the store `cfg.name` of the pool at `cfg.path`, creating the pool and/or the store
@@ -155,6 +218,11 @@ class WORT_EXPORT KvStore {
   Status Exists(std::string_view key) const;
   // Removes the key. NotFound if absent.
   Status Remove(std::string_view key);
+  // Applies the batch all-or-nothing, failure-atomically (see "Batches" above). OK: all of it is
+  // durable and visible. InvalidArgument (a bad key or value, more than kMaxBatchOps operations
+  // or kMaxBatchBytes bytes) or PoolFull: nothing changed. An empty batch is OK and writes
+  // nothing.
+  Status Write(const KvBatch& batch);
   // Pairs with start <= key < end (end: none = to the last key), ascending, until fn returns
   // false or `limit` pairs were given. NotSupported for unordered (hash) kinds.
   Status Scan(std::string_view start, std::optional<std::string_view> end, const KvScanFn& fn,
@@ -163,8 +231,16 @@ class WORT_EXPORT KvStore {
   Status Count(uint64_t* n) const;
 
   KvCapabilities Capabilities() const;
-  // Verifies the index (Index::Check) and that every key points at a valid value block.
+  // Verifies the index (Index::Check) and that every key points at a valid value block whose
+  // checksum matches (hash kinds: every value block the index reaches).
   Status Check(std::string* report) const;
+  // The same value check over the index of root `name` opened directly (`wort pool check`),
+  // whose root is at `root_off`, of kind `type`: every value block (checksum included); *values
+  // counts them. With is_store non-null the index need not be a store's: *is_store tells whether
+  // it was taken for one (a batch log, or values with a value block's header), and the values
+  // were checked only then.
+  static Status CheckValues(const Pool& pool, std::string_view name, const Index& index, uint32_t type,
+                            uint64_t root_off, std::string* report, uint64_t* values, bool* is_store);
 
   Pool& pool() { return *pool_; }
 
@@ -176,6 +252,16 @@ class WORT_EXPORT KvStore {
   // After a PoolFull: waits for the post-crash GC, or reclaims this thread's retired blocks.
   // True if retrying may succeed. REQUIRES: no key lock held.
   bool FreeUp(bool* reclaimed);
+  // The batch log (src/kv/batch_log.h): finds or creates its root; re-applies a committed
+  // batch found at open.
+  Status OpenBatchLog(bool create);
+  // Allocates and persists a value block holding `value` (with its checksum).
+  Status NewValueBlock(std::string_view value, uint64_t* off);
+  Status RecoverBatch();
+  // Applies the committed record at `rec` (idempotent: an entry already applied is skipped).
+  // REQUIRES: the keys' locks held (or no concurrency: open).
+  Status ApplyRecord(uint64_t rec, bool live);
+  uint64_t batch_head_ = 0;  // offset of the batch log's head block (0: none yet)
 
   KvConfig cfg_;
   std::unique_ptr<Pool> pool_;

@@ -93,6 +93,20 @@ class Store {
     Check(s);
     return true;
   }
+  // Applies (key, value) pairs all-or-nothing (KvStore::Write); value None: remove the key.
+  void Write(const std::vector<std::pair<nb::bytes, std::optional<nb::bytes>>>& ops) {
+    wort::KvBatch b;
+    for (const auto& [k, v] : ops) {
+      if (v) b.Put(View(k), View(*v));
+      else b.Remove(View(k));
+    }
+    wort::Status s;
+    {
+      nb::gil_scoped_release nogil;
+      s = kv_->Write(b);
+    }
+    Check(s);
+  }
   uint64_t Count() {
     uint64_t n = 0;
     wort::Status s;
@@ -368,6 +382,8 @@ NB_MODULE(_wort, m) {
         nb::rv_policy::take_ownership);
   m.attr("MAX_KEY_LEN") = wort::kMaxKeyLen;
   m.attr("MAX_VALUE_LEN") = wort::kMaxValueLen;
+  m.attr("MAX_BATCH_OPS") = wort::kMaxBatchOps;
+  m.attr("MAX_BATCH_BYTES") = wort::kMaxBatchBytes;
   m.attr("VERSION") = wort::Version();  // the library's version (CMakeLists.txt's project())
   nb::class_<Store>(m, "Store")
       .def("put", &Store::Put, "key"_a, "value"_a)
@@ -375,6 +391,7 @@ NB_MODULE(_wort, m) {
       .def("exists", &Store::Exists, "key"_a)
       .def("remove", &Store::Remove, "key"_a)
       .def("count", &Store::Count)
+      .def("write", &Store::Write, "ops"_a)
       .def("scan", &Store::Scan, "start"_a, "end"_a.none(), "limit"_a, "skip_start"_a)
       .def("capabilities", &Store::Capabilities)
       .def("close", &Store::Close)

@@ -27,7 +27,7 @@ from typing import Iterator, Optional, Tuple, Union
 from . import _wort
 
 __all__ = [
-    "open", "kinds", "Store", "Error", "NotFoundError", "InvalidArgumentError", "PoolFullError",
+    "open", "kinds", "Store", "Batch", "Error", "NotFoundError", "InvalidArgumentError", "PoolFullError",
     "CorruptionError", "WortOSError", "NotSupportedError", "BusyError", "AlreadyExistsError",
     "MAX_KEY_LEN", "MAX_VALUE_LEN", "__version__",
 ]
@@ -202,6 +202,18 @@ class Store:
         """Values in ascending key order (see items())."""
         return (v for _, v in self.items(start, end))
 
+    # ---- batches ----------------------------------------------------------------------------
+    def batch(self) -> "Batch":
+        """A batch of puts and deletes applied all-or-nothing, failure-atomically, when its
+        `with` block ends without an exception (or at write()); an exception discards it:
+
+            with store.batch() as b:
+                b.put(b"k1", b"v1")
+                b.delete(b"k2")
+
+        The last operation of a key counts; deleting an absent key is no error."""
+        return Batch(self)
+
     # ---- information ------------------------------------------------------------------------
     def capabilities(self) -> dict:
         """What this store offers: kind, description, ordered, thread_safe, parallel_writes,
@@ -231,3 +243,44 @@ class Store:
         if self._impl is None:
             return "<wort.Store (closed)>"
         return f"<wort.Store kind={self._impl.capabilities()['kind']}>"
+
+
+class Batch:
+    """Puts and deletes collected in memory and applied to a Store at once (Store.batch())."""
+
+    MAX_OPS = _wort.MAX_BATCH_OPS
+    MAX_BYTES = _wort.MAX_BATCH_BYTES
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._ops: list[Tuple[bytes, Optional[bytes]]] = []
+
+    def put(self, key: bytes, value: bytes) -> None:
+        self._ops.append((_key(key), _key(value)))
+
+    def delete(self, key: bytes) -> None:
+        self._ops.append((_key(key), None))
+
+    remove = delete
+    __setitem__ = put
+    __delitem__ = delete
+
+    def __len__(self) -> int:
+        return len(self._ops)
+
+    def write(self) -> None:
+        """Applies the operations collected so far (all or none of them) and empties the batch."""
+        ops, self._ops = self._ops, []
+        self._store._s().write(ops)
+
+    def clear(self) -> None:
+        self._ops = []
+
+    def __enter__(self) -> "Batch":
+        return self
+
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is None:
+            self.write()
+        else:
+            self._ops = []

@@ -17,6 +17,12 @@ struct wort_db {
   std::unique_ptr<wort::KvStore> kv;
 };
 
+struct wort_batch {
+  wort::KvBatch b;
+};
+
+static_assert(WORT_MAX_BATCH_OPS == wort::kMaxBatchOps && WORT_MAX_BATCH_BYTES == wort::kMaxBatchBytes);
+
 namespace {
 
 thread_local std::string g_msg;
@@ -186,6 +192,41 @@ int wort_remove(wort_db* db, const char* key, size_t key_len) {
   WORT_CHECK_DB(db);
   WORT_VIEW(key, key_len, k, "key");
   return Guard([&] { return From(db->kv->Remove(k)); });
+}
+
+wort_batch* wort_batch_new(void) { return new (std::nothrow) wort_batch; }
+
+void wort_batch_delete(wort_batch* batch) { delete batch; }
+
+int wort_batch_put(wort_batch* batch, const char* key, size_t key_len, const char* value, size_t value_len) {
+  if (!batch) return NullArg("batch");
+  WORT_VIEW(key, key_len, k, "key");
+  WORT_VIEW(value, value_len, v, "value");
+  return Guard([&] {
+    batch->b.Put(k, v);
+    return WORT_OK;
+  });
+}
+
+int wort_batch_remove(wort_batch* batch, const char* key, size_t key_len) {
+  if (!batch) return NullArg("batch");
+  WORT_VIEW(key, key_len, k, "key");
+  return Guard([&] {
+    batch->b.Remove(k);
+    return WORT_OK;
+  });
+}
+
+void wort_batch_clear(wort_batch* batch) {
+  if (batch) batch->b.Clear();
+}
+
+size_t wort_batch_count(const wort_batch* batch) { return batch ? batch->b.size() : 0; }
+
+int wort_write(wort_db* db, const wort_batch* batch) {
+  WORT_CHECK_DB(db);
+  if (!batch) return NullArg("batch");
+  return Guard([&] { return From(db->kv->Write(batch->b)); });
 }
 
 int wort_count(wort_db* db, uint64_t* count) {

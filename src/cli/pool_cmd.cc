@@ -8,8 +8,11 @@
 #include "cli/options.h"
 #include "index/kind_ids.h"
 #include "knn/internal.h"
+#include "kv/batch_log.h"
 #include "wort/alloc.h"
 #include "wort/index.h"
+#include "wort/kv.h"
+#include "wort/pm.h"
 #include "wort/pool.h"
 
 namespace wort::cli {
@@ -151,6 +154,17 @@ void AddPool(CLI::App& app) {
         knn::VisitRoot(*p, r.off, [&](uint64_t off) { reached.insert(off); });
         continue;
       }
+      if (r.type == kind_id::kKvBatch) {  // a key-value store's batch log (src/kv/batch_log.h)
+        const uint64_t* h = p->contains(r.off, kv::kHeadSize) ? p->at<uint64_t>(r.off) : nullptr;
+        const bool whole = h && pm::load8(&h[0]) == kv::kHeadMagic;
+        const uint64_t rec = whole ? pm::load8(&h[1]) : 0;
+        fmt::print("root {} (batch log of a key-value store): {}\n", r.name,
+                   !whole ? "FAILED: not a batch log head"
+                          : rec ? "a committed batch not yet applied (the store's next open applies it)" : "ok");
+        if (!whole) ++problems;
+        kv::VisitBatchLog(*p, r.off, [&](uint64_t off) { reached.insert(off); });
+        continue;
+      }
       if (!k) {
         fmt::print("root {}: unknown index kind id {}\n", r.name, r.type);
         all_visited = false;
@@ -170,6 +184,18 @@ void AddPool(CLI::App& app) {
       if (!cs.ok()) {
         fmt::print("{}", ir);
         ++problems;
+      }
+      // A key-value store's values: every value block and its checksum (wort/kv.h).
+      uint64_t values = 0;
+      bool is_store = false;
+      std::string vr;
+      Status vs = KvStore::CheckValues(*p, r.name, *idx, r.type, r.off, &vr, &values, &is_store);
+      if (is_store || !vs.ok()) {
+        fmt::print("root {} values: {} value blocks checked: {}\n", r.name, values, vs.ok() ? "ok" : "FAILED " + vs.ToString());
+        if (!vs.ok()) {
+          fmt::print("{}", vr);
+          ++problems;
+        }
       }
       k->visit(*p, r.off, [&](uint64_t off) { reached.insert(off); });
     }

@@ -36,10 +36,20 @@ std::string MakeValue(uint64_t r, size_t big_every) {
 }
 
 struct KvOp {
-  enum Type { kPut, kRemove } type = kPut;
+  enum Type { kPut, kRemove, kBatch } type = kPut;
   std::string key;
   std::string value;
+  std::vector<KvOp> batch;  // kBatch: its puts and removes, in order
   std::string Describe() const {
+    if (type == kBatch) {
+      std::string d = fmt::format("batch of {}:", batch.size());
+      for (const KvOp& o : batch) {
+        d += ' ';
+        d += o.Describe();
+        d += ';';
+      }
+      return d;
+    }
     return type == kPut ? fmt::format("put key={} ({} bytes) value of {} bytes", KeyToString(key, KeyType::kBytes),
                                       key.size(), value.size())
                         : fmt::format("remove key={}", KeyToString(key, KeyType::kBytes));
@@ -48,8 +58,22 @@ struct KvOp {
 
 // Next operation on a store holding `m`: a put of an absent key, an overwrite or a remove of a
 // present one, now and then the remove of an absent key (must change nothing).
-KvOp NextOp(const KvContents& m, const std::vector<std::string>& universe, Rng& rng, size_t big_every) {
+KvOp NextOp(const KvContents& m, const std::vector<std::string>& universe, Rng& rng, size_t big_every,
+            size_t batch_every = 0) {
   KvOp op;
+  // Now and then a batch of 1..6 operations (a key may recur: the last one counts).
+  if (batch_every && rng.Below(batch_every) == 0) {
+    op.type = KvOp::kBatch;
+    const size_t n = 1 + rng.Below(6);
+    KvContents sim = m;
+    for (size_t i = 0; i < n; ++i) {
+      KvOp o = NextOp(sim, universe, rng, big_every, 0);
+      if (o.type == KvOp::kPut) sim[o.key] = o.value;
+      else sim.erase(o.key);
+      op.batch.push_back(std::move(o));
+    }
+    return op;
+  }
   op.key = universe[rng.Below(universe.size())];
   const bool present = m.count(op.key) > 0;
   const uint64_t r = rng.Next();
@@ -59,11 +83,20 @@ KvOp NextOp(const KvContents& m, const std::vector<std::string>& universe, Rng& 
 }
 
 Status RunOp(KvStore& db, const KvOp& op) {
+  if (op.type == KvOp::kBatch) {
+    KvBatch b;
+    for (const KvOp& o : op.batch) o.type == KvOp::kPut ? b.Put(o.key, o.value) : b.Remove(o.key);
+    return db.Write(b);
+  }
   return op.type == KvOp::kPut ? db.Put(op.key, op.value) : db.Remove(op.key);
 }
 
 // Applies op to m; returns the code the store must return.
 Code ApplyOp(const KvOp& op, KvContents* m) {
+  if (op.type == KvOp::kBatch) {  // all of it (a remove of an absent key is no error in a batch)
+    for (const KvOp& o : op.batch) (void)ApplyOp(o, m);
+    return Code::kOk;
+  }
   if (op.type == KvOp::kPut) {
     (*m)[op.key] = op.value;
     return Code::kOk;
@@ -144,8 +177,12 @@ Status CheckKvPool(const std::string& path, const std::vector<std::string>& univ
   if (exercise) {
     const std::string fresh = "\xfe" "fresh-key";
     std::string v;
+    KvBatch b;
+    b.Put(fresh, "h");
+    b.Remove(fresh + "2");
     if (!(s = db->Put(fresh, std::string(100, 'f'))).ok() || !(s = db->Put(fresh, "g")).ok() ||
-        !(s = db->Get(fresh, &v)).ok() || v != "g" || !(s = db->Remove(fresh)).ok())
+        !(s = db->Get(fresh, &v)).ok() || v != "g" || !(s = db->Write(b)).ok() || !(s = db->Get(fresh, &v)).ok() ||
+        v != "h" || !(s = db->Remove(fresh)).ok())
       return Status::Corruption("the recovered store does not work: " + s.ToString());
     if (!found.empty()) {
       const std::string& k = found.begin()->first;
@@ -186,7 +223,7 @@ Status RunKvExplorer(const KvExplorerConfig& kcfg, ExplorerResult* out) {
   }
   PathExplorer px(&db->pool(), cfg);
   for (size_t i = 0; i < cfg.explore_ops && res.violation_count < cfg.max_violations; ++i) {
-    const KvOp op = NextOp(model, universe, rng, kcfg.big_every);
+    const KvOp op = NextOp(model, universe, rng, kcfg.big_every, kcfg.batch_every);
     KvContents post = model;
     const Code want = ApplyOp(op, &post);
     Status st;
@@ -256,7 +293,7 @@ Status RunKvKillTest(const KvKillConfig& cfg, KvKillResult* out) {
       Rng rng(seed);
       if (::write(fds[1], "R", 1) != 1) ::_exit(5);
       for (;;) {
-        const KvOp op = NextOp(m, universe, rng, 16);
+        const KvOp op = NextOp(m, universe, rng, 16, cfg.batch_every);
         if (::write(fds[1], "B", 1) != 1) ::_exit(5);
         if (RunOp(*db, op).code() != ApplyOp(op, &m)) ::_exit(6);
         if (::write(fds[1], "A", 1) != 1) ::_exit(5);
@@ -285,7 +322,7 @@ Status RunKvKillTest(const KvKillConfig& cfg, KvKillResult* out) {
     while ((n = ::read(fds[0], buf, sizeof buf)) > 0)
       for (ssize_t i = 0; i < n; ++i) {
         if (buf[i] == 'B') {
-          pending_op = NextOp(model, universe, rng, 16);
+          pending_op = NextOp(model, universe, rng, 16, cfg.batch_every);
           pending = true;
         } else if (buf[i] == 'A') {
           (void)ApplyOp(pending_op, &model);

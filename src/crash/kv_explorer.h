@@ -1,6 +1,7 @@
 // crash/kv_explorer.h - the crash explorer and the kill test over the key-value store API
 // (wort/kv.h): its put (new key), overwrite and remove paths, value block and index entry
-// together.
+// together, and its batches (KvStore::Write: value blocks, record, commit word, apply, clear; a
+// batch's allowed states are all of it or none of it, and the reopen finishes a committed one).
 //
 // The model is the explorer's (crash/explorer.h: every flush and fence a crash point, in-flight
 // and dirty lines in any subset, optionally torn at 8 bytes); PathExplorer runs it. The oracle
@@ -35,6 +36,8 @@ struct KvExplorerConfig {
   ExplorerConfig explore;   // index (the kind), keys (setup), explore_ops, seed, subsets, max_points,
                             // torn_lines, dir, log are used
   size_t big_every = 8;     // every n-th value is larger than Allocator::kMaxSmall (0: never)
+  size_t batch_every = 0;   // one operation in n (at random) is a batch of 1..6 (KvStore::Write;
+                            // 1: only batches); checked all-or-nothing. 0: no batches
 };
 
 // The expected contents of a store.
@@ -51,6 +54,7 @@ struct KvKillConfig {
   uint64_t seed = 1;
   std::string dir = "/dev/shm";
   FILE* log = nullptr;
+  size_t batch_every = 0;           // as KvExplorerConfig::batch_every: the writer runs batches too
 };
 
 struct KvKillResult {

@@ -12,6 +12,7 @@
 #include "index/registry.h"
 #include "index/kind_ids.h"
 #include "knn/internal.h"
+#include "kv/batch_log.h"
 #include "wort/alloc.h"
 #include "wort/index.h"
 #include "wort/pool.h"
@@ -65,6 +66,7 @@ RootVisitFn VisitorOf(uint32_t type_id) {
   const IndexKind* k = FindIndexKindById(type_id);
   if (k) return k->visit;
   if (type_id == kind_id::kKnn) return &knn::VisitRoot;  // same layer: no registration needed
+  if (type_id == kind_id::kKvBatch) return &kv::VisitBatchLog;  // a key-value store's batch log
   std::lock_guard<std::mutex> g(g_extra_mu);
   auto it = ExtraVisitors().find(type_id);
   return it == ExtraVisitors().end() ? nullptr : it->second;

@@ -13,10 +13,15 @@
 #include <mutex>
 #include <string>
 
+#include <unordered_map>
+#include <vector>
+
 #include "sync/sync.h"
 
 #include "index/kind_ids.h"
 #include "index/registry.h"
+#include "kv/batch_log.h"
+#include "util/crc32c.h"
 #include "wort/alloc.h"
 #include "wort/index.h"
 #include "wort/pm.h"
@@ -42,11 +47,41 @@ struct KvStore::Sync {
   // that share a word only wait for each other.
   sync::VersionLockTable key_locks{14};
   sync::EpochManager* values = nullptr;  // the pool's epoch (Allocator::epoch()): value blocks
+  // Batches (wort/kv.h, "Batches"): one at a time (the store has one batch log). `batch_ver` is
+  // write-locked from before a batch's first index change until after its last: Get and Exists
+  // validate against it (optimistic readers, src/sync), so they see all of a batch or none.
+  std::mutex batch_mu;
+  sync::VersionLock batch_ver;
+  // Set when a committed batch could not be applied (out of space after its commit point): the
+  // log still holds it and the next open finishes it; until then every write is refused, so
+  // that no later write is overwritten by that re-application.
+  std::atomic<bool> failed{false};
 };
 
 namespace {
 
-constexpr size_t kHeader = 8;
+constexpr size_t kHeader = kValueHeaderLen;
+
+// The checksum word of a value block: CRC32C of the header word and the value's bytes.
+uint64_t ValueCrc(uint64_t header, const char* v, size_t n) {
+  const uint64_t c = Crc64(&header, 8);
+  return Crc64(v, n, c & 0xffffffffu) & 0xffffffffu;
+}
+
+Status Failed() {
+  return Status::IOError(
+      "a committed batch could not be applied (the pool ran out of space): writes are refused until the store is "
+      "reopened, which finishes the batch");
+}
+
+// A VersionLock used as a plain lock (the key lock table's words); waits by backing off.
+void LockWord(sync::VersionLock& l) {
+  for (int a = 0;; a = std::min(a + 1, 16)) {
+    const uint64_t v = l.Load();
+    if (!sync::VersionLock::IsLocked(v) && l.UpgradeToWriteLock(v)) return;
+    sync::Backoff(a);
+  }
+}
 
 // An operation's section of KvStore::Sync::ops; open() is false once Close has begun.
 class OpGuard {
@@ -69,17 +104,14 @@ Status Closed() { return Status::InvalidArgument("the store is closed"); }
 
 // A key's writer lock (a VersionLockTable word used as a plain lock). Waits by backing off (the
 // holder may be descheduled on a loaded machine).
+sync::VersionLock& KeyWord(KvStore::Sync& s, std::string_view key) {
+  // VersionLockTable mixes (word >> 6): shift the hash so that all of its low bits count.
+  return s.key_locks.For(static_cast<uint64_t>(std::hash<std::string_view>{}(key)) << 6);
+}
+
 class KeyGuard {
  public:
-  KeyGuard(KvStore::Sync& s, std::string_view key)
-      // VersionLockTable mixes (word >> 6): shift the hash so that all of its low bits count.
-      : l_(s.key_locks.For(static_cast<uint64_t>(std::hash<std::string_view>{}(key)) << 6)) {
-    for (int a = 0;; a = std::min(a + 1, 16)) {
-      const uint64_t v = l_.Load();
-      if (!sync::VersionLock::IsLocked(v) && l_.UpgradeToWriteLock(v)) break;
-      sync::Backoff(a);
-    }
-  }
+  KeyGuard(KvStore::Sync& s, std::string_view key) : l_(KeyWord(s, key)) { LockWord(l_); }
   ~KeyGuard() { l_.WriteUnlock(); }
   KeyGuard(const KeyGuard&) = delete;
   KeyGuard& operator=(const KeyGuard&) = delete;
@@ -122,6 +154,45 @@ std::string KindList() {
 
 }  // namespace
 
+namespace {
+
+Status Mismatch(const KvConfig& cfg, const IndexKind* want, uint32_t type, KeyType key_type, bool have_key_type) {
+  const IndexKind* k = FindIndexKindById(type);
+  if (!k || !KvKind(k))
+    return Status::InvalidArgument("root '" + cfg.name + "' of " + cfg.path + " is not a key-value store");
+  if (want && want != k)
+    return Status::InvalidArgument("store '" + cfg.name + "' of " + cfg.path + " is a " + k->name + " store, not " +
+                                   cfg.kind);
+  if (have_key_type && key_type != cfg.key_type)
+    return Status::InvalidArgument("store '" + cfg.name + "' of " + cfg.path + " has " +
+                                   (key_type == KeyType::kU64 ? "8-byte integer" : "byte-string") + " keys");
+  return Status::OK();
+}
+
+// The read-only check of Open (see there). Writes nothing to the file.
+Status Probe(const KvConfig& cfg, const IndexKind* want) {
+  PoolOptions ro;
+  ro.read_only = true;
+  ro.background_recovery = false;
+  std::unique_ptr<Pool> p;
+  // A file the read-only open refuses (not a pool, a bad header, a directory) is left to the
+  // writable open: it refuses the same files, with the same or a more precise error (a
+  // directory is an IOError there), before it writes anything.
+  if (!Pool::Open(cfg.path, ro, &p).ok()) return Status::OK();
+  RootInfo root;
+  if (!p->FindRoot(cfg.name, &root).ok()) {
+    if (!cfg.create_if_missing) return Status::NotFound("no store '" + cfg.name + "' in " + cfg.path);
+    if (!want) return Status::InvalidArgument("no index kind given for the new store '" + cfg.name + "'");
+    return Status::OK();
+  }
+  WORT_RETURN_IF_ERROR(Mismatch(cfg, want, root.type, cfg.key_type, false));
+  std::unique_ptr<Index> idx;
+  if (OpenIndex(*p, cfg.name, &idx).ok()) WORT_RETURN_IF_ERROR(Mismatch(cfg, want, root.type, idx->key_type(), true));
+  return Status::OK();
+}
+
+}  // namespace
+
 std::vector<std::string> KvKinds() {
   std::vector<std::string> v;
   for (const IndexKind* k : IndexKinds())
@@ -154,6 +225,13 @@ Status KvStore::Open(const KvConfig& cfg, std::unique_ptr<KvStore>* out) {
   if (!exists && !cfg.create_if_missing) return Status::NotFound("no pool at " + cfg.path);
   if (!exists && cfg.size < 2 * Pool::kChunkSize)
     return Status::InvalidArgument("pool size " + std::to_string(cfg.size) + " is too small (at least 2 MiB)");
+  // A refused open writes nothing: an open for writing stores the header's clean flag and
+  // generation, and may run recovery, so every refusal that depends on the pool's contents is
+  // decided first on a read-only open (no lock, PROT_READ, no recovery). A file that is not a
+  // pool, of another layout version or with a bad header is refused by it too; a pool that a
+  // writer holds (Busy) is refused by the writable open before it writes. Only definite
+  // mismatches are refused here; anything the probe cannot decide is left to the open below.
+  if (exists) WORT_RETURN_IF_ERROR(Probe(cfg, want));
   WORT_RETURN_IF_ERROR(exists ? Pool::Open(cfg.path, po, &st->pool_) : Pool::Create(cfg.path, po, &st->pool_));
 
   IndexOptions io;
@@ -162,16 +240,7 @@ Status KvStore::Open(const KvConfig& cfg, std::unique_ptr<KvStore>* out) {
   RootInfo root;
   if (st->pool_->FindRoot(cfg.name, &root).ok()) {
     WORT_RETURN_IF_ERROR(OpenIndex(*st->pool_, cfg.name, &st->index_));
-    const IndexKind* k = FindIndexKindById(root.type);
-    if (!k || !KvKind(k))
-      return Status::InvalidArgument("root '" + cfg.name + "' of " + cfg.path + " is not a key-value store");
-    if (want && want != k)
-      return Status::InvalidArgument("store '" + cfg.name + "' of " + cfg.path + " is a " + k->name + " store, not " +
-                                     cfg.kind);
-    if (st->index_->key_type() != cfg.key_type)
-      return Status::InvalidArgument("store '" + cfg.name + "' of " + cfg.path + " has " +
-                                     (st->index_->key_type() == KeyType::kU64 ? "8-byte integer" : "byte-string") +
-                                     " keys");
+    WORT_RETURN_IF_ERROR(Mismatch(cfg, want, root.type, st->index_->key_type(), true));
   } else {
     if (!cfg.create_if_missing) return Status::NotFound("no store '" + cfg.name + "' in " + cfg.path);
     if (!want) return Status::InvalidArgument("no index kind given for the new store '" + cfg.name + "'");
@@ -188,6 +257,7 @@ Status KvStore::Open(const KvConfig& cfg, std::unique_ptr<KvStore>* out) {
   c.durability = st->pool_->durability();
   c.parallel_writes = ParallelWriters(k);
   st->sync_->values = &st->pool_->allocator().epoch();
+  WORT_RETURN_IF_ERROR(st->OpenBatchLog(/*create=*/false));
   *out = std::move(st);
   return Status::OK();
 }
@@ -221,15 +291,26 @@ Status KvStore::CheckKey(std::string_view key) const {
   return Status::OK();
 }
 
-Status KvStore::ValueAt(uint64_t off, std::string_view* v) const {
-  if (off < pool_->heap_offset() || !pool_->contains(off, kHeader))
+namespace {
+// The value of the block at `off`, its checksum verified; Corruption otherwise.
+Status ValueBlockAt(const Pool& pool, uint64_t off, std::string_view* v) {
+  if (off < pool.heap_offset() || !pool.contains(off, kHeader))
     return Status::Corruption("value offset " + std::to_string(off) + " lies outside the pool's heap");
-  const uint64_t h = pm::load8(pool_->at<uint64_t>(off));
+  const uint64_t h = pm::load8(pool.at<uint64_t>(off));
   const uint64_t len = h & 0xffffffffu;
-  if ((h >> 32) != kValueMagic || len > kMaxValueLen || !pool_->contains(off + kHeader, len))
+  if ((h >> 32) != kValueMagic || len > kMaxValueLen || !pool.contains(off + kHeader, len))
     return Status::Corruption("the block at " + std::to_string(off) + " is not a value block");
-  *v = std::string_view(pool_->at<char>(off + kHeader), len);
+  const char* b = pool.at<char>(off + kHeader);
+  if (pm::load8(pool.at<uint64_t>(off + 8)) != ValueCrc(h, b, len))
+    return Status::Corruption("the value block at " + std::to_string(off) + " (" + std::to_string(len) +
+                              " bytes) fails its checksum: its bytes were changed on the media");
+  *v = std::string_view(b, len);
   return Status::OK();
+}
+}  // namespace
+
+Status KvStore::ValueAt(uint64_t off, std::string_view* v) const {
+  return ValueBlockAt(*pool_, off, v);
 }
 
 bool KvStore::FreeUp(bool* reclaimed) {
@@ -245,16 +326,9 @@ bool KvStore::FreeUp(bool* reclaimed) {
   return pool_->allocator().ReclaimRetired();
 }
 
-Status KvStore::Put(std::string_view key, std::string_view value) {
-  WORT_RETURN_IF_ERROR(CheckKey(key));
-  if (value.size() > kMaxValueLen)
-    return Status::InvalidArgument("value of " + std::to_string(value.size()) + " bytes is longer than " +
-                                   std::to_string(kMaxValueLen));
-  OpGuard op(*sync_);
-  if (!op.open()) return Closed();
+Status KvStore::NewValueBlock(std::string_view value, uint64_t* out) {
+  // No lock is held: when space runs out, FreeUp may wait for the GC or for a grace period.
   Allocator& a = pool_->allocator();
-  // 1-2: a new block, wholly persistent before anything refers to it. No lock is held: when
-  // space runs out, FreeUp may wait for the GC or for a grace period and retry.
   uint64_t off = 0;
   bool reclaimed = false;
   Status s;
@@ -264,10 +338,29 @@ Status KvStore::Put(std::string_view key, std::string_view value) {
   WORT_RETURN_IF_ERROR(s);
   char* b = pool_->at<char>(off);
   const uint64_t h = kValueMagic << 32 | value.size();
-  std::memcpy(b, &h, kHeader);
+  const uint64_t crc = ValueCrc(h, value.data(), value.size());
+  std::memcpy(b, &h, 8);
+  std::memcpy(b + 8, &crc, 8);
   if (!value.empty()) std::memcpy(b + kHeader, value.data(), value.size());
   pm::persist(b, kHeader + value.size());
-  reclaimed = false;
+  *out = off;
+  return Status::OK();
+}
+
+Status KvStore::Put(std::string_view key, std::string_view value) {
+  WORT_RETURN_IF_ERROR(CheckKey(key));
+  if (value.size() > kMaxValueLen)
+    return Status::InvalidArgument("value of " + std::to_string(value.size()) + " bytes is longer than " +
+                                   std::to_string(kMaxValueLen));
+  OpGuard op(*sync_);
+  if (!op.open()) return Closed();
+  if (sync_->failed.load()) return Failed();
+  Allocator& a = pool_->allocator();
+  // 1-2: a new block, wholly persistent before anything refers to it.
+  uint64_t off = 0;
+  WORT_RETURN_IF_ERROR(NewValueBlock(value, &off));
+  bool reclaimed = false;
+  Status s;
   for (;;) {
     {
       // The key's lock from the Lookup of the old block to its Retire: a second writer of the
@@ -294,6 +387,7 @@ Status KvStore::Remove(std::string_view key) {
   WORT_RETURN_IF_ERROR(CheckKey(key));
   OpGuard op(*sync_);
   if (!op.open()) return Closed();
+  if (sync_->failed.load()) return Failed();
   KeyGuard kg(*sync_, key);
   sync::EpochGuard eg(*sync_->values);
   uint64_t old = 0;
@@ -307,14 +401,24 @@ Status KvStore::Get(std::string_view key, const std::function<void(std::string_v
   WORT_RETURN_IF_ERROR(CheckKey(key));
   OpGuard op(*sync_);
   if (!op.open()) return Closed();
-  // The value block found is not freed before the epoch ends, even if a writer replaces it.
-  sync::EpochGuard eg(*sync_->values);
-  uint64_t off = 0;
-  WORT_RETURN_IF_ERROR(index_->Lookup(key, &off));
-  std::string_view v;
-  WORT_RETURN_IF_ERROR(ValueAt(off, &v));
-  fn(v);
-  return Status::OK();
+  for (int a = 0;; a = std::min(a + 1, 16)) {
+    // A batch being applied: wait outside the epoch (its writer may wait for a grace period).
+    uint64_t ver;
+    if (!sync_->batch_ver.ReadLockOrRestart(&ver)) {
+      sync::Backoff(a);
+      continue;
+    }
+    // The value block found is not freed before the epoch ends, even if a writer replaces it.
+    sync::EpochGuard eg(*sync_->values);
+    uint64_t off = 0;
+    Status s = index_->Lookup(key, &off);
+    if (!sync_->batch_ver.CheckOrRestart(ver)) continue;  // a batch began meanwhile: all or none of it
+    WORT_RETURN_IF_ERROR(s);
+    std::string_view v;
+    WORT_RETURN_IF_ERROR(ValueAt(off, &v));
+    fn(v);
+    return Status::OK();
+  }
 }
 
 Status KvStore::Get(std::string_view key, std::string* value) const {
@@ -325,8 +429,16 @@ Status KvStore::Exists(std::string_view key) const {
   WORT_RETURN_IF_ERROR(CheckKey(key));
   OpGuard op(*sync_);
   if (!op.open()) return Closed();
-  uint64_t off = 0;
-  return index_->Lookup(key, &off);
+  for (int a = 0;; a = std::min(a + 1, 16)) {
+    uint64_t ver;
+    if (!sync_->batch_ver.ReadLockOrRestart(&ver)) {
+      sync::Backoff(a);
+      continue;
+    }
+    uint64_t off = 0;
+    Status s = index_->Lookup(key, &off);
+    if (sync_->batch_ver.CheckOrRestart(ver)) return s;
+  }
 }
 
 Status KvStore::Scan(std::string_view start, std::optional<std::string_view> end, const KvScanFn& fn,
@@ -367,15 +479,280 @@ Status KvStore::Check(std::string* report) const {
   OpGuard op(*sync_);
   if (!op.open()) return Closed();
   WORT_RETURN_IF_ERROR(index_->Check(report));
-  if (!caps_.ordered) return Status::OK();
-  Status bad;
+  RootInfo root;
+  WORT_RETURN_IF_ERROR(pool_->FindRoot(cfg_.name, &root));
   sync::EpochGuard eg(*sync_->values);
-  WORT_RETURN_IF_ERROR(index_->Scan({}, nullptr, ~size_t{0}, [&](std::string_view k, uint64_t off) {
+  uint64_t n = 0;
+  return CheckValues(*pool_, cfg_.name, *index_, root.type, root.off, report, &n, nullptr);
+}
+
+// ---- batches (wort/kv.h, "Batches"; the log's layout: kv/batch_log.h) ----------------------
+
+void KvBatch::Put(std::string_view key, std::string_view value) {
+  ops_.push_back(Op{true, std::string(key), std::string(value)});
+  bytes_ += key.size() + value.size();
+}
+
+void KvBatch::Remove(std::string_view key) {
+  ops_.push_back(Op{false, std::string(key), std::string()});
+  bytes_ += key.size();
+}
+
+void KvBatch::Clear() {
+  ops_.clear();
+  bytes_ = 0;
+}
+
+Status KvStore::OpenBatchLog(bool create) {
+  const std::string root = kv::BatchLogRootName(cfg_.name);
+  RootInfo ri;
+  if (pool_->FindRoot(root, &ri).ok()) {
+    const uint64_t* h = pool_->at<uint64_t>(ri.off);
+    if (ri.type != kind_id::kKvBatch || ri.off < pool_->heap_offset() || !pool_->contains(ri.off, kv::kHeadSize) ||
+        pm::load8(&h[0]) != kv::kHeadMagic ||
+        std::string_view(reinterpret_cast<const char*>(&h[2]), strnlen(reinterpret_cast<const char*>(&h[2]), kv::kNameBytes)) !=
+            cfg_.name)
+      return Status::Corruption("root '" + root + "' of " + cfg_.path + " is not the batch log of store '" + cfg_.name + "'");
+    batch_head_ = ri.off;
+    if (pm::load8(&h[1]) != 0) return RecoverBatch();
+    return Status::OK();
+  }
+  if (!create) return Status::OK();
+  // The head block: written and persisted, then published by the root entry (AddRoot's commit
+  // word). A crash before the publish leaves an unreachable block that the GC reclaims.
+  uint64_t off = 0;
+  WORT_RETURN_IF_ERROR(pool_->allocator().AllocZeroed(kv::kHeadSize, &off));
+  uint64_t* h = pool_->at<uint64_t>(off);
+  h[0] = kv::kHeadMagic;
+  h[1] = 0;
+  std::memcpy(&h[2], cfg_.name.data(), std::min(cfg_.name.size(), kv::kNameBytes));
+  pm::persist(h, kv::kHeadSize);
+  Status s = pool_->AddRoot(root, kind_id::kKvBatch, off);
+  if (!s.ok()) {
+    pool_->allocator().Free(off);
+    return Status(s.code(), "cannot create the batch log of store '" + cfg_.name + "': " + s.message());
+  }
+  batch_head_ = off;
+  return Status::OK();
+}
+
+Status KvStore::ApplyRecord(uint64_t rec, bool live) {
+  std::vector<kv::RecordEntry> entries;
+  WORT_RETURN_IF_ERROR(kv::ReadRecord(*pool_, rec, [&](const kv::RecordEntry& e) { entries.push_back(e); }));
+  Allocator& a = pool_->allocator();
+  for (const kv::RecordEntry& e : entries) {
+    bool reclaimed = false;
+    for (;;) {
+      Status s;
+      {
+        // Inside the pool's epoch from before the unlink until after the Retire (the writer
+        // rule, wort/alloc.h). Idempotent: no key appears twice in a record, and no other write
+        // of these keys runs until the commit word is cleared (their locks are held; at open
+        // nothing else runs), so an entry whose key already holds its block was applied.
+        sync::EpochGuard eg(*sync_->values);
+        uint64_t old = 0;
+        const bool had = index_->Lookup(e.key, &old).ok();
+        if (e.value_off != 0) {
+          if (had && old == e.value_off) break;
+          s = index_->Upsert(e.key, e.value_off);
+        } else {
+          if (!had) break;
+          s = index_->Remove(e.key);
+        }
+        if (s.ok()) {
+          if (had) live ? a.RetireAndCollect(old) : a.Retire(old);
+          break;
+        }
+      }
+      if (!(s.IsPoolFull() && FreeUp(&reclaimed))) return s;
+    }
+  }
+  return Status::OK();
+}
+
+Status KvStore::RecoverBatch() {
+  // A batch committed before a crash (or a failed apply): finish it before the store serves.
+  // The GC ends first: the record and its value blocks were allocated before it started, and
+  // its visit must not race with their move from the log into the index.
+  WORT_RETURN_IF_ERROR(pool_->WaitForRecovery());
+  uint64_t* h = pool_->at<uint64_t>(batch_head_);
+  const uint64_t rec = pm::load8(&h[1]);
+  Status s = ApplyRecord(rec, /*live=*/false);
+  if (!s.ok()) return Status(s.code(), "finishing the committed batch of store '" + cfg_.name + "': " + s.message());
+  sync::EpochGuard eg(*sync_->values);
+  pm::store8(&h[1], 0);
+  pm::persist(&h[1], 8);
+  pool_->allocator().Retire(rec);
+  return Status::OK();
+}
+
+Status KvStore::Write(const KvBatch& batch) {
+  if (batch.ops_.size() > kMaxBatchOps)
+    return Status::InvalidArgument("batch of " + std::to_string(batch.ops_.size()) + " operations is larger than " +
+                                   std::to_string(kMaxBatchOps));
+  if (batch.bytes_ > kMaxBatchBytes)
+    return Status::InvalidArgument("batch of " + std::to_string(batch.bytes_) + " bytes is larger than " +
+                                   std::to_string(kMaxBatchBytes));
+  for (const KvBatch::Op& o : batch.ops_) {
+    WORT_RETURN_IF_ERROR(CheckKey(o.key));
+    if (o.value.size() > kMaxValueLen)
+      return Status::InvalidArgument("value of " + std::to_string(o.value.size()) + " bytes is longer than " +
+                                     std::to_string(kMaxValueLen));
+  }
+  OpGuard op(*sync_);
+  if (!op.open()) return Closed();
+  if (sync_->failed.load()) return Failed();
+  if (batch.ops_.empty()) return Status::OK();
+  // The last operation of each key counts; the record names each key once.
+  std::unordered_map<std::string_view, size_t> last;
+  for (size_t i = 0; i < batch.ops_.size(); ++i) last[batch.ops_[i].key] = i;
+  std::vector<const KvBatch::Op*> ops;
+  for (size_t i = 0; i < batch.ops_.size(); ++i)
+    if (last[batch.ops_[i].key] == i) ops.push_back(&batch.ops_[i]);
+  Allocator& a = pool_->allocator();
+  // 1. The value blocks, each persisted (private: nothing refers to them).
+  std::vector<uint64_t> offs(ops.size(), 0);
+  uint64_t rec = 0;
+  auto free_all = [&] {
+    for (uint64_t o : offs)
+      if (o) a.Free(o);
+    if (rec) a.Free(rec);
+  };
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    bytes += kv::kEntryHeader + (ops[i]->key.size() + 7) / 8 * 8;
+    if (!ops[i]->put) continue;
+    Status s = NewValueBlock(ops[i]->value, &offs[i]);
+    if (!s.ok()) {
+      free_all();
+      return s;
+    }
+  }
+  // 2. The record, persisted (private too).
+  {
+    bool reclaimed = false;
+    Status s;
+    do {
+      s = a.Alloc(kv::kRecordHeader + bytes, &rec);
+    } while (s.IsPoolFull() && FreeUp(&reclaimed));
+    if (!s.ok()) {
+      rec = 0;
+      free_all();
+      return s;
+    }
+    char* r = pool_->at<char>(rec);
+    char* e = r + kv::kRecordHeader;
+    uint64_t pos = 0;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const uint64_t klen = ops[i]->key.size(), len = kv::kEntryHeader + (klen + 7) / 8 * 8;
+      std::memset(e + pos, 0, len);
+      std::memcpy(e + pos, &offs[i], 8);
+      const uint32_t k32 = static_cast<uint32_t>(klen);
+      std::memcpy(e + pos + 8, &k32, 4);
+      std::memcpy(e + pos + kv::kEntryHeader, ops[i]->key.data(), klen);
+      pos += len;
+    }
+    const uint64_t hdr[4] = {kv::kRecordMagic, ops.size(), bytes, Crc64(e, bytes)};
+    std::memcpy(r, hdr, sizeof hdr);
+    pm::persist(r, kv::kRecordHeader + bytes);
+  }
+  // One batch at a time (one log). Then the keys' writer locks, each word once, in address
+  // order (a Put holds one word and waits for none while holding it: no deadlock), held until
+  // the commit word is cleared: no other write of these keys runs between the commit and the
+  // clear, so re-applying the record after a crash overwrites nothing newer.
+  std::lock_guard<std::mutex> bg(sync_->batch_mu);
+  if (batch_head_ == 0) {
+    Status s = OpenBatchLog(/*create=*/true);
+    if (!s.ok()) {
+      free_all();
+      return s;
+    }
+  }
+  std::vector<sync::VersionLock*> words;
+  for (const KvBatch::Op* o : ops) words.push_back(&KeyWord(*sync_, o->key));
+  std::sort(words.begin(), words.end());
+  words.erase(std::unique(words.begin(), words.end()), words.end());
+  for (sync::VersionLock* w : words) LockWord(*w);
+  uint64_t* head = pool_->at<uint64_t>(batch_head_);
+  // Readers (Get, Exists) wait from here to the end of the apply: they see all or nothing.
+  sync_->batch_ver.WriteLock();
+  // 3. COMMIT POINT: one 8-byte store of the record's offset, persisted.
+  pm::store8(&head[1], rec);
+  pm::persist(&head[1], 8);
+  // 4. Apply: each entry as a Put or Remove would (old blocks retired).
+  Status s = ApplyRecord(rec, /*live=*/true);
+  if (s.ok()) {
+    // 5. Clear the commit word (persisted), then retire the record: inside the pool's epoch
+    // from before the unlink until after the Retire.
+    sync::EpochGuard eg(*sync_->values);
+    pm::store8(&head[1], 0);
+    pm::persist(&head[1], 8);
+    a.RetireAndCollect(rec);
+  } else {
+    // Committed but not applied (out of space): the log keeps it; the next open finishes it.
+    sync_->failed.store(true);
+  }
+  sync_->batch_ver.WriteUnlock();
+  for (sync::VersionLock* w : words) w->WriteUnlock();
+  if (!s.ok()) return Status(s.code(), "batch committed but not applied (" + s.message() + "): reopen the store to finish it");
+  return Status::OK();
+}
+
+// ---- value checks ----------------------------------------------------------------------------
+
+Status KvStore::CheckValues(const Pool& pool, std::string_view name, const Index& index, uint32_t type,
+                            uint64_t root_off, std::string* report, uint64_t* values, bool* is_store) {
+  // Every value is checked as a value block when the index is known to be a store's (is_store
+  // null: KvStore::Check); otherwise (`wort pool check`, which sees only an index of block
+  // values) the root is a store's if it has a batch log or any value block carries kValueMagic,
+  // and then every value that is not a whole value block is reported.
+  *values = 0;
+  uint64_t other = 0;
+  std::vector<std::string> others;
+  Status bad;
+  auto one = [&](uint64_t off, bool known) {
     std::string_view v;
-    bad = ValueAt(off, &v);
-    if (!bad.ok() && report) *report += bad.message() + "\n";
-    return bad.ok();
-  }));
+    const bool magic = off >= pool.heap_offset() && pool.contains(off, kHeader) &&
+                       (pm::load8(pool.at<uint64_t>(off)) >> 32) == kValueMagic;
+    if (!known && !magic) {
+      ++other;
+      if (others.size() < 16) others.push_back("value " + std::to_string(off) + " is not a value block\n");
+      return;
+    }
+    Status s = ValueBlockAt(pool, off, &v);
+    ++*values;
+    if (!s.ok()) {
+      if (report) *report += s.message() + "\n";
+      if (bad.ok()) bad = s;
+    }
+  };
+  const bool known = is_store == nullptr;
+  if (index.Scan({}, nullptr, ~size_t{0}, [&](std::string_view, uint64_t off) {
+        one(off, known);
+        return true;
+      }).code() == Code::kNotSupported) {
+    // A hash kind has no scan: every block its visit reports that has a value block's header
+    // word is a value block (the kinds' own blocks never start with kValueMagic's word; a value
+    // block whose magic was overwritten is not found this way).
+    const IndexKind* k = FindIndexKindById(type);
+    if (!k || !k->visit) return Status::NotSupported("cannot visit the blocks of index kind id " + std::to_string(type));
+    *values = 0;
+    k->visit(pool, root_off, [&](uint64_t off) {
+      if (off < pool.heap_offset() || !pool.contains(off, kHeader)) return;
+      if ((pm::load8(pool.at<uint64_t>(off)) >> 32) == kValueMagic) one(off, true);
+    });
+    other = 0;
+  }
+  if (!known) {
+    *is_store = *values > 0 || pool.FindRoot(kv::BatchLogRootName(name), nullptr).ok();
+    if (!*is_store) return Status::OK();
+    if (other > 0) {
+      if (report)
+        for (const std::string& o : others) *report += o;
+      if (bad.ok()) bad = Status::Corruption(std::to_string(other) + " values of store '" + std::string(name) +
+                                             "' are not value blocks");
+    }
+  }
   return bad;
 }
 

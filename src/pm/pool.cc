@@ -17,6 +17,8 @@
 #include <cstring>
 #include <mutex>
 #include <random>
+#include <set>
+#include <utility>
 
 #include "util/crc32c.h"
 #include "wort/alloc.h"
@@ -33,7 +35,9 @@ namespace wort {
 
 namespace {
 constexpr uint64_t kMagic = 0x4C4F4F50'54524F57ull;  // "WORTPOOL" little-endian
-constexpr uint32_t kLayoutVersion = 1;
+// 2: value blocks of the key-value store carry a checksum (wort/kv.h). A version-1 pool is
+// refused (its values have none): dump it with the wort that wrote it and load it anew.
+constexpr uint32_t kLayoutVersion = 2;
 constexpr uint64_t kHeaderSize = 4096;
 
 uint64_t RoundUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
@@ -130,6 +134,23 @@ struct PoolAccess {
   }
 };
 
+namespace {
+// The pool files this process holds open for writing (device, inode): a second writable open
+// is refused Busy either way (the flock is per open file), and the message says which holder
+// it found - this process or another.
+std::mutex g_held_mu;
+std::set<std::pair<dev_t, ino_t>>& Held() {
+  static auto* s = new std::set<std::pair<dev_t, ino_t>>;
+  return *s;
+}
+bool FileId(int fd, std::pair<dev_t, ino_t>* id) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return false;
+  *id = {st.st_dev, st.st_ino};
+  return true;
+}
+}  // namespace
+
 Status Pool::Create(const std::string& path, const PoolOptions& opts, std::unique_ptr<Pool>* out) {
   if (opts.read_only) return Status::InvalidArgument("cannot create a pool read-only");
   std::unique_ptr<Pool> p(new Pool());
@@ -174,13 +195,35 @@ Status Pool::MapFile(const std::string& path, bool create, const PoolOptions& op
   // reader process can look at a pool that a writer has open.
   if (!read_only_ && !private_copy_ && ::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int e = errno;
+    std::pair<dev_t, ino_t> id;
+    bool mine = false;
+    if (e == EWOULDBLOCK && FileId(fd_, &id)) {
+      std::lock_guard<std::mutex> g(g_held_mu);
+      mine = Held().count(id) > 0;
+    }
     ::close(fd_);
     fd_ = -1;
-    if (e == EWOULDBLOCK) return Status::Busy("pool is open for writing by another process: " + path);
+    if (e == EWOULDBLOCK)
+      return Status::Busy(mine ? "pool is already open for writing in this process (close it first, or share that handle): " + path
+                               : "pool is open for writing by another process: " + path);
     errno = e;
     return Status::IOError(Errno("cannot lock", path));
   }
+  if (!read_only_ && !private_copy_) {
+    std::pair<dev_t, ino_t> id;
+    if (FileId(fd_, &id)) {
+      std::lock_guard<std::mutex> g(g_held_mu);
+      Held().insert(id);
+    }
+  }
   auto fail = [&](Status s) {
+    if (!read_only_ && !private_copy_) {
+      std::pair<dev_t, ino_t> id;
+      if (FileId(fd_, &id)) {
+        std::lock_guard<std::mutex> g(g_held_mu);
+        Held().erase(id);
+      }
+    }
     if (create) ::unlink(path.c_str());
     ::close(fd_);
     fd_ = -1;
@@ -229,9 +272,12 @@ Status Pool::MapFile(const std::string& path, bool create, const PoolOptions& op
       return fail(Status::IOError(Errno("cannot read header of", path)));
     if (h.magic != kMagic) return fail(Status::Corruption("not a wort pool (bad magic number): " + path));
     if (h.layout_version != kLayoutVersion)
-      return fail(Status::Corruption("pool layout version " + std::to_string(h.layout_version) +
-                                     " is not supported (this build reads version " +
-                                     std::to_string(kLayoutVersion) + "): " + path));
+      return fail(Status::Corruption(
+          "pool layout version " + std::to_string(h.layout_version) + " is not supported (this build reads version " +
+          std::to_string(kLayoutVersion) + ")" +
+          (h.layout_version == 1 ? "; version 1 predates value checksums: copy its data out with the wort that wrote it"
+                                 : "") +
+          ": " + path));
     if (h.checksum != HeaderChecksum(&h)) return fail(Status::Corruption("pool header checksum mismatch: " + path));
     if (h.chunk_size != kChunkSize || h.header_size != kHeaderSize || h.chunk_table_off != kHeaderSize ||
         h.heap_off < h.chunk_table_off + h.max_chunks * 8 || h.max_size != h.heap_off + h.max_chunks * kChunkSize)
@@ -312,6 +358,13 @@ Status Pool::Close() {
   synced_ = false;
   if (base_) ::munmap(base_, reserved_);
   base_ = nullptr;
+  if (fd_ >= 0 && !read_only_ && !private_copy_) {
+    std::pair<dev_t, ino_t> id;
+    if (FileId(fd_, &id)) {
+      std::lock_guard<std::mutex> g(g_held_mu);
+      Held().erase(id);
+    }
+  }
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
   closed_ = true;

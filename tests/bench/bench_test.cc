@@ -322,7 +322,7 @@ TEST(KvBench, RunsCheckedGetsOnEachThreadCount) {
     EXPECT_EQ(rs[i].errors, 0u);
     EXPECT_GT(rs[i].mops_per_s, 0);
   }
-  EXPECT_EQ(lines.size(), 5u);
+  EXPECT_EQ(lines.size(), 6u);  // the header, the load's put line, a line per run
   EXPECT_NE(::access(p.str().c_str(), F_OK), 0) << "the pool is removed afterwards";
   c.value_size = 7;
   EXPECT_EQ(RunKvBench(c, &rs, [](const std::string&) {}).code(), Code::kInvalidArgument);

@@ -13,8 +13,8 @@ class ReadmeSnippets(unittest.TestCase):
     def test_snippets_are_in_readme(self):
         with open(os.path.join(ROOT, "README.md")) as f:
             readme = f.read()
-        for name, fence in (("readme_kv.cc", "c++"), ("readme_c.c", "c"), ("readme_python.py", "python"),
-                           ("readme_knn.py", "python")):
+        for name, fence in (("readme_kv.cc", "c++"), ("readme_batch.cc", "c++"), ("readme_c.c", "c"),
+                           ("readme_python.py", "python"), ("readme_batch.py", "python"), ("readme_knn.py", "python")):
             with open(os.path.join(HERE, name)) as f:
                 snippet = f.read()
             self.assertIn(f"```{fence}\n{snippet}```\n", readme, f"README.md does not show tests/bindings/{name} verbatim")

@@ -233,6 +233,55 @@ static void test_version(void) {
 #endif
 }
 
+/* Batches: applied all-or-nothing; the last operation of a key counts; bad arguments refused. */
+static void test_batch(void) {
+  wort_db *db;
+  wort_batch *b;
+  char buf[16];
+  size_t len = 0;
+  uint64_t n = 0;
+  unlink(pool_path);
+  db = open_db("woart", WORT_KEY_BYTES);
+  if (!db) return;
+  CHECK(wort_put(db, "gone", 4, "x", 1) == WORT_OK);
+  b = wort_batch_new();
+  CHECK(b != NULL);
+  if (!b) return;
+  CHECK(wort_batch_put(b, "\x80k", 2, "v1", 2) == WORT_OK);
+  CHECK(wort_batch_put(b, "\0", 1, "v0", 2) == WORT_OK);
+  CHECK(wort_batch_put(b, "\0", 1, "v2", 2) == WORT_OK); /* the last one counts */
+  CHECK(wort_batch_remove(b, "gone", 4) == WORT_OK);
+  CHECK(wort_batch_remove(b, "absent", 6) == WORT_OK);
+  CHECK(wort_batch_count(b) == 5);
+  CHECK(wort_batch_put(b, NULL, 3, "v", 1) == WORT_INVALID_ARGUMENT);
+  CHECK(wort_write(NULL, b) == WORT_INVALID_ARGUMENT);
+  CHECK(wort_write(db, NULL) == WORT_INVALID_ARGUMENT);
+  CHECK(wort_write(db, b) == WORT_OK);
+  CHECK(wort_get_copy(db, "\0", 1, buf, sizeof buf, &len) == WORT_OK && len == 2 && memcmp(buf, "v2", 2) == 0);
+  CHECK(wort_get_copy(db, "\x80k", 2, buf, sizeof buf, &len) == WORT_OK && len == 2 && memcmp(buf, "v1", 2) == 0);
+  CHECK(wort_exists(db, "gone", 4) == WORT_NOT_FOUND);
+  CHECK(wort_count(db, &n) == WORT_OK && n == 2);
+  /* A batch with one bad operation changes nothing. */
+  wort_batch_clear(b);
+  CHECK(wort_batch_count(b) == 0);
+  CHECK(wort_batch_put(b, "new", 3, "v", 1) == WORT_OK);
+  {
+    static char long_key[5000];
+    memset(long_key, 'k', sizeof long_key);
+    CHECK(wort_batch_put(b, long_key, sizeof long_key, "v", 1) == WORT_OK);
+  }
+  CHECK(wort_write(db, b) == WORT_INVALID_ARGUMENT && strlen(wort_errormsg()) > 0);
+  CHECK(wort_exists(db, "new", 3) == WORT_NOT_FOUND);
+  wort_batch_delete(b);
+  wort_batch_delete(NULL);
+  CHECK(wort_close(db) == WORT_OK);
+  db = open_db("woart", WORT_KEY_BYTES);
+  if (!db) return;
+  CHECK(wort_count(db, &n) == WORT_OK && n == 2);
+  CHECK(wort_close(db) == WORT_OK);
+  unlink(pool_path);
+}
+
 int main(int argc, char **argv) {
   const char *dir = argc > 1 ? argv[1] : "/dev/shm";
   snprintf(pool_path, sizeof pool_path, "%s/wort-capi-%ld.pool", dir, (long)getpid());
@@ -241,6 +290,7 @@ int main(int argc, char **argv) {
   test_basic();
   test_open_errors();
   test_every_kind();
+  test_batch();
   unlink(pool_path);
   printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;

@@ -15,6 +15,7 @@
 #include "cli/options.h"
 #include "common/test_util.h"
 #include "wort/index.h"
+#include "wort/kv.h"
 #include "wort/pool.h"
 #include "wort/version.h"
 
@@ -261,3 +262,38 @@ TEST(BenchCli, SyncModeOnAFileIsMeasured) {
 }
 
 }  // namespace
+
+// `pool check` verifies every value of a key-value store (its checksum) and knows the store's
+// batch log root; one flipped bit of a value's bytes fails the check, naming the block.
+TEST(PoolCheck, VerifiesEveryValueOfAStore) {
+  for (const char* kind : {"woart", "cceh"}) {
+    wort::test::TempPath pool("check-kv");
+    const std::string value(200, '\xab');
+    {
+      wort::KvConfig c;
+      c.path = pool;
+      c.kind = kind;
+      c.size = 8ull << 20;
+      std::unique_ptr<wort::KvStore> db;
+      ASSERT_TRUE(wort::KvStore::Open(c, &db).ok());
+      wort::KvBatch b;
+      for (int i = 0; i < 20; ++i) b.Put(std::string(1, static_cast<char>(0x80 + i)), i == 7 ? value : "v");
+      ASSERT_TRUE(db->Write(b).ok());
+      ASSERT_TRUE(db->Close().ok());
+    }
+    std::string out;
+    ASSERT_EQ(RunCli("pool check " + pool.str(), &out), 0) << out;
+    EXPECT_NE(out.find("20 value blocks checked: ok"), std::string::npos) << out;
+    EXPECT_NE(out.find("batch log of a key-value store): ok"), std::string::npos) << out;
+    EXPECT_NE(out.find("0 leaked"), std::string::npos) << out;
+    std::string img = ReadAll(pool);
+    const size_t at = img.find(value);
+    ASSERT_NE(at, std::string::npos);
+    img[at + 100] ^= 4;
+    { std::ofstream(pool.str(), std::ios::binary | std::ios::trunc) << img; }
+    out.clear();
+    EXPECT_EQ(RunCli("pool check " + pool.str(), &out), 3) << out;
+    EXPECT_NE(out.find("fails its checksum"), std::string::npos) << kind << ": " << out;
+    EXPECT_NE(out.find("check FAILED"), std::string::npos) << out;
+  }
+}
