@@ -11,7 +11,7 @@ TSAN_DIR=${WORT_TSAN_BUILD_DIR:-build-tsan}
 WERROR=OFF
 [ "${WORT_WERROR:-0}" = 1 ] && WERROR=ON  # .ci/run: warnings are errors
 cmake -S . -B "$TSAN_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWORT_TSAN=ON -DWORT_WERROR="$WERROR" >/dev/null
-cmake --build "$TSAN_DIR" -j"$(nproc)" --target test_sync test_concurrent test_cceh test_alloc_race \
+cmake --build "$TSAN_DIR" -j"$(nproc)" --target test_sync test_concurrent test_cceh test_alloc_race test_alloc_stress \
   test_multiwriter_kill test_store_stress test_kv_stress test_transport test_canrt test_reply_kv test_knn
 export TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1"
 run() {
@@ -21,13 +21,15 @@ run() {
 run test_sync
 run test_concurrent
 run test_alloc_race
+# The allocator under concurrent allocation, free and pool growth (growth outside its lock).
+run test_alloc_stress
 run test_multiwriter_kill
 run test_store_stress
 # The key-value store API (wort/kv.h): racing writers of one key, lock-free readers, Close.
 run test_kv_stress
 run test_knn --gtest_filter='KnnConcurrent.*'
 # cceh: the tests with several threads (the others are single-threaded).
-run test_cceh --gtest_filter='*TwoThreads*:*ReaderBesideSplittingWriter*:*StressRacingInsertsAndReaders*:*VisitBesideWriters*'
+run test_cceh --gtest_filter='*TwoThreads*:*ReaderBesideSplittingWriter*:*StressRacingInsertsAndReaders*:*VisitBesideWriters*:*ManyWritersSplitAndDoubleConcurrently*'
 # remote (issue 18): the transport, the request/reply baselines and CANRT on the local backend
 # (the ucx backend is not built under TSan, see WORT_UCX in CMakeLists.txt): client threads'
 # atomics and Reads beside the server's notify, write, resize and polling threads.

@@ -23,7 +23,8 @@
 // Bounded memory: each thread reclaims its own retired blocks; every kRetireBatch retires it
 // tries to advance the epoch and reclaims what is old enough. A thread that stays inside one
 // operation holds back everything retired meanwhile (by every thread): keep operations short.
-// Blocks retired and not yet reclaimed are counted (Stats: pending, peak_pending).
+// Blocks retired and not yet reclaimed are counted (Stats: pending, peak_pending), per slot
+// (the owner's line: Retire writes nothing that another thread writes) and summed by Stats.
 // A thread that exits leaves its unreclaimed blocks in its slot; the next thread to take the
 // slot, or the manager's destructor (Drain), reclaims them.
 #pragma once
@@ -43,7 +44,9 @@ struct EpochStats {
   uint64_t retired = 0;        // Retire calls
   uint64_t reclaimed = 0;      // blocks handed to the reclaim function
   uint64_t pending = 0;        // retired, not yet reclaimed
-  uint64_t peak_pending = 0;   // the maximum of pending so far
+  uint64_t peak_pending = 0;   // the sum over slots of each slot's maximum of pending so far
+                               // (an upper bound of the process-wide maximum; exact with one
+                               // retiring thread)
 };
 
 class EpochGuard;
@@ -87,6 +90,8 @@ class EpochManager {
     uint32_t depth = 0;                // Enter nesting
     uint32_t since_collect = 0;        // retires since the last Collect
     std::vector<std::pair<uint64_t, uint64_t>> retired;  // (epoch at retire, item)
+    // Written by the owner only (relaxed load + store, no locked RMW), read by Stats.
+    std::atomic<uint64_t> nretired{0}, nreclaimed{0}, peak{0};
   };
 
  private:
@@ -111,7 +116,8 @@ class EpochManager {
   std::atomic<uint64_t> global_{2};
   std::atomic<Slot*> slots_{nullptr};  // singly linked, only grows
   std::mutex mu_;                      // enrolment
-  std::atomic<uint64_t> nslots_{0}, retired_{0}, reclaimed_{0}, peak_pending_{0};
+  std::atomic<uint64_t> nslots_{0};
+  std::atomic<uint64_t> drained_{0};  // reclaimed by Drain (no thread inside: a clean close)
 };
 
 namespace detail {
