@@ -218,6 +218,48 @@ void EpochManager::Synchronize() {
 
 bool EpochManager::InEpoch() { return MySlot()->depth != 0; }
 
+void EpochManager::WaitQuiesceEnd() {
+  for (int spin = 0; quiescing_.load(std::memory_order_acquire); ++spin) {
+    if (spin < 64) CpuRelax();
+    else std::this_thread::yield();
+  }
+}
+
+// The argument of Synchronize, for the writer gate: the flag is stored before the heavy fence;
+// a writer whose fence came after it sees the flag and steps out; one whose fence came before
+// it has published `writing` (and its entry number), which the scan below sees and waits for.
+void EpochManager::QuiesceWriters() {
+  Slot* const me = MySlot();
+  quiesce_mu_.lock();
+  quiescing_.store(true, std::memory_order_seq_cst);
+  while (!HeavyFence()) std::this_thread::yield();
+  struct Inside {
+    Slot* s;
+    uint64_t entries;
+  };
+  std::vector<Inside> inside;
+  for (Slot* s = slots_.load(std::memory_order_acquire); s; s = s->next) {
+    if (s == me) continue;
+    // entries first (acquire), then writing: WriterEnter stores entries before writing, so a
+    // writing count seen here belongs to the entry read or a later one.
+    const uint64_t e = s->wentries.load(std::memory_order_acquire);
+    if (s->writing.load(std::memory_order_acquire) != 0) inside.push_back({s, e});
+  }
+  for (const Inside& x : inside) {
+    for (int spin = 0; x.s->writing.load(std::memory_order_acquire) != 0 &&
+                       x.s->wentries.load(std::memory_order_acquire) == x.entries;
+         ++spin) {
+      if (spin < 64) CpuRelax();
+      else std::this_thread::yield();
+    }
+  }
+}
+
+void EpochManager::EndQuiesce() {
+  quiescing_.store(false, std::memory_order_release);
+  quiesce_mu_.unlock();
+}
+
 void EpochManager::Retire(uint64_t item) {
   Slot* s = MySlot();
   std::atomic_thread_fence(std::memory_order_seq_cst);

@@ -78,6 +78,24 @@ class EpochManager {
   void Synchronize();
   // True iff the calling thread is inside an epoch of this manager.
   bool InEpoch();
+
+  // The writer gate (issue 31): what a writer of a concurrent index does instead of taking a
+  // shared lock word that every writer stores to (a process-wide cache line, and two atomic
+  // read-modify-writes per write). WriterEnter stores to the thread's own slot only (a count
+  // and an entry number), then, after Enter's fence (asymmetric where membarrier exists),
+  // loads the manager's quiescing flag, which only QuiesceWriters writes. QuiesceWriters (rare:
+  // the first Size() after open, Check, Stats) sets the flag, passes the heavy fence, and waits
+  // until every writer that was inside has left (the Synchronize argument, for writers): on
+  // return no other thread is between WriterEnter and WriterExit until EndQuiesce, and
+  // everything they wrote is visible. Writers that meet the flag step out and wait for
+  // EndQuiesce. Nests (an inner WriterEnter of a writer already inside returns at once).
+  // Quiescers are serialized (one mutex); the calling thread's own slot is not waited for (a
+  // quiescer is not writing). A quiesce covers the writers of every index of this manager (one
+  // per pool): it is rare and short.
+  void WriterEnter();
+  void WriterExit();
+  void QuiesceWriters();
+  void EndQuiesce();
   EpochStats Stats() const;
 
   // One per (thread, manager). `local` is written by its owner and read by advancing threads;
@@ -92,6 +110,9 @@ class EpochManager {
     std::vector<std::pair<uint64_t, uint64_t>> retired;  // (epoch at retire, item)
     // Written by the owner only (relaxed load + store, no locked RMW), read by Stats.
     std::atomic<uint64_t> nretired{0}, nreclaimed{0}, peak{0};
+    // The writer gate: owner-written; read by QuiesceWriters.
+    std::atomic<uint32_t> writing{0};   // WriterEnter nesting
+    std::atomic<uint64_t> wentries{0};  // outermost WriterEnters so far
   };
 
  private:
@@ -103,6 +124,7 @@ class EpochManager {
   bool TryAdvance();
   void ReclaimOld(Slot* s, uint64_t global);
   void EnterSlot(Slot* s);  // Enter / Exit with the slot already found (EpochGuard keeps it)
+  void WaitQuiesceEnd();
   void ExitSlot(Slot* s);
   friend struct EpochTls;
   friend class EpochGuard;
@@ -117,6 +139,8 @@ class EpochManager {
   std::atomic<Slot*> slots_{nullptr};  // singly linked, only grows
   std::mutex mu_;                      // enrolment
   std::atomic<uint64_t> nslots_{0};
+  std::atomic<bool> quiescing_{false};  // written by QuiesceWriters / EndQuiesce only
+  std::mutex quiesce_mu_;
   std::atomic<uint64_t> drained_{0};  // reclaimed by Drain (no thread inside: a clean close)
 };
 
@@ -163,6 +187,29 @@ inline void EpochManager::Exit() { ExitSlot(MySlot()); }
 inline void EpochManager::ExitSlot(Slot* s) {
   if (--s->depth != 0) [[unlikely]] return;
   s->local.store(0, std::memory_order_release);
+}
+
+inline void EpochManager::WriterEnter() {
+  Slot* s = MySlot();
+  const uint32_t w = s->writing.load(std::memory_order_relaxed);
+  if (w != 0) [[unlikely]] {  // nested: the quiescer already waits for the outer writer
+    s->writing.store(w + 1, std::memory_order_relaxed);
+    return;
+  }
+  for (;;) {
+    s->wentries.store(s->wentries.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    s->writing.store(1, std::memory_order_release);
+    if (asymmetric_) std::atomic_signal_fence(std::memory_order_seq_cst);  // QuiesceWriters' membarrier
+    else std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (!quiescing_.load(std::memory_order_acquire)) [[likely]] return;
+    s->writing.store(0, std::memory_order_release);  // step out while a quiescer runs
+    WaitQuiesceEnd();
+  }
+}
+
+inline void EpochManager::WriterExit() {
+  Slot* s = MySlot();
+  s->writing.store(s->writing.load(std::memory_order_relaxed) - 1, std::memory_order_release);
 }
 
 // Whether Enter runs without a hardware fence (membarrier(2) on the advancing side: epoch.cc).
