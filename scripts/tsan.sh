@@ -12,7 +12,8 @@ WERROR=OFF
 [ "${WORT_WERROR:-0}" = 1 ] && WERROR=ON  # .ci/run: warnings are errors
 cmake -S . -B "$TSAN_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWORT_TSAN=ON -DWORT_WERROR="$WERROR" >/dev/null
 cmake --build "$TSAN_DIR" -j"$(nproc)" --target test_sync test_concurrent test_fastfair_concurrent test_cceh test_alloc_race \
-  test_multiwriter_kill test_store_stress test_kv_stress test_kv_batch test_transport test_canrt test_reply_kv test_knn
+  test_alloc_stress test_multiwriter_kill test_store_stress test_kv_stress test_kv_batch test_transport test_canrt test_reply_kv \
+  test_knn
 export TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1"
 run() {
   echo "== tsan: $*"
@@ -23,6 +24,8 @@ run test_concurrent
 # fastfair (issue 31): writers splitting the same leaves and parents under node locks.
 run test_fastfair_concurrent
 run test_alloc_race
+# The allocator under concurrent allocation, free and pool growth (growth outside its lock).
+run test_alloc_stress
 run test_multiwriter_kill
 run test_store_stress
 # The key-value store API (wort/kv.h): racing writers of one key, lock-free readers, Close.
@@ -31,7 +34,7 @@ run test_kv_stress
 run test_kv_batch --gtest_filter='KvBatch.ConcurrentReadersSeeWholeBatches:KvBatch.BatchesBesidePutsOfTheSameKeys'
 run test_knn --gtest_filter='KnnConcurrent.*'
 # cceh: the tests with several threads (the others are single-threaded).
-run test_cceh --gtest_filter='*TwoThreads*:*ReaderBesideSplittingWriter*:*StressRacingInsertsAndReaders*:*VisitBesideWriters*'
+run test_cceh --gtest_filter='*TwoThreads*:*ReaderBesideSplittingWriter*:*StressRacingInsertsAndReaders*:*VisitBesideWriters*:*ManyWritersSplitAndDoubleConcurrently*'
 # remote (issue 18): the transport, the request/reply baselines and CANRT on the local backend
 # (the ucx backend is not built under TSan, see WORT_UCX in CMakeLists.txt): client threads'
 # atomics and Reads beside the server's notify, write, resize and polling threads.

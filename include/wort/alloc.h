@@ -78,6 +78,12 @@ struct AllocStats {
   // Retire calls made outside an epoch of epoch(): each one breaks the writer rule below (a bug
   // in the calling index, reported on stderr once); the tests require 0.
   uint64_t retired_outside_epoch = 0;
+  // The allocator's one lock is taken only off the per-thread fast path (a refill of a size
+  // class's cache, a batch of frees, a large block). Acquisitions and the ones that had to
+  // wait for another thread (issue 31: how often allocating threads meet), and pool growths.
+  uint64_t lock_acquisitions = 0;
+  uint64_t lock_waits = 0;
+  uint64_t grows = 0;
 };
 
 class WORT_EXPORT Allocator {

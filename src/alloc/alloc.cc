@@ -178,49 +178,80 @@ struct Allocator::Impl {
     }
   }
 
+  // The allocator's lock, taken by the paths that leave the thread cache (a refill, a batch of
+  // frees, a large block, growth). Counts the acquisitions (under the lock) and the ones that
+  // had to wait (AllocStats::lock_waits: only then is the counter's line written from outside).
+  std::atomic<uint64_t> lock_waits{0};
+  uint64_t lock_acquisitions = 0;  // under mu
+  void LockMu(std::unique_lock<std::mutex>& lk) {
+    if (!lk.try_lock()) {
+      lock_waits.fetch_add(1, std::memory_order_relaxed);
+      lk.lock();
+    }
+    ++lock_acquisitions;
+  }
+  // Pool growth (posix_fallocate + fdatasync: milliseconds) runs under grow_mu, not mu: the
+  // other threads refill from partial chunks and free meanwhile; one that needs a fresh chunk
+  // too waits for grow_mu and then finds the grown file.
+  mutable std::mutex grow_mu;
+  uint64_t grows = 0;  // under grow_mu
+
   // ---- chunk-level allocation (under mu) ------------------------------------------------
-  // Finds `n` consecutive FREE, non-frozen chunks, growing the file if needed.
-  Status FindFreeRun(uint64_t n, uint64_t* first) {
-    uint64_t run = 0;
-    for (uint64_t id = 0; id < nchunks_file; ++id) {
-      const ChunkMeta& m = chunks[id];
-      if (m.kind == kFree && !m.frozen) {
-        if (++run == n) {
-          *first = id + 1 - n;
-          return Status::OK();
+  // Finds `n` consecutive FREE, non-frozen chunks, growing the file if needed. `lk` holds mu;
+  // it is released while the file grows (the chunk state may change meanwhile: the scan is
+  // repeated after growth).
+  Status FindFreeRun(uint64_t n, uint64_t* first, std::unique_lock<std::mutex>& lk) {
+    for (;;) {
+      const uint64_t nfile = nchunks_file.load(std::memory_order_relaxed);
+      uint64_t run = 0;
+      for (uint64_t id = 0; id < nfile; ++id) {
+        const ChunkMeta& m = chunks[id];
+        if (m.kind == kFree && !m.frozen) {
+          if (++run == n) {
+            *first = id + 1 - n;
+            return Status::OK();
+          }
+        } else {
+          run = 0;
         }
-      } else {
-        run = 0;
       }
-    }
-    // Grow: at least what is missing, and at least a quarter of the current heap (fewer
-    // growth steps for big loads), within max_size.
-    const uint64_t start = nchunks_file - run;
-    uint64_t want = start + n;
-    want = std::max(want, nchunks_file + std::max<uint64_t>(1, nchunks_file / 4));
-    want = std::min(want, max_chunks);
-    if (want < start + n)
-      return Status::PoolFull("pool full: no " + std::to_string(n) + " free chunk(s) of 1 MiB and the pool is at its maximum size (" +
-                              std::to_string(pool->max_size()) + " bytes): " + pool->path());
-    Status s = pool->Grow(heap_off + want * kChunk);
-    if (!s.ok()) {
-      // Try the minimum growth before giving up.
-      if (want > start + n) s = pool->Grow(heap_off + (start + n) * kChunk);
+      // Grow: at least what is missing, and at least a quarter of the current heap (fewer
+      // growth steps for big loads), within max_size.
+      const uint64_t start = nfile - run;
+      uint64_t want = start + n;
+      want = std::max(want, nfile + std::max<uint64_t>(1, nfile / 4));
+      want = std::min(want, max_chunks);
+      if (want < start + n)
+        return Status::PoolFull("pool full: no " + std::to_string(n) + " free chunk(s) of 1 MiB and the pool is at its maximum size (" +
+                                std::to_string(pool->max_size()) + " bytes): " + pool->path());
+      lk.unlock();
+      Status s;
+      {
+        std::lock_guard<std::mutex> g(grow_mu);
+        // Another thread may have grown the file while this one waited: then scan again.
+        if ((pool->size() - heap_off) / kChunk == nfile) {
+          ++grows;
+          s = pool->Grow(heap_off + want * kChunk);
+          // Try the minimum growth before giving up.
+          if (!s.ok() && want > start + n) s = pool->Grow(heap_off + (start + n) * kChunk);
+        }
+      }
+      LockMu(lk);
       if (!s.ok()) return s;
+      const uint64_t grown = (pool->size() - heap_off) / kChunk;
+      if (grown > nchunks_file.load(std::memory_order_relaxed)) nchunks_file.store(grown, std::memory_order_release);
     }
-    nchunks_file.store((pool->size() - heap_off) / kChunk, std::memory_order_release);
-    *first = start;
-    return Status::OK();
   }
 
-  // Moves up to `want` free blocks of class `cls` into `out`. Under mu.
-  Status Refill(uint8_t cls, uint32_t want, std::vector<uint64_t>& out) {
+  // Moves up to `want` free blocks of class `cls` into `out`. Under mu (`lk`; FindFreeRun may
+  // release it while the file grows).
+  Status Refill(uint8_t cls, uint32_t want, std::vector<uint64_t>& out, std::unique_lock<std::mutex>& lk) {
     const uint32_t csize = Classes().size[cls];
     auto& pl = partial[cls];
     while (want > 0) {
       if (pl.empty()) {
         uint64_t id;
-        Status s = FindFreeRun(1, &id);
+        Status s = FindFreeRun(1, &id, lk);
         if (!s.ok()) return out.empty() ? s : Status::OK();
         SetupSmall(id, cls, /*all_free=*/true);
         PersistWord(id, MakeWord(kSmall, cls));  // before any block of it is handed out
@@ -482,9 +513,10 @@ Status Allocator::Alloc(size_t size, uint64_t* off) {
     const uint64_t n = (size + kChunk - 1) / kChunk;
     Status s;
     {
-      std::lock_guard<std::mutex> g(I.mu);
+      std::unique_lock<std::mutex> g(I.mu, std::defer_lock);
+      I.LockMu(g);
       uint64_t first;
-      s = I.FindFreeRun(n, &first);
+      s = I.FindFreeRun(n, &first, g);
       if (s.ok()) {
         for (uint64_t i = 1; i < n; ++i) {
           I.chunks[first + i].kind = kLargeTail;
@@ -512,8 +544,9 @@ Status Allocator::Alloc(size_t size, uint64_t* off) {
   }
   Status s;
   {
-    std::lock_guard<std::mutex> g(I.mu);
-    s = I.Refill(static_cast<uint8_t>(cls), BatchFor(Classes().size[cls]), bin);
+    std::unique_lock<std::mutex> g(I.mu, std::defer_lock);
+    I.LockMu(g);
+    s = I.Refill(static_cast<uint8_t>(cls), BatchFor(Classes().size[cls]), bin, g);
   }
   if (!bin.empty()) {
     *off = bin.back();
@@ -561,7 +594,8 @@ void Allocator::Free(uint64_t off) {
     bin.push_back(off);
     const uint32_t batch = BatchFor(csize);
     if (bin.size() >= 2 * batch) {
-      std::lock_guard<std::mutex> g(I.mu);
+      std::unique_lock<std::mutex> g(I.mu, std::defer_lock);
+      I.LockMu(g);
       for (uint32_t i = 0; i < batch; ++i) {
         I.FreeLocked(bin.back(), false);
         bin.pop_back();
@@ -638,6 +672,12 @@ AllocStats Allocator::Stats() const {
     for (const auto& b : tc->bins) s.blocks_allocated -= b.blocks.size();
   s.bytes_allocated -= cached_blocks_bytes;
   s.deferred_frees = I.deferred.size();
+  s.lock_acquisitions = I.lock_acquisitions;
+  s.lock_waits = I.lock_waits.load(std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> gg(I.grow_mu);  // order: mu, then grow_mu (growth holds grow_mu alone)
+    s.grows = I.grows;
+  }
   return s;
 }
 

@@ -11,6 +11,7 @@
 #include <shared_mutex>
 #include <vector>
 
+#include "sync/epoch.h"
 #include "wort/index.h"
 
 namespace wort {
@@ -51,9 +52,32 @@ void SetGlobalIndexLock(bool on);
 //   kReader   global-lock mode: shared;    otherwise: not taken (readers are lock-free)
 //   kWriter   global-lock mode: exclusive; otherwise: shared (writers lock nodes)
 //   kQuiesce  global-lock mode: shared;    otherwise: exclusive (Check, Stats: no writer runs)
+// With a writer gate (the pool's EpochManager; the radix trees, issue 31), kWriter and kQuiesce
+// outside global-lock mode use the gate instead of the lock: a writer then stores only to its
+// thread's epoch slot (no lock word shared by every writer), kQuiesce waits for the writers.
 class IndexModeLock {
  public:
   enum Role { kReader, kWriter, kQuiesce };
+  IndexModeLock(std::shared_mutex& mu, sync::EpochManager* gate, bool global_lock, Role role) {
+    if (gate == nullptr || global_lock || role == kReader) {
+      *this = IndexModeLock(mu, global_lock, role);
+      return;
+    }
+    gate_ = gate;
+    quiesce_ = role == kQuiesce;
+    if (quiesce_) gate->QuiesceWriters();
+    else gate->WriterEnter();
+  }
+  IndexModeLock& operator=(IndexModeLock&& o) noexcept {
+    Release();
+    mu_ = o.mu_;
+    exclusive_ = o.exclusive_;
+    gate_ = o.gate_;
+    quiesce_ = o.quiesce_;
+    o.mu_ = nullptr;
+    o.gate_ = nullptr;
+    return *this;
+  }
   // A reader outside global-lock mode takes nothing: two stores, no call (this sits on every
   // lookup's path).
   IndexModeLock(std::shared_mutex& mu, bool global_lock, Role role) {
@@ -69,10 +93,18 @@ class IndexModeLock {
   }
   IndexModeLock(const IndexModeLock&) = delete;
   IndexModeLock& operator=(const IndexModeLock&) = delete;
-  IndexModeLock(IndexModeLock&& o) noexcept : mu_(o.mu_), exclusive_(o.exclusive_) { o.mu_ = nullptr; }
+  IndexModeLock(IndexModeLock&& o) noexcept : mu_(o.mu_), exclusive_(o.exclusive_), gate_(o.gate_), quiesce_(o.quiesce_) {
+    o.mu_ = nullptr;
+    o.gate_ = nullptr;
+  }
   ~IndexModeLock() { Release(); }
   // Lets go of the lock before the object ends (a scan releases it before its callbacks).
   void Release() {
+    if (gate_ != nullptr) {
+      if (quiesce_) gate_->EndQuiesce();
+      else gate_->WriterExit();
+      gate_ = nullptr;
+    }
     if (mu_ == nullptr) return;
     if (exclusive_) mu_->unlock();
     else mu_->unlock_shared();
@@ -82,6 +114,8 @@ class IndexModeLock {
  private:
   std::shared_mutex* mu_ = nullptr;
   bool exclusive_ = false;
+  sync::EpochManager* gate_ = nullptr;
+  bool quiesce_ = false;
 };
 
 // What the visit function of such a kind holds while it walks beside writers: in global-lock

@@ -218,16 +218,57 @@ void EpochManager::Synchronize() {
 
 bool EpochManager::InEpoch() { return MySlot()->depth != 0; }
 
+void EpochManager::WaitQuiesceEnd() {
+  for (int spin = 0; quiescing_.load(std::memory_order_acquire); ++spin) {
+    if (spin < 64) CpuRelax();
+    else std::this_thread::yield();
+  }
+}
+
+// The argument of Synchronize, for the writer gate: the flag is stored before the heavy fence;
+// a writer whose fence came after it sees the flag and steps out; one whose fence came before
+// it has published `writing` (and its entry number), which the scan below sees and waits for.
+void EpochManager::QuiesceWriters() {
+  Slot* const me = MySlot();
+  quiesce_mu_.lock();
+  quiescing_.store(true, std::memory_order_seq_cst);
+  while (!HeavyFence()) std::this_thread::yield();
+  struct Inside {
+    Slot* s;
+    uint64_t entries;
+  };
+  std::vector<Inside> inside;
+  for (Slot* s = slots_.load(std::memory_order_acquire); s; s = s->next) {
+    if (s == me) continue;
+    // entries first (acquire), then writing: WriterEnter stores entries before writing, so a
+    // writing count seen here belongs to the entry read or a later one.
+    const uint64_t e = s->wentries.load(std::memory_order_acquire);
+    if (s->writing.load(std::memory_order_acquire) != 0) inside.push_back({s, e});
+  }
+  for (const Inside& x : inside) {
+    for (int spin = 0; x.s->writing.load(std::memory_order_acquire) != 0 &&
+                       x.s->wentries.load(std::memory_order_acquire) == x.entries;
+         ++spin) {
+      if (spin < 64) CpuRelax();
+      else std::this_thread::yield();
+    }
+  }
+}
+
+void EpochManager::EndQuiesce() {
+  quiescing_.store(false, std::memory_order_release);
+  quiesce_mu_.unlock();
+}
+
 void EpochManager::Retire(uint64_t item) {
   Slot* s = MySlot();
   std::atomic_thread_fence(std::memory_order_seq_cst);
   const uint64_t e = global_.load(std::memory_order_seq_cst);
   s->retired.emplace_back(e, item);
-  const uint64_t r = retired_.fetch_add(1, std::memory_order_relaxed) + 1;
-  const uint64_t pending = r - reclaimed_.load(std::memory_order_relaxed);
-  uint64_t peak = peak_pending_.load(std::memory_order_relaxed);
-  while (pending > peak && !peak_pending_.compare_exchange_weak(peak, pending, std::memory_order_relaxed)) {
-  }
+  // The counters are the slot's own (one writer): nothing shared is written per retire.
+  s->nretired.store(s->nretired.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  if (s->retired.size() > s->peak.load(std::memory_order_relaxed))
+    s->peak.store(s->retired.size(), std::memory_order_relaxed);
   if (++s->since_collect >= kRetireBatch) {
     s->since_collect = 0;
     TryAdvance();
@@ -277,7 +318,7 @@ void EpochManager::ReclaimOld(Slot* s, uint64_t global) {
     }
   }
   v.resize(keep);
-  if (n) reclaimed_.fetch_add(n, std::memory_order_relaxed);
+  if (n) s->nreclaimed.store(s->nreclaimed.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
 }
 
 void EpochManager::Drain() {
@@ -287,17 +328,20 @@ void EpochManager::Drain() {
     for (const auto& [e, item] : s->retired) reclaim_(ctx_, item), ++n;
     s->retired.clear();
   }
-  reclaimed_.fetch_add(n);
+  drained_.fetch_add(n);
 }
 
 EpochStats EpochManager::Stats() const {
   EpochStats st;
   st.epoch = global_.load();
   st.threads = nslots_.load();
-  st.retired = retired_.load();
-  st.reclaimed = reclaimed_.load();
-  st.pending = st.retired - st.reclaimed;
-  st.peak_pending = peak_pending_.load();
+  st.reclaimed = drained_.load();
+  for (Slot* s = slots_.load(std::memory_order_acquire); s; s = s->next) {
+    st.retired += s->nretired.load(std::memory_order_relaxed);
+    st.reclaimed += s->nreclaimed.load(std::memory_order_relaxed);
+    st.peak_pending += s->peak.load(std::memory_order_relaxed);
+  }
+  st.pending = st.retired >= st.reclaimed ? st.retired - st.reclaimed : 0;
   return st;
 }
 

@@ -23,7 +23,8 @@
 // Bounded memory: each thread reclaims its own retired blocks; every kRetireBatch retires it
 // tries to advance the epoch and reclaims what is old enough. A thread that stays inside one
 // operation holds back everything retired meanwhile (by every thread): keep operations short.
-// Blocks retired and not yet reclaimed are counted (Stats: pending, peak_pending).
+// Blocks retired and not yet reclaimed are counted (Stats: pending, peak_pending), per slot
+// (the owner's line: Retire writes nothing that another thread writes) and summed by Stats.
 // A thread that exits leaves its unreclaimed blocks in its slot; the next thread to take the
 // slot, or the manager's destructor (Drain), reclaims them.
 #pragma once
@@ -43,7 +44,9 @@ struct EpochStats {
   uint64_t retired = 0;        // Retire calls
   uint64_t reclaimed = 0;      // blocks handed to the reclaim function
   uint64_t pending = 0;        // retired, not yet reclaimed
-  uint64_t peak_pending = 0;   // the maximum of pending so far
+  uint64_t peak_pending = 0;   // the sum over slots of each slot's maximum of pending so far
+                               // (an upper bound of the process-wide maximum; exact with one
+                               // retiring thread)
 };
 
 class EpochGuard;
@@ -75,6 +78,24 @@ class EpochManager {
   void Synchronize();
   // True iff the calling thread is inside an epoch of this manager.
   bool InEpoch();
+
+  // The writer gate (issue 31): what a writer of a concurrent index does instead of taking a
+  // shared lock word that every writer stores to (a process-wide cache line, and two atomic
+  // read-modify-writes per write). WriterEnter stores to the thread's own slot only (a count
+  // and an entry number), then, after Enter's fence (asymmetric where membarrier exists),
+  // loads the manager's quiescing flag, which only QuiesceWriters writes. QuiesceWriters (rare:
+  // the first Size() after open, Check, Stats) sets the flag, passes the heavy fence, and waits
+  // until every writer that was inside has left (the Synchronize argument, for writers): on
+  // return no other thread is between WriterEnter and WriterExit until EndQuiesce, and
+  // everything they wrote is visible. Writers that meet the flag step out and wait for
+  // EndQuiesce. Nests (an inner WriterEnter of a writer already inside returns at once).
+  // Quiescers are serialized (one mutex); the calling thread's own slot is not waited for (a
+  // quiescer is not writing). A quiesce covers the writers of every index of this manager (one
+  // per pool): it is rare and short.
+  void WriterEnter();
+  void WriterExit();
+  void QuiesceWriters();
+  void EndQuiesce();
   EpochStats Stats() const;
 
   // One per (thread, manager). `local` is written by its owner and read by advancing threads;
@@ -87,6 +108,11 @@ class EpochManager {
     uint32_t depth = 0;                // Enter nesting
     uint32_t since_collect = 0;        // retires since the last Collect
     std::vector<std::pair<uint64_t, uint64_t>> retired;  // (epoch at retire, item)
+    // Written by the owner only (relaxed load + store, no locked RMW), read by Stats.
+    std::atomic<uint64_t> nretired{0}, nreclaimed{0}, peak{0};
+    // The writer gate: owner-written; read by QuiesceWriters.
+    std::atomic<uint32_t> writing{0};   // WriterEnter nesting
+    std::atomic<uint64_t> wentries{0};  // outermost WriterEnters so far
   };
 
  private:
@@ -98,6 +124,7 @@ class EpochManager {
   bool TryAdvance();
   void ReclaimOld(Slot* s, uint64_t global);
   void EnterSlot(Slot* s);  // Enter / Exit with the slot already found (EpochGuard keeps it)
+  void WaitQuiesceEnd();
   void ExitSlot(Slot* s);
   friend struct EpochTls;
   friend class EpochGuard;
@@ -111,7 +138,10 @@ class EpochManager {
   std::atomic<uint64_t> global_{2};
   std::atomic<Slot*> slots_{nullptr};  // singly linked, only grows
   std::mutex mu_;                      // enrolment
-  std::atomic<uint64_t> nslots_{0}, retired_{0}, reclaimed_{0}, peak_pending_{0};
+  std::atomic<uint64_t> nslots_{0};
+  std::atomic<bool> quiescing_{false};  // written by QuiesceWriters / EndQuiesce only
+  std::mutex quiesce_mu_;
+  std::atomic<uint64_t> drained_{0};  // reclaimed by Drain (no thread inside: a clean close)
 };
 
 namespace detail {
@@ -157,6 +187,29 @@ inline void EpochManager::Exit() { ExitSlot(MySlot()); }
 inline void EpochManager::ExitSlot(Slot* s) {
   if (--s->depth != 0) [[unlikely]] return;
   s->local.store(0, std::memory_order_release);
+}
+
+inline void EpochManager::WriterEnter() {
+  Slot* s = MySlot();
+  const uint32_t w = s->writing.load(std::memory_order_relaxed);
+  if (w != 0) [[unlikely]] {  // nested: the quiescer already waits for the outer writer
+    s->writing.store(w + 1, std::memory_order_relaxed);
+    return;
+  }
+  for (;;) {
+    s->wentries.store(s->wentries.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    s->writing.store(1, std::memory_order_release);
+    if (asymmetric_) std::atomic_signal_fence(std::memory_order_seq_cst);  // QuiesceWriters' membarrier
+    else std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (!quiescing_.load(std::memory_order_acquire)) [[likely]] return;
+    s->writing.store(0, std::memory_order_release);  // step out while a quiescer runs
+    WaitQuiesceEnd();
+  }
+}
+
+inline void EpochManager::WriterExit() {
+  Slot* s = MySlot();
+  s->writing.store(s->writing.load(std::memory_order_relaxed) - 1, std::memory_order_release);
 }
 
 // Whether Enter runs without a hardware fence (membarrier(2) on the advancing side: epoch.cc).

@@ -133,9 +133,15 @@ class VersionLock {
     }
   }
   // Writer: release; the version changes, so readers that read the node meanwhile restart.
-  void WriteUnlock() { word_.fetch_add(kLocked, std::memory_order_release); }
+  // A plain release store, not a locked read-modify-write (issue 31): while the lock bit is set
+  // nobody else changes the word (readers only load it; another writer's compare-exchange
+  // expects it unlocked and fails), so load + store is exact. On x86 a locked instruction also
+  // waits for the writer's earlier stores and cache-line write-backs to drain; a store does not.
+  void WriteUnlock() { word_.store(word_.load(std::memory_order_relaxed) + kLocked, std::memory_order_release); }
   // Writer: release and mark obsolete (the node was unlinked): later lock attempts fail.
-  void WriteUnlockObsolete() { word_.fetch_add(kLocked | kObsolete, std::memory_order_release); }
+  void WriteUnlockObsolete() {
+    word_.store(word_.load(std::memory_order_relaxed) + (kLocked | kObsolete), std::memory_order_release);
+  }
 
   uint64_t Load() const { return word_.load(std::memory_order_acquire); }
 

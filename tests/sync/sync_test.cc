@@ -302,6 +302,48 @@ TEST(EpochTest, StressNoReaderSeesAReclaimedItem) {
   EXPECT_EQ(r.n.load(), uint64_t(kWriters) * kReplacesPerWriter);
 }
 
+// The writer gate (issue 31): writers store only to their own slot; a quiescer, once
+// QuiesceWriters returns, sees no writer between WriterEnter and WriterExit until EndQuiesce.
+// Each writer bumps two counters one after the other inside the gate; every quiesce must find
+// them equal (a writer caught between the two would make them differ), and the writers' own
+// tallies must add up at the end. Nested WriterEnter is exercised too.
+TEST(EpochTest, WriterGateQuiescesEveryWriter) {
+  Reclaimed r;
+  EpochManager m(MarkReclaimed, &r);
+  constexpr int kWriters = 3;
+  const int kIters = 200000 / test::kSanitizerScale;
+  std::atomic<uint64_t> a{0}, b{0};
+  std::atomic<int> writers_done{0};
+  std::vector<uint64_t> mine(kWriters, 0);
+  std::vector<std::thread> ts;
+  for (int w = 0; w < kWriters; ++w)
+    ts.emplace_back([&, w] {
+      for (int i = 0; i < kIters; ++i) {
+        m.WriterEnter();
+        if (i % 16 == 0) m.WriterEnter();  // nested
+        a.fetch_add(1, std::memory_order_relaxed);
+        b.fetch_add(1, std::memory_order_relaxed);
+        if (i % 16 == 0) m.WriterExit();
+        m.WriterExit();
+        ++mine[w];
+      }
+      writers_done.fetch_add(1);
+    });
+  uint64_t quiesces = 0, bad = 0;
+  while (writers_done.load() < kWriters) {
+    m.QuiesceWriters();
+    if (a.load(std::memory_order_relaxed) != b.load(std::memory_order_relaxed)) ++bad;
+    m.EndQuiesce();
+    ++quiesces;
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(bad, 0u) << quiesces << " quiesces";
+  EXPECT_GT(quiesces, 0u);
+  uint64_t total = 0;
+  for (uint64_t n : mine) total += n;
+  EXPECT_EQ(total, uint64_t(kWriters) * kIters);
+}
+
 // Enter's fence is asymmetric (epoch.cc) wherever the kernel offers membarrier's private
 // expedited command, and symmetric under ThreadSanitizer (which does not model membarrier).
 TEST(EpochTest, FencesAreAsymmetricWhereMembarrierExists) {

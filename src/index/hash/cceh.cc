@@ -20,9 +20,15 @@ constexpr unsigned kMaxDepthU64 = 48;
 
 // A stripe: the writers' lock and the version word optimistic readers validate against (the
 // same cache line). A writer holding `lock` exclusively also holds `ver` (Lock/UnlockSegment).
+// `delta`: records added minus removed by the holders of this stripe's exclusive lock (only
+// they write it, on the line they hold anyway: no cache line shared by every insert); Size()
+// sums the stripes.
 struct alignas(64) PaddedLock {
   RwSpinLock lock;
   sync::VersionLock ver;
+  std::atomic<int64_t> delta{0};
+  // REQUIRES: `lock` held exclusively (one writer: a plain load and store, no locked RMW).
+  void Add(int64_t d) { delta.store(delta.load(std::memory_order_relaxed) + d, std::memory_order_relaxed); }
 };
 // Optimistic attempts of a CCEH lookup before it takes the segment lock shared instead.
 constexpr int kMaxOptimisticRestarts = 16;
@@ -161,49 +167,60 @@ class Cceh final : public HashIndexBase {
   const unsigned nb_;
   const unsigned window_;
   const unsigned max_depth_;
+  // Serializes the directory's writers (a split's directory update, a doubling); held
+  // exclusively only, by a split that already holds its segment's lock. Nobody else takes it.
   mutable RwSpinLock dir_lock_;
-  // Bumped by every holder of dir_lock_ exclusive (a split's directory update): optimistic
-  // readers that read an entry meanwhile restart.
+  // Held (under dir_lock_) only while entries or the directory pointer are stored and
+  // persisted: writers and optimistic readers that read an entry meanwhile read it again.
   mutable sync::VersionLock dir_ver_;
   std::unique_ptr<PaddedLock[]> locks_;
-  // Size: base_ counted once (under every lock), then writers add to delta_ under their lock.
+  // Size: base_ counted once (under every lock), then writers add to their stripe's delta under
+  // its lock, and to zero_delta_ under zero_mu_ (the u64 zero key).
   mutable std::mutex count_mu_;
   mutable bool count_known_ = false;
   mutable uint64_t base_ = 0;
-  mutable std::atomic<int64_t> delta_{0};
+  mutable std::atomic<int64_t> zero_delta_{0};
+  int64_t DeltaSum() const {
+    int64_t d = zero_delta_.load(std::memory_order_relaxed);
+    for (unsigned i = 0; i < (1u << kStripeBits); ++i) d += locks_[i].delta.load(std::memory_order_relaxed);
+    return d;
+  }
 };
 
 // ---- locating ------------------------------------------------------------------------------
 
 Loc Cceh::LockSegment(uint64_t h, bool exclusive) const {
-  for (;;) {
-    dir_lock_.lock_shared();
+  // No directory lock (issue 31): the entry is read under the directory's version word, which
+  // a directory writer holds only while it stores entries or the directory pointer and persists
+  // them. So an entry read with the version unlocked and unchanged afterwards was persistent
+  // when read (a record inserted into the segment it names cannot be lost to a cut directory
+  // update), and a doubling that is still building its new directory does not stop anyone.
+  // REQUIRES: inside an epoch of the pool (the directory read may be retired meanwhile).
+  for (unsigned n = 0;; ++n) {
+    uint64_t vd = 0;
+    if (!dir_ver_.ReadLockOrRestart(&vd)) {
+      Backoff(n);
+      continue;
+    }
     const CcehDirectory* d = Dir();
-    const uint64_t e = pm::load8(&d->entries()[Prefix(h, static_cast<unsigned>(d->depth))]);
-    // Start fetching the home bucket while the locks are taken.
+    const unsigned g = static_cast<unsigned>(pm::load8(&d->depth));
+    if (g > 63) continue;  // torn: a new directory was published meanwhile (the check fails)
+    const uint64_t e = pm::load8(&d->entries()[Prefix(h, g)]);
+    // Start fetching the home bucket while the lock is taken.
     _mm_prefetch(reinterpret_cast<const char*>(Seg(EntrySegment(e)) + (static_cast<unsigned>(h) & (nb_ - 1))),
                  _MM_HINT_T0);
     RwSpinLock& l = SegLock(EntrySegment(e));
-    if (exclusive ? l.try_lock() : l.try_lock_shared()) {
-      // The entry cannot change while we hold the segment's lock: only a split of this segment
-      // rewrites it (a doubling copies it unchanged).
-      dir_lock_.unlock_shared();
-      if (exclusive) Stripe(EntrySegment(e)).ver.WriteLock();  // no other holder: we hold `l`
-      return MakeLoc(e, h);
+    if (!(exclusive ? l.try_lock() : l.try_lock_shared())) {
+      if (exclusive)
+        l.lock();
+      else
+        l.lock_shared();
     }
-    dir_lock_.unlock_shared();
-    // Never block on a segment lock while holding the directory lock (a splitter holds its
-    // segment lock and waits for the directory lock).
-    if (exclusive)
-      l.lock();
-    else
-      l.lock_shared();
-    dir_lock_.lock_shared();
-    const CcehDirectory* d2 = Dir();
-    const uint64_t e2 = pm::load8(&d2->entries()[Prefix(h, static_cast<unsigned>(d2->depth))]);
-    dir_lock_.unlock_shared();
-    if (e2 == e) {
-      if (exclusive) Stripe(EntrySegment(e)).ver.WriteLock();
+    // The entry routes here and cannot change while we hold the segment's lock: only a split of
+    // this segment rewrites it (a doubling copies it unchanged). If the directory changed
+    // since it was read, read the entry again.
+    if (dir_ver_.CheckOrRestart(vd)) {
+      if (exclusive) Stripe(EntrySegment(e)).ver.WriteLock();  // no other holder: we hold `l`
       return MakeLoc(e, h);
     }
     if (exclusive)
@@ -222,7 +239,7 @@ Status Cceh::Put(std::string_view key, uint64_t value, bool upsert, bool* insert
     std::lock_guard<std::mutex> g(zero_mu_);
     bool ins = false;
     WORT_RETURN_IF_ERROR(ZeroPut(value, upsert, &ins));
-    if (ins) delta_.fetch_add(1, std::memory_order_relaxed);
+    if (ins) zero_delta_.store(zero_delta_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     if (inserted) *inserted = ins;
     return Status::OK();
   }
@@ -274,7 +291,7 @@ Status Cceh::Put(std::string_view key, uint64_t value, bool upsert, bool* insert
       pm::store8(&free_slot->value, value);
       pm::store8(&free_slot->key, word);
       pm::persist(free_slot, sizeof(CcehSlot));
-      delta_.fetch_add(1, std::memory_order_relaxed);
+      Stripe(l.seg).Add(1);
       UnlockSegment(l, true);
       if (inserted) *inserted = true;
       return Status::OK();
@@ -296,12 +313,10 @@ Status Cceh::Lookup(std::string_view key, uint64_t* value) const {
     return ZeroGet(value);
   }
   if (cow_) return LookupLockFree(p, value);
-  {
-    sync::EpochGuard g(alloc_.epoch());  // old directories and key blocks are retired, not freed
-    for (int attempt = 0; attempt < kMaxOptimisticRestarts; ++attempt) {
-      bool found = false;
-      if (LookupOptimistic(p, value, &found)) return found ? Status::OK() : Status::NotFound("key not found");
-    }
+  sync::EpochGuard g(alloc_.epoch());  // old directories and key blocks are retired, not freed
+  for (int attempt = 0; attempt < kMaxOptimisticRestarts; ++attempt) {
+    bool found = false;
+    if (LookupOptimistic(p, value, &found)) return found ? Status::OK() : Status::NotFound("key not found");
   }
   // Writers kept changing this segment: take its lock shared (cannot starve).
   const Loc l = LockSegment(p.hash, false);
@@ -400,7 +415,7 @@ Status Cceh::Remove(std::string_view key) {
   if (p.zero) {
     std::lock_guard<std::mutex> g(zero_mu_);
     WORT_RETURN_IF_ERROR(ZeroRemove());
-    delta_.fetch_sub(1, std::memory_order_relaxed);
+    zero_delta_.store(zero_delta_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
     return Status::OK();
   }
   const WriteEpoch we(alloc_);  // entered before the unlink, left after the key block's Retire
@@ -414,7 +429,7 @@ Status Cceh::Remove(std::string_view key) {
   // COMMIT: clear the key word; persist.
   pm::store8(&s->key, 0);
   pm::persist(&s->key, 8);
-  delta_.fetch_sub(1, std::memory_order_relaxed);
+  Stripe(l.seg).Add(-1);
   UnlockSegment(l, true);
   // Lock-free readers may still be comparing its bytes: retired, freed after their epochs.
   if (const uint64_t b = codec_.BlockOf(w)) RetireNow(b);
@@ -463,23 +478,28 @@ Status Cceh::Split(const Loc& l) {
   const uint64_t el = MakeEntry(left, L + 1), er = MakeEntry(right, L + 1);
   uint64_t old_dir = 0;
   bool doubled = false;
+  // dir_lock_ serializes the directory's writers (splits); inserts and lookups do not take it.
+  // dir_ver_ is held only while entries or the directory pointer are stored and persisted
+  // (LockSegment: an entry is used only if read outside that window).
   dir_lock_.lock();
-  dir_ver_.WriteLock();  // no other holder: we hold dir_lock_ exclusively
   CcehDirectory* d = Dir();
   const unsigned g = static_cast<unsigned>(d->depth);
   if (L < g) {
     // 2a. In place, right half first, each half from right to left.
     const uint64_t stride = 1ull << (g - L), start = l.pattern << (g - L);
     uintptr_t line = 0;
+    dir_ver_.WriteLock();  // no other holder: we hold dir_lock_
     StoreEntriesRightToLeft(d->entries(), start + stride / 2, start + stride, er, &line);
     StoreEntriesRightToLeft(d->entries(), start, start + stride / 2, el, &line);
     pm::persist(reinterpret_cast<const void*>(line), 64);
+    dir_ver_.WriteUnlock();
   } else {
-    // 2b. Doubling: copy-on-write of the directory.
+    // 2b. Doubling: copy-on-write of the directory. Built and persisted while inserts into
+    // other segments go on under the old directory (its entries do not change: every other
+    // directory writer waits for dir_lock_); only the pointer's store and persist hold dir_ver_.
     uint64_t nd_off = 0;
     Status s = alloc_.Alloc(CcehDirectory::Bytes(g + 1), &nd_off);
     if (!s.ok()) {
-      dir_ver_.WriteUnlock();
       dir_lock_.unlock();
       alloc_.Free(right);
       if (cow_) alloc_.Free(left);
@@ -502,12 +522,13 @@ Status Cceh::Split(const Loc& l) {
     }
     pm::persist(nd, CcehDirectory::Bytes(g + 1));
     // COMMIT: the directory pointer.
+    dir_ver_.WriteLock();  // no other holder: we hold dir_lock_
     pm::store8(&root_->table, nd_off);
     pm::persist(&root_->table, 8);
+    dir_ver_.WriteUnlock();
     old_dir = pool_.offset_of(d);
     doubled = true;
   }
-  dir_ver_.WriteUnlock();
   dir_lock_.unlock();
   // 3. Lock-free readers may still be in the old directory or (CCEH(C)) the split segment.
   if (doubled) RetireNow(old_dir);
@@ -595,11 +616,12 @@ uint64_t Cceh::Size() const {
     LockAll();
     std::lock_guard<std::mutex> z(zero_mu_);
     base_ = CountValidLocked();
-    delta_.store(0);
+    zero_delta_.store(0, std::memory_order_relaxed);
+    for (unsigned i = 0; i < (1u << kStripeBits); ++i) locks_[i].delta.store(0, std::memory_order_relaxed);
     count_known_ = true;
     UnlockAll();
   }
-  return static_cast<uint64_t>(static_cast<int64_t>(base_) + delta_.load());
+  return static_cast<uint64_t>(static_cast<int64_t>(base_) + DeltaSum());
 }
 
 Status Cceh::Check(std::string* report) const {
@@ -612,7 +634,7 @@ Status Cceh::Check(std::string* report) const {
   (void)Size();  // makes the count known; base_ is stable from here on
   LockAll();
   std::unique_lock<std::mutex> z(zero_mu_);
-  const uint64_t size_before = static_cast<uint64_t>(static_cast<int64_t>(base_) + delta_.load());
+  const uint64_t size_before = static_cast<uint64_t>(static_cast<int64_t>(base_) + DeltaSum());
   const uint64_t dir_off = pm::load8(&root_->table);
   if (dir_off == 0 || !pool_.contains(dir_off, sizeof(CcehDirectory))) {
     bad("C1: root.table outside the pool");

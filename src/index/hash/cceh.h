@@ -72,28 +72,38 @@
 //   Read-only pools are not repaired: every lookup is still correct in a cut state (an entry that
 //   still says (S, L) finds S with all of its records valid).
 //
-// Concurrency (thesis 4.4.6, two-level locking after Ellis)
-//   A DRAM reader/writer lock per segment (striped: 1024 locks hashed by segment offset) and one
-//   for the directory. A writer reads the entry under the directory lock (shared), takes the
-//   segment lock exclusively with a try-lock (or, failing that, blocks on it after dropping the
-//   directory lock and then re-validates the entry), inserts, and splits while still holding the
-//   segment lock; only the directory update takes the directory lock exclusively. Nobody blocks
-//   on a segment lock while holding the directory lock, so there is no deadlock. CCEH readers
-//   are optimistic (src/sync/sync.h): each stripe also has a version word (sync::VersionLock,
-//   same cache line) that a writer holds while it holds the stripe exclusively, and the
-//   directory has one that the holder of the exclusive directory lock holds. A lookup reads the
-//   directory version, the entry, the stripe version, re-checks the directory version (the entry
-//   still routes here), reads the probe window, and re-checks the stripe version (no writer
-//   changed the segment: lazy deletion lets writers overwrite invalid copies in place, so an
-//   unvalidated read could miss a migrated record); any failed check restarts it, and after 16
-//   restarts it takes the segment lock shared (no starvation). CCEH(C) readers take no lock and
-//   validate nothing but their slot: they re-read the key word after the value to detect a slot
-//   reused meanwhile (the weaker consistency the thesis accepts). Both run inside an epoch of the
-//   pool's EpochManager (src/sync/epoch.h): old directories, CCEH(C)'s split segments and removed
-//   key blocks are retired (Allocator::Retire), freed only after every reader has left.
+// Concurrency (thesis 4.4.6: one segment is split while the others take inserts)
+//   A DRAM reader/writer lock per segment (striped: 1024 locks hashed by segment offset), a
+//   version word for the directory (dir_ver) and a directory writers' lock (dir_lock). A writer
+//   reads dir_ver (waiting while it is held), the directory entry, takes the segment lock
+//   exclusively, then re-checks dir_ver: unchanged, the entry still routes here and cannot
+//   change while the segment lock is held (only a split of this segment rewrites it; a doubling
+//   copies it); changed, it drops the lock and reads again. A split, holding its segment lock,
+//   builds and persists the new segment(s), then takes dir_lock (directory writers one at a
+//   time) and holds dir_ver only while it stores and persists the entries (2a) or the new
+//   directory pointer (2b): a doubling allocates, fills and persists the new directory without
+//   it, so inserts into every other segment go on under the old directory meanwhile. Since no
+//   writer uses an entry read while dir_ver was held, every entry a writer acts on was
+//   persistent when read: an insert is never made into a segment that a crash could unlink.
+//   Nobody waits for a lock while holding dir_lock, and dir_lock is taken only by a holder of
+//   a segment lock, so there is no deadlock. An insert stores to: its segment's stripe (lock,
+//   version, size delta: one cache line), the slot, its thread's epoch slot and allocator cache
+//   (a key block); nothing shared with writers of other segments. CCEH readers are optimistic
+//   (src/sync/sync.h): each stripe's version word (same cache line) is held by a writer while it
+//   holds the stripe exclusively. A lookup reads dir_ver, the entry, the stripe version,
+//   re-checks dir_ver (the entry still routes here), reads the probe window, and re-checks the
+//   stripe version (no writer changed the segment: lazy deletion lets writers overwrite invalid
+//   copies in place, so an unvalidated read could miss a migrated record); any failed check
+//   restarts it, and after 16 restarts it takes the segment lock shared (no starvation).
+//   CCEH(C) readers take no lock and validate nothing but their slot: they re-read the key
+//   word after the value to detect a slot reused meanwhile (the weaker consistency the thesis
+//   accepts). Both run inside an epoch of the pool's EpochManager (src/sync/epoch.h): old
+//   directories, CCEH(C)'s split segments and removed key blocks are retired (Allocator::Retire),
+//   freed only after every reader and writer that could hold them has left.
 //
 // Size. Not persisted (that would cost a flush per insert): the first Size() after Open counts
-// the valid records under every segment lock; writers then keep a DRAM delta.
+// the valid records under every segment lock; writers then keep a DRAM delta per stripe (on
+// the stripe's line, under its lock), summed by Size().
 //
 // Visit (reachability contract R1) takes no lock (it runs inside an epoch): it reads the directory, visits every segment
 // once (with the smallest depth any entry gives it, so a cut split is covered by the old,

@@ -291,7 +291,11 @@ class RwSpinLock {
       Backoff(n);
     }
   }
-  void unlock() { s_.fetch_and(~kWriter, std::memory_order_release); }
+  // A release store, not a locked read-modify-write (issue 31: on x86 a locked instruction waits
+  // for the holder's earlier stores and write-backs to drain). While kWriter is set the only
+  // other change to the word is a waiter's fetch_or(kWaiting); losing it here costs nothing but
+  // that waiter's priority over new readers (it sets the bit again on its next turn).
+  void unlock() { s_.store(s_.load(std::memory_order_relaxed) & ~kWriter, std::memory_order_release); }
 
  private:
   static constexpr uint32_t kWriter = 1u << 31;

@@ -128,7 +128,8 @@ class ArtTree final : public Index {
   WORT_OPTIMISTIC_INLINE int LookupAttempt(std::string_view key, uint64_t* value) const;
   [[gnu::noinline]] Status LookupGlobalLock(std::string_view key, uint64_t* value) const;  // WORT_GLOBAL_LOCK
   sync::EpochManager& epoch() const { return epoch_; }
-  IndexModeLock ModeLock(IndexModeLock::Role r) const { return IndexModeLock(mu_, global_lock_, r); }
+  // Writers and quiescers use the pool epoch manager's writer gate (registry.h, issue 31).
+  IndexModeLock ModeLock(IndexModeLock::Role r) const { return IndexModeLock(mu_, &epoch(), global_lock_, r); }
   static sync::VersionLock& LockOf(const void* p) { return sync::NodeLock(p); }
 
   // Addressing.

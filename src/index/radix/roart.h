@@ -183,7 +183,8 @@ class RoartTree final : public Index {
   bool ScanRef(uint64_t ref, const sync::VersionLock* pl, uint64_t pv, uint32_t depth, bool bounded,
                ScanCtx& ctx) const;
   uint64_t CountKeys() const;
-  IndexModeLock ModeLock(IndexModeLock::Role r) const { return IndexModeLock(mu_, global_lock_, r); }
+  // Writers and quiescers use the pool epoch manager's writer gate (registry.h, issue 31).
+  IndexModeLock ModeLock(IndexModeLock::Role r) const { return IndexModeLock(mu_, &epoch(), global_lock_, r); }
   sync::EpochManager& epoch() const { return pool_.allocator().epoch(); }
 
   std::shared_ptr<void> sole_handle_;  // ClaimSoleHandle's token (registry.h: one handle per index)

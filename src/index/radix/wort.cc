@@ -12,6 +12,7 @@
 
 #include "index/batched_scan.h"
 #include "index/kind_ids.h"
+#include "index/lazy_count.h"
 #include "index/registry.h"
 #include "index/root_block.h"
 #include "sync/sync.h"
@@ -154,13 +155,7 @@ class WortTree final : public Index {
   }
   Status Scan(std::string_view start, const std::string_view* end, size_t limit, const ScanFn& fn) const override;
   uint64_t Size() const override {
-    const int64_t c = count_.load(std::memory_order_acquire);
-    if (c >= 0) return static_cast<uint64_t>(c);
-    auto q = ModeLock(IndexModeLock::kQuiesce);
-    const int64_t counted = static_cast<int64_t>(CountLeaves());
-    int64_t unknown = -1;
-    count_.compare_exchange_strong(unknown, counted);
-    return static_cast<uint64_t>(counted);
+    return count_.Get([&] { return ModeLock(IndexModeLock::kQuiesce); }, [&] { return CountLeaves(); });
   }
   Status Check(std::string* report) const override {
     WortCheckInfo info;
@@ -227,7 +222,8 @@ class WortTree final : public Index {
 
   using Attempt = sync::Attempt;  // (sync/attempt.h)
   static sync::VersionLock& LockOf(const void* p) { return sync::NodeLock(p); }
-  IndexModeLock ModeLock(IndexModeLock::Role r) const { return IndexModeLock(mu_, global_lock_, r); }
+  // Writers and quiescers use the pool epoch manager's writer gate (registry.h, issue 31).
+  IndexModeLock ModeLock(IndexModeLock::Role r) const { return IndexModeLock(mu_, &epoch_, global_lock_, r); }
   WORT_OPTIMISTIC_INLINE Status LookupInEpoch(std::string_view key, uint64_t* value) const {
     const uint64_t ref = key.size() == 8 ? FindLeaf(WordKey<kSpan>(key)) : FindLeaf(Key(key));
     if (ref == 0) return Status::NotFound("key not found");
@@ -271,10 +267,10 @@ class WortTree final : public Index {
   Status NewLeaf(const Key& k, uint64_t value, uint64_t* off);
   uint64_t CountLeaves() const;
   void CountUp() {
-    if (count_.load(std::memory_order_relaxed) >= 0) count_.fetch_add(1, std::memory_order_acq_rel);
+    count_.Added();
   }
   void CountDown() {
-    if (count_.load(std::memory_order_relaxed) >= 0) count_.fetch_sub(1, std::memory_order_acq_rel);
+    count_.Removed();
   }
 
   // FindLeaf's fast bound (see there): a 64-byte-aligned reference r with r - 1 < fast_last_
@@ -312,7 +308,7 @@ class WortTree final : public Index {
   std::shared_ptr<std::shared_mutex> mu_ptr_;
   std::shared_mutex& mu_;
   const bool global_lock_ = GlobalIndexLock();
-  mutable std::atomic<int64_t> count_{-1};  // -1: not counted yet this session
+  LazyKeyCount count_;  // not counted yet this session until the first Size() (lazy_count.h: striped)
 };
 
 // ---- Lookup ----------------------------------------------------------------------------------
@@ -1068,7 +1064,7 @@ Status WortTree<kSpan>::CheckDetailed(std::string* report, WortCheckInfo* info) 
       enter(r);  // may invalidate f
   }
   info->leaves = leaves;
-  const int64_t c = count_.load(std::memory_order_acquire);
+  const int64_t c = count_.Known();
   if (c >= 0 && static_cast<uint64_t>(c) != leaves)
     fail("count " + std::to_string(c) + " != leaves " + std::to_string(leaves));
   if (errors) return Status::Corruption("wort: " + std::to_string(errors) + " invariant violation(s)");
