@@ -84,7 +84,7 @@ class WortOSError(Error, OSError):
 
 
 class NotSupportedError(Error, NotImplementedError):
-    """The store's kind does not offer this (e.g. items() of a hash kind)."""
+    """The store's kind does not offer this (e.g. a key range, items(start=...), of a hash kind)."""
 
 
 class BusyError(Error, OSError):
