@@ -12,7 +12,7 @@
 //   2 a usage error: an unknown command or option, a value that does not parse or is out of
 //     range, an invalid argument (InvalidArgument), malformed input (e.g. a `kv load` file)
 //   3 corruption: a file that is not a pool, a broken invariant, a failed `pool check` or
-//     `knn check`, a consistency violation found by `crashtest`
+//     `knn check`, a consistency violation found by `crashtest` (or a mutant its gate missed)
 //   4 not found: the key, the store or the pool file does not exist
 //   5 busy: the pool is open for writing in another process
 #pragma once
