@@ -11,7 +11,9 @@ install(TARGETS wort_shared wort_static EXPORT wortTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT wort_runtime NAMELINK_COMPONENT wort_development
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT wort_development
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(TARGETS wort RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT wort_runtime)
+if(TARGET wort)  # WORT_TOOLS
+  install(TARGETS wort RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT wort_runtime)
+endif()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/wort DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
         COMPONENT wort_development FILES_MATCHING PATTERN "*.h")
 # A top-level C header (include/wort.h or the like, for the C API), if there is one.
@@ -40,4 +42,6 @@ install(FILES ${PROJECT_BINARY_DIR}/wortConfig.cmake ${PROJECT_BINARY_DIR}/wortC
 file(RELATIVE_PATH WORT_PC_TO_PREFIX /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)
 string(REGEX REPLACE "/$" "" WORT_PC_TO_PREFIX "${WORT_PC_TO_PREFIX}")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/wort.pc.in ${PROJECT_BINARY_DIR}/wort.pc @ONLY)
-install(FILES ${PROJECT_BINARY_DIR}/wort.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT wort_development)
+configure_file(${PROJECT_SOURCE_DIR}/cmake/wort-c.pc.in ${PROJECT_BINARY_DIR}/wort-c.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/wort.pc ${PROJECT_BINARY_DIR}/wort-c.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig
+        COMPONENT wort_development)

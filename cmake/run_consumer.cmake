@@ -107,8 +107,19 @@ if(WORT_MODE STREQUAL "install")
     message(FATAL_ERROR "consumer test: pkg-config --cflags --libs wort failed")
   endif()
   separate_arguments(pc_flags UNIX_COMMAND "${pc_flags}")
+  list(FIND pc_flags "-std=c++20" std_index)  # (script mode: no IN_LIST, policy CMP0057 is unset)
+  if(std_index EQUAL -1)
+    message(FATAL_ERROR "consumer test: wort.pc's Cflags lack -std=c++20 (the C++ headers need it): ${pc_flags}")
+  endif()
+  execute_process(COMMAND ${WORT_PKG_CONFIG} --cflags --libs wort-c OUTPUT_VARIABLE pc_c_flags
+                  OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "consumer test: pkg-config --cflags --libs wort-c failed")
+  endif()
+  separate_arguments(pc_c_flags UNIX_COMMAND "${pc_c_flags}")
   separate_arguments(arch UNIX_COMMAND "${WORT_ARCH_FLAGS}")
-  run("build pkg-config C++ consumer" ${WORT_CXX} -std=c++20 ${arch} ${san_flags} ${WORT_SOURCE_DIR}/tests/consumer/consumer.cc
+  # The C++ program with wort.pc's flags alone (its -std=c++20, no flag of ours).
+  run("build pkg-config C++ consumer" ${WORT_CXX} ${arch} ${san_flags} ${WORT_SOURCE_DIR}/tests/consumer/consumer.cc
       ${pc_flags} -Wl,-rpath,${libdir} -o ${WORT_WORK_DIR}/consumer_pkgconfig)
   run("run pkg-config C++ consumer" ${WORT_WORK_DIR}/consumer_pkgconfig ${pool})
   # The C API's programs, C99, through pkg-config against the installed libwort.so: the C API's
@@ -121,7 +132,7 @@ if(WORT_MODE STREQUAL "install")
       get_filename_component(cname ${csrc} NAME_WE)
       run("build pkg-config C consumer ${csrc}" ${WORT_CC} -std=c99 -pedantic -Wall -Werror -D_POSIX_C_SOURCE=200809L
           -DWORT_EXPECTED_VERSION=\"${WORT_VERSION}\"
-          ${san_flags} ${WORT_SOURCE_DIR}/${csrc} ${pc_flags} -Wl,-rpath,${libdir} -o ${WORT_WORK_DIR}/c_${cname})
+          ${san_flags} ${WORT_SOURCE_DIR}/${csrc} ${pc_c_flags} -Wl,-rpath,${libdir} -o ${WORT_WORK_DIR}/c_${cname})
       file(MAKE_DIRECTORY /dev/shm/wort-consumer-c)
       run("run pkg-config C consumer ${csrc}" ${WORT_WORK_DIR}/c_${cname} /dev/shm/wort-consumer-c)
       file(REMOVE_RECURSE /dev/shm/wort-consumer-c)

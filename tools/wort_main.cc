@@ -10,10 +10,5 @@ int main(int argc, char** argv) {
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
   app.set_version_flag("--version", std::string("wort ") + wort::Version());
   wort::cli::AddAll(app);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return wort::cli::ExitCode(app, e);
-  }
-  return 0;
+  return wort::cli::Main(app, argc, argv);
 }

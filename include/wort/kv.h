@@ -227,6 +227,11 @@ class WORT_EXPORT KvStore {
   // false or `limit` pairs were given. NotSupported for unordered (hash) kinds.
   Status Scan(std::string_view start, std::optional<std::string_view> end, const KvScanFn& fn,
               size_t limit = ~size_t{0}) const;
+  // Every pair until fn returns false: in ascending key order for an ordered kind (as Scan), in
+  // no particular order for a hash kind, whose keys are gathered under the table's locks first
+  // (writers wait meanwhile; memory for every key) and then given with their values. Each pair
+  // given is one the store held at some instant during the call.
+  Status ForEach(const KvScanFn& fn) const;
   // Number of keys.
   Status Count(uint64_t* n) const;
 

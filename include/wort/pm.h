@@ -22,6 +22,13 @@
 // Thread safety: all functions are thread safe. Counters are per thread; Counters() sums them.
 #pragma once
 
+// wort's C++ headers use C++20 (e.g. std::source_location in pm.h): a
+// consumer must compile with -std=c++20 (wort.pc's Cflags and the CMake targets' compile
+// features say so). A C program, or C++ of any standard, may use the C API (wort.h) instead.
+#if defined(__cplusplus) && __cplusplus < 202002L
+#error "wort's C++ headers need C++20: compile with -std=c++20 (or use the C API, wort.h)"
+#endif
+
 #include <immintrin.h>
 
 #include <atomic>

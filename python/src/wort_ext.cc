@@ -28,15 +28,18 @@ using namespace nb::literals;
 
 namespace {
 
-nb::dict g_errors;  // wort::Code (int) -> exception class; set by __init__.py
+// __init__.py's _error(code, message): the exception to raise for a Status (its class from the
+// code, and for a failed system call the errno the message names: FileNotFoundError,
+// PermissionError...).
+nb::object g_error_factory;
 
 [[noreturn]] void Raise(const wort::Status& s) {
-  nb::object cls;
-  {
-    nb::int_ code(static_cast<int>(s.code()));
-    if (g_errors.is_valid() && g_errors.contains(code)) cls = g_errors[code];
+  if (g_error_factory.is_valid()) {
+    nb::object exc = g_error_factory(static_cast<int>(s.code()), s.ToString());
+    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
+  } else {
+    PyErr_SetString(PyExc_RuntimeError, s.ToString().c_str());
   }
-  PyErr_SetString(cls.is_valid() ? cls.ptr() : PyExc_RuntimeError, s.ToString().c_str());
   throw nb::python_error();
 }
 
@@ -131,6 +134,22 @@ class Store {
         if (skip_start && k == st) return true;
         out.emplace_back(k, v);
         return out.size() < limit;
+      });
+    }
+    Check(s);
+    nb::list l;
+    for (auto& [k, v] : out) l.append(nb::make_tuple(Bytes(k), Bytes(v)));
+    return l;
+  }
+  // Every pair (ForEach: a hash kind's, in no particular order), at most `limit` (0: all).
+  nb::list ItemsUnordered(size_t limit) {
+    std::vector<std::pair<std::string, std::string>> out;
+    wort::Status s;
+    {
+      nb::gil_scoped_release nogil;
+      s = kv_->ForEach([&](std::string_view k, std::string_view v) {
+        out.emplace_back(k, v);
+        return limit == 0 || out.size() < limit;
       });
     }
     Check(s);
@@ -376,7 +395,7 @@ void KnnDrop(const std::string& path, const std::string& name) {
 
 NB_MODULE(_wort, m) {
   m.doc() = "wort's C++ key-value API (internal: use the wort package)";
-  m.def("_set_errors", [](nb::dict d) { g_errors = d; });
+  m.def("_set_error_factory", [](nb::object f) { g_error_factory = std::move(f); });
   m.def("kinds", [] { return wort::KvKinds(); }, "The index kinds a store can use.");
   m.def("open", &Open, "path"_a, "kind"_a, "size"_a, "name"_a, "key_type"_a, "sync"_a, "create"_a,
         nb::rv_policy::take_ownership);
@@ -393,6 +412,7 @@ NB_MODULE(_wort, m) {
       .def("count", &Store::Count)
       .def("write", &Store::Write, "ops"_a)
       .def("scan", &Store::Scan, "start"_a, "end"_a.none(), "limit"_a, "skip_start"_a)
+      .def("items_unordered", &Store::ItemsUnordered, "limit"_a)
       .def("capabilities", &Store::Capabilities)
       .def("close", &Store::Close)
       .def("_bench_cpp", &Store::BenchCpp, "op"_a, "keys"_a, "value"_a);
@@ -411,5 +431,5 @@ NB_MODULE(_wort, m) {
       .def("check", &KnnTree::CheckTree)
       .def("close", &KnnTree::Close);
   // The dict of error classes lives as long as the module.
-  nb::module_::import_("atexit").attr("register")(nb::cpp_function([] { g_errors.reset(); }));
+  nb::module_::import_("atexit").attr("register")(nb::cpp_function([] { g_error_factory.reset(); }));
 }

@@ -13,10 +13,7 @@
 namespace wort::cli {
 namespace {
 
-[[noreturn]] void Fail(const Status& s) {
-  fmt::print(stderr, "wort bench: {}\n", s.ToString());
-  throw CLI::RuntimeError(s.code() == Code::kInvalidArgument ? 2 : 1);
-}
+[[noreturn]] void Fail(const Status& s) { cli::Fail("wort bench", s); }
 
 struct CommonOpts {
   std::string flush = "auto";

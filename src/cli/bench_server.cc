@@ -67,15 +67,14 @@ void AddBenchServer(CLI::App& app) {
       server::PhaseResult r;
       Status s = server::RunPhase(*o, phase, &r);
       if (!s.ok()) {
-        fmt::print(stderr, "wort bench-server: {}\n", s.ToString());
-        throw CLI::RuntimeError(1);
+        Fail("wort bench-server", s);
       }
       fmt::print("{:<16} {:>5} {:>6} {:>10} {:>12.0f} {:>9.1f} {:>9.1f} {:>9.1f} {:>7} {:>7}\n", *label,
                  o->connections, r.name, r.requests, r.ops_per_sec, r.p50_us, r.p99_us, r.max_us, r.misses, r.errors);
       std::fflush(stdout);
       failed |= r.errors > 0;
     }
-    if (failed) throw CLI::RuntimeError(1);
+    if (failed) throw CLI::RuntimeError(kExitError);
   });
 }
 

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -69,7 +71,7 @@ struct CrashOpts {
   bool single_line_images = false;
 };
 
-[[noreturn]] void Fail(const std::string& m, int code = 1) {
+[[noreturn]] void Fail(const std::string& m, int code = kExitError) {
   fmt::print(stderr, "wort crashtest: {}\n", m);
   throw CLI::RuntimeError(code);
 }
@@ -84,7 +86,7 @@ size_t RunCoveragePlan(const CrashOpts& o, const std::string& name) {
   std::fflush(stdout);
   crash::CoverageResult cov;
   Status s = crash::RunCoverage(name, plan, &cov);
-  if (!s.ok()) Fail(name + ": " + s.ToString());
+  if (!s.ok()) Fail(name + ": " + s.ToString(), ExitStatusOf(s));
   for (auto& v : cov.violation_text) fmt::print("{}\n", v);
   size_t present = 0, met = 0, outside = 0, own_met = 0;
   std::vector<std::string> unmet, unreachable, wrong_note;
@@ -127,10 +129,10 @@ size_t RunCoveragePlan(const CrashOpts& o, const std::string& name) {
       if (crash::SiteGated(st) && crash::SiteMutatedBy(st, name) && (o.drop_site.empty() || st.Name() == o.drop_site))
         gated.push_back(st);
     if (!o.drop_site.empty() && gated.empty())
-      Fail(name + ": --drop-site " + o.drop_site + " is not a site this kind's mutation gate judges");
+      Fail(name + ": --drop-site " + o.drop_site + " is not a site this kind's mutation gate judges", kExitUsage);
     std::vector<crash::MutantResult> mr;
     s = crash::RunMutation(name, plan, cov, gated, o.mutate_budget, &mr);
-    if (!s.ok()) Fail(name + ": " + s.ToString());
+    if (!s.ok()) Fail(name + ": " + s.ToString(), ExitStatusOf(s));
     size_t missed = 0;
     for (auto& m : mr) {
       if (m.verdict == crash::MutantVerdict::kMissed) ++missed;
@@ -176,7 +178,7 @@ size_t RunKind(const CrashOpts& o, const std::string& name, bench::Dist dist, co
     std::fflush(stdout);
     crash::KillResult r;
     Status s = crash::RunKillTest(c, &r);
-    if (!s.ok()) Fail(name + ": " + s.ToString());
+    if (!s.ok()) Fail(name + ": " + s.ToString(), ExitStatusOf(s));
     fmt::print("{}: kill rounds {}, acknowledged operations {}, cut operation found applied {} / absent {}, "
                "violations {}, {:.2f} s\n",
                name, r.rounds, r.acked_ops, r.pending_applied, r.pending_absent, r.violations.size(), r.seconds);
@@ -210,13 +212,32 @@ size_t RunKind(const CrashOpts& o, const std::string& name, bench::Dist dist, co
     c.single_line_images = o.single_line_images;
     c.pool_initial_size = o.pool_size;
     c.log = o.mutate ? nullptr : stdout;
+    // On a terminal, a progress line on stderr (redrawn at most 10 times a second, erased at the
+    // end); otherwise nothing until the final line below.
+    if (!o.mutate && ::isatty(STDERR_FILENO)) {
+      auto last = std::make_shared<std::chrono::steady_clock::time_point>();
+      c.progress = [last, name](size_t done, size_t total, size_t images, size_t violations) {
+        const auto now = std::chrono::steady_clock::now();
+        if (done == total) {
+          std::fprintf(stderr, "\r\033[K");
+          std::fflush(stderr);
+          return;
+        }
+        if (now - *last < std::chrono::milliseconds(100)) return;
+        *last = now;
+        std::fprintf(stderr, "\r\033[K%s: operation %zu of %zu (%.0f%%), %zu images, %zu violations", name.c_str(), done,
+                     total, total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0, images,
+                     violations);
+        std::fflush(stderr);
+      };
+    }
     fmt::print("crashtest {}: dist={} keys={} explore={} ops={} seed={} subsets={} max-points={} lines={}{}\n", name,
                o.dist, o.keys, o.explore, o.ops, o.seed, o.subsets, o.max_points, o.torn ? "torn (8-byte words)" : "whole",
                o.replay_op >= 0 ? fmt::format(" replay op {} point {}", o.replay_op, o.replay_point) : "");
     std::fflush(stdout);
     crash::ExplorerResult r;
     Status s = crash::RunExplorer(c, &r);
-    if (!s.ok()) Fail(name + ": " + s.ToString());
+    if (!s.ok()) Fail(name + ": " + s.ToString(), ExitStatusOf(s));
     fmt::print("{}: operations {}, crash points {} (of {} met), images {}, violations {}, {:.2f} s\n", name,
                r.ops_run, r.crash_points, r.points_seen, r.images, r.violation_count, r.seconds);
     if (o.mutate && r.violation_count > 0) {
@@ -260,9 +281,9 @@ size_t RunKind(const CrashOpts& o, const std::string& name, bench::Dist dist, co
 
 void Run(const CrashOpts& o) {
   bench::Dist dist;
-  if (!bench::ParseDist(o.dist, &dist)) Fail("unknown distribution '" + o.dist + "'");
+  if (!bench::ParseDist(o.dist, &dist)) Fail("unknown distribution '" + o.dist + "'", kExitUsage);
   std::vector<crash::OpType> ops;
-  if (!crash::ParseOpTypes(o.ops, &ops)) Fail("bad --ops '" + o.ops + "' (a list of insert, upsert, delete)");
+  if (!crash::ParseOpTypes(o.ops, &ops)) Fail("bad --ops '" + o.ops + "' (a list of insert, upsert, delete)", kExitUsage);
   IndexOptions iopts;
   iopts.span_bits = o.span_bits;
   iopts.hash_capacity = o.hash_capacity;
@@ -276,7 +297,7 @@ void Run(const CrashOpts& o) {
     iopts.key_type = KeyType::kBytes;
     from_dist = false;
   } else if (o.key_type != "auto") {
-    Fail("bad --key-type '" + o.key_type + "' (auto, u64, bytes)");
+    Fail("bad --key-type '" + o.key_type + "' (auto, u64, bytes)", kExitUsage);
   }
 
   std::vector<std::string> kinds;
@@ -290,7 +311,7 @@ void Run(const CrashOpts& o) {
     if (!FindIndexKind(o.index)) {
       std::string known;
       for (const IndexKind* k : IndexKinds()) known += (known.empty() ? "" : ", ") + std::string(k->name);
-      Fail("unknown index kind '" + o.index + "' (known: " + known + ")");
+      Fail("unknown index kind '" + o.index + "' (known: " + known + ")", kExitUsage);
     }
     kinds.push_back(o.index);
   }
@@ -309,7 +330,7 @@ void Run(const CrashOpts& o) {
     if (pid == 0) {
       int code = 0;
       try {
-        code = RunKind(o, name, dist, ops, iopts, from_dist) > 0 ? 2 : 0;
+        code = RunKind(o, name, dist, ops, iopts, from_dist) > 0 ? kExitCorruption : kExitOk;
       } catch (const CLI::RuntimeError& e) {
         code = e.get_exit_code();
       }
@@ -329,7 +350,7 @@ void Run(const CrashOpts& o) {
       }
       fmt::print("{}: VIOLATION the run crashed: signal {} ({})\n", name, WTERMSIG(st), strsignal(WTERMSIG(st)));
       ++total_violations;
-    } else if (WEXITSTATUS(st) == 2) {
+    } else if (WEXITSTATUS(st) == kExitCorruption) {
       ++total_violations;
     } else if (WEXITSTATUS(st) != 0) {
       fmt::print("{}: could not run (exit status {})\n", name, WEXITSTATUS(st));
@@ -337,7 +358,7 @@ void Run(const CrashOpts& o) {
     }
     std::fflush(stdout);
   }
-  if (total_violations > 0) Fail(fmt::format("{} violation(s)", total_violations), 2);
+  if (total_violations > 0) Fail(fmt::format("{} violation(s)", total_violations), kExitCorruption);
 }
 
 void AddCrashTest(CLI::App& app) {

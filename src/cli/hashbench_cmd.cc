@@ -53,8 +53,7 @@ std::string CpuModel() {
 }
 
 [[noreturn]] void Fail(const std::string& what, const Status& s) {
-  fmt::print(stderr, "wort hashbench: {}: {}\n", what, s.ToString());
-  throw CLI::RuntimeError(1);
+  cli::Fail("wort hashbench: " + what, s);
 }
 
 double ThreadCpuNs() {

@@ -29,16 +29,13 @@ namespace {
 
 using knn_data::Matrix;
 
-[[noreturn]] void Fail(const Status& s) {
-  fmt::print(stderr, "wort knn: {}\n", s.ToString());
-  throw CLI::RuntimeError(s.code() == Code::kInvalidArgument ? 2 : s.IsCorruption() ? 3 : 1);
-}
+[[noreturn]] void Fail(const Status& s) { cli::Fail("wort knn", s); }
 
 // A data file's errors are bad input (exit 2), whatever their code; the tree's are not.
 void CheckInput(const Status& s) {
   if (s.ok()) return;
   fmt::print(stderr, "wort knn: {}\n", s.ToString());
-  throw CLI::RuntimeError(2);
+  throw CLI::RuntimeError(kExitUsage);
 }
 
 double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
@@ -140,8 +137,7 @@ std::unique_ptr<knn::KnnIndex> OpenTree(Pool& pool, const std::string& name) {
   std::unique_ptr<knn::KnnIndex> idx;
   Status s = knn::KnnIndex::Open(pool, name, &idx);
   if (!s.ok()) {
-    fmt::print(stderr, "wort knn: tree {}: {}\n", name, s.ToString());
-    throw CLI::RuntimeError(s.IsCorruption() ? 3 : 1);
+    cli::Fail("wort knn: tree " + std::string(name), s);
   }
   return idx;
 }
@@ -354,7 +350,7 @@ void AddInfoCheck(CLI::App* knn) {
     ClosePool(pool);
     if (!s.ok()) {
       fmt::print("{}check FAILED: {}\n", report, s.ToString());
-      throw CLI::RuntimeError(3);
+      throw CLI::RuntimeError(kExitCorruption);
     }
     fmt::print("{}check passed\n", report);
   });
@@ -403,7 +399,7 @@ void RunBench(const BenchOpts& o) {
   if (sum.wrong_records) {
     fmt::print(stderr, "wort knn bench: {} WRONG record(s): an engine's answer differs from brute force (see {})\n",
                sum.wrong_records, sum.results_path);
-    throw CLI::RuntimeError(1);
+    throw CLI::RuntimeError(kExitError);
   }
 }
 

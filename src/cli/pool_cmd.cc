@@ -18,10 +18,7 @@
 namespace wort::cli {
 namespace {
 
-[[noreturn]] void Fail(const Status& s) {
-  fmt::print(stderr, "wort: {}\n", s.ToString());
-  throw CLI::RuntimeError(s.IsCorruption() ? 3 : 1);
-}
+[[noreturn]] void Fail(const Status& s) { cli::Fail("wort pool", s); }
 
 void AddPool(CLI::App& app) {
   auto* pool = app.add_subcommand("pool", "Create, inspect and check pool files");
@@ -214,7 +211,7 @@ void AddPool(CLI::App& app) {
     if (!s.ok()) Fail(s);
     if (problems) {
       fmt::print("check FAILED: {} problem(s)\n", problems);
-      throw CLI::RuntimeError(3);
+      throw CLI::RuntimeError(kExitCorruption);
     }
     fmt::print("check passed\n");
   });

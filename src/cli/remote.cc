@@ -19,8 +19,7 @@ namespace wort::cli {
 namespace {
 
 void Fail(const char* cmd, const Status& s) {
-  fmt::print(stderr, "wort {}: {}\n", cmd, s.ToString());
-  throw CLI::RuntimeError(s.code() == Code::kInvalidArgument ? 2 : 1);
+  cli::Fail(std::string("wort ") + cmd, s);
 }
 
 void AddServeRemote(CLI::App& app) {
@@ -49,7 +48,7 @@ void AddServeRemote(CLI::App& app) {
     const remote::RemoteDesign* d = remote::FindRemoteDesign(o->design);
     if (d == nullptr) {
       fmt::print(stderr, "wort serve-remote: unknown design '{}' ({})\n", o->design, remote::RemoteDesignNames());
-      throw CLI::RuntimeError(2);
+      throw CLI::RuntimeError(kExitUsage);
     }
     if (!o->tls.empty()) ::setenv("UCX_TLS", o->tls.c_str(), 1);
     // Block the stop signals before any thread starts, so that every thread inherits the mask
@@ -141,7 +140,7 @@ void AddBenchRemote(CLI::App& app) {
     for (const auto& r : results)
       if (r.errors) {
         fmt::print(stderr, "wort bench-remote: {} {} had {} errors\n", r.design, r.op, r.errors);
-        throw CLI::RuntimeError(1);
+        throw CLI::RuntimeError(kExitError);
       }
   });
 }

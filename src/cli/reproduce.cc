@@ -76,8 +76,7 @@ void AddReproduce(CLI::App& app) {
       std::fflush(stdout);
     });
     if (!s.ok()) {
-      fmt::print(stderr, "wort reproduce: {}\n", s.ToString());
-      throw CLI::RuntimeError(s.code() == Code::kInvalidArgument ? 2 : 1);
+      Fail("wort reproduce", s);
     }
   });
 
@@ -98,7 +97,7 @@ void AddReproduce(CLI::App& app) {
     Status s = bench::ParseDistName(g->dist, &d);
     if (!s.ok()) {
       fmt::print(stderr, "wort reproduce-keygen: {}\n", s.ToString());
-      throw CLI::RuntimeError(2);
+      throw CLI::RuntimeError(kExitUsage);
     }
     const auto keys = bench::GenerateKeys(d, g->keys, g->seed);
     fmt::print("{} keys\n", keys.size());

@@ -29,7 +29,7 @@ namespace {
 // Usage errors: a message and exit code 2.
 [[noreturn]] void Usage(const std::string& msg) {
   fmt::print(stderr, "wort serve: {}\n", msg);
-  throw CLI::RuntimeError(2);
+  throw CLI::RuntimeError(kExitUsage);
 }
 
 // A size as every wort subcommand reads it (cli/options.h: 64M, 1g, 4096, ...).
@@ -284,8 +284,7 @@ void AddServe(CLI::App& app) {
     std::unique_ptr<server::Store> store;
     Status s = server::Store::Open(so, &store);
     if (!s.ok()) {
-      fmt::print(stderr, "wort serve: {}\n", s.ToString());
-      throw CLI::RuntimeError(1);
+      Fail("wort serve", s);
     }
     const bool clean = store->pool().opened_clean();
     const Durability dur = store->pool().durability();
@@ -310,10 +309,9 @@ void AddServe(CLI::App& app) {
     srv.stats().verbosity.store(static_cast<uint32_t>(o->verbose));
     s = srv.Start();
     if (!s.ok()) {
-      fmt::print(stderr, "wort serve: {}\n", s.ToString());
       if (recovery_log.joinable()) recovery_log.join();
       (void)store->Close();
-      throw CLI::RuntimeError(s.code() == Code::kInvalidArgument ? 2 : 1);
+      Fail("wort serve", s);
     }
     const std::string where = cfg.unix_socket.empty()
                                   ? fmt::format("{}:{}", cfg.listen, srv.port())
@@ -331,8 +329,7 @@ void AddServe(CLI::App& app) {
     if (recovery_log.joinable()) recovery_log.join();
     s = store->Close();
     if (!s.ok()) {
-      fmt::print(stderr, "wort serve: close: {}\n", s.ToString());
-      throw CLI::RuntimeError(1);
+      Fail("wort serve: close", s);
     }
     fmt::print("wort serve: pool closed cleanly\n");
   });

@@ -815,6 +815,7 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
   size_t focus_ops_met = 0;
   for (size_t i = 0; i < cfg.explore_ops && res.violation_count < cfg.max_violations; ++i) {
     if (cfg.replay_op >= 0 && static_cast<int64_t>(i) > cfg.replay_op) break;
+    if (cfg.progress) cfg.progress(i, cfg.explore_ops, res.images, res.violation_count);
     const Op op = wl.Next(model, cfg.ops, op_rng);
     Contents post = model;
     const Code want = wl.Apply(op, &post);
@@ -941,6 +942,7 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
     note_first_sites(i);  // the sites this operation met first (in it, or in its images' recovery)
     if (focus_done) break;
   }
+  if (cfg.progress) cfg.progress(cfg.explore_ops, cfg.explore_ops, res.images, res.violation_count);
 
   // The pool's close, explored as operation #explore_ops + 1: a crash leaves the contents whole.
   Status close_status;

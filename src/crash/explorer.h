@@ -177,6 +177,9 @@ struct ExplorerConfig {
   size_t hash_skew_keys = 0;
   size_t insert_keys = 0;               // insert candidates besides the setup (0: explore_ops + 8)
   FILE* log = nullptr;                  // progress and violations as they happen (optional)
+  // Called before each explored operation (done = operations explored so far, of `total`) and
+  // once at the end (done == total): `wort crashtest` draws a progress line on a terminal.
+  std::function<void(size_t done, size_t total, size_t images, size_t violations)> progress;
 };
 
 struct Violation {

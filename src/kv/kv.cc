@@ -18,6 +18,7 @@
 
 #include "sync/sync.h"
 
+#include "index/hash/hash_common.h"
 #include "index/kind_ids.h"
 #include "index/registry.h"
 #include "kv/batch_log.h"
@@ -462,6 +463,25 @@ Status KvStore::Scan(std::string_view start, std::optional<std::string_view> end
     bad = ValueAt(off, &v);
     if (!bad.ok()) return false;
     return fn(k, v) && ++n < limit;
+  }));
+  return bad;
+}
+
+// Unordered iteration (the hash kinds): an addition of its own, kept apart from Scan.
+Status KvStore::ForEach(const KvScanFn& fn) const {
+  if (caps_.ordered) return Scan("", std::nullopt, fn);
+  OpGuard op(*sync_);
+  if (!op.open()) return Closed();
+  const auto* h = dynamic_cast<const hash::HashIndexBase*>(index_.get());
+  if (h == nullptr) return Status::NotSupported(caps_.kind + ": no iteration");
+  Status bad;
+  // One epoch from before the gathering: every value block gathered stays allocated until the
+  // end, even if its key is overwritten or removed meanwhile.
+  sync::EpochGuard eg(*sync_->values);
+  WORT_RETURN_IF_ERROR(h->ForEachRecord([&](std::string_view k, uint64_t off) {
+    std::string_view v;
+    bad = ValueAt(off, &v);
+    return bad.ok() && fn(k, v);
   }));
   return bad;
 }

@@ -116,6 +116,81 @@ TEST(CliOptions, UnknownOptionIsAUsageError) {
   EXPECT_EQ(RunCli("pool create /dev/shm/x --no-such-option", &out), 2) << out;
   out.clear();
   EXPECT_EQ(RunCli("no-such-command", &out), 2) << out;
+  EXPECT_NE(out.find("wort: unknown command 'no-such-command' (commands: "), std::string::npos) << out;
+  EXPECT_NE(out.find("kv"), std::string::npos) << "the message lists the commands\n" << out;
+  out.clear();
+  EXPECT_EQ(RunCli("pool frobnicate /dev/shm/x", &out), 2) << out;
+  EXPECT_NE(out.find("wort pool: unknown command 'frobnicate' (commands: create, info, check"), std::string::npos) << out;
+  out.clear();
+  EXPECT_EQ(RunCli("kv --bogus", &out), 2) << out;
+}
+
+// doc/cli.md's table: the same status for the same kind of error, whichever subcommand meets it.
+TEST(CliExitStatus, SameKindOfErrorSameStatus) {
+  wort::test::TempPath garbage("exit-garbage"), pool("exit-pool"), missing("exit-missing");
+  {
+    std::ofstream f(garbage.str(), std::ios::binary);
+    const std::string junk(4 << 20, '\xab');
+    f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+  }
+  struct Case {
+    std::string args;
+    int status;
+  };
+  const Case cases[] = {
+      // 3: corruption - not a pool
+      {"pool info " + garbage.str(), 3},
+      {"pool check " + garbage.str(), 3},
+      {"kv get " + garbage.str() + " k", 3},
+      {"kv stats " + garbage.str(), 3},
+      // 4: not found - the pool file, the store, the key
+      {"pool info " + missing.str(), 4},
+      {"pool check " + missing.str(), 4},
+      {"kv stats " + missing.str(), 4},
+      {"kv dump " + missing.str(), 4},
+      // 2: usage
+      {"kv put " + missing.str() + " k v --kind vart", 2},
+      {"crashtest --index no-such-kind --dir /dev/shm", 2},
+      {"crashtest --index woart --dist no-such-dist --dir /dev/shm", 2},
+      // 1: a runtime error (a pool that exists already)
+      {"pool create " + garbage.str(), 1},
+  };
+  for (const Case& c : cases) {
+    std::string out;
+    EXPECT_EQ(RunCli(c.args, &out), c.status) << c.args << "\n" << out;
+    EXPECT_EQ(out.find("terminate"), std::string::npos) << out;
+  }
+  EXPECT_FALSE(std::filesystem::exists(missing.str())) << "a failed command created the pool";
+  // 5: busy - the pool is open for writing in this process, the command runs in another.
+  wort::KvConfig cfg;
+  cfg.path = pool.str();
+  cfg.size = 64 << 20;
+  std::unique_ptr<wort::KvStore> db;
+  ASSERT_TRUE(wort::KvStore::Open(cfg, &db).ok());
+  ASSERT_TRUE(db->Put("k", "v").ok());
+  for (const std::string& args : {"kv put " + pool.str() + " k2 v", "kv get " + pool.str() + " k", "pool info --write " + pool.str()}) {
+    std::string out;
+    EXPECT_EQ(RunCli(args, &out), 5) << args << "\n" << out;
+    EXPECT_NE(out.find("Busy"), std::string::npos) << out;
+  }
+  ASSERT_TRUE(db->Close().ok());
+  std::string out;
+  EXPECT_EQ(RunCli("kv get " + pool.str() + " k", &out), 0) << out;
+}
+
+// The crash explorer shows progress on a terminal (a line on stderr, redrawn) and only its final
+// line otherwise.
+TEST(CliProgress, CrashtestShowsProgressOnATerminalOnly) {
+  const std::string args = " crashtest --index woart --dir /dev/shm --keys 200 --explore 20";
+  std::string out;
+  ASSERT_EQ(RunCli(args.substr(1), &out), 0) << out;
+  EXPECT_EQ(out.find('\r'), std::string::npos) << "progress written although the output is not a terminal\n" << out;
+  EXPECT_NE(out.find("woart: operations 20, crash points"), std::string::npos) << out;
+  // script(1) runs the command on a pseudo-terminal.
+  out.clear();
+  ASSERT_EQ(wort::test::RunShell("script -qec '" + std::string(WORT_CLI_PATH) + args + "' /dev/null", &out), 0) << out;
+  EXPECT_NE(out.find("\r\033[Kwoart: operation 0 of 20 (0%), 0 images, 0 violations"), std::string::npos) << out;
+  EXPECT_NE(out.find("woart: operations 20, crash points"), std::string::npos) << out;
 }
 
 TEST(Cli, VersionFromOnePlace) {

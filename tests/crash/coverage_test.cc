@@ -404,7 +404,7 @@ TEST(Determinism, ReplayLineReproducesItsViolation) {
   char buf[4096];
   while (size_t n = std::fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
   const int st = ::pclose(p);
-  EXPECT_EQ(WEXITSTATUS(st), 2) << cmd << "\n" << out;
+  EXPECT_EQ(WEXITSTATUS(st), 3) << cmd << "\n" << out;
   EXPECT_NE(out.find(fmt::format("crash point {} ", v.point)), std::string::npos) << cmd << "\n" << out;
   EXPECT_NE(out.find(v.point_desc.substr(0, v.point_desc.find(','))), std::string::npos) << cmd << "\n" << out;
 }

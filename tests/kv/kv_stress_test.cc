@@ -273,6 +273,63 @@ TEST_P(KvStressTest, RacingWritersAndCheckingReaders) {
 
 // Close while readers and writers run: every call returns OK, NotFound or "closed"
 // (InvalidArgument), none touches the closed pool (ThreadSanitizer and ASan would report it).
+// ForEach (every kind; a hash kind's unordered iteration gathers its keys under the table's
+// locks) beside writers that overwrite and remove: every pass gives each key at most once, each
+// value whole and of its key, and every key that is never removed.
+TEST_P(KvStressTest, ForEachBesideWriters) {
+  test::TempPath p("kvstress-foreach");
+  std::unique_ptr<KvStore> db = Open(p, 256ull << 20);
+  ASSERT_TRUE(db);
+  std::map<std::string, int, std::less<>> ids;
+  for (int i = 0; i < kKeys; ++i) ids[KeyOf(i)] = i;
+  for (int i = 0; i < kKeys; ++i) ASSERT_TRUE(db->Put(KeyOf(i), ValueOf(i, kWriters, 0)).ok());
+  std::atomic<bool> stop{false};
+  std::atomic<int> bad{0};
+  std::atomic<uint64_t> passes{0};
+  std::string error;
+  std::vector<std::thread> ts;
+  for (int w = 0; w < 2; ++w)
+    ts.emplace_back([&, w] {
+      uint64_t r = Mix(w + 11);
+      for (int op = 0; op < kOpsPerWriter / 4 || passes.load() < 4; ++op) {
+        r = Mix(r);
+        const int key = static_cast<int>((r >> 16) % kKeys);
+        if (key >= kStable && (r >> 32) % 3 == 0) {
+          (void)db->Remove(KeyOf(key));
+        } else if (!db->Put(KeyOf(key), ValueOf(key, w, static_cast<uint64_t>(op) + 1)).ok()) {
+          bad.fetch_add(1);
+        }
+      }
+    });
+  std::thread it([&] {
+    while (!stop.load()) {
+      std::vector<int> seen(kKeys, 0);
+      std::string why;
+      const Status s = db->ForEach([&](std::string_view k, std::string_view v) {
+        const int i = KeyIndex(k, ids);
+        if (i < 0) why = "a key that was never written";
+        else if (++seen[i] > 1) why = "key " + std::to_string(i) + " given twice";
+        else if (!Valid(i, v)) why = "key " + std::to_string(i) + ": a torn or foreign value";
+        return why.empty();
+      });
+      if (!s.ok()) why = s.ToString();
+      for (int i = 0; i < kStable && why.empty(); ++i)
+        if (seen[i] != 1) why = "stable key " + std::to_string(i) + " missing";
+      if (!why.empty()) {
+        if (bad.fetch_add(1) == 0) error = why;
+        return;
+      }
+      passes.fetch_add(1);
+    }
+  });
+  for (auto& t : ts) t.join();
+  stop.store(true);
+  it.join();
+  EXPECT_EQ(bad.load(), 0) << error;
+  EXPECT_GE(passes.load(), 4u);
+  ASSERT_TRUE(db->Close().ok());
+}
+
 TEST_P(KvStressTest, CloseBesideRunningOperations) {
   test::TempPath p("kvclose");
   std::unique_ptr<KvStore> db = Open(p, 128ull << 20);

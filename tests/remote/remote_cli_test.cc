@@ -38,7 +38,8 @@ TEST(RemoteCli, UsageErrors) {
   EXPECT_EQ(test::RunShell(Cli() + " bench-remote --design nope", &out), 2);
   EXPECT_EQ(test::RunShell(Cli() + " bench-remote --keys 10 --range 11", &out), 2);
   EXPECT_EQ(test::RunShell(Cli() + " bench-remote --mix 10:90", &out), 2);
-  EXPECT_EQ(test::RunShell(Cli() + " bench-remote --connect /dev/shm/no-such-wort-info", &out), 1);
+  // A missing connect-info file is "not found" (doc/cli.md's exit statuses).
+  EXPECT_EQ(test::RunShell(Cli() + " bench-remote --connect /dev/shm/no-such-wort-info", &out), 4) << out;
 }
 
 // The records bench-remote appends: every phase of every design, no errors, sane numbers.

@@ -151,6 +151,7 @@ class Cceh final : public HashIndexBase {
     }
   }
   uint64_t CountValidLocked() const;
+  void CollectRecords(Records* out) const override;
   // Stores entries [lo, hi) := e from right to left; a line is persisted before the first store
   // into the line to its left. *line is the line being written (0: none yet).
   static void StoreEntriesRightToLeft(uint64_t* ent, uint64_t lo, uint64_t hi, uint64_t e, uintptr_t* line) {
@@ -608,6 +609,21 @@ uint64_t Cceh::CountValidLocked() const {
       for (const auto& slot : s[b].slot) n += IsValid(slot.key, depth, pattern);
   });
   return n;
+}
+
+void Cceh::CollectRecords(Records* out) const {
+  LockAll();  // every stripe: no insert, remove or split runs (the directory is still too)
+  {
+    std::lock_guard<std::mutex> z(zero_mu_);
+    AppendSpecialRecords(out);
+  }
+  ForEachSegment(Dir(), [&](uint64_t seg, unsigned depth, uint64_t pattern) {
+    const CcehBucket* s = Seg(seg);
+    for (unsigned b = 0; b < nb_; ++b)
+      for (const auto& slot : s[b].slot)
+        if (IsValid(slot.key, depth, pattern)) AppendRecord(slot.key, slot.value, out);
+  });
+  UnlockAll();
 }
 
 uint64_t Cceh::Size() const {

@@ -237,4 +237,35 @@ void ResetHashCounters(Index& index) {
   if (auto* h = dynamic_cast<HashIndexBase*>(&index)) h->ResetCounters();
 }
 
+// ---- unordered iteration -------------------------------------------------------------------
+
+Status HashIndexBase::ForEachRecord(const ScanFn& fn) const {
+  Records recs;
+  CollectRecords(&recs);
+  for (const auto& [k, v] : recs)
+    if (!fn(k, v)) break;
+  return Status::OK();
+}
+
+void HashIndexBase::AppendRecord(uint64_t w, uint64_t value, Records* out) const {
+  if (codec_.key_type() == KeyType::kU64) {
+    out->emplace_back(EncodeU64(UnmixU64(w, codec_.seed())), value);
+  } else if (WordIsInline(w)) {
+    char b[8];
+    InlineBytes(w, b);
+    out->emplace_back(std::string(b, InlineLen(w)), value);
+  } else if (const KeyBlock* kb = codec_.Block(w)) {
+    out->emplace_back(std::string(kb->bytes(), kb->len), value);
+  }  // (a damaged word names no key: Check reports it)
+}
+
+void HashIndexBase::AppendSpecialRecords(Records* out) const {
+  if (codec_.key_type() != KeyType::kU64) return;
+  for (int which = 0; which < 2; ++which)
+    if (ZeroPresent(which)) {
+      const uint64_t word = which == 0 ? 0 : codec_.tombstone();
+      out->emplace_back(EncodeU64(UnmixU64(word, codec_.seed())), pm::load8(SpecialValue(which)));
+    }
+}
+
 }  // namespace wort::hash

@@ -51,6 +51,8 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "util/splitmix64.h"
 #include "wort/key.h"
@@ -366,6 +368,12 @@ class HashIndexBase : public Index {
 
   // Insert (upsert = false) or Upsert.
   virtual Status Put(std::string_view key, uint64_t value, bool upsert, bool* inserted) = 0;
+  // Every record (key, value), in no particular order (a hash table has none), until fn returns
+  // false: the records are gathered under the table's locks (writers wait meanwhile; the kU64
+  // special slots included), then given to fn after the locks are released, so fn may call
+  // into this index. Each pair was in the table at the instant of the gathering. For the
+  // key-value store's unordered iteration (KvStore::ForEach, wort/kv.h).
+  Status ForEachRecord(const ScanFn& fn) const;
   HashCounters Counters() const;
   void ResetCounters();
   // Keeps ClaimSoleHandle's token for this handle's life (registry.h: one handle per index).
@@ -380,6 +388,17 @@ class HashIndexBase : public Index {
   bool ZeroPresent(int which = 0) const { return pm::load8(SpecialPresent(which)) != 0; }
   uint64_t* SpecialPresent(int which) const { return which == 0 ? &root_->zero_present : &root_->aux_present; }
   uint64_t* SpecialValue(int which) const { return which == 0 ? &root_->zero_value : &root_->aux_value; }
+
+  using Records = std::vector<std::pair<std::string, uint64_t>>;
+  // Appends every record of the table (slots and special slots), holding what makes the table
+  // still (ForEachRecord).
+  virtual void CollectRecords(Records* out) const = 0;
+  // Appends the record of a valid slot word (its key decoded: the table's lock must be held, a
+  // key block may be freed once it is released).
+  void AppendRecord(uint64_t w, uint64_t value, Records* out) const;
+  // Appends the special slots' records (kU64 tables). REQUIRES: what serializes them held
+  // (CCEH: zero_mu_; the static tables: their one mutex).
+  void AppendSpecialRecords(Records* out) const;
 
   void AddRehash(uint64_t ns, bool doubling, bool split, bool full) {
     std::lock_guard<std::mutex> g(counters_mu_);

@@ -129,6 +129,7 @@ class StaticHash final : public HashIndexBase {
   }
   Status Check(std::string* report) const override;
   IndexStats Stats() const override;
+  void CollectRecords(Records* out) const override;
   using HashIndexBase::Lookup;
   using HashIndexBase::Remove;
 
@@ -687,6 +688,17 @@ Status StaticHash::Check(std::string* report) const {
   if (problems > 20) r += std::string(kind_) + ": ... " + std::to_string(problems - 20) + " more\n";
   if (report) *report += r;
   return problems == 0 ? Status::OK() : Status::Corruption(std::string(kind_) + " check failed");
+}
+
+void StaticHash::CollectRecords(Records* out) const {
+  std::lock_guard<std::mutex> g(mu_);  // every operation of the table holds it (special slots too)
+  const View v = Current();
+  for (int i = 0; i < 2; ++i)
+    for (uint64_t k = 0; k < v.slots[i]; ++k) {
+      const uint64_t w = v.a[i][k].key;
+      if (codec_.IsRecord(w)) AppendRecord(w, v.a[i][k].value, out);
+    }
+  AppendSpecialRecords(out);
 }
 
 IndexStats StaticHash::Stats() const {
