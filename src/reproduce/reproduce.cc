@@ -106,6 +106,95 @@ Status ReadCachegrindLLMisses(const std::string& path, uint64_t* out) {
   return Status::Corruption("no summary line in " + path);
 }
 
+// The thesis chapter IV experiments (cceh-*, b3-*): their own kinds, those of `kinds` only.
+template <size_t K>
+std::vector<std::string> Present(const char* const (&want)[K], const std::vector<std::pair<std::string, bool>>& kinds) {
+  std::vector<std::string> out;
+  for (const char* w : want)
+    for (const auto& k : kinds)
+      if (k.first == w) out.push_back(w);
+  return out;
+}
+
+void PlanThesis(const Config& cfg, const ThesisParams& tp, const std::vector<std::pair<std::string, bool>>& kinds,
+                std::vector<Run>* runs, std::vector<std::string>* notes) {
+  auto est = [](size_t kinds_n, size_t n, int ops, uint64_t lat) {
+    return double(kinds_n) * (kRunS + n * (kGenS + ops * kInsertS + kFlushesPerInsert * lat * 1e-9));
+  };
+  auto explicit_only = [&](const char* exp, const std::vector<std::string>& have, const char* what) {
+    if (have.empty() && Wants(cfg, exp)) notes->push_back(std::string(exp) + ": none of " + what + " in this run's kinds; skipped");
+    return !have.empty() && Wants(cfg, exp);
+  };
+  const auto seg = Present(kCcehSegKinds, kinds);
+  if (explicit_only("cceh-seg", seg, "cceh, cceh-cow")) {
+    for (const auto& k : seg) {
+      for (uint64_t b : tp.segment_bytes) {
+        Run r;
+        r.type = Run::Type::kThesis;
+        r.exp = "cceh-seg";
+        r.label = fmt::format("cceh-seg@{}B", b);
+        r.dist = Dist::kSparse;
+        r.index = k;
+        r.keys = tp.cceh_keys;
+        r.ops = {Op::kInsert};
+        r.segment_bytes = b;
+        r.est_seconds = est(1, r.keys, 1, 0);
+        runs->push_back(r);
+      }
+    }
+  }
+  const auto hash = Present(kHashKinds, kinds);
+  const bool lat = explicit_only("cceh-lat", hash, "the hash kinds"), search = !hash.empty() && Wants(cfg, "cceh-search");
+  if (lat || search) {
+    std::vector<uint64_t> lats = lat ? tp.latencies : std::vector<uint64_t>{0};
+    for (uint64_t l : lats) {
+      Run r;
+      r.type = Run::Type::kThesis;
+      r.exp = lat ? "cceh-lat" : "cceh-search";
+      r.label = lat ? fmt::format("cceh-lat@{}ns", l) : "cceh-search";
+      r.dist = Dist::kSparse;
+      r.indexes = hash;
+      r.keys = tp.cceh_keys;
+      r.latency_ns = l;
+      if (lat) r.ops.push_back(Op::kInsert);
+      if (search && l == 0) {
+        r.ops.push_back(Op::kSearch);
+        if (lat) r.label += "+cceh-search";
+      }
+      r.est_seconds = est(hash.size(), r.keys, int(r.ops.size()), l);
+      runs->push_back(r);
+    }
+  }
+  const auto page = Present(kB3PageKinds, kinds);
+  if (explicit_only("b3-page", page, "b3tree, wbtree, wbtree-slot, fptree, fastfair")) {
+    Run r;
+    r.type = Run::Type::kThesis;
+    r.exp = "b3-page";
+    r.label = "b3-page";
+    r.dist = Dist::kSparse;
+    r.indexes = page;
+    r.keys = tp.b3_keys;
+    r.ops = {Op::kInsert, Op::kSearch, Op::kDelete};
+    r.est_seconds = est(page.size(), r.keys, 3, 0);
+    runs->push_back(r);
+  }
+  const auto grow = Present(kB3GrowKinds, kinds);
+  if (explicit_only("b3-grow", grow, "b3tree, fastfair, wbtree, fptree")) {
+    for (size_t n : tp.b3_grow) {
+      Run r;
+      r.type = Run::Type::kThesis;
+      r.exp = "b3-grow";
+      r.label = fmt::format("b3-grow@{}", n);
+      r.dist = Dist::kSparse;
+      r.indexes = grow;
+      r.keys = n;
+      r.ops = {Op::kInsert, Op::kSearch};
+      r.est_seconds = est(grow.size(), n, 2, 0);
+      runs->push_back(r);
+    }
+  }
+}
+
 }  // namespace
 
 Status GetScale(const std::string& name, ScaleParams* out) {
@@ -122,6 +211,7 @@ Status GetScale(const std::string& name, ScaleParams* out) {
     p.cachegrind_keys = 2000;
     p.cachegrind_dists = {Dist::kDense};
     p.canrt = {{"local", "", 500, 100, {50, 500}, 2, {1, 2}, 100}};
+    p.thesis = {4000, {1024, 4096, 16384, 65536}, {0, 300}, 3000, {1000, 4000}};
   } else if (name == "quick") {
     // Sized so that every index kind (19 in this build) finishes in under 5 minutes on the
     // 2-core reference machine even when it is shared; medium and paper are the scales to
@@ -138,6 +228,8 @@ Status GetScale(const std::string& name, ScaleParams* out) {
     // (every operation emulated by the server's progress thread here) a tenth of it.
     p.canrt = {{"local", "", 100000, 2000, {10000, 100000}, 3, {1, 2}, 2000},
                {"ucx", "sm", 10000, 500, {1000, 10000}, 3, {1, 2}, 500}};
+    // Thesis chapter IV: a 64th of CCEH's 16M records, a 50th of B3-tree's 10M keys.
+    p.thesis = {250000, {256, 1024, 4096, 16384, 65536, 262144}, {0, 100, 300}, 200000, {50000, 200000, 800000}};
   } else if (name == "medium") {
     p.keys = 16000000;
     p.latencies = {0, 100, 200, 300};
@@ -149,6 +241,8 @@ Status GetScale(const std::string& name, ScaleParams* out) {
     p.canrt = {{"local", "", 1000000, 10000, {10000, 100000}, 10, {1, 2}, 20000},
                {"ucx", "sm", 100000, 2000, {10000, 100000}, 3, {1, 2}, 2000},
                {"ucx", "tcp", 100000, 2000, {10000, 100000}, 3, {1, 2}, 2000}};
+    p.thesis = {2000000, {256, 1024, 4096, 16384, 65536, 262144}, {0, 100, 200, 300}, 2000000,
+                {250000, 1000000, 4000000}};
   } else if (name == "paper") {
     p.keys = 128000000;
     p.latencies = {0, 100, 200, 300};
@@ -160,6 +254,10 @@ Status GetScale(const std::string& name, ScaleParams* out) {
     p.canrt = {{"local", "", 1000000, 10000, {10000, 100000}, 10, {1, 2}, 20000},
                {"ucx", "sm", 100000, 2000, {10000, 100000}, 3, {1, 2}, 2000},
                {"ucx", "tcp", 100000, 2000, {10000, 100000}, 3, {1, 2}, 2000}};
+    // The thesis's 16M CCEH records and 10M B3-tree keys; Figure 15's sizes are not given in
+    // the text: 1M to 64M.
+    p.thesis = {16000000, {256, 1024, 4096, 16384, 65536, 262144}, {0, 100, 200, 300}, 10000000,
+                {1000000, 4000000, 16000000, 64000000}};
   } else {
     return Status::InvalidArgument("unknown scale '" + name + "' (valid: quick, medium, paper; tiny for tests)");
   }
@@ -172,7 +270,9 @@ Status Plan(const Config& cfg, const ScaleParams& sp, const std::vector<std::pai
   for (const auto& e : cfg.only) {
     if (std::find_if(std::begin(kExperiments), std::end(kExperiments), [&](const char* x) { return e == x; }) ==
         std::end(kExperiments))
-      return Status::InvalidArgument("unknown experiment '" + e + "' (valid: fig7, fig8, fig9, fig10, table1, space, canrt)");
+      return Status::InvalidArgument("unknown experiment '" + e +
+                                     "' (valid: fig7, fig8, fig9, fig10, table1, space, canrt, cceh-seg, cceh-lat, "
+                                     "cceh-search, b3-page, b3-grow)");
   }
   const size_t n = cfg.keys ? cfg.keys : sp.keys;
   const size_t cgn = cfg.cachegrind_keys ? cfg.cachegrind_keys : sp.cachegrind_keys;
@@ -286,6 +386,7 @@ Status Plan(const Config& cfg, const ScaleParams& sp, const std::vector<std::pai
   } else if (table1) {
     notes->push_back("table1: LLC-miss runs skipped (--no-cachegrind or valgrind not found)");
   }
+  PlanThesis(cfg, sp.thesis, kinds, runs, notes);
   if (Wants(cfg, "canrt")) {
     for (size_t k = 0; k < sp.canrt.size(); ++k) {
       const CanrtParams& cp = sp.canrt[k];
@@ -463,8 +564,22 @@ Status Reproduce(const Config& cfg, const LogFn& progress) {
     if (r.scan_len) bc.scan_len = r.scan_len;
     bc.scans = sp.scans;
     bench::IndexBenchReport rep;
+    // cceh-seg: the segment size is read when the table is created (cceh.h's knobs).
+    std::string old_seg;
+    bool had_seg = false;
+    if (r.segment_bytes) {
+      if (const char* e = std::getenv("WORT_CCEH_SEGMENT_BYTES")) {
+        old_seg = e;
+        had_seg = true;
+      }
+      setenv("WORT_CCEH_SEGMENT_BYTES", std::to_string(r.segment_bytes).c_str(), 1);
+    }
     const auto t0 = Clock::now();
     Status s = bench::RunIndexBench(bc, &rep, [&](const std::string& line) { blog << line << "\n"; });
+    if (r.segment_bytes) {
+      if (had_seg) setenv("WORT_CCEH_SEGMENT_BYTES", old_seg.c_str(), 1);
+      else unsetenv("WORT_CCEH_SEGMENT_BYTES");
+    }
     const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
     blog.flush();
     eta.Done(i, secs);
@@ -475,7 +590,10 @@ Status Reproduce(const Config& cfg, const LogFn& progress) {
     std::vector<nlohmann::json> recs;
     for (const auto& res : rep.results) {
       nlohmann::json j = bench::ToJson(res, bc, rep.env);
-      if (res.op == "insert") j["experiment"] = r.type == Run::Type::kLatency ? "fig8" : "fig7";
+      if (r.type == Run::Type::kThesis) {
+        j["experiment"] = r.exp == "cceh-lat" && res.op == "search" ? "cceh-search" : r.exp;
+        if (r.segment_bytes) j["segment_bytes"] = r.segment_bytes;
+      } else if (res.op == "insert") j["experiment"] = r.type == Run::Type::kLatency ? "fig8" : "fig7";
       else if (res.op == "search") j["experiment"] = "fig9";
       else if (res.op == "scan") {
         j["experiment"] = "fig10";
@@ -628,6 +746,11 @@ Status Reproduce(const Config& cfg, const LogFn& progress) {
                       {"ycsb_ops", cp.ycsb_ops}});
     cj["canrt"] = cr;
   }
+  cj["thesis"] = {{"cceh_keys", sp.thesis.cceh_keys},
+                  {"segment_bytes", sp.thesis.segment_bytes},
+                  {"latencies_ns", sp.thesis.latencies},
+                  {"b3_keys", sp.thesis.b3_keys},
+                  {"b3_grow", sp.thesis.b3_grow}};
   {
     std::vector<std::string> ds;
     for (Dist d : sp.cachegrind_dists) ds.push_back(bench::DistName(d));

@@ -18,6 +18,17 @@
 //   table1  flushes per insert and leaf depth (from the fig7 runs), LLC misses per insert and
 //           per search (cachegrind-simulated, at a reduced N, see below)
 //   space   pool bytes per key after the insert phase (thesis Fig 5.5)
+//   cceh-seg    thesis 4.4.7.1 (Figure 24): cceh and cceh-cow on random 8-byte keys (sparse) from a
+//               table sized for 2,048 records (the kinds' default), segment size swept
+//               (WORT_CCEH_SEGMENT_BYTES, set for each run): insert time, flushes per insert
+//   cceh-lat    thesis 4.4.7.2 (Figure 25): insert time of every hash kind vs emulated write latency
+//   cceh-search thesis 4.4.7.3 (Figure 26(c)): search time of every hash kind (one thread)
+//   b3-page     thesis 4.3.2 (Figures 12, 14): b3tree, wbtree, wbtree-slot, fptree, fastfair on
+//               random keys: insert, search and delete time, flushes per insert and per delete
+//   b3-grow     thesis 4.3.3 (Figure 15): insert and search time as the number of keys grows
+//   The thesis experiments use their own kinds (intersected with --index when given) and tag
+//   their records with their own experiment name; scripts/report.py's "thesis chapter IV"
+//   sections compare them with data/published/thesis_ch4.json.
 //   canrt   the CANRT paper's comparison (data/published/canrt_ica3pp20.json): `wort bench-remote`
 //           (src/bench/remote_bench.h) of canrt, reply-wort and reply-woart with the server in
 //           this process, per transport of the scale (local at every scale; ucx over UCX_TLS=sm
@@ -58,7 +69,24 @@
 
 namespace wort::reproduce {
 
-inline constexpr const char* kExperiments[] = {"fig7", "fig8", "fig9", "fig10", "table1", "space", "canrt"};
+inline constexpr const char* kExperiments[] = {"fig7",     "fig8",     "fig9",        "fig10",   "table1", "space",
+                                               "canrt",    "cceh-seg", "cceh-lat",    "cceh-search", "b3-page",
+                                               "b3-grow"};
+
+// Kinds of the thesis experiments (chapter IV), in the order of its figures.
+inline constexpr const char* kCcehSegKinds[] = {"cceh", "cceh-cow"};
+inline constexpr const char* kHashKinds[] = {"cceh", "cceh-cow", "levl", "linp", "cuck", "bch", "path"};
+inline constexpr const char* kB3PageKinds[] = {"b3tree", "wbtree", "wbtree-slot", "fptree", "fastfair"};
+inline constexpr const char* kB3GrowKinds[] = {"b3tree", "fastfair", "wbtree", "fptree"};
+
+// Sizes of the thesis experiments at a scale.
+struct ThesisParams {
+  size_t cceh_keys = 0;                  // records inserted (thesis: 16M)
+  std::vector<uint64_t> segment_bytes;   // cceh-seg sweep (thesis: 256 B to 256 KB)
+  std::vector<uint64_t> latencies;       // cceh-lat, ns per flushed line
+  size_t b3_keys = 0;                    // b3-page (thesis: 10M)
+  std::vector<size_t> b3_grow;           // b3-grow: N of each run
+};
 
 // The CANRT experiment at one transport: the sizes of its bench-remote run.
 struct CanrtParams {
@@ -85,6 +113,7 @@ struct ScaleParams {
   size_t cachegrind_keys = 0;            // N under cachegrind
   std::vector<bench::Dist> cachegrind_dists;
   std::vector<CanrtParams> canrt;        // one bench-remote run each
+  ThesisParams thesis;                   // cceh-*, b3-*
 };
 // InvalidArgument for an unknown name (valid: tiny, quick, medium, paper).
 Status GetScale(const std::string& name, ScaleParams* out);
@@ -111,7 +140,7 @@ struct Config {
 
 // One planned run.
 struct Run {
-  enum class Type { kBase, kRange, kLatency, kCgGen, kCgInsert, kCgSearch, kRemote };
+  enum class Type { kBase, kRange, kLatency, kCgGen, kCgInsert, kCgSearch, kRemote, kThesis };
   Type type = Type::kBase;
   std::string label;  // experiments it serves, for the progress line
   bench::Dist dist = bench::Dist::kDense;
@@ -124,6 +153,8 @@ struct Run {
   double range_pct = 0;  // fig10: the paper's range it stands for (% of 128M)
   size_t keys = 0;
   int canrt = -1;          // kRemote: index into ScaleParams::canrt
+  std::string exp;         // kThesis: the records' experiment (cceh-seg, ...; cceh-lat's search: cceh-search)
+  uint64_t segment_bytes = 0;  // kThesis: WORT_CCEH_SEGMENT_BYTES for the run (0: unset)
   double est_seconds = 0;  // the planner's cost estimate
 };
 

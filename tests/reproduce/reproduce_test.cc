@@ -112,6 +112,57 @@ TEST(ReproducePlan, EtaScalesByMeasuredOverEstimated) {
   EXPECT_DOUBLE_EQ(eta.Remaining(), 0);
 }
 
+// The thesis chapter IV experiments plan their own kinds, only those of the run.
+TEST(ReproducePlan, ThesisExperimentsUseTheirKinds) {
+  ScaleParams sp;
+  ASSERT_TRUE(GetScale("tiny", &sp).ok());
+  Config c;
+  c.cachegrind = false;
+  c.only = {"cceh-seg", "cceh-lat", "cceh-search", "b3-page", "b3-grow"};
+  std::vector<reproduce::Run> runs;
+  std::vector<std::string> notes;
+  ASSERT_TRUE(Plan(c, sp, {{"cceh", false}, {"levl", false}, {"b3tree", true}, {"wbtree", true}, {"wort", true}},
+                   &runs, &notes)
+                  .ok());
+  int seg = 0, lat = 0, search = 0, page = 0, grow = 0;
+  for (const reproduce::Run& r : runs) {
+    ASSERT_EQ(r.type, reproduce::Run::Type::kThesis) << r.label;
+    EXPECT_EQ(r.dist, bench::Dist::kSparse);
+    EXPECT_GT(r.est_seconds, 0);
+    for (const auto& k : r.indexes) EXPECT_NE(k, "wort") << r.label;
+    EXPECT_NE(r.index, "wort");
+    if (r.exp == "cceh-seg") {
+      ++seg;
+      EXPECT_EQ(r.index, "cceh");  // cceh-cow is not in the run
+      EXPECT_GT(r.segment_bytes, 0u);
+    } else if (r.exp == "cceh-lat") {
+      ++lat;
+      EXPECT_EQ(r.indexes, (std::vector<std::string>{"cceh", "levl"}));
+      for (bench::Op o : r.ops) search += o == bench::Op::kSearch;
+    } else if (r.exp == "b3-page") {
+      ++page;
+      EXPECT_EQ(r.indexes, (std::vector<std::string>{"b3tree", "wbtree"}));
+      EXPECT_EQ(r.ops.size(), 3u);  // insert, search, delete
+    } else if (r.exp == "b3-grow") {
+      ++grow;
+    }
+  }
+  EXPECT_EQ(seg, int(sp.thesis.segment_bytes.size()));
+  EXPECT_EQ(lat, int(sp.thesis.latencies.size()));
+  EXPECT_EQ(search, 1);  // at write latency 0 only
+  EXPECT_EQ(page, 1);
+  EXPECT_EQ(grow, int(sp.thesis.b3_grow.size()));
+
+  // A run without any of their kinds plans none of them and says so.
+  runs.clear();
+  notes.clear();
+  ASSERT_TRUE(Plan(c, sp, {{"wort", true}}, &runs, &notes).ok());
+  EXPECT_TRUE(runs.empty());
+  int said = 0;
+  for (const auto& n : notes) said += n.find("skipped") != std::string::npos;
+  EXPECT_EQ(said, 4) << "cceh-seg, cceh-lat, b3-page, b3-grow";
+}
+
 // The whole pipeline at N=2000: all registered kinds, both fig10 ranges, two latency points,
 // cachegrind on the dense keys (skipped if valgrind is missing), report.py.
 TEST(ReproducePlan, RangeQueriesHoldThePapersKeysPerQuery) {
@@ -287,6 +338,90 @@ TEST(ReproduceCli, CanrtSectionComesFromARun) {
     const std::string line_md = md.substr(at, md.find('\n', at) - at);
     EXPECT_NE(line_md.find(fmt::format("| {:.2f} |", g["p50_ns"].get<double>() / 1000)), std::string::npos)
         << line_md << " p50 " << g["p50_ns"];
+  }
+  fs::remove_all(out);
+  fs::remove(out.string() + ".log");
+}
+
+// The thesis chapter IV sections (issue 34): every claim of data/published/thesis_ch4.json gets a
+// row with a verdict, computed from this run's records, and the figures are written.
+TEST(ReproduceCli, ThesisSectionsComeFromARun) {
+  const fs::path out = fs::temp_directory_path() / ("wort-repro-thesis-" + std::to_string(getpid()));
+  fs::remove_all(out);
+  const std::string cmd = std::string(WORT_CLI_PATH) +
+                          " reproduce --scale tiny --only cceh-seg,cceh-lat,cceh-search,b3-page,b3-grow --out " +
+                          out.string() + " > " + out.string() + ".log 2>&1";
+  const int rc = std::system(cmd.c_str());
+  const std::string log = ReadAll(out.string() + ".log");
+  ASSERT_EQ(rc, 0) << log;
+  ScaleParams sp;
+  ASSERT_TRUE(GetScale("tiny", &sp).ok());
+
+  std::ifstream in(out / "results.jsonl");
+  ASSERT_TRUE(in) << log;
+  std::map<std::string, int> per_exp;
+  std::set<std::pair<std::string, uint64_t>> segs;
+  std::string line;
+  while (std::getline(in, line)) {
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << line;
+    const std::string e = j["experiment"], op = j["op"], idx = j["index"];
+    ++per_exp[e];
+    EXPECT_EQ(j["errors"].get<uint64_t>(), 0u) << line;
+    EXPECT_GT(j["ns_per_op"].get<double>(), 0) << line;
+    EXPECT_EQ(j["dist"], "sparse") << line;
+    // Every persistent insert and delete flushes at least the line it commits.
+    if (op == "insert" || op == "delete") {
+      EXPECT_GE(j["flushes_per_op"].get<double>(), 1.0) << line;
+    }
+    if (op == "search") {
+      EXPECT_EQ(j["flushes_per_op"].get<double>(), 0.0) << line;
+    }
+    if (e == "cceh-seg") {
+      segs.insert({idx, j["segment_bytes"].get<uint64_t>()});
+      EXPECT_EQ(j["keys"].get<size_t>(), sp.thesis.cceh_keys) << line;
+    }
+    if (e == "b3-page") {
+      EXPECT_EQ(j["keys"].get<size_t>(), sp.thesis.b3_keys) << line;
+    }
+  }
+  EXPECT_EQ(segs.size(), 2 * sp.thesis.segment_bytes.size());  // cceh and cceh-cow, every size
+  EXPECT_EQ(per_exp["cceh-lat"], 7 * int(sp.thesis.latencies.size()));  // 7 hash kinds
+  EXPECT_EQ(per_exp["cceh-search"], 7);
+  EXPECT_EQ(per_exp["b3-page"], 5 * 3);  // 5 kinds x insert, search, delete
+  EXPECT_EQ(per_exp["b3-grow"], 4 * 2 * int(sp.thesis.b3_grow.size()));
+
+  const std::string md = ReadAll(out / "report.md");
+  ASSERT_NE(md.find("## Thesis chapter IV: CCEH (4.4.7) and B3-tree (4.3) beside this run"), std::string::npos) << md;
+  const std::string pub = ReadAll(fs::path(__FILE__).parent_path() / ".." / ".." / "data" / "published" / "thesis_ch4.json");
+  nlohmann::json pj = nlohmann::json::parse(pub, nullptr, false);
+  ASSERT_FALSE(pj.is_discarded());
+  int claims = 0;
+  for (const char* sec : {"cceh", "b3"}) {
+    for (const auto& c : pj[sec]) {
+      ++claims;
+      const std::string id = c["id"];
+      const auto at = md.find("| " + id + " |");
+      ASSERT_NE(at, std::string::npos) << id;
+      const std::string row = md.substr(at, md.find('\n', at) - at);
+      EXPECT_NE(row.find("| **"), std::string::npos) << row;
+      EXPECT_EQ(row.find("cannot check"), std::string::npos) << row;
+      const bool missing = c["check"] == "missing";
+      EXPECT_EQ(row.find("**not reproduced") != std::string::npos, missing) << row;
+      if (!missing) {
+        const bool verdict = row.find("**holds") != std::string::npos || row.find("**partly holds") != std::string::npos ||
+                             row.find("**direction only") != std::string::npos ||
+                             row.find("**does not hold") != std::string::npos;
+        EXPECT_TRUE(verdict) << row;
+      }
+    }
+  }
+  EXPECT_GE(claims, 25);
+  const std::string sig = "\x89PNG\r\n\x1a\n";
+  for (const char* f : {"cceh_seg.png", "cceh_lat.png", "b3_page.png", "b3_grow.png"}) {
+    const std::string png = ReadAll(out / f);
+    ASSERT_GT(png.size(), 5000u) << f << "\n" << log;
+    EXPECT_EQ(png.substr(0, 8), sig) << f;
   }
   fs::remove_all(out);
   fs::remove(out.string() + ".log");
