@@ -272,7 +272,7 @@ Status Plan(const Config& cfg, const ScaleParams& sp, const std::vector<std::pai
         std::end(kExperiments))
       return Status::InvalidArgument("unknown experiment '" + e +
                                      "' (valid: fig7, fig8, fig9, fig10, table1, space, canrt, cceh-seg, cceh-lat, "
-                                     "cceh-search, b3-page, b3-grow)");
+                                     "cceh-search, b3-page, b3-grow, roart-peer)");
   }
   const size_t n = cfg.keys ? cfg.keys : sp.keys;
   const size_t cgn = cfg.cachegrind_keys ? cfg.cachegrind_keys : sp.cachegrind_keys;
@@ -718,6 +718,39 @@ Status Reproduce(const Config& cfg, const LogFn& progress) {
     if (!recs.empty()) WORT_RETURN_IF_ERROR(bench::AppendJsonLines(results_path, recs));
   }
 
+  // ---- roart-peer: P-ART built from the given sources, by scripts/peers.sh ---------------------
+  std::string peers_state = "not run";
+  const bool has_roart = std::any_of(kinds.begin(), kinds.end(), [](const auto& k) { return k.first == "roart"; });
+  if (Wants(c, "roart-peer") && has_roart) {
+    if (c.peers_src.empty()) {
+      peers_state = "no --peers-src: woart stands in for P-ART";
+    } else if (c.peers_script.empty() || c.peers_wort.empty()) {
+      peers_state = "scripts/peers.sh or the wort binary not found: woart stands in for P-ART";
+      notes.push_back("roart-peer: " + peers_state);
+    } else {
+      // peers.sh builds and writes outside the repository (its rule); the results are copied here.
+      const std::string tmp = fmt::format("/tmp/wort-repro-peers-{}", getpid());
+      const size_t pn = std::min<size_t>(n, 16000000);
+      const std::string cmd = fmt::format(
+          "bash {} {} --kinds roart --keys {} --dist sparse --repeat 1 --seed {} --wort {} --out {} > {} 2>&1 && cp {}/peers.jsonl "
+          "{}/peers.md {}/",
+          ShellQuote(c.peers_script), ShellQuote(c.peers_src), pn, c.seed, ShellQuote(c.peers_wort), ShellQuote(tmp),
+          ShellQuote(c.out_dir + "/peers.log"), ShellQuote(tmp), ShellQuote(tmp), ShellQuote(c.out_dir));
+      say(fmt::format("roart-peer: P-ART from {} against roart, {} sparse keys (scripts/peers.sh)", c.peers_src, pn));
+      const auto t0 = Clock::now();
+      const int st = std::system(cmd.c_str());
+      const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+      std::filesystem::remove_all(tmp);
+      if (st != 0) {
+        peers_state = fmt::format("scripts/peers.sh failed (exit status {}; see peers.log): woart stands in for P-ART", st);
+        notes.push_back("roart-peer: " + peers_state);
+      } else {
+        peers_state = fmt::format("P-ART built from {}/RECIPE/P-ART, {} keys", c.peers_src, pn);
+      }
+      say(fmt::format("roart-peer: {} ({:.1f}s)", peers_state, secs));
+    }
+  }
+
   // ---- config.json ---------------------------------------------------------------------------
   const double run_s = std::chrono::duration<double>(Clock::now() - t_start).count();
   rusage self{}, children{};
@@ -757,6 +790,7 @@ Status Reproduce(const Config& cfg, const LogFn& progress) {
     cj["cachegrind_dists"] = ds;
   }
   cj["only"] = c.only;
+  cj["roart_peer"] = peers_state;
   cj["flush"] = env.flush;
   cj["cpu"] = env.cpu;
   cj["cpus"] = env.cpus;

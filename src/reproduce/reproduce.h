@@ -29,6 +29,11 @@
 //   The thesis experiments use their own kinds (intersected with --index when given) and tag
 //   their records with their own experiment name; scripts/report.py's "thesis chapter IV"
 //   sections compare them with data/published/thesis_ch4.json.
+//   roart-peer  only with Config::peers_src: scripts/peers.sh builds P-ART (RECIPE) from
+//               peers_src/RECIPE/P-ART outside the repository and runs roart and P-ART on the same
+//               N sparse keys (insert, lookup, 100-key scans); its peers.jsonl and peers.md are
+//               copied to the output directory, where the ROART section compares with P-ART itself
+//               instead of the woart stand-in
 //   canrt   the CANRT paper's comparison (data/published/canrt_ica3pp20.json): `wort bench-remote`
 //           (src/bench/remote_bench.h) of canrt, reply-wort and reply-woart with the server in
 //           this process, per transport of the scale (local at every scale; ucx over UCX_TLS=sm
@@ -71,7 +76,7 @@ namespace wort::reproduce {
 
 inline constexpr const char* kExperiments[] = {"fig7",     "fig8",     "fig9",        "fig10",   "table1", "space",
                                                "canrt",    "cceh-seg", "cceh-lat",    "cceh-search", "b3-page",
-                                               "b3-grow"};
+                                               "b3-grow",  "roart-peer"};
 
 // Kinds of the thesis experiments (chapter IV), in the order of its figures.
 inline constexpr const char* kCcehSegKinds[] = {"cceh", "cceh-cow"};
@@ -136,6 +141,9 @@ struct Config {
   std::string report_script;         // scripts/report.py; empty: do not run it
   std::string python;                // interpreter for the script
   std::string published;             // data/published/wort_fast17.json
+  std::string peers_src;             // roart-peer: SRC_ROOT of scripts/peers.sh (empty: not run)
+  std::string peers_script;          // scripts/peers.sh
+  std::string peers_wort;            // the wort binary peers.sh runs (this one)
 };
 
 // One planned run.

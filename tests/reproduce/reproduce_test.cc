@@ -427,6 +427,37 @@ TEST(ReproduceCli, ThesisSectionsComeFromARun) {
   fs::remove(out.string() + ".log");
 }
 
+// roart-peer (issue 34) with a source root that holds no P-ART: the run goes on, config.json says
+// why P-ART was not measured, and the ROART section labels woart as the stand-in. (The P-ART build
+// itself needs its sources: scripts/peers.sh /path/to/peers --kinds roart.)
+TEST(ReproduceCli, RoartPeerWithoutSourcesFallsBackToTheStandIn) {
+  const fs::path out = fs::temp_directory_path() / ("wort-repro-roart-peer-" + std::to_string(getpid()));
+  const fs::path empty = out.string() + "-src";
+  fs::remove_all(out);
+  fs::create_directories(empty);
+  const std::string cmd = std::string(WORT_CLI_PATH) + " reproduce --scale tiny --only fig7,fig9,roart-peer --index roart,woart " +
+                          "--no-cachegrind --peers-src " + empty.string() + " --out " + out.string() + " > " +
+                          out.string() + ".log 2>&1";
+  const int rc = std::system(cmd.c_str());
+  const std::string log = ReadAll(out.string() + ".log");
+  ASSERT_EQ(rc, 0) << log;
+  nlohmann::json cfg = nlohmann::json::parse(ReadAll(out / "config.json"), nullptr, false);
+  ASSERT_FALSE(cfg.is_discarded());
+  const std::string state = cfg["roart_peer"];
+  EXPECT_NE(state.find("failed"), std::string::npos) << state;
+  EXPECT_NE(state.find("woart stands in"), std::string::npos) << state;
+  EXPECT_NE(ReadAll(out / "peers.log").find("P-ART skipped"), std::string::npos);
+  const std::string md = ReadAll(out / "report.md");
+  const auto at = md.find("| ROART 20-24% higher throughput than P-ART");
+  ASSERT_NE(at, std::string::npos) << md;
+  const std::string row = md.substr(at, md.find('\n', at) - at);
+  EXPECT_NE(row.find("stand-in"), std::string::npos) << row;
+  EXPECT_NE(row.find("sparse "), std::string::npos) << row;  // woart's ratio, measured in this run
+  fs::remove_all(out);
+  fs::remove_all(empty);
+  fs::remove(out.string() + ".log");
+}
+
 TEST(ReproduceCli, RejectsBadArguments) {
   const std::string base = std::string(WORT_CLI_PATH) + " reproduce --out /tmp/wort-repro-bad-" + std::to_string(getpid());
   EXPECT_NE(std::system((base + " --scale huge >/dev/null 2>&1").c_str()), 0);
