@@ -644,8 +644,8 @@ def roart_section(res, kinds, path, peers_path=None, peer_state=None):
 
 # ---- thesis chapter IV: CCEH (4.4.7) and B3-tree (4.3) -----------------------------------------
 
-THESIS_EXPS = ["cceh-seg", "cceh-lat", "cceh-search", "b3-page", "b3-grow"]
-THESIS_FIGURES = ["cceh_seg.png", "cceh_lat.png", "b3_page.png", "b3_grow.png"]
+THESIS_EXPS = ["cceh-seg", "cceh-lat", "cceh-search", "b3-page", "b3-grow", "b3-order"]
+THESIS_FIGURES = ["cceh_seg.png", "cceh_lat.png", "b3_page.png", "b3_order.png", "b3_grow.png"]
 THESIS_NAMES = {"cceh": "CCEH", "cceh-cow": "CCEH(C)", "levl": "LEVL", "linp": "LINP", "cuck": "CUCK",
                 "bch": "BCH", "path": "PATH", "b3tree": "B3-tree", "wbtree": "wB+-tree",
                 "wbtree-slot": "wB+-tree w/o bitmap", "fptree": "FPTree", "fastfair": "FAST&FAIR"}
@@ -831,6 +831,25 @@ def check_thesis(pub, recs):
                 verdict = ratio_verdict(pairs)
                 detail = f"insert throughput b3tree / {c['versus']}: " + "; ".join(parts) + \
                     (" (the largest is compared)" if c.get("agg") == "max" else "")
+        elif chk == "order":
+            parts, pairs = [], []
+            for k in t.kinds("b3-order"):
+                row = []
+                for op in ("insert", "search"):
+                    a = t.val("b3-order", k, op, insert_order="random")
+                    b = t.val("b3-order", k, op, insert_order="sorted")
+                    if a and b:
+                        row.append(f"{op} sorted/random {b / a:.2f}x")
+                        if k == "b3tree":
+                            pairs.append(b / a)
+                if row:
+                    parts.append(f"{k}: " + ", ".join(row))
+            if pairs:
+                ok = all(1 / TOLERANCE <= x <= TOLERANCE for x in pairs)
+                verdict = (f"holds (b3tree's sorted/random time ratios within {TOLERANCE:g}x of 1)" if ok else
+                           f"does not hold (a b3tree sorted/random time ratio outside {TOLERANCE:g}x of 1)")
+                detail = "CPU ns; " + "; ".join(parts) + \
+                    " (BST heights and accessed lines are not counted; times stand for them)"
         elif chk == "grow_search_fastfair" and grow:
             parts, oks = [], []
             for n in grow:
@@ -946,6 +965,22 @@ def draw_thesis(out, recs):
             ax.grid(alpha=0.3, axis="y")
         fig.suptitle("Thesis Figures 12/14: B3-tree vs wB+-tree (1 KB pages only)")
         save(fig, "b3_page.png")
+    ok = t.kinds("b3-order")
+    if ok:
+        fig, axs = plt.subplots(1, 2, figsize=(10, 3.8))
+        for ax, op in zip(axs, ["insert", "search"]):
+            w = 0.38
+            for j, order in enumerate(["random", "sorted"]):
+                vals = [t.val("b3-order", k, op, insert_order=order) or 0 for k in ok]
+                ax.bar([i + (j - 0.5) * w for i in range(len(ok))], vals, w, label=f"{order} insertion",
+                       color=["#cb181d", "#fdae6b"][j])
+            ax.set_xticks(range(len(ok)))
+            ax.set_xticklabels([THESIS_NAMES.get(k, k) for k in ok], fontsize=8)
+            ax.set_ylabel(f"{op} CPU time (ns/op)")
+            ax.grid(alpha=0.3, axis="y")
+            ax.legend(fontsize=8)
+        fig.suptitle("Thesis Figure 13: random vs sorted insertion (with rebalancing; no switch to turn it off)")
+        save(fig, "b3_order.png")
     grow = t.values("b3-grow", "keys")
     if grow:
         fig, axs = plt.subplots(1, 2, figsize=(10, 3.8))

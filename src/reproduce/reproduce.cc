@@ -178,6 +178,22 @@ void PlanThesis(const Config& cfg, const ThesisParams& tp, const std::vector<std
     r.est_seconds = est(page.size(), r.keys, 3, 0);
     runs->push_back(r);
   }
+  const auto order = Present(kB3OrderKinds, kinds);
+  if (explicit_only("b3-order", order, "b3tree, wbtree, fastfair")) {
+    for (bool sorted : {false, true}) {
+      Run r;
+      r.type = Run::Type::kThesis;
+      r.exp = "b3-order";
+      r.label = sorted ? "b3-order(sorted)" : "b3-order(random)";
+      r.dist = Dist::kSparse;
+      r.indexes = order;
+      r.keys = tp.b3_keys;
+      r.ops = {Op::kInsert, Op::kSearch};
+      r.sorted_insert = sorted;
+      r.est_seconds = est(order.size(), r.keys, 2, 0);
+      runs->push_back(r);
+    }
+  }
   const auto grow = Present(kB3GrowKinds, kinds);
   if (explicit_only("b3-grow", grow, "b3tree, fastfair, wbtree, fptree")) {
     for (size_t n : tp.b3_grow) {
@@ -272,7 +288,7 @@ Status Plan(const Config& cfg, const ScaleParams& sp, const std::vector<std::pai
         std::end(kExperiments))
       return Status::InvalidArgument("unknown experiment '" + e +
                                      "' (valid: fig7, fig8, fig9, fig10, table1, space, canrt, cceh-seg, cceh-lat, "
-                                     "cceh-search, b3-page, b3-grow, roart-peer)");
+                                     "cceh-search, b3-page, b3-grow, b3-order, roart-peer)");
   }
   const size_t n = cfg.keys ? cfg.keys : sp.keys;
   const size_t cgn = cfg.cachegrind_keys ? cfg.cachegrind_keys : sp.cachegrind_keys;
@@ -563,6 +579,7 @@ Status Reproduce(const Config& cfg, const LogFn& progress) {
     bc.ops = r.ops;
     if (r.scan_len) bc.scan_len = r.scan_len;
     bc.scans = sp.scans;
+    bc.sorted_insert = r.sorted_insert;
     bench::IndexBenchReport rep;
     // cceh-seg: the segment size is read when the table is created (cceh.h's knobs).
     std::string old_seg;

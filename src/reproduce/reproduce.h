@@ -25,6 +25,8 @@
 //   cceh-search thesis 4.4.7.3 (Figure 26(c)): search time of every hash kind (one thread)
 //   b3-page     thesis 4.3.2 (Figures 12, 14): b3tree, wbtree, wbtree-slot, fptree, fastfair on
 //               random keys: insert, search and delete time, flushes per insert and per delete
+//   b3-order    thesis 4.3.2 (Figure 13, rebalanced half): b3tree (wbtree, fastfair beside it)
+//               inserting the b3-page keys in random and in ascending order, then searching them
 //   b3-grow     thesis 4.3.3 (Figure 15): insert and search time as the number of keys grows
 //   The thesis experiments use their own kinds (intersected with --index when given) and tag
 //   their records with their own experiment name; scripts/report.py's "thesis chapter IV"
@@ -76,13 +78,14 @@ namespace wort::reproduce {
 
 inline constexpr const char* kExperiments[] = {"fig7",     "fig8",     "fig9",        "fig10",   "table1", "space",
                                                "canrt",    "cceh-seg", "cceh-lat",    "cceh-search", "b3-page",
-                                               "b3-grow",  "roart-peer"};
+                                               "b3-grow",  "b3-order", "roart-peer"};
 
 // Kinds of the thesis experiments (chapter IV), in the order of its figures.
 inline constexpr const char* kCcehSegKinds[] = {"cceh", "cceh-cow"};
 inline constexpr const char* kHashKinds[] = {"cceh", "cceh-cow", "levl", "linp", "cuck", "bch", "path"};
 inline constexpr const char* kB3PageKinds[] = {"b3tree", "wbtree", "wbtree-slot", "fptree", "fastfair"};
 inline constexpr const char* kB3GrowKinds[] = {"b3tree", "fastfair", "wbtree", "fptree"};
+inline constexpr const char* kB3OrderKinds[] = {"b3tree", "wbtree", "fastfair"};
 
 // Sizes of the thesis experiments at a scale.
 struct ThesisParams {
@@ -163,6 +166,7 @@ struct Run {
   int canrt = -1;          // kRemote: index into ScaleParams::canrt
   std::string exp;         // kThesis: the records' experiment (cceh-seg, ...; cceh-lat's search: cceh-search)
   uint64_t segment_bytes = 0;  // kThesis: WORT_CCEH_SEGMENT_BYTES for the run (0: unset)
+  bool sorted_insert = false;  // kThesis (b3-order): insert in ascending key order
   double est_seconds = 0;  // the planner's cost estimate
 };
 

@@ -118,13 +118,13 @@ TEST(ReproducePlan, ThesisExperimentsUseTheirKinds) {
   ASSERT_TRUE(GetScale("tiny", &sp).ok());
   Config c;
   c.cachegrind = false;
-  c.only = {"cceh-seg", "cceh-lat", "cceh-search", "b3-page", "b3-grow"};
+  c.only = {"cceh-seg", "cceh-lat", "cceh-search", "b3-page", "b3-grow", "b3-order"};
   std::vector<reproduce::Run> runs;
   std::vector<std::string> notes;
   ASSERT_TRUE(Plan(c, sp, {{"cceh", false}, {"levl", false}, {"b3tree", true}, {"wbtree", true}, {"wort", true}},
                    &runs, &notes)
                   .ok());
-  int seg = 0, lat = 0, search = 0, page = 0, grow = 0;
+  int seg = 0, lat = 0, search = 0, page = 0, grow = 0, sorted = 0;
   for (const reproduce::Run& r : runs) {
     ASSERT_EQ(r.type, reproduce::Run::Type::kThesis) << r.label;
     EXPECT_EQ(r.dist, bench::Dist::kSparse);
@@ -145,6 +145,9 @@ TEST(ReproducePlan, ThesisExperimentsUseTheirKinds) {
       EXPECT_EQ(r.ops.size(), 3u);  // insert, search, delete
     } else if (r.exp == "b3-grow") {
       ++grow;
+    } else if (r.exp == "b3-order") {
+      EXPECT_EQ(r.indexes, (std::vector<std::string>{"b3tree", "wbtree"}));
+      sorted += r.sorted_insert;
     }
   }
   EXPECT_EQ(seg, int(sp.thesis.segment_bytes.size()));
@@ -152,6 +155,7 @@ TEST(ReproducePlan, ThesisExperimentsUseTheirKinds) {
   EXPECT_EQ(search, 1);  // at write latency 0 only
   EXPECT_EQ(page, 1);
   EXPECT_EQ(grow, int(sp.thesis.b3_grow.size()));
+  EXPECT_EQ(sorted, 1);  // one sorted and one random b3-order run
 
   // A run without any of their kinds plans none of them and says so.
   runs.clear();
@@ -160,7 +164,7 @@ TEST(ReproducePlan, ThesisExperimentsUseTheirKinds) {
   EXPECT_TRUE(runs.empty());
   int said = 0;
   for (const auto& n : notes) said += n.find("skipped") != std::string::npos;
-  EXPECT_EQ(said, 4) << "cceh-seg, cceh-lat, b3-page, b3-grow";
+  EXPECT_EQ(said, 5) << "cceh-seg, cceh-lat, b3-page, b3-grow, b3-order";
 }
 
 // The whole pipeline at N=2000: all registered kinds, both fig10 ranges, two latency points,
@@ -349,7 +353,7 @@ TEST(ReproduceCli, ThesisSectionsComeFromARun) {
   const fs::path out = fs::temp_directory_path() / ("wort-repro-thesis-" + std::to_string(getpid()));
   fs::remove_all(out);
   const std::string cmd = std::string(WORT_CLI_PATH) +
-                          " reproduce --scale tiny --only cceh-seg,cceh-lat,cceh-search,b3-page,b3-grow --out " +
+                          " reproduce --scale tiny --only cceh-seg,cceh-lat,cceh-search,b3-page,b3-grow,b3-order --out " +
                           out.string() + " > " + out.string() + ".log 2>&1";
   const int rc = std::system(cmd.c_str());
   const std::string log = ReadAll(out.string() + ".log");
@@ -361,6 +365,7 @@ TEST(ReproduceCli, ThesisSectionsComeFromARun) {
   ASSERT_TRUE(in) << log;
   std::map<std::string, int> per_exp;
   std::set<std::pair<std::string, uint64_t>> segs;
+  std::set<std::string> orders;
   std::string line;
   while (std::getline(in, line)) {
     nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
@@ -384,12 +389,15 @@ TEST(ReproduceCli, ThesisSectionsComeFromARun) {
     if (e == "b3-page") {
       EXPECT_EQ(j["keys"].get<size_t>(), sp.thesis.b3_keys) << line;
     }
+    if (e == "b3-order") orders.insert(j["insert_order"].get<std::string>());
   }
   EXPECT_EQ(segs.size(), 2 * sp.thesis.segment_bytes.size());  // cceh and cceh-cow, every size
   EXPECT_EQ(per_exp["cceh-lat"], 7 * int(sp.thesis.latencies.size()));  // 7 hash kinds
   EXPECT_EQ(per_exp["cceh-search"], 7);
   EXPECT_EQ(per_exp["b3-page"], 5 * 3);  // 5 kinds x insert, search, delete
   EXPECT_EQ(per_exp["b3-grow"], 4 * 2 * int(sp.thesis.b3_grow.size()));
+  EXPECT_EQ(per_exp["b3-order"], 3 * 2 * 2);  // b3tree, wbtree, fastfair x random, sorted x insert, search
+  EXPECT_EQ(orders, (std::set<std::string>{"random", "sorted"}));
 
   const std::string md = ReadAll(out / "report.md");
   ASSERT_NE(md.find("## Thesis chapter IV: CCEH (4.4.7) and B3-tree (4.3) beside this run"), std::string::npos) << md;
@@ -418,7 +426,7 @@ TEST(ReproduceCli, ThesisSectionsComeFromARun) {
   }
   EXPECT_GE(claims, 25);
   const std::string sig = "\x89PNG\r\n\x1a\n";
-  for (const char* f : {"cceh_seg.png", "cceh_lat.png", "b3_page.png", "b3_grow.png"}) {
+  for (const char* f : {"cceh_seg.png", "cceh_lat.png", "b3_page.png", "b3_order.png", "b3_grow.png"}) {
     const std::string png = ReadAll(out / f);
     ASSERT_GT(png.size(), 5000u) << f << "\n" << log;
     EXPECT_EQ(png.substr(0, 8), sig) << f;
