@@ -10,6 +10,10 @@ DIR/config.json (written by `wort reproduce`), and writes into DIR:
   fig9.png   search time per index per distribution (Figure 9)
   fig10.png  range query time, 0.001% and 0.01% of N (Figure 10)
   space.png  pool bytes per key per index per distribution (thesis Figure 5.5)
+  cceh_seg.png, cceh_lat.png, b3_page.png, b3_order.png, b3_grow.png
+             the thesis chapter IV experiments (CCEH Figures 24-25, B3-tree Figures 12-15), when
+             their records are present; their claims (data/published/thesis_ch4.json) get a
+             section of report.md, as do ROART's against P-ART when DIR/peers.jsonl is there
   report.md  configuration, summary table, Table 1 beside the published values, and a verdict
              for each prose claim, computed from the results
 Figures have one panel (or row of panels) per index family, at most MAX_SERIES series each, and
