@@ -193,6 +193,22 @@ void PlanThesis(const Config& cfg, const ThesisParams& tp, const std::vector<std
       r.est_seconds = est(order.size(), r.keys, 2, 0);
       runs->push_back(r);
     }
+    if (order.front() == "b3tree") {
+      for (bool sorted : {false, true}) {
+        Run r;
+        r.type = Run::Type::kThesis;
+        r.exp = "b3-order";
+        r.label = sorted ? "b3-order(sorted,no-rebal)" : "b3-order(random,no-rebal)";
+        r.dist = Dist::kSparse;
+        r.indexes = {"b3tree"};
+        r.keys = tp.b3_keys;
+        r.ops = {Op::kInsert, Op::kSearch};
+        r.sorted_insert = sorted;
+        r.no_rebalance = true;
+        r.est_seconds = est(1, r.keys, 2, 0);
+        runs->push_back(r);
+      }
+    }
   }
   const auto grow = Present(kB3GrowKinds, kinds);
   if (explicit_only("b3-grow", grow, "b3tree, fastfair, wbtree, fptree")) {
@@ -591,8 +607,10 @@ Status Reproduce(const Config& cfg, const LogFn& progress) {
       }
       setenv("WORT_CCEH_SEGMENT_BYTES", std::to_string(r.segment_bytes).c_str(), 1);
     }
+    if (r.no_rebalance) setenv("WORT_B3_REBALANCE", "0", 1);  // read at create (b3tree.h)
     const auto t0 = Clock::now();
     Status s = bench::RunIndexBench(bc, &rep, [&](const std::string& line) { blog << line << "\n"; });
+    if (r.no_rebalance) unsetenv("WORT_B3_REBALANCE");
     if (r.segment_bytes) {
       if (had_seg) setenv("WORT_CCEH_SEGMENT_BYTES", old_seg.c_str(), 1);
       else unsetenv("WORT_CCEH_SEGMENT_BYTES");
@@ -610,6 +628,7 @@ Status Reproduce(const Config& cfg, const LogFn& progress) {
       if (r.type == Run::Type::kThesis) {
         j["experiment"] = r.exp == "cceh-lat" && res.op == "search" ? "cceh-search" : r.exp;
         if (r.segment_bytes) j["segment_bytes"] = r.segment_bytes;
+        if (r.exp == "b3-order") j["rebalance"] = !r.no_rebalance;
       } else if (res.op == "insert") j["experiment"] = r.type == Run::Type::kLatency ? "fig8" : "fig7";
       else if (res.op == "search") j["experiment"] = "fig9";
       else if (res.op == "scan") {

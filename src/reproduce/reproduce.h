@@ -25,8 +25,9 @@
 //   cceh-search thesis 4.4.7.3 (Figure 26(c)): search time of every hash kind (one thread)
 //   b3-page     thesis 4.3.2 (Figures 12, 14): b3tree, wbtree, wbtree-slot, fptree, fastfair on
 //               random keys: insert, search and delete time, flushes per insert and per delete
-//   b3-order    thesis 4.3.2 (Figure 13, rebalanced half): b3tree (wbtree, fastfair beside it)
-//               inserting the b3-page keys in random and in ascending order, then searching them
+//   b3-order    thesis 4.3.2 (Figure 13): b3tree (wbtree, fastfair beside it) inserting the b3-page
+//               keys in random and in ascending order, then searching them; and b3tree without
+//               rebalancing (WORT_B3_REBALANCE=0, b3tree.h kRootNoRebalance) in both orders
 //   b3-grow     thesis 4.3.3 (Figure 15): insert and search time as the number of keys grows
 //   The thesis experiments use their own kinds (intersected with --index when given) and tag
 //   their records with their own experiment name; scripts/report.py's "thesis chapter IV"
@@ -167,6 +168,7 @@ struct Run {
   std::string exp;         // kThesis: the records' experiment (cceh-seg, ...; cceh-lat's search: cceh-search)
   uint64_t segment_bytes = 0;  // kThesis: WORT_CCEH_SEGMENT_BYTES for the run (0: unset)
   bool sorted_insert = false;  // kThesis (b3-order): insert in ascending key order
+  bool no_rebalance = false;   // kThesis (b3-order): b3tree created with WORT_B3_REBALANCE=0
   double est_seconds = 0;  // the planner's cost estimate
 };
 

@@ -124,7 +124,7 @@ TEST(ReproducePlan, ThesisExperimentsUseTheirKinds) {
   ASSERT_TRUE(Plan(c, sp, {{"cceh", false}, {"levl", false}, {"b3tree", true}, {"wbtree", true}, {"wort", true}},
                    &runs, &notes)
                   .ok());
-  int seg = 0, lat = 0, search = 0, page = 0, grow = 0, sorted = 0;
+  int seg = 0, lat = 0, search = 0, page = 0, grow = 0, sorted = 0, no_rebalance = 0;
   for (const reproduce::Run& r : runs) {
     ASSERT_EQ(r.type, reproduce::Run::Type::kThesis) << r.label;
     EXPECT_EQ(r.dist, bench::Dist::kSparse);
@@ -146,8 +146,11 @@ TEST(ReproducePlan, ThesisExperimentsUseTheirKinds) {
     } else if (r.exp == "b3-grow") {
       ++grow;
     } else if (r.exp == "b3-order") {
-      EXPECT_EQ(r.indexes, (std::vector<std::string>{"b3tree", "wbtree"}));
+      // b3tree and wbtree, then b3tree alone without rebalancing, each in both orders.
+      EXPECT_EQ(r.indexes, r.no_rebalance ? std::vector<std::string>{"b3tree"}
+                                          : (std::vector<std::string>{"b3tree", "wbtree"}));
       sorted += r.sorted_insert;
+      no_rebalance += r.no_rebalance;
     }
   }
   EXPECT_EQ(seg, int(sp.thesis.segment_bytes.size()));
@@ -155,7 +158,8 @@ TEST(ReproducePlan, ThesisExperimentsUseTheirKinds) {
   EXPECT_EQ(search, 1);  // at write latency 0 only
   EXPECT_EQ(page, 1);
   EXPECT_EQ(grow, int(sp.thesis.b3_grow.size()));
-  EXPECT_EQ(sorted, 1);  // one sorted and one random b3-order run
+  EXPECT_EQ(sorted, 2);  // a sorted and a random b3-order run, with and without rebalancing
+  EXPECT_EQ(no_rebalance, 2);
 
   // A run without any of their kinds plans none of them and says so.
   runs.clear();
@@ -366,6 +370,7 @@ TEST(ReproduceCli, ThesisSectionsComeFromARun) {
   std::map<std::string, int> per_exp;
   std::set<std::pair<std::string, uint64_t>> segs;
   std::set<std::string> orders;
+  std::map<bool, int> rebalance;
   std::string line;
   while (std::getline(in, line)) {
     nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
@@ -389,14 +394,19 @@ TEST(ReproduceCli, ThesisSectionsComeFromARun) {
     if (e == "b3-page") {
       EXPECT_EQ(j["keys"].get<size_t>(), sp.thesis.b3_keys) << line;
     }
-    if (e == "b3-order") orders.insert(j["insert_order"].get<std::string>());
+    if (e == "b3-order") {
+      orders.insert(j["insert_order"].get<std::string>());
+      rebalance[j["rebalance"].get<bool>()]++;
+    }
   }
   EXPECT_EQ(segs.size(), 2 * sp.thesis.segment_bytes.size());  // cceh and cceh-cow, every size
   EXPECT_EQ(per_exp["cceh-lat"], 7 * int(sp.thesis.latencies.size()));  // 7 hash kinds
   EXPECT_EQ(per_exp["cceh-search"], 7);
   EXPECT_EQ(per_exp["b3-page"], 5 * 3);  // 5 kinds x insert, search, delete
   EXPECT_EQ(per_exp["b3-grow"], 4 * 2 * int(sp.thesis.b3_grow.size()));
-  EXPECT_EQ(per_exp["b3-order"], 3 * 2 * 2);  // b3tree, wbtree, fastfair x random, sorted x insert, search
+  // b3tree, wbtree, fastfair (and b3tree without rebalancing) x random, sorted x insert, search
+  EXPECT_EQ(per_exp["b3-order"], 4 * 2 * 2);
+  EXPECT_EQ(rebalance[false], 2 * 2);
   EXPECT_EQ(orders, (std::set<std::string>{"random", "sorted"}));
 
   const std::string md = ReadAll(out / "report.md");
