@@ -12,8 +12,11 @@
 #   SRC_ROOT/WORT       https://github.com/SeKwonLee/WORT          (wort: src/wort, woart: src/woart)
 #   SRC_ROOT/CCEH       https://github.com/DICL/CCEH               (cceh: src/CCEH_MSB.cpp -DINPLACE)
 #   SRC_ROOT/FAST_FAIR  https://github.com/DICL/FAST_FAIR          (fastfair: single/src/btree.h)
+#   SRC_ROOT/RECIPE     https://github.com/utsaslab/RECIPE         (roart vs P-ART: P-ART/Tree.cpp,
+#                       clflush build; needs Debian's libtbb-dev). This pair also runs 100-key scans.
 # A missing one is skipped with a note. --kinds runs only the pairs of those wort kinds (vart,
-# woart, wort, cceh, fastfair; default: all). From bare git directories, e.g.:
+# woart, wort, cceh, fastfair, roart; default: all). --scan-len L sets the roart/P-ART scan length
+# (default 100). From bare git directories, e.g.:
 #   mkdir -p /tmp/peers/libart && git -C /path/libart.git archive HEAD | tar -x -C /tmp/peers/libart
 #
 # What runs, per repeat (default 3; the report gives the median of each figure):
@@ -30,7 +33,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 [ $# -ge 1 ] || { sed -n 2,28p "$0"; exit 2; }
 src=$(cd "$1" && pwd); shift
-keys=16M dist=sparse repeat=3 seed=1 out=/tmp/wort-peers wort="$repo/build/wort" kinds=vart,woart,wort,cceh,fastfair
+keys=16M dist=sparse repeat=3 seed=1 out=/tmp/wort-peers wort="$repo/build/wort" kinds=vart,woart,wort,cceh,fastfair,roart
+scan_len=100
 while [ $# -gt 0 ]; do
   case "$1" in
     --keys) keys=$2; shift 2 ;;
@@ -40,12 +44,13 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --wort) wort=$2; shift 2 ;;
     --kinds) kinds=$2; shift 2 ;;
+    --scan-len) scan_len=$2; shift 2 ;;
     *) echo "peers.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
 case "$(cd "$(dirname "$out")" && pwd)/" in "$repo"/*) echo "peers.sh: --out must be outside the repository" >&2; exit 2 ;; esac
 for k in ${kinds//,/ }; do
-  case $k in vart|woart|wort|cceh|fastfair) ;; *) echo "peers.sh: --kinds: unknown kind $k (vart, woart, wort, cceh, fastfair)" >&2; exit 2 ;; esac
+  case $k in vart|woart|wort|cceh|fastfair|roart) ;; *) echo "peers.sh: --kinds: unknown kind $k (vart, woart, wort, cceh, fastfair, roart)" >&2; exit 2 ;; esac
 done
 [ -x "$wort" ] || { echo "peers.sh: $wort not found (build wort first)" >&2; exit 2; }
 mkdir -p "$out"
@@ -84,6 +89,11 @@ else echo "peers.sh: no $src/CCEH: CCEH skipped" >&2; fi
 if [ -d "$src/FAST_FAIR/single/src" ]; then
   build FAST_FAIR fastfair bash -c "$CXX $OPT -std=c++17 -DPEER_FASTFAIR -I'$src/FAST_FAIR/single/src' '$drv' -o '$bld/driver-FAST_FAIR' -lrt -lm"
 else echo "peers.sh: no $src/FAST_FAIR: FAST&FAIR skipped" >&2; fi
+if [ -d "$src/RECIPE/P-ART" ]; then
+  # Tree.cpp includes N.cpp and Epoche.cpp; -DCLFLUSH selects its clflush path (the others' flush).
+  build PART roart bash -c "$CXX $OPT -std=c++17 -DCLFLUSH -mcx16 -faligned-new=64 -DPEER_PART -I'$src/RECIPE/P-ART' '$drv' \
+    '$src/RECIPE/P-ART/Tree.cpp' -o '$bld/driver-PART' -ltbb -latomic"
+else echo "peers.sh: no $src/RECIPE/P-ART: P-ART skipped" >&2; fi
 [ ${#bin[@]} -gt 0 ] || { echo "peers.sh: no peer built" >&2; exit 1; }
 
 # ---- run ----
@@ -91,15 +101,17 @@ keyfile="$out/keys.bin"
 jsonl="$out/peers.jsonl"
 : >"$jsonl"
 for r in $(seq 1 "$repeat"); do
-  for name in libart WOART WORT CCEH FAST_FAIR; do
+  for name in libart WOART WORT CCEH FAST_FAIR PART; do
     [ -n "${bin[$name]:-}" ] || continue
     k=${kind[$name]}
     case ",$kinds," in *",$k,"*) ;; *) continue ;; esac
     echo "== repeat $r: $k vs $name ($keys $dist keys)"
-    "$wort" bench --index "$k" --dist "$dist" --keys "$keys" --seed "$seed" --ops insert,search --flush clflush \
-      --keys-out "$keyfile" --json "$jsonl" >"$out/wort-$k-$r.log"
-    grep -E "^$k .*(insert|search) " "$out/wort-$k-$r.log" | head -2 || true
-    "${bin[$name]}" "$keyfile" | tee -a "$jsonl"
+    ops=insert,search extra=()
+    [ "$name" = PART ] && ops=insert,search,scan extra=(0 "$scan_len")
+    "$wort" bench --index "$k" --dist "$dist" --keys "$keys" --seed "$seed" --ops "$ops" --scan-len "$scan_len" \
+      --flush clflush --keys-out "$keyfile" --json "$jsonl" >"$out/wort-$k-$r.log"
+    grep -E "^$k .*(insert|search|scan) " "$out/wort-$k-$r.log" | head -3 || true
+    "${bin[$name]}" "$keyfile" "${extra[@]}" | tee -a "$jsonl"
   done
 done
 rm -f "$keyfile"
@@ -107,7 +119,8 @@ rm -f "$keyfile"
 python3 - "$jsonl" "$out/peers.md" "$keys" "$dist" "$repeat" <<'PY'
 import json, statistics, sys
 path, md, keys, dist, repeat = sys.argv[1:]
-pairs = [("vart", "libart"), ("woart", "WOART"), ("wort", "WORT"), ("cceh", "CCEH"), ("fastfair", "FAST_FAIR")]
+pairs = [("vart", "libart"), ("woart", "WOART"), ("wort", "WORT"), ("cceh", "CCEH"), ("fastfair", "FAST_FAIR"),
+         ("roart", "P-ART")]
 w, p = {}, {}
 for line in open(path):
     j = json.loads(line)
@@ -116,6 +129,8 @@ for line in open(path):
     elif j.get("bench") == "peer":
         p.setdefault((j["peer"], "insert"), []).append(j["insert_cpu_ns"])
         p.setdefault((j["peer"], "search"), []).append(j["lookup_cpu_ns"])
+        if "scan_cpu_ns" in j:
+            p.setdefault((j["peer"], "scan"), []).append(j["scan_cpu_ns"])
 med = lambda v: statistics.median(v) if v else float("nan")
 rows = [f"{keys} {dist} keys, CPU ns per operation, median of {repeat} (scripts/peers.sh)", "",
         "| wort kind | peer | lookup wort | lookup peer | ratio | insert wort | insert peer | ratio |",
@@ -125,6 +140,13 @@ for k, name in pairs:
     ls, lp = med(w.get((k, "search"), [])), med(p[(name, "search")])
     is_, ip = med(w.get((k, "insert"), [])), med(p[(name, "insert")])
     rows.append(f"| {k} | {name} | {ls:.0f} | {lp:.0f} | {ls/lp:.2f}x | {is_:.0f} | {ip:.0f} | {is_/ip:.2f}x |")
+scans = [(k, name) for k, name in pairs if (name, "scan") in p and (k, "scan") in w]
+if scans:
+    rows += ["", "Range scans (CPU ns per query of the scan length; wort: `wort bench --ops scan`):", "",
+             "| wort kind | peer | scan wort | scan peer | ratio |", "|---|---|---:|---:|---:|"]
+    for k, name in scans:
+        sw, sp = med(w[(k, "scan")]), med(p[(name, "scan")])
+        rows.append(f"| {k} | {name} | {sw:.0f} | {sp:.0f} | {sw/sp:.2f}x |")
 open(md, "w").write("\n".join(rows) + "\n")
 print("\n".join(rows))
 PY

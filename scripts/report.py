@@ -10,6 +10,10 @@ DIR/config.json (written by `wort reproduce`), and writes into DIR:
   fig9.png   search time per index per distribution (Figure 9)
   fig10.png  range query time, 0.001% and 0.01% of N (Figure 10)
   space.png  pool bytes per key per index per distribution (thesis Figure 5.5)
+  cceh_seg.png, cceh_lat.png, b3_page.png, b3_order.png, b3_grow.png
+             the thesis chapter IV experiments (CCEH Figures 24-25, B3-tree Figures 12-15), when
+             their records are present; their claims (data/published/thesis_ch4.json) get a
+             section of report.md, as do ROART's against P-ART when DIR/peers.jsonl is there
   report.md  configuration, summary table, Table 1 beside the published values, and a verdict
              for each prose claim, computed from the results
 Figures have one panel (or row of panels) per index family, at most MAX_SERIES series each, and
@@ -563,22 +567,58 @@ def check_claims(pub, res, kinds, ordered):
 # ---- report ---------------------------------------------------------------------------------
 
 
-def roart_section(res, kinds, path):
-    """The ROART section (wort issue 16): the published ROART ratios beside this run's ratio of
-    the other kind's time to roart's (throughput ratio roart / other), per distribution. Empty
-    when roart or the published file is absent."""
+def load_peers(path):
+    """(P-ART's driver record, {(index, op): wort bench record}) from a roart-peer peers.jsonl
+    (scripts/peers.sh), or (None, {}) when there is none."""
+    if not path or not os.path.exists(path):
+        return None, {}
+    part, wort_recs = None, {}
+    for r in load(path):
+        if r.get("bench") == "peer" and r.get("peer") == "P-ART":
+            part = r
+        elif r.get("bench") == "index":
+            wort_recs[(r.get("index"), r.get("op"))] = r
+    return part, wort_recs
+
+
+def roart_section(res, kinds, path, peers_path=None, peer_state=None):
+    """The ROART section (wort issues 16, 34): the published ROART ratios beside this run's ratio
+    of the other kind's time to roart's (throughput ratio roart / other). Claims against P-ART use
+    P-ART itself when the run built it (roart-peer: peers.jsonl, same keys, CPU ns), else woart
+    stands in, labelled so. Empty when roart or the published file is absent."""
     if "roart" not in kinds or not os.path.exists(path):
         return []
     pub = json.load(open(path))
+    part, pw = load_peers(peers_path)
+    if part is not None and not (("roart", "insert") in pw and ("roart", "search") in pw):
+        part = None
+    note = pub.get("note", "")
+    if part is not None:
+        note = ("P-ART itself was measured in this run (roart-peer: scripts/peers.sh built RECIPE's P-ART outside the "
+                f"repository and ran it and roart on the same {part.get('keys', 0):,} sparse keys in the same order; "
+                "CPU ns per operation, one run; P-ART in DRAM with clflush, roart in a /dev/shm pool with clflush). "
+                "Memcached figures are compared with index-level insert (set) and lookup (get).")
+    elif peer_state:
+        note += f" P-ART run: {peer_state}."
     L = ["## ROART (FAST 2021) beside this run\n",
-         f"Source: {pub.get('source', '')}. {pub.get('note', '')} Ratios are time(other) / time(roart) "
-         "from the fig7 (insert) and fig9 (search) runs, i.e. roart's throughput advantage; the verdict "
-         f"uses the same rule as above (within {TOLERANCE:g}x of the published value: 'holds').\n",
-         "| claim | published | stand-in | measured (per distribution) | verdict |", "|---|---|---|---|---|"]
+         f"Source: {pub.get('source', '')}. {note} Ratios are time(other) / time(roart) "
+         "from the fig7 (insert) and fig9 (search) runs (P-ART: the roart-peer run), i.e. roart's throughput "
+         f"advantage; the verdict uses the same rule as above (within {TOLERANCE:g}x of the published value: 'holds').\n",
+         "| claim | published | compared with | measured (per distribution) | verdict |", "|---|---|---|---|---|"]
     dists = sorted({r.get("dist") for r in res.recs if r.get("index") == "roart" and r.get("dist")})
     for c in pub.get("claims", []):
         pubr = c.get("ratio", [])
         pub_s = "-".join(f"{x:g}x" for x in pubr)
+        part_claim = c.get("versus") == "woart" and "P-ART" in c.get("text", "")
+        if part_claim and part is not None:
+            op = "insert" if c["op"] == "insert" else "search"
+            mine = pw[("roart", op)].get("cpu_ns_per_op")
+            other = part.get("insert_cpu_ns" if op == "insert" else "lookup_cpu_ns")
+            if mine and other:
+                r = other / mine
+                L.append(f"| {c['text']} | {pub_s} | P-ART itself (RECIPE; 1 thread; same keys) | sparse {r:.2f}x "
+                         f"(P-ART {other:.0f} vs roart {mine:.0f} CPU ns/{op}) | **{ratio_verdict([(r, max(pubr))])}** |")
+                continue
         if c.get("check", True) is False or c.get("versus") not in kinds:
             why = c.get("why") or f"{c.get('versus')} not in this run"
             L.append(f"| {c['text']} | {pub_s} | - | - | **cannot check** ({why}) |")
@@ -593,9 +633,389 @@ def roart_section(res, kinds, path):
             parts.append(f"{d} {r:.2f}x")
             pairs.append((r, max(pubr)))
         verdict = ratio_verdict(pairs) if pairs else "cannot check (no runs)"
-        L.append(f"| {c['text']} | {pub_s} | {c.get('proxy', '-')} | {'; '.join(parts) or '-'} | **{verdict}** |")
+        proxy = c.get("proxy", "-") + (" (stand-in: P-ART not built in this run; give --peers-src)" if part_claim else "")
+        L.append(f"| {c['text']} | {pub_s} | {proxy} | {'; '.join(parts) or '-'} | **{verdict}** |")
+    if part is not None and part.get("scan_cpu_ns") and ("roart", "scan") in pw:
+        ms, ps = pw[("roart", "scan")].get("cpu_ns_per_op"), part["scan_cpu_ns"]
+        L.append(f"\nRange scans of {part.get('scan_len')} keys in the same run (no published ratio; the ROART paper "
+                 f"credits leaf compaction with its range-query gains): roart {ms:,.0f} vs P-ART {ps:,.0f} CPU ns per "
+                 f"query, P-ART/roart = {ps / ms:.2f}x. Lookups: roart "
+                 f"{pw[('roart', 'search')].get('cpu_ns_per_op', 0):.0f} vs P-ART {part.get('lookup_cpu_ns', 0):.0f} "
+                 f"CPU ns. The whole comparison: peers.md.")
     L.append("")
     return L
+
+
+# ---- thesis chapter IV: CCEH (4.4.7) and B3-tree (4.3) -----------------------------------------
+
+THESIS_EXPS = ["cceh-seg", "cceh-lat", "cceh-search", "b3-page", "b3-grow", "b3-order"]
+THESIS_FIGURES = ["cceh_seg.png", "cceh_lat.png", "b3_page.png", "b3_order.png", "b3_grow.png"]
+THESIS_NAMES = {"cceh": "CCEH", "cceh-cow": "CCEH(C)", "levl": "LEVL", "linp": "LINP", "cuck": "CUCK",
+                "bch": "BCH", "path": "PATH", "b3tree": "B3-tree", "wbtree": "wB+-tree",
+                "wbtree-slot": "wB+-tree w/o bitmap", "fptree": "FPTree", "fastfair": "FAST&FAIR"}
+# Absolute per-op counts (flushes per insert) 'hold' within this many flushes of the published one.
+FLUSH_TOLERANCE = 0.5
+# An ordering claim tolerates this much noise: a kind within it of the best counts as the best.
+NOISE = 0.05
+
+
+class Thesis:
+    """The thesis experiments' records: get(exp, index, op, **match) -> record or None."""
+
+    def __init__(self, recs):
+        self.recs = [dict(r) for r in recs if r.get("experiment") in THESIS_EXPS]
+        for r in self.recs:  # the time compared: CPU ns per op where recorded (robust on a shared machine)
+            r["t_ns"] = r.get("cpu_ns_per_op") or r.get("ns_per_op")
+
+    def get(self, exp, index, op, **match):
+        for r in self.recs:
+            if r.get("experiment") == exp and r.get("index") == index and r.get("op") == op and \
+                    all(r.get(k) == v for k, v in match.items()):
+                return r
+        return None
+
+    def val(self, exp, index, op, field="t_ns", **match):
+        r = self.get(exp, index, op, **match)
+        return None if r is None else r.get(field)
+
+    def kinds(self, exp):
+        seen = []
+        for r in self.recs:
+            if r.get("experiment") == exp and r["index"] not in seen:
+                seen.append(r["index"])
+        return seen
+
+    def values(self, exp, field):
+        return sorted({r[field] for r in self.recs if r.get("experiment") == exp and r.get(field) is not None})
+
+
+def absolute_verdict(measured, published, tol=FLUSH_TOLERANCE):
+    said = f"measured {measured:.2f} vs published {published:g}"
+    if abs(measured - published) <= tol:
+        return f"holds (within {tol:g}; {said})"
+    return f"does not hold ({said}; holds needs within {tol:g})"
+
+
+def order_verdict(oks, what):
+    if not oks:
+        return "cannot check (no runs)"
+    n = sum(oks)
+    return ("holds" if n == len(oks) else "partly holds" if n else "does not hold") + f" ({what} in {n} of {len(oks)})"
+
+
+def check_thesis(pub, recs):
+    """[(section, id, text, verdict, detail)] for every claim of thesis_ch4.json."""
+    t = Thesis(recs)
+    out = []
+    segs = t.values("cceh-seg", "segment_bytes")
+    lats = t.values("cceh-lat", "write_latency_ns")
+    for c in pub.get("cceh", []):
+        chk, verdict, detail = c.get("check"), "cannot check (no runs)", ""
+        if chk == "missing":
+            verdict, detail = "not reproduced: kind missing" if "variant" in c.get("why", "") or \
+                "not a variant" in c.get("why", "") else "not reproduced", c.get("why", "")
+        elif chk == "seg_best" and segs:
+            parts, oks = [], []
+            for k in t.kinds("cceh-seg"):
+                ns = {s: t.val("cceh-seg", k, "insert", segment_bytes=s) for s in segs}
+                ns = {s: v for s, v in ns.items() if v}
+                if not ns:
+                    continue
+                best = min(ns, key=ns.get)
+                mid = {s: v for s, v in ns.items() if 4096 <= s <= 16384}
+                ok = bool(mid) and min(mid.values()) <= ns[best] * (1 + NOISE)
+                oks.append(ok)
+                parts.append(f"{k}: fastest at {best // 1024 if best >= 1024 else best}{'KB' if best >= 1024 else 'B'} "
+                             f"({ns[best]:.0f} ns/insert)" + (f", best of 4-16 KB {min(mid.values()):.0f} ns" if mid else ""))
+            if oks:
+                verdict = order_verdict(oks, f"a 4-16 KB segment within {NOISE:.0%} of the fastest")
+                detail = "; ".join(parts)
+        elif chk == "seg_flushes" and segs:
+            parts, oks = [], []
+            big = [s for s in segs if s > 16384]
+            for k in t.kinds("cceh-seg"):
+                f16 = t.val("cceh-seg", k, "insert", "flushes_per_op", segment_bytes=16384)
+                if f16 is None or not big:
+                    continue
+                fb = t.val("cceh-seg", k, "insert", "flushes_per_op", segment_bytes=big[-1])
+                if fb is None:
+                    continue
+                oks.append(fb > f16)
+                parts.append(f"{k}: {f16:.2f} flushes/insert at 16 KB, {fb:.2f} at {big[-1] // 1024} KB")
+            if oks:
+                verdict = order_verdict(oks, "more flushes per insert above 16 KB")
+                detail = "; ".join(parts)
+        elif chk in ("lat_fastest", "lat_slowest") and lats:
+            parts, oks = [], []
+            for lat in lats:
+                ns = {k: t.val("cceh-lat", k, "insert", write_latency_ns=lat) for k in t.kinds("cceh-lat")}
+                ns = {k: v for k, v in ns.items() if v}
+                if c["kind"] not in ns or len(ns) < 2:
+                    continue
+                if chk == "lat_fastest":
+                    best = min(ns, key=ns.get)
+                    oks.append(ns[c["kind"]] <= ns[best] * (1 + NOISE))
+                else:
+                    best = max(ns, key=ns.get)
+                    oks.append(ns[c["kind"]] >= ns[best] * (1 - NOISE))
+                parts.append(f"{lat} ns: {'fastest' if chk == 'lat_fastest' else 'slowest'} {best} ({ns[best]:.0f} ns), "
+                             f"{c['kind']} {ns[c['kind']]:.0f} ns")
+            if oks:
+                verdict = order_verdict(oks, f"{c['kind']} {'fastest' if chk == 'lat_fastest' else 'slowest'} "
+                                             f"(within {NOISE:.0%}) at a latency")
+                detail = "; ".join(parts)
+        elif chk == "cow_levl" and lats:
+            lo, hi = lats[0], lats[-1]
+            a0, b0 = t.val("cceh-lat", "cceh-cow", "insert", write_latency_ns=lo), \
+                t.val("cceh-lat", "levl", "insert", write_latency_ns=lo)
+            a1, b1 = t.val("cceh-lat", "cceh-cow", "insert", write_latency_ns=hi), \
+                t.val("cceh-lat", "levl", "insert", write_latency_ns=hi)
+            if None not in (a0, b0, a1, b1) and hi > lo:
+                oks = [a0 < b0, b1 < a1]
+                verdict = order_verdict(oks, "the stated ordering")
+                detail = (f"{lo} ns: CCEH(C) {a0:.0f} vs LEVL {b0:.0f} ns/insert; {hi} ns: CCEH(C) {a1:.0f} vs "
+                          f"LEVL {b1:.0f}")
+        elif chk == "cow_split":
+            fc = t.val("cceh-seg", "cceh", "insert", "flushes_per_op", segment_bytes=16384)
+            fw = t.val("cceh-seg", "cceh-cow", "insert", "flushes_per_op", segment_bytes=16384)
+            if fc is None or fw is None:
+                fc, fw = t.val("cceh-lat", "cceh", "insert", "flushes_per_op", write_latency_ns=0), \
+                    t.val("cceh-lat", "cceh-cow", "insert", "flushes_per_op", write_latency_ns=0)
+            if fc is not None and fw is not None and fc > 1:
+                verdict = ratio_verdict([((fw - 1) / (fc - 1), c["ratio"])]) + " (proxy)"
+                detail = (f"{c.get('proxy', '')}: CCEH {fc:.3f}, CCEH(C) {fw:.3f} flushes/insert -> split flushes "
+                          f"{fc - 1:.3f} vs {fw - 1:.3f}")
+        elif chk == "search":
+            mine, other = t.val("cceh-search", "cceh-cow", "search"), t.val("cceh-search", c["versus"], "search")
+            if mine and other:
+                verdict = ratio_verdict([(other / mine, c["ratio"])]) + " (proxy)"
+                detail = (f"{c.get('proxy', '')}: search CPU ns/op {c['versus']} {other:.0f} / cceh-cow {mine:.0f} = "
+                          f"{other / mine:.2f}x")
+        out.append(("CCEH", c["id"], c["text"], verdict, detail))
+
+    grow = t.values("b3-grow", "keys")
+    for c in pub.get("b3", []):
+        chk, verdict, detail = c.get("check"), "cannot check (no runs)", ""
+        if chk == "missing":
+            verdict, detail = "not reproduced", c.get("why", "")
+        elif chk == "insert_ratio":
+            mine, other = t.val("b3-page", "b3tree", "insert"), t.val("b3-page", c["versus"], "insert")
+            if mine and other:
+                verdict = ratio_verdict([(other / mine, c["ratio"])])
+                detail = (f"insert CPU ns: {c['versus']} {other:.0f} / b3tree {mine:.0f} = {other / mine:.2f}x "
+                          f"(b3tree at {mine / other:.0%} of it; published {1 / c['ratio']:.0%})")
+        elif chk == "flushes":
+            v = t.val("b3-page", c["kind"], c["op"], "flushes_per_op")
+            if v is not None:
+                verdict = absolute_verdict(v, c["value"])
+                detail = f"{c['kind']}: {v:.2f} flushes per {c['op']}"
+        elif chk == "grow_fastest" and grow:
+            parts, oks = [], []
+            for n in grow:
+                ns = {k: t.val("b3-grow", k, c["op"], keys=n) for k in t.kinds("b3-grow")}
+                ns = {k: v for k, v in ns.items() if v}
+                if "b3tree" not in ns or len(ns) < 2:
+                    continue
+                best = min(ns, key=ns.get)
+                oks.append(ns["b3tree"] <= ns[best] * (1 + NOISE))
+                parts.append(f"N={n:,}: fastest {best} ({ns[best]:.0f} ns), b3tree {ns['b3tree']:.0f} ns")
+            if oks:
+                verdict = order_verdict(oks, f"b3tree fastest (within {NOISE:.0%}) at an N")
+                detail = "; ".join(parts)
+        elif chk == "grow_ratio" and grow:
+            pairs, parts = [], []
+            for n in grow:
+                mine, other = t.val("b3-grow", "b3tree", "insert", keys=n), t.val("b3-grow", c["versus"], "insert", keys=n)
+                if mine and other:
+                    pairs.append((other / mine, c["ratio"]))
+                    parts.append(f"N={n:,}: {other / mine:.2f}x")
+            if pairs:
+                if c.get("agg") == "max":
+                    pairs = [max(pairs)]
+                verdict = ratio_verdict(pairs)
+                detail = f"insert throughput b3tree / {c['versus']}: " + "; ".join(parts) + \
+                    (" (the largest is compared)" if c.get("agg") == "max" else "")
+        elif chk == "order":
+            parts, pairs = [], []
+            for k in t.kinds("b3-order"):
+                row = []
+                for op in ("insert", "search"):
+                    a = t.val("b3-order", k, op, insert_order="random", rebalance=True)
+                    b = t.val("b3-order", k, op, insert_order="sorted", rebalance=True)
+                    if a and b:
+                        row.append(f"{op} sorted/random {b / a:.2f}x")
+                        if k == "b3tree":
+                            pairs.append(b / a)
+                if row:
+                    parts.append(f"{k}: " + ", ".join(row))
+            if pairs:
+                ok = all(1 / TOLERANCE <= x <= TOLERANCE for x in pairs)
+                verdict = (f"holds (b3tree's sorted/random time ratios within {TOLERANCE:g}x of 1)" if ok else
+                           f"does not hold (a b3tree sorted/random time ratio outside {TOLERANCE:g}x of 1)")
+                detail = "CPU ns; " + "; ".join(parts) + \
+                    " (BST heights and accessed lines are not counted; times stand for them)"
+        elif chk == "norebalance":
+            on = t.val("b3-order", "b3tree", "search", insert_order="sorted", rebalance=True)
+            off = t.val("b3-order", "b3tree", "search", insert_order="sorted", rebalance=False)
+            offr = t.val("b3-order", "b3tree", "search", insert_order="random", rebalance=False)
+            if on and off:
+                verdict = order_verdict([off > on * (1 + NOISE)], "lookups slower without rebalancing after "
+                                                                    "sorted inserts")
+                detail = (f"{c.get('proxy', '')}: b3tree search after sorted inserts {off:.0f} CPU ns without "
+                          f"rebalancing vs {on:.0f} with ({off / on:.2f}x)" +
+                          (f"; after random inserts without rebalancing {offr:.0f}" if offr else ""))
+        elif chk == "grow_search_fastfair" and grow:
+            parts, oks = [], []
+            for n in grow:
+                mine, ff = t.val("b3-grow", "b3tree", "search", keys=n), t.val("b3-grow", "fastfair", "search", keys=n)
+                if mine and ff:
+                    oks.append(ff < mine <= ff * 1.5)
+                    parts.append(f"N={n:,}: b3tree {mine:.0f} vs fastfair {ff:.0f} ns/search ({mine / ff:.2f}x)")
+            if oks:
+                verdict = order_verdict(oks, "b3tree slower than FAST&FAIR by at most 1.5x")
+                detail = "; ".join(parts)
+        out.append(("B3-tree", c["id"], c["text"], verdict, detail))
+    return out
+
+
+def thesis_section(recs, cfg, path, figures):
+    """report.md lines of the thesis chapter IV sections; empty when none of its experiments ran."""
+    t = Thesis(recs)
+    if not t.recs or not os.path.exists(path):
+        return []
+    pub = json.load(open(path))
+    th = cfg.get("thesis", {})
+    L = ["## Thesis chapter IV: CCEH (4.4.7) and B3-tree (4.3) beside this run\n",
+         f"Source: {pub.get('source', '')}. Measured here: random 8-byte integer keys (the bench's sparse "
+         f"distribution), CCEH experiments at N = {th.get('cceh_keys', 0):,} (thesis 16M) from tables sized for "
+         f"2,048 records, segment sizes {', '.join(str(s) for s in th.get('segment_bytes', []))} B, write latencies "
+         f"{', '.join(str(x) for x in th.get('latencies_ns', []))} ns per flushed line (emulated by the bench; read "
+         f"latency, which the thesis set with Quartz, is not emulated here); B3-tree at N = {th.get('b3_keys', 0):,} "
+         f"(thesis 10M), Figure 15 at N = {', '.join(f'{n:,}' for n in th.get('b3_grow', []))}. One thread, one run "
+         "per point on a shared machine; times compared are CPU ns per operation (thread CPU time; the "
+         "emulated write latency is a busy wait, so it counts), wall ns are listed beside them. Verdicts: a "
+         f"ratio 'holds' within {TOLERANCE:g}x of the published one, 'direction only' if on its side of 1; a "
+         f"flush count 'holds' within {FLUSH_TOLERANCE:g} of the published one; an ordering 'holds' if it holds at "
+         f"every point (a kind within {NOISE:.0%} of the best counts as the best); 'not reproduced' says why.\n",
+         "| section | claim | statement | verdict | measured |", "|---|---|---|---|---|"]
+    for sec, cid, text, verdict, detail in check_thesis(pub, recs):
+        L.append(f"| {sec} | {cid} | {text} | **{verdict}** | {detail or '-'} |")
+    L.append("\n### Measured values\n")
+    L.append("| experiment | index | op | N | segment B | write latency ns | ns/op | CPU ns/op | flushes/op | bytes/key |")
+    L.append("|---|---|---|---|---|---|---|---|---|---|")
+    for r in t.recs:
+        L.append(f"| {r['experiment']} | {r['index']} | {r['op']} | {r.get('keys', 0):,} | "
+                 f"{r.get('segment_bytes', '-')} | {r.get('write_latency_ns', 0)} | {fmt(r.get('ns_per_op'))} | "
+                 f"{fmt(r.get('cpu_ns_per_op'))} | {fmt(r.get('flushes_per_op'), 2)} | {fmt(r.get('bytes_per_key'))} |")
+    wrong = [r for r in t.recs if r.get("errors")]
+    if wrong:
+        L.append("\n**Wrong results:** " + "; ".join(f"{r['index']} {r['experiment']} {r['op']}: {r['errors']}"
+                                                    for r in wrong))
+    for f in figures:
+        L.append(f"\n![{f}]({f})")
+    L.append("")
+    return L
+
+
+def draw_thesis(out, recs):
+    """The thesis chapter IV figures that have records; returns the file names written."""
+    t = Thesis(recs)
+    if not t.recs:
+        return []
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    written = []
+
+    def save(fig, name):
+        fig.savefig(os.path.join(out, name), dpi=110, bbox_inches="tight")
+        plt.close(fig)
+        written.append(name)
+
+    segs = t.values("cceh-seg", "segment_bytes")
+    if segs:
+        fig, axs = plt.subplots(1, 2, figsize=(10, 3.8))
+        for k in t.kinds("cceh-seg"):
+            xs = [s for s in segs if t.val("cceh-seg", k, "insert", segment_bytes=s)]
+            st = style(k)
+            axs[0].plot(xs, [1e3 / t.val("cceh-seg", k, "insert", segment_bytes=s) for s in xs], label=THESIS_NAMES.get(k, k),
+                        color=st["colour"], marker=st["marker"])
+            axs[1].plot(xs, [t.val("cceh-seg", k, "insert", "flushes_per_op", segment_bytes=s) for s in xs],
+                        label=THESIS_NAMES.get(k, k), color=st["colour"], marker=st["marker"])
+        for ax, yl in zip(axs, ["insert throughput (Mops/s)", "cache-line flushes per insert"]):
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("segment size (bytes)")
+            ax.set_ylabel(yl)
+            ax.grid(alpha=0.3)
+            ax.legend()
+        fig.suptitle("Thesis Figure 24: CCEH segment size (EXTH(LSB), CCEH(LSB) not in wort)")
+        save(fig, "cceh_seg.png")
+    lats = t.values("cceh-lat", "write_latency_ns")
+    if lats:
+        fig, ax = plt.subplots(figsize=(6.5, 4))
+        for k in t.kinds("cceh-lat"):
+            xs = [x for x in lats if t.val("cceh-lat", k, "insert", write_latency_ns=x)]
+            st = style(k)
+            ax.plot(xs, [t.val("cceh-lat", k, "insert", write_latency_ns=x) for x in xs], label=THESIS_NAMES.get(k, k),
+                    color=st["colour"], marker=st["marker"])
+        ax.set_xlabel("emulated write latency per flushed line (ns)")
+        ax.set_ylabel("insert CPU time (ns/op)")
+        ax.set_yscale("log")
+        ax.grid(alpha=0.3)
+        ax.legend(ncol=2, fontsize=8)
+        ax.set_title("Thesis Figure 25: hash tables' insert time vs write latency")
+        save(fig, "cceh_lat.png")
+    pk = t.kinds("b3-page")
+    if pk:
+        fig, axs = plt.subplots(1, 3, figsize=(12, 3.8))
+        for ax, (op, field, yl) in zip(axs, [("insert", "t_ns", "insert CPU time (ns/op)"),
+                                             ("insert", "flushes_per_op", "flushes per insert"),
+                                             ("delete", "flushes_per_op", "flushes per delete")]):
+            vals = [t.val("b3-page", k, op, field) or 0 for k in pk]
+            ax.bar(range(len(pk)), vals, color=[style(k)["colour"] for k in pk])
+            ax.set_xticks(range(len(pk)))
+            ax.set_xticklabels([THESIS_NAMES.get(k, k) for k in pk], rotation=30, ha="right", fontsize=8)
+            ax.set_ylabel(yl)
+            ax.grid(alpha=0.3, axis="y")
+        fig.suptitle("Thesis Figures 12/14: B3-tree vs wB+-tree (1 KB pages only)")
+        save(fig, "b3_page.png")
+    ok = t.kinds("b3-order")
+    if ok:
+        fig, axs = plt.subplots(1, 2, figsize=(10, 3.8))
+        for ax, op in zip(axs, ["insert", "search"]):
+            w = 0.38
+            cols = [(k, True) for k in ok] + ([("b3tree", False)] if t.get("b3-order", "b3tree", op, rebalance=False)
+                                               else [])
+            for j, order in enumerate(["random", "sorted"]):
+                vals = [t.val("b3-order", k, op, insert_order=order, rebalance=rb) or 0 for k, rb in cols]
+                ax.bar([i + (j - 0.5) * w for i in range(len(cols))], vals, w, label=f"{order} insertion",
+                       color=["#cb181d", "#fdae6b"][j])
+            ax.set_xticks(range(len(cols)))
+            ax.set_xticklabels([THESIS_NAMES.get(k, k) + ("" if rb else "\nno rebalancing") for k, rb in cols],
+                               fontsize=8)
+            ax.set_ylabel(f"{op} CPU time (ns/op)")
+            ax.grid(alpha=0.3, axis="y")
+            ax.legend(fontsize=8)
+        fig.suptitle("Thesis Figure 13: random vs sorted insertion (b3tree-norebal: WORT_B3_REBALANCE=0)")
+        save(fig, "b3_order.png")
+    grow = t.values("b3-grow", "keys")
+    if grow:
+        fig, axs = plt.subplots(1, 2, figsize=(10, 3.8))
+        for ax, op in zip(axs, ["insert", "search"]):
+            for k in t.kinds("b3-grow"):
+                xs = [n for n in grow if t.val("b3-grow", k, op, keys=n)]
+                st = style(k)
+                ax.plot(xs, [1e3 / t.val("b3-grow", k, op, keys=n) for n in xs], label=THESIS_NAMES.get(k, k),
+                        color=st["colour"], marker=st["marker"])
+            ax.set_xscale("log")
+            ax.set_xlabel("keys indexed")
+            ax.set_ylabel(f"{op} throughput (Mops/s)")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8)
+        fig.suptitle("Thesis Figure 15: throughput as the index grows")
+        save(fig, "b3_grow.png")
+    return written
+
 
 CANRT_BASELINES = ["reply-wort", "reply-woart"]
 
@@ -821,7 +1241,7 @@ def canrt_section(recs, cfg, path):
     return L
 
 
-def write_report(out, recs, cfg, pub, figures, fig_error):
+def write_report(out, recs, cfg, pub, figures, fig_error, thesis_figures=()):
     res = Results(recs)
     kinds = [k["name"] for k in cfg.get("kinds", [])] or sorted({r["index"] for r in recs if "index" in r})
     ordered = [k["name"] for k in cfg.get("kinds", []) if k.get("ordered")] or kinds
@@ -961,9 +1381,12 @@ def write_report(out, recs, cfg, pub, figures, fig_error):
     L.append("")
 
     L += roart_section(res, kinds, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "published",
-                                                "roart_fast21.json"))
+                                                "roart_fast21.json"), os.path.join(out, "peers.jsonl"),
+                       cfg.get("roart_peer"))
     L += canrt_section(recs, cfg, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "published",
                                                "canrt_ica3pp20.json"))
+    L += thesis_section(recs, cfg, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data",
+                                                "published", "thesis_ch4.json"), thesis_figures)
 
     L.append("## Figures\n")
     if figures:
@@ -996,6 +1419,11 @@ def write_report(out, recs, cfg, pub, figures, fig_error):
              "; the volatile B+-tree of Figure 10 " +
              ("is present as 'vbptree'." if "vbptree" in kinds else "is not an index kind either."))
     L.append("- **Memcached (Figure 11)**: not part of this command (see `wort bench-server`).")
+    if Thesis(recs).recs:
+        L.append("- **Thesis chapter IV**: EXTH(LSB) and CCEH(LSB) (not variants of wort's cceh), B3-tree page sizes "
+                 "other than 1 KB (no such option), the insert-time breakdown "
+                 "(write / rehash / displacement), the Poisson-arrival latency CDF and multi-threaded search "
+                 "throughput, Quartz read latency and hardware cache counters: see the 'not reproduced' rows above.")
     if cfg.get("scale") != "paper":
         L.append(f"- **Scale**: N = {cfg.get('keys', 0):,} instead of 128M (`--scale paper` runs 128M; not run "
                  "here). Depth, cache behaviour and thus times depend on N.")
@@ -1022,14 +1450,15 @@ def main():
     res = Results(recs)
     kinds = [k["name"] for k in cfg.get("kinds", [])] or sorted({r["index"] for r in recs if "index" in r})
     ordered = [k["name"] for k in cfg.get("kinds", []) if k.get("ordered")] or kinds
-    figures, err = [], ""
+    figures, err, thesis_figures = [], "", []
     try:
         figures = draw(a.dir, res, cfg, kinds, ordered)
+        thesis_figures = draw_thesis(a.dir, recs)
     except ImportError as e:
         err = f"matplotlib is not installed for {sys.executable} ({e}); install python3-matplotlib"
         print(f"report.py: {err}", file=sys.stderr)
-    write_report(a.dir, recs, cfg, pub, figures, err)
-    print(f"report.py: wrote {os.path.join(a.dir, 'report.md')} and {len(figures)} figures")
+    write_report(a.dir, recs, cfg, pub, figures, err, thesis_figures)
+    print(f"report.py: wrote {os.path.join(a.dir, 'report.md')} and {len(figures) + len(thesis_figures)} figures")
 
 
 if __name__ == "__main__":

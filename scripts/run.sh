@@ -8,7 +8,8 @@
 #   WORT_OUT          output directory (default out/<scale>); missing parents are created
 #   WORT_SKIP_SETUP   1: do not run scripts/setup.sh (already set up)
 #   WORT_BIN          the wort binary (default build/wort)
-# Any arguments are passed on to `wort reproduce` (e.g. --index wort,woart --no-cachegrind).
+# Any arguments are passed on to `wort reproduce` (e.g. --index wort,woart --no-cachegrind, or
+# --peers-src SRC_ROOT to measure ROART against P-ART built from SRC_ROOT/RECIPE/P-ART).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "${WORT_SKIP_SETUP:-0}" = 1 ] || bash scripts/setup.sh

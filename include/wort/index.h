@@ -49,6 +49,9 @@ struct IndexOptions {
   // cceh, cceh-cow: segment size in bytes, a power of two in [256, 262144] (0:
   // WORT_CCEH_SEGMENT_BYTES, default 16384).
   uint64_t cceh_segment_bytes = 0;
+  // b3tree: turn the rebalancing optimisation off (the thesis's Figure 13 baseline; stored in the
+  // root block). false: WORT_B3_REBALANCE=0 turns it off too.
+  bool b3_no_rebalance = false;
 };
 
 // Called for each key in ascending order; return false to stop the scan.

@@ -10,7 +10,14 @@
 // millions of keys depends on the instructions between them (doc/concurrency.md, "The read path,
 // 2026-11-25 (night)"). Without it nothing is added.
 //
-// Exactly one of PEER_LIBART, PEER_WORT, PEER_WOART, PEER_CCEH, PEER_FASTFAIR is defined.
+// P-ART (RECIPE, the ROART paper's baseline; PEER_PART) also runs a scan phase when a third
+// argument SCAN_LEN is given: the first min(N, 10000) keys of the search order start one range
+// query each (P-ART's lookupRange, up to SCAN_LEN keys, end key = the largest 8-byte key), timed
+// like the other phases, reported as scan_cpu_ns per query and scan_keys (keys returned per query).
+// P-ART's inserts include creating its leaf (Key::make_leaf, as in RECIPE's own example).
+//
+// Exactly one of PEER_LIBART, PEER_WORT, PEER_WOART, PEER_CCEH, PEER_FASTFAIR, PEER_PART is
+// defined.
 #include <time.h>
 
 #include <chrono>
@@ -18,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #if defined(PEER_LIBART)
@@ -37,6 +45,9 @@ extern "C" {
 #elif defined(PEER_FASTFAIR)
 #include "btree.h"
 #define PEER_NAME "FAST_FAIR"
+#elif defined(PEER_PART)
+#include "Tree.h"
+#define PEER_NAME "P-ART"
 #else
 #error "define one PEER_*"
 #endif
@@ -57,11 +68,16 @@ void BigEndian(uint64_t k, unsigned char out[8]) {
 
 }  // namespace
 
+#if defined(PEER_PART)
+void PartLoadKey(TID, Key&) {}  // never needed: P-ART's leaves hold their whole key
+#endif
+
 int main(int argc, char** argv) {
-  if (argc != 2 && argc != 3) {
-    std::fprintf(stderr, "usage: %s KEYFILE [PAD]   (KEYFILE: written by wort bench --keys-out)\n", argv[0]);
+  if (argc < 2 || argc > 4) {
+    std::fprintf(stderr, "usage: %s KEYFILE [PAD [SCAN_LEN]]   (KEYFILE: written by wort bench --keys-out)\n", argv[0]);
     return 2;
   }
+  const long scan_len = argc == 4 ? std::strtol(argv[3], nullptr, 10) : 0;
   const long pad = argc == 3 ? std::strtol(argv[2], nullptr, 10) : 0;
   FILE* f = std::fopen(argv[1], "rb");
   char magic[8];
@@ -106,6 +122,20 @@ int main(int argc, char** argv) {
   btree* t = new btree();
   auto insert = [&](uint64_t i) { t->btree_insert(static_cast<entry_key_t>(keys[i]), reinterpret_cast<char*>(i + 1)); };
   auto lookup = [&](uint64_t i) { return reinterpret_cast<uintptr_t>(t->btree_search(static_cast<entry_key_t>(keys[i]))); };
+#elif defined(PEER_PART)
+  // 8-byte keys, stored big-endian by Key::make_leaf (so byte order is key order); the value is
+  // kept in the leaf and returned by lookup as a pointer to it.
+  ART_ROWEX::Tree t(PartLoadKey);
+  auto ti = t.getThreadInfo();
+  std::vector<Key*> leaf(n);
+  auto insert = [&](uint64_t i) {
+    leaf[i] = leaf[i]->make_leaf(keys[i], sizeof(uint64_t), i + 1);
+    t.insert(leaf[i], ti);
+  };
+  auto lookup = [&](uint64_t i) {
+    auto* v = static_cast<uint64_t*>(t.lookup(leaf[i], ti));
+    return v ? static_cast<uintptr_t>(*v) : uintptr_t(0);
+  };
 #endif
 
   auto w0 = std::chrono::steady_clock::now();
@@ -131,10 +161,38 @@ int main(int argc, char** argv) {
   }
   const double lookup_cpu = CpuSeconds() - c0;
   const double lookup_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+  std::string scan_json;
+#if defined(PEER_PART)
+  if (scan_len > 0 && n > 0) {
+    const uint64_t scans = n < 10000 ? n : 10000;
+    std::vector<Key*> result(static_cast<size_t>(scan_len));
+    Key* end = end->make_leaf(~uint64_t(0), sizeof(uint64_t), 0);
+    Key* cont = cont->make_leaf(uint64_t(0), sizeof(uint64_t), 0);
+    uint64_t got = 0, sum = 0;
+    w0 = std::chrono::steady_clock::now();
+    c0 = CpuSeconds();
+    for (uint64_t j = 0; j < scans; ++j) {
+      size_t found = 0;
+      t.lookupRange(leaf[order[j]], end, cont, result.data(), result.size(), found, ti);
+      got += found;
+      for (size_t q = 0; q < found; ++q) sum += result[q]->value;  // reads each leaf, as a scan's user would
+    }
+    const double scan_cpu = CpuSeconds() - c0;
+    const double scan_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+    g_sink = sum;
+    char buf[256];
+    std::snprintf(buf, sizeof buf, ",\"scan_len\":%ld,\"scans\":%llu,\"scan_keys\":%.2f,\"scan_cpu_ns\":%.1f,\"scan_ns\":%.1f",
+                  scan_len, static_cast<unsigned long long>(scans), double(got) / scans, scan_cpu * 1e9 / scans,
+                  scan_wall * 1e9 / scans);
+    scan_json = buf;
+  }
+#else
+  (void)scan_len;
+#endif
   std::printf(
       "{\"bench\":\"peer\",\"peer\":\"%s\",\"keys\":%llu,\"insert_cpu_ns\":%.1f,\"insert_ns\":%.1f,"
-      "\"lookup_cpu_ns\":%.1f,\"lookup_ns\":%.1f,\"errors\":%llu}\n",
+      "\"lookup_cpu_ns\":%.1f,\"lookup_ns\":%.1f,\"errors\":%llu%s}\n",
       PEER_NAME, static_cast<unsigned long long>(n), insert_cpu * 1e9 / n, insert_wall * 1e9 / n, lookup_cpu * 1e9 / n,
-      lookup_wall * 1e9 / n, static_cast<unsigned long long>(wrong));
+      lookup_wall * 1e9 / n, static_cast<unsigned long long>(wrong), scan_json.c_str());
   return wrong ? 1 : 0;
 }

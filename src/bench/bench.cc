@@ -785,7 +785,8 @@ Status RunIndexBench(const IndexBenchConfig& cfg, IndexBenchReport* report, cons
   report->env = CaptureEnvironment();
   if (log) log(FormatIndexConfig(cfg, report->env));
 
-  const std::vector<std::string> keys = GenerateKeys(cfg.dist, cfg.keys, cfg.common.seed);
+  std::vector<std::string> keys = GenerateKeys(cfg.dist, cfg.keys, cfg.common.seed);
+  if (cfg.sorted_insert) std::sort(keys.begin(), keys.end());  // byte order = the indexes' key order
   if (keys.size() < cfg.keys && log)
     log(fmt::format("note: the {} workload has only {} keys", DistName(cfg.dist), keys.size()));
   if (keys.empty()) return Status::InvalidArgument(std::string("the ") + DistName(cfg.dist) + " workload produced no keys");
@@ -1031,6 +1032,7 @@ std::string FormatIndexConfig(const IndexBenchConfig& cfg, const Environment& en
                        cfg.scans ? cfg.scans : std::min<size_t>(cfg.keys, 10000));
   }
   s += fmt::format("span bits:      {} (wort)\n", cfg.span_bits);
+  if (cfg.sorted_insert) s += "insert order:   ascending keys (--sorted-insert)\n";
   std::string pools;
   for (size_t i = 0; i < cfg.indexes.size() && i < 3; ++i)
     pools += (i ? ", " : "") + DefaultPoolPath(cfg.common, cfg.indexes.size() > 1 || cfg.common.pool_path.empty()
@@ -1142,6 +1144,7 @@ nlohmann::json ToJson(const IndexResult& r, const IndexBenchConfig& cfg, const E
     if (cfg.range_frac > 0) j["range_frac"] = cfg.range_frac;
   }
   j["span_bits"] = cfg.span_bits;
+  j["insert_order"] = cfg.sorted_insert ? "sorted" : "random";
   j["threads"] = cfg.common.threads;
   AddEnvJson(env, cfg.common.seed, &j);
   return j;

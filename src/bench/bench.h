@@ -4,7 +4,8 @@
 // Index benchmark (RunIndexBench), per index kind:
 //   1. a fresh pool (its own file, removed afterwards unless keep_pool)
 //   2. a fresh index; integer distributions use KeyType::kU64, string ones KeyType::kBytes
-//   3. insert phase: the N generated keys in their generated (random) order, value = position+1
+//   3. insert phase: the N generated keys in their generated (random) order - ascending with
+//      sorted_insert - value = position+1
 //   4. the requested ops in this fixed order, whatever order they were named in:
 //        search  lookups of all keys in another random order (each value is verified)
 //        scan    `scans` range queries from sampled start keys, each of scan_len keys
@@ -87,6 +88,7 @@ struct IndexBenchConfig {
   double range_frac = 0;    // if > 0: scan_len = max(1, round(range_frac * keys))
   size_t scans = 0;         // range queries to run; 0: min(keys, 10000)
   uint32_t span_bits = 4;   // IndexOptions::span_bits (WORT)
+  bool sorted_insert = false;  // insert phase in ascending key order (the later phases keep their random orders)
 };
 
 // Where and how the run happened (printed first and stored with every JSON record).

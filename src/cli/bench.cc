@@ -168,6 +168,7 @@ void AddBench(CLI::App& app) {
     int threads = 1;
     uint32_t span_bits = 4;
     std::string keys_out;
+    bool sorted_insert = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand(
@@ -184,6 +185,8 @@ void AddBench(CLI::App& app) {
       ->check(CLI::Range(1, 1024));
   cmd->add_option("--span-bits", o->span_bits, "WORT: key bits per tree level (4 or 8)")->capture_default_str();
   AddCommonOptions(cmd, &o->common);
+  cmd->add_flag("--sorted-insert", o->sorted_insert,
+                "Insert the keys in ascending order instead of random order (search, delete, ... stay random)");
   cmd->add_option("--keys-out", o->keys_out,
                   "Also write the keys and the search order to this file (binary, for scripts/peers.sh; integer dists)");
 
@@ -272,6 +275,9 @@ void AddBench(CLI::App& app) {
     cfg.range_frac = o->range_frac;
     cfg.scans = o->scans;
     cfg.span_bits = o->span_bits;
+    cfg.sorted_insert = o->sorted_insert;
+    if (cfg.sorted_insert && !o->keys_out.empty())
+      Fail(Status::InvalidArgument("--keys-out writes the random insert order; it cannot go with --sorted-insert"));
     if (!o->keys_out.empty()) {
       s = bench::WriteKeyFile(dists.front(), cfg.keys, cfg.common.seed, o->keys_out);
       if (!s.ok()) Fail(s);

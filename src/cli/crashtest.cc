@@ -62,6 +62,7 @@ struct CrashOpts {
   double mutate_budget = 0;
   uint64_t hash_capacity = 0;
   uint64_t cceh_segment_bytes = 0;
+  bool b3_no_rebalance = false;
   uint64_t hash_seed = 0;
   bool hash_special_keys = false;
   uint64_t hash_skew_keys = 0;
@@ -288,6 +289,7 @@ void Run(const CrashOpts& o) {
   iopts.span_bits = o.span_bits;
   iopts.hash_capacity = o.hash_capacity;
   iopts.cceh_segment_bytes = o.cceh_segment_bytes;
+  iopts.b3_no_rebalance = o.b3_no_rebalance;
   iopts.hash_seed = o.hash_seed;
   bool from_dist = true;
   if (o.key_type == "u64") {
@@ -420,6 +422,7 @@ void AddCrashTest(CLI::App& app) {
   c->add_option("--explore-from", o->explore_from, "Operations before this one run unexplored");
   c->add_option("--hash-capacity", o->hash_capacity, "Hash kinds: initial capacity in records (0: default)");
   c->add_option("--cceh-segment-bytes", o->cceh_segment_bytes, "cceh: segment size in bytes (0: default)");
+  c->add_flag("--b3-no-rebalance", o->b3_no_rebalance, "b3tree: rebalancing off (rebuilt pages hold chains)");
   c->add_option("--hash-seed", o->hash_seed, "Hash kinds: the hash seed (0: derived from --seed)");
   c->add_flag("--hash-special-keys", o->hash_special_keys,
               "u64 keys: the keys whose mixed hash words are 0 and 1 (the hash tables' special slots) are insert candidates");

@@ -25,17 +25,21 @@ void AddReproduce(CLI::App& app) {
     bool no_cachegrind = false, no_report = false;
     int jobs = 2;
     std::string cachegrind_binary;
+    std::string peers_src;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand(
       "reproduce",
       "Run the WORT paper's evaluation (fig7-fig10, Table 1, space) for every registered index kind, and "
-      "the CANRT paper's remote comparison (canrt: bench-remote of canrt vs reply-wort/reply-woart); "
+      "the CANRT paper's remote comparison (canrt: bench-remote of canrt vs reply-wort/reply-woart), the "
+      "thesis chapter IV's CCEH and B3-tree evaluations (cceh-*, b3-*), ROART vs P-ART (roart-peer, with "
+      "--peers-src); "
       "write results.jsonl, PNG plots and report.md beside the published values");
   cmd->add_option("--scale", o->scale,
                   "quick (N=250K, under 5 min), medium (N=16M), paper (N=128M); tiny (N=2000: seconds, for tests and CI)")
       ->capture_default_str();
-  cmd->add_option("--only", o->only, "Experiments, comma list: fig7,fig8,fig9,fig10,table1,space,canrt (default all)");
+  cmd->add_option("--only", o->only, "Experiments, comma list: fig7,fig8,fig9,fig10,table1,space,canrt,cceh-seg,cceh-lat,cceh-search,"
+                  "b3-page,b3-grow,b3-order,roart-peer (default all)");
   cmd->add_option("--index", o->indexes, "Index kinds, comma list (default: every registered kind)");
   cmd->add_option("--out", o->out, "Output directory")->required();
   AddCountOption(cmd, "--keys", &o->keys, "Override the scale's N for the timed runs (0: the scale's)");
@@ -45,6 +49,10 @@ void AddReproduce(CLI::App& app) {
   cmd->add_option("--cachegrind-binary", o->cachegrind_binary,
                   "wort executable to run under valgrind (default $WORT_CACHEGRIND_BINARY, else this one); it "
                   "must not use AVX-512, e.g. built with -DCMAKE_CXX_FLAGS=-mno-avx512f");
+  cmd->add_option("--peers-src", o->peers_src,
+                  "SRC_ROOT of scripts/peers.sh: build P-ART from SRC_ROOT/RECIPE/P-ART (outside the repository) "
+                  "and compare roart with it on the same keys (default $WORT_PEERS_SRC; without it woart stands in "
+                  "for P-ART)");
   cmd->add_flag("--no-cachegrind", o->no_cachegrind, "Skip the LLC-miss runs (Table 1(a)/(c))");
   cmd->add_flag("--no-report", o->no_report, "Do not run scripts/report.py at the end");
   cmd->add_option("--flush", o->flush, "Flush instruction: clwb|clflushopt|clflush|none|auto")->capture_default_str();
@@ -71,6 +79,13 @@ void AddReproduce(CLI::App& app) {
       c.python = FindPython();
     }
     c.published = FindFile("WORT_PUBLISHED", "data/published/wort_fast17.json");
+    c.peers_src = o->peers_src;
+    if (const char* e = std::getenv("WORT_PEERS_SRC"); c.peers_src.empty() && e && *e) c.peers_src = e;
+    if (!c.peers_src.empty()) {
+      c.peers_script = FindFile("WORT_PEERS_SCRIPT", "scripts/peers.sh");
+      if (c.peers_script.empty()) fmt::print(stderr, "wort reproduce: scripts/peers.sh not found; no P-ART run\n");
+      c.peers_wort = SelfExe();
+    }
     Status s = reproduce::Reproduce(c, [](const std::string& line) {
       fmt::print("{}\n", line);
       std::fflush(stdout);

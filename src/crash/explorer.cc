@@ -55,6 +55,7 @@ std::string ExplorerArgs(const ExplorerConfig& c) {
   if (c.index_options.cceh_segment_bytes != 0)
     s += fmt::format(" --cceh-segment-bytes {}", c.index_options.cceh_segment_bytes);
   if (c.index_options.hash_seed != 0) s += fmt::format(" --hash-seed {:#x}", c.index_options.hash_seed);
+  if (c.index_options.b3_no_rebalance) s += " --b3-no-rebalance";
   if (c.novel_only) s += " --novel-only";
   if (c.explore_from != 0) s += fmt::format(" --explore-from {}", c.explore_from);
   if (c.explore_recovery) s += " --explore-recovery";

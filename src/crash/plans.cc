@@ -258,6 +258,15 @@ std::vector<PlanStep> KindPlan(const std::string& kind, const std::string& dir) 
     c.ops = {OpType::kInsert, OpType::kUpsert, OpType::kDelete};
     plan.push_back({"sparse, large table: a multi-chunk allocation at creation", c});
   }
+  // 8. B3-tree without rebalancing (IndexOptions::b3_no_rebalance, b3tree.h kRootNoRebalance):
+  // the same persist sites and order, rebuilt pages holding ascending chains; inserts that split
+  // leaves and inner pages, then deletes that merge and redistribute them.
+  if (kind == "b3tree") {
+    ExplorerConfig c = dense(seed++, 600, 120, OpType::kInsert);
+    c.index_options.b3_no_rebalance = true;
+    c.ops = {OpType::kInsert, OpType::kDelete};
+    plan.push_back({"dense, no rebalancing: chains in rebuilt pages, splits, merges", c});
+  }
   return plan;
 }
 

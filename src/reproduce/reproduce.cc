@@ -106,6 +106,127 @@ Status ReadCachegrindLLMisses(const std::string& path, uint64_t* out) {
   return Status::Corruption("no summary line in " + path);
 }
 
+// The thesis chapter IV experiments (cceh-*, b3-*): their own kinds, those of `kinds` only.
+template <size_t K>
+std::vector<std::string> Present(const char* const (&want)[K], const std::vector<std::pair<std::string, bool>>& kinds) {
+  std::vector<std::string> out;
+  for (const char* w : want)
+    for (const auto& k : kinds)
+      if (k.first == w) out.push_back(w);
+  return out;
+}
+
+void PlanThesis(const Config& cfg, const ThesisParams& tp, const std::vector<std::pair<std::string, bool>>& kinds,
+                std::vector<Run>* runs, std::vector<std::string>* notes) {
+  auto est = [](size_t kinds_n, size_t n, int ops, uint64_t lat) {
+    return double(kinds_n) * (kRunS + n * (kGenS + ops * kInsertS + kFlushesPerInsert * lat * 1e-9));
+  };
+  auto explicit_only = [&](const char* exp, const std::vector<std::string>& have, const char* what) {
+    if (have.empty() && Wants(cfg, exp)) notes->push_back(std::string(exp) + ": none of " + what + " in this run's kinds; skipped");
+    return !have.empty() && Wants(cfg, exp);
+  };
+  const auto seg = Present(kCcehSegKinds, kinds);
+  if (explicit_only("cceh-seg", seg, "cceh, cceh-cow")) {
+    for (const auto& k : seg) {
+      for (uint64_t b : tp.segment_bytes) {
+        Run r;
+        r.type = Run::Type::kThesis;
+        r.exp = "cceh-seg";
+        r.label = fmt::format("cceh-seg@{}B", b);
+        r.dist = Dist::kSparse;
+        r.index = k;
+        r.keys = tp.cceh_keys;
+        r.ops = {Op::kInsert};
+        r.segment_bytes = b;
+        r.est_seconds = est(1, r.keys, 1, 0);
+        runs->push_back(r);
+      }
+    }
+  }
+  const auto hash = Present(kHashKinds, kinds);
+  const bool lat = explicit_only("cceh-lat", hash, "the hash kinds"), search = !hash.empty() && Wants(cfg, "cceh-search");
+  if (lat || search) {
+    std::vector<uint64_t> lats = lat ? tp.latencies : std::vector<uint64_t>{0};
+    for (uint64_t l : lats) {
+      Run r;
+      r.type = Run::Type::kThesis;
+      r.exp = lat ? "cceh-lat" : "cceh-search";
+      r.label = lat ? fmt::format("cceh-lat@{}ns", l) : "cceh-search";
+      r.dist = Dist::kSparse;
+      r.indexes = hash;
+      r.keys = tp.cceh_keys;
+      r.latency_ns = l;
+      if (lat) r.ops.push_back(Op::kInsert);
+      if (search && l == 0) {
+        r.ops.push_back(Op::kSearch);
+        if (lat) r.label += "+cceh-search";
+      }
+      r.est_seconds = est(hash.size(), r.keys, int(r.ops.size()), l);
+      runs->push_back(r);
+    }
+  }
+  const auto page = Present(kB3PageKinds, kinds);
+  if (explicit_only("b3-page", page, "b3tree, wbtree, wbtree-slot, fptree, fastfair")) {
+    Run r;
+    r.type = Run::Type::kThesis;
+    r.exp = "b3-page";
+    r.label = "b3-page";
+    r.dist = Dist::kSparse;
+    r.indexes = page;
+    r.keys = tp.b3_keys;
+    r.ops = {Op::kInsert, Op::kSearch, Op::kDelete};
+    r.est_seconds = est(page.size(), r.keys, 3, 0);
+    runs->push_back(r);
+  }
+  const auto order = Present(kB3OrderKinds, kinds);
+  if (explicit_only("b3-order", order, "b3tree, wbtree, fastfair")) {
+    for (bool sorted : {false, true}) {
+      Run r;
+      r.type = Run::Type::kThesis;
+      r.exp = "b3-order";
+      r.label = sorted ? "b3-order(sorted)" : "b3-order(random)";
+      r.dist = Dist::kSparse;
+      r.indexes = order;
+      r.keys = tp.b3_keys;
+      r.ops = {Op::kInsert, Op::kSearch};
+      r.sorted_insert = sorted;
+      r.est_seconds = est(order.size(), r.keys, 2, 0);
+      runs->push_back(r);
+    }
+    if (order.front() == "b3tree") {
+      for (bool sorted : {false, true}) {
+        Run r;
+        r.type = Run::Type::kThesis;
+        r.exp = "b3-order";
+        r.label = sorted ? "b3-order(sorted,no-rebal)" : "b3-order(random,no-rebal)";
+        r.dist = Dist::kSparse;
+        r.indexes = {"b3tree"};
+        r.keys = tp.b3_keys;
+        r.ops = {Op::kInsert, Op::kSearch};
+        r.sorted_insert = sorted;
+        r.no_rebalance = true;
+        r.est_seconds = est(1, r.keys, 2, 0);
+        runs->push_back(r);
+      }
+    }
+  }
+  const auto grow = Present(kB3GrowKinds, kinds);
+  if (explicit_only("b3-grow", grow, "b3tree, fastfair, wbtree, fptree")) {
+    for (size_t n : tp.b3_grow) {
+      Run r;
+      r.type = Run::Type::kThesis;
+      r.exp = "b3-grow";
+      r.label = fmt::format("b3-grow@{}", n);
+      r.dist = Dist::kSparse;
+      r.indexes = grow;
+      r.keys = n;
+      r.ops = {Op::kInsert, Op::kSearch};
+      r.est_seconds = est(grow.size(), n, 2, 0);
+      runs->push_back(r);
+    }
+  }
+}
+
 }  // namespace
 
 Status GetScale(const std::string& name, ScaleParams* out) {
@@ -122,6 +243,7 @@ Status GetScale(const std::string& name, ScaleParams* out) {
     p.cachegrind_keys = 2000;
     p.cachegrind_dists = {Dist::kDense};
     p.canrt = {{"local", "", 500, 100, {50, 500}, 2, {1, 2}, 100}};
+    p.thesis = {4000, {1024, 4096, 16384, 65536}, {0, 300}, 3000, {1000, 4000}};
   } else if (name == "quick") {
     // Sized so that every index kind (19 in this build) finishes in under 5 minutes on the
     // 2-core reference machine even when it is shared; medium and paper are the scales to
@@ -138,6 +260,8 @@ Status GetScale(const std::string& name, ScaleParams* out) {
     // (every operation emulated by the server's progress thread here) a tenth of it.
     p.canrt = {{"local", "", 100000, 2000, {10000, 100000}, 3, {1, 2}, 2000},
                {"ucx", "sm", 10000, 500, {1000, 10000}, 3, {1, 2}, 500}};
+    // Thesis chapter IV: a 64th of CCEH's 16M records, a 50th of B3-tree's 10M keys.
+    p.thesis = {250000, {256, 1024, 4096, 16384, 65536, 262144}, {0, 100, 300}, 200000, {50000, 200000, 800000}};
   } else if (name == "medium") {
     p.keys = 16000000;
     p.latencies = {0, 100, 200, 300};
@@ -149,6 +273,8 @@ Status GetScale(const std::string& name, ScaleParams* out) {
     p.canrt = {{"local", "", 1000000, 10000, {10000, 100000}, 10, {1, 2}, 20000},
                {"ucx", "sm", 100000, 2000, {10000, 100000}, 3, {1, 2}, 2000},
                {"ucx", "tcp", 100000, 2000, {10000, 100000}, 3, {1, 2}, 2000}};
+    p.thesis = {2000000, {256, 1024, 4096, 16384, 65536, 262144}, {0, 100, 200, 300}, 2000000,
+                {250000, 1000000, 4000000}};
   } else if (name == "paper") {
     p.keys = 128000000;
     p.latencies = {0, 100, 200, 300};
@@ -160,6 +286,10 @@ Status GetScale(const std::string& name, ScaleParams* out) {
     p.canrt = {{"local", "", 1000000, 10000, {10000, 100000}, 10, {1, 2}, 20000},
                {"ucx", "sm", 100000, 2000, {10000, 100000}, 3, {1, 2}, 2000},
                {"ucx", "tcp", 100000, 2000, {10000, 100000}, 3, {1, 2}, 2000}};
+    // The thesis's 16M CCEH records and 10M B3-tree keys; Figure 15's sizes are not given in
+    // the text: 1M to 64M.
+    p.thesis = {16000000, {256, 1024, 4096, 16384, 65536, 262144}, {0, 100, 200, 300}, 10000000,
+                {1000000, 4000000, 16000000, 64000000}};
   } else {
     return Status::InvalidArgument("unknown scale '" + name + "' (valid: quick, medium, paper; tiny for tests)");
   }
@@ -172,7 +302,9 @@ Status Plan(const Config& cfg, const ScaleParams& sp, const std::vector<std::pai
   for (const auto& e : cfg.only) {
     if (std::find_if(std::begin(kExperiments), std::end(kExperiments), [&](const char* x) { return e == x; }) ==
         std::end(kExperiments))
-      return Status::InvalidArgument("unknown experiment '" + e + "' (valid: fig7, fig8, fig9, fig10, table1, space, canrt)");
+      return Status::InvalidArgument("unknown experiment '" + e +
+                                     "' (valid: fig7, fig8, fig9, fig10, table1, space, canrt, cceh-seg, cceh-lat, "
+                                     "cceh-search, b3-page, b3-grow, b3-order, roart-peer)");
   }
   const size_t n = cfg.keys ? cfg.keys : sp.keys;
   const size_t cgn = cfg.cachegrind_keys ? cfg.cachegrind_keys : sp.cachegrind_keys;
@@ -286,6 +418,7 @@ Status Plan(const Config& cfg, const ScaleParams& sp, const std::vector<std::pai
   } else if (table1) {
     notes->push_back("table1: LLC-miss runs skipped (--no-cachegrind or valgrind not found)");
   }
+  PlanThesis(cfg, sp.thesis, kinds, runs, notes);
   if (Wants(cfg, "canrt")) {
     for (size_t k = 0; k < sp.canrt.size(); ++k) {
       const CanrtParams& cp = sp.canrt[k];
@@ -462,9 +595,26 @@ Status Reproduce(const Config& cfg, const LogFn& progress) {
     bc.ops = r.ops;
     if (r.scan_len) bc.scan_len = r.scan_len;
     bc.scans = sp.scans;
+    bc.sorted_insert = r.sorted_insert;
     bench::IndexBenchReport rep;
+    // cceh-seg: the segment size is read when the table is created (cceh.h's knobs).
+    std::string old_seg;
+    bool had_seg = false;
+    if (r.segment_bytes) {
+      if (const char* e = std::getenv("WORT_CCEH_SEGMENT_BYTES")) {
+        old_seg = e;
+        had_seg = true;
+      }
+      setenv("WORT_CCEH_SEGMENT_BYTES", std::to_string(r.segment_bytes).c_str(), 1);
+    }
+    if (r.no_rebalance) setenv("WORT_B3_REBALANCE", "0", 1);  // read at create (b3tree.h)
     const auto t0 = Clock::now();
     Status s = bench::RunIndexBench(bc, &rep, [&](const std::string& line) { blog << line << "\n"; });
+    if (r.no_rebalance) unsetenv("WORT_B3_REBALANCE");
+    if (r.segment_bytes) {
+      if (had_seg) setenv("WORT_CCEH_SEGMENT_BYTES", old_seg.c_str(), 1);
+      else unsetenv("WORT_CCEH_SEGMENT_BYTES");
+    }
     const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
     blog.flush();
     eta.Done(i, secs);
@@ -475,7 +625,11 @@ Status Reproduce(const Config& cfg, const LogFn& progress) {
     std::vector<nlohmann::json> recs;
     for (const auto& res : rep.results) {
       nlohmann::json j = bench::ToJson(res, bc, rep.env);
-      if (res.op == "insert") j["experiment"] = r.type == Run::Type::kLatency ? "fig8" : "fig7";
+      if (r.type == Run::Type::kThesis) {
+        j["experiment"] = r.exp == "cceh-lat" && res.op == "search" ? "cceh-search" : r.exp;
+        if (r.segment_bytes) j["segment_bytes"] = r.segment_bytes;
+        if (r.exp == "b3-order") j["rebalance"] = !r.no_rebalance;
+      } else if (res.op == "insert") j["experiment"] = r.type == Run::Type::kLatency ? "fig8" : "fig7";
       else if (res.op == "search") j["experiment"] = "fig9";
       else if (res.op == "scan") {
         j["experiment"] = "fig10";
@@ -600,6 +754,39 @@ Status Reproduce(const Config& cfg, const LogFn& progress) {
     if (!recs.empty()) WORT_RETURN_IF_ERROR(bench::AppendJsonLines(results_path, recs));
   }
 
+  // ---- roart-peer: P-ART built from the given sources, by scripts/peers.sh ---------------------
+  std::string peers_state = "not run";
+  const bool has_roart = std::any_of(kinds.begin(), kinds.end(), [](const auto& k) { return k.first == "roart"; });
+  if (Wants(c, "roart-peer") && has_roart) {
+    if (c.peers_src.empty()) {
+      peers_state = "no --peers-src: woart stands in for P-ART";
+    } else if (c.peers_script.empty() || c.peers_wort.empty()) {
+      peers_state = "scripts/peers.sh or the wort binary not found: woart stands in for P-ART";
+      notes.push_back("roart-peer: " + peers_state);
+    } else {
+      // peers.sh builds and writes outside the repository (its rule); the results are copied here.
+      const std::string tmp = fmt::format("/tmp/wort-repro-peers-{}", getpid());
+      const size_t pn = std::min<size_t>(n, 16000000);
+      const std::string cmd = fmt::format(
+          "bash {} {} --kinds roart --keys {} --dist sparse --repeat 1 --seed {} --wort {} --out {} > {} 2>&1 && cp {}/peers.jsonl "
+          "{}/peers.md {}/",
+          ShellQuote(c.peers_script), ShellQuote(c.peers_src), pn, c.seed, ShellQuote(c.peers_wort), ShellQuote(tmp),
+          ShellQuote(c.out_dir + "/peers.log"), ShellQuote(tmp), ShellQuote(tmp), ShellQuote(c.out_dir));
+      say(fmt::format("roart-peer: P-ART from {} against roart, {} sparse keys (scripts/peers.sh)", c.peers_src, pn));
+      const auto t0 = Clock::now();
+      const int st = std::system(cmd.c_str());
+      const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+      std::filesystem::remove_all(tmp);
+      if (st != 0) {
+        peers_state = fmt::format("scripts/peers.sh failed (exit status {}; see peers.log): woart stands in for P-ART", st);
+        notes.push_back("roart-peer: " + peers_state);
+      } else {
+        peers_state = fmt::format("P-ART built from {}/RECIPE/P-ART, {} keys", c.peers_src, pn);
+      }
+      say(fmt::format("roart-peer: {} ({:.1f}s)", peers_state, secs));
+    }
+  }
+
   // ---- config.json ---------------------------------------------------------------------------
   const double run_s = std::chrono::duration<double>(Clock::now() - t_start).count();
   rusage self{}, children{};
@@ -628,12 +815,18 @@ Status Reproduce(const Config& cfg, const LogFn& progress) {
                       {"ycsb_ops", cp.ycsb_ops}});
     cj["canrt"] = cr;
   }
+  cj["thesis"] = {{"cceh_keys", sp.thesis.cceh_keys},
+                  {"segment_bytes", sp.thesis.segment_bytes},
+                  {"latencies_ns", sp.thesis.latencies},
+                  {"b3_keys", sp.thesis.b3_keys},
+                  {"b3_grow", sp.thesis.b3_grow}};
   {
     std::vector<std::string> ds;
     for (Dist d : sp.cachegrind_dists) ds.push_back(bench::DistName(d));
     cj["cachegrind_dists"] = ds;
   }
   cj["only"] = c.only;
+  cj["roart_peer"] = peers_state;
   cj["flush"] = env.flush;
   cj["cpu"] = env.cpu;
   cj["cpus"] = env.cpus;

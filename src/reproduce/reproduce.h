@@ -18,6 +18,25 @@
 //   table1  flushes per insert and leaf depth (from the fig7 runs), LLC misses per insert and
 //           per search (cachegrind-simulated, at a reduced N, see below)
 //   space   pool bytes per key after the insert phase (thesis Fig 5.5)
+//   cceh-seg    thesis 4.4.7.1 (Figure 24): cceh and cceh-cow on random 8-byte keys (sparse) from a
+//               table sized for 2,048 records (the kinds' default), segment size swept
+//               (WORT_CCEH_SEGMENT_BYTES, set for each run): insert time, flushes per insert
+//   cceh-lat    thesis 4.4.7.2 (Figure 25): insert time of every hash kind vs emulated write latency
+//   cceh-search thesis 4.4.7.3 (Figure 26(c)): search time of every hash kind (one thread)
+//   b3-page     thesis 4.3.2 (Figures 12, 14): b3tree, wbtree, wbtree-slot, fptree, fastfair on
+//               random keys: insert, search and delete time, flushes per insert and per delete
+//   b3-order    thesis 4.3.2 (Figure 13): b3tree (wbtree, fastfair beside it) inserting the b3-page
+//               keys in random and in ascending order, then searching them; and b3tree without
+//               rebalancing (WORT_B3_REBALANCE=0, b3tree.h kRootNoRebalance) in both orders
+//   b3-grow     thesis 4.3.3 (Figure 15): insert and search time as the number of keys grows
+//   The thesis experiments use their own kinds (intersected with --index when given) and tag
+//   their records with their own experiment name; scripts/report.py's "thesis chapter IV"
+//   sections compare them with data/published/thesis_ch4.json.
+//   roart-peer  only with Config::peers_src: scripts/peers.sh builds P-ART (RECIPE) from
+//               peers_src/RECIPE/P-ART outside the repository and runs roart and P-ART on the same
+//               N sparse keys (insert, lookup, 100-key scans); its peers.jsonl and peers.md are
+//               copied to the output directory, where the ROART section compares with P-ART itself
+//               instead of the woart stand-in
 //   canrt   the CANRT paper's comparison (data/published/canrt_ica3pp20.json): `wort bench-remote`
 //           (src/bench/remote_bench.h) of canrt, reply-wort and reply-woart with the server in
 //           this process, per transport of the scale (local at every scale; ucx over UCX_TLS=sm
@@ -58,7 +77,25 @@
 
 namespace wort::reproduce {
 
-inline constexpr const char* kExperiments[] = {"fig7", "fig8", "fig9", "fig10", "table1", "space", "canrt"};
+inline constexpr const char* kExperiments[] = {"fig7",     "fig8",     "fig9",        "fig10",   "table1", "space",
+                                               "canrt",    "cceh-seg", "cceh-lat",    "cceh-search", "b3-page",
+                                               "b3-grow",  "b3-order", "roart-peer"};
+
+// Kinds of the thesis experiments (chapter IV), in the order of its figures.
+inline constexpr const char* kCcehSegKinds[] = {"cceh", "cceh-cow"};
+inline constexpr const char* kHashKinds[] = {"cceh", "cceh-cow", "levl", "linp", "cuck", "bch", "path"};
+inline constexpr const char* kB3PageKinds[] = {"b3tree", "wbtree", "wbtree-slot", "fptree", "fastfair"};
+inline constexpr const char* kB3GrowKinds[] = {"b3tree", "fastfair", "wbtree", "fptree"};
+inline constexpr const char* kB3OrderKinds[] = {"b3tree", "wbtree", "fastfair"};
+
+// Sizes of the thesis experiments at a scale.
+struct ThesisParams {
+  size_t cceh_keys = 0;                  // records inserted (thesis: 16M)
+  std::vector<uint64_t> segment_bytes;   // cceh-seg sweep (thesis: 256 B to 256 KB)
+  std::vector<uint64_t> latencies;       // cceh-lat, ns per flushed line
+  size_t b3_keys = 0;                    // b3-page (thesis: 10M)
+  std::vector<size_t> b3_grow;           // b3-grow: N of each run
+};
 
 // The CANRT experiment at one transport: the sizes of its bench-remote run.
 struct CanrtParams {
@@ -85,6 +122,7 @@ struct ScaleParams {
   size_t cachegrind_keys = 0;            // N under cachegrind
   std::vector<bench::Dist> cachegrind_dists;
   std::vector<CanrtParams> canrt;        // one bench-remote run each
+  ThesisParams thesis;                   // cceh-*, b3-*
 };
 // InvalidArgument for an unknown name (valid: tiny, quick, medium, paper).
 Status GetScale(const std::string& name, ScaleParams* out);
@@ -107,11 +145,14 @@ struct Config {
   std::string report_script;         // scripts/report.py; empty: do not run it
   std::string python;                // interpreter for the script
   std::string published;             // data/published/wort_fast17.json
+  std::string peers_src;             // roart-peer: SRC_ROOT of scripts/peers.sh (empty: not run)
+  std::string peers_script;          // scripts/peers.sh
+  std::string peers_wort;            // the wort binary peers.sh runs (this one)
 };
 
 // One planned run.
 struct Run {
-  enum class Type { kBase, kRange, kLatency, kCgGen, kCgInsert, kCgSearch, kRemote };
+  enum class Type { kBase, kRange, kLatency, kCgGen, kCgInsert, kCgSearch, kRemote, kThesis };
   Type type = Type::kBase;
   std::string label;  // experiments it serves, for the progress line
   bench::Dist dist = bench::Dist::kDense;
@@ -124,6 +165,10 @@ struct Run {
   double range_pct = 0;  // fig10: the paper's range it stands for (% of 128M)
   size_t keys = 0;
   int canrt = -1;          // kRemote: index into ScaleParams::canrt
+  std::string exp;         // kThesis: the records' experiment (cceh-seg, ...; cceh-lat's search: cceh-search)
+  uint64_t segment_bytes = 0;  // kThesis: WORT_CCEH_SEGMENT_BYTES for the run (0: unset)
+  bool sorted_insert = false;  // kThesis (b3-order): insert in ascending key order
+  bool no_rebalance = false;   // kThesis (b3-order): b3tree created with WORT_B3_REBALANCE=0
   double est_seconds = 0;  // the planner's cost estimate
 };
 

@@ -138,6 +138,26 @@ TEST(Bench, RangeFracSetsTheScanLength) {
   EXPECT_EQ(ToJson(rep.results[0], cfg, rep.env)["scan_len"], 20);
 }
 
+// --sorted-insert (issue 34, thesis Figure 13): ascending inserts into FAST&FAIR append at the
+// end of a leaf (no shifts), so they flush fewer lines per insert than random ones, which shift
+// half a leaf on average; every lookup afterwards (random order) is still right.
+TEST(Bench, SortedInsertIsAscending) {
+  double flushes[2] = {0, 0};
+  for (int sorted = 0; sorted < 2; ++sorted) {
+    IndexBenchConfig cfg = TinyConfig(Dist::kSparse, 3000);
+    cfg.indexes = {"fastfair"};
+    cfg.ops = {Op::kInsert, Op::kSearch};
+    cfg.sorted_insert = sorted;
+    IndexBenchReport rep;
+    ASSERT_TRUE(RunIndexBench(cfg, &rep).ok());
+    ASSERT_EQ(rep.results.size(), 2u);
+    for (const auto& r : rep.results) EXPECT_EQ(r.errors, 0u) << r.op;
+    flushes[sorted] = rep.results[0].flushes_per_op;
+    EXPECT_EQ(ToJson(rep.results[0], cfg, rep.env)["insert_order"], sorted ? "sorted" : "random");
+  }
+  EXPECT_LT(flushes[1] * 1.5, flushes[0]) << "sorted " << flushes[1] << " random " << flushes[0];
+}
+
 TEST(Bench, RestoresPmSettings) {
   const pm::FlushKind before = pm::GetFlushKind();
   const uint64_t lat = pm::GetWriteLatencyNs();
@@ -263,6 +283,15 @@ TEST(Bench, AllocBenchRuns) {
 
 int RunCli(const std::string& args, std::string* out) {
   return wort::test::RunShell(std::string(WORT_CLI_PATH) + " " + args, out);
+}
+
+TEST(BenchCli, SortedInsertCannotWriteTheRandomKeyOrder) {
+  std::string out;
+  EXPECT_NE(RunCli("bench --index fastfair --dist sparse --keys 10 --sorted-insert --keys-out /tmp/wort-sorted-keys-" +
+                       std::to_string(getpid()),
+                   &out),
+            0);
+  EXPECT_NE(out.find("cannot go with --sorted-insert"), std::string::npos) << out;
 }
 
 TEST(BenchCli, UnknownNamesFailWithTheValidNames) {

@@ -407,6 +407,95 @@ TEST_P(BTreeTest, WritesDuringBackgroundRecovery) {
   ExpectSameContents(h.idx(), m, "after background recovery");
 }
 
+// b3tree without rebalancing (issue 34, kRootNoRebalance in b3tree.h): every rebuilt page holds a
+// chain instead of a complete BST; the same model checks (splits, merges, redistributions,
+// reopen, Check) hold. The option is a creation knob (WORT_B3_REBALANCE=0 here) kept in the root.
+class B3NoRebalance : public ::testing::Test {
+ protected:
+  void SetUp() override { setenv("WORT_B3_REBALANCE", "0", 1); }
+  void TearDown() override { unsetenv("WORT_B3_REBALANCE"); }
+};
+
+TEST_F(B3NoRebalance, MixSparse) { RunMix("b3tree", KeyGen::kSparse, 3000, 12000, 21); }
+TEST_F(B3NoRebalance, MixBytes) { RunMix("b3tree", KeyGen::kBytes, 2500, 10000, 22); }
+
+TEST_F(B3NoRebalance, AscendingInsertsThenRandomRemoves) {
+  IndexFixture h("b3tree", KeyType::kU64);
+  unsetenv("WORT_B3_REBALANCE");  // read at create only: the pool's root keeps the choice
+  Model m;
+  for (uint64_t i = 0; i < 4000; ++i) {
+    const std::string k = EncodeU64(i * 7 + 0x8000000000000000ull);  // keys with the top byte >= 0x80
+    ASSERT_TRUE(h.idx().Insert(k, i).ok());
+    m[k] = i;
+  }
+  h.ExpectCheckOk("ascending");
+  h.Reopen();
+  ExpectSameContents(h.idx(), m, "ascending");
+  std::mt19937_64 rng(5);
+  std::vector<std::string> ks;
+  for (const auto& [k, v] : m) ks.push_back(k);
+  std::shuffle(ks.begin(), ks.end(), rng);
+  for (size_t i = 0; i < ks.size() * 3 / 4; ++i) {
+    ASSERT_TRUE(h.idx().Remove(ks[i]).ok());
+    m.erase(ks[i]);
+  }
+  h.ExpectCheckOk("after removes");
+  ExpectSameContents(h.idx(), m, "after removes");
+}
+
+// The BST of the leftmost leaf page after ascending inserts (the persistent layout of b3tree.h):
+// its root node's left reference, and the root block's flags.
+std::pair<uint64_t, uint32_t> LeftmostLeafRootLeft(Pool& pool) {
+  RootInfo ri;
+  EXPECT_TRUE(pool.FindRoot(IndexFixture::kRoot, &ri).ok());
+  const uint32_t flags = *pool.at<uint32_t>(ri.off + 12);
+  uint64_t page = *pool.at<uint64_t>(ri.off + 16);
+  for (int guard = 0; guard < 64; ++guard) {
+    uint64_t r = *pool.at<uint64_t>(page);  // the page's BST root reference
+    if (*pool.at<uint32_t>(page + 32) == 0) {  // level 0: a leaf page
+      EXPECT_TRUE(r & 1) << "a leaf page's root is a BST node";
+      return {*pool.at<uint64_t>(page + 64 + 32 * (r >> 1) + 16), flags};
+    }
+    while (r & 1) r = *pool.at<uint64_t>(page + 64 + 32 * (r >> 1) + 16);  // leftmost: follow `left`
+    page = r;
+  }
+  ADD_FAILURE() << "no leaf level";
+  return {0, flags};
+}
+
+TEST(B3Rebalance, NoRebalanceLeavesChainsWhereRebalancingBuildsCompleteBsts) {
+  for (const bool rebalance : {true, false}) {
+    if (!rebalance) setenv("WORT_B3_REBALANCE", "0", 1);
+    IndexFixture h("b3tree", KeyType::kU64);
+    unsetenv("WORT_B3_REBALANCE");
+    for (uint64_t i = 0; i < 2000; ++i) ASSERT_TRUE(h.idx().Insert(EncodeU64(i), i).ok());
+    const auto [left, flags] = LeftmostLeafRootLeft(h.pool());
+    EXPECT_EQ((flags & 2) != 0, !rebalance);
+    if (rebalance) EXPECT_NE(left, 0u) << "a complete BST's root has a left subtree";
+    else EXPECT_EQ(left, 0u) << "a chain in ascending order starts at its smallest key";
+  }
+}
+
+TEST(B3Rebalance, BadKnobIsRejected) {
+  test::TempPath path("b3-badknob");
+  std::unique_ptr<Pool> pool;
+  ASSERT_TRUE(Pool::Create(path.str(), SmallPoolOptions(), &pool).ok());
+  setenv("WORT_B3_REBALANCE", "maybe", 1);
+  std::unique_ptr<Index> idx;
+  IndexOptions io;
+  io.key_type = KeyType::kU64;
+  Status s = CreateIndex(*pool, "idx", "b3tree", io, &idx);
+  unsetenv("WORT_B3_REBALANCE");
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
+  io.b3_no_rebalance = true;  // the option itself
+  ASSERT_TRUE(CreateIndex(*pool, "idx", "b3tree", io, &idx).ok());
+  for (uint64_t i = 0; i < 500; ++i) ASSERT_TRUE(idx->Insert(EncodeU64(i), i).ok());
+  std::string report;
+  EXPECT_TRUE(idx->Check(&report).ok()) << report;
+  idx.reset();
+  (void)pool->Close();
+}
+
 INSTANTIATE_TEST_SUITE_P(Kinds, BTreeTest, ::testing::Values("fastfair", "b3tree", "wbtree", "wbtree-slot"),
                          test::KindParamName);
 

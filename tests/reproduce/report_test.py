@@ -337,6 +337,116 @@ class CanrtSection(unittest.TestCase):
         self.assertIn("**does not hold", res)
 
 
+class RoartAgainstPart(unittest.TestCase):
+    """Issue 34: with a roart-peer run's peers.jsonl, the ROART claims that name P-ART are checked
+    against P-ART itself; without it woart stands in, and the table says so."""
+    PUB = os.path.join(ROOT, "data", "published", "roart_fast21.json")
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="wort-roart-part-")
+        self.res = report.Results([
+            {"experiment": "fig7", "index": "roart", "dist": "sparse", "op": "insert", "ns_per_op": 1000.0},
+            {"experiment": "fig7", "index": "woart", "dist": "sparse", "op": "insert", "ns_per_op": 1500.0},
+            {"experiment": "fig9", "index": "roart", "dist": "sparse", "op": "search", "ns_per_op": 100.0},
+            {"experiment": "fig9", "index": "woart", "dist": "sparse", "op": "search", "ns_per_op": 90.0}])
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def rows(self, peers=None):
+        return [line for line in report.roart_section(self.res, ["roart", "woart"], self.PUB, peers, "not run")
+                if "P-ART" in line and line.startswith("|")]
+
+    def test_stand_in_without_peers(self):
+        rows = self.rows(os.path.join(self.dir, "missing.jsonl"))
+        self.assertEqual(len(rows), 3)
+        for r in rows:
+            self.assertIn("stand-in", r)
+        self.assertIn("sparse 1.50x", rows[0])  # woart 1500 / roart 1000
+
+    def test_part_itself_from_peers_jsonl(self):
+        path = os.path.join(self.dir, "peers.jsonl")
+        with open(path, "w") as f:
+            for r in [{"bench": "index", "index": "roart", "op": "insert", "cpu_ns_per_op": 800.0},
+                      {"bench": "index", "index": "roart", "op": "search", "cpu_ns_per_op": 200.0},
+                      {"bench": "index", "index": "roart", "op": "scan", "cpu_ns_per_op": 4000.0},
+                      {"bench": "peer", "peer": "P-ART", "keys": 5000, "insert_cpu_ns": 1000.0, "lookup_cpu_ns": 100.0,
+                       "scan_len": 100, "scan_cpu_ns": 2000.0, "errors": 0}]:
+                f.write(json.dumps(r) + "\n")
+        rows = self.rows(path)
+        self.assertEqual(len(rows), 3)
+        for r in rows:
+            self.assertIn("P-ART itself", r)
+            self.assertNotIn("stand-in", r)
+        self.assertIn("sparse 1.25x", rows[0])  # P-ART 1000 / roart 800 CPU ns per insert
+        self.assertIn("**holds", rows[0])  # published 1.20-1.24x
+        get = next(r for r in rows if "get" in r)
+        self.assertIn("sparse 0.50x", get)
+        self.assertIn("**does not hold", get)
+        md = "\n".join(report.roart_section(self.res, ["roart", "woart"], self.PUB, path, "run"))
+        self.assertIn("P-ART/roart = 0.50x", md)  # scans: 2000 / 4000
+
+
+class ThesisClaims(unittest.TestCase):
+    """Issue 34: the thesis chapter IV verdicts come from the records given."""
+    PUB = os.path.join(ROOT, "data", "published", "thesis_ch4.json")
+
+    @staticmethod
+    def rec(exp, idx, op, cpu, flushes=1.0, **kw):
+        r = {"experiment": exp, "index": idx, "op": op, "dist": "sparse", "cpu_ns_per_op": cpu, "ns_per_op": cpu * 2,
+             "flushes_per_op": flushes, "keys": 1000, "write_latency_ns": 0, "errors": 0}
+        r.update(kw)
+        return r
+
+    def load_pub(self):
+        with open(self.PUB) as f:
+            return json.load(f)
+
+    def verdicts(self, recs):
+        pub = self.load_pub()
+        return {cid: (v, d) for _, cid, _, v, d in report.check_thesis(pub, recs)}
+
+    def test_every_claim_has_a_verdict_and_missing_ones_say_why(self):
+        v = self.verdicts([])
+        pub = self.load_pub()
+        self.assertEqual(len(v), len(pub["cceh"]) + len(pub["b3"]))
+        for c in pub["cceh"] + pub["b3"]:
+            if c["check"] == "missing":
+                self.assertTrue(v[c["id"]][0].startswith("not reproduced"), c["id"])
+                self.assertTrue(v[c["id"]][1], c["id"])
+            else:
+                self.assertTrue(v[c["id"]][0].startswith("cannot check"), c["id"])
+
+    def test_b3_ratios_and_flushes(self):
+        recs = [self.rec("b3-page", "b3tree", "insert", 450, flushes=2.1), self.rec("b3-page", "wbtree", "insert", 1000, flushes=4.0),
+                self.rec("b3-page", "wbtree-slot", "insert", 400, flushes=6.2),
+                self.rec("b3-page", "b3tree", "delete", 300, flushes=2.5)]
+        v = self.verdicts(recs)
+        self.assertTrue(v["b3_insert_vs_wbtree"][0].startswith("holds"), v["b3_insert_vs_wbtree"])  # 2.22x
+        self.assertTrue(v["b3_insert_vs_wbtree_slot"][0].startswith("does not hold"))  # 0.89x
+        self.assertTrue(v["b3_flushes_insert"][0].startswith("holds"))
+        self.assertTrue(v["wbtree_flushes_insert"][0].startswith("does not hold"))  # 4 vs 7
+        self.assertTrue(v["wbtree_slot_flushes_insert"][0].startswith("holds"))
+        self.assertTrue(v["b3_flushes_delete"][0].startswith("holds"))
+
+    def test_cceh_segment_and_latency_orderings(self):
+        recs = []
+        for seg, ns, fl in [(1024, 500, 1.2), (4096, 400, 1.3), (16384, 390, 1.4), (262144, 600, 2.5)]:
+            recs.append(self.rec("cceh-seg", "cceh", "insert", ns, fl, segment_bytes=seg))
+            recs.append(self.rec("cceh-seg", "cceh-cow", "insert", ns, 1 + 2 * (fl - 1), segment_bytes=seg))
+        for lat in (0, 300):
+            for k, ns in [("cceh", 100), ("cceh-cow", 120 if lat == 0 else 300), ("levl", 150 if lat == 0 else 200),
+                          ("path", 400)]:
+                recs.append(self.rec("cceh-lat", k, "insert", ns + lat, write_latency_ns=lat))
+        v = self.verdicts(recs)
+        self.assertTrue(v["cceh_segment_sweet_spot"][0].startswith("holds"), v["cceh_segment_sweet_spot"])
+        self.assertTrue(v["cceh_large_segment_flushes"][0].startswith("holds"))
+        self.assertTrue(v["cceh_fastest_insert"][0].startswith("holds"))
+        self.assertTrue(v["cceh_path_worst"][0].startswith("holds"))
+        self.assertTrue(v["cceh_cow_vs_levl"][0].startswith("holds"), v["cceh_cow_vs_levl"])
+        self.assertTrue(v["cceh_cow_rehash_2x"][0].startswith("holds"), v["cceh_cow_rehash_2x"])  # 0.8 vs 0.4
+
+
 class Fig8Repeats(unittest.TestCase):
     def test_median_and_spread(self):
         recs = [{"experiment": "fig8", "index": "vart", "dist": "dense", "write_latency_ns": 100, "ns_per_op": v}

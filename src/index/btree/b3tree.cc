@@ -2,6 +2,8 @@
 #include "index/btree/b3tree.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 #include <atomic>
 #include <mutex>
 #include <shared_mutex>
@@ -92,7 +94,8 @@ struct Slot {
 
 class B3Tree final : public TreeBase<RootBlock> {
  public:
-  B3Tree(Pool& pool, uint64_t root_off) : TreeBase(pool, root_off) {}
+  B3Tree(Pool& pool, uint64_t root_off)
+      : TreeBase(pool, root_off), rebalance_((rb_->flags & kRootNoRebalance) == 0) {}
 
   Status Init();
   std::string_view kind() const override { return "b3tree"; }
@@ -211,6 +214,7 @@ class B3Tree final : public TreeBase<RootBlock> {
   // ---- building pages ----
   Status AllocPage(uint64_t* off);
   void InitPage(Page* pg, uint32_t level, uint64_t low, bool neg_inf, uint64_t sibling);
+  const bool rebalance_;  // root flags bit 1 clear (b3tree.h, kRootNoRebalance)
   uint64_t BuildLeafBST(Page* pg, const KV* e, int lo, int hi, int* next);
   uint64_t BuildInnerBST(Page* pg, const std::vector<uint64_t>& ch, const std::vector<uint64_t>& keys, int l, int r, int* next);
   void FillLeaf(Page* pg, const KV* e, int n);
@@ -398,14 +402,37 @@ uint64_t B3Tree::BuildInnerBST(Page* pg, const std::vector<uint64_t>& ch, const 
 void FlushPage(const Page* pg) { pm::flush(pg, 64 + static_cast<size_t>(Count(pg)) * sizeof(BNode)); }
 
 void B3Tree::FillLeaf(Page* pg, const KV* e, int n) {
+  if (!rebalance_) {  // a chain in ascending order: node i's right child is node i + 1
+    for (int i = 0; i < n; ++i) {
+      pg->node[i].key = e[i].key;
+      pg->node[i].val = e[i].val;
+      pg->node[i].left = 0;
+      pg->node[i].right = i + 1 < n ? NodeRef(i + 1) : 0;
+    }
+    pg->root = n ? NodeRef(0) : 0;
+    pg->count = n;
+    return;
+  }
   int next = 0;
   pg->root = BuildLeafBST(pg, e, 0, n, &next);
   pg->count = next;
 }
 
 void B3Tree::FillInner(Page* pg, const std::vector<uint64_t>& ch, const std::vector<uint64_t>& keys) {
+  const int k = static_cast<int>(keys.size());
+  if (!rebalance_ && k > 0) {  // a chain: node i separates ch[i] (left) from the rest (right)
+    for (int i = 0; i < k; ++i) {
+      pg->node[i].key = keys[i];
+      pg->node[i].val = 0;
+      pg->node[i].left = ch[i];
+      pg->node[i].right = i + 1 < k ? NodeRef(i + 1) : ch[k];
+    }
+    pg->root = NodeRef(0);
+    pg->count = k;
+    return;
+  }
   int next = 0;
-  pg->root = BuildInnerBST(pg, ch, keys, 1, static_cast<int>(keys.size()), &next);
+  pg->root = BuildInnerBST(pg, ch, keys, 1, k, &next);
   pg->count = next;
 }
 
@@ -1157,7 +1184,11 @@ void B3Tree::VisitLocked(const Pool& pool, uint64_t root_off, const std::functio
 // ---- registration ----------------------------------------------------------------------------
 
 Status Create(Pool& pool, const IndexOptions& opts, uint64_t* root_off) {
-  return CreateTree(pool, opts, kRootMagic, 0, &RootBlock::root, sizeof(Page), [&](uint64_t off) {
+  const char* env = std::getenv("WORT_B3_REBALANCE");
+  if (env && std::string_view(env) != "0" && std::string_view(env) != "1")
+    return Status::InvalidArgument("WORT_B3_REBALANCE must be 0 or 1");
+  const bool off = opts.b3_no_rebalance || (env && std::string_view(env) == "0");
+  return CreateTree(pool, opts, kRootMagic, off ? kRootNoRebalance : 0, &RootBlock::root, sizeof(Page), [&](uint64_t off) {
     Page* pg = pool.at<Page>(off);
     pg->flags = kFlagNegInf;  // an empty leaf page: the whole tree
     pm::persist(pg, 64);      // the header: an empty page reads nothing else

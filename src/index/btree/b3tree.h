@@ -71,7 +71,8 @@
 //
 // Persistent layout
 // -----------------
-// Root block (64 B): magic | key_type u32 | flags u32 (bit 0 values_are_blocks) | root page | pad.
+// Root block (64 B): magic | key_type u32 | flags u32 (bit 0 values_are_blocks, bit 1 no
+//   rebalancing: kRootNoRebalance) | root page | pad.
 // Page (1024 B, 64-byte aligned):
 //   header (64 B): root u64 (a reference: BST node, child page, or 0 for an empty leaf page)
 //                  | count u64 (node slots ever used, dead ones included) | sibling u64
@@ -109,5 +110,12 @@ inline constexpr int kPageSize = 1024;
 inline constexpr int kNodes = (kPageSize - 64) / 32;  // 30 BST nodes per page
 inline constexpr int kMinLive = kNodes / 2;           // under this (50%), a page is rebalanced
 inline constexpr uint64_t kRootMagic = 0x45455254334232ull;  // "2B3TREE"
+// Root block flags bit 1: rebalancing off (IndexOptions::b3_no_rebalance, or WORT_B3_REBALANCE=0
+// at create). Every page rebuilt by a split, merge, redistribution or defragmentation then gets its
+// BST as a chain in ascending key order - the shape ascending inserts build, and what a rebuild
+// that re-inserts entries in key order gives - instead of a complete BST (4.2.4.1). The persist
+// order, invariants and recovery are the same; only the BST's shape (and so the lines a lookup
+// reads) differs. For the thesis's Figure 13 (wort reproduce's b3-order experiment) only.
+inline constexpr uint32_t kRootNoRebalance = 2;
 
 }  // namespace wort::btree::b3
