@@ -372,6 +372,10 @@ void Handler::Stats(std::string_view group, std::string* out) {
     Stat(out, "auth_cmds", ld(stats_.auth_cmds));
     Stat(out, "auth_errors", ld(stats_.auth_errors));
     Stat(out, "idle_kicks", ld(stats_.idle_kicks));
+    // wort's input buffer budget (ServerConfig::max_buffered, partial_timeout).
+    Stat(out, "wort_buffered_bytes", ld(stats_.buffered_bytes));
+    Stat(out, "wort_buffer_refusals", ld(stats_.buffer_refusals));
+    Stat(out, "wort_partial_kicks", ld(stats_.partial_kicks));
     Stat(out, "bytes_read", ld(stats_.bytes_read));
     Stat(out, "bytes_written", ld(stats_.bytes_written));
     Stat(out, "limit_maxbytes", store_.pool().max_size());
@@ -389,6 +393,9 @@ void Handler::Stats(std::string_view group, std::string* out) {
     Stat(out, "wort_pool", store_.pool().path());
     Stat(out, "wort_pool_size", store_.pool().size());
     Stat(out, "wort_pool_generation", store_.pool().generation());
+    // 1 while the item count of a reopened store is still being made in the background (the
+    // server answers meanwhile; curr_items counts only what the walk has passed): store.h.
+    Stat(out, "wort_curr_items_counting", uint64_t(store_.counting_items() ? 1 : 0));
     Stat(out, "wort_opened_clean", uint64_t(store_.pool().opened_clean() ? 1 : 0));
     Stat(out, "wort_open_seconds", store_.open_seconds());
     Stat(out, "wort_recovery_done", uint64_t(store_.pool().recovery_done() ? 1 : 0));

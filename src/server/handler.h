@@ -43,6 +43,17 @@ struct ServerConfig {
   std::string unix_socket;           // non-empty: listen on this unix socket (and not on TCP)
   uint32_t unix_mask = 0700;         // the socket file's permissions
   uint32_t idle_timeout = 0;         // seconds without a request before a connection is closed; 0 = never
+  // Seconds a connection may wait with a request half received (a command line, or a value
+  // not yet whole) before it is closed; 0 = never. On by default (memcached's idle_timeout is
+  // off by default, and stays so here): a client that stops in the middle of a request holds
+  // server memory that no other client can use.
+  uint32_t partial_timeout = 60;
+  // The most bytes that all connections' input buffers may hold beyond their first 64 KiB
+  // each (a value being received is buffered whole before it is stored). A request that would
+  // go past it is refused as memcached refuses a value it has no memory for: "SERVER_ERROR out
+  // of memory storing object", its data discarded as it arrives (binary protocol: the
+  // connection is closed).
+  uint64_t max_buffered = 64ull << 20;
   int backlog = 1024;
   const AuthFile* auth = nullptr;    // non-null: clients must authenticate (-Y)
   TlsConfig tls;
@@ -62,6 +73,9 @@ struct ServerStats {
   std::atomic<uint64_t> store_too_large{0}, store_no_memory{0};
   std::atomic<uint64_t> bytes_read{0}, bytes_written{0};
   std::atomic<uint64_t> auth_cmds{0}, auth_errors{0}, idle_kicks{0};
+  // Input buffer bytes held beyond the first 64 KiB per connection (ServerConfig::max_buffered),
+  // requests refused for it, and connections closed with a request half received.
+  std::atomic<uint64_t> buffered_bytes{0}, buffer_refusals{0}, partial_kicks{0};
   std::atomic<uint32_t> verbosity{0};
   // The connections (their handlers) for `stats conns`; see Handler::SetPeer.
   std::mutex conns_mu;

@@ -184,6 +184,9 @@ class Parser {
 
   // Bytes of a rejected value still to be discarded.
   uint64_t swallowing() const { return swallow_; }
+  // Discards the next n input bytes (the rest of a request refused before it was read whole:
+  // the server's buffer budget, server.cc).
+  void Swallow(uint64_t n) { swallow_ += n; }
   const Limits& limits() const { return limits_; }
 
  private:
