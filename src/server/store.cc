@@ -2,6 +2,8 @@
 #include "server/store.h"
 
 #include <fmt/core.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
@@ -423,6 +425,9 @@ void Store::UnlockAllKeys() const {
 
 // The background item count (store.h, Item count).
 void Store::CountLoop() {
+  // Below the serving threads: on a busy machine the count must not delay requests (nice 19:
+  // it still progresses; SCHED_IDLE could starve it). Per thread on Linux (setpriority on a tid).
+  (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19);
   auto stopping = [this] {
     while (g_count_paused.load() && !count_stop_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     return count_stop_.load();
