@@ -20,6 +20,8 @@ MODE is one of:
   auth      -Y: memcached's text-protocol authentication, replies as memcached 1.6.
   tls       -Z with a certificate made here by openssl: Python's ssl module and `openssl s_client`
             speak to it (with and without -Y); a plaintext client gets nothing served.
+  restart   a reopened pool answers while its items are counted in the background; kill -9 during
+            the count, restart: curr_items is exact again.
   memory    many connections each holding most of a 1 MB set: the server's resident memory stays
             within --max-buffered (the rest refused with memcached's out-of-memory error); a
             half-sent request is closed after --partial-timeout.
@@ -361,6 +363,48 @@ def mode_memory(args):
         check(srv.stop() == 0, "partial timeout: clean exit")
 
 
+# ---- restart: the background item count -------------------------------------------------------
+
+def mode_restart(args):
+    """A reopened pool answers at once while its item count is made in the background (stats
+    wort_curr_items_counting 1); kill -9 during that count, restart: the count is exact again."""
+    n = 300000
+    srv = Proc(args.wort, args.pool, "-p", "0", "-t", "2", "-m", "1024")
+    try:
+        s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+        for b in range(0, n, 20000):
+            s.sendall(b"".join(b"set r\xc3%d 0 0 4 noreply\r\nvvvv\r\n" % i for i in range(b, min(n, b + 20000))) +
+                      b"version\r\n")
+            recv_until(s, b"\r\n")
+        s.close()
+        check(stats(srv.port).get("curr_items") == str(n), "filled")
+    finally:
+        check(srv.stop() == 0, "restart: clean exit")
+    killed_while_counting = False
+    for attempt in range(5):
+        srv = Proc(args.wort, args.pool, "-p", "0", "-t", "2")
+        st = stats(srv.port)
+        counting = st.get("wort_curr_items_counting") == "1"
+        srv.proc.kill()
+        srv.proc.wait(30)
+        if counting:
+            killed_while_counting = True
+            check(int(st.get("curr_items", -1)) < n, f"partial count while counting: {st.get('curr_items')}")
+            break
+    check(killed_while_counting, "a restart was killed while its count ran")
+    srv = Proc(args.wort, args.pool, "-p", "0", "-t", "2")
+    try:
+        check(talk(srv.port, b"get r\xc37\r\n") == b"VALUE r\xc37 0 4\r\nvvvv\r\nEND\r\n", "a get at once")
+        deadline = time.time() + 60
+        st = stats(srv.port)
+        while st.get("wort_curr_items_counting") != "0" and time.time() < deadline:
+            time.sleep(0.05)
+            st = stats(srv.port)
+        check(st.get("curr_items") == str(n), f"curr_items after kill -9 during the count: {st.get('curr_items')}")
+    finally:
+        check(srv.stop() == 0, "restart: clean exit after the count")
+
+
 # ---- shutdown -------------------------------------------------------------------------------
 
 def mode_shutdown(args):
@@ -667,7 +711,8 @@ def mode_cluster(args):
 
 def main():
     modes = {"flags": mode_flags, "unix": mode_unix, "limits": mode_limits, "shutdown": mode_shutdown,
-             "auth": mode_auth, "tls": mode_tls, "cluster": mode_cluster, "memory": mode_memory}
+             "auth": mode_auth, "tls": mode_tls, "cluster": mode_cluster, "memory": mode_memory,
+             "restart": mode_restart}
     ap = argparse.ArgumentParser()
     ap.add_argument("mode", choices=list(modes))
     ap.add_argument("--wort", required=True)
