@@ -180,7 +180,14 @@ class WORT_EXPORT Pool {
   // Verifies the header and the allocator's metadata. Appends findings to `report`.
   Status Check(std::string* report) const;
 
-  // Grows the file so that it is at least `new_size` bytes (whole chunks). PoolFull past max.
+  // A limit below max_size() that Grow respects from now on (DRAM only, not persistent; 0 or
+  // >= max_size(): none). The file never shrinks: a limit below size() only stops growth.
+  // `wort serve`'s cache_memlimit.
+  void SetGrowthLimit(uint64_t bytes) { growth_limit_.store(bytes, std::memory_order_relaxed); }
+  uint64_t growth_limit() const { return growth_limit_.load(std::memory_order_relaxed); }
+
+  // Grows the file so that it is at least `new_size` bytes (whole chunks). PoolFull past max
+  // (or past the growth limit).
   // Used by the allocator.
   Status Grow(uint64_t new_size);
 
@@ -206,6 +213,7 @@ class WORT_EXPORT Pool {
   Durability durability_ = Durability::kProcessCrash;
   bool opened_clean_ = true;
   bool closed_ = false;
+  std::atomic<uint64_t> growth_limit_{0};
   std::unique_ptr<Allocator> alloc_;
 };
 

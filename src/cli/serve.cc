@@ -95,6 +95,8 @@ struct ServeOpts {
   bool sync = false;
   std::vector<std::string> extended;
   uint32_t idle_timeout = 0;
+  uint32_t partial_timeout = 60;
+  std::string max_buffered;  // "": 64 MiB or 4 items (-I), whichever is more
   int backlog = 1024;
   int verbose = 0;
   // memcached flags wort does not support: (flag, why), set when given.
@@ -205,6 +207,14 @@ void AddServe(CLI::App& app) {
   cmd->add_option("--idle-timeout", o->idle_timeout,
                   "Close a connection that sent nothing for this many seconds (0 = never; = -o idle_timeout)")
       ->capture_default_str();
+  cmd->add_option("--partial-timeout", o->partial_timeout,
+                  "Close a connection that has waited this many seconds in the middle of a request (a value "
+                  "half sent; 0 = never)")
+      ->capture_default_str();
+  cmd->add_option("--max-buffered", o->max_buffered,
+                  "Input buffer bytes all connections may hold beyond 64 KiB each (values being received); a "
+                  "value past it gets 'SERVER_ERROR out of memory storing object'; default 64m or 4 items (-I), "
+                  "whichever is more");
   cmd->add_option("-b,--listen-backlog", o->backlog, "Backlog of the listening socket")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   cmd->add_option("-u,--user", o->user,
                   "memcached's -u: accepted when it names the user wort serve already runs as (it does not switch users)");
@@ -262,6 +272,11 @@ void AddServe(CLI::App& app) {
     cfg.unix_mask = static_cast<uint32_t>(ParseUint(o->unix_mask, "-a/--unix-mask", 8));
     if (cfg.unix_mask > 0777) Usage("-a/--unix-mask: at most 777");
     cfg.idle_timeout = o->idle_timeout;
+    cfg.partial_timeout = o->partial_timeout;
+    cfg.max_buffered = o->max_buffered.empty() ? std::max<uint64_t>(64ull << 20, 4 * so.max_item_size)
+                                               : ParseBytes(o->max_buffered, "--max-buffered");
+    if (cfg.max_buffered < so.max_item_size + 2048)
+      Usage("--max-buffered must hold at least one whole item (-I) and its command line");
     cfg.backlog = o->backlog;
     ApplyExtended(*o, &cfg);
     cfg.tls.enabled = o->tls;
@@ -288,10 +303,15 @@ void AddServe(CLI::App& app) {
     }
     const bool clean = store->pool().opened_clean();
     const Durability dur = store->pool().durability();
-    fmt::print("wort serve {}: pool {} opened in {:.3f} ms ({}), index {}, {} items, generation {}, durability {}\n",
+    // No item count here: it is made in the background (server/store.h, Item count), and
+    // `stats` reports it (curr_items, wort_curr_items_counting).
+    fmt::print("wort serve {}: pool {} opened in {:.3f} ms ({}), index {}, {}, generation {}, durability {}\n",
                Version(), o->pool, store->open_seconds() * 1e3,
-               clean ? "clean shutdown" : "after an unclean shutdown: post-crash recovery runs in the background",
-               store->index_kind(), store->curr_items(), store->pool().generation(), DurabilityName(dur));
+               store->created() ? "new store"
+               : clean          ? "clean shutdown"
+                                : "after an unclean shutdown: post-crash recovery runs in the background",
+               store->index_kind(), store->created() ? "no items" : "items counted in the background",
+               store->pool().generation(), DurabilityName(dur));
     fmt::print("wort serve: durability {}: {}\n", DurabilityName(dur), DurabilityDescription(dur));
     std::fflush(stdout);
     std::thread recovery_log;
@@ -318,10 +338,11 @@ void AddServe(CLI::App& app) {
                                   : fmt::format("unix socket {} (mode {:o})", cfg.unix_socket, cfg.unix_mask);
     fmt::print(
         "wort serve: listening on {} with {} threads (max {} connections, items up to {} bytes, evict {}, TLS {}, "
-        "auth {}, idle timeout {})\n",
+        "auth {}, idle timeout {}, partial-request timeout {}, input buffers up to {} bytes)\n",
         where, cfg.threads, cfg.max_conns, cfg.limits.max_item_size, o->evict, cfg.tls.enabled ? "on" : "off",
         auth ? fmt::format("on ({} users)", auth->size()) : std::string("off"),
-        cfg.idle_timeout ? fmt::format("{} s", cfg.idle_timeout) : std::string("none"));
+        cfg.idle_timeout ? fmt::format("{} s", cfg.idle_timeout) : std::string("none"),
+        cfg.partial_timeout ? fmt::format("{} s", cfg.partial_timeout) : std::string("none"), cfg.max_buffered);
     std::fflush(stdout);
     srv.Run();
     fmt::print("wort serve: shutting down\n");

@@ -1016,7 +1016,7 @@ Status PathExplorer::Explore(size_t op_index, const std::string& op_desc, const 
                              Status* op_status, const CheckFn& check, ExplorerResult* res) {
   const ExplorerConfig& cfg = impl_->cfg;
   Tracker& tracker = impl_->tracker;
-  tracker.BeginOp(std::max<size_t>(cfg.max_points, 1), -1, MixSeed(cfg.seed, 0x5a3, op_index));
+  tracker.BeginOp(std::max<size_t>(cfg.max_points, 1), -1, MixSeed(cfg.seed, 0x5a3, op_index), cfg.novel_only);
   {
     HookGuard hook(&tracker);
     *op_status = op();

@@ -36,8 +36,9 @@ constexpr Owner kSiteOwners[] = {
     {"src/alloc/alloc.cc", "*", nullptr},
     {"src/pm/pool.cc", "*", nullptr},
     {"src/server/store.cc", "",
-     "the server's value store (records, expiry, flush_all): not an index kind; crash-tested by the server's "
-     "kill tests (tests/server)"},
+     "the server's item store (records, touch, expiry, flush_all, meta commands, eviction): not an index kind; "
+     "explored by its own crash explorer, whose plan meets every site and catches each one dropped "
+     "(crash/server_explorer.h, tests/crash/server_crash_test.cc), and by the server's kill tests (tests/server)"},
     {"src/remote/canrt_server.cc", "",
      "CANRT's server (the remote layer): not an index kind; explored by its own crash explorer over the write "
      "path, resize and recovery (tests/remote/canrt_test.cc, CanrtCrash)"},

@@ -386,6 +386,9 @@ Status Pool::Grow(uint64_t new_size) {
   const uint64_t cur = h->size;
   if (new_size <= cur) return Status::OK();
   new_size = h->heap_off + RoundUp(new_size - h->heap_off, kChunkSize);
+  if (const uint64_t lim = growth_limit(); lim != 0 && lim < h->max_size && new_size > lim && new_size > cur)
+    return Status::PoolFull("pool full: " + std::to_string(cur) + " bytes in use, growth limited to " +
+                            std::to_string(lim) + " (" + path_ + ")");
   if (new_size > h->max_size)
     return Status::PoolFull("pool full: " + std::to_string(cur) + " bytes in use of a maximum of " +
                             std::to_string(h->max_size) + " (" + path_ + ")");

@@ -9,6 +9,8 @@
 #include <cctype>
 #include <charconv>
 
+#include <fmt/core.h>
+
 #include "server/auth.h"
 #include "wort/alloc.h"
 
@@ -20,6 +22,12 @@ void AppendU64(std::string* out, uint64_t v) {
   char buf[24];
   const auto r = std::to_chars(buf, buf + sizeof(buf), v);
   out->append(buf, r.ptr);
+}
+
+// The pool's maximum size, or the lower limit cache_memlimit set.
+uint64_t MaxBytes(const Pool& p) {
+  const uint64_t lim = p.growth_limit();
+  return lim != 0 && lim < p.max_size() ? lim : p.max_size();
 }
 
 void Line(std::string* out, std::string_view s) {
@@ -75,6 +83,10 @@ void ServerStats::Reset() {
                   &store_too_large, &store_no_memory, &bytes_read, &bytes_written, &auth_cmds, &auth_errors,
                   &idle_kicks})
     c->store(0, std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> g(prefix_mu);  // memcached's stats reset clears them too
+    prefixes.clear();
+  }
 }
 
 Handler::~Handler() {
@@ -211,8 +223,22 @@ Handler::Step Handler::Execute(const Request& req, std::string* out) {
       Line(out, "OK");
       break;
 
+    case Command::kCacheMemlimit:
+      // memcached's lower bound; the pool cannot grow past its maximum size (-m at creation).
+      if (req.limit < 8) {
+        Line(out, "MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m");
+      } else if (req.limit > (store_.pool().max_size() >> 20)) {
+        Line(out, fmt::format("SERVER_ERROR cache_memlimit: the pool's maximum size is {} MiB (-m when it was created)",
+                              store_.pool().max_size() >> 20));
+      } else {
+        store_.pool().SetGrowthLimit(req.limit << 20);
+        Line(out, "OK");
+      }
+      break;
+
     case Command::kStats:
-      if (req.arg == "cachedump") Cachedump(req, out);
+      if (req.arg == "detail") Detail(req.arg2, out);
+      else if (req.arg == "cachedump") Cachedump(req, out);
       else Stats(req.arg, out);
       break;
 
@@ -255,6 +281,7 @@ Handler::Step Handler::Execute(const Request& req, std::string* out) {
 }
 
 Result Handler::DeleteCommand(std::string_view key, uint64_t cas) {
+  stats_.Detail(key, ServerStats::DetailOp::kDel);
   const Result r = cas == 0 ? store_.Delete(key) : store_.MetaDelete(key, true, cas, false, false, 0);
   if (r == Result::kDeleted) stats_.delete_hits.fetch_add(1, std::memory_order_relaxed);
   else if (r != Result::kExists && r != Result::kNoMemory) stats_.delete_misses.fetch_add(1, std::memory_order_relaxed);
@@ -295,6 +322,8 @@ Handler::Step Handler::Retrieve(std::string* out) {
       if (!hit && expired) stats_.get_expired.fetch_add(1, relaxed);
     }
     (hit ? stats_.get_hits : stats_.get_misses).fetch_add(1, relaxed);
+    stats_.Detail(key, ServerStats::DetailOp::kGet);
+    if (hit) stats_.Detail(key, ServerStats::DetailOp::kHit);
     if (out->size() >= kHighWater && next_key_ < req.keys.size()) return Step::kMore;
   }
   Line(out, "END");
@@ -329,6 +358,21 @@ Handler::Step Handler::RangeStep(std::string* out) {
   }
   Line(out, "END");
   return Step::kDone;
+}
+
+// stats detail on|off|dump (memcached's replies).
+void Handler::Detail(std::string_view what, std::string* out) {
+  if (what == "on" || what == "off") {
+    stats_.detail.store(what == "on", std::memory_order_relaxed);
+    Line(out, "OK");
+  } else if (what == "dump") {
+    std::lock_guard<std::mutex> g(stats_.prefix_mu);
+    for (const auto& [prefix, c] : stats_.prefixes)
+      Line(out, fmt::format("PREFIX {} get {} hit {} set {} del {}", prefix, c.get, c.hit, c.set, c.del));
+    Line(out, "END");
+  } else {
+    Line(out, "CLIENT_ERROR usage: stats detail on|off|dump");
+  }
 }
 
 void Handler::Stats(std::string_view group, std::string* out) {
@@ -372,9 +416,13 @@ void Handler::Stats(std::string_view group, std::string* out) {
     Stat(out, "auth_cmds", ld(stats_.auth_cmds));
     Stat(out, "auth_errors", ld(stats_.auth_errors));
     Stat(out, "idle_kicks", ld(stats_.idle_kicks));
+    // wort's input buffer budget (ServerConfig::max_buffered, partial_timeout).
+    Stat(out, "wort_buffered_bytes", ld(stats_.buffered_bytes));
+    Stat(out, "wort_buffer_refusals", ld(stats_.buffer_refusals));
+    Stat(out, "wort_partial_kicks", ld(stats_.partial_kicks));
     Stat(out, "bytes_read", ld(stats_.bytes_read));
     Stat(out, "bytes_written", ld(stats_.bytes_written));
-    Stat(out, "limit_maxbytes", store_.pool().max_size());
+    Stat(out, "limit_maxbytes", MaxBytes(store_.pool()));
     Stat(out, "threads", uint64_t(config_.threads));
     Stat(out, "bytes", store_.bytes_allocated());
     Stat(out, "curr_items", store_.curr_items());
@@ -389,6 +437,9 @@ void Handler::Stats(std::string_view group, std::string* out) {
     Stat(out, "wort_pool", store_.pool().path());
     Stat(out, "wort_pool_size", store_.pool().size());
     Stat(out, "wort_pool_generation", store_.pool().generation());
+    // 1 while the item count of a reopened store is still being made in the background (the
+    // server answers meanwhile; curr_items counts only what the walk has passed): store.h.
+    Stat(out, "wort_curr_items_counting", uint64_t(store_.counting_items() ? 1 : 0));
     Stat(out, "wort_opened_clean", uint64_t(store_.pool().opened_clean() ? 1 : 0));
     Stat(out, "wort_open_seconds", store_.open_seconds());
     Stat(out, "wort_recovery_done", uint64_t(store_.pool().recovery_done() ? 1 : 0));
@@ -396,7 +447,7 @@ void Handler::Stats(std::string_view group, std::string* out) {
     Stat(out, "wort_evict_chunk_rounds", ld(store_.counters().evict_chunk_rounds));
     if (!config_.durability.empty()) Stat(out, "wort_durability", config_.durability);
   } else if (group == "settings") {
-    Stat(out, "maxbytes", store_.pool().max_size());
+    Stat(out, "maxbytes", MaxBytes(store_.pool()));
     Stat(out, "maxconns", uint64_t(config_.max_conns));
     Stat(out, "tcpport", uint64_t(config_.port));
     Stat(out, "inter", config_.listen);

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
@@ -43,6 +44,17 @@ struct ServerConfig {
   std::string unix_socket;           // non-empty: listen on this unix socket (and not on TCP)
   uint32_t unix_mask = 0700;         // the socket file's permissions
   uint32_t idle_timeout = 0;         // seconds without a request before a connection is closed; 0 = never
+  // Seconds a connection may wait with a request half received (a command line, or a value
+  // not yet whole) before it is closed; 0 = never. On by default (memcached's idle_timeout is
+  // off by default, and stays so here): a client that stops in the middle of a request holds
+  // server memory that no other client can use.
+  uint32_t partial_timeout = 60;
+  // The most bytes that all connections' input buffers may hold beyond their first 64 KiB
+  // each (a value being received is buffered whole before it is stored). A request that would
+  // go past it is refused as memcached refuses a value it has no memory for: "SERVER_ERROR out
+  // of memory storing object", its data discarded as it arrives (binary protocol: the
+  // connection is closed).
+  uint64_t max_buffered = 64ull << 20;
   int backlog = 1024;
   const AuthFile* auth = nullptr;    // non-null: clients must authenticate (-Y)
   TlsConfig tls;
@@ -62,7 +74,29 @@ struct ServerStats {
   std::atomic<uint64_t> store_too_large{0}, store_no_memory{0};
   std::atomic<uint64_t> bytes_read{0}, bytes_written{0};
   std::atomic<uint64_t> auth_cmds{0}, auth_errors{0}, idle_kicks{0};
+  // Input buffer bytes held beyond the first 64 KiB per connection (ServerConfig::max_buffered),
+  // requests refused for it, and connections closed with a request half received.
+  std::atomic<uint64_t> buffered_bytes{0}, buffer_refusals{0}, partial_kicks{0};
   std::atomic<uint32_t> verbosity{0};
+  // stats detail (memcached's per-prefix counters, off by default): the prefix of a key is its
+  // part before the first ':'; keys without one are not counted. Under prefix_mu.
+  struct PrefixCounts {
+    uint64_t get = 0, hit = 0, set = 0, del = 0;
+  };
+  std::atomic<bool> detail{false};
+  std::mutex prefix_mu;
+  std::map<std::string, PrefixCounts, std::less<>> prefixes;
+  enum class DetailOp { kGet, kHit, kSet, kDel };
+  void Detail(std::string_view key, DetailOp op) {
+    if (!detail.load(std::memory_order_relaxed)) return;
+    const size_t c = key.find(':');
+    if (c == std::string_view::npos) return;
+    std::lock_guard<std::mutex> g(prefix_mu);
+    auto it = prefixes.find(key.substr(0, c));
+    if (it == prefixes.end()) it = prefixes.emplace(std::string(key.substr(0, c)), PrefixCounts{}).first;
+    PrefixCounts& p = it->second;
+    (op == DetailOp::kGet ? p.get : op == DetailOp::kHit ? p.hit : op == DetailOp::kSet ? p.set : p.del) += 1;
+  }
   // The connections (their handlers) for `stats conns`; see Handler::SetPeer.
   std::mutex conns_mu;
   std::set<const Handler*> conns;
@@ -132,6 +166,7 @@ class Handler {
   template <class StoreFn>
   Result StoreCommand(std::string_view key, bool is_set, bool is_cas, bool too_large, StoreFn&& store);
   Result DeleteCommand(std::string_view key, uint64_t cas);
+  void Detail(std::string_view what, std::string* out);
   void CountArith(bool incr, Result r);
 
   Store& store_;
@@ -157,6 +192,7 @@ template <class StoreFn>
 Result Handler::StoreCommand(std::string_view key, bool is_set, bool is_cas, bool too_large, StoreFn&& store) {
   const auto relaxed = std::memory_order_relaxed;
   stats_.cmd_set.fetch_add(1, relaxed);
+  stats_.Detail(key, ServerStats::DetailOp::kSet);
   if (too_large) {
     if (is_set) store_.Unlink(key);
     stats_.store_too_large.fetch_add(1, relaxed);

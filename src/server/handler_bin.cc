@@ -66,6 +66,10 @@ Handler::BinProgress Handler::RunBinary(std::string_view in, std::string* out) {
   }
 }
 
+namespace {
+constexpr size_t kMaxSaslMechanism = 32;  // memcached's MAX_SASL_MECH_LEN
+}  // namespace
+
 Handler::Step Handler::ExecuteBinary(const bin::Request& req, std::string* out) {
   const auto relaxed = std::memory_order_relaxed;
   const uint8_t opcode = req.opcode;
@@ -254,6 +258,10 @@ Handler::Step Handler::ExecuteBinary(const bin::Request& req, std::string* out) 
       }
       if (req.op == bin::kSaslListMechs) {
         bin::AppendResponse(out, opcode, bin::kOk, opaque, 0, {}, {}, "PLAIN");
+        return Step::kDone;
+      }
+      if (key.size() > kMaxSaslMechanism) {  // memcached: invalid arguments (0x04)
+        error(bin::kInvalid);
         return Step::kDone;
       }
       stats_.auth_cmds.fetch_add(1, relaxed);

@@ -88,6 +88,7 @@ const char* CommandName(Command c) {
     case Command::kSlabsAutomove: return "slabs automove";
     case Command::kSlabsReassign: return "slabs reassign";
     case Command::kLruMetadump: return "lru_crawler metadump";
+    case Command::kCacheMemlimit: return "cache_memlimit";
     case Command::kRange: return "range";
     case Command::kMetaGet: return "mg";
     case Command::kMetaSet: return "ms";
@@ -109,6 +110,7 @@ void Request::Clear() {
   delta = 0;
   delay = 0;
   verbosity = 0;
+  arg2 = {};
   arg = {};
   class_id = 0;
   limit = 0;
@@ -293,6 +295,7 @@ ParseResult Parser::ParseLine(std::string_view in, std::string_view line, size_t
   if (name == "stats") {
     req->cmd = Command::kStats;
     if (nt >= 2) req->arg = tok[1];
+    if (nt >= 3) req->arg2 = tok[2];
     if (req->arg == "cachedump") {
       // stats cachedump <class> <limit>: as memcached (a third argument is ignored).
       uint64_t cls = 0, lim = 0;
@@ -303,6 +306,15 @@ ParseResult Parser::ParseLine(std::string_view in, std::string_view line, size_t
       req->class_id = static_cast<uint32_t>(cls);
       req->limit = lim;
     }
+    return ok;
+  }
+  if (name == "cache_memlimit") {  // cache_memlimit <megabytes> [noreply], as memcached
+    if (nt != 2 && nt != 3) return Error(kErr, line_len);
+    req->noreply = nt == 3 && last_noreply;
+    uint64_t mb = 0;
+    if ((nt == 3 && !req->noreply) || !ParseU64(tok[1], &mb)) return Error(kErr, line_len, req->noreply);
+    req->cmd = Command::kCacheMemlimit;
+    req->limit = mb;
     return ok;
   }
   if (name == "slabs") {
@@ -393,11 +405,14 @@ ParseResult Parser::ParseStorage(std::string_view in, size_t line_len, const std
 
   // The value's length first: when it is valid, a rejected request's data block can be
   // swallowed and the connection stays in step with the client.
+  // memcached reads these numbers with strtol/strtoul, which accept one leading '+' ("+5").
+  const auto plus = [](std::string_view t) { return t.size() > 1 && t[0] == '+' ? t.substr(1) : t; };
   int64_t bytes = -1;
-  const bool bytes_ok = ParseI64(tok[4], &bytes) && bytes >= 0 && bytes <= std::numeric_limits<int32_t>::max() - 2;
+  const bool bytes_ok = ParseI64(plus(tok[4]), &bytes) && bytes >= 0 && bytes <= std::numeric_limits<int32_t>::max() - 2;
   uint64_t flags = 0;
-  const bool fields_ok = bytes_ok && ValidKey(tok[1]) && ParseU64(tok[2], &flags) &&
-                         flags <= std::numeric_limits<uint32_t>::max() && ParseI64(tok[3], &req->exptime) &&
+  // Flags past 2^32 - 1 are refused (memcached 1.6.18 stores 2^32 as 0: a silent truncation).
+  const bool fields_ok = bytes_ok && ValidKey(tok[1]) && ParseU64(plus(tok[2]), &flags) &&
+                         flags <= std::numeric_limits<uint32_t>::max() && ParseI64(plus(tok[3]), &req->exptime) &&
                          (!is_cas || ParseU64(tok[5], &req->cas_unique));
   if (!fields_ok) {
     if (bytes_ok) swallow_ = static_cast<uint64_t>(bytes) + 2;

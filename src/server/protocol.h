@@ -82,7 +82,7 @@ enum class Command : uint8_t {
   kSet, kAdd, kReplace, kAppend, kPrepend, kCas,
   kDelete, kIncr, kDecr, kTouch,
   kFlushAll, kVersion, kVerbosity, kStats, kQuit,
-  kSlabsAutomove, kSlabsReassign, kLruMetadump,
+  kSlabsAutomove, kSlabsReassign, kLruMetadump, kCacheMemlimit,
   kRange,
   kMetaGet, kMetaSet, kMetaDelete, kMetaArith, kMetaDebug, kMetaNoop,
 };
@@ -126,6 +126,7 @@ struct Request {
   uint64_t delta = 0;       // incr, decr
   int64_t delay = 0;        // flush_all (0 = now)
   uint32_t verbosity = 0;   // verbosity
+  std::string_view arg2;    // stats detail: on|off|dump (empty if absent)
   std::string_view arg;     // stats: the group ("" for plain stats, "settings", "reset", ...);
                             // stats cachedump: keys[0], keys[1] are its two arguments
   uint32_t class_id = 0;    // stats cachedump: the slab class; lru_crawler metadump: 1 when the
@@ -184,6 +185,9 @@ class Parser {
 
   // Bytes of a rejected value still to be discarded.
   uint64_t swallowing() const { return swallow_; }
+  // Discards the next n input bytes (the rest of a request refused before it was read whole:
+  // the server's buffer budget, server.cc).
+  void Swallow(uint64_t n) { swallow_ += n; }
   const Limits& limits() const { return limits_; }
 
  private:

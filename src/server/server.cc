@@ -38,9 +38,10 @@ class ConnBase {
   // Graceful shutdown: a connection waiting for input closes now; one that is executing or
   // sending replies closes once every complete request it has received is answered.
   virtual void Shutdown() = 0;
-  // Called once a second when an idle timeout is set: closes the connection once it has waited
-  // for input through `limit` consecutive sweeps without receiving a byte.
-  virtual void SweepIdle(uint32_t limit) = 0;
+  // Called once a second when an idle or partial-request timeout is set: closes the connection
+  // once it has waited for input through `idle` consecutive sweeps without receiving a byte
+  // (0: never), or through `partial` sweeps with a request half received (0: never).
+  virtual void SweepIdle(uint32_t idle, uint32_t partial) = 0;
 };
 
 // One event loop and the connections it serves. `conns` is declared before `io` so that it
@@ -128,6 +129,7 @@ class Connection final : public ConnBase, public std::enable_shared_from_this<Co
     id_ = srv_->stats.total_connections.fetch_add(1, std::memory_order_relaxed) + 1;
   }
   ~Connection() override {
+    Release();
     worker_->conns.erase(this);
     srv_->stats.curr_connections.fetch_sub(1, std::memory_order_relaxed);
     if (srv_->Verbose(2)) fmt::print(stderr, "<{} connection closed.\n", id_);
@@ -173,15 +175,21 @@ class Connection final : public ConnBase, public std::enable_shared_from_this<Co
     if (waiting_) Close();
   }
 
-  void SweepIdle(uint32_t limit) override {
+  void SweepIdle(uint32_t idle, uint32_t partial) override {
     if (active_ || !waiting_) {
       active_ = false;
       idle_sweeps_ = 0;
       return;
     }
-    if (++idle_sweeps_ > limit) {
+    ++idle_sweeps_;
+    const bool half = rend_ > rpos_ || parser_.swallowing() > 0;  // a request half received
+    if (idle && idle_sweeps_ > idle) {
       srv_->stats.idle_kicks.fetch_add(1, std::memory_order_relaxed);
       if (srv_->Verbose(1)) fmt::print(stderr, "<{} idle timeout\n", id_);
+      Close();
+    } else if (partial && half && idle_sweeps_ > partial) {
+      srv_->stats.partial_kicks.fetch_add(1, std::memory_order_relaxed);
+      if (srv_->Verbose(1)) fmt::print(stderr, "<{} timeout with a request half received\n", id_);
       Close();
     }
   }
@@ -195,7 +203,10 @@ class Connection final : public ConnBase, public std::enable_shared_from_this<Co
     }
     if (rpos_ == rend_) {
       rpos_ = rend_ = 0;
-      if (buf_.size() > kShrinkAbove) std::vector<char>(kInitialBuffer).swap(buf_);
+      if (buf_.size() > kShrinkAbove) {
+        std::vector<char>(kInitialBuffer).swap(buf_);
+        Release();
+      }
     }
     const size_t pending = rend_ - rpos_;  // the start of one incomplete request
     const size_t want = std::min(std::max(need_, pending + 4096), cap_);
@@ -209,7 +220,19 @@ class Connection final : public ConnBase, public std::enable_shared_from_this<Co
         rpos_ = 0;
         rend_ = pending;
       }
-      if (buf_.size() < want) buf_.resize(std::max(want, std::min(buf_.size() * 2, cap_)));
+      if (buf_.size() < want) {
+        // Past the first kShrinkAbove bytes the buffer comes out of the server's budget:
+        // grown by doubling, or to exactly `want` when the budget is short.
+        size_t size = std::max(want, std::min(buf_.size() * 2, cap_));
+        if (!Reserve(size)) {
+          size = want;
+          if (!Reserve(size)) {
+            Refuse(pending);
+            return;
+          }
+        }
+        buf_.resize(size);
+      }
     }
     auto self = this->shared_from_this();
     waiting_ = true;
@@ -350,6 +373,52 @@ class Connection final : public ConnBase, public std::enable_shared_from_this<Co
     CloseStream(sock_);
   }
 
+  // The input buffer budget (ServerConfig::max_buffered): a buffer of `size` bytes holds
+  // size - kShrinkAbove of it. True when granted (or nothing more is needed).
+  bool Reserve(size_t size) {
+    const uint64_t need = size > kShrinkAbove ? size - kShrinkAbove : 0;
+    if (need <= granted_) return true;
+    const uint64_t more = need - granted_;
+    std::atomic<uint64_t>& b = srv_->stats.buffered_bytes;
+    uint64_t cur = b.load(std::memory_order_relaxed);
+    do {
+      if (cur + more > srv_->config.max_buffered) return false;
+    } while (!b.compare_exchange_weak(cur, cur + more, std::memory_order_relaxed));
+    granted_ = need;
+    return true;
+  }
+  void Release() {
+    if (granted_) srv_->stats.buffered_bytes.fetch_sub(granted_, std::memory_order_relaxed);
+    granted_ = 0;
+  }
+
+  // The budget cannot hold the request at buf_[rpos_, rpos_ + pending) (`need_` bytes whole).
+  // A text storage request whose command line is complete is refused as memcached refuses a
+  // value it has no memory for: the reply (unless noreply), its data discarded as it arrives,
+  // and the connection goes on. Anything else (a command line longer than the budget allows, a
+  // binary request) closes the connection after "SERVER_ERROR out of memory reading request".
+  void Refuse(size_t pending) {
+    srv_->stats.buffer_refusals.fetch_add(1, std::memory_order_relaxed);
+    const std::string_view in(buf_.data() + rpos_, pending);
+    const size_t nl = in.find('\n');
+    if (mode_ == Mode::kText && nl != std::string_view::npos && need_ > pending) {
+      std::string_view line = in.substr(0, nl);
+      while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.remove_suffix(1);
+      const bool noreply = line.size() >= 8 && line.substr(line.size() - 8) == " noreply";
+      parser_.Swallow(need_ - pending);
+      rpos_ = rend_ = 0;
+      need_ = 0;
+      srv_->stats.store_no_memory.fetch_add(1, std::memory_order_relaxed);
+      if (srv_->Verbose(1)) fmt::print(stderr, "<{} input buffer budget full: value refused\n", id_);
+      if (!noreply) out_.append("SERVER_ERROR out of memory storing object\r\n");
+      Write([this] { Read(); });
+      return;
+    }
+    if (srv_->Verbose(1)) fmt::print(stderr, "<{} input buffer budget full: connection closed\n", id_);
+    if (mode_ == Mode::kText) out_.append("SERVER_ERROR out of memory reading request\r\n");
+    Write([this] { Close(); });
+  }
+
   Server::Impl* srv_;
   Worker* worker_;
   Stream sock_;
@@ -360,6 +429,7 @@ class Connection final : public ConnBase, public std::enable_shared_from_this<Co
   size_t rpos_ = 0, rend_ = 0;  // unparsed input is buf_[rpos_, rend_)
   size_t need_ = 0;             // input size the pending request needs (0: unknown)
   size_t cap_ = 0;
+  uint64_t granted_ = 0;        // bytes of the server's buffer budget this connection holds
   std::string out_;
   bool authenticated_ = true;
   size_t auth_pending_ = 0;
@@ -420,7 +490,7 @@ void Server::Impl::Sweep(Worker* w) {
   w->sweep->async_wait([this, w](const asio::error_code& ec) {
     if (ec || w->stopping) return;
     std::vector<ConnBase*> all(w->conns.begin(), w->conns.end());
-    for (ConnBase* c : all) c->SweepIdle(config.idle_timeout);
+    for (ConnBase* c : all) c->SweepIdle(config.idle_timeout, config.partial_timeout);
     Sweep(w);
   });
 }
@@ -578,7 +648,7 @@ Status Server::Start() {
     if (impl_->Verbose(1)) fmt::print(stderr, "Signal handled: {}.\n", strsignal(sig));
     impl_->StopAll();
   });
-  if (m.config.idle_timeout > 0) {
+  if (m.config.idle_timeout > 0 || m.config.partial_timeout > 0) {
     for (auto& w : m.workers) {
       w->sweep = std::make_unique<asio::steady_timer>(*w->io);
       m.Sweep(w.get());

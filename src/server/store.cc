@@ -2,6 +2,8 @@
 #include "server/store.h"
 
 #include <fmt/core.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
@@ -257,7 +259,22 @@ Status CheckServableKind(std::string_view kind) {
   return Status::OK();
 }
 
-Status Store::Open(const StoreOptions& opts, std::unique_ptr<Store>* out) {
+Status Store::Open(const StoreOptions& opts, std::unique_ptr<Store>* out) { return OpenImpl(opts, nullptr, out); }
+
+Status Store::OpenOnPool(const StoreOptions& opts, std::unique_ptr<Pool> pool, std::unique_ptr<Store>* out) {
+  if (!pool) return Status::InvalidArgument("OpenOnPool: no pool");
+  return OpenImpl(opts, std::move(pool), out);
+}
+
+Status Store::ScanIndexForTest(const std::function<void(std::string_view key, uint64_t off)>& fn) const {
+  if (!ordered_) return Status::NotSupported("the index is not ordered");
+  return index_->Scan({}, nullptr, ~size_t{0}, [&](std::string_view key, uint64_t off) {
+    fn(key, off);
+    return true;
+  });
+}
+
+Status Store::OpenImpl(const StoreOptions& opts, std::unique_ptr<Pool> pool, std::unique_ptr<Store>* out) {
   const auto t0 = std::chrono::steady_clock::now();
   // Before the pool file is created: a bad kind must leave nothing behind.
   if (!opts.index_kind.empty()) WORT_RETURN_IF_ERROR(CheckServableKind(opts.index_kind));
@@ -269,12 +286,17 @@ Status Store::Open(const StoreOptions& opts, std::unique_ptr<Store>* out) {
   po.initial_size = std::min<uint64_t>(opts.pool_size, 64ull << 20);
   po.background_recovery = true;  // instant restart: serve while the post-crash GC runs
   po.sync = opts.sync;
-  WORT_RETURN_IF_ERROR(Pool::OpenOrCreate(opts.pool_path, po, &st->pool_));
+  if (pool) {
+    st->pool_ = std::move(pool);
+  } else {
+    WORT_RETURN_IF_ERROR(Pool::OpenOrCreate(opts.pool_path, po, &st->pool_));
+  }
 
   IndexOptions io;
   io.key_type = KeyType::kBytes;
   io.values_are_blocks = true;
-  if (st->pool_->FindRoot(opts.root_name, nullptr).ok()) {
+  st->created_ = !st->pool_->FindRoot(opts.root_name, nullptr).ok();
+  if (!st->created_) {
     WORT_RETURN_IF_ERROR(OpenIndex(*st->pool_, opts.root_name, &st->index_));
     if (!opts.index_kind.empty() && st->index_->kind() != opts.index_kind)
       return Status::InvalidArgument(fmt::format("pool {} holds a {} index under root '{}', not {}", opts.pool_path,
@@ -314,17 +336,17 @@ Status Store::Open(const StoreOptions& opts, std::unique_ptr<Store>* out) {
   if (opts.evict == EvictPolicy::kLru) {
     // After a restart recency is unknown: every surviving item gets tick 0 (equally old).
     st->recency_ = std::make_unique<Recency>(st->pool_->heap_offset(), std::max(st->pool_->max_size(), st->pool_->size()));
-    if (st->ordered_) {
-      Status s = st->index_->Scan({}, nullptr, ~size_t{0}, [&](std::string_view key, uint64_t value) {
-        if (!IsMetaKey(key)) st->recency_->Add(key, value, 1);
-        return true;
-      });
-      if (!s.ok()) return s;
-    } else {
-      st->adopt_on_read_ = st->index_->Size() > 1;
-    }
+    // Ordered kinds: the background count tracks the surviving items (CountLoop). Hash kinds
+    // cannot be walked in order: an existing store adopts its survivors when they are read.
+    if (!st->ordered_) st->adopt_on_read_ = !st->created_;
   }
   st->open_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // The item count runs after Open returns (store.h, Item count): a new store has none to count.
+  if (st->created_) {
+    st->counting_.store(false, std::memory_order_release);
+  } else {
+    st->counter_ = std::thread([s = st.get()] { s->CountLoop(); });
+  }
   if (st->ordered_ && opts.crawler) st->crawler_ = std::thread([s = st.get()] { s->CrawlerLoop(); });
   *out = std::move(st);
   return Status::OK();
@@ -344,6 +366,8 @@ Status Store::Close() {
   }
   crawler_cv_.notify_all();
   if (crawler_.joinable()) crawler_.join();
+  count_stop_.store(true);
+  if (counter_.joinable()) counter_.join();
   index_.reset();
   meta_ = nullptr;
   if (!pool_) return Status::OK();
@@ -355,15 +379,105 @@ Status Store::Close() {
 bool Store::Live(const Record* r, int64_t now) const {
   const int64_t exptime = RecordExptime(r);
   if (exptime != 0 && exptime <= now) return false;
-  if (r->cas < pm::load8(&meta_->flush_cas)) return false;
-  const int64_t ft = static_cast<int64_t>(pm::load8(reinterpret_cast<const uint64_t*>(&meta_->flush_time)));
-  if (ft != 0 && now >= ft && RecordTime(r) < ft) return false;
+  const FlushState f = Flushes();
+  if (r->cas < f.cas) return false;
+  if (f.time != 0 && now >= f.time && RecordTime(r) < f.time) return false;
   return true;
 }
 
+Store::FlushState Store::Flushes() const {
+  for (;;) {
+    const uint64_t sel = pm::load8(&meta_->flush_sel);
+    const uint64_t* w = sel == 0 ? &meta_->flush_cas : meta_->slot[sel & 1];
+    FlushState f{pm::load8(w), static_cast<int64_t>(pm::load8(w + 1))};
+    if (pm::load8(&meta_->flush_sel) == sel) return f;  // else a writer reused the slot: again
+  }
+}
+
 uint64_t Store::curr_items() const {
+  const int64_t n = items_.load(std::memory_order_relaxed);
+  return n > 0 ? static_cast<uint64_t>(n) : 0;
+}
+
+uint64_t Store::IndexItemsForTest() const {
   const uint64_t n = index_->Size();
   return n ? n - 1 : 0;  // the metadata entry
+}
+
+namespace {
+std::atomic<bool> g_count_paused{false};
+}
+void Store::PauseCountForTest(bool paused) { g_count_paused.store(paused); }
+
+void Store::WaitForCount() const {
+  while (counting_.load(std::memory_order_acquire)) std::this_thread::sleep_for(std::chrono::microseconds(200));
+}
+
+// Takes every key lock in table order. No deadlock: a writer holds at most one key lock while it
+// waits (store.h, Thread safety), and this thread holds no other lock of the store.
+void Store::LockAllKeys() const {
+  for (size_t i = 0; i < key_locks_.size(); ++i)
+    for (int a = 0; !TryLock(key_locks_.At(i)); a = std::min(a + 1, 16)) sync::Backoff(a);
+}
+void Store::UnlockAllKeys() const {
+  for (size_t i = 0; i < key_locks_.size(); ++i) key_locks_.At(i).WriteUnlock();
+}
+
+// The background item count (store.h, Item count).
+void Store::CountLoop() {
+  // Below the serving threads: on a busy machine the count must not delay requests (nice 19:
+  // it still progresses; SCHED_IDLE could starve it). Per thread on Linux (setpriority on a tid).
+  (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19);
+  auto stopping = [this] {
+    while (g_count_paused.load() && !count_stop_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return count_stop_.load();
+  };
+  if (!ordered_) {
+    if (stopping()) return;
+    LockAllKeys();
+    const uint64_t n = index_->Size();  // the index's own count (its walk, or a kept count)
+    count_walked_.store(n, std::memory_order_relaxed);
+    items_.fetch_add(static_cast<int64_t>(n ? n - 1 : 0), std::memory_order_relaxed);  // less the metadata entry
+    counting_.store(false, std::memory_order_release);
+    UnlockAllKeys();
+    return;
+  }
+  std::string cur;
+  for (;;) {
+    if (stopping()) return;
+    LockAllKeys();
+    size_t seen = 0;
+    int64_t items = 0;
+    std::string last;
+    Status s;
+    {
+      // No ReadGuard: with WORT_GLOBAL_LOCK a writer takes the store lock before its key lock,
+      // so this thread (holding every key lock) must not wait for the store lock. The epoch
+      // keeps the records it reads (none: it reads offsets only) and the index nodes alive.
+      sync::EpochGuard eg(pool_->allocator().epoch());
+      s = index_->Scan(cur, nullptr, kCountBatch, [&](std::string_view key, uint64_t value) {
+        ++seen;
+        last.assign(key);
+        if (!IsMetaKey(key)) {
+          ++items;
+          if (recency_) recency_->Add(key, value, 1);  // a survivor: equally old (tick 1)
+        }
+        return true;
+      });
+    }
+    items_.fetch_add(items, std::memory_order_relaxed);
+    count_walked_.fetch_add(seen, std::memory_order_relaxed);
+    const bool done = !s.ok() || seen < kCountBatch;
+    if (!s.ok()) fmt::print(stderr, "wort serve: item count: {}\n", s.ToString());
+    if (done) {
+      counting_.store(false, std::memory_order_release);
+    } else {
+      count_cursor_ = last;  // every key <= last is counted by the walk; writers count the rest
+      cur = last + '\0';     // the smallest key after `last`
+    }
+    UnlockAllKeys();
+    if (done) return;
+  }
 }
 
 uint64_t Store::bytes_allocated() const { return pool_->allocator().Stats().bytes_allocated; }
@@ -487,8 +601,10 @@ Result Store::WriteRecord(std::string_view key, uint32_t flags, int64_t exptime,
       // The writer rule (wort/alloc.h, Retire): inside an epoch from before the unlink until
       // after the Retire, so that a post-crash GC sweep cannot free the old record in between.
       sync::EpochGuard eg(pool_->allocator().epoch());
-      s = index_->Upsert(key, off);  // COMMIT POINT (the index's 8-byte publish, persisted)
+      bool inserted = false;
+      s = index_->Upsert(key, off, &inserted);  // COMMIT POINT (the index's 8-byte publish, persisted)
       if (s.ok()) {
+        if (inserted) Counted(key, +1);
         if (recency_) {
           if (have_old) recency_->Forget(old_off);
           recency_->Add(key, off, recency_->NextTick());
@@ -514,6 +630,7 @@ void Store::RemoveLocked(std::string_view key, uint64_t off) {
   sync::EpochGuard eg(pool_->allocator().epoch());  // from the unlink to the Retire (alloc.h)
   Status s = index_->Remove(key);  // COMMIT POINT (inside the index)
   if (s.ok()) {
+    Counted(key, -1);
     if (recency_) recency_->Forget(off);
     pool_->allocator().RetireAndCollect(off);
   } else if (!s.IsNotFound()) {
@@ -621,16 +738,23 @@ bool Store::GetAndTouch(std::string_view key, int64_t exptime, const ItemFn& fn)
 void Store::FlushAll(int64_t when) {
   {
     std::lock_guard<std::mutex> g(flush_mu_);  // not a store lock: orders flush_all commands only
+    FlushState next = Flushes();
     if (when <= Now()) {
-      // Every item stored so far has a smaller cas than the next one: that cas is the bar.
-      pm::store8(&meta_->flush_cas, NextCas());  // COMMIT POINT of an immediate flush_all
-      pm::persist(&meta_->flush_cas, 8);
-      pm::store8(reinterpret_cast<uint64_t*>(&meta_->flush_time), 0);  // cancels a delayed one
-      pm::persist(&meta_->flush_time, 8);
+      // Every item stored so far has a smaller cas than the next one: that cas is the bar; a
+      // pending delayed flush_all is cancelled (as memcached's flush_all replaces it).
+      next.cas = NextCas();
+      next.time = 0;
     } else {
-      pm::store8(reinterpret_cast<uint64_t*>(&meta_->flush_time), static_cast<uint64_t>(when));  // COMMIT POINT
-      pm::persist(&meta_->flush_time, 8);
+      next.time = when;
     }
+    // The slot flush_sel does not select (Meta): filled and persisted, then selected.
+    const uint64_t sel = pm::load8(&meta_->flush_sel) + 1;
+    uint64_t* w = meta_->slot[sel & 1];
+    pm::store8(w, next.cas);
+    pm::store8(w + 1, static_cast<uint64_t>(next.time));
+    pm::persist(w, 16);
+    pm::store8(&meta_->flush_sel, sel);  // COMMIT POINT of flush_all
+    pm::persist(&meta_->flush_sel, 8);
   }
   {
     std::lock_guard<std::mutex> g(crawler_mu_);
@@ -867,6 +991,7 @@ bool Store::EvictTracked(const std::string& key, uint64_t off, const sync::Versi
     sync::EpochGuard eg(pool_->allocator().epoch());  // from the unlink to the Retire (alloc.h)
     Status s = index_->Remove(key);  // COMMIT POINT (inside the index)
     if (s.ok()) {
+      Counted(key, -1);
       recency_->Forget(off);
       pool_->allocator().Retire(off);  // unreachable since the commit; TrimAfterEviction reclaims
       done = true;
@@ -957,6 +1082,7 @@ uint64_t Store::tracked_items() const { return recency_ ? recency_->size() : 0; 
 
 bool Store::CheckRecency(std::string* report) const {
   if (!recency_) return true;
+  WaitForCount();  // until then the surviving items are being tracked
   if (!recency_->Check(report)) return false;
   bool ok = true;
   const std::vector<Recency::Entry> all = recency_->All();

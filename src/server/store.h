@@ -26,8 +26,9 @@
 //
 // Validity: an item is returned only if it is live at the moment of the request:
 //   not expired   exptime == 0 || exptime > now                    (unix seconds)
-//   not flushed   cas >= meta.flush_cas                            (flush_all, no delay)
-//                 and !(meta.flush_time != 0 && now >= flush_time && time < flush_time)
+//   not flushed   cas >= flush_cas                                 (flush_all, no delay)
+//                 and !(flush_time != 0 && now >= flush_time && time < flush_time)
+//                                                 (the flush state pair: Meta, Store::Flushes)
 //                                                                  (flush_all <delay>)
 // Dead items are removed lazily (by the request that finds one) and by a background crawler
 // that walks ordered indexes in key order (hash indexes: lazy removal only).
@@ -36,6 +37,25 @@
 // the generation is incremented and persisted at every open of the pool for writing
 // (Pool::generation) and n counts this session's writes (2^40 of them per session).
 //
+// Item count (curr_items; instant restart). Open never walks the index: counting 10M items
+// would delay the first answered request by seconds. The count lives in DRAM only and is made
+// again after every open, so no crash between an index update and a count update can make it
+// wrong (there is no persistent count to disagree with the index). Open starts a background
+// thread (CountLoop) that walks the index while the server already serves; `stats` reports
+// curr_items together with wort_curr_items_counting (1 while the walk runs; curr_items then
+// counts only the part walked so far). The rule that makes walk + concurrent writers exact:
+//   - Every index change of a key's membership (insert by Upsert, Remove) happens under that
+//     key's lock, and the writer then calls Counted(key, +-1).
+//   - Ordered kinds: the walk goes in key order in batches of kCountBatch keys; for each batch
+//     it holds EVERY key lock (a pause of all writers for one batch, ~a millisecond), scans the
+//     batch, adds what it saw, and advances count_cursor_ to the batch's last key. A writer
+//     (holding its key's lock, so the cursor cannot move meanwhile) adds its +-1 only if its
+//     key <= count_cursor_ (the walk has passed it); a key beyond the cursor is counted by the
+//     walk when it gets there, in whatever state it is then. So each key is counted once.
+//   - Hash kinds (no Scan): the walk holds every key lock for the whole count (writers wait;
+//     lock-free readers do not) and reads index->Size() once; writers skip Counted until then.
+//   - With --evict lru the walk also tracks each item it passes (Recency, tick 1): before, Open
+//     scanned the ordered index for that (a walk before listening).
 // Eviction (StoreOptions::evict = kLru, `wort serve --evict lru`; off by default: a persistent
 // store should not drop acknowledged data silently). A write whose allocation (of the record, or
 // inside the index's Upsert) fails with PoolFull evicts items and retries, at most
@@ -110,6 +130,7 @@
 #include <vector>
 
 #include "wort/index.h"
+#include "wort/key.h"
 #include "wort/pm.h"
 #include "wort/pool.h"
 #include "wort/status.h"
@@ -156,15 +177,28 @@ inline uint64_t RecordState(const Record* r) { return RecordTimeWord(r) & ~kReco
 
 // The server's metadata block (under kMetaKey).
 //   [0]  magic       kMetaMagic
-//   [8]  flush_cas   items with cas < flush_cas were flushed by `flush_all` (0 = none)
-//   [16] flush_time  unix seconds of a delayed `flush_all` (0 = none)
-//   [24] reserved    zero
-// Each field is changed by one store8 + persist (its own commit point).
+//   [8]  flush_cas   (while flush_sel == 0) items with cas < flush_cas were flushed by
+//                    `flush_all` (0 = none)
+//   [16] flush_time  (while flush_sel == 0) unix seconds of a delayed `flush_all` (0 = none)
+//   [24] flush_sel   0: the flush state is the two words above (pools of earlier builds);
+//                    n > 0: it is slot[n & 1]
+//   [32] slot[2]     {flush_cas, flush_time} pairs
+// The flush state is a pair (an immediate flush_all sets flush_cas AND cancels a pending delayed
+// one), so it changes in one failure-atomic step: the writer (flush_mu_) fills the slot that
+// flush_sel does not select, persists it, then stores flush_sel + 1 (COMMIT POINT) and persists
+// it. A crash before the commit leaves the old pair, after it the new one (the crash explorer
+// found the former two-step update half applied: flush_cas set, the delayed flush still there).
+// Readers (Store::Flushes) read flush_sel, the selected pair, then flush_sel again, and retry if
+// it changed (a writer may rewrite the unselected slot only after moving flush_sel off it).
+// Compatibility: a pool whose flush_sel is 0 (every pool of an earlier build) reads as before;
+// an earlier build opening a pool that this one flushed does not see those flushes (it reads
+// the inline words only).
 struct Meta {
   uint64_t magic;
   uint64_t flush_cas;
   int64_t flush_time;
-  uint64_t reserved[5];
+  uint64_t flush_sel;
+  uint64_t slot[2][2];
 };
 static_assert(sizeof(Meta) == 64);
 inline constexpr uint64_t kMetaMagic = 0x31617465'4d726553ull;  // "SerMeta1"
@@ -301,6 +335,13 @@ class Store {
   // Opens (or creates) the pool and the index root `opts.root_name`. Logs nothing; see
   // open_seconds() / pool().opened_clean() for the restart report.
   static Status Open(const StoreOptions& opts, std::unique_ptr<Store>* out);
+  // The same on a pool opened by the caller (opts.pool_path, pool_size and sync are not used):
+  // the server's crash explorer (crash/server_explorer.h) shadows the pool before the store
+  // creates its index and metadata block in it.
+  static Status OpenOnPool(const StoreOptions& opts, std::unique_ptr<Pool> pool, std::unique_ptr<Store>* out);
+  // Every index entry in key order, the metadata entry and dead items included (ordered kinds;
+  // the crash explorer reads the records and the Meta block through pool()).
+  Status ScanIndexForTest(const std::function<void(std::string_view key, uint64_t off)>& fn) const;
   ~Store();
   // Stops the crawler, closes the index and the pool cleanly.
   Status Close();
@@ -375,6 +416,19 @@ class Store {
 
   // ---- information ---------------------------------------------------------------------------
   bool ordered() const { return ordered_; }
+  // True when Open created the index (a new store), false when it opened an existing one.
+  bool created() const { return created_; }
+  // Whether the background item count is still running (curr_items then is partial).
+  bool counting_items() const { return counting_.load(std::memory_order_acquire); }
+  // Index entries the item count has walked so far (tests: none before Open returns).
+  uint64_t count_walked() const { return count_walked_.load(std::memory_order_relaxed); }
+  // Blocks until the background item count has finished (tests, CheckRecency).
+  void WaitForCount() const;
+  // The index's own key count (a walk that excludes writers; tests only).
+  uint64_t IndexItemsForTest() const;
+  // Tests: while paused, the background count does not start (or go on to its next batch).
+  static void PauseCountForTest(bool paused);
+  static constexpr size_t kCountBatch = 4096;
   std::string_view index_kind() const { return index_->kind(); }
   uint64_t curr_items() const;
   uint64_t bytes_allocated() const;
@@ -401,7 +455,13 @@ class Store {
 
  private:
   Store() = default;
+  static Status OpenImpl(const StoreOptions& opts, std::unique_ptr<Pool> pool, std::unique_ptr<Store>* out);
   bool Live(const Record* r, int64_t now) const;
+  struct FlushState {
+    uint64_t cas = 0;   // items with a smaller cas are flushed
+    int64_t time = 0;   // a delayed flush_all's time (0 = none)
+  };
+  FlushState Flushes() const;
   uint64_t NextCas() { return cas_next_.fetch_add(1, std::memory_order_relaxed); }
   Result WriteRecord(std::string_view key, uint32_t flags, int64_t exptime, std::string_view a, std::string_view b,
                      bool have_old, uint64_t old_off, uint64_t* cas_out, uint64_t state = 0);
@@ -421,6 +481,14 @@ class Store {
   bool EvictTracked(const std::string& key, uint64_t off, const sync::VersionLock* held, bool* busy);
   void AdoptPending(const sync::VersionLock* held);
   void CrawlerLoop();
+  void CountLoop();
+  // REQUIRES the key's lock: the index gained (+1) or lost (-1) `key` (item count rule above).
+  void Counted(std::string_view key, int64_t d) {
+    if (counting_.load(std::memory_order_relaxed) && (!ordered_ || CompareKeys(key, count_cursor_) > 0)) return;
+    items_.fetch_add(d, std::memory_order_relaxed);
+  }
+  void LockAllKeys() const;
+  void UnlockAllKeys() const;
 
   friend class KeyGuard;
   friend class ReadGuard;
@@ -444,6 +512,15 @@ class Store {
   bool adopt_on_read_ = false;  // hash index reopened with items: adopt them when read
   mutable std::mutex adopt_mu_;
   mutable std::vector<std::pair<std::string, uint64_t>> adopt_;
+
+  bool created_ = false;
+  // The item count (see above). count_cursor_ changes only while every key lock is held.
+  std::atomic<int64_t> items_{0};
+  std::atomic<bool> counting_{true};
+  std::atomic<bool> count_stop_{false};
+  std::atomic<uint64_t> count_walked_{0};
+  std::string count_cursor_;
+  std::thread counter_;
 
   std::thread crawler_;
   std::mutex crawler_mu_;

@@ -162,6 +162,9 @@ class VersionLockTable {
   VersionLock& For(uint64_t off) const { return words_[Slot(off)].lock; }
   bool SameWord(uint64_t a, uint64_t b) const { return Slot(a) == Slot(b); }
   size_t size() const { return mask_ + 1; }
+  // The i-th word (i < size()): for a holder that must take every word (server/store.cc's
+  // item count takes them all to pause every writer of the table for one step).
+  VersionLock& At(size_t i) const { return words_[i].lock; }
 
  private:
   struct alignas(8) Word {

@@ -135,5 +135,43 @@ TEST_F(Admin, SlabsAndConns) {
   EXPECT_EQ(Run(a, "stats conns\r\n").find("13:addr"), std::string::npos);  // gone with its handler
 }
 
+// stats detail, cache_memlimit and the storage command's '+' numbers: each reply as memcached
+// 1.6.18 gives it (compared side by side with memcached -p ... on the same requests).
+TEST_F(Admin, StatsDetailCacheMemlimitAndPlusNumbers) {
+  Handler h(*st, stats, config);
+  EXPECT_EQ(Run(h, "stats detail dump\r\n"), "END\r\n");
+  EXPECT_EQ(Run(h, "stats detail on\r\n"), "OK\r\n");
+  EXPECT_EQ(Run(h, "set a:x 0 0 1\r\n1\r\nset a:y 3 0 +5\r\nhello\r\nset \xff:z 0 0 1\r\nv\r\nset nocolon 0 0 1\r\nv\r\n"),
+            "STORED\r\nSTORED\r\nSTORED\r\nSTORED\r\n");
+  EXPECT_EQ(Run(h, "get a:x a:z nocolon\r\n"), "VALUE a:x 0 1\r\n1\r\nVALUE nocolon 0 1\r\nv\r\nEND\r\n");
+  EXPECT_EQ(Run(h, "delete a:x\r\n"), "DELETED\r\n");
+  EXPECT_EQ(Run(h, "stats detail dump\r\n"),
+            "PREFIX a get 2 hit 1 set 2 del 1\r\nPREFIX \xff get 0 hit 0 set 1 del 0\r\nEND\r\n");
+  EXPECT_EQ(Run(h, "stats detail off\r\n"), "OK\r\n");
+  EXPECT_EQ(Run(h, "get a:y\r\n"), "VALUE a:y 3 5\r\nhello\r\nEND\r\n");  // not counted when off
+  EXPECT_EQ(Run(h, "stats detail dump\r\n"),
+            "PREFIX a get 2 hit 1 set 2 del 1\r\nPREFIX \xff get 0 hit 0 set 1 del 0\r\nEND\r\n");
+  EXPECT_EQ(Run(h, "stats detail\r\n"), "CLIENT_ERROR usage: stats detail on|off|dump\r\n");
+  EXPECT_EQ(Run(h, "stats detail foo\r\n"), "CLIENT_ERROR usage: stats detail on|off|dump\r\n");
+  EXPECT_EQ(Run(h, "stats reset\r\nstats detail dump\r\n"), "RESET\r\nEND\r\n");
+  // cache_memlimit <MiB>: at least 8; at most the pool's maximum (64 MiB here).
+  EXPECT_EQ(Run(h, "cache_memlimit 32\r\n"), "OK\r\n");
+  EXPECT_EQ(st->pool().growth_limit(), 32ull << 20);
+  EXPECT_NE(Run(h, "stats\r\n").find("STAT limit_maxbytes 33554432\r\n"), std::string::npos);
+  EXPECT_EQ(Run(h, "cache_memlimit 0\r\n"), "MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m\r\n");
+  EXPECT_EQ(Run(h, "cache_memlimit abc\r\ncache_memlimit\r\n"), "ERROR\r\nERROR\r\n");
+  EXPECT_EQ(Run(h, "cache_memlimit 40 noreply\r\n"), "");
+  EXPECT_EQ(st->pool().growth_limit(), 40ull << 20);
+  EXPECT_EQ(Run(h, "cache_memlimit 65\r\n").rfind("SERVER_ERROR cache_memlimit: the pool's maximum size is 64 MiB", 0), 0u);
+  EXPECT_EQ(Run(h, "cache_memlimit 64\r\n"), "OK\r\n");
+  // '+' before the length, flags and exptime, as memcached's strtol accepts; flags 2^32 refused
+  // (memcached stores it as 0: wort does not truncate silently), its data block swallowed.
+  EXPECT_EQ(Run(h, "set f 0 0 +1\r\nx\r\nset g +3 +0 1\r\nx\r\nget g\r\n"), "STORED\r\nSTORED\r\nVALUE g 3 1\r\nx\r\nEND\r\n");
+  EXPECT_EQ(Run(h, "set b 4294967295 0 1\r\nx\r\n"), "STORED\r\n");
+  EXPECT_EQ(Run(h, "set b 4294967296 0 1\r\nx\r\nget b\r\n"),
+            "CLIENT_ERROR bad command line format\r\nVALUE b 4294967295 1\r\nx\r\nEND\r\n");
+  EXPECT_EQ(Run(h, "set e 0 0 +\r\n"), "CLIENT_ERROR bad command line format\r\n");
+}
+
 }  // namespace
 }  // namespace wort::server

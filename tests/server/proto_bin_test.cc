@@ -538,6 +538,16 @@ TEST_F(Bin, SaslPlain) {
   EXPECT_EQ(rs[5].status, bin::kOk);
   EXPECT_EQ(rs[5].value, "Authenticated");
   EXPECT_EQ(rs[6].value, "v");
+  // A mechanism name longer than memcached's 32 bytes: invalid arguments (0x04), as memcached
+  // answers it; the connection stays open.
+  rs = Run(EncodeRequest(bin::kSaslAuth, "", std::string(33, 'P'), std::string("\0alice\0s3cret:x", 15)) +
+           EncodeRequest(bin::kSaslStep, "", std::string(200, '\xff'), "x") + ok + Get("a"));
+  EXPECT_FALSE(closed);
+  ASSERT_EQ(rs.size(), 4u);
+  EXPECT_EQ(rs[0].status, bin::kInvalid);
+  EXPECT_EQ(rs[1].status, bin::kInvalid);
+  EXPECT_EQ(rs[2].value, "Authenticated");
+  EXPECT_EQ(rs[3].value, "v");
   // An authzid must name the user.
   rs = Run(EncodeRequest(bin::kSaslAuth, "", "PLAIN", std::string("bob\0bob\0pw", 10)) + Get("a"));
   ASSERT_EQ(rs.size(), 2u);

@@ -20,6 +20,11 @@ MODE is one of:
   auth      -Y: memcached's text-protocol authentication, replies as memcached 1.6.
   tls       -Z with a certificate made here by openssl: Python's ssl module and `openssl s_client`
             speak to it (with and without -Y); a plaintext client gets nothing served.
+  restart   a reopened pool answers while its items are counted in the background; kill -9 during
+            the count, restart: curr_items is exact again.
+  memory    many connections each holding most of a 1 MB set: the server's resident memory stays
+            within --max-buffered (the rest refused with memcached's out-of-memory error); a
+            half-sent request is closed after --partial-timeout.
   cluster   scripts/cluster.sh: 3 nodes behind nutcracker (ketama), 10,000 keys through the proxy,
             each node holds >= 20%, kill -9 one node: the others' keys stay readable, restart it:
             every acknowledged key is readable again; the same with pymemcache's HashClient.
@@ -273,6 +278,131 @@ def mode_limits(args):
         check(talk(srv.port, b"get half\r\n") == b"END\r\n", "the half request was not stored")
     finally:
         check(srv.stop() == 0, "idle: clean exit")
+
+
+# ---- memory outside the pool ------------------------------------------------------------------
+
+def rss_anon_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1])
+    return 0
+
+
+def mode_memory(args):
+    """Many connections each holding most of a 1 MB set: the server's anonymous resident memory
+    stays within its input buffer budget (--max-buffered) plus a fixed allowance; the requests past
+    the budget get memcached's "SERVER_ERROR out of memory storing object" and their data is
+    discarded (the connection goes on); the others are stored once complete. A request left half
+    sent is closed after --partial-timeout; an idle connection with nothing pending is not."""
+    n, size, sent = 160, 1000000, 900000
+    budget_mib = 16
+    srv = Proc(args.wort, args.pool, "-p", "0", "-t", "2", "--max-buffered", f"{budget_mib}m")
+    try:
+        base = rss_anon_kib(srv.proc.pid)
+        conns = []
+        for i in range(n):
+            s = socket.create_connection(("127.0.0.1", srv.port), timeout=20)
+            s.sendall(b"set big%d 0 0 %d\r\n" % (i, size) + b"x" * sent)
+            conns.append(s)
+        deadline = time.time() + 20
+        st = stats(srv.port)
+        while time.time() < deadline:  # until the server has read everything sent so far
+            time.sleep(0.2)
+            st2 = stats(srv.port)
+            if st2.get("bytes_read") == st.get("bytes_read") and int(st2.get("bytes_read", 0)) >= n * sent:
+                break
+            st = st2
+        grown = (rss_anon_kib(srv.proc.pid) - base) / 1024
+        print(f"memory: {n} half-sent sets of {size} bytes ({sent} sent): RssAnon grew {grown:.1f} MiB "
+              f"(budget {budget_mib} MiB; unbounded it would be ~{n * sent / 2**20:.0f} MiB); "
+              f"wort_buffered_bytes {st.get('wort_buffered_bytes')}, refusals {st.get('wort_buffer_refusals')}", flush=True)
+        check(grown < budget_mib + 24, f"resident memory grew {grown:.1f} MiB under {n} half-sent 1 MB sets")
+        check(int(st.get("wort_buffered_bytes", 0)) <= budget_mib << 20, f"buffered {st.get('wort_buffered_bytes')}")
+        refused = int(st.get("wort_buffer_refusals", 0))
+        check(0 < refused < n, f"some requests refused, not all: {refused}")
+        stored = errors = 0
+        for i, s in enumerate(conns):
+            s.sendall(b"x" * (size - sent) + b"\r\nversion\r\n")
+        for i, s in enumerate(conns):
+            out = b""
+            while not (b"VERSION" in out and out.endswith(b"\r\n")):
+                d = s.recv(4096)
+                if not d:
+                    break
+                out += d
+            if out.startswith(b"STORED\r\n"):
+                stored += 1
+            elif out.startswith(b"SERVER_ERROR out of memory storing object\r\n"):
+                errors += 1
+            else:
+                check(False, f"connection {i}: {out[:80]!r}")
+            s.close()
+        check(stored + errors == n and errors == refused, f"{stored} stored, {errors} refused of {n}")
+        check(talk(srv.port, b"get big%d\r\n" % 0).endswith(b"END\r\n"), "a get after the storm")
+    finally:
+        check(srv.stop() == 0, "memory: clean exit")
+    srv = Proc(args.wort, args.pool, "-p", "0", "-t", "2", "--partial-timeout", "2")
+    try:
+        # The partial-request timeout: a half-sent set is closed after ~2-3 s, an idle one is not.
+        half = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+        half.sendall(b"set half 0 0 10\r\nabc")
+        idle = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+        time.sleep(4.5)
+        half.settimeout(5)
+        try:
+            d = half.recv(100)
+        except OSError:
+            d = b"<error>"
+        check(d == b"", f"half-sent request closed by the partial timeout: {d!r}")
+        idle.sendall(b"version\r\n")
+        check(recv_until(idle, b"\r\n").startswith(b"VERSION"), "an idle connection stays open")
+        check(stats(srv.port).get("wort_partial_kicks") == "1", "wort_partial_kicks")
+    finally:
+        check(srv.stop() == 0, "partial timeout: clean exit")
+
+
+# ---- restart: the background item count -------------------------------------------------------
+
+def mode_restart(args):
+    """A reopened pool answers at once while its item count is made in the background (stats
+    wort_curr_items_counting 1); kill -9 during that count, restart: the count is exact again."""
+    n = 300000
+    srv = Proc(args.wort, args.pool, "-p", "0", "-t", "2", "-m", "1024")
+    try:
+        s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+        for b in range(0, n, 20000):
+            s.sendall(b"".join(b"set r\xc3%d 0 0 4 noreply\r\nvvvv\r\n" % i for i in range(b, min(n, b + 20000))) +
+                      b"version\r\n")
+            recv_until(s, b"\r\n")
+        s.close()
+        check(stats(srv.port).get("curr_items") == str(n), "filled")
+    finally:
+        check(srv.stop() == 0, "restart: clean exit")
+    killed_while_counting = False
+    for attempt in range(5):
+        srv = Proc(args.wort, args.pool, "-p", "0", "-t", "2")
+        st = stats(srv.port)
+        counting = st.get("wort_curr_items_counting") == "1"
+        srv.proc.kill()
+        srv.proc.wait(30)
+        if counting:
+            killed_while_counting = True
+            check(int(st.get("curr_items", -1)) < n, f"partial count while counting: {st.get('curr_items')}")
+            break
+    check(killed_while_counting, "a restart was killed while its count ran")
+    srv = Proc(args.wort, args.pool, "-p", "0", "-t", "2")
+    try:
+        check(talk(srv.port, b"get r\xc37\r\n") == b"VALUE r\xc37 0 4\r\nvvvv\r\nEND\r\n", "a get at once")
+        deadline = time.time() + 60
+        st = stats(srv.port)
+        while st.get("wort_curr_items_counting") != "0" and time.time() < deadline:
+            time.sleep(0.05)
+            st = stats(srv.port)
+        check(st.get("curr_items") == str(n), f"curr_items after kill -9 during the count: {st.get('curr_items')}")
+    finally:
+        check(srv.stop() == 0, "restart: clean exit after the count")
 
 
 # ---- shutdown -------------------------------------------------------------------------------
@@ -581,7 +711,8 @@ def mode_cluster(args):
 
 def main():
     modes = {"flags": mode_flags, "unix": mode_unix, "limits": mode_limits, "shutdown": mode_shutdown,
-             "auth": mode_auth, "tls": mode_tls, "cluster": mode_cluster}
+             "auth": mode_auth, "tls": mode_tls, "cluster": mode_cluster, "memory": mode_memory,
+             "restart": mode_restart}
     ap = argparse.ArgumentParser()
     ap.add_argument("mode", choices=list(modes))
     ap.add_argument("--wort", required=True)

@@ -27,6 +27,10 @@ TEST(ServeNet, ConnectionLimitAndIdleTimeout) { EXPECT_EQ(RunMode("limits"), 0);
 // SIGTERM and SIGINT under a pipelined write load: exit 0, acknowledged writes kept, the restart
 // finds a clean pool.
 TEST(ServeNet, GracefulShutdown) { EXPECT_EQ(RunMode("shutdown"), 0); }
+// Instant restart: kill -9 during the background item count, then the count is exact.
+TEST(ServeNet, KillDuringTheBackgroundItemCount) { EXPECT_EQ(RunMode("restart"), 0); }
+// Memory outside the pool: 160 half-sent 1 MB sets stay within the input buffer budget.
+TEST(ServeNet, HalfSentValuesStayWithinTheBufferBudget) { EXPECT_EQ(RunMode("memory"), 0); }
 TEST(ServeNet, TextProtocolAuthentication) { EXPECT_EQ(RunMode("auth"), 0); }
 TEST(ServeNet, TlsWithRealClients) { EXPECT_EQ(RunMode("tls"), 0); }
 TEST(ServeNet, ClusterBehindNutcrackerAndKetama) { EXPECT_EQ(RunMode("cluster"), 0); }

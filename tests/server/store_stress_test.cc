@@ -21,6 +21,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <filesystem>
 #include <barrier>
 #include <map>
 #include <set>
@@ -316,6 +317,63 @@ TEST_P(StoreStress, GlobalLockModeEvicts) {
   ASSERT_TRUE(st->Close().ok());
   st.reset();
   SetGlobalIndexLock(false);
+}
+
+// The background item count of a reopened store (store.h, Item count) beside writers that add
+// and remove keys on both sides of the walk's cursor: when the count is done, curr_items is
+// exactly the index's own count, and stays exact under more writes; with LRU eviction every
+// survivor is tracked. The walk starts paused (nothing walked when Open returns) and is let go
+// while the writers run, so they meet it mid-way (several batches of kCountBatch keys).
+TEST_P(StoreStress, ItemCountBesideWriters) {
+  for (EvictPolicy ev : {EvictPolicy::kNone, EvictPolicy::kLru}) {
+    SCOPED_TRACE(ev == EvictPolicy::kLru ? "lru" : "no eviction");
+    const int keys = static_cast<int>(Store::kCountBatch * 3 + 123);
+    auto key = [](int i) {
+      std::string k = "c" + std::to_string(i % 97) + "\xf0";
+      return k + std::to_string(i);  // keys spread over the key space (many batches)
+    };
+    Open(ev);
+    for (int i = 0; i < keys; i += 2) ASSERT_EQ(st->StoreItem(StoreMode::kSet, key(i), 0, 0, "v", 0), Result::kStored);
+    ASSERT_TRUE(st->Close().ok());
+    st.reset();
+    Store::PauseCountForTest(true);
+    Open(ev);
+    EXPECT_TRUE(st->counting_items());
+    EXPECT_EQ(st->count_walked(), 0u);  // Open walked nothing
+    std::atomic<bool> go{false};
+    std::atomic<uint64_t> bad{0};
+    std::vector<std::thread> ts;
+    for (int t = 0; t < kThreads; ++t) {
+      ts.emplace_back([&, t] {
+        uint64_t x = 0x9e3779b97f4a7c15ull * (t + 7);
+        for (int i = 0; i < 4000; ++i) {
+          if (i == 200) go.store(true);
+          x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+          const std::string k = key(static_cast<int>(x % keys));
+          if ((x >> 33) % 2) {
+            if (st->StoreItem(StoreMode::kSet, k, 0, 0, "w", 0) != Result::kStored) ++bad;
+          } else {
+            const Result r = st->Delete(k);
+            if (r != Result::kDeleted && r != Result::kNotFound) ++bad;
+          }
+        }
+      });
+    }
+    while (!go.load()) std::this_thread::yield();
+    Store::PauseCountForTest(false);
+    for (auto& t : ts) t.join();
+    st->WaitForCount();
+    EXPECT_EQ(bad.load(), 0u);
+    EXPECT_GE(st->count_walked(), 1u);
+    EXPECT_EQ(st->curr_items(), st->IndexItemsForTest());
+    for (int i = 0; i < 500; ++i) (void)st->Delete(key(i));
+    for (int i = keys; i < keys + 300; ++i) ASSERT_EQ(st->StoreItem(StoreMode::kSet, key(i), 0, 0, "n", 0), Result::kStored);
+    EXPECT_EQ(st->curr_items(), st->IndexItemsForTest());
+    ExpectConsistent("item count");
+    ASSERT_TRUE(st->Close().ok());
+    st.reset();
+    std::filesystem::remove(path.str());
+  }
 }
 
 // ---- the same over the network: `wort serve`'s server with 2 worker threads ----------------
