@@ -31,6 +31,7 @@ inline constexpr bool IsVolatile(uint32_t id) { return id >= 30 && id <= 39; }
 // Roots that are not index kinds (their visit functions: index/registry.h RegisterRootVisitor): 40..49.
 inline constexpr uint32_t kCanrt = 40;  // CANRT's region (src/remote/canrt.h)
 inline constexpr uint32_t kKnn = 41;    // a kNN SS-tree (src/knn/layout.h)
+inline constexpr uint32_t kKvBatch = 42;  // a key-value store's batch log (src/kv/batch_log.h)
 // Test-only structures: 1000 and up.
 inline constexpr uint32_t kTestFirst = 1000;
 }  // namespace wort::kind_id

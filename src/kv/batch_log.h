@@ -26,14 +26,8 @@
 #include <string>
 #include <string_view>
 
+#include "index/kind_ids.h"
 #include "wort/pool.h"
-
-namespace wort::kind_id {
-// The root type of a batch log: a root that is not an index kind (index/kind_ids.h, 40..49; kept
-// here rather than there so that the kinds' sources do not depend on it - add it to that list's
-// comment when it is next edited).
-inline constexpr uint32_t kKvBatch = 42;
-}  // namespace wort::kind_id
 
 namespace wort::kv {
 
