@@ -10,14 +10,6 @@ import wort
 DIR = os.environ.get("WORT_TEST_DIR", "/dev/shm")
 
 
-@pytest.fixture
-def path(request):
-    p = os.path.join(DIR, f"wort-pytest-batch-{os.getpid()}-{request.node.name}.pool")
-    if os.path.exists(p):
-        os.unlink(p)
-    yield p
-    if os.path.exists(p):
-        os.unlink(p)
 
 
 def test_batch_context_manager(path):

@@ -15,14 +15,6 @@ import wort
 DIR = os.environ.get("WORT_TEST_DIR", "/dev/shm")
 
 
-@pytest.fixture
-def path(request):
-    p = os.path.join(DIR, f"wort-pytest-{os.getpid()}-{request.node.name}.pool")
-    if os.path.exists(p):
-        os.unlink(p)
-    yield p
-    if os.path.exists(p):
-        os.unlink(p)
 
 
 def rand_bytes(rng, n):

@@ -18,14 +18,6 @@ import wort
 DIR = os.environ.get("WORT_TEST_DIR", "/dev/shm")
 
 
-@pytest.fixture
-def path(request):
-    p = os.path.join(DIR, f"wort-pytest-{os.getpid()}-{request.node.name}.pool")
-    if os.path.exists(p):
-        os.unlink(p)
-    yield p
-    if os.path.exists(p):
-        os.unlink(p)
 
 
 EDGE_KEYS = [b"", b"\x00", b"\x00\x00", b"\x80", b"\xff", b"\xff\xff", b"a", b"ab", b"abc", b"x" * 4096]
