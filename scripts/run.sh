@@ -2,7 +2,7 @@
 # Sets everything up and runs the main job on defaults: the WORT paper's evaluation at quick
 # scale for every index kind in the build (wort reproduce), into out/quick/ (report.md, PNG
 # plots, results.jsonl), with a progress line and an estimate of the time left after each run.
-# About 10 minutes on a 2-core machine (the thesis chapter IV sections included).
+# Measurements about 2-3 minutes on a quiet 2-core machine (about 10 with other jobs beside it).
 #   WORT_SCALE        quick (default), medium, paper; tiny runs the whole pipeline in seconds
 #                     (.ci/run uses it to check this command on every change)
 #   WORT_OUT          output directory (default out/<scale>); missing parents are created
