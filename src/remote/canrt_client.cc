@@ -29,6 +29,7 @@ class Client final : public remote::RemoteKV {
 
   std::string name() const override { return "canrt"; }
   remote::Connection::Counters transport_counters() const override { return c_->counters(); }
+  uint64_t resize_requests() const override { return stats_.resize_requests; }
 
   Status Put(std::string_view key, std::string_view value) override {
     WORT_RETURN_IF_ERROR(CheckKey(key));
@@ -90,7 +91,7 @@ class Client final : public remote::RemoteKV {
           }
         }
         std::vector<std::pair<std::string_view, std::string_view>> items;
-        const uint64_t bits = meta_ & kBitmapMask;
+        const uint64_t bits = live_;
         for (uint32_t s = 0; s < h_.capacity; ++s) {
           if (!(bits >> s & 1)) continue;
           const unsigned char* it = ItemAt(s);
@@ -166,7 +167,14 @@ class Client final : public remote::RemoteKV {
   }
 
   // One Read of the whole data node (Algorithm 2); re-read while a live item fails its crc (a
-  // slot freed and reused during the read).
+  // slot freed and reused during the read). Then the node's state as readers must see it
+  // (live_): the bitmap, plus the one item a client may have made durable without the server
+  // having applied it yet - valid byte 1, complete (crc), its bit clear: an acknowledged write
+  // (recovery would apply it), so a put's key takes that slot and a delete's key is absent.
+  // When the node was locked or held such an item, the metadata word is read again after the
+  // node: a Read is not atomic, and a server's apply between the two (bit set, valid byte
+  // cleared) could otherwise show neither the item nor its bit, i.e. an older version of a key
+  // after its Put returned. A changed bitmap means: read the node again.
   Status ReadNode(uint32_t d, bool* retired) {
     for (int attempt = 0;; ++attempt) {
       WORT_RETURN_IF_ERROR(c_->Read(NodeOff(d), node_.data(), node_.size()));
@@ -176,19 +184,42 @@ class Client final : public remote::RemoteKV {
       const uint64_t bits = meta_ & kBitmapMask;
       for (uint32_t s = 0; s < h_.capacity && ok; ++s) {
         if (!(bits >> s & 1)) continue;
-        const unsigned char* it = ItemAt(s);
-        uint32_t crc;
-        std::memcpy(&crc, it + kItemCrc, 4);
-        ok = it[kItemKeyLen] <= kMaxKey && it[kItemValLen] <= kMaxValue && crc == ItemCrc(it);
+        ok = Complete(ItemAt(s));
       }
-      if (ok) return Status::OK();
+      if (ok) {
+        live_ = bits;
+        bool pending = false;
+        for (uint32_t s = 0; s < h_.capacity; ++s) {
+          const unsigned char* it = ItemAt(s);
+          if ((bits >> s & 1) || it[kItemValid] != 1 || !Complete(it) ||
+              (it[kItemOp] != kOpPut && it[kItemOp] != kOpDelete))
+            continue;
+          pending = true;
+          for (uint32_t j = 0; j < h_.capacity; ++j)
+            if ((live_ >> j & 1) && SameKey(ItemAt(j), it)) live_ &= ~(1ull << j);
+          if (it[kItemOp] == kOpPut) live_ |= 1ull << s;
+        }
+        if (!pending && LockOf(meta_) == 0) return Status::OK();
+        uint64_t again;
+        WORT_RETURN_IF_ERROR(c_->Read(NodeOff(d), &again, 8));
+        // The lock field alone may change (waiting writers count in it): that changes no item.
+        if ((again & ~kLockMask) == (meta_ & ~kLockMask)) return Status::OK();
+      }
       ++stats_.reread;
-      if (attempt > 1000) return Status::Corruption("canrt: data node " + std::to_string(d) + " holds a bad item");
-      Backoff(attempt);
+      if (attempt > 100000) return Status::Corruption("canrt: data node " + std::to_string(d) + " never read consistently");
+      Backoff(std::min(attempt, 4));
     }
   }
+  bool Complete(const unsigned char* it) const {
+    uint32_t crc;
+    std::memcpy(&crc, it + kItemCrc, 4);
+    return it[kItemKeyLen] <= kMaxKey && it[kItemValLen] <= kMaxValue && crc == ItemCrc(it);
+  }
+  static bool SameKey(const unsigned char* a, const unsigned char* b) {
+    return a[kItemKeyLen] == b[kItemKeyLen] && std::memcmp(a + kItemKey, b + kItemKey, a[kItemKeyLen]) == 0;
+  }
   int FindInNode(std::string_view key) const {
-    const uint64_t bits = meta_ & kBitmapMask;
+    const uint64_t bits = live_;
     for (uint32_t s = 0; s < h_.capacity; ++s) {
       if (!(bits >> s & 1)) continue;
       const unsigned char* it = ItemAt(s);
@@ -213,11 +244,19 @@ class Client final : public remote::RemoteKV {
                            " ms (" + what + ")");
   }
 
+  // Waits up to 2^min(attempt, 10) us (random). Waits under 64 us yield in a loop rather than
+  // sleep: a sleep lasts at least the timer slack (about 50 us), and the usual wait - for the
+  // server's apply of the previous write to the same node, which holds its lock - is a few us.
   void Backoff(int attempt) {
     const int e = std::min(attempt, 10);
     const uint64_t us = std::uniform_int_distribution<uint64_t>(0, (1ull << e))(rng_);
-    if (us < 2) std::this_thread::yield();
-    else std::this_thread::sleep_for(std::chrono::microseconds(us));
+    if (us < 64) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
+      do std::this_thread::yield();
+      while (std::chrono::steady_clock::now() < until);
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(us));
+    }
   }
 
   // Algorithm 1. For a delete, *found says whether the key was present (read under the lock).
@@ -241,7 +280,8 @@ class Client final : public remote::RemoteKV {
         Backoff(attempt);
         continue;
       }
-      // Checking phase.
+      // Checking phase. (The lock is ours only once the previous holder's item is applied and
+      // its valid byte cleared: the server releases the lock last.)
       const uint64_t bits = old & kBitmapMask;
       const uint64_t full = (1ull << h_.capacity) - 1;
       if (op == kOpDelete) {
@@ -286,16 +326,20 @@ class Client final : public remote::RemoteKV {
       item[kItemValid] = 1;
       const uint64_t item_off = meta_off + 64 + uint64_t(slot) * kItemBytes;
       WORT_RETURN_IF_ERROR(c_->Write(item_off, item, kItemBytes));
+      // Durable through the transport (local: this client writes the line back itself; ucx:
+      // remote-completion flush + read-after-write - transport.h says what each guarantees).
+      // From here the write survives a crash of the server: recovery applies every complete
+      // item whose valid byte is set. The server applies it in the background (bitmap bit,
+      // valid byte cleared, lock released); until then the node stays locked, and every reader
+      // already sees the item (ReadNode).
+      WORT_RETURN_IF_ERROR(c_->Persist(item_off, kItemBytes));
+      ++stats_.client_active;
       Message m{d, slot};
-      WORT_RETURN_IF_ERROR(c_->Notify(std::string_view(reinterpret_cast<const char*>(&m), sizeof m)));
-      // Acknowledgement: the server cleared the valid byte after making the write durable. (A
-      // put's slot is not reused before that; a delete's slot is freed only after it.)
-      for (int w = 0;; ++w) {
-        unsigned char tail[8];
-        WORT_RETURN_IF_ERROR(c_->Read(item_off + kItemTailWord, tail, 8));
-        if (tail[7] == 0 || std::memcmp(tail, item + kItemTailWord, 7) != 0) break;
-        if (w % 64 == 63 && std::chrono::steady_clock::now() > deadline) return Timeout("acknowledgement");
-        if (w > 64) Backoff(std::min(w - 64, 4));
+      const Status ns = c_->Notify(std::string_view(reinterpret_cast<const char*>(&m), sizeof m));
+      if (!ns.ok()) {
+        // The write is durable and will be applied when the server recovers; the server cannot
+        // be told now (stopped or gone): the node stays locked until it restarts.
+        ++stats_.notify_failures;
       }
       return Status::OK();
     }
@@ -310,6 +354,7 @@ class Client final : public remote::RemoteKV {
   std::vector<size_t> rank_;
   std::vector<char> node_;
   uint64_t meta_ = 0;
+  uint64_t live_ = 0;  // the slots readers see (ReadNode)
   ClientStats stats_;
 };
 

@@ -280,36 +280,39 @@ void Service::ProcessWrite(uint32_t node, uint32_t slot) {
     pm::persist(meta, 8);
     return;
   }
-  // 1. The item is durable before any metadata refers to it.
+  // 1. The item is durable before any metadata refers to it. The client's Persist made it so
+  //    already on the local backend; on ucx the client's flush + read-after-write is durable only
+  //    where the target's caches are in the persistence domain (transport.h), so the server
+  //    writes it back too.
+  // crash-site: redundant: the client's Persist (remote::PersistMapped) wrote this line back before its Put returned; kept for ucx targets whose caches are not in the persistence domain
   pm::persist(it, kItemBytes);
   // The key's current version (at most one slot holds a key).
   const uint64_t bits = pm::load8(meta) & kBitmapMask;
   uint64_t older = 0;
   for (uint32_t s = 0; s < cap; ++s)
     if (s != slot && (bits >> s & 1) && SameKey(Item(node, s), it)) older |= 1ull << s;
+  // 2. put:    the slot's bit set and the key's older slot cleared in ONE compare-swap (lock kept);
+  //    delete: the key's bit cleared (lock kept; the delete item's slot stays free).
+  //    Persisted: after it, clearing the valid byte cannot lose the write.
   if (it[kItemOp] == kOpPut) {
-    // 2. Visible and unlocked in one 8-byte compare-swap.
     const uint64_t arg = (1ull << slot) | older << 32;  // low: bit to set; high: bits to clear
     Cas(meta, [](uint64_t cur, uint64_t a) -> uint64_t {
-      return ((cur & kBitmapMask & ~(a >> 32)) | (a & 0xffffffffull)) | (cur & kRetired);
+      return (cur & ~kBitmapMask) | ((cur & kBitmapMask & ~(a >> 32)) | (a & 0xffffffffull));
     }, arg);
     pm::persist(meta, 8);
-    // 3. Processed.
-    pm::store8(reinterpret_cast<uint64_t*>(it + kItemTailWord), valid_clear);
-    pm::persist(it + kItemTailWord, 8);
-  } else {
-    // 2. The key's bit cleared, the lock kept (the delete item's slot is free but not reusable yet).
-    if (older) {
-      Cas(meta, [](uint64_t cur, uint64_t a) -> uint64_t { return cur & ~a; }, older);
-      pm::persist(meta, 8);
-    }
-    // 3. Processed. 4. Unlocked.
-    pm::store8(reinterpret_cast<uint64_t*>(it + kItemTailWord), valid_clear);
-    pm::persist(it + kItemTailWord, 8);
-    // Not persisted: a lock is volatile state (recovery resets every lock), and the bitmap in
-    // this word was persisted in step 2.
-    Cas(meta, [](uint64_t cur, uint64_t) -> uint64_t { return cur & ~kLockMask; }, 0);
+  } else if (older) {
+    Cas(meta, [](uint64_t cur, uint64_t a) -> uint64_t { return cur & ~a; }, older);
+    pm::persist(meta, 8);
   }
+  // 3. Processed: the valid byte cleared and persisted BEFORE the lock is released, so that the
+  //    next writer's item (valid = 1, persisted by that client before its Put returns) is never
+  //    persistent beside this one's: at most one item per data node is ever persistent with
+  //    valid = 1, and recovery need not know in which order two items of one key were written.
+  pm::store8(reinterpret_cast<uint64_t*>(it + kItemTailWord), valid_clear);
+  pm::persist(it + kItemTailWord, 8);
+  // 4. Unlocked. Not persisted: a lock is volatile state (recovery resets every lock), and the
+  //    bitmap in this word was persisted in step 2.
+  Cas(meta, [](uint64_t cur, uint64_t) -> uint64_t { return cur & ~kLockMask; }, 0);
   writes_.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -488,10 +491,15 @@ void Service::Resize(uint32_t node) {
     for (auto& [off, n] : shadow_diff_) CopyArea(shadow + off, valid + off, n);
     ch.ranges = shadow_diff_;
   }
+  const size_t copied = ch.ranges.size();
   Status st = SplitInShadow(node, shadow, &ch);
-  // Whatever happened, shadow and valid now differ (at most) in ch's ranges.
+  // The shadow equalled the valid tree before the split: whatever happens now (committed - the
+  // shadow becomes valid and the old valid the shadow - or refused), the two areas differ in the
+  // ranges the split wrote, and only there. (Until 2026-11-26 the copied ranges were kept too,
+  // so the list grew by every resize and each resize copied and flushed all earlier ones: at
+  // 10^5 keys about 2 ms of server CPU per resize.)
   shadow_full_sync_ = false;
-  shadow_diff_ = ch.ranges;
+  shadow_diff_.assign(ch.ranges.begin() + static_cast<std::ptrdiff_t>(copied), ch.ranges.end());
   if (!st.ok()) {
     std::fprintf(stderr, "wort canrt: resize of data node %u refused: %s\n", node, st.ToString().c_str());
     // No store to `state`: it still says idle (nothing was committed); the shadow is left as it is.
@@ -520,13 +528,16 @@ Status Service::Recover() {
   if (vh.fanout != hdr_->fanout || vh.nprefix < 1 || vh.nprefix > hdr_->max_prefix || vh.ndata > hdr_->max_nodes)
     return Status::Corruption("CANRT: the valid prefix area's header is inconsistent with the geometry");
   const uint32_t cap = hdr_->capacity;
-  // 1. Writes cut by the crash (section 3.6).
+  // 1. Writes cut by the crash (section 3.6), in EVERY data node: a client's item is durable
+  //    (its Persist returned, the Put was acknowledged) before the server sees it, while the
+  //    lock word the client's fetch-add changed may not have reached persistence - a node need
+  //    not look locked to hold an acknowledged, unapplied item.
   for (uint64_t d = 0; d < vh.ndata; ++d) {
     uint64_t* meta = Meta(d);
     uint64_t mv = pm::load8(meta);
     if (mv & kRetired) continue;
-    bool dirty = false;
-    if (LockOf(mv) != 0) {
+    bool dirty = LockOf(mv) != 0;
+    {
       for (uint32_t s = 0; s < cap; ++s) {
         unsigned char* it = Item(d, s);
         if (it[kItemValid] != 1 || !ItemOk(it)) continue;
@@ -538,9 +549,9 @@ Status Service::Recover() {
         mv &= ~older;
         if (it[kItemOp] == kOpPut) mv |= 1ull << s;
         recovered_.fetch_add(1, std::memory_order_relaxed);
+        dirty = true;
       }
       mv &= ~kLockMask;
-      dirty = true;
     }
     if (dirty) {
       pm::store8(meta, mv);
