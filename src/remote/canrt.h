@@ -19,8 +19,8 @@
 // in the node (before Persist returns, so a reader may see a write whose Put has not returned,
 // and which a crash before that Persist would lose); readers count a complete item with valid
 // byte 1 and its bit clear as the node's newest version of its key (ReadNode), and re-read the
-// metadata word after a node Read that met a lock or such an item (a server's apply between the
-// two would otherwise hide the write). Once a Put has returned, every Get and Scan that starts
+// metadata word and the node's apply counter after every node Read (a server's apply between the
+// two would otherwise hide the write, also when a later apply restored the bitmap). Once a Put has returned, every Get and Scan that starts
 // later sees it or a later write.
 // Read (Algorithm 2): one Read of the whole data node, search of the slots whose bit is set
 // (crc-checked: a slot reused during the read is re-read). Never blocks: a retired node is read

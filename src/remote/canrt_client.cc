@@ -171,14 +171,18 @@ class Client final : public remote::RemoteKV {
   // (live_): the bitmap, plus the one item a client may have made durable without the server
   // having applied it yet - valid byte 1, complete (crc), its bit clear: an acknowledged write
   // (recovery would apply it), so a put's key takes that slot and a delete's key is absent.
-  // When the node was locked or held such an item, the metadata word is read again after the
-  // node: a Read is not atomic, and a server's apply between the two (bit set, valid byte
-  // cleared) could otherwise show neither the item nor its bit, i.e. an older version of a key
-  // after its Put returned. A changed bitmap means: read the node again.
+  // Then the header (metadata word and apply counter) is read again: a Read is not atomic, and
+  // an apply between the two reads - even one whose bitmap change a later apply undid (ABA) -
+  // could otherwise give a view of the node that never existed (a key absent that was present
+  // throughout, or an older version of a key after its Put returned). A changed bitmap or
+  // counter means: read the node again. (Every ReadNode, not only those that met a lock or an
+  // unapplied item: a writer can lock, write and be applied wholly between the two reads.)
   Status ReadNode(uint32_t d, bool* retired) {
     for (int attempt = 0;; ++attempt) {
       WORT_RETURN_IF_ERROR(c_->Read(NodeOff(d), node_.data(), node_.size()));
       std::memcpy(&meta_, node_.data(), 8);
+      uint64_t applies;
+      std::memcpy(&applies, node_.data() + 8, 8);
       *retired = meta_ & kRetired;
       bool ok = true;
       const uint64_t bits = meta_ & kBitmapMask;
@@ -188,22 +192,19 @@ class Client final : public remote::RemoteKV {
       }
       if (ok) {
         live_ = bits;
-        bool pending = false;
         for (uint32_t s = 0; s < h_.capacity; ++s) {
           const unsigned char* it = ItemAt(s);
           if ((bits >> s & 1) || it[kItemValid] != 1 || !Complete(it) ||
               (it[kItemOp] != kOpPut && it[kItemOp] != kOpDelete))
             continue;
-          pending = true;
           for (uint32_t j = 0; j < h_.capacity; ++j)
             if ((live_ >> j & 1) && SameKey(ItemAt(j), it)) live_ &= ~(1ull << j);
           if (it[kItemOp] == kOpPut) live_ |= 1ull << s;
         }
-        if (!pending && LockOf(meta_) == 0) return Status::OK();
-        uint64_t again;
-        WORT_RETURN_IF_ERROR(c_->Read(NodeOff(d), &again, 8));
+        uint64_t again[2];
+        WORT_RETURN_IF_ERROR(c_->Read(NodeOff(d), again, 16));
         // The lock field alone may change (waiting writers count in it): that changes no item.
-        if ((again & ~kLockMask) == (meta_ & ~kLockMask)) return Status::OK();
+        if ((again[0] & ~kLockMask) == (meta_ & ~kLockMask) && again[1] == applies) return Status::OK();
       }
       ++stats_.reread;
       if (attempt > 100000) return Status::Corruption("canrt: data node " + std::to_string(d) + " never read consistently");

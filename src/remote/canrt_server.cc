@@ -291,6 +291,10 @@ void Service::ProcessWrite(uint32_t node, uint32_t slot) {
   uint64_t older = 0;
   for (uint32_t s = 0; s < cap; ++s)
     if (s != slot && (bits >> s & 1) && SameKey(Item(node, s), it)) older |= 1ull << s;
+  // Readers' guard (canrt_layout.h, "apply counter"): bumped before the bitmap changes, so that
+  // a reader whose node Read overlapped this apply sees the counter change even when later
+  // applies bring the bitmap back to the value it read first (ABA). Volatile: not persisted.
+  std::atomic_ref<uint64_t>(meta[1]).fetch_add(1);
   // 2. put:    the slot's bit set and the key's older slot cleared in ONE compare-swap (lock kept);
   //    delete: the key's bit cleared (lock kept; the delete item's slot stays free).
   //    Persisted: after it, clearing the valid byte cannot lose the write.

@@ -14,6 +14,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <mutex>
 #include <thread>
 
 #include "common/test_util.h"
@@ -517,12 +518,20 @@ TEST(Canrt, ReadersNeverSeeOlderThanAcknowledged) {
   }
   std::atomic<bool> done{false};
   std::atomic<int> errors{0};
+  std::mutex first_mu;
+  std::string first_error;  // what the first error was
+  auto fail = [&](std::string what) {
+    if (errors.fetch_add(1) == 0) {
+      std::lock_guard<std::mutex> g(first_mu);
+      first_error = std::move(what);
+    }
+  };
   std::atomic<uint64_t> reads{0};
   std::vector<std::thread> ts;
   for (int t = 0; t < 2; ++t)
     ts.emplace_back([&, t] {
       std::unique_ptr<remote::RemoteKV> kv;
-      if (!Connect(server->info(), &kv).ok()) return (void)++errors;
+      if (!Connect(server->info(), &kv).ok()) return fail("connect");
       std::mt19937_64 r(t);
       while (!done.load()) {
         if (r() % 8 == 0) {
@@ -531,16 +540,21 @@ TEST(Canrt, ReadersNeverSeeOlderThanAcknowledged) {
           int seen = 0;
           Status s = kv->Scan("", "", 0, [&](std::string_view k, std::string_view v) {
             const int j = std::atoi(std::string(k.substr(1)).c_str());
-            if (j < 0 || j >= kKeys || std::atoi(std::string(v).c_str()) < floor[j]) ++errors;
+            if (j < 0 || j >= kKeys || std::atoi(std::string(v).c_str()) < floor[j])
+              fail(test::Cat("scan: key ", std::to_string(j), " value ", std::string(v), " below the acknowledged ",
+                             std::to_string(j >= 0 && j < kKeys ? floor[j] : -1)));
             ++seen;
             return true;
           });
-          if (!s.ok() || seen != kKeys) ++errors;
+          if (!s.ok() || seen != kKeys) fail(test::Cat("scan: ", s.ToString(), ", ", std::to_string(seen), " keys"));
         } else {
           const int j = static_cast<int>(r() % kKeys);
           const int floor = acked[j].load();
           std::string v;
-          if (!kv->Get(key(j), &v).ok() || std::atoi(v.c_str()) < floor) ++errors;
+          const Status s = kv->Get(key(j), &v);
+          if (!s.ok() || std::atoi(v.c_str()) < floor)
+            fail(test::Cat("get: key ", std::to_string(j), " ", s.ToString(), " value ", v, " below the acknowledged ",
+                           std::to_string(floor)));
         }
         ++reads;
         std::this_thread::yield();
@@ -552,13 +566,14 @@ TEST(Canrt, ReadersNeverSeeOlderThanAcknowledged) {
     std::mt19937_64 r(99);
     for (int i = 1; i <= kWrites; ++i) {
       const int j = static_cast<int>(r() % kKeys);
-      if (!kv->Put(key(j), val(i)).ok()) ++errors;
+      const Status s = kv->Put(key(j), val(i));
+      if (!s.ok()) fail(test::Cat("put: ", s.ToString()));
       acked[j].store(i);
     }
   }
   done = true;
   for (auto& t : ts) t.join();
-  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(errors.load(), 0) << "first: " << first_error;
   EXPECT_GT(reads.load(), 100u);
   server->service().Drain();
   std::string rep;
