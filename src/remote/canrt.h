@@ -31,12 +31,21 @@
 //   2. put:    ONE 8-byte compare-swap of the metadata: bit(slot) set, bit of the key's older
 //              version cleared, lock kept; persist.
 //      delete: one compare-swap clearing the key's bit (lock kept); persist.
-//   3. clear the item's valid byte (one 8-byte store of its last word); persist.
+//      Before that compare-swap, the key's older slot is scrubbed (op byte := 0, its first word):
+//      a freed slot's old item must never pass for an unapplied one when the next writer's item
+//      Write overtakes a reader's Read of it (old first words + new valid byte: a stale read) or
+//      a crash cuts that Write (recovery would apply the old item).
+//   3. clear the item's valid byte (one 8-byte store of its last word; a delete item's op byte is
+//      scrubbed too); persist, together with the scrubs of step 2.
 //   4. compare-swap lock field 0 (not persisted: recovery resets locks). The lock is released
 //      last so that the next writer's item is never persistent with valid = 1 beside this one:
 //      at most one item per data node is persistent with valid = 1 (a delete item's slot stays
 //      free; holding the lock until its valid byte is clear keeps another writer from reusing
 //      the slot before).
+// Resize and acknowledged writes: a node is split only on its lock holder's request and never
+// while an item in it waits for its apply (Service::Resize ignores any other request), so an
+// acknowledged item is always applied - and migrated - before its node is retired, and no client
+// writes into a retired node (its fetch-add returns RETIRED: it retries on the new generation).
 // Post-crash invariants: a slot whose bit is set holds a complete, persistent item; at most one
 // item per data node is unprocessed (valid = 1, bit clear for a put), locked or not (the lock
 // word of the client's fetch-add need not be persistent); the valid tree's prefix
@@ -57,8 +66,8 @@
 // (it is redone when a writer finds the node full again); pxflag set, dtflag clear -> the
 // migration is redone from d (new nodes located in the shadow tree) and committed.
 // Recovery also re-applies, in every data node of the valid tree (locked or not), the items whose
-// valid byte is 1 and whose crc is right (unless already applied: a put whose bit is set), clears every valid byte and resets
-// every lock.
+// valid byte is 1 and whose crc is right (unless already applied: a put whose bit is set), clears every valid byte,
+// scrubs every free slot (op byte 0) and resets every lock.
 //
 // Thread safety: the transport's notify thread only queues; written items are processed on the
 // service's write thread and resizes on its resize thread (so a resize delays only the writers of

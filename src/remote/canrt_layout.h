@@ -46,6 +46,8 @@
 //   [4..8) crc32c of bytes [0,4) and key and value, [8..32) key (<= 24 bytes), [32..63) value
 //   (<= 31 bytes), [63] valid (1: written by a client, not yet processed by the server).
 //   A delete item's processed result goes in byte 62 (0: removed, 1: not found, 2: rejected).
+//   A slot that leaves the live set (bit cleared, or an applied delete item) has op byte 0
+//   ("scrubbed", canrt.h): never an item, alone or mixed with a later item's words.
 //
 // Header mutable words (their own cache line of the header):
 //   state        generation << 2 | pxflag << 1 | dtflag. The valid tree is area (generation & 1).

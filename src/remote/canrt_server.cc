@@ -37,6 +37,17 @@ bool SameKey(const unsigned char* a, const unsigned char* b) {
 std::string_view KeyOf(const unsigned char* it) {
   return {reinterpret_cast<const char*>(it + kItemKey), it[kItemKeyLen]};
 }
+// A slot leaves the node's live set (its bit cleared, or an applied delete item's valid byte
+// cleared): its op byte := 0 (one 8-byte store of the item's first word; lengths, key and value
+// stay, so recovery can still match the key). The slot's old bytes then never pass a reader's or
+// recovery's check again, not even mixed with a later item's words: a Read (or a crash) that the
+// next writer's item Write overtakes yields this word - op 0, and a crc that covers op - beside
+// the new valid byte. Not persisted here (the callers flush it before the node's lock is released,
+// i.e. before any writer can reuse the slot).
+void ScrubOp(unsigned char* it) {
+  uint64_t* w0 = reinterpret_cast<uint64_t*>(it);
+  pm::store8(w0, pm::load8(w0) & ~uint64_t{0xff});  // byte 0 (kItemOp), little-endian
+}
 
 // Writable prefix area (the shadow while a resize builds it); every store is noted for the
 // persist and for the next resize's copy.
@@ -271,7 +282,9 @@ void Service::ProcessWrite(uint32_t node, uint32_t slot) {
   std::memcpy(&tail, it + kItemTailWord, 8);
   const uint64_t valid_clear = tail & ~(0xffull << 56);  // byte 63 (valid) := 0
   if (!ItemOk(it)) {
-    // A client's write that is not a whole item: dropped (valid cleared, lock released).
+    // A client's write that is not a whole item: dropped (op scrubbed and valid cleared - one
+    // cache line, persisted together - lock released).
+    ScrubOp(it);
     pm::store8(reinterpret_cast<uint64_t*>(it + kItemTailWord), valid_clear);
     // crash-site: uncaught: only a malformed item (a faulty client) reaches this path
     pm::persist(it + kItemTailWord, 8);
@@ -291,6 +304,14 @@ void Service::ProcessWrite(uint32_t node, uint32_t slot) {
   uint64_t older = 0;
   for (uint32_t s = 0; s < cap; ++s)
     if (s != slot && (bits >> s & 1) && SameKey(Item(node, s), it)) older |= 1ull << s;
+  // The slots this apply frees (the key's older version) are scrubbed BEFORE the bitmap change
+  // frees them (ScrubOp): once a reader can see a slot free, its old item can no longer pass for
+  // an unapplied one when the next writer's item Write overtakes the reader's Read (which would
+  // give the reader that old version, or a delete long superseded, as the newest). Between this
+  // store and the compare-swap the slot's bit is still set and its item fails the crc: readers
+  // re-read (and the apply counter below changes anyway).
+  for (uint32_t s = 0; s < cap; ++s)
+    if (older >> s & 1) ScrubOp(Item(node, s));
   // Readers' guard (canrt_layout.h, "apply counter"): bumped before the bitmap changes, so that
   // a reader whose node Read overlapped this apply sees the counter change even when later
   // applies bring the bitmap back to the value it read first (ABA). Volatile: not persisted.
@@ -312,7 +333,15 @@ void Service::ProcessWrite(uint32_t node, uint32_t slot) {
   //    next writer's item (valid = 1, persisted by that client before its Put returns) is never
   //    persistent beside this one's: at most one item per data node is ever persistent with
   //    valid = 1, and recovery need not know in which order two items of one key were written.
+  //    A delete item's slot leaves the node here (it never had a bit): scrubbed like the freed
+  //    slots above. The scrubs are persistent before the lock is released (before any writer
+  //    can reuse those slots): a crash during the next writer's item Write must not leave an old
+  //    item's first words beside the new valid byte for recovery to apply. (The delete item's
+  //    first word shares its cache line with the valid byte: one write-back.)
+  if (it[kItemOp] == kOpDelete) ScrubOp(it);
   pm::store8(reinterpret_cast<uint64_t*>(it + kItemTailWord), valid_clear);
+  for (uint32_t s = 0; s < cap; ++s)
+    if (older >> s & 1) pm::flush(Item(node, s), 8);
   pm::persist(it + kItemTailWord, 8);
   // 4. Unlocked. Not persisted: a lock is volatile state (recovery resets every lock), and the
   //    bitmap in this word was persisted in step 2.
@@ -472,6 +501,14 @@ void Service::Resize(uint32_t node) {
   const uint64_t full = (1ull << hdr_->capacity) - 1;
   if (node >= vh.ndata || (mv & kRetired)) return;  // a stale request
   if (LockOf(mv) == 0) return;                        // nobody waits on it
+  // A node holding an item that waits for its apply is never split, nor its lock released here:
+  // that item's writer holds the lock (its Put may have returned - acknowledged, durable), and
+  // only the apply releases it. The protocol sends no such request (the requester holds the lock,
+  // and a lock is granted only after the previous item's apply); a duplicated or stray one must
+  // not let another writer take the lock and overwrite the item's slot, nor migrate the node
+  // without the item (canrt.h, "Resize and acknowledged writes").
+  for (uint32_t s = 0; s < hdr_->capacity; ++s)
+    if (std::atomic_ref<unsigned char>(Item(node, s)[kItemValid]).load(std::memory_order_acquire) != 0) return;
   if ((mv & kBitmapMask) != full) {                   // not full (a stale request): let the writer retry
     Cas(meta, [](uint64_t cur, uint64_t) -> uint64_t { return cur & ~kLockMask; }, 0);
     pm::persist(meta, 8);
@@ -563,6 +600,12 @@ Status Service::Recover() {
     }
     for (uint32_t s = 0; s < cap; ++s) {
       unsigned char* it = Item(d, s);
+      // Every free slot scrubbed (ScrubOp: the slots this recovery freed, applied delete items,
+      // and those a crash left unscrubbed), so that a cut write into it later cannot pass.
+      if (!(mv >> s & 1) && it[kItemOp] != 0) {
+        ScrubOp(it);
+        pm::flush(it, 8);
+      }
       if (it[kItemValid] == 0) continue;
       uint64_t tail;
       std::memcpy(&tail, it + kItemTailWord, 8);

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <functional>
 #include <optional>
 #include <map>
 #include <random>
@@ -49,8 +50,24 @@ class InlineConn final : public remote::Connection {
     for (auto& m : q) s_->OnNotify(id_, m);
   }
   size_t deferred() const { return deferred_.size(); }
+  // The next Read that covers region offset `at` copies [off, at), calls fn, then copies the
+  // rest: a Read that another client's Write overtakes midway (a Read is not atomic).
+  void TearNextRead(uint64_t at, std::function<void()> fn) {
+    tear_at_ = at;
+    tear_fn_ = std::move(fn);
+  }
+  bool torn() const { return !tear_fn_; }
   Status Read(uint64_t off, void* dst, size_t len) override {
     if (off + len > n_) return Status::InvalidArgument("out of range");
+    if (tear_fn_ && off < tear_at_ && tear_at_ < off + len) {
+      const size_t head = tear_at_ - off;
+      std::memcpy(dst, b_ + off, head);
+      auto fn = std::move(tear_fn_);
+      tear_fn_ = nullptr;
+      fn();
+      std::memcpy(static_cast<char*>(dst) + head, b_ + off + head, len - head);
+      return Status::OK();
+    }
     std::memcpy(dst, b_ + off, len);
     return Status::OK();
   }
@@ -91,6 +108,8 @@ class InlineConn final : public remote::Connection {
   uint32_t id_;
   bool defer_;
   std::vector<std::string> deferred_;
+  uint64_t tear_at_ = 0;
+  std::function<void()> tear_fn_;
 };
 
 std::unique_ptr<remote::RemoteKV> InlineClient(Service* s, uint32_t id = 1, InlineConn** conn = nullptr) {
@@ -487,6 +506,175 @@ TEST(Canrt, RecoveryAppliesDurableItemOfUnlockedNode) {
   EXPECT_EQ(svc->Stats().recovered_items, 1u);
   kv = InlineClient(svc.get());
   EXPECT_EQ(ScanAll(*kv), (Model{{"a", "1"}, {"\x80\xff", "2"}}));
+  std::string rep;
+  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
+}
+
+// A node Read is not atomic, and a slot the server freed (the key's older version, or an
+// applied delete item) keeps the old item's bytes until a writer reuses it. A reader whose Read
+// of that slot is overtaken by the next writer's item Write gets the old item's first words (op,
+// lengths, crc, key, a short value) and the new item's last (valid byte 1): a complete-looking,
+// unapplied item - an old version of a key (or its delete) taken for the newest. Each case tears
+// the reader's one Read of the node at every word of the reused slot; the write that overtakes it
+// puts ANOTHER key, so the only right answer for the key read is its last acknowledged version.
+// (Before the server scrubbed freed slots' op byte this returned the older value "v1", or
+// NotFound after a delete and a new put; ReadersNeverSeeOlderThanAcknowledged caught it by
+// chance.)
+TEST(Canrt, TornReadOfAReusedSlotIsNeverAnOlderVersion) {
+  const std::string k = "\x80k\xff", other = "\x80o";
+  for (int delete_case = 0; delete_case < 2; ++delete_case) {
+    for (uint32_t word = 1; word < kItemBytes / 8; ++word) {
+      SCOPED_TRACE(test::Cat(delete_case ? "delete case" : "put case", ", torn at word ", std::to_string(word)));
+      TempPath path("canrt");
+      auto pool = NewPool(path);
+      std::unique_ptr<Service> svc;
+      ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
+      InlineConn* wc = nullptr;
+      InlineConn* rc = nullptr;
+      auto w = InlineClient(svc.get(), 1, &wc);
+      auto reader = InlineClient(svc.get(), 2, &rc);
+      auto put = [&](const std::string& key, const std::string& v) {
+        ASSERT_TRUE(w->Put(key, v).ok());
+        wc->ApplyDeferred();
+      };
+      // Slots (first free is taken): put case - v1 in 0, v2 in 1 (frees 0): the next write
+      // reuses slot 0, which still holds v1. Delete case - v1 in 0, the delete in 1 (frees 0),
+      // v3 in 0: the next write reuses slot 1, which still holds the delete item.
+      std::string want;
+      uint32_t reused = 0;
+      put(k, "v1");
+      if (!delete_case) {
+        put(k, "v2");
+        want = "v2";
+        reused = 0;
+      } else {
+        ASSERT_TRUE(w->Remove(k).ok());
+        wc->ApplyDeferred();
+        put(k, "v3");
+        want = "v3";
+        reused = 1;
+      }
+      const uint64_t node0 = reinterpret_cast<RootHeader*>(svc->region())->data_off;
+      rc->TearNextRead(node0 + 64 + uint64_t(reused) * kItemBytes + 8 * word, [&] {
+        ASSERT_TRUE(w->Put(other, "new").ok());  // acknowledged, not applied: no header change
+      });
+      std::string v;
+      const Status s = reader->Get(k, &v);
+      ASSERT_TRUE(rc->torn());
+      ASSERT_EQ(wc->deferred(), 1u);
+      EXPECT_TRUE(s.ok()) << s.ToString();
+      EXPECT_EQ(v, want);
+      // The same for a scan: `other` put and removed, so its slot (the same one) holds a
+      // deleted version of `other`; the next put of `other` reuses it and overtakes the scan's
+      // Read. Right answers: k's last version, and `other` absent or with the overtaking value.
+      wc->ApplyDeferred();
+      ASSERT_TRUE(w->Remove(other).ok());
+      wc->ApplyDeferred();
+      rc->TearNextRead(node0 + 64 + uint64_t(reused) * kItemBytes + 8 * word, [&] {
+        ASSERT_TRUE(w->Put(other, "again").ok());
+      });
+      const Model got = ScanAll(*reader);
+      ASSERT_TRUE(rc->torn());
+      EXPECT_TRUE(got == (Model{{k, want}}) || got == (Model{{k, want}, {other, "again"}}))
+          << got.size() << " keys, " << k.size() << "-byte key -> " << (got.count(k) ? got.at(k) : "absent")
+          << ", other -> " << (got.count(other) ? got.at(other) : "absent");
+      wc->ApplyDeferred();
+      std::string rep;
+      EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
+    }
+  }
+}
+
+// The same tear in persistent memory: a crash during a client's item Write into a freed slot
+// (the Put not acknowledged) can leave the old item's first words beside the new valid byte 1.
+// Recovery must not apply that old item (it would replace the key's acknowledged version by an
+// older one). Also when the crash came between the apply's bitmap store and the persist of its
+// scrub (the slot's op byte back as it was): recovery scrubs every free slot.
+TEST(Canrt, RecoveryNeverAppliesAFreedSlotsOldItem) {
+  for (int unscrubbed = 0; unscrubbed < 2; ++unscrubbed) {
+    SCOPED_TRACE(unscrubbed ? "scrub lost in a crash" : "scrub persisted");
+    TempPath path("canrt");
+    auto pool = NewPool(path);
+    std::unique_ptr<Service> svc;
+    ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
+    auto kv = InlineClient(svc.get());
+    ASSERT_TRUE(kv->Put("\x90k", "v1").ok());  // slot 0
+    ASSERT_TRUE(kv->Put("\x90k", "v2").ok());  // slot 1; slot 0 freed
+    unsigned char* slot0 = reinterpret_cast<unsigned char*>(
+        svc->region() + reinterpret_cast<RootHeader*>(svc->region())->data_off + 64);
+    if (unscrubbed) {
+      ASSERT_EQ(slot0[kItemOp], 0);
+      slot0[kItemOp] = kOpPut;  // as persistent memory holds it when the scrub's flush was cut
+      pm::persist(slot0, 8);
+      kv.reset();
+      svc.reset();
+      pool.reset();  // no Close: a crash
+      pool = OpenPool(path);
+      ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
+      slot0 = reinterpret_cast<unsigned char*>(svc->region() + reinterpret_cast<RootHeader*>(svc->region())->data_off + 64);
+      kv = InlineClient(svc.get());
+    }
+    // A client's cut Write of another key into slot 0: only its last three words arrived.
+    char* node = svc->region() + reinterpret_cast<RootHeader*>(svc->region())->data_off;
+    std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(node)).fetch_add(kLockOne);
+    unsigned char item[kItemBytes] = {};
+    item[kItemOp] = kOpPut;
+    item[kItemKeyLen] = 2;
+    item[kItemValLen] = 3;
+    std::memcpy(item + kItemKey, "\x90o", 2);
+    std::memcpy(item + kItemValue, "new", 3);
+    const uint32_t crc = ItemCrc(item);
+    std::memcpy(item + kItemCrc, &crc, 4);
+    item[kItemValid] = 1;
+    std::memcpy(slot0 + 40, item + 40, kItemBytes - 40);
+    pm::persist(slot0, kItemBytes);
+    kv.reset();
+    svc.reset();
+    pool.reset();  // no Close: a crash
+    pool = OpenPool(path);
+    ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
+    EXPECT_EQ(svc->Stats().recovered_items, 0u);
+    kv = InlineClient(svc.get());
+    EXPECT_EQ(ScanAll(*kv), (Model{{"\x90k", "v2"}}));
+    std::string rep;
+    EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
+    ASSERT_TRUE(kv->Put("\x90o", "3").ok());  // the lock was released
+    EXPECT_EQ(ScanAll(*kv), (Model{{"\x90k", "v2"}, {"\x90o", "3"}}));
+  }
+}
+
+// Resize and acknowledged writes: a writer's item is durable and acknowledged while its node is
+// locked, before the apply. A resize request for that node (a stray or repeated one: the protocol
+// sends none then) must neither split the node nor release its lock: another writer would take
+// the free slot and overwrite the acknowledged item, or the split would migrate the node without
+// it. After the apply, a real request splits the node with every item in it.
+TEST(Canrt, ResizeRequestBesideAnUnappliedItemLosesNothing) {
+  TempPath path("canrt");
+  auto pool = NewPool(path);
+  std::unique_ptr<Service> svc;
+  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());  // capacity 4
+  InlineConn* wc = nullptr;
+  auto w = InlineClient(svc.get(), 1, &wc);
+  auto x = InlineClient(svc.get(), 2);
+  for (const char* k : {"\xa0", "\xa1", "\xa2"}) {
+    ASSERT_TRUE(w->Put(k, "old").ok());
+    wc->ApplyDeferred();
+  }
+  ASSERT_TRUE(w->Put("\xa3", "acked").ok());  // slot 3: acknowledged, not applied; node 0 locked
+  ASSERT_EQ(wc->deferred(), 1u);
+  uint64_t* meta = reinterpret_cast<uint64_t*>(svc->region() + reinterpret_cast<RootHeader*>(svc->region())->data_off);
+  const uint64_t before = pm::load8(meta);
+  const Message m{0, kResizeSlot};
+  svc->OnNotify(7, std::string_view(reinterpret_cast<const char*>(&m), sizeof m));  // inline: Resize(0) now
+  EXPECT_EQ(pm::load8(meta), before) << "the request changed the node (split, or its lock released)";
+  EXPECT_EQ(svc->Stats().resizes, 0u);
+  std::string v;
+  ASSERT_TRUE(x->Get("\xa3", &v).ok());
+  EXPECT_EQ(v, "acked");
+  wc->ApplyDeferred();  // the node is full now, and unlocked
+  ASSERT_TRUE(x->Put("\xa4", "new").ok());  // asks for the split, then writes in a new node
+  EXPECT_EQ(svc->Stats().resizes, 1u);
+  EXPECT_EQ(ScanAll(*x), (Model{{"\xa0", "old"}, {"\xa1", "old"}, {"\xa2", "old"}, {"\xa3", "acked"}, {"\xa4", "new"}}));
   std::string rep;
   EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
 }
