@@ -341,6 +341,7 @@ void Service::ProcessWrite(uint32_t node, uint32_t slot) {
   if (it[kItemOp] == kOpDelete) ScrubOp(it);
   pm::store8(reinterpret_cast<uint64_t*>(it + kItemTailWord), valid_clear);
   for (uint32_t s = 0; s < cap; ++s)
+    // crash-site: uncaught: a lost scrub matters only if a later client's item Write into the slot is cut by a crash (the explorer does not tear client Writes); Canrt.RecoveryNeverAppliesAFreedSlotsOldItem builds that image by hand, and recovery scrubs free slots again
     if (older >> s & 1) pm::flush(Item(node, s), 8);
   pm::persist(it + kItemTailWord, 8);
   // 4. Unlocked. Not persisted: a lock is volatile state (recovery resets every lock), and the
@@ -604,6 +605,7 @@ Status Service::Recover() {
       // and those a crash left unscrubbed), so that a cut write into it later cannot pass.
       if (!(mv >> s & 1) && it[kItemOp] != 0) {
         ScrubOp(it);
+        // crash-site: uncaught: the next recovery scrubs the slot again (Canrt.RecoveryNeverAppliesAFreedSlotsOldItem, "scrub lost in a crash")
         pm::flush(it, 8);
       }
       if (it[kItemValid] == 0) continue;
