@@ -5,12 +5,19 @@
 // is the numbers' and a range of r keys from record i is records i..i+r-1); values 15 bytes.
 // Phases, each printed as a line and (with --json) one JSON record:
 //   load         `keys` Puts in a random order, one client (the table the others run on)
-//   put          latency of Puts of new keys (insert), one client: p50/p99 per op
+//   put          latency of Puts of new keys in increasing order, all after the loaded ones
+//                (sequential inserts: each lands in the last data node), one client: p50/p99
 //   get          latency of Gets of random loaded keys, one client
+//   update       latency of Puts of random loaded keys (overwrite), one client
 //   range-<r>    latency of a Scan of r keys from a random loaded record, one client
 //   ycsb-<mix>   throughput with N client threads (each its own connection) of the mixes
 //                write-only (100% update), 50:50, 95:5 (read:update) and read-only, uniform
 //                keys over the loaded records, `ycsb_ops` ops per thread
+//   put-random   (last: its keys sit between the records the ranges check) latency of Puts of
+//                new keys spread over the key space: a random record's key with its last digit
+//                replaced by ':' .. '?' (16 bytes, sorting just after its decade), one client
+// resizes_per_op (load, put, put-random, update): the share of writes that found their node
+// full and waited for a resize (RemoteKV::resize_requests; 0 for the request/reply designs).
 // CPU time: cpu_ns_per_op is the client threads' CPU time per op (CLOCK_THREAD_CPUTIME_ID). When
 // the server runs in this process (no --connect), server_cpu_ns_per_op is the process's CPU time
 // (getrusage) minus the client threads', per op: every server-side thread (a baseline's polling
@@ -66,6 +73,7 @@ struct RemoteResult {
   // the --transport phases). A baseline's polls for its reply are Reads.
   double reads_per_op = -1, writes_per_op = -1, atomics_per_op = -1, notifies_per_op = -1;
   double bytes_read_per_op = -1, bytes_written_per_op = -1;
+  double resizes_per_op = -1;  // writes that waited for a resize, per op (-1: not a write phase)
 };
 
 // The 16-byte key of record i.

@@ -42,6 +42,9 @@ constexpr Owner kSiteOwners[] = {
     {"src/remote/canrt_server.cc", "",
      "CANRT's server (the remote layer): not an index kind; explored by its own crash explorer over the write "
      "path, resize and recovery (tests/remote/canrt_test.cc, CanrtCrash)"},
+    {"src/remote/transport.cc", "",
+     "the local transport's Persist (a CANRT client writing back its own DataItem): not an index kind; explored "
+     "by CANRT's crash explorer with the server's apply deferred (tests/remote/canrt_test.cc, CanrtCrash)"},
     {"src/crash/explorer.cc", "",
      "the crash explorer's own setup (ExplorerConfig::dirty_free_space: blocks filled and freed before the "
      "index is created): not an index operation"},

@@ -3,34 +3,52 @@
 // 3.1-3.6 and 4.4). The persistent layout, its invariants and the meaning of every word are in
 // canrt_layout.h; this file is the server (Service) and client (Connect) API.
 //
-// Write (Algorithm 1, client side): locate the data node in the client's copy of the prefix
-// nodes; FetchAdd64(1 << 32) on its metadata word takes the lock (lock field was 0) or counts a
-// failed attempt (back off, retry); a free slot is picked from the fetched bitmap; the DataItem
-// (key, value, op, valid = 1, crc) is written there with one Write; Notify(node, slot). A full
-// node: Notify(node, RESIZE) while holding the lock, then retry once the node is retired (split)
-// - or PoolFull when the server cannot grow the tree. Put/Remove return once the server has made
-// the write durable: the client polls the item's last word until the server cleared its valid
-// byte (remote_kv.h: OK means acknowledged and durable). Remove first reads the node under the
-// lock to return NotFound exactly.
+// Write (Algorithm 1, client side; the server's CPU is not on its critical path): locate the
+// data node in the client's copy of the prefix nodes; FetchAdd64(1 << 32) on its metadata word
+// takes the lock (lock field was 0) or counts a failed attempt (back off, retry); a free slot is
+// picked from the fetched bitmap; the DataItem (key, value, op, valid = 1, crc) is written there
+// with one Write and made durable by the transport (Connection::Persist: local - the client
+// writes the line back through its own mapping; ucx - remote-completion flush + read-after-write,
+// see transport.h for what that guarantees); then Notify(node, slot) and return: OK means
+// acknowledged and durable (remote_kv.h), recovery applies every complete item whose valid byte
+// is set. The server applies the item in the background; the node stays locked until then. A
+// full node: Notify(node, RESIZE) while holding the lock, then retry once the node is retired
+// (split) - or PoolFull when the server cannot grow the tree. Remove first reads the node under
+// the lock to return NotFound exactly.
+// Visibility: a write is seen by every client (the writer included) from the moment its item is
+// in the node (before Persist returns, so a reader may see a write whose Put has not returned,
+// and which a crash before that Persist would lose); readers count a complete item with valid
+// byte 1 and its bit clear as the node's newest version of its key (ReadNode), and re-read the
+// metadata word and the node's apply counter after every node Read (a server's apply between the
+// two would otherwise hide the write, also when a later apply restored the bitmap). Once a Put has returned, every Get and Scan that starts
+// later sees it or a later write.
 // Read (Algorithm 2): one Read of the whole data node, search of the slots whose bit is set
 // (crc-checked: a slot reused during the read is re-read). Never blocks: a retired node is read
 // as it is until the client sees the new generation.
 //
 // Server side (the service's write thread, fed by Service::OnNotify) for item (node, slot):
-//   1. persist the item (it is durable before anything refers to it)
+//   1. persist the item (the client did already on local; kept for ucx targets)
 //   2. put:    ONE 8-byte compare-swap of the metadata: bit(slot) set, bit of the key's older
-//              version cleared, lock field 0 (write visible and lock released together); persist.
+//              version cleared, lock kept; persist.
 //      delete: one compare-swap clearing the key's bit (lock kept); persist.
-//   3. clear the item's valid byte (one 8-byte store of its last word); persist.
-//   4. delete only: compare-swap lock field 0 (not persisted: recovery resets locks). (A delete
-//      item's slot stays free; holding
-//      the lock until its valid byte is clear keeps another writer from reusing the slot before.)
-// The compare-swaps go through the transport's ServerSide() connection: the clients' FetchAdd64
-// are NIC atomics on RDMA hardware, not atomic with a CPU store to the same word (transport.h);
-// through the same transport they are. The item's valid-byte store is a CPU store: no client
-// uses atomics on item words.
+//      Before that compare-swap, the key's older slot is scrubbed (op byte := 0, its first word):
+//      a freed slot's old item must never pass for an unapplied one when the next writer's item
+//      Write overtakes a reader's Read of it (old first words + new valid byte: a stale read) or
+//      a crash cuts that Write (recovery would apply the old item).
+//   3. clear the item's valid byte (one 8-byte store of its last word; a delete item's op byte is
+//      scrubbed too); persist, together with the scrubs of step 2.
+//   4. compare-swap lock field 0 (not persisted: recovery resets locks). The lock is released
+//      last so that the next writer's item is never persistent with valid = 1 beside this one:
+//      at most one item per data node is persistent with valid = 1 (a delete item's slot stays
+//      free; holding the lock until its valid byte is clear keeps another writer from reusing
+//      the slot before).
+// Resize and acknowledged writes: a node is split only on its lock holder's request and never
+// while an item in it waits for its apply (Service::Resize ignores any other request), so an
+// acknowledged item is always applied - and migrated - before its node is retired, and no client
+// writes into a retired node (its fetch-add returns RETIRED: it retries on the new generation).
 // Post-crash invariants: a slot whose bit is set holds a complete, persistent item; at most one
-// item per locked node is unprocessed (valid = 1, bit clear for a put); the valid tree's prefix
+// item per data node is unprocessed (valid = 1, bit clear for a put), locked or not (the lock
+// word of the client's fetch-add need not be persistent); the valid tree's prefix
 // area and data nodes are persistent; a resize is either not visible (state's generation
 // unchanged) or complete.
 //
@@ -47,9 +65,9 @@
 // it matters to live clients only). Recovery (section 3.6): pxflag clear -> the resize is dropped
 // (it is redone when a writer finds the node full again); pxflag set, dtflag clear -> the
 // migration is redone from d (new nodes located in the shadow tree) and committed.
-// Recovery also re-applies, in every locked node, the items whose valid byte is 1 and whose crc
-// is right (unless already applied: a put whose bit is set), clears every valid byte and resets
-// every lock.
+// Recovery also re-applies, in every data node of the valid tree (locked or not), the items whose
+// valid byte is 1 and whose crc is right (unless already applied: a put whose bit is set), clears every valid byte,
+// scrubs every free slot (op byte 0) and resets every lock.
 //
 // Thread safety: the transport's notify thread only queues; written items are processed on the
 // service's write thread and resizes on its resize thread (so a resize delays only the writers of
@@ -194,6 +212,8 @@ Status ConnectOver(std::unique_ptr<remote::Connection> conn, std::unique_ptr<rem
 // Client-side counters (operations per kind, retries) for the benchmark.
 struct ClientStats {
   uint64_t lock_retries = 0, refreshes = 0, resize_requests = 0, reread = 0;
+  uint64_t client_active = 0;    // writes acknowledged after the client's Persist (every write)
+  uint64_t notify_failures = 0;  // durable writes the server could not be told of (it stopped)
 };
 ClientStats GetClientStats(const remote::RemoteKV& kv);
 

@@ -29,6 +29,7 @@ class Client final : public remote::RemoteKV {
 
   std::string name() const override { return "canrt"; }
   remote::Connection::Counters transport_counters() const override { return c_->counters(); }
+  uint64_t resize_requests() const override { return stats_.resize_requests; }
 
   Status Put(std::string_view key, std::string_view value) override {
     WORT_RETURN_IF_ERROR(CheckKey(key));
@@ -71,6 +72,7 @@ class Client final : public remote::RemoteKV {
     bool first = true;  // `from` is inclusive only on the first pass
     size_t emitted = 0;
     for (;;) {
+      BuildOrder();
       const uint32_t d0 = View().Locate(from);
       const uint32_t d1 = end.empty() ? UINT32_MAX : View().Locate(end);
       if (d0 >= rank_.size() || (d1 != UINT32_MAX && d1 >= rank_.size()))
@@ -90,7 +92,7 @@ class Client final : public remote::RemoteKV {
           }
         }
         std::vector<std::pair<std::string_view, std::string_view>> items;
-        const uint64_t bits = meta_ & kBitmapMask;
+        const uint64_t bits = live_;
         for (uint32_t s = 0; s < h_.capacity; ++s) {
           if (!(bits >> s & 1)) continue;
           const unsigned char* it = ItemAt(s);
@@ -149,13 +151,21 @@ class Client final : public remote::RemoteKV {
       break;
     }
     ++stats_.refreshes;
+    order_built_ = false;  // the data nodes' key order: built when a scan needs it (BuildOrder)
+    return Status::OK();
+  }
+  // The data nodes in key order (order_) and each one's rank in it, from the current copy of the
+  // prefix nodes. Only scans use them: built lazily, so that a writer's refresh after each split
+  // does not walk the whole tree (the walk was 2.9% of a write-only run's profile, doc/remote.md).
+  void BuildOrder() {
+    if (order_built_) return;
     order_.clear();
     rank_.assign(View().header().ndata, 0);
     View().ForEachInOrder([&](uint32_t d) {
       if (d < rank_.size()) rank_[d] = order_.size();
       order_.push_back(d);
     });
-    return Status::OK();
+    order_built_ = true;
   }
   Status RefreshIfNew(bool* changed) {
     uint64_t st;
@@ -166,29 +176,60 @@ class Client final : public remote::RemoteKV {
   }
 
   // One Read of the whole data node (Algorithm 2); re-read while a live item fails its crc (a
-  // slot freed and reused during the read).
+  // slot freed and reused during the read). Then the node's state as readers must see it
+  // (live_): the bitmap, plus the one item a client may have made durable without the server
+  // having applied it yet - valid byte 1, complete (crc), its bit clear: an acknowledged write
+  // (recovery would apply it), so a put's key takes that slot and a delete's key is absent.
+  // Then the header (metadata word and apply counter) is read again: a Read is not atomic, and
+  // an apply between the two reads - even one whose bitmap change a later apply undid (ABA) -
+  // could otherwise give a view of the node that never existed (a key absent that was present
+  // throughout, or an older version of a key after its Put returned). A changed bitmap or
+  // counter means: read the node again. (Every ReadNode, not only those that met a lock or an
+  // unapplied item: a writer can lock, write and be applied wholly between the two reads.)
   Status ReadNode(uint32_t d, bool* retired) {
     for (int attempt = 0;; ++attempt) {
       WORT_RETURN_IF_ERROR(c_->Read(NodeOff(d), node_.data(), node_.size()));
       std::memcpy(&meta_, node_.data(), 8);
+      uint64_t applies;
+      std::memcpy(&applies, node_.data() + 8, 8);
       *retired = meta_ & kRetired;
       bool ok = true;
       const uint64_t bits = meta_ & kBitmapMask;
       for (uint32_t s = 0; s < h_.capacity && ok; ++s) {
         if (!(bits >> s & 1)) continue;
-        const unsigned char* it = ItemAt(s);
-        uint32_t crc;
-        std::memcpy(&crc, it + kItemCrc, 4);
-        ok = it[kItemKeyLen] <= kMaxKey && it[kItemValLen] <= kMaxValue && crc == ItemCrc(it);
+        ok = Complete(ItemAt(s));
       }
-      if (ok) return Status::OK();
+      if (ok) {
+        live_ = bits;
+        for (uint32_t s = 0; s < h_.capacity; ++s) {
+          const unsigned char* it = ItemAt(s);
+          if ((bits >> s & 1) || it[kItemValid] != 1 || !Complete(it) ||
+              (it[kItemOp] != kOpPut && it[kItemOp] != kOpDelete))
+            continue;
+          for (uint32_t j = 0; j < h_.capacity; ++j)
+            if ((live_ >> j & 1) && SameKey(ItemAt(j), it)) live_ &= ~(1ull << j);
+          if (it[kItemOp] == kOpPut) live_ |= 1ull << s;
+        }
+        uint64_t again[2];
+        WORT_RETURN_IF_ERROR(c_->Read(NodeOff(d), again, 16));
+        // The lock field alone may change (waiting writers count in it): that changes no item.
+        if ((again[0] & ~kLockMask) == (meta_ & ~kLockMask) && again[1] == applies) return Status::OK();
+      }
       ++stats_.reread;
-      if (attempt > 1000) return Status::Corruption("canrt: data node " + std::to_string(d) + " holds a bad item");
-      Backoff(attempt);
+      if (attempt > 100000) return Status::Corruption("canrt: data node " + std::to_string(d) + " never read consistently");
+      Backoff(std::min(attempt, 4));
     }
   }
+  bool Complete(const unsigned char* it) const {
+    uint32_t crc;
+    std::memcpy(&crc, it + kItemCrc, 4);
+    return it[kItemKeyLen] <= kMaxKey && it[kItemValLen] <= kMaxValue && crc == ItemCrc(it);
+  }
+  static bool SameKey(const unsigned char* a, const unsigned char* b) {
+    return a[kItemKeyLen] == b[kItemKeyLen] && std::memcmp(a + kItemKey, b + kItemKey, a[kItemKeyLen]) == 0;
+  }
   int FindInNode(std::string_view key) const {
-    const uint64_t bits = meta_ & kBitmapMask;
+    const uint64_t bits = live_;
     for (uint32_t s = 0; s < h_.capacity; ++s) {
       if (!(bits >> s & 1)) continue;
       const unsigned char* it = ItemAt(s);
@@ -213,11 +254,19 @@ class Client final : public remote::RemoteKV {
                            " ms (" + what + ")");
   }
 
+  // Waits up to 2^min(attempt, 10) us (random). Waits under 64 us yield in a loop rather than
+  // sleep: a sleep lasts at least the timer slack (about 50 us), and the usual wait - for the
+  // server's apply of the previous write to the same node, which holds its lock - is a few us.
   void Backoff(int attempt) {
     const int e = std::min(attempt, 10);
     const uint64_t us = std::uniform_int_distribution<uint64_t>(0, (1ull << e))(rng_);
-    if (us < 2) std::this_thread::yield();
-    else std::this_thread::sleep_for(std::chrono::microseconds(us));
+    if (us < 64) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
+      do std::this_thread::yield();
+      while (std::chrono::steady_clock::now() < until);
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(us));
+    }
   }
 
   // Algorithm 1. For a delete, *found says whether the key was present (read under the lock).
@@ -241,7 +290,8 @@ class Client final : public remote::RemoteKV {
         Backoff(attempt);
         continue;
       }
-      // Checking phase.
+      // Checking phase. (The lock is ours only once the previous holder's item is applied and
+      // its valid byte cleared: the server releases the lock last.)
       const uint64_t bits = old & kBitmapMask;
       const uint64_t full = (1ull << h_.capacity) - 1;
       if (op == kOpDelete) {
@@ -286,16 +336,20 @@ class Client final : public remote::RemoteKV {
       item[kItemValid] = 1;
       const uint64_t item_off = meta_off + 64 + uint64_t(slot) * kItemBytes;
       WORT_RETURN_IF_ERROR(c_->Write(item_off, item, kItemBytes));
+      // Durable through the transport (local: this client writes the line back itself; ucx:
+      // remote-completion flush + read-after-write - transport.h says what each guarantees).
+      // From here the write survives a crash of the server: recovery applies every complete
+      // item whose valid byte is set. The server applies it in the background (bitmap bit,
+      // valid byte cleared, lock released); until then the node stays locked, and every reader
+      // already sees the item (ReadNode).
+      WORT_RETURN_IF_ERROR(c_->Persist(item_off, kItemBytes));
+      ++stats_.client_active;
       Message m{d, slot};
-      WORT_RETURN_IF_ERROR(c_->Notify(std::string_view(reinterpret_cast<const char*>(&m), sizeof m)));
-      // Acknowledgement: the server cleared the valid byte after making the write durable. (A
-      // put's slot is not reused before that; a delete's slot is freed only after it.)
-      for (int w = 0;; ++w) {
-        unsigned char tail[8];
-        WORT_RETURN_IF_ERROR(c_->Read(item_off + kItemTailWord, tail, 8));
-        if (tail[7] == 0 || std::memcmp(tail, item + kItemTailWord, 7) != 0) break;
-        if (w % 64 == 63 && std::chrono::steady_clock::now() > deadline) return Timeout("acknowledgement");
-        if (w > 64) Backoff(std::min(w - 64, 4));
+      const Status ns = c_->Notify(std::string_view(reinterpret_cast<const char*>(&m), sizeof m));
+      if (!ns.ok()) {
+        // The write is durable and will be applied when the server recovers; the server cannot
+        // be told now (stopped or gone): the node stays locked until it restarts.
+        ++stats_.notify_failures;
       }
       return Status::OK();
     }
@@ -308,8 +362,10 @@ class Client final : public remote::RemoteKV {
   std::vector<char> area_;
   std::vector<uint32_t> order_;
   std::vector<size_t> rank_;
+  bool order_built_ = false;
   std::vector<char> node_;
   uint64_t meta_ = 0;
+  uint64_t live_ = 0;  // the slots readers see (ReadNode)
   ClientStats stats_;
 };
 

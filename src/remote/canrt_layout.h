@@ -37,10 +37,17 @@
 //   lost - it can never reach the bitmap. The lock counts attempts while it is held (each waiter
 //   adds one); only the server resets it to 0. (2^32 failed attempts during one hold would wrap
 //   it to 0; writers back off exponentially, so a hold would have to last for hours.)
+//   Header word 1: the apply counter, volatile (never persisted; any value after a restart): the
+//   server adds one before each apply changes the bitmap. A reader compares the metadata word's
+//   bitmap and this counter read before and after its node Read (ReadNode in canrt_client.cc):
+//   equal bitmaps alone could be an ABA (an apply that frees slot a, and the next that uses a
+//   again, between the reader's reads of the header and of slot a).
 //   DataItem: [0] op (1 put, 2 delete), [1] key length, [2] value length, [3] 0,
 //   [4..8) crc32c of bytes [0,4) and key and value, [8..32) key (<= 24 bytes), [32..63) value
 //   (<= 31 bytes), [63] valid (1: written by a client, not yet processed by the server).
 //   A delete item's processed result goes in byte 62 (0: removed, 1: not found, 2: rejected).
+//   A slot that leaves the live set (bit cleared, or an applied delete item) has op byte 0
+//   ("scrubbed", canrt.h): never an item, alone or mixed with a later item's words.
 //
 // Header mutable words (their own cache line of the header):
 //   state        generation << 2 | pxflag << 1 | dtflag. The valid tree is area (generation & 1).

@@ -37,6 +37,17 @@ bool SameKey(const unsigned char* a, const unsigned char* b) {
 std::string_view KeyOf(const unsigned char* it) {
   return {reinterpret_cast<const char*>(it + kItemKey), it[kItemKeyLen]};
 }
+// A slot leaves the node's live set (its bit cleared, or an applied delete item's valid byte
+// cleared): its op byte := 0 (one 8-byte store of the item's first word; lengths, key and value
+// stay, so recovery can still match the key). The slot's old bytes then never pass a reader's or
+// recovery's check again, not even mixed with a later item's words: a Read (or a crash) that the
+// next writer's item Write overtakes yields this word - op 0, and a crc that covers op - beside
+// the new valid byte. Not persisted here (the callers flush it before the node's lock is released,
+// i.e. before any writer can reuse the slot).
+void ScrubOp(unsigned char* it) {
+  uint64_t* w0 = reinterpret_cast<uint64_t*>(it);
+  pm::store8(w0, pm::load8(w0) & ~uint64_t{0xff});  // byte 0 (kItemOp), little-endian
+}
 
 // Writable prefix area (the shadow while a resize builds it); every store is noted for the
 // persist and for the next resize's copy.
@@ -271,7 +282,9 @@ void Service::ProcessWrite(uint32_t node, uint32_t slot) {
   std::memcpy(&tail, it + kItemTailWord, 8);
   const uint64_t valid_clear = tail & ~(0xffull << 56);  // byte 63 (valid) := 0
   if (!ItemOk(it)) {
-    // A client's write that is not a whole item: dropped (valid cleared, lock released).
+    // A client's write that is not a whole item: dropped (op scrubbed and valid cleared - one
+    // cache line, persisted together - lock released).
+    ScrubOp(it);
     pm::store8(reinterpret_cast<uint64_t*>(it + kItemTailWord), valid_clear);
     // crash-site: uncaught: only a malformed item (a faulty client) reaches this path
     pm::persist(it + kItemTailWord, 8);
@@ -280,36 +293,60 @@ void Service::ProcessWrite(uint32_t node, uint32_t slot) {
     pm::persist(meta, 8);
     return;
   }
-  // 1. The item is durable before any metadata refers to it.
+  // 1. The item is durable before any metadata refers to it. The client's Persist made it so
+  //    already on the local backend; on ucx the client's flush + read-after-write is durable only
+  //    where the target's caches are in the persistence domain (transport.h), so the server
+  //    writes it back too.
+  // crash-site: redundant: the client's Persist (remote::PersistMapped) wrote this line back before its Put returned; kept for ucx targets whose caches are not in the persistence domain
   pm::persist(it, kItemBytes);
   // The key's current version (at most one slot holds a key).
   const uint64_t bits = pm::load8(meta) & kBitmapMask;
   uint64_t older = 0;
   for (uint32_t s = 0; s < cap; ++s)
     if (s != slot && (bits >> s & 1) && SameKey(Item(node, s), it)) older |= 1ull << s;
+  // The slots this apply frees (the key's older version) are scrubbed BEFORE the bitmap change
+  // frees them (ScrubOp): once a reader can see a slot free, its old item can no longer pass for
+  // an unapplied one when the next writer's item Write overtakes the reader's Read (which would
+  // give the reader that old version, or a delete long superseded, as the newest). Between this
+  // store and the compare-swap the slot's bit is still set and its item fails the crc: readers
+  // re-read (and the apply counter below changes anyway).
+  for (uint32_t s = 0; s < cap; ++s)
+    if (older >> s & 1) ScrubOp(Item(node, s));
+  // Readers' guard (canrt_layout.h, "apply counter"): bumped before the bitmap changes, so that
+  // a reader whose node Read overlapped this apply sees the counter change even when later
+  // applies bring the bitmap back to the value it read first (ABA). Volatile: not persisted.
+  std::atomic_ref<uint64_t>(meta[1]).fetch_add(1);
+  // 2. put:    the slot's bit set and the key's older slot cleared in ONE compare-swap (lock kept);
+  //    delete: the key's bit cleared (lock kept; the delete item's slot stays free).
+  //    Persisted: after it, clearing the valid byte cannot lose the write.
   if (it[kItemOp] == kOpPut) {
-    // 2. Visible and unlocked in one 8-byte compare-swap.
     const uint64_t arg = (1ull << slot) | older << 32;  // low: bit to set; high: bits to clear
     Cas(meta, [](uint64_t cur, uint64_t a) -> uint64_t {
-      return ((cur & kBitmapMask & ~(a >> 32)) | (a & 0xffffffffull)) | (cur & kRetired);
+      return (cur & ~kBitmapMask) | ((cur & kBitmapMask & ~(a >> 32)) | (a & 0xffffffffull));
     }, arg);
     pm::persist(meta, 8);
-    // 3. Processed.
-    pm::store8(reinterpret_cast<uint64_t*>(it + kItemTailWord), valid_clear);
-    pm::persist(it + kItemTailWord, 8);
-  } else {
-    // 2. The key's bit cleared, the lock kept (the delete item's slot is free but not reusable yet).
-    if (older) {
-      Cas(meta, [](uint64_t cur, uint64_t a) -> uint64_t { return cur & ~a; }, older);
-      pm::persist(meta, 8);
-    }
-    // 3. Processed. 4. Unlocked.
-    pm::store8(reinterpret_cast<uint64_t*>(it + kItemTailWord), valid_clear);
-    pm::persist(it + kItemTailWord, 8);
-    // Not persisted: a lock is volatile state (recovery resets every lock), and the bitmap in
-    // this word was persisted in step 2.
-    Cas(meta, [](uint64_t cur, uint64_t) -> uint64_t { return cur & ~kLockMask; }, 0);
+  } else if (older) {
+    Cas(meta, [](uint64_t cur, uint64_t a) -> uint64_t { return cur & ~a; }, older);
+    pm::persist(meta, 8);
   }
+  // 3. Processed: the valid byte cleared and persisted BEFORE the lock is released, so that the
+  //    next writer's item (valid = 1, persisted by that client before its Put returns) is never
+  //    persistent beside this one's: at most one item per data node is ever persistent with
+  //    valid = 1, and recovery need not know in which order two items of one key were written.
+  //    A delete item's slot leaves the node here (it never had a bit): scrubbed like the freed
+  //    slots above. The scrubs are persistent before the lock is released (before any writer
+  //    can reuse those slots): a crash during the next writer's item Write must not leave an old
+  //    item's first words beside the new valid byte for recovery to apply. (The delete item's
+  //    first word shares its cache line with the valid byte: one write-back.)
+  if (it[kItemOp] == kOpDelete) ScrubOp(it);
+  pm::store8(reinterpret_cast<uint64_t*>(it + kItemTailWord), valid_clear);
+  for (uint32_t s = 0; s < cap; ++s)
+    // crash-site: uncaught: a lost scrub matters only if a later client's item Write into the slot is cut by a crash (the explorer does not tear client Writes); Canrt.RecoveryNeverAppliesAFreedSlotsOldItem builds that image by hand, and recovery scrubs free slots again
+    if (older >> s & 1) pm::flush(Item(node, s), 8);
+  pm::persist(it + kItemTailWord, 8);
+  // 4. Unlocked. Not persisted: a lock is volatile state (recovery resets every lock), and the
+  //    bitmap in this word was persisted in step 2.
+  Cas(meta, [](uint64_t cur, uint64_t) -> uint64_t { return cur & ~kLockMask; }, 0);
   writes_.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -465,6 +502,14 @@ void Service::Resize(uint32_t node) {
   const uint64_t full = (1ull << hdr_->capacity) - 1;
   if (node >= vh.ndata || (mv & kRetired)) return;  // a stale request
   if (LockOf(mv) == 0) return;                        // nobody waits on it
+  // A node holding an item that waits for its apply is never split, nor its lock released here:
+  // that item's writer holds the lock (its Put may have returned - acknowledged, durable), and
+  // only the apply releases it. The protocol sends no such request (the requester holds the lock,
+  // and a lock is granted only after the previous item's apply); a duplicated or stray one must
+  // not let another writer take the lock and overwrite the item's slot, nor migrate the node
+  // without the item (canrt.h, "Resize and acknowledged writes").
+  for (uint32_t s = 0; s < hdr_->capacity; ++s)
+    if (std::atomic_ref<unsigned char>(Item(node, s)[kItemValid]).load(std::memory_order_acquire) != 0) return;
   if ((mv & kBitmapMask) != full) {                   // not full (a stale request): let the writer retry
     Cas(meta, [](uint64_t cur, uint64_t) -> uint64_t { return cur & ~kLockMask; }, 0);
     pm::persist(meta, 8);
@@ -488,10 +533,15 @@ void Service::Resize(uint32_t node) {
     for (auto& [off, n] : shadow_diff_) CopyArea(shadow + off, valid + off, n);
     ch.ranges = shadow_diff_;
   }
+  const size_t copied = ch.ranges.size();
   Status st = SplitInShadow(node, shadow, &ch);
-  // Whatever happened, shadow and valid now differ (at most) in ch's ranges.
+  // The shadow equalled the valid tree before the split: whatever happens now (committed - the
+  // shadow becomes valid and the old valid the shadow - or refused), the two areas differ in the
+  // ranges the split wrote, and only there. (Until 2026-11-26 the copied ranges were kept too,
+  // so the list grew by every resize and each resize copied and flushed all earlier ones: at
+  // 10^5 keys about 2 ms of server CPU per resize.)
   shadow_full_sync_ = false;
-  shadow_diff_ = ch.ranges;
+  shadow_diff_.assign(ch.ranges.begin() + static_cast<std::ptrdiff_t>(copied), ch.ranges.end());
   if (!st.ok()) {
     std::fprintf(stderr, "wort canrt: resize of data node %u refused: %s\n", node, st.ToString().c_str());
     // No store to `state`: it still says idle (nothing was committed); the shadow is left as it is.
@@ -520,13 +570,16 @@ Status Service::Recover() {
   if (vh.fanout != hdr_->fanout || vh.nprefix < 1 || vh.nprefix > hdr_->max_prefix || vh.ndata > hdr_->max_nodes)
     return Status::Corruption("CANRT: the valid prefix area's header is inconsistent with the geometry");
   const uint32_t cap = hdr_->capacity;
-  // 1. Writes cut by the crash (section 3.6).
+  // 1. Writes cut by the crash (section 3.6), in EVERY data node: a client's item is durable
+  //    (its Persist returned, the Put was acknowledged) before the server sees it, while the
+  //    lock word the client's fetch-add changed may not have reached persistence - a node need
+  //    not look locked to hold an acknowledged, unapplied item.
   for (uint64_t d = 0; d < vh.ndata; ++d) {
     uint64_t* meta = Meta(d);
     uint64_t mv = pm::load8(meta);
     if (mv & kRetired) continue;
-    bool dirty = false;
-    if (LockOf(mv) != 0) {
+    bool dirty = LockOf(mv) != 0;
+    {
       for (uint32_t s = 0; s < cap; ++s) {
         unsigned char* it = Item(d, s);
         if (it[kItemValid] != 1 || !ItemOk(it)) continue;
@@ -538,9 +591,9 @@ Status Service::Recover() {
         mv &= ~older;
         if (it[kItemOp] == kOpPut) mv |= 1ull << s;
         recovered_.fetch_add(1, std::memory_order_relaxed);
+        dirty = true;
       }
       mv &= ~kLockMask;
-      dirty = true;
     }
     if (dirty) {
       pm::store8(meta, mv);
@@ -548,6 +601,13 @@ Status Service::Recover() {
     }
     for (uint32_t s = 0; s < cap; ++s) {
       unsigned char* it = Item(d, s);
+      // Every free slot scrubbed (ScrubOp: the slots this recovery freed, applied delete items,
+      // and those a crash left unscrubbed), so that a cut write into it later cannot pass.
+      if (!(mv >> s & 1) && it[kItemOp] != 0) {
+        ScrubOp(it);
+        // crash-site: uncaught: the next recovery scrubs the slot again (Canrt.RecoveryNeverAppliesAFreedSlotsOldItem, "scrub lost in a crash")
+        pm::flush(it, 8);
+      }
       if (it[kItemValid] == 0) continue;
       uint64_t tail;
       std::memcpy(&tail, it + kItemTailWord, 8);

@@ -4,7 +4,8 @@
 // another process maps the same bytes of the pool file MAP_SHARED. Read/Write are memcpy,
 // FetchAdd64/CompareSwap64 are std::atomic_ref operations (lock-free 64-bit atomics on x86-64,
 // so they are atomic across processes sharing the page, and with the server's own CPU atomics).
-// Write is visible at the target when it returns (the same mapping), Flush is a fence.
+// Write is visible at the target when it returns (the same mapping), Flush is a fence, Persist
+// writes the lines back through the client's own mapping (pm::persist: durable).
 //
 // Notify: a Unix-domain SOCK_SEQPACKET socket in the abstract namespace (no file to clean up),
 // one connection per client. The server's notify thread poll()s the listening socket and every
@@ -133,6 +134,11 @@ class LocalConnection final : public Connection {
   }
   Status Flush() override {
     std::atomic_thread_fence(std::memory_order_seq_cst);
+    return Status::OK();
+  }
+  Status Persist(std::uint64_t off, std::size_t len) override {
+    WORT_RETURN_IF_ERROR(CheckRange(off, len, size_));
+    PersistMapped(base_ + off, len);  // this process maps the region: write the lines back itself
     return Status::OK();
   }
   std::uint32_t client_id() const override { return id_; }

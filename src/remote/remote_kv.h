@@ -30,6 +30,9 @@ class RemoteKV {
   // The one-sided operations this client's connection has issued so far (bench-remote reports
   // them per operation: the paper's round trips).
   virtual Connection::Counters transport_counters() const = 0;
+  // Writes of this client that had to wait for a reorganisation of the structure (CANRT: a full
+  // data node, RESIZE requested; 0 for designs without one). bench-remote reports them per op.
+  virtual std::uint64_t resize_requests() const { return 0; }
 };
 
 }  // namespace wort::remote

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "remote/backend.h"
+#include "wort/pm.h"
 
 namespace wort::remote {
 
@@ -78,5 +79,8 @@ Status Connect(const RegionInfo& info, std::unique_ptr<Connection>* out) {
   if (info.backend == "ucx") return ConnectUcx(info, out);
   return Status::InvalidArgument("remote: unknown backend '" + info.backend + "' (local, ucx)");
 }
+
+// crash-site: outside: a CANRT client's write-back of its own DataItem (the local backend's Persist); explored by CANRT's crash explorer (tests/remote/canrt_test.cc, CanrtCrash ClientActive)
+void PersistMapped(const char* p, std::size_t len) { pm::persist(p, len); }
 
 }  // namespace wort::remote

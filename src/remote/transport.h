@@ -30,9 +30,18 @@
 //             memory; UCX_TLS=tcp: software emulation, the target must progress its worker (the
 //             server runs a progress thread); on InfiniBand/RoCE the same calls are RDMA.
 //
-// Persistence: a client's Write lands in the server's mapping; it is durable only when the server
-// persists it (the server-side protocol of each structure says when; CANRT's server persists the
-// item before it flips the bitmap bit).
+// Persistence: a client's Write lands in the server's mapping; it is durable when the server
+// persists it, or when the client's Persist(off, len) returns:
+//   local - the client maps the region, so it writes the lines back itself through wort's
+//           persistence module (PersistMapped below: pm::persist on its mapping). Durable.
+//   ucx   - a remote-completion flush of the endpoint (ucp_ep_flush) and then a Read of the last
+//           word of the range: the read-after-write that RDMA uses to push an earlier WRITE out
+//           of the NIC and PCIe buffers into the target's memory system, since UCP 1.13 has no
+//           persistent flush (no RDMA FLUSH verb). This makes the bytes durable only where the
+//           target's caches are in the persistence domain (eADR) or its NIC writes around them
+//           (DDIO off); on a target with ADR only, they may sit in its CPU cache until the
+//           server's own persist. On this machine the ucx paths to a pool mapping are emulated
+//           by the server's progress thread with CPU stores (doc/remote.md): the same caveat.
 #pragma once
 
 #include <cstddef>
@@ -68,6 +77,9 @@ class Connection {
                                std::uint64_t* old) = 0;
   virtual Status Notify(std::string_view msg) = 0;
   virtual Status Flush() = 0;
+  // Makes the bytes [off, off+len) of this connection's earlier Writes durable at the target
+  // (see "Persistence" above for what each backend guarantees).
+  virtual Status Persist(std::uint64_t off, std::size_t len) = 0;
   virtual std::uint32_t client_id() const = 0;
   // Counters for the benchmark: one-sided operations issued by this connection.
   struct Counters {
@@ -102,6 +114,9 @@ class Server {
 // Read/Write and every server-side access to words that clients use concurrently go through these.
 void CopyFromRegion(char* dst, const char* region_src, std::size_t len);
 void CopyToRegion(char* region_dst, const char* src, std::size_t len);
+// The local backend's Persist: pm::persist of [p, p+len) of the caller's mapping of the region
+// (also used by tests' in-process connections, so that the crash explorer sees this very site).
+void PersistMapped(const char* p, std::size_t len);
 
 // Expose [base, base+size) - memory the caller owns (a pool mapping) - to clients.
 // `pool_path` is the file behind the mapping (the local backend's clients map it).

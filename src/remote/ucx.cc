@@ -33,6 +33,7 @@
 
 #include <ucp/api/ucp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -283,6 +284,16 @@ class UcxConnection final : public Connection {
     ucs_status_t st = Done(Wait(worker_, ucp_ep_flush_nbx(ep_, &p), efd_, timeout_));
     if (st != UCS_OK) return UcsError("flush", st);
     return Status::OK();
+  }
+  // Remote completion, then a read of the range's last word (read-after-write: on RDMA it pushes
+  // the earlier WRITE into the target's memory system). Durable only as transport.h says.
+  Status Persist(std::uint64_t off, std::size_t len) override {
+    WORT_RETURN_IF_ERROR(CheckRange(off, len, size_));
+    WORT_RETURN_IF_ERROR(Flush());
+    if (len == 0) return Status::OK();
+    const std::uint64_t last = (off + len - 1) & ~std::uint64_t(7);
+    std::uint64_t word;
+    return Read(last, &word, std::min<std::uint64_t>(8, size_ - last));
   }
   std::uint32_t client_id() const override { return id_; }
   Counters counters() const override { return c_; }

@@ -17,6 +17,7 @@
 
 #include "remote/remote_test_util.h"
 #include "remote/transport.h"
+#include "wort/pm.h"
 #include "wort/pool.h"
 
 namespace wort::remote {
@@ -144,6 +145,40 @@ TEST_P(TransportTest, ReadWriteAndBounds) {
   EXPECT_EQ(k.reads, 2u);
   EXPECT_EQ(k.bytes_written, in.size());
   EXPECT_EQ(k.bytes_read, in.size() + 6);
+  c.reset();
+  srv->Stop();
+}
+
+// Persist (issue 32): makes a Write's bytes durable without the server's CPU. local: the
+// client writes the lines back itself (pm::persist on its mapping: this thread's flush counters
+// grow by the lines of the range); ucx: endpoint flush + a read-after-write of the range's last
+// word (one more Read). Out of range: InvalidArgument.
+TEST_P(TransportTest, PersistWritesBackOrReadsAfterWrite) {
+  FileRegion r(1 << 16);
+  std::unique_ptr<Server> srv;
+  ASSERT_TRUE(Listen(backend_, r.base(), r.size(), r.path(), nullptr, &srv).ok());
+  std::unique_ptr<Connection> c;
+  ASSERT_TRUE(Connect(srv->info(), &c).ok());
+  std::string in(200, '\0');
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<char>(0xff - i);
+  ASSERT_TRUE(c->Write(128, in.data(), in.size()).ok());
+  const pm::Counters before = pm::ThisThreadCounters();
+  const Connection::Counters k0 = c->counters();
+  ASSERT_TRUE(c->Persist(128, in.size()).ok());
+  const pm::Counters d = pm::ThisThreadCounters() - before;
+  const Connection::Counters k1 = c->counters();
+  if (backend_ == "local") {
+    EXPECT_EQ(d.lines_flushed, 4u);  // [128, 328): lines 2..5
+    EXPECT_GE(d.fences, 1u);
+    EXPECT_EQ(k1.reads, k0.reads);
+  } else {
+    EXPECT_EQ(d.lines_flushed, 0u);
+    EXPECT_EQ(k1.reads, k0.reads + 1);  // the read-after-write
+  }
+  EXPECT_EQ(std::memcmp(r.base() + 128, in.data(), in.size()), 0);
+  EXPECT_EQ(c->Persist(r.size() - 8, 16).code(), Code::kInvalidArgument);
+  EXPECT_EQ(c->Persist(~0ull - 2, 8).code(), Code::kInvalidArgument);
+  EXPECT_TRUE(c->Persist(r.size() - 8, 8).ok());
   c.reset();
   srv->Stop();
 }
