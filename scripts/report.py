@@ -1425,7 +1425,7 @@ def write_report(out, recs, cfg, pub, figures, fig_error, thesis_figures=()):
              ("is present as 'vbptree'." if "vbptree" in kinds else "is not an index kind either."))
     L.append("- **Memcached (Figure 11)**: not part of this command (see `wort bench-server`).")
     if Thesis(recs).recs:
-        L.append("- **Thesis chapter IV**: EXTH(LSB) and CCEH(LSB) (not variants of wort's cceh), B3-tree page sizes "
+        L.append("- **Thesis chapter IV**: B3-tree page sizes "
                  "other than 1 KB (no such option), the insert-time breakdown "
                  "(write / rehash / displacement), the Poisson-arrival latency CDF and multi-threaded search "
                  "throughput, Quartz read latency and hardware cache counters: see the 'not reproduced' rows above.")

@@ -620,6 +620,7 @@ Status Cceh::Split(const Loc& l) {
       }
       if (touched) pm::flush(&os[b], sizeof(CcehBucket));
     }
+    // crash-site: uncaught: the cleared slots held records already invalid by the new depth (any mix of cleared and not is the lazy-deletion state), and on every explored path the record's COMMIT persist in Put (or the next split's fence) completes these flushes before Put returns; only a Split that fails at the depth cap right after one returns without another fence, which the plans cannot reach (24 hash bits)
     pm::fence();
   }
   // 3. Lock-free readers may still be in the old directory or (CCEH(C)) the split segment.
