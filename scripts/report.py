@@ -10,7 +10,7 @@ DIR/config.json (written by `wort reproduce`), and writes into DIR:
   fig9.png   search time per index per distribution (Figure 9)
   fig10.png  range query time, 0.001% and 0.01% of N (Figure 10)
   space.png  pool bytes per key per index per distribution (thesis Figure 5.5)
-  cceh_seg.png, cceh_lat.png, b3_page.png, b3_order.png, b3_grow.png
+  cceh_seg.png, cceh_lat.png, cceh_breakdown.png, b3_page.png, b3_order.png, b3_grow.png
              the thesis chapter IV experiments (CCEH Figures 24-25, B3-tree Figures 12-15), when
              their records are present; their claims (data/published/thesis_ch4.json) get a
              section of report.md, as do ROART's against P-ART when DIR/peers.jsonl is there
@@ -649,7 +649,7 @@ def roart_section(res, kinds, path, peers_path=None, peer_state=None):
 # ---- thesis chapter IV: CCEH (4.4.7) and B3-tree (4.3) -----------------------------------------
 
 THESIS_EXPS = ["cceh-seg", "cceh-lat", "cceh-search", "b3-page", "b3-grow", "b3-order"]
-THESIS_FIGURES = ["cceh_seg.png", "cceh_lat.png", "b3_page.png", "b3_order.png", "b3_grow.png"]
+THESIS_FIGURES = ["cceh_seg.png", "cceh_lat.png", "cceh_breakdown.png", "b3_page.png", "b3_order.png", "b3_grow.png"]
 THESIS_NAMES = {"cceh": "CCEH", "cceh-lsb": "CCEH(LSB)", "exth": "EXTH(LSB)", "cceh-cow": "CCEH(C)", "levl": "LEVL", "linp": "LINP", "cuck": "CUCK",
                 "bch": "BCH", "path": "PATH", "b3tree": "B3-tree", "wbtree": "wB+-tree",
                 "wbtree-slot": "wB+-tree w/o bitmap", "fptree": "FPTree", "fastfair": "FAST&FAIR"}
@@ -815,6 +815,34 @@ def check_thesis(pub, recs):
                 verdict = order_verdict(oks, "the stated ordering")
                 detail = (f"{lo} ns: CCEH(C) {a0:.0f} vs LEVL {b0:.0f} ns/insert; {hi} ns: CCEH(C) {a1:.0f} vs "
                           f"LEVL {b1:.0f}")
+        elif chk == "breakdown" and lats:
+            parts = []
+            for lat in lats:
+                row = []
+                for k in t.kinds("cceh-lat"):
+                    r = t.get("cceh-lat", k, "insert", write_latency_ns=lat)
+                    if r is None or r.get("rehash_ns_per_op") is None:
+                        continue
+                    tot, rh, dp = r["ns_per_op"], r["rehash_ns_per_op"], r.get("displacement_ns_per_op", 0)
+                    row.append(f"{k} {tot - rh - dp:.0f}/{rh:.0f}/{dp:.0f}")
+                if row:
+                    parts.append(f"{lat} ns: " + ", ".join(row))
+            if parts:
+                verdict = "measured (a figure: no numeric claim)"
+                detail = "wall ns per insert, write/rehash/displacement: " + "; ".join(parts)
+        elif chk == "cow_split" and t.val("cceh-lat", "cceh", "insert", "rehash_ns_per_op", write_latency_ns=lats[0]
+                                           if lats else 0):
+            # Rehash (split) time itself, from the kinds' counters, at every latency.
+            pairs, parts = [], []
+            for lat in lats:
+                rc = t.val("cceh-lat", "cceh", "insert", "rehash_ns_per_op", write_latency_ns=lat)
+                rw = t.val("cceh-lat", "cceh-cow", "insert", "rehash_ns_per_op", write_latency_ns=lat)
+                if rc and rw:
+                    pairs.append((rw / rc, c["ratio"]))
+                    parts.append(f"{lat} ns: CCEH {rc:.0f}, CCEH(C) {rw:.0f} wall ns of split per insert ({rw / rc:.2f}x)")
+            if pairs:
+                verdict = ratio_verdict(pairs)
+                detail = "; ".join(parts)
         elif chk == "cow_split":
             fc = t.val("cceh-seg", "cceh", "insert", "flushes_per_op", segment_bytes=16384)
             fw = t.val("cceh-seg", "cceh-cow", "insert", "flushes_per_op", segment_bytes=16384)
@@ -1005,6 +1033,30 @@ def draw_thesis(out, recs):
         ax.legend(ncol=2, fontsize=8)
         ax.set_title("Thesis Figure 25: hash tables' insert time vs write latency")
         save(fig, "cceh_lat.png")
+        # Figure 25's breakdown: write / rehash / displacement per insert (wall ns), per latency.
+        bk = [k for k in t.kinds("cceh-lat")
+              if any(t.val("cceh-lat", k, "insert", "rehash_ns_per_op", write_latency_ns=x) is not None for x in lats)]
+        if bk:
+            fig, axs = plt.subplots(1, len(lats), figsize=(3.6 * len(lats), 3.8), squeeze=False)
+            for ax, lat in zip(axs[0], lats):
+                bottoms = [0.0] * len(bk)
+                for part, colour in (("write", "#4c72b0"), ("rehash", "#dd8452"), ("displacement", "#55a868")):
+                    vals = []
+                    for k in bk:
+                        r = t.get("cceh-lat", k, "insert", write_latency_ns=lat) or {}
+                        rh, dp = r.get("rehash_ns_per_op") or 0, r.get("displacement_ns_per_op") or 0
+                        vals.append({"write": max(0.0, (r.get("ns_per_op") or 0) - rh - dp), "rehash": rh,
+                                     "displacement": dp}[part])
+                    ax.bar(range(len(bk)), vals, bottom=bottoms, color=colour, label=part)
+                    bottoms = [b + v for b, v in zip(bottoms, vals)]
+                ax.set_xticks(range(len(bk)))
+                ax.set_xticklabels([THESIS_NAMES.get(k, k) for k in bk], rotation=45, ha="right", fontsize=8)
+                ax.set_title(f"{lat} ns per flushed line", fontsize=9)
+                ax.grid(alpha=0.3, axis="y")
+            axs[0][0].set_ylabel("insert wall time (ns/op)")
+            axs[0][0].legend(fontsize=8)
+            fig.suptitle("Thesis Figure 25: insert time broken into write, rehash and cuckoo displacement")
+            save(fig, "cceh_breakdown.png")
     pk = t.kinds("b3-page")
     if pk:
         fig, axs = plt.subplots(1, 3, figsize=(12, 3.8))

@@ -23,7 +23,9 @@
 //               (WORT_CCEH_SEGMENT_BYTES, set for each run): insert time, flushes per insert; cceh
 //               also as CCEH(LSB) and EXTH(LSB) (WORT_CCEH_VARIANT=lsb, exth: cceh.h "Variants";
 //               EXTH's buckets up to 16 KB only, as it reads the whole bucket per operation)
-//   cceh-lat    thesis 4.4.7.2 (Figure 25): insert time of every hash kind vs emulated write latency
+//   cceh-lat    thesis 4.4.7.2 (Figure 25): insert time of every hash kind vs emulated write latency,
+//               broken into write, rehash and cuckoo displacement (the bench's insert records of hash
+//               kinds carry rehash_ns_per_op and displacement_ns_per_op from the kinds' counters)
 //   cceh-search thesis 4.4.7.3 (Figure 26(c)): search time of every hash kind (one thread)
 //   b3-page     thesis 4.3.2 (Figures 12, 14): b3tree, wbtree, wbtree-slot, fptree, fastfair on
 //               random keys: insert, search and delete time, flushes per insert and per delete

@@ -446,6 +446,25 @@ class ThesisClaims(unittest.TestCase):
                  self.rec("cceh-seg", "cceh", "insert", 380, 1.5, segment_bytes=256, cceh_variant="lsb")]
         self.assertTrue(self.verdicts(recs2)["cceh_msb_split_29"][0].startswith("does not hold"))
 
+    def test_cceh_insert_breakdown_and_split_time(self):
+        # cceh-lat insert records with the kinds' counters: the breakdown is stated, and CCEH(C)'s
+        # rehash-twice claim is judged on split time, not the flush proxy.
+        recs = []
+        for lat in (0, 300):
+            for k, ns, rh, dp in [("cceh", 300, 40, 0), ("cceh-cow", 400, 90, 0), ("cuck", 900, 200, 150)]:
+                recs.append(self.rec("cceh-lat", k, "insert", ns + lat, write_latency_ns=lat, rehash_ns_per_op=rh,
+                                     displacement_ns_per_op=dp))
+        v = self.verdicts(recs)
+        self.assertTrue(v["cceh_insert_breakdown"][0].startswith("measured"), v["cceh_insert_breakdown"])
+        self.assertIn("0 ns: cceh 560/40/0", v["cceh_insert_breakdown"][1])  # ns_per_op = 2 x cpu in rec()
+        self.assertIn("cuck 1450/200/150", v["cceh_insert_breakdown"][1])
+        self.assertTrue(v["cceh_cow_rehash_2x"][0].startswith("holds"), v["cceh_cow_rehash_2x"])  # 2.25x
+        self.assertNotIn("(proxy)", v["cceh_cow_rehash_2x"][0])
+        recs = [r for r in recs if r["index"] != "cceh-cow"] + \
+            [self.rec("cceh-lat", "cceh-cow", "insert", 300, write_latency_ns=lat, rehash_ns_per_op=30,
+                      displacement_ns_per_op=0) for lat in (0, 300)]
+        self.assertTrue(self.verdicts(recs)["cceh_cow_rehash_2x"][0].startswith("does not hold"))
+
 
 class Fig8Repeats(unittest.TestCase):
     def test_median_and_spread(self):
