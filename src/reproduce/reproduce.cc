@@ -251,7 +251,7 @@ Status GetScale(const std::string& name, ScaleParams* out) {
     p.cachegrind_keys = 2000;
     p.cachegrind_dists = {Dist::kDense};
     p.canrt = {{"local", "", 500, 100, {50, 500}, 2, {1, 2}, 100}};
-    p.thesis = {4000, {1024, 4096, 16384, 65536}, {0, 300}, 3000, {1000, 4000}};
+    p.thesis = {4000, {256, 1024, 4096, 16384, 65536}, {0, 300}, 3000, {1000, 4000}};
   } else if (name == "quick") {
     // Sized so that every index kind (19 in this build) finishes in under 5 minutes on the
     // 2-core reference machine even when it is shared; medium and paper are the scales to

@@ -181,7 +181,9 @@ TEST(Bench, FlushSitesSumToTheFlushCount) {
         ++put_sites;
     }
     EXPECT_NEAR(sum, r.flushes_per_op, 1e-9) << r.op;
-    if (r.op == "insert") EXPECT_EQ(put_sites, 3) << "node, count, link";
+    if (r.op == "insert") {
+      EXPECT_EQ(put_sites, 3) << "node, count, link";
+    }
     const auto j = ToJson(r, cfg, rep.env);
     ASSERT_TRUE(j.contains("flush_sites"));
     EXPECT_EQ(j["flush_sites"].size(), r.flush_sites.size());
@@ -210,8 +212,12 @@ TEST(Bench, HashInsertBreakdown) {
     // 20000 keys from a 2048-record table: cceh splits, cuck rehashes and displaces.
     EXPECT_GT(r.rehash_ns_per_op, 0) << r.index;
     EXPECT_LT(r.rehash_ns_per_op + r.displacement_ns_per_op, r.ns_per_op * 1.01) << r.index;
-    if (r.index == "cuck") EXPECT_GT(r.displacement_ns_per_op, 0);
-    if (r.index == "cceh") EXPECT_EQ(r.displacement_ns_per_op, 0);
+    if (r.index == "cuck") {
+      EXPECT_GT(r.displacement_ns_per_op, 0);
+    }
+    if (r.index == "cceh") {
+      EXPECT_EQ(r.displacement_ns_per_op, 0);
+    }
     EXPECT_TRUE(j.contains("rehash_ns_per_op")) << r.index;
   }
 }

@@ -478,10 +478,11 @@ TEST_P(CcehTest, VariantLayout) {
       }
   }
   EXPECT_EQ(routed, f.idx().Size());
-  if (VariantOf(GetParam()) == "exth")
+  if (VariantOf(GetParam()) == "exth") {
     EXPECT_EQ(nonempty, routed) << "EXTH clears the moved records";
-  else if (kind_ == "cceh")
+  } else if (kind_ == "cceh") {
     EXPECT_GT(nonempty, routed) << "lazy deletion leaves stale copies";
+  }
   f.ExpectCheckOk("layout");
 }
 
