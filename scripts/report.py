@@ -10,7 +10,7 @@ DIR/config.json (written by `wort reproduce`), and writes into DIR:
   fig9.png   search time per index per distribution (Figure 9)
   fig10.png  range query time, 0.001% and 0.01% of N (Figure 10)
   space.png  pool bytes per key per index per distribution (thesis Figure 5.5)
-  cceh_seg.png, cceh_lat.png, b3_page.png, b3_order.png, b3_grow.png
+  cceh_seg.png, cceh_lat.png, cceh_breakdown.png, b3_page.png, b3_order.png, b3_grow.png
              the thesis chapter IV experiments (CCEH Figures 24-25, B3-tree Figures 12-15), when
              their records are present; their claims (data/published/thesis_ch4.json) get a
              section of report.md, as do ROART's against P-ART when DIR/peers.jsonl is there
@@ -649,10 +649,12 @@ def roart_section(res, kinds, path, peers_path=None, peer_state=None):
 # ---- thesis chapter IV: CCEH (4.4.7) and B3-tree (4.3) -----------------------------------------
 
 THESIS_EXPS = ["cceh-seg", "cceh-lat", "cceh-search", "b3-page", "b3-grow", "b3-order"]
-THESIS_FIGURES = ["cceh_seg.png", "cceh_lat.png", "b3_page.png", "b3_order.png", "b3_grow.png"]
-THESIS_NAMES = {"cceh": "CCEH", "cceh-cow": "CCEH(C)", "levl": "LEVL", "linp": "LINP", "cuck": "CUCK",
+THESIS_FIGURES = ["cceh_seg.png", "cceh_lat.png", "cceh_breakdown.png", "b3_page.png", "b3_order.png", "b3_grow.png"]
+THESIS_NAMES = {"cceh": "CCEH", "cceh-lsb": "CCEH(LSB)", "exth": "EXTH(LSB)", "cceh-cow": "CCEH(C)", "levl": "LEVL", "linp": "LINP", "cuck": "CUCK",
                 "bch": "BCH", "path": "PATH", "b3tree": "B3-tree", "wbtree": "wB+-tree",
                 "wbtree-slot": "wB+-tree w/o bitmap", "fptree": "FPTree", "fastfair": "FAST&FAIR"}
+# cceh-seg records of cceh's directory variants: the name they are compared under.
+CCEH_VARIANTS = {"lsb": "cceh-lsb", "exth": "exth"}
 # Absolute per-op counts (flushes per insert) 'hold' within this many flushes of the published one.
 FLUSH_TOLERANCE = 0.5
 # An ordering claim tolerates this much noise: a kind within it of the best counts as the best.
@@ -664,6 +666,10 @@ class Thesis:
 
     def __init__(self, recs):
         self.recs = [dict(r) for r in recs if r.get("experiment") in THESIS_EXPS]
+        for r in self.recs:  # cceh's directory variants (cceh.h "Variants") as kinds of their own here
+            v = r.get("cceh_variant")
+            if v in CCEH_VARIANTS and r.get("index") == "cceh":
+                r["index"] = CCEH_VARIANTS[v]
         for r in self.recs:  # the time compared: CPU ns per op where recorded (robust on a shared machine)
             r["t_ns"] = r.get("cpu_ns_per_op") or r.get("ns_per_op")
 
@@ -714,9 +720,43 @@ def check_thesis(pub, recs):
         if chk == "missing":
             verdict, detail = "not reproduced: kind missing" if "variant" in c.get("why", "") or \
                 "not a variant" in c.get("why", "") else "not reproduced", c.get("why", "")
+        elif chk == "exth_flushes" and segs:
+            # EXTH(LSB)'s flushes per insert at 256-byte buckets (at="small") or at its largest bucket.
+            fs = {s: t.val("cceh-seg", "exth", "insert", "flushes_per_op", segment_bytes=s) for s in segs}
+            fs = {s: v for s, v in fs.items() if v is not None}
+            at = (256 if 256 in fs else None) if c.get("at") == "small" else (max(fs) if fs and max(fs) > 256 else None)
+            if at is not None:
+                verdict = absolute_verdict(fs[at], c["value"])
+                detail = "EXTH(LSB) flushes/insert: " + ", ".join(f"{v:.2f} at {s} B" for s, v in sorted(fs.items()))
+        elif chk == "lsb_split" and segs:
+            # Split cost as flushes per insert beyond the one that stores the record, LSB over MSB.
+            pairs, parts = [], []
+            for s_ in [x for x in segs if x <= c.get("max_bytes", 4096)]:
+                fm = t.val("cceh-seg", "cceh", "insert", "flushes_per_op", segment_bytes=s_)
+                fl = t.val("cceh-seg", "cceh-lsb", "insert", "flushes_per_op", segment_bytes=s_)
+                if fm is None or fl is None or fm <= 1:
+                    continue
+                pairs.append((fl - 1) / (fm - 1))
+                parts.append(f"{s_} B: MSB {fm - 1:.3f} vs LSB {fl - 1:.3f} split flushes/insert "
+                             f"(MSB {1 - (fm - 1) / (fl - 1):.0%} below)" if fl > 1 else f"{s_} B: LSB {fl:.3f}")
+            if pairs:
+                verdict = ratio_verdict([(max(pairs), 1 / (1 - c["value"]))]) + " (proxy)"
+                detail = f"{c.get('proxy', '')}: " + "; ".join(parts)
+        elif chk == "lsb_time" and segs:
+            rs, parts = [], []
+            for s_ in segs:
+                tm, tl = t.val("cceh-seg", "cceh", "insert", segment_bytes=s_), \
+                    t.val("cceh-seg", "cceh-lsb", "insert", segment_bytes=s_)
+                if tm and tl:
+                    rs.append(tl / tm)
+                    parts.append(f"{s_} B {tl / tm:.2f}x")
+            if rs:
+                mean = sum(rs) / len(rs)
+                verdict = ratio_verdict([(mean, c["ratio"])])
+                detail = f"insert CPU ns CCEH(LSB)/CCEH(MSB), mean {mean:.2f}x: " + ", ".join(parts)
         elif chk == "seg_best" and segs:
             parts, oks = [], []
-            for k in t.kinds("cceh-seg"):
+            for k in [k for k in t.kinds("cceh-seg") if k != "exth"]:
                 ns = {s: t.val("cceh-seg", k, "insert", segment_bytes=s) for s in segs}
                 ns = {s: v for s, v in ns.items() if v}
                 if not ns:
@@ -733,7 +773,7 @@ def check_thesis(pub, recs):
         elif chk == "seg_flushes" and segs:
             parts, oks = [], []
             big = [s for s in segs if s > 16384]
-            for k in t.kinds("cceh-seg"):
+            for k in [k for k in t.kinds("cceh-seg") if k != "exth"]:
                 f16 = t.val("cceh-seg", k, "insert", "flushes_per_op", segment_bytes=16384)
                 if f16 is None or not big:
                     continue
@@ -775,6 +815,34 @@ def check_thesis(pub, recs):
                 verdict = order_verdict(oks, "the stated ordering")
                 detail = (f"{lo} ns: CCEH(C) {a0:.0f} vs LEVL {b0:.0f} ns/insert; {hi} ns: CCEH(C) {a1:.0f} vs "
                           f"LEVL {b1:.0f}")
+        elif chk == "breakdown" and lats:
+            parts = []
+            for lat in lats:
+                row = []
+                for k in t.kinds("cceh-lat"):
+                    r = t.get("cceh-lat", k, "insert", write_latency_ns=lat)
+                    if r is None or r.get("rehash_ns_per_op") is None:
+                        continue
+                    tot, rh, dp = r["ns_per_op"], r["rehash_ns_per_op"], r.get("displacement_ns_per_op", 0)
+                    row.append(f"{k} {tot - rh - dp:.0f}/{rh:.0f}/{dp:.0f}")
+                if row:
+                    parts.append(f"{lat} ns: " + ", ".join(row))
+            if parts:
+                verdict = "measured (a figure: no numeric claim)"
+                detail = "wall ns per insert, write/rehash/displacement: " + "; ".join(parts)
+        elif chk == "cow_split" and t.val("cceh-lat", "cceh", "insert", "rehash_ns_per_op", write_latency_ns=lats[0]
+                                           if lats else 0):
+            # Rehash (split) time itself, from the kinds' counters, at every latency.
+            pairs, parts = [], []
+            for lat in lats:
+                rc = t.val("cceh-lat", "cceh", "insert", "rehash_ns_per_op", write_latency_ns=lat)
+                rw = t.val("cceh-lat", "cceh-cow", "insert", "rehash_ns_per_op", write_latency_ns=lat)
+                if rc and rw:
+                    pairs.append((rw / rc, c["ratio"]))
+                    parts.append(f"{lat} ns: CCEH {rc:.0f}, CCEH(C) {rw:.0f} wall ns of split per insert ({rw / rc:.2f}x)")
+            if pairs:
+                verdict = ratio_verdict(pairs)
+                detail = "; ".join(parts)
         elif chk == "cow_split":
             fc = t.val("cceh-seg", "cceh", "insert", "flushes_per_op", segment_bytes=16384)
             fw = t.val("cceh-seg", "cceh-cow", "insert", "flushes_per_op", segment_bytes=16384)
@@ -937,7 +1005,7 @@ def draw_thesis(out, recs):
         fig, axs = plt.subplots(1, 2, figsize=(10, 3.8))
         for k in t.kinds("cceh-seg"):
             xs = [s for s in segs if t.val("cceh-seg", k, "insert", segment_bytes=s)]
-            st = style(k)
+            st = style(k, t.kinds("cceh-seg"))
             axs[0].plot(xs, [1e3 / t.val("cceh-seg", k, "insert", segment_bytes=s) for s in xs], label=THESIS_NAMES.get(k, k),
                         color=st["colour"], marker=st["marker"])
             axs[1].plot(xs, [t.val("cceh-seg", k, "insert", "flushes_per_op", segment_bytes=s) for s in xs],
@@ -948,7 +1016,7 @@ def draw_thesis(out, recs):
             ax.set_ylabel(yl)
             ax.grid(alpha=0.3)
             ax.legend()
-        fig.suptitle("Thesis Figure 24: CCEH segment size (EXTH(LSB), CCEH(LSB) not in wort)")
+        fig.suptitle("Thesis Figure 24: CCEH segment (EXTH: bucket) size")
         save(fig, "cceh_seg.png")
     lats = t.values("cceh-lat", "write_latency_ns")
     if lats:
@@ -965,6 +1033,30 @@ def draw_thesis(out, recs):
         ax.legend(ncol=2, fontsize=8)
         ax.set_title("Thesis Figure 25: hash tables' insert time vs write latency")
         save(fig, "cceh_lat.png")
+        # Figure 25's breakdown: write / rehash / displacement per insert (wall ns), per latency.
+        bk = [k for k in t.kinds("cceh-lat")
+              if any(t.val("cceh-lat", k, "insert", "rehash_ns_per_op", write_latency_ns=x) is not None for x in lats)]
+        if bk:
+            fig, axs = plt.subplots(1, len(lats), figsize=(3.6 * len(lats), 3.8), squeeze=False)
+            for ax, lat in zip(axs[0], lats):
+                bottoms = [0.0] * len(bk)
+                for part, colour in (("write", "#4c72b0"), ("rehash", "#dd8452"), ("displacement", "#55a868")):
+                    vals = []
+                    for k in bk:
+                        r = t.get("cceh-lat", k, "insert", write_latency_ns=lat) or {}
+                        rh, dp = r.get("rehash_ns_per_op") or 0, r.get("displacement_ns_per_op") or 0
+                        vals.append({"write": max(0.0, (r.get("ns_per_op") or 0) - rh - dp), "rehash": rh,
+                                     "displacement": dp}[part])
+                    ax.bar(range(len(bk)), vals, bottom=bottoms, color=colour, label=part)
+                    bottoms = [b + v for b, v in zip(bottoms, vals)]
+                ax.set_xticks(range(len(bk)))
+                ax.set_xticklabels([THESIS_NAMES.get(k, k) for k in bk], rotation=45, ha="right", fontsize=8)
+                ax.set_title(f"{lat} ns per flushed line", fontsize=9)
+                ax.grid(alpha=0.3, axis="y")
+            axs[0][0].set_ylabel("insert wall time (ns/op)")
+            axs[0][0].legend(fontsize=8)
+            fig.suptitle("Thesis Figure 25: insert time broken into write, rehash and cuckoo displacement")
+            save(fig, "cceh_breakdown.png")
     pk = t.kinds("b3-page")
     if pk:
         fig, axs = plt.subplots(1, 3, figsize=(12, 3.8))
@@ -1420,7 +1512,7 @@ def write_report(out, recs, cfg, pub, figures, fig_error, thesis_figures=()):
              ("is present as 'vbptree'." if "vbptree" in kinds else "is not an index kind either."))
     L.append("- **Memcached (Figure 11)**: not part of this command (see `wort bench-server`).")
     if Thesis(recs).recs:
-        L.append("- **Thesis chapter IV**: EXTH(LSB) and CCEH(LSB) (not variants of wort's cceh), B3-tree page sizes "
+        L.append("- **Thesis chapter IV**: B3-tree page sizes "
                  "other than 1 KB (no such option), the insert-time breakdown "
                  "(write / rehash / displacement), the Poisson-arrival latency CDF and multi-threaded search "
                  "throughput, Quartz read latency and hardware cache counters: see the 'not reproduced' rows above.")

@@ -18,13 +18,17 @@
 #include <filesystem>
 #include <fstream>
 #include <latch>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <random>
+#include <source_location>
 #include <thread>
+#include <tuple>
 #include <type_traits>
 
 #include "bench/bench_internal.h"
+#include "index/hash/hash_common.h"
 #include "index/kind_ids.h"
 #include "wort/alloc.h"
 #include "wort/index.h"
@@ -458,6 +462,45 @@ class FlatKeys {
   std::vector<uint64_t> offsets_;
 };
 
+// Counts the lines flushed per call site while installed (IndexBenchConfig::flush_sites). The
+// hook installed before it (if any) still sees every flush and fence.
+class SiteCounter final : public pm::Hook {
+ public:
+  SiteCounter() : prev_(pm::SetHook(this)) {}
+  ~SiteCounter() override { pm::SetHook(prev_); }
+  SiteCounter(const SiteCounter&) = delete;
+  SiteCounter& operator=(const SiteCounter&) = delete;
+  void OnFlushLine(const void* line, const std::source_location& w) override {
+    if (prev_) prev_->OnFlushLine(line, w);
+    std::lock_guard<std::mutex> g(mu_);
+    ++n_[{w.file_name(), w.line(), w.function_name()}];
+  }
+  void OnFence(const std::source_location& w) override {
+    if (prev_) prev_->OnFence(w);
+  }
+  // The counts since the last call, per operation of `ops`, most first; then starts over.
+  std::vector<std::pair<std::string, double>> Take(uint64_t ops) {
+    std::lock_guard<std::mutex> g(mu_);
+    std::vector<std::pair<std::string, double>> out;
+    for (const auto& [k, c] : n_) {
+      std::string file = std::get<0>(k);
+      if (const size_t at = file.rfind("/src/"); at != std::string::npos) file = file.substr(at + 1);
+      std::string fn = std::get<2>(k);  // "Status wort::...::F(args)": the qualified name only
+      if (const size_t p = fn.find('('); p != std::string::npos) fn = fn.substr(0, p);
+      if (const size_t sp = fn.rfind(' '); sp != std::string::npos) fn = fn.substr(sp + 1);
+      out.emplace_back(fmt::format("{}:{} {}", file, std::get<1>(k), fn), ops ? double(c) / double(ops) : 0.0);
+    }
+    std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    n_.clear();
+    return out;
+  }
+
+ private:
+  pm::Hook* prev_;
+  std::mutex mu_;
+  std::map<std::tuple<const char*, uint32_t, const char*>, uint64_t> n_;
+};
+
 // Benchmarks one index kind; appends its results to `report`.
 Status BenchOneIndex(const IndexBenchConfig& cfg, const IndexKind& kind, const std::vector<std::string>& keys,
                      IndexBenchReport* report, const LogFn& log, const std::string& pool_path) {
@@ -484,7 +527,10 @@ Status BenchOneIndex(const IndexBenchConfig& cfg, const IndexKind& kind, const s
   base.pool_path = pool_path;
   base.durability = DurabilityName(pool->durability());
 
+  std::unique_ptr<SiteCounter> sites;
+  if (cfg.flush_sites) sites = std::make_unique<SiteCounter>();
   auto finish = [&](IndexResult r, const PhaseOutcome& p) {
+    if (sites) r.flush_sites = sites->Take(p.done);
     r.ops = p.done;
     r.seconds = p.seconds;
     r.ns_per_op = p.done ? p.seconds * 1e9 / p.done : 0;
@@ -498,15 +544,22 @@ Status BenchOneIndex(const IndexBenchConfig& cfg, const IndexKind& kind, const s
   };
   auto wants = [&](Op op) { return std::find(cfg.ops.begin(), cfg.ops.end(), op) != cfg.ops.end(); };
   auto logline = [&](const IndexResult& r) {
-    if (log)
+    if (log) {
       log(fmt::format("{:<10} {:<9} {:<7} {:>10.1f} ns/op {:>10.1f} cpu-ns/op {:>7.2f} flushes/op {:>7.2f} fences/op{}",
                       r.index, r.dist, r.op, r.ns_per_op, r.cpu_ns_per_op, r.flushes_per_op, r.fences_per_op,
                       r.errors ? fmt::format("  ({} WRONG)", r.errors) : ""));
+      for (const auto& [site, per_op] : r.flush_sites)
+        if (per_op >= 0.001) log(fmt::format("    {:>8.4f} flushes/op  {}", per_op, site));
+    }
   };
 
   // ---- insert phase (always) --------------------------------------------------------------
+  if (sites) sites->Take(0);  // the creation's flushes are no phase's
+  const bool hash_kind = dynamic_cast<const hash::HashIndexBase*>(idx.get()) != nullptr;
+  if (hash_kind) hash::ResetHashCounters(*idx);
   PhaseOutcome p =
       RunPhase(threads, n, [&](size_t i, uint64_t*) { return idx->Insert(keys[i], i + 1); }, "insert");
+  const hash::HashCounters insert_hc = hash_kind ? hash::GetHashCounters(*idx) : hash::HashCounters{};
   if (!p.status.ok()) {
     const std::string why = Explain(p.status, kind.name, "insert", p.done, cfg.common);
     skip(why);
@@ -521,6 +574,11 @@ Status BenchOneIndex(const IndexBenchConfig& cfg, const IndexKind& kind, const s
     IndexResult r = base;
     r.op = "insert";
     r = finish(r, p);
+    if (hash_kind && p.done) {
+      r.has_breakdown = true;
+      r.rehash_ns_per_op = double(insert_hc.rehash_ns) / double(p.done);
+      r.displacement_ns_per_op = double(insert_hc.displacement_ns) / double(p.done);
+    }
     if (idx->Size() != n) r.errors += 1;  // lost or duplicated keys
     if (wants(Op::kInsert)) {
       report->results.push_back(r);
@@ -1126,6 +1184,15 @@ nlohmann::json ToJson(const IndexResult& r, const IndexBenchConfig& cfg, const E
   j["mops_per_s"] = r.mops_per_s;
   j["flushes_per_op"] = r.flushes_per_op;
   j["fences_per_op"] = r.fences_per_op;
+  if (r.has_breakdown) {
+    j["rehash_ns_per_op"] = r.rehash_ns_per_op;
+    j["displacement_ns_per_op"] = r.displacement_ns_per_op;
+  }
+  if (cfg.flush_sites) {
+    nlohmann::json fs = nlohmann::json::object();
+    for (const auto& [site, per_op] : r.flush_sites) fs[site] = per_op;
+    j["flush_sites"] = fs;
+  }
   j["leaf_depth"] = r.leaf_depth;
   j["bytes_per_key"] = r.bytes_per_key;
   j["bytes_allocated"] = r.bytes_allocated;

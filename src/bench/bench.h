@@ -89,6 +89,9 @@ struct IndexBenchConfig {
   size_t scans = 0;         // range queries to run; 0: min(keys, 10000)
   uint32_t span_bits = 4;   // IndexOptions::span_bits (WORT)
   bool sorted_insert = false;  // insert phase in ascending key order (the later phases keep their random orders)
+  // Count the flushed lines of each phase per call site (a pm::Hook: slower; the counts are
+  // exact): IndexResult::flush_sites, printed and in the JSON records ("flush_sites").
+  bool flush_sites = false;
 };
 
 // Where and how the run happened (printed first and stored with every JSON record).
@@ -127,6 +130,15 @@ struct IndexResult {
   std::string pool_path;
   std::string durability;      // the pool's DurabilityName (wort/pool.h)
   double msyncs_per_op = 0;    // sync mode: msync calls per operation
+  // Hash kinds' insert phase (index/hash/hash_common.h HashCounters, wall ns per insert): time in
+  // splits, doublings and rehashes, and in cuckoo displacements; the rest of ns_per_op is the
+  // write (the thesis's Figure 25 breakdown). has_breakdown: false for other kinds.
+  bool has_breakdown = false;
+  double rehash_ns_per_op = 0;
+  double displacement_ns_per_op = 0;
+  // IndexBenchConfig::flush_sites: lines flushed per operation by each call site
+  // ("src/...:line function"), most first.
+  std::vector<std::pair<std::string, double>> flush_sites;
 };
 
 // Per index kind that could not be measured (e.g. the kind rejects the key type, or PoolFull).

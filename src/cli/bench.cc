@@ -169,6 +169,7 @@ void AddBench(CLI::App& app) {
     uint32_t span_bits = 4;
     std::string keys_out;
     bool sorted_insert = false;
+    bool flush_sites = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand(
@@ -187,6 +188,8 @@ void AddBench(CLI::App& app) {
   AddCommonOptions(cmd, &o->common);
   cmd->add_flag("--sorted-insert", o->sorted_insert,
                 "Insert the keys in ascending order instead of random order (search, delete, ... stay random)");
+  cmd->add_flag("--flush-sites", o->flush_sites,
+                "Count each phase's flushed lines per call site (file:line function; a pm hook: slower, exact counts)");
   cmd->add_option("--keys-out", o->keys_out,
                   "Also write the keys and the search order to this file (binary, for scripts/peers.sh; integer dists)");
 
@@ -276,6 +279,7 @@ void AddBench(CLI::App& app) {
     cfg.scans = o->scans;
     cfg.span_bits = o->span_bits;
     cfg.sorted_insert = o->sorted_insert;
+    cfg.flush_sites = o->flush_sites;
     if (cfg.sorted_insert && !o->keys_out.empty())
       Fail(Status::InvalidArgument("--keys-out writes the random insert order; it cannot go with --sorted-insert"));
     if (!o->keys_out.empty()) {

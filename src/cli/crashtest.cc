@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -63,6 +64,7 @@ struct CrashOpts {
   uint64_t hash_capacity = 0;
   uint64_t cceh_segment_bytes = 0;
   bool b3_no_rebalance = false;
+  std::string cceh_variant;
   uint64_t hash_seed = 0;
   bool hash_special_keys = false;
   uint64_t hash_skew_keys = 0;
@@ -187,6 +189,7 @@ size_t RunKind(const CrashOpts& o, const std::string& name, bench::Dist dist, co
   } else {
     auto c = SharedConfig<crash::ExplorerConfig>(o, name, dist, ops, iopts, from_dist);
     c.explore_ops = o.explore;
+    c.cceh_variant = o.cceh_variant;
     c.subsets = o.subsets;
     c.max_points = o.max_points;
     c.torn_lines = o.torn;
@@ -291,6 +294,9 @@ void Run(const CrashOpts& o) {
   iopts.cceh_segment_bytes = o.cceh_segment_bytes;
   iopts.b3_no_rebalance = o.b3_no_rebalance;
   iopts.hash_seed = o.hash_seed;
+  // cceh reads its directory variant at create (index/hash/cceh.h); the kill test's children
+  // inherit it.
+  if (!o.cceh_variant.empty()) setenv("WORT_CCEH_VARIANT", o.cceh_variant.c_str(), 1);
   bool from_dist = true;
   if (o.key_type == "u64") {
     iopts.key_type = KeyType::kU64;
@@ -423,6 +429,8 @@ void AddCrashTest(CLI::App& app) {
   c->add_option("--hash-capacity", o->hash_capacity, "Hash kinds: initial capacity in records (0: default)");
   c->add_option("--cceh-segment-bytes", o->cceh_segment_bytes, "cceh: segment size in bytes (0: default)");
   c->add_flag("--b3-no-rebalance", o->b3_no_rebalance, "b3tree: rebalancing off (rebuilt pages hold chains)");
+  c->add_option("--cceh-variant", o->cceh_variant, "cceh: directory variant msb, lsb or exth (index/hash/cceh.h)")
+      ->check(CLI::IsMember({"msb", "lsb", "exth"}));
   c->add_option("--hash-seed", o->hash_seed, "Hash kinds: the hash seed (0: derived from --seed)");
   c->add_flag("--hash-special-keys", o->hash_special_keys,
               "u64 keys: the keys whose mixed hash words are 0 and 1 (the hash tables' special slots) are insert candidates");

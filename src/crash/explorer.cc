@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -56,6 +57,7 @@ std::string ExplorerArgs(const ExplorerConfig& c) {
     s += fmt::format(" --cceh-segment-bytes {}", c.index_options.cceh_segment_bytes);
   if (c.index_options.hash_seed != 0) s += fmt::format(" --hash-seed {:#x}", c.index_options.hash_seed);
   if (c.index_options.b3_no_rebalance) s += " --b3-no-rebalance";
+  if (!c.cceh_variant.empty()) s += " --cceh-variant " + c.cceh_variant;
   if (c.novel_only) s += " --novel-only";
   if (c.explore_from != 0) s += fmt::format(" --explore-from {}", c.explore_from);
   if (c.explore_recovery) s += " --explore-recovery";
@@ -576,6 +578,25 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
   IndexOptions iopts;
   WORT_RETURN_IF_ERROR(ResolveRunIndex(cfg.index, cfg.ops, cfg.index_options, cfg.key_type_from_dist, cfg.dist, &iopts));
   const IndexKind* kind = FindIndexKind(cfg.index);
+  // The cceh variant is read from the environment at create: set for this run, restored after.
+  struct VariantEnv {
+    bool set = false, had = false;
+    std::string old;
+    explicit VariantEnv(const std::string& v) {
+      if (v.empty()) return;
+      if (const char* e = std::getenv("WORT_CCEH_VARIANT")) {
+        had = true;
+        old = e;
+      }
+      setenv("WORT_CCEH_VARIANT", v.c_str(), 1);
+      set = true;
+    }
+    ~VariantEnv() {
+      if (!set) return;
+      if (had) setenv("WORT_CCEH_VARIANT", old.c_str(), 1);
+      else unsetenv("WORT_CCEH_VARIANT");
+    }
+  } variant_env(cfg.cceh_variant);
   // The hash tables' hash seed comes from the run's seed too: the same run meets the same
   // crash points, and a replay line reproduces its violation.
   if (iopts.hash_seed == 0) iopts.hash_seed = MixSeed(cfg.seed, 0x4a5e) | 1;

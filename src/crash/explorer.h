@@ -85,6 +85,9 @@ namespace wort::crash {
 struct ExplorerConfig {
   std::string index = "wort";           // a registered kind name
   IndexOptions index_options;           // key_type: see key_type_from_dist
+  // cceh: the directory variant (msb, lsb, exth; index/hash/cceh.h), set as WORT_CCEH_VARIANT
+  // for the run (the kind reads it at create). Empty: the environment's.
+  std::string cceh_variant;
   bool key_type_from_dist = true;       // kU64 for integer distributions, kBytes for strings
   bench::Dist dist = bench::Dist::kDense;
   size_t keys = 100;                    // setup keys, loaded before exploring

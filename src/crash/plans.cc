@@ -258,6 +258,30 @@ std::vector<PlanStep> KindPlan(const std::string& kind, const std::string& dir) 
     c.ops = {OpType::kInsert, OpType::kUpsert, OpType::kDelete};
     plan.push_back({"sparse, large table: a multi-chunk allocation at creation", c});
   }
+  // 7b. CCEH's directory variants (ExplorerConfig::cceh_variant, index/hash/cceh.h "Variants"):
+  // CCEH(LSB) and EXTH(LSB) grown from one 256-byte segment/bucket by byte-string keys (the full
+  // byte range: edge keys) with removes and upserts among the inserts - splits whose directory
+  // runs are spread over the directory (one line per entry), doublings by copy, EXTH's clear of
+  // the moved records; then a directory grown deep in one region by skewed u64 keys, whose
+  // shallow segments' runs span many lines when they split (cut, then repaired by recovery).
+  if (kind == "cceh") {
+    for (const char* v : {"lsb", "exth"}) {
+      ExplorerConfig c = base;
+      c.cceh_variant = v;
+      c.dist = Dist::kStrings;
+      c.seed = seed++;
+      c.keys = 2;
+      c.explore_ops = 250;
+      c.ops = {OpType::kInsert, OpType::kInsert, OpType::kDelete, OpType::kUpsert};
+      plan.push_back({fmt::format("{}: strings from one segment: spread-run splits, doublings by copy", v), c});
+      c.dist = Dist::kSparse;
+      c.seed = seed++;
+      c.hash_skew_keys = 200;
+      c.explore_ops = 200;
+      c.ops = {OpType::kInsert};
+      plan.push_back({fmt::format("{}: sparse, skewed directory: spread runs over many lines, cut and repaired", v), c});
+    }
+  }
   // 8. B3-tree without rebalancing (IndexOptions::b3_no_rebalance, b3tree.h kRootNoRebalance):
   // the same persist sites and order, rebuilt pages holding ascending chains; inserts that split
   // leaves and inner pages, then deletes that merge and redistribute them.

@@ -128,18 +128,26 @@ void PlanThesis(const Config& cfg, const ThesisParams& tp, const std::vector<std
   const auto seg = Present(kCcehSegKinds, kinds);
   if (explicit_only("cceh-seg", seg, "cceh, cceh-cow")) {
     for (const auto& k : seg) {
-      for (uint64_t b : tp.segment_bytes) {
-        Run r;
-        r.type = Run::Type::kThesis;
-        r.exp = "cceh-seg";
-        r.label = fmt::format("cceh-seg@{}B", b);
-        r.dist = Dist::kSparse;
-        r.index = k;
-        r.keys = tp.cceh_keys;
-        r.ops = {Op::kInsert};
-        r.segment_bytes = b;
-        r.est_seconds = est(1, r.keys, 1, 0);
-        runs->push_back(r);
+      // cceh: also its LSB directory and legacy extendible hashing (cceh.h "Variants").
+      const std::vector<std::string> variants =
+          k == "cceh" ? std::vector<std::string>{"", "lsb", "exth"} : std::vector<std::string>{""};
+      for (const auto& v : variants) {
+        for (uint64_t b : tp.segment_bytes) {
+          // EXTH reads its whole bucket per operation: above 16 KB (256 lines) a run takes minutes.
+          if (v == "exth" && b > 16384) continue;
+          Run r;
+          r.type = Run::Type::kThesis;
+          r.exp = "cceh-seg";
+          r.label = v.empty() ? fmt::format("cceh-seg@{}B", b) : fmt::format("cceh-seg({})@{}B", v, b);
+          r.dist = Dist::kSparse;
+          r.index = k;
+          r.keys = tp.cceh_keys;
+          r.ops = {Op::kInsert};
+          r.segment_bytes = b;
+          r.cceh_variant = v;
+          r.est_seconds = est(1, r.keys, 1, 0);
+          runs->push_back(r);
+        }
       }
     }
   }
@@ -243,7 +251,7 @@ Status GetScale(const std::string& name, ScaleParams* out) {
     p.cachegrind_keys = 2000;
     p.cachegrind_dists = {Dist::kDense};
     p.canrt = {{"local", "", 500, 100, {50, 500}, 2, {1, 2}, 100}};
-    p.thesis = {4000, {1024, 4096, 16384, 65536}, {0, 300}, 3000, {1000, 4000}};
+    p.thesis = {4000, {256, 1024, 4096, 16384, 65536}, {0, 300}, 3000, {1000, 4000}};
   } else if (name == "quick") {
     // Sized so that every index kind (19 in this build) finishes in under 5 minutes on the
     // 2-core reference machine even when it is shared; medium and paper are the scales to
@@ -608,9 +616,11 @@ Status Reproduce(const Config& cfg, const LogFn& progress) {
       setenv("WORT_CCEH_SEGMENT_BYTES", std::to_string(r.segment_bytes).c_str(), 1);
     }
     if (r.no_rebalance) setenv("WORT_B3_REBALANCE", "0", 1);  // read at create (b3tree.h)
+    if (!r.cceh_variant.empty()) setenv("WORT_CCEH_VARIANT", r.cceh_variant.c_str(), 1);  // read at create (cceh.h)
     const auto t0 = Clock::now();
     Status s = bench::RunIndexBench(bc, &rep, [&](const std::string& line) { blog << line << "\n"; });
     if (r.no_rebalance) unsetenv("WORT_B3_REBALANCE");
+    if (!r.cceh_variant.empty()) unsetenv("WORT_CCEH_VARIANT");
     if (r.segment_bytes) {
       if (had_seg) setenv("WORT_CCEH_SEGMENT_BYTES", old_seg.c_str(), 1);
       else unsetenv("WORT_CCEH_SEGMENT_BYTES");
@@ -628,6 +638,7 @@ Status Reproduce(const Config& cfg, const LogFn& progress) {
       if (r.type == Run::Type::kThesis) {
         j["experiment"] = r.exp == "cceh-lat" && res.op == "search" ? "cceh-search" : r.exp;
         if (r.segment_bytes) j["segment_bytes"] = r.segment_bytes;
+        if (!r.cceh_variant.empty()) j["cceh_variant"] = r.cceh_variant;
         if (r.exp == "b3-order") j["rebalance"] = !r.no_rebalance;
       } else if (res.op == "insert") j["experiment"] = r.type == Run::Type::kLatency ? "fig8" : "fig7";
       else if (res.op == "search") j["experiment"] = "fig9";

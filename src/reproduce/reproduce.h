@@ -20,8 +20,12 @@
 //   space   pool bytes per key after the insert phase (thesis Fig 5.5)
 //   cceh-seg    thesis 4.4.7.1 (Figure 24): cceh and cceh-cow on random 8-byte keys (sparse) from a
 //               table sized for 2,048 records (the kinds' default), segment size swept
-//               (WORT_CCEH_SEGMENT_BYTES, set for each run): insert time, flushes per insert
-//   cceh-lat    thesis 4.4.7.2 (Figure 25): insert time of every hash kind vs emulated write latency
+//               (WORT_CCEH_SEGMENT_BYTES, set for each run): insert time, flushes per insert; cceh
+//               also as CCEH(LSB) and EXTH(LSB) (WORT_CCEH_VARIANT=lsb, exth: cceh.h "Variants";
+//               EXTH's buckets up to 16 KB only, as it reads the whole bucket per operation)
+//   cceh-lat    thesis 4.4.7.2 (Figure 25): insert time of every hash kind vs emulated write latency,
+//               broken into write, rehash and cuckoo displacement (the bench's insert records of hash
+//               kinds carry rehash_ns_per_op and displacement_ns_per_op from the kinds' counters)
 //   cceh-search thesis 4.4.7.3 (Figure 26(c)): search time of every hash kind (one thread)
 //   b3-page     thesis 4.3.2 (Figures 12, 14): b3tree, wbtree, wbtree-slot, fptree, fastfair on
 //               random keys: insert, search and delete time, flushes per insert and per delete
@@ -167,6 +171,7 @@ struct Run {
   int canrt = -1;          // kRemote: index into ScaleParams::canrt
   std::string exp;         // kThesis: the records' experiment (cceh-seg, ...; cceh-lat's search: cceh-search)
   uint64_t segment_bytes = 0;  // kThesis: WORT_CCEH_SEGMENT_BYTES for the run (0: unset)
+  std::string cceh_variant;    // kThesis (cceh-seg): WORT_CCEH_VARIANT for the run (lsb, exth; empty: msb)
   bool sorted_insert = false;  // kThesis (b3-order): insert in ascending key order
   bool no_rebalance = false;   // kThesis (b3-order): b3tree created with WORT_B3_REBALANCE=0
   double est_seconds = 0;  // the planner's cost estimate

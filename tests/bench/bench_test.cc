@@ -158,6 +158,70 @@ TEST(Bench, SortedInsertIsAscending) {
   EXPECT_LT(flushes[1] * 1.5, flushes[0]) << "sorted " << flushes[1] << " random " << flushes[0];
 }
 
+// --flush-sites: the per-site counts sum to the phase's flushes per op and name the index's own
+// persist sites (b3tree: Algorithm 1's three persists in Put, one line each per insert).
+TEST(Bench, FlushSitesSumToTheFlushCount) {
+  IndexBenchConfig cfg = TinyConfig(Dist::kSparse, 3000);
+  cfg.indexes = {"b3tree"};
+  cfg.ops = {Op::kInsert, Op::kDelete};
+  cfg.flush_sites = true;
+  IndexBenchReport rep;
+  std::vector<std::string> lines;
+  ASSERT_TRUE(RunIndexBench(cfg, &rep, [&](const std::string& l) { lines.push_back(l); }).ok());
+  ASSERT_EQ(rep.results.size(), 2u);
+  EXPECT_EQ(pm::SetHook(nullptr), nullptr) << "the counting hook is removed after the run";
+  for (const auto& r : rep.results) {
+    ASSERT_FALSE(r.flush_sites.empty()) << r.op;
+    double sum = 0;
+    int put_sites = 0;
+    for (const auto& [site, per_op] : r.flush_sites) {
+      sum += per_op;
+      EXPECT_EQ(site.rfind("src/", 0), 0u) << site;
+      if (site.find("b3tree.cc") != std::string::npos && site.find("Put") != std::string::npos && per_op > 0.99)
+        ++put_sites;
+    }
+    EXPECT_NEAR(sum, r.flushes_per_op, 1e-9) << r.op;
+    if (r.op == "insert") {
+      EXPECT_EQ(put_sites, 3) << "node, count, link";
+    }
+    const auto j = ToJson(r, cfg, rep.env);
+    ASSERT_TRUE(j.contains("flush_sites"));
+    EXPECT_EQ(j["flush_sites"].size(), r.flush_sites.size());
+  }
+  bool printed = false;
+  for (const auto& l : lines) printed |= l.find("flushes/op  src/index/btree/b3tree.cc:") != std::string::npos;
+  EXPECT_TRUE(printed);
+}
+
+// Hash kinds' insert records carry the Figure 25 breakdown (rehash, displacement); others not.
+TEST(Bench, HashInsertBreakdown) {
+  IndexBenchConfig cfg = TinyConfig(Dist::kSparse, 20000);
+  cfg.indexes = {"cceh", "cuck", "fastfair"};
+  cfg.ops = {Op::kInsert};
+  IndexBenchReport rep;
+  ASSERT_TRUE(RunIndexBench(cfg, &rep).ok());
+  ASSERT_EQ(rep.results.size(), 3u);
+  for (const auto& r : rep.results) {
+    const auto j = ToJson(r, cfg, rep.env);
+    if (r.index == "fastfair") {
+      EXPECT_FALSE(r.has_breakdown);
+      EXPECT_FALSE(j.contains("rehash_ns_per_op"));
+      continue;
+    }
+    ASSERT_TRUE(r.has_breakdown) << r.index;
+    // 20000 keys from a 2048-record table: cceh splits, cuck rehashes and displaces.
+    EXPECT_GT(r.rehash_ns_per_op, 0) << r.index;
+    EXPECT_LT(r.rehash_ns_per_op + r.displacement_ns_per_op, r.ns_per_op * 1.01) << r.index;
+    if (r.index == "cuck") {
+      EXPECT_GT(r.displacement_ns_per_op, 0);
+    }
+    if (r.index == "cceh") {
+      EXPECT_EQ(r.displacement_ns_per_op, 0);
+    }
+    EXPECT_TRUE(j.contains("rehash_ns_per_op")) << r.index;
+  }
+}
+
 TEST(Bench, RestoresPmSettings) {
   const pm::FlushKind before = pm::GetFlushKind();
   const uint64_t lat = pm::GetWriteLatencyNs();

@@ -18,12 +18,39 @@
 namespace wort::hash::test {
 namespace {
 
+// Parameters: a kind, or "cceh:VARIANT" (WORT_CCEH_VARIANT, cceh.h "Variants": lsb, exth).
+std::string KindOf(const std::string& p) { return p.substr(0, p.find(':')); }
+std::string VariantOf(const std::string& p) {
+  const size_t c = p.find(':');
+  return c == std::string::npos ? "msb" : p.substr(c + 1);
+}
+
 class CcehTest : public ::testing::TestWithParam<std::string> {
  protected:
   // Tiny segments (4 buckets of 4 slots) and a one-segment table: splits and doublings early.
   ScopedEnv seg_{"WORT_CCEH_SEGMENT_BYTES", "256"};
   ScopedEnv cap_{"WORT_HASH_CAPACITY", "16"};
+  ScopedEnv variant_{"WORT_CCEH_VARIANT", VariantOf(GetParam())};
+  const std::string kind_ = KindOf(GetParam());
+  const bool lsb_ = VariantOf(GetParam()) != "msb";
 };
+
+uint64_t Rev(uint64_t x, unsigned bits) {
+  uint64_t r = 0;
+  for (unsigned i = 0; i < bits; ++i) r |= ((x >> i) & 1) << (bits - 1 - i);
+  return r;
+}
+// The directory indexes naming the segment whose run starts at entry i (depth L, global g), in
+// run order (cceh.h: MSB adjacent, LSB every 2^L-th), and that segment's pattern.
+std::vector<uint64_t> RunIndexes(bool lsb, uint64_t i, unsigned L, unsigned g) {
+  std::vector<uint64_t> out;
+  for (uint64_t k = 0; k < (1ull << (g - L)); ++k) out.push_back(lsb ? i + (k << L) : i + k);
+  return out;
+}
+bool StartsRun(bool lsb, uint64_t i, unsigned L, unsigned g) {
+  return lsb ? (i >> L) == 0 : i % (1ull << (g - L)) == 0;
+}
+uint64_t PatternAt(bool lsb, uint64_t i, unsigned L, unsigned g) { return lsb ? Rev(i, L) : i >> (g - L); }
 
 const HashRoot* RootOf(Pool& pool) {
   RootInfo ri;
@@ -33,7 +60,7 @@ const HashRoot* RootOf(Pool& pool) {
 const CcehDirectory* DirOf(Pool& pool) { return pool.at<const CcehDirectory>(RootOf(pool)->table); }
 
 TEST_P(CcehTest, SplitsAndDoublings) {
-  HashFixture f(GetParam(), KeyType::kU64);
+  HashFixture f(kind_, KeyType::kU64);
   EXPECT_EQ(DirOf(f.pool())->depth, 0u);
   std::mt19937_64 rng(1);
   std::unordered_map<uint64_t, uint64_t> model;
@@ -67,9 +94,9 @@ TEST_P(CcehTest, SplitsAndDoublings) {
 // make the directory whole (CCEH: always completing the split; CCEH(C): completing it in case 2,
 // rolling it back otherwise), lose no key and leak nothing.
 TEST_P(CcehTest, RecoversCutSplit) {
-  const bool cow = GetParam() == "cceh-cow";
+  const bool cow = kind_ == "cceh-cow";
   for (int cut = 0; cut < 3; ++cut) {
-    HashFixture f(GetParam(), KeyType::kU64);
+    HashFixture f(kind_, KeyType::kU64);
     std::mt19937_64 rng(cut + 1);
     std::unordered_map<uint64_t, uint64_t> model;
     // Grow until some segment has a run of >= 4 entries (local depth <= G - 2).
@@ -81,10 +108,12 @@ TEST_P(CcehTest, RecoversCutSplit) {
       model[k] = v;
       if (i % 64 != 0) continue;
       d = DirOf(f.pool());
-      for (uint64_t j = 0; j < (1ull << d->depth); j += 1ull << (d->depth - EntryDepth(d->entries()[j]))) {
-        if (d->depth - EntryDepth(d->entries()[j]) >= 2) {
+      const unsigned g = static_cast<unsigned>(d->depth);
+      for (uint64_t j = 0; j < (1ull << g); ++j) {
+        const unsigned dj = EntryDepth(d->entries()[j]);
+        if (StartsRun(lsb_, j, dj, g) && g - dj >= 2) {
           run = j;
-          stride = 1ull << (d->depth - EntryDepth(d->entries()[j]));
+          stride = 1ull << (g - dj);
           break;
         }
       }
@@ -94,9 +123,17 @@ TEST_P(CcehTest, RecoversCutSplit) {
     const uint64_t half = stride / 2;
     const uint64_t e = d->entries()[run];
     const unsigned L = EntryDepth(e);
+    const unsigned G = static_cast<unsigned>(d->depth);
     const HashRoot* root = RootOf(f.pool());
+    EXPECT_EQ(root->param[1], lsb_ ? (VariantOf(GetParam()) == "exth" ? 2u : 1u) : 0u) << "the variant in the root";
     const uint64_t seg_bytes = (1ull << root->param[0]) * sizeof(CcehBucket);
-    const uint64_t pattern = run >> (d->depth - L);
+    const uint64_t pattern = PatternAt(lsb_, run, L, G);
+    // The run in split order: the right half (the new segment's: MSB the upper half, LSB the odd
+    // positions) and the left half, each as written, last entry first.
+    const std::vector<uint64_t> idx = RunIndexes(lsb_, run, L, G);
+    std::vector<uint64_t> rhalf, lhalf;
+    for (uint64_t k = 0; k < idx.size(); ++k)
+      ((lsb_ ? (k & 1) != 0 : k >= half) ? rhalf : lhalf).push_back(idx[k]);
     // The split's new segment(s): records of S whose bit L is 1 (right) or 0 (left, CCEH(C)).
     auto make_half = [&](unsigned bit) {
       uint64_t off = 0;
@@ -115,17 +152,17 @@ TEST_P(CcehTest, RecoversCutSplit) {
     const uint64_t left = cut == 2 && cow ? make_half(0) : EntrySegment(e);
     auto* ent = const_cast<uint64_t*>(d->entries());
     const uint64_t nright = cut == 0 ? 1 : half;
-    for (uint64_t k = run + stride; k-- > run + stride - nright;) pm::store8(&ent[k], MakeEntry(right, L + 1));
-    if (cut == 2) pm::store8(&ent[run + half - 1], MakeEntry(left, L + 1));
-    pm::persist(&ent[run], stride * 8);
+    for (uint64_t k = 0; k < nright; ++k) pm::store8(&ent[rhalf[half - 1 - k]], MakeEntry(right, L + 1));
+    if (cut == 2) pm::store8(&ent[lhalf[half - 1]], MakeEntry(left, L + 1));
+    for (uint64_t i : idx) pm::persist(&ent[i], 8);
 
     f.CrashAndReopen();
     d = DirOf(f.pool());
     if (cow && cut < 2) {
-      for (uint64_t k = run; k < run + stride; ++k) EXPECT_EQ(d->entries()[k], e) << "cut " << cut << ": rolled back";
+      for (uint64_t k : idx) EXPECT_EQ(d->entries()[k], e) << "cut " << cut << ": rolled back";
     } else {
-      for (uint64_t k = run; k < run + half; ++k) EXPECT_EQ(d->entries()[k], MakeEntry(left, L + 1)) << "cut " << cut;
-      for (uint64_t k = run + half; k < run + stride; ++k) EXPECT_EQ(d->entries()[k], MakeEntry(right, L + 1)) << "cut " << cut;
+      for (uint64_t k : lhalf) EXPECT_EQ(d->entries()[k], MakeEntry(left, L + 1)) << "cut " << cut;
+      for (uint64_t k : rhalf) EXPECT_EQ(d->entries()[k], MakeEntry(right, L + 1)) << "cut " << cut;
     }
     f.ExpectCheckOk("after recovery of cut " + std::to_string(cut));
     EXPECT_EQ(f.idx().Size(), model.size());
@@ -141,7 +178,7 @@ TEST_P(CcehTest, RecoversCutSplit) {
 
 // A directory that is neither whole nor a cut split is reported, not "repaired".
 TEST_P(CcehTest, CorruptDirectoryRefused) {
-  HashFixture f(GetParam(), KeyType::kU64);
+  HashFixture f(kind_, KeyType::kU64);
   for (uint64_t i = 0; i < 3000; ++i) ASSERT_TRUE(f.idx().Insert(i, i).ok());
   const CcehDirectory* d = DirOf(f.pool());
   ASSERT_GE(d->depth, 2u);
@@ -163,7 +200,7 @@ TEST_P(CcehTest, CorruptDirectoryRefused) {
 // Two threads insert, look up and remove disjoint keys while splits and doublings happen; a
 // third set of keys, loaded first, must be found by every lookup throughout.
 TEST_P(CcehTest, TwoThreads) {
-  HashFixture f(GetParam(), KeyType::kU64);
+  HashFixture f(kind_, KeyType::kU64);
   const uint64_t kStable = 2000, kPer = 15000;
   for (uint64_t i = 0; i < kStable; ++i) ASSERT_TRUE(f.idx().Insert(i, i * 3).ok());
   std::atomic<uint64_t> errors{0};
@@ -193,7 +230,7 @@ TEST_P(CcehTest, TwoThreads) {
 
 // Readers (lock-free in CCEH(C)) beside a writer that splits: never miss a stable key.
 TEST_P(CcehTest, ReaderBesideSplittingWriter) {
-  HashFixture f(GetParam(), KeyType::kBytes);
+  HashFixture f(kind_, KeyType::kBytes);
   std::vector<std::string> stable;
   for (int i = 0; i < 1000; ++i) stable.push_back("stable-key-" + std::to_string(i) + (i % 2 ? "" : "-long-tail-xx"));
   for (size_t i = 0; i < stable.size(); ++i) ASSERT_TRUE(f.idx().Insert(stable[i], i).ok());
@@ -227,7 +264,7 @@ TEST_P(CcehTest, ReaderBesideSplittingWriter) {
 // a reader beside them must find every stable key, always with one of its two values (never a
 // torn or foreign value), and every raced key it finds must have one of the two writers' values.
 TEST_P(CcehTest, StressRacingInsertsAndReaders) {
-  HashFixture f(GetParam(), KeyType::kBytes);
+  HashFixture f(kind_, KeyType::kBytes);
   auto key = [](const char* tag, uint64_t i) {
     std::string k(tag);
     for (int b = 0; b < 8; ++b) k.push_back(static_cast<char>((i * 0x9e3779b97f4a7c15ull) >> (8 * b)));  // 0x00..0xff
@@ -287,7 +324,7 @@ TEST_P(CcehTest, StressRacingInsertsAndReaders) {
 // (found with the right value, or not found if not yet inserted). At the end: every key found
 // with its value, Size exact, Check() clean, every allocated block reachable (no leak).
 TEST_P(CcehTest, ManyWritersSplitAndDoubleConcurrently) {
-  HashFixture f(GetParam(), KeyType::kBytes);
+  HashFixture f(kind_, KeyType::kBytes);
   constexpr int kThreads = 6;
   const uint64_t per = 24000 / ::wort::test::kSanitizerScale;
   auto key = [](uint64_t t, uint64_t i) {
@@ -343,7 +380,7 @@ TEST_P(CcehTest, ManyWritersSplitAndDoubleConcurrently) {
 // visit runs inside an epoch, so CCEH(C)'s split segments, retired while it reads them, are not
 // reused under it.
 TEST_P(CcehTest, VisitBesideWriters) {
-  HashFixture f(GetParam(), KeyType::kBytes);
+  HashFixture f(kind_, KeyType::kBytes);
   std::vector<std::string> keys;
   for (int i = 0; i < 3000; ++i) keys.push_back("visit-key-" + std::to_string(i) + "-with-a-tail");
   for (size_t i = 0; i < keys.size(); ++i) ASSERT_TRUE(f.idx().Insert(keys[i], i).ok());
@@ -351,7 +388,7 @@ TEST_P(CcehTest, VisitBesideWriters) {
   f.pool().allocator().ForEachAllocated([&](uint64_t off, size_t) { before.insert(off); });
   RootInfo ri;
   ASSERT_TRUE(f.pool().FindRoot("idx", &ri).ok());
-  const IndexKind* kind = FindIndexKind(GetParam());
+  const IndexKind* kind = FindIndexKind(kind_);
   for (int round = 0; round < 5; ++round) {
     // Held until the final visit: nothing retired in the round is freed and reused, so an offset
     // in `before` that is reachable at the end is the same block (not a new one at a reused
@@ -384,7 +421,7 @@ TEST_P(CcehTest, VisitBesideWriters) {
 // Instant restart: after a crash the index is opened and written (splits, removes, upserts)
 // while the post-crash GC marks on its background thread. When it ends, nothing reachable may
 // have been freed and nothing unreachable kept.
-TEST_P(CcehTest, InstantRestart) { RunWritesBesideGc(GetParam(), 60000, 20000, 3); }
+TEST_P(CcehTest, InstantRestart) { RunWritesBesideGc(kind_, 60000, 20000, 3); }
 
 TEST_P(CcehTest, ReadOnlyOpen) {
   ::wort::test::TempPath path("cceh-ro");
@@ -394,7 +431,7 @@ TEST_P(CcehTest, ReadOnlyOpen) {
     std::unique_ptr<Index> idx;
     IndexOptions io;
     io.key_type = KeyType::kU64;
-    ASSERT_TRUE(CreateIndex(*pool, "idx", GetParam(), io, &idx).ok());
+    ASSERT_TRUE(CreateIndex(*pool, "idx", kind_, io, &idx).ok());
     for (uint64_t i = 0; i < 5000; ++i) ASSERT_TRUE(idx->Insert(i, i + 1).ok());
     idx.reset();
     ASSERT_TRUE(pool->Close().ok());
@@ -413,7 +450,100 @@ TEST_P(CcehTest, ReadOnlyOpen) {
   EXPECT_TRUE(idx->Check(&report).ok()) << report;
 }
 
-INSTANTIATE_TEST_SUITE_P(Kinds, CcehTest, ::testing::Values("cceh", "cceh-cow"),
+// The directory routes every valid record by its variant's index (MSB: the top G hash bits; LSB,
+// EXTH: those bits reversed), and (EXTH) a split leaves no stale copy behind in the old bucket.
+TEST_P(CcehTest, VariantLayout) {
+  HashFixture f(kind_, KeyType::kU64);
+  std::mt19937_64 rng(9);
+  for (int i = 0; i < 6000; ++i) ASSERT_TRUE(f.idx().Insert(rng(), i).ok());
+  const CcehDirectory* d = DirOf(f.pool());
+  const unsigned G = static_cast<unsigned>(d->depth);
+  ASSERT_GE(G, 6u);
+  const uint64_t nb = 1ull << RootOf(f.pool())->param[0];
+  uint64_t routed = 0, nonempty = 0;
+  for (uint64_t i = 0; i < (1ull << G); ++i) {
+    const uint64_t e = d->entries()[i];
+    const unsigned L = EntryDepth(e);
+    if (!StartsRun(lsb_, i, L, G)) continue;
+    const uint64_t pattern = PatternAt(lsb_, i, L, G);
+    const auto* seg = f.pool().at<const CcehBucket>(EntrySegment(e));
+    for (uint64_t b = 0; b < nb; ++b)
+      for (const auto& slot : seg[b].slot) {
+        if (slot.key == 0) continue;
+        ++nonempty;
+        if (Prefix(slot.key, L) != pattern) continue;  // a stale copy (lazy deletion)
+        const uint64_t at = lsb_ ? Rev(Prefix(slot.key, G), G) : Prefix(slot.key, G);
+        ASSERT_EQ(d->entries()[at], e) << "record routed to entry " << at << ", found under " << i;
+        ++routed;
+      }
+  }
+  EXPECT_EQ(routed, f.idx().Size());
+  if (VariantOf(GetParam()) == "exth") {
+    EXPECT_EQ(nonempty, routed) << "EXTH clears the moved records";
+  } else if (kind_ == "cceh") {
+    EXPECT_GT(nonempty, routed) << "lazy deletion leaves stale copies";
+  }
+  f.ExpectCheckOk("layout");
+}
+
+// Byte-string keys over the full byte range (0x00..0xff, lengths 1..40): inserted, half removed,
+// upserted, reopened; every lookup agrees with a model.
+TEST_P(CcehTest, FullByteRangeKeys) {
+  HashFixture f(kind_, KeyType::kBytes);
+  std::mt19937_64 rng(17);
+  std::unordered_map<std::string, uint64_t> model;
+  for (int i = 0; i < 4000; ++i) {
+    std::string k(1 + rng() % 40, '\0');
+    for (char& c : k) c = static_cast<char>(rng() & 0xff);
+    if (i % 7 == 0) k[0] = static_cast<char>(0x80 | (rng() & 0x7f));
+    if (model.count(k)) continue;
+    ASSERT_TRUE(f.idx().Insert(k, i).ok());
+    model[k] = i;
+  }
+  int n = 0;
+  for (auto it = model.begin(); it != model.end();) {
+    if (n++ % 2 == 0) {
+      ASSERT_TRUE(f.idx().Remove(it->first).ok());
+      it = model.erase(it);
+    } else {
+      ASSERT_TRUE(f.idx().Upsert(it->first, it->second + 1).ok());
+      ++it->second;
+      ++it;
+    }
+  }
+  f.Reopen();
+  EXPECT_EQ(f.idx().Size(), model.size());
+  for (auto& [k, v] : model) {
+    uint64_t got = 0;
+    ASSERT_TRUE(f.idx().Lookup(k, &got).ok());
+    ASSERT_EQ(got, v);
+  }
+  f.ExpectCheckOk("full byte range");
+}
+
+// A bad variant name, and a variant for cceh-cow, are refused at create with a clear error.
+TEST(CcehVariant, BadVariantRefused) {
+  {
+    ScopedEnv v("WORT_CCEH_VARIANT", "middle");
+    ::wort::test::TempPath path("cceh-var");
+    std::unique_ptr<Pool> pool;
+    ASSERT_TRUE(Pool::Create(path.str(), TestPoolOpts(), &pool).ok());
+    std::unique_ptr<Index> idx;
+    const Status s = CreateIndex(*pool, "idx", "cceh", IndexOptions{}, &idx);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
+    EXPECT_NE(s.ToString().find("WORT_CCEH_VARIANT"), std::string::npos) << s.ToString();
+  }
+  {
+    ScopedEnv v("WORT_CCEH_VARIANT", "lsb");
+    ::wort::test::TempPath path("cceh-var");
+    std::unique_ptr<Pool> pool;
+    ASSERT_TRUE(Pool::Create(path.str(), TestPoolOpts(), &pool).ok());
+    std::unique_ptr<Index> idx;
+    EXPECT_EQ(CreateIndex(*pool, "idx", "cceh-cow", IndexOptions{}, &idx).code(), Code::kInvalidArgument);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, CcehTest, ::testing::Values("cceh", "cceh-cow", "cceh:lsb", "cceh:exth"),
                          ::wort::test::KindParamName);
 
 }  // namespace

@@ -14,13 +14,17 @@ namespace {
 
 class HashCrashTest : public ::testing::TestWithParam<std::string> {};
 
+// A parameter is a kind, or "cceh:VARIANT" (cceh.h "Variants": the lsb and exth directories).
 TEST_P(HashCrashTest, GrowthPathsSurviveCrashes) {
-  ASSERT_NE(FindIndexKind(GetParam()), nullptr) << GetParam() << " is a built-in kind";
+  const std::string p = GetParam(), kind = p.substr(0, p.find(':'));
+  const std::string variant = p.find(':') == std::string::npos ? "" : p.substr(p.find(':') + 1);
+  ASSERT_NE(FindIndexKind(kind), nullptr) << kind << " is a built-in kind";
   ScopedEnv seg("WORT_CCEH_SEGMENT_BYTES", "256");
   ScopedEnv cap("WORT_HASH_CAPACITY", "16");
+  ScopedEnv var("WORT_CCEH_VARIANT", variant);
   {
     // The same geometry grows within as many inserts as are explored below.
-    HashFixture f(GetParam(), KeyType::kU64);
+    HashFixture f(kind, KeyType::kU64);
     for (uint64_t i = 0; i < 70; ++i) ASSERT_TRUE(f.idx().Insert(i * 0x9e3779b97f4a7c15ull, i).ok());
     const HashCounters c = GetHashCounters(f.idx());
     EXPECT_GT(c.splits + c.rehashes, 1u) << "no growth with this geometry";
@@ -33,7 +37,8 @@ TEST_P(HashCrashTest, GrowthPathsSurviveCrashes) {
                         Case{bench::Dist::kStrings, {crash::OpType::kInsert, crash::OpType::kInsert, crash::OpType::kDelete,
                                                      crash::OpType::kUpsert}}}) {
     crash::ExplorerConfig cfg;
-    cfg.index = GetParam();
+    cfg.index = kind;
+    cfg.cceh_variant = variant;
     cfg.dist = c.dist;
     cfg.keys = 10;
     cfg.explore_ops = 60;
@@ -48,7 +53,7 @@ TEST_P(HashCrashTest, GrowthPathsSurviveCrashes) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Kinds, HashCrashTest, ::testing::Values("cceh", "cceh-cow", "linp", "cuck", "bch", "levl", "path"),
+INSTANTIATE_TEST_SUITE_P(Kinds, HashCrashTest, ::testing::Values("cceh", "cceh-cow", "cceh:lsb", "cceh:exth", "linp", "cuck", "bch", "levl", "path"),
                          ::wort::test::KindParamName);
 
 }  // namespace

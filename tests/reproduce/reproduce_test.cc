@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <algorithm>
 #include <map>
 #include <set>
 #include <sstream>
@@ -125,6 +126,7 @@ TEST(ReproducePlan, ThesisExperimentsUseTheirKinds) {
                    &runs, &notes)
                   .ok());
   int seg = 0, lat = 0, search = 0, page = 0, grow = 0, sorted = 0, no_rebalance = 0;
+  std::map<std::string, int> variants;  // cceh-seg runs per cceh directory variant
   for (const reproduce::Run& r : runs) {
     ASSERT_EQ(r.type, reproduce::Run::Type::kThesis) << r.label;
     EXPECT_EQ(r.dist, bench::Dist::kSparse);
@@ -135,6 +137,10 @@ TEST(ReproducePlan, ThesisExperimentsUseTheirKinds) {
       ++seg;
       EXPECT_EQ(r.index, "cceh");  // cceh-cow is not in the run
       EXPECT_GT(r.segment_bytes, 0u);
+      ++variants[r.cceh_variant];
+      if (r.cceh_variant == "exth") {
+        EXPECT_LE(r.segment_bytes, 16384u) << r.label;
+      }
     } else if (r.exp == "cceh-lat") {
       ++lat;
       EXPECT_EQ(r.indexes, (std::vector<std::string>{"cceh", "levl"}));
@@ -153,7 +159,13 @@ TEST(ReproducePlan, ThesisExperimentsUseTheirKinds) {
       no_rebalance += r.no_rebalance;
     }
   }
-  EXPECT_EQ(seg, int(sp.thesis.segment_bytes.size()));
+  // cceh as CCEH(MSB), CCEH(LSB) at every size; EXTH(LSB) up to 16 KB buckets.
+  const int small = int(std::count_if(sp.thesis.segment_bytes.begin(), sp.thesis.segment_bytes.end(),
+                                      [](uint64_t b) { return b <= 16384; }));
+  EXPECT_EQ(variants[""], int(sp.thesis.segment_bytes.size()));
+  EXPECT_EQ(variants["lsb"], int(sp.thesis.segment_bytes.size()));
+  EXPECT_EQ(variants["exth"], small);
+  EXPECT_EQ(seg, 2 * int(sp.thesis.segment_bytes.size()) + small);
   EXPECT_EQ(lat, int(sp.thesis.latencies.size()));
   EXPECT_EQ(search, 1);  // at write latency 0 only
   EXPECT_EQ(page, 1);
@@ -390,8 +402,16 @@ TEST(ReproduceCli, ThesisSectionsComeFromARun) {
     if (op == "search") {
       EXPECT_EQ(j["flushes_per_op"].get<double>(), 0.0) << line;
     }
+    // Figure 25's breakdown: every hash kind's insert records carry its split and displacement time.
+    if (e == "cceh-lat" && op == "insert") {
+      EXPECT_TRUE(j.contains("rehash_ns_per_op") && j.contains("displacement_ns_per_op")) << line;
+      if (j.contains("rehash_ns_per_op")) {
+        EXPECT_LE(j["rehash_ns_per_op"].get<double>(), j["ns_per_op"].get<double>()) << line;
+      }
+    }
     if (e == "cceh-seg") {
-      segs.insert({idx, j["segment_bytes"].get<uint64_t>()});
+      segs.insert({j.contains("cceh_variant") ? idx + ":" + j["cceh_variant"].get<std::string>() : idx,
+                   j["segment_bytes"].get<uint64_t>()});
       EXPECT_EQ(j["keys"].get<size_t>(), sp.thesis.cceh_keys) << line;
     }
     if (e == "b3-page") {
@@ -402,7 +422,11 @@ TEST(ReproduceCli, ThesisSectionsComeFromARun) {
       rebalance[j["rebalance"].get<bool>()]++;
     }
   }
-  EXPECT_EQ(segs.size(), 2 * sp.thesis.segment_bytes.size());  // cceh and cceh-cow, every size
+  // cceh, cceh:lsb and cceh-cow at every size, cceh:exth up to 16 KB
+  size_t small_segs = 0;
+  for (uint64_t b : sp.thesis.segment_bytes) small_segs += b <= 16384;
+  EXPECT_EQ(segs.size(), 3 * sp.thesis.segment_bytes.size() + small_segs);
+  EXPECT_TRUE(segs.count({"cceh:exth", 1024})) << "EXTH(LSB) at 1 KB buckets";
   EXPECT_EQ(per_exp["cceh-lat"], 7 * int(sp.thesis.latencies.size()));  // 7 hash kinds
   EXPECT_EQ(per_exp["cceh-search"], 7);
   EXPECT_EQ(per_exp["b3-page"], 5 * 3);  // 5 kinds x insert, search, delete
@@ -432,14 +456,15 @@ TEST(ReproduceCli, ThesisSectionsComeFromARun) {
       if (!missing) {
         const bool verdict = row.find("**holds") != std::string::npos || row.find("**partly holds") != std::string::npos ||
                              row.find("**direction only") != std::string::npos ||
-                             row.find("**does not hold") != std::string::npos;
+                             row.find("**does not hold") != std::string::npos ||
+                             row.find("**measured (a figure") != std::string::npos;  // Figure 25's breakdown
         EXPECT_TRUE(verdict) << row;
       }
     }
   }
   EXPECT_GE(claims, 25);
   const std::string sig = "\x89PNG\r\n\x1a\n";
-  for (const char* f : {"cceh_seg.png", "cceh_lat.png", "b3_page.png", "b3_order.png", "b3_grow.png"}) {
+  for (const char* f : {"cceh_seg.png", "cceh_lat.png", "cceh_breakdown.png", "b3_page.png", "b3_order.png", "b3_grow.png"}) {
     const std::string png = ReadAll(out / f);
     ASSERT_GT(png.size(), 5000u) << f << "\n" << log;
     EXPECT_EQ(png.substr(0, 8), sig) << f;

@@ -2,7 +2,9 @@
 #include "index/hash/cceh.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -35,6 +37,50 @@ constexpr int kMaxOptimisticRestarts = 16;
 
 unsigned Log2(uint64_t v) { return 63 - __builtin_clzll(v); }
 
+// Directory variants (root param[1]; cceh.h "Variants").
+enum Variant : uint64_t { kMsb = 0, kLsb = 1, kExth = 2 };
+
+// The low `bits` bits of x in reverse order.
+uint64_t RevBits(uint64_t x, unsigned bits) {
+  if (bits == 0) return 0;
+  x = ((x >> 1) & 0x5555555555555555ull) | ((x & 0x5555555555555555ull) << 1);
+  x = ((x >> 2) & 0x3333333333333333ull) | ((x & 0x3333333333333333ull) << 2);
+  x = ((x >> 4) & 0x0f0f0f0f0f0f0f0full) | ((x & 0x0f0f0f0f0f0f0f0full) << 4);
+  x = __builtin_bswap64(x);
+  return x >> (64 - bits);
+}
+
+// The directory entries of one segment: first + k * step for k in [0, count).
+struct DirRun {
+  uint64_t first, step, count;
+  uint64_t at(uint64_t k) const { return first + k * step; }
+};
+// The run of the segment with depth L and pattern p (its hash's top L bits) in a directory of
+// global depth g. MSB: 2^(g-L) adjacent entries. LSB: every 2^L-th entry from rev(p).
+DirRun RunOf(bool lsb, uint64_t p, unsigned L, unsigned g) {
+  if (lsb) return {RevBits(p, L), 1ull << L, 1ull << (g - L)};
+  return {p << (g - L), 1, 1ull << (g - L)};
+}
+// The halves a split of that segment writes: the new segment's (bit L of the hash = 1) and the
+// old one's. MSB: the right and the left half of the run; LSB: its odd and its even entries.
+DirRun RightHalf(bool lsb, const DirRun& r) {
+  return lsb ? DirRun{r.first + r.step, 2 * r.step, r.count / 2} : DirRun{r.first + r.count / 2, 1, r.count / 2};
+}
+DirRun LeftHalf(bool lsb, const DirRun& r) {
+  return lsb ? DirRun{r.first, 2 * r.step, r.count / 2} : DirRun{r.first, 1, r.count / 2};
+}
+// Whether run position k is in the right half.
+bool InRightHalf(bool lsb, const DirRun& r, uint64_t k) { return lsb ? (k & 1) != 0 : k >= r.count / 2; }
+// The directory index of a hash at global depth g.
+uint64_t DirIndex(bool lsb, uint64_t h, unsigned g) { return lsb ? RevBits(Prefix(h, g), g) : Prefix(h, g); }
+// Whether entry i (depth L <= g) is the first of its segment's run, and that segment's pattern.
+bool IsRunStart(bool lsb, uint64_t i, unsigned L, unsigned g) {
+  return lsb ? (i >> L) == 0 : (i & ((1ull << (g - L)) - 1)) == 0;
+}
+uint64_t PatternOf(bool lsb, uint64_t i, unsigned L, unsigned g) {
+  return lsb ? RevBits(i & ((1ull << L) - 1), L) : i >> (g - L);
+}
+
 // Where a key's records live, as read from the directory.
 struct Loc {
   uint64_t entry = 0;
@@ -48,9 +94,11 @@ class Cceh final : public HashIndexBase {
   Cceh(Pool& pool, uint64_t root_off, HashRoot* root, bool cow)
       : HashIndexBase(pool, root_off, root, cow ? "cceh-cow" : "cceh"),
         cow_(cow),
+        lsb_(root->param[1] != kMsb),
+        exth_(root->param[1] == kExth),
         bbits_(static_cast<unsigned>(root->param[0])),
         nb_(1u << bbits_),
-        window_(std::min(kProbeBuckets, nb_)),
+        window_(exth_ ? nb_ : std::min(kProbeBuckets, nb_)),
         max_depth_(codec_.key_type() == KeyType::kU64 ? kMaxDepthU64 : kFingerprintBits),
         locks_(new PaddedLock[1u << kStripeBits]) {}
 
@@ -70,6 +118,8 @@ class Cceh final : public HashIndexBase {
   uint64_t SegBytes() const { return uint64_t(nb_) * sizeof(CcehBucket); }
   CcehDirectory* Dir() const { return pool_.at<CcehDirectory>(pm::load8(&root_->table)); }
   CcehBucket* Seg(uint64_t off) const { return pool_.at<CcehBucket>(off); }
+  // The first bucket of a hash's probe window (EXTH: the whole bucket, from its first line).
+  unsigned Home(uint64_t h) const { return exth_ ? 0 : static_cast<unsigned>(h) & (nb_ - 1); }
   PaddedLock& Stripe(uint64_t seg) const { return locks_[((seg >> 6) * 0x9e3779b97f4a7c15ull) >> (64 - kStripeBits)]; }
   RwSpinLock& SegLock(uint64_t seg) const { return Stripe(seg).lock; }
   // Hands a block no longer reachable to the pool's epoch reclamation (readers inside an epoch
@@ -112,7 +162,7 @@ class Cceh final : public HashIndexBase {
   // The slot holding p's key in the segment's probe window, or nullptr.
   CcehSlot* FindSlot(const Loc& l, const Probe& p) const {
     CcehBucket* s = Seg(l.seg);
-    const unsigned home = static_cast<unsigned>(p.hash) & (nb_ - 1);
+    const unsigned home = Home(p.hash);
     for (unsigned i = 0; i < window_; ++i) {
       CcehBucket& b = s[(home + i) & (nb_ - 1)];
       for (auto& slot : b.slot) {
@@ -145,25 +195,35 @@ class Cceh final : public HashIndexBase {
     for (uint64_t i = 0; i < n;) {
       const uint64_t e = d->entries()[i];
       const unsigned depth = EntryDepth(e);
-      const uint64_t stride = depth <= g ? 1ull << (g - depth) : 1;
-      fn(EntrySegment(e), depth, depth <= g ? i >> (g - depth) : 0);
-      i += stride;
+      if (depth > g) {
+        fn(EntrySegment(e), depth, 0);
+        ++i;
+      } else if (lsb_) {
+        if (IsRunStart(true, i, depth, g)) fn(EntrySegment(e), depth, PatternOf(true, i, depth, g));
+        ++i;
+      } else {
+        fn(EntrySegment(e), depth, i >> (g - depth));
+        i += 1ull << (g - depth);
+      }
     }
   }
   uint64_t CountValidLocked() const;
   void CollectRecords(Records* out) const override;
-  // Stores entries [lo, hi) := e from right to left; a line is persisted before the first store
-  // into the line to its left. *line is the line being written (0: none yet).
-  static void StoreEntriesRightToLeft(uint64_t* ent, uint64_t lo, uint64_t hi, uint64_t e, uintptr_t* line) {
-    for (uint64_t k = hi; k-- > lo;) {
-      const uintptr_t l = reinterpret_cast<uintptr_t>(&ent[k]) & ~uintptr_t(63);
+  // Stores the run's entries := e from the last to the first; a line is persisted before the
+  // first store into another line. *line is the line being written (0: none yet).
+  static void StoreRunBackwards(uint64_t* ent, const DirRun& r, uint64_t e, uintptr_t* line) {
+    for (uint64_t k = r.count; k-- > 0;) {
+      const uint64_t i = r.at(k);
+      const uintptr_t l = reinterpret_cast<uintptr_t>(&ent[i]) & ~uintptr_t(63);
       if (*line != 0 && l != *line) pm::persist(reinterpret_cast<const void*>(*line), 64);
       *line = l;
-      pm::store8(&ent[k], e);
+      pm::store8(&ent[i], e);
     }
   }
 
   const bool cow_;
+  const bool lsb_;   // CCEH(LSB) or EXTH: the directory indexed from the low end (cceh.h)
+  const bool exth_;  // EXTH: a segment is one bucket, searched whole; a split clears the moved records
   const unsigned bbits_;
   const unsigned nb_;
   const unsigned window_;
@@ -206,9 +266,9 @@ Loc Cceh::LockSegment(uint64_t h, bool exclusive) const {
     const CcehDirectory* d = Dir();
     const unsigned g = static_cast<unsigned>(pm::load8(&d->depth));
     if (g > 63) continue;  // torn: a new directory was published meanwhile (the check fails)
-    const uint64_t e = pm::load8(&d->entries()[Prefix(h, g)]);
+    const uint64_t e = pm::load8(&d->entries()[DirIndex(lsb_, h, g)]);
     // Start fetching the home bucket while the lock is taken.
-    _mm_prefetch(reinterpret_cast<const char*>(Seg(EntrySegment(e)) + (static_cast<unsigned>(h) & (nb_ - 1))),
+    _mm_prefetch(reinterpret_cast<const char*>(Seg(EntrySegment(e)) + Home(h)),
                  _MM_HINT_T0);
     RwSpinLock& l = SegLock(EntrySegment(e));
     if (!(exclusive ? l.try_lock() : l.try_lock_shared())) {
@@ -265,7 +325,7 @@ Status Cceh::Put(std::string_view key, uint64_t value, bool upsert, bool* insert
     // A free slot: empty, else (CCEH) one whose record is invalid by the local depth.
     CcehSlot* free_slot = nullptr;
     CcehBucket* seg = Seg(l.seg);
-    const unsigned home = static_cast<unsigned>(p.hash) & (nb_ - 1);
+    const unsigned home = Home(p.hash);
     for (unsigned i = 0; i < window_ && !free_slot; ++i)
       for (auto& slot : seg[(home + i) & (nb_ - 1)].slot)
         if (slot.key == 0) {
@@ -338,12 +398,12 @@ bool Cceh::LookupOptimistic(const Probe& p, uint64_t* value, bool* found) const 
   const CcehDirectory* d = Dir();
   const unsigned g = static_cast<unsigned>(pm::load8(&d->depth));
   if (g > 63) return false;  // torn read of a directory being replaced: the check below fails
-  const uint64_t e = pm::load8(&d->entries()[Prefix(p.hash, g)]);
+  const uint64_t e = pm::load8(&d->entries()[DirIndex(lsb_, p.hash, g)]);
   const uint64_t seg = EntrySegment(e);
   const sync::VersionLock& ver = Stripe(seg).ver;
   if (!ver.ReadLockOrRestart(&vs) || !dir_ver_.CheckOrRestart(vd)) return false;
   const CcehBucket* s = Seg(seg);
-  const unsigned home = static_cast<unsigned>(p.hash) & (nb_ - 1);
+  const unsigned home = Home(p.hash);
   uint64_t v = 0;
   bool hit = false;
   if (codec_.key_type() == KeyType::kU64) {
@@ -387,9 +447,9 @@ Status Cceh::LookupLockFree(const Probe& p, uint64_t* value) const {
   for (bool again = true; again;) {
     again = false;
     const CcehDirectory* d = Dir();
-    const uint64_t e = pm::load8(&d->entries()[Prefix(p.hash, static_cast<unsigned>(d->depth))]);
+    const uint64_t e = pm::load8(&d->entries()[DirIndex(lsb_, p.hash, static_cast<unsigned>(d->depth))]);
     const CcehBucket* seg = Seg(EntrySegment(e));
-    const unsigned home = static_cast<unsigned>(p.hash) & (nb_ - 1);
+    const unsigned home = Home(p.hash);
     for (unsigned i = 0; i < window_ && !again; ++i) {
       const CcehBucket& b = seg[(home + i) & (nb_ - 1)];
       for (const auto& slot : b.slot) {
@@ -458,13 +518,17 @@ Status Cceh::Split(const Loc& l) {
   }
   CcehBucket* rs = Seg(right);
   CcehBucket* ls = Seg(left);
+  unsigned packed = 0;  // EXTH: the new bucket's records from its first slot on (no home bucket)
   for (unsigned b = 0; b < nb_; ++b) {
     for (unsigned j = 0; j < kSlotsPerBucket; ++j) {
       const CcehSlot& from = src[b].slot[j];
       const uint64_t w = from.key;
       if (!IsValid(w, L, l.pattern)) continue;
       const bool bit = (codec_.HashHi(w) >> (63 - L)) & 1;
-      if (bit) {
+      if (bit && exth_) {
+        rs[packed / kSlotsPerBucket].slot[packed % kSlotsPerBucket] = from;
+        ++packed;
+      } else if (bit) {
         rs[b].slot[j] = from;
       } else if (cow_) {
         ls[b].slot[j] = from;
@@ -486,12 +550,13 @@ Status Cceh::Split(const Loc& l) {
   CcehDirectory* d = Dir();
   const unsigned g = static_cast<unsigned>(d->depth);
   if (L < g) {
-    // 2a. In place, right half first, each half from right to left.
-    const uint64_t stride = 1ull << (g - L), start = l.pattern << (g - L);
+    // 2a. In place, the new segment's half first, each half from its last entry to its first
+    // (MSB: right to left; LSB: the odd entries of the run, then the even ones).
+    const DirRun run = RunOf(lsb_, l.pattern, L, g);
     uintptr_t line = 0;
     dir_ver_.WriteLock();  // no other holder: we hold dir_lock_
-    StoreEntriesRightToLeft(d->entries(), start + stride / 2, start + stride, er, &line);
-    StoreEntriesRightToLeft(d->entries(), start, start + stride / 2, el, &line);
+    StoreRunBackwards(d->entries(), RightHalf(lsb_, run), er, &line);
+    StoreRunBackwards(d->entries(), LeftHalf(lsb_, run), el, &line);
     pm::persist(reinterpret_cast<const void*>(line), 64);
     dir_ver_.WriteUnlock();
   } else {
@@ -513,12 +578,20 @@ Status Cceh::Split(const Loc& l) {
     const uint64_t* oe = d->entries();
     uint64_t* ne = nd->entries();
     const uint64_t n = 1ull << g;
-    for (uint64_t k = 0; k < n; ++k) {
-      if (k == l.pattern) {
-        ne[2 * k] = el;
-        ne[2 * k + 1] = er;
-      } else {
-        ne[2 * k] = ne[2 * k + 1] = oe[k];
+    if (lsb_) {
+      // LSB: the directory twice over (entries k and k + 2^G name what old entry k named).
+      for (uint64_t k = 0; k < n; ++k) ne[k] = ne[k + n] = oe[k];
+      const uint64_t r = RevBits(l.pattern, g);
+      ne[r] = el;
+      ne[r + n] = er;
+    } else {
+      for (uint64_t k = 0; k < n; ++k) {
+        if (k == l.pattern) {
+          ne[2 * k] = el;
+          ne[2 * k + 1] = er;
+        } else {
+          ne[2 * k] = ne[2 * k + 1] = oe[k];
+        }
       }
     }
     pm::persist(nd, CcehDirectory::Bytes(g + 1));
@@ -531,6 +604,25 @@ Status Cceh::Split(const Loc& l) {
     doubled = true;
   }
   dir_lock_.unlock();
+  // 2c. EXTH (legacy extendible hashing rewrites both buckets): clear the moved records from the
+  // old bucket, invalid by its new depth from the directory update on (a crash before or during
+  // this leaves them invalid: lazy deletion's state), and persist the lines cleared.
+  if (exth_) {
+    CcehBucket* os = Seg(l.seg);
+    for (unsigned b = 0; b < nb_; ++b) {
+      bool touched = false;
+      for (auto& slot : os[b].slot) {
+        const uint64_t w = slot.key;
+        if (IsValid(w, L, l.pattern) && ((codec_.HashHi(w) >> (63 - L)) & 1)) {
+          pm::store8(&slot.key, 0);
+          touched = true;
+        }
+      }
+      if (touched) pm::flush(&os[b], sizeof(CcehBucket));
+    }
+    // crash-site: uncaught: the cleared slots held records already invalid by the new depth (any mix of cleared and not is the lazy-deletion state), and on every explored path the record's COMMIT persist in Put (or the next split's fence) completes these flushes before Put returns; only a Split that fails at the depth cap right after one returns without another fence, which the plans cannot reach (24 hash bits)
+    pm::fence();
+  }
   // 3. Lock-free readers may still be in the old directory or (CCEH(C)) the split segment.
   if (doubled) RetireNow(old_dir);
   if (cow_) RetireNow(l.seg);
@@ -546,29 +638,38 @@ Status Cceh::RecoverDirectory() {
   uint64_t* ent = d->entries();
   const uint64_t n = 1ull << g;
   std::vector<uint64_t> frees;
+  // Walks the runs from their first entries (MSB: from run to run; LSB: every entry, those that
+  // start no run are in the run of an earlier one).
   for (uint64_t i = 0; i < n;) {
     const uint64_t e = ent[i];
     const unsigned L = EntryDepth(e);
     if (L > g) return Status::Corruption("cceh directory entry " + std::to_string(i) + " has depth > G");
-    const uint64_t stride = 1ull << (g - L);
-    if (i % stride != 0) return Status::Corruption("cceh directory entry " + std::to_string(i) + " misaligned for its depth");
+    const uint64_t next = lsb_ ? i + 1 : i + (1ull << (g - L));
+    if (!IsRunStart(lsb_, i, L, g)) {
+      if (lsb_) {
+        i = next;
+        continue;
+      }
+      return Status::Corruption("cceh directory entry " + std::to_string(i) + " misaligned for its depth");
+    }
+    const DirRun run = RunOf(lsb_, PatternOf(lsb_, i, L, g), L, g);
     bool same = true;
-    for (uint64_t k = i + 1; k < i + stride && same; ++k) same = ent[k] == e;
+    for (uint64_t k = 1; k < run.count && same; ++k) same = ent[run.at(k)] == e;
     if (same) {
-      i += stride;
+      i = next;
       continue;
     }
-    // A split of S = seg(e) cut by the crash. Its rightmost entry names the right half.
-    const uint64_t half = stride / 2;
-    const uint64_t er = ent[i + stride - 1];
-    if (stride < 2 || EntryDepth(er) != L + 1 || EntrySegment(er) == EntrySegment(e) ||
+    // A split of S = seg(e) cut by the crash. The run's last entry (in the right half, written
+    // first) names the new segment.
+    const uint64_t er = ent[run.at(run.count - 1)];
+    if (run.count < 2 || EntryDepth(er) != L + 1 || EntrySegment(er) == EntrySegment(e) ||
         !pool_.contains(EntrySegment(er), SegBytes()))
       return Status::Corruption("cceh directory run at " + std::to_string(i) + " is neither whole nor a cut split");
     uint64_t el = 0;  // the left half's new entry, if any entry of it was written
-    for (uint64_t k = i + stride; k-- > i + 1;) {
-      const uint64_t x = ent[k];
+    for (uint64_t k = run.count; k-- > 1;) {
+      const uint64_t x = ent[run.at(k)];
       if (x == e) continue;
-      if (k >= i + half) {
+      if (InRightHalf(lsb_, run, k)) {
         if (x != er) return Status::Corruption("cceh directory: unexpected entry in a cut split's right half");
       } else {
         if (EntryDepth(x) != L + 1 || (el != 0 && x != el))
@@ -580,18 +681,18 @@ Status Cceh::RecoverDirectory() {
     if (!cow_) {
       if (el != 0 && EntrySegment(el) != EntrySegment(e))
         return Status::Corruption("cceh directory: a cut split's left half names another segment");
-      StoreEntriesRightToLeft(ent, i + half, i + stride, er, &line);
-      StoreEntriesRightToLeft(ent, i, i + half, MakeEntry(EntrySegment(e), L + 1), &line);
+      StoreRunBackwards(ent, RightHalf(lsb_, run), er, &line);
+      StoreRunBackwards(ent, LeftHalf(lsb_, run), MakeEntry(EntrySegment(e), L + 1), &line);
     } else if (el != 0) {
-      StoreEntriesRightToLeft(ent, i + half, i + stride, er, &line);
-      StoreEntriesRightToLeft(ent, i, i + half, el, &line);
+      StoreRunBackwards(ent, RightHalf(lsb_, run), er, &line);
+      StoreRunBackwards(ent, LeftHalf(lsb_, run), el, &line);
       frees.push_back(EntrySegment(e));
     } else {
-      StoreEntriesRightToLeft(ent, i, i + stride, e, &line);
+      StoreRunBackwards(ent, run, e, &line);
       frees.push_back(EntrySegment(er));
     }
     pm::persist(reinterpret_cast<const void*>(line), 64);
-    i += stride;
+    i = next;
   }
   // Unlinked by the fixes above (persisted): free them. If the post-crash GC did not reach them
   // it has freed them already, and the allocator ignores the second free.
@@ -678,12 +779,21 @@ Status Cceh::Check(std::string* report) const {
           ++i;
           continue;
         }
-        const uint64_t stride = 1ull << (g - L);
-        if (i % stride != 0) bad("C2: run at " + std::to_string(i) + " misaligned");
-        for (uint64_t k = i; k < i + stride && k < n; ++k)
-          if (d->entries()[k] != e) bad("C2: run at " + std::to_string(i) + " not uniform at " + std::to_string(k));
+        const uint64_t next = lsb_ ? i + 1 : i + (1ull << (g - L));
+        if (!IsRunStart(lsb_, i, L, g)) {
+          if (!lsb_) bad("C2: run at " + std::to_string(i) + " misaligned");
+          // LSB: the entry must equal its run's first entry (the run is checked from there).
+          else if (d->entries()[i & ((1ull << L) - 1)] != e)
+            bad("C2: entry " + std::to_string(i) + " differs from its run's first entry");
+          i = next;
+          continue;
+        }
+        const DirRun run = RunOf(lsb_, PatternOf(lsb_, i, L, g), L, g);
+        for (uint64_t k = 0; k < run.count; ++k)
+          if (d->entries()[run.at(k)] != e)
+            bad("C2: run at " + std::to_string(i) + " not uniform at " + std::to_string(run.at(k)));
         if (!segs.insert(seg).second) bad("C2: segment " + std::to_string(seg) + " has two runs");
-        const uint64_t pattern = i >> (g - L);
+        const uint64_t pattern = PatternOf(lsb_, i, L, g);
         const CcehBucket* s = Seg(seg);
         std::unordered_set<std::string> keys;
         for (unsigned b = 0; b < nb_; ++b) {
@@ -699,14 +809,14 @@ Status Cceh::Check(std::string* report) const {
               ++problems;
               continue;
             }
-            const unsigned home = static_cast<unsigned>(codec_.FullHash(w)) & (nb_ - 1);
+            const unsigned home = Home(codec_.FullHash(w));
             if (((b - home) & (nb_ - 1)) >= window_)
               bad("C3: record in bucket " + std::to_string(b) + " outside its probe window (home " +
                   std::to_string(home) + ")");
             if (!keys.insert(codec_.KeyOf(w)).second) bad("C3: duplicate valid key " + codec_.KeyOf(w));
           }
         }
-        i += stride;
+        i = next;
       }
       if (valid != size_before)
         bad("C5: Size() is " + std::to_string(size_before) + " but " + std::to_string(valid) + " records are valid");
@@ -750,6 +860,17 @@ Status CreateCcehImpl(Pool& pool, const IndexOptions& opts, uint64_t* root_off, 
   if (seg_bytes < 256 || seg_bytes > Allocator::kMaxSmall || (seg_bytes & (seg_bytes - 1)) != 0)
     return Status::InvalidArgument("the CCEH segment size (IndexOptions::cceh_segment_bytes or WORT_CCEH_SEGMENT_BYTES) must be a power of two in [256, 262144]");
   const unsigned bbits = Log2(seg_bytes / sizeof(CcehBucket));
+  // The directory variant (cceh.h "Variants"): WORT_CCEH_VARIANT, read here and kept in the root.
+  uint64_t variant = kMsb;
+  if (const char* v = std::getenv("WORT_CCEH_VARIANT"); v && *v) {
+    const std::string_view name(v);
+    if (name == "msb") variant = kMsb;
+    else if (name == "lsb") variant = kLsb;
+    else if (name == "exth") variant = kExth;
+    else return Status::InvalidArgument("WORT_CCEH_VARIANT must be msb, lsb or exth, not '" + std::string(name) + "'");
+  }
+  if (variant != kMsb && type_id == kind_id::kCcehCow)
+    return Status::InvalidArgument("cceh-cow has the msb directory only (WORT_CCEH_VARIANT=lsb and exth are cceh's)");
   const uint64_t per_seg = (seg_bytes / sizeof(CcehBucket)) * kSlotsPerBucket;
   uint64_t segs = (InitialCapacity(opts) + per_seg - 1) / per_seg;
   unsigned g = 0;
@@ -757,7 +878,7 @@ Status CreateCcehImpl(Pool& pool, const IndexOptions& opts, uint64_t* root_off, 
   if (g > 20) return Status::InvalidArgument("WORT_HASH_CAPACITY too large for a CCEH directory");
   if (pool.max_size() > kMaxKeyBlockOffset) return Status::NotSupported("hash tables address pools up to 32 TiB");
   uint64_t root = 0;
-  WORT_RETURN_IF_ERROR(CreateRoot(pool, type_id, opts, bbits, 0, 0, &root));
+  WORT_RETURN_IF_ERROR(CreateRoot(pool, type_id, opts, bbits, variant, 0, &root));
   Allocator& a = pool.allocator();
   std::vector<uint64_t> got;
   auto fail = [&](Status s) {
@@ -793,6 +914,8 @@ Status OpenCcehImpl(Pool& pool, uint64_t root_off, std::unique_ptr<Index>* out, 
   HashRoot* r = nullptr;
   WORT_RETURN_IF_ERROR(OpenRoot(pool, root_off, type_id, cow ? "cceh-cow" : "cceh", &r));
   if (r->param[0] < 2 || r->param[0] > 12) return Status::Corruption("cceh root block has a bad segment size");
+  if (r->param[1] > kExth || (cow && r->param[1] != kMsb))
+    return Status::Corruption("cceh root block has a bad directory variant");
   const uint64_t dir = r->table;
   if (dir == 0 || !pool.contains(dir, sizeof(CcehDirectory)))
     return Status::Corruption("cceh directory outside the pool");
@@ -816,7 +939,8 @@ void VisitCceh(const Pool& pool, uint64_t root_off, const std::function<void(uin
   sync::EpochGuard eg(const_cast<Pool&>(pool).allocator().epoch());
   mark(root_off);
   const auto* r = pool.at<const HashRoot>(root_off);
-  if (r->magic != HashRoot::kMagic || r->param[0] < 2 || r->param[0] > 12) return;
+  if (r->magic != HashRoot::kMagic || r->param[0] < 2 || r->param[0] > 12 || r->param[1] > kExth) return;
+  const bool lsb = r->param[1] != kMsb;
   const KeyType kt = static_cast<KeyType>(r->key_type);
   const KeyCodec codec(&pool, kt, r->seed);
   const bool vab = (r->flags & HashRoot::kValuesAreBlocks) != 0;
@@ -838,7 +962,7 @@ void VisitCceh(const Pool& pool, uint64_t root_off, const std::function<void(uin
       const unsigned L = EntryDepth(e);
       if (L > g || seg == 0 || !pool.contains(seg, seg_bytes) || done.count(seg)) continue;
       auto it = fresh.find(seg);
-      if (it == fresh.end() || L < it->second.first) fresh[seg] = {L, k >> (g - L)};
+      if (it == fresh.end() || L < it->second.first) fresh[seg] = {L, PatternOf(lsb, k, L, static_cast<unsigned>(g))};
     }
     if (fresh.empty()) break;
     for (const auto& [seg, dp] : fresh) {

@@ -112,6 +112,30 @@
 // segments that appeared meanwhile, until none is new. A record that moves during the visit
 // moves only by a split into a new segment, which the next pass reaches.
 //
+// Variants (WORT_CCEH_VARIANT read at create, kept in root param[1]; cceh only, the thesis's
+// Figure 24 baselines; options of this kind, not copies):
+//   msb  (default) the directory as above.
+//   lsb  CCEH(LSB): the directory index is the top G hash bits *reversed* (so directory bit 0
+//        is hash bit 63: indexing from the low end as LSB extendible hashing does, over the
+//        bits the key word keeps). A segment of depth L, pattern p is named by the entries
+//        rev(p) + k*2^L, k < 2^(G-L): spread across the directory, not adjacent. Its split
+//        writes the odd k (the new segment) from the last to the first, then the even k, a line
+//        persisted before the next line is stored (one flush per entry once 2^L*8 >= 64 bytes:
+//        the split cost the thesis compares with MSB's); doubling copies the directory twice
+//        over (entries k and k+2^G = old k) and sets the split pair rev(p), rev(p)+2^G.
+//        Recovery and Check walk every entry: one with k = 0 starts a run (the same
+//        cut-split analysis as MSB's, with the odd entries as the right half), the others must
+//        equal their run's first entry.
+//   exth EXTH(LSB): legacy extendible hashing over the lsb directory: a segment is one bucket
+//        of the segment size (IndexOptions::cceh_segment_bytes: the bucket size), searched
+//        whole from its first line (no home bucket, no probe window: window = every line), split
+//        on overflow; the split packs the moved records from the new bucket's first slot (the
+//        thesis: "sequentially stores rehashed records"; the whole new bucket is still persisted,
+//        as every new segment). After the split's directory update (2a/2b) the records moved to the new
+//        bucket are cleared from the old one (store8 0 per slot, its lines flushed, one fence):
+//        they are invalid by the new depth already, so a crash before or during the clear
+//        leaves the lazy-deletion state, which lookups and recovery handle as for CCEH.
+//
 // Knobs read at create: IndexOptions::hash_capacity, else WORT_HASH_CAPACITY (initial records,
 // default 2048: the thesis' setup); IndexOptions::cceh_segment_bytes, else
 // WORT_CCEH_SEGMENT_BYTES (default 16384; a power of two from 256 to 262144).
