@@ -924,7 +924,9 @@ constexpr size_t kScanBatch = 128;  // a 100-key range query is one batch
 }
 
 Status RoartTree::Scan(std::string_view start, const std::string_view* end, size_t limit, const ScanFn& fn) const {
-  std::vector<std::pair<const sync::VersionLock*, uint64_t>> seen;
+  // The versions read by the batch being collected: one buffer per thread, reused (no
+  // allocation per scan; a scan started from inside fn is after its batch's collection).
+  thread_local std::vector<std::pair<const sync::VersionLock*, uint64_t>> seen;
   return ScanInValidatedBatches<Leaf>(
       epoch(), start, limit, kScanBatch, fn, [&] { return ModeLock(IndexModeLock::kReader); },
       [&](std::string_view cursor, bool exclusive, size_t want, std::vector<std::pair<const Leaf*, uint64_t>>* out,
@@ -1010,7 +1012,10 @@ WORT_OPTIMISTIC_READ bool RoartTree::ScanRef(uint64_t ref, const sync::VersionLo
     const size_t room = ctx.want - ctx.out->size();
     auto less = [](const auto& a, const auto& b) { return CompareKeys(a.first, b.first) < 0; };
     const int take = static_cast<int>(std::min<size_t>(room, static_cast<size_t>(nls)));
-    std::partial_sort(ls, ls + take, ls + nls, less);
+    // A whole array (the common case in a 100-key scan) by std::sort (insertion sort at these
+    // sizes), not partial_sort's heap sort.
+    if (take == nls) std::sort(ls, ls + nls, less);
+    else std::partial_sort(ls, ls + take, ls + nls, less);
     for (int i = 0; i < take; ++i)
       if (!emit(ls[i].second)) return false;
     return true;
@@ -1046,14 +1051,31 @@ WORT_OPTIMISTIC_READ bool RoartTree::ScanRef(uint64_t ref, const sync::VersionLo
     }
   }
   const uint64_t lh = Load(&n->leaf_here) & kRefMask;
-  Entry e[256];
-  const int ne = ReadEntries(n, t, e);
-  if (t != kN256) std::sort(e, e + ne, [](const Entry& x, const Entry& y) { return x.first < y.first; });
   if (lh && (!bnd || ctx.cursor.size() <= b)) {
     if (!ScanRef(lh, &nl, nv, b, bnd, ctx)) return false;
   }
   const bool deeper = bnd && ctx.cursor.size() > b;
   const unsigned char cb = deeper ? static_cast<unsigned char>(ctx.cursor[b]) : 0;
+  if (t == kN256) {
+    // Indexed by the byte: walk the children from the cursor's byte on, in place (no copy of
+    // the 256 words, which a 100-key scan would read whole at every NODE256 it passes).
+    const uint64_t* ch = Children(n, t);
+    // Request the lines of the single-leaf children the batch may still need, all at once.
+    const size_t want = ctx.want - ctx.out->size();
+    for (int c = cb, k = 0; c < 256 && size_t(k) < want; ++c)
+      if (const uint64_t w = Load(&ch[c])) {
+        if (w & kLeafTag) __builtin_prefetch(at<Leaf>(w & kRefMask));
+        ++k;
+      }
+    for (int c = cb; c < 256; ++c) {
+      const uint64_t w = Load(&ch[c]) & kRefMask;
+      if (w && !ScanRef(w, &nl, nv, b + 1, deeper && c == cb, ctx)) return false;
+    }
+    return true;
+  }
+  Entry e[48];
+  const int ne = ReadEntries(n, t, e);
+  std::sort(e, e + ne, [](const Entry& x, const Entry& y) { return x.first < y.first; });
   int first = 0;
   while (deeper && first < ne && e[first].first < cb) ++first;
   // Request the lines of the single-leaf children the batch may still need, all at once.
