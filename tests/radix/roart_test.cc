@@ -38,7 +38,98 @@ TEST(RoartLayout, PlainPersistentStructsAndSizes) {
   EXPECT_EQ(roart::NodeBytes(roart::kN16), 192u);
   EXPECT_EQ(roart::NodeBytes(roart::kN48), 64u + 256 + 384);
   EXPECT_EQ(roart::NodeBytes(roart::kN256), 64u + 2048);
-  EXPECT_EQ(roart::NodeBytes(roart::kLeafArray), 576u);
+  // Leaf arrays by size class (issue 34): 8, 24, 64 slots.
+  EXPECT_EQ(roart::LeafArrayBytes(8), 128u);
+  EXPECT_EQ(roart::LeafArrayBytes(24), 256u);
+  EXPECT_EQ(roart::LeafArrayBytes(64), 576u);
+  EXPECT_EQ(roart::LeafArrayClassFor(2), 8);
+  EXPECT_EQ(roart::LeafArrayClassFor(9), 24);
+  EXPECT_EQ(roart::LeafArrayClassFor(25), 64);
+  EXPECT_EQ(roart::SlotsOf(0), 64) << "a head written before the classes";
+  EXPECT_EQ(roart::SlotsOf(24), 24);
+  EXPECT_EQ(roart::SlotsOf(7), 0) << "not a class: damaged";
+  EXPECT_EQ(roart::SlotsOf(65), 0);
+}
+
+// Leaf arrays start small and grow (issue 34): two keys make an 8-slot array, the 9th key grows
+// it to 24 slots, the 25th to 64, the 65th splits it. Keys over the full byte range; every
+// stage checked against a model, through a reopen, and the replaced arrays are reclaimed.
+TEST(RoartStructure, LeafArraysStartSmallAndGrow) {
+  PoolFixture f("roart");
+  Model m;
+  std::vector<int> expect_slots;
+  for (int i = 0; i < 65; ++i) {
+    const std::string k = wort::test::Cat("g", static_cast<char>(0xff - i * 3), "\x80");
+    ASSERT_TRUE(f.idx().Insert(k, i).ok());
+    m[k] = i;
+    const std::vector<int> slots = Tree(f).LeafArraySlotCounts();
+    if (i == 0) {
+      EXPECT_TRUE(slots.empty()) << "one key: a single leaf";
+    } else if (i < 64) {
+      ASSERT_EQ(slots.size(), 1u) << "keys: " << i + 1;
+      EXPECT_EQ(slots[0], i + 1 <= 8 ? 8 : i + 1 <= 24 ? 24 : 64) << "keys: " << i + 1;
+    } else {
+      EXPECT_TRUE(slots.empty()) << "65 distinct second bytes: split into single leaves";
+    }
+    if (i == 8 || i == 24 || i == 40) {
+      f.ExpectCheckOk("growth");
+      ExpectMatchesModel(f.idx(), m);
+      f.Reopen();
+      f.ExpectCheckOk("growth, reopened");
+      ExpectMatchesModel(f.idx(), m);
+    }
+  }
+  // Upserts and removes through grown arrays.
+  ASSERT_TRUE(f.idx().Upsert(wort::test::Cat("g", static_cast<char>(0xff), "\x80"), 1000).ok());
+  m[wort::test::Cat("g", static_cast<char>(0xff), "\x80")] = 1000;
+  ExpectMatchesModel(f.idx(), m);
+  f.ExpectCheckOk("split");
+  f.Reopen();  // retired blocks are freed once no epoch holds them
+  EXPECT_EQ(f.Allocated(), f.Reachable()) << "the replaced arrays were reclaimed";
+}
+
+// A grown leaf array is persisted whole before the fence that precedes the parent's word.
+TEST(RoartStructure, GrownLeafArrayIsPersistedWholeBeforePublish) {
+  PoolFixture f("roart");
+  for (int i = 0; i < 24; ++i) ASSERT_TRUE(f.idx().Insert(wort::test::Cat("p", static_cast<char>(0x80 + i)), i).ok());
+  ASSERT_EQ(Tree(f).LeafArraySlotCounts(), std::vector<int>{24});
+  struct Rec : pm::Hook {
+    std::vector<uintptr_t> lines;
+    std::vector<size_t> lines_at_fence;
+    void OnFlushLine(const void* l, const std::source_location&) override { lines.push_back(reinterpret_cast<uintptr_t>(l)); }
+    void OnFence(const std::source_location&) override { lines_at_fence.push_back(lines.size()); }
+  } rec;
+  pm::Hook* old = pm::SetHook(&rec);
+  Status s = f.idx().Insert("p\x01", 99);
+  pm::SetHook(old);
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(Tree(f).LeafArraySlotCounts(), std::vector<int>{64});
+  RootInfo ri;
+  ASSERT_TRUE(f.pool().FindRoot("idx", &ri).ok());
+  const uint64_t root = f.pool().at<roart::RootBlock>(ri.off)->root;
+  ASSERT_EQ(root & roart::kTagMask, roart::kArrayTag) << "the root is the grown array";
+  const auto* la = f.pool().at<roart::NodeHead>(root & ~roart::kTagMask);
+  EXPECT_EQ(la->slots, 64u);
+  ASSERT_GE(rec.lines_at_fence.size(), 2u);
+  const size_t before_publish = rec.lines_at_fence[rec.lines_at_fence.size() - 2];
+  std::set<uintptr_t> flushed(rec.lines.begin(), rec.lines.begin() + static_cast<long>(before_publish));
+  for (size_t o = 0; o < roart::LeafArrayBytes(64); o += 64)
+    EXPECT_TRUE(flushed.count(reinterpret_cast<uintptr_t>(la) + o)) << "line " << o / 64 << " of the grown array";
+  f.ExpectCheckOk("grown");
+}
+
+// A small leaf array costs less: a 66-key array splits into 33 subtrees of 2 keys, each a
+// 128-byte array (a 64-slot one would be 576 bytes).
+TEST(RoartStructure, SmallLeafArraysTakeFewerBytes) {
+  PoolFixture f("roart");
+  for (int i = 0; i < 33; ++i)
+    for (int j = 0; j < 2; ++j)
+      ASSERT_TRUE(f.idx().Insert(wort::test::Cat("b", static_cast<char>(0x20 + i * 7), static_cast<char>(0xf0 + j)), 1).ok());
+  const std::vector<int> slots = Tree(f).LeafArraySlotCounts();
+  ASSERT_EQ(slots.size(), 33u);
+  for (int c : slots) EXPECT_EQ(c, 8);
+  EXPECT_LT(f.idx().Stats().bytes_allocated, 33u * 576) << "the 33 arrays alone would take that at 64 slots";
+  f.ExpectCheckOk("small");
 }
 
 // Leaf arrays fill and split; nodes grow NODE4 -> 16 -> 48 -> 256; an append-only NODE4 whose
@@ -416,6 +507,101 @@ TEST(RoartCrash, ExplorerFindsNoViolation) {
     EXPECT_EQ(r.violation_count, 0u) << (r.violations.empty() ? "" : r.violations.front().ToString());
     EXPECT_GT(r.images, 0u);
   }
+}
+
+}  // namespace wort::art::test
+
+namespace wort::art::test {
+
+// Leaf-array growth under concurrency (issue 34): 4 writers insert disjoint keys that share a
+// few 2-byte prefixes, so the same arrays grow 8 -> 24 -> 64 and split while the others insert
+// into them; 2 readers look up every key a writer has acknowledged (published in a per-writer
+// watermark) and must find it with its value; a scanner checks that each scan is strictly
+// ascending and holds every acknowledged key of its range. At the end every key is present,
+// Size and Check agree, and (after a reopen) no block leaked. scripts/tsan.sh runs it.
+TEST(RoartConcurrent, LeafArrayGrowthBesideReadersAndScans) {
+  PoolFixture f("roart");
+  constexpr int kWriters = 4, kReaders = 2;
+  const int per = 6000 / wort::test::kSanitizerScale;
+  auto key = [](int w, int i) {
+    // 8 prefixes "\xf0" + p; then the writer and the index, big-endian, over the full byte range.
+    const int p = i % 8;
+    return wort::test::Cat("\xf0", static_cast<char>(0x7c + p), static_cast<char>(0x80 ^ (i * 37 & 0xff)),
+                           static_cast<char>(w * 61), static_cast<char>(i >> 8), static_cast<char>(i & 0xff));
+  };
+  std::atomic<int> acked[kWriters] = {};
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> lookups{0}, scans{0};
+  std::vector<std::thread> ts;
+  for (int w = 0; w < kWriters; ++w)
+    ts.emplace_back([&, w] {
+      for (int i = 0; i < per; ++i) {
+        Status s = f.idx().Insert(key(w, i), uint64_t(w) << 32 | uint64_t(i));
+        if (!s.ok()) ADD_FAILURE() << s.ToString();
+        acked[w].store(i + 1, std::memory_order_release);
+      }
+    });
+  for (int r = 0; r < kReaders; ++r)
+    ts.emplace_back([&, r] {
+      std::mt19937_64 rng(r + 1);
+      while (!stop.load(std::memory_order_acquire)) {
+        const int w = static_cast<int>(rng() % kWriters);
+        const int n = acked[w].load(std::memory_order_acquire);
+        if (n == 0) continue;
+        const int i = static_cast<int>(rng() % uint64_t(n));
+        uint64_t v = 0;
+        Status s = f.idx().Lookup(key(w, i), &v);
+        if (!s.ok() || v != (uint64_t(w) << 32 | uint64_t(i))) {
+          ADD_FAILURE() << "acknowledged key " << w << "/" << i << " read as " << s.ToString() << " " << v;
+          return;
+        }
+        lookups.fetch_add(1, std::memory_order_relaxed);
+      }
+    });
+  ts.emplace_back([&] {
+    while (!stop.load(std::memory_order_acquire)) {
+      // Keys acknowledged before the scan starts must all be in it.
+      std::set<std::string> must;
+      for (int w = 0; w < kWriters; ++w) {
+        const int n = acked[w].load(std::memory_order_acquire);
+        for (int i = 0; i < n; ++i)
+          if (i % 8 == 3) must.insert(key(w, i));  // prefix "\xf0\x7f": one range
+      }
+      const std::string lo("\xf0\x7f", 2), hi("\xf0\x80", 2);
+      const std::string_view end(hi);
+      std::string prev;
+      bool first = true, ok = true;
+      Status s = f.idx().Scan(lo, &end, SIZE_MAX, [&](std::string_view k, uint64_t) {
+        if (!first && CompareKeys(prev, k) >= 0) ok = false;
+        first = false;
+        prev.assign(k);
+        must.erase(std::string(k));
+        return true;
+      });
+      if (!s.ok() || !ok || !must.empty()) {
+        ADD_FAILURE() << "scan: " << s.ToString() << (ok ? "" : ", out of order") << ", " << must.size()
+                      << " acknowledged keys missing";
+        return;
+      }
+      scans.fetch_add(1, std::memory_order_relaxed);
+    }
+  });
+  for (int w = 0; w < kWriters; ++w) ts[w].join();
+  stop.store(true, std::memory_order_release);
+  for (size_t t = kWriters; t < ts.size(); ++t) ts[t].join();
+  EXPECT_GT(lookups.load(), 0u);
+  EXPECT_GT(scans.load(), 0u);
+  for (int w = 0; w < kWriters; ++w)
+    for (int i = 0; i < per; ++i) {
+      uint64_t v = 0;
+      ASSERT_TRUE(f.idx().Lookup(key(w, i), &v).ok()) << w << "/" << i;
+      ASSERT_EQ(v, uint64_t(w) << 32 | uint64_t(i));
+    }
+  EXPECT_EQ(f.idx().Size(), size_t(kWriters) * size_t(per));
+  f.ExpectCheckOk("after growth races");
+  f.Reopen();
+  f.ExpectCheckOk("reopened");
+  EXPECT_EQ(f.Allocated(), f.Reachable()) << "a replaced leaf array leaked";
 }
 
 }  // namespace wort::art::test

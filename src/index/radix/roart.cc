@@ -3,7 +3,9 @@
 //
 // Structure. An ART with 8-bit partial keys and path compression (the compression header of
 // art_node.h: depth, prefix length, 5 inline prefix bytes in one 8-byte word). A subtree of at
-// most m = 64 keys is one *leaf array* instead of inner nodes (leaf compaction). A child of an
+// most m = 64 keys is one *leaf array* instead of inner nodes (leaf compaction); a leaf array
+// has 8, 24 or 64 slots (roart.h: it starts at the smallest class that holds its keys and is
+// replaced by one of the next class when full). A child of an
 // inner node is an inner node, a leaf array, or a single leaf; the key that ends exactly at a
 // node's branch position b = depth + prefix_len is its leaf_here. The root word holds any of
 // the three (0 = empty tree).
@@ -29,7 +31,8 @@
 //      shortened the node's header. Such a header is recomputed from a leaf below on read
 //      (scan) and stored back by the first writer that reaches the node (WORT's rule).
 //   4. A leaf array slot word's fingerprint is Fingerprint(the leaf's key); the keys of one
-//      leaf array are distinct and share the path bytes of its position.
+//      leaf array are distinct and share the path bytes of its position; its slot count is a
+//      size class (8, 24, 64; 0 = 64 in a pool from before the classes).
 //   5. Every inner node reachable from the root has at least one entry (a child or leaf_here):
 //      removing the last entry of a node unlinks the node from its parent instead.
 //   6. Volatile metadata is trusted only when gen equals this session's pool generation.
@@ -39,6 +42,13 @@
 // DCMM design): an operation cut by a crash leaves only unreachable blocks, which the
 // post-crash GC reclaims (wort/alloc.h, R3).
 //   Leaf array insert     Flush(leaf); Fence; Commit(free slot := fp<<48 | leaf).
+//   Leaf array growth     (a full array of 8 or 24 slots) Flush(new leaf); copy the live slot
+//                         words and the new one into a new array of the next class,
+//                         FlushGrown(it whole); Fence; Commit(parent entry := new array);
+//                         retire the old array. A crash before the commit leaves the old array
+//                         reachable and whole (the new one unreachable: GC); after it, the new
+//                         one was persisted before the word that names it. Readers that hold
+//                         the old one fail their version check (both locks were held).
 //   Leaf array split      Flush(new leaf); build the new leaf arrays and the new inner node,
 //                         Flush each whole; Fence; Commit(parent entry := new node); retire the
 //                         old leaf array (the leaves are shared, never copied).
@@ -68,7 +78,7 @@
 // current batch, from the last key it emitted). Writers descend the same way and upgrade only
 // the locks of the nodes whose words they store: the leaf array for a slot insert (the
 // duplicate check runs under that lock), the node for an append / leaf_here / repair, the
-// parent too when the node is replaced (split, growth, collision), the whole emptied chain for
+// parent too when the node is replaced (split, growth of a node or a leaf array, collision), the whole emptied chain for
 // a remove. A writer never waits for a lock while it holds one (upgrades are single CAS).
 // Unlinked blocks go to Allocator::Retire (epoch-based reclamation). Global-lock mode
 // (registry.h) is supported as by the other radix trees.
@@ -99,6 +109,12 @@ inline bool KeyEq(const Leaf* l, std::string_view key) {
 inline uint8_t TypeOf(const NodeHead* n) { return static_cast<uint8_t>(pm::load8(&n->type)); }
 inline bool ValidInner(uint8_t t) { return t >= kN4 && t <= kN256; }
 inline uint64_t Load(const uint64_t* w) { return pm::load8(w); }
+// A leaf array's slot count (SlotsOf its persistent head), 0 if that is damaged or its block
+// does not fit in the pool: such an array reads as empty and Check reports it.
+inline int ArraySlots(const Pool& pool, const NodeHead* n) {
+  const int s = SlotsOf(pm::load8(&n->slots));
+  return s && pool.contains(pool.offset_of(n), LeafArrayBytes(s)) ? s : 0;
+}
 inline uint64_t Gen(const NodeHead* n) { return std::atomic_ref<uint64_t>(const_cast<uint64_t&>(n->gen)).load(std::memory_order_acquire); }
 
 // The (byte, reference) entries of inner node n of type t, in stored order.
@@ -204,12 +220,14 @@ Status RoartTree::ValidateKey(std::string_view key) const {
 // ---- persistence: the kind's only persist sites ---------------------------------------------
 void RoartTree::Flush(const void* p, size_t n) { pm::flush(p, n); }
 void RoartTree::Fence() { pm::fence(); }
+void RoartTree::FlushGrown(const void* p, size_t n) { pm::flush(p, n); }
 void RoartTree::Commit(uint64_t* word, uint64_t v) {
   pm::store8(word, v);
   pm::persist(word, sizeof(uint64_t));
 }
 
 // ---- helpers ------------------------------------------------------------------------------------
+int RoartTree::Slots(const NodeHead* la) const { return ArraySlots(pool_, la); }
 bool RoartTree::Fresh(const NodeHead* n) const { return trust_meta_ && Gen(n) == gen_; }
 
 void RoartTree::Refresh(NodeHead* n, uint8_t t) {
@@ -217,7 +235,8 @@ void RoartTree::Refresh(NodeHead* n, uint8_t t) {
   if (t == kLeafArray) {
     auto* la = reinterpret_cast<LeafArray*>(n);
     uint64_t bm = 0;
-    for (int i = 0; i < kLeafArraySlots; ++i)
+    const int slots = Slots(n);
+    for (int i = 0; i < slots; ++i)
       if (la->slot[i]) bm |= uint64_t(1) << i;
     n->bitmap = bm;
     n->count = static_cast<uint32_t>(__builtin_popcountll(bm));
@@ -264,7 +283,8 @@ WORT_OPTIMISTIC_READ const Leaf* RoartTree::AnyLeaf(uint64_t ref) const {
     const uint8_t t = TypeOf(n);
     if (t == kLeafArray) {
       const auto* la = reinterpret_cast<const LeafArray*>(n);
-      for (int i = 0; i < kLeafArraySlots; ++i) {
+      const int slots = Slots(n);
+      for (int i = 0; i < slots; ++i) {
         const uint64_t s = Load(&la->slot[i]);
         if (s) return RefOk((s & kRefMask) | kLeafTag) ? at<Leaf>(s & kRefMask) : nullptr;
       }
@@ -311,9 +331,11 @@ Status RoartTree::NewLeaf(std::string_view key, uint64_t value, uint64_t* ref) {
 
 Status RoartTree::NewLeafArray(const uint64_t* leaves, int n, uint64_t* ref) {
   uint64_t off = 0;
-  WORT_RETURN_IF_ERROR(pool_.allocator().AllocZeroed(sizeof(LeafArray), &off));
+  const int slots = LeafArrayClassFor(n);
+  WORT_RETURN_IF_ERROR(pool_.allocator().AllocZeroed(LeafArrayBytes(slots), &off));
   auto* la = pool_.at<LeafArray>(off);
   la->h.type = kLeafArray;
+  la->h.slots = static_cast<uint64_t>(slots);
   uint64_t bm = 0;
   for (int i = 0; i < n; ++i) {
     const uint64_t loff = leaves[i] & kRefMask & ~kTagMask;
@@ -323,7 +345,29 @@ Status RoartTree::NewLeafArray(const uint64_t* leaves, int n, uint64_t* ref) {
   la->h.bitmap = bm;
   la->h.count = static_cast<uint32_t>(n);
   la->h.gen = gen_;
-  Flush(la, sizeof(LeafArray));
+  Flush(la, LeafArrayBytes(slots));
+  *ref = off | kArrayTag;
+  return Status::OK();
+}
+
+// A full leaf array of fewer than 64 slots plus one new slot word becomes an array of the next
+// class: the live slot words are copied as they are (fingerprints included; the leaves are
+// shared, never read), the new one after them. Flushed whole at its own site (FlushGrown).
+Status RoartTree::GrowLeafArray(const LeafArray* la, int slots, uint64_t new_slot, uint64_t* ref) {
+  const int grown = LeafArrayClassFor(slots + 1);
+  uint64_t off = 0;
+  WORT_RETURN_IF_ERROR(pool_.allocator().AllocZeroed(LeafArrayBytes(grown), &off));
+  auto* g = pool_.at<LeafArray>(off);
+  g->h.type = kLeafArray;
+  g->h.slots = static_cast<uint64_t>(grown);
+  int n = 0;
+  for (int i = 0; i < slots; ++i)
+    if (const uint64_t s = la->slot[i]) g->slot[n++] = s;
+  g->slot[n++] = new_slot;
+  g->h.bitmap = n == 64 ? ~uint64_t(0) : (uint64_t(1) << n) - 1;
+  g->h.count = static_cast<uint32_t>(n);
+  g->h.gen = gen_;
+  FlushGrown(g, LeafArrayBytes(grown));
   *ref = off | kArrayTag;
   return Status::OK();
 }
@@ -359,7 +403,8 @@ Status RoartTree::SplitLeafArray(const LeafArray* la, uint32_t depth, uint64_t n
                                  uint64_t* ref) {
   std::vector<std::pair<std::string_view, uint64_t>> ks;  // (key, leaf offset)
   ks.reserve(kLeafArraySlots + 1);
-  for (int i = 0; i < kLeafArraySlots; ++i) {
+  const int slots = Slots(&la->h);
+  for (int i = 0; i < slots; ++i) {
     const uint64_t s = la->slot[i];
     if (s) ks.push_back({at<Leaf>(s & kRefMask)->key_view(), s & kRefMask});
   }
@@ -490,13 +535,14 @@ WORT_OPTIMISTIC_READ RoartTree::Attempt RoartTree::InsertAttempt(std::string_vie
     if (!pl->CheckOrRestart(pv)) return Attempt::kRestart;
     const uint8_t t = TypeOf(n);
     if (ref & kArrayTag) {
-      if (t != kLeafArray || !pool_.contains(ref & ~kTagMask, sizeof(LeafArray))) return corrupt(nl, nv, "bad leaf array");
+      const int slots = t == kLeafArray ? Slots(n) : 0;
+      if (slots == 0) return corrupt(nl, nv, "bad leaf array");
       auto* la = reinterpret_cast<LeafArray*>(n);
       if (!L.Upgrade(nl, nv)) return Attempt::kRestart;
       Refresh(n, t);
       // The duplicate check, under the leaf array's lock.
       const uint16_t fp = Fingerprint(key);
-      for (int i = 0; i < kLeafArraySlots; ++i) {
+      for (int i = 0; i < slots; ++i) {
         const uint64_t s = la->slot[i];
         if (!s || (s >> 48) != fp) continue;
         Leaf* l = at<Leaf>(s & kRefMask);
@@ -506,7 +552,7 @@ WORT_OPTIMISTIC_READ RoartTree::Attempt RoartTree::InsertAttempt(std::string_vie
         return done(Status::OK(), false);
       }
       uint64_t lref;
-      if (n->count < kLeafArraySlots) {
+      if (n->count < uint32_t(slots)) {
         Status s = NewLeaf(key, value, &lref);
         if (!s.ok()) return done(s, false);
         Fence();
@@ -516,10 +562,23 @@ WORT_OPTIMISTIC_READ RoartTree::Attempt RoartTree::InsertAttempt(std::string_vie
         ++n->count;
         return done(Status::OK(), true);
       }
-      // Full: split into an inner node, published in the parent.
       if (!L.Upgrade(*pl, pv)) return Attempt::kRestart;
       Status s = NewLeaf(key, value, &lref);
       if (!s.ok()) return done(s, false);
+      if (slots < kLeafArraySlots) {
+        // Full below the largest class: a grown array replaces it in the parent.
+        uint64_t gref = 0;
+        s = GrowLeafArray(la, slots, uint64_t(fp) << 48 | (lref & ~kTagMask), &gref);
+        if (!s.ok()) {
+          FreeAll({lref});
+          return done(s, false);
+        }
+        Fence();
+        publish(gref);
+        Retire(ref);
+        return done(Status::OK(), true);
+      }
+      // Full at 64 slots: split into an inner node, published in the parent.
       std::vector<uint64_t> built{lref};
       uint64_t nref = 0;
       s = SplitLeafArray(la, depth, lref, &built, &nref);
@@ -712,7 +771,8 @@ WORT_OPTIMISTIC_READ int RoartTree::LookupAttempt(std::string_view key, uint64_t
       if (t != kLeafArray) return absent(nl, nv);
       const auto* la = reinterpret_cast<const LeafArray*>(n);
       const uint16_t fp = Fingerprint(key);
-      for (int i = 0; i < kLeafArraySlots; ++i) {
+      const int slots = Slots(n);
+      for (int i = 0; i < slots; ++i) {
         const uint64_t s = Load(&la->slot[i]);
         if (!s || (s >> 48) != fp || !RefOk((s & kRefMask) | kLeafTag)) continue;
         const Leaf* l = at<Leaf>(s & kRefMask);
@@ -794,7 +854,8 @@ WORT_OPTIMISTIC_READ RoartTree::Attempt RoartTree::RemoveAttempt(std::string_vie
       path.push_back({n, &nl, nv, slot, t});
       auto* la = reinterpret_cast<LeafArray*>(n);
       const uint16_t fp = Fingerprint(key);
-      for (int i = 0; i < kLeafArraySlots && !entry; ++i) {
+      const int slots = Slots(n);
+      for (int i = 0; i < slots && !entry; ++i) {
         const uint64_t s = Load(&la->slot[i]);
         if (s && (s >> 48) == fp && RefOk((s & kRefMask) | kLeafTag) && KeyEq(at<Leaf>(s & kRefMask), key)) {
           entry = &la->slot[i];
@@ -863,7 +924,9 @@ constexpr size_t kScanBatch = 128;  // a 100-key range query is one batch
 }
 
 Status RoartTree::Scan(std::string_view start, const std::string_view* end, size_t limit, const ScanFn& fn) const {
-  std::vector<std::pair<const sync::VersionLock*, uint64_t>> seen;
+  // The versions read by the batch being collected: one buffer per thread, reused (no
+  // allocation per scan; a scan started from inside fn is after its batch's collection).
+  thread_local std::vector<std::pair<const sync::VersionLock*, uint64_t>> seen;
   return ScanInValidatedBatches<Leaf>(
       epoch(), start, limit, kScanBatch, fn, [&] { return ModeLock(IndexModeLock::kReader); },
       [&](std::string_view cursor, bool exclusive, size_t want, std::vector<std::pair<const Leaf*, uint64_t>>* out,
@@ -926,7 +989,8 @@ WORT_OPTIMISTIC_READ bool RoartTree::ScanRef(uint64_t ref, const sync::VersionLo
     // Two passes: the leaves' lines are requested together (prefetch), then read.
     const Leaf* lp[kLeafArraySlots];
     int nlp = 0;
-    for (int i = 0; i < kLeafArraySlots; ++i) {
+    const int slots = Slots(n);
+    for (int i = 0; i < slots; ++i) {
       const uint64_t s = Load(&la->slot[i]);
       if (!s || !RefOk((s & kRefMask) | kLeafTag)) continue;
       lp[nlp] = at<Leaf>(s & kRefMask);
@@ -948,7 +1012,10 @@ WORT_OPTIMISTIC_READ bool RoartTree::ScanRef(uint64_t ref, const sync::VersionLo
     const size_t room = ctx.want - ctx.out->size();
     auto less = [](const auto& a, const auto& b) { return CompareKeys(a.first, b.first) < 0; };
     const int take = static_cast<int>(std::min<size_t>(room, static_cast<size_t>(nls)));
-    std::partial_sort(ls, ls + take, ls + nls, less);
+    // A whole array (the common case in a 100-key scan) by std::sort (insertion sort at these
+    // sizes), not partial_sort's heap sort.
+    if (take == nls) std::sort(ls, ls + nls, less);
+    else std::partial_sort(ls, ls + take, ls + nls, less);
     for (int i = 0; i < take; ++i)
       if (!emit(ls[i].second)) return false;
     return true;
@@ -984,14 +1051,31 @@ WORT_OPTIMISTIC_READ bool RoartTree::ScanRef(uint64_t ref, const sync::VersionLo
     }
   }
   const uint64_t lh = Load(&n->leaf_here) & kRefMask;
-  Entry e[256];
-  const int ne = ReadEntries(n, t, e);
-  if (t != kN256) std::sort(e, e + ne, [](const Entry& x, const Entry& y) { return x.first < y.first; });
   if (lh && (!bnd || ctx.cursor.size() <= b)) {
     if (!ScanRef(lh, &nl, nv, b, bnd, ctx)) return false;
   }
   const bool deeper = bnd && ctx.cursor.size() > b;
   const unsigned char cb = deeper ? static_cast<unsigned char>(ctx.cursor[b]) : 0;
+  if (t == kN256) {
+    // Indexed by the byte: walk the children from the cursor's byte on, in place (no copy of
+    // the 256 words, which a 100-key scan would read whole at every NODE256 it passes).
+    const uint64_t* ch = Children(n, t);
+    // Request the lines of the single-leaf children the batch may still need, all at once.
+    const size_t want = ctx.want - ctx.out->size();
+    for (int c = cb, k = 0; c < 256 && size_t(k) < want; ++c)
+      if (const uint64_t w = Load(&ch[c])) {
+        if (w & kLeafTag) __builtin_prefetch(at<Leaf>(w & kRefMask));
+        ++k;
+      }
+    for (int c = cb; c < 256; ++c) {
+      const uint64_t w = Load(&ch[c]) & kRefMask;
+      if (w && !ScanRef(w, &nl, nv, b + 1, deeper && c == cb, ctx)) return false;
+    }
+    return true;
+  }
+  Entry e[48];
+  const int ne = ReadEntries(n, t, e);
+  std::sort(e, e + ne, [](const Entry& x, const Entry& y) { return x.first < y.first; });
   int first = 0;
   while (deeper && first < ne && e[first].first < cb) ++first;
   // Request the lines of the single-leaf children the batch may still need, all at once.
@@ -1024,7 +1108,8 @@ void Walk(const RoartTree* t, const Pool& pool, uint64_t root, F&& f) {
     const uint8_t ty = TypeOf(n);
     if (ty == kLeafArray) {
       const auto* la = reinterpret_cast<const LeafArray*>(n);
-      for (int i = 0; i < kLeafArraySlots; ++i)
+      const int slots = ArraySlots(pool, n);
+      for (int i = 0; i < slots; ++i)
         if (la->slot[i]) stack.push_back({(la->slot[i] & kRefMask) | kLeafTag, lvl + 1});
       continue;
     }
@@ -1088,6 +1173,17 @@ void RoartTree::CountNodeTypes(uint64_t counts[8]) const {
   });
 }
 
+std::vector<int> RoartTree::LeafArraySlotCounts() const {
+  auto q = ModeLock(IndexModeLock::kQuiesce);
+  std::vector<int> out;
+  Walk(this, pool_, Load(&rb_->root) & kRefMask, [&](uint64_t ref, uint32_t) {
+    if (!RefOk(ref)) return false;
+    if (ref & kArrayTag) out.push_back(Slots(at(ref)));
+    return true;
+  });
+  return out;
+}
+
 Status RoartTree::Check(std::string* report) const {
   auto q = ModeLock(IndexModeLock::kQuiesce);
   uint64_t errors = 0, leaves = 0;
@@ -1136,9 +1232,14 @@ Status RoartTree::Check(std::string* report) const {
         continue;
       }
       const auto* la = reinterpret_cast<const LeafArray*>(n);
+      const int slots = Slots(n);
+      if (slots == 0) {
+        err("leaf array with slot count " + std::to_string(n->slots) + " (not a size class, or past the pool)");
+        continue;
+      }
       std::vector<std::string_view> keys;
       uint64_t bm = 0;
-      for (int i = 0; i < kLeafArraySlots; ++i) {
+      for (int i = 0; i < slots; ++i) {
         const uint64_t s = la->slot[i];
         if (!s) continue;
         bm |= uint64_t(1) << i;
@@ -1243,13 +1344,14 @@ void RoartTree::Visit(const Pool& pool, uint64_t root_off, const std::function<v
     const auto* n = pool.at<NodeHead>(off);
     const uint8_t t = TypeOf(n);
     if ((ref & kArrayTag) ? t != kLeafArray : !ValidInner(t)) continue;
-    if (!block_ok(off, NodeBytes(t))) continue;
+    const int slots = t == kLeafArray ? ArraySlots(pool, n) : 0;
+    if (!block_ok(off, t == kLeafArray ? LeafArrayBytes(slots) : NodeBytes(t)) || (t == kLeafArray && !slots)) continue;
     mark(off);
     sync::NodeLock(n).ReadSnapshot([&] {
       refs.clear();
       if (t == kLeafArray) {
         const auto* la = reinterpret_cast<const LeafArray*>(n);
-        for (int i = 0; i < kLeafArraySlots; ++i)
+        for (int i = 0; i < slots; ++i)
           if (const uint64_t s = Load(&la->slot[i])) refs.push_back((s & kRefMask) | kLeafTag);
       } else {
         if (const uint64_t lh = Load(&n->leaf_here)) refs.push_back(lh & kRefMask);

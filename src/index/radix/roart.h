@@ -5,8 +5,10 @@
 // Blocks (all 64-byte aligned pool blocks, referenced by pool offsets < 2^48):
 //   Leaf        art::Leaf (value, key_len, key bytes); the key never changes after publication,
 //               the value is one 8-byte commit word (upsert).
-//   LeafArray   64-byte head + 64 slot words. Slot word = fingerprint(16) << 48 | leaf offset;
-//               0 = empty. The used-slot bitmap and the count are volatile (in the head).
+//   LeafArray   64-byte head + `slots` slot words, slots a size class (8, 24 or 64: 128, 256 or
+//               576 bytes); a full array of fewer than 64 slots is replaced by one of the next
+//               class (growth), a full 64-slot array is split. Slot word = fingerprint(16) << 48 |
+//               leaf offset; 0 = empty. The used-slot bitmap and the count are volatile (in the head).
 //   Inner node  64-byte head + entries. NODE4/16/48 entries are "key byte << 48 | reference",
 //               appended at a volatile cursor, never shifted, 0 = empty (entry compression);
 //               NODE48 also has a volatile 256-byte child index. NODE256: child[c] = reference.
@@ -44,7 +46,12 @@ inline constexpr uint64_t kRefMask = (uint64_t(1) << 48) - 1;
 inline constexpr uint64_t kLeafTag = radix_ref::kLeafTag;
 inline constexpr uint64_t kArrayTag = 2;
 inline constexpr uint64_t kTagMask = radix_ref::kTagBits;
-inline constexpr int kLeafArraySlots = 64;  // m, as in the authors' code
+inline constexpr int kLeafArraySlots = 64;  // m, as in the authors' code: the largest class
+// Leaf arrays start small and grow by size class (issue 34): a subtree of 2..8 keys takes 128
+// bytes instead of 576.
+inline constexpr int kLeafArrayClasses[] = {8, 24, kLeafArraySlots};
+inline constexpr int LeafArrayClassFor(int keys) { return keys <= 8 ? 8 : keys <= 24 ? 24 : kLeafArraySlots; }
+inline constexpr size_t LeafArrayBytes(int slots) { return 64 + 8 * size_t(slots); }
 
 enum NodeType : uint8_t { kN4 = 1, kN16 = 2, kN48 = 3, kN256 = 4, kLeafArray = 5 };
 
@@ -56,6 +63,8 @@ enum NodeType : uint8_t { kN4 = 1, kN16 = 2, kN48 = 3, kN256 = 4, kLeafArray = 5
 //   leaf_here  inner nodes: leaf reference of the key that ends at the node's branch position.
 //   gen        VOLATILE: the pool generation in which count/cursor/bitmap/index were computed.
 //   count, cursor, bitmap: VOLATILE (never flushed on purpose; rebuilt when gen is stale).
+//   slots      leaf arrays: the number of slot words (a kLeafArrayClasses value), written once
+//              before publication; 0 in a pool written before size classes = 64.
 struct NodeHead {
   uint64_t hdr;
   uint64_t type;
@@ -64,21 +73,33 @@ struct NodeHead {
   uint32_t count;   // inner: children (leaf_here not counted); leaf array: used slots
   uint32_t cursor;  // NODE4/16/48: next entry to append
   uint64_t bitmap;  // leaf array: used slots
-  uint64_t reserved[2];
+  uint64_t slots;   // leaf array: slot words (see above)
+  uint64_t reserved;
 };
 static_assert(sizeof(NodeHead) == 64);
 
+// The largest class; a smaller array is the same head and the first `slots` words only (the
+// block is LeafArrayBytes(slots) long: never touch slot[i] for i >= Slots()).
 struct LeafArray {
   NodeHead h;
   uint64_t slot[kLeafArraySlots];
 };
 static_assert(sizeof(LeafArray) == 64 + 512);
+static_assert(LeafArrayBytes(kLeafArraySlots) == sizeof(LeafArray));
+// A leaf array's slot count from its persistent head: a class, 64 for a head from before the
+// classes (0), or 0 for a value no writer stores (a damaged image: the array reads as empty).
+inline int SlotsOf(uint64_t slots_word) {
+  if (slots_word == 0) return kLeafArraySlots;
+  for (int c : kLeafArrayClasses)
+    if (slots_word == uint64_t(c)) return c;
+  return 0;
+}
 static_assert(std::is_trivially_copyable_v<LeafArray> && !std::is_polymorphic_v<LeafArray>);
 static_assert(std::is_trivially_copyable_v<NodeHead> && !std::is_polymorphic_v<NodeHead>);
 
 inline int Capacity(uint8_t t) { return t == kN4 ? 4 : t == kN16 ? 16 : t == kN48 ? 48 : t == kN256 ? 256 : 0; }
-inline size_t NodeBytes(uint8_t t) {
-  if (t == kLeafArray) return sizeof(LeafArray);
+inline size_t NodeBytes(uint8_t t) {  // a leaf array: its head only (LeafArrayBytes for the rest)
+  if (t == kLeafArray) return sizeof(NodeHead);
   return sizeof(NodeHead) + (t == kN48 ? 256 : 0) + 8 * size_t(Capacity(t));
 }
 inline uint64_t* Children(NodeHead* n, uint8_t t) {
@@ -136,6 +157,8 @@ class RoartTree final : public Index {
   uint64_t repairs() const { return repairs_.load(); }
   // Number of inner nodes of each type and of leaf arrays (index = NodeType).
   void CountNodeTypes(uint64_t counts[8]) const;
+  // The slot count of every leaf array, in walk order.
+  std::vector<int> LeafArraySlotCounts() const;
 
  private:
   struct Locks;
@@ -163,14 +186,17 @@ class RoartTree final : public Index {
   uint64_t* FindChild(NodeHead* n, uint8_t t, unsigned char c) const;
   const Leaf* AnyLeaf(uint64_t ref) const;
 
-  // Persistence (the only three persist sites of the kind).
+  // Persistence (the only four persist sites of the kind).
   static void Flush(const void* p, size_t n);
+  static void FlushGrown(const void* p, size_t n);  // a grown leaf array (its own site: issue 34)
   static void Fence();
   static void Commit(uint64_t* word, uint64_t v);
 
   // Builders: allocate, fill, flush (no fence). Freed by the caller on a later failure.
   Status NewLeaf(std::string_view key, uint64_t value, uint64_t* ref);
   Status NewLeafArray(const uint64_t* leaves, int n, uint64_t* ref);
+  Status GrowLeafArray(const LeafArray* la, int slots, uint64_t new_slot, uint64_t* ref);
+  int Slots(const NodeHead* la) const;  // the leaf array's slot count, 0 if its block is damaged
   Status NewNode(uint8_t type, const Hdr& h, uint64_t leaf_here, const std::pair<unsigned char, uint64_t>* e, int n,
                  uint64_t* ref);
   Status SplitLeafArray(const LeafArray* la, uint32_t depth, uint64_t new_leaf, std::vector<uint64_t>* built,
