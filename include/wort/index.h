@@ -26,6 +26,14 @@ namespace wort {
 
 class Pool;
 
+// cceh's directory variant (index/hash/cceh.h "Variants"): the thesis's Figure 24 baselines.
+enum class CcehVariant : uint8_t {
+  kDefault = 0,  // WORT_CCEH_VARIANT (msb, lsb or exth) if set, else kMsb
+  kMsb,          // CCEH as published: the directory indexed by the hash's most significant bits
+  kLsb,          // CCEH(LSB): indexed from the least significant end
+  kExth,         // EXTH(LSB): legacy extendible hashing (one bucket per segment, no probing)
+};
+
 struct IndexOptions {
   KeyType key_type = KeyType::kBytes;
   // WORT only: bits of key per tree level (4 as in the paper's experiments; 8 also works).
@@ -52,6 +60,8 @@ struct IndexOptions {
   // b3tree: turn the rebalancing optimisation off (the thesis's Figure 13 baseline; stored in the
   // root block). false: WORT_B3_REBALANCE=0 turns it off too.
   bool b3_no_rebalance = false;
+  // cceh only (cceh-cow refuses anything but msb): the directory variant, kept in the root block.
+  CcehVariant cceh_variant = CcehVariant::kDefault;
 };
 
 // Called for each key in ascending order; return false to stop the scan.

@@ -19,6 +19,7 @@
 #include "crash/killtest.h"
 #include "crash/plans.h"
 #include "crash/sites.h"
+#include "index/hash/hash_common.h"
 #include "index/kind_ids.h"
 #include "wort/index.h"
 
@@ -294,9 +295,8 @@ void Run(const CrashOpts& o) {
   iopts.cceh_segment_bytes = o.cceh_segment_bytes;
   iopts.b3_no_rebalance = o.b3_no_rebalance;
   iopts.hash_seed = o.hash_seed;
-  // cceh reads its directory variant at create (index/hash/cceh.h); the kill test's children
-  // inherit it.
-  if (!o.cceh_variant.empty()) setenv("WORT_CCEH_VARIANT", o.cceh_variant.c_str(), 1);
+  if (!o.cceh_variant.empty() && !hash::ParseCcehVariant(o.cceh_variant, &iopts.cceh_variant))
+    Fail("bad --cceh-variant '" + o.cceh_variant + "' (msb, lsb or exth)", kExitUsage);
   bool from_dist = true;
   if (o.key_type == "u64") {
     iopts.key_type = KeyType::kU64;

@@ -578,25 +578,9 @@ Status RunExplorer(const ExplorerConfig& cfg, ExplorerResult* out) {
   IndexOptions iopts;
   WORT_RETURN_IF_ERROR(ResolveRunIndex(cfg.index, cfg.ops, cfg.index_options, cfg.key_type_from_dist, cfg.dist, &iopts));
   const IndexKind* kind = FindIndexKind(cfg.index);
-  // The cceh variant is read from the environment at create: set for this run, restored after.
-  struct VariantEnv {
-    bool set = false, had = false;
-    std::string old;
-    explicit VariantEnv(const std::string& v) {
-      if (v.empty()) return;
-      if (const char* e = std::getenv("WORT_CCEH_VARIANT")) {
-        had = true;
-        old = e;
-      }
-      setenv("WORT_CCEH_VARIANT", v.c_str(), 1);
-      set = true;
-    }
-    ~VariantEnv() {
-      if (!set) return;
-      if (had) setenv("WORT_CCEH_VARIANT", old.c_str(), 1);
-      else unsetenv("WORT_CCEH_VARIANT");
-    }
-  } variant_env(cfg.cceh_variant);
+  // The cceh directory variant of this run (IndexOptions::cceh_variant; empty: the kind's default).
+  if (!cfg.cceh_variant.empty() && !hash::ParseCcehVariant(cfg.cceh_variant, &iopts.cceh_variant))
+    return Status::InvalidArgument("cceh variant must be msb, lsb or exth, not '" + cfg.cceh_variant + "'");
   // The hash tables' hash seed comes from the run's seed too: the same run meets the same
   // crash points, and a replay line reproduces its violation.
   if (iopts.hash_seed == 0) iopts.hash_seed = MixSeed(cfg.seed, 0x4a5e) | 1;

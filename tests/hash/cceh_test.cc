@@ -543,6 +543,44 @@ TEST(CcehVariant, BadVariantRefused) {
   }
 }
 
+// IndexOptions::cceh_variant chooses the variant without the environment (and over it), the
+// root block keeps it across a reopen, and cceh-cow refuses anything but msb.
+TEST(CcehVariant, OptionSelectsTheVariantAndTheRootKeepsIt) {
+  const std::pair<CcehVariant, uint64_t> cases[] = {{CcehVariant::kMsb, 0u},
+                                                     {CcehVariant::kLsb, 1u},
+                                                     {CcehVariant::kExth, 2u}};
+  for (const auto& [cv, want] : cases) {
+    ScopedEnv v("WORT_CCEH_VARIANT", "middle");  // a bad name: the option must win, not fail
+    ::wort::test::TempPath path("cceh-opt");
+    {
+      std::unique_ptr<Pool> pool;
+      ASSERT_TRUE(Pool::Create(path.str(), TestPoolOpts(), &pool).ok());
+      IndexOptions o;
+      o.cceh_variant = cv;
+      std::unique_ptr<Index> idx;
+      ASSERT_TRUE(CreateIndex(*pool, "idx", "cceh", o, &idx).ok());
+      for (uint64_t k = 1; k <= 3000; ++k) ASSERT_TRUE(idx->Insert(std::string_view(reinterpret_cast<const char*>(&k), 8), k).ok());
+      EXPECT_EQ(RootOf(*pool)->param[1], want);
+      if (cv != CcehVariant::kMsb) {
+        std::unique_ptr<Index> cow;
+        EXPECT_EQ(CreateIndex(*pool, "cow", "cceh-cow", o, &cow).code(), Code::kInvalidArgument);
+      }
+      idx.reset();
+      ASSERT_TRUE(pool->Close().ok());
+    }
+    std::unique_ptr<Pool> pool;
+    ASSERT_TRUE(Pool::Open(path.str(), TestPoolOpts(), &pool).ok());
+    std::unique_ptr<Index> idx;
+    ASSERT_TRUE(OpenIndex(*pool, "idx", &idx).ok());
+    EXPECT_EQ(RootOf(*pool)->param[1], want);
+    for (uint64_t k = 1; k <= 3000; ++k) {
+      uint64_t got = 0;
+      ASSERT_TRUE(idx->Lookup(std::string_view(reinterpret_cast<const char*>(&k), 8), &got).ok());
+      ASSERT_EQ(got, k);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Kinds, CcehTest, ::testing::Values("cceh", "cceh-cow", "cceh:lsb", "cceh:exth"),
                          ::wort::test::KindParamName);
 

@@ -860,17 +860,26 @@ Status CreateCcehImpl(Pool& pool, const IndexOptions& opts, uint64_t* root_off, 
   if (seg_bytes < 256 || seg_bytes > Allocator::kMaxSmall || (seg_bytes & (seg_bytes - 1)) != 0)
     return Status::InvalidArgument("the CCEH segment size (IndexOptions::cceh_segment_bytes or WORT_CCEH_SEGMENT_BYTES) must be a power of two in [256, 262144]");
   const unsigned bbits = Log2(seg_bytes / sizeof(CcehBucket));
-  // The directory variant (cceh.h "Variants"): WORT_CCEH_VARIANT, read here and kept in the root.
+  // The directory variant (cceh.h "Variants"): IndexOptions::cceh_variant, else
+  // WORT_CCEH_VARIANT, kept in the root.
+  CcehVariant cv = opts.cceh_variant;
+  if (cv == CcehVariant::kDefault) {
+    if (const char* v = std::getenv("WORT_CCEH_VARIANT"); v && *v) {
+      if (!ParseCcehVariant(v, &cv))
+        return Status::InvalidArgument("WORT_CCEH_VARIANT must be msb, lsb or exth, not '" + std::string(v) + "'");
+    } else {
+      cv = CcehVariant::kMsb;
+    }
+  }
   uint64_t variant = kMsb;
-  if (const char* v = std::getenv("WORT_CCEH_VARIANT"); v && *v) {
-    const std::string_view name(v);
-    if (name == "msb") variant = kMsb;
-    else if (name == "lsb") variant = kLsb;
-    else if (name == "exth") variant = kExth;
-    else return Status::InvalidArgument("WORT_CCEH_VARIANT must be msb, lsb or exth, not '" + std::string(name) + "'");
+  switch (cv) {
+    case CcehVariant::kLsb: variant = kLsb; break;
+    case CcehVariant::kExth: variant = kExth; break;
+    case CcehVariant::kMsb: case CcehVariant::kDefault: variant = kMsb; break;
+    default: return Status::InvalidArgument("IndexOptions::cceh_variant: not a CcehVariant");
   }
   if (variant != kMsb && type_id == kind_id::kCcehCow)
-    return Status::InvalidArgument("cceh-cow has the msb directory only (WORT_CCEH_VARIANT=lsb and exth are cceh's)");
+    return Status::InvalidArgument("cceh-cow has the msb directory only (the lsb and exth variants are cceh's)");
   const uint64_t per_seg = (seg_bytes / sizeof(CcehBucket)) * kSlotsPerBucket;
   uint64_t segs = (InitialCapacity(opts) + per_seg - 1) / per_seg;
   unsigned g = 0;

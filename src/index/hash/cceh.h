@@ -112,7 +112,8 @@
 // segments that appeared meanwhile, until none is new. A record that moves during the visit
 // moves only by a split into a new segment, which the next pass reaches.
 //
-// Variants (WORT_CCEH_VARIANT read at create, kept in root param[1]; cceh only, the thesis's
+// Variants (IndexOptions::cceh_variant, else WORT_CCEH_VARIANT, read at create and kept in root
+// param[1]; cceh only, the thesis's
 // Figure 24 baselines; options of this kind, not copies):
 //   msb  (default) the directory as above.
 //   lsb  CCEH(LSB): the directory index is the top G hash bits *reversed* (so directory bit 0

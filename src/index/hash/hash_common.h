@@ -66,6 +66,16 @@
 namespace wort::hash {
 
 // ---- hash functions ------------------------------------------------------------------------
+// cceh's directory variant by name (msb, lsb, exth): the CLIs' and WORT_CCEH_VARIANT's
+// spelling of IndexOptions::cceh_variant. False for any other name.
+inline bool ParseCcehVariant(std::string_view name, CcehVariant* out) {
+  if (name == "msb") *out = CcehVariant::kMsb;
+  else if (name == "lsb") *out = CcehVariant::kLsb;
+  else if (name == "exth") *out = CcehVariant::kExth;
+  else return false;
+  return true;
+}
+
 inline uint64_t Rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
 
 // A bijection of 64-bit integers (splitmix64's finalizer after adding the seed).
