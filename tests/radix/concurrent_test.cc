@@ -254,6 +254,85 @@ TEST_P(ConcurrentTest, CheckedStress) {
   ExpectAllocatedIsReachable();
 }
 
+// Check, Stats and the first Size() exclude writers (IndexModeLock::kQuiesce: the writer gate's
+// QuiesceWriters, or the index lock in global-lock mode) while writers insert and remove (for
+// fastfair: deletes that rebalance, which quiesce the writers too). Check compares the keys it
+// walks with Size(), so a writer that ran during it makes it fail (a mutant whose kQuiesce
+// waits for nobody fails here); Stats runs beside them too; at the end the content must equal
+// the writers' models. Keys over the full byte range (MakeKeys).
+TEST_P(ConcurrentTest, QuiescersBesideWriters) {
+  constexpr int kWriters = 2;
+  const size_t kStable = 20000 / kScale;  // a tree large enough for a Check to take a while
+  constexpr size_t kOwned = 2000;
+  const int ops_per_writer = 20000 / kScale;
+  const uint64_t min_checks = 40 / kScale;  // the writers go on until the checker did as many
+  const auto keys = MakeKeys(kStable + kOwned, 11, GetParam().u64);
+  for (size_t i = kOwned; i < keys.size(); ++i) ASSERT_TRUE(idx_->Insert(keys[i], Val(i, 0)).ok());
+  std::vector<std::map<size_t, uint64_t>> models(kWriters);
+  std::atomic<bool> writers_done{false};
+  std::atomic<uint64_t> errors{0}, checks{0}, progress{0};
+  std::atomic<int> started{0};
+  const int nthreads = kWriters + 1;
+  auto fail = [&](const std::string& what) {
+    if (errors.fetch_add(1) < 10) ADD_FAILURE() << what;
+  };
+  std::vector<std::thread> ts;
+  for (int w = 0; w < kWriters; ++w)
+    ts.emplace_back([&, w] {
+      started++;
+      while (started.load() < nthreads) std::this_thread::yield();
+      std::mt19937_64 rng(400 + w);
+      auto& model = models[w];
+      for (int op = 0; op < ops_per_writer || checks.load() < min_checks; ++op) {
+        progress.fetch_add(1, std::memory_order_relaxed);
+        size_t id = rng() % kOwned;
+        id -= id % kWriters;
+        id += w;
+        if (id >= keys.size()) continue;
+        const bool present = model.count(id) != 0;
+        // Inserts twice as often as removes: the tree grows (splits) and shrinks (merges).
+        if (rng() % 3 != 0) {
+          bool inserted = false;
+          Status s = idx_->Upsert(keys[id], Val(id, op), &inserted);
+          if (!s.ok() || inserted == present) fail("upsert: " + s.ToString());
+          model[id] = Val(id, op);
+        } else {
+          Status s = idx_->Remove(keys[id]);
+          if (present ? !s.ok() : !s.IsNotFound()) fail("remove: " + s.ToString());
+          model.erase(id);
+        }
+      }
+    });
+  ts.emplace_back([&] {
+    started++;
+    while (started.load() < nthreads) std::this_thread::yield();
+    (void)idx_->Size();  // the first count (fastfair: a walk of the leaves, writers quiesced)
+    while (!writers_done.load()) {
+      // Let the writers run between two quiesces (back to back, the quiescer starves them).
+      const uint64_t next = progress.load() + 200;
+      while (progress.load() < next && !writers_done.load()) std::this_thread::yield();
+      std::string report;
+      Status s = idx_->Check(&report);
+      if (!s.ok()) fail("Check beside writers: " + s.ToString() + " " + report);
+      const IndexStats st = idx_->Stats();
+      if (st.keys < kStable || st.keys > kStable + kOwned) fail("Stats beside writers: " + std::to_string(st.keys) + " keys");
+      checks++;
+    }
+  });
+  for (int w = 0; w < kWriters; ++w) ts[w].join();
+  writers_done = true;
+  ts.back().join();
+  EXPECT_EQ(errors.load(), 0u);
+  EXPECT_GE(checks.load(), min_checks);
+  RecordProperty("checks", static_cast<int>(checks.load()));
+  test::Model ref;
+  for (size_t i = kOwned; i < keys.size(); ++i) ref[keys[i]] = Val(i, 0);
+  for (const auto& m : models)
+    for (const auto& [id, v] : m) ref[keys[id]] = v;
+  test::ExpectSame(*idx_, ref, "final content");
+  ExpectAllocatedIsReachable();
+}
+
 // A scan callback may write to the index it scans (no lock is held while it runs). Run with
 // a deadline: a deadlock fails the test instead of hanging the suite.
 TEST_P(ConcurrentTest, ScanCallbackThatWritesDoesNotDeadlock) {
