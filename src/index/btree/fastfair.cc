@@ -388,7 +388,6 @@ class FastFair final : public TreeBase<RootBlock> {
   // Stats, the GC's visit - quiesces them through the gate (QuiesceWriters: it waits for every
   // writer inside, and quiescers run one at a time). In global-lock mode the index lock as before.
   sync::EpochManager& Gate() const { return pool_.allocator().epoch(); }
-  IndexModeLock WriterGate() const { return IndexModeLock(*lock_, &Gate(), global_lock_, IndexModeLock::kWriter); }
   IndexModeLock Quiesce() const { return IndexModeLock(*lock_, &Gate(), global_lock_, IndexModeLock::kQuiesce); }
   // Readers interpret crash states (move right, dedupe across nodes) only when the tree may hold
   // them: a read-only pool that was not closed cleanly (it cannot be repaired).
@@ -764,7 +763,7 @@ Status FastFair::Put(std::string_view key, uint64_t value, bool upsert, bool* in
   WORT_RETURN_IF_ERROR(CheckWrite(key));
   const Probe p = ko_.MakeProbe(key);
   if (global_lock_) return PutLocked(p, value, upsert, inserted);
-  const IndexModeLock gate = WriterGate();
+  const sync::WriterGateGuard gate(Gate());  // not global-lock mode (returned above)
   WPath w;
   for (int attempt = 0;; ++attempt) {
     if (attempt > 0) sync::Backoff(attempt - 1);
@@ -859,7 +858,7 @@ Status FastFair::Remove(std::string_view key) {
   }
   {
     // The delete: the writer gate, an optimistic descent, the leaf's lock (TryLock, as Put).
-    const IndexModeLock gate = WriterGate();
+    const sync::WriterGateGuard gate(Gate());  // not global-lock mode (returned above)
     WPath w;
     for (int attempt = 0;; ++attempt) {
       if (attempt > 0) sync::Backoff(attempt - 1);
