@@ -1337,7 +1337,7 @@ Status Create(Pool& pool, const IndexOptions& opts, uint64_t* root_off) {
 // The visit runs with no writer in the index: in-place writers would otherwise allocate key
 // blocks the walk has already passed. Writers in global-lock mode hold the index lock
 // exclusively, the others pass the pool's writer gate: the visit takes the lock and quiesces the
-// gate (every writer of the pool, for the walk's time: the GC after an unclean stop only). Both,
+// gate (every writer of the pool, for the walk's time: the GC, `wort pool check`: rare). Both,
 // because the mode is read when an index is opened and may have changed since.
 void Visit(const Pool& pool, uint64_t root_off, const MarkFn& mark) {
   auto lock = IndexLock(&pool, root_off);
