@@ -96,7 +96,11 @@ std::atomic<uint64_t> g_next_uid{1};
 
 struct ThreadCache {
   struct Bin {
-    std::vector<uint64_t> blocks;
+    std::vector<uint64_t> blocks;  // the owner thread's (or, under the allocator's mutex, a drainer's)
+    // blocks.size() as of the owner's last change, for Stats (which runs on other threads and
+    // must not read the vector while its owner changes it): a relaxed store by the owner.
+    std::atomic<uint32_t> count{0};
+    void Counted() { count.store(static_cast<uint32_t>(blocks.size()), std::memory_order_relaxed); }
   };
   std::vector<Bin> bins;
   uint64_t uid = 0;
@@ -354,6 +358,7 @@ struct Allocator::Impl {
     for (auto& bin : tc->bins) {
       for (uint64_t off : bin.blocks) FreeLocked(off, /*quiet=*/false);
       bin.blocks.clear();
+      bin.Counted();
     }
   }
 
@@ -536,10 +541,12 @@ Status Allocator::Alloc(size_t size, uint64_t* off) {
   }
   const int cls = Classes().ClassOf(size);
   ThreadCache* tc = I.Cache();
-  auto& bin = tc->bins[cls].blocks;
+  ThreadCache::Bin& tb = tc->bins[cls];
+  auto& bin = tb.blocks;
   if (!bin.empty()) [[likely]] {
     *off = bin.back();
     bin.pop_back();
+    tb.Counted();
     return Status::OK();
   }
   Status s;
@@ -551,6 +558,7 @@ Status Allocator::Alloc(size_t size, uint64_t* off) {
   if (!bin.empty()) {
     *off = bin.back();
     bin.pop_back();
+    tb.Counted();
     return Status::OK();
   }
   if (s.ok()) s = Status::PoolFull("pool full");
@@ -590,7 +598,8 @@ void Allocator::Free(uint64_t off) {
       return;
     }
     ThreadCache* tc = I.Cache();
-    auto& bin = tc->bins[cls].blocks;
+    ThreadCache::Bin& tb = tc->bins[cls];
+    auto& bin = tb.blocks;
     bin.push_back(off);
     const uint32_t batch = BatchFor(csize);
     if (bin.size() >= 2 * batch) {
@@ -601,6 +610,7 @@ void Allocator::Free(uint64_t off) {
         bin.pop_back();
       }
     }
+    tb.Counted();
     return;
   }
   std::lock_guard<std::mutex> g(I.mu);
@@ -643,9 +653,15 @@ AllocStats Allocator::Stats() const {
   std::lock_guard<std::mutex> g(I.mu);
   AllocStats s;
   s.chunks_total = I.nchunks_file;
-  uint64_t cached_blocks_bytes = 0;
+  // The thread caches' counts (Bin::count: their owners change the blocks without the mutex;
+  // while allocators run, the figures below are a sum of counts of slightly different moments).
+  uint64_t cached_blocks_bytes = 0, cached_blocks = 0;
   for (const auto& tc : I.caches)
-    for (size_t c = 0; c < tc->bins.size(); ++c) cached_blocks_bytes += tc->bins[c].blocks.size() * Classes().size[c];
+    for (size_t c = 0; c < tc->bins.size(); ++c) {
+      const uint64_t n = tc->bins[c].count.load(std::memory_order_relaxed);
+      cached_blocks += n;
+      cached_blocks_bytes += n * Classes().size[c];
+    }
   s.bytes_in_thread_caches = cached_blocks_bytes;
   const sync::EpochStats es = epoch_->Stats();
   s.retired_pending = es.pending;
@@ -668,8 +684,7 @@ AllocStats Allocator::Stats() const {
       case kLargeTail: ++s.chunks_large; break;
     }
   }
-  for (const auto& tc : I.caches)
-    for (const auto& b : tc->bins) s.blocks_allocated -= b.blocks.size();
+  s.blocks_allocated -= cached_blocks;
   s.bytes_allocated -= cached_blocks_bytes;
   s.deferred_frees = I.deferred.size();
   s.lock_acquisitions = I.lock_acquisitions;

@@ -5,7 +5,8 @@
 // chunk (growth runs outside the allocator's lock: the others keep refilling and freeing).
 // Then: no two live blocks overlap, the allocated set equals the live set exactly (thread caches
 // drained at thread exit), the pool's Check is clean, and after freeing everything nothing is
-// allocated. Run under ThreadSanitizer by scripts/tsan.sh.
+// allocated; Allocator::Stats runs beside the threads throughout. Run under ThreadSanitizer by
+// scripts/tsan.sh.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -81,10 +82,27 @@ TEST(AllocStress, ConcurrentAllocFreeAndGrowthKeepExactAccounting) {
       }
     }
   };
+  // Stats beside the allocating threads (it reads their caches' counts: Bin::count, atomic; it
+  // read their vectors before, a data race under TSan): its figures stay within what the
+  // threads can hold (no underflow of blocks_allocated by the cached blocks subtracted).
+  std::atomic<bool> done{false};
+  std::atomic<uint64_t> stats_calls{0}, stats_errors{0};
+  std::thread stats([&] {
+    while (!done.load()) {
+      const AllocStats st = a.Stats();
+      if (st.blocks_allocated > uint64_t(kThreads) * kOps || st.bytes_in_thread_caches > pool->size()) ++stats_errors;
+      ++stats_calls;
+      std::this_thread::yield();
+    }
+  });
   std::vector<std::thread> ts;
   for (int t = 0; t < kThreads; ++t) ts.emplace_back(worker, t);
   for (auto& th : ts) th.join();  // each thread's cache goes back to the allocator at exit
+  done = true;
+  stats.join();
   EXPECT_EQ(errors.load(), 0u);
+  EXPECT_GT(stats_calls.load(), 0u);
+  EXPECT_EQ(stats_errors.load(), 0u);
   EXPECT_GT(pool->size(), size0);
 
   // Every live block still carries its stamp; none overlaps another.

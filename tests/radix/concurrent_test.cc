@@ -104,7 +104,11 @@ class ConcurrentTest : public testing::TestWithParam<Param> {
 TEST_P(ConcurrentTest, CheckedStress) {
   constexpr int kWriters = 2, kReaders = 2;
   constexpr size_t kStable = 1500, kContended = 500, kOwned = 3000;
-  const int ops_per_writer = 30000 / kScale;
+  // Global-lock mode: a tenth of the operations. Its writers take the index lock exclusively
+  // and wait behind the readers' and the scanner's shared holds (glibc's rwlock prefers
+  // readers), so 30,000 operations a writer took 55-110 s; the checks are the same (every
+  // contended key reached more than 300 times, owned keys inserted, upserted and removed).
+  const int ops_per_writer = (GetParam().global_lock ? 3000 : 30000) / kScale;
   const auto keys = MakeKeys(kStable + kContended + kOwned, 7, GetParam().u64);
   std::set<std::string> stable_sorted;
   for (size_t i = 0; i < kStable; ++i) {
@@ -115,7 +119,7 @@ TEST_P(ConcurrentTest, CheckedStress) {
   std::vector<std::map<size_t, uint64_t>> models(kWriters);
   std::atomic<bool> writers_done{false};
   std::atomic<uint64_t> errors{0}, lookups{0}, scans{0};
-  std::atomic<int> started{0};
+  std::atomic<int> started{0}, readers_going{0};  // readers_going: readers and scanner past their first batch
   const int nthreads = kWriters + kReaders + 1;
   auto fail = [&](const std::string& what) {
     if (errors.fetch_add(1) < 10) ADD_FAILURE() << what;
@@ -131,6 +135,9 @@ TEST_P(ConcurrentTest, CheckedStress) {
     ts.emplace_back([&, w] {
       started++;
       while (started.load() < nthreads) std::this_thread::yield();
+      // The readers and the scanner are running before the first write (so they overlap the
+      // writers even when the writers' operations are few: global-lock mode).
+      while (readers_going.load() < kReaders + 1) std::this_thread::yield();
       std::mt19937_64 rng(100 + w);
       auto& model = models[w];
       size_t next_contended = 0;
@@ -177,6 +184,7 @@ TEST_P(ConcurrentTest, CheckedStress) {
       started++;
       while (started.load() < nthreads) std::this_thread::yield();
       std::mt19937_64 rng(200 + r);
+      bool going = false;
       while (!writers_done.load()) {
         for (int i = 0; i < 64; ++i) {
           const size_t id = rng() % keys.size();
@@ -192,12 +200,14 @@ TEST_P(ConcurrentTest, CheckedStress) {
             fail("lookup: " + s.ToString());
           }
         }
+        if (!going) going = true, readers_going++;
       }
     });
   ts.emplace_back([&] {
     started++;
     while (started.load() < nthreads) std::this_thread::yield();
     std::mt19937_64 rng(300);
+    bool going = false;
     while (!writers_done.load()) {
       const std::string start = keys[rng() % keys.size()].substr(0, 1 + rng() % 3);
       std::vector<std::string> got;
@@ -208,6 +218,7 @@ TEST_P(ConcurrentTest, CheckedStress) {
         return true;
       });
       scans++;
+      if (!going) going = true, readers_going++;
       if (!s.ok()) fail("scan: " + s.ToString());
       if (bad_value) fail("scan returned a value of another key");
       for (size_t i = 1; i < got.size(); ++i)
@@ -250,6 +261,85 @@ TEST_P(ConcurrentTest, CheckedStress) {
   for (const auto& m : models)
     for (const auto& [id, v] : m) ref[keys[id]] = v;
   // Size, a Lookup of every key, the full scan, Check (the shared harness).
+  test::ExpectSame(*idx_, ref, "final content");
+  ExpectAllocatedIsReachable();
+}
+
+// Check, Stats and the first Size() exclude writers (IndexModeLock::kQuiesce: the writer gate's
+// QuiesceWriters, or the index lock in global-lock mode) while writers insert and remove (for
+// fastfair: deletes that rebalance, which quiesce the writers too). Check compares the keys it
+// walks with Size(), so a writer that ran during it makes it fail (a mutant whose kQuiesce
+// waits for nobody fails here); Stats runs beside them too; at the end the content must equal
+// the writers' models. Keys over the full byte range (MakeKeys).
+TEST_P(ConcurrentTest, QuiescersBesideWriters) {
+  constexpr int kWriters = 2;
+  const size_t kStable = 20000 / kScale;  // a tree large enough for a Check to take a while
+  constexpr size_t kOwned = 2000;
+  const int ops_per_writer = 20000 / kScale;
+  const uint64_t min_checks = 40 / kScale;  // the writers go on until the checker did as many
+  const auto keys = MakeKeys(kStable + kOwned, 11, GetParam().u64);
+  for (size_t i = kOwned; i < keys.size(); ++i) ASSERT_TRUE(idx_->Insert(keys[i], Val(i, 0)).ok());
+  std::vector<std::map<size_t, uint64_t>> models(kWriters);
+  std::atomic<bool> writers_done{false};
+  std::atomic<uint64_t> errors{0}, checks{0}, progress{0};
+  std::atomic<int> started{0};
+  const int nthreads = kWriters + 1;
+  auto fail = [&](const std::string& what) {
+    if (errors.fetch_add(1) < 10) ADD_FAILURE() << what;
+  };
+  std::vector<std::thread> ts;
+  for (int w = 0; w < kWriters; ++w)
+    ts.emplace_back([&, w] {
+      started++;
+      while (started.load() < nthreads) std::this_thread::yield();
+      std::mt19937_64 rng(400 + w);
+      auto& model = models[w];
+      for (int op = 0; op < ops_per_writer || checks.load() < min_checks; ++op) {
+        progress.fetch_add(1, std::memory_order_relaxed);
+        size_t id = rng() % kOwned;
+        id -= id % kWriters;
+        id += w;
+        if (id >= keys.size()) continue;
+        const bool present = model.count(id) != 0;
+        // Inserts twice as often as removes: the tree grows (splits) and shrinks (merges).
+        if (rng() % 3 != 0) {
+          bool inserted = false;
+          Status s = idx_->Upsert(keys[id], Val(id, op), &inserted);
+          if (!s.ok() || inserted == present) fail("upsert: " + s.ToString());
+          model[id] = Val(id, op);
+        } else {
+          Status s = idx_->Remove(keys[id]);
+          if (present ? !s.ok() : !s.IsNotFound()) fail("remove: " + s.ToString());
+          model.erase(id);
+        }
+      }
+    });
+  ts.emplace_back([&] {
+    started++;
+    while (started.load() < nthreads) std::this_thread::yield();
+    (void)idx_->Size();  // the first count (fastfair: a walk of the leaves, writers quiesced)
+    while (!writers_done.load()) {
+      // Let the writers run between two quiesces (back to back, the quiescer starves them).
+      const uint64_t next = progress.load() + 200;
+      while (progress.load() < next && !writers_done.load()) std::this_thread::yield();
+      std::string report;
+      Status s = idx_->Check(&report);
+      if (!s.ok()) fail("Check beside writers: " + s.ToString() + " " + report);
+      const IndexStats st = idx_->Stats();
+      if (st.keys < kStable || st.keys > kStable + kOwned) fail("Stats beside writers: " + std::to_string(st.keys) + " keys");
+      checks++;
+    }
+  });
+  for (int w = 0; w < kWriters; ++w) ts[w].join();
+  writers_done = true;
+  ts.back().join();
+  EXPECT_EQ(errors.load(), 0u);
+  EXPECT_GE(checks.load(), min_checks);
+  RecordProperty("checks", static_cast<int>(checks.load()));
+  test::Model ref;
+  for (size_t i = kOwned; i < keys.size(); ++i) ref[keys[i]] = Val(i, 0);
+  for (const auto& m : models)
+    for (const auto& [id, v] : m) ref[keys[id]] = v;
   test::ExpectSame(*idx_, ref, "final content");
   ExpectAllocatedIsReachable();
 }

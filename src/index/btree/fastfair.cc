@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <shared_mutex>
 #include <string>
@@ -136,8 +137,8 @@ class FastFair final : public TreeBase<RootBlock> {
   Status Scan(std::string_view start, const std::string_view* end, size_t limit, const ScanFn& fn) const override;
   uint64_t Size() const override {
     if (size_.known()) return size_.peek();
-    // The walk must not overlap an in-place writer (they hold the index lock shared).
-    std::unique_lock<std::shared_mutex> g(*lock_);
+    // The walk must not overlap an in-place writer (they pass the writer gate: quiesce them).
+    IndexModeLock g = Quiesce();
     return size_.GetLocked([this] { return CountKeys(); });
   }
   Status Check(std::string* report) const override;
@@ -380,6 +381,14 @@ class FastFair final : public TreeBase<RootBlock> {
   // WORT_GLOBAL_LOCK mode (registry.h): the index lock as before, readers shared, writers
   // exclusive (for before/after comparisons).
   const bool global_lock_ = GlobalIndexLock();
+  // Outside global-lock mode, writers (insert, upsert, delete) pass the writer gate of the pool's
+  // EpochManager (issue 31: they store to their thread's epoch slot, not to a lock word every
+  // writer stores to); what the index lock taken exclusively used to keep them out of - a
+  // rebalance, a reader's fallback after kMaxOptimisticRestarts, Size()'s first count, Check,
+  // Stats, the GC's visit - quiesces them through the gate (QuiesceWriters: it waits for every
+  // writer inside, and quiescers run one at a time). In global-lock mode the index lock as before.
+  sync::EpochManager& Gate() const { return pool_.allocator().epoch(); }
+  IndexModeLock Quiesce() const { return IndexModeLock(*lock_, &Gate(), global_lock_, IndexModeLock::kQuiesce); }
   // Readers interpret crash states (move right, dedupe across nodes) only when the tree may hold
   // them: a read-only pool that was not closed cleanly (it cannot be repaired).
   bool tolerant_ = false;
@@ -497,9 +506,9 @@ Status FastFair::Lookup(std::string_view key, uint64_t* value) const {
   const Probe p = ko_.MakeProbe(key);
   IndexModeLock g(*lock_, global_lock_, IndexModeLock::kReader);
   sync::EpochGuard eg(pool_.allocator().epoch());
-  std::unique_lock<std::shared_mutex> x(*lock_, std::defer_lock);
+  std::optional<IndexModeLock> x;
   for (int attempt = 0;; ++attempt) {
-    if (attempt == kMaxOptimisticRestarts && !global_lock_) x.lock();  // no writer runs now
+    if (attempt == kMaxOptimisticRestarts && !global_lock_) x.emplace(Quiesce());  // no writer runs now
     uint64_t off = 0, v = 0;
     if (!LeafOpt(p, &off, &v)) {
       sync::Backoff(attempt);
@@ -539,9 +548,9 @@ Status FastFair::Scan(std::string_view start, const std::string_view* end, size_
     {
       IndexModeLock g(*lock_, global_lock_, IndexModeLock::kReader);
       sync::EpochGuard eg(pool_.allocator().epoch());
-      std::unique_lock<std::shared_mutex> x(*lock_, std::defer_lock);
+      std::optional<IndexModeLock> x;
       for (int attempt = 0;; ++attempt) {
-        if (attempt == kMaxOptimisticRestarts && !global_lock_) x.lock();  // no writer runs now
+        if (attempt == kMaxOptimisticRestarts && !global_lock_) x.emplace(Quiesce());  // no writer runs now
         batch.clear();
         more = false;
         std::string lastkey = resume;
@@ -743,8 +752,8 @@ Status FastFair::UpsertFound(Node* leaf, int j, uint64_t value, bool* inserted) 
   return Status::OK();
 }
 
-// Concurrency (fastfair.h D4): the index lock shared (it keeps rebalances, which take it
-// exclusively, out), an optimistic descent (WriterDescent), then TryLock of the leaf and, when it
+// Concurrency (fastfair.h D4): the writer gate (it keeps rebalances, which quiesce writers,
+// out), an optimistic descent (WriterDescent), then TryLock of the leaf and, when it
 // is full, of each ancestor the split cascade changes - the parent, and further up while the
 // node locked last is full (the root's lock stands for the root word: a new root is published
 // under it) - with the versions read on the way down. Any failure drops every lock and starts
@@ -754,7 +763,7 @@ Status FastFair::Put(std::string_view key, uint64_t value, bool upsert, bool* in
   WORT_RETURN_IF_ERROR(CheckWrite(key));
   const Probe p = ko_.MakeProbe(key);
   if (global_lock_) return PutLocked(p, value, upsert, inserted);
-  std::shared_lock<std::shared_mutex> sh(*lock_);
+  const sync::WriterGateGuard gate(Gate());  // not global-lock mode (returned above)
   WPath w;
   for (int attempt = 0;; ++attempt) {
     if (attempt > 0) sync::Backoff(attempt - 1);
@@ -848,8 +857,8 @@ Status FastFair::Remove(std::string_view key) {
     return Status::OK();
   }
   {
-    // The delete: the index lock shared, an optimistic descent, the leaf's lock (TryLock, as Put).
-    std::shared_lock<std::shared_mutex> sh(*lock_);
+    // The delete: the writer gate, an optimistic descent, the leaf's lock (TryLock, as Put).
+    const sync::WriterGateGuard gate(Gate());  // not global-lock mode (returned above)
     WPath w;
     for (int attempt = 0;; ++attempt) {
       if (attempt > 0) sync::Backoff(attempt - 1);
@@ -870,8 +879,8 @@ Status FastFair::Remove(std::string_view key) {
       break;
     }
   }
-  // The leaf became under-full: rebalance holding the index lock exclusively, if it still is.
-  std::unique_lock<std::shared_mutex> x(*lock_);
+  // The leaf became under-full: rebalance with every writer quiesced, if it still is.
+  const IndexModeLock x = Quiesce();
   if (!Descend(p, 0, &path)) return Status::Corruption("fastfair: the descent meets an offset that is not a node");
   LockSet ls(locks_);
   if (path.size() > 1 && Count(N(path[0])) < kMinFill) Rebalance(0, path, &ls);
@@ -1171,7 +1180,7 @@ Status FastFair::Repair() {
 // ---- check / stats / visit -------------------------------------------------------------------
 
 Status FastFair::Check(std::string* report) const {
-  IndexModeLock g(*lock_, global_lock_, IndexModeLock::kQuiesce);
+  const IndexModeLock g = Quiesce();
   Findings fail("fastfair");
   const uint64_t limit = pool_.size() / sizeof(Node) + 1;
   const uint64_t root = Root();
@@ -1262,7 +1271,7 @@ Status FastFair::Check(std::string* report) const {
 }
 
 IndexStats FastFair::Stats() const {
-  IndexModeLock g(*lock_, global_lock_, IndexModeLock::kQuiesce);
+  const IndexModeLock g = Quiesce();
   IndexStats st;
   st.keys = size_.GetLocked([this] { return CountKeys(); });
   const int height = static_cast<int>(N(Root())->level);
@@ -1325,11 +1334,16 @@ Status Create(Pool& pool, const IndexOptions& opts, uint64_t* root_off) {
   }, root_off);
 }
 
-// The visit holds the index lock exclusively: in-place writers (index lock shared) would
-// otherwise allocate key blocks the walk has already passed.
+// The visit runs with no writer in the index: in-place writers would otherwise allocate key
+// blocks the walk has already passed. Writers in global-lock mode hold the index lock
+// exclusively, the others pass the pool's writer gate: the visit takes the lock and quiesces the
+// gate (every writer of the pool, for the walk's time: the GC, `wort pool check`: rare). Both,
+// because the mode is read when an index is opened and may have changed since.
 void Visit(const Pool& pool, uint64_t root_off, const MarkFn& mark) {
   auto lock = IndexLock(&pool, root_off);
   std::unique_lock<std::shared_mutex> g(*lock);
+  const IndexModeLock q(*lock, &const_cast<Pool&>(pool).allocator().epoch(), /*global_lock=*/false,
+                        IndexModeLock::kQuiesce);
   FastFair::VisitLocked(pool, root_off, mark);
 }
 

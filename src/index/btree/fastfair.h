@@ -47,15 +47,18 @@
 //     they enter the pool's epoch, descend with optimistic lock coupling on per-node version
 //     words (a DRAM VersionLockTable of this index keyed by node offset: the persistent layout
 //     and every persist order are unchanged), validate each node's version after reading it and
-//     restart from the root on a change (after 32 restarts they take the index lock exclusively,
-//     so they cannot starve). The paper's readers instead keep reading through a shift in
+//     restart from the root on a change (after 32 restarts they quiesce the writers, so they
+//     cannot starve). The paper's readers instead keep reading through a shift in
 //     progress and use a per-node switch counter (its parity gives the direction of the shift)
 //     to retry only when the direction changed. wort's readers do tolerate the transient
 //     duplicate (a stale left copy is never returned) - it is what a crash leaves - but they
 //     validate with the version and restart when a writer overlapped their read of the node:
 //     the interleaving argument for a binary search over a shifting array was not worth its risk.
-//     Writers (issue 31): inserts, upserts and deletes hold the index's lock (IndexLock) *shared*
-//     - it only keeps rebalances out - and descend optimistically like a reader, noting each
+//     Writers (issue 31): inserts, upserts and deletes pass the writer gate of the pool's
+//     EpochManager (WriterEnter: stores to the thread's own epoch slot; no lock word that every
+//     writer stores to) - it only keeps rebalances, reader fallbacks, Size()'s first count,
+//     Check, Stats and the GC's visit out, which quiesce the writers through it
+//     (QuiesceWriters, one quiescer at a time) - and descend optimistically like a reader, noting each
 //     node's version (WriterDescent). They lock without waiting (VersionLock::UpgradeToWriteLock
 //     with the version noted; a failure drops every lock and restarts: sync.h W2, no deadlock
 //     whatever order the hashed lock words come in): the leaf, and for an insert into a full
@@ -65,14 +68,16 @@
 //     every insert into a leaf with room, run in parallel. The new right node of a split is not
 //     locked: until its parent is unlocked it is reached only through the locked left node's
 //     sibling pointer. A delete that leaves its leaf under-full rebalances afterwards with the
-//     index lock *exclusive* (coarser than the paper's; no other writer runs then), locking the
+//     writers quiesced (coarser than the paper's; no other writer runs then), locking the
 //     parent, both neighbours and every ancestor it changes. Readers need no move-right: a node
 //     is unlocked only when its split or merge is complete, and coupling makes a reader restart
 //     if a node it left changed. A reader that read the root offset checks it again after
 //     reading the root's version (a root split or collapse locks the
 //     old root). Nodes and key blocks a writer unlinks (merge, redistribution, root collapse,
 //     removed keys) go to Allocator::Retire; readers hold epochs, so they never see reused
-//     memory. WORT_GLOBAL_LOCK=1 (registry.h) restores the old single reader-writer lock.
+//     memory. Inserts do not enter the epoch: nothing they read is freed while they are inside
+//     the gate (only rebalances unlink nodes, and they run with writers quiesced).
+//     WORT_GLOBAL_LOCK=1 (registry.h) restores the old single reader-writer lock.
 // D5. Recovery. After an unclean stop, Open (when the pool is writable) finishes what a crash cut:
 //     it removes in-node duplicates by finishing the shift, truncates a left node that still holds
 //     entries a redistribution or merge had copied out, and inserts the separator of any node that

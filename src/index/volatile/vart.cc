@@ -48,9 +48,11 @@
 //   - A value update of a present key is one atomic store into its leaf (no lock): it is
 //     linearized at that store, or, when the leaf was unlinked by a concurrent remove since it
 //     was found, before that remove.
-//   - WORT_GLOBAL_LOCK=1 (registry.h) takes the old per-index reader-writer lock around every
-//     operation instead, for before/after comparisons; Check and Stats always run with writers
-//     excluded (IndexModeLock::kQuiesce).
+//   - Writers pass the writer gate of the index's EpochManager (EpochManager::WriterEnter: stores
+//     to the thread's own slot only), not a lock word shared by every writer; Check and Stats run
+//     with writers excluded (IndexModeLock::kQuiesce: QuiesceWriters). WORT_GLOBAL_LOCK=1
+//     (registry.h) takes the old per-index reader-writer lock around every operation instead, for
+//     before/after comparisons.
 //   - Scan collects up to kScanBatch keys with every node validated, then calls fn with no lock
 //     held (a callback may write to the same index); it continues after the last key it
 //     emitted.
@@ -463,14 +465,15 @@ class VArt final : public Index {
   std::string_view kind() const override { return "vart"; }
   KeyType key_type() const override { return kt_; }
 
+  // The write path builds a Status only at its end (an attempt returns a PutResult: before, a
+  // Status was built, moved into the caller's and tested at each of three levels per insert).
   Status Insert(std::string_view key, uint64_t value) override {
-    bool inserted = false;
-    WORT_RETURN_IF_ERROR(Put(key, value, /*replace=*/false, &inserted));
-    return inserted ? Status::OK() : Status::AlreadyExists("key present");
+    if (!ValidKey(key)) [[unlikely]] return KeyError(key);
+    return Put(key, value, /*replace=*/false) ? Status::OK() : Status::AlreadyExists("key present");
   }
   Status Upsert(std::string_view key, uint64_t value, bool* inserted) override {
-    bool ins = false;
-    WORT_RETURN_IF_ERROR(Put(key, value, /*replace=*/true, &ins));
+    if (!ValidKey(key)) [[unlikely]] return KeyError(key);
+    const bool ins = Put(key, value, /*replace=*/true);
     if (inserted) *inserted = ins;
     return Status::OK();
   }
@@ -482,11 +485,9 @@ class VArt final : public Index {
   }
   Status Remove(std::string_view key) override {
     if (!ValidKey(key)) return KeyError(key);
-    sync::EpochGuard eg(epoch_);
-    auto g = ModeLock(IndexModeLock::kWriter);
-    Status s;
-    for (int attempt = 0; RemoveAttempt(key, &s) == Attempt::kRestart; ++attempt) sync::Backoff(attempt);
-    return s;
+    if (global_lock_) [[unlikely]] return RemoveGlobalLock(key);
+    const sync::EpochWriterGuard wg(epoch_);  // the epoch and the writer gate, one slot lookup
+    return RemoveLoop(key);
   }
   Status Scan(std::string_view start, const std::string_view* end, size_t limit, const ScanFn& fn) const override;
   uint64_t Size() const override { return static_cast<uint64_t>(std::max<int64_t>(0, count_.Sum())); }
@@ -504,7 +505,9 @@ class VArt final : public Index {
     bool past_end = false;
   };
 
-  IndexModeLock ModeLock(IndexModeLock::Role r) const { return IndexModeLock(*mu_ptr_, global_lock_, r); }
+  // Writers pass the writer gate of the index's EpochManager (issue 31: no lock word every writer
+  // stores to); Check and Stats quiesce them through it. Global-lock mode: the index lock.
+  IndexModeLock ModeLock(IndexModeLock::Role r) const { return IndexModeLock(*mu_ptr_, &epoch_, global_lock_, r); }
   bool ValidKey(std::string_view key) const {
     return kt_ == KeyType::kU64 ? key.size() == 8 : key.size() <= kMaxKeyLen;
   }
@@ -514,14 +517,37 @@ class VArt final : public Index {
     return Status::InvalidArgument("key of " + std::to_string(key.size()) + " bytes is longer than kMaxKeyLen");
   }
 
-  Status Put(std::string_view key, uint64_t value, bool replace, bool* inserted) {
-    if (!ValidKey(key)) return KeyError(key);
+  // One optimistic attempt of an insert or upsert (sync.h R4).
+  enum class PutResult : uint8_t { kInserted, kPresent, kRestart };
+
+  // True: inserted; false: the key was present (its value replaced if `replace`). REQUIRES a
+  // valid key.
+  bool Put(std::string_view key, uint64_t value, bool replace) {
+    if (global_lock_) [[unlikely]] return PutGlobalLock(key, value, replace);
+    const sync::EpochWriterGuard wg(epoch_);  // the epoch and the writer gate, one slot lookup
+    return PutLoop(key, value, replace);
+  }
+  bool PutLoop(std::string_view key, uint64_t value, bool replace) {
+    for (int attempt = 0;; ++attempt) {
+      const PutResult r = PutAttempt(key, value, replace);
+      if (r != PutResult::kRestart) [[likely]] return r == PutResult::kInserted;
+      sync::Backoff(attempt);
+    }
+  }
+  [[gnu::noinline]] bool PutGlobalLock(std::string_view key, uint64_t value, bool replace) {
+    sync::EpochGuard eg(epoch_);
+    auto g = ModeLock(IndexModeLock::kWriter);  // exclusive in global-lock mode
+    return PutLoop(key, value, replace);
+  }
+  Status RemoveLoop(std::string_view key) {
+    Status s;
+    for (int attempt = 0; RemoveAttempt(key, &s) == Attempt::kRestart; ++attempt) sync::Backoff(attempt);
+    return s;
+  }
+  [[gnu::noinline]] Status RemoveGlobalLock(std::string_view key) {
     sync::EpochGuard eg(epoch_);
     auto g = ModeLock(IndexModeLock::kWriter);
-    Status s;
-    for (int attempt = 0; PutAttempt(key, value, replace, inserted, &s) == Attempt::kRestart; ++attempt)
-      sync::Backoff(attempt);
-    return s;
+    return RemoveLoop(key);
   }
 
   WORT_OPTIMISTIC_INLINE Status LookupInEpoch(std::string_view key, uint64_t* value) const {
@@ -537,7 +563,7 @@ class VArt final : public Index {
     return LookupInEpoch(key, value);
   }
   WORT_OPTIMISTIC_INLINE int LookupAttempt(std::string_view key, uint64_t* value) const;
-  Attempt PutAttempt(std::string_view key, uint64_t value, bool replace, bool* inserted, Status* out);
+  PutResult PutAttempt(std::string_view key, uint64_t value, bool replace);
   Attempt RemoveAttempt(std::string_view key, Status* out);
   Attempt Unlink(Descent& d, Ref keep, int keep_byte, Leaf* gone, Status* out);
   bool ScanNode(const Inner* n, const VersionLock* pl, uint64_t pv, size_t depth, bool bounded, ScanCtx& ctx) const;
@@ -551,7 +577,7 @@ class VArt final : public Index {
   std::shared_ptr<void> sole_handle_;  // ClaimSoleHandle's token: the whole index is this handle's DRAM
   uint64_t root_off_;
   KeyType kt_;
-  std::shared_ptr<std::shared_mutex> mu_ptr_;  // IndexLock: used in global-lock mode and by kQuiesce
+  std::shared_ptr<std::shared_mutex> mu_ptr_;  // IndexLock: used in global-lock mode only
   bool global_lock_;
   Inner* const root_;  // a NODE256, never replaced (prefix_len 0)
   sync::ShardedCounter count_;  // per-thread lines: no word every insert stores to (issue 31)
@@ -606,12 +632,10 @@ WORT_OPTIMISTIC_READ inline int VArt::LookupAttempt(std::string_view key, uint64
 }
 
 // ---- Insert / Upsert -------------------------------------------------------------------------
-WORT_OPTIMISTIC_READ Attempt VArt::PutAttempt(std::string_view key, uint64_t value, bool replace, bool* inserted,
-                                              Status* out) {
-  const sync::AttemptEnd end(out);
+WORT_OPTIMISTIC_READ VArt::PutResult VArt::PutAttempt(std::string_view key, uint64_t value, bool replace) {
   const auto* k = reinterpret_cast<const uint8_t*>(key.data());
   Descent d;
-  if (!d.Start(root_)) return Attempt::kRestart;
+  if (!d.Start(root_)) return PutResult::kRestart;
   Inner*& n = d.n;
   Inner*& parent = d.parent;
   uint64_t& v = d.v;
@@ -620,12 +644,12 @@ WORT_OPTIMISTIC_READ Attempt VArt::PutAttempt(std::string_view key, uint64_t val
     if (const uint32_t plen = n->prefix_len; plen != 0) {
       uint8_t buf[kPrefixInline];
       const uint8_t* full;
-      if (!FullPrefix(n, depth, plen, buf, &full) || !n->lock.CheckOrRestart(v)) return Attempt::kRestart;
+      if (!FullPrefix(n, depth, plen, buf, &full) || !n->lock.CheckOrRestart(v)) return PutResult::kRestart;
       uint32_t p = 0;
       while (p < plen && depth + p < key.size() && full[p] == k[depth + p]) ++p;
       if (p < plen) {
         // Prefix split: a new NODE4 m takes n's place with the common part; n keeps the rest.
-        if (!d.LockParentAndNode()) return Attempt::kRestart;
+        if (!d.LockParentAndNode()) return PutResult::kRestart;
         auto* m = new Node4;
         m->prefix_len = p;
         m->prefix.store(PrefixWord(full, std::min(p, kPrefixInline)), std::memory_order_relaxed);
@@ -638,37 +662,35 @@ WORT_OPTIMISTIC_READ Attempt VArt::PutAttempt(std::string_view key, uint64_t val
         n->lock.WriteUnlock();
         parent->lock.WriteUnlock();
         count_.Add(1);
-        *inserted = true;
-        return end.Done(Status::OK());
+        return PutResult::kInserted;
       }
       depth += plen;
     }
     if (depth == key.size()) {
       Leaf* t = n->term.load(std::memory_order_acquire);
-      if (!n->lock.CheckOrRestart(v)) return Attempt::kRestart;
-      *inserted = t == nullptr;
+      if (!n->lock.CheckOrRestart(v)) return PutResult::kRestart;
       if (t != nullptr) {
         if (replace) t->value.store(value, std::memory_order_release);
-        return end.Done(Status::OK());
+        return PutResult::kPresent;
       }
-      if (!n->lock.UpgradeToWriteLock(v)) return Attempt::kRestart;
+      if (!n->lock.UpgradeToWriteLock(v)) return PutResult::kRestart;
       n->term.store(NewLeaf(key, value), std::memory_order_release);
       n->lock.WriteUnlock();
       count_.Add(1);
-      return end.Done(Status::OK());
+      return PutResult::kInserted;
     }
     const uint8_t b = k[depth];
     Ref* s = FindChildSlot(n, b);
     const Ref c = s ? LoadRef(s) : 0;
-    if (!n->lock.CheckOrRestart(v)) return Attempt::kRestart;
+    if (!n->lock.CheckOrRestart(v)) return PutResult::kRestart;
     if (c == 0) {
       if (n->count < Capacity(n->type)) {
-        if (!n->lock.UpgradeToWriteLock(v)) return Attempt::kRestart;
+        if (!n->lock.UpgradeToWriteLock(v)) return PutResult::kRestart;
         InsertChild(n, b, LeafRef(NewLeaf(key, value)));
         n->lock.WriteUnlock();
       } else {
         // Growth: a larger copy replaces n in its parent's slot (n is not the root: a NODE256).
-        if (!d.LockParentAndNode()) return Attempt::kRestart;
+        if (!d.LockParentAndNode()) return PutResult::kRestart;
         Inner* g = Grow(n);
         InsertChild(g, b, LeafRef(NewLeaf(key, value)));
         StoreRef(d.pslot, InnerRef(g));
@@ -677,18 +699,16 @@ WORT_OPTIMISTIC_READ Attempt VArt::PutAttempt(std::string_view key, uint64_t val
         Retire(InnerRef(n));
       }
       count_.Add(1);
-      *inserted = true;
-      return end.Done(Status::OK());
+      return PutResult::kInserted;
     }
     if (IsLeaf(c)) {
       Leaf* l = AsLeaf(c);
       if (SameKey(l, key)) {
-        *inserted = false;
         if (replace) l->value.store(value, std::memory_order_release);
-        return end.Done(Status::OK());
+        return PutResult::kPresent;
       }
       // Leaf split: a new NODE4 below n holds both leaves under their common part.
-      if (!n->lock.UpgradeToWriteLock(v)) return Attempt::kRestart;
+      if (!n->lock.UpgradeToWriteLock(v)) return PutResult::kRestart;
       size_t p = depth + 1;
       const size_t lim = std::min<size_t>(l->len, key.size());
       while (p < lim && l->key()[p] == key[p]) ++p;
@@ -700,10 +720,9 @@ WORT_OPTIMISTIC_READ Attempt VArt::PutAttempt(std::string_view key, uint64_t val
       StoreRef(s, InnerRef(m));
       n->lock.WriteUnlock();
       count_.Add(1);
-      *inserted = true;
-      return end.Done(Status::OK());
+      return PutResult::kInserted;
     }
-    if (!d.Down(s, c)) return Attempt::kRestart;
+    if (!d.Down(s, c)) return PutResult::kRestart;
   }
 }
 
