@@ -175,7 +175,9 @@ struct KvConfig {
   std::string path;                 // the pool file
   uint64_t size = 1ull << 30;       // the pool's maximum size, when it is created
   std::string kind = "woart";       // index kind of a new store; "" = any when opening
-  std::string name = "kv";          // root name of the store in the pool (several per pool)
+  std::string name = "kv";          // root name of the store in the pool (several per pool; several
+                                    // stores of one pool may be open at once in one process: they
+                                    // share the pool, which the last one's Close closes)
   KeyType key_type = KeyType::kBytes;  // kU64: keys are exactly 8 bytes (EncodeU64)
   SyncMode sync = SyncMode::kPersist;
   bool create_if_missing = true;    // else NotFound when the pool or the store is absent
@@ -308,7 +310,9 @@ class WORT_EXPORT KvStore {
   uint64_t batch_head_ = 0;  // offset of the batch log's head block (0: none yet)
 
   KvConfig cfg_;
-  std::unique_ptr<Pool> pool_;
+  // Shared by the stores of one pool open for writing in this process (kv.cc: a process-wide
+  // table keyed by the file's device and inode); the last store's Close closes the pool.
+  std::shared_ptr<Pool> pool_;
   std::unique_ptr<Index> index_;
   KvCapabilities caps_;
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -238,6 +239,54 @@ Status Probe(const KvConfig& cfg, const IndexKind* want) {
 
 }  // namespace
 
+namespace {
+// The pools this process has open for writing through stores, by (device, inode): a second
+// store of one pool shares it (a second Pool::Open would be refused Busy: one writer per pool).
+std::mutex g_pools_mu;
+std::map<std::pair<dev_t, ino_t>, std::weak_ptr<Pool>>& OpenPools() {
+  static auto* m = new std::map<std::pair<dev_t, ino_t>, std::weak_ptr<Pool>>();
+  return *m;
+}
+
+Status SharedPool(const KvConfig& cfg, const PoolOptions& po, bool exists, std::shared_ptr<Pool>* out) {
+  std::lock_guard<std::mutex> g(g_pools_mu);
+  struct stat sb;
+  if (exists && ::stat(cfg.path.c_str(), &sb) == 0) {
+    auto it = OpenPools().find({sb.st_dev, sb.st_ino});
+    if (it != OpenPools().end()) {
+      if (std::shared_ptr<Pool> p = it->second.lock()) {
+        if (p->durability() == Durability::kFileSync && cfg.sync != SyncMode::kMsync)
+          return Status::InvalidArgument("pool " + cfg.path + " is open in this process with sync mode msync; open its other stores with it too");
+        if (cfg.sync == SyncMode::kMsync && p->durability() == Durability::kProcessCrash)
+          return Status::InvalidArgument("pool " + cfg.path + " is open in this process without sync mode msync; open its other stores the same way");
+        *out = std::move(p);
+        return Status::OK();
+      }
+    }
+  }
+  std::unique_ptr<Pool> p;
+  WORT_RETURN_IF_ERROR(exists ? Pool::Open(cfg.path, po, &p) : Pool::Create(cfg.path, po, &p));
+  if (::stat(cfg.path.c_str(), &sb) == 0) {
+    std::erase_if(OpenPools(), [](const auto& e) { return e.second.expired(); });
+    std::shared_ptr<Pool> sp(std::move(p));
+    OpenPools()[{sb.st_dev, sb.st_ino}] = sp;
+    *out = std::move(sp);
+  } else {
+    *out = std::move(p);
+  }
+  return Status::OK();
+}
+
+// Drops a store's reference to its pool; the last one closes it (and returns its status).
+Status ReleasePool(std::shared_ptr<Pool>& pool) {
+  std::lock_guard<std::mutex> g(g_pools_mu);
+  Status s;
+  if (pool.use_count() == 1) s = pool->Close();
+  pool.reset();
+  return s;
+}
+}  // namespace
+
 std::vector<std::string> KvKinds() {
   std::vector<std::string> v;
   for (const IndexKind* k : IndexKinds())
@@ -282,7 +331,7 @@ Status KvStore::Open(const KvConfig& cfg, std::unique_ptr<KvStore>* out) {
   // writer holds (Busy) is refused by the writable open before it writes. Only definite
   // mismatches are refused here; anything the probe cannot decide is left to the open below.
   if (exists) WORT_RETURN_IF_ERROR(Probe(cfg, want));
-  WORT_RETURN_IF_ERROR(exists ? Pool::Open(cfg.path, po, &st->pool_) : Pool::Create(cfg.path, po, &st->pool_));
+  WORT_RETURN_IF_ERROR(SharedPool(cfg, po, exists, &st->pool_));
 
   IndexOptions io;
   io.key_type = cfg.key_type;
@@ -329,8 +378,7 @@ Status KvStore::Close() {
   sync_->ops.Synchronize();
   if (!pool_) return Status::OK();
   index_.reset();
-  Status s = pool_->Close();
-  pool_.reset();
+  Status s = ReleasePool(pool_);
   sync_->readers.reset();
   return s;
 }
@@ -342,7 +390,11 @@ Status KvStore::OpenReadOnly(const IndexKind* want) {
   po.background_recovery = false;
   struct stat sb;
   if (::stat(cfg.path.c_str(), &sb) != 0) return Status::NotFound("no pool at " + cfg.path);
-  WORT_RETURN_IF_ERROR(Pool::Open(cfg.path, po, &pool_));
+  {
+    std::unique_ptr<Pool> p;
+    WORT_RETURN_IF_ERROR(Pool::Open(cfg.path, po, &p));
+    pool_ = std::move(p);
+  }
   WORT_RETURN_IF_ERROR(share::ReaderTable::Attach(cfg.path, pool_->base(), &sync_->readers));
   const uint64_t writer = share::LiveWriter(pool_->base());
   if (!sync_->readers->registered()) {

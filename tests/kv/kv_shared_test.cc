@@ -488,5 +488,43 @@ TEST(KvShared, KilledWriterReadersReadOnNextWriterRecovers) {
   }
 }
 
+// Two named stores of one pool open at once in one process (kv.h: they share the pool; the
+// last Close closes it); the same store twice is Busy.
+TEST(KvShared, TwoNamedStoresOfOnePoolInOneProcess) {
+  TempPath path("kvtwo");
+  KvConfig ca = Cfg(path, "woart", false), cb = Cfg(path, "cceh", false);
+  ca.name = "a";
+  cb.name = "b";
+  std::unique_ptr<KvStore> a, b;
+  ASSERT_TRUE(KvStore::Open(ca, &a).ok());
+  Status s = KvStore::Open(cb, &b);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(&a->pool(), &b->pool());
+  for (int i = 0; i < kKeys; ++i) {
+    ASSERT_TRUE(a->Put(KeyOf(i), ValueOf(i, 1)).ok());
+    ASSERT_TRUE(b->Put(KeyOf(i), ValueOf(i, 2)).ok());
+  }
+  std::unique_ptr<KvStore> a2;
+  s = KvStore::Open(ca, &a2);
+  EXPECT_EQ(s.code(), Code::kBusy) << s.ToString();
+  ASSERT_TRUE(a->Close().ok());
+  std::string v;
+  ASSERT_TRUE(b->Get(KeyOf(3), &v).ok());  // the pool stays open for b
+  EXPECT_EQ(v, ValueOf(3, 2));
+  ASSERT_TRUE(b->Put("late", "x").ok());
+  ASSERT_TRUE(KvStore::Open(ca, &a).ok());  // reopened beside b
+  ASSERT_TRUE(a->Get(KeyOf(3), &v).ok());
+  EXPECT_EQ(v, ValueOf(3, 1));
+  ASSERT_TRUE(a->Close().ok());
+  ASSERT_TRUE(b->Close().ok());
+  // Both reopen (clean close: the last Close closed the pool) with everything.
+  ASSERT_TRUE(KvStore::Open(cb, &b).ok());
+  EXPECT_TRUE(b->pool().opened_clean());
+  ASSERT_TRUE(b->Get("late", &v).ok());
+  uint64_t n = 0;
+  ASSERT_TRUE(b->Count(&n).ok());
+  EXPECT_EQ(n, static_cast<uint64_t>(kKeys + 1));
+}
+
 }  // namespace
 }  // namespace wort
