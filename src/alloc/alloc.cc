@@ -147,6 +147,7 @@ struct Allocator::Impl {
   // reader slot entered past the tag (or died). Under xmu (taken before mu).
   std::mutex xmu;
   std::vector<std::pair<uint64_t, uint64_t>> xdeferred;  // (tag, off)
+  std::atomic<bool> xpending{false};  // xdeferred is not empty (read without xmu)
   std::thread gc_thread;
   std::mutex rec_mu;
   std::condition_variable rec_cv;
@@ -937,6 +938,9 @@ void Allocator::ReclaimShared(uint64_t off) {
   Impl& I = *impl_;
   char* base = I.pool->base();
   if (I.pool->read_only() || I.pool->private_copy()) return Free(off);
+  // The common case takes no lock: no reader registered (one registering later enters after
+  // the unlink) and nothing held back.
+  if (!share::ReadersPresent(base) && !I.xpending.load(std::memory_order_acquire)) return Free(off);
   std::vector<uint64_t> ready;
   {
     std::lock_guard<std::mutex> g(I.xmu);
@@ -957,6 +961,7 @@ void Allocator::ReclaimShared(uint64_t off) {
         });
       }
     }
+    I.xpending.store(!I.xdeferred.empty(), std::memory_order_release);
   }
   for (uint64_t o : ready) Free(o);
 }
@@ -969,6 +974,7 @@ void Allocator::DrainShared() {
   {
     std::lock_guard<std::mutex> g(I.xmu);
     d.swap(I.xdeferred);
+    I.xpending.store(false, std::memory_order_release);
   }
   if (d.empty()) return;
   share::WaitForReaders(I.pool->base());

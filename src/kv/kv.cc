@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
+#include <tuple>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -64,6 +66,10 @@ struct KvStore::Sync {
   // an unregistered reader's shared flock (-1: none).
   std::unique_ptr<share::ReaderTable> readers;
   int lock_fd = -1;
+  // A writable store registered in the process-wide table of open stores (kv.cc, SharedPool):
+  // its pool file's (device, inode).
+  bool named = false;
+  std::pair<dev_t, ino_t> file{};
   ~Sync() {
     if (lock_fd >= 0) ::close(lock_fd);
   }
@@ -247,11 +253,21 @@ std::map<std::pair<dev_t, ino_t>, std::weak_ptr<Pool>>& OpenPools() {
   static auto* m = new std::map<std::pair<dev_t, ino_t>, std::weak_ptr<Pool>>();
   return *m;
 }
+// The stores open for writing in this process: (device, inode, store name). A second open of
+// one is refused before anything is written (one handle per index, src/index/registry.h).
+std::set<std::tuple<dev_t, ino_t, std::string>>& OpenStores() {
+  static auto* m = new std::set<std::tuple<dev_t, ino_t, std::string>>();
+  return *m;
+}
 
-Status SharedPool(const KvConfig& cfg, const PoolOptions& po, bool exists, std::shared_ptr<Pool>* out) {
+Status SharedPool(const KvConfig& cfg, const PoolOptions& po, bool exists, std::shared_ptr<Pool>* out,
+                  KvStore::Sync* sync) {
   std::lock_guard<std::mutex> g(g_pools_mu);
   struct stat sb;
   if (exists && ::stat(cfg.path.c_str(), &sb) == 0) {
+    if (OpenStores().count({sb.st_dev, sb.st_ino, cfg.name}))
+      return Status::Busy("store '" + cfg.name + "' of " + cfg.path +
+                          " is already open in this process: use that handle from every thread (or close it first)");
     auto it = OpenPools().find({sb.st_dev, sb.st_ino});
     if (it != OpenPools().end()) {
       if (std::shared_ptr<Pool> p = it->second.lock()) {
@@ -260,6 +276,9 @@ Status SharedPool(const KvConfig& cfg, const PoolOptions& po, bool exists, std::
         if (cfg.sync == SyncMode::kMsync && p->durability() == Durability::kProcessCrash)
           return Status::InvalidArgument("pool " + cfg.path + " is open in this process without sync mode msync; open its other stores the same way");
         *out = std::move(p);
+        OpenStores().insert({sb.st_dev, sb.st_ino, cfg.name});
+        sync->named = true;
+        sync->file = {sb.st_dev, sb.st_ino};
         return Status::OK();
       }
     }
@@ -270,6 +289,9 @@ Status SharedPool(const KvConfig& cfg, const PoolOptions& po, bool exists, std::
     std::erase_if(OpenPools(), [](const auto& e) { return e.second.expired(); });
     std::shared_ptr<Pool> sp(std::move(p));
     OpenPools()[{sb.st_dev, sb.st_ino}] = sp;
+    OpenStores().insert({sb.st_dev, sb.st_ino, cfg.name});
+    sync->named = true;
+    sync->file = {sb.st_dev, sb.st_ino};
     *out = std::move(sp);
   } else {
     *out = std::move(p);
@@ -278,8 +300,10 @@ Status SharedPool(const KvConfig& cfg, const PoolOptions& po, bool exists, std::
 }
 
 // Drops a store's reference to its pool; the last one closes it (and returns its status).
-Status ReleasePool(std::shared_ptr<Pool>& pool) {
+Status ReleasePool(std::shared_ptr<Pool>& pool, KvStore::Sync& sync, const std::string& name) {
   std::lock_guard<std::mutex> g(g_pools_mu);
+  if (sync.named) OpenStores().erase({sync.file.first, sync.file.second, name});
+  sync.named = false;
   Status s;
   if (pool.use_count() == 1) s = pool->Close();
   pool.reset();
@@ -331,7 +355,7 @@ Status KvStore::Open(const KvConfig& cfg, std::unique_ptr<KvStore>* out) {
   // writer holds (Busy) is refused by the writable open before it writes. Only definite
   // mismatches are refused here; anything the probe cannot decide is left to the open below.
   if (exists) WORT_RETURN_IF_ERROR(Probe(cfg, want));
-  WORT_RETURN_IF_ERROR(SharedPool(cfg, po, exists, &st->pool_));
+  WORT_RETURN_IF_ERROR(SharedPool(cfg, po, exists, &st->pool_, st->sync_.get()));
 
   IndexOptions io;
   io.key_type = cfg.key_type;
@@ -378,7 +402,7 @@ Status KvStore::Close() {
   sync_->ops.Synchronize();
   if (!pool_) return Status::OK();
   index_.reset();
-  Status s = ReleasePool(pool_);
+  Status s = ReleasePool(pool_, *sync_, cfg_.name);
   sync_->readers.reset();
   return s;
 }
