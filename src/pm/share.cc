@@ -207,18 +207,29 @@ Status ReaderTable::SlotFor(uint64_t** epoch) {
   return Status::OK();
 }
 
+namespace {
+int SlotIndex(const char* page, const uint64_t* epoch) {
+  return static_cast<int>((reinterpret_cast<const char*>(epoch) - page - kSlotsOff) / kSlotSize);
+}
+}  // namespace
+
 ReaderTable::Read::~Read() {
-  if (in_ && slot_epoch_) std::atomic_ref<uint64_t>(*slot_epoch_).store(0, std::memory_order_release);
+  if (!in_ || !slot_epoch_) return;
+  if (--t_.depth_[SlotIndex(t_.page_, slot_epoch_)] == 0)
+    std::atomic_ref<uint64_t>(*slot_epoch_).store(0, std::memory_order_release);
 }
 
 Status ReaderTable::Read::Begin() {
   const char* b = t_.rbase_;
-  if (t_.page_ && !slot_epoch_) WORT_RETURN_IF_ERROR(t_.SlotFor(&slot_epoch_));
+  if (t_.page_ && !slot_epoch_) {
+    WORT_RETURN_IF_ERROR(t_.SlotFor(&slot_epoch_));
+    nested_ = t_.depth_[SlotIndex(t_.page_, slot_epoch_)]++ != 0;
+  }
   in_ = true;
   for (int a = 0;; ++a) {
     // Enter: G+1 in the slot, then (seq_cst: a full fence) every read follows. A block unlinked
     // before G reached this value is never found by them; later unlinks are tagged >= it.
-    if (slot_epoch_)
+    if (slot_epoch_ && !nested_)
       std::atomic_ref<uint64_t>(*slot_epoch_).store(W(b, kXEpochOff).load() + 1, std::memory_order_seq_cst);
     gen_ = W(b, kGenerationOff).load(std::memory_order_acquire);
     bool busy = false;
@@ -230,7 +241,7 @@ Status ReaderTable::Read::Begin() {
     if (!busy) return Status::OK();
     if (a >= 200 && (a % 200) == 0 && LiveWriter(b) == 0) return Status::OK();  // a dead writer's frozen image
     // Wait outside the read: the writer may be waiting for a grace period of the readers.
-    if (slot_epoch_) std::atomic_ref<uint64_t>(*slot_epoch_).store(0, std::memory_order_release);
+    if (slot_epoch_ && !nested_) std::atomic_ref<uint64_t>(*slot_epoch_).store(0, std::memory_order_release);
     if (a < 50) std::this_thread::yield();
     else std::this_thread::sleep_for(std::chrono::microseconds(20));
   }

@@ -114,6 +114,7 @@ class ReaderTable {
    private:
     ReaderTable& t_;
     uint64_t* slot_epoch_ = nullptr;
+    bool nested_ = false;  // inside another read of this thread (a Get callback's Get): its epoch stands
     uint64_t begun_[kLanes] = {};
     uint64_t gen_ = 0;
     bool in_ = false;
@@ -126,6 +127,7 @@ class ReaderTable {
   char* page_ = nullptr;  // writable mapping of [0, 4096); null: not registered
   std::mutex mu_;
   std::vector<std::pair<uint64_t, int>> taken_;  // (thread key, slot index)
+  uint32_t depth_[kSlots] = {};  // reads in progress per slot (only its thread touches it)
   uint64_t uid_ = 0;
 };
 
