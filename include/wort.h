@@ -99,6 +99,11 @@ WORT_EXPORT int wort_config_put_name(wort_config *cfg, const char *name);
 WORT_EXPORT int wort_config_put_key_type(wort_config *cfg, int key_type);
 WORT_EXPORT int wort_config_put_sync(wort_config *cfg, int sync);
 WORT_EXPORT int wort_config_put_create_if_missing(wort_config *cfg, int create);
+/* Read-only (default 0): open an existing store without writing to the pool - beside one
+ * process that has it open for writing, or on a file this process cannot write (wort/kv.h,
+ * "Read-only opens and readers in other processes"). wort_put, wort_remove and batches then
+ * return WORT_INVALID_ARGUMENT. */
+WORT_EXPORT int wort_config_put_read_only(wort_config *cfg, int read_only);
 
 /* Opens (creating when allowed) the store; cfg stays the caller's. */
 WORT_EXPORT int wort_open(const wort_config *cfg, wort_db **db);

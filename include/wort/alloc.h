@@ -163,6 +163,10 @@ class WORT_EXPORT Allocator {
   struct WORT_NO_EXPORT Impl;  // internal (src/alloc/alloc.cc)
 
  private:
+  // The epoch manager's reclaim function, and the drain of what it held back for readers in
+  // other processes (src/pm/share.h, src/alloc/alloc.cc).
+  void ReclaimShared(uint64_t off);
+  void DrainShared();
   std::unique_ptr<Impl> impl_;
   std::unique_ptr<sync::EpochManager> epoch_;  // reclaim = Free; drained before close
 };

@@ -66,6 +66,35 @@
 // before it opens the pool for writing, and a pool held by another writer is refused (Busy)
 // before anything is written; the file is left byte-identical.
 
+// Read-only opens and readers in other processes (LMDB's model; doc/concurrency.md, "Readers in
+// other processes"): one process opens a pool for writing (a second writer gets Busy naming the
+// holder's pid); any number of processes open its stores with KvConfig::read_only beside it.
+//   - A reader opens the file O_RDONLY and maps it PROT_READ; it writes nothing but its slot in
+//     the pool's reader table (header page, src/pm/share.h), through a one-page writable mapping
+//     - and not even that when it cannot open the file for writing (a read-only file or
+//     directory): such an unregistered reader holds a shared flock instead, so no writer can
+//     open the pool while it reads (and it is refused while a writer has the pool open).
+//   - What it sees: every Get/Exists returns a value acknowledged at some instant during the
+//     call (or NotFound if the key was absent at some such instant), with its checksum verified;
+//     a Scan gives pairs in order, each one the store held at some instant during the scan
+//     (chunks of 64 pairs, each validated as a Get). A batch (Write) is seen all or nothing by
+//     Get/Exists/Scan chunks. Reads never block the writer: a read that overlapped a write is
+//     retried; it waits only while a write of the index is in progress.
+//   - Reclamation: a block the writer unlinks is not freed while a reader that may have found it
+//     is inside its read (the reader table's epochs); a reader killed (kill -9) is detected by its
+//     pid being gone or reused (start time) and its slot cleared.
+//   - Kinds: every ordered kind whose whole index is in the pool (wort, woart, artcow, roart,
+//     fastfair, wbtree, wbtree-slot, b3tree) and cceh, cceh-cow. fptree and nvtree (inner nodes
+//     in the writer's DRAM) and the static hash tables are refused (NotSupported) while a writer
+//     has the pool open; with no writer they open read-only too.
+//   - Recovery: a read-only open never recovers. A pool that was not closed cleanly and has no
+//     live writer is refused (Busy, "pool needs recovery"): open it for writing once. A reader
+//     that was open when the writer died keeps reading the image the writer left (as a crash
+//     left it: every acknowledged write present; a batch being applied may be seen in part);
+//     the next writer's open recovers while readers read on.
+//   - Only KvStore writes are bracketed for readers in other processes: a process writing the
+//     pool through wort::Index directly, or `wort serve`, must not have other-process readers.
+
 // Durability (KvCapabilities::durability): every write that returned OK has been flushed and
 // fenced (wort/pm.h), so it survives a crash of the process. It survives a power failure or an
 // OS crash too when the pool is mapped with MAP_SYNC (a DAX filesystem on persistent memory),
@@ -116,6 +145,7 @@ namespace wort {
 
 class Pool;
 class Index;
+struct IndexKind;
 
 // Longest value a store accepts (InvalidArgument beyond). Values larger than
 // Allocator::kMaxSmall take whole 1 MiB chunks.
@@ -145,10 +175,16 @@ struct KvConfig {
   std::string path;                 // the pool file
   uint64_t size = 1ull << 30;       // the pool's maximum size, when it is created
   std::string kind = "woart";       // index kind of a new store; "" = any when opening
-  std::string name = "kv";          // root name of the store in the pool (several per pool)
+  std::string name = "kv";          // root name of the store in the pool (several per pool; several
+                                    // stores of one pool may be open at once in one process: they
+                                    // share the pool, which the last one's Close closes)
   KeyType key_type = KeyType::kBytes;  // kU64: keys are exactly 8 bytes (EncodeU64)
   SyncMode sync = SyncMode::kPersist;
   bool create_if_missing = true;    // else NotFound when the pool or the store is absent
+  // Open read-only (see "Read-only opens and readers in other processes" above): nothing is
+  // written to the pool's data; Put, Remove and Write return InvalidArgument. Works beside one
+  // writing process, and on a file or directory this process cannot write.
+  bool read_only = false;
 };
 
 struct KvCapabilities {
@@ -163,6 +199,7 @@ struct KvCapabilities {
   size_t max_value_len = kMaxValueLen;
   Durability durability = Durability::kProcessCrash;
   SyncMode sync = SyncMode::kPersist;
+  bool read_only = false;  // opened with KvConfig::read_only
 };
 
 // The index kinds a store can use (persistent kinds; the volatile references are excluded).
@@ -252,6 +289,10 @@ class WORT_EXPORT KvStore {
  private:
   KvStore();
   Status CheckKey(std::string_view key) const;
+  // KvConfig::read_only's open; Scan for a reader in another process.
+  Status OpenReadOnly(const IndexKind* want);
+  Status SharedScan(std::string_view start, std::optional<std::string_view> end, const KvScanFn& fn,
+                    size_t limit) const;
   // The value of the block at `off`, or Corruption. REQUIRES: inside an epoch of the pool.
   Status ValueAt(uint64_t off, std::string_view* v) const;
   // After a PoolFull: waits for the post-crash GC, or reclaims this thread's retired blocks.
@@ -269,7 +310,9 @@ class WORT_EXPORT KvStore {
   uint64_t batch_head_ = 0;  // offset of the batch log's head block (0: none yet)
 
   KvConfig cfg_;
-  std::unique_ptr<Pool> pool_;
+  // Shared by the stores of one pool open for writing in this process (kv.cc: a process-wide
+  // table keyed by the file's device and inode); the last store's Close closes the pool.
+  std::shared_ptr<Pool> pool_;
   std::unique_ptr<Index> index_;
   KvCapabilities caps_;
 

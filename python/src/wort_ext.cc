@@ -213,7 +213,7 @@ class Store {
 };
 
 Store* Open(const std::string& path, const std::string& kind, uint64_t size, const std::string& name,
-            const std::string& key_type, const std::string& sync, bool create) {
+            const std::string& key_type, const std::string& sync, bool create, bool read_only) {
   wort::KvConfig c;
   c.path = path;
   c.kind = kind;
@@ -226,6 +226,7 @@ Store* Open(const std::string& path, const std::string& kind, uint64_t size, con
   else if (sync == "msync") c.sync = wort::SyncMode::kMsync;
   else Raise(wort::Status::InvalidArgument("sync must be 'persist' or 'msync', not '" + sync + "'"));
   c.create_if_missing = create;
+  c.read_only = read_only;
   std::unique_ptr<wort::KvStore> kv;
   wort::Status s;
   {
@@ -398,7 +399,7 @@ NB_MODULE(_wort, m) {
   m.def("_set_error_factory", [](nb::object f) { g_error_factory = std::move(f); });
   m.def("kinds", [] { return wort::KvKinds(); }, "The index kinds a store can use.");
   m.def("open", &Open, "path"_a, "kind"_a, "size"_a, "name"_a, "key_type"_a, "sync"_a, "create"_a,
-        nb::rv_policy::take_ownership);
+        "read_only"_a, nb::rv_policy::take_ownership);
   m.attr("MAX_KEY_LEN") = wort::kMaxKeyLen;
   m.attr("MAX_VALUE_LEN") = wort::kMaxValueLen;
   m.attr("MAX_BATCH_OPS") = wort::kMaxBatchOps;

@@ -19,3 +19,11 @@ def test_readme_batch_snippet_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     runpy.run_path(snippet, run_name="__main__")
     assert (tmp_path / "data.pool").exists()
+
+
+def test_readme_readers_snippet_runs(tmp_path, monkeypatch):
+    here = os.path.dirname(os.path.abspath(__file__))
+    snippet = os.path.join(here, "..", "..", "tests", "bindings", "readme_readers.py")
+    monkeypatch.chdir(tmp_path)
+    runpy.run_path(snippet, run_name="__main__")
+    assert (tmp_path / "data.pool").exists()

@@ -283,3 +283,37 @@ def test_gil_is_released_during_store_operations(path):
             assert db[b"big1"] == big
     finally:
         sys.setswitchinterval(old)
+
+
+def test_read_only_beside_a_writer_process(path):
+    """read_only=True: reads beside a writing process (a forked child), writes refused, the
+    file unchanged by the reader; a second writer is refused naming the holder's pid."""
+    with wort.open(path, kind="woart", size="64M") as db:
+        db[b"\x80k"] = b"v0"
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the writer
+        os.close(r)
+        code = 1
+        try:
+            with wort.open(path, kind="woart") as db:
+                for i in range(200):
+                    db[b"\x80k"] = b"v%d" % i
+                os.write(w, b"x")
+                time.sleep(1.5)  # held open while the parent reads
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(w)
+    assert os.read(r, 1) == b"x"
+    with wort.open(path, read_only=True) as ro:
+        assert ro[b"\x80k"] == b"v199"
+        with pytest.raises(wort.InvalidArgumentError, match="read-only"):
+            ro[b"x"] = b"y"
+        with pytest.raises(wort.InvalidArgumentError):
+            del ro[b"\x80k"]
+        with pytest.raises(wort.BusyError, match="pid %d" % pid):
+            wort.open(path, kind="woart")
+    assert os.waitpid(pid, 0)[1] == 0
+    with wort.open(path, read_only=True) as ro:
+        assert len(ro) == 1

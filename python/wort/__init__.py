@@ -176,8 +176,9 @@ def kinds() -> list[str]:
     return list(_wort.kinds())
 
 
-def open(path: str, kind: str = "woart", size: Union[int, str] = "1G", *, name: str = "kv",
-         key_type: str = "bytes", sync: str = "persist", create: bool = True) -> "Store":
+def open(path: str, kind: Optional[str] = None, size: Union[int, str] = "1G", *, name: str = "kv",
+         key_type: str = "bytes", sync: str = "persist", create: bool = True,
+         read_only: bool = False) -> "Store":
     """Opens the store `name` of the pool file at `path`, creating the pool and the store when
     they are absent (unless create=False: then NotFoundError).
 
@@ -187,11 +188,18 @@ def open(path: str, kind: str = "woart", size: Union[int, str] = "1G", *, name: 
     key_type  "bytes" (0..MAX_KEY_LEN bytes) or "u64" (exactly 8 bytes, big-endian integers).
     sync      "persist" (flush + fence per write, the default) or "msync" (also msync the file:
               power-fail durable on any filesystem, slow).
+    read_only open an existing store without writing to the pool: beside one process that has
+              it open for writing (LMDB's model: that process's acknowledged writes are seen,
+              never a torn value), or on a file this process cannot write. put/del raise
+              InvalidArgumentError. kind defaults to "" (any) here, "woart" otherwise.
     """
     if not isinstance(path, str):
         path = _os.fspath(path)
     try:
-        return Store(_wort.open(path, kind, _parse_size(size), name, key_type, sync, create))
+        if kind is None:
+            kind = "" if read_only else "woart"
+        return Store(_wort.open(path, kind, _parse_size(size), name, key_type, sync,
+                                create and not read_only, read_only))
     except OSError as e:
         if e.errno is not None and e.filename is None:
             e.filename = path

@@ -31,6 +31,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "pm/share.h"
 #include "sync/epoch.h"
 #include "wort/pm.h"
 #include "wort/pool.h"
@@ -145,6 +146,12 @@ struct Allocator::Impl {
   std::atomic<bool> recovering{false};
   std::vector<uint64_t> deferred;  // frees during recovery (under mu)
   std::atomic<uint64_t> retired_outside_epoch{0};  // AllocStats::retired_outside_epoch
+  // Readers in other processes (src/pm/share.h): blocks the epoch manager handed to be freed
+  // while readers were registered, tagged with the cross-process epoch; freed once every active
+  // reader slot entered past the tag (or died). Under xmu (taken before mu).
+  std::mutex xmu;
+  std::vector<std::pair<uint64_t, uint64_t>> xdeferred;  // (tag, off)
+  std::atomic<bool> xpending{false};  // xdeferred is not empty (read without xmu)
   std::thread gc_thread;
   std::mutex rec_mu;
   std::condition_variable rec_cv;
@@ -431,7 +438,7 @@ ThreadCache* Allocator::Impl::Cache() {
 Allocator::Allocator(Pool* pool, bool opened_clean)
     : impl_(std::make_unique<Impl>()),
       epoch_(std::make_unique<sync::EpochManager>(
-          [](void* a, uint64_t off) { static_cast<Allocator*>(a)->Free(off); }, this)) {
+          [](void* a, uint64_t off) { static_cast<Allocator*>(a)->ReclaimShared(off); }, this)) {
   Impl& I = *impl_;
   I.pool = pool;
   I.self = this;
@@ -850,6 +857,9 @@ void Allocator::Impl::RunGc() {
     // deferred while recovering) of what it unlinked, so none of them arrives after the sweep
     // for a block the visit did not mark (it would be freed twice).
     self->epoch().Synchronize();
+    // Readers in other processes may still hold a block the sweep frees (one a dead writer had
+    // unlinked): a grace period of the reader table (src/pm/share.h) first.
+    if (!pool->private_copy()) share::WaitForReaders(pool->base());
     // Sweep: old chunks take their marks as their allocation state.
     std::lock_guard<std::mutex> g(mu);
     for (uint64_t id = 0; id < nchunks_file; ++id) {
@@ -909,6 +919,7 @@ void Allocator::Impl::RunGc() {
   }
   if (!d.empty()) {
     self->epoch().Synchronize();  // no reader still holds what was unlinked during the GC
+    if (!pool->private_copy()) share::WaitForReaders(pool->base());
     std::lock_guard<std::mutex> g(mu);
     for (uint64_t off : d) FreeLocked(off, /*quiet=*/true);
   }
@@ -934,6 +945,55 @@ bool Allocator::RecoveryDone() const {
 double Allocator::RecoverySeconds() const {
   std::lock_guard<std::mutex> g(impl_->rec_mu);
   return impl_->rec_seconds;
+}
+
+// The epoch manager's reclaim: no thread of this process holds `off` any more; a reader in
+// another process may (src/pm/share.h).
+void Allocator::ReclaimShared(uint64_t off) {
+  Impl& I = *impl_;
+  char* base = I.pool->base();
+  if (I.pool->read_only() || I.pool->private_copy()) return Free(off);
+  // The common case takes no lock: no reader registered (one registering later enters after
+  // the unlink) and nothing held back.
+  if (!share::ReadersPresent(base) && !I.xpending.load(std::memory_order_acquire)) return Free(off);
+  std::vector<uint64_t> ready;
+  {
+    std::lock_guard<std::mutex> g(I.xmu);
+    if (!share::ReadersPresent(base)) {
+      // No reader registered: one registering later enters after the unlink. What was deferred
+      // before is free too (its readers have left).
+      for (auto& [tag, o] : I.xdeferred) ready.push_back(o);
+      I.xdeferred.clear();
+      ready.push_back(off);
+    } else {
+      I.xdeferred.emplace_back(share::NextTag(base), off);
+      if (I.xdeferred.size() % 64 == 1) {
+        const uint64_t oldest = share::OldestReader(base);  // an active reader entered with G+1 > tags it cannot hold
+        std::erase_if(I.xdeferred, [&](const std::pair<uint64_t, uint64_t>& d) {
+          if (d.first >= oldest) return false;
+          ready.push_back(d.second);
+          return true;
+        });
+      }
+    }
+    I.xpending.store(!I.xdeferred.empty(), std::memory_order_release);
+  }
+  for (uint64_t o : ready) Free(o);
+}
+
+// Frees every block deferred for readers in other processes, after a grace period of theirs.
+void Allocator::DrainShared() {
+  Impl& I = *impl_;
+  if (I.pool->read_only() || I.pool->private_copy()) return;
+  std::vector<std::pair<uint64_t, uint64_t>> d;
+  {
+    std::lock_guard<std::mutex> g(I.xmu);
+    d.swap(I.xdeferred);
+    I.xpending.store(false, std::memory_order_release);
+  }
+  if (d.empty()) return;
+  share::WaitForReaders(I.pool->base());
+  for (auto& [tag, o] : d) Free(o);
 }
 
 void Allocator::Retire(uint64_t off) {
@@ -965,17 +1025,29 @@ void Allocator::RetireAndCollect(uint64_t off) {
 }
 
 bool Allocator::ReclaimRetired() {
-  if (epoch_->InEpoch() || epoch_->Stats().pending == 0) return false;
+  if (epoch_->InEpoch()) return false;
+  bool shared = false;
+  {
+    std::lock_guard<std::mutex> g(impl_->xmu);
+    shared = !impl_->xdeferred.empty();
+  }
+  if (epoch_->Stats().pending == 0) {
+    if (!shared) return false;
+    DrainShared();
+    return true;
+  }
   for (int i = 0; i < 3; ++i) {
     epoch_->Synchronize();
     epoch_->Collect();
   }
+  DrainShared();  // what readers in other processes held back (a grace period of theirs)
   return true;
 }
 
 Status Allocator::PrepareClose() {
   Impl& I = *impl_;
   epoch_->Drain();  // retired blocks are free in the bitmaps written below (no reader is left)
+  DrainShared();    // and those that readers in other processes held back
   std::lock_guard<std::mutex> g(I.mu);
   for (auto& tc : I.caches) I.DrainCache(tc.get());
   const uint64_t gen = I.pool->generation();

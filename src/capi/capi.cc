@@ -131,6 +131,12 @@ int wort_config_put_create_if_missing(wort_config* cfg, int create) {
   return WORT_OK;
 }
 
+int wort_config_put_read_only(wort_config* cfg, int read_only) {
+  if (!cfg) return NullArg("cfg");
+  cfg->cfg.read_only = read_only != 0;
+  return WORT_OK;
+}
+
 int wort_open(const wort_config* cfg, wort_db** db) {
   if (!cfg || !db) return NullArg(!cfg ? "cfg" : "db");
   return Guard([&] {

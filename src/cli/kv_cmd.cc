@@ -81,8 +81,11 @@ Existing Probe(const char* cmd, const KvOpts& o) {
 }
 
 // Opens the store. `create`: a missing pool or store is created (kind: --kind, else `dflt_kind`).
+// `read_only` (get, scan, dump, stats): KvConfig::read_only - beside a writing process, and on a
+// file this user cannot write; a pool that needs recovery (no writer alive) is opened for
+// writing instead, which recovers it.
 std::unique_ptr<KvStore> OpenStore(const char* cmd, const KvOpts& o, bool create, const std::string& dflt_kind = "woart",
-                                   KeyType dflt_key_type = KeyType::kBytes) {
+                                   KeyType dflt_key_type = KeyType::kBytes, bool read_only = false) {
   const Existing e = Probe(cmd, o);
   if (!create && !e.pool) Die(cmd, Status::NotFound("no pool file " + o.pool));
   if (!create && !e.store) Die(cmd, Status::NotFound("no store '" + o.store + "' in " + o.pool));
@@ -102,7 +105,12 @@ std::unique_ptr<KvStore> OpenStore(const char* cmd, const KvOpts& o, bool create
     c.key_type = o.key_type.empty() ? dflt_key_type : o.key_type == "u64" ? KeyType::kU64 : KeyType::kBytes;
   }
   std::unique_ptr<KvStore> db;
+  c.read_only = read_only;
   Status s = KvStore::Open(c, &db);
+  if (read_only && s.code() == Code::kBusy && s.message().starts_with("pool needs recovery")) {
+    c.read_only = false;
+    s = KvStore::Open(c, &db);
+  }
   if (!s.ok()) Die(cmd, s);
   return db;
 }
@@ -147,7 +155,7 @@ void AddKv(CLI::App& app) {
     c->add_flag("--raw", o->raw, "Write the value's bytes unescaped, without a newline");
     c->callback([o] {
       const std::string key = Arg("get", "key", o->key);
-      auto db = OpenStore("get", *o, false);
+      auto db = OpenStore("get", *o, false, "woart", KeyType::kBytes, /*read_only=*/true);
       std::string v;
       Status s = db->Get(key, &v);
       if (!s.ok()) Die("get", s.IsNotFound() ? Status::NotFound("no key '" + Escape(key) + "' in store '" + o->store + "'") : s);
@@ -211,7 +219,7 @@ void AddKv(CLI::App& app) {
       const std::string start = Arg("scan", "--start", o->start);
       std::optional<std::string> end;
       if (!o->end.empty()) end = Arg("scan", "--end", o->end);
-      auto db = OpenStore("scan", *o, false);
+      auto db = OpenStore("scan", *o, false, "woart", KeyType::kBytes, /*read_only=*/true);
       std::string line;
       Status s = db->Scan(
           start, end ? std::optional<std::string_view>(*end) : std::nullopt,
@@ -240,7 +248,7 @@ void AddKv(CLI::App& app) {
                         o);
     c->add_option("-o,--output", o->file, "Output file (default: standard output)");
     c->callback([o] {
-      auto db = OpenStore("dump", *o, false);
+      auto db = OpenStore("dump", *o, false, "woart", KeyType::kBytes, /*read_only=*/true);
       const KvCapabilities caps = db->Capabilities();
       std::FILE* f = stdout;
       const std::string tmp = o->file.empty() ? "" : o->file + ".tmp";
@@ -318,7 +326,7 @@ void AddKv(CLI::App& app) {
     auto o = std::make_shared<KvOpts>();
     auto* c = AddCommon(kv, "stats", "Print the store's kind, key count, durability and the pool's space use", o);
     c->callback([o] {
-      auto db = OpenStore("stats", *o, false);
+      auto db = OpenStore("stats", *o, false, "woart", KeyType::kBytes, /*read_only=*/true);
       const KvCapabilities caps = db->Capabilities();
       uint64_t n = 0;
       Status s = db->Count(&n);
@@ -330,8 +338,11 @@ void AddKv(CLI::App& app) {
       fmt::print("keys:        {}\n", n);
       fmt::print("durability:  {} - {}\n", DurabilityName(caps.durability), DurabilityDescription(caps.durability));
       fmt::print("pool:        {} bytes (may grow to {})\n", db->pool().size(), db->pool().max_size());
-      fmt::print("allocated:   {} blocks, {} bytes (every store and index of the pool)\n", a.blocks_allocated,
-                 a.bytes_allocated);
+      if (caps.read_only && !db->pool().opened_clean())
+        fmt::print("allocated:   unknown (another process has the pool open for writing)\n");
+      else
+        fmt::print("allocated:   {} blocks, {} bytes (every store and index of the pool)\n", a.blocks_allocated,
+                   a.bytes_allocated);
       Close("stats", db);
     });
   }

@@ -2,11 +2,15 @@
 #include "wort/kv.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -22,6 +26,7 @@
 #include "index/kind_ids.h"
 #include "index/registry.h"
 #include "kv/batch_log.h"
+#include "pm/share.h"
 #include "util/crc32c.h"
 #include "wort/alloc.h"
 #include "wort/index.h"
@@ -57,6 +62,17 @@ struct KvStore::Sync {
   // log still holds it and the next open finishes it; until then every write is refused, so
   // that no later write is overwritten by that re-application.
   std::atomic<bool> failed{false};
+  // A read-only open (KvConfig::read_only): the reader table of the pool (src/pm/share.h);
+  // an unregistered reader's shared flock (-1: none).
+  std::unique_ptr<share::ReaderTable> readers;
+  int lock_fd = -1;
+  // A writable store registered in the process-wide table of open stores (kv.cc, SharedPool):
+  // its pool file's (device, inode).
+  bool named = false;
+  std::pair<dev_t, ino_t> file{};
+  ~Sync() {
+    if (lock_fd >= 0) ::close(lock_fd);
+  }
 };
 
 namespace {
@@ -147,6 +163,41 @@ bool ParallelWriters(const IndexKind* k) {
   }
 }
 
+// Kinds a reader in another process can read beside a live writer: the whole index is in the
+// pool (wort/kv.h, "Read-only opens and readers in other processes").
+const char* SharedReadRefusal(uint32_t type) {
+  switch (type) {
+    case kind_id::kWort:
+    case kind_id::kWoart:
+    case kind_id::kArtCow:
+    case kind_id::kRoart:
+    case kind_id::kFastFair:
+    case kind_id::kWbTree:
+    case kind_id::kWbTreeSlot:
+    case kind_id::kB3Tree:
+    case kind_id::kCceh:
+    case kind_id::kCcehCow:
+      return nullptr;
+    case kind_id::kFpTree:
+    case kind_id::kNvTree:
+      return "its inner nodes live in the writing process's DRAM (rebuilt at each open), so another process "
+             "cannot follow the writer's changes";
+    default:
+      return "its table is not validated for readers in other processes (a writer moves entries in place)";
+  }
+}
+
+// Runs `f` as one read of a reader in another process: retried until no write overlapped it.
+template <class F>
+Status SharedRead(share::ReaderTable& t, F&& f) {
+  for (;;) {
+    share::ReaderTable::Read r(t);
+    WORT_RETURN_IF_ERROR(r.Begin());
+    Status s = f();
+    if (r.Valid()) return s;
+  }
+}
+
 std::string KindList() {
   std::string s;
   for (const std::string& k : KvKinds()) s += (s.empty() ? "" : ", ") + k;
@@ -194,6 +245,72 @@ Status Probe(const KvConfig& cfg, const IndexKind* want) {
 
 }  // namespace
 
+namespace {
+// The pools this process has open for writing through stores, by (device, inode): a second
+// store of one pool shares it (a second Pool::Open would be refused Busy: one writer per pool).
+std::mutex g_pools_mu;
+std::map<std::pair<dev_t, ino_t>, std::weak_ptr<Pool>>& OpenPools() {
+  static auto* m = new std::map<std::pair<dev_t, ino_t>, std::weak_ptr<Pool>>();
+  return *m;
+}
+// The stores open for writing in this process: (device, inode, store name). A second open of
+// one is refused before anything is written (one handle per index, src/index/registry.h).
+std::set<std::tuple<dev_t, ino_t, std::string>>& OpenStores() {
+  static auto* m = new std::set<std::tuple<dev_t, ino_t, std::string>>();
+  return *m;
+}
+
+Status SharedPool(const KvConfig& cfg, const PoolOptions& po, bool exists, std::shared_ptr<Pool>* out,
+                  KvStore::Sync* sync) {
+  std::lock_guard<std::mutex> g(g_pools_mu);
+  struct stat sb;
+  if (exists && ::stat(cfg.path.c_str(), &sb) == 0) {
+    if (OpenStores().count({sb.st_dev, sb.st_ino, cfg.name}))
+      return Status::Busy("store '" + cfg.name + "' of " + cfg.path +
+                          " is already open in this process: use that handle from every thread (or close it first)");
+    auto it = OpenPools().find({sb.st_dev, sb.st_ino});
+    if (it != OpenPools().end()) {
+      if (std::shared_ptr<Pool> p = it->second.lock()) {
+        if (p->durability() == Durability::kFileSync && cfg.sync != SyncMode::kMsync)
+          return Status::InvalidArgument("pool " + cfg.path + " is open in this process with sync mode msync; open its other stores with it too");
+        if (cfg.sync == SyncMode::kMsync && p->durability() == Durability::kProcessCrash)
+          return Status::InvalidArgument("pool " + cfg.path + " is open in this process without sync mode msync; open its other stores the same way");
+        *out = std::move(p);
+        OpenStores().insert({sb.st_dev, sb.st_ino, cfg.name});
+        sync->named = true;
+        sync->file = {sb.st_dev, sb.st_ino};
+        return Status::OK();
+      }
+    }
+  }
+  std::unique_ptr<Pool> p;
+  WORT_RETURN_IF_ERROR(exists ? Pool::Open(cfg.path, po, &p) : Pool::Create(cfg.path, po, &p));
+  if (::stat(cfg.path.c_str(), &sb) == 0) {
+    std::erase_if(OpenPools(), [](const auto& e) { return e.second.expired(); });
+    std::shared_ptr<Pool> sp(std::move(p));
+    OpenPools()[{sb.st_dev, sb.st_ino}] = sp;
+    OpenStores().insert({sb.st_dev, sb.st_ino, cfg.name});
+    sync->named = true;
+    sync->file = {sb.st_dev, sb.st_ino};
+    *out = std::move(sp);
+  } else {
+    *out = std::move(p);
+  }
+  return Status::OK();
+}
+
+// Drops a store's reference to its pool; the last one closes it (and returns its status).
+Status ReleasePool(std::shared_ptr<Pool>& pool, KvStore::Sync& sync, const std::string& name) {
+  std::lock_guard<std::mutex> g(g_pools_mu);
+  if (sync.named) OpenStores().erase({sync.file.first, sync.file.second, name});
+  sync.named = false;
+  Status s;
+  if (pool.use_count() == 1) s = pool->Close();
+  pool.reset();
+  return s;
+}
+}  // namespace
+
 std::vector<std::string> KvKinds() {
   std::vector<std::string> v;
   for (const IndexKind* k : IndexKinds())
@@ -216,6 +333,11 @@ Status KvStore::Open(const KvConfig& cfg, std::unique_ptr<KvStore>* out) {
   }
   std::unique_ptr<KvStore> st(new KvStore());
   st->cfg_ = cfg;
+  if (cfg.read_only) {
+    WORT_RETURN_IF_ERROR(st->OpenReadOnly(want));
+    *out = std::move(st);
+    return Status::OK();
+  }
   PoolOptions po;
   po.max_size = cfg.size;
   po.initial_size = std::min<uint64_t>(cfg.size, 64ull << 20);
@@ -233,12 +355,14 @@ Status KvStore::Open(const KvConfig& cfg, std::unique_ptr<KvStore>* out) {
   // writer holds (Busy) is refused by the writable open before it writes. Only definite
   // mismatches are refused here; anything the probe cannot decide is left to the open below.
   if (exists) WORT_RETURN_IF_ERROR(Probe(cfg, want));
-  WORT_RETURN_IF_ERROR(exists ? Pool::Open(cfg.path, po, &st->pool_) : Pool::Create(cfg.path, po, &st->pool_));
+  WORT_RETURN_IF_ERROR(SharedPool(cfg, po, exists, &st->pool_, st->sync_.get()));
 
   IndexOptions io;
   io.key_type = cfg.key_type;
   io.values_are_blocks = true;
   RootInfo root;
+  // Readers in other processes: the index's open (its recovery) and the batch log's are writes.
+  share::WriteSection ws(st->pool_->base());
   if (st->pool_->FindRoot(cfg.name, &root).ok()) {
     WORT_RETURN_IF_ERROR(OpenIndex(*st->pool_, cfg.name, &st->index_));
     WORT_RETURN_IF_ERROR(Mismatch(cfg, want, root.type, st->index_->key_type(), true));
@@ -278,10 +402,72 @@ Status KvStore::Close() {
   sync_->ops.Synchronize();
   if (!pool_) return Status::OK();
   index_.reset();
-  Status s = pool_->Close();
-  pool_.reset();
+  Status s = ReleasePool(pool_, *sync_, cfg_.name);
+  sync_->readers.reset();
   return s;
 }
+
+Status KvStore::OpenReadOnly(const IndexKind* want) {
+  const KvConfig& cfg = cfg_;
+  PoolOptions po;
+  po.read_only = true;
+  po.background_recovery = false;
+  struct stat sb;
+  if (::stat(cfg.path.c_str(), &sb) != 0) return Status::NotFound("no pool at " + cfg.path);
+  {
+    std::unique_ptr<Pool> p;
+    WORT_RETURN_IF_ERROR(Pool::Open(cfg.path, po, &p));
+    pool_ = std::move(p);
+  }
+  WORT_RETURN_IF_ERROR(share::ReaderTable::Attach(cfg.path, pool_->base(), &sync_->readers));
+  const uint64_t writer = share::LiveWriter(pool_->base());
+  if (!sync_->readers->registered()) {
+    // No slot can be written: keep writers out for as long as this reader reads (a shared flock
+    // beside their exclusive one), and refuse while one has the pool open.
+    sync_->lock_fd = ::open(cfg.path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (sync_->lock_fd < 0 || ::flock(sync_->lock_fd, LOCK_SH | LOCK_NB) != 0)
+      return Status::Busy("cannot read " + cfg.path + " beside its writer" +
+                          (writer ? " (pid " + std::to_string(writer) + ")" : std::string()) +
+                          ": this process cannot write the file, so it cannot take a slot in the pool's reader table "
+                          "(the writer could free what it reads)");
+  }
+  if (!pool_->opened_clean() && writer == 0)
+    return Status::Busy("pool needs recovery: " + cfg.path +
+                        " was not closed cleanly and no process has it open for writing; a read-only open does not "
+                        "recover: open it for writing once (any write-capable open recovers it)");
+  RootInfo root;
+  if (!pool_->FindRoot(cfg.name, &root).ok()) return Status::NotFound("no store '" + cfg.name + "' in " + cfg.path);
+  WORT_RETURN_IF_ERROR(Mismatch(cfg, want, root.type, cfg.key_type, false));
+  if (const char* why = writer ? SharedReadRefusal(root.type) : nullptr) {
+    const IndexKind* k = FindIndexKindById(root.type);
+    return Status::NotSupported("store '" + cfg.name + "' is a " + (k ? k->name : "?") +
+                                " store: it cannot be read by another process while pid " + std::to_string(writer) +
+                                " writes it: " + why);
+  }
+  // The index's open reads its root: one validated read (retried if a write overlapped it).
+  WORT_RETURN_IF_ERROR(SharedRead(*sync_->readers, [&] {
+    index_.reset();
+    return OpenIndex(*pool_, cfg.name, &index_);
+  }));
+  WORT_RETURN_IF_ERROR(Mismatch(cfg, want, root.type, index_->key_type(), true));
+  const IndexKind* k = FindIndexKind(index_->kind());
+  KvCapabilities& c = caps_;
+  c.kind = std::string(index_->kind());
+  c.description = k->description;
+  c.ordered = k->ordered;
+  c.key_type = index_->key_type();
+  c.max_key_len = c.key_type == KeyType::kU64 ? 8 : kMaxKeyLen;
+  c.sync = cfg.sync;
+  c.durability = pool_->durability();
+  c.parallel_writes = false;
+  c.read_only = true;
+  sync_->values = &pool_->allocator().epoch();
+  return Status::OK();
+}
+
+namespace {
+Status ReadOnlyStore() { return Status::InvalidArgument("the store is open read-only: no writes"); }
+}  // namespace
 
 Status KvStore::CheckKey(std::string_view key) const {
   if (caps_.key_type == KeyType::kU64 && key.size() != 8)
@@ -355,6 +541,7 @@ Status KvStore::Put(std::string_view key, std::string_view value) {
                                    std::to_string(kMaxValueLen));
   OpGuard op(*sync_);
   if (!op.open()) return Closed();
+  if (cfg_.read_only) return ReadOnlyStore();
   if (sync_->failed.load()) return Failed();
   Allocator& a = pool_->allocator();
   // 1-2: a new block, wholly persistent before anything refers to it.
@@ -371,7 +558,10 @@ Status KvStore::Put(std::string_view key, std::string_view value) {
       sync::EpochGuard eg(*sync_->values);
       uint64_t old = 0;
       const bool had = index_->Lookup(key, &old).ok();
-      s = index_->Upsert(key, off);  // 3: COMMIT POINT (the index's publish, persisted)
+      {
+        share::WriteSection ws(pool_->base());  // readers in other processes retry around it
+        s = index_->Upsert(key, off);  // 3: COMMIT POINT (the index's publish, persisted)
+      }
       if (s.ok()) {
         if (had) pool_->allocator().RetireAndCollect(old);  // 4: unreachable since the commit; readers may still hold it
         return s;
@@ -388,12 +578,16 @@ Status KvStore::Remove(std::string_view key) {
   WORT_RETURN_IF_ERROR(CheckKey(key));
   OpGuard op(*sync_);
   if (!op.open()) return Closed();
+  if (cfg_.read_only) return ReadOnlyStore();
   if (sync_->failed.load()) return Failed();
   KeyGuard kg(*sync_, key);
   sync::EpochGuard eg(*sync_->values);
   uint64_t old = 0;
   WORT_RETURN_IF_ERROR(index_->Lookup(key, &old));
-  WORT_RETURN_IF_ERROR(index_->Remove(key));  // COMMIT POINT
+  {
+    share::WriteSection ws(pool_->base());
+    WORT_RETURN_IF_ERROR(index_->Remove(key));  // COMMIT POINT
+  }
   pool_->allocator().RetireAndCollect(old);  // unreachable since the commit; readers may still hold it
   return Status::OK();
 }
@@ -402,6 +596,22 @@ Status KvStore::Get(std::string_view key, const std::function<void(std::string_v
   WORT_RETURN_IF_ERROR(CheckKey(key));
   OpGuard op(*sync_);
   if (!op.open()) return Closed();
+  if (sync_->readers) {
+    // A reader beside a writer in another process: the lookup and the value's checksum, then
+    // the validation; fn sees the value after it, while the read still holds the block.
+    for (;;) {
+      share::ReaderTable::Read r(*sync_->readers);
+      WORT_RETURN_IF_ERROR(r.Begin());
+      uint64_t off = 0;
+      std::string_view v;
+      Status s = index_->Lookup(key, &off);
+      if (s.ok()) s = ValueAt(off, &v);
+      if (!r.Valid()) continue;
+      WORT_RETURN_IF_ERROR(s);
+      fn(v);
+      return Status::OK();
+    }
+  }
   for (int a = 0;; a = std::min(a + 1, 16)) {
     // A batch being applied: wait outside the epoch (its writer may wait for a grace period).
     uint64_t ver;
@@ -430,6 +640,10 @@ Status KvStore::Exists(std::string_view key) const {
   WORT_RETURN_IF_ERROR(CheckKey(key));
   OpGuard op(*sync_);
   if (!op.open()) return Closed();
+  if (sync_->readers) {
+    uint64_t off = 0;
+    return SharedRead(*sync_->readers, [&] { return index_->Lookup(key, &off); });
+  }
   for (int a = 0;; a = std::min(a + 1, 16)) {
     uint64_t ver;
     if (!sync_->batch_ver.ReadLockOrRestart(&ver)) {
@@ -450,6 +664,7 @@ Status KvStore::Scan(std::string_view start, std::optional<std::string_view> end
   OpGuard op(*sync_);
   if (!op.open()) return Closed();
   if (limit == 0 || (end && CompareKeys(start, *end) >= 0)) return Status::OK();
+  if (sync_->readers) return SharedScan(start, end, fn, limit);
   Status bad;
   size_t n = 0;
   // Index::Scan's end is inclusive; the end key itself is skipped here. The whole scan is one
@@ -467,6 +682,46 @@ Status KvStore::Scan(std::string_view start, std::optional<std::string_view> end
   return bad;
 }
 
+// Scan for a reader in another process: chunks of up to 64 pairs, each one validated read
+// (copies), given to fn after its validation; the next chunk starts at the last key given
+// (skipped). Each pair is one the store held at some instant during the scan.
+Status KvStore::SharedScan(std::string_view start, std::optional<std::string_view> end, const KvScanFn& fn,
+                           size_t limit) const {
+  constexpr size_t kChunk = 64;
+  std::string from(start);
+  bool skip_first = false;
+  size_t n = 0;
+  const std::string_view e = end ? *end : std::string_view();
+  std::vector<std::pair<std::string, std::string>> chunk;
+  for (;;) {
+    bool more = false;
+    WORT_RETURN_IF_ERROR(SharedRead(*sync_->readers, [&] {
+      chunk.clear();
+      more = false;
+      Status bad;
+      Status s = index_->Scan(from, end ? &e : nullptr, ~size_t{0}, [&](std::string_view k, uint64_t off) {
+        if (end && k == *end) return false;
+        if (skip_first && k == from) return true;
+        if (chunk.size() == kChunk) {
+          more = true;
+          return false;
+        }
+        std::string_view v;
+        bad = ValueAt(off, &v);
+        if (!bad.ok()) return false;
+        chunk.emplace_back(std::string(k), std::string(v));
+        return true;
+      });
+      return s.ok() ? bad : s;
+    }));
+    for (const auto& [k, v] : chunk)
+      if (!fn(k, v) || ++n >= limit) return Status::OK();
+    if (!more || chunk.empty()) return Status::OK();
+    from = chunk.back().first;
+    skip_first = true;
+  }
+}
+
 // Unordered iteration (the hash kinds): an addition of its own, kept apart from Scan.
 Status KvStore::ForEach(const KvScanFn& fn) const {
   if (caps_.ordered) return Scan("", std::nullopt, fn);
@@ -474,6 +729,25 @@ Status KvStore::ForEach(const KvScanFn& fn) const {
   if (!op.open()) return Closed();
   const auto* h = dynamic_cast<const hash::HashIndexBase*>(index_.get());
   if (h == nullptr) return Status::NotSupported(caps_.kind + ": no iteration");
+  if (sync_->readers) {
+    // One validated read of the whole table (copies), then the pairs.
+    std::vector<std::pair<std::string, std::string>> pairs;
+    WORT_RETURN_IF_ERROR(SharedRead(*sync_->readers, [&] {
+      pairs.clear();
+      Status bad;
+      Status s = h->ForEachRecord([&](std::string_view k, uint64_t off) {
+        std::string_view v;
+        bad = ValueAt(off, &v);
+        if (!bad.ok()) return false;
+        pairs.emplace_back(std::string(k), std::string(v));
+        return true;
+      });
+      return s.ok() ? bad : s;
+    }));
+    for (const auto& [k, v] : pairs)
+      if (!fn(k, v)) break;
+    return Status::OK();
+  }
   Status bad;
   // One epoch from before the gathering: every value block gathered stays allocated until the
   // end, even if its key is overwritten or removed meanwhile.
@@ -489,6 +763,16 @@ Status KvStore::ForEach(const KvScanFn& fn) const {
 Status KvStore::Count(uint64_t* n) const {
   OpGuard op(*sync_);
   if (!op.open()) return Closed();
+  if (sync_->readers) {
+    // The index's count is the writer's (DRAM): count the pairs instead.
+    uint64_t c = 0;
+    WORT_RETURN_IF_ERROR(ForEach([&](std::string_view, std::string_view) {
+      ++c;
+      return true;
+    }));
+    *n = c;
+    return Status::OK();
+  }
   *n = index_->Size();
   return Status::OK();
 }
@@ -498,6 +782,17 @@ KvCapabilities KvStore::Capabilities() const { return caps_; }
 Status KvStore::Check(std::string* report) const {
   OpGuard op(*sync_);
   if (!op.open()) return Closed();
+  if (sync_->readers) {
+    const size_t len = report ? report->size() : 0;
+    return SharedRead(*sync_->readers, [&]() -> Status {
+      if (report) report->resize(len);
+      WORT_RETURN_IF_ERROR(index_->Check(report));
+      RootInfo root;
+      WORT_RETURN_IF_ERROR(pool_->FindRoot(cfg_.name, &root));
+      uint64_t n = 0;
+      return CheckValues(*pool_, cfg_.name, *index_, root.type, root.off, report, &n, nullptr);
+    });
+  }
   WORT_RETURN_IF_ERROR(index_->Check(report));
   RootInfo root;
   WORT_RETURN_IF_ERROR(pool_->FindRoot(cfg_.name, &root));
@@ -621,6 +916,7 @@ Status KvStore::Write(const KvBatch& batch) {
   }
   OpGuard op(*sync_);
   if (!op.open()) return Closed();
+  if (cfg_.read_only) return ReadOnlyStore();
   if (sync_->failed.load()) return Failed();
   if (batch.ops_.empty()) return Status::OK();
   // The last operation of each key counts; the record names each key once.
@@ -696,6 +992,8 @@ Status KvStore::Write(const KvBatch& batch) {
   uint64_t* head = pool_->at<uint64_t>(batch_head_);
   // Readers (Get, Exists) wait from here to the end of the apply: they see all or nothing.
   sync_->batch_ver.WriteLock();
+  // Readers in other processes too: all of the batch or none of it.
+  std::optional<share::WriteSection> ws(std::in_place, pool_->base());
   // 3. COMMIT POINT: one 8-byte store of the record's offset, persisted.
   pm::store8(&head[1], rec);
   pm::persist(&head[1], 8);
@@ -712,6 +1010,7 @@ Status KvStore::Write(const KvBatch& batch) {
     // Committed but not applied (out of space): the log keeps it; the next open finishes it.
     sync_->failed.store(true);
   }
+  ws.reset();
   sync_->batch_ver.WriteUnlock();
   for (sync::VersionLock* w : words) w->WriteUnlock();
   if (!s.ok()) return Status(s.code(), "batch committed but not applied (" + s.message() + "): reopen the store to finish it");

@@ -20,6 +20,7 @@
 #include <set>
 #include <utility>
 
+#include "pm/share.h"
 #include "util/crc32c.h"
 #include "wort/alloc.h"
 #include "wort/pm.h"
@@ -201,11 +202,17 @@ Status Pool::MapFile(const std::string& path, bool create, const PoolOptions& op
       std::lock_guard<std::mutex> g(g_held_mu);
       mine = Held().count(id) > 0;
     }
+    uint64_t holder = 0;  // the writer's pid, as it recorded it (src/pm/share.h)
+    if (e == EWOULDBLOCK && !mine &&
+        ::pread(fd_, &holder, 8, static_cast<off_t>(share::kWriterOff)) != 8)
+      holder = 0;
     ::close(fd_);
     fd_ = -1;
     if (e == EWOULDBLOCK)
       return Status::Busy(mine ? "pool is already open for writing in this process (close it first, or share that handle): " + path
-                               : "pool is open for writing by another process: " + path);
+                               : "pool is open for writing by another process" +
+                                     (holder != 0 && holder < 0x80000000ull ? " (pid " + std::to_string(holder) + ")" : std::string()) +
+                                     ": " + path + " (one writer at a time; open it read-only to read beside it)");
     errno = e;
     return Status::IOError(Errno("cannot lock", path));
   }
@@ -328,6 +335,9 @@ Status Pool::MapFile(const std::string& path, bool create, const PoolOptions& op
     // with the generation bump not persistent); the clean flag's part matters only when a cleanly
     // closed pool is reopened and then crashes, and the explorer reopens only crashed images.
     pm::persist(&hd->size, 64);
+    // Readers in other processes (src/pm/share.h): the writer's pid, and a dead writer's lanes
+    // closed. Not persisted (a crash leaves a pid that is dead or reused: checked by start time).
+    if (!private_copy_) share::WriterOpen(base_);
   }
   return Status::OK();
 }
@@ -352,6 +362,7 @@ Status Pool::Close() {
       pm::persist(&header()->clean, 8);
     }
     // Not clean (recovery failed): leave the flag at 0 so the next open recovers again.
+    if (!private_copy_) share::WriterClose(base_);
   }
   alloc_.reset();
   if (synced_) pm::UnregisterSyncRange(base_);
@@ -372,6 +383,8 @@ Status Pool::Close() {
 }
 
 static_assert(offsetof(Pool::Header, size) == Pool::kSizeWordOffset, "Pool::size() reads the size word inline");
+static_assert(offsetof(Pool::Header, generation) == 144, "src/pm/share.cc reads the generation word");
+static_assert(sizeof(Pool::Header) <= share::kAreaOff, "the reader table (src/pm/share.h) follows the header");
 uint64_t Pool::max_size() const { return header()->max_size; }
 uint64_t Pool::heap_offset() const { return header()->heap_off; }
 uint64_t Pool::chunk_table_offset() const { return header()->chunk_table_off; }

@@ -13,7 +13,8 @@ class ReadmeSnippets(unittest.TestCase):
     def test_snippets_are_in_readme(self):
         with open(os.path.join(ROOT, "README.md")) as f:
             readme = f.read()
-        for name, fence in (("readme_kv.cc", "c++"), ("readme_batch.cc", "c++"), ("readme_c.c", "c"),
+        for name, fence in (("readme_kv.cc", "c++"), ("readme_batch.cc", "c++"), ("readme_readers.cc", "c++"),
+                           ("readme_c.c", "c"), ("readme_readers.py", "python"),
                            ("readme_python.py", "python"), ("readme_batch.py", "python"), ("readme_knn.py", "python")):
             with open(os.path.join(HERE, name)) as f:
                 snippet = f.read()

@@ -282,6 +282,32 @@ static void test_batch(void) {
   unlink(pool_path);
 }
 
+/* A read-only open (wort_config_put_read_only): reads work, writes are refused with
+ * WORT_INVALID_ARGUMENT and a message naming read-only. */
+static void test_read_only(void) {
+  wort_db *db = open_db("woart", WORT_KEY_BYTES);
+  wort_config *cfg = wort_config_new();
+  struct got g;
+  uint64_t n = 0;
+  CHECK(wort_put(db, "\x80k", 2, "v1", 2) == WORT_OK);
+  CHECK(wort_close(db) == WORT_OK);
+  db = NULL;
+  CHECK(wort_config_put_path(cfg, pool_path) == WORT_OK);
+  CHECK(wort_config_put_kind(cfg, "") == WORT_OK);
+  CHECK(wort_config_put_read_only(cfg, 1) == WORT_OK);
+  CHECK(wort_config_put_read_only(NULL, 1) == WORT_INVALID_ARGUMENT);
+  CHECK(wort_open(cfg, &db) == WORT_OK);
+  memset(&g, 0, sizeof g);
+  CHECK(wort_get(db, "\x80k", 2, get_cb, &g) == WORT_OK && g.len == 2 && memcmp(g.buf, "v1", 2) == 0);
+  CHECK(wort_count(db, &n) == WORT_OK && n >= 1);
+  CHECK(wort_put(db, "x", 1, "y", 1) == WORT_INVALID_ARGUMENT);
+  CHECK(strstr(wort_errormsg(), "read-only") != NULL);
+  CHECK(wort_remove(db, "\x80k", 2) == WORT_INVALID_ARGUMENT);
+  CHECK(wort_close(db) == WORT_OK);
+  wort_config_delete(cfg);
+  unlink(pool_path);
+}
+
 int main(int argc, char **argv) {
   const char *dir = argc > 1 ? argv[1] : "/dev/shm";
   snprintf(pool_path, sizeof pool_path, "%s/wort-capi-%ld.pool", dir, (long)getpid());
@@ -291,6 +317,7 @@ int main(int argc, char **argv) {
   test_open_errors();
   test_every_kind();
   test_batch();
+  test_read_only();
   unlink(pool_path);
   printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;

@@ -168,10 +168,16 @@ TEST(CliExitStatus, SameKindOfErrorSameStatus) {
   std::unique_ptr<wort::KvStore> db;
   ASSERT_TRUE(wort::KvStore::Open(cfg, &db).ok());
   ASSERT_TRUE(db->Put("k", "v").ok());
-  for (const std::string& args : {"kv put " + pool.str() + " k2 v", "kv get " + pool.str() + " k", "pool info --write " + pool.str()}) {
+  for (const std::string& args : {"kv put " + pool.str() + " k2 v", "kv delete " + pool.str() + " k", "pool info --write " + pool.str()}) {
     std::string out;
     EXPECT_EQ(RunCli(args, &out), 5) << args << "\n" << out;
     EXPECT_NE(out.find("Busy"), std::string::npos) << out;
+  }
+  {
+    // kv get/scan/stats open read-only: they read beside the writer (doc/cli.md).
+    std::string out;
+    EXPECT_EQ(RunCli("kv get " + pool.str() + " k", &out), 0) << out;
+    EXPECT_EQ(out, "v\n");
   }
   ASSERT_TRUE(db->Close().ok());
   std::string out;

@@ -182,8 +182,12 @@ TEST(KvCrashMutation, DroppingTheValuePersistIsCaught) {
   ExplorerResult r;
   ASSERT_TRUE(RunKvExplorer(c, &r).ok());
   ASSERT_GE(r.violation_count, 1u);
-  const std::string& what = r.violations[0].what;  // a lost header, or lost value bytes
-  EXPECT_TRUE(what.find("not a value block") != std::string::npos || what.find("match no allowed state") != std::string::npos)
+  // A lost header, or lost value bytes: seen as a wrong value, or (value checksums) as a value
+  // block that fails its checksum. Which one depends on the image subset, which depends on every
+  // line dirty at the crash point (the reader table's words in the header page count too).
+  const std::string& what = r.violations[0].what;
+  EXPECT_TRUE(what.find("not a value block") != std::string::npos || what.find("match no allowed state") != std::string::npos ||
+              what.find("fails its checksum") != std::string::npos)
       << r.violations[0].ToString();
 }
 
