@@ -36,7 +36,7 @@ void Line(std::string* out, std::string_view s) {
 }
 
 // "VALUE <key> <flags> <bytes>[ <cas>]\r\n<data>\r\n": the numbers formatted on the stack, then
-// four appends (one growth check each) instead of one per field.
+// five appends (one growth check each) instead of eleven.
 void AppendValue(std::string* out, const ItemView& it, bool with_cas) {
   char nums[3 * 21 + 8];
   char* const end = nums + sizeof(nums) - 3;  // each number leaves room for ' ' or "\r\n" after it
