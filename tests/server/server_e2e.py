@@ -340,7 +340,8 @@ class Server:
             self.proc.kill()
             raise RuntimeError("server did not start:\n" + "\n".join(self.log))
         # Keep draining its output so that it never blocks on a full pipe.
-        threading.Thread(target=self._drain, daemon=True).start()
+        self._drainer = threading.Thread(target=self._drain, daemon=True)
+        self._drainer.start()
 
     def _drain(self):
         for line in self.proc.stdout:
