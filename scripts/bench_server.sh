@@ -17,7 +17,8 @@
 #   KEYS_PER_GET (default 1: keys per get request; N > 1 sends multi-gets "get k1 ... kN" so that
 #   the client, on the same cores, costs little beside the server: counts are then keys),
 #   PIPELINE (default 1: requests in flight per connection; N > 1 keeps each server worker busy
-#   while its client parses a reply and sends the next).
+#   while its client parses a reply and sends the next), SERVER_CPUS and CLIENT_CPUS (unset: not
+#   pinned; e.g. SERVER_CPUS=0 CLIENT_CPUS=2-15: `taskset -c` lists for the servers and the client).
 # Environment (PATTERN=phases):
 #   REQUESTS   requests per phase (default 200000)     KEYSPACE   distinct keys (default 100000)
 #   VALUE_SIZE bytes per value (default 32)            THREADS    server worker threads (default 2)
@@ -40,6 +41,9 @@ VALUE_SIZES=${VALUE_SIZES:-"100 4096"}
 THREAD_COUNTS=${THREAD_COUNTS:-"1 2"}
 KEYS_PER_GET=${KEYS_PER_GET:-1}
 PIPELINE=${PIPELINE:-1}
+SPIN=(); CPIN=()
+[ -z "${SERVER_CPUS:-}" ] || SPIN=(taskset -c "$SERVER_CPUS")
+[ -z "${CLIENT_CPUS:-}" ] || CPIN=(taskset -c "$CLIENT_CPUS")
 [ -x "$WORT" ] || { echo "bench_server: $WORT not built" >&2; exit 1; }
 command -v memcached >/dev/null || { echo "bench_server: memcached not installed (scripts/setup.sh)" >&2; exit 1; }
 
@@ -74,13 +78,13 @@ start_server() {  # name threads -> sets SPORT, SPID
   local name=$1 threads=$2
   SPORT=$(free_port)
   if [ "$name" = memcached ]; then
-    memcached -u "$(id -un)" -l 127.0.0.1 -p "$SPORT" -U 0 -t "$threads" -m 4096 -c 4096 &
+    "${SPIN[@]}" memcached -u "$(id -un)" -l 127.0.0.1 -p "$SPORT" -U 0 -t "$threads" -m 4096 -c 4096 &
     SPID=$!
   else
     local pool="/dev/shm/wort-bench-server-$$-$name.pool"
     rm -f "$pool"
     POOLS+=("$pool")
-    "$WORT" serve --pool "$pool" --index "$name" -p "$SPORT" -t "$threads" -c 4096 --pool-size 4G >/dev/null 2>&1 &
+    "${SPIN[@]}" "$WORT" serve --pool "$pool" --index "$name" -p "$SPORT" -t "$threads" -c 4096 --pool-size 4G >/dev/null 2>&1 &
     SPID=$!
   fi
   PIDS+=("$SPID")
@@ -104,6 +108,7 @@ stop_server() {  # name
 if [ "$PATTERN" = mix ]; then
   echo "# get/set mixes: fill $KEYSPACE keys, then $REQUESTS requests of random keys key:<uniform in $KEYSPACE>; $CONNS client connections (one blocking connection per client thread)"
   echo "# machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  [ -z "${SERVER_CPUS:-}${CLIENT_CPUS:-}" ] || echo "# pinned: servers on CPUs ${SERVER_CPUS:-any}, client on CPUs ${CLIENT_CPUS:-any}"
   echo "# srv_cpu_us: the server process's CPU time (user+system) per request, from /proc/PID/stat: less sensitive to other load than ops/s"
   echo "# cli_cpu_us: the client's (wort bench-server's) CPU time per request: on a machine where both share the cores, 2 server"
   echo "#   threads can at most reach (cores / (srv_cpu_us + cli_cpu_us)) / (1 / srv_cpu_us of 1 thread) times one thread's ops/s"
@@ -119,14 +124,14 @@ if [ "$PATTERN" = mix ]; then
         fill=""
         for mix in $MIXES; do
           if [ -z "$fill" ]; then  # fill the key space once per server, unmeasured
-            "$WORT" bench-server --port "$SPORT" --conns "$CONNS" --keyspace "$KEYSPACE" --value-size "$vs" \
+            "${CPIN[@]}" "$WORT" bench-server --port "$SPORT" --conns "$CONNS" --keyspace "$KEYSPACE" --value-size "$vs" \
               --mix "$mix" --requests 0 --max-seconds 60 >/dev/null
             fill="--no-fill"
           fi
           t0=$(cpu_ticks "$SPID")
           children_cpu
           c0=$CHILD_CPU
-          line=$("$WORT" bench-server --port "$SPORT" --conns "$CONNS" --requests "$REQUESTS" --keyspace "$KEYSPACE" \
+          line=$("${CPIN[@]}" "$WORT" bench-server --port "$SPORT" --conns "$CONNS" --requests "$REQUESTS" --keyspace "$KEYSPACE" \
             --value-size "$vs" --mix "$mix" $fill --keys-per-get "$KEYS_PER_GET" --pipeline "$PIPELINE" --max-seconds 60 --label "$label" | grep -v '^#' | grep -v '^server ')
           t1=$(cpu_ticks "$SPID")
           children_cpu

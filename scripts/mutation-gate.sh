@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The full mutation and coverage gate of the crash explorer (issue 15; .ci/run runs it; about 4
-# minutes on 2 cores): for every persistent index kind, `wort crashtest --index K --coverage
+# minutes on 2 cores): for every persistent index kind and `wort serve`'s item store (the pseudo-kind
+# "server": crash/server_explorer.h, src/server/store.cc's sites), `wort crashtest --index K --coverage
 # --mutate` runs K's plan, checks that it meets its persist sites, then drops each site it judges,
 # one at a time, and reruns the plan step that met it: a site is caught (the explorer reports a
 # violation), or noted redundant beside the site with its reason, or MISSED, which fails the run
@@ -19,7 +20,7 @@ mkdir -p "$out"
 wort="$build/wort"
 [ -x "$wort" ] || { echo "mutation-gate.sh: $wort not found (build first: scripts/test.sh)" >&2; exit 2; }
 # B3-tree's run is the longest (about 4 minutes): it starts first.
-kinds="b3tree wbtree fastfair wort cceh fptree linp nvtree roart woart artcow wbtree-slot cceh-cow cuck bch levl path"
+kinds="b3tree wbtree fastfair wort cceh fptree linp nvtree roart woart artcow wbtree-slot cceh-cow cuck bch levl path server"
 start=$(date +%s)
 printf '%s\n' $kinds | xargs -P 2 -I{} bash -c '
   if "$0" crashtest --index {} --coverage --mutate >"$1/{}.log" 2>&1; then

@@ -315,6 +315,15 @@ void Run(const CrashOpts& o) {
       if (k->type_id < kind_id::kTestFirst && !kind_id::IsVolatile(k->type_id))
         kinds.push_back(k->name);
     if (kinds.empty()) fmt::print("no index kinds are registered in this build\n");
+    // The gates judge the server store too (crash/plans.h kServerGateKind).
+    if (o.coverage) kinds.push_back(crash::kServerGateKind);
+  } else if (o.index == crash::kServerGateKind) {
+    // `wort serve`'s item store: its plan under the coverage and mutation gates only.
+    if (!o.coverage)
+      Fail("--index server runs the server store's plan under the gates: it needs --coverage (and --mutate for the "
+           "mutation gate)",
+           kExitUsage);
+    kinds.push_back(o.index);
   } else {
     if (!FindIndexKind(o.index)) {
       std::string known;
@@ -373,7 +382,8 @@ void AddCrashTest(CLI::App& app) {
   auto o = std::make_shared<CrashOpts>();
   auto* c = app.add_subcommand("crashtest", "Crash-test an index: explore crash images at every flush and fence "
                                             "(or, with --kill, SIGKILL a worker process)");
-  c->add_option("--index", o->index, "Index kind, or 'all' for every registered kind")->required();
+  c->add_option("--index", o->index, "Index kind, or 'all' for every registered kind (with --coverage: and the server store), or 'server' "
+                 "(with --coverage: wort serve's item store)")->required();
   c->add_option("--dist", o->dist, "Key distribution: dense, sparse, clustered, strings, words, bytes")->capture_default_str();
   AddCountOption(c, "--keys", &o->keys, "Keys loaded before exploring (not explored)");
   AddCountOption(c, "--explore", &o->explore, "Operations explored");

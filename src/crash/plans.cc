@@ -6,6 +6,10 @@
 #include <chrono>
 #include <cstring>
 
+#include "crash/server_explorer.h"
+#include "index/kind_ids.h"
+#include "wort/index.h"
+
 namespace wort::crash {
 namespace {
 
@@ -31,7 +35,38 @@ struct Shape {
 
 }  // namespace
 
+std::vector<std::string> GateKinds() {
+  std::vector<std::string> v;
+  for (const IndexKind* k : IndexKinds())
+    if (k->type_id < kind_id::kTestFirst && !kind_id::IsVolatile(k->type_id)) v.push_back(k->name);
+  v.push_back(kServerGateKind);
+  return v;
+}
+
+namespace {
+// The server store's plan as gate steps: each runs RunServerExplorer with the step's settings and
+// the ExplorerConfig the gate hands it (the drop, the operations explored, the images).
+std::vector<PlanStep> ServerGatePlan(const std::string& dir) {
+  std::vector<PlanStep> plan;
+  for (const ServerExplorerConfig& sc : ServerPlan(dir)) {
+    PlanStep st;
+    st.what = sc.evict ? "server store: sets that evict (LRU) in a small pool"
+              : sc.explore.novel_only ? "server store: every command's write path, values 1 byte to the item limit"
+                                      : "server store: every operation explored";
+    st.cfg = sc.explore;
+    st.run = [sc](const ExplorerConfig& c, ExplorerResult* r) {
+      ServerExplorerConfig s = sc;
+      s.explore = c;
+      return RunServerExplorer(s, r);
+    };
+    plan.push_back(std::move(st));
+  }
+  return plan;
+}
+}  // namespace
+
 std::vector<PlanStep> KindPlan(const std::string& kind, const std::string& dir) {
+  if (kind == kServerGateKind) return ServerGatePlan(dir);
   ExplorerConfig base;
   base.index = kind;
   base.dir = dir;
@@ -300,7 +335,7 @@ Status RunCoverage(const std::string& kind, const std::vector<PlanStep>& plan, C
   res.kind = kind;
   for (size_t i = 0; i < plan.size(); ++i) {
     ExplorerResult r;
-    WORT_RETURN_IF_ERROR(RunExplorer(plan[i].cfg, &r));
+    WORT_RETURN_IF_ERROR(plan[i].Run(plan[i].cfg, &r));
     for (auto& [site, n] : r.sites) res.met[site] += n;
     for (auto& [site, op] : r.first_op) {
       if (!res.first.count(site)) res.first[site] = {i, op};
@@ -345,8 +380,8 @@ std::string MutationSummary(const std::string& kind, const std::vector<MutantRes
 constexpr size_t kFocusOps = 12;
 
 namespace {
-Status JudgeOnStep(const ExplorerConfig& step_cfg, size_t focus_ops, size_t first_ops, const std::string& site_name,
-                   size_t first, ExplorerResult* out);
+Status JudgeOnStep(const PlanStep& step, const ExplorerConfig& step_cfg, const std::string& site_name, size_t first,
+                   ExplorerResult* out);
 }  // namespace
 
 Status RunMutation(const std::string& kind, const std::vector<PlanStep>& plan, const CoverageResult& cov,
@@ -389,7 +424,7 @@ Status RunMutation(const std::string& kind, const std::vector<PlanStep>& plan, c
         judged_step = step;
         ExplorerConfig c = plan[step].cfg;
         c.op_persists = rule;
-        WORT_RETURN_IF_ERROR(JudgeOnStep(c, plan[step].judge_focus_ops, plan[step].judge_first_ops, m.site, first_op, &r));
+        WORT_RETURN_IF_ERROR(JudgeOnStep(plan[step], c, m.site, first_op, &r));
         if (r.violation_count > 0) break;
       }
       if (r.violation_count > 0) {
@@ -421,8 +456,20 @@ namespace {
 // One plan step's judgement of a dropped site: the step up to a few operations past its first
 // meeting of the site (a dropped persist shows in the operation that skips it, or soon after),
 // then, if not caught, the focused pass.
-Status JudgeOnStep(const ExplorerConfig& step_cfg, size_t focus_ops, size_t first_ops, const std::string& site_name,
-                   size_t first, ExplorerResult* out) {
+Status JudgeOnStep(const PlanStep& step, const ExplorerConfig& step_cfg, const std::string& site_name, size_t first,
+                   ExplorerResult* out) {
+  const size_t focus_ops = step.judge_focus_ops, first_ops = step.judge_first_ops;
+  if (step.run) {
+    // Another driver (the server store's): the step from its start up to a few operations past
+    // the first meeting, each operation's new sites explored with many images per point.
+    ExplorerConfig c = step_cfg;
+    c.drop_site = site_name;
+    c.max_violations = 1;
+    c.explore_ops = std::min(c.explore_ops, first + (first_ops != 0 ? first_ops : 4));
+    c.subsets = 16;
+    c.log = nullptr;
+    return step.Run(c, out);
+  }
   {
     ExplorerConfig c = step_cfg;
     c.drop_site = site_name;
@@ -443,7 +490,7 @@ Status JudgeOnStep(const ExplorerConfig& step_cfg, size_t focus_ops, size_t firs
       c.explore_lifecycle = true;
     }
     ExplorerResult r;
-    WORT_RETURN_IF_ERROR(RunExplorer(c, &r));
+    WORT_RETURN_IF_ERROR(step.Run(c, &r));
     if (r.violation_count == 0) {
       // Second pass: the same step from its start, every operation that meets the site explored
       // from that meeting on (the first meeting may be one where the dropped write-back happens
@@ -459,7 +506,7 @@ Status JudgeOnStep(const ExplorerConfig& step_cfg, size_t focus_ops, size_t firs
       f.subsets = 3;
       f.log = nullptr;
       ExplorerResult r2;
-      WORT_RETURN_IF_ERROR(RunExplorer(f, &r2));
+      WORT_RETURN_IF_ERROR(step.Run(f, &r2));
       r2.images += r.images;
       r = std::move(r2);
     }

@@ -14,6 +14,7 @@
 // it is rerun up to that operation; the site is caught, redundant (its note says why), or missed.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -35,9 +36,23 @@ struct PlanStep {
   // catch needs a page freed at the meeting to be handed out again a few operations later
   // (B3-tree's step 0e) raises it.
   size_t judge_first_ops = 0;
+  // A step run by another driver over the same explorer model (PathExplorer): the server store's
+  // (crash/server_explorer.h), given `cfg` as its ExplorerConfig (drop_site, explore_ops, seed,
+  // subsets, max_points, novel_only, max_violations honoured). Empty: RunExplorer. Such a driver
+  // has no focused pass (focus_site, explore_from): the gate judges its steps by the first pass.
+  std::function<Status(const ExplorerConfig&, ExplorerResult*)> run = nullptr;
+  Status Run(const ExplorerConfig& c, ExplorerResult* r) const { return run ? run(c, r) : RunExplorer(c, r); }
 };
 
-// The kind's plan. `quick`: the cheaper variant (fewer subsets and points per operation).
+// The pseudo-kind of the gates that is not an index kind: `wort serve`'s item store, whose plan
+// is crash::ServerPlan (crash/server_explorer.h) and whose sites are src/server/'s
+// (src/crash/sites.cc). KindPlan, RunCoverage and RunMutation take it as a kind name.
+inline constexpr const char* kServerGateKind = "server";
+
+// The kinds the coverage and mutation gates judge: every crash-tested index kind, then "server".
+std::vector<std::string> GateKinds();
+
+// The kind's plan (kServerGateKind: the server store's).
 std::vector<PlanStep> KindPlan(const std::string& kind, const std::string& dir = "/dev/shm");
 
 struct CoverageResult {

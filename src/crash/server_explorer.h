@@ -46,8 +46,9 @@ struct ServerExplorerConfig {
 // *out, and out->sites lists the persist sites met.
 Status RunServerExplorer(const ServerExplorerConfig& cfg, ExplorerResult* out);
 
-// The server store's plan: the steps that together meet every persist site of src/server/
-// (tests/crash/server_crash_test.cc checks it against the site inventory, crash/sites.h).
+// The server store's plan: the steps that together meet every persist site of src/server/. The
+// gates run it as the pseudo-kind "server" (crash/plans.h kServerGateKind; tests/crash/
+// coverage_test.cc and `wort crashtest --index server --coverage --mutate`).
 std::vector<ServerExplorerConfig> ServerPlan(const std::string& dir = "/dev/shm");
 
 }  // namespace wort::crash

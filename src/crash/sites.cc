@@ -35,10 +35,10 @@ constexpr Owner kSiteOwners[] = {
     {"src/index/hash/hash_common.cc", "cceh cceh-cow linp cuck bch levl path", nullptr},
     {"src/alloc/alloc.cc", "*", nullptr},
     {"src/pm/pool.cc", "*", nullptr},
-    {"src/server/store.cc", "",
-     "the server's item store (records, touch, expiry, flush_all, meta commands, eviction): not an index kind; "
-     "explored by its own crash explorer, whose plan meets every site and catches each one dropped "
-     "(crash/server_explorer.h, tests/crash/server_crash_test.cc), and by the server's kill tests (tests/server)"},
+    // The server's item store (records, touch, expiry, flush_all, meta commands, eviction): not an
+    // index kind but the gates' pseudo-kind "server" (crash/plans.h kServerGateKind), whose plan is
+    // the server store's crash explorer (crash/server_explorer.h).
+    {"src/server/store.cc", "server", nullptr},
     {"src/remote/canrt_server.cc", "",
      "CANRT's server (the remote layer): not an index kind; explored by its own crash explorer over the write "
      "path, resize and recovery (tests/remote/canrt_test.cc, CanrtCrash)"},

@@ -88,7 +88,9 @@ struct ServerStats {
   std::map<std::string, PrefixCounts, std::less<>> prefixes;
   enum class DetailOp { kGet, kHit, kSet, kDel };
   void Detail(std::string_view key, DetailOp op) {
-    if (!detail.load(std::memory_order_relaxed)) return;
+    if (detail.load(std::memory_order_relaxed)) CountDetail(key, op);  // off by default: one load
+  }
+  void CountDetail(std::string_view key, DetailOp op) {
     const size_t c = key.find(':');
     if (c == std::string_view::npos) return;
     std::lock_guard<std::mutex> g(prefix_mu);
@@ -140,7 +142,7 @@ class Handler {
   Step ExecuteBinary(const bin::Request& req, std::string* out);
 
  private:
-  Step Retrieve(std::string* out);
+  Step Retrieve(const Request& req, std::string* out);
   Step RangeStep(std::string* out);
   // lru_crawler metadump, in pieces of about kHighWater bytes.
   Step MetadumpStep(std::string* out);

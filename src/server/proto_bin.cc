@@ -102,7 +102,16 @@ ParseResult Parser::Parse(std::string_view in, Request* req) {
   };
   if (magic != kRequestMagic) return close(kInvalid, /*silent=*/true);
   if (uint32_t{keylen} + extlen > bodylen) return close(kUnknownCommand);
-  if (bodylen > kMaxBody) return close(kInvalid);
+  // A request memcached answers and then skips the body of (the connection stays usable): an
+  // unknown opcode and a verbosity of the wrong shape ("unknown command"). Any bodylen: the body
+  // is dropped as it arrives, never buffered (memcached answers only once it has read it all).
+  auto refuse_and_skip = [&](Status s) {
+    r.action = Action::kError;
+    r.status = s;
+    r.consumed = kHeaderSize;
+    skip_ = bodylen;
+    return r;
+  };
   const uint8_t op = BaseOp(opcode);
   const uint64_t vlen = bodylen - keylen - extlen;
   bool shape = false;
@@ -132,17 +141,18 @@ ParseResult Parser::Parse(std::string_view in, Request* req) {
     case kSaslListMechs: shape = bodylen == 0; break;
     case kFlush: shape = keylen == 0 && vlen == 0 && (extlen == 0 || extlen == 4); break;
     case kStat: shape = extlen == 0 && vlen == 0; break;
-    case kVerbosity: shape = keylen == 0 && extlen == 4 && vlen == 0; break;
+    case kVerbosity:
+      // memcached 1.6 answers every verbosity "unknown command"; wort executes a well-formed one
+      // and answers a malformed one as memcached does, without closing.
+      if (!(keylen == 0 && extlen == 4 && vlen == 0)) return refuse_and_skip(kUnknownCommand);
+      shape = true;
+      break;
     case kTouch:
     case kGat:
     case kGatK: shape = extlen == 4 && keylen > 0 && vlen == 0; break;
     default:
       // Unknown opcode: answer and skip its body; the connection stays usable.
-      r.action = Action::kError;
-      r.status = kUnknownCommand;
-      r.consumed = kHeaderSize;
-      skip_ = bodylen;
-      return r;
+      return refuse_and_skip(kUnknownCommand);
   }
   if (!shape || keylen > kMaxKeyLength) return close(kInvalid);
   const size_t fixed = kHeaderSize + extlen + keylen;

@@ -18,15 +18,23 @@
 // Keys are any bytes, 1..250 of them (binary keys are not tokens: spaces and control bytes
 // are fine, as in memcached).
 //
-// Errors, as memcached 1.6 (proto_bin.c) treats them:
-//   magic other than 0x80                          close, no reply
+// Errors, as memcached 1.6.18 answers them (checked side by side on loopback):
+//   magic other than 0x80                          close, no reply (memcached: the same after a
+//                                                  binary request; a first byte other than 0x80
+//                                                  selects the text protocol in both)
 //   keylen + extlen > bodylen                      "unknown command", then close
-//   bodylen > kMaxBody, keylen > 250, or a shape
-//   that does not fit the opcode (table above)     "invalid arguments", then close
-//   unknown opcode                                 "unknown command"; the body is skipped
+//   keylen > 250, or a shape that does not fit
+//   the opcode (table above)                       "invalid arguments", then close
+//   unknown opcode, any bodylen                    "unknown command"; the body is skipped, the
+//                                                  connection stays open
+//   verbosity of the wrong shape                   "unknown command"; the body is skipped (memcached
+//                                                  answers every verbosity so; wort executes a
+//                                                  well-formed one)
 //   a value longer than Limits::max_item_size      a request with too_large set (the handler
-//                                                  answers "too large"); the value is skipped
+//   (any bodylen, over 1 GiB too)                  answers "too large"); the value is skipped
 //                                                  as it arrives, never buffered
+// memcached answers the last three only once it has read the whole body (over 1 GiB: after it
+// has read the gigabyte); wort answers at the header and drops the body as it arrives.
 // Where memcached leaves extra body bytes of stat/touch/gat unread (and then parses them as the
 // next request), wort refuses the request as a protocol error.
 #pragma once
@@ -43,8 +51,6 @@ namespace wort::server::bin {
 inline constexpr uint8_t kRequestMagic = 0x80;
 inline constexpr uint8_t kResponseMagic = 0x81;
 inline constexpr size_t kHeaderSize = 24;
-// memcached's ITEM_SIZE_MAX_UPPER_LIMIT: a larger bodylen closes the connection.
-inline constexpr uint64_t kMaxBody = 1ull << 30;
 
 enum Op : uint8_t {
   kGet = 0x00, kSet = 0x01, kAdd = 0x02, kReplace = 0x03, kDelete = 0x04, kIncrement = 0x05,

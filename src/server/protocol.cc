@@ -45,17 +45,23 @@ void Tokenize(std::string_view line, std::vector<std::string_view>* out) {
   out->clear();
   size_t i = 0;
   const size_t n = line.size();
+  const char* const d = line.data();
   while (i < n) {
-    while (i < n && line[i] == ' ') ++i;
+    while (i < n && d[i] == ' ') ++i;
     if (i == n) break;
-    size_t j = i;
-    while (j < n && line[j] != ' ') ++j;
+    // The token's end: memchr (vectorized) rather than a loop over its bytes.
+    const void* sp = std::memchr(d + i, ' ', n - i);
+    const size_t j = sp ? static_cast<size_t>(static_cast<const char*>(sp) - d) : n;
     out->push_back(line.substr(i, j - i));
     i = j;
   }
 }
 
 // Whether a line that starts with `prefix` may be as long as Limits::max_retrieval_line.
+// A key token from Tokenize: it cannot hold ' ' (tokens end there), '\n' or 0x00 (the line ends
+// before them), so only its length is checked (ValidKey checks the bytes too, for other callers).
+bool ValidKeyToken(std::string_view tok) { return !tok.empty() && tok.size() <= kMaxKeyLength; }
+
 bool IsRetrievalPrefix(std::string_view in) {
   for (std::string_view c : {"get ", "gets ", "gat ", "gats ", "range "})
     if (in.substr(0, c.size()) == c) return true;
@@ -128,7 +134,10 @@ bool ValidKey(std::string_view key) {
   if (key.empty() || key.size() > kMaxKeyLength) return false;
   // A token never holds these (the line ends at "\n" and at 0x00, tokens at ' '); checked
   // for callers that pass other strings.
-  return key.find_first_of(std::string_view(" \n\0", 3)) == std::string_view::npos;
+  // (One pass over the bytes: find_first_of would search the 3-byte set once per key byte.)
+  for (const char c : key)
+    if (c == ' ' || c == '\n' || c == '\0') return false;
+  return true;
 }
 
 int64_t ToAbsoluteExptime(int64_t exptime, int64_t now) {
@@ -144,7 +153,9 @@ bool ParseU64(std::string_view s, uint64_t* out) {
   for (char ch : s) {
     if (ch < '0' || ch > '9') return false;
     const uint64_t d = static_cast<uint64_t>(ch - '0');
-    if (v > (std::numeric_limits<uint64_t>::max() - d) / 10) return false;
+    // Overflow check with constants (no division per digit).
+    constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
+    if (v > kMax / 10 || (v == kMax / 10 && d > kMax % 10)) return false;
     v = v * 10 + d;
   }
   *out = v;
@@ -213,7 +224,7 @@ ParseResult Parser::ParseLine(std::string_view in, std::string_view line, size_t
 
   auto keys_from = [&](size_t first) -> bool {
     for (size_t i = first; i < nt; ++i) {
-      if (!ValidKey(tok[i])) return false;
+      if (!ValidKeyToken(tok[i])) return false;
       req->keys.push_back(tok[i]);
     }
     return true;
@@ -246,7 +257,7 @@ ParseResult Parser::ParseLine(std::string_view in, std::string_view line, size_t
     req->noreply = last_noreply;
     const size_t args = nt - 2 - (last_noreply ? 1 : 0);  // tokens between key and noreply
     if (args > 1 || (args == 1 && tok[2] != "0")) return Error(kBadDelete, line_len, req->noreply);
-    if (!ValidKey(tok[1])) return Error(kBadFormat, line_len, req->noreply);
+    if (!ValidKeyToken(tok[1])) return Error(kBadFormat, line_len, req->noreply);
     req->keys.push_back(tok[1]);
     return ok;
   }
@@ -254,7 +265,7 @@ ParseResult Parser::ParseLine(std::string_view in, std::string_view line, size_t
     if (nt != 3 && nt != 4) return Error(kErr, line_len);
     req->cmd = name == "incr" ? Command::kIncr : Command::kDecr;
     req->noreply = nt == 4 && last_noreply;
-    if (!ValidKey(tok[1])) return Error(kBadFormat, line_len, req->noreply);
+    if (!ValidKeyToken(tok[1])) return Error(kBadFormat, line_len, req->noreply);
     if (!ParseU64(tok[2], &req->delta)) return Error(kBadDelta, line_len, req->noreply);
     req->keys.push_back(tok[1]);
     return ok;
@@ -263,7 +274,7 @@ ParseResult Parser::ParseLine(std::string_view in, std::string_view line, size_t
     if (nt != 3 && nt != 4) return Error(kErr, line_len);
     req->cmd = Command::kTouch;
     req->noreply = nt == 4 && last_noreply;
-    if (!ValidKey(tok[1])) return Error(kBadFormat, line_len, req->noreply);
+    if (!ValidKeyToken(tok[1])) return Error(kBadFormat, line_len, req->noreply);
     if (!ParseI64(tok[2], &req->exptime)) return Error(kBadExptime, line_len, req->noreply);
     req->keys.push_back(tok[1]);
     return ok;
@@ -365,7 +376,7 @@ ParseResult Parser::ParseLine(std::string_view in, std::string_view line, size_t
   if (name == "range") {
     if (nt != 4 && nt != 5) return Error(kBadRange, line_len);
     req->cmd = Command::kRange;
-    if (!ValidKey(tok[1]) || !ValidKey(tok[2])) return Error(kBadFormat, line_len);
+    if (!ValidKeyToken(tok[1]) || !ValidKeyToken(tok[2])) return Error(kBadFormat, line_len);
     if (!ParseU64(tok[3], &req->limit) || req->limit == 0 || req->limit > kMaxRangeLimit)
       return Error(kBadRange, line_len);
     if (nt == 5) {
@@ -411,7 +422,7 @@ ParseResult Parser::ParseStorage(std::string_view in, size_t line_len, const std
   const bool bytes_ok = ParseI64(plus(tok[4]), &bytes) && bytes >= 0 && bytes <= std::numeric_limits<int32_t>::max() - 2;
   uint64_t flags = 0;
   // Flags past 2^32 - 1 are refused (memcached 1.6.18 stores 2^32 as 0: a silent truncation).
-  const bool fields_ok = bytes_ok && ValidKey(tok[1]) && ParseU64(plus(tok[2]), &flags) &&
+  const bool fields_ok = bytes_ok && ValidKeyToken(tok[1]) && ParseU64(plus(tok[2]), &flags) &&
                          flags <= std::numeric_limits<uint32_t>::max() && ParseI64(plus(tok[3]), &req->exptime) &&
                          (!is_cas || ParseU64(tok[5], &req->cas_unique));
   if (!fields_ok) {

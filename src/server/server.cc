@@ -151,6 +151,12 @@ class Connection final : public ConnBase, public std::enable_shared_from_this<Co
       asio::error_code ec;
       sock_.set_option(Tcp::no_delay(true), ec);
     }
+    if constexpr (!std::is_same_v<Stream, TlsStream>) {
+      // WriteThen's direct send must never block the worker.
+      asio::error_code ec;
+      sock_.non_blocking(true, ec);
+      direct_send_ = !ec;
+    }
     if constexpr (std::is_same_v<Stream, TlsStream>) {
       asio::error_code ec;
       sock_.next_layer().set_option(Tcp::no_delay(true), ec);
@@ -257,10 +263,10 @@ class Connection final : public ConnBase, public std::enable_shared_from_this<Co
       const Handler::BinProgress p = handler_.RunBinary(std::string_view(buf_.data() + rpos_, rend_ - rpos_), &out_);
       rpos_ += p.consumed;
       need_ = p.need;
-      if (p.next == Handler::BinProgress::Next::kClose) Write([this] { Close(); });
+      if (p.next == Handler::BinProgress::Next::kClose) WriteThen([this] { Close(); });
       else if (p.next == Handler::BinProgress::Next::kFlush) Write([this] { Process(); });
       else if (out_.empty()) Read();
-      else Write([this] { Read(); });
+      else WriteThen([this] { Read(); });
       return;
     }
     if (!authenticated_ && !Authenticate()) return;
@@ -277,7 +283,7 @@ class Connection final : public ConnBase, public std::enable_shared_from_this<Co
         case Outcome::kNeedMore:
           need_ = r.need;
           if (out_.empty()) Read();
-          else Write([this] { Read(); });
+          else WriteThen([this] { Read(); });
           return;
         case Outcome::kError:
           rpos_ += r.consumed;
@@ -291,7 +297,7 @@ class Connection final : public ConnBase, public std::enable_shared_from_this<Co
             out_.append(r.error);
             out_.append("\r\n");
           }
-          Write([this] { Close(); });
+          WriteThen([this] { Close(); });
           return;
         case Outcome::kRequest: {
           // The request's views stay valid while it runs: the buffer is not touched until the
@@ -299,7 +305,7 @@ class Connection final : public ConnBase, public std::enable_shared_from_this<Co
           rpos_ += r.consumed;
           const Handler::Step step = handler_.Execute(req_, &out_);
           if (step == Handler::Step::kClose) {
-            Write([this] { Close(); });
+            WriteThen([this] { Close(); });
             return;
           }
           if (step == Handler::Step::kMore) {
@@ -324,10 +330,10 @@ class Connection final : public ConnBase, public std::enable_shared_from_this<Co
         case TextAuthStep::Outcome::kNeedMore:
           need_ = auth_pending_;
           if (out_.empty()) Read();
-          else Write([this] { Read(); });
+          else WriteThen([this] { Read(); });
           return false;
         case TextAuthStep::Outcome::kClose:
-          Write([this] { Close(); });
+          WriteThen([this] { Close(); });
           return false;
         case TextAuthStep::Outcome::kReply:
           out_.append(st.reply);
@@ -352,20 +358,53 @@ class Connection final : public ConnBase, public std::enable_shared_from_this<Co
     else Process();
   }
 
+  // Sends out_, then runs next(). Asynchronously: next() runs from the completion handler.
   template <class Next>
-  void Write(Next next) {
+  void Write(Next next, size_t sent = 0) {
     if (out_.empty()) {
       next();
       return;
     }
     auto self = this->shared_from_this();
-    asio::async_write(sock_, asio::buffer(out_), [this, self, next](const asio::error_code& ec, size_t n) {
-      if (ec) return;
-      srv_->stats.bytes_written.fetch_add(n, std::memory_order_relaxed);
-      out_.clear();
-      if (out_.capacity() > Handler::kHighWater * 2) std::string().swap(out_);
-      next();
-    });
+    asio::async_write(sock_, asio::buffer(out_.data() + sent, out_.size() - sent),
+                      [this, self, next, sent](const asio::error_code& ec, size_t n) {
+                        if (ec) return;
+                        Sent(sent + n);
+                        next();
+                      });
+  }
+
+  // Write(), for a next() that only starts an asynchronous read or closes (so calling it from
+  // here cannot recurse): on a plain socket (TCP, unix) the reply is first sent by one
+  // non-blocking send, as memcached does; only what the socket does not take at once goes
+  // through asio's asynchronous write. That saves the asynchronous write's queueing and
+  // completion dispatch (a scheduler post, a handler allocation, a shared_ptr copy) on almost
+  // every request (doc/server.md, "Speed beside memcached").
+  template <class Next>
+  void WriteThen(Next next) {
+    size_t sent = 0;
+    if constexpr (!std::is_same_v<Stream, TlsStream>) {
+      if (direct_send_ && !out_.empty()) {
+        asio::error_code ec;
+        sent = sock_.write_some(asio::buffer(out_), ec);
+        if (ec == asio::error::would_block || ec == asio::error::try_again) {
+          sent = 0;
+        } else if (ec) {
+          return;  // closed or reset: the connection ends here, as on an asynchronous write's error
+        } else if (sent == out_.size()) {
+          Sent(sent);
+          next();
+          return;
+        }
+      }
+    }
+    Write(next, sent);
+  }
+
+  void Sent(size_t n) {
+    srv_->stats.bytes_written.fetch_add(n, std::memory_order_relaxed);
+    out_.clear();
+    if (out_.capacity() > Handler::kHighWater * 2) std::string().swap(out_);
   }
 
   void Close() {
@@ -411,12 +450,12 @@ class Connection final : public ConnBase, public std::enable_shared_from_this<Co
       srv_->stats.store_no_memory.fetch_add(1, std::memory_order_relaxed);
       if (srv_->Verbose(1)) fmt::print(stderr, "<{} input buffer budget full: value refused\n", id_);
       if (!noreply) out_.append("SERVER_ERROR out of memory storing object\r\n");
-      Write([this] { Read(); });
+      WriteThen([this] { Read(); });
       return;
     }
     if (srv_->Verbose(1)) fmt::print(stderr, "<{} input buffer budget full: connection closed\n", id_);
     if (mode_ == Mode::kText) out_.append("SERVER_ERROR out of memory reading request\r\n");
-    Write([this] { Close(); });
+    WriteThen([this] { Close(); });
   }
 
   Server::Impl* srv_;
@@ -436,6 +475,7 @@ class Connection final : public ConnBase, public std::enable_shared_from_this<Co
   bool waiting_ = false;   // waiting for input (or for a TLS handshake): nothing in flight
   bool draining_ = false;  // graceful shutdown: close at the next read
   bool closed_ = false;
+  bool direct_send_ = false;  // a plain socket in non-blocking mode: WriteThen sends directly
   uint64_t id_ = 0;
   bool active_ = false;       // received input since the last idle sweep
   uint32_t idle_sweeps_ = 0;  // sweeps since then

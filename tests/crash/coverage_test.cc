@@ -12,6 +12,9 @@
 //                     fails on a mutant not caught whose site has no note; the slice rotates with
 //                     WORT_MUTATION_ROTATION (.ci/run: the commit count), so that successive
 //                     commits' CI runs judge every site.
+//   ServerSites.*     every persist site of src/server/ is gated and owned by the server store's
+//                     plan (the pseudo-kind "server", crash/server_explorer.h): CoveragePlan.server,
+//                     CoverageGate and MutationGate.server judge it as they judge the index kinds.
 //   Determinism.*     the same run meets the same crash points; a printed replay line, run by the
 //                     `wort` binary, reproduces its violation.
 #include <gtest/gtest.h>
@@ -37,12 +40,8 @@
 namespace wort::crash {
 namespace {
 
-std::vector<std::string> CrashKinds() {
-  std::vector<std::string> v;
-  for (const IndexKind* k : IndexKinds())
-    if (k->type_id < kind_id::kTestFirst && !kind_id::IsVolatile(k->type_id)) v.push_back(k->name);
-  return v;
-}
+// Every crash-tested index kind, then the server store's pseudo-kind (crash/plans.h).
+std::vector<std::string> CrashKinds() { return GateKinds(); }
 
 TEST(Inventory, HoldsTheKnownSitesAndEveryFileHasAnOwner) {
   const auto& inv = PmSites();
@@ -67,6 +66,25 @@ TEST(Inventory, HoldsTheKnownSitesAndEveryFileHasAnOwner) {
   // Every crash-tested kind owns sites.
   for (const std::string& k : CrashKinds()) EXPECT_FALSE(SitesOfKind(k).empty()) << k;
   std::printf("inventory: %zu sites in %zu files, %zu gated\n", inv.size(), files.size(), gated);
+}
+
+// The server's persist sites are under the gates: each is gated, owned by the server pseudo-kind
+// alone and judged by its mutation gate; the gates' kinds end with it.
+TEST(ServerSites, EveryServerSiteIsGatedAndOwnedByTheServerPlan) {
+  ASSERT_FALSE(CrashKinds().empty());
+  EXPECT_EQ(CrashKinds().back(), kServerGateKind);
+  size_t n = 0;
+  for (const PmSite& s : PmSites()) {
+    if (std::string(s.file).rfind("src/server/", 0) != 0) continue;
+    ++n;
+    EXPECT_TRUE(SiteGated(s)) << s.Name() << ": a persist site of the server outside the gates";
+    EXPECT_EQ(SiteOwners(s.file), std::vector<std::string>{kServerGateKind}) << s.Name();
+    EXPECT_TRUE(SiteMutatedBy(s, kServerGateKind)) << s.Name();
+  }
+  // The record, meta creation, touch, gat, mg T, mg W, flush_all (two words): at least these.
+  EXPECT_GE(n, 8u);
+  EXPECT_EQ(SitesOfKind(kServerGateKind).size(), n);
+  EXPECT_GE(KindPlan(kServerGateKind).size(), 2u);  // every command's path, and eviction
 }
 
 // The stable ids: unique over the inventory, and unmoved by an edit that shifts lines.

@@ -98,10 +98,51 @@ TEST(BinParse, MalformedHeaders) {
   pr = one(RawHeader(0x80, bin::kSet, 1, 8, 8));
   EXPECT_EQ(pr.action, bin::Action::kClose);
   EXPECT_EQ(pr.status, bin::kUnknownCommand);
-  // A body past memcached's upper limit: "invalid arguments" and close, before any body byte.
-  pr = one(RawHeader(0x80, bin::kSet, 1, 8, 0x80000000u));
-  EXPECT_EQ(pr.action, bin::Action::kClose);
-  EXPECT_EQ(pr.status, bin::kInvalid);
+  // A body past 1 GiB: memcached 1.6.18 reads it all, then answers a set "too large" and an
+  // unknown opcode "unknown command", and the connection stays open; wort answers at the header
+  // (the handler answers a too_large request) and skips the body as it arrives. A get with a body
+  // does not fit its shape: "invalid arguments" and close, as memcached.
+  for (const uint32_t body : {0x40000000u + 100, 0x80000000u, 0xffffffffu}) {
+    bin::Parser p;
+    bin::Request r;
+    const std::string in = RawHeader(0x80, bin::kSet, 1, 8, body) + SetExtras(0, 0) + "k";
+    pr = p.Parse(in, &r);
+    ASSERT_EQ(pr.action, bin::Action::kRequest) << body;
+    EXPECT_TRUE(r.too_large);
+    EXPECT_EQ(pr.consumed, in.size());
+    EXPECT_EQ(p.skipping(), body - 9u);
+    bin::Parser q;
+    pr = q.Parse(RawHeader(0x80, 0x50, 0, 0, body), &r);
+    ASSERT_EQ(pr.action, bin::Action::kError) << body;
+    EXPECT_EQ(pr.status, bin::kUnknownCommand);
+    EXPECT_EQ(pr.consumed, bin::kHeaderSize);
+    EXPECT_EQ(q.skipping(), body);
+    pr = one(RawHeader(0x80, bin::kGet, 1, 0, body) + "k");
+    EXPECT_EQ(pr.action, bin::Action::kClose);
+    EXPECT_EQ(pr.status, bin::kInvalid);
+  }
+  // A verbosity of the wrong shape: "unknown command", its body skipped, the connection open
+  // (memcached answers every verbosity so; wort executes a well-formed one).
+  for (const std::string& in : {RawHeader(0x80, bin::kVerbosity, 0, 0, 0), EncodeRequest(bin::kVerbosity, U64(1), "", ""),
+                                EncodeRequest(bin::kVerbosity, U32(1), "k", ""),
+                                EncodeRequest(bin::kVerbosity, U32(1), "", "v")}) {
+    bin::Parser p;
+    bin::Request r;
+    const std::string both = in + EncodeRequest(bin::kNoop, "", "", "");
+    pr = p.Parse(both, &r);
+    ASSERT_EQ(pr.action, bin::Action::kError) << testing::PrintToString(in);
+    EXPECT_EQ(pr.status, bin::kUnknownCommand);
+    size_t pos = pr.consumed;
+    while (p.skipping() > 0) {
+      pr = p.Parse(std::string_view(both).substr(pos), &r);
+      ASSERT_EQ(pr.action, bin::Action::kSkipped);
+      pos += pr.consumed;
+    }
+    EXPECT_EQ(pos, in.size());
+    pr = p.Parse(std::string_view(both).substr(pos), &r);
+    ASSERT_EQ(pr.action, bin::Action::kRequest);
+    EXPECT_EQ(r.op, bin::kNoop);
+  }
   // Shapes that do not fit the opcode: invalid arguments, close.
   for (const std::string& in : {
            EncodeRequest(bin::kGet, "abcd", "k", ""),                 // extras on get
@@ -424,7 +465,16 @@ TEST_F(Bin, FlushNoopVersionVerbosityQuit) {
   EXPECT_EQ(rs[1].opcode, bin::kFlush);
   EXPECT_EQ(rs[2].value, std::string("1.6.18-wort-") + wort::Version());
   EXPECT_EQ(rs[3].opcode, bin::kVerbosity);  // memcached 1.6 answers "unknown command"
+  EXPECT_EQ(rs[3].status, bin::kOk);
   EXPECT_EQ(rs[4].opcode, bin::kNoop);
+  // A malformed verbosity: "unknown command" as memcached, and the connection goes on.
+  rs = Run(EncodeRequest(bin::kVerbosity, U64(1), "", "") + Noop());
+  EXPECT_FALSE(closed);
+  ASSERT_EQ(rs.size(), 2u);
+  EXPECT_EQ(rs[0].opcode, bin::kVerbosity);
+  EXPECT_EQ(rs[0].status, bin::kUnknownCommand);
+  EXPECT_EQ(rs[0].value, "Unknown command");
+  EXPECT_EQ(rs[1].opcode, bin::kNoop);
   // Delayed flush.
   Run(Set("b", "v"));
   Run(EncodeRequest(bin::kFlush, U32(5), "", ""));

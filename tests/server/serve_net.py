@@ -57,7 +57,11 @@ class Proc(Server):
 
     def stop(self, sig=signal.SIGTERM, timeout=30):
         self.proc.send_signal(sig)
-        return self.proc.wait(timeout)
+        rc = self.proc.wait(timeout)
+        # Its last lines ("pool closed cleanly") may still be in the pipe: read them before a
+        # check looks at self.log (the drain thread ends at the pipe's end).
+        self._drainer.join(10)
+        return rc
 
 
 def parse_stats(raw):

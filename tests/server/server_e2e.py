@@ -340,7 +340,8 @@ class Server:
             self.proc.kill()
             raise RuntimeError("server did not start:\n" + "\n".join(self.log))
         # Keep draining its output so that it never blocks on a full pipe.
-        threading.Thread(target=self._drain, daemon=True).start()
+        self._drainer = threading.Thread(target=self._drain, daemon=True)
+        self._drainer.start()
 
     def _drain(self):
         for line in self.proc.stdout:
@@ -651,6 +652,21 @@ def test_raw_binary(srv):
     check(got == [(1, 0x81, b"", b"Unknown command")] and eof, f"lengths that disagree: {got!r} {eof}")
     got, rest, eof = packets(b"\x80" + b"\x00" * 7 + b"\x80\x00\x00\x00" + b"\x00" * 12, expect_close=True)
     check(got == [(0, 4, b"", b"Invalid arguments")] and eof, f"bodylen 2 GiB: {got!r} {eof}")
+    # A set or an unknown opcode with a body over 1 GiB: memcached 1.6.18 answers "too large" /
+    # "unknown command" once it has read the body and stays open; wort answers at once, skips the
+    # body as it arrives, and stays open.
+    big = bytearray(SETX(b"g", b""))
+    big[8:12] = struct.pack(">I", (1 << 30) + 100)
+    got, rest, eof = packets(bytes(big))
+    check(got == [(1, 3, b"", b"Too large.")] and not eof, f"set with a body over 1 GiB: {got!r} {eof}")
+    big = bytearray(bin_request(0x50, b"", b"", b""))
+    big[8:12] = struct.pack(">I", (1 << 30) + 100)
+    got, rest, eof = packets(bytes(big))
+    check(got == [(0x50, 0x81, b"", b"Unknown command")] and not eof, f"unknown opcode, body over 1 GiB: {got!r} {eof}")
+    # A malformed verbosity: "unknown command" (as memcached, which answers every verbosity so),
+    # its body skipped, and the connection goes on.
+    got, rest, eof = packets(bin_request("verbosity", b"\x00" * 8, b"", b"") + bin_request("noop"))
+    check(got == [(0x1b, 0x81, b"", b"Unknown command"), (0x0a, 0, b"", b"")] and not eof, f"bad verbosity: {got!r} {eof}")
     got, rest, eof = packets(SETX(b"f", b"v") + b"\x81" + bytes(GET(b"f"))[1:], expect_close=True)
     check(got == [(1, 0, b"", b"")] and eof, f"bad magic closes silently: {got!r} {eof}")
     got, _, _ = packets(GET(b"d") + GET(b"e"))
