@@ -131,14 +131,16 @@ class WORT_EXPORT Allocator {
   // The pool's epoch manager: readers of a concurrent index enter it (sync::EpochGuard) for the
   // length of each operation, and the post-crash GC's visit does too.
   sync::EpochManager& epoch() const { return *epoch_; }
-  // The last free chunk of a pool that cannot grow (at its size limit, its capacity or the
-  // growth limit) is held back for writes that free as much as they take: an overwrite with a
-  // value no larger than the old one, a delete (whose index may allocate a smaller node before
-  // it frees the old one). Outside a ReserveScope on the calling thread, an allocation that
-  // needs that chunk fails with PoolFull; inside one it gets it. Pools of fewer than
+  // The last kReserveChunks free chunks of a pool that cannot grow (at its size limit, its
+  // capacity or the growth limit) are held back for writes that free as much as they take: an
+  // overwrite with a value no larger than the old one (its index may need a node of another
+  // size class before it frees the old one: an append-only leaf's compaction), a delete (a
+  // smaller node, a copied path). Outside a ReserveScope on the calling thread, an allocation
+  // that needs those chunks fails with PoolFull; inside one it gets them. Pools of fewer than
   // kReserveMinChunks chunks hold nothing back. (Issue 33: a full pool still takes an overwrite
   // that needs no new space.) Scopes nest; they are per thread.
-  static constexpr uint64_t kReserveMinChunks = 4;
+  static constexpr uint64_t kReserveChunks = 2;
+  static constexpr uint64_t kReserveMinChunks = 8;
   class WORT_EXPORT ReserveScope {
    public:
     ReserveScope();

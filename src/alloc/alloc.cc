@@ -299,10 +299,10 @@ struct Allocator::Impl {
         // The reserve (Allocator::ReserveScope): the last free chunk of a pool that cannot grow.
         const uint64_t glim = pool->growth_limit();
         const bool can_grow = nfile < std::min(lim, max_chunks) && (glim == 0 || heap_off + (nfile + 1) * kChunk <= glim);
-        if (can_grow || free_total > n || t_reserve_depth > 0 ||
+        if (can_grow || free_total >= n + Allocator::kReserveChunks || t_reserve_depth > 0 ||
             std::max(nfile, std::min(lim, max_chunks)) < Allocator::kReserveMinChunks)
           return Status::OK();
-        return Status::PoolFull("pool full: its last free chunk is held back for overwrites and deletes (" +
+        return Status::PoolFull("pool full: its last free chunks are held back for overwrites and deletes (" +
                                 std::to_string(pool->max_size()) + " bytes, " +
                                 (pool->max_size() < pool->capacity() ? "its size limit: open it with a larger max_size to raise it"
                                                                     : "its capacity") +

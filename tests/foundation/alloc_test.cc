@@ -383,10 +383,9 @@ TEST(Alloc, TrimReturnsWhollyFreeChunksForOtherSizes) {
   for (uint64_t b : blocks) p->allocator().Free(b);
   // Every chunk but the two of the root block and the live block, as one run: it fits only if
   // no chunk stays with the 64-byte class.
-  // (Less one chunk: the last free chunk is held back for overwrites and deletes: see
-  // Allocator::ReserveScope.)
+  // (Less the chunks held back for overwrites and deletes: see Allocator::ReserveScope.)
   const uint64_t limit_chunks = (p->max_size() - p->heap_offset()) / Pool::kChunkSize;
-  const size_t run = (limit_chunks - 3) * Pool::kChunkSize;
+  const size_t run = (limit_chunks - 2 - Allocator::kReserveChunks) * Pool::kChunkSize;
   p->allocator().Trim();
   Status s = Link(*p, r, 1, run);
   ASSERT_TRUE(s.ok()) << s.ToString() << " (" << limit_chunks << " chunks)";
