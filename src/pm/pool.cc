@@ -422,8 +422,11 @@ Status Pool::Close() {
 static_assert(offsetof(Pool::Header, size) == Pool::kSizeWordOffset, "Pool::size() reads the size word inline");
 uint64_t Pool::max_size() const {
   const Header* h = header();
+  // A word that is no limit (0, or not heap_off + whole chunks: the padding of a pool written
+  // before the word existed) leaves the capacity as the limit.
   const uint64_t lim = pm::load8(&h->limit);
-  return lim != 0 && lim < h->max_size ? lim : h->max_size;
+  const bool valid = lim >= h->heap_off + kChunkSize && (lim - h->heap_off) % kChunkSize == 0;
+  return valid && lim < h->max_size ? lim : h->max_size;
 }
 uint64_t Pool::capacity() const { return header()->max_size; }
 uint64_t Pool::heap_offset() const { return header()->heap_off; }
@@ -545,8 +548,6 @@ Status Pool::Check(std::string* report) const {
   if (h->magic != kMagic) bad("header: bad magic");
   if (h->checksum != HeaderChecksum(h)) bad("header: checksum mismatch");
   if (h->size > h->max_size || (h->size - h->heap_off) % kChunkSize) bad("header: bad size");
-  if (const uint64_t lim = pm::load8(&h->limit); lim != 0 && (lim < h->heap_off + kChunkSize || (lim - h->heap_off) % kChunkSize))
-    bad("header: bad size limit");
   for (const RootEntry& e : h->roots) {
     if (pm::load8(&e.check) != RootCheck(e)) continue;
     if (e.off < h->heap_off || e.off >= h->size) bad("root '" + std::string(e.name) + "': offset out of range");

@@ -347,5 +347,22 @@ TEST(Pool, ANewPoolIsSmallAndSparseAndGrowsWithNoLimit) {
   EXPECT_TRUE(p->Check(&report).ok()) << report;
 }
 
+// The limit word (offset 152) was padding before it existed: a value that is no limit (not
+// heap_off + whole chunks) leaves the capacity as the limit, and check does not object.
+TEST(Pool, ALimitWordThatIsNoLimitMeansNone) {
+  TempPath path;
+  std::unique_ptr<Pool> p;
+  ASSERT_TRUE(Pool::Create(path, PoolOptions{}, &p).ok());
+  ASSERT_TRUE(p->Close().ok());
+  std::string bytes = ReadAll(path);
+  const uint64_t junk = 0x123456789abcdef1ull;
+  std::memcpy(&bytes[152], &junk, 8);
+  WriteAll(path, bytes);
+  ASSERT_TRUE(Pool::Open(path, PoolOptions{}, &p).ok());
+  EXPECT_EQ(p->max_size(), p->capacity());
+  std::string report;
+  EXPECT_TRUE(p->Check(&report).ok()) << report;
+}
+
 }  // namespace
 }  // namespace wort
