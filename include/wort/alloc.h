@@ -140,7 +140,7 @@ class WORT_EXPORT Allocator {
   // kReserveMinChunks chunks hold nothing back. (Issue 33: a full pool still takes an overwrite
   // that needs no new space.) Scopes nest; they are per thread.
   static constexpr uint64_t kReserveChunks = 2;
-  static constexpr uint64_t kReserveMinChunks = 8;
+  static constexpr uint64_t kReserveMinChunks = 16;  // the reserve is at most 1/8 of the pool
   class WORT_EXPORT ReserveScope {
    public:
     ReserveScope();

@@ -385,7 +385,8 @@ TEST(Alloc, TrimReturnsWhollyFreeChunksForOtherSizes) {
   // no chunk stays with the 64-byte class.
   // (Less the chunks held back for overwrites and deletes: see Allocator::ReserveScope.)
   const uint64_t limit_chunks = (p->max_size() - p->heap_offset()) / Pool::kChunkSize;
-  const size_t run = (limit_chunks - 2 - Allocator::kReserveChunks) * Pool::kChunkSize;
+  const uint64_t held = limit_chunks >= Allocator::kReserveMinChunks ? Allocator::kReserveChunks : 0;
+  const size_t run = (limit_chunks - 2 - held) * Pool::kChunkSize;
   p->allocator().Trim();
   Status s = Link(*p, r, 1, run);
   ASSERT_TRUE(s.ok()) << s.ToString() << " (" << limit_chunks << " chunks)";
