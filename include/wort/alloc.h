@@ -13,7 +13,8 @@
 //
 // Which blocks of a SMALL chunk are allocated is kept in DRAM while the pool is open, and
 // written to the chunk's 4 KiB header (a bitmap) by a clean Close(). Reopening after a clean
-// close reads those bitmaps lazily; it scans nothing.
+// close reads only the chunk table; each chunk's bitmap is read when that chunk is first
+// needed (ChunkHeadersRead below), so an open does not grow with the pool.
 //
 // After a crash the bitmaps are stale. Recovery is a mark phase over what the indexes can reach:
 //   1. Every chunk that is not FREE is "old" and frozen: nothing is allocated from it yet.
@@ -84,6 +85,9 @@ struct AllocStats {
   uint64_t lock_acquisitions = 0;
   uint64_t lock_waits = 0;
   uint64_t grows = 0;
+  // SMALL chunk headers (4 KiB bitmaps) read since open, before this call (Stats itself reads
+  // the rest): a clean open reads none, only the chunk table (see ChunkHeadersRead).
+  uint64_t chunk_headers_read = 0;
 };
 
 class WORT_EXPORT Allocator {
@@ -127,6 +131,23 @@ class WORT_EXPORT Allocator {
   // The pool's epoch manager: readers of a concurrent index enter it (sync::EpochGuard) for the
   // length of each operation, and the post-crash GC's visit does too.
   sync::EpochManager& epoch() const { return *epoch_; }
+  // The last kReserveChunks free chunks of a pool that cannot grow (at its size limit, its
+  // capacity or the growth limit) are held back for writes that free as much as they take: an
+  // overwrite with a value no larger than the old one (its index may need a node of another
+  // size class before it frees the old one: an append-only leaf's compaction), a delete (a
+  // smaller node, a copied path). Outside a ReserveScope on the calling thread, an allocation
+  // that needs those chunks fails with PoolFull; inside one it gets them. Pools of fewer than
+  // kReserveMinChunks chunks hold nothing back. (Issue 33: a full pool still takes an overwrite
+  // that needs no new space.) Scopes nest; they are per thread.
+  static constexpr uint64_t kReserveChunks = 2;
+  static constexpr uint64_t kReserveMinChunks = 16;  // the reserve is at most 1/8 of the pool
+  class WORT_EXPORT ReserveScope {
+   public:
+    ReserveScope();
+    ~ReserveScope();
+    ReserveScope(const ReserveScope&) = delete;
+    ReserveScope& operator=(const ReserveScope&) = delete;
+  };
   // Usable size of the live block at `off` (its size class or run length).
   size_t UsableSize(uint64_t off) const;
   // Returns the calling thread's cached free blocks to their chunks, then every wholly free
@@ -136,6 +157,11 @@ class WORT_EXPORT Allocator {
   void Trim();
 
   AllocStats Stats() const;
+  // The open-time work (issue 35): SMALL chunk headers read since open. A clean open reads the
+  // chunk table (8 bytes a chunk) and no chunk header; a chunk's header is read when the chunk is
+  // first needed (a free of one of its blocks, a refill of its size class that finds no partial
+  // chunk, Stats, Check, ForEach*). Counted, so that tests can assert it as work, not time.
+  uint64_t ChunkHeadersRead() const;
 
   // Calls fn(offset, usable_size) for every allocated block (thread caches excluded), after
   // freeing what is retired. Not concurrent with Alloc/Free nor with any index operation. Used by tests to compare the allocated set with what visit

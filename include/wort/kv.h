@@ -173,7 +173,10 @@ enum class SyncMode : uint8_t {
 
 struct KvConfig {
   std::string path;                 // the pool file
-  uint64_t size = 1ull << 30;       // the pool's maximum size, when it is created
+  // The pool's size limit (PoolOptions::max_size): 0, none (it grows to its 1 TiB capacity as
+  // the disk allows). A new store's file starts at about 1 MiB allocated. Opening with another
+  // non-zero size replaces the limit (a pool grows past the size it was created with).
+  uint64_t size = 0;
   std::string kind = "woart";       // index kind of a new store; "" = any when opening
   std::string name = "kv";          // root name of the store in the pool (several per pool; several
                                     // stores of one pool may be open at once in one process: they
@@ -302,7 +305,8 @@ class WORT_EXPORT KvStore {
   // batch found at open.
   Status OpenBatchLog(bool create);
   // Allocates and persists a value block holding `value` (with its checksum).
-  Status NewValueBlock(std::string_view value, uint64_t* off);
+  // A persistent value block of at least block_size bytes (0: what the value needs).
+  Status NewValueBlock(std::string_view value, uint64_t* off, size_t block_size = 0);
   Status RecoverBatch();
   // Applies the committed record at `rec` (idempotent: an entry already applied is skipped).
   // REQUIRES: the keys' locks held (or no concurrency: open).

@@ -12,8 +12,12 @@
 //                       flag, generation, current size, the table of named roots
 //   [4 KiB, heap)       chunk table: one 8-byte word per chunk (state / size class)
 //   [heap, size)        chunks of kChunkSize bytes, carved into blocks by the allocator
-// The whole of max_size is reserved in the address space at open; the file grows (ftruncate) in
-// whole chunks on demand up to max_size, so addresses never move while the pool is open.
+// The pool's capacity (fixed at creation: 1 TiB, or 16 times a size limit given at creation)
+// is reserved in the address space at every open; the file grows in whole chunks on demand, up
+// to its size limit (PoolOptions::max_size, which a later open may raise or lower) or else its
+// capacity, so addresses never move while the pool is open and growth needs no remap. A new
+// pool starts small and sparse: the header, one chunk and the chunk-table page describing it are
+// allocated (about 1 MiB); the rest of the chunk table is a hole until chunks are added.
 //
 // Roots: a pool holds up to kMaxRoots named roots. A root names one index instance: its kind
 // (type id) and the offset of its root block. A root entry is published by one 8-byte store of
@@ -69,10 +73,16 @@ WORT_EXPORT void SetRootVisitorLookup(RootVisitorLookup lookup);
 WORT_EXPORT RootVisitorLookup GetRootVisitorLookup();
 
 struct PoolOptions {
-  // Size of the file at creation (rounded up to whole chunks plus the metadata).
-  uint64_t initial_size = 64ull << 20;
-  // The pool never grows past this. Fixed at creation; stored in the header.
-  uint64_t max_size = 16ull << 30;
+  // Chunks in the file at creation (rounded up to whole chunks; the metadata comes on top).
+  uint64_t initial_size = kDefaultInitialSize;
+  static constexpr uint64_t kDefaultInitialSize = 1ull << 20;
+  // Size limit: the heap never grows past max_size / 1 MiB chunks (the metadata not counted).
+  // 0: none, the pool grows up to its capacity. At creation it also sets the capacity (16 times
+  // max_size, at most 1 TiB; 1 TiB when 0). Stored in the header; an open for writing with
+  // another non-zero max_size replaces the stored limit (as LMDB's map size; no remap, so
+  // concurrent readers are unaffected), which lets a pool grow past the size it was created
+  // with. A limit below the current size only stops growth.
+  uint64_t max_size = 0;
   // Map read-only. Writes through the pool are then a programming error; the allocator refuses.
   bool read_only = false;
   // After an unclean stop, run the post-crash GC on a background thread (true) or before Open
@@ -113,7 +123,8 @@ class WORT_EXPORT Pool {
 
   // Creates a new pool file; fails with AlreadyExists if `path` exists.
   static Status Create(const std::string& path, const PoolOptions& opts, std::unique_ptr<Pool>* out);
-  // Opens an existing pool. opts.initial_size/max_size are ignored (the header's are used).
+  // Opens an existing pool. opts.initial_size is ignored; a non-zero opts.max_size replaces the
+  // pool's size limit (see PoolOptions::max_size).
   static Status Open(const std::string& path, const PoolOptions& opts, std::unique_ptr<Pool>* out);
   // Opens `path` if it exists, otherwise creates it.
   static Status OpenOrCreate(const std::string& path, const PoolOptions& opts, std::unique_ptr<Pool>* out);
@@ -142,10 +153,13 @@ class WORT_EXPORT Pool {
     return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(base_ + kSizeWordOffset)).load(std::memory_order_acquire);
   }
   static constexpr size_t kSizeWordOffset = 128;  // offsetof(Header, size), checked in pool.cc
+  // The size the pool may grow to now: its size limit, or its capacity when it has none.
   uint64_t max_size() const;
+  // The size fixed at creation that no limit can pass (address space reserved, chunk table).
+  uint64_t capacity() const;
   uint64_t heap_offset() const;  // where chunk 0 starts
   uint64_t chunk_table_offset() const;  // one 8-byte word per chunk (owned by the allocator)
-  uint64_t max_chunks() const;
+  uint64_t max_chunks() const;  // chunks of the capacity (the chunk table's length)
 
   Allocator& allocator() { return *alloc_; }
   const Allocator& allocator() const { return *alloc_; }
@@ -186,8 +200,8 @@ class WORT_EXPORT Pool {
   void SetGrowthLimit(uint64_t bytes) { growth_limit_.store(bytes, std::memory_order_relaxed); }
   uint64_t growth_limit() const { return growth_limit_.load(std::memory_order_relaxed); }
 
-  // Grows the file so that it is at least `new_size` bytes (whole chunks). PoolFull past max
-  // (or past the growth limit).
+  // Grows the file so that it is at least `new_size` bytes (whole chunks). PoolFull past
+  // max_size() (the size limit or the capacity) or past the growth limit.
   // Used by the allocator.
   Status Grow(uint64_t new_size);
 

@@ -248,7 +248,6 @@ using DistOut = nb::ndarray<float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
 std::unique_ptr<wort::Pool> OpenPool(const std::string& path, uint64_t max_size, bool create) {
   wort::PoolOptions po;
   po.max_size = max_size;
-  po.initial_size = std::min<uint64_t>(max_size, 64ull << 20);
   std::unique_ptr<wort::Pool> pool;
   wort::Status s;
   {

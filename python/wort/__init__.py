@@ -176,7 +176,7 @@ def kinds() -> list[str]:
     return list(_wort.kinds())
 
 
-def open(path: str, kind: Optional[str] = None, size: Union[int, str] = "1G", *, name: str = "kv",
+def open(path: str, kind: Optional[str] = None, size: Union[int, str, None] = None, *, name: str = "kv",
          key_type: str = "bytes", sync: str = "persist", create: bool = True,
          read_only: bool = False) -> "Store":
     """Opens the store `name` of the pool file at `path`, creating the pool and the store when
@@ -184,7 +184,9 @@ def open(path: str, kind: Optional[str] = None, size: Union[int, str] = "1G", *,
 
     kind      index kind of a new store (wort.kinds()); an existing store must be of this kind,
               or pass kind="" to open whatever it is.
-    size      the pool's maximum size when it is created: bytes, or "64M", "1G", "2GiB"...
+    size      the pool's size limit: bytes, or "64M", "1G", "2GiB"...; None: none (the file
+              starts at about 1 MiB and grows as the disk allows, up to 1 TiB). Opening with
+              another size replaces the limit, so a store can grow past its first size.
     key_type  "bytes" (0..MAX_KEY_LEN bytes) or "u64" (exactly 8 bytes, big-endian integers).
     sync      "persist" (flush + fence per write, the default) or "msync" (also msync the file:
               power-fail durable on any filesystem, slow).
@@ -198,7 +200,7 @@ def open(path: str, kind: Optional[str] = None, size: Union[int, str] = "1G", *,
     try:
         if kind is None:
             kind = "" if read_only else "woart"
-        return Store(_wort.open(path, kind, _parse_size(size), name, key_type, sync,
+        return Store(_wort.open(path, kind, 0 if size is None else _parse_size(size), name, key_type, sync,
                                 create and not read_only, read_only))
     except OSError as e:
         if e.errno is not None and e.filename is None:

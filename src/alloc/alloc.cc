@@ -110,6 +110,8 @@ struct ThreadCache {
 
 // Per-thread map from allocator uid to that allocator's cache for this thread. On thread exit,
 // blocks in caches of live allocators go back to them.
+static thread_local uint32_t t_reserve_depth = 0;  // Allocator::ReserveScope
+
 struct Allocator::Impl {
   Pool* pool;
   Allocator* self;
@@ -124,6 +126,7 @@ struct Allocator::Impl {
     uint8_t cls = 0;
     bool in_partial = false;
     bool frozen = false;     // "old" during post-crash recovery
+    bool lazy = false;       // SMALL after a clean open, header (bitmap) not read yet: see Load
     uint32_t nfree = 0;
     uint32_t nblocks = 0;    // SMALL: blocks in chunk; LARGE_HEAD: chunks in run
     std::unique_ptr<uint64_t[]> bits;  // SMALL: 1 = allocated or cached
@@ -131,9 +134,47 @@ struct Allocator::Impl {
     bool marked = false;               // LARGE_HEAD during recovery
   };
 
+  // Per-chunk DRAM metadata, index = chunk id, in segments of kSeg chunks allocated as the file
+  // grows (a pool's capacity may be 1 TiB: a million chunks, most never in the file). A segment
+  // is allocated under mu before nchunks_file's release store covers it and is never moved or
+  // freed while the allocator lives, so a thread that read an id below nchunks_file may index it
+  // without mu.
+  struct ChunkMetas {
+    static constexpr uint64_t kSeg = 1024;
+    std::unique_ptr<std::atomic<ChunkMeta*>[]> segs;
+    uint64_t nsegs = 0;
+    void Init(uint64_t max_chunks) {
+      nsegs = (max_chunks + kSeg - 1) / kSeg;
+      segs = std::make_unique<std::atomic<ChunkMeta*>[]>(nsegs);
+      for (uint64_t i = 0; i < nsegs; ++i) segs[i].store(nullptr, std::memory_order_relaxed);
+    }
+    void Cover(uint64_t n) {  // under mu (or before the allocator is shared)
+      for (uint64_t i = 0; i < (n + kSeg - 1) / kSeg && i < nsegs; ++i)
+        if (segs[i].load(std::memory_order_relaxed) == nullptr) segs[i].store(new ChunkMeta[kSeg], std::memory_order_release);
+    }
+    void ResetAll() {  // under mu
+      for (uint64_t i = 0; i < nsegs; ++i)
+        if (ChunkMeta* sg = segs[i].load(std::memory_order_relaxed))
+          for (uint64_t j = 0; j < kSeg; ++j) sg[j] = ChunkMeta();
+    }
+    ChunkMeta& operator[](uint64_t id) const { return segs[id / kSeg].load(std::memory_order_acquire)[id % kSeg]; }
+    ~ChunkMetas() {
+      for (uint64_t i = 0; i < nsegs; ++i) delete[] segs[i].load(std::memory_order_relaxed);
+    }
+  };
+
   mutable std::mutex mu;
-  std::vector<ChunkMeta> chunks;                 // index = chunk id
+  ChunkMetas chunks;                             // index = chunk id
   std::vector<std::vector<uint32_t>> partial;    // per class: chunk ids with nfree > 0
+  // Lazy open (issue 35: an open that does not grow with the pool). A clean open reads only the
+  // chunk table (8 bytes a chunk); a SMALL chunk's 4 KiB header, its allocation bitmap, is read
+  // when the chunk is first needed (Load): a free of one of its blocks, a refill of its class
+  // that finds no partial chunk (it loads that class's chunks before taking fresh space, so
+  // freed space is reused), Stats/Check/ForEach*. Until then the chunk counts as full and is in
+  // no partial list. Per class: the chunks not loaded yet (under mu).
+  std::vector<std::vector<uint32_t>> lazy_by_class;
+  std::atomic<uint64_t> headers_read{0};  // chunk headers read since open (Load)
+  uint64_t bad_headers = 0;               // under mu
   // Chunks currently in the file. Written under mu when the pool grows (and at attach); read
   // without mu by ChunkOf (from Free's thread caches and from the post-crash GC's marking), so
   // it is atomic: the store after Pool::Grow is a release and ChunkOf's load an acquire, so a
@@ -180,6 +221,41 @@ struct Allocator::Impl {
     m.bits = std::make_unique<uint64_t[]>(kBitmapWords);
     std::memset(m.bits.get(), 0, kBitmapWords * 8);
     m.nfree = all_free ? m.nblocks : 0;
+    m.lazy = false;
+  }
+  // Reads a lazy chunk's header (written by the last clean close). Under mu. A header that does
+  // not match its table word (corruption: a clean close writes every header it changed) makes
+  // the chunk count as full: its blocks are never handed out again, and its space comes back
+  // at the next post-crash recovery (a bad table word at open still recovers at once).
+  void Load(uint64_t id) {
+    ChunkMeta& m = chunks[id];
+    if (!m.lazy) return;
+    const uint8_t cls = m.cls;
+    headers_read.fetch_add(1, std::memory_order_relaxed);
+    const auto* h = pool->at<ChunkHeader>(ChunkOff(id));
+    // kind, cls and nblocks were set at open and stay: Free and UsableSize read them unlocked.
+    m.bits = std::make_unique<uint64_t[]>(kBitmapWords);
+    std::memset(m.bits.get(), 0, kBitmapWords * 8);
+    m.nfree = 0;
+    m.lazy = false;
+    if (h->magic != kChunkMagic || h->cls != cls || h->nblocks != m.nblocks) {
+      if (bad_headers++ == 0)
+        std::fprintf(stderr, "wort: allocator: header of chunk %llu of %s is inconsistent; its blocks stay allocated\n",
+                     (unsigned long long)id, pool->path().c_str());
+      for (uint32_t i = 0; i < m.nblocks; ++i) m.bits[i / 64] |= 1ull << (i % 64);
+      return;
+    }
+    std::memcpy(m.bits.get(), h->bits, kBitmapWords * 8);
+    uint32_t used = 0;
+    for (uint32_t i = 0; i < kBitmapWords; ++i) used += std::popcount(m.bits[i]);
+    m.nfree = used <= m.nblocks ? m.nblocks - used : 0;
+    AddPartial(id);
+  }
+  void LoadAll() {  // under mu
+    for (auto& v : lazy_by_class) {
+      for (uint32_t id : v) Load(id);
+      v.clear();
+    }
   }
   void AddPartial(uint64_t id) {
     ChunkMeta& m = chunks[id];
@@ -214,27 +290,47 @@ struct Allocator::Impl {
   Status FindFreeRun(uint64_t n, uint64_t* first, std::unique_lock<std::mutex>& lk) {
     for (;;) {
       const uint64_t nfile = nchunks_file.load(std::memory_order_relaxed);
-      uint64_t run = 0;
+      uint64_t run = 0, free_total = 0;
+      bool found = false;
       for (uint64_t id = 0; id < nfile; ++id) {
         const ChunkMeta& m = chunks[id];
         if (m.kind == kFree && !m.frozen) {
-          if (++run == n) {
+          ++free_total;
+          if (!found && ++run == n) {
             *first = id + 1 - n;
-            return Status::OK();
+            found = true;
           }
-        } else {
+        } else if (!found) {
           run = 0;
         }
+      }
+      // The size limit may be below the file (lowered at an open): then no growth at all.
+      const uint64_t lim = pool->max_size() > heap_off ? (pool->max_size() - heap_off) / kChunk : 0;
+      if (found) {
+        // The reserve (Allocator::ReserveScope): the last free chunk of a pool that cannot grow.
+        const uint64_t glim = pool->growth_limit();
+        const bool can_grow = nfile < std::min(lim, max_chunks) && (glim == 0 || heap_off + (nfile + 1) * kChunk <= glim);
+        if (can_grow || free_total >= n + Allocator::kReserveChunks || t_reserve_depth > 0 ||
+            std::max(nfile, std::min(lim, max_chunks)) < Allocator::kReserveMinChunks)
+          return Status::OK();
+        return Status::PoolFull("pool full: its last free chunks are held back for overwrites and deletes (" +
+                                std::to_string(pool->max_size()) + " bytes, " +
+                                (pool->max_size() < pool->capacity() ? "its size limit: open it with a larger max_size to raise it"
+                                                                    : "its capacity") +
+                                "): " + pool->path());
       }
       // Grow: at least what is missing, and at least a quarter of the current heap (fewer
       // growth steps for big loads), within max_size.
       const uint64_t start = nfile - run;
       uint64_t want = start + n;
       want = std::max(want, nfile + std::max<uint64_t>(1, nfile / 4));
-      want = std::min(want, max_chunks);
+      want = std::min(want, std::min(lim, max_chunks));
       if (want < start + n)
         return Status::PoolFull("pool full: no " + std::to_string(n) + " free chunk(s) of 1 MiB and the pool is at its maximum size (" +
-                                std::to_string(pool->max_size()) + " bytes): " + pool->path());
+                                std::to_string(pool->max_size()) + " bytes" +
+                                (pool->max_size() < pool->capacity() ? ", its size limit: open it with a larger max_size to raise it"
+                                                                    : ", its capacity") +
+                                "): " + pool->path());
       lk.unlock();
       Status s;
       {
@@ -250,7 +346,10 @@ struct Allocator::Impl {
       LockMu(lk);
       if (!s.ok()) return s;
       const uint64_t grown = (pool->size() - heap_off) / kChunk;
-      if (grown > nchunks_file.load(std::memory_order_relaxed)) nchunks_file.store(grown, std::memory_order_release);
+      if (grown > nchunks_file.load(std::memory_order_relaxed)) {
+        chunks.Cover(grown);
+        nchunks_file.store(grown, std::memory_order_release);
+      }
     }
   }
 
@@ -260,6 +359,12 @@ struct Allocator::Impl {
     const uint32_t csize = Classes().size[cls];
     auto& pl = partial[cls];
     while (want > 0) {
+      // Chunks of this class not loaded since a clean open come before fresh space.
+      for (auto& lz = lazy_by_class[cls]; pl.empty() && !lz.empty();) {
+        const uint32_t id = lz.back();
+        lz.pop_back();
+        Load(id);
+      }
       if (pl.empty()) {
         uint64_t id;
         Status s = FindFreeRun(1, &id, lk);
@@ -297,7 +402,7 @@ struct Allocator::Impl {
   bool AllocatedLocked(uint64_t off) const {
     uint64_t id;
     if (!ChunkOf(off, &id)) return false;
-    const ChunkMeta& m = chunks[id];
+    const ChunkMeta& m = chunks[id];  // never lazy: used by the post-crash GC only
     if (m.kind == kLargeHead) return off == ChunkOff(id);
     if (m.kind != kSmall) return false;
     const uint32_t csize = Classes().size[m.cls];
@@ -310,6 +415,7 @@ struct Allocator::Impl {
 
   bool ReleaseSmall(uint64_t off, uint64_t id) {
     ChunkMeta& m = chunks[id];
+    Load(id);  // (its id stays in lazy_by_class: Load skips a loaded chunk)
     const uint32_t csize = Classes().size[m.cls];
     const uint64_t rel = off - ChunkOff(id) - kChunkHeader;
     if (off < ChunkOff(id) + kChunkHeader || rel % csize != 0 || rel / csize >= m.nblocks) return false;
@@ -447,8 +553,10 @@ Allocator::Allocator(Pool* pool, bool opened_clean)
   I.max_chunks = pool->max_chunks();
   I.heap_off = pool->heap_offset();
   I.heap = pool->base() + I.heap_off;
-  I.chunks.resize(I.max_chunks);
+  I.chunks.Init(I.max_chunks);
   I.partial.resize(Classes().size.size());
+  I.lazy_by_class.resize(Classes().size.size());
+  I.chunks.Cover((pool->size() - I.heap_off) / kChunk);
   I.nchunks_file.store((pool->size() - I.heap_off) / kChunk, std::memory_order_release);
   {
     std::lock_guard<std::mutex> g(g_live_mu);
@@ -464,18 +572,17 @@ Allocator::Allocator(Pool* pool, bool opened_clean)
       case kFree: break;
       case kSmall: {
         const uint64_t cls = WordArg(w);
-        const auto* h = pool->at<ChunkHeader>(I.ChunkOff(id));
-        if (cls >= Classes().size.size() || h->magic != kChunkMagic || h->cls != cls ||
-            h->nblocks != BlocksPerChunk(Classes().size[cls])) {
+        if (cls >= Classes().size.size()) {
           bad = true;
           break;
         }
-        I.SetupSmall(id, static_cast<uint8_t>(cls), false);
-        std::memcpy(m.bits.get(), h->bits, kBitmapWords * 8);
-        uint32_t used = 0;
-        for (uint32_t i = 0; i < kBitmapWords; ++i) used += std::popcount(m.bits[i]);
-        m.nfree = m.nblocks - used;
-        I.AddPartial(id);
+        // The header is read when the chunk is first needed (Impl::Load).
+        m.kind = kSmall;
+        m.cls = static_cast<uint8_t>(cls);
+        m.nblocks = BlocksPerChunk(Classes().size[cls]);
+        m.nfree = 0;
+        m.lazy = true;
+        I.lazy_by_class[cls].push_back(static_cast<uint32_t>(id));
         break;
       }
       case kLargeHead:
@@ -492,8 +599,9 @@ Allocator::Allocator(Pool* pool, bool opened_clean)
   if (bad) {
     std::fprintf(stderr, "wort: allocator metadata of %s is inconsistent; recovering by reachability\n",
                  pool->path().c_str());
-    for (auto& m : I.chunks) m = Impl::ChunkMeta();
+    I.chunks.ResetAll();
     for (auto& p : I.partial) p.clear();
+    for (auto& v : I.lazy_by_class) v.clear();
     if (!pool->read_only()) StartRecovery(/*background=*/false);
   }
 }
@@ -641,6 +749,11 @@ void Allocator::Trim() {
   }
 }
 
+Allocator::ReserveScope::ReserveScope() { ++t_reserve_depth; }
+Allocator::ReserveScope::~ReserveScope() { --t_reserve_depth; }
+
+uint64_t Allocator::ChunkHeadersRead() const { return impl_->headers_read.load(std::memory_order_relaxed); }
+
 size_t Allocator::UsableSize(uint64_t off) const {
   const Impl& I = *impl_;
   uint64_t id;
@@ -656,9 +769,11 @@ size_t Allocator::UsableSize(uint64_t off) const {
 }
 
 AllocStats Allocator::Stats() const {
-  const Impl& I = *impl_;
+  Impl& I = *impl_;
   std::lock_guard<std::mutex> g(I.mu);
   AllocStats s;
+  s.chunk_headers_read = I.headers_read.load(std::memory_order_relaxed);
+  I.LoadAll();  // exact counts need every bitmap
   s.chunks_total = I.nchunks_file;
   // The thread caches' counts (Bin::count: their owners change the blocks without the mutex;
   // while allocators run, the figures below are a sum of counts of slightly different moments).
@@ -709,8 +824,9 @@ void Allocator::ForEachAllocated(const std::function<void(uint64_t, size_t)>& fn
 }
 
 void Allocator::ForEachInUse(const std::function<void(uint64_t, size_t)>& fn) const {
-  const Impl& I = *impl_;
+  Impl& I = *impl_;
   std::lock_guard<std::mutex> g(I.mu);
+  I.LoadAll();
   std::unordered_set<uint64_t> cached;
   for (const auto& tc : I.caches)
     for (const auto& b : tc->bins) cached.insert(b.blocks.begin(), b.blocks.end());
@@ -730,8 +846,9 @@ void Allocator::ForEachInUse(const std::function<void(uint64_t, size_t)>& fn) co
 }
 
 Status Allocator::Check(std::string* report) const {
-  const Impl& I = *impl_;
+  Impl& I = *impl_;
   std::lock_guard<std::mutex> g(I.mu);
+  I.LoadAll();
   bool ok = true;
   auto bad = [&](const std::string& m) {
     ok = false;
@@ -768,7 +885,12 @@ Status Allocator::Check(std::string* report) const {
         break;
     }
   }
-  for (uint64_t id = I.nchunks_file; id < I.max_chunks; ++id)
+  // The words beyond the file's chunks on the chunk-table pages that hold the file's chunks (the
+  // later pages are holes until the pool grows: reading them would allocate them on tmpfs).
+  const uint64_t words_per_page = 4096 / 8;
+  const uint64_t table_end = std::min<uint64_t>(
+      I.max_chunks, (I.nchunks_file + words_per_page - 1) / words_per_page * words_per_page);
+  for (uint64_t id = I.nchunks_file; id < table_end; ++id)
     if (pm::load8(&I.table[id]) != 0) { bad("chunk table word set beyond the end of the file"); break; }
   return ok ? Status::OK() : Status::Corruption("allocator check failed");
 }
@@ -798,8 +920,9 @@ void Allocator::StartRecovery(bool background) {
   Impl& I = *impl_;
   {
     std::lock_guard<std::mutex> g(I.mu);
-    for (auto& m : I.chunks) m = Impl::ChunkMeta();
+    I.chunks.ResetAll();
     for (auto& p : I.partial) p.clear();
+    for (auto& v : I.lazy_by_class) v.clear();
     // Every chunk the table says is in use is old and frozen; everything else is fresh.
     for (uint64_t id = 0; id < I.nchunks_file; ++id) {
       const uint64_t w = pm::load8(&I.table[id]);
@@ -1053,7 +1176,8 @@ Status Allocator::PrepareClose() {
   const uint64_t gen = I.pool->generation();
   for (uint64_t id = 0; id < I.nchunks_file; ++id) {
     auto& m = I.chunks[id];
-    if (m.kind != kSmall || m.frozen) continue;
+    // A chunk never loaded keeps the header it was opened with (its bitmap did not change).
+    if (m.kind != kSmall || m.frozen || m.lazy) continue;
     auto* h = I.pool->at<ChunkHeader>(I.ChunkOff(id));
     h->magic = kChunkMagic;
     h->cls = m.cls;

@@ -138,7 +138,7 @@ CLI::App* AddCommon(CLI::App* kv, const char* name, const char* help, const std:
 void AddCreateOptions(CLI::App* c, const std::shared_ptr<KvOpts>& o) {
   c->add_option("--key-type", o->key_type, "Key type of a new store: bytes or u64 (8-byte keys)")
       ->check(CLI::IsMember({"bytes", "u64"}));
-  AddSizeOption(c, "--pool-size", &o->pool_size, "Maximum size of a new pool");
+  AddSizeOption(c, "--pool-size", &o->pool_size, "Size limit of the pool (0: none; a new pool starts at about 1 MiB; another value replaces the limit of an existing one)");
 }
 
 void AddKv(CLI::App& app) {
@@ -294,7 +294,7 @@ void AddKv(CLI::App& app) {
                         "input is refused with its line number and nothing is written",
                         o);
     c->add_option("-i,--input", o->file, "Input file (default: standard input)");
-    AddSizeOption(c, "--pool-size", &o->pool_size, "Maximum size of a new pool");
+    AddSizeOption(c, "--pool-size", &o->pool_size, "Size limit of the pool (0: none; a new pool starts at about 1 MiB; another value replaces the limit of an existing one)");
     c->callback([o] {
       DumpHeader h;
       std::vector<std::pair<std::string, std::string>> pairs;

@@ -32,7 +32,7 @@ void AddPool(CLI::App& app) {
   auto* create = pool->add_subcommand("create", "Create a new pool file");
   create->add_option("path", co->path, "Pool file (e.g. /dev/shm/my.pool)")->required();
   AddSizeOption(create, "--initial-size", &co->initial_size, "Size of the file at creation");
-  AddSizeOption(create, "--pool-size", &co->max_size, "Maximum size the pool may grow to (reserved, not allocated)");
+  AddSizeOption(create, "--pool-size", &co->max_size, "Size limit of the pool (0: none, it grows to its capacity: 16 times the limit or 1 TiB)");
   create->callback([co] {
     PoolOptions o;
     o.initial_size = co->initial_size;

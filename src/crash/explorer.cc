@@ -164,7 +164,7 @@ uint64_t PointHash(const CrashPoint& p) {
 class Tracker final : public pm::Hook {
  public:
   Tracker(Pool* pool, std::string drop_site)
-      : pool_(pool), base_(pool->base()), reserved_(pool->max_size()), drop_site_(std::move(drop_site)) {}
+      : pool_(pool), base_(pool->base()), reserved_(pool->capacity()), drop_site_(std::move(drop_site)) {}
   // A tracker of the recovery of a crash image: the pool is not open yet, so its mapping is
   // found at the first flush or fence (the mapping of `path` in /proc/self/maps). The shadow
   // is the image file's content. The sites met so far are kept (novelty spans images).

@@ -11,6 +11,7 @@
 #include <map>
 #include <set>
 #include <tuple>
+#include <optional>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -339,14 +340,13 @@ Status KvStore::Open(const KvConfig& cfg, std::unique_ptr<KvStore>* out) {
     return Status::OK();
   }
   PoolOptions po;
-  po.max_size = cfg.size;
-  po.initial_size = std::min<uint64_t>(cfg.size, 64ull << 20);
+  po.max_size = cfg.size;  // the size limit (0: none); see PoolOptions::max_size
   po.background_recovery = true;
   po.sync = cfg.sync == SyncMode::kMsync;
   struct stat sb;
   const bool exists = ::stat(cfg.path.c_str(), &sb) == 0;
   if (!exists && !cfg.create_if_missing) return Status::NotFound("no pool at " + cfg.path);
-  if (!exists && cfg.size < 2 * Pool::kChunkSize)
+  if (!exists && cfg.size != 0 && cfg.size < 2 * Pool::kChunkSize)
     return Status::InvalidArgument("pool size " + std::to_string(cfg.size) + " is too small (at least 2 MiB)");
   // A refused open writes nothing: an open for writing stores the header's clean flag and
   // generation, and may run recovery, so every refusal that depends on the pool's contents is
@@ -513,14 +513,14 @@ bool KvStore::FreeUp(bool* reclaimed) {
   return pool_->allocator().ReclaimRetired();
 }
 
-Status KvStore::NewValueBlock(std::string_view value, uint64_t* out) {
+Status KvStore::NewValueBlock(std::string_view value, uint64_t* out, size_t block_size) {
   // No lock is held: when space runs out, FreeUp may wait for the GC or for a grace period.
   Allocator& a = pool_->allocator();
   uint64_t off = 0;
   bool reclaimed = false;
   Status s;
   do {
-    s = a.Alloc(kHeader + value.size(), &off);
+    s = a.Alloc(std::max(block_size, kHeader + value.size()), &off);
   } while (s.IsPoolFull() && FreeUp(&reclaimed));
   WORT_RETURN_IF_ERROR(s);
   char* b = pool_->at<char>(off);
@@ -546,7 +546,27 @@ Status KvStore::Put(std::string_view key, std::string_view value) {
   Allocator& a = pool_->allocator();
   // 1-2: a new block, wholly persistent before anything refers to it.
   uint64_t off = 0;
-  WORT_RETURN_IF_ERROR(NewValueBlock(value, &off));
+  Status nb = NewValueBlock(value, &off);
+  // A full pool still takes an overwrite that needs no new space (issue 33): when the key's
+  // value block is at least as large, the new block is taken in the old one's size, from the
+  // reserve (Allocator::ReserveScope) if need be; the old block comes back after the commit.
+  std::optional<Allocator::ReserveScope> reserve;
+  if (nb.IsPoolFull()) {
+    size_t old_usable = 0;
+    {
+      sync::EpochGuard eg(*sync_->values);
+      uint64_t old = 0;
+      if (index_->Lookup(key, &old).ok()) old_usable = a.UsableSize(old);
+    }
+    if (old_usable >= kHeader + value.size()) {
+      reserve.emplace();
+      nb = NewValueBlock(value, &off, old_usable);
+    }
+    if (nb.IsPoolFull())
+      return Status::PoolFull(nb.message() + (old_usable == 0 ? " (a new key needs space)"
+                                                               : " (the new value is larger than the old one)"));
+  }
+  WORT_RETURN_IF_ERROR(nb);
   bool reclaimed = false;
   Status s;
   for (;;) {
@@ -582,6 +602,7 @@ Status KvStore::Remove(std::string_view key) {
   if (sync_->failed.load()) return Failed();
   KeyGuard kg(*sync_, key);
   sync::EpochGuard eg(*sync_->values);
+  Allocator::ReserveScope reserve;  // a delete frees more than its index may take (a smaller node)
   uint64_t old = 0;
   WORT_RETURN_IF_ERROR(index_->Lookup(key, &old));
   {

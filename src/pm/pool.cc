@@ -40,8 +40,38 @@ constexpr uint64_t kMagic = 0x4C4F4F50'54524F57ull;  // "WORTPOOL" little-endian
 // refused (its values have none): dump it with the wort that wrote it and load it anew.
 constexpr uint32_t kLayoutVersion = 2;
 constexpr uint64_t kHeaderSize = 4096;
+constexpr uint64_t kPage = 4096;
+
+// The capacity of a new pool (the header's max_size: the address space reserved at every open
+// and the length of the chunk table, 8 bytes per 1 MiB chunk): 1 TiB with no size limit (an
+// 8 MiB chunk table, sparse: only the pages of the chunks in the file are allocated), else 16
+// times the limit (between the limit and 1 TiB), so that a pool may grow past the size it was
+// created with without moving its chunk table or its mapping.
+constexpr uint64_t kDefaultCapacity = 1ull << 40;
+uint64_t CapacityFor(uint64_t max_size) {
+  if (max_size == 0) return kDefaultCapacity;
+  return std::max(max_size, std::min(max_size, kDefaultCapacity / 16) * 16);
+}
 
 uint64_t RoundUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+// Chunks a size limit of `max_size` bytes allows (at least 1, at most the capacity): as many
+// whole chunks as fit in max_size, the metadata not counted (as pools always counted it).
+uint64_t LimitChunks(uint64_t max_size, uint64_t max_chunks) {
+  if (max_size == 0) return max_chunks;
+  return std::min(max_chunks, std::max<uint64_t>(1, max_size / (1ull << 20)));
+}
+
+// Allocates file space for chunks [from, to): their chunk-table words (whole pages, the header
+// page with the first) and their bytes. The file may end before: it is extended. 0 or an errno.
+int AllocateChunks(int fd, uint64_t table_off, uint64_t heap_off, uint64_t from, uint64_t to) {
+  const uint64_t t0 = from == 0 ? 0 : (table_off + from * 8) / kPage * kPage;
+  const uint64_t t1 = std::min(heap_off, RoundUp(table_off + to * 8, kPage));
+  if (t1 > t0)
+    if (int e = ::posix_fallocate(fd, static_cast<off_t>(t0), static_cast<off_t>(t1 - t0)); e != 0) return e;
+  const uint64_t chunk = 1ull << 20;
+  return ::posix_fallocate(fd, static_cast<off_t>(heap_off + from * chunk), static_cast<off_t>((to - from) * chunk));
+}
 
 std::string Errno(const char* what, const std::string& path) {
   return std::string(what) + " " + path + ": " + std::strerror(errno);
@@ -113,6 +143,10 @@ struct Pool::Header {
   alignas(64) uint64_t size;   // current file size; only grows; persisted after the file grew
   uint64_t clean;              // 1 after a clean Close(); 0 while open or after a crash
   uint64_t generation;         // +1 at every open for writing
+  // Soft size limit in bytes (0: none, the capacity max_size is the limit). Set at creation
+  // from PoolOptions::max_size and by an open for writing that names another max_size; it
+  // shares the cache line of size/clean/generation and is persisted with them at open.
+  uint64_t limit;
   alignas(64) RootEntry roots[Pool::kMaxRoots];
 };
 static_assert(sizeof(Pool::Header) <= kHeaderSize);
@@ -240,14 +274,20 @@ Status Pool::MapFile(const std::string& path, bool create, const PoolOptions& op
   uint64_t max_size = 0, file_size = 0;
   Header h{};
   if (create) {
-    const uint64_t max_chunks = std::max<uint64_t>(1, opts.max_size / kChunkSize);
+    const uint64_t capacity = CapacityFor(opts.max_size);
+    const uint64_t max_chunks = std::max<uint64_t>(1, capacity / kChunkSize);
     const uint64_t table_off = kHeaderSize;
     const uint64_t heap_off = RoundUp(table_off + max_chunks * 8, 64 * 1024);
     max_size = heap_off + max_chunks * kChunkSize;
+    const uint64_t limit_chunks = LimitChunks(opts.max_size, max_chunks);
     const uint64_t want_chunks =
-        std::min(max_chunks, std::max<uint64_t>(1, RoundUp(opts.initial_size, kChunkSize) / kChunkSize));
+        std::min(limit_chunks, std::max<uint64_t>(1, RoundUp(opts.initial_size, kChunkSize) / kChunkSize));
     file_size = heap_off + want_chunks * kChunkSize;
-    if (int e = ::posix_fallocate(fd_, 0, static_cast<off_t>(file_size)); e != 0) {
+    // Sparse: the file is heap_off + the initial chunks long, but only the header, the pages of
+    // the chunk table that describe those chunks and the chunks themselves are allocated.
+    if (::ftruncate(fd_, static_cast<off_t>(file_size)) != 0)
+      return fail(Status::IOError(Errno("cannot size", path)));
+    if (int e = AllocateChunks(fd_, table_off, heap_off, 0, want_chunks); e != 0) {
       errno = e;
       return fail(Status::IOError(Errno("cannot allocate space for", path)));
     }
@@ -268,6 +308,7 @@ Status Pool::MapFile(const std::string& path, bool create, const PoolOptions& op
     h.size = file_size;
     h.clean = 0;
     h.generation = 0;
+    h.limit = opts.max_size == 0 ? 0 : heap_off + limit_chunks * kChunkSize;
   } else {
     struct stat st;
     if (::fstat(fd_, &st) != 0) return fail(Status::IOError(Errno("cannot stat", path)));
@@ -301,11 +342,11 @@ Status Pool::MapFile(const std::string& path, bool create, const PoolOptions& op
   void* m = MAP_FAILED;
   bool map_sync = false;
   if (private_copy_) {
-    m = ::mmap(nullptr, max_size, prot, MAP_PRIVATE, fd_, 0);
+    m = ::mmap(nullptr, max_size, prot, MAP_PRIVATE | MAP_NORESERVE, fd_, 0);
   } else {
-    if (!read_only_) m = ::mmap(nullptr, max_size, prot, MAP_SHARED_VALIDATE | MAP_SYNC, fd_, 0);
+    if (!read_only_) m = ::mmap(nullptr, max_size, prot, MAP_SHARED_VALIDATE | MAP_SYNC | MAP_NORESERVE, fd_, 0);
     map_sync = m != MAP_FAILED;
-    if (m == MAP_FAILED) m = ::mmap(nullptr, max_size, prot, MAP_SHARED, fd_, 0);
+    if (m == MAP_FAILED) m = ::mmap(nullptr, max_size, prot, MAP_SHARED | MAP_NORESERVE, fd_, 0);
   }
   if (m == MAP_FAILED) return fail(Status::IOError(Errno("cannot map", path)));
   base_ = static_cast<char*>(m);
@@ -329,11 +370,18 @@ Status Pool::MapFile(const std::string& path, bool create, const PoolOptions& op
   }
   if (!read_only_) {
     Header* hd = header();
+    // An open that names a size limit sets it (LMDB's map size, without the remap: the whole
+    // capacity is mapped already). Below the current size it only stops growth.
+    if (!create && opts.max_size != 0) {
+      const uint64_t lim = hd->heap_off + LimitChunks(opts.max_size, hd->max_chunks) * kChunkSize;
+      if (lim != hd->limit) pm::store8(&hd->limit, lim);
+    }
     pm::store8(&hd->clean, 0);
     pm::store8(&hd->generation, hd->generation + 1);
     // Its removal is caught by the plans' recovery_persists check (an open after a crash returns
     // with the generation bump not persistent); the clean flag's part matters only when a cleanly
     // closed pool is reopened and then crashes, and the explorer reopens only crashed images.
+    // The line holds the limit word too.
     pm::persist(&hd->size, 64);
     // Readers in other processes (src/pm/share.h): the writer's pid, and a dead writer's lanes
     // closed. Not persisted (a crash leaves a pid that is dead or reused: checked by start time).
@@ -385,7 +433,15 @@ Status Pool::Close() {
 static_assert(offsetof(Pool::Header, size) == Pool::kSizeWordOffset, "Pool::size() reads the size word inline");
 static_assert(offsetof(Pool::Header, generation) == 144, "src/pm/share.cc reads the generation word");
 static_assert(sizeof(Pool::Header) <= share::kAreaOff, "the reader table (src/pm/share.h) follows the header");
-uint64_t Pool::max_size() const { return header()->max_size; }
+uint64_t Pool::max_size() const {
+  const Header* h = header();
+  // A word that is no limit (0, or not heap_off + whole chunks: the padding of a pool written
+  // before the word existed) leaves the capacity as the limit.
+  const uint64_t lim = pm::load8(&h->limit);
+  const bool valid = lim >= h->heap_off + kChunkSize && (lim - h->heap_off) % kChunkSize == 0;
+  return valid && lim < h->max_size ? lim : h->max_size;
+}
+uint64_t Pool::capacity() const { return header()->max_size; }
 uint64_t Pool::heap_offset() const { return header()->heap_off; }
 uint64_t Pool::chunk_table_offset() const { return header()->chunk_table_off; }
 uint64_t Pool::max_chunks() const { return header()->max_chunks; }
@@ -399,15 +455,24 @@ Status Pool::Grow(uint64_t new_size) {
   const uint64_t cur = h->size;
   if (new_size <= cur) return Status::OK();
   new_size = h->heap_off + RoundUp(new_size - h->heap_off, kChunkSize);
-  if (const uint64_t lim = growth_limit(); lim != 0 && lim < h->max_size && new_size > lim && new_size > cur)
+  if (const uint64_t lim = growth_limit(); lim != 0 && lim < max_size() && new_size > lim && new_size > cur)
     return Status::PoolFull("pool full: " + std::to_string(cur) + " bytes in use, growth limited to " +
                             std::to_string(lim) + " (" + path_ + ")");
-  if (new_size > h->max_size)
-    return Status::PoolFull("pool full: " + std::to_string(cur) + " bytes in use of a maximum of " +
-                            std::to_string(h->max_size) + " (" + path_ + ")");
-  // Grow the file first, make the new size durable, then publish it in the header: a crash in
-  // between leaves a file longer than the header says, which is harmless.
-  if (int e = ::posix_fallocate(fd_, 0, static_cast<off_t>(new_size)); e != 0) {
+  if (new_size > max_size()) {
+    if (max_size() < h->max_size)
+      return Status::PoolFull("pool full: " + std::to_string(cur) + " bytes in use of its size limit of " +
+                              std::to_string(max_size()) + " (open it with a larger max_size to raise the limit, up to " +
+                              std::to_string(h->max_size) + "): " + path_);
+    return Status::PoolFull("pool full: " + std::to_string(cur) + " bytes in use of its capacity of " +
+                            std::to_string(h->max_size) + " (fixed when it was created): " + path_);
+  }
+  // Grow the file first (the new chunks and their chunk-table pages), make the new size
+  // durable, then publish it in the header: a crash in between leaves a file longer than the
+  // header says, which is harmless. The mapping covers the whole capacity already: nothing
+  // moves, readers' pointers stay valid.
+  if (int e = AllocateChunks(fd_, h->chunk_table_off, h->heap_off, (cur - h->heap_off) / kChunkSize,
+                             (new_size - h->heap_off) / kChunkSize);
+      e != 0) {
     return Status::PoolFull(std::string("pool full: cannot grow the file to ") + std::to_string(new_size) +
                             " bytes: " + std::strerror(e));
   }

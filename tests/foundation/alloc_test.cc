@@ -244,6 +244,58 @@ TEST(Alloc, CleanReopenKeepsEveryBlockAndScansNothing) {
   }
 }
 
+// Issue 35's open: a clean reopen reads no chunk header (only the chunk table), whatever the
+// pool's size; each chunk's bitmap is read when that chunk is first needed, and space freed
+// before the close is reused (from the old chunks, not by growing the file).
+TEST(Alloc, CleanOpenReadsNoChunkHeaderAndLoadsEachChunkWhenNeeded) {
+  TempPath path;
+  std::vector<uint64_t> live, freed;
+  {
+    std::unique_ptr<Pool> p;
+    ASSERT_TRUE(Pool::Create(path, Opts(), &p).ok());
+    // 40 chunks of 1000-byte blocks (class 1024: 1020 a chunk), every second one freed again.
+    for (int i = 0; i < 40 * 1020; ++i) {
+      uint64_t off;
+      ASSERT_TRUE(p->allocator().Alloc(1000, &off).ok());
+      std::memset(p->at<char>(off), static_cast<char>(0x80 + i % 100), 1000);
+      (i % 2 ? freed : live).push_back(off);
+    }
+    for (uint64_t off : freed) p->allocator().Free(off);
+    ASSERT_GE(p->allocator().Stats().chunks_small, 40u);
+    ASSERT_TRUE(p->Close().ok());
+  }
+  std::unique_ptr<Pool> p;
+  ASSERT_TRUE(Pool::Open(path, Opts(), &p).ok());
+  EXPECT_TRUE(p->opened_clean());
+  EXPECT_EQ(p->allocator().ChunkHeadersRead(), 0u);
+  const uint64_t size = p->size();
+  // A free loads the one chunk it returns a block to.
+  freed.push_back(live.back());
+  p->allocator().Free(live.back());
+  live.pop_back();
+  // (The free sits in the thread cache until a batch goes back: Trim returns it now.)
+  p->allocator().Trim();
+  EXPECT_EQ(p->allocator().ChunkHeadersRead(), 1u);
+  // Allocations of that class take free blocks of the old chunks (loading them as they go):
+  // never a live block, and no growth.
+  std::set<uint64_t> live_set(live.begin(), live.end());
+  for (size_t i = 0; i < freed.size() / 2; ++i) {
+    uint64_t off;
+    ASSERT_TRUE(p->allocator().Alloc(1000, &off).ok());
+    ASSERT_FALSE(live_set.count(off)) << "a live block handed out again";
+  }
+  EXPECT_EQ(p->size(), size);
+  EXPECT_LT(p->allocator().ChunkHeadersRead(), 40u);
+  // Stats and Check read the rest; every live block kept its bytes.
+  const AllocStats st = p->allocator().Stats();
+  EXPECT_EQ(st.blocks_allocated, live.size() + freed.size() / 2);
+  EXPECT_GE(p->allocator().ChunkHeadersRead(), 40u);
+  for (size_t i = 0; i < live.size(); ++i)
+    ASSERT_EQ(p->at<unsigned char>(live[i])[999], static_cast<unsigned char>(0x80 + (2 * i) % 100));
+  std::string report;
+  EXPECT_TRUE(p->Check(&report).ok()) << report;
+}
+
 TEST(Alloc, CrashImageRecoversWithNoLeakAndNothingReachableFreed) {
   TempPath path, image("img");
   std::unique_ptr<Pool> p;
@@ -331,10 +383,13 @@ TEST(Alloc, TrimReturnsWhollyFreeChunksForOtherSizes) {
   for (uint64_t b : blocks) p->allocator().Free(b);
   // Every chunk but the two of the root block and the live block, as one run: it fits only if
   // no chunk stays with the 64-byte class.
-  const size_t run = (p->max_chunks() - 2) * Pool::kChunkSize;
+  // (Less the chunks held back for overwrites and deletes: see Allocator::ReserveScope.)
+  const uint64_t limit_chunks = (p->max_size() - p->heap_offset()) / Pool::kChunkSize;
+  const uint64_t held = limit_chunks >= Allocator::kReserveMinChunks ? Allocator::kReserveChunks : 0;
+  const size_t run = (limit_chunks - 2 - held) * Pool::kChunkSize;
   p->allocator().Trim();
   Status s = Link(*p, r, 1, run);
-  ASSERT_TRUE(s.ok()) << s.ToString() << " (" << p->max_chunks() << " chunks)";
+  ASSERT_TRUE(s.ok()) << s.ToString() << " (" << limit_chunks << " chunks)";
   ExpectAllocatedEqualsReachable(*p);
   ASSERT_TRUE(p->Close().ok());
   p.reset();

@@ -3,6 +3,7 @@
 // a second writer refused, growth up to the limit.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -94,7 +95,7 @@ TEST(Pool, ReopensAtAnotherAddress) {
     ASSERT_TRUE(Pool::Create(path, Small(), &p).ok());
     PutString(*p, "k", std::string(1000, 'z'));
     first_base = p->base();
-    max = p->max_size();
+    max = p->capacity();  // the whole reservation
     ASSERT_TRUE(p->Close().ok());
   }
   // Occupy the old address range so the pool cannot land there again.
@@ -216,6 +217,149 @@ TEST(Pool, GrowsOnDemandUpToItsLimitThenReportsPoolFull) {
   for (size_t i = 0; i < 100; ++i) p->allocator().Free(blocks[i]);
   uint64_t off;
   EXPECT_TRUE(p->allocator().Alloc(4000, &off).ok());
+  std::string report;
+  EXPECT_TRUE(p->Check(&report).ok()) << report;
+}
+
+
+// Fills the pool with 4000-byte blocks, each holding its own index in every byte's place
+// (byte j of block i = (i * 131 + j) & 0xff, so every byte value occurs) until PoolFull.
+Status Fill(Pool& p, std::vector<uint64_t>* blocks) {
+  for (;;) {
+    uint64_t off;
+    Status s = p.allocator().Alloc(4000, &off);
+    if (!s.ok()) return s;
+    auto* b = p.at<unsigned char>(off);
+    const size_t i = blocks->size();
+    for (size_t j = 0; j < 4000; ++j) b[j] = static_cast<unsigned char>(i * 131 + j);
+    pm::persist(b, 4000);
+    blocks->push_back(off);
+  }
+}
+bool Intact(const Pool& p, const std::vector<uint64_t>& blocks) {
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const auto* b = p.at<unsigned char>(blocks[i]);
+    for (size_t j = 0; j < 4000; j += 97)
+      if (b[j] != static_cast<unsigned char>(i * 131 + j)) return false;
+  }
+  return true;
+}
+
+TEST(Pool, GrowsPastItsCreationLimitWhenReopenedWithALargerOneWithoutMoving) {
+  TempPath path;
+  PoolOptions o;
+  o.max_size = 4 << 20;  // 4 chunks; the capacity is 16 times that
+  std::vector<uint64_t> blocks;
+  {
+    std::unique_ptr<Pool> p;
+    ASSERT_TRUE(Pool::Create(path, o, &p).ok());
+    EXPECT_EQ(p->capacity(), p->heap_offset() + (64ull << 20));
+    EXPECT_EQ(p->max_size(), p->heap_offset() + (4ull << 20));
+    Status s = Fill(*p, &blocks);
+    ASSERT_TRUE(s.IsPoolFull()) << s.ToString();
+    EXPECT_NE(s.message().find("size limit"), std::string::npos) << s.ToString();
+    EXPECT_EQ(p->size(), p->max_size());
+    ASSERT_TRUE(p->Close().ok());
+  }
+  const size_t first = blocks.size();
+  ASSERT_GT(first, 500u);
+  {
+    // Reopened with a larger limit: grows past the creation size, at the same base address
+    // (a pointer taken before the growth still reads the same bytes after it).
+    o.max_size = 16 << 20;
+    std::unique_ptr<Pool> p;
+    ASSERT_TRUE(Pool::Open(path, o, &p).ok());
+    EXPECT_EQ(p->max_size(), p->heap_offset() + (16ull << 20));
+    char* const base = p->base();
+    const auto* early = p->at<unsigned char>(blocks[0]);
+    const uint64_t before = p->size();
+    Status s = Fill(*p, &blocks);
+    ASSERT_TRUE(s.IsPoolFull()) << s.ToString();
+    EXPECT_GT(p->size(), before);
+    EXPECT_EQ(p->size(), p->heap_offset() + (16ull << 20));
+    EXPECT_EQ(p->base(), base);
+    EXPECT_EQ(early[5], static_cast<unsigned char>(5));
+    EXPECT_GT(blocks.size(), 3 * first);
+    EXPECT_TRUE(Intact(*p, blocks));
+    ASSERT_TRUE(p->Close().ok());
+  }
+  {
+    // An open that names no limit keeps the stored one; a lower one stops growth, loses nothing.
+    std::unique_ptr<Pool> p;
+    ASSERT_TRUE(Pool::Open(path, PoolOptions{}, &p).ok());
+    EXPECT_EQ(p->max_size(), p->heap_offset() + (16ull << 20));
+    EXPECT_TRUE(Intact(*p, blocks));
+    std::string report;
+    EXPECT_TRUE(p->Check(&report).ok()) << report;
+    ASSERT_TRUE(p->Close().ok());
+    o.max_size = 2 << 20;
+    ASSERT_TRUE(Pool::Open(path, o, &p).ok());
+    EXPECT_LT(p->max_size(), p->size());
+    EXPECT_TRUE(Intact(*p, blocks));
+    uint64_t off;
+    const uint64_t size = p->size();
+    EXPECT_TRUE(p->allocator().Alloc(2 * Pool::kChunkSize, &off).IsPoolFull());
+    EXPECT_EQ(p->size(), size);
+    ASSERT_TRUE(p->Close().ok());
+  }
+  {
+    // Past the capacity: no limit raises it.
+    o.max_size = 1ull << 30;
+    std::unique_ptr<Pool> p;
+    ASSERT_TRUE(Pool::Open(path, o, &p).ok());
+    EXPECT_EQ(p->max_size(), p->capacity());
+    uint64_t off;
+    Status s = p->allocator().Alloc(128ull << 20, &off);
+    EXPECT_TRUE(s.IsPoolFull()) << s.ToString();
+    EXPECT_NE(s.message().find("capacity"), std::string::npos) << s.ToString();
+    EXPECT_TRUE(p->allocator().Alloc(32ull << 20, &off).ok());
+    EXPECT_TRUE(Intact(*p, blocks));
+  }
+}
+
+TEST(Pool, ANewPoolIsSmallAndSparseAndGrowsWithNoLimit) {
+  TempPath path;
+  std::unique_ptr<Pool> p;
+  ASSERT_TRUE(Pool::Create(path, PoolOptions{}, &p).ok());
+  EXPECT_EQ(p->capacity(), p->heap_offset() + (1ull << 40));
+  EXPECT_EQ(p->max_size(), p->capacity());
+  EXPECT_EQ(p->size(), p->heap_offset() + Pool::kChunkSize);
+  PutString(*p, "k", "v");
+  struct stat st;
+  ASSERT_EQ(::stat(path.str().c_str(), &st), 0);
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size), p->size());
+  // Allocated: the header page, one page of the chunk table, one chunk (tmpfs and ext4 alike).
+  EXPECT_LE(static_cast<uint64_t>(st.st_blocks) * 512, Pool::kChunkSize + 64 * 1024);
+  // Growth with no limit: 40 MiB, then reopen; the chunk table's pages come with the chunks.
+  std::vector<uint64_t> blocks;
+  for (int i = 0; i < 10000; ++i) {
+    uint64_t off;
+    ASSERT_TRUE(p->allocator().Alloc(4000, &off).ok());
+    std::memset(p->at<char>(off), i & 0xff, 4000);
+    blocks.push_back(off);
+  }
+  EXPECT_GE(p->size(), p->heap_offset() + (39ull << 20));
+  ASSERT_TRUE(p->Close().ok());
+  ASSERT_TRUE(Pool::Open(path, PoolOptions{}, &p).ok());
+  EXPECT_EQ(GetString(*p, "k"), "v");
+  for (int i = 0; i < 10000; i += 7) ASSERT_EQ(p->at<unsigned char>(blocks[i])[3999], i & 0xff);
+  std::string report;
+  EXPECT_TRUE(p->Check(&report).ok()) << report;
+}
+
+// The limit word (offset 152) was padding before it existed: a value that is no limit (not
+// heap_off + whole chunks) leaves the capacity as the limit, and check does not object.
+TEST(Pool, ALimitWordThatIsNoLimitMeansNone) {
+  TempPath path;
+  std::unique_ptr<Pool> p;
+  ASSERT_TRUE(Pool::Create(path, PoolOptions{}, &p).ok());
+  ASSERT_TRUE(p->Close().ok());
+  std::string bytes = ReadAll(path);
+  const uint64_t junk = 0x123456789abcdef1ull;
+  std::memcpy(&bytes[152], &junk, 8);
+  WriteAll(path, bytes);
+  ASSERT_TRUE(Pool::Open(path, PoolOptions{}, &p).ok());
+  EXPECT_EQ(p->max_size(), p->capacity());
   std::string report;
   EXPECT_TRUE(p->Check(&report).ok()) << report;
 }
