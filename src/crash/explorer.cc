@@ -28,6 +28,7 @@
 #include <unordered_set>
 
 #include "index/hash/hash_common.h"
+#include "pm/share.h"
 #include "util/splitmix64.h"
 #include "wort/alloc.h"
 #include "wort/pm.h"
@@ -478,6 +479,10 @@ class Tracker final : public pm::Hook {
       if (std::memcmp(base_ + a, shadow_.data() + a, n) == 0) continue;
       for (uint64_t l = a; l < a + n; l += kLine) {
         if (op_persisted_.count(l)) continue;
+        // The header page's shared area (src/pm/share.h: the writer's pid, write lanes, reader
+        // table) is process state in the mapping, never persisted by design: a crash may leave
+        // any value there and every open resets or validates it. Not a line that can be lost.
+        if (l >= share::kAreaOff && l < share::kAreaEnd) continue;
         if (std::memcmp(base_ + l, shadow_.data() + l, kLine) != 0) dirty(l);
       }
     }

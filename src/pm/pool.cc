@@ -274,7 +274,20 @@ Status Pool::MapFile(const std::string& path, bool create, const PoolOptions& op
   uint64_t max_size = 0, file_size = 0;
   Header h{};
   if (create) {
-    const uint64_t capacity = CapacityFor(opts.max_size);
+    uint64_t capacity = CapacityFor(opts.max_size);
+    // The whole capacity is mapped at every open: where this process cannot reserve that much
+    // address space (a ulimit -v, valgrind's address-space manager), a smaller capacity, halved
+    // down to the limit itself, still gives a pool that reopens here.
+    for (;;) {
+      void* probe = ::mmap(nullptr, capacity, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (probe != MAP_FAILED) {
+        ::munmap(probe, capacity);
+        break;
+      }
+      const uint64_t floor = std::max<uint64_t>(opts.max_size, kChunkSize);
+      if (capacity / 2 < floor) break;  // the map below reports the failure
+      capacity /= 2;
+    }
     const uint64_t max_chunks = std::max<uint64_t>(1, capacity / kChunkSize);
     const uint64_t table_off = kHeaderSize;
     const uint64_t heap_off = RoundUp(table_off + max_chunks * 8, 64 * 1024);
@@ -433,6 +446,7 @@ Status Pool::Close() {
 static_assert(offsetof(Pool::Header, size) == Pool::kSizeWordOffset, "Pool::size() reads the size word inline");
 static_assert(offsetof(Pool::Header, generation) == 144, "src/pm/share.cc reads the generation word");
 static_assert(sizeof(Pool::Header) <= share::kAreaOff, "the reader table (src/pm/share.h) follows the header");
+static_assert(share::kAreaEnd == kHeaderSize, "the shared area ends with the header page");
 uint64_t Pool::max_size() const {
   const Header* h = header();
   // A word that is no limit (0, or not heap_off + whole chunks: the padding of a pool written

@@ -51,6 +51,7 @@ inline constexpr int kLanes = 7;
 inline constexpr uint64_t kSlotsOff = 3072;
 inline constexpr int kSlots = 32;
 inline constexpr uint64_t kSlotSize = 32;
+inline constexpr uint64_t kAreaEnd = kSlotsOff + kSlots * kSlotSize;  // 4096: the end of the header page
 
 // A process's start time in clock ticks since boot (0 if it does not exist).
 uint64_t ProcessStart(pid_t pid);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -345,6 +346,33 @@ TEST(Pool, ANewPoolIsSmallAndSparseAndGrowsWithNoLimit) {
   for (int i = 0; i < 10000; i += 7) ASSERT_EQ(p->at<unsigned char>(blocks[i])[3999], i & 0xff);
   std::string report;
   EXPECT_TRUE(p->Check(&report).ok()) << report;
+}
+
+// Where the process cannot reserve the default capacity (ulimit -v, valgrind), a new pool takes
+// the largest capacity it can map (halved, never below its limit) and reopens there; a child
+// process under RLIMIT_AS of 8 GiB creates, fills, reopens and checks it.
+TEST(Pool, ANewPoolFitsTheAddressSpaceTheProcessHas) {
+  TempPath path;
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    struct rlimit rl {8ull << 30, 8ull << 30};
+    if (::setrlimit(RLIMIT_AS, &rl) != 0) _exit(10);
+    std::unique_ptr<Pool> p;
+    if (!Pool::Create(path, PoolOptions{}, &p).ok()) _exit(11);
+    if (p->capacity() >= (8ull << 30) || p->capacity() < (1ull << 30)) _exit(12);
+    PutString(*p, "k", "v");
+    if (!p->Close().ok()) _exit(13);
+    if (!Pool::Open(path, PoolOptions{}, &p).ok()) _exit(14);
+    if (GetString(*p, "k") != "v") _exit(15);
+    std::string report;
+    if (!p->Check(&report).ok()) _exit(16);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "10 setrlimit, 11 create, 12 capacity, 13 close, 14 reopen, 15 value, 16 check";
 }
 
 // The limit word (offset 152) was padding before it existed: a value that is no limit (not
