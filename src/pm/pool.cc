@@ -331,6 +331,11 @@ Status Pool::MapFile(const std::string& path, bool create, const PoolOptions& op
                                      " bytes, smaller than a pool header: " + path));
     if (::pread(fd_, &h, sizeof(h), 0) != static_cast<ssize_t>(sizeof(h)))
       return fail(Status::IOError(Errno("cannot read header of", path)));
+    // A writer in another process may grow the pool meanwhile (a reader opens beside it): it
+    // grows the file before it publishes the new size, so the file's size read after the header
+    // is at least the size the header gives. Stat again.
+    if (::fstat(fd_, &st) != 0) return fail(Status::IOError(Errno("cannot stat", path)));
+    file_size = static_cast<uint64_t>(st.st_size);
     if (h.magic != kMagic) return fail(Status::Corruption("not a wort pool (bad magic number): " + path));
     if (h.layout_version != kLayoutVersion)
       return fail(Status::Corruption(

@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -151,6 +153,44 @@ TEST(Pool, SecondWriterIsRefusedButAReaderProcessCanRead) {
   ::waitpid(pid, &st, 0);
   ASSERT_TRUE(WIFEXITED(st));
   EXPECT_EQ(WEXITSTATUS(st), 0);
+}
+
+// A reader process opens the pool again and again while this process grows it one chunk at a
+// time: the header's size is published after the file grew, so no open may find the file
+// shorter than its header says (it did when the open read the file's size before the header).
+TEST(Pool, ReadOnlyOpensBesideAGrowingWriterNeverSeeATruncatedFile) {
+  TempPath path;
+  std::unique_ptr<Pool> p;
+  ASSERT_TRUE(Pool::Create(path, PoolOptions{}, &p).ok());
+  auto* done = static_cast<std::atomic<int>*>(
+      ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(done, MAP_FAILED);
+  new (done) std::atomic<int>(0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    PoolOptions ro;
+    ro.read_only = true;
+    int opens = 0;
+    while (done->load() == 0 || opens < 50) {
+      std::unique_ptr<Pool> r;
+      Status s = Pool::Open(path, ro, &r);
+      if (!s.ok()) {
+        std::fprintf(stderr, "open %d: %s\n", opens, s.ToString().c_str());
+        ::_exit(2);
+      }
+      ++opens;
+    }
+    ::_exit(0);
+  }
+  const uint64_t start = p->size();
+  for (uint64_t i = 1; i <= 400; ++i) ASSERT_TRUE(p->Grow(start + i * Pool::kChunkSize).ok());
+  done->store(1);
+  int st = 0;
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 0);
+  ::munmap(done, 4096);
 }
 
 struct BadFileCase {
