@@ -605,3 +605,116 @@ TEST(RoartConcurrent, LeafArrayGrowthBesideReadersAndScans) {
 }
 
 }  // namespace wort::art::test
+
+namespace wort::art::test {
+
+// Lookups read no version word (issue 34, ROWEX: RoartTree::LookupAttempt states the argument).
+// Stable keys (inserted before the threads start, never removed; every length from 1 to 12 over
+// the full byte range, so some are prefixes of others and nodes have compressed prefixes) are
+// looked up while 2 writers insert and remove churn keys cut from the stable keys at every
+// position and extended with random bytes: prefix splits inside compressed prefixes, leaf_here
+// adds, leaf collisions, leaf-array growth and splits, NODE4 -> 16 -> 48 -> 256 growth and
+// compaction, NODE48 appends and removes of the same bytes over and over, and unlinked chains.
+// A stable key must always be found with its value, a key never inserted never, and a churn key
+// found must carry its own value. Then Check, Size and a reopen agree. scripts/tsan.sh runs it.
+TEST(RoartConcurrent, LookupsWithoutVersionsBesideEveryWritePath) {
+  PoolFixture f("roart");
+  constexpr int kWriters = 2, kReaders = 2;
+  const int rounds = 100 / wort::test::kSanitizerScale + 2;
+  auto value_of = [](std::string_view k) { return std::hash<std::string_view>()(k) & ((uint64_t(1) << 62) - 1); };
+  std::mt19937_64 rng(34);
+  std::set<std::string> stable_set;
+  // 40 byte values spread over the whole range; the second byte from 12 of them: a NODE48 root
+  // with NODE16 children whose subtrees are leaf arrays (more than 48 would make the root a
+  // NODE256, more than 64 keys below a byte an inner node).
+  auto alpha = [](uint64_t i) { return static_cast<char>((i % 40) * 6 + 0x83); };
+  while (stable_set.size() < 2800) {
+    std::string k(1 + rng() % 12, '\0');
+    for (size_t j = 0; j < k.size(); ++j) k[j] = alpha(j == 1 ? rng() % 12 : rng());
+    stable_set.insert(k);
+  }
+  for (int i = 0; i < 200; ++i)  // and a NODE256 below "\x83\x83"
+    stable_set.insert(wort::test::Cat("\x83\x83", static_cast<char>(i * 5 / 4), i % 2 ? "" : "\xff\x00"));
+  const std::vector<std::string> stable(stable_set.begin(), stable_set.end());
+  for (const auto& k : stable) ASSERT_TRUE(f.idx().Insert(k, value_of(k)).ok());
+  std::vector<std::vector<std::string>> churn(kWriters);
+  std::set<std::string> ever(stable_set);
+  for (int w = 0; w < kWriters; ++w)
+    while (churn[w].size() < 600) {
+      const std::string& s = stable[rng() % stable.size()];
+      std::string k = s.substr(0, rng() % (s.size() + 1));
+      const int extra = 1 + static_cast<int>(rng() % 4);
+      for (int j = 0; j < extra; ++j)  // any byte past the second, else one of the 40
+        k.push_back(k.size() >= 2 && rng() % 3 == 0 ? static_cast<char>(rng()) : alpha(rng()));
+      if (ever.insert(k).second) churn[w].push_back(k);
+    }
+  std::vector<std::string> never;
+  while (never.size() < 2000) {
+    const std::string& s = stable[rng() % stable.size()];
+    std::string k = s.substr(0, rng() % (s.size() + 1));
+    k.push_back(static_cast<char>(rng()));
+    if (!ever.count(k)) never.push_back(k);
+  }
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> lookups{0};
+  std::vector<std::thread> ts;
+  for (int w = 0; w < kWriters; ++w)
+    ts.emplace_back([&, w] {
+      for (int r = 0; r < rounds; ++r) {
+        for (const auto& k : churn[w])
+          if (Status s = f.idx().Insert(k, value_of(k)); !s.ok()) ADD_FAILURE() << s.ToString();
+        for (size_t i = 0; i < churn[w].size(); ++i)  // half the rounds remove in another order
+          if (Status s = f.idx().Remove(churn[w][r % 2 ? churn[w].size() - 1 - i : i]); !s.ok())
+            ADD_FAILURE() << s.ToString();
+      }
+    });
+  for (int t = 0; t < kReaders; ++t)
+    ts.emplace_back([&, t] {
+      std::mt19937_64 r(t + 100);
+      while (!stop.load(std::memory_order_acquire)) {
+        uint64_t v = 0;
+        const std::string& k = stable[r() % stable.size()];
+        if (Status s = f.idx().Lookup(k, &v); !s.ok() || v != value_of(k)) {
+          ADD_FAILURE() << "stable key of " << k.size() << " bytes read as " << s.ToString();
+          return;
+        }
+        const std::string& n = never[r() % never.size()];
+        if (f.idx().Lookup(n, &v).ok()) {
+          ADD_FAILURE() << "a key never inserted was found";
+          return;
+        }
+        const auto& cw = churn[r() % kWriters];
+        const std::string& c = cw[r() % cw.size()];
+        if (f.idx().Lookup(c, &v).ok() && v != value_of(c)) {
+          ADD_FAILURE() << "a churn key read with another key's value";
+          return;
+        }
+        lookups.fetch_add(1, std::memory_order_relaxed);
+      }
+    });
+  for (int w = 0; w < kWriters; ++w) ts[w].join();
+  stop.store(true, std::memory_order_release);
+  for (size_t t = kWriters; t < ts.size(); ++t) ts[t].join();
+  EXPECT_GT(lookups.load(), 0u);
+  uint64_t counts[8] = {};
+  Tree(f).CountNodeTypes(counts);  // nodes are never shrunk: the grown types stay
+  EXPECT_GT(counts[roart::kN16], 0u);
+  EXPECT_GT(counts[roart::kN48], 0u);
+  EXPECT_GT(counts[roart::kN256], 0u);
+  EXPECT_GT(counts[roart::kLeafArray], 0u);
+  for (const auto& k : stable) {
+    uint64_t v = 0;
+    ASSERT_TRUE(f.idx().Lookup(k, &v).ok());
+    ASSERT_EQ(v, value_of(k));
+  }
+  for (const auto& k : never) {
+    uint64_t v = 0;
+    ASSERT_FALSE(f.idx().Lookup(k, &v).ok());
+  }
+  EXPECT_EQ(f.idx().Size(), stable.size());
+  f.ExpectCheckOk("after lookups beside every write path");
+  f.Reopen();
+  f.ExpectCheckOk("reopened");
+}
+
+}  // namespace wort::art::test

@@ -111,7 +111,7 @@ inline bool ValidInner(uint8_t t) { return t >= kN4 && t <= kN256; }
 inline uint64_t Load(const uint64_t* w) { return pm::load8(w); }
 // A leaf array's slot count (SlotsOf its persistent head), 0 if that is damaged or its block
 // does not fit in the pool: such an array reads as empty and Check reports it.
-inline int ArraySlots(const Pool& pool, const NodeHead* n) {
+WORT_OPTIMISTIC_INLINE inline int ArraySlots(const Pool& pool, const NodeHead* n) {
   const int s = SlotsOf(pm::load8(&n->slots));
   return s && pool.contains(pool.offset_of(n), LeafArrayBytes(s)) ? s : 0;
 }
@@ -227,7 +227,7 @@ void RoartTree::Commit(uint64_t* word, uint64_t v) {
 }
 
 // ---- helpers ------------------------------------------------------------------------------------
-int RoartTree::Slots(const NodeHead* la) const { return ArraySlots(pool_, la); }
+inline int RoartTree::Slots(const NodeHead* la) const { return ArraySlots(pool_, la); }
 bool RoartTree::Fresh(const NodeHead* n) const { return trust_meta_ && Gen(n) == gen_; }
 
 void RoartTree::Refresh(NodeHead* n, uint8_t t) {
@@ -258,7 +258,7 @@ void RoartTree::Refresh(NodeHead* n, uint8_t t) {
   std::atomic_ref<uint64_t>(n->gen).store(gen_, std::memory_order_release);
 }
 
-WORT_OPTIMISTIC_READ uint64_t* RoartTree::FindChild(NodeHead* n, uint8_t t, unsigned char c) const {
+WORT_OPTIMISTIC_READ inline uint64_t* RoartTree::FindChild(NodeHead* n, uint8_t t, unsigned char c) const {
   uint64_t* ch = Children(n, t);
   if (t == kN256) return Load(&ch[c]) ? &ch[c] : nullptr;
   if (t == kN48 && Fresh(n)) {
@@ -698,9 +698,10 @@ WORT_OPTIMISTIC_READ RoartTree::Attempt RoartTree::InsertAttempt(std::string_vie
         Commit(&ch[c], lref);
       } else {
         const uint32_t k = n->cursor;
+        // The NODE48 index byte before the entry (lookups read no version: LookupAttempt).
+        if (t == kN48) std::atomic_ref<unsigned char>(Index48(n)[c]).store(static_cast<unsigned char>(k + 1), std::memory_order_release);
         Commit(&ch[k], uint64_t(c) << 48 | lref);
         n->cursor = k + 1;
-        if (t == kN48) Index48(n)[c] = static_cast<unsigned char>(k + 1);
       }
       ++n->count;
       return done(Status::OK(), true);
@@ -729,83 +730,135 @@ WORT_OPTIMISTIC_READ RoartTree::Attempt RoartTree::InsertAttempt(std::string_vie
 }
 
 // ---- lookup -------------------------------------------------------------------------------------
+// A lookup reads no version word (sync.h R2's exception, ROWEX: read-optimized write exclusion,
+// as P-ART does for ART and ArtTree::LookupAttempt for woart; issue 34: the version words live in
+// the DRAM lock table, one more cache line per level). Every in-place change a roart writer
+// makes is one 8-byte store that takes a node from one consistent state to another (a leaf array
+// slot, an entry at the cursor, a NODE256 child, leaf_here, a header repair or shortening, a
+// removal's 0, a leaf's value), and every other change builds new blocks and publishes them by
+// one 8-byte store of the parent's word, the old block staying intact until epochs reclaim it
+// (growth and split of a leaf array, node growth/compaction, leaf collision, prefix split). So
+// whatever mix of old and new words a lookup reads, the path it follows existed during the
+// lookup:
+//   - a block replaced under the reader: the old copy still names every key it named (it is
+//     retired, never modified), so a key present for the whole lookup is still found below it;
+//   - a prefix split's header shortened in place: the header's depth no longer matches the
+//     depth the reader arrived with, so the depth rule skips the inline prefix comparison (as
+//     after a crash); the branch position is the same in both headers;
+//   - an entry or slot cleared by a remove and reused by an insert: entries are appended at the
+//     cursor, never reused in place; a leaf array slot is, but only after the key in it was
+//     removed during the lookup, and the comparison below is always on the whole key;
+//   - the volatile NODE48 index (used only when the node's gen is this session's, set at the
+//     end of Refresh with a release store): an append stores the index byte before it commits
+//     the entry, a remove clears the entry before the byte, and the reader checks the entry's
+//     byte, so the index never names a child the entry words did not hold during the lookup.
+// A key present for the whole lookup is therefore found, a key absent for the whole lookup is
+// not; nothing read is used unchecked (references by RefOk, a leaf's key within the pool before
+// it is compared, at most kMaxSteps levels), and the blocks read stay allocated until the
+// lookup leaves its epoch (R3). Scans, writers' descents and the visit still use versions.
 Status RoartTree::Lookup(std::string_view key, uint64_t* value) const {
   if (key.size() > kMaxKeyLen || (key_type_ == KeyType::kU64 && key.size() != 8)) [[unlikely]]
     return ValidateKey(key);
-  auto g = ModeLock(IndexModeLock::kReader);
-  sync::EpochGuard eg(epoch());
-  for (int attempt = 0;; ++attempt) {
-    const int r = LookupAttempt(key, value);
-    if (r == 1) return Status::OK();
-    if (r == 0) return Status::NotFound("key not found");
-    sync::Backoff(attempt);
+  if (global_lock_) [[unlikely]] {
+    auto g = ModeLock(IndexModeLock::kReader);  // shared in global-lock mode
+    sync::EpochGuard eg(epoch());
+    if (!LookupAttempt(key, value)) return Status::NotFound("key not found");
+    return Status::OK();
   }
+  sync::EpochGuard eg(epoch());
+  if (!LookupAttempt(key, value)) return Status::NotFound("key not found");
+  return Status::OK();
 }
 
-WORT_OPTIMISTIC_READ int RoartTree::LookupAttempt(std::string_view key, uint64_t* value) const {
-  const sync::VersionLock* pl = &sync::NodeLock(rb_);
-  uint64_t pv;
-  if (!pl->ReadLockOrRestart(&pv)) return -1;
+
+WORT_OPTIMISTIC_READ bool RoartTree::LookupAttempt(std::string_view key, uint64_t* value) const {
+  const auto* kb = reinterpret_cast<const unsigned char*>(key.data());
+  const auto len = static_cast<uint32_t>(key.size());
+  // The mapping's base and the pool's size, read once (the acquire loads below would otherwise
+  // make the compiler reload them at every level; a mapping never moves while the pool is open
+  // and its size only grows). Fast check: a block at off in [heap, fast_end) has room for the
+  // largest block a reference can name (a NODE256), so every reference of an undamaged tree but
+  // those in the pool's last 2 KiB passes it; the rest take RefOk, which re-reads the size.
+  const char* const base = pool_.base();
+  const uint64_t heap = heap_off_;
+  const uint64_t size = pool_.size();
+  constexpr uint64_t kLargest = sizeof(NodeHead) + 8 * 256;
+  const uint64_t fast_end = size > kLargest ? size - kLargest : 0;
+  auto ok = [&](uint64_t r) {
+    const uint64_t off = r & ~kTagMask;
+    return ((r & kTagMask) <= kArrayTag && off >= heap && off < fast_end && off != 0) || RefOk(r);
+  };
+  // A leaf whose key would run past the pool's end (a damaged image) reads as another key.
+  auto leaf_is = [&](uint64_t off) {
+    const auto* l = reinterpret_cast<const Leaf*>(base + off);
+    if ((off >= fast_end || len > kLargest - sizeof(Leaf)) && !pool_.contains(off, Leaf::SizeFor(len))) [[unlikely]]
+      return false;
+    if (l->key_len != len) return false;
+    if (len == 8) {  // the common key: two word loads, no memcmp call
+      uint64_t a, b;
+      std::memcpy(&a, l->key(), 8);
+      std::memcpy(&b, kb, 8);
+      return a == b;
+    }
+    return len == 0 || std::memcmp(l->key(), kb, len) == 0;
+  };
   uint64_t ref = Load(&rb_->root) & kRefMask;
   uint32_t depth = 0;
-  const auto* kb = reinterpret_cast<const unsigned char*>(key.data());
-  auto absent = [](const sync::VersionLock& l, uint64_t v) { return l.CheckOrRestart(v) ? 0 : -1; };
-  for (int step = 0; step < kMaxSteps; ++step) {
-    if (!ref || !RefOk(ref)) return absent(*pl, pv);
+  for (int step = 0; step < kMaxSteps && ref; ++step) {
+    if (!ok(ref)) [[unlikely]]
+      return false;
+    const uint64_t off = ref & ~kTagMask;
     if (ref & kLeafTag) {
-      const Leaf* l = at<Leaf>(ref);
-      const bool eq = l->key_len <= kMaxKeyLen && KeyEq(l, key);
-      const uint64_t v = Load(&l->value);
-      if (!pl->CheckOrRestart(pv)) return -1;
-      if (!eq) return 0;
-      *value = v;
-      return 1;
+      if (!leaf_is(off)) return false;
+      *value = Load(&reinterpret_cast<const Leaf*>(base + off)->value);
+      return true;
     }
-    const NodeHead* n = at(ref);
-    const sync::VersionLock& nl = sync::NodeLock(n);
-    uint64_t nv;
-    if (!nl.ReadLockOrRestart(&nv)) return -1;
-    if (!pl->CheckOrRestart(pv)) return -1;
-    const uint8_t t = TypeOf(n);
+    const auto* n = reinterpret_cast<const NodeHead*>(base + off);
     if (ref & kArrayTag) {
-      if (t != kLeafArray) return absent(nl, nv);
+      // The head and the first slot lines requested together (the slot loop reads them in
+      // order; an array of up to 24 slots is these four lines), the fingerprint computed
+      // meanwhile.
+      __builtin_prefetch(base + off + 64);
+      __builtin_prefetch(base + off + 128);
+      __builtin_prefetch(base + off + 192);
+      const uint8_t t = TypeOf(n);
+      if (t != kLeafArray) return false;
       const auto* la = reinterpret_cast<const LeafArray*>(n);
-      const uint16_t fp = Fingerprint(key);
-      const int slots = Slots(n);
+      const uint64_t fp = Fingerprint(key);
+      // The slot count: a class (the fast check covers the largest array), else ArraySlots.
+      const uint64_t sw = Load(&n->slots);
+      const int slots = (sw == 8 || sw == 24 || sw == 64) && off < fast_end ? static_cast<int>(sw) : Slots(n);
       for (int i = 0; i < slots; ++i) {
         const uint64_t s = Load(&la->slot[i]);
-        if (!s || (s >> 48) != fp || !RefOk((s & kRefMask) | kLeafTag)) continue;
-        const Leaf* l = at<Leaf>(s & kRefMask);
-        if (l->key_len > kMaxKeyLen || !KeyEq(l, key)) continue;
-        const uint64_t v = Load(&l->value);
-        if (!nl.CheckOrRestart(nv)) return -1;
-        *value = v;
-        return 1;
+        if ((s >> 48) != fp || s == 0) continue;
+        const uint64_t lref = (s & kRefMask) | kLeafTag;
+        if (!ok(lref) || !leaf_is(lref & ~kTagMask)) continue;
+        *value = Load(&reinterpret_cast<const Leaf*>(base + (lref & ~kTagMask))->value);
+        return true;
       }
-      return absent(nl, nv);
+      return false;
     }
-    if (!ValidInner(t)) return absent(nl, nv);
+    const uint8_t t = TypeOf(n);
+    if (!ValidInner(t)) return false;
+    if (off >= fast_end && !pool_.contains(off, NodeBytes(t))) [[unlikely]]
+      return false;
     const Hdr h = art::UnpackHdr(Load(&n->hdr));
     const uint32_t b = h.branch();
-    if (key.size() < b) return absent(nl, nv);
+    if (len < b || b < depth) return false;  // b < depth: a damaged image
     if (h.depth == depth) {  // pessimistic check of the inline prefix bytes (header current)
       for (uint32_t j = 0; j < h.plen && j < kInlinePrefix; ++j)
-        if (kb[depth + j] != h.prefix[j]) return absent(nl, nv);
+        if (kb[depth + j] != h.prefix[j]) return false;
     }
-    uint64_t next;
-    if (key.size() == b) {
-      next = Load(&n->leaf_here) & kRefMask;
+    if (len == b) {
+      ref = Load(&n->leaf_here) & kRefMask;
     } else {
       const uint64_t* w = FindChild(const_cast<NodeHead*>(n), t, kb[b]);
-      if (!w) return absent(nl, nv);
-      next = Load(w) & kRefMask;
+      if (!w) return false;
+      ref = Load(w) & kRefMask;
     }
-    pl = &nl;
-    pv = nv;
-    ref = next;
     depth = b + 1;
   }
-  return -1;
+  return false;
 }
 
 // ---- remove -------------------------------------------------------------------------------------
@@ -905,7 +958,8 @@ WORT_OPTIMISTIC_READ RoartTree::Attempt RoartTree::RemoveAttempt(std::string_vie
       --c->count;
     } else if (clear != &c->leaf_here) {
       --c->count;
-      if (t == kN48) Index48(c)[(old >> 48) & 0xff] = 0;
+      if (t == kN48)  // after the entry's 0 (LookupAttempt)
+        std::atomic_ref<unsigned char>(Index48(c)[(old >> 48) & 0xff]).store(0, std::memory_order_release);
     }
   }
   for (size_t j = k + 1; j < path.size(); ++j) Retire(pool_.offset_of(path[j].n));
@@ -996,7 +1050,12 @@ WORT_OPTIMISTIC_READ bool RoartTree::ScanRef(uint64_t ref, const sync::VersionLo
       lp[nlp] = at<Leaf>(s & kRefMask);
       __builtin_prefetch(lp[nlp++]);
     }
-    std::pair<std::string_view, const Leaf*> ls[kLeafArraySlots];
+    // Uninitialized on purpose (value-initializing 64 pairs was a 1.5 KiB memset per array).
+    union Ls {
+      std::pair<std::string_view, const Leaf*> a[kLeafArraySlots];
+      Ls() {}
+    } lsu;
+    auto* ls = lsu.a;
     int nls = 0;
     for (int i = 0; i < nlp; ++i) {
       const Leaf* l = lp[i];
@@ -1056,20 +1115,47 @@ WORT_OPTIMISTIC_READ bool RoartTree::ScanRef(uint64_t ref, const sync::VersionLo
   }
   const bool deeper = bnd && ctx.cursor.size() > b;
   const unsigned char cb = deeper ? static_cast<unsigned char>(ctx.cursor[b]) : 0;
+  // Memory-level parallelism (issue 34: the scan waits on memory, not on instructions): the
+  // lines of the children the batch may still need are requested all at once (a single leaf's
+  // line; a leaf array's head and first slot lines), and before a child is walked, the leaves
+  // of the next leaf-array child are requested from its slots (read ahead here only to
+  // prefetch: nothing read is used, the child is read again, under its version, when walked).
+  auto request = [&](uint64_t w) {
+    if (!RefOk(w)) return;
+    const char* p = reinterpret_cast<const char*>(at<char>(w));
+    __builtin_prefetch(p);
+    if (w & kArrayTag) {
+      __builtin_prefetch(p + 64);
+      __builtin_prefetch(p + 128);
+      __builtin_prefetch(p + 192);
+    }
+  };
+  auto request_leaves = [&](uint64_t w) {
+    if (!(w & kArrayTag) || !RefOk(w)) return;
+    const auto* a = at<LeafArray>(w);
+    const int slots = Slots(&a->h);
+    for (int i = 0; i < slots; ++i)
+      if (const uint64_t s = Load(&a->slot[i]); s && RefOk((s & kRefMask) | kLeafTag)) __builtin_prefetch(at<Leaf>(s & kRefMask));
+  };
   if (t == kN256) {
     // Indexed by the byte: walk the children from the cursor's byte on, in place (no copy of
     // the 256 words, which a 100-key scan would read whole at every NODE256 it passes).
     const uint64_t* ch = Children(n, t);
-    // Request the lines of the single-leaf children the batch may still need, all at once.
     const size_t want = ctx.want - ctx.out->size();
     for (int c = cb, k = 0; c < 256 && size_t(k) < want; ++c)
-      if (const uint64_t w = Load(&ch[c])) {
-        if (w & kLeafTag) __builtin_prefetch(at<Leaf>(w & kRefMask));
+      if (const uint64_t w = Load(&ch[c]) & kRefMask) {
+        request(w);
         ++k;
       }
     for (int c = cb; c < 256; ++c) {
       const uint64_t w = Load(&ch[c]) & kRefMask;
-      if (w && !ScanRef(w, &nl, nv, b + 1, deeper && c == cb, ctx)) return false;
+      if (!w) continue;
+      for (int d = c + 1; d < 256; ++d)  // the next child's leaves, while this one is walked
+        if (const uint64_t x = Load(&ch[d]) & kRefMask) {
+          if (ctx.out->size() + 1 < ctx.want) request_leaves(x);
+          break;
+        }
+      if (!ScanRef(w, &nl, nv, b + 1, deeper && c == cb, ctx)) return false;
     }
     return true;
   }
@@ -1078,14 +1164,10 @@ WORT_OPTIMISTIC_READ bool RoartTree::ScanRef(uint64_t ref, const sync::VersionLo
   std::sort(e, e + ne, [](const Entry& x, const Entry& y) { return x.first < y.first; });
   int first = 0;
   while (deeper && first < ne && e[first].first < cb) ++first;
-  // Request the lines of the single-leaf children the batch may still need, all at once.
   const size_t room = ctx.want - ctx.out->size();
-  for (int i = first, k = 0; i < ne && size_t(k) < room; ++i)
-    if (e[i].second & kLeafTag) {
-      __builtin_prefetch(at<Leaf>(e[i].second));
-      ++k;
-    }
+  for (int i = first; i < ne && size_t(i - first) < room; ++i) request(e[i].second);
   for (int i = first; i < ne; ++i) {
+    if (i + 1 < ne && ctx.out->size() + 1 < ctx.want) request_leaves(e[i + 1].second);
     if (!ScanRef(e[i].second, &nl, nv, b + 1, deeper && e[i].first == cb, ctx)) return false;
   }
   return true;

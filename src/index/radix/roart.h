@@ -114,7 +114,12 @@ inline uint8_t TypeFor(int children) { return children <= 4 ? kN4 : children <= 
 // 16-bit FNV-1a over the unsigned key bytes, folded (inline: every lookup computes it).
 inline uint16_t Fingerprint(std::string_view key) {
   uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : key) h = (h ^ c) * 0x100000001b3ull;  // unsigned bytes
+  const auto* p = reinterpret_cast<const unsigned char*>(key.data());
+  if (key.size() == 8) {  // the common key, the same function unrolled (no loop per byte)
+    for (int i = 0; i < 8; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  } else {
+    for (unsigned char c : key) h = (h ^ c) * 0x100000001b3ull;  // unsigned bytes
+  }
   h ^= h >> 32;
   h ^= h >> 16;
   return static_cast<uint16_t>(h);
@@ -169,13 +174,13 @@ class RoartTree final : public Index {
   Status ValidateKey(std::string_view key) const;
   Attempt InsertAttempt(std::string_view key, uint64_t value, bool upsert, bool* inserted, Status* out);
   Attempt RemoveAttempt(std::string_view key, Status* out);
-  int LookupAttempt(std::string_view key, uint64_t* value) const;  // 1 found, 0 absent, -1 restart
+  bool LookupAttempt(std::string_view key, uint64_t* value) const;  // no versions (ROWEX: roart.cc)
 
   template <class T = NodeHead>
   T* at(uint64_t ref) const { return pool_.at<T>(ref & kRefMask & ~kTagMask); }
   // A reference a reader may follow: a known tag, inside the heap and the file (inline: every
   // step of every lookup checks one).
-  bool RefOk(uint64_t ref) const {
+  WORT_OPTIMISTIC_INLINE bool RefOk(uint64_t ref) const {
     const uint64_t tag = ref & kTagMask;
     const uint64_t off = ref & kRefMask & ~kTagMask;
     if (tag > kArrayTag || off == 0 || off < heap_off_) return false;
@@ -183,7 +188,7 @@ class RoartTree final : public Index {
   }
   bool Fresh(const NodeHead* n) const;
   void Refresh(NodeHead* n, uint8_t t);  // under the node's write lock
-  uint64_t* FindChild(NodeHead* n, uint8_t t, unsigned char c) const;
+  WORT_OPTIMISTIC_INLINE uint64_t* FindChild(NodeHead* n, uint8_t t, unsigned char c) const;  // inline: every level
   const Leaf* AnyLeaf(uint64_t ref) const;
 
   // Persistence (the only four persist sites of the kind).
@@ -196,7 +201,7 @@ class RoartTree final : public Index {
   Status NewLeaf(std::string_view key, uint64_t value, uint64_t* ref);
   Status NewLeafArray(const uint64_t* leaves, int n, uint64_t* ref);
   Status GrowLeafArray(const LeafArray* la, int slots, uint64_t new_slot, uint64_t* ref);
-  int Slots(const NodeHead* la) const;  // the leaf array's slot count, 0 if its block is damaged
+  WORT_OPTIMISTIC_INLINE int Slots(const NodeHead* la) const;  // the leaf array's slot count, 0 if its block is damaged
   Status NewNode(uint8_t type, const Hdr& h, uint64_t leaf_here, const std::pair<unsigned char, uint64_t>* e, int n,
                  uint64_t* ref);
   Status SplitLeafArray(const LeafArray* la, uint32_t depth, uint64_t new_leaf, std::vector<uint64_t>* built,
