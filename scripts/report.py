@@ -1535,7 +1535,9 @@ def main():
     ap.add_argument("--published", help="the published values and claims (default: %(default)s)", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data",
                                                        "published", "wort_fast17.json"))
     a = ap.parse_args()
-    recs = load(os.path.join(a.dir, "results.jsonl"))
+    res_path = os.path.join(a.dir, "results.jsonl")
+    # `--only roart-peer` alone writes peers.jsonl and no results.jsonl: a report of that section.
+    recs = load(res_path) if os.path.exists(res_path) or not os.path.exists(os.path.join(a.dir, "peers.jsonl")) else []
     cfg_path = os.path.join(a.dir, "config.json")
     cfg = json.load(open(cfg_path)) if os.path.exists(cfg_path) else {}
     pub = json.load(open(a.published)) if os.path.exists(a.published) else {}
@@ -1544,8 +1546,9 @@ def main():
     ordered = [k["name"] for k in cfg.get("kinds", []) if k.get("ordered")] or kinds
     figures, err, thesis_figures = [], "", []
     try:
-        figures = draw(a.dir, res, cfg, kinds, ordered)
-        thesis_figures = draw_thesis(a.dir, recs)
+        if recs:  # (a roart-peer run alone has no figures)
+            figures = draw(a.dir, res, cfg, kinds, ordered)
+            thesis_figures = draw_thesis(a.dir, recs)
     except ImportError as e:
         err = f"matplotlib is not installed for {sys.executable} ({e}); install python3-matplotlib"
         print(f"report.py: {err}", file=sys.stderr)
