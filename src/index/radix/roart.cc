@@ -73,9 +73,10 @@
 // already allocated are freed and the tree is unchanged.
 //
 // Concurrency (src/sync/sync.h): optimistic lock coupling. Readers (Lookup, Scan, Visit) take
-// no lock: each node is read between ReadLockOrRestart and CheckOrRestart, the parent's version
-// checked after the child's was read; any failure restarts the operation (Scan restarts its
-// current batch, from the last key it emitted). Writers descend the same way and upgrade only
+// no lock. Scan and Visit read each node between ReadLockOrRestart and CheckOrRestart, the
+// parent's version checked after the child's was read; any failure restarts the operation (Scan
+// restarts its current batch, from the last key it emitted). Lookup reads no version word
+// (ROWEX, sync.h R2's exception; the argument is beside LookupAttempt). Writers descend the same way and upgrade only
 // the locks of the nodes whose words they store: the leaf array for a slot insert (the
 // duplicate check runs under that lock), the node for an append / leaf_here / repair, the
 // parent too when the node is replaced (split, growth of a node or a leaf array, collision), the whole emptied chain for
