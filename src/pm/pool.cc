@@ -191,6 +191,7 @@ Status Pool::Create(const std::string& path, const PoolOptions& opts, std::uniqu
   std::unique_ptr<Pool> p(new Pool());
   WORT_RETURN_IF_ERROR(p->MapFile(path, /*create=*/true, opts));
   p->alloc_ = std::make_unique<Allocator>(p.get(), /*opened_clean=*/true);
+  if (p->share_) p->share_->Bind(&p->alloc_->epoch());  // KvStore writes are inside it already
   *out = std::move(p);
   return Status::OK();
 }
@@ -199,6 +200,7 @@ Status Pool::Open(const std::string& path, const PoolOptions& opts, std::unique_
   std::unique_ptr<Pool> p(new Pool());
   WORT_RETURN_IF_ERROR(p->MapFile(path, /*create=*/false, opts));
   p->alloc_ = std::make_unique<Allocator>(p.get(), p->opened_clean_);
+  if (p->share_) p->share_->Bind(&p->alloc_->epoch());  // KvStore writes are inside it already
   if (!p->opened_clean_ && !p->read_only_) p->alloc_->StartRecovery(opts.background_recovery);
   *out = std::move(p);
   return Status::OK();
@@ -403,7 +405,7 @@ Status Pool::MapFile(const std::string& path, bool create, const PoolOptions& op
     pm::persist(&hd->size, 64);
     // Readers in other processes (src/pm/share.h): the writer's pid, and a dead writer's lanes
     // closed. Not persisted (a crash leaves a pid that is dead or reused: checked by start time).
-    if (!private_copy_) share::WriterOpen(base_);
+    if (!private_copy_) share_ = share::WriterOpen(base_);
   }
   return Status::OK();
 }
@@ -428,6 +430,7 @@ Status Pool::Close() {
       pm::persist(&header()->clean, 8);
     }
     // Not clean (recovery failed): leave the flag at 0 so the next open recovers again.
+    share_.reset();  // its hand-off thread stops (every store of this pool has closed)
     if (!private_copy_) share::WriterClose(base_);
   }
   alloc_.reset();
