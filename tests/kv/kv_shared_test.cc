@@ -577,13 +577,66 @@ TEST(KvShared, ReaderRegisteringBesideAWriteWithoutLanesWaitsForIt) {
   ASSERT_TRUE(pool->Close().ok());
 }
 
+// The quiet window (src/pm/share.h): a read that has failed kQuietAfter times or more asks the
+// writer to start no write until its window ends; writers with lanes then wait, so the read
+// validates although a writer thread writes without pause beside it; once the read ends (its
+// window withdrawn) the writer goes on. Fails if writers ignore the window (the read's Valid()
+// sees their lanes move).
+TEST(KvShared, StarvingReadersQuietWindowHoldsWritersBack) {
+  TempPath path("kvquiet");
+  std::unique_ptr<Pool> pool;
+  ASSERT_TRUE(Pool::Create(path, PoolOptions{}, &pool).ok());
+  share::Writer* w = pool->share_writer();
+  std::unique_ptr<share::ReaderTable> table;
+  ASSERT_TRUE(share::ReaderTable::Attach(path, pool->base(), &table).ok());
+  {
+    share::ReaderTable::Read r(*table);  // registers (the hand-off) before the writer starts
+    ASSERT_TRUE(r.Begin().ok());
+  }
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> writes{0};
+  std::thread writer([&] {
+    while (!stop.load()) {
+      share::WriteSection ws(w);
+      EXPECT_TRUE(ws.laned());
+      writes.fetch_add(1);
+    }
+  });
+  while (writes.load() < 1000) std::this_thread::yield();
+  for (int round = 0; round < 3; ++round) {
+    // As the 12th and later attempts of a read: windows of 128 ms. A writer that looked at the
+    // window word just before the window and opened its lane just after the snapshot steps out
+    // again, which costs the read one more attempt: three are allowed.
+    bool valid = false;
+    uint64_t ran_on = 0;
+    for (int attempt = 0; attempt < 3 && !valid; ++attempt) {
+      share::ReaderTable::Read r(*table);
+      ASSERT_TRUE(r.Begin(share::kQuietAfter + 7 + attempt).ok());
+      const uint64_t before = writes.load();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      valid = r.Valid();
+      ran_on = writes.load() - before;
+    }
+    EXPECT_TRUE(valid) << "three reads in quiet windows each met a write";
+    EXPECT_LE(ran_on, 1u) << "writes went on inside the quiet window";
+    const uint64_t after = writes.load();
+    const auto t0 = Clock::now();
+    while (writes.load() < after + 100 && Clock::now() - t0 < std::chrono::seconds(5)) std::this_thread::yield();
+    EXPECT_GE(writes.load(), after + 100) << "the writer did not resume after the window was withdrawn";
+  }
+  stop.store(true);
+  writer.join();
+  table.reset();
+  ASSERT_TRUE(pool->Close().ok());
+}
+
 // A reader cannot starve: writer threads that Put without a pause (on two cores there is rarely
 // an instant with no write in progress) and a reader in another process whose reads are long
 // (Count and ForEach of a cceh store: each one read of the whole table). Before the quiet
 // windows such a read never validated; now each must complete, with the exact count and every
 // value whole.
 namespace starve {
-constexpr int kN = 3000;
+constexpr int kN = 20000;
 std::string Key(int i) {
   return std::string{static_cast<char>(0x80 | (i & 0x7f)), static_cast<char>(i >> 7), static_cast<char>(0xff), '\0'};
 }
@@ -613,7 +666,7 @@ TEST(KvShared, ReaderIsNotStarvedByWritersWithoutPause) {
     ASSERT_TRUE(db->Close().ok());
   }
   Shared* sh = NewShared();
-  constexpr int kReads = 6;
+  constexpr int kReads = 10;
   const pid_t pid = Fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
@@ -654,6 +707,7 @@ TEST(KvShared, ReaderIsNotStarvedByWritersWithoutPause) {
         puts.fetch_add(1, std::memory_order_relaxed);
       }
     });
+  while (puts.load() < 1000) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // writing before the reader opens
   sh->go.store(1);
   const auto t0 = Clock::now();
   while (sh->reads.load() < kReads && Clock::now() - t0 < std::chrono::seconds(60) && sh->reader_errors.load() == 0)
