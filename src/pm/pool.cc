@@ -191,7 +191,6 @@ Status Pool::Create(const std::string& path, const PoolOptions& opts, std::uniqu
   std::unique_ptr<Pool> p(new Pool());
   WORT_RETURN_IF_ERROR(p->MapFile(path, /*create=*/true, opts));
   p->alloc_ = std::make_unique<Allocator>(p.get(), /*opened_clean=*/true);
-  if (p->share_) p->share_->Bind(&p->alloc_->epoch());  // KvStore writes are inside it already
   *out = std::move(p);
   return Status::OK();
 }
@@ -200,7 +199,6 @@ Status Pool::Open(const std::string& path, const PoolOptions& opts, std::unique_
   std::unique_ptr<Pool> p(new Pool());
   WORT_RETURN_IF_ERROR(p->MapFile(path, /*create=*/false, opts));
   p->alloc_ = std::make_unique<Allocator>(p.get(), p->opened_clean_);
-  if (p->share_) p->share_->Bind(&p->alloc_->epoch());  // KvStore writes are inside it already
   if (!p->opened_clean_ && !p->read_only_) p->alloc_->StartRecovery(opts.background_recovery);
   *out = std::move(p);
   return Status::OK();

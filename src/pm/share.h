@@ -18,7 +18,7 @@
 // Write lanes (a sequence lock in the mapping, striped), used only while a reader is
 // registered: a KvStore write (WriteSection) that finds `nreaders` == 0 writes nothing shared
 // at all - it enters the writing process's own write epoch (Writer::writes: a store to the
-// thread's own slot, no hardware fence; the pool's epoch, which the write is inside already) and loads `nreaders`, a line writers only read. Else it
+// thread's own slot, no hardware fence) and loads `nreaders`, a line writers only read. Else it
 // increments its lane's `begun` before its first change of the index and `ended` after its last.
 // A reader in another process notes every lane with begun == ended (waiting while one is not),
 // reads, and accepts what it read only if every `begun` and the header's generation are
@@ -103,8 +103,6 @@ class Writer {
   Writer(const Writer&) = delete;
   Writer& operator=(const Writer&) = delete;
   char* base() const { return base_; }
-  // The epoch every write enters (the pool's). REQUIRES: before the first WriteSection.
-  void Bind(sync::EpochManager* e) { writes_ = e; }
   // Hand-offs answered so far (tests).
   uint64_t handoffs() const { return handoffs_.load(std::memory_order_relaxed); }
 
@@ -113,9 +111,9 @@ class Writer {
   void StartHelper();
   void HelperLoop();
   char* base_;
-  // The write epoch: the pool's (Allocator::epoch(), bound at open: a KvStore write is inside it
-  // already, so entering it again is a nested Enter, no slot lookup of a third manager), else
-  // one of its own (nothing is retired into it).
+  // The write epoch: a manager of its own (nothing is retired into it). Not the pool's
+  // (Allocator::epoch()): the store's open waits for the post-crash GC inside a write (a
+  // committed batch's re-application), and the GC waits for a grace period of the pool's epoch.
   sync::EpochManager own_{[](void*, uint64_t) {}, nullptr};
   sync::EpochManager* writes_ = &own_;
   std::atomic<bool> started_{false};
