@@ -13,7 +13,7 @@ WERROR=OFF
 cmake -S . -B "$TSAN_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWORT_TSAN=ON -DWORT_WERROR="$WERROR" >/dev/null
 cmake --build "$TSAN_DIR" -j"$(nproc)" --target test_sync test_concurrent test_fastfair_concurrent test_cceh test_alloc_race \
   test_alloc_stress test_multiwriter_kill test_store_stress test_kv_stress test_kv_batch test_transport test_canrt test_reply_kv \
-  test_knn test_roart
+  test_knn test_roart test_kv_shared
 export TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1"
 run() {
   echo "== tsan: $*"
@@ -33,6 +33,9 @@ run test_kv_stress
 # Batches beside readers (all or nothing) and beside Puts of the same keys.
 run test_kv_batch --gtest_filter='KvBatch.ConcurrentReadersSeeWholeBatches:KvBatch.BatchesBesidePutsOfTheSameKeys'
 run test_knn --gtest_filter='KnnConcurrent.*'
+# Readers in other processes (issue 33): the hand-off between a write without lanes and a reader
+# registering (the writer's hand-off thread and write epoch; the reader in another thread).
+run test_kv_shared --gtest_filter='KvShared.ReaderRegisteringBesideAWriteWithoutLanesWaitsForIt'
 # roart (issue 34): leaf arrays growing 8 -> 24 -> 64 and splitting beside lookups and scans.
 run test_roart --gtest_filter='RoartConcurrent.*:RoartRegress.ConcurrentInsertsOfOneKeyExactlyOneWins'
 # cceh: the tests with several threads (the others are single-threaded).

@@ -60,6 +60,9 @@ namespace wort {
 
 class Allocator;
 class Pool;
+namespace share {
+class Writer;  // src/pm/share.h: readers in other processes
+}
 
 // How the post-crash GC (wort/alloc.h) reaches the blocks of each root: a root's index kind
 // reports every block reachable from its root block through a visit function. The pool and the
@@ -181,6 +184,9 @@ class WORT_EXPORT Pool {
   // What a persisted write to this pool survives (see above). For a read-only or private open,
   // what a writer opening it the same way would get.
   Durability durability() const { return durability_; }
+  // An open for writing of a pool file (not a private copy): the process's side of readers in
+  // other processes (src/pm/share.h), which KvStore's writes bracket themselves with; else null.
+  share::Writer* share_writer() const { return share_.get(); }
   // Whether the previous session ended with Close() (false after a crash).
   bool opened_clean() const { return opened_clean_; }
   // Incremented (and persisted) at every open for writing.
@@ -229,6 +235,7 @@ class WORT_EXPORT Pool {
   bool closed_ = false;
   std::atomic<uint64_t> growth_limit_{0};
   std::unique_ptr<Allocator> alloc_;
+  std::unique_ptr<share::Writer> share_;
 };
 
 }  // namespace wort

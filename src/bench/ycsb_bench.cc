@@ -35,7 +35,11 @@ uint64_t InsertBudget(YcsbWorkload w, uint64_t ops) {
   return static_cast<uint64_t>(p * ops * 1.2) + 1000;
 }
 
-struct ThreadStats {
+// One per thread, on lines of its own: the counters are stored at every operation (the index
+// call between two increments is opaque to the compiler), and threads' neighbouring stats in one
+// line made every operation of the driver a store to a line another thread stores to (issue 31:
+// vart's load, the fastest per insert, lost the most to it).
+struct alignas(64) ThreadStats {
   double cpu = 0;
   uint64_t reads = 0, updates = 0, inserts = 0, scans = 0, rmws = 0, errors = 0;
   std::vector<uint32_t> lat;  // sampled latencies, ns (saturated)

@@ -123,9 +123,10 @@ void AddKv(CLI::App* bench_cmd) {
   struct KvOpts {
     bench::KvBenchConfig cfg;
     std::string threads = "1,2";
+    std::string op = "get";
   };
   auto k = std::make_shared<KvOpts>();
-  auto* cmd = bench_cmd->add_subcommand("kv", "Gets through the key-value store API (wort/kv.h) on 1, 2, ... threads");
+  auto* cmd = bench_cmd->add_subcommand("kv", "Gets (or Puts: --op put) through the key-value store API (wort/kv.h) on 1, 2, ... threads");
   cmd->add_option("--index", k->cfg.kind, "Index kind of the store")->capture_default_str();
   AddCountOption(cmd, "--keys", &k->cfg.keys, "Keys loaded before the Gets");
   AddCountOption(cmd, "--value-size", &k->cfg.value_size, "Bytes per value (at least 8)");
@@ -136,7 +137,11 @@ void AddKv(CLI::App* bench_cmd) {
   AddSizeOption(cmd, "--pool-size", &k->cfg.pool_size, "Maximum size the pool may grow to")->default_str("4GiB");
   cmd->add_flag("--keep-pool", k->cfg.keep_pool, "Keep the pool file afterwards");
   cmd->add_option("--seed", k->cfg.seed, "Workload seed")->capture_default_str();
+  cmd->add_option("--op", k->op, "The runs' operation: get, or put (overwrites of loaded keys)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"get", "put"}));
   cmd->callback([k] {
+    k->cfg.puts = k->op == "put";
     k->cfg.thread_counts.clear();
     std::string rest = k->threads;
     while (!rest.empty()) {
@@ -155,7 +160,7 @@ void AddKv(CLI::App* bench_cmd) {
     });
     if (!s.ok()) Fail(s);
     for (const auto& r : results)
-      if (r.errors) Fail(Status::Corruption(std::to_string(r.errors) + " Gets failed or returned a wrong value"));
+      if (r.errors) Fail(Status::Corruption(std::to_string(r.errors) + (k->cfg.puts ? " Puts failed" : " Gets failed or returned a wrong value")));
   });
 }
 

@@ -191,9 +191,9 @@ const char* SharedReadRefusal(uint32_t type) {
 // Runs `f` as one read of a reader in another process: retried until no write overlapped it.
 template <class F>
 Status SharedRead(share::ReaderTable& t, F&& f) {
-  for (;;) {
+  for (int failed = 0;; ++failed) {
     share::ReaderTable::Read r(t);
-    WORT_RETURN_IF_ERROR(r.Begin());
+    WORT_RETURN_IF_ERROR(r.Begin(failed));
     Status s = f();
     if (r.Valid()) return s;
   }
@@ -362,7 +362,7 @@ Status KvStore::Open(const KvConfig& cfg, std::unique_ptr<KvStore>* out) {
   io.values_are_blocks = true;
   RootInfo root;
   // Readers in other processes: the index's open (its recovery) and the batch log's are writes.
-  share::WriteSection ws(st->pool_->base());
+  share::WriteSection ws(st->pool_->share_writer());
   if (st->pool_->FindRoot(cfg.name, &root).ok()) {
     WORT_RETURN_IF_ERROR(OpenIndex(*st->pool_, cfg.name, &st->index_));
     WORT_RETURN_IF_ERROR(Mismatch(cfg, want, root.type, st->index_->key_type(), true));
@@ -579,7 +579,7 @@ Status KvStore::Put(std::string_view key, std::string_view value) {
       uint64_t old = 0;
       const bool had = index_->Lookup(key, &old).ok();
       {
-        share::WriteSection ws(pool_->base());  // readers in other processes retry around it
+        share::WriteSection ws(pool_->share_writer());  // readers in other processes retry around it
         s = index_->Upsert(key, off);  // 3: COMMIT POINT (the index's publish, persisted)
       }
       if (s.ok()) {
@@ -606,7 +606,7 @@ Status KvStore::Remove(std::string_view key) {
   uint64_t old = 0;
   WORT_RETURN_IF_ERROR(index_->Lookup(key, &old));
   {
-    share::WriteSection ws(pool_->base());
+    share::WriteSection ws(pool_->share_writer());
     WORT_RETURN_IF_ERROR(index_->Remove(key));  // COMMIT POINT
   }
   pool_->allocator().RetireAndCollect(old);  // unreachable since the commit; readers may still hold it
@@ -620,9 +620,9 @@ Status KvStore::Get(std::string_view key, const std::function<void(std::string_v
   if (sync_->readers) {
     // A reader beside a writer in another process: the lookup and the value's checksum, then
     // the validation; fn sees the value after it, while the read still holds the block.
-    for (;;) {
+    for (int failed = 0;; ++failed) {
       share::ReaderTable::Read r(*sync_->readers);
-      WORT_RETURN_IF_ERROR(r.Begin());
+      WORT_RETURN_IF_ERROR(r.Begin(failed));
       uint64_t off = 0;
       std::string_view v;
       Status s = index_->Lookup(key, &off);
@@ -1014,7 +1014,7 @@ Status KvStore::Write(const KvBatch& batch) {
   // Readers (Get, Exists) wait from here to the end of the apply: they see all or nothing.
   sync_->batch_ver.WriteLock();
   // Readers in other processes too: all of the batch or none of it.
-  std::optional<share::WriteSection> ws(std::in_place, pool_->base());
+  std::optional<share::WriteSection> ws(std::in_place, pool_->share_writer());
   // 3. COMMIT POINT: one 8-byte store of the record's offset, persisted.
   pm::store8(&head[1], rec);
   pm::persist(&head[1], 8);

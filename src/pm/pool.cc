@@ -403,7 +403,7 @@ Status Pool::MapFile(const std::string& path, bool create, const PoolOptions& op
     pm::persist(&hd->size, 64);
     // Readers in other processes (src/pm/share.h): the writer's pid, and a dead writer's lanes
     // closed. Not persisted (a crash leaves a pid that is dead or reused: checked by start time).
-    if (!private_copy_) share::WriterOpen(base_);
+    if (!private_copy_) share_ = share::WriterOpen(base_);
   }
   return Status::OK();
 }
@@ -428,6 +428,7 @@ Status Pool::Close() {
       pm::persist(&header()->clean, 8);
     }
     // Not clean (recovery failed): leave the flag at 0 so the next open recovers again.
+    share_.reset();  // its hand-off thread stops (every store of this pool has closed)
     if (!private_copy_) share::WriterClose(base_);
   }
   alloc_.reset();

@@ -3,7 +3,9 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -37,6 +39,22 @@ uint64_t SelfStart() {
 }
 
 std::atomic<uint64_t> g_uid{1};
+
+uint64_t NowNs() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
+// A futex on the low half of a shared (not private: the file's page is the key) 8-byte word.
+uint32_t* Low(char* base, uint64_t off) { return reinterpret_cast<uint32_t*>(base + off); }
+void FutexWait(uint32_t* w, uint32_t expected, long timeout_ms) {
+  struct timespec ts {
+    timeout_ms / 1000, (timeout_ms % 1000) * 1000000L
+  };
+  ::syscall(SYS_futex, w, FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+void FutexWakeAll(uint32_t* w) { ::syscall(SYS_futex, w, FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0); }
 
 // Clears slot i if its owner (owner, start) is dead; true if it did.
 bool ClearIfDead(char* base, int i) {
@@ -87,8 +105,13 @@ bool ProcessAlive(uint64_t pid, uint64_t start) {
 
 // ---- writer side ------------------------------------------------------------------------
 
-void WriterOpen(char* base) {
+std::unique_ptr<Writer> WriterOpen(char* base) {
   W(base, kWriterStartOff).store(SelfStart());
+  // No hand-off thread yet (this process has written nothing); requests made before are
+  // answered (a dead writer's thread can no longer answer them).
+  W(base, kHelperOff).store(0);
+  W(base, kHAckOff).store(W(base, kHReqOff).load());
+  W(base, kQuietOff).store(0);
   W(base, kWriterOff).store(Self());
   // A dead writer's write in progress: its lanes stay begun != ended; readers gave up waiting
   // for it. Close them (readers also compare the generation, bumped before this).
@@ -96,6 +119,7 @@ void WriterOpen(char* base) {
     const uint64_t b = W(base, kLanesOff + 64u * i).load();
     W(base, kLanesOff + 64u * i + 8).store(b);
   }
+  return std::make_unique<Writer>(base);
 }
 
 void WriterClose(char* base) {
@@ -109,13 +133,100 @@ uint64_t LiveWriter(const char* base) {
   return ProcessAlive(pid, W(base, kWriterStartOff).load()) ? pid : 0;
 }
 
-WriteSection::WriteSection(char* base) {
-  thread_local const uint64_t lane = std::hash<std::thread::id>{}(std::this_thread::get_id()) % kLanes;
-  lane_ = reinterpret_cast<uint64_t*>(base + kLanesOff + 64u * lane);
-  std::atomic_ref<uint64_t>(lane_[0]).fetch_add(1, std::memory_order_seq_cst);  // before any change
+Writer::Writer(char* base) : base_(base) {}
+
+Writer::~Writer() {
+  if (started_.load() && owner_ != Self()) {
+    // A forked child closing its copy: the thread is its parent's (not in this process).
+    (void)helper_.release();  // leaked: neither joinable nor detachable here
+    return;
+  }
+  if (started_.load()) {
+    stop_.store(true);
+    // The thread sleeps on hreq: a wake makes it look at stop_ (repeated: one may come between
+    // its check and its sleep).
+    while (!done_.load()) {
+      FutexWakeAll(Low(base_, kHReqOff));
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    helper_->join();
+  }
+  // Every write has ended: answer whatever was asked (readers do not wait on a closed writer).
+  W(base_, kHAckOff).store(W(base_, kHReqOff).load());
+  W(base_, kHelperOff).store(0);
 }
 
-WriteSection::~WriteSection() { std::atomic_ref<uint64_t>(lane_[1]).fetch_add(1, std::memory_order_release); }
+void Writer::StartHelper() {
+  std::lock_guard<std::mutex> g(start_mu_);
+  if (started_.load(std::memory_order_relaxed)) return;
+  // Published before any write of this process goes without lanes: a reader that finds helper
+  // == 0 after its registration knows that no such write is in progress (a later one loads
+  // nreaders after this store, and sees the reader).
+  W(base_, kHAckOff).store(W(base_, kHReqOff).load());
+  W(base_, kHelperOff).store(1, std::memory_order_seq_cst);
+  owner_ = Self();
+  helper_ = std::make_unique<std::thread>([this] { HelperLoop(); });
+  started_.store(true, std::memory_order_release);
+}
+
+void Writer::HelperLoop() {
+  while (!stop_.load()) {
+    const uint64_t r = W(base_, kHReqOff).load(std::memory_order_seq_cst);
+    if (W(base_, kHAckOff).load() < r) {
+      // Every write that loaded nreaders before the reader's increment (seen: it came before
+      // its hreq increment, which this load saw) has ended after this grace period; the writes
+      // entering later load nreaders after it (Synchronize's heavy fence) and use the lanes.
+      writes_->Synchronize();
+      W(base_, kHAckOff).store(r, std::memory_order_seq_cst);
+      handoffs_.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    FutexWait(Low(base_, kHReqOff), static_cast<uint32_t>(r), 1000);
+  }
+  done_.store(true);
+}
+
+namespace {
+thread_local int t_laned_depth = 0;  // laned WriteSections this thread is inside
+}  // namespace
+
+WriteSection::WriteSection(Writer* w) : w_(w) {
+  if (!w_) return;
+  if (!w_->started_.load(std::memory_order_acquire)) w_->StartHelper();
+  w_->writes_->Enter();  // a store to this thread's own slot (asymmetric fence: see the hand-off)
+  char* base = w_->base_;
+  if (W(base, kNReadersOff).load(std::memory_order_seq_cst) == 0) return;  // no reader: nothing shared
+  thread_local const uint64_t lane = std::hash<std::thread::id>{}(std::this_thread::get_id()) % kLanes;
+  lane_ = reinterpret_cast<uint64_t*>(base + kLanesOff + 64u * lane);
+  if (t_laned_depth++ != 0) {
+    // Inside a laned write of this thread (its lane is open): no wait, a reader waits for it.
+    std::atomic_ref<uint64_t>(lane_[0]).fetch_add(1, std::memory_order_seq_cst);
+    return;
+  }
+  for (int a = 0;; ++a) {
+    // A starving reader's quiet window: wait it out before the write begins (checked before
+    // and after begun's increment: a writer that missed the window's store is seen in progress
+    // by the reader's snapshot, which waits for its end).
+    uint64_t q = W(base, kQuietOff).load(std::memory_order_seq_cst);
+    if (q == 0 || NowNs() >= q) {
+      std::atomic_ref<uint64_t>(lane_[0]).fetch_add(1, std::memory_order_seq_cst);  // before any change
+      q = W(base, kQuietOff).load(std::memory_order_seq_cst);
+      if (q == 0 || NowNs() >= q) return;
+      std::atomic_ref<uint64_t>(lane_[1]).fetch_add(1, std::memory_order_release);  // stepped out: no change made
+    }
+    if (a < 50) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
+WriteSection::~WriteSection() {
+  if (!w_) return;
+  if (lane_) {
+    std::atomic_ref<uint64_t>(lane_[1]).fetch_add(1, std::memory_order_release);
+    --t_laned_depth;
+  }
+  w_->writes_->Exit();
+}
 
 bool ReadersPresent(const char* base) { return W(base, kNReadersOff).load() != 0; }
 
@@ -202,9 +313,31 @@ Status ReaderTable::SlotFor(uint64_t** epoch) {
   if (idx < 0)
     return Status::Busy("the pool's reader table is full (" + std::to_string(kSlots) +
                         " reading threads in all processes): close a reader first");
+  HandOff();
   cache = {uid_, reinterpret_cast<uint64_t*>(page_ + SlotOff(idx, kEpoch))};
   *epoch = cache.second;
   return Status::OK();
+}
+
+void ReaderTable::HandOff() {
+  // nreaders was incremented (seq_cst) before this request: the hand-off thread that sees the
+  // request sees the reader, and so does every write that enters after its grace period.
+  // No hand-off thread (this process's writer has not written without lanes since its open: a
+  // write that will, loads nreaders after the thread's start, and sees this reader), or no live
+  // writer (a writer opening later stores its pid after this load, then loads nreaders): no
+  // request, so that a reader beside no writer leaves the file as it found it.
+  if (W(page_, kHelperOff).load(std::memory_order_seq_cst) == 0 || LiveWriter(page_) == 0) return;
+  const uint64_t r = W(page_, kHReqOff).fetch_add(1, std::memory_order_seq_cst) + 1;
+  FutexWakeAll(Low(page_, kHReqOff));
+  for (int a = 0;; ++a) {
+    if (W(page_, kHAckOff).load(std::memory_order_seq_cst) >= r) return;
+    // No hand-off thread: this process's writer has not written without lanes since (a write
+    // that will load nreaders after the thread's start, and sees this reader), or there is no writer.
+    if (W(page_, kHelperOff).load(std::memory_order_seq_cst) == 0) return;
+    if (a % 64 == 63 && LiveWriter(page_) == 0) return;  // a dead writer's frozen image
+    if (a < 20) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
 }
 
 namespace {
@@ -214,18 +347,32 @@ int SlotIndex(const char* page, const uint64_t* epoch) {
 }  // namespace
 
 ReaderTable::Read::~Read() {
+  if (quiet_ != 0 && t_.page_) {
+    uint64_t q = quiet_;  // withdrawn unless another reader has asked for a longer one since
+    W(t_.page_, kQuietOff).compare_exchange_strong(q, 0);
+  }
   if (!in_ || !slot_epoch_) return;
   if (--t_.depth_[SlotIndex(t_.page_, slot_epoch_)] == 0)
     std::atomic_ref<uint64_t>(*slot_epoch_).store(0, std::memory_order_release);
 }
 
-Status ReaderTable::Read::Begin() {
+Status ReaderTable::Read::Begin(int failed) {
   const char* b = t_.rbase_;
   if (t_.page_ && !slot_epoch_) {
     WORT_RETURN_IF_ERROR(t_.SlotFor(&slot_epoch_));
     nested_ = t_.depth_[SlotIndex(t_.page_, slot_epoch_)]++ != 0;
   }
   in_ = true;
+  if (failed >= kQuietAfter && t_.page_ && !nested_) {
+    // Starving: ask the writer for a quiet window (1 ms, doubling per failure, at most 128 ms),
+    // raising the word only (another reader's longer window stands). Set before the lanes'
+    // snapshot below: a write that began before the writer could see it is seen in progress.
+    const uint64_t want = NowNs() + (1000000ull << std::min(failed - kQuietAfter, 7));
+    uint64_t q = W(t_.page_, kQuietOff).load();
+    while (q < want && !W(t_.page_, kQuietOff).compare_exchange_weak(q, want, std::memory_order_seq_cst)) {
+    }
+    quiet_ = want;
+  }
   for (int a = 0;; ++a) {
     // Enter: G+1 in the slot, then (seq_cst: a full fence) every read follows. A block unlinked
     // before G reached this value is never found by them; later unlinks are tagged >= it.

@@ -7,15 +7,35 @@
 //   [2568, 2576)  nreaders registered reader slots (readers: +1 / -1; writer: -1 for a dead one)
 //   [2576, 2584)  writer   pid of the process that holds the pool open for writing (0: none)
 //   [2584, 2592)  wstart   that process's start time (/proc/<pid>/stat field 22): pid reuse
+//   [2592, 2600)  hreq     hand-off requests: a reader registering a slot takes one (fetch_add)
+//   [2600, 2608)  hack     the last request the writing process has answered (its hand-off thread)
+//   [2608, 2616)  helper   1 while the writing process's hand-off thread runs (it may write without lanes)
+//   [2616, 2624)  quiet    a starving reader's quiet window: writers start no write before this
+//                          CLOCK_MONOTONIC time in ns (0: none)
 //   [2624, 3072)  lanes    7 write lanes of 64 bytes: {begun, ended} counters
 //   [3072, 4096)  slots    32 reader slots of 32 bytes: {owner pid, start time, epoch, 0}
 //
-// Write lanes (a sequence lock in the mapping, striped): a KvStore write increments its lane's
-// `begun` before its first change of the index and `ended` after its last (WriteSection). A
-// reader in another process notes every lane with begun == ended (waiting while one is not),
+// Write lanes (a sequence lock in the mapping, striped), used only while a reader is
+// registered: a KvStore write (WriteSection) that finds `nreaders` == 0 writes nothing shared
+// at all - it enters the writing process's own write epoch (Writer::writes: a store to the
+// thread's own slot, no hardware fence) and loads `nreaders`, a line writers only read. Else it
+// increments its lane's `begun` before its first change of the index and `ended` after its last.
+// A reader in another process notes every lane with begun == ended (waiting while one is not),
 // reads, and accepts what it read only if every `begun` and the header's generation are
-// unchanged: no write overlapped the read. Readers never write a word the writer reads on its
-// write path: a writer never waits for a reader.
+// unchanged: no write overlapped the read.
+//
+// The hand-off (a reader registering while writes without lanes may be in progress): the
+// reader increments `nreaders`, takes a request number r = ++hreq and waits until `hack` >= r
+// (or `helper` is 0, or the writer is dead). The writing process's hand-off thread (started with
+// its first write) sleeps on `hreq` (a futex in the shared mapping); woken, it reads hreq, waits
+// for a grace period of the write epoch (Synchronize: every write that may have loaded
+// nreaders == 0 has ended; later ones see the reader) and publishes hack = that number. So a
+// registered reader's first read begins after every write without lanes has ended.
+//
+// Starvation: a reader whose read failed validation kQuietAfter times in a row asks for a quiet
+// window (`quiet` := now + 1 ms, doubling per further failure up to 128 ms): a writer with lanes
+// checks `quiet` before it begins and waits until the window has passed or was withdrawn. A
+// window bounds what a reader can cost the writer even when the reader hangs or dies.
 //
 // Reclamation: a reader enters a read by storing G+1 in its slot's epoch (0 outside). A block
 // that the writer's epoch manager hands to be freed while readers are registered is tagged
@@ -27,12 +47,15 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "sync/epoch.h"
 #include "wort/status.h"
 
 namespace wort {
@@ -46,6 +69,11 @@ inline constexpr uint64_t kXEpochOff = 2560;
 inline constexpr uint64_t kNReadersOff = 2568;
 inline constexpr uint64_t kWriterOff = 2576;
 inline constexpr uint64_t kWriterStartOff = 2584;
+inline constexpr uint64_t kHReqOff = 2592;
+inline constexpr uint64_t kHAckOff = 2600;
+inline constexpr uint64_t kHelperOff = 2608;
+inline constexpr uint64_t kQuietOff = 2616;
+inline constexpr int kQuietAfter = 4;  // failed validations in a row before a reader asks for a quiet window
 inline constexpr uint64_t kLanesOff = 2624;
 inline constexpr int kLanes = 7;
 inline constexpr uint64_t kSlotsOff = 3072;
@@ -59,23 +87,57 @@ uint64_t ProcessStart(pid_t pid);
 bool ProcessAlive(uint64_t pid, uint64_t start);
 
 // ---- writer side (base: the writable mapping) ---------------------------------------------
-// At a writable open: records this process as the writer and clears the lanes a dead writer
-// may have left in progress.
-void WriterOpen(char* base);
+class Writer;
+// At a writable open: records this process as the writer and clears the lanes and hand-off
+// words a dead writer may have left. The Writer is the process's write epoch and hand-off
+// thread (started by the first WriteSection); destroy it before WriterClose.
+std::unique_ptr<Writer> WriterOpen(char* base);
 void WriterClose(char* base);
 // The pid of the writer recorded in the header, if that process is alive (0 otherwise).
 uint64_t LiveWriter(const char* base);
 
-// Brackets one write of a KvStore's index (see above).
+class Writer {
+ public:
+  explicit Writer(char* base);
+  ~Writer();  // stops the hand-off thread (REQUIRES: no write in progress)
+  Writer(const Writer&) = delete;
+  Writer& operator=(const Writer&) = delete;
+  char* base() const { return base_; }
+  // Hand-offs answered so far (tests).
+  uint64_t handoffs() const { return handoffs_.load(std::memory_order_relaxed); }
+
+ private:
+  friend class WriteSection;
+  void StartHelper();
+  void HelperLoop();
+  char* base_;
+  // The write epoch: a manager of its own (nothing is retired into it). Not the pool's
+  // (Allocator::epoch()): the store's open waits for the post-crash GC inside a write (a
+  // committed batch's re-application), and the GC waits for a grace period of the pool's epoch.
+  sync::EpochManager own_{[](void*, uint64_t) {}, nullptr};
+  sync::EpochManager* writes_ = &own_;
+  std::atomic<bool> started_{false};
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> done_{false};
+  std::atomic<uint64_t> handoffs_{0};
+  std::mutex start_mu_;
+  std::unique_ptr<std::thread> helper_;
+  uint64_t owner_ = 0;  // the pid that started the thread
+};
+
+// Brackets one write of a KvStore's index (see above). `w` null: a private copy (no readers).
 class WriteSection {
  public:
-  explicit WriteSection(char* base);
+  explicit WriteSection(Writer* w);
   ~WriteSection();
   WriteSection(const WriteSection&) = delete;
   WriteSection& operator=(const WriteSection&) = delete;
+  // Whether this write brackets itself in a lane (a reader was registered when it began).
+  bool laned() const { return lane_ != nullptr; }
 
  private:
-  uint64_t* lane_;
+  Writer* w_;
+  uint64_t* lane_ = nullptr;
 };
 
 // Whether any reader slot is registered (a reader registering later cannot hold a block
@@ -105,9 +167,11 @@ class ReaderTable {
     ~Read();
     Read(const Read&) = delete;
     Read& operator=(const Read&) = delete;
-    // Takes a slot (Busy when the table is full) and enters; waits while a write is in progress
-    // (gives up waiting when the writer died: its image is read as a crash left it).
-    Status Begin();
+    // Takes a slot (Busy when the table is full; a new slot waits for the hand-off) and enters;
+    // waits while a write is in progress (gives up waiting when the writer died: its image is
+    // read as a crash left it). `failed`: this read's earlier attempts that Valid() refused (from
+    // kQuietAfter on, the read asks the writer for a quiet window).
+    Status Begin(int failed = 0);
     // No write overlapped since Begin. Then ends the read's validation window; call Begin again
     // to retry.
     bool Valid();
@@ -118,12 +182,14 @@ class ReaderTable {
     bool nested_ = false;  // inside another read of this thread (a Get callback's Get): its epoch stands
     uint64_t begun_[kLanes] = {};
     uint64_t gen_ = 0;
+    uint64_t quiet_ = 0;  // the quiet window this read asked for (0: none)
     bool in_ = false;
   };
 
  private:
   ReaderTable() = default;
   Status SlotFor(uint64_t** epoch);
+  void HandOff();  // after a new slot's registration: waits for the writer's hand-off
   const char* rbase_ = nullptr;
   char* page_ = nullptr;  // writable mapping of [0, 4096); null: not registered
   std::mutex mu_;

@@ -530,5 +530,202 @@ TEST(KvShared, TwoNamedStoresOfOnePoolInOneProcess) {
   EXPECT_EQ(n, static_cast<uint64_t>(kKeys + 1));
 }
 
+// The hand-off (src/pm/share.h): a write that began with no reader registered writes no lane;
+// a reader registering meanwhile must not begin its first read before that write has ended
+// (else it would validate against lanes the write never touched), and writes that begin after
+// its registration use the lanes. Fails if Begin returns while the write is open.
+TEST(KvShared, ReaderRegisteringBesideAWriteWithoutLanesWaitsForIt) {
+  TempPath path("kvhand");
+  std::unique_ptr<Pool> pool;
+  ASSERT_TRUE(Pool::Create(path, PoolOptions{}, &pool).ok());
+  share::Writer* w = pool->share_writer();
+  ASSERT_NE(w, nullptr);
+  std::atomic<int> phase{0};
+  std::thread writer([&] {
+    share::WriteSection ws(w);
+    EXPECT_FALSE(ws.laned()) << "no reader is registered: the write must not touch a lane";
+    phase.store(1);
+    while (phase.load() != 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  while (phase.load() != 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::unique_ptr<share::ReaderTable> table;
+  ASSERT_TRUE(share::ReaderTable::Attach(path, pool->base(), &table).ok());
+  ASSERT_TRUE(table->registered());
+  std::atomic<bool> began{false};
+  std::thread reader([&] {
+    share::ReaderTable::Read r(*table);
+    EXPECT_TRUE(r.Begin().ok());
+    began.store(true);
+    EXPECT_TRUE(r.Valid());
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(began.load()) << "a read began while a write without lanes was in progress";
+  phase.store(2);
+  writer.join();
+  reader.join();
+  EXPECT_TRUE(began.load());
+  EXPECT_GE(w->handoffs(), 1u);
+  {
+    share::WriteSection ws(w);
+    EXPECT_TRUE(ws.laned()) << "a reader is registered: writes must use the lanes";
+  }
+  table.reset();  // its slot freed: writes go without lanes again
+  {
+    share::WriteSection ws(w);
+    EXPECT_FALSE(ws.laned());
+  }
+  ASSERT_TRUE(pool->Close().ok());
+}
+
+// The quiet window (src/pm/share.h): a read that has failed kQuietAfter times or more asks the
+// writer to start no write until its window ends; writers with lanes then wait, so the read
+// validates although a writer thread writes without pause beside it; once the read ends (its
+// window withdrawn) the writer goes on. Fails if writers ignore the window (the read's Valid()
+// sees their lanes move).
+TEST(KvShared, StarvingReadersQuietWindowHoldsWritersBack) {
+  TempPath path("kvquiet");
+  std::unique_ptr<Pool> pool;
+  ASSERT_TRUE(Pool::Create(path, PoolOptions{}, &pool).ok());
+  share::Writer* w = pool->share_writer();
+  std::unique_ptr<share::ReaderTable> table;
+  ASSERT_TRUE(share::ReaderTable::Attach(path, pool->base(), &table).ok());
+  {
+    share::ReaderTable::Read r(*table);  // registers (the hand-off) before the writer starts
+    ASSERT_TRUE(r.Begin().ok());
+  }
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> writes{0};
+  std::thread writer([&] {
+    while (!stop.load()) {
+      share::WriteSection ws(w);
+      EXPECT_TRUE(ws.laned());
+      writes.fetch_add(1);
+    }
+  });
+  while (writes.load() < 1000) std::this_thread::yield();
+  for (int round = 0; round < 3; ++round) {
+    // As the 12th and later attempts of a read: windows of 128 ms. A writer that looked at the
+    // window word just before the window and opened its lane just after the snapshot steps out
+    // again, which costs the read one more attempt: three are allowed.
+    bool valid = false;
+    uint64_t ran_on = 0;
+    for (int attempt = 0; attempt < 3 && !valid; ++attempt) {
+      share::ReaderTable::Read r(*table);
+      ASSERT_TRUE(r.Begin(share::kQuietAfter + 7 + attempt).ok());
+      const uint64_t before = writes.load();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      valid = r.Valid();
+      ran_on = writes.load() - before;
+    }
+    EXPECT_TRUE(valid) << "three reads in quiet windows each met a write";
+    EXPECT_LE(ran_on, 1u) << "writes went on inside the quiet window";
+    const uint64_t after = writes.load();
+    const auto t0 = Clock::now();
+    while (writes.load() < after + 100 && Clock::now() - t0 < std::chrono::seconds(5)) std::this_thread::yield();
+    EXPECT_GE(writes.load(), after + 100) << "the writer did not resume after the window was withdrawn";
+  }
+  stop.store(true);
+  writer.join();
+  table.reset();
+  ASSERT_TRUE(pool->Close().ok());
+}
+
+// A reader cannot starve: writer threads that Put without a pause (on two cores there is rarely
+// an instant with no write in progress) and a reader in another process whose reads are long
+// (Count and ForEach of a cceh store: each one read of the whole table). Before the quiet
+// windows such a read never validated; now each must complete, with the exact count and every
+// value whole.
+namespace starve {
+constexpr int kN = 20000;
+std::string Key(int i) {
+  return std::string{static_cast<char>(0x80 | (i & 0x7f)), static_cast<char>(i >> 7), static_cast<char>(0xff), '\0'};
+}
+std::string Value(int i, uint64_t seq) {
+  std::string v = std::to_string(i) + ":" + std::to_string(seq) + "|";
+  for (uint64_t j = 0; j < seq % 40; ++j) v.push_back(static_cast<char>((i * 7 + seq * 13 + j) & 0xff));
+  return v;
+}
+std::string CheckPair(std::string_view k, std::string_view v) {
+  const size_t colon = v.find(':'), bar = v.find('|');
+  if (colon == std::string_view::npos || bar == std::string_view::npos || bar < colon) return "a value without its numbers";
+  const int i = std::atoi(std::string(v.substr(0, colon)).c_str());
+  const uint64_t seq = std::strtoull(std::string(v.substr(colon + 1, bar - colon - 1)).c_str(), nullptr, 10);
+  if (i < 0 || i >= kN || Key(i) != k) return "a value under another key";
+  if (v != Value(i, seq)) return "value " + std::to_string(seq) + " of key " + std::to_string(i) + " is torn";
+  return "";
+}
+}  // namespace starve
+
+TEST(KvShared, ReaderIsNotStarvedByWritersWithoutPause) {
+  using namespace starve;
+  TempPath path("kvstarve");
+  {
+    std::unique_ptr<KvStore> db;
+    ASSERT_TRUE(KvStore::Open(Cfg(path, "cceh", false), &db).ok());
+    for (int i = 0; i < kN; ++i) ASSERT_TRUE(db->Put(Key(i), Value(i, 0)).ok());
+    ASSERT_TRUE(db->Close().ok());
+  }
+  Shared* sh = NewShared();
+  constexpr int kReads = 10;
+  const pid_t pid = Fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    while (sh->go.load() == 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    std::unique_ptr<KvStore> db;
+    Status s = KvStore::Open(Cfg(path, "", true), &db);
+    if (!s.ok()) {
+      Fail(sh, "reader open: " + s.ToString());
+      ::_exit(1);
+    }
+    for (int r = 0; r < kReads; ++r) {
+      uint64_t n = 0;
+      s = db->Count(&n);
+      if (!s.ok() || n != kN) Fail(sh, "count " + std::to_string(n) + " " + s.ToString());
+      size_t pairs = 0;
+      s = db->ForEach([&](std::string_view k, std::string_view v) {
+        if (std::string e = CheckPair(k, v); !e.empty()) Fail(sh, e);
+        ++pairs;
+        return true;
+      });
+      if (!s.ok() || pairs != kN) Fail(sh, "foreach gave " + std::to_string(pairs) + " pairs " + s.ToString());
+      sh->reads.fetch_add(1);
+    }
+    ::_exit(db->Close().ok() ? 0 : 1);
+  }
+  std::unique_ptr<KvStore> db;
+  ASSERT_TRUE(KvStore::Open(Cfg(path, "cceh", false), &db).ok());
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> puts{0}, errors{0};
+  std::vector<std::thread> ws;
+  for (int t = 0; t < 2; ++t)
+    ws.emplace_back([&, t] {
+      uint64_t seq = 1, x = 0x9e3779b97f4a7c15ull * (t + 1);
+      while (!stop.load(std::memory_order_relaxed)) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        const int i = static_cast<int>(x % kN);
+        if (!db->Put(Key(i), Value(i, seq++)).ok()) errors.fetch_add(1);
+        puts.fetch_add(1, std::memory_order_relaxed);
+      }
+    });
+  while (puts.load() < 1000) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // writing before the reader opens
+  sh->go.store(1);
+  const auto t0 = Clock::now();
+  while (sh->reads.load() < kReads && Clock::now() - t0 < std::chrono::seconds(60) && sh->reader_errors.load() == 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const uint64_t reads = sh->reads.load();
+  const uint64_t puts_during = puts.load();
+  stop.store(true);
+  for (auto& t : ws) t.join();
+  if (reads < kReads) ::kill(pid, SIGKILL);
+  const int rc = WaitExit(pid);
+  EXPECT_EQ(sh->reader_errors.load(), 0u) << sh->msg;
+  EXPECT_EQ(reads, static_cast<uint64_t>(kReads)) << "the reader starved: " << reads << " of " << kReads
+                                                    << " whole-table reads in 60 s beside " << puts_during << " puts";
+  EXPECT_EQ(rc, reads < kReads ? 128 + SIGKILL : 0);
+  EXPECT_EQ(errors.load(), 0u);
+  EXPECT_GT(puts_during, 0u);
+  ASSERT_TRUE(db->Close().ok());
+}
+
 }  // namespace
 }  // namespace wort
