@@ -3,6 +3,7 @@
 #   <prefix>/include/*.h                     a top-level C API header, if include/ has one
 #   <prefix>/lib/libwort.so.X.Y.Z, .so.X.Y, .so, libwort.a
 #   <prefix>/bin/wort                        the CLI
+#   <prefix>/share/wort/scripts, data/published  the CLI's report scripts and the published values
 #   <prefix>/lib/cmake/wort/                 wortConfig.cmake, wortConfigVersion.cmake, wortTargets*.cmake
 #   <prefix>/lib/pkgconfig/wort.pc
 include(CMakePackageConfigHelpers)
@@ -13,6 +14,14 @@ install(TARGETS wort_shared wort_static EXPORT wortTargets
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 if(TARGET wort)  # WORT_TOOLS
   install(TARGETS wort RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT wort_runtime)
+  # What `wort reproduce` and `wort knn` run after their measurements (the report and plots) and
+  # read (the published values): the installed CLI finds them in <prefix>/share/wort, relative to
+  # its own executable (src/cli/files.cc FindFile), with no source tree.
+  install(PROGRAMS ${PROJECT_SOURCE_DIR}/scripts/report.py ${PROJECT_SOURCE_DIR}/scripts/knn_report.py
+                   ${PROJECT_SOURCE_DIR}/scripts/knn_faiss.py
+          DESTINATION ${CMAKE_INSTALL_DATADIR}/wort/scripts COMPONENT wort_runtime)
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/data/published DESTINATION ${CMAKE_INSTALL_DATADIR}/wort/data
+          COMPONENT wort_runtime FILES_MATCHING PATTERN "*.json")
 endif()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/wort DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
         COMPONENT wort_development FILES_MATCHING PATTERN "*.h")

@@ -59,6 +59,44 @@ if(WORT_MODE STREQUAL "install")
   endforeach()
   run("installed wort --help" ${prefix}/bin/wort --help)
 
+  # The installed `wort reproduce` writes its report and plots from <prefix>/share/wort (the
+  # report script and the published values), not from the source tree: a tiny run finds them
+  # there, and with the installed script moved away it says it has none (the source tree, which
+  # this test runs beside, is never consulted by an installed binary).
+  foreach(f share/wort/scripts/report.py share/wort/data/published/wort_fast17.json)
+    if(NOT EXISTS ${prefix}/${f})
+      message(FATAL_ERROR "consumer test: ${f} was not installed")
+    endif()
+  endforeach()
+  set(rep ${WORT_WORK_DIR}/reproduce)
+  set(no_env ${CMAKE_COMMAND} -E env --unset=WORT_REPORT_SCRIPT --unset=WORT_PUBLISHED --unset=WORT_PEERS_SRC)
+  execute_process(COMMAND ${no_env} ${prefix}/bin/wort reproduce --scale tiny --only fig7 --index woart --no-cachegrind
+                  --out ${rep} RESULT_VARIABLE rc1 OUTPUT_VARIABLE o1 ERROR_VARIABLE e1)
+  string(FIND "${o1}${e1}" "share/wort/scripts/report.py" at)
+  if(NOT rc1 EQUAL 0 OR at EQUAL -1 OR NOT EXISTS ${rep}/report.md)
+    message(FATAL_ERROR "consumer test: the installed wort reproduce did not run <prefix>/share/wort/scripts/report.py "
+                        "or wrote no report.md:\n${o1}\n${e1}")
+  endif()
+  string(FIND "${o1}${e1}" "share/wort/data/published/wort_fast17.json" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "consumer test: the installed wort reproduce did not use the installed published values:\n${o1}\n${e1}")
+  endif()
+  execute_process(COMMAND python3 -c "import matplotlib" RESULT_VARIABLE no_mpl OUTPUT_QUIET ERROR_QUIET)
+  if(no_mpl EQUAL 0 AND NOT EXISTS ${rep}/fig7.png)
+    message(FATAL_ERROR "consumer test: the installed wort reproduce drew no fig7.png:\n${o1}\n${e1}")
+  endif()
+  file(RENAME ${prefix}/share/wort/scripts/report.py ${WORT_WORK_DIR}/report.py.moved)
+  file(REMOVE_RECURSE ${rep})
+  execute_process(COMMAND ${no_env} ${prefix}/bin/wort reproduce --scale tiny --only fig7 --index woart --no-cachegrind
+                  --out ${rep} OUTPUT_VARIABLE o2 ERROR_VARIABLE e2)
+  file(RENAME ${WORT_WORK_DIR}/report.py.moved ${prefix}/share/wort/scripts/report.py)
+  string(FIND "${o2}${e2}" "scripts/report.py not found" at)
+  if(at EQUAL -1 OR EXISTS ${rep}/report.md)
+    message(FATAL_ERROR "consumer test: without its installed report script, the installed wort reproduce found one "
+                        "elsewhere (the source tree?):\n${o2}\n${e2}")
+  endif()
+  message(STATUS "installed wort reproduce: report and plots from share/wort, no source tree: ok")
+
   # The shared library's SONAME is the one CMakeLists.txt derives from the version.
   find_program(readelf NAMES readelf)
   if(readelf)

@@ -105,6 +105,11 @@ struct SyncCounters {
   uint64_t msyncs = 0, pages = 0, errors = 0;  // all threads, since start-up
 };
 WORT_EXPORT SyncCounters GetSyncCounters();
+// Called (in the fencing thread) after each sync-mode msync with the range it synced: whole
+// pages, the hull of the pages flushed in one pool since the thread's previous fence. For tests
+// that check the synced ranges cover every flushed line; nullptr removes it.
+using SyncObserver = void (*)(const void* begin, size_t len, void* ctx);
+WORT_EXPORT void SetSyncObserver(SyncObserver fn, void* ctx);
 
 // ---- implementation details of the inline hot path --------------------------------------
 namespace detail {

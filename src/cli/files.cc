@@ -32,8 +32,13 @@ std::string FindFile(const char* env, const std::string& rel) {
   if (const char* e = std::getenv(env); e && *e) return e;
   const std::string exe = SelfExe();
   const std::string dir = exe.substr(0, exe.rfind('/'));
-  for (const std::string& c : {dir + "/../" + rel, dir + "/" + rel, SourceRoot() + "/" + rel})
+  // Beside the executable (a build tree inside the source tree: build/../scripts), then where
+  // an install puts them (<prefix>/bin/wort: <prefix>/share/wort, cmake/install.cmake), then the
+  // source tree this binary was compiled from - only from a build tree (its directory has a
+  // CMakeCache.txt): an installed wort never reads a source tree that may have moved on.
+  for (const std::string& c : {dir + "/../" + rel, dir + "/" + rel, dir + "/../share/wort/" + rel})
     if (Exists(c)) return c;
+  if (Exists(dir + "/CMakeCache.txt") && Exists(SourceRoot() + "/" + rel)) return SourceRoot() + "/" + rel;
   return "";
 }
 

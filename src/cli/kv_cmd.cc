@@ -34,6 +34,7 @@ struct KvOpts {
   // per command
   std::string key, value, value_file, start, end, file;
   uint64_t limit = ~uint64_t{0};
+  uint64_t batch = 0;  // load: pairs per batch (0: as many as one batch holds)
   bool raw = false, keys_only = false;
 };
 
@@ -291,9 +292,14 @@ void AddKv(CLI::App& app) {
     auto* c = AddCommon(kv, "load",
                         "Put every pair of a dump (`wort kv dump`) into the store, creating the pool and the store "
                         "(of the dump's kind) when absent. The whole input is read and checked first: malformed "
-                        "input is refused with its line number and nothing is written",
+                        "input is refused with its line number and nothing is written. The pairs are then applied "
+                        "as one failure-atomic batch (KvStore::Write: all or nothing, also across a crash); a dump "
+                        "larger than a batch holds (2^20 pairs or 1 GiB of keys and values) or than --batch goes in "
+                        "several batches, in order, and a failure names the pairs that were applied",
                         o);
     c->add_option("-i,--input", o->file, "Input file (default: standard input)");
+    c->add_option("--batch", o->batch, "Pairs per batch (0: the whole dump in one batch, up to a batch's limits)")
+        ->capture_default_str();
     AddSizeOption(c, "--pool-size", &o->pool_size, "Size limit of the pool (0: none; a new pool starts at about 1 MiB; another value replaces the limit of an existing one)");
     c->callback([o] {
       DumpHeader h;
@@ -314,12 +320,43 @@ void AddKv(CLI::App& app) {
       KvOpts oo = *o;
       oo.key_type = h.key_type == KeyType::kU64 ? "u64" : "bytes";
       auto db = OpenStore("load", oo, true, h.kind, h.key_type);
-      for (const auto& [k, v] : pairs) {
-        s = db->Put(k, v);
-        if (!s.ok()) Die("load", Status(s.code(), "key '" + Escape(k) + "': " + s.message()));
+      // Batches of consecutive pairs, each within KvStore::Write's limits (and --batch): pairs
+      // [done, i) go in one batch; a pair larger than a batch alone cannot occur (the parser
+      // bounds keys by kMaxKeyLen and values by kMaxValueLen, far below kMaxBatchBytes).
+      const uint64_t max_ops = o->batch == 0 ? kMaxBatchOps : std::min<uint64_t>(o->batch, kMaxBatchOps);
+      size_t done = 0, batches = 0;
+      while (done < pairs.size()) {
+        KvBatch b;
+        size_t i = done;
+        while (i < pairs.size() && b.size() < max_ops &&
+               b.bytes() + pairs[i].first.size() + pairs[i].second.size() <= kMaxBatchBytes) {
+          b.Put(pairs[i].first, pairs[i].second);
+          ++i;
+        }
+        s = db->Write(b);
+        if (!s.ok()) {
+          // Refused before its commit point, a batch changed nothing; committed but not applied
+          // (the index ran out of space), the next open of the store finishes it (wort/kv.h).
+          const bool committed = s.message().starts_with("batch committed");
+          const std::string applied =
+              fmt::format("pairs 1-{} were applied ({} batch{})", done, batches, batches == 1 ? "" : "es");
+          std::string what;
+          if (committed)
+            what = (done > 0 ? applied + "; " : std::string()) +
+                   fmt::format("pairs {}-{} are committed and the store's next open applies them", done + 1, i) +
+                   (i < pairs.size() ? fmt::format("; pairs {}-{} were not written", i + 1, pairs.size()) : std::string());
+          else
+            what = done == 0 ? std::string("nothing was written: the store is as it was")
+                             : applied + fmt::format(", pairs {}-{} were not", done + 1, pairs.size());
+          Die("load", Status(s.code(), fmt::format("{}: the batch of pairs {}-{} failed: {} ({})", src, done + 1, i,
+                                                   s.message(), what)));
+        }
+        ++batches;
+        done = i;
       }
       Close("load", db);
-      fmt::print(stderr, "loaded {} pairs into store '{}' of {}\n", pairs.size(), o->store, o->pool);
+      fmt::print(stderr, "loaded {} pairs into store '{}' of {} ({} batch{})\n", pairs.size(), o->store, o->pool, batches,
+                 batches == 1 ? "" : "es");
     });
   }
   {  // stats

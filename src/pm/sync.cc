@@ -26,6 +26,8 @@ struct Range {
 std::array<Range, kMaxRanges> g_ranges;
 std::mutex g_mu;
 std::atomic<uint64_t> g_msyncs{0}, g_pages{0}, g_errors{0};
+std::atomic<SyncObserver> g_observer{nullptr};
+std::atomic<void*> g_observer_ctx{nullptr};
 
 // This thread's pages noted since its last fence: [lo, hi) inside range `range`.
 struct Pending {
@@ -43,6 +45,8 @@ void SyncPending(Pending& p) {
   }
   g_msyncs.fetch_add(1, std::memory_order_relaxed);
   g_pages.fetch_add((p.hi - p.lo) / kPage, std::memory_order_relaxed);
+  if (SyncObserver fn = g_observer.load(std::memory_order_acquire))
+    fn(reinterpret_cast<const void*>(p.lo), p.hi - p.lo, g_observer_ctx.load(std::memory_order_relaxed));
   p = Pending{};
 }
 }  // namespace
@@ -69,6 +73,11 @@ void UnregisterSyncRange(const void* base) {
   }
   // Pending notes of the calling thread inside the range would msync an unmapped range.
   if (t_pending.range >= 0) t_pending = Pending{};
+}
+
+void SetSyncObserver(SyncObserver fn, void* ctx) {
+  g_observer_ctx.store(ctx, std::memory_order_relaxed);
+  g_observer.store(fn, std::memory_order_release);
 }
 
 SyncCounters GetSyncCounters() {

@@ -230,6 +230,70 @@ TEST(KvCli, MalformedLoadInputNamesTheLineAndWritesNothing) {
   EXPECT_FALSE(std::filesystem::exists(fresh.str()));
 }
 
+// `wort kv load` applies a dump as one failure-atomic batch: when the pool fills up part way,
+// nothing of the dump is in the store (a load of puts would have left the pairs before the
+// failure); with --batch N it goes in batches of N pairs, and a failure names the pairs applied,
+// which are exactly the first ones of the dump. Keys carry bytes >= 0x80.
+TEST(KvCli, LoadIsOneBatchAndAFullPoolLeavesTheStoreUnchanged) {
+  TempPath pool("kvcli-batch"), input("kvcli-batch-in");
+  {
+    auto db = Open(pool, "woart");
+    ASSERT_TRUE(db);
+    ASSERT_TRUE(db->Put("kept", "value").ok());
+    ASSERT_TRUE(db->Close().ok());
+  }
+  std::vector<std::pair<std::string, std::string>> pairs;
+  std::string text = "VERSION=1\nformat=print\nkind=woart\nkey_type=bytes\nHEADER=END\n";
+  for (int i = 0; i < 600; ++i) {
+    std::string k("\x80\xff"), v(8000, static_cast<char>(0x80 + i % 128));
+    k += std::to_string(100000 + i);
+    text += ' ';
+    text += wort::cli::Escape(k);
+    text += "\n ";
+    text += wort::cli::Escape(v);
+    text += '\n';
+    pairs.emplace_back(k, v);
+  }
+  text += "DATA=END\n";
+  WriteAll(input, text);
+  auto contents = [&] {
+    auto db = Open(pool, "");
+    EXPECT_TRUE(db);
+    return db ? Contents(*db) : std::map<std::string, std::string>{};
+  };
+  // 600 values of 8000 bytes (4.8 MB) do not fit in a pool limited to 4 MiB: one batch, refused.
+  std::string out;
+  EXPECT_EQ(RunCli("kv load " + pool.str() + " -i " + input.str() + " --pool-size 4M", &out), 1) << out;
+  EXPECT_NE(out.find("the batch of pairs 1-600 failed"), std::string::npos) << out;
+  EXPECT_NE(out.find("nothing was written: the store is as it was"), std::string::npos) << out;
+  const std::map<std::string, std::string> kept{{"kept", "value"}};
+  EXPECT_TRUE(contents() == kept) << "a failed load changed the store";
+
+  // In batches of 100: the first batches fit, a later one does not; the store holds exactly the
+  // pairs the message names as applied.
+  out.clear();
+  EXPECT_EQ(RunCli("kv load " + pool.str() + " -i " + input.str() + " --pool-size 4M --batch 100", &out), 1) << out;
+  const size_t at = out.find("pairs 1-");
+  ASSERT_NE(at, std::string::npos) << out;
+  const size_t applied = std::stoul(out.substr(at + 8));
+  EXPECT_NE(out.find("pairs 1-" + std::to_string(applied) + " were applied (" + std::to_string(applied / 100) + " batch"),
+            std::string::npos) << out;
+  EXPECT_NE(out.find("pairs " + std::to_string(applied + 1) + "-600 were not"), std::string::npos) << out;
+  EXPECT_GE(applied, 100u);
+  EXPECT_LT(applied, 600u);
+  EXPECT_EQ(applied % 100, 0u);
+  std::map<std::string, std::string> want = kept;
+  for (size_t i = 0; i < applied; ++i) want.insert(pairs[i]);
+  EXPECT_TRUE(contents() == want) << "the store holds other pairs than the first " << applied;
+
+  // With room, one batch (the message says so) and every pair present.
+  out.clear();
+  ASSERT_EQ(RunCli("kv load " + pool.str() + " -i " + input.str() + " --pool-size 64M", &out), 0) << out;
+  EXPECT_NE(out.find("loaded 600 pairs into store 'kv' of " + pool.str() + " (1 batch)"), std::string::npos) << out;
+  for (const auto& p : pairs) want.insert(p);
+  EXPECT_TRUE(contents() == want);
+}
+
 TEST(KvCli, GetPutDeleteScanStats) {
   TempPath p("kvcli-ops"), raw("kvcli-raw"), vf("kvcli-vf");
   std::string out;
