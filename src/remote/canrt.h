@@ -212,9 +212,14 @@ Status ConnectOver(std::unique_ptr<remote::Connection> conn, std::unique_ptr<rem
 // Client-side counters (operations per kind, retries) for the benchmark.
 struct ClientStats {
   uint64_t lock_retries = 0, refreshes = 0, resize_requests = 0, reread = 0;
+  uint64_t full_refreshes = 0;  // refreshes that read the whole prefix area (connect included)
+  uint64_t refresh_bytes = 0;   // prefix-area bytes read by refreshes (full and from the log)
   uint64_t client_active = 0;    // writes acknowledged after the client's Persist (every write)
   uint64_t notify_failures = 0;  // durable writes the server could not be told of (it stopped)
 };
 ClientStats GetClientStats(const remote::RemoteKV& kv);
+// The client's copy of the prefix area (header and prefix nodes in use) and its generation
+// (tests: compare with the server's valid area). False when kv is not a CANRT client.
+bool GetClientPrefixCopy(const remote::RemoteKV& kv, uint64_t* generation, std::string* area);
 
 }  // namespace wort::canrt

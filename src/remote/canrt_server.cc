@@ -90,6 +90,37 @@ void CopyArea(char* dst, const char* src, size_t n) {
   remote::CopyToRegion(dst, tmp.data(), n);
 }
 
+// The resize log entry of generation `gen` (canrt_layout.h, "resize log"): the prefix nodes the
+// ranges `r` of an area touch, as runs of ids (the area header, offsets below kAreaHeaderBytes,
+// is not listed: a client always re-reads it). More runs than an entry holds, or `full`: the
+// entry says "re-read the whole area". Atomic word stores (a client may be reading the log);
+// not persisted (volatile: for live clients only).
+void WriteLog(char* base, uint32_t fanout, uint64_t gen, const std::vector<std::pair<uint64_t, uint64_t>>& r,
+              bool full) {
+  LogEntry e{};
+  e.gen = gen;
+  std::vector<uint64_t> ids;
+  const uint64_t nb = PrefixNodeBytes(fanout);
+  for (auto& [off, n] : r) {
+    if (n == 0 || off + n <= kAreaHeaderBytes) continue;
+    const uint64_t lo = std::max(off, kAreaHeaderBytes) - kAreaHeaderBytes, hi = off + n - 1 - kAreaHeaderBytes;
+    for (uint64_t id = lo / nb; id <= hi / nb; ++id) ids.push_back(id);
+  }
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  for (size_t i = 0; i < ids.size() && !full; ++i) {
+    if (e.nruns > 0 && e.first[e.nruns - 1] + e.count[e.nruns - 1] == ids[i]) {
+      ++e.count[e.nruns - 1];
+      continue;
+    }
+    if (e.nruns == kLogRuns || ids[i] >= UINT32_MAX) full = true;
+    else e.first[e.nruns] = static_cast<uint32_t>(ids[i]), e.count[e.nruns++] = 1;
+  }
+  if (full) e.nruns = 0, e.full = 1;
+  remote::CopyToRegion(base + kLogOff + (gen % kLogEntries) * sizeof(LogEntry), reinterpret_cast<const char*>(&e),
+                       sizeof e);
+}
+
 void PersistRanges(const char* base, const std::vector<std::pair<uint64_t, uint64_t>>& r) {
   for (auto& [off, n] : r) pm::flush(base + off, n);
   pm::fence();
@@ -553,6 +584,9 @@ void Service::Resize(uint32_t node) {
   pm::store8(&hdr_->state, StateWord(gen, true, false));  // pxflag
   pm::persist(&hdr_->state, 8);
   Migrate(node, shadow, vh.ndata);
+  // The resize log entry of gen+1 (the split's ranges: where valid and shadow differ) before the
+  // commit, for the clients' incremental refresh.
+  WriteLog(base_, hdr_->fanout, gen + 1, shadow_diff_, false);
   // RETIRED is for live clients only (stale copies of the prefix nodes): it is not persisted -
   // after a crash no client holds a stale copy, and the valid tree no longer names the node.
   Cas(meta, [](uint64_t cur, uint64_t) -> uint64_t { return cur | kRetired; }, 0);
@@ -628,6 +662,8 @@ Status Service::Recover() {
       uint64_t* meta = Meta(node);
       pm::store8(meta, (pm::load8(meta) & ~kLockMask) | kRetired);
       pm::persist(meta, 8);
+      // A client of the previous run (local backend: it keeps its mapping) re-reads the whole area.
+      WriteLog(base_, hdr_->fanout, gen + 1, {}, true);
       pm::store8(&hdr_->state, StateWord(gen + 1, true, true));
     } else {
       pm::store8(&hdr_->state, StateWord(gen, true, true));

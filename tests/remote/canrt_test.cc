@@ -247,6 +247,74 @@ TEST(Canrt, DifferentialAgainstMapFullByteRange) {
   EXPECT_EQ(ScanAll(*kv), model);
 }
 
+// Incremental client refresh (the resize log, canrt_layout.h): a client that lags behind a
+// writer by 1 to 24 resizes brings its copy of the prefix nodes up to date from the log when the
+// gap is under kLogEntries, by a full re-read otherwise, and its copy is then byte for byte the
+// server's valid area (a log entry that missed a changed node - a new child of an addHeight, a
+// shifted entry - leaves the copy different). Keys over the full byte range; its Gets and a
+// final scan are checked against a model.
+TEST(Canrt, IncrementalRefreshEqualsTheServersArea) {
+  TempPath path("canrt");
+  auto pool = NewPool(path);
+  std::unique_ptr<Service> svc;
+  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
+  auto writer = InlineClient(svc.get(), 1);
+  auto lagger = InlineClient(svc.get(), 2);
+  const auto keys = Universe(1500, 23);
+  const RootHeader* hdr = reinterpret_cast<const RootHeader*>(svc->region());
+  Model model;
+  std::mt19937_64 r(5);
+  uint64_t compared = 0, last_gen = 0;
+  uint64_t next_look = 1;
+  for (int i = 0; i < 12000; ++i) {
+    const std::string& k = keys[r() % keys.size()];
+    if (r() % 8 == 0) {
+      const Status s = writer->Remove(k);
+      ASSERT_EQ(s.ok(), model.erase(k) == 1) << i << " " << s.ToString();
+    } else {
+      const std::string v = Value(r());
+      ASSERT_TRUE(writer->Put(k, v).ok()) << i;
+      model[k] = v;
+    }
+    const uint64_t gen = GenOf(pm::load8(&hdr->state));
+    if (gen < next_look) continue;
+    // The lagging client looks up the key just written (its node in the old copy may be retired:
+    // that makes it refresh) and every key of a sample.
+    for (int j = 0; j < 4; ++j) {
+      const std::string& q = j == 0 ? k : keys[r() % keys.size()];
+      std::string v;
+      const Status s = lagger->Get(q, &v);
+      auto it = model.find(q);
+      ASSERT_EQ(s.ok(), it != model.end()) << i << " " << s.ToString();
+      if (s.ok()) {
+        ASSERT_EQ(v, it->second) << i;
+      }
+    }
+    uint64_t cg = 0;
+    std::string copy;
+    ASSERT_TRUE(GetClientPrefixCopy(*lagger, &cg, &copy));
+    if (cg == gen && cg != last_gen) {
+      const char* area = svc->region() + hdr->area_off[gen & 1];
+      ASSERT_EQ(copy.size(), kAreaHeaderBytes + PrefixView(area).header().nprefix * PrefixNodeBytes(hdr->fanout)) << i;
+      ASSERT_EQ(std::memcmp(copy.data(), area, copy.size()), 0) << "client copy differs at generation " << gen << ", write " << i;
+      ++compared;
+      last_gen = cg;
+    }
+    next_look = gen + 1 + r() % 24;  // the next look after 1..24 more resizes
+  }
+  EXPECT_EQ(ScanAll(*lagger), model);
+  const ClientStats ls = GetClientStats(*lagger);
+  EXPECT_GT(compared, 20u);
+  EXPECT_GT(ls.refreshes - ls.full_refreshes, 10u) << "refreshes from the log";
+  EXPECT_GT(ls.full_refreshes, 2u) << "gaps of kLogEntries or more re-read the whole area";
+  const ServiceStats st = svc->Stats();
+  EXPECT_GT(st.resizes, 200u);
+  EXPECT_GT(st.add_height, 0u);
+  std::printf("compared %llu copies; lagger: %llu refreshes, %llu full; %llu resizes\n",
+              static_cast<unsigned long long>(compared), static_cast<unsigned long long>(ls.refreshes),
+              static_cast<unsigned long long>(ls.full_refreshes), static_cast<unsigned long long>(st.resizes));
+}
+
 TEST(Canrt, BadInputIsAnError) {
   TempPath path("canrt");
   auto pool = NewPool(path);
