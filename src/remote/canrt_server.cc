@@ -1,6 +1,10 @@
 // CANRT's server side: creation, write processing, tick-tock resizing and crash recovery
 // (design, persist order and post-crash invariants: canrt.h and canrt_layout.h).
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 
@@ -119,6 +123,27 @@ void WriteLog(char* base, uint32_t fanout, uint64_t gen, const std::vector<std::
   if (full) e.nruns = 0, e.full = 1;
   remote::CopyToRegion(base + kLogOff + (gen % kLogEntries) * sizeof(LogEntry), reinterpret_cast<const char*>(&e),
                        sizeof e);
+}
+
+// The server's background threads (the transport's notify thread, the write and resize threads)
+// run as SCHED_BATCH: a client's Notify wakes them, and on a shared host a woken SCHED_NORMAL
+// thread preempts the waker - the client - whose Put then waits for the server's apply although
+// its write was done (doc/remote.md, "Wake-ups"). A batch thread never preempts on wake-up; it
+// runs on an idle core or when the running thread's slice ends. Best effort: a failure changes
+// nothing else. WORT_CANRT_SERVER_SCHED=normal leaves the threads as they are (the behaviour
+// before, for before/after measurements in one binary).
+void BackgroundPolicy() {
+  static const bool kNormal = [] {
+    const char* e = std::getenv("WORT_CANRT_SERVER_SCHED");
+    return e && std::string_view(e) == "normal";
+  }();
+  if (kNormal) return;
+  static thread_local bool set = false;
+  if (set) return;
+  set = true;
+  sched_param sp{};
+  sp.sched_priority = 0;
+  (void)::pthread_setschedparam(::pthread_self(), SCHED_BATCH, &sp);
 }
 
 void PersistRanges(const char* base, const std::vector<std::pair<uint64_t, uint64_t>>& r) {
@@ -259,6 +284,7 @@ uint64_t Service::Cas(uint64_t* word, uint64_t (*f)(uint64_t, uint64_t), uint64_
 }
 
 void Service::OnNotify(uint32_t, std::string_view msg) {
+  BackgroundPolicy();
   Message m;
   if (msg.size() != sizeof m) return;
   std::memcpy(&m, msg.data(), sizeof m);
@@ -288,6 +314,7 @@ void Service::OnNotify(uint32_t, std::string_view msg) {
 
 // The write thread and the resize thread: each serves its queue in order.
 void Service::QueueLoop(std::deque<Message>* q, std::condition_variable* cv, bool* busy) {
+  BackgroundPolicy();
   std::unique_lock<std::mutex> g(q_mu_);
   for (;;) {
     cv->wait(g, [&] { return stop_ || !q->empty(); });
