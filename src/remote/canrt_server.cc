@@ -399,7 +399,9 @@ void Service::ProcessWrite(uint32_t node, uint32_t slot) {
   if (it[kItemOp] == kOpDelete) ScrubOp(it);
   pm::store8(reinterpret_cast<uint64_t*>(it + kItemTailWord), valid_clear);
   for (uint32_t s = 0; s < cap; ++s)
-    // crash-site: uncaught: a lost scrub matters only if a later client's item Write into the slot is cut by a crash (the explorer does not tear client Writes); Canrt.RecoveryNeverAppliesAFreedSlotsOldItem builds that image by hand, and recovery scrubs free slots again
+    // A lost scrub matters only if a later client's item Write into the slot is cut by a crash:
+    // CanrtCrash.TornClientWriteIntoAFreedSlot tears that Write (and the lines) and catches the
+    // removal of this flush.
     if (older >> s & 1) pm::flush(Item(node, s), 8);
   pm::persist(it + kItemTailWord, 8);
   // 4. Unlocked. Not persisted: a lock is volatile state (recovery resets every lock), and the
@@ -666,7 +668,8 @@ Status Service::Recover() {
       // and those a crash left unscrubbed), so that a cut write into it later cannot pass.
       if (!(mv >> s & 1) && it[kItemOp] != 0) {
         ScrubOp(it);
-        // crash-site: uncaught: the next recovery scrubs the slot again (Canrt.RecoveryNeverAppliesAFreedSlotsOldItem, "scrub lost in a crash")
+        // Lost, the next recovery would scrub the slot again - unless a client's torn Write into
+        // it came first: CanrtCrash.TornClientWriteIntoAFreedSlot (phase 2) catches its removal.
         pm::flush(it, 8);
       }
       if (it[kItemValid] == 0) continue;
