@@ -113,6 +113,8 @@ struct Options {
 struct ServiceStats {
   uint64_t writes = 0, resizes = 0, resizes_refused = 0, add_height = 0, recovered_items = 0;
   uint64_t generation = 0, height = 0, ndata = 0, nprefix = 0;
+  uint64_t reused = 0;      // new data nodes of splits that were retired nodes, reused
+  uint64_t free_nodes = 0;  // retired data nodes waiting for reuse
 };
 
 class Service {
@@ -147,7 +149,8 @@ class Service {
   void ProcessWrite(uint32_t node, uint32_t slot);
   void Resize(uint32_t node);
   Status SplitInShadow(uint32_t node, char* shadow, Changes* ch);
-  void Migrate(uint32_t node, const char* shadow, uint64_t old_ndata);
+  void Migrate(uint32_t node, const char* shadow, const std::vector<uint32_t>& targets);
+  uint64_t OldestClientGeneration() const;
   uint64_t Cas(uint64_t* word, uint64_t (*f)(uint64_t, uint64_t), uint64_t arg);
   void QueueLoop(std::deque<Message>* q, std::condition_variable* cv, bool* busy);
 
@@ -171,6 +174,9 @@ class Service {
   std::mutex resize_mu_;
   bool shadow_full_sync_ = true;                            // after open: copy the whole area
   std::vector<std::pair<uint64_t, uint64_t>> shadow_diff_;  // ranges where shadow != valid
+  // Retired data nodes: (id, the first generation whose tree does not name it). Volatile:
+  // rebuilt at open from the nodes the valid tree does not name.
+  std::vector<std::pair<uint32_t, uint64_t>> free_;
   std::mutex q_mu_;
   std::condition_variable q_cv_, q_done_;
   std::deque<Message> queue_;        // resize requests
@@ -179,7 +185,7 @@ class Service {
   bool busy_ = false, w_busy_ = false, stop_ = false;
   std::thread resize_thread_, write_thread_;
 
-  std::atomic<uint64_t> writes_{0}, resizes_{0}, refused_{0}, add_height_{0}, recovered_{0};
+  std::atomic<uint64_t> writes_{0}, resizes_{0}, refused_{0}, add_height_{0}, recovered_{0}, reused_{0}, nfree_{0};
 };
 
 // A CANRT server: the Service and the transport that exposes it.

@@ -24,7 +24,23 @@ class Client final : public remote::RemoteKV {
     if (h_.capacity < 1 || h_.capacity > kMaxCapacity || h_.fanout < 2 || h_.fanout > 256)
       return Status::Corruption("canrt: bad geometry in the region's header");
     node_.resize(h_.node_bytes);
-    return Refresh();
+    // A slot in the client table (canrt_layout.h), claimed with "generation 0" - the oldest
+    // there is - before the first read of `state`: from now on the server reuses no data node
+    // this client's copies can name.
+    for (uint32_t i = 0; i < kMaxClients && slot_ < 0; ++i) {
+      uint64_t old = 1;
+      WORT_RETURN_IF_ERROR(c_->CompareSwap64(kClientsOff + 8ull * i, 0, 1, &old));
+      if (old == 0) slot_ = static_cast<int>(i);
+    }
+    if (slot_ < 0)
+      return Status::Busy("canrt: all " + std::to_string(kMaxClients) + " client slots of the region are in use");
+    WORT_RETURN_IF_ERROR(Refresh());
+    return Announce();
+  }
+  ~Client() override {
+    if (slot_ < 0) return;
+    const uint64_t zero = 0;
+    (void)c_->Write(kClientsOff + 8ull * static_cast<uint64_t>(slot_), &zero, 8);  // best effort: a dead link keeps it
   }
 
   std::string name() const override { return "canrt"; }
@@ -131,6 +147,12 @@ class Client final : public remote::RemoteKV {
     return reinterpret_cast<const unsigned char*>(node_.data()) + 64 + uint64_t(s) * kItemBytes;
   }
 
+  // The client's slot says the generation of its copy: older nodes may be reused from now on.
+  // (Until this Write returns the slot says an older generation: more protection, never less.)
+  Status Announce() {
+    const uint64_t v = gen_ + 1;
+    return c_->Write(kClientsOff + 8ull * static_cast<uint64_t>(slot_), &v, 8);
+  }
   // Reads the whole prefix area of the current generation (re-sent on reorganisation: section
   // 3.1): at connect, and when the resize log cannot bring the copy up to date (RefreshIfNew).
   Status Refresh() {
@@ -230,7 +252,7 @@ class Client final : public remote::RemoteKV {
     bool done;
     WORT_RETURN_IF_ERROR(RefreshFromLog(GenOf(st), &done));
     if (!done) WORT_RETURN_IF_ERROR(Refresh());
-    return Status::OK();
+    return Announce();
   }
 
   // One Read of the whole data node (Algorithm 2); re-read while a live item fails its crc (a
@@ -414,6 +436,7 @@ class Client final : public remote::RemoteKV {
   }
 
   std::unique_ptr<remote::Connection> c_;
+  int slot_ = -1;  // this client's slot in the region's client table
   std::mt19937_64 rng_;
   RootHeader h_{};
   uint64_t gen_ = 0;

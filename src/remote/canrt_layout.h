@@ -70,6 +70,16 @@
 //                generation (the entry of g + kLogEntries reuses the slot; the entries a client
 //                uses are at most kLogEntries - 1 behind, so the next resize's entry, written before
 //                its commit, is never one of them).
+//   client table kMaxClients words from kClientsOff: a connected client's slot holds 1 + the
+//                generation of the oldest copy of the prefix nodes it may still use (0: free).
+//                A client claims a slot with a compare-swap 0 -> 1 before it first reads `state`,
+//                writes 1 + its copy's generation after every refresh, and frees the slot when it
+//                disconnects. The server reuses a retired data node only when every claimed slot
+//                says a generation at or after the one whose tree stopped naming the node (no
+//                client's copy can name it then: "Reuse of retired data nodes", canrt.h). Not
+//                persisted; kept across restarts (a client of the previous run that still maps the
+//                region keeps its protection; a client that died without disconnecting holds
+//                reuse back until its slot is freed - see doc/remote.md).
 // Area header (first 64 bytes of an area): height (deepest prefix node), fan-out m, data nodes
 // in use (ndata), prefix nodes in use; then the prefix nodes.
 #pragma once
@@ -140,6 +150,11 @@ struct LogEntry {
 static_assert(sizeof(LogEntry) == 64);
 static_assert(kLogOff >= offsetof(RootHeader, resize_node) + 8 && kLogOff % 64 == 0);
 static_assert(kLogOff + kLogEntries * sizeof(LogEntry) <= kHeaderBytes);
+
+inline constexpr uint64_t kClientsOff = 1280;
+inline constexpr uint32_t kMaxClients = 256;
+static_assert(kClientsOff >= kLogOff + kLogEntries * sizeof(LogEntry) && kClientsOff % 64 == 0);
+static_assert(kClientsOff + kMaxClients * 8 <= kHeaderBytes);
 
 struct AreaHeader {
   uint32_t height;  // k

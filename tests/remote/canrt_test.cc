@@ -327,6 +327,92 @@ TEST(Canrt, IncrementalRefreshEqualsTheServersArea) {
               static_cast<unsigned long long>(ls.full_refreshes), static_cast<unsigned long long>(st.resizes));
 }
 
+// Reuse of retired data nodes (canrt.h): a retired node is reused only once no connected
+// client's copy of the prefix nodes can name it. A client S connected at generation 0 and idle
+// holds every reuse back; once it has looked up every key (refreshing on the way) the nodes
+// retired before its copy are reused while S idles again with that copy, and its lookups and
+// writes are still right (with reuse regardless of S, its stale copy would read another range's
+// node: NotFound or another value); after S disconnects only the writer holds reuse back.
+TEST(Canrt, RetiredNodesAreReusedOnlyWhenNoClientCanNameThem) {
+  TempPath path("canrt");
+  auto pool = NewPool(path);
+  std::unique_ptr<Service> svc;
+  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
+  auto w = InlineClient(svc.get(), 1);
+  auto stale = InlineClient(svc.get(), 2);
+  const auto keys = Universe(1500, 31);
+  Model model;
+  std::mt19937_64 r(17);
+  auto writes = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      const std::string& k = keys[r() % keys.size()];
+      if (r() % 6 == 0) {
+        const Status s = w->Remove(k);
+        ASSERT_EQ(s.ok(), model.erase(k) == 1) << s.ToString();
+      } else {
+        const std::string v = Value(r());
+        ASSERT_TRUE(w->Put(k, v).ok());
+        model[k] = v;
+      }
+    }
+  };
+  auto check_all = [&](remote::RemoteKV& kv, const char* who) {
+    for (const auto& k : keys) {
+      std::string v;
+      const Status s = kv.Get(k, &v);
+      auto it = model.find(k);
+      ASSERT_EQ(s.ok(), it != model.end()) << who << ": " << s.ToString();
+      if (s.ok()) {
+        ASSERT_EQ(v, it->second) << who;
+      }
+    }
+  };
+  writes(3000);
+  ServiceStats st = svc->Stats();
+  EXPECT_GT(st.resizes, 100u);
+  EXPECT_EQ(st.reused, 0u) << "a client at generation 0 is connected: no retired node may be reused";
+  EXPECT_GT(st.free_nodes, 100u);
+  check_all(*stale, "stale client after 3000 writes");
+  // The stale client's copy is now current (generation g); it idles with it.
+  writes(3000);
+  const ServiceStats st2 = svc->Stats();
+  EXPECT_GT(st2.reused, 50u) << "nodes retired before the stale client's generation are reused";
+  check_all(*stale, "client idle over 3000 writes with reuse");
+  for (int i = 0; i < 200; ++i) {  // writes by the once-stale client too
+    const std::string& k = keys[r() % keys.size()];
+    const std::string v = Value(r());
+    ASSERT_TRUE(stale->Put(k, v).ok());
+    model[k] = v;
+  }
+  EXPECT_EQ(ScanAll(*w), model);
+  stale.reset();  // its slot is freed
+  const ServiceStats st3 = svc->Stats();
+  writes(3000);
+  const ServiceStats st4 = svc->Stats();
+  EXPECT_GT(st4.reused - st3.reused, 0u);
+  // Without reuse every split adds two or three data nodes; with it ndata grows by fewer.
+  EXPECT_LT(st4.ndata - st3.ndata, 2 * (st4.resizes - st3.resizes));
+  std::string rep;
+  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
+  check_all(*w, "writer");
+  EXPECT_EQ(ScanAll(*w), model);
+  std::printf("resizes %llu, reused %llu, free %llu, data nodes %llu\n", static_cast<unsigned long long>(st4.resizes),
+              static_cast<unsigned long long>(st4.reused), static_cast<unsigned long long>(st4.free_nodes),
+              static_cast<unsigned long long>(st4.ndata));
+  // Reopen (recovery rebuilds the free list from the nodes the valid tree does not name).
+  w.reset();
+  svc.reset();
+  ASSERT_TRUE(pool->Close().ok());
+  pool = OpenPool(path);
+  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
+  EXPECT_EQ(svc->Stats().free_nodes, st4.free_nodes);
+  w = InlineClient(svc.get());
+  writes(1000);
+  EXPECT_GT(svc->Stats().reused, 0u);
+  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
+  EXPECT_EQ(ScanAll(*w), model);
+}
+
 TEST(Canrt, BadInputIsAnError) {
   TempPath path("canrt");
   auto pool = NewPool(path);
@@ -1084,8 +1170,10 @@ TEST(CanrtCrash, ExplorerWritesResizesRecovery) {
   EXPECT_GT(st.resizes, 10u);
   EXPECT_GT(st.add_height, 0u);
   EXPECT_GT(res.crash_points, 500u);
-  std::printf("canrt explorer: operations %zu, crash points %zu, images %zu, resizes %llu\n", res.ops_run,
-              res.crash_points, res.images, static_cast<unsigned long long>(st.resizes));
+  EXPECT_GT(st.reused, 0u);  // splits into reused data nodes are explored too
+  std::printf("canrt explorer: operations %zu, crash points %zu, images %zu, resizes %llu (into %llu reused nodes)\n",
+              res.ops_run, res.crash_points, res.images, static_cast<unsigned long long>(st.resizes),
+              static_cast<unsigned long long>(st.reused));
 }
 
 // The client-active path: a crash between the client's Persist and the server's apply (the
