@@ -57,8 +57,8 @@
 // area into the shadow (only the ranges the previous resize changed, after the first), splits
 // d's key range there (addWidth: another boundary symbol in d's last-level node or a split of a
 // run of entries naming d; addHeight: one more level when d's node is full or d's keys share
-// the symbol), migrates d's items into two new data nodes appended after the others, retires d
-// (RETIRED bit, before the commit: a reader of d that sees it and still finds the old generation
+// the symbol), migrates d's items into two or three new data nodes (reused retired ones first),
+// writes the resize log entry of gen+1, retires d (RETIRED bit, before the commit: a reader of d that sees it and still finds the old generation
 // knows d's contents are current) and commits with one store of `state`. Persist order:
 // resize_node; shadow prefix nodes; state(gen,1,0) = pxflag marked, dtflag not; new data nodes;
 // state(gen+1,1,1) = dtflag marked and the switch of valid and shadow (RETIRED is not persisted:
@@ -69,6 +69,16 @@
 // valid byte is 1 and whose crc is right (unless already applied: a put whose bit is set), clears every valid byte,
 // scrubs every free slot (op byte 0) and resets every lock.
 //
+// Client refresh: a client whose copy of the prefix nodes is older than `state` brings it up to
+// date from the resize log (canrt_layout.h: the prefix nodes each resize wrote, for the last 16
+// generations) - the log entries, the area header and the changed nodes, then `state` again - or
+// re-reads the whole area when the log does not cover the gap.
+// Reuse of retired data nodes: a split takes its new node ids first from retired nodes that no
+// connected client's copy can name - retired at or before the oldest generation in the client
+// table (canrt_layout.h), which a client claims before its first read of `state` and updates
+// after each refresh - then fresh ones. Migrate zeroes a reused node before writing its items;
+// the free list is volatile (recovery: the nodes the valid tree does not name); a redone split's
+// targets are the nodes the shadow tree names and the valid tree does not.
 // Thread safety: the transport's notify thread only queues; written items are processed on the
 // service's write thread and resizes on its resize thread (so a resize delays only the writers of
 // its node), or both inline (Options::inline_resize). A client (RemoteKV from Connect) is used by

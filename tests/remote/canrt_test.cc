@@ -982,6 +982,7 @@ TEST(CanrtKill, AcknowledgedWritesSurviveSigkill) {
   std::mt19937_64 r(17);
   int pending_either = 0;
   size_t acked_unapplied = 0, acked_total = 0;
+  ServiceStats last_stats;
   for (int round = 0; round < rounds; ++round) {
     const bool stop_first = round % 2 == 1;
     std::remove(info_path.c_str());
@@ -1041,6 +1042,7 @@ TEST(CanrtKill, AcknowledgedWritesSurviveSigkill) {
     ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
     std::string rep;
     ASSERT_TRUE(svc->Check(&rep).ok()) << rep;
+    last_stats = svc->Stats();
     auto c = InlineClient(svc.get());
     Model found = ScanAll(*c);
     Model alt = model;
@@ -1060,8 +1062,9 @@ TEST(CanrtKill, AcknowledgedWritesSurviveSigkill) {
   EXPECT_GT(acked_unapplied, 0u);
   std::printf("canrt kill test: %d rounds, %zu writes acknowledged, %zu of them after the server was stopped or "
               "killed (durable, not applied: recovery applied them), 0 lost, %zu keys at the end, cut operation "
-              "applied in %d rounds\n",
-              rounds, acked_total, acked_unapplied, model.size(), pending_either);
+              "applied in %d rounds; at the end %llu data nodes, %llu of them free (retired nodes are reused)\n",
+              rounds, acked_total, acked_unapplied, model.size(), pending_either,
+              static_cast<unsigned long long>(last_stats.ndata), static_cast<unsigned long long>(last_stats.free_nodes));
 }
 
 // ---- the crash explorer over the server-side write path, resize and recovery ----------------
