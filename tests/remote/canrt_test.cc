@@ -518,11 +518,13 @@ TEST(Canrt, ReadersDuringResize) {
   std::atomic<bool> done{false};
   std::atomic<int> errors{0};
   std::atomic<uint64_t> reads{0};
+  std::atomic<int> ready{0};
   std::vector<std::thread> ts;
   for (int t = 0; t < 2; ++t)
     ts.emplace_back([&, t] {
       std::unique_ptr<remote::RemoteKV> kv;
-      if (!Connect(server->info(), &kv).ok()) return (void)++errors;
+      if (!Connect(server->info(), &kv).ok()) return (void)++errors, (void)++ready;
+      ++ready;
       std::mt19937_64 r(t);
       while (!done.load()) {
         auto it = std::next(base.begin(), static_cast<long>(r() % base.size()));
@@ -535,7 +537,10 @@ TEST(Canrt, ReadersDuringResize) {
   std::thread writer([&] {
     std::unique_ptr<remote::RemoteKV> kv;
     if (!Connect(server->info(), &kv).ok()) return (void)++errors;
-    for (int i = 0; i < 800; ++i)
+    while (ready.load() < 2) std::this_thread::yield();
+    // At least 800 writes, and more (up to 2,400) until the readers have read 200 times: on a
+    // loaded machine the writer could otherwise finish before the readers ran.
+    for (int i = 0; i < 800 || (i < 2400 && reads.load() < 200); ++i)
       if (!kv->Put(test::Cat("r", std::to_string(i), "w"), "new").ok()) ++errors;
     done = true;
   });
@@ -543,7 +548,13 @@ TEST(Canrt, ReadersDuringResize) {
   for (auto& t : ts) t.join();
   EXPECT_EQ(errors.load(), 0);
   EXPECT_GT(reads.load(), 100u);
-  EXPECT_GT(server->service().Stats().resizes, 20u);
+  const ServiceStats st = server->service().Stats();
+  EXPECT_GT(st.resizes, 20u);
+  // Reuse beside the readers: nodes retired before both readers' copies (each reader announces
+  // its copy's generation when it refreshes) are reused while they read.
+  std::printf("readers during resize: %llu reads, %llu resizes, %llu reused nodes\n",
+              static_cast<unsigned long long>(reads.load()), static_cast<unsigned long long>(st.resizes),
+              static_cast<unsigned long long>(st.reused));
 }
 
 // A write cut after the client's Write (the item is in the node, valid, the node locked) is
