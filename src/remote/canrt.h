@@ -57,8 +57,8 @@
 // area into the shadow (only the ranges the previous resize changed, after the first), splits
 // d's key range there (addWidth: another boundary symbol in d's last-level node or a split of a
 // run of entries naming d; addHeight: one more level when d's node is full or d's keys share
-// the symbol), migrates d's items into two new data nodes appended after the others, retires d
-// (RETIRED bit, before the commit: a reader of d that sees it and still finds the old generation
+// the symbol), migrates d's items into two or three new data nodes (reused retired ones first),
+// writes the resize log entry of gen+1, retires d (RETIRED bit, before the commit: a reader of d that sees it and still finds the old generation
 // knows d's contents are current) and commits with one store of `state`. Persist order:
 // resize_node; shadow prefix nodes; state(gen,1,0) = pxflag marked, dtflag not; new data nodes;
 // state(gen+1,1,1) = dtflag marked and the switch of valid and shadow (RETIRED is not persisted:
@@ -69,6 +69,16 @@
 // valid byte is 1 and whose crc is right (unless already applied: a put whose bit is set), clears every valid byte,
 // scrubs every free slot (op byte 0) and resets every lock.
 //
+// Client refresh: a client whose copy of the prefix nodes is older than `state` brings it up to
+// date from the resize log (canrt_layout.h: the prefix nodes each resize wrote, for the last 16
+// generations) - the log entries, the area header and the changed nodes, then `state` again - or
+// re-reads the whole area when the log does not cover the gap.
+// Reuse of retired data nodes: a split takes its new node ids first from retired nodes that no
+// connected client's copy can name - retired at or before the oldest generation in the client
+// table (canrt_layout.h), which a client claims before its first read of `state` and updates
+// after each refresh - then fresh ones. Migrate zeroes a reused node before writing its items;
+// the free list is volatile (recovery: the nodes the valid tree does not name); a redone split's
+// targets are the nodes the shadow tree names and the valid tree does not.
 // Thread safety: the transport's notify thread only queues; written items are processed on the
 // service's write thread and resizes on its resize thread (so a resize delays only the writers of
 // its node), or both inline (Options::inline_resize). A client (RemoteKV from Connect) is used by
@@ -113,6 +123,8 @@ struct Options {
 struct ServiceStats {
   uint64_t writes = 0, resizes = 0, resizes_refused = 0, add_height = 0, recovered_items = 0;
   uint64_t generation = 0, height = 0, ndata = 0, nprefix = 0;
+  uint64_t reused = 0;      // new data nodes of splits that were retired nodes, reused
+  uint64_t free_nodes = 0;  // retired data nodes waiting for reuse
 };
 
 class Service {
@@ -147,7 +159,8 @@ class Service {
   void ProcessWrite(uint32_t node, uint32_t slot);
   void Resize(uint32_t node);
   Status SplitInShadow(uint32_t node, char* shadow, Changes* ch);
-  void Migrate(uint32_t node, const char* shadow, uint64_t old_ndata);
+  void Migrate(uint32_t node, const char* shadow, const std::vector<uint32_t>& targets);
+  uint64_t OldestClientGeneration() const;
   uint64_t Cas(uint64_t* word, uint64_t (*f)(uint64_t, uint64_t), uint64_t arg);
   void QueueLoop(std::deque<Message>* q, std::condition_variable* cv, bool* busy);
 
@@ -171,6 +184,9 @@ class Service {
   std::mutex resize_mu_;
   bool shadow_full_sync_ = true;                            // after open: copy the whole area
   std::vector<std::pair<uint64_t, uint64_t>> shadow_diff_;  // ranges where shadow != valid
+  // Retired data nodes: (id, the first generation whose tree does not name it). Volatile:
+  // rebuilt at open from the nodes the valid tree does not name.
+  std::vector<std::pair<uint32_t, uint64_t>> free_;
   std::mutex q_mu_;
   std::condition_variable q_cv_, q_done_;
   std::deque<Message> queue_;        // resize requests
@@ -179,7 +195,7 @@ class Service {
   bool busy_ = false, w_busy_ = false, stop_ = false;
   std::thread resize_thread_, write_thread_;
 
-  std::atomic<uint64_t> writes_{0}, resizes_{0}, refused_{0}, add_height_{0}, recovered_{0};
+  std::atomic<uint64_t> writes_{0}, resizes_{0}, refused_{0}, add_height_{0}, recovered_{0}, reused_{0}, nfree_{0};
 };
 
 // A CANRT server: the Service and the transport that exposes it.
@@ -212,9 +228,14 @@ Status ConnectOver(std::unique_ptr<remote::Connection> conn, std::unique_ptr<rem
 // Client-side counters (operations per kind, retries) for the benchmark.
 struct ClientStats {
   uint64_t lock_retries = 0, refreshes = 0, resize_requests = 0, reread = 0;
+  uint64_t full_refreshes = 0;  // refreshes that read the whole prefix area (connect included)
+  uint64_t refresh_bytes = 0;   // prefix-area bytes read by refreshes (full and from the log)
   uint64_t client_active = 0;    // writes acknowledged after the client's Persist (every write)
   uint64_t notify_failures = 0;  // durable writes the server could not be told of (it stopped)
 };
 ClientStats GetClientStats(const remote::RemoteKV& kv);
+// The client's copy of the prefix area (header and prefix nodes in use) and its generation
+// (tests: compare with the server's valid area). False when kv is not a CANRT client.
+bool GetClientPrefixCopy(const remote::RemoteKV& kv, uint64_t* generation, std::string* area);
 
 }  // namespace wort::canrt

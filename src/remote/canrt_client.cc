@@ -24,7 +24,23 @@ class Client final : public remote::RemoteKV {
     if (h_.capacity < 1 || h_.capacity > kMaxCapacity || h_.fanout < 2 || h_.fanout > 256)
       return Status::Corruption("canrt: bad geometry in the region's header");
     node_.resize(h_.node_bytes);
-    return Refresh();
+    // A slot in the client table (canrt_layout.h), claimed with "generation 0" - the oldest
+    // there is - before the first read of `state`: from now on the server reuses no data node
+    // this client's copies can name.
+    for (uint32_t i = 0; i < kMaxClients && slot_ < 0; ++i) {
+      uint64_t old = 1;
+      WORT_RETURN_IF_ERROR(c_->CompareSwap64(kClientsOff + 8ull * i, 0, 1, &old));
+      if (old == 0) slot_ = static_cast<int>(i);
+    }
+    if (slot_ < 0)
+      return Status::Busy("canrt: all " + std::to_string(kMaxClients) + " client slots of the region are in use");
+    WORT_RETURN_IF_ERROR(Refresh());
+    return Announce();
+  }
+  ~Client() override {
+    if (slot_ < 0) return;
+    const uint64_t zero = 0;
+    (void)c_->Write(kClientsOff + 8ull * static_cast<uint64_t>(slot_), &zero, 8);  // best effort: a dead link keeps it
   }
 
   std::string name() const override { return "canrt"; }
@@ -114,6 +130,8 @@ class Client final : public remote::RemoteKV {
   }
 
   ClientStats stats() const { return stats_; }
+  uint64_t generation() const { return gen_; }
+  const std::vector<char>& area() const { return area_; }
 
  private:
   static Status CheckKey(std::string_view key) {
@@ -129,7 +147,14 @@ class Client final : public remote::RemoteKV {
     return reinterpret_cast<const unsigned char*>(node_.data()) + 64 + uint64_t(s) * kItemBytes;
   }
 
-  // Reads the prefix area of the current generation (re-sent on reorganisation: section 3.1).
+  // The client's slot says the generation of its copy: older nodes may be reused from now on.
+  // (Until this Write returns the slot says an older generation: more protection, never less.)
+  Status Announce() {
+    const uint64_t v = gen_ + 1;
+    return c_->Write(kClientsOff + 8ull * static_cast<uint64_t>(slot_), &v, 8);
+  }
+  // Reads the whole prefix area of the current generation (re-sent on reorganisation: section
+  // 3.1): at connect, and when the resize log cannot bring the copy up to date (RefreshIfNew).
   Status Refresh() {
     for (;;) {
       uint64_t st0, st1;
@@ -151,7 +176,59 @@ class Client final : public remote::RemoteKV {
       break;
     }
     ++stats_.refreshes;
+    ++stats_.full_refreshes;
+    stats_.refresh_bytes += area_.size();
     order_built_ = false;  // the data nodes' key order: built when a scan needs it (BuildOrder)
+    return Status::OK();
+  }
+  // Brings the copy from gen_ to generation g (read from `state` just before) with the resize
+  // log (canrt_layout.h): one Read of the log entries gen_+1..g, one of the area header, one per
+  // run of changed prefix nodes, then `state` again - still g: the valid area g and those
+  // entries did not change while they were read (the next resize writes the other area, and its
+  // entry's slot is not one of them). *done false: the log does not cover the gap (too old, an
+  // entry missing or "full") - the caller re-reads the whole area. The copy is modified in place:
+  // a failed validation leaves it unusable, and the caller's full refresh replaces it.
+  Status RefreshFromLog(uint64_t g, bool* done) {
+    *done = false;
+    // WORT_CANRT_FULL_REFRESH=1: never from the log (the behaviour before the log, for
+    // before/after measurements in one binary: doc/remote.md).
+    static const bool kNoLog = [] {
+      const char* e = std::getenv("WORT_CANRT_FULL_REFRESH");
+      return e && *e == '1';
+    }();
+    if (kNoLog || g <= gen_ || g - gen_ >= kLogEntries) return Status::OK();
+    const uint32_t n = static_cast<uint32_t>(g - gen_), first = static_cast<uint32_t>((gen_ + 1) % kLogEntries);
+    LogEntry log[kLogEntries];
+    const uint32_t head = std::min(n, kLogEntries - first);
+    WORT_RETURN_IF_ERROR(c_->Read(kLogOff + first * sizeof(LogEntry), log, head * sizeof(LogEntry)));
+    if (head < n) WORT_RETURN_IF_ERROR(c_->Read(kLogOff, log + head, (n - head) * sizeof(LogEntry)));
+    for (uint32_t i = 0; i < n; ++i)
+      if (log[i].gen != gen_ + 1 + i || log[i].full || log[i].nruns > kLogRuns) return Status::OK();
+    const uint64_t off = h_.area_off[g & 1];
+    const uint64_t nb = PrefixNodeBytes(h_.fanout);
+    AreaHeader ah;
+    WORT_RETURN_IF_ERROR(c_->Read(off, &ah, sizeof ah));
+    const uint64_t bytes = kAreaHeaderBytes + ah.nprefix * nb;
+    if (ah.fanout != h_.fanout || ah.height < 1 || bytes > h_.area_bytes || bytes < area_.size())
+      return Status::OK();  // a torn or moving header: the full refresh sorts it out
+    area_.resize(bytes);
+    uint64_t read = sizeof ah;
+    std::memcpy(area_.data(), &ah, sizeof ah);
+    for (uint32_t i = 0; i < n; ++i)
+      for (uint32_t r = 0; r < log[i].nruns; ++r) {
+        const uint64_t lo = kAreaHeaderBytes + uint64_t(log[i].first[r]) * nb, len = uint64_t(log[i].count[r]) * nb;
+        if (lo + len > bytes) return Status::OK();
+        WORT_RETURN_IF_ERROR(c_->Read(off + lo, area_.data() + lo, len));
+        read += len;
+      }
+    uint64_t st;
+    WORT_RETURN_IF_ERROR(c_->Read(offsetof(RootHeader, state), &st, 8));
+    if (GenOf(st) != g) return Status::OK();
+    gen_ = g;
+    ++stats_.refreshes;
+    stats_.refresh_bytes += read;
+    order_built_ = false;
+    *done = true;
     return Status::OK();
   }
   // The data nodes in key order (order_) and each one's rank in it, from the current copy of the
@@ -171,8 +248,11 @@ class Client final : public remote::RemoteKV {
     uint64_t st;
     WORT_RETURN_IF_ERROR(c_->Read(offsetof(RootHeader, state), &st, 8));
     *changed = GenOf(st) != gen_;
-    if (*changed) WORT_RETURN_IF_ERROR(Refresh());
-    return Status::OK();
+    if (!*changed) return Status::OK();
+    bool done;
+    WORT_RETURN_IF_ERROR(RefreshFromLog(GenOf(st), &done));
+    if (!done) WORT_RETURN_IF_ERROR(Refresh());
+    return Announce();
   }
 
   // One Read of the whole data node (Algorithm 2); re-read while a live item fails its crc (a
@@ -356,6 +436,7 @@ class Client final : public remote::RemoteKV {
   }
 
   std::unique_ptr<remote::Connection> c_;
+  int slot_ = -1;  // this client's slot in the region's client table
   std::mt19937_64 rng_;
   RootHeader h_{};
   uint64_t gen_ = 0;
@@ -387,6 +468,14 @@ Status Connect(const remote::RegionInfo& info, std::unique_ptr<remote::RemoteKV>
 ClientStats GetClientStats(const remote::RemoteKV& kv) {
   const Client* c = dynamic_cast<const Client*>(&kv);
   return c ? c->stats() : ClientStats{};
+}
+
+bool GetClientPrefixCopy(const remote::RemoteKV& kv, uint64_t* generation, std::string* area) {
+  const Client* c = dynamic_cast<const Client*>(&kv);
+  if (!c) return false;
+  *generation = c->generation();
+  area->assign(c->area().data(), c->area().size());
+  return true;
 }
 
 }  // namespace wort::canrt

@@ -45,7 +45,9 @@
 //   DataItem: [0] op (1 put, 2 delete), [1] key length, [2] value length, [3] 0,
 //   [4..8) crc32c of bytes [0,4) and key and value, [8..32) key (<= 24 bytes), [32..63) value
 //   (<= 31 bytes), [63] valid (1: written by a client, not yet processed by the server).
-//   A delete item's processed result goes in byte 62 (0: removed, 1: not found, 2: rejected).
+//   (No result byte: a client learns a delete's outcome by reading the node under its lock
+//   before writing, and byte 62 is the value's last byte when the value has 31 bytes. Until
+//   issue 32's follow-up a kItemResult = 62 was declared and never used.)
 //   A slot that leaves the live set (bit cleared, or an applied delete item) has op byte 0
 //   ("scrubbed", canrt.h): never an item, alone or mixed with a later item's words.
 //
@@ -57,6 +59,27 @@
 //                3.6). (gen, 0, 0) - a resize started, prefix nodes not complete - is written by
 //                no one: recovery would drop that resize, as it drops one that left no trace.
 //   resize_node  the data node being split (persisted before state says a resize started).
+//   resize log   kLogEntries LogEntry lines from header offset kLogOff (issue 32, "incremental
+//                client refresh"): the entry of generation g (slot g % kLogEntries) names the prefix
+//                nodes the resize that committed g wrote (runs of ids; the area header always
+//                changes too), or says "full" (too many runs, or written by recovery). Written
+//                before the commit's store of `state` (release stores), never persisted: only live
+//                clients read it, and a client that finds a gap of kLogEntries or more, an entry
+//                whose tag is not the generation it expects, or a "full" entry re-reads the whole
+//                area. Valid only together with a re-read of `state` that still says the same
+//                generation (the entry of g + kLogEntries reuses the slot; the entries a client
+//                uses are at most kLogEntries - 1 behind, so the next resize's entry, written before
+//                its commit, is never one of them).
+//   client table kMaxClients words from kClientsOff: a connected client's slot holds 1 + the
+//                generation of the oldest copy of the prefix nodes it may still use (0: free).
+//                A client claims a slot with a compare-swap 0 -> 1 before it first reads `state`,
+//                writes 1 + its copy's generation after every refresh, and frees the slot when it
+//                disconnects. The server reuses a retired data node only when every claimed slot
+//                says a generation at or after the one whose tree stopped naming the node (no
+//                client's copy can name it then: "Reuse of retired data nodes", canrt.h). Not
+//                persisted; kept across restarts (a client of the previous run that still maps the
+//                region keeps its protection; a client that died without disconnecting holds
+//                reuse back until its slot is freed - see doc/remote.md).
 // Area header (first 64 bytes of an area): height (deepest prefix node), fan-out m, data nodes
 // in use (ndata), prefix nodes in use; then the prefix nodes.
 #pragma once
@@ -85,9 +108,8 @@ inline constexpr uint64_t kLockMask = ~0ull << 32;
 inline uint32_t LockOf(uint64_t meta) { return static_cast<uint32_t>(meta >> 32); }
 
 enum Op : uint8_t { kOpPut = 1, kOpDelete = 2 };
-enum Result : uint8_t { kResOk = 0, kResNotFound = 1, kResRejected = 2 };
 inline constexpr size_t kItemOp = 0, kItemKeyLen = 1, kItemValLen = 2, kItemCrc = 4, kItemKey = 8,
-                        kItemValue = 32, kItemResult = 62, kItemValid = 63, kItemTailWord = 56;
+                        kItemValue = 32, kItemValid = 63, kItemTailWord = 56;
 
 // Notify message: node id and slot (kResizeSlot: "node full, please resize").
 struct Message {
@@ -114,6 +136,25 @@ struct RootHeader {
 };
 static_assert(sizeof(RootHeader) <= kHeaderBytes);
 static_assert(offsetof(RootHeader, state) % 64 == 0);  // its own cache line
+
+inline constexpr uint64_t kLogOff = 192;  // the line after `state` and `resize_node`
+inline constexpr uint32_t kLogEntries = 16;
+inline constexpr uint32_t kLogRuns = 6;
+struct LogEntry {
+  uint64_t gen;   // the generation this resize committed (0: empty slot)
+  uint32_t nruns; // runs of changed prefix nodes below
+  uint32_t full;  // 1: the change is not described: re-read the whole area
+  uint32_t first[kLogRuns];
+  uint32_t count[kLogRuns];
+};
+static_assert(sizeof(LogEntry) == 64);
+static_assert(kLogOff >= offsetof(RootHeader, resize_node) + 8 && kLogOff % 64 == 0);
+static_assert(kLogOff + kLogEntries * sizeof(LogEntry) <= kHeaderBytes);
+
+inline constexpr uint64_t kClientsOff = 1280;
+inline constexpr uint32_t kMaxClients = 256;
+static_assert(kClientsOff >= kLogOff + kLogEntries * sizeof(LogEntry) && kClientsOff % 64 == 0);
+static_assert(kClientsOff + kMaxClients * 8 <= kHeaderBytes);
 
 struct AreaHeader {
   uint32_t height;  // k

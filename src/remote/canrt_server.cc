@@ -1,6 +1,10 @@
 // CANRT's server side: creation, write processing, tick-tock resizing and crash recovery
 // (design, persist order and post-crash invariants: canrt.h and canrt_layout.h).
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 
@@ -90,6 +94,60 @@ void CopyArea(char* dst, const char* src, size_t n) {
   remote::CopyToRegion(dst, tmp.data(), n);
 }
 
+// The resize log entry of generation `gen` (canrt_layout.h, "resize log"): the prefix nodes the
+// ranges `r` of an area touch, as runs of ids (the area header, offsets below kAreaHeaderBytes,
+// is not listed: a client always re-reads it). More runs than an entry holds, or `full`: the
+// entry says "re-read the whole area". Atomic word stores (a client may be reading the log);
+// not persisted (volatile: for live clients only).
+void WriteLog(char* base, uint32_t fanout, uint64_t gen, const std::vector<std::pair<uint64_t, uint64_t>>& r,
+              bool full) {
+  LogEntry e{};
+  e.gen = gen;
+  std::vector<uint64_t> ids;
+  const uint64_t nb = PrefixNodeBytes(fanout);
+  for (auto& [off, n] : r) {
+    if (n == 0 || off + n <= kAreaHeaderBytes) continue;
+    const uint64_t lo = std::max(off, kAreaHeaderBytes) - kAreaHeaderBytes, hi = off + n - 1 - kAreaHeaderBytes;
+    for (uint64_t id = lo / nb; id <= hi / nb; ++id) ids.push_back(id);
+  }
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  for (size_t i = 0; i < ids.size() && !full; ++i) {
+    if (e.nruns > 0 && e.first[e.nruns - 1] + e.count[e.nruns - 1] == ids[i]) {
+      ++e.count[e.nruns - 1];
+      continue;
+    }
+    if (e.nruns == kLogRuns || ids[i] >= UINT32_MAX) full = true;
+    else e.first[e.nruns] = static_cast<uint32_t>(ids[i]), e.count[e.nruns++] = 1;
+  }
+  if (full) e.nruns = 0, e.full = 1;
+  remote::CopyToRegion(base + kLogOff + (gen % kLogEntries) * sizeof(LogEntry), reinterpret_cast<const char*>(&e),
+                       sizeof e);
+}
+
+// WORT_CANRT_SERVER_SCHED=batch: the server's background threads (the transport's notify thread,
+// the write and resize threads) run as SCHED_BATCH. A client's Notify wakes them, and on a host
+// whose cores the clients share (the 2-core development VM) a woken SCHED_NORMAL thread preempts
+// the waker - the client - whose Put then waits for the server's apply although its write was
+// done: put p50 7.5 us with preemption vs 1.2 us without (doc/remote.md, "Wake-ups"). A batch
+// thread never preempts on wake-up; but under load it waits its turn for a core, and a writer
+// that waits for the apply (the next write to the same node: sequential keys) waits with it -
+// sequential puts fell from 41,000 to 600-1,700/s under load 8-14. So not the default: an
+// experiment's switch. Best effort: a failure changes nothing else.
+void BackgroundPolicy() {
+  static const bool kBatch = [] {
+    const char* e = std::getenv("WORT_CANRT_SERVER_SCHED");
+    return e && std::string_view(e) == "batch";
+  }();
+  if (!kBatch) return;
+  static thread_local bool set = false;
+  if (set) return;
+  set = true;
+  sched_param sp{};
+  sp.sched_priority = 0;
+  (void)::pthread_setschedparam(::pthread_self(), SCHED_BATCH, &sp);
+}
+
 void PersistRanges(const char* base, const std::vector<std::pair<uint64_t, uint64_t>>& r) {
   for (auto& [off, n] : r) pm::flush(base + off, n);
   pm::fence();
@@ -100,7 +158,23 @@ void PersistRanges(const char* base, const std::vector<std::pair<uint64_t, uint6
 struct Service::Changes {
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
   bool add_height = false;
+  std::vector<uint32_t> ids;  // ids the split may give its new data nodes, in this order (3)
+  size_t used = 0;            // how many of them it gave
 };
+
+// The generation of the oldest prefix copy a connected client may use (canrt_layout.h, "client
+// table"); UINT64_MAX when no client is connected. Called after the commit it must be ordered
+// after: the seq_cst fence pairs with a client's claim (a compare-swap) before its first read
+// of `state` - either this scan sees the claim, or that client reads the committed state.
+uint64_t Service::OldestClientGeneration() const {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  uint64_t slots[kMaxClients];
+  remote::CopyFromRegion(reinterpret_cast<char*>(slots), base_ + kClientsOff, sizeof slots);
+  uint64_t oldest = UINT64_MAX;
+  for (uint64_t v : slots)
+    if (v != 0) oldest = std::min(oldest, v - 1);
+  return oldest;
+}
 
 Status Service::Open(Pool& pool, std::string_view name, const Options& opts, std::unique_ptr<Service>* out) {
   std::unique_ptr<Service> s(new Service());
@@ -228,6 +302,7 @@ uint64_t Service::Cas(uint64_t* word, uint64_t (*f)(uint64_t, uint64_t), uint64_
 }
 
 void Service::OnNotify(uint32_t, std::string_view msg) {
+  BackgroundPolicy();
   Message m;
   if (msg.size() != sizeof m) return;
   std::memcpy(&m, msg.data(), sizeof m);
@@ -257,6 +332,7 @@ void Service::OnNotify(uint32_t, std::string_view msg) {
 
 // The write thread and the resize thread: each serves its queue in order.
 void Service::QueueLoop(std::deque<Message>* q, std::condition_variable* cv, bool* busy) {
+  BackgroundPolicy();
   std::unique_lock<std::mutex> g(q_mu_);
   for (;;) {
     cv->wait(g, [&] { return stop_ || !q->empty(); });
@@ -341,7 +417,9 @@ void Service::ProcessWrite(uint32_t node, uint32_t slot) {
   if (it[kItemOp] == kOpDelete) ScrubOp(it);
   pm::store8(reinterpret_cast<uint64_t*>(it + kItemTailWord), valid_clear);
   for (uint32_t s = 0; s < cap; ++s)
-    // crash-site: uncaught: a lost scrub matters only if a later client's item Write into the slot is cut by a crash (the explorer does not tear client Writes); Canrt.RecoveryNeverAppliesAFreedSlotsOldItem builds that image by hand, and recovery scrubs free slots again
+    // A lost scrub matters only if a later client's item Write into the slot is cut by a crash:
+    // CanrtCrash.TornClientWriteIntoAFreedSlot tears that Write (and the lines) and catches the
+    // removal of this flush.
     if (older >> s & 1) pm::flush(Item(node, s), 8);
   pm::persist(it + kItemTailWord, 8);
   // 4. Unlocked. Not persisted: a lock is volatile state (recovery resets every lock), and the
@@ -385,16 +463,22 @@ Status Service::SplitInShadow(uint32_t node, char* shadow, Changes* ch) {
     auto below = [&](uint16_t c) { return static_cast<size_t>(std::lower_bound(syms.begin(), syms.end(), c) - syms.begin()); };
     std::vector<uint16_t> distinct = syms;
     distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
-    if (h.ndata + 3 > hdr_->max_nodes)
+    if (ch->ids.size() < 3)
       return Status::PoolFull("CANRT: all " + std::to_string(hdr_->max_nodes) + " data nodes are in use (Options::max_nodes)");
-    const uint32_t d0 = static_cast<uint32_t>(h.ndata) | kLeaf;
+    // The new data nodes: ids[0..used), reused retired nodes first (Resize picks them), then
+    // fresh ones from ndata on; ndata counts the fresh ones.
+    auto id = [&](uint32_t i) { return ch->ids[i] | kLeaf; };
+    auto use = [&](size_t n) {
+      ch->used = n;
+      for (size_t i = 0; i < n; ++i) h.ndata = std::max<uint64_t>(h.ndata, uint64_t(ch->ids[i]) + 1);
+    };
     if (p1 > p0) {  // addWidth: divide the run
       uint32_t best = p0 + 1;
       size_t best_d = SIZE_MAX;
       for (uint32_t r = p0 + 1; r <= p1; ++r)
         if (imbalance(below(v.chr(x, r))) < best_d) best_d = imbalance(below(v.chr(x, r))), best = r;
-      for (uint32_t r = p0; r <= p1; ++r) A.SetEntry(x, r, r < best ? d0 : d0 + 1);
-      h.ndata += 2;
+      for (uint32_t r = p0; r <= p1; ++r) A.SetEntry(x, r, r < best ? id(0) : id(1));
+      use(2);
       A.SetHeader(h);
       return Status::OK();
     }
@@ -418,27 +502,27 @@ Status Service::SplitInShadow(uint32_t node, char* shadow, Changes* ch) {
       for (size_t i = 1; i < distinct.size(); ++i)
         if (imbalance(below(distinct[i])) < best_d) best_d = imbalance(below(distinct[i])), best = distinct[i];
       uint32_t nn = n;
-      insert(p0, best, d0, d0 + 1, nn);
-      h.ndata += 2;
+      insert(p0, best, id(0), id(1), nn);
+      use(2);
       A.SetHeader(h);
       return Status::OK();
     }
     const uint16_t s = distinct[0];
     if (distinct.size() == 1 && ehi - elo > 1 && n + 2 <= m) {
       // addWidth: the keys share one symbol of a wider range: that symbol gets its own entry.
-      uint32_t nn = n, p = p0, next = d0;
+      uint32_t nn = n, p = p0, next = 0;
       if (s > elo) {
-        insert(p, s, next, next + 1, nn);
+        insert(p, s, id(next), id(next + 1), nn);
         ++next;
         ++p;
       } else {
-        A.SetEntry(x, p, next);
+        A.SetEntry(x, p, id(next));
       }
       if (s + 1u < ehi) {
-        insert(p, static_cast<uint16_t>(s + 1), next, next + 1, nn);
+        insert(p, static_cast<uint16_t>(s + 1), id(next), id(next + 1), nn);
         ++next;
       }
-      h.ndata = (next & ~kLeaf) + 1;
+      use(next + 1);
       A.SetHeader(h);
       return Status::OK();
     }
@@ -458,33 +542,34 @@ Status Service::SplitInShadow(uint32_t node, char* shadow, Changes* ch) {
   }
 }
 
-// Copies node's live items into the new data nodes [old_ndata, shadow ndata), each to the node
-// the shadow tree names for its key; persists them. Idempotent (recovery redoes it).
-void Service::Migrate(uint32_t node, const char* shadow, uint64_t old_ndata) {
+// Copies node's live items into the split's new data nodes `targets` (fresh or reused: each is
+// zeroed first, its metadata word - bitmap, no lock, not RETIRED - written last), each item to
+// the node the shadow tree names for its key; persists them. Idempotent (recovery redoes it).
+void Service::Migrate(uint32_t node, const char* shadow, const std::vector<uint32_t>& targets) {
   PrefixView v(shadow);
-  const uint64_t end = v.header().ndata;
   const uint32_t cap = hdr_->capacity;
-  std::vector<uint64_t> meta(end - old_ndata, 0);
-  for (uint64_t d = old_ndata; d < end; ++d) std::memset(Node(d), 0, hdr_->node_bytes);
+  std::vector<uint64_t> meta(targets.size(), 0);
+  for (uint32_t d : targets) std::memset(Node(d), 0, hdr_->node_bytes);
   const uint64_t bits = pm::load8(Meta(node)) & kBitmapMask;
   for (uint32_t s = 0; s < cap; ++s) {
     if (!(bits >> s & 1)) continue;
     const unsigned char* it = Item(node, s);
     const uint32_t t = v.Locate(KeyOf(it));
-    if (t < old_ndata || t >= end) {
+    const auto at = std::find(targets.begin(), targets.end(), t);
+    if (at == targets.end()) {
       std::fprintf(stderr, "wort canrt: migration: key of node %u goes to node %u, not a new one\n", node, t);
       continue;
     }
-    uint64_t& mt = meta[t - old_ndata];
+    uint64_t& mt = meta[static_cast<size_t>(at - targets.begin())];
     const uint32_t slot = static_cast<uint32_t>(__builtin_popcountll(mt));
     unsigned char* dst = Item(t, slot);
     std::memcpy(dst, it, kItemBytes);
     dst[kItemValid] = 0;
     mt |= 1ull << slot;
   }
-  for (uint64_t d = old_ndata; d < end; ++d) {
-    pm::store8(Meta(d), meta[d - old_ndata]);
-    pm::flush(Node(d), hdr_->node_bytes);
+  for (size_t i = 0; i < targets.size(); ++i) {
+    pm::store8(Meta(targets[i]), meta[i]);
+    pm::flush(Node(targets[i]), hdr_->node_bytes);
   }
   // crash-site: uncaught: the commit's store must not reach memory before the new nodes; the explorer's images did not cut between them in this workload
   pm::fence();
@@ -534,6 +619,13 @@ void Service::Resize(uint32_t node) {
     ch.ranges = shadow_diff_;
   }
   const size_t copied = ch.ranges.size();
+  // The ids the split may use: retired nodes no client's copy can name (their retirement is at
+  // or before the oldest generation a connected client announces), then fresh ones.
+  const uint64_t oldest = OldestClientGeneration();
+  for (auto& [d, since] : free_)
+    if (since <= oldest && ch.ids.size() < 3) ch.ids.push_back(d);
+  const size_t reusable = ch.ids.size();
+  for (uint64_t d = vh.ndata; ch.ids.size() < 3 && d < hdr_->max_nodes; ++d) ch.ids.push_back(static_cast<uint32_t>(d));
   Status st = SplitInShadow(node, shadow, &ch);
   // The shadow equalled the valid tree before the split: whatever happens now (committed - the
   // shadow becomes valid and the old valid the shadow - or refused), the two areas differ in the
@@ -552,12 +644,24 @@ void Service::Resize(uint32_t node) {
   PersistRanges(shadow, ch.ranges);
   pm::store8(&hdr_->state, StateWord(gen, true, false));  // pxflag
   pm::persist(&hdr_->state, 8);
-  Migrate(node, shadow, vh.ndata);
+  const std::vector<uint32_t> targets(ch.ids.begin(), ch.ids.begin() + static_cast<std::ptrdiff_t>(ch.used));
+  Migrate(node, shadow, targets);
+  // The resize log entry of gen+1 (the split's ranges: where valid and shadow differ) before the
+  // commit, for the clients' incremental refresh.
+  WriteLog(base_, hdr_->fanout, gen + 1, shadow_diff_, false);
   // RETIRED is for live clients only (stale copies of the prefix nodes): it is not persisted -
   // after a crash no client holds a stale copy, and the valid tree no longer names the node.
   Cas(meta, [](uint64_t cur, uint64_t) -> uint64_t { return cur | kRetired; }, 0);
   pm::store8(&hdr_->state, StateWord(gen + 1, true, true));  // dtflag: the shadow is the valid tree
   pm::persist(&hdr_->state, 8);
+  // The reused nodes leave the free list; the split node joins it: trees from gen+1 on do not
+  // name it.
+  const size_t nreused = std::min(reusable, ch.used);
+  for (size_t i = 0; i < nreused; ++i)
+    free_.erase(std::find_if(free_.begin(), free_.end(), [&](auto& f) { return f.first == ch.ids[i]; }));
+  free_.emplace_back(node, gen + 1);
+  reused_.fetch_add(nreused, std::memory_order_relaxed);
+  nfree_.store(free_.size(), std::memory_order_relaxed);
   resizes_.fetch_add(1, std::memory_order_relaxed);
   if (ch.add_height) add_height_.fetch_add(1, std::memory_order_relaxed);
 }
@@ -605,7 +709,8 @@ Status Service::Recover() {
       // and those a crash left unscrubbed), so that a cut write into it later cannot pass.
       if (!(mv >> s & 1) && it[kItemOp] != 0) {
         ScrubOp(it);
-        // crash-site: uncaught: the next recovery scrubs the slot again (Canrt.RecoveryNeverAppliesAFreedSlotsOldItem, "scrub lost in a crash")
+        // Lost, the next recovery would scrub the slot again - unless a client's torn Write into
+        // it came first: CanrtCrash.TornClientWriteIntoAFreedSlot (phase 2) catches its removal.
         pm::flush(it, 8);
       }
       if (it[kItemValid] == 0) continue;
@@ -624,10 +729,21 @@ Status Service::Recover() {
       const AreaHeader sh = PrefixView(shadow).header();
       if (sh.ndata < vh.ndata || sh.ndata > hdr_->max_nodes || sh.nprefix < vh.nprefix || sh.nprefix > hdr_->max_prefix)
         return Status::Corruption("CANRT: pxflag set but the shadow prefix area is inconsistent");
-      Migrate(static_cast<uint32_t>(node), shadow, vh.ndata);
+      // The split's new nodes: those the shadow tree names and the valid tree does not.
+      std::vector<bool> named(sh.ndata, false);
+      PrefixView(Area(gen)).ForEachInOrder([&](uint32_t d) {
+        if (d < named.size()) named[d] = true;
+      });
+      std::vector<uint32_t> targets;
+      PrefixView(shadow).ForEachInOrder([&](uint32_t d) {
+        if (d < named.size() && !named[d]) targets.push_back(d);
+      });
+      Migrate(static_cast<uint32_t>(node), shadow, targets);
       uint64_t* meta = Meta(node);
       pm::store8(meta, (pm::load8(meta) & ~kLockMask) | kRetired);
       pm::persist(meta, 8);
+      // A client of the previous run (local backend: it keeps its mapping) re-reads the whole area.
+      WriteLog(base_, hdr_->fanout, gen + 1, {}, true);
       pm::store8(&hdr_->state, StateWord(gen + 1, true, true));
     } else {
       pm::store8(&hdr_->state, StateWord(gen, true, true));
@@ -635,6 +751,19 @@ Status Service::Recover() {
     pm::persist(&hdr_->state, 8);
   }
   shadow_full_sync_ = true;
+  // The free list: every data node the valid tree does not name, reusable once every client
+  // announces the generation recovery ends at (clients of the previous run may still hold
+  // older copies: their slots are kept).
+  const uint64_t now = GenOf(pm::load8(&hdr_->state));
+  const AreaHeader nh = PrefixView(Area(now)).header();
+  std::vector<bool> named(nh.ndata, false);
+  PrefixView(Area(now)).ForEachInOrder([&](uint32_t d) {
+    if (d < named.size()) named[d] = true;
+  });
+  free_.clear();
+  for (uint64_t d = 0; d < nh.ndata; ++d)
+    if (!named[d]) free_.emplace_back(static_cast<uint32_t>(d), now);
+  nfree_.store(free_.size(), std::memory_order_relaxed);
   return Status::OK();
 }
 
@@ -645,6 +774,8 @@ ServiceStats Service::Stats() const {
   s.resizes_refused = refused_.load();
   s.add_height = add_height_.load();
   s.recovered_items = recovered_.load();
+  s.reused = reused_.load();
+  s.free_nodes = nfree_.load();
   const uint64_t gen = GenOf(pm::load8(&hdr_->state));
   const AreaHeader h = PrefixView(Area(gen)).header();
   s.generation = gen;

@@ -71,8 +71,19 @@ class InlineConn final : public remote::Connection {
     std::memcpy(dst, b_ + off, len);
     return Status::OK();
   }
+  // With TearWrites: a Write of more than 8 bytes lands last word first, then the rest, with a
+  // crash point between (an RDMA WRITE's bytes arrive in any order; the crash explorer sees a
+  // fence - nothing is in flight at a client's Write - and, with torn_lines, may take any word
+  // of the line from before or after).
+  void TearWrites(bool on) { tear_writes_ = on; }
   Status Write(uint64_t off, const void* src, size_t len) override {
     if (off + len > n_) return Status::InvalidArgument("out of range");
+    if (tear_writes_ && len > 8) {
+      std::memcpy(b_ + off + len - 8, static_cast<const char*>(src) + len - 8, 8);
+      pm::fence();
+      std::memcpy(b_ + off, src, len - 8);
+      return Status::OK();
+    }
     std::memcpy(b_ + off, src, len);
     return Status::OK();
   }
@@ -107,6 +118,7 @@ class InlineConn final : public remote::Connection {
   uint64_t n_;
   uint32_t id_;
   bool defer_;
+  bool tear_writes_ = false;
   std::vector<std::string> deferred_;
   uint64_t tear_at_ = 0;
   std::function<void()> tear_fn_;
@@ -247,6 +259,160 @@ TEST(Canrt, DifferentialAgainstMapFullByteRange) {
   EXPECT_EQ(ScanAll(*kv), model);
 }
 
+// Incremental client refresh (the resize log, canrt_layout.h): a client that lags behind a
+// writer by 1 to 24 resizes brings its copy of the prefix nodes up to date from the log when the
+// gap is under kLogEntries, by a full re-read otherwise, and its copy is then byte for byte the
+// server's valid area (a log entry that missed a changed node - a new child of an addHeight, a
+// shifted entry - leaves the copy different). Keys over the full byte range; its Gets and a
+// final scan are checked against a model.
+TEST(Canrt, IncrementalRefreshEqualsTheServersArea) {
+  TempPath path("canrt");
+  auto pool = NewPool(path);
+  std::unique_ptr<Service> svc;
+  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
+  auto writer = InlineClient(svc.get(), 1);
+  auto lagger = InlineClient(svc.get(), 2);
+  const auto keys = Universe(1500, 23);
+  const RootHeader* hdr = reinterpret_cast<const RootHeader*>(svc->region());
+  Model model;
+  std::mt19937_64 r(5);
+  uint64_t compared = 0, last_gen = 0;
+  uint64_t next_look = 1;
+  for (int i = 0; i < 12000; ++i) {
+    const std::string& k = keys[r() % keys.size()];
+    if (r() % 8 == 0) {
+      const Status s = writer->Remove(k);
+      ASSERT_EQ(s.ok(), model.erase(k) == 1) << i << " " << s.ToString();
+    } else {
+      const std::string v = Value(r());
+      ASSERT_TRUE(writer->Put(k, v).ok()) << i;
+      model[k] = v;
+    }
+    const uint64_t gen = GenOf(pm::load8(&hdr->state));
+    if (gen < next_look) continue;
+    // The lagging client looks up the key just written (its node in the old copy may be retired:
+    // that makes it refresh) and every key of a sample.
+    for (int j = 0; j < 4; ++j) {
+      const std::string& q = j == 0 ? k : keys[r() % keys.size()];
+      std::string v;
+      const Status s = lagger->Get(q, &v);
+      auto it = model.find(q);
+      ASSERT_EQ(s.ok(), it != model.end()) << i << " " << s.ToString();
+      if (s.ok()) {
+        ASSERT_EQ(v, it->second) << i;
+      }
+    }
+    uint64_t cg = 0;
+    std::string copy;
+    ASSERT_TRUE(GetClientPrefixCopy(*lagger, &cg, &copy));
+    if (cg == gen && cg != last_gen) {
+      const char* area = svc->region() + hdr->area_off[gen & 1];
+      ASSERT_EQ(copy.size(), kAreaHeaderBytes + PrefixView(area).header().nprefix * PrefixNodeBytes(hdr->fanout)) << i;
+      ASSERT_EQ(std::memcmp(copy.data(), area, copy.size()), 0) << "client copy differs at generation " << gen << ", write " << i;
+      ++compared;
+      last_gen = cg;
+    }
+    next_look = gen + 1 + r() % 24;  // the next look after 1..24 more resizes
+  }
+  EXPECT_EQ(ScanAll(*lagger), model);
+  const ClientStats ls = GetClientStats(*lagger);
+  EXPECT_GT(compared, 20u);
+  EXPECT_GT(ls.refreshes - ls.full_refreshes, 10u) << "refreshes from the log";
+  EXPECT_GT(ls.full_refreshes, 2u) << "gaps of kLogEntries or more re-read the whole area";
+  const ServiceStats st = svc->Stats();
+  EXPECT_GT(st.resizes, 200u);
+  EXPECT_GT(st.add_height, 0u);
+  std::printf("compared %llu copies; lagger: %llu refreshes, %llu full; %llu resizes\n",
+              static_cast<unsigned long long>(compared), static_cast<unsigned long long>(ls.refreshes),
+              static_cast<unsigned long long>(ls.full_refreshes), static_cast<unsigned long long>(st.resizes));
+}
+
+// Reuse of retired data nodes (canrt.h): a retired node is reused only once no connected
+// client's copy of the prefix nodes can name it. A client S connected at generation 0 and idle
+// holds every reuse back; once it has looked up every key (refreshing on the way) the nodes
+// retired before its copy are reused while S idles again with that copy, and its lookups and
+// writes are still right (with reuse regardless of S, its stale copy would read another range's
+// node: NotFound or another value); after S disconnects only the writer holds reuse back.
+TEST(Canrt, RetiredNodesAreReusedOnlyWhenNoClientCanNameThem) {
+  TempPath path("canrt");
+  auto pool = NewPool(path);
+  std::unique_ptr<Service> svc;
+  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
+  auto w = InlineClient(svc.get(), 1);
+  auto stale = InlineClient(svc.get(), 2);
+  const auto keys = Universe(1500, 31);
+  Model model;
+  std::mt19937_64 r(17);
+  auto writes = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      const std::string& k = keys[r() % keys.size()];
+      if (r() % 6 == 0) {
+        const Status s = w->Remove(k);
+        ASSERT_EQ(s.ok(), model.erase(k) == 1) << s.ToString();
+      } else {
+        const std::string v = Value(r());
+        ASSERT_TRUE(w->Put(k, v).ok());
+        model[k] = v;
+      }
+    }
+  };
+  auto check_all = [&](remote::RemoteKV& kv, const char* who) {
+    for (const auto& k : keys) {
+      std::string v;
+      const Status s = kv.Get(k, &v);
+      auto it = model.find(k);
+      ASSERT_EQ(s.ok(), it != model.end()) << who << ": " << s.ToString();
+      if (s.ok()) {
+        ASSERT_EQ(v, it->second) << who;
+      }
+    }
+  };
+  writes(3000);
+  ServiceStats st = svc->Stats();
+  EXPECT_GT(st.resizes, 100u);
+  EXPECT_EQ(st.reused, 0u) << "a client at generation 0 is connected: no retired node may be reused";
+  EXPECT_GT(st.free_nodes, 100u);
+  check_all(*stale, "stale client after 3000 writes");
+  // The stale client's copy is now current (generation g); it idles with it.
+  writes(3000);
+  const ServiceStats st2 = svc->Stats();
+  EXPECT_GT(st2.reused, 50u) << "nodes retired before the stale client's generation are reused";
+  check_all(*stale, "client idle over 3000 writes with reuse");
+  for (int i = 0; i < 200; ++i) {  // writes by the once-stale client too
+    const std::string& k = keys[r() % keys.size()];
+    const std::string v = Value(r());
+    ASSERT_TRUE(stale->Put(k, v).ok());
+    model[k] = v;
+  }
+  EXPECT_EQ(ScanAll(*w), model);
+  stale.reset();  // its slot is freed
+  const ServiceStats st3 = svc->Stats();
+  writes(3000);
+  const ServiceStats st4 = svc->Stats();
+  EXPECT_GT(st4.reused - st3.reused, 0u);
+  // Without reuse every split adds two or three data nodes; with it ndata grows by fewer.
+  EXPECT_LT(st4.ndata - st3.ndata, 2 * (st4.resizes - st3.resizes));
+  std::string rep;
+  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
+  check_all(*w, "writer");
+  EXPECT_EQ(ScanAll(*w), model);
+  std::printf("resizes %llu, reused %llu, free %llu, data nodes %llu\n", static_cast<unsigned long long>(st4.resizes),
+              static_cast<unsigned long long>(st4.reused), static_cast<unsigned long long>(st4.free_nodes),
+              static_cast<unsigned long long>(st4.ndata));
+  // Reopen (recovery rebuilds the free list from the nodes the valid tree does not name).
+  w.reset();
+  svc.reset();
+  ASSERT_TRUE(pool->Close().ok());
+  pool = OpenPool(path);
+  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
+  EXPECT_EQ(svc->Stats().free_nodes, st4.free_nodes);
+  w = InlineClient(svc.get());
+  writes(1000);
+  EXPECT_GT(svc->Stats().reused, 0u);
+  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
+  EXPECT_EQ(ScanAll(*w), model);
+}
+
 TEST(Canrt, BadInputIsAnError) {
   TempPath path("canrt");
   auto pool = NewPool(path);
@@ -352,11 +518,13 @@ TEST(Canrt, ReadersDuringResize) {
   std::atomic<bool> done{false};
   std::atomic<int> errors{0};
   std::atomic<uint64_t> reads{0};
+  std::atomic<int> ready{0};
   std::vector<std::thread> ts;
   for (int t = 0; t < 2; ++t)
     ts.emplace_back([&, t] {
       std::unique_ptr<remote::RemoteKV> kv;
-      if (!Connect(server->info(), &kv).ok()) return (void)++errors;
+      if (!Connect(server->info(), &kv).ok()) return (void)++errors, (void)++ready;
+      ++ready;
       std::mt19937_64 r(t);
       while (!done.load()) {
         auto it = std::next(base.begin(), static_cast<long>(r() % base.size()));
@@ -369,7 +537,10 @@ TEST(Canrt, ReadersDuringResize) {
   std::thread writer([&] {
     std::unique_ptr<remote::RemoteKV> kv;
     if (!Connect(server->info(), &kv).ok()) return (void)++errors;
-    for (int i = 0; i < 800; ++i)
+    while (ready.load() < 2) std::this_thread::yield();
+    // At least 800 writes, and more (up to 2,400) until the readers have read 200 times: on a
+    // loaded machine the writer could otherwise finish before the readers ran.
+    for (int i = 0; i < 800 || (i < 2400 && reads.load() < 200); ++i)
       if (!kv->Put(test::Cat("r", std::to_string(i), "w"), "new").ok()) ++errors;
     done = true;
   });
@@ -377,7 +548,13 @@ TEST(Canrt, ReadersDuringResize) {
   for (auto& t : ts) t.join();
   EXPECT_EQ(errors.load(), 0);
   EXPECT_GT(reads.load(), 100u);
-  EXPECT_GT(server->service().Stats().resizes, 20u);
+  const ServiceStats st = server->service().Stats();
+  EXPECT_GT(st.resizes, 20u);
+  // Reuse beside the readers: nodes retired before both readers' copies (each reader announces
+  // its copy's generation when it refreshes) are reused while they read.
+  std::printf("readers during resize: %llu reads, %llu resizes, %llu reused nodes\n",
+              static_cast<unsigned long long>(reads.load()), static_cast<unsigned long long>(st.resizes),
+              static_cast<unsigned long long>(st.reused));
 }
 
 // A write cut after the client's Write (the item is in the node, valid, the node locked) is
@@ -816,6 +993,7 @@ TEST(CanrtKill, AcknowledgedWritesSurviveSigkill) {
   std::mt19937_64 r(17);
   int pending_either = 0;
   size_t acked_unapplied = 0, acked_total = 0;
+  ServiceStats last_stats;
   for (int round = 0; round < rounds; ++round) {
     const bool stop_first = round % 2 == 1;
     std::remove(info_path.c_str());
@@ -875,6 +1053,7 @@ TEST(CanrtKill, AcknowledgedWritesSurviveSigkill) {
     ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
     std::string rep;
     ASSERT_TRUE(svc->Check(&rep).ok()) << rep;
+    last_stats = svc->Stats();
     auto c = InlineClient(svc.get());
     Model found = ScanAll(*c);
     Model alt = model;
@@ -894,8 +1073,9 @@ TEST(CanrtKill, AcknowledgedWritesSurviveSigkill) {
   EXPECT_GT(acked_unapplied, 0u);
   std::printf("canrt kill test: %d rounds, %zu writes acknowledged, %zu of them after the server was stopped or "
               "killed (durable, not applied: recovery applied them), 0 lost, %zu keys at the end, cut operation "
-              "applied in %d rounds\n",
-              rounds, acked_total, acked_unapplied, model.size(), pending_either);
+              "applied in %d rounds; at the end %llu data nodes, %llu of them free (retired nodes are reused)\n",
+              rounds, acked_total, acked_unapplied, model.size(), pending_either,
+              static_cast<unsigned long long>(last_stats.ndata), static_cast<unsigned long long>(last_stats.free_nodes));
 }
 
 // ---- the crash explorer over the server-side write path, resize and recovery ----------------
@@ -1004,8 +1184,10 @@ TEST(CanrtCrash, ExplorerWritesResizesRecovery) {
   EXPECT_GT(st.resizes, 10u);
   EXPECT_GT(st.add_height, 0u);
   EXPECT_GT(res.crash_points, 500u);
-  std::printf("canrt explorer: operations %zu, crash points %zu, images %zu, resizes %llu\n", res.ops_run,
-              res.crash_points, res.images, static_cast<unsigned long long>(st.resizes));
+  EXPECT_GT(st.reused, 0u);  // splits into reused data nodes are explored too
+  std::printf("canrt explorer: operations %zu, crash points %zu, images %zu, resizes %llu (into %llu reused nodes)\n",
+              res.ops_run, res.crash_points, res.images, static_cast<unsigned long long>(st.resizes),
+              static_cast<unsigned long long>(st.reused));
 }
 
 // The client-active path: a crash between the client's Persist and the server's apply (the
@@ -1029,5 +1211,92 @@ TEST(CanrtCrash, ClientActiveWriteThenApply) {
               res.ops_run, res.crash_points, res.images, static_cast<unsigned long long>(st.resizes));
 }
 
+
+// The two scrub flushes (canrt_server.cc: ProcessWrite's of the key's older slot, Recover's of a
+// free slot) matter only when a later client's item Write into that slot is cut by a crash: the
+// Write's last word (valid byte 1) may be persistent while its first word is not, and if the
+// slot's old item were not scrubbed in persistent memory, recovery would apply that old item
+// (an older version of its key) over the acknowledged one. Here the client's Writes tear (last
+// word first, a crash point between) and the explorer tears lines at 8-byte granularity, so
+// dropping either flush (WORT_CANRT_DROP_SITE=src/remote/canrt_server.cc:LINE) is a violation.
+// Phase 1: the apply scrubs the key's older slot; phase 2: recovery scrubs a free slot that a
+// crash left unscrubbed.
+TEST(CanrtCrash, TornClientWriteIntoAFreedSlot) {
+  crash::ExplorerConfig cfg;
+  cfg.subsets = 24;
+  cfg.max_points = 64;
+  cfg.seed = 6;
+  cfg.torn_lines = true;
+  if (const char* d = std::getenv("WORT_CANRT_DROP_SITE")) cfg.drop_site = d;  // manual mutation runs
+  size_t points = 0, violations = 0;
+  for (int phase = 1; phase <= 2; ++phase) {
+    SCOPED_TRACE(phase == 1 ? "scrub of the apply" : "scrub of recovery");
+    TempPath path("canrt-torn");
+    auto pool = NewPool(path, 64ull << 20);
+    std::unique_ptr<Service> svc;
+    ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
+    std::unique_ptr<remote::RemoteKV> kv;
+    auto connect = [&] {
+      auto c = std::make_unique<InlineConn>(svc.get(), 1);
+      c->TearWrites(true);
+      kv.reset();
+      ASSERT_TRUE(ConnectOver(std::move(c), &kv).ok());
+    };
+    connect();
+    Model model;
+    std::unique_ptr<crash::PathExplorer> px;
+    crash::ExplorerResult res;
+    size_t index = 0;
+    auto explore = [&](const std::string& desc, const Model& post, std::function<Status()> fn) {
+      auto check = [&](const std::string& img, bool returned) -> Status {
+        Model found;
+        WORT_RETURN_IF_ERROR(ReadImage(img, &found, true));
+        if (found == post || (!returned && found == model)) return Status::OK();
+        return Status::Corruption("contents match neither the state before nor after the operation");
+      };
+      Status op_status;
+      Status s = px->Explore(index++, desc, fn, &op_status, check, &res);
+      EXPECT_TRUE(s.ok()) << s.ToString();
+      EXPECT_TRUE(op_status.ok()) << desc << ": " << op_status.ToString();
+      model = post;
+    };
+    // Short values (bytes 56..62 of the item are 0 in every one): an old item's first words with
+    // a new item's last word pass the crc.
+    const std::string k = "\x90k", o = "\x90o";
+    if (phase == 1) {
+      px = std::make_unique<crash::PathExplorer>(pool.get(), cfg);
+      explore("put k v1 (slot 0)", {{k, "v1"}}, [&] { return kv->Put(k, "v1"); });
+      explore("put k v2 (slot 1; the apply scrubs slot 0)", {{k, "v2"}}, [&] { return kv->Put(k, "v2"); });
+    } else {
+      ASSERT_TRUE(kv->Put(k, "v1").ok());  // slot 0
+      ASSERT_TRUE(kv->Put(k, "v2").ok());  // slot 1; slot 0 freed and scrubbed
+      unsigned char* slot0 = reinterpret_cast<unsigned char*>(
+          svc->region() + reinterpret_cast<RootHeader*>(svc->region())->data_off + 64);
+      ASSERT_EQ(slot0[kItemOp], 0);
+      slot0[kItemOp] = kOpPut;  // as persistent memory holds it when the scrub's flush was cut
+      pm::persist(slot0, 8);
+      model = {{k, "v2"}};
+      kv.reset();
+      svc.reset();  // a crash: the next open recovers
+      px = std::make_unique<crash::PathExplorer>(pool.get(), cfg);
+      explore("recovery (scrubs slot 0)", model, [&] {
+        svc.reset();
+        return Service::Open(*pool, "canrt", SmallOptions(), &svc);
+      });
+      connect();
+    }
+    // Another key's Write into slot 0, torn: the crash point between its last word and the rest.
+    explore("put o w (slot 0, torn)", {{k, "v2"}, {o, "w"}}, [&] { return kv->Put(o, "w"); });
+    for (const auto& v : res.violations) ADD_FAILURE() << v.ToString();
+    points += res.crash_points;
+    violations += res.violation_count;
+    std::string rep;
+    EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
+    EXPECT_EQ(ScanAll(*kv), model);
+  }
+  EXPECT_EQ(violations, 0u);
+  EXPECT_GT(points, 6u);
+  std::printf("canrt torn client writes: crash points %zu\n", points);
+}
 }  // namespace
 }  // namespace wort::canrt
