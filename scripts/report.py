@@ -649,6 +649,7 @@ def roart_section(res, kinds, path, peers_path=None, peer_state=None):
 # ---- thesis chapter IV: CCEH (4.4.7) and B3-tree (4.3) -----------------------------------------
 
 THESIS_EXPS = ["cceh-seg", "cceh-lat", "cceh-search", "cceh-cdf", "b3-page", "b3-grow", "b3-order"]
+# (b3-page records of b3tree at other page sizes than 1 KB are renamed b3-pagesize by Thesis.)
 THESIS_FIGURES = ["cceh_seg.png", "cceh_lat.png", "cceh_breakdown.png", "cceh_cdf.png", "b3_page.png", "b3_order.png",
                   "b3_grow.png"]
 THESIS_NAMES = {"cceh": "CCEH", "cceh-lsb": "CCEH(LSB)", "exth": "EXTH(LSB)", "cceh-cow": "CCEH(C)", "levl": "LEVL", "linp": "LINP", "cuck": "CUCK",
@@ -671,6 +672,9 @@ class Thesis:
             v = r.get("cceh_variant")
             if v in CCEH_VARIANTS and r.get("index") == "cceh":
                 r["index"] = CCEH_VARIANTS[v]
+        for r in self.recs:  # b3tree at other page sizes than 1 KB: the page-size sweep (Figures 12/14's axis)
+            if r.get("experiment") == "b3-page" and r.get("page_bytes") not in (None, 1024):
+                r["experiment"] = "b3-pagesize"
         for r in self.recs:  # the time compared: CPU ns per op where recorded (robust on a shared machine)
             r["t_ns"] = r.get("cpu_ns_per_op") or r.get("ns_per_op")
 
@@ -691,6 +695,18 @@ class Thesis:
             if r.get("experiment") == exp and r["index"] not in seen:
                 seen.append(r["index"])
         return seen
+
+    def page_sweep(self, op, field="t_ns"):
+        """{page bytes: b3tree's value} over the b3-page run (1 KB) and the page-size sweep."""
+        out = {}
+        v = self.val("b3-page", "b3tree", op, field)
+        if v is not None:
+            out[1024] = v
+        for r in self.recs:
+            if r.get("experiment") == "b3-pagesize" and r.get("index") == "b3tree" and r.get("op") == op and \
+                    r.get(field) is not None:
+                out[r["page_bytes"]] = r[field]
+        return dict(sorted(out.items()))
 
     def values(self, exp, field):
         return sorted({r[field] for r in self.recs if r.get("experiment") == exp and r.get(field) is not None})
@@ -971,6 +987,28 @@ def check_thesis(pub, recs):
                 verdict = ratio_verdict(pairs)
                 detail = f"insert throughput b3tree / {c['versus']}: " + "; ".join(parts) + \
                     (" (the largest is compared)" if c.get("agg") == "max" else "")
+        elif chk == "page_size_flat":
+            parts, oks = [], []
+            for op in c["ops"]:
+                sw = t.page_sweep(op)
+                fl = t.page_sweep(op, "flushes_per_op")
+                if len(sw) >= 2:
+                    spread = max(sw.values()) / min(sw.values())
+                    oks.append(spread <= TOLERANCE)
+                    parts.append(f"{op}: " + ", ".join(f"{b} B {v:.0f} ns ({fl.get(b, 0):.2f} flushes)"
+                                                       for b, v in sw.items()) + f" (max/min {spread:.2f}x)")
+            if oks:
+                verdict = (f"holds (b3tree's max/min time over page sizes within {TOLERANCE:g}x for " +
+                           " and ".join(c["ops"]) + ")" if all(oks) else
+                           f"does not hold (max/min over page sizes above {TOLERANCE:g}x for "
+                           f"{len(oks) - sum(oks)} of {len(oks)} ops)")
+                detail = "CPU ns per op; " + "; ".join(parts)
+        elif chk == "page_size_trend":
+            sw = t.page_sweep(c["op"])
+            if len(sw) >= 2:
+                small, large = sw[min(sw)], sw[max(sw)]
+                verdict = order_verdict([large < small], f"{c['op']} faster at {max(sw)} B than at {min(sw)} B pages")
+                detail = f"b3tree {c['op']} CPU ns: " + ", ".join(f"{b} B {v:.0f}" for b, v in sw.items())
         elif chk == "order":
             parts, pairs = [], []
             for k in t.kinds("b3-order"):
@@ -1038,13 +1076,13 @@ def thesis_section(recs, cfg, path, figures):
     for sec, cid, text, verdict, detail in check_thesis(pub, recs):
         L.append(f"| {sec} | {cid} | {text} | **{verdict}** | {detail or '-'} |")
     L.append("\n### Measured values\n")
-    L.append("| experiment | index | op | N | segment B | write latency ns | ns/op | CPU ns/op | flushes/op | bytes/key |")
+    L.append("| experiment | index | op | N | segment (b3: page) B | write latency ns | ns/op | CPU ns/op | flushes/op | bytes/key |")
     L.append("|---|---|---|---|---|---|---|---|---|---|")
     for r in t.recs:
         if r["experiment"] == "cceh-cdf":  # latencies: their own table below
             continue
         L.append(f"| {r['experiment']} | {r['index']} | {r['op']} | {r.get('keys', 0):,} | "
-                 f"{r.get('segment_bytes', '-')} | {r.get('write_latency_ns', 0)} | {fmt(r.get('ns_per_op'))} | "
+                 f"{r.get('segment_bytes', r.get('page_bytes', '-'))} | {r.get('write_latency_ns', 0)} | {fmt(r.get('ns_per_op'))} | "
                  f"{fmt(r.get('cpu_ns_per_op'))} | {fmt(r.get('flushes_per_op'), 2)} | {fmt(r.get('bytes_per_key'))} |")
     cdf = [r for r in t.recs if r["experiment"] == "cceh-cdf"]
     if cdf:
@@ -1180,7 +1218,18 @@ def draw_thesis(out, recs):
         save(fig, "cceh_cdf.png")
     pk = t.kinds("b3-page")
     if pk:
-        fig, axs = plt.subplots(1, 3, figsize=(12, 3.8))
+        sweep = len(t.page_sweep("insert")) >= 2
+        fig, axs = plt.subplots(1, 4 if sweep else 3, figsize=(16 if sweep else 12, 3.8))
+        if sweep:
+            ax = axs[3]
+            for op, colour in (("insert", "#cb181d"), ("delete", "#2171b5")):
+                sw = t.page_sweep(op)
+                ax.plot(list(sw), list(sw.values()), marker="o", color=colour, label=f"{op} CPU ns")
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("b3tree page size (bytes)")
+            ax.set_ylabel("CPU time (ns/op)")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8)
         for ax, (op, field, yl) in zip(axs, [("insert", "t_ns", "insert CPU time (ns/op)"),
                                              ("insert", "flushes_per_op", "flushes per insert"),
                                              ("delete", "flushes_per_op", "flushes per delete")]):
@@ -1190,7 +1239,8 @@ def draw_thesis(out, recs):
             ax.set_xticklabels([THESIS_NAMES.get(k, k) for k in pk], rotation=30, ha="right", fontsize=8)
             ax.set_ylabel(yl)
             ax.grid(alpha=0.3, axis="y")
-        fig.suptitle("Thesis Figures 12/14: B3-tree vs wB+-tree (1 KB pages only)")
+        fig.suptitle("Thesis Figures 12/14: B3-tree vs wB+-tree (1 KB pages)" +
+                     (", and b3tree's page size swept" if sweep else ""))
         save(fig, "b3_page.png")
     ok = t.kinds("b3-order")
     if ok:

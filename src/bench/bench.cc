@@ -808,6 +808,7 @@ std::string FormatIndexOptions(const IndexOptions& o) {
   if (o.cceh_segment_bytes) add(fmt::format("cceh segment {} B", o.cceh_segment_bytes));
   if (o.cceh_variant != CcehVariant::kDefault) add(std::string("cceh variant ") + CcehVariantName(o.cceh_variant));
   if (o.b3_no_rebalance) add("b3tree without rebalancing");
+  if (o.b3_page_bytes) add(fmt::format("b3tree pages {} B", o.b3_page_bytes));
   return s;
 }
 
@@ -815,6 +816,7 @@ void AddIndexOptionsJson(const IndexOptions& o, nlohmann::json* j) {
   if (o.cceh_segment_bytes) (*j)["option_cceh_segment_bytes"] = o.cceh_segment_bytes;
   if (o.cceh_variant != CcehVariant::kDefault) (*j)["option_cceh_variant"] = CcehVariantName(o.cceh_variant);
   if (o.b3_no_rebalance) (*j)["option_b3_rebalance"] = false;
+  if (o.b3_page_bytes) (*j)["option_b3_page_bytes"] = o.b3_page_bytes;
 }
 
 const char* CcehVariantName(CcehVariant v) {

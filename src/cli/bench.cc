@@ -232,6 +232,7 @@ void AddBench(CLI::App& app) {
     uint64_t cceh_segment_bytes = 0;
     std::string cceh_variant;
     bool b3_no_rebalance = false;
+    uint64_t b3_page_bytes = 0;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand(
@@ -258,6 +259,8 @@ void AddBench(CLI::App& app) {
                   "cceh: directory variant msb|lsb|exth (default: $WORT_CCEH_VARIANT, else msb; index/hash/cceh.h)");
   cmd->add_flag("--b3-no-rebalance", o->b3_no_rebalance,
                 "b3tree: no rebalancing (rebuilt pages keep ascending chains; the thesis's Figure 13 baseline)");
+  AddSizeOption(cmd, "--b3-page-bytes", &o->b3_page_bytes,
+                "b3tree: page size, a power of two in [256, 4096] (default 1024; kept in the root block)");
   cmd->add_option("--keys-out", o->keys_out,
                   "Also write the keys and the search order to this file (binary, for scripts/peers.sh; integer dists)");
 
@@ -352,6 +355,7 @@ void AddBench(CLI::App& app) {
     cfg.flush_sites = o->flush_sites;
     cfg.index_options.cceh_segment_bytes = o->cceh_segment_bytes;
     cfg.index_options.b3_no_rebalance = o->b3_no_rebalance;
+    cfg.index_options.b3_page_bytes = o->b3_page_bytes;
     if (!o->cceh_variant.empty() && !hash::ParseCcehVariant(o->cceh_variant, &cfg.index_options.cceh_variant))
       Fail(Status::InvalidArgument("--cceh-variant must be msb, lsb or exth, not '" + o->cceh_variant + "'"));
     if (cfg.sorted_insert && !o->keys_out.empty())

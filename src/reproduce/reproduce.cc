@@ -209,6 +209,17 @@ void PlanThesis(const Config& cfg, const ThesisParams& tp, const std::vector<std
     r.ops = {Op::kInsert, Op::kSearch, Op::kDelete};
     r.est_seconds = est(page.size(), r.keys, 3, 0);
     runs->push_back(r);
+    if (page.front() == "b3tree") {
+      // Figures 12 and 14's axis: b3tree's page size (its 1 KB point is the run above).
+      for (uint64_t b : tp.b3_page_sizes) {
+        Run q = r;
+        q.label = fmt::format("b3-page@{}B", b);
+        q.indexes = {"b3tree"};
+        q.b3_page_bytes = b;
+        q.est_seconds = est(1, q.keys, 3, 0);
+        runs->push_back(q);
+      }
+    }
   }
   const auto order = Present(kB3OrderKinds, kinds);
   if (explicit_only("b3-order", order, "b3tree, wbtree, fastfair")) {
@@ -275,7 +286,7 @@ Status GetScale(const std::string& name, ScaleParams* out) {
     p.cachegrind_keys = 2000;
     p.cachegrind_dists = {Dist::kDense};
     p.canrt = {{"local", "", 500, 100, {50, 500}, 2, {1, 2}, 100}};
-    p.thesis = {4000, {256, 1024, 4096, 16384, 65536}, {0, 300}, 3000, {1000, 4000}, 4000, 2, {1.0}};
+    p.thesis = {4000, {256, 1024, 4096, 16384, 65536}, {0, 300}, 3000, {1000, 4000}, 4000, 2, {1.0}, {256, 4096}};
   } else if (name == "quick") {
     // Sized so that every index kind (19 in this build) finishes in under 5 minutes on the
     // 2-core reference machine even when it is shared; medium and paper are the scales to
@@ -294,7 +305,7 @@ Status GetScale(const std::string& name, ScaleParams* out) {
                {"ucx", "sm", 10000, 500, {1000, 10000}, 3, {1, 2}, 500}};
     // Thesis chapter IV: a 64th of CCEH's 16M records, a 50th of B3-tree's 10M keys.
     p.thesis = {250000, {256, 1024, 4096, 16384, 65536, 262144}, {0, 100, 300}, 200000, {50000, 200000, 800000},
-                250000, 2, {1.0, 0.5}};
+                250000, 2, {1.0, 0.5}, {256, 512, 2048, 4096}};
   } else if (name == "medium") {
     p.keys = 16000000;
     p.latencies = {0, 100, 200, 300};
@@ -307,7 +318,7 @@ Status GetScale(const std::string& name, ScaleParams* out) {
                {"ucx", "sm", 100000, 2000, {10000, 100000}, 3, {1, 2}, 2000},
                {"ucx", "tcp", 100000, 2000, {10000, 100000}, 3, {1, 2}, 2000}};
     p.thesis = {2000000, {256, 1024, 4096, 16384, 65536, 262144}, {0, 100, 200, 300}, 2000000,
-                {250000, 1000000, 4000000}, 2000000, 2, {1.0, 0.5}};
+                {250000, 1000000, 4000000}, 2000000, 2, {1.0, 0.5}, {256, 512, 2048, 4096}};
   } else if (name == "paper") {
     p.keys = 128000000;
     p.latencies = {0, 100, 200, 300};
@@ -322,7 +333,7 @@ Status GetScale(const std::string& name, ScaleParams* out) {
     // The thesis's 16M CCEH records and 10M B3-tree keys; Figure 15's sizes are not given in
     // the text: 1M to 64M.
     p.thesis = {16000000, {256, 1024, 4096, 16384, 65536, 262144}, {0, 100, 200, 300}, 10000000,
-                {1000000, 4000000, 16000000, 64000000}, 16000000, 2, {1.0, 0.5}};
+                {1000000, 4000000, 16000000, 64000000}, 16000000, 2, {1.0, 0.5}, {256, 512, 2048, 4096}};
   } else {
     return Status::InvalidArgument("unknown scale '" + name + "' (valid: quick, medium, paper; tiny for tests)");
   }
@@ -681,6 +692,7 @@ Status Reproduce(const Config& cfg, const LogFn& progress) {
     // the defaults of the runs that set none).
     bc.index_options.cceh_segment_bytes = r.segment_bytes;
     bc.index_options.b3_no_rebalance = r.no_rebalance;
+    bc.index_options.b3_page_bytes = r.b3_page_bytes;
     if (!r.cceh_variant.empty() && !ParseVariant(r.cceh_variant, &bc.index_options.cceh_variant))
       return Status::InvalidArgument("reproduce: unknown cceh variant " + r.cceh_variant);
     const auto t0 = Clock::now();
@@ -700,6 +712,7 @@ Status Reproduce(const Config& cfg, const LogFn& progress) {
         if (r.segment_bytes) j["segment_bytes"] = r.segment_bytes;
         if (!r.cceh_variant.empty()) j["cceh_variant"] = r.cceh_variant;
         if (r.exp == "b3-order") j["rebalance"] = !r.no_rebalance;
+        if (r.exp == "b3-page" && res.index == "b3tree") j["page_bytes"] = r.b3_page_bytes ? r.b3_page_bytes : 1024;
       } else if (res.op == "insert") j["experiment"] = r.type == Run::Type::kLatency ? "fig8" : "fig7";
       else if (res.op == "search") j["experiment"] = "fig9";
       else if (res.op == "scan") {
@@ -893,7 +906,8 @@ Status Reproduce(const Config& cfg, const LogFn& progress) {
                   {"b3_grow", sp.thesis.b3_grow},
                   {"cdf_keys", sp.thesis.cdf_keys},
                   {"cdf_threads", sp.thesis.cdf_threads},
-                  {"cdf_loads", sp.thesis.cdf_loads}};
+                  {"cdf_loads", sp.thesis.cdf_loads},
+                  {"b3_page_sizes", sp.thesis.b3_page_sizes}};
   {
     std::vector<std::string> ds;
     for (Dist d : sp.cachegrind_dists) ds.push_back(bench::DistName(d));

@@ -28,7 +28,9 @@
 //               kinds carry rehash_ns_per_op and displacement_ns_per_op from the kinds' counters)
 //   cceh-search thesis 4.4.7.3 (Figure 26(c)): search time of every hash kind (one thread)
 //   b3-page     thesis 4.3.2 (Figures 12, 14): b3tree, wbtree, wbtree-slot, fptree, fastfair on
-//               random keys: insert, search and delete time, flushes per insert and per delete
+//               random keys: insert, search and delete time, flushes per insert and per delete;
+//               b3tree also at the page sizes of ThesisParams::b3_page_sizes (IndexOptions::
+//               b3_page_bytes; records carry page_bytes)
 //   b3-order    thesis 4.3.2 (Figure 13): b3tree (wbtree, fastfair beside it) inserting the b3-page
 //               keys in random and in ascending order, then searching them; and b3tree without
 //               rebalancing (IndexOptions::b3_no_rebalance, b3tree.h kRootNoRebalance) in both orders
@@ -108,6 +110,7 @@ struct ThesisParams {
   size_t cdf_keys = 0;                   // cceh-cdf: Poisson arrivals (thesis: 16M)
   int cdf_threads = 2;                   // cceh-cdf: workers serving them
   std::vector<double> cdf_loads;         // cceh-cdf: arrival rates as multiples of LINP's (1: the thesis's)
+  std::vector<uint64_t> b3_page_sizes;   // b3-page: b3tree's other page sizes (1 KB: the main run)
 };
 
 // The CANRT experiment at one transport: the sizes of its bench-remote run.
@@ -184,6 +187,7 @@ struct Run {
   bool sorted_insert = false;  // kThesis (b3-order): insert in ascending key order
   bool no_rebalance = false;   // kThesis (b3-order): b3tree created with IndexOptions::b3_no_rebalance
   double load = 0;             // kArrival: the arrival rate as a multiple of LINP's batch throughput
+  uint64_t b3_page_bytes = 0;  // kThesis (b3-page): IndexOptions::b3_page_bytes (0: the default, 1 KB)
   double est_seconds = 0;  // the planner's cost estimate
 };
 

@@ -155,8 +155,14 @@ TEST(ReproducePlan, ThesisExperimentsUseTheirKinds) {
       EXPECT_EQ(r.indexes, (std::vector<std::string>{"cceh", "levl"}));
       for (bench::Op o : r.ops) search += o == bench::Op::kSearch;
     } else if (r.exp == "b3-page") {
+      // every kind at 1 KB pages, then b3tree alone at each other page size
       ++page;
-      EXPECT_EQ(r.indexes, (std::vector<std::string>{"b3tree", "wbtree"}));
+      if (r.b3_page_bytes == 0) {
+        EXPECT_EQ(r.indexes, (std::vector<std::string>{"b3tree", "wbtree"}));
+      } else {
+        EXPECT_EQ(r.indexes, std::vector<std::string>{"b3tree"});
+        EXPECT_EQ(r.b3_page_bytes, sp.thesis.b3_page_sizes[size_t(page - 2)]);
+      }
       EXPECT_EQ(r.ops.size(), 3u);  // insert, search, delete
     } else if (r.exp == "b3-grow") {
       ++grow;
@@ -177,7 +183,7 @@ TEST(ReproducePlan, ThesisExperimentsUseTheirKinds) {
   EXPECT_EQ(seg, 2 * int(sp.thesis.segment_bytes.size()) + small);
   EXPECT_EQ(lat, int(sp.thesis.latencies.size()));
   EXPECT_EQ(search, 1);  // at write latency 0 only
-  EXPECT_EQ(page, 1);
+  EXPECT_EQ(page, 1 + int(sp.thesis.b3_page_sizes.size()));
   EXPECT_EQ(grow, int(sp.thesis.b3_grow.size()));
   EXPECT_EQ(sorted, 2);  // a sorted and a random b3-order run, with and without rebalancing
   EXPECT_EQ(no_rebalance, 2);
@@ -401,6 +407,7 @@ TEST(ReproduceCli, ThesisSectionsComeFromARun) {
   std::set<std::pair<std::string, uint64_t>> segs;
   std::set<std::string> orders;
   std::map<bool, int> rebalance;
+  std::set<uint64_t> page_sizes;  // b3tree's in b3-page
   std::string line;
   while (std::getline(in, line)) {
     nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
@@ -431,6 +438,8 @@ TEST(ReproduceCli, ThesisSectionsComeFromARun) {
     }
     if (e == "b3-page") {
       EXPECT_EQ(j["keys"].get<size_t>(), sp.thesis.b3_keys) << line;
+      if (idx == "b3tree") page_sizes.insert(j["page_bytes"].get<uint64_t>());
+      else EXPECT_FALSE(j.contains("page_bytes")) << line;
     }
     // Figure 26(a): open-loop latencies at LINP's batch rate, the CDF ending at the maximum.
     if (e == "cceh-cdf") {
@@ -457,7 +466,9 @@ TEST(ReproduceCli, ThesisSectionsComeFromARun) {
   EXPECT_EQ(per_exp["cceh-lat"], 7 * int(sp.thesis.latencies.size()));  // 7 hash kinds
   EXPECT_EQ(per_exp["cceh-search"], 7);
   EXPECT_EQ(per_exp["cceh-cdf"], 7 * int(sp.thesis.cdf_loads.size()));
-  EXPECT_EQ(per_exp["b3-page"], 5 * 3);  // 5 kinds x insert, search, delete
+  // 5 kinds x insert, search, delete; b3tree also at the other page sizes
+  EXPECT_EQ(per_exp["b3-page"], 5 * 3 + 3 * int(sp.thesis.b3_page_sizes.size()));
+  EXPECT_EQ(page_sizes, (std::set<uint64_t>{256, 1024, 4096}));
   EXPECT_EQ(per_exp["b3-grow"], 4 * 2 * int(sp.thesis.b3_grow.size()));
   // b3tree, wbtree, fastfair (and b3tree without rebalancing) x random, sorted x insert, search
   EXPECT_EQ(per_exp["b3-order"], 4 * 2 * 2);
