@@ -1212,6 +1212,7 @@ def draw_thesis(out, recs):
                 ax.set_ylabel("fraction of inserts")
                 ax.grid(alpha=0.3)
             row[0].legend(fontsize=8)
+        fig.subplots_adjust(hspace=0.4)
         r1 = t.get("cceh-cdf", ck[0], "insert") or {}
         fig.suptitle(f"Thesis Figure 26(a): insert latency, Poisson arrivals, {r1.get('threads', 1)} workers, "
                      f"N = {r1.get('keys', 0):,}")
