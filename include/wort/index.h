@@ -60,6 +60,9 @@ struct IndexOptions {
   // b3tree: turn the rebalancing optimisation off (the thesis's Figure 13 baseline; stored in the
   // root block). false: WORT_B3_REBALANCE=0 turns it off too.
   bool b3_no_rebalance = false;
+  // b3tree: page size in bytes, a power of two in [256, 4096] (0: 1024), kept in the root block
+  // (the thesis's Figures 12 and 14 vary it). Create refuses any other value (InvalidArgument).
+  uint64_t b3_page_bytes = 0;
   // cceh only (cceh-cow refuses anything but msb): the directory variant, kept in the root block.
   CcehVariant cceh_variant = CcehVariant::kDefault;
 };

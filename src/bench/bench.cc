@@ -142,7 +142,7 @@ BenchIndex::~BenchIndex() {
 }
 
 Status BenchIndex::Create(const CommonConfig& c, const std::string& file, const IndexKind& kind, bool u64,
-                          uint32_t span_bits, std::string* why) {
+                          uint32_t span_bits, std::string* why, const IndexOptions& base) {
   Status s = CreateBenchPool(c, file, &pool);
   if (!s.ok()) {
     *why = std::string(kind.name) + ": " + s.ToString();
@@ -150,7 +150,7 @@ Status BenchIndex::Create(const CommonConfig& c, const std::string& file, const 
   }
   path = file;
   keep = c.keep_pool;
-  IndexOptions opts;
+  IndexOptions opts = base;
   opts.key_type = u64 ? KeyType::kU64 : KeyType::kBytes;
   opts.span_bits = span_bits;
   s = CreateIndex(*pool, "bench", kind.name, opts, &idx);
@@ -511,7 +511,7 @@ Status BenchOneIndex(const IndexBenchConfig& cfg, const IndexKind& kind, const s
 
   BenchIndex h;
   std::string why;
-  Status s = h.Create(cfg.common, pool_path, kind, u64, cfg.span_bits, &why);
+  Status s = h.Create(cfg.common, pool_path, kind, u64, cfg.span_bits, &why, cfg.index_options);
   if (!s.ok()) {
     skip(why);
     return s;
@@ -800,6 +800,33 @@ Status ParseOpList(const std::string& list, std::vector<Op>* out) {
   if (ops.empty()) return Status::InvalidArgument("no op named (valid: " + OpNames() + ")");
   *out = std::move(ops);
   return Status::OK();
+}
+
+std::string FormatIndexOptions(const IndexOptions& o) {
+  std::string s;
+  auto add = [&](const std::string& x) { s += (s.empty() ? "" : ", ") + x; };
+  if (o.cceh_segment_bytes) add(fmt::format("cceh segment {} B", o.cceh_segment_bytes));
+  if (o.cceh_variant != CcehVariant::kDefault) add(std::string("cceh variant ") + CcehVariantName(o.cceh_variant));
+  if (o.b3_no_rebalance) add("b3tree without rebalancing");
+  if (o.b3_page_bytes) add(fmt::format("b3tree pages {} B", o.b3_page_bytes));
+  return s;
+}
+
+void AddIndexOptionsJson(const IndexOptions& o, nlohmann::json* j) {
+  if (o.cceh_segment_bytes) (*j)["option_cceh_segment_bytes"] = o.cceh_segment_bytes;
+  if (o.cceh_variant != CcehVariant::kDefault) (*j)["option_cceh_variant"] = CcehVariantName(o.cceh_variant);
+  if (o.b3_no_rebalance) (*j)["option_b3_rebalance"] = false;
+  if (o.b3_page_bytes) (*j)["option_b3_page_bytes"] = o.b3_page_bytes;
+}
+
+const char* CcehVariantName(CcehVariant v) {
+  switch (v) {
+    case CcehVariant::kMsb: return "msb";
+    case CcehVariant::kLsb: return "lsb";
+    case CcehVariant::kExth: return "exth";
+    case CcehVariant::kDefault: break;
+  }
+  return "default";
 }
 
 Status ParseDistName(const std::string& name, Dist* out) {
@@ -1091,6 +1118,8 @@ std::string FormatIndexConfig(const IndexBenchConfig& cfg, const Environment& en
   }
   s += fmt::format("span bits:      {} (wort)\n", cfg.span_bits);
   if (cfg.sorted_insert) s += "insert order:   ascending keys (--sorted-insert)\n";
+  if (const std::string ko = FormatIndexOptions(cfg.index_options); !ko.empty())
+    s += fmt::format("index options:  {}\n", ko);
   std::string pools;
   for (size_t i = 0; i < cfg.indexes.size() && i < 3; ++i)
     pools += (i ? ", " : "") + DefaultPoolPath(cfg.common, cfg.indexes.size() > 1 || cfg.common.pool_path.empty()
@@ -1213,6 +1242,7 @@ nlohmann::json ToJson(const IndexResult& r, const IndexBenchConfig& cfg, const E
   j["span_bits"] = cfg.span_bits;
   j["insert_order"] = cfg.sorted_insert ? "sorted" : "random";
   j["threads"] = cfg.common.threads;
+  AddIndexOptionsJson(cfg.index_options, &j);
   AddEnvJson(env, cfg.common.seed, &j);
   return j;
 }

@@ -47,6 +47,7 @@
 
 #include "bench/ycsb.h"
 #include "workload/workload.h"
+#include "wort/index.h"
 #include "wort/status.h"
 
 namespace wort::bench {
@@ -61,6 +62,12 @@ bool ParseOp(const std::string& name, Op* out);
 Status ParseIndexList(const std::string& list, std::vector<std::string>* out);
 Status ParseOpList(const std::string& list, std::vector<Op>* out);
 Status ParseDistName(const std::string& name, Dist* out);
+// The non-default knobs of `o` in words ("" when all are defaults), for the config header; and
+// as JSON fields option_cceh_segment_bytes, option_cceh_variant, option_b3_rebalance (only
+// those set).
+std::string FormatIndexOptions(const IndexOptions& o);
+void AddIndexOptionsJson(const IndexOptions& o, nlohmann::json* j);
+const char* CcehVariantName(CcehVariant v);  // msb, lsb, exth ("default" for kDefault)
 // Valid names, comma-separated (for messages and --help).
 std::string IndexNames();
 std::string OpNames();
@@ -92,6 +99,10 @@ struct IndexBenchConfig {
   // Count the flushed lines of each phase per call site (a pm::Hook: slower; the counts are
   // exact): IndexResult::flush_sites, printed and in the JSON records ("flush_sites").
   bool flush_sites = false;
+  // Options of every index created (the kinds' knobs: cceh_segment_bytes, cceh_variant,
+  // b3_no_rebalance, ...; 0/false: the kind's default, which its environment variable may set).
+  // key_type and span_bits are the bench's own (the distribution's key type, span_bits above).
+  IndexOptions index_options;
 };
 
 // Where and how the run happened (printed first and stored with every JSON record).

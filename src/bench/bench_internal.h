@@ -57,8 +57,10 @@ struct BenchIndex {
   BenchIndex& operator=(const BenchIndex&) = delete;
   ~BenchIndex();
   // On failure, *why says what failed (it begins with the kind's name).
+  // `base` supplies the kind's knobs (IndexBenchConfig::index_options); key_type and span_bits
+  // are set from u64 and span_bits.
   Status Create(const CommonConfig& c, const std::string& path, const IndexKind& kind, bool u64, uint32_t span_bits,
-                std::string* why);
+                std::string* why, const IndexOptions& base = IndexOptions());
 };
 // The environment fields every JSON record carries (flush, write_latency_ns, seed, timestamp,
 // git_commit, cpu, host).

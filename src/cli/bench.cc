@@ -5,10 +5,12 @@
 #include <cctype>
 #include <memory>
 
+#include "bench/arrival_bench.h"
 #include "bench/bench.h"
 #include "bench/kv_bench.h"
 #include "cli/command.h"
 #include "cli/options.h"
+#include "index/hash/hash_common.h"
 
 namespace wort::cli {
 namespace {
@@ -164,6 +166,63 @@ void AddKv(CLI::App* bench_cmd) {
   });
 }
 
+// `wort bench arrival`: open-loop inserts with Poisson arrivals (src/bench/arrival_bench.h).
+void AddArrival(CLI::App* bench_cmd) {
+  struct ArrivalOpts {
+    CommonOpts common;
+    std::string index = "cceh,cceh-cow,levl,linp,cuck,bch,path", dist = "sparse", rate_of = "linp";
+    uint64_t keys = 1000000, stall_us = 1000;
+    double rate = 0, load = 1.0;
+    int threads = 2;
+    uint64_t cceh_segment_bytes = 0;
+  };
+  auto a = std::make_shared<ArrivalOpts>();
+  auto* cmd = bench_cmd->add_subcommand(
+      "arrival",
+      "Insert latency with Poisson arrivals (open loop: waiting counts), its CDF and stalls (thesis Figure 26(a))");
+  cmd->add_option("--index", a->index, "Index kinds, comma list, or 'all'")->capture_default_str();
+  cmd->add_option("--dist", a->dist, "Key distribution: " + bench::DistNames())->capture_default_str();
+  AddCountOption(cmd, "--keys", &a->keys, "Inserts (arrivals)");
+  cmd->add_option("--rate", a->rate, "Arrivals per second (0: --load x the batch insert throughput of --rate-of)")
+      ->capture_default_str();
+  cmd->add_option("--rate-of", a->rate_of, "Kind whose one-thread batch insert throughput sets the rate (thesis: linp)")
+      ->capture_default_str();
+  cmd->add_option("--load", a->load, "Multiplier of that throughput")->capture_default_str();
+  cmd->add_option("--threads", a->threads, "Workers serving the arrivals")->capture_default_str()->check(CLI::Range(1, 256));
+  AddCountOption(cmd, "--stall-us", &a->stall_us, "Busy gaps between completions counted as stalls (flat regions), us");
+  AddSizeOption(cmd, "--cceh-segment-bytes", &a->cceh_segment_bytes, "cceh, cceh-cow: segment size (default 16384)");
+  AddCommonOptions(cmd, &a->common);
+  cmd->callback([a] {
+    bench::ArrivalBenchConfig cfg;
+    cfg.common = ToCommon(a->common);
+    cfg.common.threads = a->threads;
+    Status s = bench::ParseIndexList(a->index, &cfg.indexes);
+    if (!s.ok()) Fail(s);
+    s = bench::ParseDistName(a->dist, &cfg.dist);
+    if (!s.ok()) Fail(s);
+    cfg.keys = a->keys;
+    cfg.rate = a->rate;
+    cfg.rate_kind = a->rate_of;
+    cfg.load = a->load;
+    cfg.stall_ns = a->stall_us * 1000;
+    cfg.index_options.cceh_segment_bytes = a->cceh_segment_bytes;
+    bench::ArrivalBenchReport report;
+    s = bench::RunArrivalBench(cfg, &report, [](const std::string& line) {
+      fmt::print("{}\n", line);
+      std::fflush(stdout);
+    });
+    if (!report.results.empty() || !report.skipped.empty()) fmt::print("\n{}", bench::FormatArrivalResults(report));
+    if (!a->common.json.empty() && !report.results.empty()) {
+      std::vector<nlohmann::json> recs;
+      for (const auto& r : report.results) recs.push_back(bench::ToJson(r, cfg, report.env));
+      Status js = bench::AppendJsonLines(a->common.json, recs);
+      if (!js.ok()) Fail(js);
+      fmt::print("appended {} records to {}\n", recs.size(), a->common.json);
+    }
+    if (!s.ok()) Fail(s);
+  });
+}
+
 void AddBench(CLI::App& app) {
   struct Opts {
     CommonOpts common;
@@ -175,6 +234,10 @@ void AddBench(CLI::App& app) {
     std::string keys_out;
     bool sorted_insert = false;
     bool flush_sites = false;
+    uint64_t cceh_segment_bytes = 0;
+    std::string cceh_variant;
+    bool b3_no_rebalance = false;
+    uint64_t b3_page_bytes = 0;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand(
@@ -195,6 +258,14 @@ void AddBench(CLI::App& app) {
                 "Insert the keys in ascending order instead of random order (search, delete, ... stay random)");
   cmd->add_flag("--flush-sites", o->flush_sites,
                 "Count each phase's flushed lines per call site (file:line function; a pm hook: slower, exact counts)");
+  AddSizeOption(cmd, "--cceh-segment-bytes", &o->cceh_segment_bytes,
+                "cceh, cceh-cow: segment size, a power of two in [256, 262144] (default: $WORT_CCEH_SEGMENT_BYTES, else 16384)");
+  cmd->add_option("--cceh-variant", o->cceh_variant,
+                  "cceh: directory variant msb|lsb|exth (default: $WORT_CCEH_VARIANT, else msb; index/hash/cceh.h)");
+  cmd->add_flag("--b3-no-rebalance", o->b3_no_rebalance,
+                "b3tree: no rebalancing (rebuilt pages keep ascending chains; the thesis's Figure 13 baseline)");
+  AddSizeOption(cmd, "--b3-page-bytes", &o->b3_page_bytes,
+                "b3tree: page size, a power of two in [256, 4096] (default 1024; kept in the root block)");
   cmd->add_option("--keys-out", o->keys_out,
                   "Also write the keys and the search order to this file (binary, for scripts/peers.sh; integer dists)");
 
@@ -254,9 +325,11 @@ void AddBench(CLI::App& app) {
 
   AddYcsb(cmd);
   AddKv(cmd);
+  AddArrival(cmd);
 
   cmd->callback([o, alloc, cmd] {
-    if (alloc->parsed() || cmd->get_subcommand("ycsb")->parsed() || cmd->get_subcommand("kv")->parsed())
+    if (alloc->parsed() || cmd->get_subcommand("ycsb")->parsed() || cmd->get_subcommand("kv")->parsed() ||
+        cmd->get_subcommand("arrival")->parsed())
       return;  // a subcommand ran instead
     bench::IndexBenchConfig cfg;
     cfg.common = ToCommon(o->common);
@@ -285,6 +358,11 @@ void AddBench(CLI::App& app) {
     cfg.span_bits = o->span_bits;
     cfg.sorted_insert = o->sorted_insert;
     cfg.flush_sites = o->flush_sites;
+    cfg.index_options.cceh_segment_bytes = o->cceh_segment_bytes;
+    cfg.index_options.b3_no_rebalance = o->b3_no_rebalance;
+    cfg.index_options.b3_page_bytes = o->b3_page_bytes;
+    if (!o->cceh_variant.empty() && !hash::ParseCcehVariant(o->cceh_variant, &cfg.index_options.cceh_variant))
+      Fail(Status::InvalidArgument("--cceh-variant must be msb, lsb or exth, not '" + o->cceh_variant + "'"));
     if (cfg.sorted_insert && !o->keys_out.empty())
       Fail(Status::InvalidArgument("--keys-out writes the random insert order; it cannot go with --sorted-insert"));
     if (!o->keys_out.empty()) {

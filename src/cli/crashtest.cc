@@ -65,6 +65,7 @@ struct CrashOpts {
   uint64_t hash_capacity = 0;
   uint64_t cceh_segment_bytes = 0;
   bool b3_no_rebalance = false;
+  uint64_t b3_page_bytes = 0;
   std::string cceh_variant;
   uint64_t hash_seed = 0;
   bool hash_special_keys = false;
@@ -294,6 +295,7 @@ void Run(const CrashOpts& o) {
   iopts.hash_capacity = o.hash_capacity;
   iopts.cceh_segment_bytes = o.cceh_segment_bytes;
   iopts.b3_no_rebalance = o.b3_no_rebalance;
+  iopts.b3_page_bytes = o.b3_page_bytes;
   iopts.hash_seed = o.hash_seed;
   if (!o.cceh_variant.empty() && !hash::ParseCcehVariant(o.cceh_variant, &iopts.cceh_variant))
     Fail("bad --cceh-variant '" + o.cceh_variant + "' (msb, lsb or exth)", kExitUsage);
@@ -439,6 +441,7 @@ void AddCrashTest(CLI::App& app) {
   c->add_option("--hash-capacity", o->hash_capacity, "Hash kinds: initial capacity in records (0: default)");
   c->add_option("--cceh-segment-bytes", o->cceh_segment_bytes, "cceh: segment size in bytes (0: default)");
   c->add_flag("--b3-no-rebalance", o->b3_no_rebalance, "b3tree: rebalancing off (rebuilt pages hold chains)");
+  c->add_option("--b3-page-bytes", o->b3_page_bytes, "b3tree: page size in bytes, a power of two in [256, 4096] (0: 1024)");
   c->add_option("--cceh-variant", o->cceh_variant, "cceh: directory variant msb, lsb or exth (index/hash/cceh.h)")
       ->check(CLI::IsMember({"msb", "lsb", "exth"}));
   c->add_option("--hash-seed", o->hash_seed, "Hash kinds: the hash seed (0: derived from --seed)");

@@ -39,7 +39,7 @@ void AddReproduce(CLI::App& app) {
                   "quick (N=250K, under 5 min), medium (N=16M), paper (N=128M); tiny (N=2000: seconds, for tests and CI)")
       ->capture_default_str();
   cmd->add_option("--only", o->only, "Experiments, comma list: fig7,fig8,fig9,fig10,table1,space,canrt,cceh-seg,cceh-lat,cceh-search,"
-                  "b3-page,b3-grow,b3-order,roart-peer (default all)");
+                  "cceh-cdf,b3-page,b3-grow,b3-order,roart-peer (default all)");
   cmd->add_option("--index", o->indexes, "Index kinds, comma list (default: every registered kind)");
   cmd->add_option("--out", o->out, "Output directory")->required();
   AddCountOption(cmd, "--keys", &o->keys, "Override the scale's N for the timed runs (0: the scale's)");

@@ -58,6 +58,7 @@ std::string ExplorerArgs(const ExplorerConfig& c) {
     s += fmt::format(" --cceh-segment-bytes {}", c.index_options.cceh_segment_bytes);
   if (c.index_options.hash_seed != 0) s += fmt::format(" --hash-seed {:#x}", c.index_options.hash_seed);
   if (c.index_options.b3_no_rebalance) s += " --b3-no-rebalance";
+  if (c.index_options.b3_page_bytes != 0) s += fmt::format(" --b3-page-bytes {}", c.index_options.b3_page_bytes);
   if (!c.cceh_variant.empty()) s += " --cceh-variant " + c.cceh_variant;
   if (c.novel_only) s += " --novel-only";
   if (c.explore_from != 0) s += fmt::format(" --explore-from {}", c.explore_from);

@@ -326,6 +326,15 @@ std::vector<PlanStep> KindPlan(const std::string& kind, const std::string& dir) 
     c.ops = {OpType::kInsert, OpType::kDelete};
     plan.push_back({"dense, no rebalancing: chains in rebuilt pages, splits, merges", c});
   }
+  // 9. B3-tree with the smallest pages (IndexOptions::b3_page_bytes = 256: 6 BST nodes, the root
+  // block's sized format): a split every few inserts, inner pages of a few separators, merges
+  // and redistributions on deletes; the root block's page-size word persisted at create.
+  if (kind == "b3tree") {
+    ExplorerConfig c = dense(seed++, 300, 80, OpType::kInsert);
+    c.index_options.b3_page_bytes = 256;
+    c.ops = {OpType::kInsert, OpType::kDelete};
+    plan.push_back({"dense, 256-byte pages: frequent splits and merges, sized root block", c});
+  }
   return plan;
 }
 

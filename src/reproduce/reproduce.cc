@@ -18,6 +18,7 @@
 #include <sstream>
 #include <thread>
 
+#include "bench/arrival_bench.h"
 #include "bench/remote_bench.h"
 #include "wort/index.h"
 
@@ -41,6 +42,14 @@ constexpr double kCachegrindStartS = 1.5;     // valgrind start-up per process
 // request costs ~100 us on the local backend under load, CANRT's put ~30 us, its get ~2 us);
 // a ucx transport (emulated one-sided operations on this machine) is about 3x that.
 constexpr double kRemoteOpS = 80e-6, kRemoteScanKeyS = 0.4e-6, kUcxSlowdown = 3.0;
+
+bool ParseVariant(const std::string& name, CcehVariant* out) {
+  if (name == "msb") *out = CcehVariant::kMsb;
+  else if (name == "lsb") *out = CcehVariant::kLsb;
+  else if (name == "exth") *out = CcehVariant::kExth;
+  else return false;
+  return true;
+}
 
 bool Wants(const Config& cfg, const char* exp) {
   return cfg.only.empty() || std::find(cfg.only.begin(), cfg.only.end(), exp) != cfg.only.end();
@@ -173,6 +182,21 @@ void PlanThesis(const Config& cfg, const ThesisParams& tp, const std::vector<std
       runs->push_back(r);
     }
   }
+  if (explicit_only("cceh-cdf", hash, "the hash kinds")) for (double load : tp.cdf_loads) {
+    Run r;
+    r.load = load;
+    r.type = Run::Type::kArrival;
+    r.exp = "cceh-cdf";
+    r.label = fmt::format("cceh-cdf@{:g}xlinp", load);
+    r.dist = Dist::kSparse;
+    r.indexes = hash;
+    r.keys = tp.cdf_keys;
+    r.ops = {Op::kInsert};
+    // LINP's batch run first, then each kind at about that rate (PATH and LEVL: slower, so their
+    // queues grow; the ETA learns it).
+    r.est_seconds = est(hash.size() + 1, r.keys, 1, 0);
+    runs->push_back(r);
+  }
   const auto page = Present(kB3PageKinds, kinds);
   if (explicit_only("b3-page", page, "b3tree, wbtree, wbtree-slot, fptree, fastfair")) {
     Run r;
@@ -185,6 +209,17 @@ void PlanThesis(const Config& cfg, const ThesisParams& tp, const std::vector<std
     r.ops = {Op::kInsert, Op::kSearch, Op::kDelete};
     r.est_seconds = est(page.size(), r.keys, 3, 0);
     runs->push_back(r);
+    if (page.front() == "b3tree") {
+      // Figures 12 and 14's axis: b3tree's page size (its 1 KB point is the run above).
+      for (uint64_t b : tp.b3_page_sizes) {
+        Run q = r;
+        q.label = fmt::format("b3-page@{}B", b);
+        q.indexes = {"b3tree"};
+        q.b3_page_bytes = b;
+        q.est_seconds = est(1, q.keys, 3, 0);
+        runs->push_back(q);
+      }
+    }
   }
   const auto order = Present(kB3OrderKinds, kinds);
   if (explicit_only("b3-order", order, "b3tree, wbtree, fastfair")) {
@@ -251,7 +286,7 @@ Status GetScale(const std::string& name, ScaleParams* out) {
     p.cachegrind_keys = 2000;
     p.cachegrind_dists = {Dist::kDense};
     p.canrt = {{"local", "", 500, 100, {50, 500}, 2, {1, 2}, 100}};
-    p.thesis = {4000, {256, 1024, 4096, 16384, 65536}, {0, 300}, 3000, {1000, 4000}};
+    p.thesis = {4000, {256, 1024, 4096, 16384, 65536}, {0, 300}, 3000, {1000, 4000}, 4000, 2, {1.0}, {256, 4096}};
   } else if (name == "quick") {
     // Sized so that every index kind (19 in this build) finishes in under 5 minutes on the
     // 2-core reference machine even when it is shared; medium and paper are the scales to
@@ -269,7 +304,8 @@ Status GetScale(const std::string& name, ScaleParams* out) {
     p.canrt = {{"local", "", 100000, 2000, {10000, 100000}, 3, {1, 2}, 2000},
                {"ucx", "sm", 10000, 500, {1000, 10000}, 3, {1, 2}, 500}};
     // Thesis chapter IV: a 64th of CCEH's 16M records, a 50th of B3-tree's 10M keys.
-    p.thesis = {250000, {256, 1024, 4096, 16384, 65536, 262144}, {0, 100, 300}, 200000, {50000, 200000, 800000}};
+    p.thesis = {250000, {256, 1024, 4096, 16384, 65536, 262144}, {0, 100, 300}, 200000, {50000, 200000, 800000},
+                250000, 2, {1.0, 0.5}, {256, 512, 2048, 4096}};
   } else if (name == "medium") {
     p.keys = 16000000;
     p.latencies = {0, 100, 200, 300};
@@ -282,7 +318,7 @@ Status GetScale(const std::string& name, ScaleParams* out) {
                {"ucx", "sm", 100000, 2000, {10000, 100000}, 3, {1, 2}, 2000},
                {"ucx", "tcp", 100000, 2000, {10000, 100000}, 3, {1, 2}, 2000}};
     p.thesis = {2000000, {256, 1024, 4096, 16384, 65536, 262144}, {0, 100, 200, 300}, 2000000,
-                {250000, 1000000, 4000000}};
+                {250000, 1000000, 4000000}, 2000000, 2, {1.0, 0.5}, {256, 512, 2048, 4096}};
   } else if (name == "paper") {
     p.keys = 128000000;
     p.latencies = {0, 100, 200, 300};
@@ -297,7 +333,7 @@ Status GetScale(const std::string& name, ScaleParams* out) {
     // The thesis's 16M CCEH records and 10M B3-tree keys; Figure 15's sizes are not given in
     // the text: 1M to 64M.
     p.thesis = {16000000, {256, 1024, 4096, 16384, 65536, 262144}, {0, 100, 200, 300}, 10000000,
-                {1000000, 4000000, 16000000, 64000000}};
+                {1000000, 4000000, 16000000, 64000000}, 16000000, 2, {1.0, 0.5}, {256, 512, 2048, 4096}};
   } else {
     return Status::InvalidArgument("unknown scale '" + name + "' (valid: quick, medium, paper; tiny for tests)");
   }
@@ -312,7 +348,7 @@ Status Plan(const Config& cfg, const ScaleParams& sp, const std::vector<std::pai
         std::end(kExperiments))
       return Status::InvalidArgument("unknown experiment '" + e +
                                      "' (valid: fig7, fig8, fig9, fig10, table1, space, canrt, cceh-seg, cceh-lat, "
-                                     "cceh-search, b3-page, b3-grow, b3-order, roart-peer)");
+                                     "cceh-search, cceh-cdf, b3-page, b3-grow, b3-order, roart-peer)");
   }
   const size_t n = cfg.keys ? cfg.keys : sp.keys;
   const size_t cgn = cfg.cachegrind_keys ? cfg.cachegrind_keys : sp.cachegrind_keys;
@@ -513,7 +549,12 @@ Status Reproduce(const Config& cfg, const LogFn& progress) {
   const std::string results_path = c.out_dir + "/results.jsonl";
   const std::string log_path = c.out_dir + "/bench.log";
   const std::string cg_dir = c.out_dir + "/cachegrind";
-  unlink(results_path.c_str());
+  {
+    // Created empty first: a run whose experiments write no records of their own (roart-peer
+    // alone: peers.jsonl) still leaves the results file report.py reads.
+    std::ofstream rf(results_path, std::ios::trunc);
+    if (!rf) return Status::IOError("cannot write " + results_path);
+  }
   std::ofstream blog(log_path, std::ios::trunc);
   if (!blog) return Status::IOError("cannot write " + log_path);
 
@@ -593,6 +634,48 @@ Status Reproduce(const Config& cfg, const LogFn& progress) {
       progress_line(i, secs, extra);
       continue;
     }
+    if (r.type == Run::Type::kArrival) {
+      bench::ArrivalBenchConfig ac;
+      ac.common.flush = c.flush;
+      ac.common.seed = c.seed;
+      ac.common.threads = sp.thesis.cdf_threads;
+      ac.indexes = r.indexes;
+      ac.dist = r.dist;
+      ac.keys = r.keys;
+      ac.rate_kind = "linp";
+      ac.load = r.load;
+      if (FindIndexKind("linp") == nullptr) ac.rate = 1e6;  // not built in: a fixed rate, said in the notes
+      bench::ArrivalBenchReport arep;
+      const auto t0 = Clock::now();
+      Status s = bench::RunArrivalBench(ac, &arep, [&](const std::string& line) { blog << line << "\n"; });
+      const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+      blog.flush();
+      eta.Done(i, secs);
+      if (!have_env && !arep.env.timestamp.empty()) {
+        env = arep.env;
+        have_env = true;
+      }
+      std::vector<nlohmann::json> recs;
+      std::string extra;
+      for (const auto& res : arep.results) {
+        nlohmann::json j = bench::ToJson(res, ac, arep.env);
+        j["experiment"] = r.exp;
+        recs.push_back(std::move(j));
+        if (res.errors) extra += fmt::format("  ({} {} WRONG)", res.index, res.errors);
+      }
+      if (ac.rate > 0) notes.push_back("cceh-cdf: linp is not built in; arrivals at a fixed 1M/s");
+      for (const auto& sk : arep.skipped) {
+        notes.push_back(fmt::format("{}: {}", r.label, sk.reason));
+        extra += "  SKIPPED: " + sk.reason;
+      }
+      if (!s.ok() && arep.skipped.empty()) {
+        notes.push_back(fmt::format("{}: {}", r.label, s.ToString()));
+        extra += "  FAILED: " + s.ToString();
+      }
+      if (!recs.empty()) WORT_RETURN_IF_ERROR(bench::AppendJsonLines(results_path, recs));
+      progress_line(i, secs, extra);
+      continue;
+    }
     bench::IndexBenchConfig bc;
     bc.common.flush = c.flush;
     bc.common.write_latency_ns = r.latency_ns;
@@ -605,26 +688,15 @@ Status Reproduce(const Config& cfg, const LogFn& progress) {
     bc.scans = sp.scans;
     bc.sorted_insert = r.sorted_insert;
     bench::IndexBenchReport rep;
-    // cceh-seg: the segment size is read when the table is created (cceh.h's knobs).
-    std::string old_seg;
-    bool had_seg = false;
-    if (r.segment_bytes) {
-      if (const char* e = std::getenv("WORT_CCEH_SEGMENT_BYTES")) {
-        old_seg = e;
-        had_seg = true;
-      }
-      setenv("WORT_CCEH_SEGMENT_BYTES", std::to_string(r.segment_bytes).c_str(), 1);
-    }
-    if (r.no_rebalance) setenv("WORT_B3_REBALANCE", "0", 1);  // read at create (b3tree.h)
-    if (!r.cceh_variant.empty()) setenv("WORT_CCEH_VARIANT", r.cceh_variant.c_str(), 1);  // read at create (cceh.h)
+    // The kinds' knobs for this run, passed explicitly (a user's WORT_CCEH_* / WORT_B3_* stay
+    // the defaults of the runs that set none).
+    bc.index_options.cceh_segment_bytes = r.segment_bytes;
+    bc.index_options.b3_no_rebalance = r.no_rebalance;
+    bc.index_options.b3_page_bytes = r.b3_page_bytes;
+    if (!r.cceh_variant.empty() && !ParseVariant(r.cceh_variant, &bc.index_options.cceh_variant))
+      return Status::InvalidArgument("reproduce: unknown cceh variant " + r.cceh_variant);
     const auto t0 = Clock::now();
     Status s = bench::RunIndexBench(bc, &rep, [&](const std::string& line) { blog << line << "\n"; });
-    if (r.no_rebalance) unsetenv("WORT_B3_REBALANCE");
-    if (!r.cceh_variant.empty()) unsetenv("WORT_CCEH_VARIANT");
-    if (r.segment_bytes) {
-      if (had_seg) setenv("WORT_CCEH_SEGMENT_BYTES", old_seg.c_str(), 1);
-      else unsetenv("WORT_CCEH_SEGMENT_BYTES");
-    }
     const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
     blog.flush();
     eta.Done(i, secs);
@@ -640,6 +712,7 @@ Status Reproduce(const Config& cfg, const LogFn& progress) {
         if (r.segment_bytes) j["segment_bytes"] = r.segment_bytes;
         if (!r.cceh_variant.empty()) j["cceh_variant"] = r.cceh_variant;
         if (r.exp == "b3-order") j["rebalance"] = !r.no_rebalance;
+        if (r.exp == "b3-page" && res.index == "b3tree") j["page_bytes"] = r.b3_page_bytes ? r.b3_page_bytes : 1024;
       } else if (res.op == "insert") j["experiment"] = r.type == Run::Type::kLatency ? "fig8" : "fig7";
       else if (res.op == "search") j["experiment"] = "fig9";
       else if (res.op == "scan") {
@@ -830,7 +903,11 @@ Status Reproduce(const Config& cfg, const LogFn& progress) {
                   {"segment_bytes", sp.thesis.segment_bytes},
                   {"latencies_ns", sp.thesis.latencies},
                   {"b3_keys", sp.thesis.b3_keys},
-                  {"b3_grow", sp.thesis.b3_grow}};
+                  {"b3_grow", sp.thesis.b3_grow},
+                  {"cdf_keys", sp.thesis.cdf_keys},
+                  {"cdf_threads", sp.thesis.cdf_threads},
+                  {"cdf_loads", sp.thesis.cdf_loads},
+                  {"b3_page_sizes", sp.thesis.b3_page_sizes}};
   {
     std::vector<std::string> ds;
     for (Dist d : sp.cachegrind_dists) ds.push_back(bench::DistName(d));

@@ -20,19 +20,27 @@
 //   space   pool bytes per key after the insert phase (thesis Fig 5.5)
 //   cceh-seg    thesis 4.4.7.1 (Figure 24): cceh and cceh-cow on random 8-byte keys (sparse) from a
 //               table sized for 2,048 records (the kinds' default), segment size swept
-//               (WORT_CCEH_SEGMENT_BYTES, set for each run): insert time, flushes per insert; cceh
-//               also as CCEH(LSB) and EXTH(LSB) (WORT_CCEH_VARIANT=lsb, exth: cceh.h "Variants";
+//               (IndexOptions::cceh_segment_bytes of each run's bench config): insert time, flushes per insert; cceh
+//               also as CCEH(LSB) and EXTH(LSB) (IndexOptions::cceh_variant lsb, exth: cceh.h "Variants";
 //               EXTH's buckets up to 16 KB only, as it reads the whole bucket per operation)
 //   cceh-lat    thesis 4.4.7.2 (Figure 25): insert time of every hash kind vs emulated write latency,
 //               broken into write, rehash and cuckoo displacement (the bench's insert records of hash
 //               kinds carry rehash_ns_per_op and displacement_ns_per_op from the kinds' counters)
 //   cceh-search thesis 4.4.7.3 (Figure 26(c)): search time of every hash kind (one thread)
 //   b3-page     thesis 4.3.2 (Figures 12, 14): b3tree, wbtree, wbtree-slot, fptree, fastfair on
-//               random keys: insert, search and delete time, flushes per insert and per delete
+//               random keys: insert, search and delete time, flushes per insert and per delete;
+//               b3tree also at the page sizes of ThesisParams::b3_page_sizes (IndexOptions::
+//               b3_page_bytes; records carry page_bytes)
 //   b3-order    thesis 4.3.2 (Figure 13): b3tree (wbtree, fastfair beside it) inserting the b3-page
 //               keys in random and in ascending order, then searching them; and b3tree without
-//               rebalancing (WORT_B3_REBALANCE=0, b3tree.h kRootNoRebalance) in both orders
+//               rebalancing (IndexOptions::b3_no_rebalance, b3tree.h kRootNoRebalance) in both orders
 //   b3-grow     thesis 4.3.3 (Figure 15): insert and search time as the number of keys grows
+//   cceh-cdf    thesis 4.4.7.3 (Figure 26(a)): every hash kind inserts the cceh-seg keys (at
+//               ThesisParams::cdf_keys) arriving as a Poisson process at LINP's one-thread batch
+//               insert throughput (the thesis's rate), served by cdf_threads workers; latency from
+//               the scheduled arrival, so waiting behind a rehash counts (`wort bench arrival`,
+//               src/bench/arrival_bench.h): the CDF, maximum and longest stall per kind; also at
+//               half that rate (cdf_loads), below saturation, where stalls are not hidden by queues
 //   The thesis experiments use their own kinds (intersected with --index when given) and tag
 //   their records with their own experiment name; scripts/report.py's "thesis chapter IV"
 //   sections compare them with data/published/thesis_ch4.json.
@@ -83,7 +91,7 @@ namespace wort::reproduce {
 
 inline constexpr const char* kExperiments[] = {"fig7",     "fig8",     "fig9",        "fig10",   "table1", "space",
                                                "canrt",    "cceh-seg", "cceh-lat",    "cceh-search", "b3-page",
-                                               "b3-grow",  "b3-order", "roart-peer"};
+                                               "b3-grow",  "b3-order", "cceh-cdf",    "roart-peer"};
 
 // Kinds of the thesis experiments (chapter IV), in the order of its figures.
 inline constexpr const char* kCcehSegKinds[] = {"cceh", "cceh-cow"};
@@ -99,6 +107,10 @@ struct ThesisParams {
   std::vector<uint64_t> latencies;       // cceh-lat, ns per flushed line
   size_t b3_keys = 0;                    // b3-page (thesis: 10M)
   std::vector<size_t> b3_grow;           // b3-grow: N of each run
+  size_t cdf_keys = 0;                   // cceh-cdf: Poisson arrivals (thesis: 16M)
+  int cdf_threads = 2;                   // cceh-cdf: workers serving them
+  std::vector<double> cdf_loads;         // cceh-cdf: arrival rates as multiples of LINP's (1: the thesis's)
+  std::vector<uint64_t> b3_page_sizes;   // b3-page: b3tree's other page sizes (1 KB: the main run)
 };
 
 // The CANRT experiment at one transport: the sizes of its bench-remote run.
@@ -156,7 +168,7 @@ struct Config {
 
 // One planned run.
 struct Run {
-  enum class Type { kBase, kRange, kLatency, kCgGen, kCgInsert, kCgSearch, kRemote, kThesis };
+  enum class Type { kBase, kRange, kLatency, kCgGen, kCgInsert, kCgSearch, kRemote, kThesis, kArrival };
   Type type = Type::kBase;
   std::string label;  // experiments it serves, for the progress line
   bench::Dist dist = bench::Dist::kDense;
@@ -170,10 +182,12 @@ struct Run {
   size_t keys = 0;
   int canrt = -1;          // kRemote: index into ScaleParams::canrt
   std::string exp;         // kThesis: the records' experiment (cceh-seg, ...; cceh-lat's search: cceh-search)
-  uint64_t segment_bytes = 0;  // kThesis: WORT_CCEH_SEGMENT_BYTES for the run (0: unset)
-  std::string cceh_variant;    // kThesis (cceh-seg): WORT_CCEH_VARIANT for the run (lsb, exth; empty: msb)
+  uint64_t segment_bytes = 0;  // kThesis: IndexOptions::cceh_segment_bytes for the run (0: the default)
+  std::string cceh_variant;    // kThesis (cceh-seg): IndexOptions::cceh_variant (lsb, exth; empty: default)
   bool sorted_insert = false;  // kThesis (b3-order): insert in ascending key order
-  bool no_rebalance = false;   // kThesis (b3-order): b3tree created with WORT_B3_REBALANCE=0
+  bool no_rebalance = false;   // kThesis (b3-order): b3tree created with IndexOptions::b3_no_rebalance
+  double load = 0;             // kArrival: the arrival rate as a multiple of LINP's batch throughput
+  uint64_t b3_page_bytes = 0;  // kThesis (b3-page): IndexOptions::b3_page_bytes (0: the default, 1 KB)
   double est_seconds = 0;  // the planner's cost estimate
 };
 

@@ -496,6 +496,132 @@ TEST(B3Rebalance, BadKnobIsRejected) {
   (void)pool->Close();
 }
 
+// ---- b3tree page size (IndexOptions::b3_page_bytes, b3tree.h "Page size") --------------------
+
+// Byte-string keys over the full byte range (bytes >= 0x80, 0x00 inside), 1..24 bytes.
+std::vector<std::string> FullRangeKeys(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::set<std::string> seen;
+  std::vector<std::string> keys;
+  while (keys.size() < n) {
+    std::string k(1 + rng() % 24, '\0');
+    for (char& c : k) c = static_cast<char>(rng() & 0xff);
+    if (seen.insert(k).second) keys.push_back(k);
+  }
+  return keys;
+}
+
+// Every page size: inserts, lookups, deletes (merges), reopen - the size is the root block's, so
+// the reopened tree has the same pages - with Check after each step, against a std::map.
+TEST(B3PageSize, EveryPageSizeHoldsAndReopensWithIt) {
+  std::map<uint64_t, uint64_t> leaves_at;  // page size -> leaf pages after the inserts
+  for (uint64_t bytes : {256ull, 512ull, 1024ull, 2048ull, 4096ull}) {
+    SCOPED_TRACE(bytes);
+    test::TempPath path("b3-page-" + std::to_string(bytes));
+    std::unique_ptr<Pool> pool;
+    ASSERT_TRUE(Pool::Create(path.str(), SmallPoolOptions(64ull << 20), &pool).ok());
+    IndexOptions io;
+    io.key_type = KeyType::kBytes;
+    io.b3_page_bytes = bytes;
+    std::unique_ptr<Index> idx;
+    ASSERT_TRUE(CreateIndex(*pool, "idx", "b3tree", io, &idx).ok());
+    const std::vector<std::string> keys = FullRangeKeys(3000, bytes);
+    std::map<std::string, uint64_t> model;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      ASSERT_TRUE(idx->Insert(keys[i], i + 1).ok()) << i;
+      model[keys[i]] = i + 1;
+    }
+    std::string report;
+    ASSERT_TRUE(idx->Check(&report).ok()) << report;
+    leaves_at[bytes] = idx->Stats().leaves;
+    for (size_t i = 0; i < keys.size(); i += 2) {
+      ASSERT_TRUE(idx->Remove(keys[i]).ok()) << i;
+      model.erase(keys[i]);
+    }
+    ASSERT_TRUE(idx->Check(&report).ok()) << report;
+    // The root block: 1 KB pages keep the original format (magic "2B3TREE", no size word).
+    RootInfo ri;
+    ASSERT_TRUE(pool->FindRoot("idx", &ri).ok());
+    const uint64_t magic = *pool->at<uint64_t>(ri.off), stored = *pool->at<uint64_t>(ri.off + 24);
+    EXPECT_EQ(magic, bytes == 1024 ? 0x45455254334232ull : 0x53455254334232ull);
+    EXPECT_EQ(stored, bytes == 1024 ? 0u : bytes);
+    idx.reset();
+    ASSERT_TRUE(pool->Close().ok());
+    pool.reset();
+    ASSERT_TRUE(Pool::Open(path.str(), PoolOptions(), &pool).ok());
+    ASSERT_TRUE(OpenIndex(*pool, "idx", &idx).ok());
+    EXPECT_EQ(idx->Size(), model.size());
+    for (const auto& [k, v] : model) {
+      uint64_t got = 0;
+      ASSERT_TRUE(idx->Lookup(k, &got).ok());
+      EXPECT_EQ(got, v);
+    }
+    // Keep writing after the reopen: the pages it splits and merges have the stored size.
+    for (size_t i = 0; i < keys.size(); i += 2) ASSERT_TRUE(idx->Insert(keys[i], 7).ok());
+    for (size_t i = 1; i < keys.size(); i += 2) ASSERT_TRUE(idx->Remove(keys[i]).ok());
+    ASSERT_TRUE(idx->Check(&report).ok()) << report;
+    EXPECT_EQ(idx->Size(), keys.size() / 2);
+    std::string prev;
+    size_t scanned = 0;
+    ASSERT_TRUE(idx->Scan("", nullptr, keys.size(), [&](std::string_view k, uint64_t v) {
+      EXPECT_TRUE(scanned == 0 || prev < k);
+      EXPECT_EQ(v, 7u);
+      prev = std::string(k);
+      ++scanned;
+      return true;
+    }).ok());
+    EXPECT_EQ(scanned, keys.size() / 2);
+    idx.reset();
+    (void)pool->Close();
+  }
+  // Larger pages hold more keys: fewer leaves (6, 14, 30, 62, 126 nodes per page).
+  EXPECT_GT(leaves_at[256], 3 * leaves_at[1024]);
+  EXPECT_GT(leaves_at[1024], 3 * leaves_at[4096]);
+}
+
+TEST(B3PageSize, InvalidSizesAreRefused) {
+  test::TempPath path("b3-page-bad");
+  std::unique_ptr<Pool> pool;
+  ASSERT_TRUE(Pool::Create(path.str(), SmallPoolOptions(), &pool).ok());
+  for (uint64_t bytes : {1ull, 128ull, 300ull, 1000ull, 8192ull, 1ull << 40}) {
+    IndexOptions io;
+    io.b3_page_bytes = bytes;
+    std::unique_ptr<Index> idx;
+    const Status s = CreateIndex(*pool, "bad", "b3tree", io, &idx);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << bytes << ": " << s.ToString();
+    EXPECT_NE(s.message().find("page size"), std::string::npos) << s.ToString();
+  }
+  RootInfo ri;
+  EXPECT_FALSE(pool->FindRoot("bad", &ri).ok()) << "a refused create publishes nothing";
+  (void)pool->Close();
+}
+
+// A root block whose page-size word is damaged is refused at open, not read with some size.
+TEST(B3PageSize, DamagedPageSizeWordIsRefusedAtOpen) {
+  test::TempPath path("b3-page-damaged");
+  {
+    std::unique_ptr<Pool> pool;
+    ASSERT_TRUE(Pool::Create(path.str(), SmallPoolOptions(), &pool).ok());
+    IndexOptions io;
+    io.b3_page_bytes = 512;
+    std::unique_ptr<Index> idx;
+    ASSERT_TRUE(CreateIndex(*pool, "idx", "b3tree", io, &idx).ok());
+    for (uint64_t i = 0; i < 200; ++i) ASSERT_TRUE(idx->Insert(EncodeU64(i), i).ok());
+    idx.reset();
+    RootInfo ri;
+    ASSERT_TRUE(pool->FindRoot("idx", &ri).ok());
+    *pool->at<uint64_t>(ri.off + 24) = 768;  // not a power of two
+    ASSERT_TRUE(pool->Close().ok());
+  }
+  std::unique_ptr<Pool> pool;
+  ASSERT_TRUE(Pool::Open(path.str(), PoolOptions(), &pool).ok());
+  std::unique_ptr<Index> idx;
+  const Status s = OpenIndex(*pool, "idx", &idx);
+  EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
+  EXPECT_NE(s.message().find("page size"), std::string::npos) << s.ToString();
+  (void)pool->Close();
+}
+
 INSTANTIATE_TEST_SUITE_P(Kinds, BTreeTest, ::testing::Values("fastfair", "b3tree", "wbtree", "wbtree-slot"),
                          test::KindParamName);
 

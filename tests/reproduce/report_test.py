@@ -472,6 +472,53 @@ class ThesisClaims(unittest.TestCase):
         self.assertTrue(v["cceh_cow_vs_levl"][0].startswith("holds"), v["cceh_cow_vs_levl"])
         self.assertTrue(v["cceh_cow_rehash_2x"][0].startswith("holds"), v["cceh_cow_rehash_2x"])  # 0.8 vs 0.4
 
+    def cdf(self, idx, max_ms, stall_ms, load=1.0):
+        return self.rec("cceh-cdf", idx, "insert", 1000, bench="arrival", load=load, max_ns=max_ms * 1e6,
+                        longest_stall_ns=stall_ms * 1e6, stall_min_ns=1e6, stalls=int(stall_ms >= 1),
+                        cdf=[[1000, 0.5], [max_ms * 1e6, 1.0]])
+
+    def test_cceh_cdf_verdicts(self):
+        # Figure 26(a) at the thesis's rate: PATH 200 ms vs CCEH 25 ms, no CCEH stall, PATH's the longest.
+        recs = [self.cdf("cceh", 25, 0.2), self.cdf("levl", 90, 30), self.cdf("linp", 60, 20), self.cdf("path", 200, 80),
+                self.cdf("cceh", 5, 3, load=0.5), self.cdf("path", 10, 2, load=0.5)]
+        v = self.verdicts(recs)
+        self.assertTrue(v["cceh_cdf_path_max_8x"][0].startswith("holds"), v["cceh_cdf_path_max_8x"])  # 8x
+        self.assertIn("at 0.5x LINP's rate", v["cceh_cdf_path_max_8x"][1])  # the other load beside it
+        self.assertTrue(v["cceh_cdf_levl_two_thirds"][0].startswith("holds"), v["cceh_cdf_levl_two_thirds"])  # 3.6x
+        self.assertTrue(v["cceh_cdf_no_flat"][0].startswith("holds"), v["cceh_cdf_no_flat"])
+        self.assertTrue(v["cceh_cdf_path_longest_stall"][0].startswith("holds"), v["cceh_cdf_path_longest_stall"])
+        # CCEH with a 40 ms stall, as long as LEVL's, and a maximum near PATH's: none of them holds.
+        recs = [self.cdf("cceh", 150, 40), self.cdf("levl", 160, 30), self.cdf("path", 200, 35)]
+        v = self.verdicts(recs)
+        self.assertTrue(v["cceh_cdf_path_max_8x"][0].startswith("direction only"), v["cceh_cdf_path_max_8x"])
+        self.assertTrue(v["cceh_cdf_levl_two_thirds"][0].startswith("direction only"), v["cceh_cdf_levl_two_thirds"])
+        self.assertTrue(v["cceh_cdf_no_flat"][0].startswith("does not hold"), v["cceh_cdf_no_flat"])
+        self.assertTrue(v["cceh_cdf_path_longest_stall"][0].startswith("does not hold"), v["cceh_cdf_path_longest_stall"])
+        # The section draws the CDF and lists every record's latencies.
+        md = "\n".join(report.thesis_section(recs, {"thesis": {}}, self.PUB, ["cceh_cdf.png"]))
+        self.assertIn("### Figure 26(a)", md)
+        self.assertIn("| path | 1 |", md)
+
+    def test_b3_page_size_sweep(self):
+        # b3-page at 1 KB (every kind) plus b3tree's other page sizes (renamed b3-pagesize by Thesis).
+        def page(b, ins, dele):
+            return [self.rec("b3-page", "b3tree", "insert", ins, 4.0, page_bytes=b),
+                    self.rec("b3-page", "b3tree", "delete", dele, 4.0, page_bytes=b)]
+        recs = page(1024, 1000, 1500) + page(256, 1200, 1600) + page(4096, 900, 1400) + \
+            [self.rec("b3-page", "wbtree", "insert", 2200, 7.0)]
+        v = self.verdicts(recs)
+        self.assertTrue(v["b3_page_size_independent"][0].startswith("holds"), v["b3_page_size_independent"])
+        self.assertIn("256 B 1200 ns", v["b3_page_size_independent"][1])
+        self.assertTrue(v["b3_page_size_insert_decreases"][0].startswith("holds"), v["b3_page_size_insert_decreases"])
+        # The 1 KB record stays the one the wB+-tree ratio uses: 2200 / 1000.
+        self.assertIn("2.20x", v["b3_insert_vs_wbtree"][1])
+        recs = page(1024, 1000, 1500) + page(256, 2000, 1600) + page(4096, 1100, 1400)
+        v = self.verdicts(recs)
+        self.assertTrue(v["b3_page_size_independent"][0].startswith("does not hold"), v["b3_page_size_independent"])
+        self.assertTrue(v["b3_page_size_insert_decreases"][0].startswith("holds"))
+        v = self.verdicts(page(1024, 1000, 1500) + page(4096, 1300, 1400))
+        self.assertTrue(v["b3_page_size_insert_decreases"][0].startswith("does not hold"))
+
     def test_cceh_lsb_and_exth_variants(self):
         # cceh-seg records of cceh's directory variants are compared as CCEH(LSB) and EXTH(LSB).
         recs = []

@@ -119,15 +119,24 @@ TEST(ReproducePlan, ThesisExperimentsUseTheirKinds) {
   ASSERT_TRUE(GetScale("tiny", &sp).ok());
   Config c;
   c.cachegrind = false;
-  c.only = {"cceh-seg", "cceh-lat", "cceh-search", "b3-page", "b3-grow", "b3-order"};
+  c.only = {"cceh-seg", "cceh-lat", "cceh-search", "cceh-cdf", "b3-page", "b3-grow", "b3-order"};
   std::vector<reproduce::Run> runs;
   std::vector<std::string> notes;
   ASSERT_TRUE(Plan(c, sp, {{"cceh", false}, {"levl", false}, {"b3tree", true}, {"wbtree", true}, {"wort", true}},
                    &runs, &notes)
                   .ok());
-  int seg = 0, lat = 0, search = 0, page = 0, grow = 0, sorted = 0, no_rebalance = 0;
+  int seg = 0, lat = 0, search = 0, page = 0, grow = 0, sorted = 0, no_rebalance = 0, cdf = 0;
   std::map<std::string, int> variants;  // cceh-seg runs per cceh directory variant
   for (const reproduce::Run& r : runs) {
+    if (r.exp == "cceh-cdf") {
+      // Figure 26(a): one open-loop run of the hash kinds per load, at the cdf size.
+      ++cdf;
+      EXPECT_EQ(r.type, reproduce::Run::Type::kArrival);
+      EXPECT_EQ(r.indexes, (std::vector<std::string>{"cceh", "levl"}));
+      EXPECT_EQ(r.keys, sp.thesis.cdf_keys);
+      EXPECT_EQ(r.load, sp.thesis.cdf_loads[size_t(cdf - 1)]);
+      continue;
+    }
     ASSERT_EQ(r.type, reproduce::Run::Type::kThesis) << r.label;
     EXPECT_EQ(r.dist, bench::Dist::kSparse);
     EXPECT_GT(r.est_seconds, 0);
@@ -146,8 +155,14 @@ TEST(ReproducePlan, ThesisExperimentsUseTheirKinds) {
       EXPECT_EQ(r.indexes, (std::vector<std::string>{"cceh", "levl"}));
       for (bench::Op o : r.ops) search += o == bench::Op::kSearch;
     } else if (r.exp == "b3-page") {
+      // every kind at 1 KB pages, then b3tree alone at each other page size
       ++page;
-      EXPECT_EQ(r.indexes, (std::vector<std::string>{"b3tree", "wbtree"}));
+      if (r.b3_page_bytes == 0) {
+        EXPECT_EQ(r.indexes, (std::vector<std::string>{"b3tree", "wbtree"}));
+      } else {
+        EXPECT_EQ(r.indexes, std::vector<std::string>{"b3tree"});
+        EXPECT_EQ(r.b3_page_bytes, sp.thesis.b3_page_sizes[size_t(page - 2)]);
+      }
       EXPECT_EQ(r.ops.size(), 3u);  // insert, search, delete
     } else if (r.exp == "b3-grow") {
       ++grow;
@@ -168,10 +183,16 @@ TEST(ReproducePlan, ThesisExperimentsUseTheirKinds) {
   EXPECT_EQ(seg, 2 * int(sp.thesis.segment_bytes.size()) + small);
   EXPECT_EQ(lat, int(sp.thesis.latencies.size()));
   EXPECT_EQ(search, 1);  // at write latency 0 only
-  EXPECT_EQ(page, 1);
+  EXPECT_EQ(page, 1 + int(sp.thesis.b3_page_sizes.size()));
   EXPECT_EQ(grow, int(sp.thesis.b3_grow.size()));
   EXPECT_EQ(sorted, 2);  // a sorted and a random b3-order run, with and without rebalancing
   EXPECT_EQ(no_rebalance, 2);
+  EXPECT_EQ(cdf, int(sp.thesis.cdf_loads.size()));
+  ScaleParams quick, paper;
+  ASSERT_TRUE(GetScale("quick", &quick).ok());
+  ASSERT_TRUE(GetScale("paper", &paper).ok());
+  EXPECT_EQ(paper.thesis.cdf_keys, 16000000u);  // the thesis's 16M inserts
+  EXPECT_EQ(quick.thesis.cdf_loads.front(), 1.0);  // the thesis's rate first
 
   // A run without any of their kinds plans none of them and says so.
   runs.clear();
@@ -180,7 +201,7 @@ TEST(ReproducePlan, ThesisExperimentsUseTheirKinds) {
   EXPECT_TRUE(runs.empty());
   int said = 0;
   for (const auto& n : notes) said += n.find("skipped") != std::string::npos;
-  EXPECT_EQ(said, 5) << "cceh-seg, cceh-lat, b3-page, b3-grow, b3-order";
+  EXPECT_EQ(said, 6) << "cceh-seg, cceh-lat, cceh-cdf, b3-page, b3-grow, b3-order";
 }
 
 // The whole pipeline at N=2000: all registered kinds, both fig10 ranges, two latency points,
@@ -233,7 +254,11 @@ TEST(ReproduceCli, TinyPipelineWritesEveryOutput) {
       continue;
     }
     ASSERT_TRUE(j.contains("index") && j.contains("dist")) << line;
-    if (e == "table1") {
+    if (e == "cceh-cdf") {  // `wort bench arrival`'s latency records (checked in ThesisSectionsComeFromARun)
+      for (const char* f : {"op", "ns_per_op", "max_ns", "p99_ns", "cdf", "longest_stall_ns", "flushes_per_op"})
+        EXPECT_TRUE(j.contains(f)) << f << " missing: " << line;
+      EXPECT_EQ(j["errors"].get<uint64_t>(), 0u) << line;
+    } else if (e == "table1") {
       EXPECT_TRUE(j.contains("llc_miss_per_insert") && j.contains("llc_miss_per_search")) << line;
       EXPECT_GT(j["llc_miss_per_insert"].get<double>(), 0) << line;
     } else {
@@ -372,7 +397,7 @@ TEST(ReproduceCli, ThesisSectionsComeFromARun) {
   const fs::path out = fs::temp_directory_path() / ("wort-repro-thesis-" + std::to_string(getpid()));
   fs::remove_all(out);
   const std::string cmd = std::string(WORT_CLI_PATH) +
-                          " reproduce --scale tiny --only cceh-seg,cceh-lat,cceh-search,b3-page,b3-grow,b3-order --out " +
+                          " reproduce --scale tiny --only cceh-seg,cceh-lat,cceh-search,cceh-cdf,b3-page,b3-grow,b3-order --out " +
                           out.string() + " > " + out.string() + ".log 2>&1";
   const int rc = std::system(cmd.c_str());
   const std::string log = ReadAll(out.string() + ".log");
@@ -386,6 +411,7 @@ TEST(ReproduceCli, ThesisSectionsComeFromARun) {
   std::set<std::pair<std::string, uint64_t>> segs;
   std::set<std::string> orders;
   std::map<bool, int> rebalance;
+  std::set<uint64_t> page_sizes;  // b3tree's in b3-page
   std::string line;
   while (std::getline(in, line)) {
     nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
@@ -416,6 +442,20 @@ TEST(ReproduceCli, ThesisSectionsComeFromARun) {
     }
     if (e == "b3-page") {
       EXPECT_EQ(j["keys"].get<size_t>(), sp.thesis.b3_keys) << line;
+      if (idx == "b3tree") page_sizes.insert(j["page_bytes"].get<uint64_t>());
+      else EXPECT_FALSE(j.contains("page_bytes")) << line;
+    }
+    // Figure 26(a): open-loop latencies at LINP's batch rate, the CDF ending at the maximum.
+    if (e == "cceh-cdf") {
+      EXPECT_EQ(j["bench"], "arrival") << line;
+      EXPECT_EQ(j["keys"].get<size_t>(), sp.thesis.cdf_keys) << line;
+      EXPECT_EQ(j["threads"].get<int>(), sp.thesis.cdf_threads) << line;
+      EXPECT_EQ(j["rate_from"], "1 x linp batch") << line;
+      EXPECT_GT(j["rate_per_s"].get<double>(), 0) << line;
+      EXPECT_LE(j["p99_ns"].get<double>(), j["max_ns"].get<double>()) << line;
+      ASSERT_GE(j["cdf"].size(), 2u) << line;
+      EXPECT_EQ(j["cdf"].back()[0].get<double>(), j["max_ns"].get<double>()) << line;
+      EXPECT_EQ(j["cdf"].back()[1].get<double>(), 1.0) << line;
     }
     if (e == "b3-order") {
       orders.insert(j["insert_order"].get<std::string>());
@@ -429,7 +469,10 @@ TEST(ReproduceCli, ThesisSectionsComeFromARun) {
   EXPECT_TRUE(segs.count({"cceh:exth", 1024})) << "EXTH(LSB) at 1 KB buckets";
   EXPECT_EQ(per_exp["cceh-lat"], 7 * int(sp.thesis.latencies.size()));  // 7 hash kinds
   EXPECT_EQ(per_exp["cceh-search"], 7);
-  EXPECT_EQ(per_exp["b3-page"], 5 * 3);  // 5 kinds x insert, search, delete
+  EXPECT_EQ(per_exp["cceh-cdf"], 7 * int(sp.thesis.cdf_loads.size()));
+  // 5 kinds x insert, search, delete; b3tree also at the other page sizes
+  EXPECT_EQ(per_exp["b3-page"], 5 * 3 + 3 * int(sp.thesis.b3_page_sizes.size()));
+  EXPECT_EQ(page_sizes, (std::set<uint64_t>{256, 1024, 4096}));
   EXPECT_EQ(per_exp["b3-grow"], 4 * 2 * int(sp.thesis.b3_grow.size()));
   // b3tree, wbtree, fastfair (and b3tree without rebalancing) x random, sorted x insert, search
   EXPECT_EQ(per_exp["b3-order"], 4 * 2 * 2);
@@ -464,7 +507,8 @@ TEST(ReproduceCli, ThesisSectionsComeFromARun) {
   }
   EXPECT_GE(claims, 25);
   const std::string sig = "\x89PNG\r\n\x1a\n";
-  for (const char* f : {"cceh_seg.png", "cceh_lat.png", "cceh_breakdown.png", "b3_page.png", "b3_order.png", "b3_grow.png"}) {
+  for (const char* f : {"cceh_seg.png", "cceh_lat.png", "cceh_breakdown.png", "cceh_cdf.png", "b3_page.png", "b3_order.png",
+                        "b3_grow.png"}) {
     const std::string png = ReadAll(out / f);
     ASSERT_GT(png.size(), 5000u) << f << "\n" << log;
     EXPECT_EQ(png.substr(0, 8), sig) << f;
@@ -499,6 +543,28 @@ TEST(ReproduceCli, RoartPeerWithoutSourcesFallsBackToTheStandIn) {
   const std::string row = md.substr(at, md.find('\n', at) - at);
   EXPECT_NE(row.find("stand-in"), std::string::npos) << row;
   EXPECT_NE(row.find("sparse "), std::string::npos) << row;  // woart's ratio, measured in this run
+  fs::remove_all(out);
+  fs::remove_all(empty);
+  fs::remove(out.string() + ".log");
+}
+
+// Issue 34: `--only roart-peer` alone runs no bench of its own; results.jsonl is still written
+// (empty) and report.py still writes the report (it failed on the missing file before).
+TEST(ReproduceCli, RoartPeerAloneWritesTheReport) {
+  const fs::path out = fs::temp_directory_path() / ("wort-repro-roart-peer-alone-" + std::to_string(getpid()));
+  const fs::path empty = out.string() + "-src";
+  fs::remove_all(out);
+  fs::create_directories(empty);
+  const std::string cmd = std::string(WORT_CLI_PATH) + " reproduce --scale tiny --only roart-peer --index roart,woart " +
+                          "--no-cachegrind --peers-src " + empty.string() + " --out " + out.string() + " > " +
+                          out.string() + ".log 2>&1";
+  const int rc = std::system(cmd.c_str());
+  const std::string log = ReadAll(out.string() + ".log");
+  ASSERT_EQ(rc, 0) << log;
+  EXPECT_TRUE(fs::exists(out / "results.jsonl")) << log;
+  EXPECT_TRUE(fs::exists(out / "config.json")) << log;
+  const std::string md = ReadAll(out / "report.md");
+  EXPECT_FALSE(md.empty()) << log;
   fs::remove_all(out);
   fs::remove_all(empty);
   fs::remove(out.string() + ".log");

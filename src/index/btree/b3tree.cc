@@ -2,6 +2,7 @@
 #include "index/btree/b3tree.h"
 
 #include <algorithm>
+#include <bitset>
 #include <cstdlib>
 #include <string_view>
 #include <atomic>
@@ -40,9 +41,9 @@ struct Page {
   uint32_t level;
   uint32_t flags;
   uint64_t pad[3];
-  BNode node[kNodes];
+  BNode node[kMaxNodes];  // a page of P bytes uses the first NodesPerPage(P) only (its block ends there)
 };
-static_assert(sizeof(Page) == kPageSize);
+static_assert(sizeof(Page) == kMaxPageBytes);
 static_assert(offsetof(Page, node) == 64);
 
 struct RootBlock {
@@ -50,26 +51,39 @@ struct RootBlock {
   uint32_t key_type;
   uint32_t flags;
   uint64_t root;
-  uint64_t pad[5];
+  uint64_t page_bytes;  // kRootMagicSized only: the page size (kRootMagic: 0, meaning 1024)
+  uint64_t pad[4];
 };
 static_assert(sizeof(RootBlock) == 64);
 BTREE_ROOT_HEADER_LAYOUT(RootBlock, root);
 
+// The page size a root block names: kDefaultPageBytes for kRootMagic, the stored size for
+// kRootMagicSized; 0 when that is not a valid size (a damaged root block: Open refuses it).
+inline uint64_t RootPageBytes(const RootBlock* rb) {
+  if (Load(rb->magic) != kRootMagicSized) return kDefaultPageBytes;
+  const uint64_t b = Load(rb->page_bytes);
+  return ValidPageBytes(b) ? b : 0;
+}
+
 // ---- references (b3tree.h: 0 none, odd BST node, even page) ----
 inline uint64_t NodeRef(int i) { return (static_cast<uint64_t>(i) << 1) | 1; }
 inline bool IsNode(uint64_t r) { return (r & 1) != 0; }
-// The node index of a reference; kNodes (out of range: callers check) for an index past the
-// page, so that a damaged word never turns into a negative or huge int.
-inline int NodeIdx(uint64_t r) { return (r >> 1) < static_cast<uint64_t>(kNodes) ? static_cast<int>(r >> 1) : kNodes; }
+// The node index of a reference; kMaxNodes (out of range: callers check against the page's node
+// count) for an index past the largest page, so that a damaged word never turns into a negative
+// or huge int.
+inline int NodeIdx(uint64_t r) {
+  return (r >> 1) < static_cast<uint64_t>(kMaxNodes) ? static_cast<int>(r >> 1) : kMaxNodes;
+}
 inline uint64_t RefOf(uint64_t word) { return word & ~kDeleted; }
 // Stores a reference in a child word, keeping the deleted flag of a leaf node's `right`.
 inline void SetRef(uint64_t* w, uint64_t ref) { Store(*w, ref | (Load(*w) & kDeleted)); }
 
 inline bool NegInf(const Page* p) { return (p->flags & kFlagNegInf) != 0; }
 inline bool IsLeaf(const Page* p) { return p->level == 0; }
-inline int Count(const Page* p) {
+// The page's count, at most `nodes` (the page's node slots).
+inline int Count(const Page* p, int nodes) {
   const uint64_t c = Load(p->count);
-  return c > static_cast<uint64_t>(kNodes) ? kNodes : static_cast<int>(c);
+  return c > static_cast<uint64_t>(nodes) ? nodes : static_cast<int>(c);
 }
 
 struct KV {
@@ -95,7 +109,11 @@ struct Slot {
 class B3Tree final : public TreeBase<RootBlock> {
  public:
   B3Tree(Pool& pool, uint64_t root_off)
-      : TreeBase(pool, root_off), rebalance_((rb_->flags & kRootNoRebalance) == 0) {}
+      : TreeBase(pool, root_off),
+        page_bytes_(RootPageBytes(rb_)),
+        nodes_(NodesPerPage(page_bytes_ ? page_bytes_ : kDefaultPageBytes)),
+        min_live_(nodes_ / 2),
+        rebalance_((rb_->flags & kRootNoRebalance) == 0) {}
 
   Status Init();
   std::string_view kind() const override { return "b3tree"; }
@@ -119,13 +137,23 @@ class B3Tree final : public TreeBase<RootBlock> {
 
   Page* P(uint64_t off) const { return pool_.at<Page>(off); }
   uint64_t Root() const { return Load(rb_->root); }
+  int Count(const Page* p) const { return b3::Count(p, nodes_); }
+  // A new page is read only up to its count: flush the header and the nodes in use (the rest of
+  // the block is never interpreted, whatever it holds).
+  void FlushPage(const Page* pg) const { pm::flush(pg, 64 + static_cast<size_t>(Count(pg)) * sizeof(BNode)); }
+
+  // The page size in bytes (root block; 0 when the root block holds none: an invalid one, which
+  // Init refuses) and the BST node slots of a page, min_live_ below which a page is rebalanced.
+  const uint64_t page_bytes_;
+  const int nodes_;
+  const int min_live_;
 
   // ---- reading a page ----
   // Follows the page's BST to the child word for probe p (inner page). Keys >= a node's key go
   // right.
   uint64_t* RouteWord(Page* pg, const Probe& p) const {
     uint64_t* w = &pg->root;
-    for (int guard = 0; guard <= kNodes && IsNode(RefOf(Load(*w))) && NodeIdx(RefOf(Load(*w))) < kNodes; ++guard) {
+    for (int guard = 0; guard <= nodes_ && IsNode(RefOf(Load(*w))) && NodeIdx(RefOf(Load(*w))) < nodes_; ++guard) {
       BNode& n = pg->node[NodeIdx(RefOf(Load(*w)))];
       w = ko_.Compare(Load(n.key), p) > 0 ? &n.left : &n.right;
     }
@@ -134,7 +162,7 @@ class B3Tree final : public TreeBase<RootBlock> {
   // As RouteWord, for the greatest keys below p (to find a page's left neighbour).
   uint64_t* RouteWordBelow(Page* pg, const Probe& p) const {
     uint64_t* w = &pg->root;
-    for (int guard = 0; guard <= kNodes && IsNode(RefOf(Load(*w))) && NodeIdx(RefOf(Load(*w))) < kNodes; ++guard) {
+    for (int guard = 0; guard <= nodes_ && IsNode(RefOf(Load(*w))) && NodeIdx(RefOf(Load(*w))) < nodes_; ++guard) {
       BNode& n = pg->node[NodeIdx(RefOf(Load(*w)))];
       w = ko_.Compare(Load(n.key), p) >= 0 ? &n.left : &n.right;
     }
@@ -143,9 +171,9 @@ class B3Tree final : public TreeBase<RootBlock> {
   // Leaf page: the node holding p (index), or -1 and *at = the empty child word where it goes.
   int FindInLeaf(Page* pg, const Probe& p, uint64_t** at) const {
     uint64_t* w = &pg->root;
-    for (int guard = 0; guard <= kNodes; ++guard) {
+    for (int guard = 0; guard <= nodes_; ++guard) {
       const uint64_t r = RefOf(Load(*w));
-      if (!IsNode(r) || NodeIdx(r) >= kNodes) break;
+      if (!IsNode(r) || NodeIdx(r) >= nodes_) break;
       BNode& n = pg->node[NodeIdx(r)];
       const int c = ko_.Compare(Load(n.key), p);
       if (c == 0) return NodeIdx(r);
@@ -168,7 +196,7 @@ class B3Tree final : public TreeBase<RootBlock> {
   }
   // Whether `off` can be a page: not 0, 64-byte aligned (so not a BST node reference), inside
   // the pool. Every walk checks the page offsets it follows with it.
-  bool PageOk(uint64_t off) const { return off != 0 && (off & 63) == 0 && pool_.contains(off, sizeof(Page)); }
+  bool PageOk(uint64_t off) const { return off != 0 && (off & 63) == 0 && pool_.contains(off, page_bytes_); }
   // The next page of a level's chain, or 0 at its end or when the link is not a page.
   uint64_t Sibling(uint64_t off) const {
     const uint64_t sib = Load(P(off)->sibling);
@@ -244,15 +272,14 @@ class B3Tree final : public TreeBase<RootBlock> {
 
 void B3Tree::InOrder(const Page* pg, std::vector<int>* nodes, std::vector<uint64_t>* children) const {
   // Iterative in-order walk; a node met twice (corruption) stops the walk.
-  uint64_t seen_lo = 0;  // bitmap of visited nodes (kNodes <= 64)
-  static_assert(kNodes <= 64);
+  std::bitset<kMaxNodes> seen;  // visited nodes
   std::vector<uint64_t> stack;
   uint64_t r = RefOf(Load(pg->root));
   for (;;) {
     while (IsNode(r)) {
       const int i = NodeIdx(r);
-      if (i >= kNodes || (seen_lo >> i) & 1) return;
-      seen_lo |= 1ull << i;
+      if (i >= nodes_ || seen[i]) return;
+      seen[i] = true;
       stack.push_back(r);
       r = RefOf(Load(pg->node[i].left));
     }
@@ -284,13 +311,13 @@ Contents B3Tree::Read(const Page* pg) const {
 
 int B3Tree::FreeSlot(const Page* pg) const {
   const int cnt = Count(pg);
-  if (cnt < kNodes) return cnt;
+  if (cnt < nodes_) return cnt;
   std::vector<int> v;
   InOrder(pg, &v);
-  uint64_t used = 0;
-  for (int i : v) used |= 1ull << i;
+  std::bitset<kMaxNodes> used;
+  for (int i : v) used[i] = true;
   for (int i = 0; i < cnt; ++i)
-    if (!((used >> i) & 1)) return i;  // a dead node: unreachable, free to overwrite
+    if (!used[i]) return i;  // a dead node: unreachable, free to overwrite
   return -1;
 }
 
@@ -325,7 +352,7 @@ std::vector<B3Tree::PathStep> B3Tree::PathTo(uint64_t target) const {
     path.push_back({off, where});
     if (P(off)->level <= t->level) break;
     uint64_t* w = &P(off)->root;
-    for (int g2 = 0; g2 <= kNodes && IsNode(RefOf(Load(*w))) && NodeIdx(RefOf(Load(*w))) < kNodes; ++g2)
+    for (int g2 = 0; g2 <= nodes_ && IsNode(RefOf(Load(*w))) && NodeIdx(RefOf(Load(*w))) < nodes_; ++g2)
       w = &P(off)->node[NodeIdx(RefOf(Load(*w)))].left;
     where = {off, w};
     off = RefOf(Load(*w));
@@ -338,7 +365,7 @@ uint64_t B3Tree::FirstOfLevel(int level) const {
   uint64_t off = Root();
   for (int guard = 0; guard < 64 && PageOk(off) && static_cast<int>(P(off)->level) > level; ++guard) {
     uint64_t r = RefOf(Load(P(off)->root));
-    for (int g2 = 0; g2 <= kNodes && IsNode(r) && NodeIdx(r) < kNodes; ++g2) r = RefOf(Load(P(off)->node[NodeIdx(r)].left));
+    for (int g2 = 0; g2 <= nodes_ && IsNode(r) && NodeIdx(r) < nodes_; ++g2) r = RefOf(Load(P(off)->node[NodeIdx(r)].left));
     off = r;
   }
   return PageOk(off) && static_cast<int>(P(off)->level) == level ? off : 0;  // 0: a damaged image
@@ -361,7 +388,7 @@ uint64_t B3Tree::LeftNeighbour(uint64_t off) const {
 
 // ---- building --------------------------------------------------------------------------------
 
-Status B3Tree::AllocPage(uint64_t* off) { return pool_.allocator().AllocZeroed(sizeof(Page), off); }
+Status B3Tree::AllocPage(uint64_t* off) { return pool_.allocator().AllocZeroed(page_bytes_, off); }
 
 void B3Tree::InitPage(Page* pg, uint32_t level, uint64_t low, bool neg_inf, uint64_t sibling) {
   pg->root = 0;
@@ -396,10 +423,6 @@ uint64_t B3Tree::BuildInnerBST(Page* pg, const std::vector<uint64_t>& ch, const 
   pg->node[i].right = BuildInnerBST(pg, ch, keys, mid + 1, r, next);
   return NodeRef(i);
 }
-
-// A new page is read only up to its count: flush the header and the nodes in use (the rest of
-// the block is never interpreted, whatever it holds).
-void FlushPage(const Page* pg) { pm::flush(pg, 64 + static_cast<size_t>(Count(pg)) * sizeof(BNode)); }
 
 void B3Tree::FillLeaf(Page* pg, const KV* e, int n) {
   if (!rebalance_) {  // a chain in ascending order: node i's right child is node i + 1
@@ -439,7 +462,7 @@ void B3Tree::FillInner(Page* pg, const std::vector<uint64_t>& ch, const std::vec
 // ---- open ------------------------------------------------------------------------------------
 
 Status B3Tree::Validate() const {
-  const uint64_t limit = pool_.size() / sizeof(Page) + 1;
+  const uint64_t limit = pool_.size() / page_bytes_ + 1;
   auto bad = [](const std::string& what) { return Status::Corruption("b3tree: " + what); };
   const int height = static_cast<int>(P(Root())->level);  // <= 64 (Init)
   for (int level = height; level >= 0; --level) {
@@ -469,7 +492,12 @@ Status B3Tree::Validate() const {
 }
 
 Status B3Tree::Init() {
-  WORT_RETURN_IF_ERROR(CheckRoot("b3tree", kRootMagic));
+  const uint64_t magic = Load(rb_->magic) == kRootMagicSized ? kRootMagicSized : kRootMagic;
+  WORT_RETURN_IF_ERROR(CheckRoot("b3tree", magic));
+  if (page_bytes_ == 0)
+    return Status::Corruption("b3tree: the root block's page size " + std::to_string(Load(rb_->page_bytes)) +
+                              " is not a power of two in [" + std::to_string(kMinPageBytes) + ", " +
+                              std::to_string(kMaxPageBytes) + "]");
   const uint64_t r = Root();
   if (!PageOk(r) || P(r)->level > 64) return Status::Corruption("b3tree: bad root page offset " + std::to_string(r));
   std::unique_lock<std::shared_mutex> g(*lock_);
@@ -483,7 +511,7 @@ Status B3Tree::Init() {
 
 uint64_t B3Tree::CountKeys() const {
   uint64_t total = 0;
-  const uint64_t limit = pool_.size() / sizeof(Page) + 1;
+  const uint64_t limit = pool_.size() / page_bytes_ + 1;
   uint64_t seen = 0, last = 0;
   bool have_last = false;
   for (uint64_t off = FirstOfLevel(0); off != 0 && seen++ < limit; off = Sibling(off)) {
@@ -767,7 +795,7 @@ Status B3Tree::Put(std::string_view key, uint64_t value, bool upsert, bool* inse
       return Status::OK();
     }
     // The leaf is full. Many tombstones: rebuild it in place of a split.
-    if (Live(leaf) <= kNodes / 2) {
+    if (Live(leaf) <= nodes_ / 2) {
       WORT_RETURN_IF_ERROR(DefragPage(path, 0));
       continue;
     }
@@ -793,7 +821,7 @@ Status B3Tree::Remove(std::string_view key) {
   Store(leaf->node[i].right, Load(leaf->node[i].right) | kDeleted);  // COMMIT: a tombstone
   pm::persist(&leaf->node[i].right, 8);
   size_.Add(-1);
-  if (path.size() > 1 && Live(leaf) < kMinLive) Rebalance(path, 0);
+  if (path.size() > 1 && Live(leaf) < min_live_) Rebalance(path, 0);
   return Status::OK();
 }
 
@@ -810,13 +838,13 @@ void B3Tree::Rebalance(const std::vector<PathStep>& path, int i) {
   uint64_t* xnode_word = nullptr;
   {
     std::vector<uint64_t*> work{&pp->root};
-    uint64_t used = 0;
+    std::bitset<kMaxNodes> used;
     while (!work.empty() && xnode < 0) {
       uint64_t* w = work.back();
       work.pop_back();
       const uint64_t r = RefOf(Load(*w));
-      if (!IsNode(r) || NodeIdx(r) >= kNodes || ((used >> NodeIdx(r)) & 1)) continue;
-      used |= 1ull << NodeIdx(r);
+      if (!IsNode(r) || NodeIdx(r) >= nodes_ || used[NodeIdx(r)]) continue;
+      used[NodeIdx(r)] = true;
       BNode& n = pp->node[NodeIdx(r)];
       if (&n.left == xw || &n.right == xw) {
         xnode = NodeIdx(r);
@@ -834,13 +862,13 @@ void B3Tree::Rebalance(const std::vector<PathStep>& path, int i) {
     loff = xoff;
     lw = xw;
     rw = &x.right;
-    for (int guard = 0; guard <= kNodes && IsNode(RefOf(Load(*rw))); ++guard) rw = &pp->node[NodeIdx(RefOf(Load(*rw)))].left;
+    for (int guard = 0; guard <= nodes_ && IsNode(RefOf(Load(*rw))); ++guard) rw = &pp->node[NodeIdx(RefOf(Load(*rw)))].left;
     roff = RefOf(Load(*rw));
   } else {  // partner: the rightmost page of x.left
     roff = xoff;
     rw = xw;
     lw = &x.left;
-    for (int guard = 0; guard <= kNodes && IsNode(RefOf(Load(*lw))); ++guard) lw = &pp->node[NodeIdx(RefOf(Load(*lw)))].right;
+    for (int guard = 0; guard <= nodes_ && IsNode(RefOf(Load(*lw))); ++guard) lw = &pp->node[NodeIdx(RefOf(Load(*lw)))].right;
     loff = RefOf(Load(*lw));
   }
   Page* lp = P(loff);
@@ -856,7 +884,7 @@ void B3Tree::Rebalance(const std::vector<PathStep>& path, int i) {
     std::vector<KV> all(lc.live);
     all.insert(all.end(), rc.live.begin(), rc.live.end());
     const int total = static_cast<int>(all.size());
-    if (total < 2 * kMinLive) {  // merge: redistribution would leave both under-full
+    if (total < 2 * min_live_) {  // merge: redistribution would leave both under-full
       uint64_t m = 0;
       if (!AllocPage(&m).ok()) return;
       Page* mp = P(m);
@@ -901,7 +929,7 @@ void B3Tree::Rebalance(const std::vector<PathStep>& path, int i) {
     ch.insert(ch.end(), rc.children.begin(), rc.children.end());
     keys.insert(keys.end(), rc.keys.begin(), rc.keys.end());
     const int nk = static_cast<int>(keys.size());
-    if (nk < 2 * kMinLive && nk <= kNodes) {  // merge; the separator moves down into the page
+    if (nk < 2 * min_live_ && nk <= nodes_) {  // merge; the separator moves down into the page
       uint64_t m = 0;
       if (!AllocPage(&m).ok()) return;
       Page* mp = P(m);
@@ -944,7 +972,7 @@ void B3Tree::Rebalance(const std::vector<PathStep>& path, int i) {
       pm::persist(&rb_->root, 8);
       pool_.allocator().Free(poff);
     }
-  } else if (InnerNodes(pp) < kMinLive) {
+  } else if (InnerNodes(pp) < min_live_) {
     Rebalance(path, i + 1);
   }
 }
@@ -959,7 +987,7 @@ Status B3Tree::Repair() {
   // Blocks reachable now (the post-crash GC keeps exactly these).
   std::unordered_set<uint64_t> before;
   Reachable(&before);
-  const uint64_t limit = pool_.size() / sizeof(Page) + 1;
+  const uint64_t limit = pool_.size() / page_bytes_ + 1;
   for (int level = static_cast<int>(P(Root())->level) - 1; level >= 0; --level) {
     // The chain of `level`.
     std::vector<uint64_t> chain;
@@ -993,7 +1021,7 @@ Status B3Tree::Repair() {
         WORT_RETURN_IF_ERROR(ko_.CopyWord(pool_, Load(P(expect[k])->low), &kw));
         keys.push_back(kw);
       }
-      if (keys.size() > static_cast<size_t>(kNodes)) return Status::Corruption("b3tree: repair: too many children");
+      if (keys.size() > static_cast<size_t>(nodes_)) return Status::Corruption("b3tree: repair: too many children");
       uint64_t np = 0;
       WORT_RETURN_IF_ERROR(AllocPage(&np));
       Page* npp = P(np);
@@ -1029,7 +1057,7 @@ Status B3Tree::Repair() {
 Status B3Tree::Check(std::string* report) const {
   std::shared_lock<std::shared_mutex> g(*lock_);
   Findings fail("b3tree");
-  const uint64_t limit = pool_.size() / sizeof(Page) + 1;
+  const uint64_t limit = pool_.size() / page_bytes_ + 1;
   const uint64_t root = Root();
   const int height = static_cast<int>(P(root)->level);
   if (Load(P(root)->sibling) != 0) fail("root page has a sibling");
@@ -1040,7 +1068,7 @@ Status B3Tree::Check(std::string* report) const {
     std::vector<uint64_t> chain;
     uint64_t seen = 0;
     for (uint64_t off = FirstOfLevel(level); off != 0; off = Load(P(off)->sibling)) {
-      if (seen++ > limit || !pool_.contains(off, sizeof(Page)) || (off & 63)) {
+      if (seen++ > limit || !pool_.contains(off, page_bytes_) || (off & 63)) {
         fail("level " + std::to_string(level) + ": chain leaves the pool or loops");
         break;
       }
@@ -1073,7 +1101,7 @@ Status B3Tree::Check(std::string* report) const {
           fail(where + ": in-order keys not increasing");
         if (!NegInf(pg) && ko_.CompareWords(kw, Load(pg->low)) < 0) fail(where + ": key below the low key");
         const uint64_t sib = Load(pg->sibling);
-        if (sib && pool_.contains(sib, sizeof(Page)) && ko_.PlausibleBlock(Load(P(sib)->low)) &&
+        if (sib && pool_.contains(sib, page_bytes_) && ko_.PlausibleBlock(Load(P(sib)->low)) &&
             ko_.CompareWords(kw, Load(P(sib)->low)) >= 0 && !tolerant_)
           fail(where + ": key at or past the sibling's low key");
         if (level == 0) {
@@ -1089,7 +1117,7 @@ Status B3Tree::Check(std::string* report) const {
         for (size_t k = 0; k < children.size(); ++k) {
           const uint64_t ch = children[k];
           next_upper.push_back(ch);
-          if (!pool_.contains(ch, sizeof(Page))) {
+          if (!pool_.contains(ch, page_bytes_)) {
             fail(where + ": child page outside the pool");
             continue;
           }
@@ -1118,7 +1146,7 @@ IndexStats B3Tree::Stats() const {
   st.keys = size_.GetLocked([this] { return CountKeys(); });
   const int height = static_cast<int>(P(Root())->level);
   st.avg_leaf_depth = height;
-  const uint64_t limit = pool_.size() / sizeof(Page) + 1;
+  const uint64_t limit = pool_.size() / page_bytes_ + 1;
   for (int level = height; level >= 0; --level) {
     uint64_t seen = 0;
     for (uint64_t off = FirstOfLevel(level); off != 0 && seen++ < limit; off = Sibling(off))
@@ -1147,19 +1175,22 @@ void B3Tree::VisitLocked(const Pool& pool, uint64_t root_off, const std::functio
   mark(root_off);
   const auto* rb = pool.at<RootBlock>(root_off);
   const auto [bytes, vab] = ReadRootFlags(rb);
+  const uint64_t page_bytes = RootPageBytes(rb);
+  if (page_bytes == 0) return;  // not a page size: Open refuses this index, and reports nothing in it
+  const int nodes = NodesPerPage(page_bytes);
   std::unordered_set<uint64_t> seen;
   std::vector<uint64_t> stack{Load(rb->root)};
-  const uint64_t limit = pool.size() / sizeof(Page) + 1;
+  const uint64_t limit = pool.size() / page_bytes + 1;
   while (!stack.empty()) {
     const uint64_t off = stack.back();
     stack.pop_back();
-    if (off == 0 || (off & 63) || !pool.contains(off, sizeof(Page)) || !seen.insert(off).second || seen.size() > limit) continue;
+    if (off == 0 || (off & 63) || !pool.contains(off, page_bytes) || !seen.insert(off).second || seen.size() > limit) continue;
     mark(off);
     const Page* pg = pool.at<Page>(off);
     if (bytes && !NegInf(pg)) mark(Load(pg->low));
     stack.push_back(Load(pg->sibling));
     // The page's reachable BST nodes (bounded walk).
-    uint64_t used = 0;
+    std::bitset<kMaxNodes> used;
     std::vector<uint64_t> work{RefOf(Load(pg->root))};
     while (!work.empty()) {
       const uint64_t r = work.back();
@@ -1170,8 +1201,8 @@ void B3Tree::VisitLocked(const Pool& pool, uint64_t root_off, const std::functio
         continue;
       }
       const int i = NodeIdx(r);
-      if (i >= kNodes || (used >> i) & 1) continue;
-      used |= 1ull << i;
+      if (i >= nodes || used[i]) continue;
+      used[i] = true;
       const BNode& n = pg->node[i];
       if (bytes) mark(Load(n.key));
       if (pg->level == 0 && vab && !(Load(n.right) & kDeleted)) mark(Load(n.val));
@@ -1188,11 +1219,22 @@ Status Create(Pool& pool, const IndexOptions& opts, uint64_t* root_off) {
   if (env && std::string_view(env) != "0" && std::string_view(env) != "1")
     return Status::InvalidArgument("WORT_B3_REBALANCE must be 0 or 1");
   const bool off = opts.b3_no_rebalance || (env && std::string_view(env) == "0");
-  return CreateTree(pool, opts, kRootMagic, off ? kRootNoRebalance : 0, &RootBlock::root, sizeof(Page), [&](uint64_t off) {
+  const uint64_t page_bytes = opts.b3_page_bytes ? opts.b3_page_bytes : kDefaultPageBytes;
+  if (!ValidPageBytes(page_bytes))
+    return Status::InvalidArgument("b3tree: the page size (IndexOptions::b3_page_bytes) must be a power of two in [" +
+                                   std::to_string(kMinPageBytes) + ", " + std::to_string(kMaxPageBytes) + "], not " +
+                                   std::to_string(page_bytes));
+  // 1 KB pages keep the original root block (kRootMagic, no size field): readable by builds that
+  // predate the option. Other sizes use kRootMagicSized, which those builds refuse (b3tree.h).
+  const bool sized = page_bytes != kDefaultPageBytes;
+  return CreateTree(pool, opts, sized ? kRootMagicSized : kRootMagic, off ? kRootNoRebalance : 0, &RootBlock::root,
+                    page_bytes, [&](uint64_t off) {
     Page* pg = pool.at<Page>(off);
     pg->flags = kFlagNegInf;  // an empty leaf page: the whole tree
     pm::persist(pg, 64);      // the header: an empty page reads nothing else
-  }, root_off);
+  }, root_off, [&](RootBlock* rb) {
+    rb->page_bytes = sized ? page_bytes : 0;  // persisted with the rest of the root block
+  });
 }
 
 Status Open(Pool& pool, uint64_t root_off, std::unique_ptr<Index>* out) {

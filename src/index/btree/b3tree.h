@@ -72,12 +72,16 @@
 // Persistent layout
 // -----------------
 // Root block (64 B): magic | key_type u32 | flags u32 (bit 0 values_are_blocks, bit 1 no
-//   rebalancing: kRootNoRebalance) | root page | pad.
-// Page (1024 B, 64-byte aligned):
+//   rebalancing: kRootNoRebalance) | root page | page_bytes u64 | pad.
+//   magic kRootMagic: 1 KB pages, page_bytes 0 (the format before the page-size option, unchanged);
+//   kRootMagicSized: page_bytes holds the size (a power of two in [256, 4096]). Written at create,
+//   persisted with the root block before the pool's root table publishes it; never changed.
+// Page (page_bytes B, default 1024, 64-byte aligned; the layout below at 1 KB):
 //   header (64 B): root u64 (a reference: BST node, child page, or 0 for an empty leaf page)
 //                  | count u64 (node slots ever used, dead ones included) | sibling u64
 //                  | low u64 (key word) | level u32 | flags u32 (bit 0: low is -infinity) | pad[3]
-//   node[30], 32 B each: key u64 | val u64 (leaf: the value) | left u64 | right u64
+//   node[(page_bytes - 64) / 32] (30 at 1 KB), 32 B each: key u64 | val u64 (leaf: the value)
+//                  | left u64 | right u64
 //   References: 0 = none; odd = BST node (index << 1 | 1); even non-zero = page offset.
 //   Leaf nodes: bit 63 of `right` is the deleted flag (tombstone).
 //
@@ -106,10 +110,21 @@
 
 namespace wort::btree::b3 {
 
-inline constexpr int kPageSize = 1024;
-inline constexpr int kNodes = (kPageSize - 64) / 32;  // 30 BST nodes per page
-inline constexpr int kMinLive = kNodes / 2;           // under this (50%), a page is rebalanced
-inline constexpr uint64_t kRootMagic = 0x45455254334232ull;  // "2B3TREE"
+// Page size: a power of two in [kMinPageBytes, kMaxPageBytes] chosen at create
+// (IndexOptions::b3_page_bytes; default 1 KB) and kept in the root block. A page of P bytes holds
+// NodesPerPage(P) = (P - 64) / 32 BST nodes: 6 at 256 B, 30 at 1 KB, 126 at 4 KB (the thesis's
+// "maximum 127 8-byte keys" at 4 KB).
+inline constexpr uint64_t kMinPageBytes = 256;
+inline constexpr uint64_t kMaxPageBytes = 4096;
+inline constexpr uint64_t kDefaultPageBytes = 1024;
+inline constexpr int kMaxNodes = static_cast<int>((kMaxPageBytes - 64) / 32);
+constexpr int NodesPerPage(uint64_t page_bytes) { return static_cast<int>((page_bytes - 64) / 32); }
+constexpr bool ValidPageBytes(uint64_t b) { return b >= kMinPageBytes && b <= kMaxPageBytes && (b & (b - 1)) == 0; }
+inline constexpr uint64_t kRootMagic = 0x45455254334232ull;  // "2B3TREE": 1 KB pages, no size field
+// A root block whose page size is not 1 KB: the size in its page_bytes word. Builds before the
+// page-size option know only kRootMagic and refuse it (CheckRootHeader: wrong magic) instead of
+// reading its pages as 1 KB ones.
+inline constexpr uint64_t kRootMagicSized = 0x53455254334232ull;  // "2B3TRES"
 // Root block flags bit 1: rebalancing off (IndexOptions::b3_no_rebalance, or WORT_B3_REBALANCE=0
 // at create). Every page rebuilt by a split, merge, redistribution or defragmentation then gets its
 // BST as a chain in ascending key order - the shape ascending inserts build, and what a rebuild

@@ -401,12 +401,13 @@ class LazyCount {
 // IndexKind::create of every B-tree: allocates a zeroed root block and a zeroed first node of
 // node_size bytes (nothing is left allocated on failure), calls init_node(node offset), which
 // writes and persists whatever the empty node needs, then fills the root block header (magic,
-// key type, flags = values_are_blocks | kind_flags, first = the node) and persists the whole
-// root block. Write order: node -> persist -> root block -> persist; the pool's root table
-// publishes the root block afterwards.
-template <class RootBlock, class InitNode>
+// key type, flags = values_are_blocks | kind_flags, first = the node; then init_root(root block)
+// for the kind's own fields) and persists the whole root block. Write order: node -> persist ->
+// root block -> persist; the pool's root table publishes the root block afterwards.
+template <class RootBlock, class InitNode, class InitRoot = void (*)(RootBlock*)>
 Status CreateTree(Pool& pool, const IndexOptions& opts, uint64_t magic, uint32_t kind_flags,
-                  uint64_t RootBlock::*first, size_t node_size, InitNode&& init_node, uint64_t* root_off) {
+                  uint64_t RootBlock::*first, size_t node_size, InitNode&& init_node, uint64_t* root_off,
+                  InitRoot&& init_root = [](RootBlock*) {}) {
   uint64_t rb_off = 0, node_off = 0;
   WORT_RETURN_IF_ERROR(pool.allocator().AllocZeroed(sizeof(RootBlock), &rb_off));
   Status s = pool.allocator().AllocZeroed(node_size, &node_off);
@@ -420,6 +421,7 @@ Status CreateTree(Pool& pool, const IndexOptions& opts, uint64_t magic, uint32_t
   rb->key_type = static_cast<uint32_t>(opts.key_type);
   rb->flags = (opts.values_are_blocks ? kRootValuesAreBlocks : 0) | kind_flags;
   rb->*first = node_off;
+  init_root(rb);
   pm::persist(rb, sizeof(RootBlock));
   *root_off = rb_off;
   return Status::OK();
