@@ -3,7 +3,9 @@
 over one connection), then restarts the server (after SIGTERM: clean; after kill -9: unclean)
 and measures, from the moment the new process is started, the time to the first answered `get`
 (a client connects and retries every 0.5 ms), and the time until `stats` says the background item
-count is done (wort_curr_items_counting 0), with curr_items then.
+count is done (wort_curr_items_counting 0), with curr_items then. At the 'listening' line it also
+reads how long the server's main thread had run on a core and how long it had waited for one
+(/proc/PID/task/PID/schedstat): on a loaded machine most of the time to listening is that wait.
 
     scripts/serve_restart_time.py --wort build/wort --items 1000000 [--pool /dev/shm/rt.pool]
 
@@ -31,7 +33,20 @@ def start(wort, pool, extra=()):
         if "listening on" in line:
             port = int(line.split("listening on ")[1].split()[0].rsplit(":", 1)[1])
     start.listen_s = time.perf_counter() - t0
+    start.sched = sched(p.pid)
     return p, port, t0, log
+
+
+def sched(pid):
+    """CPU time the server's main thread has run and has waited for a core (ms), from
+    /proc/PID/task/PID/schedstat (Linux with schedstats; None without): on a loaded machine the
+    wait, not the work, is most of the time to 'listening'."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/schedstat") as f:
+            run, wait, _ = f.read().split()
+        return int(run) / 1e6, int(wait) / 1e6
+    except (OSError, ValueError):
+        return None
 
 
 def first_get(port, key, t0):
@@ -107,8 +122,10 @@ def main():
         t_count = time.perf_counter() - t0
         s.close()
         opened = [l.strip() for l in log if "opened in" in l][0]
+        cpu = (f"main thread by then: ran {start.sched[0]:.1f} ms, waited {start.sched[1]:.1f} ms for a core; "
+               if start.sched else "")
         print(f"restart after {how}, {args.items} items: first get answered {t_get * 1e3:.1f} ms after exec "
-              f"(its 'listening' line read at {start.listen_s * 1e3:.1f} ms; hit: {reply.startswith(b'VALUE')}; count still running then: {counting_at_first == '1'}); "
+              f"(its 'listening' line read at {start.listen_s * 1e3:.1f} ms, {cpu}hit: {reply.startswith(b'VALUE')}; count still running then: {counting_at_first == '1'}); "
               f"count done at {t_count * 1e3:.0f} ms, curr_items {st['curr_items']}; log: {opened.split(': ', 1)[1]}",
               flush=True)
         assert st["curr_items"] == str(args.items)

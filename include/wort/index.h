@@ -92,6 +92,19 @@ class WORT_EXPORT Index {
   // Adds key -> value or replaces the value failure-atomically. *inserted (if non-null) tells
   // which happened.
   virtual Status Upsert(std::string_view key, uint64_t value, bool* inserted = nullptr) = 0;
+  // Upsert that also reports the value it replaced, in one traversal where the kind overrides
+  // it: on OK, *inserted says whether the key was new, and when it was not, *old is the value
+  // the key held until this call (read under the lock of the update's commit: exact beside
+  // concurrent writers). The default (kinds that do not override it) is Lookup then Upsert:
+  // exact only when the caller serializes the writers of the key (wort serve's key locks do);
+  // a concurrent insert between the two reports *old = 0. Neither pointer may be null.
+  virtual Status Exchange(std::string_view key, uint64_t value, bool* inserted, uint64_t* old) {
+    uint64_t prev = 0;
+    const bool had = Lookup(key, &prev).ok();
+    Status s = Upsert(key, value, inserted);
+    if (s.ok()) *old = (!*inserted && had) ? prev : 0;
+    return s;
+  }
   // Stores the value in *value. NotFound (and *value untouched) if absent.
   virtual Status Lookup(std::string_view key, uint64_t* value) const = 0;
   // Removes the key. NotFound if absent.

@@ -931,10 +931,17 @@ void Allocator::StartRecovery(bool background) {
       m.frozen = true;
       const uint64_t k = WordKind(w), a = WordArg(w);
       if (k == kSmall && a < Classes().size.size()) {
-        I.SetupSmall(id, static_cast<uint8_t>(a), false);
-        m.frozen = true;
-        m.marks = std::make_unique<uint64_t[]>(kBitmapWords);
-        std::memset(m.marks.get(), 0, kBitmapWords * 8);
+        // Kind, class and block count now (Free and UsableSize read them unlocked). Its two
+        // bitmaps (allocation bits, marks) are made by the GC thread (RunGc), the only reader
+        // of a frozen chunk's bitmaps: nothing allocates from it, every free is deferred until
+        // the sweep, Check and PrepareClose skip it. So the open (the server's restart after a
+        // crash) does no work per chunk beyond reading its table word (issue 35: two 2 KiB
+        // bitmaps per chunk were a page fault per MiB of pool before the server listened).
+        m.kind = kSmall;
+        m.cls = static_cast<uint8_t>(a);
+        m.nblocks = BlocksPerChunk(Classes().size[a]);
+        m.nfree = 0;
+        m.lazy = false;
       } else if (k == kLargeHead && a >= 1) {
         m.kind = kLargeHead;
         m.nblocks = static_cast<uint32_t>(a);
@@ -958,6 +965,17 @@ void Allocator::StartRecovery(bool background) {
 
 void Allocator::Impl::RunGc() {
   const auto t0 = std::chrono::steady_clock::now();
+  {
+    // The old SMALL chunks' bitmaps (StartRecovery leaves them to this thread): marks clear,
+    // allocation bits clear until the sweep copies the marks in.
+    std::lock_guard<std::mutex> g(mu);
+    for (uint64_t id = 0; id < nchunks_file; ++id) {
+      ChunkMeta& m = chunks[id];
+      if (!m.frozen || m.kind != kSmall) continue;
+      m.bits = std::make_unique<uint64_t[]>(kBitmapWords);   // value-initialized: all 0
+      m.marks = std::make_unique<uint64_t[]>(kBitmapWords);
+    }
+  }
   Status st;
   std::vector<uint64_t> d;  // deferred frees still to apply after the sweep
   // Mark: every root's visit function reports what its index reaches.

@@ -559,6 +559,9 @@ Result Store::WriteRecord(std::string_view key, uint32_t flags, int64_t exptime,
                           std::string_view b, bool have_old, uint64_t old_off, uint64_t* cas_out, uint64_t state) {
   const size_t len = a.size() + b.size();
   uint64_t off = 0;
+  // Learn the old record from the Upsert itself (a set that did not look the key up).
+  const bool learn_old = old_off == kOldUnknown;
+  if (learn_old) have_old = false, old_off = 0;
   const uint64_t keep = have_old ? old_off : 0;  // its data may be `a` or `b`: never evicted
   const sync::VersionLock* held = &KeyLock(key);
   bool trimmed = false, reclaimed = false;
@@ -602,8 +605,14 @@ Result Store::WriteRecord(std::string_view key, uint32_t flags, int64_t exptime,
       // after the Retire, so that a post-crash GC sweep cannot free the old record in between.
       sync::EpochGuard eg(pool_->allocator().epoch());
       bool inserted = false;
-      s = index_->Upsert(key, off, &inserted);  // COMMIT POINT (the index's 8-byte publish, persisted)
+      uint64_t prev = 0;
+      s = learn_old ? index_->Exchange(key, off, &inserted, &prev)  // COMMIT POINT (as Upsert's), and the old record
+                    : index_->Upsert(key, off, &inserted);  // COMMIT POINT (the index's 8-byte publish, persisted)
       if (s.ok()) {
+        if (learn_old) {
+          have_old = !inserted && prev != 0;
+          old_off = prev;
+        }
         if (inserted) Counted(key, +1);
         if (recency_) {
           if (have_old) recency_->Forget(old_off);
@@ -641,6 +650,8 @@ void Store::RemoveLocked(std::string_view key, uint64_t off) {
 Result Store::StoreItem(StoreMode mode, std::string_view key, uint32_t flags, int64_t exptime,
                         std::string_view data, uint64_t cas_unique, uint64_t* cas_out) {
   KeyGuard kg(*this, key);
+  // A set needs nothing of the old record: no lookup, the Upsert reports it (Exchange).
+  if (mode == StoreMode::kSet) return WriteRecord(key, flags, exptime, data, {}, false, kOldUnknown, cas_out);
   uint64_t old = 0;
   const bool have = index_->Lookup(key, &old).ok();
   const Record* o = have ? pool_->at<Record>(old) : nullptr;
@@ -823,6 +834,7 @@ bool Store::MetaGetLocked(std::string_view key, const MetaGetArgs& a, const Item
 Result Store::MetaSet(StoreMode mode, std::string_view key, uint32_t flags, int64_t exptime, std::string_view data,
                       bool compare, uint64_t cas, bool invalidate, uint64_t* cas_out) {
   KeyGuard kg(*this, key);
+  if (mode == StoreMode::kSet && !compare) return WriteRecord(key, flags, exptime, data, {}, false, kOldUnknown, cas_out);
   uint64_t old = 0;
   const bool have = index_->Lookup(key, &old).ok();
   const Record* o = have ? pool_->at<Record>(old) : nullptr;

@@ -12,7 +12,10 @@
 //   1. allocate a new Record block, fill it (header + data)       (private: nothing refers to it)
 //   2. pm::persist(record)                                         (its contents are durable)
 //   3. index->Upsert(key, record offset)   <- COMMIT POINT: the index's own 8-byte publish store,
-//                                             persisted before Upsert returns
+//                                             persisted before Upsert returns. A plain set (and
+//                                             ms without a cas compare) does no lookup before:
+//                                             index->Exchange is the Upsert that also returns
+//                                             the old record's offset (one traversal)
 //   4. allocator.Retire(old record)                                (unlink before free, R2; freed
 //                                                                     once no reader holds it)
 // A crash before 3 leaves an unreferenced block, and a crash between 3 and the deferred free an
@@ -463,6 +466,9 @@ class Store {
   };
   FlushState Flushes() const;
   uint64_t NextCas() { return cas_next_.fetch_add(1, std::memory_order_relaxed); }
+  // old_off == kOldUnknown (have_old ignored): the caller did not look the key up; the Upsert
+  // is an index->Exchange, which reports the old record (a set: one traversal, not two).
+  static constexpr uint64_t kOldUnknown = ~uint64_t{0};
   Result WriteRecord(std::string_view key, uint32_t flags, int64_t exptime, std::string_view a, std::string_view b,
                      bool have_old, uint64_t old_off, uint64_t* cas_out, uint64_t state = 0);
   bool MetaGetLocked(std::string_view key, const MetaGetArgs& a, const ItemFn& fn, bool exclusive, bool* retry);

@@ -266,6 +266,53 @@ TEST_P(Conformance, ErrorCases) {
   f.ExpectCheckOk("errors, u64 keys");
 }
 
+// Exchange (an Upsert that reports the value it replaced; wort serve's set) against the model:
+// keys over the full byte range and their prefixes, 8-byte keys, a reopen between rounds.
+TEST_P(Conformance, ExchangeReportsTheValueItReplaced) {
+  for (KeyType kt : {KeyType::kBytes, KeyType::kU64}) {
+    SCOPED_TRACE(kt == KeyType::kBytes ? "byte-string keys" : "8-byte keys");
+    IndexFixture f(GetParam(), kt);
+    Model m;
+    std::mt19937_64 rng(404);
+    ByteKeys gen(404);
+    std::vector<std::string> keys = kt == KeyType::kBytes ? EdgeByteKeys() : EdgeU64Keys();
+    for (int i = 0; i < 600; ++i) {
+      std::string k = kt == KeyType::kBytes ? gen.Next(m) : NextU64(rng);
+      if (k.size() <= kMaxKeyLen) keys.push_back(std::move(k));
+    }
+    for (int round = 0; round < 3; ++round) {
+      for (int i = 0; i < 3000; ++i) {
+        const std::string& k = keys[rng() % keys.size()];
+        const uint64_t v = (rng() >> 1) | 1;  // never 0: an old value of 0 would prove nothing
+        if (rng() % 8 == 0) {
+          Status s = f.idx().Remove(k);
+          ASSERT_EQ(s.ok(), m.erase(k) == 1) << s.ToString();
+          continue;
+        }
+        bool inserted = true;
+        uint64_t old = 0;
+        Status s = f.idx().Exchange(k, v, &inserted, &old);
+        ASSERT_TRUE(s.ok()) << s.ToString();
+        auto it = m.find(k);
+        ASSERT_EQ(inserted, it == m.end()) << "round " << round << ", op " << i;
+        if (!inserted) {
+          ASSERT_EQ(old, it->second) << "round " << round << ", op " << i;
+        }
+        m[k] = v;
+      }
+      ExpectSame(f.idx(), m, "exchange round " + std::to_string(round));
+      ReopenAndCompare(f, m, "exchange round " + std::to_string(round));
+    }
+    // Bad keys: the same errors as Upsert, nothing changed.
+    bool inserted = false;
+    uint64_t old = 77;
+    const std::string bad = kt == KeyType::kBytes ? std::string(kMaxKeyLen + 1, 'k') : std::string(7, 'x');
+    EXPECT_EQ(f.idx().Exchange(bad, 1, &inserted, &old).code(), Code::kInvalidArgument);
+    EXPECT_EQ(old, 77u);
+    f.ExpectCheckOk("exchange");
+  }
+}
+
 // ---- capability claims ----------------------------------------------------------------------
 
 // The stated maximum key size: kMaxKeyLen bytes (8 for kU64) is accepted, one more byte is not;
@@ -341,10 +388,18 @@ TEST_P(Conformance, TwoThreadDifferential) {
         Status s = idx.Insert(k, v);
         if (it == m.end() ? !s.ok() : !s.IsAlreadyExists()) fail("insert: " + s.ToString());
         if (s.ok()) m[k] = v;
-      } else if (r < 55) {
+      } else if (r < 48) {
         bool inserted = false;
         Status s = idx.Upsert(k, v, &inserted);
         if (!s.ok() || inserted != (it == m.end())) fail("upsert: " + s.ToString());
+        m[k] = v;
+      } else if (r < 55) {
+        // Exchange beside the other thread's writers (of other keys): the old value exact.
+        bool inserted = false;
+        uint64_t old = 0;
+        Status s = idx.Exchange(k, v, &inserted, &old);
+        if (!s.ok() || inserted != (it == m.end()) || (!inserted && old != it->second))
+          fail("exchange: " + s.ToString());
         m[k] = v;
       } else if (r < 75) {
         uint64_t got = 0;

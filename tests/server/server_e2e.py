@@ -867,8 +867,13 @@ def test_max_conns(args):
 
 
 def mode_clients(args):
+    fresh = not os.path.exists(args.pool)
     srv = Server(args.wort, args.pool)
     try:
+        if fresh:  # issue 35: a pool just created was logged "(clean shutdown)"
+            opened = [l for l in srv.log if " opened in " in l]
+            check(len(opened) == 1 and "(new store)" in opened[0] and "no items" in opened[0]
+                  and "shutdown" not in opened[0], f"start line of a new pool: {opened}")
         test_pymemcache(srv)
         test_raw_binary(srv) if BINARY else test_raw_protocol(srv)
         test_range(srv)

@@ -534,21 +534,27 @@ Status ArtTree::Upsert(std::string_view key, uint64_t value, bool* inserted) {
   return InsertImpl(key, value, true, inserted);
 }
 
-Status ArtTree::UpdateValue(Leaf* l, uint64_t value, bool upsert, bool* inserted) {
+Status ArtTree::Exchange(std::string_view key, uint64_t value, bool* inserted, uint64_t* old) {
+  return InsertImpl(key, value, true, inserted, old);
+}
+
+// REQUIRES the write lock that orders the leaf's value word with other writers (the caller's).
+Status ArtTree::UpdateValue(Leaf* l, uint64_t value, bool upsert, bool* inserted, uint64_t* old) {
   if (!upsert) return Status::AlreadyExists("key exists");
+  if (old) *old = pm::load8(&l->value);  // under the lock: the value this update replaces
   // Commit point of an update: the leaf's value word (store8), persisted.
   Commit(&l->value, value);
   if (inserted) *inserted = false;
   return Status::OK();
 }
 
-Status ArtTree::InsertImpl(std::string_view key, uint64_t value, bool upsert, bool* inserted) {
+Status ArtTree::InsertImpl(std::string_view key, uint64_t value, bool upsert, bool* inserted, uint64_t* old) {
   WORT_RETURN_IF_ERROR(ValidateKey(key));
   sync::EpochGuard eg(epoch());
   auto wg = ModeLock(IndexModeLock::kWriter);
   uint64_t lr = 0;  // the new leaf: allocated once, kept across restarts, 0 once published
   Status s;
-  for (int attempt = 0; InsertAttempt(key, value, upsert, inserted, &lr, &s) == Attempt::kRestart; ++attempt)
+  for (int attempt = 0; InsertAttempt(key, value, upsert, inserted, old, &lr, &s) == Attempt::kRestart; ++attempt)
     Backoff(attempt);
   if (lr) Free(lr);  // never published
   return s;
@@ -558,7 +564,7 @@ Status ArtTree::InsertImpl(std::string_view key, uint64_t value, bool upsert, bo
 // version of the block holding `slot` (the root block, then the parent node); every word read
 // from a node is used only after that node's version was checked.
 WORT_OPTIMISTIC_READ ArtTree::Attempt ArtTree::InsertAttempt(std::string_view key, uint64_t value, bool upsert, bool* inserted,
-                                        uint64_t* lr, Status* out) {
+                                        uint64_t* old, uint64_t* lr, Status* out) {
   const unsigned char* k = UBytes(key);
   const auto len = static_cast<uint32_t>(key.size());
   auto new_leaf = [&]() -> Status { return *lr ? Status::OK() : AllocLeaf(key, value, lr); };
@@ -591,7 +597,7 @@ WORT_OPTIMISTIC_READ ArtTree::Attempt ArtTree::InsertAttempt(std::string_view ke
         if (!upsert) return end.Done(Status::AlreadyExists("key exists"));
         WriteLocks wl;  // the parent's lock orders the update with a concurrent Remove
         if (!wl.Upgrade(*pl, pv)) return Attempt::kRestart;
-        return end.Done(UpdateValue(l, value, upsert, inserted));
+        return end.Done(UpdateValue(l, value, upsert, inserted, old));
       }
       // Two keys where there was one: a NODE4 at this depth whose prefix is their common part.
       uint32_t b = depth;
@@ -651,7 +657,7 @@ WORT_OPTIMISTIC_READ ArtTree::Attempt ArtTree::InsertAttempt(std::string_view ke
         if (!upsert) return end.Done(Status::AlreadyExists("key exists"));
         WriteLocks wl;
         if (!wl.Upgrade(*nl, nv)) return Attempt::kRestart;
-        return end.Done(UpdateValue(l, value, upsert, inserted));
+        return end.Done(UpdateValue(l, value, upsert, inserted, old));
       }
       if (Status st = new_leaf(); !st.ok()) return end.Done(st);
       WriteLocks wl;

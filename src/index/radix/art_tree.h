@@ -84,6 +84,7 @@ class ArtTree final : public Index {
   KeyType key_type() const override { return key_type_; }
   Status Insert(std::string_view key, uint64_t value) override;
   Status Upsert(std::string_view key, uint64_t value, bool* inserted = nullptr) override;
+  Status Exchange(std::string_view key, uint64_t value, bool* inserted, uint64_t* old) override;
   Status Lookup(std::string_view key, uint64_t* value) const override;
   Status Remove(std::string_view key) override;
   Status Scan(std::string_view start, const std::string_view* end, size_t limit, const ScanFn& fn) const override;
@@ -121,8 +122,10 @@ class ArtTree final : public Index {
   template <class Push>
   static void VisitEntries(const NodeBase* n, uint8_t t, Push&& push);
   Status ValidateKey(std::string_view key) const;
-  Status InsertImpl(std::string_view key, uint64_t value, bool upsert, bool* inserted);
-  Attempt InsertAttempt(std::string_view key, uint64_t value, bool upsert, bool* inserted, uint64_t* lr, Status* out);
+  // old (may be null): the value an Upsert replaced (Exchange).
+  Status InsertImpl(std::string_view key, uint64_t value, bool upsert, bool* inserted, uint64_t* old = nullptr);
+  Attempt InsertAttempt(std::string_view key, uint64_t value, bool upsert, bool* inserted, uint64_t* old, uint64_t* lr,
+                        Status* out);
   Attempt RemoveAttempt(std::string_view key, Status* out);
   // 1 found, 0 not found (reads no version word, never restarts: art_tree.cc).
   WORT_OPTIMISTIC_INLINE int LookupAttempt(std::string_view key, uint64_t* value) const;
@@ -156,7 +159,7 @@ class ArtTree final : public Index {
   // A persisted copy of n with header h (ART+CoW split/merge).
   Status CopyNode(const NodeBase* n, const Hdr& h, uint64_t* ref);
   void StoreChildIndex(N48* x, unsigned char c, uint8_t v);  // commit of a NODE48 entry
-  Status UpdateValue(Leaf* l, uint64_t value, bool upsert, bool* inserted);
+  Status UpdateValue(Leaf* l, uint64_t value, bool upsert, bool* inserted, uint64_t* old);
   void Added();
   void Removed();
   uint8_t TypeAfterAdd(uint8_t type, int n_after) const;

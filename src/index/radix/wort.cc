@@ -138,6 +138,9 @@ class WortTree final : public Index {
   Status Upsert(std::string_view key, uint64_t value, bool* inserted) override {
     return Write(key, value, true, inserted);
   }
+  Status Exchange(std::string_view key, uint64_t value, bool* inserted, uint64_t* old) override {
+    return Write(key, value, true, inserted, old);
+  }
   Status Lookup(std::string_view key, uint64_t* value) const override {
     if (key.size() - key_min_ > key_span_) [[unlikely]] return ValidateKey(key);  // (ValidateKey's rules, one test)
     if (global_lock_) [[unlikely]] return LookupGlobalLock(key, value);  // out of line: a lean common path
@@ -235,14 +238,15 @@ class WortTree final : public Index {
     auto g = ModeLock(IndexModeLock::kReader);  // shared in global-lock mode
     return LookupInEpoch(key, value);
   }
-  Status Write(std::string_view key, uint64_t value, bool upsert, bool* inserted) {
+  // old (may be null): the value an Upsert replaced (Exchange).
+  Status Write(std::string_view key, uint64_t value, bool upsert, bool* inserted, uint64_t* old = nullptr) {
     WORT_RETURN_IF_ERROR(ValidateKey(key));
     WORT_RETURN_IF_ERROR(WritableCheck());
     sync::EpochGuard eg(epoch_);
     auto wg = ModeLock(IndexModeLock::kWriter);
     uint64_t loff = 0;  // the new leaf, written and persisted once, kept across restarts
     Status s;
-    for (int attempt = 0; PutAttempt(Key(key), value, upsert, inserted, &loff, &s) == Attempt::kRestart; ++attempt)
+    for (int attempt = 0; PutAttempt(Key(key), value, upsert, inserted, old, &loff, &s) == Attempt::kRestart; ++attempt)
       sync::Backoff(attempt);
     if (loff) pool_.allocator().Free(loff);  // never published
     return s;
@@ -252,7 +256,8 @@ class WortTree final : public Index {
   // K: Key, or WordKey for an 8-byte key.
   template <class K>
   WORT_OPTIMISTIC_INLINE uint64_t FindLeaf(const K& k) const;  // inline: it is the whole lookup
-  Attempt PutAttempt(const Key& k, uint64_t value, bool upsert, bool* inserted, uint64_t* loff, Status* out);
+  Attempt PutAttempt(const Key& k, uint64_t value, bool upsert, bool* inserted, uint64_t* old, uint64_t* loff,
+                     Status* out);
   Attempt DeleteAttempt(const Key& k, Status* out);
   bool CollectBatch(std::string_view start, bool exclusive, const std::string_view* end, size_t want,
                     std::vector<std::pair<const WortLeaf*, uint64_t>>* out, bool* past_end) const;
@@ -431,7 +436,8 @@ Status WortTree<kSpan>::NewLeaf(const Key& k, uint64_t value, uint64_t* off) {
 // then kept across restarts); 0 once published.
 template <unsigned kSpan>
 WORT_OPTIMISTIC_READ typename WortTree<kSpan>::Attempt WortTree<kSpan>::PutAttempt(const Key& k, uint64_t value, bool upsert,
-                                                             bool* inserted, uint64_t* loff, Status* out) {
+                                                             bool* inserted, uint64_t* prev, uint64_t* loff,
+                                                             Status* out) {
   Allocator& alloc = pool_.allocator();
   const sync::AttemptEnd end(out);
   auto new_leaf = [&]() -> Status {
@@ -473,6 +479,7 @@ WORT_OPTIMISTIC_READ typename WortTree<kSpan>::Attempt WortTree<kSpan>::PutAttem
         if (!upsert) return end.Done(Status::AlreadyExists("key exists"));
         // Upsert: COMMIT store8(value) -> persist (under the slot's lock: ordered with Remove).
         if (!pl->UpgradeToWriteLock(pv)) return Attempt::kRestart;
+        if (prev) *prev = pm::load8(&old->value);  // under the lock: the value this update replaces
         pm::store8(&old->value, value);
         pm::persist(&old->value, 8);
         pl->WriteUnlock();
