@@ -56,6 +56,21 @@ bench::CommonConfig ToCommon(const CommonOpts& o) {
 }
 
 // `wort bench ycsb`: YCSB workloads (src/bench/ycsb.h).
+// Prints a driver's table and appends its records to --json (when given); then fails on the
+// driver's status (the results so far are kept either way).
+template <class Report, class Config, class Format>
+void FinishReport(const Status& s, const Report& report, const Config& cfg, const std::string& json, Format format) {
+  if (!report.results.empty() || !report.skipped.empty()) fmt::print("\n{}", format(report));
+  if (!json.empty() && !report.results.empty()) {
+    std::vector<nlohmann::json> recs;
+    for (const auto& r : report.results) recs.push_back(bench::ToJson(r, cfg, report.env));
+    Status js = bench::AppendJsonLines(json, recs);
+    if (!js.ok()) Fail(js);
+    fmt::print("appended {} records to {}\n", recs.size(), json);
+  }
+  if (!s.ok()) Fail(s);
+}
+
 void AddYcsb(CLI::App* bench_cmd) {
   struct YcsbOpts {
     CommonOpts common;
@@ -108,15 +123,7 @@ void AddYcsb(CLI::App* bench_cmd) {
       fmt::print("{}\n", line);
       std::fflush(stdout);
     });
-    if (!report.results.empty() || !report.skipped.empty()) fmt::print("\n{}", bench::FormatYcsbResults(report));
-    if (!y->common.json.empty() && !report.results.empty()) {
-      std::vector<nlohmann::json> recs;
-      for (const auto& r : report.results) recs.push_back(bench::ToJson(r, cfg, report.env));
-      Status js = bench::AppendJsonLines(y->common.json, recs);
-      if (!js.ok()) Fail(js);
-      fmt::print("appended {} records to {}\n", recs.size(), y->common.json);
-    }
-    if (!s.ok()) Fail(s);
+    FinishReport(s, report, cfg, y->common.json, [](const auto& r) { return bench::FormatYcsbResults(r); });
   });
 }
 
@@ -211,15 +218,7 @@ void AddArrival(CLI::App* bench_cmd) {
       fmt::print("{}\n", line);
       std::fflush(stdout);
     });
-    if (!report.results.empty() || !report.skipped.empty()) fmt::print("\n{}", bench::FormatArrivalResults(report));
-    if (!a->common.json.empty() && !report.results.empty()) {
-      std::vector<nlohmann::json> recs;
-      for (const auto& r : report.results) recs.push_back(bench::ToJson(r, cfg, report.env));
-      Status js = bench::AppendJsonLines(a->common.json, recs);
-      if (!js.ok()) Fail(js);
-      fmt::print("appended {} records to {}\n", recs.size(), a->common.json);
-    }
-    if (!s.ok()) Fail(s);
+    FinishReport(s, report, cfg, a->common.json, [](const auto& r) { return bench::FormatArrivalResults(r); });
   });
 }
 
