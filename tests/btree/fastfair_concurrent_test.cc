@@ -174,6 +174,72 @@ TEST_P(FastFairConcurrentTest, WritersSplittingTheSameNodes) {
   EXPECT_TRUE(alloc == reach);
 }
 
+// Inserts beside deletes that empty leaves (rebalances: merges and redistributions under the
+// writer gate's quiesce) and beside splits of the same nodes: each writer inserts its own keys,
+// spread over the whole key space, and deletes its oldest key every third operation, so that
+// leaves fill, split, drain and merge while the other writers insert into their neighbours.
+// Every delete of a key the writer inserted must succeed, every insert of a new key too; the
+// end state is compared with the model (Size, every Lookup, the full scan, Check).
+TEST_P(FastFairConcurrentTest, InsertsBesideDeletesThatRebalance) {
+  const bool u64 = GetParam();
+  constexpr int kWriters = 3;
+  // Small trees (a root over a few leaves: every split and merge changes the root) and many
+  // rounds, each on a fresh index; then one larger tree.
+  const int rounds = 160 / kScale;
+  std::atomic<uint64_t> errors{0};
+  auto fail = [&](const std::string& what) {
+    if (errors.fetch_add(1) < 10) ADD_FAILURE() << what;
+  };
+  for (int round = 0; round <= rounds && errors.load() == 0; ++round) {
+    const uint32_t ops = round < rounds ? 450 : 24000 / kScale;  // per writer
+    // A pool of its own, small: it grows while the writers run (as in the kill test).
+    test::TempPath rpath("ffreb");
+    std::unique_ptr<Pool> rpool;
+    PoolOptions po;
+    po.initial_size = 1ull << 20;
+    ASSERT_TRUE(Pool::Create(rpath.str(), po, &rpool).ok());
+    std::unique_ptr<Index> idx;
+    IndexOptions io;
+    if (u64) io.key_type = KeyType::kU64;
+    ASSERT_TRUE(CreateIndex(*rpool, "idx", "fastfair", io, &idx).ok());
+    // Writer w's n-th key: distinct over writers and rounds, scattered over the key space (an
+    // odd factor mod 2^31 is a bijection of KeyOf's 31-bit ids).
+    auto id_of = [&](int w, uint32_t n) {
+      const uint32_t x = (static_cast<uint32_t>(round) << 20 | n) * kWriters + static_cast<uint32_t>(w);
+      return (x * 0x9e3779b1u) & 0x7fffffffu;
+    };
+    std::vector<std::vector<uint32_t>> live(kWriters);
+    std::atomic<int> started{0};
+    std::vector<std::thread> ts;
+    for (int w = 0; w < kWriters; ++w)
+      ts.emplace_back([&, w] {
+        started++;
+        while (started.load() < kWriters) std::this_thread::yield();
+        uint32_t next = 0, oldest = 0;
+        for (uint32_t j = 0; j < ops; ++j) {
+          const std::string where = "round " + std::to_string(round) + " writer " + std::to_string(w) + " op " + std::to_string(j);
+          if (j % 3 == 2) {
+            Status s = idx->Remove(KeyOf(id_of(w, oldest++), u64));
+            if (!s.ok()) fail(where + ": remove of its own key: " + s.ToString());
+          } else {
+            const uint32_t i = id_of(w, next++);
+            Status s = idx->Insert(KeyOf(i, u64), ValOf(i, 0));
+            if (!s.ok()) fail(where + ": insert: " + s.ToString());
+          }
+        }
+        for (uint32_t n = oldest; n < next; ++n) live[w].push_back(id_of(w, n));
+      });
+    for (auto& t : ts) t.join();
+    test::Model ref;
+    for (const auto& l : live)
+      for (uint32_t i : l) ref[KeyOf(i, u64)] = ValOf(i, 0);
+    test::ExpectSame(*idx, ref, "round " + std::to_string(round));
+    idx.reset();
+    EXPECT_TRUE(rpool->Close().ok());
+  }
+  EXPECT_EQ(errors.load(), 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Keys, FastFairConcurrentTest, testing::Values(false, true),
                          [](const testing::TestParamInfo<bool>& i) { return i.param ? "u64" : "bytes"; });
 

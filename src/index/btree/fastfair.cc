@@ -153,6 +153,9 @@ class FastFair final : public TreeBase<RootBlock> {
     std::vector<uint64_t> nodes;
     uint64_t leaf_low = 0;  // kBytes: key block copy of the splitting leaf's median key
     bool has_leaf_low = false;
+    // A root split of the cascade, published (NewRoot) only after every insert of the cascade
+    // (InsertAt): the old root and its new sibling, or 0.
+    uint64_t root_left = 0, root_right = 0;
     uint64_t TakeNode() {
       const uint64_t o = nodes.back();
       nodes.pop_back();
@@ -361,6 +364,7 @@ class FastFair final : public TreeBase<RootBlock> {
   Status PrepareSplits(std::span<const uint64_t> path, int level, Prealloc* pa);
   void ReleasePrealloc(Prealloc* pa);
   void InsertAt(int level, uint64_t key, uint64_t val, std::span<const uint64_t> path, Prealloc* pa);
+  void InsertRec(int level, uint64_t key, uint64_t val, std::span<const uint64_t> path, Prealloc* pa);
   void InsertNew(uint64_t kw, uint64_t value, std::span<const uint64_t> path, Prealloc* pa);
   Status UpsertFound(Node* leaf, int j, uint64_t value, bool* inserted);
   uint64_t Split(uint64_t off, Prealloc* pa);
@@ -715,15 +719,34 @@ void FastFair::NewRoot(uint64_t left, uint64_t right, Prealloc* pa) {
 // when full). For inner levels val is a child whose low key is `key`. REQUIRES: the caller
 // excludes every other writer of the nodes it changes - path[level] up to the first one that is
 // not full (or the root) - and the readers of them: write-locked (Put), or no other thread.
-// The new right nodes need no lock: until the parent that names one is unlocked, the only way
-// to it is the sibling pointer of its locked left node.
+// The new nodes need no lock: until the parent that names one is unlocked, the only way to it is
+// the sibling pointer of its locked left node. That is why a root split publishes its new root
+// last, after every insert of the cascade (the new root, its new right child and whatever new
+// node sits below it are reached from the root word at once, none of them locked: published
+// earlier, a writer descending from the new root could lock the unlocked right node of the split
+// while this one still inserts into it, and a reader would find a node mid-shift with no version
+// change to tell it - found by FastFairConcurrentTest.InsertsBesideDeletesThatRebalance). A crash
+// before the publication leaves a root with a sibling: a cut root split, which readers move right
+// through and recovery completes (D5), as before.
 void FastFair::InsertAt(int level, uint64_t key, uint64_t val, std::span<const uint64_t> path, Prealloc* pa) {
+  InsertRec(level, key, val, path, pa);
+  if (pa->root_right != 0) {
+    NewRoot(pa->root_left, pa->root_right, pa);
+    pa->root_left = pa->root_right = 0;
+  }
+}
+
+void FastFair::InsertRec(int level, uint64_t key, uint64_t val, std::span<const uint64_t> path, Prealloc* pa) {
   uint64_t off = path[level];
   if (Count(N(off)) == kSlots) {
     const uint64_t sib = Split(off, pa);
     const uint64_t sep = Load(N(sib)->low);
-    if (level + 1 == static_cast<int>(path.size())) NewRoot(off, sib, pa);
-    else InsertAt(level + 1, sep, sib, path, pa);
+    if (level + 1 == static_cast<int>(path.size())) {
+      pa->root_left = off;  // published by InsertAt when the cascade is done
+      pa->root_right = sib;
+    } else {
+      InsertRec(level + 1, sep, sib, path, pa);
+    }
     if (ko_.CompareWords(key, sep) >= 0) off = sib;
   }
   Node* n = N(off);

@@ -64,7 +64,8 @@
 //     whatever order the hashed lock words come in): the leaf, and for an insert into a full
 //     leaf each ancestor the split cascade changes - the parent, and further up while the node
 //     locked last is full; the root's lock stands for the root block's root word (a new root is
-//     published while the old one is locked). Splits of leaves under different parents, and
+//     published while the old one is locked, and only after every insert of the cascade: the
+//     new root makes the split's new nodes reachable at once, and none of them is locked). Splits of leaves under different parents, and
 //     every insert into a leaf with room, run in parallel. The new right node of a split is not
 //     locked: until its parent is unlocked it is reached only through the locked left node's
 //     sibling pointer. A delete that leaves its leaf under-full rebalances afterwards with the
@@ -136,8 +137,9 @@
 //     left at the end is the trailing copy) -> persist; then the key block is freed. Deleting the
 //     last slot: count-1 is the COMMIT -> persist -> trailing copy rewritten -> persist.
 //   Split: new node written -> persist -> left.sibling := new (COMMIT of the split) -> persist ->
-//     left.count := m -> persist -> separator inserted into the parent (or a new root written ->
-//     persist -> root block's root := new root (COMMIT) -> persist).
+//     left.count := m -> persist -> separator inserted into the parent; a root split instead
+//     finishes every insert of its cascade (into the split halves below) first, then: new root
+//     written -> persist -> root block's root := new root (COMMIT) -> persist.
 //   Merge of R into its left neighbour L: R's entries (and, for inner nodes, the separator with
 //     R.leftmost) written past L.count -> persist -> R's entry deleted from the parent (COMMIT) ->
 //     L.count += n (store8) -> persist -> L.sibling := R.sibling -> persist -> free R.
