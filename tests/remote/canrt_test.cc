@@ -334,10 +334,16 @@ TEST(Canrt, IncrementalRefreshEqualsTheServersArea) {
 // writes are still right (with reuse regardless of S, its stale copy would read another range's
 // node: NotFound or another value); after S disconnects only the writer holds reuse back.
 TEST(Canrt, RetiredNodesAreReusedOnlyWhenNoClientCanNameThem) {
+  // The idle client's lease must not expire on a slow machine (leases: KilledClientsLease...).
+  auto NoLease = [] {
+    Options o = SmallOptions();
+    o.lease_ms = 0;
+    return o;
+  };
   TempPath path("canrt");
   auto pool = NewPool(path);
   std::unique_ptr<Service> svc;
-  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
+  ASSERT_TRUE(Service::Open(*pool, "canrt", NoLease(), &svc).ok());
   auto w = InlineClient(svc.get(), 1);
   auto stale = InlineClient(svc.get(), 2);
   const auto keys = Universe(1500, 31);
@@ -404,13 +410,134 @@ TEST(Canrt, RetiredNodesAreReusedOnlyWhenNoClientCanNameThem) {
   svc.reset();
   ASSERT_TRUE(pool->Close().ok());
   pool = OpenPool(path);
-  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
+  ASSERT_TRUE(Service::Open(*pool, "canrt", NoLease(), &svc).ok());
   EXPECT_EQ(svc->Stats().free_nodes, st4.free_nodes);
   w = InlineClient(svc.get());
   writes(1000);
   EXPECT_GT(svc->Stats().reused, 0u);
   EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
   EXPECT_EQ(ScanAll(*w), model);
+}
+
+// ---- leases (canrt_layout.h, "client table"): a killed client holds node reuse back for one lease
+
+// The child: a CANRT client of the region described in the file WORT_CANRT_LEASE_CHILD names
+// (backend, address, size); it connects, puts "\xc3lease" -> "child" and writes <file>.ready,
+// then waits to be killed (it never disconnects: its slot stays claimed).
+struct LeaseChildMain {
+  LeaseChildMain() {
+    const char* info_path = std::getenv("WORT_CANRT_LEASE_CHILD");
+    if (info_path == nullptr) return;
+    FILE* f = std::fopen(info_path, "r");
+    char b[3][512] = {};
+    if (f == nullptr || std::fscanf(f, "%511s\n%511[^\n]\n%511s", b[0], b[1], b[2]) != 3) std::_Exit(3);
+    std::fclose(f);
+    remote::RegionInfo info{b[0], b[1], std::strtoull(b[2], nullptr, 10)};
+    std::unique_ptr<remote::RemoteKV> kv;
+    if (!Connect(info, &kv).ok() || !kv->Put("\xc3lease", "child").ok()) std::_Exit(4);
+    FILE* r = std::fopen((std::string(info_path) + ".ready").c_str(), "w");
+    if (r == nullptr) std::_Exit(5);
+    std::fclose(r);
+    for (;;) ::pause();
+  }
+};
+LeaseChildMain g_lease_child;
+
+TEST(CanrtLease, KilledClientHoldsReuseBackOnlyUntilItsLeaseExpires) {
+  constexpr uint32_t kLeaseMs = 600;
+  TempPath path("canrt-lease");
+  const std::string info_path = path.str() + ".info";
+  auto pool = NewPool(path);
+  Options o = SmallOptions();
+  o.inline_resize = false;
+  o.lease_ms = kLeaseMs;
+  std::unique_ptr<Server> server;
+  ASSERT_TRUE(StartServer(*pool, "canrt", "local", o, &server).ok());
+  const remote::RegionInfo info = server->info();
+  {
+    FILE* f = std::fopen(info_path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fprintf(f, "%s\n%s\n%llu\n", info.backend.c_str(), info.address.c_str(),
+                 static_cast<unsigned long long>(info.size));
+    std::fclose(f);
+  }
+  std::remove((info_path + ".ready").c_str());
+  const pid_t child = test::SpawnSelf({"WORT_CANRT_LEASE_CHILD=" + info_path});
+  for (int i = 0; i < 2000; ++i) {
+    if (FILE* f = std::fopen((info_path + ".ready").c_str(), "r")) {
+      std::fclose(f);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ::kill(child, SIGKILL);
+  ASSERT_EQ(test::WaitChild(child), -1) << "the client child did not start (or exited by itself)";
+  std::unique_ptr<remote::RemoteKV> w, idle;
+  ASSERT_TRUE(Connect(info, &w).ok());
+  ASSERT_TRUE(Connect(info, &idle).ok());  // connected now, then idle over both phases
+  Model model{{"\xc3lease", "child"}};
+  const auto keys = Universe(1500, 41);
+  std::mt19937_64 r(23);
+  auto writes = [&](uint64_t resizes) {
+    const uint64_t until = server->service().Stats().resizes + resizes;
+    for (int i = 0; i < 200000 && server->service().Stats().resizes < until; ++i) {
+      const std::string& k = keys[r() % keys.size()];
+      if (r() % 6 == 0) {
+        const Status s = w->Remove(k);
+        ASSERT_EQ(s.ok(), model.erase(k) == 1) << s.ToString();
+      } else {
+        const std::string v = Value(r());
+        ASSERT_TRUE(w->Put(k, v).ok());
+        model[k] = v;
+      }
+    }
+  };
+  // Phase 1: the dead child's slot (and the idle client's) hold every retired node back - until
+  // their leases expire, which the server counts.
+  writes(60);
+  server->service().Drain();
+  const ServiceStats s1 = server->service().Stats();
+  EXPECT_GE(s1.resizes, 60u);
+  EXPECT_GT(s1.free_nodes, 0u);
+  if (s1.leases_expired == 0) {
+    EXPECT_EQ(s1.reused, 0u) << "a retired node was reused while a client that can name it held its lease";
+  }
+  // Phase 2: a lease later, both slots are freed and reuse resumes.
+  std::this_thread::sleep_for(std::chrono::milliseconds(3 * kLeaseMs));
+  writes(60);
+  server->service().Drain();
+  const ServiceStats s2 = server->service().Stats();
+  EXPECT_GE(s2.leases_expired, 2u) << "the killed client's and the idle client's slots";
+  EXPECT_GT(s2.reused, s1.reused) << "reuse did not resume after the killed client's lease expired";
+  EXPECT_GT(s2.posted, 0u) << "writes reach the apply thread through the post ring";
+  // The idle client's copy names nodes that were reused: its next operation finds its slot freed,
+  // joins again (a fresh copy) and reads right.
+  for (const auto& k : keys) {
+    std::string v;
+    const Status st = idle->Get(k, &v);
+    auto it = model.find(k);
+    ASSERT_EQ(st.ok(), it != model.end()) << st.ToString();
+    if (st.ok()) {
+      ASSERT_EQ(v, it->second);
+    }
+  }
+  const ClientStats cs = GetClientStats(*idle);
+  EXPECT_EQ(cs.lease_lost, 1u);
+  EXPECT_EQ(ScanAll(*idle), model);
+  ASSERT_TRUE(idle->Put("\xc3lease", "idle").ok());  // and writes through its new copy
+  model["\xc3lease"] = "idle";
+  EXPECT_EQ(ScanAll(*w), model);
+  w.reset();
+  idle.reset();
+  server->Stop();
+  std::string rep;
+  EXPECT_TRUE(server->service().Check(&rep).ok()) << rep;
+  std::printf("canrt lease: %llu resizes, %llu into reused nodes (0 before the leases expired: %llu), %llu leases expired\n",
+              static_cast<unsigned long long>(s2.resizes), static_cast<unsigned long long>(s2.reused),
+              static_cast<unsigned long long>(s1.reused), static_cast<unsigned long long>(s2.leases_expired));
+  server.reset();
+  std::remove(info_path.c_str());
+  std::remove((info_path + ".ready").c_str());
 }
 
 TEST(Canrt, BadInputIsAnError) {
