@@ -9,9 +9,13 @@
 // picked from the fetched bitmap; the DataItem (key, value, op, valid = 1, crc) is written there
 // with one Write and made durable by the transport (Connection::Persist: local - the client
 // writes the line back through its own mapping; ucx - remote-completion flush + read-after-write,
-// see transport.h for what that guarantees); then Notify(node, slot) and return: OK means
+// see transport.h for what that guarantees); then it posts (node, slot) into the region's post
+// ring (canrt_layout.h: a compare-swap into a free word and a fetch-add of `wake`; a notification
+// only when that says the server sleeps and this post ends a batch, or sleeps deeply - no server
+// wake-up per item) and returns: OK means
 // acknowledged and durable (remote_kv.h), recovery applies every complete item whose valid byte
-// is set. The server applies the item in the background; the node stays locked until then. A
+// is set. The server applies the item in the background; the node stays locked until then (a
+// writer that finds a node locked wakes a sleeping server). A
 // full node: Notify(node, RESIZE) while holding the lock, then retry once the node is retired
 // (split) - or PoolFull when the server cannot grow the tree. Remove first reads the node under
 // the lock to return NotFound exactly.
@@ -74,13 +78,14 @@
 // generations) - the log entries, the area header and the changed nodes, then `state` again - or
 // re-reads the whole area when the log does not cover the gap.
 // Reuse of retired data nodes: a split takes its new node ids first from retired nodes that no
-// connected client's copy can name - retired at or before the oldest generation in the client
+// connected client with an unexpired lease (canrt_layout.h, "client table") can name - retired at or before the oldest generation in the client
 // table (canrt_layout.h), which a client claims before its first read of `state` and updates
 // after each refresh - then fresh ones. Migrate zeroes a reused node before writing its items;
 // the free list is volatile (recovery: the nodes the valid tree does not name); a redone split's
 // targets are the nodes the shadow tree names and the valid tree does not.
-// Thread safety: the transport's notify thread only queues; written items are processed on the
-// service's write thread and resizes on its resize thread (so a resize delays only the writers of
+// Thread safety: the transport's notify thread only queues; written items (posted or notified)
+// are processed on the service's apply thread (ApplyLoop: polls the ring while items arrive, then
+// sleeps; canrt_server.cc) and resizes on its resize thread (so a resize delays only the writers of
 // its node), or both inline (Options::inline_resize). A client (RemoteKV from Connect) is used by
 // one thread at a time; each client thread connects its own.
 #pragma once

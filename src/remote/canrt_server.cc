@@ -467,7 +467,11 @@ void Service::QueueLoop(std::deque<Message>* q, std::condition_variable* cv, boo
 // and a writer that finds its node locked wakes a sleeping server at once.
 void Service::ApplyLoop() {
   using Clock = std::chrono::steady_clock;
-  constexpr auto kPollWindow = std::chrono::microseconds(200);
+  // WORT_CANRT_POLL_US: the poll window (default 200 us; for measurements, doc/remote.md).
+  static const auto kPollWindow = std::chrono::microseconds([] {
+    const char* e = std::getenv("WORT_CANRT_POLL_US");
+    return e && *e ? std::atol(e) : 200L;
+  }());
   constexpr auto kLightSleep = std::chrono::microseconds(1000);
   constexpr auto kDeepAfter = std::chrono::milliseconds(20);
   const auto lease_tick = std::chrono::milliseconds(opts_.lease_ms ? std::max<uint32_t>(opts_.lease_ms / 4, 1) : 1000);
@@ -537,7 +541,9 @@ void Service::ProcessWrite(uint32_t node, uint32_t slot) {
     // cache line, persisted together - lock released).
     ScrubOp(it);
     pm::store8(reinterpret_cast<uint64_t*>(it + kItemTailWord), valid_clear);
-    // crash-site: uncaught: only a malformed item (a faulty client) reaches this path
+    // Persisted before the lock is released: a cut Write of the next writer into this slot must
+    // not leave the faulty item's first words (op intact) beside its last word
+    // (CanrtCrash.MalformedItemIsScrubbedBeforeItsSlotIsReused catches the removal).
     pm::persist(it + kItemTailWord, 8);
     Cas(meta, [](uint64_t cur, uint64_t) -> uint64_t { return cur & ~kLockMask; }, 0);
     // crash-site: redundant: releases a lock only (recovery resets locks)
@@ -755,7 +761,8 @@ void Service::Migrate(uint32_t node, const char* shadow, const std::vector<uint3
     pm::store8(Meta(targets[i]), meta[i]);
     pm::flush(Node(targets[i]), hdr_->node_bytes);
   }
-  // crash-site: uncaught: the commit's store must not reach memory before the new nodes; the explorer's images did not cut between them in this workload
+  // The commit's store must not reach memory before the new nodes
+  // (CanrtCrash.CommitOnlyAfterTheSplitsNewNodes catches the removal).
   pm::fence();
 }
 
