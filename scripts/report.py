@@ -1415,7 +1415,8 @@ def canrt_section(recs, cfg, path):
                     verdict = "holds" if best and worst else "partly holds" if best or worst else "does not hold"
                     if not best:
                         verdict += " (here a read is one local Read with no server work and no wire; a write is " \
-                                   "a fetch-add, a Write, the client's own persist and a notify system call)"
+                                   "a fetch-add, a Write, the client's own persist and a post into the region's ring - a compare-swap " \
+                                   "and a fetch-add, a notify system call only once per batch or when the ring is full)"
             elif metric == "scaling":
                 mix = op[len("ycsb-"):]
                 if len(threads) >= 2:

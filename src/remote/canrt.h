@@ -9,9 +9,13 @@
 // picked from the fetched bitmap; the DataItem (key, value, op, valid = 1, crc) is written there
 // with one Write and made durable by the transport (Connection::Persist: local - the client
 // writes the line back through its own mapping; ucx - remote-completion flush + read-after-write,
-// see transport.h for what that guarantees); then Notify(node, slot) and return: OK means
+// see transport.h for what that guarantees); then it posts (node, slot) into the region's post
+// ring (canrt_layout.h: a compare-swap into a free word and a fetch-add of `wake`; a notification
+// only when that says the server sleeps and this post ends a batch, or sleeps deeply - no server
+// wake-up per item) and returns: OK means
 // acknowledged and durable (remote_kv.h), recovery applies every complete item whose valid byte
-// is set. The server applies the item in the background; the node stays locked until then. A
+// is set. The server applies the item in the background; the node stays locked until then (a
+// writer that finds a node locked wakes a sleeping server). A
 // full node: Notify(node, RESIZE) while holding the lock, then retry once the node is retired
 // (split) - or PoolFull when the server cannot grow the tree. Remove first reads the node under
 // the lock to return NotFound exactly.
@@ -74,18 +78,20 @@
 // generations) - the log entries, the area header and the changed nodes, then `state` again - or
 // re-reads the whole area when the log does not cover the gap.
 // Reuse of retired data nodes: a split takes its new node ids first from retired nodes that no
-// connected client's copy can name - retired at or before the oldest generation in the client
+// connected client with an unexpired lease (canrt_layout.h, "client table") can name - retired at or before the oldest generation in the client
 // table (canrt_layout.h), which a client claims before its first read of `state` and updates
 // after each refresh - then fresh ones. Migrate zeroes a reused node before writing its items;
 // the free list is volatile (recovery: the nodes the valid tree does not name); a redone split's
 // targets are the nodes the shadow tree names and the valid tree does not.
-// Thread safety: the transport's notify thread only queues; written items are processed on the
-// service's write thread and resizes on its resize thread (so a resize delays only the writers of
+// Thread safety: the transport's notify thread only queues; written items (posted or notified)
+// are processed on the service's apply thread (ApplyLoop: polls the ring while items arrive, then
+// sleeps; canrt_server.cc) and resizes on its resize thread (so a resize delays only the writers of
 // its node), or both inline (Options::inline_resize). A client (RemoteKV from Connect) is used by
 // one thread at a time; each client thread connects its own.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -118,6 +124,9 @@ struct Options {
   // Process writes and resizes on the notifying thread (tests, crash explorer: one thread sees
   // every persist) instead of the service's write and resize threads.
   bool inline_resize = false;
+  // A client's lease on its client-table slot (canrt_layout.h, "client table"): a slot not
+  // renewed for this long no longer holds the reuse of retired data nodes back. 0: never expires.
+  uint32_t lease_ms = 4000;
 };
 
 struct ServiceStats {
@@ -125,6 +134,9 @@ struct ServiceStats {
   uint64_t generation = 0, height = 0, ndata = 0, nprefix = 0;
   uint64_t reused = 0;      // new data nodes of splits that were retired nodes, reused
   uint64_t free_nodes = 0;  // retired data nodes waiting for reuse
+  uint64_t posted = 0;          // items the apply thread took from the post ring
+  uint64_t kicks = 0;           // wake-up notifications received (batches, waiting writers)
+  uint64_t leases_expired = 0;  // client slots freed because their lease expired
 };
 
 class Service {
@@ -160,9 +172,15 @@ class Service {
   void Resize(uint32_t node);
   Status SplitInShadow(uint32_t node, char* shadow, Changes* ch);
   void Migrate(uint32_t node, const char* shadow, const std::vector<uint32_t>& targets);
-  uint64_t OldestClientGeneration() const;
+  uint64_t OldestClientGeneration();
+  void ExpireLeases();
   uint64_t Cas(uint64_t* word, uint64_t (*f)(uint64_t, uint64_t), uint64_t arg);
+  bool CasOnce(uint64_t* word, uint64_t expected, uint64_t desired);
+  void AddWord(uint64_t* word, uint64_t add);
+  size_t DrainRing();
+  bool RingEmpty() const;
   void QueueLoop(std::deque<Message>* q, std::condition_variable* cv, bool* busy);
+  void ApplyLoop();
 
   char* Node(uint64_t id) const { return base_ + hdr_->data_off + id * hdr_->node_bytes; }
   uint64_t* Meta(uint64_t id) const { return reinterpret_cast<uint64_t*>(Node(id)); }
@@ -192,10 +210,19 @@ class Service {
   std::deque<Message> queue_;        // resize requests
   std::deque<Message> writes_q_;     // written items to process
   std::condition_variable w_cv_;
-  bool busy_ = false, w_busy_ = false, stop_ = false;
+  bool busy_ = false, w_busy_ = false, stop_ = false, kicked_ = false;
+  // Lease samples of the client table (ExpireLeases): the value each slot had and the server
+  // times it was first and last seen with it.
+  struct LeaseSample {
+    uint64_t value = 0;
+    std::chrono::steady_clock::time_point first, last;
+  };
+  std::mutex lease_mu_;
+  std::vector<LeaseSample> lease_;
   std::thread resize_thread_, write_thread_;
 
-  std::atomic<uint64_t> writes_{0}, resizes_{0}, refused_{0}, add_height_{0}, recovered_{0}, reused_{0}, nfree_{0};
+  std::atomic<uint64_t> writes_{0}, resizes_{0}, refused_{0}, add_height_{0}, recovered_{0}, reused_{0}, nfree_{0},
+      posted_{0}, kicks_{0}, expired_{0};
 };
 
 // A CANRT server: the Service and the transport that exposes it.
@@ -232,6 +259,10 @@ struct ClientStats {
   uint64_t refresh_bytes = 0;   // prefix-area bytes read by refreshes (full and from the log)
   uint64_t client_active = 0;    // writes acknowledged after the client's Persist (every write)
   uint64_t notify_failures = 0;  // durable writes the server could not be told of (it stopped)
+  uint64_t posted = 0;           // writes posted into the region's ring (no notification of their own)
+  uint64_t ring_full = 0;        // writes notified one by one because the ring had no free word
+  uint64_t kicks = 0;            // wake-up notifications sent (a batch's end, a deep sleep, a wait)
+  uint64_t lease_renewals = 0, lease_lost = 0;  // renewals; slots lost to an expired lease (rejoined)
 };
 ClientStats GetClientStats(const remote::RemoteKV& kv);
 // The client's copy of the prefix area (header and prefix nodes in use) and its generation

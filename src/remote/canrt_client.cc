@@ -24,23 +24,15 @@ class Client final : public remote::RemoteKV {
     if (h_.capacity < 1 || h_.capacity > kMaxCapacity || h_.fanout < 2 || h_.fanout > 256)
       return Status::Corruption("canrt: bad geometry in the region's header");
     node_.resize(h_.node_bytes);
-    // A slot in the client table (canrt_layout.h), claimed with "generation 0" - the oldest
-    // there is - before the first read of `state`: from now on the server reuses no data node
-    // this client's copies can name.
-    for (uint32_t i = 0; i < kMaxClients && slot_ < 0; ++i) {
-      uint64_t old = 1;
-      WORT_RETURN_IF_ERROR(c_->CompareSwap64(kClientsOff + 8ull * i, 0, 1, &old));
-      if (old == 0) slot_ = static_cast<int>(i);
-    }
-    if (slot_ < 0)
-      return Status::Busy("canrt: all " + std::to_string(kMaxClients) + " client slots of the region are in use");
-    WORT_RETURN_IF_ERROR(Refresh());
-    return Announce();
+    uint64_t lease = 0;
+    WORT_RETURN_IF_ERROR(c_->Read(kLeaseOff, &lease, 8));
+    lease_ = std::chrono::milliseconds(lease);
+    return Join();
   }
   ~Client() override {
     if (slot_ < 0) return;
-    const uint64_t zero = 0;
-    (void)c_->Write(kClientsOff + 8ull * static_cast<uint64_t>(slot_), &zero, 8);  // best effort: a dead link keeps it
+    uint64_t old;  // best effort: a dead link keeps the slot until its lease expires
+    (void)c_->CompareSwap64(SlotOff(), slot_word_, 0, &old);
   }
 
   std::string name() const override { return "canrt"; }
@@ -66,6 +58,7 @@ class Client final : public remote::RemoteKV {
   Status Get(std::string_view key, std::string* value) override {
     WORT_RETURN_IF_ERROR(CheckKey(key));
     for (;;) {
+      WORT_RETURN_IF_ERROR(LeaseCheck());
       const uint32_t d = View().Locate(key);
       bool retired;
       WORT_RETURN_IF_ERROR(ReadNode(d, &retired));
@@ -88,6 +81,7 @@ class Client final : public remote::RemoteKV {
     bool first = true;  // `from` is inclusive only on the first pass
     size_t emitted = 0;
     for (;;) {
+      WORT_RETURN_IF_ERROR(LeaseCheck());
       BuildOrder();
       const uint32_t d0 = View().Locate(from);
       const uint32_t d1 = end.empty() ? UINT32_MAX : View().Locate(end);
@@ -97,6 +91,12 @@ class Client final : public remote::RemoteKV {
       const size_t last = d1 == UINT32_MAX ? order_.size() - 1 : rank_[d1];
       bool restart = false;
       for (; i <= last && !restart; ++i) {
+        bool rejoined;
+        WORT_RETURN_IF_ERROR(LeaseCheck(&rejoined));
+        if (rejoined) {
+          restart = true;  // the copy was re-read: order_ and rank_ are rebuilt
+          break;
+        }
         bool retired;
         WORT_RETURN_IF_ERROR(ReadNode(order_[i], &retired));
         if (retired) {
@@ -147,11 +147,96 @@ class Client final : public remote::RemoteKV {
     return reinterpret_cast<const unsigned char*>(node_.data()) + 64 + uint64_t(s) * kItemBytes;
   }
 
+  uint64_t SlotOff() const { return kClientsOff + 8ull * static_cast<uint64_t>(slot_); }
+  // A slot in the client table (canrt_layout.h), claimed with "generation 0" - the oldest
+  // there is - before the first read of `state`: from now on the server reuses no data node
+  // this client's copies can name; then the whole prefix area, and its generation announced.
+  // At connect, and again when the client finds its lease expired (its slot freed).
+  Status Join() {
+    slot_ = -1;
+    for (uint32_t i = 0; i < kMaxClients && slot_ < 0; ++i) {
+      uint64_t old = 1;
+      WORT_RETURN_IF_ERROR(c_->CompareSwap64(kClientsOff + 8ull * i, 0, 1, &old));
+      if (old == 0) slot_ = static_cast<int>(i);
+    }
+    if (slot_ < 0)
+      return Status::Busy("canrt: all " + std::to_string(kMaxClients) + " client slots of the region are in use");
+    slot_word_ = 1;
+    ring_next_ = static_cast<uint32_t>(slot_) * 5;  // clients start posting at different words
+    WORT_RETURN_IF_ERROR(Refresh());
+    bool lost;
+    WORT_RETURN_IF_ERROR(Announce(&lost));
+    if (lost) return Status::Busy("canrt: the client's slot was freed while it joined (lease shorter than a refresh)");
+    return Status::OK();
+  }
   // The client's slot says the generation of its copy: older nodes may be reused from now on.
-  // (Until this Write returns the slot says an older generation: more protection, never less.)
-  Status Announce() {
-    const uint64_t v = gen_ + 1;
-    return c_->Write(kClientsOff + 8ull * static_cast<uint64_t>(slot_), &v, 8);
+  // (Until this compare-swap the slot says an older generation: more protection, never less.)
+  // A new heartbeat renews the lease. *lost: the slot no longer holds this client's word - the
+  // server freed it (lease expired); the caller joins again before it uses its copy.
+  Status Announce(bool* lost) {
+    const uint64_t v = SlotWord(gen_, ++beat_);
+    uint64_t old;
+    const auto now = std::chrono::steady_clock::now();
+    WORT_RETURN_IF_ERROR(c_->CompareSwap64(SlotOff(), slot_word_, v, &old));
+    *lost = old != slot_word_;
+    if (*lost) return Status::OK();
+    slot_word_ = v;
+    renewed_ = now;
+    return Status::OK();
+  }
+  // At the start of every operation (and of every attempt of a write and every node of a scan):
+  // a renewal when lease/4 has passed since the last one (this client's clock), and a new join
+  // when the lease had expired. *rejoined: the copy of the prefix nodes was re-read.
+  Status LeaseCheck(bool* rejoined = nullptr) {
+    if (rejoined) *rejoined = false;
+    if (lease_.count() == 0 || std::chrono::steady_clock::now() - renewed_ < lease_ / 4) return Status::OK();
+    bool lost;
+    WORT_RETURN_IF_ERROR(Announce(&lost));
+    ++stats_.lease_renewals;
+    if (!lost) return Status::OK();
+    ++stats_.lease_lost;
+    if (rejoined) *rejoined = true;
+    return Join();
+  }
+  // Tells the server of a durable item without a wake-up of its own (canrt_layout.h, "post
+  // ring"): a free ring word takes it, and the add to `wake` says whether this post ends a batch
+  // the server should be woken for. No free word after 4 probes (the server is behind), or
+  // WORT_CANRT_NOTIFY=item: a notification of the item itself. The write is durable already:
+  // a transport failure here is counted, not returned (the server applies the item on restart).
+  void Post(uint32_t d, uint32_t slot) {
+    static const bool kPerItem = [] {
+      const char* e = std::getenv("WORT_CANRT_NOTIFY");
+      return e && std::string_view(e) == "item";
+    }();
+    if (!kPerItem) {
+      const uint64_t v = RingEntry(d, slot);
+      for (int probe = 0; probe < 4; ++probe) {
+        const uint32_t i = ring_next_++ % kRingEntries;
+        uint64_t old = 1;
+        if (!c_->CompareSwap64(kRingOff + 8ull * i, 0, v, &old).ok()) break;
+        if (old != 0) continue;
+        uint64_t w = 0;
+        ++stats_.posted;
+        if (!c_->FetchAdd64(kWakeOff, 1, &w).ok()) {
+          ++stats_.notify_failures;
+          return;
+        }
+        if ((w & kDeepAsleep) || ((w & kAsleep) && (w & kPostCountMask) % kWakeBatch == kWakeBatch - 1)) Kick(d);
+        return;
+      }
+      ++stats_.ring_full;
+    }
+    Message m{d, slot};
+    if (!c_->Notify(std::string_view(reinterpret_cast<const char*>(&m), sizeof m)).ok()) {
+      // The write is durable and will be applied when the server recovers; the server cannot
+      // be told now (stopped or gone): the node stays locked until it restarts.
+      ++stats_.notify_failures;
+    }
+  }
+  void Kick(uint32_t d) {
+    ++stats_.kicks;
+    Message m{d, kKickSlot};
+    if (!c_->Notify(std::string_view(reinterpret_cast<const char*>(&m), sizeof m)).ok()) ++stats_.notify_failures;
   }
   // Reads the whole prefix area of the current generation (re-sent on reorganisation: section
   // 3.1): at connect, and when the resize log cannot bring the copy up to date (RefreshIfNew).
@@ -252,7 +337,11 @@ class Client final : public remote::RemoteKV {
     bool done;
     WORT_RETURN_IF_ERROR(RefreshFromLog(GenOf(st), &done));
     if (!done) WORT_RETURN_IF_ERROR(Refresh());
-    return Announce();
+    bool lost;
+    WORT_RETURN_IF_ERROR(Announce(&lost));
+    if (!lost) return Status::OK();
+    ++stats_.lease_lost;
+    return Join();
   }
 
   // One Read of the whole data node (Algorithm 2); re-read while a live item fails its crc (a
@@ -354,6 +443,7 @@ class Client final : public remote::RemoteKV {
     const auto deadline = std::chrono::steady_clock::now() + ServerTimeout();
     for (int attempt = 0;; ++attempt) {
       if (attempt % 64 == 63 && std::chrono::steady_clock::now() > deadline) return Timeout("locked data node");
+      WORT_RETURN_IF_ERROR(LeaseCheck());
       const uint32_t d = View().Locate(key);
       const uint64_t meta_off = NodeOff(d);
       uint64_t old = 0;
@@ -367,6 +457,12 @@ class Client final : public remote::RemoteKV {
       }
       if (LockOf(old) != 0) {
         ++stats_.lock_retries;
+        // Most likely the previous item of this node waits for its apply: a sleeping server is
+        // woken now (posts alone wake it once per batch).
+        if (attempt % 16 == 0) {
+          uint64_t w = 0;
+          if (c_->Read(kWakeOff, &w, 8).ok() && (w & kAsleep)) Kick(d);
+        }
         Backoff(attempt);
         continue;
       }
@@ -424,19 +520,18 @@ class Client final : public remote::RemoteKV {
       // already sees the item (ReadNode).
       WORT_RETURN_IF_ERROR(c_->Persist(item_off, kItemBytes));
       ++stats_.client_active;
-      Message m{d, slot};
-      const Status ns = c_->Notify(std::string_view(reinterpret_cast<const char*>(&m), sizeof m));
-      if (!ns.ok()) {
-        // The write is durable and will be applied when the server recovers; the server cannot
-        // be told now (stopped or gone): the node stays locked until it restarts.
-        ++stats_.notify_failures;
-      }
+      Post(d, slot);
       return Status::OK();
     }
   }
 
   std::unique_ptr<remote::Connection> c_;
-  int slot_ = -1;  // this client's slot in the region's client table
+  int slot_ = -1;            // this client's slot in the region's client table
+  uint64_t slot_word_ = 0;   // what this client last stored there (SlotWord)
+  uint64_t beat_ = 0;        // heartbeat: bumped by every announcement (a renewal)
+  std::chrono::milliseconds lease_{0};  // the server's lease (0: never expires)
+  std::chrono::steady_clock::time_point renewed_;
+  uint32_t ring_next_ = 0;   // the ring word this client tries first
   std::mt19937_64 rng_;
   RootHeader h_{};
   uint64_t gen_ = 0;

@@ -73,13 +73,37 @@
 //   client table kMaxClients words from kClientsOff: a connected client's slot holds 1 + the
 //                generation of the oldest copy of the prefix nodes it may still use (0: free).
 //                A client claims a slot with a compare-swap 0 -> 1 before it first reads `state`,
-//                writes 1 + its copy's generation after every refresh, and frees the slot when it
+//                compare-swaps in 1 + its copy's generation after every refresh, and frees the slot when it
 //                disconnects. The server reuses a retired data node only when every claimed slot
 //                says a generation at or after the one whose tree stopped naming the node (no
 //                client's copy can name it then: "Reuse of retired data nodes", canrt.h). Not
 //                persisted; kept across restarts (a client of the previous run that still maps the
 //                region keeps its protection; a client that died without disconnecting holds
-//                reuse back until its slot is freed - see doc/remote.md).
+//                reuse back until its lease expires - see below and doc/remote.md).
+//                Slot word (issue 32, leases): bits 0..39 hold 1 + the generation, bits 40..63 a
+//                heartbeat the client bumps to renew its lease (SlotWord). A client renews (one
+//                compare-swap of its own word, a new heartbeat) when an operation starts more than
+//                lease/4 after its last renewal, and owns the slot only while its compare-swaps
+//                of it succeed. The server samples the table at least every lease/4 while its
+//                apply thread runs (and at every resize); a word that kept one value for a whole
+//                lease (server clock: no renewal since before the first of those samples) has
+//                expired: the server frees it with a compare-swap to 0, and its generation no
+//                longer holds reuse back. A client whose renewal finds its word changed lost
+//                the slot: it claims one again (generation 0), re-reads the whole prefix area and
+//                announces - before it uses its copy again. Assumption (stated in doc/remote.md):
+//                no client operation is paused for longer than 3/4 of the lease between its
+//                lease check and its last access to the region. The lease (ms; 0: never expires)
+//                is in the wake line's word `lease_ms`, written by the server at open.
+//   wake line    (kWakeOff, issue 32, "no wake-up per item") the word `wake`: bit 63 the
+//                server's apply thread is asleep, bit 62 deeply (it waits for a notification),
+//                bits 0..61 a count of items posted. Then `lease_ms`. Volatile, never persisted.
+//   post ring    kRingEntries words from kRingOff: a client that made its item durable posts
+//                (node + 1) << 32 | slot into a free word (compare-swap 0 -> it), then adds 1 to
+//                `wake`: if the old value says "deeply asleep", or "asleep" and the count ends a
+//                batch of kWakeBatch, it notifies the server (one wake-up per batch, not per
+//                item); the apply thread takes entries with a compare-swap back to 0. No free
+//                word after a few probes: the client notifies the item itself (the old path).
+//                Volatile: recovery applies every durable item anyway, and clears the ring.
 // Area header (first 64 bytes of an area): height (deepest prefix node), fan-out m, data nodes
 // in use (ndata), prefix nodes in use; then the prefix nodes.
 #pragma once
@@ -117,6 +141,7 @@ struct Message {
   uint32_t slot;
 };
 inline constexpr uint32_t kResizeSlot = 0xffffffffu;
+inline constexpr uint32_t kKickSlot = 0xfffffffeu;  // "items are posted: wake up" (node: a hint)
 
 struct RootHeader {
   // line 0: geometry, written once before the root is published
@@ -155,6 +180,21 @@ inline constexpr uint64_t kClientsOff = 1280;
 inline constexpr uint32_t kMaxClients = 256;
 static_assert(kClientsOff >= kLogOff + kLogEntries * sizeof(LogEntry) && kClientsOff % 64 == 0);
 static_assert(kClientsOff + kMaxClients * 8 <= kHeaderBytes);
+
+inline constexpr uint64_t kSlotGenMask = (1ull << 40) - 1;
+inline constexpr uint64_t kSlotBeatOne = 1ull << 40;
+inline uint64_t SlotWord(uint64_t gen, uint64_t beat) { return ((gen + 1) & kSlotGenMask) | beat * kSlotBeatOne; }
+inline uint64_t SlotGen(uint64_t v) { return (v & kSlotGenMask) - 1; }  // v != 0
+
+inline constexpr uint64_t kWakeOff = 3328;  // `wake`, then `lease_ms`
+inline constexpr uint64_t kLeaseOff = kWakeOff + 8;
+inline constexpr uint64_t kAsleep = 1ull << 63, kDeepAsleep = 1ull << 62, kPostCountMask = kDeepAsleep - 1;
+inline constexpr uint64_t kRingOff = 3392;
+inline constexpr uint32_t kRingEntries = 64;
+inline constexpr uint32_t kWakeBatch = 8;
+static_assert(kWakeOff >= kClientsOff + kMaxClients * 8 && kWakeOff % 64 == 0);
+static_assert(kRingOff >= kLeaseOff + 8 && kRingOff % 64 == 0 && kRingOff + kRingEntries * 8 <= kHeaderBytes);
+inline uint64_t RingEntry(uint32_t node, uint32_t slot) { return (uint64_t(node) + 1) << 32 | slot; }
 
 struct AreaHeader {
   uint32_t height;  // k

@@ -4,6 +4,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstdio>
 #include <cstring>
@@ -166,14 +167,100 @@ struct Service::Changes {
 // table"); UINT64_MAX when no client is connected. Called after the commit it must be ordered
 // after: the seq_cst fence pairs with a client's claim (a compare-swap) before its first read
 // of `state` - either this scan sees the claim, or that client reads the committed state.
-uint64_t Service::OldestClientGeneration() const {
+// Slots whose lease expired (ExpireLeases) are freed first: they hold nothing back.
+uint64_t Service::OldestClientGeneration() {
+  ExpireLeases();
   std::atomic_thread_fence(std::memory_order_seq_cst);
   uint64_t slots[kMaxClients];
   remote::CopyFromRegion(reinterpret_cast<char*>(slots), base_ + kClientsOff, sizeof slots);
   uint64_t oldest = UINT64_MAX;
   for (uint64_t v : slots)
-    if (v != 0) oldest = std::min(oldest, v - 1);
+    if (v != 0) oldest = std::min(oldest, SlotGen(v));
   return oldest;
+}
+
+// Leases (canrt_layout.h, "client table"): a slot whose word kept one value for a whole lease,
+// by this server's clock, between two samples at most a lease apart, is freed (compare-swap to
+// 0: a renewal that races with it wins, and the slot stays). A longer gap between samples starts
+// over (the heartbeat could have wrapped in between - it cannot within a lease: a client renews
+// at most once per lease/4). The apply thread samples every lease/4; a resize samples too.
+void Service::ExpireLeases() {
+  if (opts_.lease_ms == 0) return;
+  std::lock_guard<std::mutex> g(lease_mu_);
+  const auto now = std::chrono::steady_clock::now();
+  const auto lease = std::chrono::milliseconds(opts_.lease_ms);
+  uint64_t slots[kMaxClients];
+  remote::CopyFromRegion(reinterpret_cast<char*>(slots), base_ + kClientsOff, sizeof slots);
+  for (uint32_t i = 0; i < kMaxClients; ++i) {
+    LeaseSample& l = lease_[i];
+    const uint64_t v = slots[i];
+    if (v == 0 || v != l.value || now - l.last > lease) {
+      l.value = v;
+      l.first = l.last = now;
+      continue;
+    }
+    l.last = now;
+    if (now - l.first < lease) continue;
+    uint64_t* w = reinterpret_cast<uint64_t*>(base_ + kClientsOff) + i;
+    if (CasOnce(w, v, 0)) {
+      expired_.fetch_add(1, std::memory_order_relaxed);
+      l.value = 0;
+    }
+  }
+}
+
+// One compare-swap of a word clients use atomics on (through ServerSide() when set); true when
+// it stored `desired`.
+bool Service::CasOnce(uint64_t* word, uint64_t expected, uint64_t desired) {
+  std::lock_guard<std::mutex> g(atomics_mu_);
+  uint64_t found = expected;
+  if (atomics_) {
+    const Status s = atomics_->CompareSwap64(static_cast<uint64_t>(reinterpret_cast<char*>(word) - base_), expected,
+                                             desired, &found);
+    if (!s.ok()) {
+      std::fprintf(stderr, "wort canrt: server compare-swap failed: %s\n", s.ToString().c_str());
+      return false;
+    }
+    return found == expected;
+  }
+  return std::atomic_ref<uint64_t>(*word).compare_exchange_strong(found, desired);
+}
+
+// An atomic add to a word clients add to (`wake`), through ServerSide() when set.
+void Service::AddWord(uint64_t* word, uint64_t add) {
+  std::lock_guard<std::mutex> g(atomics_mu_);
+  if (atomics_) {
+    uint64_t old;
+    const Status s = atomics_->FetchAdd64(static_cast<uint64_t>(reinterpret_cast<char*>(word) - base_), add, &old);
+    if (s.ok()) return;
+    std::fprintf(stderr, "wort canrt: server fetch-add failed: %s\n", s.ToString().c_str());
+  }
+  std::atomic_ref<uint64_t>(*word).fetch_add(add);
+}
+
+// Takes every posted item out of the ring (canrt_layout.h, "post ring") and applies it. Each
+// durable item is posted once (or notified once, when the ring was full), so an entry never
+// names an item that was applied already - ProcessWrite's valid-byte check stays as a guard.
+size_t Service::DrainRing() {
+  uint64_t* ring = reinterpret_cast<uint64_t*>(base_ + kRingOff);
+  size_t n = 0;
+  for (uint32_t i = 0; i < kRingEntries; ++i) {
+    const uint64_t v = std::atomic_ref<uint64_t>(ring[i]).load(std::memory_order_acquire);
+    if (v == 0 || !CasOnce(&ring[i], v, 0)) continue;
+    const uint64_t node = (v >> 32) - 1;
+    const uint32_t slot = static_cast<uint32_t>(v);
+    if (node < hdr_->max_nodes && slot < hdr_->capacity) ProcessWrite(static_cast<uint32_t>(node), slot);
+    ++n;
+  }
+  if (n) posted_.fetch_add(n, std::memory_order_relaxed);
+  return n;
+}
+
+bool Service::RingEmpty() const {
+  const uint64_t* ring = reinterpret_cast<const uint64_t*>(base_ + kRingOff);
+  for (uint32_t i = 0; i < kRingEntries; ++i)
+    if (std::atomic_ref<const uint64_t>(ring[i]).load(std::memory_order_acquire) != 0) return false;
+  return true;
 }
 
 Status Service::Open(Pool& pool, std::string_view name, const Options& opts, std::unique_ptr<Service>* out) {
@@ -257,10 +344,21 @@ Status Service::Open(Pool& pool, std::string_view name, const Options& opts, std
   } else {
     return st;
   }
+  s->opts_.lease_ms = opts.lease_ms;
+  s->lease_.resize(kMaxClients);
+  // The post ring and the wake line are volatile (canrt_layout.h): recovery applied every durable
+  // item, so the ring starts empty. Inline (no apply thread): the server says "deeply asleep"
+  // for good, so every post comes with a notification, which applies it on the notifying thread.
+  {
+    const uint64_t ring[kRingEntries] = {};
+    remote::CopyToRegion(s->base_ + kRingOff, reinterpret_cast<const char*>(ring), sizeof ring);
+    const uint64_t wake[2] = {s->opts_.inline_resize ? kAsleep | kDeepAsleep : 0, s->opts_.lease_ms};
+    remote::CopyToRegion(s->base_ + kWakeOff, reinterpret_cast<const char*>(wake), sizeof wake);
+  }
   if (!s->opts_.inline_resize) {
     Service* p = s.get();
     s->resize_thread_ = std::thread([p] { p->QueueLoop(&p->queue_, &p->q_cv_, &p->busy_); });
-    s->write_thread_ = std::thread([p] { p->QueueLoop(&p->writes_q_, &p->w_cv_, &p->w_busy_); });
+    s->write_thread_ = std::thread([p] { p->ApplyLoop(); });
   }
   *out = std::move(s);
   return Status::OK();
@@ -318,6 +416,17 @@ void Service::OnNotify(uint32_t, std::string_view msg) {
     q_cv_.notify_one();
     return;
   }
+  if (m.slot == kKickSlot) {
+    kicks_.fetch_add(1, std::memory_order_relaxed);
+    if (opts_.inline_resize) {
+      DrainRing();
+      return;
+    }
+    std::lock_guard<std::mutex> g(q_mu_);
+    kicked_ = true;
+    w_cv_.notify_one();
+    return;
+  }
   if (m.slot >= h.capacity) return;
   if (opts_.inline_resize) {
     ProcessWrite(m.node, m.slot);
@@ -349,6 +458,76 @@ void Service::QueueLoop(std::deque<Message>* q, std::condition_variable* cv, boo
   }
 }
 
+// The apply thread (issue 32, "no wake-up per item"): applies notified items (writes_q_) and
+// posted ones (the ring), polls while items arrive (kPollWindow after the last one, yielding),
+// then sleeps: lightly (kLightSleep at most; the client whose post ends a batch of kWakeBatch
+// wakes it sooner) and, after kDeepAfter without items, deeply (until a notification: the next
+// post wakes it; lease/4 at most, for the lease samples). An acknowledged item waits for its
+// apply at most about kLightSleep - it is durable and visible before (canrt.h, "Visibility"),
+// and a writer that finds its node locked wakes a sleeping server at once.
+void Service::ApplyLoop() {
+  using Clock = std::chrono::steady_clock;
+  // WORT_CANRT_POLL_US: the poll window (default 200 us; for measurements, doc/remote.md).
+  static const auto kPollWindow = std::chrono::microseconds([] {
+    const char* e = std::getenv("WORT_CANRT_POLL_US");
+    return e && *e ? std::atol(e) : 200L;
+  }());
+  constexpr auto kLightSleep = std::chrono::microseconds(1000);
+  constexpr auto kDeepAfter = std::chrono::milliseconds(20);
+  const auto lease_tick = std::chrono::milliseconds(opts_.lease_ms ? std::max<uint32_t>(opts_.lease_ms / 4, 1) : 1000);
+  BackgroundPolicy();
+  uint64_t* wake = reinterpret_cast<uint64_t*>(base_ + kWakeOff);
+  auto last_item = Clock::now(), last_lease = last_item;
+  std::vector<Message> batch;
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> g(q_mu_);
+      if (stop_) return;
+      batch.assign(writes_q_.begin(), writes_q_.end());
+      writes_q_.clear();
+      w_busy_ = true;
+    }
+    size_t n = batch.size();
+    for (const Message& m : batch) ProcessWrite(m.node, m.slot);
+    n += DrainRing();
+    auto now = Clock::now();
+    if (now - last_lease >= lease_tick) {
+      ExpireLeases();
+      last_lease = now;
+    }
+    {
+      std::lock_guard<std::mutex> g(q_mu_);
+      w_busy_ = false;
+    }
+    q_done_.notify_all();
+    if (n) {
+      last_item = now;
+      continue;
+    }
+    const auto idle = now - last_item;
+    if (idle < kPollWindow) {
+      std::this_thread::yield();
+      continue;
+    }
+    const bool deep = idle >= kDeepAfter;
+    const uint64_t bits = kAsleep | (deep ? kDeepAsleep : 0);
+    AddWord(wake, bits);  // only this thread sets or clears those bits: an add sets them
+    // A client posts its entry before its add to `wake`: either that add saw these bits (and the
+    // client notifies as they say), or this scan finds the entry.
+    const size_t late = DrainRing();
+    if (late == 0) {
+      std::unique_lock<std::mutex> g(q_mu_);
+      const auto sleep = deep ? std::chrono::duration_cast<std::chrono::microseconds>(lease_tick)
+                              : std::chrono::duration_cast<std::chrono::microseconds>(kLightSleep);
+      w_cv_.wait_for(g, sleep, [&] { return stop_ || kicked_ || !writes_q_.empty(); });
+      kicked_ = false;
+    } else {
+      last_item = Clock::now();
+    }
+    AddWord(wake, ~bits + 1);  // clears them
+  }
+}
+
 void Service::ProcessWrite(uint32_t node, uint32_t slot) {
   const uint32_t cap = hdr_->capacity;
   unsigned char* it = Item(node, slot);
@@ -362,7 +541,9 @@ void Service::ProcessWrite(uint32_t node, uint32_t slot) {
     // cache line, persisted together - lock released).
     ScrubOp(it);
     pm::store8(reinterpret_cast<uint64_t*>(it + kItemTailWord), valid_clear);
-    // crash-site: uncaught: only a malformed item (a faulty client) reaches this path
+    // Persisted before the lock is released: a cut Write of the next writer into this slot must
+    // not leave the faulty item's first words (op intact) beside its last word
+    // (CanrtCrash.MalformedItemIsScrubbedBeforeItsSlotIsReused catches the removal).
     pm::persist(it + kItemTailWord, 8);
     Cas(meta, [](uint64_t cur, uint64_t) -> uint64_t { return cur & ~kLockMask; }, 0);
     // crash-site: redundant: releases a lock only (recovery resets locks)
@@ -429,8 +610,17 @@ void Service::ProcessWrite(uint32_t node, uint32_t slot) {
 }
 
 void Service::Drain() {
-  std::unique_lock<std::mutex> g(q_mu_);
-  q_done_.wait(g, [&] { return queue_.empty() && !busy_ && writes_q_.empty() && !w_busy_; });
+  for (;;) {
+    if (opts_.inline_resize) {
+      DrainRing();
+      return;
+    }
+    std::unique_lock<std::mutex> g(q_mu_);
+    if (queue_.empty() && !busy_ && writes_q_.empty() && !w_busy_ && RingEmpty()) return;
+    kicked_ = true;
+    w_cv_.notify_one();
+    q_done_.wait_for(g, std::chrono::milliseconds(1));
+  }
 }
 
 // Splits data node `node`'s key range in the shadow area (section 3.5). addWidth: the run of
@@ -571,7 +761,8 @@ void Service::Migrate(uint32_t node, const char* shadow, const std::vector<uint3
     pm::store8(Meta(targets[i]), meta[i]);
     pm::flush(Node(targets[i]), hdr_->node_bytes);
   }
-  // crash-site: uncaught: the commit's store must not reach memory before the new nodes; the explorer's images did not cut between them in this workload
+  // The commit's store must not reach memory before the new nodes
+  // (CanrtCrash.CommitOnlyAfterTheSplitsNewNodes catches the removal).
   pm::fence();
 }
 
@@ -776,6 +967,9 @@ ServiceStats Service::Stats() const {
   s.recovered_items = recovered_.load();
   s.reused = reused_.load();
   s.free_nodes = nfree_.load();
+  s.posted = posted_.load();
+  s.kicks = kicks_.load();
+  s.leases_expired = expired_.load();
   const uint64_t gen = GenOf(pm::load8(&hdr_->state));
   const AreaHeader h = PrefixView(Area(gen)).header();
   s.generation = gen;
