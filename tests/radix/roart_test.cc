@@ -233,12 +233,16 @@ TEST(RoartFormat, ClassCodeThatDisagreesWithTheHeadIsReported) {
   uint64_t v;
   for (const auto& [k, val] : m) {
     const Status s = f.idx().Lookup(k, &v);
-    if (s.ok()) EXPECT_EQ(v, val);
+    if (s.ok()) {
+      EXPECT_EQ(v, val);
+    }
   }
   std::mt19937_64 other(99);
   for (int i = 0; i < 2000; ++i) {
     const std::string k = RandKey(other);
-    if (!m.count(k)) EXPECT_TRUE(f.idx().Lookup(k, &v).IsNotFound());
+    if (!m.count(k)) {
+      EXPECT_TRUE(f.idx().Lookup(k, &v).IsNotFound());
+    }
   }
   const auto all = ScanAll(f.idx(), "", nullptr, SIZE_MAX);
   for (const auto& [k, val] : all) EXPECT_TRUE(m.count(k));

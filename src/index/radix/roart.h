@@ -144,7 +144,7 @@ inline uint8_t TypeFor(int children) { return children <= 4 ? kN4 : children <= 
 // The 16-bit fingerprint of a whole key, over its UNSIGNED bytes (the one function used for
 // both the stored slot and the probe: the authors' code hashed signed chars on one side).
 // 16-bit FNV-1a over the unsigned key bytes, folded (inline: every lookup computes it).
-inline uint16_t Fingerprint(std::string_view key) {
+[[gnu::always_inline]] inline uint16_t Fingerprint(std::string_view key) {
   uint64_t h = 0xcbf29ce484222325ull;
   const auto* p = reinterpret_cast<const unsigned char*>(key.data());
   if (key.size() == 8) {  // the common key, the same function unrolled (no loop per byte)
