@@ -1385,6 +1385,7 @@ Status RoartTree::Check(std::string* report) const {
         continue;
       }
       if (!format2_ && (ref & kClassBits)) err("a class code in a leaf array reference of a format-1 pool");
+      if (format2_ && !(ref & kClassBits)) err("a leaf array reference without its class in a format-2 pool");
       if (SlotsOfCode(ref) && SlotsOfCode(ref) != slots)
         err("leaf array reference's class (" + std::to_string(SlotsOfCode(ref)) + " slots) differs from its head (" +
             std::to_string(slots) + ")");
