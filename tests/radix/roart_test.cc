@@ -49,6 +49,203 @@ TEST(RoartLayout, PlainPersistentStructsAndSizes) {
   EXPECT_EQ(roart::SlotsOf(24), 24);
   EXPECT_EQ(roart::SlotsOf(7), 0) << "not a class: damaged";
   EXPECT_EQ(roart::SlotsOf(65), 0);
+  // Format 2 (issue 34): the class code in bits 2-3 of a leaf array reference.
+  for (int c : roart::kLeafArrayClasses) {
+    const uint64_t ref = 4096 | roart::kArrayTag | roart::ClassCode(c) << roart::kClassShift;
+    EXPECT_EQ(roart::SlotsOfCode(ref), c);
+    EXPECT_TRUE(roart::TagOk(ref & roart::kTagMask));
+  }
+  EXPECT_EQ(roart::SlotsOfCode(4096 | roart::kArrayTag), 0) << "format 1: read the head";
+  EXPECT_TRUE(roart::TagOk(0));
+  EXPECT_TRUE(roart::TagOk(roart::kLeafTag));
+  EXPECT_TRUE(roart::TagOk(roart::kArrayTag));
+  EXPECT_FALSE(roart::TagOk(roart::kLeafTag | roart::kArrayTag));
+  EXPECT_FALSE(roart::TagOk(roart::kLeafTag | 4)) << "a class code on a leaf";
+  EXPECT_FALSE(roart::TagOk(4)) << "a class code on an inner node";
+  EXPECT_FALSE(roart::TagOk(roart::kArrayTag | 16));
+  EXPECT_FALSE(roart::TagOk(roart::kArrayTag | 32));
+  // Placement: the first free slot from the home line on, wrapping; -1 when full.
+  EXPECT_EQ(roart::HomeLine(0xabcd, 8), 0);
+  EXPECT_EQ(roart::HomeLine(5, 24), 2);
+  EXPECT_EQ(roart::HomeLine(0xffff, 64), 7);
+  EXPECT_EQ(roart::PlaceSlot(0, 24, 5), 16);
+  EXPECT_EQ(roart::PlaceSlot(uint64_t(0xff) << 16, 24, 5), 0) << "home line full: wraps to line 0";
+  EXPECT_EQ(roart::PlaceSlot(uint64_t(0xff) << 16 | 1, 24, 5), 1);
+  EXPECT_EQ(roart::PlaceSlot(uint64_t(0x7f) << 16, 24, 5), 23);
+  EXPECT_EQ(roart::PlaceSlot(0xffffff, 24, 5), -1);
+  EXPECT_EQ(roart::PlaceSlot(~uint64_t(0) >> 1, 64, 7), 63);
+  EXPECT_EQ(roart::PlaceSlot(~uint64_t(0), 64, 7), -1);
+  EXPECT_EQ(roart::PlaceSlot(0xfe, 8, 0xffff), 0);
+}
+
+namespace {
+// Every word that holds a leaf array reference (the root word or an inner node's entry), in a
+// quiescent tree.
+std::vector<uint64_t*> ArrayRefWords(PoolFixture& f) {
+  RootInfo ri;
+  EXPECT_TRUE(f.pool().FindRoot("idx", &ri).ok());
+  std::vector<uint64_t*> out, stack{&f.pool().at<roart::RootBlock>(ri.off)->root};
+  while (!stack.empty()) {
+    uint64_t* w = stack.back();
+    stack.pop_back();
+    const uint64_t ref = *w & roart::kRefMask;
+    if (!ref || (ref & roart::kLeafTag)) continue;
+    if (ref & roart::kArrayTag) {
+      out.push_back(w);
+      continue;
+    }
+    auto* n = f.pool().at<roart::NodeHead>(ref & ~roart::kTagMask);
+    const auto t = static_cast<uint8_t>(n->type);
+    uint64_t* ch = roart::Children(n, t);
+    for (int i = 0; i < roart::Capacity(t); ++i)
+      if (ch[i]) stack.push_back(&ch[i]);
+  }
+  return out;
+}
+roart::LeafArray* ArrayOf(PoolFixture& f, const uint64_t* w) {
+  return f.pool().at<roart::LeafArray>(*w & roart::kRefMask & ~roart::kTagMask);
+}
+uint64_t RootMagic(PoolFixture& f) {
+  RootInfo ri;
+  EXPECT_TRUE(f.pool().FindRoot("idx", &ri).ok());
+  return f.pool().at<roart::RootBlock>(ri.off)->magic;
+}
+}  // namespace
+
+// Format 2 (issue 34): a new pool's root says so, every leaf array reference carries its
+// array's class, and every key sits in its home line unless that line is full (no removes
+// here), so a lookup of a present key usually reads one line of the array.
+TEST(RoartFormat, ArrayReferencesCarryTheClassAndKeysSitInTheirHomeLine) {
+  PoolFixture f("roart");
+  Model m;
+  std::mt19937_64 rng(34);
+  for (int i = 0; i < 30000; ++i) {
+    const std::string k = i % 3 ? RandKey(rng) : wort::test::Cat("ðs", std::to_string(rng() % 100000));
+    if (m.count(k)) continue;
+    ASSERT_TRUE(f.idx().Insert(k, i).ok());
+    m[k] = i;
+  }
+  EXPECT_EQ(RootMagic(f), roart::kRootMagic2);
+  const std::vector<uint64_t*> words = ArrayRefWords(f);
+  ASSERT_GT(words.size(), 100u);
+  size_t keys = 0, home = 0, classes[3] = {};
+  for (const uint64_t* w : words) {
+    const roart::LeafArray* la = ArrayOf(f, w);
+    const int slots = roart::SlotsOf(la->h.slots);
+    ASSERT_EQ(roart::SlotsOfCode(*w), slots);
+    classes[slots == 8 ? 0 : slots == 24 ? 1 : 2]++;
+    for (int i = 0; i < slots; ++i) {
+      const uint64_t s = la->slot[i];
+      if (!s) continue;
+      ++keys;
+      const int hl = roart::HomeLine(s >> 48, slots);
+      if (i / 8 == hl) {
+        ++home;
+        continue;
+      }
+      for (int j = 8 * hl; j < 8 * hl + 8; ++j) EXPECT_NE(la->slot[j], 0u) << "a key off its home line while that has room";
+    }
+  }
+  EXPECT_GT(classes[0], 0u);
+  EXPECT_GT(classes[1], 0u);
+  EXPECT_GT(home, keys * 9 / 10) << home << " of " << keys;
+  f.ExpectCheckOk("format 2");
+  ExpectMatchesModel(f.idx(), m);
+  f.Reopen();
+  ExpectMatchesModel(f.idx(), m);
+}
+
+// A pool written before format 2 (root magic kRootMagic, no class code in any reference, keys
+// in any slot) is read, and written in its own format: made here from a format-2 tree by
+// rewriting its root magic, clearing every class code and reversing every array's slots.
+TEST(RoartFormat, PoolFromBeforeFormat2IsReadAndWrittenInItsFormat) {
+  PoolFixture f("roart");
+  Model m;
+  std::mt19937_64 rng(35);
+  auto key = [&](int i) { return i % 2 ? RandKey(rng) : wort::test::Cat("k", static_cast<char>(rng() % 40), static_cast<char>(0xc0 + rng() % 64)); };
+  for (int i = 0; i < 6000; ++i) {
+    const std::string k = key(i);
+    if (m.count(k)) continue;
+    ASSERT_TRUE(f.idx().Insert(k, i).ok());
+    m[k] = i;
+  }
+  {
+    RootInfo ri;
+    ASSERT_TRUE(f.pool().FindRoot("idx", &ri).ok());
+    f.pool().at<roart::RootBlock>(ri.off)->magic = roart::kRootMagic;
+    int moved = 0;
+    for (uint64_t* w : ArrayRefWords(f)) {
+      *w &= ~roart::kClassBits;
+      roart::LeafArray* la = ArrayOf(f, w);
+      const int slots = roart::SlotsOf(la->h.slots);
+      std::reverse(la->slot, la->slot + slots);
+      moved += slots > 8;
+    }
+    ASSERT_GT(moved, 0) << "keys moved off their home lines";
+  }
+  f.Reopen();
+  EXPECT_EQ(RootMagic(f), roart::kRootMagic);
+  f.ExpectCheckOk("format 1");
+  ExpectMatchesModel(f.idx(), m);  // lookups and scans
+  // Writes (slot inserts, growth, splits, removes) keep the pool in format 1.
+  for (int i = 0; i < 6000; ++i) {
+    const std::string k = key(i);
+    if (m.count(k)) {
+      if (i % 3 == 0) {
+        ASSERT_TRUE(f.idx().Remove(k).ok());
+        m.erase(k);
+      }
+      continue;
+    }
+    ASSERT_TRUE(f.idx().Insert(k, i).ok());
+    m[k] = i;
+  }
+  f.ExpectCheckOk("format 1, written");
+  ExpectMatchesModel(f.idx(), m);
+  for (const uint64_t* w : ArrayRefWords(f)) ASSERT_EQ(*w & roart::kClassBits, 0u) << "a format-1 pool stays format 1";
+  f.Reopen();
+  EXPECT_EQ(RootMagic(f), roart::kRootMagic);
+  f.ExpectCheckOk("format 1, reopened");
+  ExpectMatchesModel(f.idx(), m);
+}
+
+// A class code that disagrees with the array's head (a damaged image) is reported by Check;
+// lookups and scans of the damaged tree neither crash nor return a key that is not there.
+TEST(RoartFormat, ClassCodeThatDisagreesWithTheHeadIsReported) {
+  PoolFixture f("roart");
+  Model m;
+  std::mt19937_64 rng(36);
+  for (int i = 0; i < 3000; ++i) {
+    const std::string k = RandKey(rng);
+    if (m.count(k)) continue;
+    ASSERT_TRUE(f.idx().Insert(k, i).ok());
+    m[k] = i;
+  }
+  std::vector<uint64_t*> words = ArrayRefWords(f);
+  ASSERT_FALSE(words.empty());
+  uint64_t* w = words[0];
+  const int slots = roart::SlotsOfCode(*w);
+  const int wrong = slots == 64 ? 8 : 64;
+  *w = (*w & ~roart::kClassBits) | roart::ClassCode(wrong) << roart::kClassShift;
+  std::string report;
+  EXPECT_FALSE(f.idx().Check(&report).ok());
+  EXPECT_NE(report.find("differs from its head"), std::string::npos) << report;
+  uint64_t v;
+  for (const auto& [k, val] : m) {
+    const Status s = f.idx().Lookup(k, &v);
+    if (s.ok()) {
+      EXPECT_EQ(v, val);
+    }
+  }
+  std::mt19937_64 other(99);
+  for (int i = 0; i < 2000; ++i) {
+    const std::string k = RandKey(other);
+    if (!m.count(k)) {
+      EXPECT_TRUE(f.idx().Lookup(k, &v).IsNotFound());
+    }
+  }
+  const auto all = ScanAll(f.idx(), "", nullptr, SIZE_MAX);
+  for (const auto& [k, val] : all) EXPECT_TRUE(m.count(k));
 }
 
 // Leaf arrays start small and grow (issue 34): two keys make an 8-slot array, the 9th key grows
@@ -107,7 +304,8 @@ TEST(RoartStructure, GrownLeafArrayIsPersistedWholeBeforePublish) {
   RootInfo ri;
   ASSERT_TRUE(f.pool().FindRoot("idx", &ri).ok());
   const uint64_t root = f.pool().at<roart::RootBlock>(ri.off)->root;
-  ASSERT_EQ(root & roart::kTagMask, roart::kArrayTag) << "the root is the grown array";
+  ASSERT_EQ(root & roart::kTagMask & ~roart::kClassBits, roart::kArrayTag) << "the root is the grown array";
+  EXPECT_EQ(roart::SlotsOfCode(root), 64) << "format 2: the class in the reference";
   const auto* la = f.pool().at<roart::NodeHead>(root & ~roart::kTagMask);
   EXPECT_EQ(la->slots, 64u);
   ASSERT_GE(rec.lines_at_fence.size(), 2u);

@@ -32,7 +32,9 @@
 //      (scan) and stored back by the first writer that reaches the node (WORT's rule).
 //   4. A leaf array slot word's fingerprint is Fingerprint(the leaf's key); the keys of one
 //      leaf array are distinct and share the path bytes of its position; its slot count is a
-//      size class (8, 24, 64; 0 = 64 in a pool from before the classes).
+//      size class (8, 24, 64; 0 = 64 in a pool from before the classes). In format 2 (root
+//      magic kRootMagic2) every leaf array reference carries the class code of that count,
+//      written with the reference (one 8-byte store); in format 1 none does.
 //   5. Every inner node reachable from the root has at least one entry (a child or leaf_here):
 //      removing the last entry of a node unlinks the node from its parent instead.
 //   6. Volatile metadata is trusted only when gen equals this session's pool generation.
@@ -41,7 +43,8 @@
 // write back + fence, the commit point). Blocks are allocated without flushes (the allocator's
 // DCMM design): an operation cut by a crash leaves only unreachable blocks, which the
 // post-crash GC reclaims (wort/alloc.h, R3).
-//   Leaf array insert     Flush(leaf); Fence; Commit(free slot := fp<<48 | leaf).
+//   Leaf array insert     Flush(leaf); Fence; Commit(free slot := fp<<48 | leaf) (the first free
+//                         slot from the key's home line on: roart.h PlaceSlot).
 //   Leaf array growth     (a full array of 8 or 24 slots) Flush(new leaf); copy the live slot
 //                         words and the new one into a new array of the next class,
 //                         FlushGrown(it whole); Fence; Commit(parent entry := new array);
@@ -177,6 +180,7 @@ RoartTree::RoartTree(Pool& pool, uint64_t root_off)
       root_off_(root_off),
       rb_(pool.at<RootBlock>(root_off)),
       key_type_(static_cast<KeyType>(rb_->key_type)),
+      format2_(rb_->magic == kRootMagic2),
       heap_off_(pool.heap_offset()),
       gen_(pool.generation()),
       trust_meta_(!pool.read_only()),
@@ -190,7 +194,7 @@ Status RoartTree::Create(Pool& pool, const IndexOptions& opts, uint64_t* root_of
   uint64_t off = 0;
   WORT_RETURN_IF_ERROR(pool.allocator().AllocZeroed(sizeof(RootBlock), &off));
   auto* rb = pool.at<RootBlock>(off);
-  rb->magic = kRootMagic;
+  rb->magic = kRootMagic2;
   rb->key_type = static_cast<uint64_t>(opts.key_type);
   rb->root = 0;
   rb->flags = opts.values_are_blocks ? kValuesAreBlocks : 0;
@@ -203,7 +207,8 @@ Status RoartTree::Create(Pool& pool, const IndexOptions& opts, uint64_t* root_of
 Status RoartTree::Open(Pool& pool, uint64_t root_off, std::unique_ptr<Index>* out) {
   WORT_RETURN_IF_ERROR(CheckRootBlockPlace(pool, root_off, sizeof(RootBlock), "roart"));
   const auto* rb = pool.at<RootBlock>(root_off);
-  WORT_RETURN_IF_ERROR(CheckRootHeader("roart", rb->magic, kRootMagic, rb->key_type));
+  // Either format (roart.h: a pool created before format 2 stays in format 1).
+  WORT_RETURN_IF_ERROR(CheckRootHeader("roart", rb->magic, rb->magic == kRootMagic ? kRootMagic : kRootMagic2, rb->key_type));
   std::shared_ptr<void> token;  // one handle per index (registry.h)
   WORT_RETURN_IF_ERROR(ClaimSoleHandle(&pool, root_off, "roart", &token));
   auto* t = new RoartTree(pool, root_off);
@@ -229,6 +234,17 @@ void RoartTree::Commit(uint64_t* word, uint64_t v) {
 
 // ---- helpers ------------------------------------------------------------------------------------
 inline int RoartTree::Slots(const NodeHead* la) const { return ArraySlots(pool_, la); }
+// The slot count of the leaf array `ref` names, for a scan: its class code when it has one and
+// the block fits in the pool (no read of the head), else the head's (0 if not a leaf array,
+// damaged, or past the pool: the array reads as empty).
+WORT_OPTIMISTIC_READ inline int RoartTree::ScanSlots(uint64_t ref) const {
+  const int code = SlotsOfCode(ref);
+  const NodeHead* n = at(ref);
+  if (code && pool_.contains(ref & ~kTagMask, LeafArrayBytes(code))) return code;
+  if (TypeOf(n) != kLeafArray) return 0;
+  const int hs = Slots(n);
+  return code && hs != code ? 0 : hs;
+}
 bool RoartTree::Fresh(const NodeHead* n) const { return trust_meta_ && Gen(n) == gen_; }
 
 void RoartTree::Refresh(NodeHead* n, uint8_t t) {
@@ -340,20 +356,23 @@ Status RoartTree::NewLeafArray(const uint64_t* leaves, int n, uint64_t* ref) {
   uint64_t bm = 0;
   for (int i = 0; i < n; ++i) {
     const uint64_t loff = leaves[i] & kRefMask & ~kTagMask;
-    la->slot[i] = uint64_t(Fingerprint(pool_.at<Leaf>(loff)->key_view())) << 48 | loff;
-    bm |= uint64_t(1) << i;
+    const uint64_t fp = Fingerprint(pool_.at<Leaf>(loff)->key_view());
+    const int k = PlaceSlot(bm, slots, fp);  // n <= slots: always a free slot
+    la->slot[k] = fp << 48 | loff;
+    bm |= uint64_t(1) << k;
   }
   la->h.bitmap = bm;
   la->h.count = static_cast<uint32_t>(n);
   la->h.gen = gen_;
   Flush(la, LeafArrayBytes(slots));
-  *ref = off | kArrayTag;
+  *ref = ArrayRef(off, slots);
   return Status::OK();
 }
 
 // A full leaf array of fewer than 64 slots plus one new slot word becomes an array of the next
 // class: the live slot words are copied as they are (fingerprints included; the leaves are
-// shared, never read), the new one after them. Flushed whole at its own site (FlushGrown).
+// shared, never read), each placed from its home line in the new class, the new one last.
+// Flushed whole at its own site (FlushGrown).
 Status RoartTree::GrowLeafArray(const LeafArray* la, int slots, uint64_t new_slot, uint64_t* ref) {
   const int grown = LeafArrayClassFor(slots + 1);
   uint64_t off = 0;
@@ -362,14 +381,21 @@ Status RoartTree::GrowLeafArray(const LeafArray* la, int slots, uint64_t new_slo
   g->h.type = kLeafArray;
   g->h.slots = static_cast<uint64_t>(grown);
   int n = 0;
+  uint64_t bm = 0;
+  auto place = [&](uint64_t s) {
+    const int k = PlaceSlot(bm, grown, s >> 48);  // at most slots + 1 <= grown words: always one
+    g->slot[k] = s;
+    bm |= uint64_t(1) << k;
+    ++n;
+  };
   for (int i = 0; i < slots; ++i)
-    if (const uint64_t s = la->slot[i]) g->slot[n++] = s;
-  g->slot[n++] = new_slot;
-  g->h.bitmap = n == 64 ? ~uint64_t(0) : (uint64_t(1) << n) - 1;
+    if (const uint64_t s = la->slot[i]) place(s);
+  place(new_slot);
+  g->h.bitmap = bm;
   g->h.count = static_cast<uint32_t>(n);
   g->h.gen = gen_;
   FlushGrown(g, LeafArrayBytes(grown));
-  *ref = off | kArrayTag;
+  *ref = ArrayRef(off, grown);
   return Status::OK();
 }
 
@@ -537,7 +563,7 @@ WORT_OPTIMISTIC_READ RoartTree::Attempt RoartTree::InsertAttempt(std::string_vie
     const uint8_t t = TypeOf(n);
     if (ref & kArrayTag) {
       const int slots = t == kLeafArray ? Slots(n) : 0;
-      if (slots == 0) return corrupt(nl, nv, "bad leaf array");
+      if (slots == 0 || (SlotsOfCode(ref) && SlotsOfCode(ref) != slots)) return corrupt(nl, nv, "bad leaf array");
       auto* la = reinterpret_cast<LeafArray*>(n);
       if (!L.Upgrade(nl, nv)) return Attempt::kRestart;
       Refresh(n, t);
@@ -557,7 +583,7 @@ WORT_OPTIMISTIC_READ RoartTree::Attempt RoartTree::InsertAttempt(std::string_vie
         Status s = NewLeaf(key, value, &lref);
         if (!s.ok()) return done(s, false);
         Fence();
-        const int i = __builtin_ctzll(~n->bitmap);
+        const int i = PlaceSlot(n->bitmap, slots, fp);  // count < slots: a free one
         Commit(&la->slot[i], uint64_t(fp) << 48 | (lref & ~kTagMask));
         n->bitmap |= uint64_t(1) << i;
         ++n->count;
@@ -743,6 +769,9 @@ WORT_OPTIMISTIC_READ RoartTree::Attempt RoartTree::InsertAttempt(std::string_vie
 // lookup:
 //   - a block replaced under the reader: the old copy still names every key it named (it is
 //     retired, never modified), so a key present for the whole lookup is still found below it;
+//   - a leaf array's slot count (the class code in its reference, format 2) and type are
+//     written before its reference is published and never change; the lookup reads every slot
+//     line of the array (its home line first), so where a writer placed a key does not matter;
 //   - a prefix split's header shortened in place: the header's depth no longer matches the
 //     depth the reader arrived with, so the depth rule skips the inline prefix comparison (as
 //     after a crash); the branch position is the same in both headers;
@@ -787,7 +816,7 @@ WORT_OPTIMISTIC_READ bool RoartTree::LookupAttempt(std::string_view key, uint64_
   const uint64_t fast_end = size > kLargest ? size - kLargest : 0;
   auto ok = [&](uint64_t r) {
     const uint64_t off = r & ~kTagMask;
-    return ((r & kTagMask) <= kArrayTag && off >= heap && off < fast_end && off != 0) || RefOk(r);
+    return (TagOk(r & kTagMask) && off >= heap && off < fast_end && off != 0) || RefOk(r);
   };
   // A leaf whose key would run past the pool's end (a damaged image) reads as another key.
   auto leaf_is = [&](uint64_t off) {
@@ -816,26 +845,32 @@ WORT_OPTIMISTIC_READ bool RoartTree::LookupAttempt(std::string_view key, uint64_
     }
     const auto* n = reinterpret_cast<const NodeHead*>(base + off);
     if (ref & kArrayTag) {
-      // The head and the first slot lines requested together (the slot loop reads them in
-      // order; an array of up to 24 slots is these four lines), the fingerprint computed
-      // meanwhile.
-      __builtin_prefetch(base + off + 64);
-      __builtin_prefetch(base + off + 128);
-      __builtin_prefetch(base + off + 192);
-      const uint8_t t = TypeOf(n);
-      if (t != kLeafArray) return false;
+      // Format 2: the slot count is the reference's class code and the key's slot is in its
+      // home line (roart.h), so a lookup reads that one line of the array (then the leaf): not
+      // the head, whose type and slot count were written before the reference was published
+      // and never change. Format 1 (code 0), or a block in the pool's last 2 KiB: the head.
       const auto* la = reinterpret_cast<const LeafArray*>(n);
       const uint64_t fp = Fingerprint(key);
-      // The slot count: a class (the fast check covers the largest array), else ArraySlots.
-      const uint64_t sw = Load(&n->slots);
-      const int slots = (sw == 8 || sw == 24 || sw == 64) && off < fast_end ? static_cast<int>(sw) : Slots(n);
-      for (int i = 0; i < slots; ++i) {
-        const uint64_t s = Load(&la->slot[i]);
-        if ((s >> 48) != fp || s == 0) continue;
-        const uint64_t lref = (s & kRefMask) | kLeafTag;
-        if (!ok(lref) || !leaf_is(lref & ~kTagMask)) continue;
-        *value = Load(&reinterpret_cast<const Leaf*>(base + (lref & ~kTagMask))->value);
-        return true;
+      int slots = SlotsOfCode(ref);
+      if (slots == 0 || off >= fast_end) [[unlikely]] {
+        if (TypeOf(n) != kLeafArray) return false;
+        const int hs = Slots(n);  // 0: damaged or past the pool's end
+        if (slots && hs != slots) return false;
+        slots = hs;
+      }
+      const int lines = slots / 8;
+      // The home line, then the others (a key whose home line was full, or an array written
+      // in format 1): a present key is found wherever it sits.
+      for (int k = 0, line = HomeLine(fp, slots); k < lines; ++k, line = line + 1 == lines ? 0 : line + 1) {
+        const uint64_t* w = &la->slot[8 * line];
+        for (int i = 0; i < 8; ++i) {
+          const uint64_t s = Load(&w[i]);
+          if ((s >> 48) != fp || s == 0) continue;
+          const uint64_t lref = (s & kRefMask) | kLeafTag;
+          if (!ok(lref) || !leaf_is(lref & ~kTagMask)) continue;
+          *value = Load(&reinterpret_cast<const Leaf*>(base + (lref & ~kTagMask))->value);
+          return true;
+        }
       }
       return false;
     }
@@ -1037,14 +1072,13 @@ WORT_OPTIMISTIC_READ bool RoartTree::ScanRef(uint64_t ref, const sync::VersionLo
     return false;
   }
   ctx.seen->push_back({&nl, nv});
-  const uint8_t t = TypeOf(n);
   if (ref & kArrayTag) {
-    if (t != kLeafArray) return true;
+    // Format 2: the slot count from the reference (the head is not read); format 1: the head.
+    const int slots = ScanSlots(ref);
     const auto* la = reinterpret_cast<const LeafArray*>(n);
     // Two passes: the leaves' lines are requested together (prefetch), then read.
     const Leaf* lp[kLeafArraySlots];
     int nlp = 0;
-    const int slots = Slots(n);
     for (int i = 0; i < slots; ++i) {
       const uint64_t s = Load(&la->slot[i]);
       if (!s || !RefOk((s & kRefMask) | kLeafTag)) continue;
@@ -1104,6 +1138,7 @@ WORT_OPTIMISTIC_READ bool RoartTree::ScanRef(uint64_t ref, const sync::VersionLo
       if (!emit(ls[i].l)) return false;
     return true;
   }
+  const uint8_t t = TypeOf(n);
   if (!ValidInner(t)) return true;
   const Hdr h = art::UnpackHdr(Load(&n->hdr));
   const uint32_t b = h.branch();
@@ -1148,9 +1183,14 @@ WORT_OPTIMISTIC_READ bool RoartTree::ScanRef(uint64_t ref, const sync::VersionLo
   auto request = [&](uint64_t w) {
     if (!RefOk(w)) return;
     const char* p = reinterpret_cast<const char*>(at<char>(w));
-    __builtin_prefetch(p);
-    if (w & kArrayTag) {
-      __builtin_prefetch(p + 64);
+    if (!(w & kArrayTag)) {
+      __builtin_prefetch(p);
+      return;
+    }
+    const int code = SlotsOfCode(w);  // format 2: the slot lines only (the head is not read)
+    if (!code) __builtin_prefetch(p);
+    __builtin_prefetch(p + 64);
+    if (code != 8) {
       __builtin_prefetch(p + 128);
       __builtin_prefetch(p + 192);
     }
@@ -1158,7 +1198,7 @@ WORT_OPTIMISTIC_READ bool RoartTree::ScanRef(uint64_t ref, const sync::VersionLo
   auto request_leaves = [&](uint64_t w) {
     if (!(w & kArrayTag) || !RefOk(w)) return;
     const auto* a = at<LeafArray>(w);
-    const int slots = Slots(&a->h);
+    const int slots = ScanSlots(w);
     for (int i = 0; i < slots; ++i)
       if (const uint64_t s = Load(&a->slot[i]); s && RefOk((s & kRefMask) | kLeafTag)) __builtin_prefetch(at<Leaf>(s & kRefMask));
   };
@@ -1344,6 +1384,11 @@ Status RoartTree::Check(std::string* report) const {
         err("leaf array with slot count " + std::to_string(n->slots) + " (not a size class, or past the pool)");
         continue;
       }
+      if (!format2_ && (ref & kClassBits)) err("a class code in a leaf array reference of a format-1 pool");
+      if (format2_ && !(ref & kClassBits)) err("a leaf array reference without its class in a format-2 pool");
+      if (SlotsOfCode(ref) && SlotsOfCode(ref) != slots)
+        err("leaf array reference's class (" + std::to_string(SlotsOfCode(ref)) + " slots) differs from its head (" +
+            std::to_string(slots) + ")");
       std::vector<std::string_view> keys;
       uint64_t bm = 0;
       for (int i = 0; i < slots; ++i) {
@@ -1436,7 +1481,7 @@ void RoartTree::Visit(const Pool& pool, uint64_t root_off, const std::function<v
   while (!stack.empty() && budget--) {
     const uint64_t ref = stack.back();
     stack.pop_back();
-    if (!ref || (ref & kTagMask) > kArrayTag) continue;
+    if (!ref || !TagOk(ref & kTagMask)) continue;
     const uint64_t off = ref & ~kTagMask;
     if (ref & kLeafTag) {
       if (!block_ok(off, sizeof(Leaf))) continue;
@@ -1453,6 +1498,7 @@ void RoartTree::Visit(const Pool& pool, uint64_t root_off, const std::function<v
     if ((ref & kArrayTag) ? t != kLeafArray : !ValidInner(t)) continue;
     const int slots = t == kLeafArray ? ArraySlots(pool, n) : 0;
     if (!block_ok(off, t == kLeafArray ? LeafArrayBytes(slots) : NodeBytes(t)) || (t == kLeafArray && !slots)) continue;
+    if (SlotsOfCode(ref) && SlotsOfCode(ref) != slots) continue;  // a damaged reference
     mark(off);
     sync::NodeLock(n).ReadSnapshot([&] {
       refs.clear();

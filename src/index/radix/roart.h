@@ -8,12 +8,14 @@
 //   LeafArray   64-byte head + `slots` slot words, slots a size class (8, 24 or 64: 128, 256 or
 //               576 bytes); a full array of fewer than 64 slots is replaced by one of the next
 //               class (growth), a full 64-slot array is split. Slot word = fingerprint(16) << 48 |
-//               leaf offset; 0 = empty. The used-slot bitmap and the count are volatile (in the head).
+//               leaf offset; 0 = empty. A key's slot is the first free one from its home line
+//               on (HomeLine). The used-slot bitmap and the count are volatile (in the head).
 //   Inner node  64-byte head + entries. NODE4/16/48 entries are "key byte << 48 | reference",
 //               appended at a volatile cursor, never shifted, 0 = empty (entry compression);
 //               NODE48 also has a volatile 256-byte child index. NODE256: child[c] = reference.
 // A reference in an entry (or the root word) is an offset with a tag in its low bits:
-// kLeafTag = a leaf (a subtree of one key), kArrayTag = a leaf array, neither = an inner node.
+// kLeafTag = a leaf (a subtree of one key), kArrayTag = a leaf array (with its size class in
+// bits 2-3 in format 2, kRootMagic2), neither = an inner node.
 // Persistent objects are plain structs (no vtable pointers: static_asserts below).
 #pragma once
 
@@ -46,12 +48,42 @@ inline constexpr uint64_t kRefMask = (uint64_t(1) << 48) - 1;
 inline constexpr uint64_t kLeafTag = radix_ref::kLeafTag;
 inline constexpr uint64_t kArrayTag = 2;
 inline constexpr uint64_t kTagMask = radix_ref::kTagBits;
+// Issue 34, format 2: bits 2-3 of a leaf array reference hold its size class (ClassCode), so
+// a lookup needs neither the array's head nor its type word: it reads the one slot line the key
+// hashes to (HomeLine) and the leaf. Code 0 = "read the head" (every array reference of a pool
+// created before format 2, whose root block has kRootMagic; such a pool is read and written in
+// its own format: its references never get a code).
+inline constexpr int kClassShift = 2;
+inline constexpr uint64_t kClassBits = uint64_t(3) << kClassShift;
+// A reference's low bits are one of: 0 (inner node), kLeafTag, kArrayTag with a class code.
+inline constexpr bool TagOk(uint64_t tag) { return tag <= kLeafTag || (tag & ~kClassBits) == kArrayTag; }
 inline constexpr int kLeafArraySlots = 64;  // m, as in the authors' code: the largest class
 // Leaf arrays start small and grow by size class (issue 34): a subtree of 2..8 keys takes 128
 // bytes instead of 576.
 inline constexpr int kLeafArrayClasses[] = {8, 24, kLeafArraySlots};
 inline constexpr int LeafArrayClassFor(int keys) { return keys <= 8 ? 8 : keys <= 24 ? 24 : kLeafArraySlots; }
 inline constexpr size_t LeafArrayBytes(int slots) { return 64 + 8 * size_t(slots); }
+// The class code of a slot count (1, 2, 3), and the slot count of a code (0: read the head).
+inline constexpr uint64_t ClassCode(int slots) { return slots == 8 ? 1 : slots == 24 ? 2 : 3; }
+inline constexpr int SlotsOfCode(uint64_t ref) {
+  const uint64_t c = (ref & kClassBits) >> kClassShift;
+  return c == 1 ? 8 : c == 2 ? 24 : c == 3 ? kLeafArraySlots : 0;
+}
+// Slot placement (format 2, any format reads it): a key's home is the slot line (8 slot words,
+// one cache line: a head is 64 bytes and blocks are 64-byte aligned) fingerprint % lines; an
+// insert takes the first free slot from the home line on, wrapping. Readers probe the home line
+// first and then the others, so a present key is found wherever it sits (an array from before
+// format 2, or one whose home line was full): the placement is a search order, not a rule.
+inline constexpr int HomeLine(uint64_t fp, int slots) { return slots == 8 ? 0 : slots == 24 ? static_cast<int>(fp % 3) : static_cast<int>(fp & 7); }
+// The first free slot of `used` (a bitmap of `slots` slots) from fp's home line on, or -1.
+inline int PlaceSlot(uint64_t used, int slots, uint64_t fp) {
+  const int start = 8 * HomeLine(fp, slots);
+  const uint64_t all = slots == 64 ? ~uint64_t(0) : (uint64_t(1) << slots) - 1;
+  const uint64_t free = ~used & all;
+  if (!free) return -1;
+  const uint64_t from = free & (~uint64_t(0) << start);  // start < 64
+  return from ? __builtin_ctzll(from) : __builtin_ctzll(free);
+}
 
 enum NodeType : uint8_t { kN4 = 1, kN16 = 2, kN48 = 3, kN256 = 4, kLeafArray = 5 };
 
@@ -112,7 +144,7 @@ inline uint8_t TypeFor(int children) { return children <= 4 ? kN4 : children <= 
 // The 16-bit fingerprint of a whole key, over its UNSIGNED bytes (the one function used for
 // both the stored slot and the probe: the authors' code hashed signed chars on one side).
 // 16-bit FNV-1a over the unsigned key bytes, folded (inline: every lookup computes it).
-inline uint16_t Fingerprint(std::string_view key) {
+[[gnu::always_inline]] inline uint16_t Fingerprint(std::string_view key) {
   uint64_t h = 0xcbf29ce484222325ull;
   const auto* p = reinterpret_cast<const unsigned char*>(key.data());
   if (key.size() == 8) {  // the common key, the same function unrolled (no loop per byte)
@@ -126,8 +158,12 @@ inline uint16_t Fingerprint(std::string_view key) {
 }
 
 inline constexpr uint64_t kRootMagic = 0x3142'5254'5241'4f52ull;  // "ROARTRB1" little-endian
+// Format 2 (issue 34): leaf array references carry their class code. Builds from before refuse
+// such a pool ("bad root block magic"); this build reads and writes both formats.
+inline constexpr uint64_t kRootMagic2 = 0x3242'5254'5241'4f52ull;  // "ROARTRB2"
 // The root block is woart's layout (art_node.h): magic kRootMagic, key_type, root (tagged
 // reference, 0 = empty tree: the commit word of root replacement), flags (kValuesAreBlocks).
+// Create writes kRootMagic2; Open takes either.
 using art::RootBlock;
 inline constexpr uint64_t kValuesAreBlocks = art::kRootValuesAreBlocks;
 
@@ -183,7 +219,7 @@ class RoartTree final : public Index {
   WORT_OPTIMISTIC_INLINE bool RefOk(uint64_t ref) const {
     const uint64_t tag = ref & kTagMask;
     const uint64_t off = ref & kRefMask & ~kTagMask;
-    if (tag > kArrayTag || off == 0 || off < heap_off_) return false;
+    if (!TagOk(tag) || off == 0 || off < heap_off_) return false;
     return pool_.contains(off, tag == kLeafTag ? sizeof(Leaf) : sizeof(NodeHead));
   }
   bool Fresh(const NodeHead* n) const;
@@ -202,12 +238,15 @@ class RoartTree final : public Index {
   Status NewLeafArray(const uint64_t* leaves, int n, uint64_t* ref);
   Status GrowLeafArray(const LeafArray* la, int slots, uint64_t new_slot, uint64_t* ref);
   WORT_OPTIMISTIC_INLINE int Slots(const NodeHead* la) const;  // the leaf array's slot count, 0 if its block is damaged
+  WORT_OPTIMISTIC_INLINE int ScanSlots(uint64_t ref) const;    // the same from a reference (its class code first)
   Status NewNode(uint8_t type, const Hdr& h, uint64_t leaf_here, const std::pair<unsigned char, uint64_t>* e, int n,
                  uint64_t* ref);
   Status SplitLeafArray(const LeafArray* la, uint32_t depth, uint64_t new_leaf, std::vector<uint64_t>* built,
                         uint64_t* ref);
   void FreeAll(const std::vector<uint64_t>& refs);
   void Retire(uint64_t ref) { pool_.allocator().Retire(ref & kRefMask & ~kTagMask); }
+  // A leaf array's reference: with its class code in format 2, without in format 1.
+  uint64_t ArrayRef(uint64_t off, int slots) const { return off | kArrayTag | (format2_ ? ClassCode(slots) << kClassShift : 0); }
   void Added();
   void Removed();
 
@@ -223,6 +262,7 @@ class RoartTree final : public Index {
   const uint64_t root_off_;
   RootBlock* const rb_;
   KeyType key_type_;
+  const bool format2_;       // the root block has kRootMagic2: array references carry their class
   const uint64_t heap_off_;
   const uint64_t gen_;       // the pool generation of this session
   const bool trust_meta_;    // false on a read-only pool: volatile metadata is never used
