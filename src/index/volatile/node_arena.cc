@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <new>
+#include <string_view>
 
 #if __has_include(<valgrind/valgrind.h>)
 #include <valgrind/valgrind.h>
@@ -25,9 +27,16 @@ bool HeapChunks() {
 #endif
 }
 
+// WORT_ARENA_HUGEPAGE=0: no MADV_HUGEPAGE on the 2 MiB chunks (to measure what it changes; with
+// the kernel's THP defrag setting `madvise`, advised regions may compact memory at their fault).
+bool HugePageAdvice() {
+  const char* e = std::getenv("WORT_ARENA_HUGEPAGE");
+  return e == nullptr || std::string_view(e) != "0";
+}
+
 }  // namespace
 
-NodeArena::NodeArena() : heap_chunks_(HeapChunks()) {}
+NodeArena::NodeArena() : heap_chunks_(HeapChunks()), huge_pages_(HugePageAdvice()) {}
 
 NodeArena::~NodeArena() {
   for (const Chunk& ch : chunks_) UnmapChunk(ch);
@@ -135,7 +144,7 @@ NodeArena::Chunk NodeArena::MapChunk(size_t bytes) {
     if (base > raw) ::munmap(raw, static_cast<size_t>(base - raw));
     if (raw + span > base + bytes) ::munmap(base + bytes, static_cast<size_t>(raw + span - (base + bytes)));
 #if defined(MADV_HUGEPAGE)
-    ::madvise(base, bytes, MADV_HUGEPAGE);  // advice only: failure changes nothing
+    if (huge_pages_) ::madvise(base, bytes, MADV_HUGEPAGE);  // advice only: failure changes nothing
 #endif
   } else {
     void* m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

@@ -186,6 +186,7 @@ class NodeArena {
   static void UnmapChunk(const Chunk& ch);
 
   const bool heap_chunks_;  // operator new instead of mmap (ASan, Valgrind)
+  const bool huge_pages_;   // MADV_HUGEPAGE on 2 MiB chunks (WORT_ARENA_HUGEPAGE=0: not)
   mutable std::mutex mu_;   // the shared pool: chunks_, shared_, caches_
   std::vector<Chunk> chunks_;
   uint64_t chunk_bytes_ = 0;
