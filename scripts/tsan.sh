@@ -13,7 +13,7 @@ WERROR=OFF
 cmake -S . -B "$TSAN_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWORT_TSAN=ON -DWORT_WERROR="$WERROR" >/dev/null
 cmake --build "$TSAN_DIR" -j"$(nproc)" --target test_sync test_concurrent test_fastfair_concurrent test_cceh test_alloc_race \
   test_alloc_stress test_multiwriter_kill test_store_stress test_kv_stress test_kv_batch test_transport test_canrt test_reply_kv \
-  test_knn test_roart test_kv_shared test_arrival
+  test_knn test_roart test_kv_shared test_arrival test_vart_arena
 export TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1"
 run() {
   echo "== tsan: $*"
@@ -23,6 +23,9 @@ run test_sync
 # the open-loop harness of `wort bench arrival`: workers sharing a schedule and each hash kind
 run test_arrival --gtest_filter='Arrival.EveryHashKindAtLinpsRate'
 run test_concurrent
+# vart's node allocator (issue 31): writers sharing nodes that grow and merge, nodes retired by
+# other threads than their allocators' back into the retiring thread's cache, readers beside.
+run test_vart_arena
 # fastfair (issue 31): writers splitting the same leaves and parents under node locks.
 run test_fastfair_concurrent
 run test_alloc_race

@@ -118,7 +118,15 @@ bool DecideFencesOnce() {
 }  // namespace
 
 EpochManager::EpochManager(ReclaimFn reclaim, void* ctx)
-    : reclaim_(reclaim), ctx_(ctx), id_(g_next_id.fetch_add(1)), asymmetric_(DecideFencesOnce()) {
+    : reclaim_(reclaim), slot_reclaim_(nullptr), ctx_(ctx), id_(g_next_id.fetch_add(1)),
+      asymmetric_(DecideFencesOnce()) {
+  std::lock_guard<std::mutex> g(LiveMu());
+  Live().insert(id_);
+}
+
+EpochManager::EpochManager(SlotReclaimFn reclaim, void* ctx)
+    : reclaim_(nullptr), slot_reclaim_(reclaim), ctx_(ctx), id_(g_next_id.fetch_add(1)),
+      asymmetric_(DecideFencesOnce()) {
   std::lock_guard<std::mutex> g(LiveMu());
   Live().insert(id_);
 }
@@ -311,7 +319,7 @@ void EpochManager::ReclaimOld(Slot* s, uint64_t global) {
   uint64_t n = 0;
   for (size_t i = 0; i < v.size(); ++i) {
     if (v[i].first + 2 <= global) {
-      reclaim_(ctx_, v[i].second);
+      ReclaimItem(s, v[i].second);
       ++n;
     } else {
       v[keep++] = v[i];
@@ -325,7 +333,7 @@ void EpochManager::Drain() {
   std::lock_guard<std::mutex> g(mu_);
   uint64_t n = 0;
   for (Slot* s = slots_.load(); s; s = s->next) {
-    for (const auto& [e, item] : s->retired) reclaim_(ctx_, item), ++n;
+    for (const auto& [e, item] : s->retired) ReclaimItem(s, item), ++n;
     s->retired.clear();
   }
   drained_.fetch_add(n);

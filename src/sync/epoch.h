@@ -27,6 +27,10 @@
 // (the owner's line: Retire writes nothing that another thread writes) and summed by Stats.
 // A thread that exits leaves its unreclaimed blocks in its slot; the next thread to take the
 // slot, or the manager's destructor (Drain), reclaims them.
+// Per-thread reclaim (a SlotReclaimFn): the reclaim function gets the slot's `state` with each
+// item, so a retired block can go back to the retiring thread's own cache (vart's node
+// allocator: no free list shared by every thread). The state stays with the slot, so a thread
+// taking an exited thread's slot also takes its cache.
 #pragma once
 
 #include <atomic>
@@ -56,9 +60,14 @@ class EpochManager {
   // reclaim(ctx, item) frees one retired item; called by the thread that retired it (or by
   // Drain). It must not Enter this manager.
   using ReclaimFn = void (*)(void* ctx, uint64_t item);
+  // The same with the retiring thread's slot state (Slot::state, below): an item goes back to
+  // per-thread state of the thread that retired it (vart's node cache, issue 31) instead of to
+  // one structure every thread frees into. It may set a null state (state created on first use).
+  using SlotReclaimFn = void (*)(void* ctx, void*& slot_state, uint64_t item);
   static constexpr size_t kRetireBatch = 64;
 
   EpochManager(ReclaimFn reclaim, void* ctx);
+  EpochManager(SlotReclaimFn reclaim, void* ctx);
   // Reclaims every retired block (Drain). REQUIRES: no thread inside an epoch.
   ~EpochManager();
   EpochManager(const EpochManager&) = delete;
@@ -113,6 +122,12 @@ class EpochManager {
     // The writer gate: owner-written; read by QuiesceWriters.
     std::atomic<uint32_t> writing{0};   // WriterEnter nesting
     std::atomic<uint64_t> wentries{0};  // outermost WriterEnters so far
+    // The manager's user's per-thread state (vart: its node cache), the owner's like `retired`:
+    // set and used by the thread that owns the slot (through EpochGuard::slot()), handed to a
+    // SlotReclaimFn with each item the slot's thread retired. It stays with the slot: a thread
+    // that takes the slot after its owner exited inherits it. The manager never frees it (its
+    // user does, after the manager is gone or drained).
+    void* state = nullptr;
   };
 
  private:
@@ -128,12 +143,17 @@ class EpochManager {
   void ExitSlot(Slot* s);
   void WriterEnterSlot(Slot* s);  // WriterEnter / WriterExit with the slot already found
   static void WriterExitSlot(Slot* s);
+  void ReclaimItem(Slot* s, uint64_t item) {
+    if (slot_reclaim_ != nullptr) slot_reclaim_(ctx_, s->state, item);
+    else reclaim_(ctx_, item);
+  }
   friend struct EpochTls;
   friend class EpochGuard;
   friend class EpochWriterGuard;
   friend class WriterGateGuard;
 
   const ReclaimFn reclaim_;
+  const SlotReclaimFn slot_reclaim_;  // one of the two is set
   void* const ctx_;
   const uint64_t id_;  // unique for the process lifetime (thread caches key on it)
   // detail::g_epoch_asymmetric, copied at construction (decided once, before): a field of the
@@ -227,6 +247,8 @@ class EpochGuard {
  public:
   explicit EpochGuard(EpochManager& m) : m_(m), s_(m.MySlot()) { m_.EnterSlot(s_); }
   ~EpochGuard() { m_.ExitSlot(s_); }
+  // The calling thread's slot (its `state` is the thread's to use).
+  EpochManager::Slot* slot() const { return s_; }
   EpochGuard(const EpochGuard&) = delete;
   EpochGuard& operator=(const EpochGuard&) = delete;
 
@@ -262,6 +284,8 @@ class EpochWriterGuard {
     m_.WriterExitSlot(s_);
     m_.ExitSlot(s_);
   }
+  // The calling thread's slot (its `state` is the thread's to use).
+  EpochManager::Slot* slot() const { return s_; }
   EpochWriterGuard(const EpochWriterGuard&) = delete;
   EpochWriterGuard& operator=(const EpochWriterGuard&) = delete;
 

@@ -219,6 +219,64 @@ TEST(EpochTest, ExitedThreadsSlotIsReusedAndItsBlocksReclaimed) {
   EXPECT_EQ(m.Stats().pending, 0u);
 }
 
+// SlotReclaimFn (vart's per-thread node caches): every item goes back with the state of the
+// slot of the thread that retired it - on that thread (Retire's collection), at its exit
+// (Release) and in the destructor's Drain - exactly once; a null state is made on first use.
+struct SlotTag {
+  int thread;
+  std::atomic<uint64_t> got{0};
+};
+struct SlotReclaims {
+  std::atomic<uint64_t> n{0}, wrong{0}, made{0};
+  std::vector<std::atomic<int>> seen = std::vector<std::atomic<int>>(4 * 10000);
+  SlotTag lazy{3};
+};
+void ReclaimToSlot(void* ctx, void*& state, uint64_t item) {
+  auto* r = static_cast<SlotReclaims*>(ctx);
+  if (state == nullptr) {  // thread 3 never set its state
+    state = &r->lazy;
+    r->made++;
+  }
+  auto* tag = static_cast<SlotTag*>(state);
+  if (static_cast<uint64_t>(tag->thread) != item / 10000) r->wrong++;
+  tag->got++;
+  r->seen[item].fetch_add(1);
+  r->n++;
+}
+
+TEST(EpochTest, SlotReclaimGetsTheRetiringThreadsState) {
+  SlotReclaims r;
+  SlotTag tags[3] = {{0}, {1}, {2}};
+  {
+    EpochManager m(static_cast<EpochManager::SlotReclaimFn>(&ReclaimToSlot), &r);
+    std::vector<std::thread> ts;
+    std::atomic<int> started{0};
+    for (int t = 0; t < 4; ++t) {
+      ts.emplace_back([&, t] {
+        {
+          EpochGuard g(m);
+          if (t < 3) g.slot()->state = &tags[t];
+        }
+        started++;
+        while (started.load() < 4) std::this_thread::yield();  // four slots, all owned at once
+        for (uint64_t i = 0; i < 10000; ++i) {
+          EpochGuard g(m);
+          m.Retire(static_cast<uint64_t>(t) * 10000 + i);
+        }
+      });
+    }
+    for (auto& th : ts) th.join();
+    EXPECT_EQ(m.Stats().threads, 4u);
+    EXPECT_GT(r.n.load(), 0u) << "retiring threads reclaim their own items as they go";
+  }
+  EXPECT_EQ(r.n.load(), 40000u);
+  EXPECT_EQ(r.wrong.load(), 0u) << "an item went back with another thread's state";
+  EXPECT_EQ(r.made.load(), 1u) << "the null state is made once and kept in the slot";
+  for (int t = 0; t < 3; ++t) EXPECT_EQ(tags[t].got.load(), 10000u) << t;
+  EXPECT_EQ(r.lazy.got.load(), 10000u);
+  for (size_t i = 0; i < r.seen.size(); ++i) ASSERT_EQ(r.seen[i].load(), 1) << "item " << i;
+}
+
 TEST(EpochTest, ThreadOutlivingItsManagerIsSafe) {
   Reclaimed r;
   auto m = std::make_unique<EpochManager>(MarkReclaimed, &r);

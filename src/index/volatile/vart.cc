@@ -43,8 +43,15 @@
 //     lock is taken by UpgradeToWriteLock with the version read on the way down (never waiting
 //     for a second lock); a failure releases what is held and restarts. A node that is unlinked
 //     is marked obsolete while still locked, so a reader that reaches it afterwards restarts.
-//   - Unlinked nodes and leaves are retired to the index's EpochManager and deleted when no
+//   - Unlinked nodes and leaves are retired to the index's EpochManager and given back when no
 //     reader can hold them.
+//   - Memory (issue 31): nodes and leaves come from the index's NodeArena (node_arena.h), from
+//     the writing thread's cache (kept in its epoch slot: Slot::state): no malloc, no lock, no
+//     store to another thread's line. A block is given back to the cache of the thread that
+//     retired it (the epoch manager's SlotReclaimFn). Before it descends, a writer makes sure its
+//     cache can serve the insert's allocations without mapping memory (NodeArena::Reserve), so
+//     no allocation under a node lock maps or faults in a page. Destroying the index unmaps the
+//     arena's chunks: every node at once (the root alone is from operator new).
 //   - A value update of a present key is one atomic store into its leaf (no lock): it is
 //     linearized at that store, or, when the leaf was unlinked by a concurrent remove since it
 //     was found, before that remove.
@@ -63,6 +70,7 @@
 #include <memory>
 #include <new>
 #include <shared_mutex>
+#include <type_traits>
 #include <vector>
 
 #if defined(__SSE2__)
@@ -72,6 +80,8 @@
 #include "index/batched_scan.h"
 #include "index/kind_ids.h"
 #include "index/registry.h"
+#include "index/volatile/node_arena.h"
+#include "index/volatile/vart.h"
 #include "index/volatile/volatile_common.h"
 #include "sync/sync.h"
 
@@ -80,6 +90,7 @@ namespace {
 
 using sync::Attempt;
 using sync::VersionLock;
+using Cache = NodeArena::Cache;
 
 enum NodeType : uint8_t { NODE4 = 0, NODE16 = 1, NODE48 = 2, NODE256 = 3 };
 constexpr uint32_t kPrefixInline = 8;
@@ -94,17 +105,19 @@ struct Leaf {
   std::string_view key_view() const { return {key(), len}; }
 };
 
-Leaf* NewLeaf(std::string_view key, uint64_t value) {
-  auto* l = new (::operator new(sizeof(Leaf) + key.size())) Leaf{};
+static_assert(std::is_trivially_destructible_v<Leaf>);
+static_assert(sizeof(Leaf) + kMaxKeyLen <= NodeArena::kMaxBlock);
+inline uint32_t LeafClass(size_t key_len) { return NodeArena::ClassOf(sizeof(Leaf) + key_len); }
+
+// A new leaf from the thread's node cache (c: the writer's, see VArt::CacheOf).
+Leaf* NewLeaf(Cache* c, std::string_view key, uint64_t value) {
+  auto* l = new (NodeArena::Alloc(c, LeafClass(key.size()))) Leaf{};
   l->value.store(value, std::memory_order_relaxed);
   l->len = key.size();
   if (!key.empty()) std::memcpy(reinterpret_cast<char*>(l + 1), key.data(), key.size());
   return l;
 }
-void FreeLeaf(Leaf* l) {
-  l->~Leaf();
-  ::operator delete(l);
-}
+void FreeLeaf(Cache* c, Leaf* l) { NodeArena::Free(c, l, LeafClass(l->len)); }
 
 // Full-key comparison; 8-byte keys as one word.
 WORT_OPTIMISTIC_READ inline bool SameKey(const Leaf* l, std::string_view key) {
@@ -164,6 +177,18 @@ struct Node256 : Inner {
   Ref child[256] = {};
   Node256() : Inner(NODE256) {}
 };
+// Nodes live in the index's NodeArena: never destroyed one by one (the arena unmaps its chunks),
+// and NODE48 and NODE256 have size classes of their own (no rounding).
+static_assert(std::is_trivially_destructible_v<Node4> && std::is_trivially_destructible_v<Node16> &&
+              std::is_trivially_destructible_v<Node48> && std::is_trivially_destructible_v<Node256>);
+static_assert(NodeArena::ClassBytes(NodeArena::ClassOf(sizeof(Node48))) == sizeof(Node48));
+static_assert(NodeArena::ClassBytes(NodeArena::ClassOf(sizeof(Node256))) == sizeof(Node256));
+
+template <class N>
+N* NewNode(Cache* c) {
+  constexpr uint32_t kClass = NodeArena::ClassOf(sizeof(N));
+  return new (NodeArena::Alloc(c, kClass)) N;
+}
 
 // The word holding bytes p[0..n) (n <= kPrefixInline) in memory order, zero beyond.
 inline uint64_t PrefixWord(const uint8_t* p, size_t n) {
@@ -196,19 +221,17 @@ size_t NodeBytes(const Inner* n) {
   }
 }
 
-void DeleteInner(Inner* n) {
-  switch (n->type) {
-    case NODE4: delete static_cast<Node4*>(n); break;
-    case NODE16: delete static_cast<Node16*>(n); break;
-    case NODE48: delete static_cast<Node48*>(n); break;
-    default: delete static_cast<Node256*>(n); break;
-  }
-}
+void FreeInner(Cache* c, Inner* n) { NodeArena::Free(c, n, NodeArena::ClassOf(NodeBytes(n))); }
 
-// Frees one unlinked node or leaf (not what it refers to): the epoch manager's reclaim function.
-void FreeOne(void*, uint64_t item) {
-  if (IsLeaf(item)) FreeLeaf(AsLeaf(item));
-  else DeleteInner(AsInner(item));
+// Gives one unlinked node or leaf (not what it refers to) back to the cache of the thread that
+// retired it (slot_state: that thread's epoch slot's state, a Cache, made here on first use):
+// the epoch manager's reclaim function (a SlotReclaimFn), on the retiring thread, or on the
+// thread that destroys the index (the manager's Drain; the arena is destroyed after it).
+void FreeOne(void* arena, void*& slot_state, uint64_t item) {
+  if (slot_state == nullptr) slot_state = static_cast<NodeArena*>(arena)->NewCache();
+  Cache* c = static_cast<Cache*>(slot_state);
+  if (IsLeaf(item)) FreeLeaf(c, AsLeaf(item));
+  else FreeInner(c, AsInner(item));
 }
 
 // The slot holding the child for byte b, or nullptr (NODE256: always the slot; it may hold 0).
@@ -381,9 +404,10 @@ void RemoveChild(Inner* n, uint8_t b) {
 }
 
 // A copy of the full node n (locked) as the next larger type, not yet linked.
-Inner* Grow(const Inner* n) {
-  Inner* g = n->type == NODE4 ? static_cast<Inner*>(new Node16) : n->type == NODE16 ? static_cast<Inner*>(new Node48)
-                                                                                     : static_cast<Inner*>(new Node256);
+Inner* Grow(Cache* c, const Inner* n) {
+  Inner* g = n->type == NODE4    ? static_cast<Inner*>(NewNode<Node16>(c))
+             : n->type == NODE16 ? static_cast<Inner*>(NewNode<Node48>(c))
+                                 : static_cast<Inner*>(NewNode<Node256>(c));
   g->prefix_len = n->prefix_len;
   g->prefix.store(n->prefix.load(std::memory_order_relaxed), std::memory_order_relaxed);
   g->term.store(n->term.load(std::memory_order_relaxed), std::memory_order_relaxed);
@@ -438,18 +462,6 @@ struct Descent {
   }
 };
 
-void Destroy(Ref r) {
-  if (r == 0) return;
-  if (IsLeaf(r)) return FreeLeaf(AsLeaf(r));
-  Inner* n = AsInner(r);
-  ForEachChild(n, 0, [](uint8_t, Ref c) {
-    Destroy(c);
-    return true;
-  });
-  if (Leaf* t = n->term.load(std::memory_order_relaxed)) FreeLeaf(t);
-  DeleteInner(n);
-}
-
 class VArt final : public Index {
  public:
   // Keeps ClaimSoleHandle's token for this handle's life (Open).
@@ -461,7 +473,9 @@ class VArt final : public Index {
         mu_ptr_(IndexLock(pool, root_off)),
         global_lock_(GlobalIndexLock()),
         root_(new Node256) {}
-  ~VArt() override { Destroy(InnerRef(root_)); }  // epoch_ then reclaims what was retired
+  // Every node and leaf but the root lives in arena_'s chunks: epoch_ (destroyed first) gives what
+  // is still retired back to the caches, then arena_ unmaps its chunks (no walk of the tree).
+  ~VArt() override { delete root_; }
   std::string_view kind() const override { return "vart"; }
   KeyType key_type() const override { return kt_; }
 
@@ -525,11 +539,19 @@ class VArt final : public Index {
   bool Put(std::string_view key, uint64_t value, bool replace) {
     if (global_lock_) [[unlikely]] return PutGlobalLock(key, value, replace);
     const sync::EpochWriterGuard wg(epoch_);  // the epoch and the writer gate, one slot lookup
-    return PutLoop(key, value, replace);
+    return PutLoop(CacheOf(wg.slot()), key, value, replace);
   }
-  bool PutLoop(std::string_view key, uint64_t value, bool replace) {
+  // The calling thread's node cache: its epoch slot's state (made on the thread's first write).
+  Cache* CacheOf(sync::EpochManager::Slot* s) {
+    if (s->state == nullptr) [[unlikely]] s->state = arena_.NewCache();
+    return static_cast<Cache*>(s->state);
+  }
+  bool PutLoop(Cache* c, std::string_view key, uint64_t value, bool replace) {
+    // An insert allocates at most a leaf and one node (a grown node or a new NODE4): with that
+    // much room in the thread's bump region, no allocation under a node lock maps memory.
+    NodeArena::Reserve(c, sizeof(Leaf) + key.size() + 16 + sizeof(Node256));
     for (int attempt = 0;; ++attempt) {
-      const PutResult r = PutAttempt(key, value, replace);
+      const PutResult r = PutAttempt(c, key, value, replace);
       if (r != PutResult::kRestart) [[likely]] return r == PutResult::kInserted;
       sync::Backoff(attempt);
     }
@@ -537,7 +559,7 @@ class VArt final : public Index {
   [[gnu::noinline]] bool PutGlobalLock(std::string_view key, uint64_t value, bool replace) {
     sync::EpochGuard eg(epoch_);
     auto g = ModeLock(IndexModeLock::kWriter);  // exclusive in global-lock mode
-    return PutLoop(key, value, replace);
+    return PutLoop(CacheOf(eg.slot()), key, value, replace);
   }
   Status RemoveLoop(std::string_view key) {
     Status s;
@@ -563,7 +585,7 @@ class VArt final : public Index {
     return LookupInEpoch(key, value);
   }
   WORT_OPTIMISTIC_INLINE int LookupAttempt(std::string_view key, uint64_t* value) const;
-  PutResult PutAttempt(std::string_view key, uint64_t value, bool replace);
+  PutResult PutAttempt(Cache* c, std::string_view key, uint64_t value, bool replace);
   Attempt RemoveAttempt(std::string_view key, Status* out);
   Attempt Unlink(Descent& d, Ref keep, int keep_byte, Leaf* gone, Status* out);
   bool ScanNode(const Inner* n, const VersionLock* pl, uint64_t pv, size_t depth, bool bounded, ScanCtx& ctx) const;
@@ -581,7 +603,11 @@ class VArt final : public Index {
   bool global_lock_;
   Inner* const root_;  // a NODE256, never replaced (prefix_len 0)
   sync::ShardedCounter count_;  // per-thread lines: no word every insert stores to (issue 31)
-  mutable sync::EpochManager epoch_{&FreeOne, nullptr};
+  // Before epoch_: alive while epoch_'s destructor gives the retired blocks back (FreeOne).
+  NodeArena arena_;
+  mutable sync::EpochManager epoch_{static_cast<sync::EpochManager::SlotReclaimFn>(&FreeOne), &arena_};
+
+  friend bool wort::vol::VartMemoryOf(const Index& idx, VartMemory* out);
 };
 
 // ---- Lookup ----------------------------------------------------------------------------------
@@ -632,7 +658,7 @@ WORT_OPTIMISTIC_READ inline int VArt::LookupAttempt(std::string_view key, uint64
 }
 
 // ---- Insert / Upsert -------------------------------------------------------------------------
-WORT_OPTIMISTIC_READ VArt::PutResult VArt::PutAttempt(std::string_view key, uint64_t value, bool replace) {
+WORT_OPTIMISTIC_READ VArt::PutResult VArt::PutAttempt(Cache* cache, std::string_view key, uint64_t value, bool replace) {
   const auto* k = reinterpret_cast<const uint8_t*>(key.data());
   Descent d;
   if (!d.Start(root_)) return PutResult::kRestart;
@@ -650,12 +676,12 @@ WORT_OPTIMISTIC_READ VArt::PutResult VArt::PutAttempt(std::string_view key, uint
       if (p < plen) {
         // Prefix split: a new NODE4 m takes n's place with the common part; n keeps the rest.
         if (!d.LockParentAndNode()) return PutResult::kRestart;
-        auto* m = new Node4;
+        auto* m = NewNode<Node4>(cache);
         m->prefix_len = p;
         m->prefix.store(PrefixWord(full, std::min(p, kPrefixInline)), std::memory_order_relaxed);
         const uint32_t rest = plen - p - 1;
         InsertChild(m, full[p], InnerRef(n));
-        Place(m, NewLeaf(key, value), depth + p);
+        Place(m, NewLeaf(cache, key, value), depth + p);
         n->prefix_len = rest;
         n->prefix.store(PrefixWord(full + p + 1, std::min(rest, kPrefixInline)), std::memory_order_relaxed);
         StoreRef(d.pslot, InnerRef(m));
@@ -674,7 +700,7 @@ WORT_OPTIMISTIC_READ VArt::PutResult VArt::PutAttempt(std::string_view key, uint
         return PutResult::kPresent;
       }
       if (!n->lock.UpgradeToWriteLock(v)) return PutResult::kRestart;
-      n->term.store(NewLeaf(key, value), std::memory_order_release);
+      n->term.store(NewLeaf(cache, key, value), std::memory_order_release);
       n->lock.WriteUnlock();
       count_.Add(1);
       return PutResult::kInserted;
@@ -686,13 +712,13 @@ WORT_OPTIMISTIC_READ VArt::PutResult VArt::PutAttempt(std::string_view key, uint
     if (c == 0) {
       if (n->count < Capacity(n->type)) {
         if (!n->lock.UpgradeToWriteLock(v)) return PutResult::kRestart;
-        InsertChild(n, b, LeafRef(NewLeaf(key, value)));
+        InsertChild(n, b, LeafRef(NewLeaf(cache, key, value)));
         n->lock.WriteUnlock();
       } else {
         // Growth: a larger copy replaces n in its parent's slot (n is not the root: a NODE256).
         if (!d.LockParentAndNode()) return PutResult::kRestart;
-        Inner* g = Grow(n);
-        InsertChild(g, b, LeafRef(NewLeaf(key, value)));
+        Inner* g = Grow(cache, n);
+        InsertChild(g, b, LeafRef(NewLeaf(cache, key, value)));
         StoreRef(d.pslot, InnerRef(g));
         n->lock.WriteUnlockObsolete();
         parent->lock.WriteUnlock();
@@ -712,11 +738,11 @@ WORT_OPTIMISTIC_READ VArt::PutResult VArt::PutAttempt(std::string_view key, uint
       size_t p = depth + 1;
       const size_t lim = std::min<size_t>(l->len, key.size());
       while (p < lim && l->key()[p] == key[p]) ++p;
-      auto* m = new Node4;
+      auto* m = NewNode<Node4>(cache);
       m->prefix_len = static_cast<uint32_t>(p - depth - 1);
       m->prefix.store(PrefixWord(k + depth + 1, std::min(m->prefix_len, kPrefixInline)), std::memory_order_relaxed);
       Place(m, l, p);
-      Place(m, NewLeaf(key, value), p);
+      Place(m, NewLeaf(cache, key, value), p);
       StoreRef(s, InnerRef(m));
       n->lock.WriteUnlock();
       count_.Add(1);
@@ -996,6 +1022,28 @@ const IndexKind kKind = {"vart", kind_id::kVart,
                          true, &Create, &Open, &VisitMarker};
 
 }  // namespace
+
+bool VartMemoryOf(const Index& idx, VartMemory* out) {
+  const auto* v = dynamic_cast<const VArt*>(&idx);
+  if (v == nullptr) return false;
+  auto q = v->ModeLock(IndexModeLock::kQuiesce);
+  IndexStats st;
+  uint64_t bytes = 0, sum = 0;
+  v->CountRef(InnerRef(v->root_), 0, &st, &bytes, &sum);
+  const NodeArena::Usage u = v->arena_.GetUsage();
+  VartMemory m;
+  m.tree_blocks = st.inner_nodes - 1 + st.leaves;  // the root is not the arena's
+  m.retired_pending = v->epoch_.Stats().pending;
+  m.blocks_live = u.blocks;
+  m.bytes_live = u.bytes;
+  m.chunks = u.chunks;
+  m.chunk_bytes = u.chunk_bytes;
+  m.caches = u.caches;
+  m.shared_blocks = u.shared_blocks;
+  *out = m;
+  return true;
+}
+
 }  // namespace wort::vol
 
 // Listed in the table of built-in kinds (BuiltinIndexKinds, src/index/registry.cc).

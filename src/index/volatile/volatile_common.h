@@ -2,7 +2,8 @@
 // vradix).
 //
 // These kinds are the DRAM baselines of the WORT paper's figures (thesis Fig 5.5): they keep every
-// node in DRAM (operator new), make no persistence claim and use no wort::pm call at all. Their
+// node in DRAM (operator new; vart: its NodeArena, node_arena.h), make no persistence claim and
+// use no wort::pm call at all. Their
 // data is LOST ON CLOSE: the pool holds only a 64-byte *marker* root block (magic, key type), so
 // the kind can be named in a pool's root table, and Open of such a root returns an EMPTY index.
 // Kind names start with "v"; the crash suite excludes them (they make no crash claim).
