@@ -112,12 +112,17 @@ struct alignas(64) ThreadCache {  // a line of its own: its owner writes it on e
   // xepoch tags them all (issue 31: one store to that shared line per batch, not per block).
   std::vector<uint64_t> xuntagged;
   std::vector<std::pair<uint64_t, uint64_t>> xheld;  // (tag, off): freed once every reader entered past the tag
+  bool holds() const { return !xuntagged.empty() || !xheld.empty(); }
   ThreadCache() : bins(Classes().size.size()) {}
 };
 
 // Per-thread map from allocator uid to that allocator's cache for this thread. On thread exit,
 // blocks in caches of live allocators go back to them.
 static thread_local uint32_t t_reserve_depth = 0;  // Allocator::ReserveScope
+// How many allocators' caches of this thread hold blocks for readers in other processes
+// (ThreadCache::holds; may count high after PrepareClose emptied them, never low): at 0 the
+// common path of ReclaimShared (no reader registered) skips the thread-cache lookup.
+static thread_local uint32_t t_xholding = 0;
 
 struct Allocator::Impl {
   Pool* pool;
@@ -1124,36 +1129,41 @@ void Allocator::ReclaimShared(uint64_t off) {
   Impl& I = *impl_;
   char* base = I.pool->base();
   if (I.pool->read_only() || I.pool->private_copy()) return Free(off);
+  // The common case: no reader registered and nothing held (a thread-local, the header word, a
+  // flag: loads only).
+  const bool readers = share::ReadersPresent(base);
+  if (!readers && t_xholding == 0 && !I.xpending.load(std::memory_order_acquire)) return Free(off);
   ThreadCache* tc = I.Cache();
-  if (!share::ReadersPresent(base)) {
-    // The common case: nothing held (two loads of this thread's vectors, one of a flag).
-    if (!tc->xuntagged.empty() || !tc->xheld.empty() || I.xpending.load(std::memory_order_acquire)) {
-      std::vector<uint64_t> ready;
-      ready.swap(tc->xuntagged);
-      for (const auto& [tag, o] : tc->xheld) ready.push_back(o);
-      tc->xheld.clear();
-      if (I.xpending.load(std::memory_order_acquire)) {
-        std::lock_guard<std::mutex> g(I.xmu);
-        ready.insert(ready.end(), I.xorphans.begin(), I.xorphans.end());
-        I.xorphans.clear();
-        I.xpending.store(false, std::memory_order_release);
-      }
-      for (uint64_t o : ready) Free(o);
-    }
-    return Free(off);
-  }
-  tc->xuntagged.push_back(off);
-  if (tc->xuntagged.size() < share::kTagBatch) return;
-  const uint64_t tag = share::NextTag(base);  // after every unlink of the batch
-  for (uint64_t o : tc->xuntagged) tc->xheld.emplace_back(tag, o);
-  tc->xuntagged.clear();
-  const uint64_t oldest = share::OldestReader(base);  // an active reader stored X+1 > tag only if X >= tag
+  const bool was = tc->holds();
   std::vector<uint64_t> ready;
-  std::erase_if(tc->xheld, [&](const std::pair<uint64_t, uint64_t>& d) {
-    if (d.first >= oldest) return false;
-    ready.push_back(d.second);
-    return true;
-  });
+  if (!readers) {
+    // A reader registering later reads after the unlink: everything held is free.
+    ready.swap(tc->xuntagged);
+    for (const auto& [tag, o] : tc->xheld) ready.push_back(o);
+    tc->xheld.clear();
+    if (I.xpending.load(std::memory_order_acquire)) {
+      std::lock_guard<std::mutex> g(I.xmu);
+      ready.insert(ready.end(), I.xorphans.begin(), I.xorphans.end());
+      I.xorphans.clear();
+      I.xpending.store(false, std::memory_order_release);
+    }
+    ready.push_back(off);
+  } else {
+    tc->xuntagged.push_back(off);
+    if (tc->xuntagged.size() >= share::kTagBatch) {
+      const uint64_t tag = share::NextTag(base);  // after every unlink of the batch
+      for (uint64_t o : tc->xuntagged) tc->xheld.emplace_back(tag, o);
+      tc->xuntagged.clear();
+      const uint64_t oldest = share::OldestReader(base);  // an active reader stored X+1 > tag only if X >= tag
+      std::erase_if(tc->xheld, [&](const std::pair<uint64_t, uint64_t>& d) {
+        if (d.first >= oldest) return false;
+        ready.push_back(d.second);
+        return true;
+      });
+    }
+  }
+  if (was && !tc->holds()) --t_xholding;
+  if (!was && tc->holds()) ++t_xholding;
   for (uint64_t o : ready) Free(o);
 }
 
@@ -1165,6 +1175,7 @@ void Allocator::DrainShared() {
   if (I.pool->read_only() || I.pool->private_copy()) return;
   std::vector<uint64_t> d;
   auto take = [&d](ThreadCache* tc) {
+    if (tc->holds()) --t_xholding;  // the calling thread's own cache
     d.insert(d.end(), tc->xuntagged.begin(), tc->xuntagged.end());
     for (const auto& [tag, o] : tc->xheld) d.push_back(o);
     tc->xuntagged.clear();
