@@ -41,6 +41,9 @@ run test_knn --gtest_filter='KnnConcurrent.*'
 # Readers in other processes (issue 33): the hand-off between a write without lanes and a reader
 # registering (the writer's hand-off thread and write epoch; the reader in another thread).
 run test_kv_shared --gtest_filter='KvShared.ReaderRegisteringBesideAWriteWithoutLanesWaitsForIt'
+# A retired value block is not reused while a reader holds it (issue 31: blocks held for readers
+# per writer thread, tagged per batch): readers in threads of the writing process (and a process).
+run test_kv_shared --gtest_filter='KvShared.RetiredBlockIsNotReusedWhileAReaderHoldsIt'
 # roart (issue 34): leaf arrays growing 8 -> 24 -> 64 and splitting beside lookups and scans.
 run test_roart --gtest_filter='RoartConcurrent.*:RoartRegress.ConcurrentInsertsOfOneKeyExactlyOneWins'
 # cceh: the tests with several threads (the others are single-threaded).

@@ -95,7 +95,7 @@ std::atomic<uint64_t> g_next_uid{1};
 
 }  // namespace
 
-struct ThreadCache {
+struct alignas(64) ThreadCache {  // a line of its own: its owner writes it on every Alloc and Free
   struct Bin {
     std::vector<uint64_t> blocks;  // the owner thread's (or, under the allocator's mutex, a drainer's)
     // blocks.size() as of the owner's last change, for Stats (which runs on other threads and
@@ -105,12 +105,24 @@ struct ThreadCache {
   };
   std::vector<Bin> bins;
   uint64_t uid = 0;
+  // Readers in other processes (Allocator::ReclaimShared): the blocks this thread's epoch slot
+  // handed on to be freed while readers were registered. The owner's only, no lock (a thread's
+  // exit moves them to Impl::xorphans; PrepareClose, with no operation running, drains them).
+  // Blocks wait untagged until kTagBatch of them are there; then one increment of the header's
+  // xepoch tags them all (issue 31: one store to that shared line per batch, not per block).
+  std::vector<uint64_t> xuntagged;
+  std::vector<std::pair<uint64_t, uint64_t>> xheld;  // (tag, off): freed once every reader entered past the tag
+  bool holds() const { return !xuntagged.empty() || !xheld.empty(); }
   ThreadCache() : bins(Classes().size.size()) {}
 };
 
 // Per-thread map from allocator uid to that allocator's cache for this thread. On thread exit,
 // blocks in caches of live allocators go back to them.
 static thread_local uint32_t t_reserve_depth = 0;  // Allocator::ReserveScope
+// How many allocators' caches of this thread hold blocks for readers in other processes
+// (ThreadCache::holds; may count high after PrepareClose emptied them, never low): at 0 the
+// common path of ReclaimShared (no reader registered) skips the thread-cache lookup.
+static thread_local uint32_t t_xholding = 0;
 
 struct Allocator::Impl {
   Pool* pool;
@@ -187,12 +199,13 @@ struct Allocator::Impl {
   std::atomic<bool> recovering{false};
   std::vector<uint64_t> deferred;  // frees during recovery (under mu)
   std::atomic<uint64_t> retired_outside_epoch{0};  // AllocStats::retired_outside_epoch
-  // Readers in other processes (src/pm/share.h): blocks the epoch manager handed to be freed
-  // while readers were registered, tagged with the cross-process epoch; freed once every active
-  // reader slot entered past the tag (or died). Under xmu (taken before mu).
+  // Readers in other processes (src/pm/share.h): the blocks held for them are in the thread
+  // caches (ThreadCache::xuntagged, xheld: per thread, no lock). Those of threads that exited
+  // come here, freed by the next ReclaimShared that finds no reader registered, ReclaimRetired
+  // or PrepareClose. Under xmu (taken before mu).
   std::mutex xmu;
-  std::vector<std::pair<uint64_t, uint64_t>> xdeferred;  // (tag, off)
-  std::atomic<bool> xpending{false};  // xdeferred is not empty (read without xmu)
+  std::vector<uint64_t> xorphans;
+  std::atomic<bool> xpending{false};  // xorphans is not empty (read without xmu)
   std::thread gc_thread;
   std::mutex rec_mu;
   std::condition_variable rec_cv;
@@ -500,6 +513,15 @@ struct TlsCaches {
     auto give_back = [](Entry& x) {
       if (!x.tc) return;
       if (LiveAllocators().count(x.impl) && x.impl->uid == x.uid) {
+        if (!x.tc->xuntagged.empty() || !x.tc->xheld.empty()) {
+          // Held for readers in other processes: to the allocator's orphans (xmu before mu).
+          std::lock_guard<std::mutex> g3(x.impl->xmu);
+          for (uint64_t o : x.tc->xuntagged) x.impl->xorphans.push_back(o);
+          for (const auto& [tag, o] : x.tc->xheld) x.impl->xorphans.push_back(o);
+          x.tc->xuntagged.clear();
+          x.tc->xheld.clear();
+          x.impl->xpending.store(true, std::memory_order_release);
+        }
         std::lock_guard<std::mutex> g2(x.impl->mu);
         x.impl->DrainCache(x.tc);
       }
@@ -1089,52 +1111,85 @@ double Allocator::RecoverySeconds() const {
 }
 
 // The epoch manager's reclaim: no thread of this process holds `off` any more; a reader in
-// another process may (src/pm/share.h).
+// another process may (src/pm/share.h). Runs on the thread that retired `off` (its epoch slot's
+// ReclaimOld), or on a closing or exiting thread (Drain, a slot's release).
+//
+// With readers registered, what is handed here is kept in the calling thread's cache
+// (ThreadCache::xuntagged), with no lock and no shared store. Every kTagBatch blocks one
+// increment of the header's xepoch tags them all: the tag is the value after the increment,
+// taken after every one of their unlinks. A reader slot stores X+1 where X is the xepoch it
+// loaded before its read; a slot above the tag (X >= tag) loaded X after the increment, so
+// after the unlinks: it cannot reach those blocks. A block is freed once every active slot is
+// above its tag (OldestReader, which also clears dead readers' slots). (Before 2026-11-27 the
+// tag was the value before the increment: a reader that had loaded that same value before the
+// unlink counted as having entered after it, and its block could be freed under it - test
+// KvShared.RetiredBlockIsNotReusedWhileAReaderHoldsIt.) With no reader registered a block is
+// freed at once (a reader registering later reads after the unlink), and so is everything held.
 void Allocator::ReclaimShared(uint64_t off) {
   Impl& I = *impl_;
   char* base = I.pool->base();
   if (I.pool->read_only() || I.pool->private_copy()) return Free(off);
-  // The common case takes no lock: no reader registered (one registering later enters after
-  // the unlink) and nothing held back.
-  if (!share::ReadersPresent(base) && !I.xpending.load(std::memory_order_acquire)) return Free(off);
+  // The common case: no reader registered and nothing held (a thread-local, the header word, a
+  // flag: loads only).
+  const bool readers = share::ReadersPresent(base);
+  if (!readers && t_xholding == 0 && !I.xpending.load(std::memory_order_acquire)) return Free(off);
+  ThreadCache* tc = I.Cache();
+  const bool was = tc->holds();
   std::vector<uint64_t> ready;
-  {
-    std::lock_guard<std::mutex> g(I.xmu);
-    if (!share::ReadersPresent(base)) {
-      // No reader registered: one registering later enters after the unlink. What was deferred
-      // before is free too (its readers have left).
-      for (auto& [tag, o] : I.xdeferred) ready.push_back(o);
-      I.xdeferred.clear();
-      ready.push_back(off);
-    } else {
-      I.xdeferred.emplace_back(share::NextTag(base), off);
-      if (I.xdeferred.size() % 64 == 1) {
-        const uint64_t oldest = share::OldestReader(base);  // an active reader entered with G+1 > tags it cannot hold
-        std::erase_if(I.xdeferred, [&](const std::pair<uint64_t, uint64_t>& d) {
-          if (d.first >= oldest) return false;
-          ready.push_back(d.second);
-          return true;
-        });
-      }
+  if (!readers) {
+    // A reader registering later reads after the unlink: everything held is free.
+    ready.swap(tc->xuntagged);
+    for (const auto& [tag, o] : tc->xheld) ready.push_back(o);
+    tc->xheld.clear();
+    if (I.xpending.load(std::memory_order_acquire)) {
+      std::lock_guard<std::mutex> g(I.xmu);
+      ready.insert(ready.end(), I.xorphans.begin(), I.xorphans.end());
+      I.xorphans.clear();
+      I.xpending.store(false, std::memory_order_release);
     }
-    I.xpending.store(!I.xdeferred.empty(), std::memory_order_release);
+    ready.push_back(off);
+  } else {
+    tc->xuntagged.push_back(off);
+    if (tc->xuntagged.size() >= share::kTagBatch) {
+      const uint64_t tag = share::NextTag(base);  // after every unlink of the batch
+      for (uint64_t o : tc->xuntagged) tc->xheld.emplace_back(tag, o);
+      tc->xuntagged.clear();
+      const uint64_t oldest = share::OldestReader(base);  // an active reader stored X+1 > tag only if X >= tag
+      std::erase_if(tc->xheld, [&](const std::pair<uint64_t, uint64_t>& d) {
+        if (d.first >= oldest) return false;
+        ready.push_back(d.second);
+        return true;
+      });
+    }
   }
+  if (was && !tc->holds()) --t_xholding;
+  if (!was && tc->holds()) ++t_xholding;
   for (uint64_t o : ready) Free(o);
 }
 
-// Frees every block deferred for readers in other processes, after a grace period of theirs.
+// Frees the blocks held for readers in other processes - the calling thread's and the exited
+// threads' (PrepareClose first makes every thread's the orphans') - after a grace period of the
+// reader table.
 void Allocator::DrainShared() {
   Impl& I = *impl_;
   if (I.pool->read_only() || I.pool->private_copy()) return;
-  std::vector<std::pair<uint64_t, uint64_t>> d;
+  std::vector<uint64_t> d;
+  auto take = [&d](ThreadCache* tc) {
+    if (tc->holds()) --t_xholding;  // the calling thread's own cache
+    d.insert(d.end(), tc->xuntagged.begin(), tc->xuntagged.end());
+    for (const auto& [tag, o] : tc->xheld) d.push_back(o);
+    tc->xuntagged.clear();
+    tc->xheld.clear();
+  };
   {
     std::lock_guard<std::mutex> g(I.xmu);
-    d.swap(I.xdeferred);
+    d.swap(I.xorphans);
     I.xpending.store(false, std::memory_order_release);
   }
+  take(I.Cache());
   if (d.empty()) return;
   share::WaitForReaders(I.pool->base());
-  for (auto& [tag, o] : d) Free(o);
+  for (uint64_t o : d) Free(o);
 }
 
 void Allocator::Retire(uint64_t off) {
@@ -1167,10 +1222,10 @@ void Allocator::RetireAndCollect(uint64_t off) {
 
 bool Allocator::ReclaimRetired() {
   if (epoch_->InEpoch()) return false;
-  bool shared = false;
-  {
-    std::lock_guard<std::mutex> g(impl_->xmu);
-    shared = !impl_->xdeferred.empty();
+  bool shared = impl_->xpending.load(std::memory_order_acquire);
+  if (!impl_->pool->read_only()) {
+    const ThreadCache* tc = impl_->Cache();
+    shared = shared || !tc->xuntagged.empty() || !tc->xheld.empty();
   }
   if (epoch_->Stats().pending == 0) {
     if (!shared) return false;
@@ -1188,7 +1243,26 @@ bool Allocator::ReclaimRetired() {
 Status Allocator::PrepareClose() {
   Impl& I = *impl_;
   epoch_->Drain();  // retired blocks are free in the bitmaps written below (no reader is left)
-  DrainShared();    // and those that readers in other processes held back
+  {
+    // Every thread's blocks held for readers in other processes (no operation runs) to the
+    // orphans (xmu before mu: gathered under mu, then moved), then drained with them.
+    std::vector<uint64_t> held;
+    {
+      std::lock_guard<std::mutex> g(I.mu);
+      for (auto& tc : I.caches) {
+        held.insert(held.end(), tc->xuntagged.begin(), tc->xuntagged.end());
+        for (const auto& [tag, o] : tc->xheld) held.push_back(o);
+        tc->xuntagged.clear();
+        tc->xheld.clear();
+      }
+    }
+    if (!held.empty()) {
+      std::lock_guard<std::mutex> g(I.xmu);
+      I.xorphans.insert(I.xorphans.end(), held.begin(), held.end());
+      I.xpending.store(true, std::memory_order_release);
+    }
+  }
+  DrainShared();  // and those that readers in other processes held back
   std::lock_guard<std::mutex> g(I.mu);
   for (auto& tc : I.caches) I.DrainCache(tc.get());
   const uint64_t gen = I.pool->generation();

@@ -230,7 +230,9 @@ WriteSection::~WriteSection() {
 
 bool ReadersPresent(const char* base) { return W(base, kNReadersOff).load() != 0; }
 
-uint64_t NextTag(char* base) { return W(base, kXEpochOff).fetch_add(1); }
+// The value after the increment: a reader that loaded it (or a later one) loaded it after this
+// call, and therefore after every unlink that preceded the call.
+uint64_t NextTag(char* base) { return W(base, kXEpochOff).fetch_add(1) + 1; }
 
 uint64_t OldestReader(char* base) {
   uint64_t m = ~0ull;

@@ -37,17 +37,19 @@
 // checks `quiet` before it begins and waits until the window has passed or was withdrawn. A
 // window bounds what a reader can cost the writer even when the reader hangs or dies.
 //
-// Reclamation: a reader enters a read by storing G+1 in its slot's epoch (0 outside). A block
-// that the writer's epoch manager hands to be freed while readers are registered is tagged
-// with G (fetch_add: later readers store a larger G) and freed only when every active slot's
-// epoch is above its tag, or its owner is dead (pid gone, or reused: another start time); a
-// dead reader's slot is cleared. The post-crash GC and Close wait for a grace period of the
+// Reclamation: a reader enters a read by storing G+1 in its slot's epoch (0 outside). Blocks
+// that the writer's epoch manager hands to be freed while readers are registered are kept per
+// writer thread and tagged in batches with the value of G after one increment (NextTag: a
+// reader that loads G after it stores a larger value than the tag) and freed only when every
+// active slot's epoch is above their tag, or its owner is dead (pid gone, or reused: another
+// start time); a dead reader's slot is cleared. The post-crash GC and Close wait for a grace period of the
 // table (WaitForReaders) before they free.
 #pragma once
 
 #include <sys/types.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -80,6 +82,9 @@ inline constexpr uint64_t kSlotsOff = 3072;
 inline constexpr int kSlots = 32;
 inline constexpr uint64_t kSlotSize = 32;
 inline constexpr uint64_t kAreaEnd = kSlotsOff + kSlots * kSlotSize;  // 4096: the end of the header page
+// A writer thread tags the blocks it holds for readers in batches of this many (one increment of
+// xepoch per batch: Allocator::ReclaimShared).
+inline constexpr size_t kTagBatch = 64;
 
 // A process's start time in clock ticks since boot (0 if it does not exist).
 uint64_t ProcessStart(pid_t pid);
@@ -143,7 +148,9 @@ class WriteSection {
 // Whether any reader slot is registered (a reader registering later cannot hold a block
 // unlinked before).
 bool ReadersPresent(const char* base);
-// G, then G+1 (the tag of a block unlinked before the call).
+// Increments G and returns the new value: the tag of the blocks unlinked before the call (a
+// reader slot above it, X+1 > tag, loaded X >= tag after the increment). One call per batch of
+// blocks (Allocator::ReclaimShared: per thread, every kTagBatch blocks).
 uint64_t NextTag(char* base);
 // The smallest epoch of an active reader slot (~0 when none); clears dead readers' slots.
 uint64_t OldestReader(char* base);

@@ -277,22 +277,31 @@ void EpochManager::Retire(uint64_t item) {
   s->nretired.store(s->nretired.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   if (s->retired.size() > s->peak.load(std::memory_order_relaxed))
     s->peak.store(s->retired.size(), std::memory_order_relaxed);
-  if (++s->since_collect >= kRetireBatch) {
-    s->since_collect = 0;
-    TryAdvance();
-    ReclaimOld(s, global_.load());
-  }
+  if (++s->since_collect >= kRetireBatch) CollectSlot(s);
 }
 
-void EpochManager::Collect() {
-  Slot* s = MySlot();
+void EpochManager::Collect() { CollectSlot(MySlot()); }
+
+void EpochManager::CollectSlot(Slot* s) {
   s->since_collect = 0;
   // Nothing of this thread's to reclaim: no advance either (each thread advances for what it
   // retired; with asymmetric fences an advance costs a membarrier system call, ~0.2 us alone and
   // ~2 us when another thread of the process is running, and CCEH collects after every write).
   if (s->retired.empty()) return;
+  const uint64_t g = global_.load(std::memory_order_seq_cst);
+  if (s->seen_global != 0 && g != s->seen_global) {
+    // Another thread advanced since this thread's last look: take what that made old enough,
+    // and leave the next advance to the next Collect that finds the epoch where it left it (of
+    // this thread or another). With one thread this never happens (it advances itself every
+    // time: single-threaded reclamation is as before); with N writer threads the advance rate
+    // stays about one thread's Collect rate instead of N times it.
+    s->seen_global = g;
+    ReclaimOld(s, g);
+    return;
+  }
   TryAdvance();
-  ReclaimOld(s, global_.load());
+  s->seen_global = global_.load(std::memory_order_seq_cst);
+  ReclaimOld(s, s->seen_global);
 }
 
 bool EpochManager::TryAdvance() {

@@ -20,8 +20,10 @@
 // that alternates between more than two managers takes the slower lookup at each switch. Enter nests: an inner Enter (a lookup
 // from a scan callback) keeps the outer epoch.
 //
-// Bounded memory: each thread reclaims its own retired blocks; every kRetireBatch retires it
-// tries to advance the epoch and reclaims what is old enough. A thread that stays inside one
+// Bounded memory: each thread reclaims its own retired blocks; every kRetireBatch retires (or
+// at a Collect) it reclaims what is old enough, and tries to advance the epoch unless another
+// thread advanced it since this thread's last look (then that advance serves it: the advances
+// of the process come at about the rate of one thread's Collects, not N times that). A thread that stays inside one
 // operation holds back everything retired meanwhile (by every thread): keep operations short.
 // Blocks retired and not yet reclaimed are counted (Stats: pending, peak_pending), per slot
 // (the owner's line: Retire writes nothing that another thread writes) and summed by Stats.
@@ -116,6 +118,13 @@ class EpochManager {
     std::atomic<uint64_t> entries{0};  // outermost Enters so far (Synchronize tells re-entry apart)
     uint32_t depth = 0;                // Enter nesting
     uint32_t since_collect = 0;        // retires since the last Collect
+    // The global epoch as this thread last left it (after its own Collect or advance attempt;
+    // 0: never). A Collect that finds the global epoch moved since has seen another thread's
+    // advance: it reclaims what that made old enough and does not try an advance of its own
+    // (issue 31: an advance is a membarrier - an IPI to every core running a thread of the
+    // process - and a read of every slot's line; with each of N writer threads advancing every
+    // few writes, each core took N times as many of them as with one writer).
+    uint64_t seen_global = 0;
     std::vector<std::pair<uint64_t, uint64_t>> retired;  // (epoch at retire, item)
     // Written by the owner only (relaxed load + store, no locked RMW), read by Stats.
     std::atomic<uint64_t> nretired{0}, nreclaimed{0}, peak{0};
@@ -138,6 +147,7 @@ class EpochManager {
   void Release(Slot* s);
   bool TryAdvance();
   void ReclaimOld(Slot* s, uint64_t global);
+  void CollectSlot(Slot* s);  // Collect with the slot found (Retire's batch, Collect)
   void EnterSlot(Slot* s);  // Enter / Exit with the slot already found (EpochGuard keeps it)
   void WaitQuiesceEnd();
   void ExitSlot(Slot* s);
@@ -159,8 +169,11 @@ class EpochManager {
   // detail::g_epoch_asymmetric, copied at construction (decided once, before): a field of the
   // manager Enter already holds, where the global would be a load through the GOT.
   const bool asymmetric_;
-  std::atomic<uint64_t> global_{2};
-  std::atomic<Slot*> slots_{nullptr};  // singly linked, only grows
+  // On a line of its own: every Enter loads it, an advance (compare-exchange) writes it; the
+  // read-mostly words above (id_, read by every Enter's slot lookup) and below (slots_,
+  // quiescing_, read by every WriterEnter) do not share that line (issue 31).
+  alignas(64) std::atomic<uint64_t> global_{2};
+  alignas(64) std::atomic<Slot*> slots_{nullptr};  // singly linked, only grows
   std::mutex mu_;                      // enrolment
   std::atomic<uint64_t> nslots_{0};
   std::atomic<bool> quiescing_{false};  // written by QuiesceWriters / EndQuiesce only
