@@ -395,7 +395,7 @@ Store::FlushState Store::Flushes() const {
 }
 
 uint64_t Store::curr_items() const {
-  const int64_t n = items_.load(std::memory_order_relaxed);
+  const int64_t n = items_.Sum();
   return n > 0 ? static_cast<uint64_t>(n) : 0;
 }
 
@@ -437,7 +437,7 @@ void Store::CountLoop() {
     LockAllKeys();
     const uint64_t n = index_->Size();  // the index's own count (its walk, or a kept count)
     count_walked_.store(n, std::memory_order_relaxed);
-    items_.fetch_add(static_cast<int64_t>(n ? n - 1 : 0), std::memory_order_relaxed);  // less the metadata entry
+    items_.Add(static_cast<int64_t>(n ? n - 1 : 0));  // less the metadata entry
     counting_.store(false, std::memory_order_release);
     UnlockAllKeys();
     return;
@@ -465,7 +465,7 @@ void Store::CountLoop() {
         return true;
       });
     }
-    items_.fetch_add(items, std::memory_order_relaxed);
+    items_.Add(static_cast<int64_t>(items));
     count_walked_.fetch_add(seen, std::memory_order_relaxed);
     const bool done = !s.ok() || seen < kCountBatch;
     if (!s.ok()) fmt::print(stderr, "wort serve: item count: {}\n", s.ToString());
@@ -618,7 +618,7 @@ Result Store::WriteRecord(std::string_view key, uint32_t flags, int64_t exptime,
           if (have_old) recency_->Forget(old_off);
           recency_->Add(key, off, recency_->NextTick());
         }
-        if (have_old) pool_->allocator().RetireAndCollect(old_off);  // unreachable since the commit; readers may hold it
+        if (have_old) RetireRecord(old_off);  // unreachable since the commit; readers may hold it
       }
     }
     if (s.IsPoolFull() && free_up()) continue;
@@ -630,9 +630,27 @@ Result Store::WriteRecord(std::string_view key, uint32_t flags, int64_t exptime,
     if (!s.IsPoolFull()) fmt::print(stderr, "wort serve: upsert: {}\n", s.ToString());
     return s.IsPoolFull() ? Result::kNoMemory : Result::kError;
   }
-  counters_.total_items.fetch_add(1, std::memory_order_relaxed);
+  counters_.total_items.Add(1);
   if (cas_out) *cas_out = cas;
   return Result::kStored;
+}
+
+// Not Allocator::RetireAndCollect (a Collect every 8 retires): a Collect that may advance the
+// epoch costs a membarrier(2) system call, whose interrupts reach every core that runs a worker
+// of this process, and writes the epoch word that every request reads - a line shared by all
+// workers, once per 8 sets of each (doc/server.md, "What a request writes"). Records are
+// retired with plain Retire (the epoch manager advances every kRetireBatch = 64 retires of a
+// thread) and collected early only once kCollectBytes of them are pending in this thread, so
+// that large values are held back no longer than before (a 1 MiB value: at its first retire).
+void Store::RetireRecord(uint64_t off) {
+  Allocator& a = pool_->allocator();
+  thread_local uint64_t t_retired_bytes = 0;  // since this thread's last early Collect
+  t_retired_bytes += a.UsableSize(off);
+  a.Retire(off);
+  if (t_retired_bytes >= kCollectBytes) {
+    t_retired_bytes = 0;
+    a.epoch().Collect();
+  }
 }
 
 void Store::RemoveLocked(std::string_view key, uint64_t off) {
@@ -641,7 +659,7 @@ void Store::RemoveLocked(std::string_view key, uint64_t off) {
   if (s.ok()) {
     Counted(key, -1);
     if (recency_) recency_->Forget(off);
-    pool_->allocator().RetireAndCollect(off);
+    RetireRecord(off);
   } else if (!s.IsNotFound()) {
     fmt::print(stderr, "wort serve: remove: {}\n", s.ToString());
   }

@@ -101,14 +101,17 @@
 //   - The persist order of steps 1-4 is unchanged; step 4 is Allocator::Retire (a deferred
 //     Free), so a crash between 3 and the actual free leaves an unreachable block that the
 //     post-crash GC reclaims (alloc.h, R3) - the same case as a crash between 3 and 4 before.
-//   - Memory held back: each writer Collect()s after every 8 records it retires, so a worker
-//     thread holds back at most those 8 plus the records it retired in the last two epoch
-//     advances (a few records) beyond what readers still read; a write that finds the pool full reclaims its
-//     own retired records (a grace period) before it evicts or refuses, so -m still bounds the
-//     pool (Allocator::Stats: retired_pending).
-//     (Every 8, not every record: an epoch advance costs a membarrier(2) system call when it
-//     may succeed - the asymmetric fences of sync/epoch.cc that keep lookups free of a hardware
-//     fence - measured ~0.2 us with no other thread of the process running, ~2 us with one.)
+//   - Memory held back: each writer tries to advance the epoch and collects after every 64
+//     records it retires (EpochManager::kRetireBatch), or as soon as kCollectBytes (256 KiB) of
+//     records are pending in its thread (RetireRecord), so a worker thread holds back at most
+//     those plus the records it retired in the last two epoch advances beyond what readers still
+//     read; a write that finds the pool full reclaims its own retired records (a grace period)
+//     before it evicts or refuses, so -m still bounds the pool (Allocator::Stats:
+//     retired_pending). (Not after every 8 records, as Allocator::RetireAndCollect does: an
+//     epoch advance costs a membarrier(2) system call when it may succeed - the asymmetric
+//     fences of sync/epoch.cc that keep lookups free of a hardware fence - measured ~0.2 us with
+//     no other thread of the process running, ~2 us with one - interrupts every core that runs
+//     a worker, and writes the epoch word that every request reads.)
 //   - LRU (Recency): sampled, as before (Redis's approximated LRU), so there is no list to keep
 //     in order under concurrency: a read hit stores one relaxed stamp word (no lock); the
 //     tracker's maps are split into kShards shards by record offset, each with its own mutex,
@@ -137,6 +140,7 @@
 #include "wort/pm.h"
 #include "wort/pool.h"
 #include "wort/status.h"
+#include "sync/counter.h"
 #include "sync/version_lock.h"
 
 namespace wort::server {
@@ -249,8 +253,10 @@ struct StoreOptions {
 };
 
 // Counters kept by the store (stats).
+// total_items changes at every store: per thread (sync::ShardedCounter: no line that two
+// workers write); the others change only on removals and evictions.
 struct StoreCounters {
-  std::atomic<uint64_t> total_items{0};  // successful stores
+  sync::ShardedCounter total_items;  // successful stores
   std::atomic<uint64_t> reclaimed{0};    // dead items removed (lazily or by the crawler)
   std::atomic<uint64_t> crawler_items_checked{0};
   std::atomic<uint64_t> expired_unfetched{0};
@@ -472,6 +478,9 @@ class Store {
   Result WriteRecord(std::string_view key, uint32_t flags, int64_t exptime, std::string_view a, std::string_view b,
                      bool have_old, uint64_t old_off, uint64_t* cas_out, uint64_t state = 0);
   bool MetaGetLocked(std::string_view key, const MetaGetArgs& a, const ItemFn& fn, bool exclusive, bool* retry);
+  // Retires the record at `off` (unlinked by this thread, inside its epoch): see store.cc.
+  static constexpr uint64_t kCollectBytes = 256 << 10;
+  void RetireRecord(uint64_t off);
   // REQUIRES the key's lock: Remove (commit), then Forget and Retire the record at `off`.
   void RemoveLocked(std::string_view key, uint64_t off);
   // Recency bookkeeping of a read hit / touch of the record at `off` (no lock).
@@ -491,7 +500,7 @@ class Store {
   // REQUIRES the key's lock: the index gained (+1) or lost (-1) `key` (item count rule above).
   void Counted(std::string_view key, int64_t d) {
     if (counting_.load(std::memory_order_relaxed) && (!ordered_ || CompareKeys(key, count_cursor_) > 0)) return;
-    items_.fetch_add(d, std::memory_order_relaxed);
+    items_.Add(d);
   }
   void LockAllKeys() const;
   void UnlockAllKeys() const;
@@ -520,8 +529,9 @@ class Store {
   mutable std::vector<std::pair<std::string, uint64_t>> adopt_;
 
   bool created_ = false;
-  // The item count (see above). count_cursor_ changes only while every key lock is held.
-  std::atomic<int64_t> items_{0};
+  // The item count (see above). count_cursor_ changes only while every key lock is held. Per
+  // thread (a writer adds to its own line; curr_items sums them).
+  sync::ShardedCounter items_;
   std::atomic<bool> counting_{true};
   std::atomic<bool> count_stop_{false};
   std::atomic<uint64_t> count_walked_{0};
