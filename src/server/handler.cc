@@ -319,22 +319,23 @@ Handler::Step Handler::Retrieve(const Request& req, std::string* out) {
   const bool touch = req.cmd == Command::kGat || req.cmd == Command::kGats;
   const bool with_cas = req.cmd == Command::kGets || req.cmd == Command::kGats;
   const auto relaxed = std::memory_order_relaxed;
+  ServerStats::Counters& c = stats_.Local();  // this thread's (one lookup per request)
   const int64_t exptime = touch ? ToAbsoluteExptime(req.exptime, Store::Now()) : 0;
   auto emit = [&](const ItemView& it) { AppendValue(out, it, with_cas); };
   while (next_key_ < req.keys.size()) {
     const std::string_view key = req.keys[next_key_++];
-    stats_.Local().cmd_get.fetch_add(1, relaxed);
+    c.cmd_get.fetch_add(1, relaxed);
     bool hit;
     if (touch) {
-      stats_.Local().cmd_touch.fetch_add(1, relaxed);
+      c.cmd_touch.fetch_add(1, relaxed);
       hit = store_.GetAndTouch(key, exptime, emit);
-      (hit ? stats_.Local().touch_hits : stats_.Local().touch_misses).fetch_add(1, relaxed);
+      (hit ? c.touch_hits : c.touch_misses).fetch_add(1, relaxed);
     } else {
       bool expired = false;
       hit = store_.Get(key, emit, &expired);
-      if (!hit && expired) stats_.Local().get_expired.fetch_add(1, relaxed);
+      if (!hit && expired) c.get_expired.fetch_add(1, relaxed);
     }
-    (hit ? stats_.Local().get_hits : stats_.Local().get_misses).fetch_add(1, relaxed);
+    (hit ? c.get_hits : c.get_misses).fetch_add(1, relaxed);
     stats_.Detail(key, ServerStats::DetailOp::kGet);
     if (hit) stats_.Detail(key, ServerStats::DetailOp::kHit);
     if (out->size() >= kHighWater && next_key_ < req.keys.size()) return Step::kMore;
