@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Server CPU per request, counted by callgrind (instructions, deterministic: no hardware counters
 # needed, and the load of other processes does not change the count), for `wort serve` and for
-# memcached under the same load: THREADS worker threads (1), `wort bench-server --mix MIX` with CONNS
+# memcached under the same load: THREADS worker threads (default 1), `wort bench-server --mix MIX` with CONNS
 # connections and 100-byte values over KEYSPACE keys, filled first (not counted), then N requests
 # counted. Prints one line per server: instructions in the server process during the counted
 # phase, and per request; the callgrind files stay in OUT_DIR (callgrind_annotate FILE shows where

@@ -82,6 +82,12 @@ constexpr std::string_view kTooLarge = "SERVER_ERROR object too large for cache"
 
 }  // namespace
 
+unsigned ServerStats::AssignShard() {
+  const unsigned s = sync::detail::g_counter_shard_next.fetch_add(1, std::memory_order_relaxed) % kShards + 1;
+  sync::detail::t_counter_shard = s;
+  return s;
+}
+
 void ServerStats::Reset() {
   for (auto* c : {&total_connections, &rejected_connections, &idle_kicks}) c->store(0, std::memory_order_relaxed);
   for (Counters& c : shards_) {

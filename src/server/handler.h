@@ -89,8 +89,12 @@ struct ServerStats {
   };
   static constexpr unsigned kShards = 64;  // sync::ShardedCounter::kShards: the same shard numbers
   using Field = std::atomic<uint64_t> Counters::*;
-  // The calling thread's counters.
-  Counters& Local() { return shards_[Shard()]; }
+  // The calling thread's counters: one thread-local load (initial-exec TLS), inline.
+  Counters& Local() {
+    unsigned s = sync::detail::t_counter_shard;  // shard + 1; 0: none yet
+    if (s == 0) [[unlikely]] s = AssignShard();
+    return shards_[s - 1];
+  }
   // One counter, summed over the threads.
   uint64_t Sum(Field f) const {
     uint64_t s = 0;
@@ -134,20 +138,12 @@ struct ServerStats {
   void Reset();
 
  private:
-  static unsigned Shard();
+  // Gives the calling thread its shard as sync::ShardedCounter does (the same thread-local
+  // number, so a thread's counters of every kind sit at the same index); returns shard + 1.
+  static unsigned AssignShard();
   Counters shards_[kShards];
 };
 
-// The shard of sync::ShardedCounter (the same thread-local number, so a thread's counters of every
-// kind sit at the same index).
-inline unsigned ServerStats::Shard() {
-  unsigned s = sync::detail::t_counter_shard;
-  if (s == 0) [[unlikely]] {
-    s = sync::detail::g_counter_shard_next.fetch_add(1, std::memory_order_relaxed) % kShards + 1;
-    sync::detail::t_counter_shard = s;
-  }
-  return s - 1;
-}
 static_assert(ServerStats::kShards == sync::ShardedCounter::kShards);
 static_assert(sizeof(ServerStats::Counters) == 256, "the hot counters fill the first line of a block");
 

@@ -618,7 +618,7 @@ Result Store::WriteRecord(std::string_view key, uint32_t flags, int64_t exptime,
           if (have_old) recency_->Forget(old_off);
           recency_->Add(key, off, recency_->NextTick());
         }
-        if (have_old) RetireRecord(old_off);  // unreachable since the commit; readers may hold it
+        if (have_old) pool_->allocator().RetireAndCollect(old_off);  // unreachable since the commit; readers may hold it
       }
     }
     if (s.IsPoolFull() && free_up()) continue;
@@ -635,31 +635,13 @@ Result Store::WriteRecord(std::string_view key, uint32_t flags, int64_t exptime,
   return Result::kStored;
 }
 
-// Not Allocator::RetireAndCollect (a Collect every 8 retires): a Collect that may advance the
-// epoch costs a membarrier(2) system call, whose interrupts reach every core that runs a worker
-// of this process, and writes the epoch word that every request reads - a line shared by all
-// workers, once per 8 sets of each (doc/server.md, "What a request writes"). Records are
-// retired with plain Retire (the epoch manager advances every kRetireBatch = 64 retires of a
-// thread) and collected early only once kCollectBytes of them are pending in this thread, so
-// that large values are held back no longer than before (a 1 MiB value: at its first retire).
-void Store::RetireRecord(uint64_t off) {
-  Allocator& a = pool_->allocator();
-  thread_local uint64_t t_retired_bytes = 0;  // since this thread's last early Collect
-  t_retired_bytes += a.UsableSize(off);
-  a.Retire(off);
-  if (t_retired_bytes >= kCollectBytes) {
-    t_retired_bytes = 0;
-    a.epoch().Collect();
-  }
-}
-
 void Store::RemoveLocked(std::string_view key, uint64_t off) {
   sync::EpochGuard eg(pool_->allocator().epoch());  // from the unlink to the Retire (alloc.h)
   Status s = index_->Remove(key);  // COMMIT POINT (inside the index)
   if (s.ok()) {
     Counted(key, -1);
     if (recency_) recency_->Forget(off);
-    RetireRecord(off);
+    pool_->allocator().RetireAndCollect(off);
   } else if (!s.IsNotFound()) {
     fmt::print(stderr, "wort serve: remove: {}\n", s.ToString());
   }

@@ -101,17 +101,14 @@
 //   - The persist order of steps 1-4 is unchanged; step 4 is Allocator::Retire (a deferred
 //     Free), so a crash between 3 and the actual free leaves an unreachable block that the
 //     post-crash GC reclaims (alloc.h, R3) - the same case as a crash between 3 and 4 before.
-//   - Memory held back: each writer tries to advance the epoch and collects after every 64
-//     records it retires (EpochManager::kRetireBatch), or as soon as kCollectBytes (256 KiB) of
-//     records are pending in its thread (RetireRecord), so a worker thread holds back at most
-//     those plus the records it retired in the last two epoch advances beyond what readers still
-//     read; a write that finds the pool full reclaims its own retired records (a grace period)
-//     before it evicts or refuses, so -m still bounds the pool (Allocator::Stats:
-//     retired_pending). (Not after every 8 records, as Allocator::RetireAndCollect does: an
-//     epoch advance costs a membarrier(2) system call when it may succeed - the asymmetric
-//     fences of sync/epoch.cc that keep lookups free of a hardware fence - measured ~0.2 us with
-//     no other thread of the process running, ~2 us with one - interrupts every core that runs
-//     a worker, and writes the epoch word that every request reads.)
+//   - Memory held back: each writer Collect()s after every 8 records it retires, so a worker
+//     thread holds back at most those 8 plus the records it retired in the last two epoch
+//     advances (a few records) beyond what readers still read; a write that finds the pool full reclaims its
+//     own retired records (a grace period) before it evicts or refuses, so -m still bounds the
+//     pool (Allocator::Stats: retired_pending).
+//     (Every 8, not every record: an epoch advance costs a membarrier(2) system call when it
+//     may succeed - the asymmetric fences of sync/epoch.cc that keep lookups free of a hardware
+//     fence - measured ~0.2 us with no other thread of the process running, ~2 us with one.)
 //   - LRU (Recency): sampled, as before (Redis's approximated LRU), so there is no list to keep
 //     in order under concurrency: a read hit stores one relaxed stamp word (no lock); the
 //     tracker's maps are split into kShards shards by record offset, each with its own mutex,
@@ -478,9 +475,6 @@ class Store {
   Result WriteRecord(std::string_view key, uint32_t flags, int64_t exptime, std::string_view a, std::string_view b,
                      bool have_old, uint64_t old_off, uint64_t* cas_out, uint64_t state = 0);
   bool MetaGetLocked(std::string_view key, const MetaGetArgs& a, const ItemFn& fn, bool exclusive, bool* retry);
-  // Retires the record at `off` (unlinked by this thread, inside its epoch): see store.cc.
-  static constexpr uint64_t kCollectBytes = 256 << 10;
-  void RetireRecord(uint64_t off);
   // REQUIRES the key's lock: Remove (commit), then Forget and Retire the record at `off`.
   void RemoveLocked(std::string_view key, uint64_t off);
   // Recency bookkeeping of a read hit / touch of the record at `off` (no lock).

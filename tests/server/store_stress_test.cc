@@ -329,8 +329,7 @@ TEST_P(StoreStress, ItemCountBesideWriters) {
     SCOPED_TRACE(ev == EvictPolicy::kLru ? "lru" : "no eviction");
     const int keys = static_cast<int>(Store::kCountBatch * 3 + 123);
     auto key = [](int i) {
-      std::string k = "c" + std::to_string(i % 97) + "\xf0";
-      return k + std::to_string(i);  // keys spread over the key space (many batches)
+      return test::Cat("c", std::to_string(i % 97), '\xf0', std::to_string(i));  // keys spread over the key space (many batches)
     };
     Open(ev);
     for (int i = 0; i < keys; i += 2) ASSERT_EQ(st->StoreItem(StoreMode::kSet, key(i), 0, 0, "v", 0), Result::kStored);
@@ -603,17 +602,17 @@ TEST_P(StoreStress, StatsSumOverWorkerThreads) {
       }
       for (int i = 0; i < kOps; ++i) {
         // Keys of every byte value from 0x21 to 0xff (no space or control byte in a text key).
-        std::string key = "k" + std::to_string(t) + ":" + std::to_string(i);
-        key.push_back(static_cast<char>(0x21 + (t * kOps + i) % (0x100 - 0x21)));
+        const std::string key = test::Cat("k", std::to_string(t), ':', std::to_string(i),
+                                          static_cast<char>(0x21 + (t * kOps + i) % (0x100 - 0x21)));
         const std::string v(1 + i % 200, static_cast<char>('a' + t));
-        if (c.Command("set " + key + " 0 0 " + std::to_string(v.size()), v, true) != "STORED") ++bad;
+        if (c.Command(test::Cat("set ", key, " 0 0 ", std::to_string(v.size())), v, true) != "STORED") ++bad;
         std::string got;
         uint64_t cas = 0;
         bool b = false;
         if (!c.Get(key, &got, &cas, &b) || got != v || b) ++bad;           // a hit
-        if (c.Get(key + "-miss", &got, &cas, &b) || b) ++bad;                // a miss
-        if (i % 3 == 0 && c.Command("delete " + key) != "DELETED") ++bad;   // a delete hit
-        if (i % 5 == 0 && c.Command("incr ctr" + std::to_string(t) + " 1") != "NOT_FOUND") ++bad;  // a miss
+        if (c.Get(test::Cat(key, "-miss"), &got, &cas, &b) || b) ++bad;     // a miss
+        if (i % 3 == 0 && c.Command(test::Cat("delete ", key)) != "DELETED") ++bad;   // a delete hit
+        if (i % 5 == 0 && c.Command(test::Cat("incr ctr", std::to_string(t), " 1")) != "NOT_FOUND") ++bad;  // a miss
       }
       sent += c.sent();
       received += c.received();
