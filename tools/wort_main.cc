@@ -9,6 +9,6 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
   app.set_version_flag("--version", std::string("wort ") + wort::Version());
-  wort::cli::AddAll(app);
+  wort::cli::AddFor(app, argc, argv);  // only the subcommand argv names, when it names one
   return wort::cli::Main(app, argc, argv);
 }

@@ -398,7 +398,7 @@ void AddBench(CLI::App& app) {
   });
 }
 
-const bool kRegistered = RegisterCommand(&AddBench);
+const bool kRegistered = RegisterCommand(&AddBench, {"bench"});
 
 }  // namespace
 }  // namespace wort::cli

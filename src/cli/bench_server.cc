@@ -78,7 +78,7 @@ void AddBenchServer(CLI::App& app) {
   });
 }
 
-const bool kReg = RegisterCommand(&AddBenchServer);
+const bool kReg = RegisterCommand(&AddBenchServer, {"bench-server"});
 
 }  // namespace
 }  // namespace wort::cli

@@ -8,17 +8,30 @@
 
 namespace wort::cli {
 namespace {
-std::vector<AddFn>& Fns() {
-  static std::vector<AddFn> v;
+std::vector<Registration>& Regs() {
+  static std::vector<Registration> v;
   return v;
 }
 }  // namespace
-bool RegisterCommand(AddFn fn) {
-  Fns().push_back(fn);
+bool RegisterCommand(AddFn fn, std::initializer_list<std::string_view> names) {
+  Regs().push_back({fn, std::vector<std::string_view>(names)});
   return true;
 }
+const std::vector<Registration>& Registrations() { return Regs(); }
 void AddAll(CLI::App& app) {
-  for (AddFn f : Fns()) f(app);
+  for (const Registration& r : Regs()) r.fn(app);
+}
+void AddFor(CLI::App& app, int argc, char** argv) {
+  if (argc >= 2 && argv[1][0] != '-') {
+    const std::string_view want = argv[1];
+    for (const Registration& r : Regs())
+      for (std::string_view n : r.names)
+        if (n == want) {
+          r.fn(app);
+          return;
+        }
+  }
+  AddAll(app);
 }
 int ExitStatusOf(const Status& s) {
   switch (s.code()) {

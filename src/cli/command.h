@@ -19,7 +19,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include <initializer_list>
 #include <string_view>
+#include <vector>
 
 #include "wort/status.h"
 
@@ -39,9 +41,22 @@ int ExitStatusOf(const Status& s);
 [[noreturn]] void Fail(std::string_view prefix, const Status& s);
 
 using AddFn = void (*)(CLI::App& app);
-bool RegisterCommand(AddFn fn);
+// `names`: the top-level subcommands that fn adds (exactly those; tests/cli/cli_test.cc checks
+// every registration), so that a command line naming one of them registers only fn (AddFor).
+bool RegisterCommand(AddFn fn, std::initializer_list<std::string_view> names);
+struct Registration {
+  AddFn fn;
+  std::vector<std::string_view> names;
+};
+const std::vector<Registration>& Registrations();
 // Adds every registered subcommand to `app` (in registration order).
 void AddAll(CLI::App& app);
+// Adds what the command line needs: when argv[1] is a name that a registration declared, only
+// that registration's subcommands (issue 35: registering every subcommand's options was 44% of
+// the instructions of a `wort serve` start before main's own work); otherwise (an option such as
+// --help or --version first, an unknown name, no argument) every one, so that help and the
+// "unknown command" message list them all.
+void AddFor(CLI::App& app, int argc, char** argv);
 // Prints `e` the way CLI11 does (help, version, or the error) and returns the process exit code:
 // 0 for --help/--version, a callback's own code for CLI::RuntimeError, 2 for every usage error.
 int ExitCode(const CLI::App& app, const CLI::ParseError& e);

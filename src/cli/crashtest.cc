@@ -462,7 +462,7 @@ void AddCrashTest(CLI::App& app) {
   c->callback([o] { Run(*o); });
 }
 
-const bool kReg = RegisterCommand(&AddCrashTest);
+const bool kReg = RegisterCommand(&AddCrashTest, {"crashtest"});
 
 }  // namespace
 }  // namespace wort::cli

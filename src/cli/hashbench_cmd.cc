@@ -186,7 +186,7 @@ void AddHashBench(CLI::App& app) {
   });
 }
 
-[[maybe_unused]] const bool kReg = RegisterCommand(&AddHashBench);
+[[maybe_unused]] const bool kReg = RegisterCommand(&AddHashBench, {"hashbench"});
 
 }  // namespace
 }  // namespace wort::cli

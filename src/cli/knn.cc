@@ -434,7 +434,7 @@ void AddKnn(CLI::App& app) {
   AddBench(knn);
 }
 
-const bool kRegistered = RegisterCommand(&AddKnn);
+const bool kRegistered = RegisterCommand(&AddKnn, {"knn"});
 
 }  // namespace
 }  // namespace wort::cli

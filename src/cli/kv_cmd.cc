@@ -385,7 +385,7 @@ void AddKv(CLI::App& app) {
   }
 }
 
-const bool kRegistered = RegisterCommand(&AddKv);
+const bool kRegistered = RegisterCommand(&AddKv, {"kv"});
 
 }  // namespace
 }  // namespace wort::cli

@@ -217,7 +217,7 @@ void AddPool(CLI::App& app) {
   });
 }
 
-const bool kRegistered = RegisterCommand(&AddPool);
+const bool kRegistered = RegisterCommand(&AddPool, {"pool"});
 
 }  // namespace
 }  // namespace wort::cli

@@ -145,8 +145,8 @@ void AddBenchRemote(CLI::App& app) {
   });
 }
 
-const bool kRegServe = RegisterCommand(&AddServeRemote);
-const bool kRegBench = RegisterCommand(&AddBenchRemote);
+const bool kRegServe = RegisterCommand(&AddServeRemote, {"serve-remote"});
+const bool kRegBench = RegisterCommand(&AddBenchRemote, {"bench-remote"});
 
 }  // namespace
 }  // namespace wort::cli

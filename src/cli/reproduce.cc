@@ -119,7 +119,7 @@ void AddReproduce(CLI::App& app) {
   });
 }
 
-const bool kRegistered = RegisterCommand(&AddReproduce);
+const bool kRegistered = RegisterCommand(&AddReproduce, {"reproduce", "reproduce-keygen"});
 
 }  // namespace
 }  // namespace wort::cli

@@ -356,7 +356,7 @@ void AddServe(CLI::App& app) {
   });
 }
 
-const bool kReg = RegisterCommand(&AddServe);
+const bool kReg = RegisterCommand(&AddServe, {"serve"});
 
 }  // namespace
 }  // namespace wort::cli

@@ -82,13 +82,24 @@ constexpr std::string_view kTooLarge = "SERVER_ERROR object too large for cache"
 
 }  // namespace
 
+unsigned ServerStats::AssignShard() {
+  const unsigned s = sync::detail::g_counter_shard_next.fetch_add(1, std::memory_order_relaxed) % kShards + 1;
+  sync::detail::t_counter_shard = s;
+  return s;
+}
+
 void ServerStats::Reset() {
-  for (auto* c : {&total_connections, &rejected_connections, &cmd_get, &cmd_set, &cmd_flush, &cmd_touch, &get_hits,
-                  &get_misses, &get_expired, &get_flushed, &delete_hits, &delete_misses, &incr_hits, &incr_misses,
-                  &decr_hits, &decr_misses, &cas_hits, &cas_misses, &cas_badval, &touch_hits, &touch_misses,
-                  &store_too_large, &store_no_memory, &bytes_read, &bytes_written, &auth_cmds, &auth_errors,
-                  &idle_kicks})
-    c->store(0, std::memory_order_relaxed);
+  for (auto* c : {&total_connections, &rejected_connections, &idle_kicks}) c->store(0, std::memory_order_relaxed);
+  for (Counters& c : shards_) {
+    for (Field f : {&Counters::cmd_get, &Counters::cmd_set, &Counters::cmd_flush, &Counters::cmd_touch,
+                    &Counters::get_hits, &Counters::get_misses, &Counters::get_expired, &Counters::get_flushed,
+                    &Counters::delete_hits, &Counters::delete_misses, &Counters::incr_hits, &Counters::incr_misses,
+                    &Counters::decr_hits, &Counters::decr_misses, &Counters::cas_hits, &Counters::cas_misses,
+                    &Counters::cas_badval, &Counters::touch_hits, &Counters::touch_misses, &Counters::store_too_large,
+                    &Counters::store_no_memory, &Counters::bytes_read, &Counters::bytes_written, &Counters::auth_cmds,
+                    &Counters::auth_errors})
+      (c.*f).store(0, std::memory_order_relaxed);
+  }
   {
     std::lock_guard<std::mutex> g(prefix_mu);  // memcached's stats reset clears them too
     prefixes.clear();
@@ -202,20 +213,20 @@ Handler::Step Handler::Execute(const Request& req, std::string* out) {
     }
 
     case Command::kTouch: {
-      stats_.cmd_touch.fetch_add(1, relaxed);
+      stats_.Local().cmd_touch.fetch_add(1, relaxed);
       const Result r = store_.Touch(req.keys[0], ToAbsoluteExptime(req.exptime, Store::Now()));
       if (r == Result::kTouched) {
-        stats_.touch_hits.fetch_add(1, relaxed);
+        stats_.Local().touch_hits.fetch_add(1, relaxed);
         Line(out, "TOUCHED");
       } else {
-        stats_.touch_misses.fetch_add(1, relaxed);
+        stats_.Local().touch_misses.fetch_add(1, relaxed);
         Line(out, "NOT_FOUND");
       }
       break;
     }
 
     case Command::kFlushAll: {
-      stats_.cmd_flush.fetch_add(1, relaxed);
+      stats_.Local().cmd_flush.fetch_add(1, relaxed);
       const int64_t when = req.delay > 0 ? ToAbsoluteExptime(req.delay, Store::Now()) : 0;
       store_.FlushAll(when);
       Line(out, "OK");
@@ -292,16 +303,16 @@ Handler::Step Handler::Execute(const Request& req, std::string* out) {
 Result Handler::DeleteCommand(std::string_view key, uint64_t cas) {
   stats_.Detail(key, ServerStats::DetailOp::kDel);
   const Result r = cas == 0 ? store_.Delete(key) : store_.MetaDelete(key, true, cas, false, false, 0);
-  if (r == Result::kDeleted) stats_.delete_hits.fetch_add(1, std::memory_order_relaxed);
-  else if (r != Result::kExists && r != Result::kNoMemory) stats_.delete_misses.fetch_add(1, std::memory_order_relaxed);
+  if (r == Result::kDeleted) stats_.Local().delete_hits.fetch_add(1, std::memory_order_relaxed);
+  else if (r != Result::kExists && r != Result::kNoMemory) stats_.Local().delete_misses.fetch_add(1, std::memory_order_relaxed);
   return r;
 }
 
 void Handler::CountArith(bool incr, Result r) {
   const auto relaxed = std::memory_order_relaxed;
-  if (r == Result::kStored) (incr ? stats_.incr_hits : stats_.decr_hits).fetch_add(1, relaxed);
-  else if (r == Result::kNotFound) (incr ? stats_.incr_misses : stats_.decr_misses).fetch_add(1, relaxed);
-  else if (r == Result::kNoMemory) stats_.store_no_memory.fetch_add(1, relaxed);
+  if (r == Result::kStored) (incr ? stats_.Local().incr_hits : stats_.Local().decr_hits).fetch_add(1, relaxed);
+  else if (r == Result::kNotFound) (incr ? stats_.Local().incr_misses : stats_.Local().decr_misses).fetch_add(1, relaxed);
+  else if (r == Result::kNoMemory) stats_.Local().store_no_memory.fetch_add(1, relaxed);
 }
 
 Handler::Step Handler::Resume(std::string* out) {
@@ -314,22 +325,23 @@ Handler::Step Handler::Retrieve(const Request& req, std::string* out) {
   const bool touch = req.cmd == Command::kGat || req.cmd == Command::kGats;
   const bool with_cas = req.cmd == Command::kGets || req.cmd == Command::kGats;
   const auto relaxed = std::memory_order_relaxed;
+  ServerStats::Counters& c = stats_.Local();  // this thread's (one lookup per request)
   const int64_t exptime = touch ? ToAbsoluteExptime(req.exptime, Store::Now()) : 0;
   auto emit = [&](const ItemView& it) { AppendValue(out, it, with_cas); };
   while (next_key_ < req.keys.size()) {
     const std::string_view key = req.keys[next_key_++];
-    stats_.cmd_get.fetch_add(1, relaxed);
+    c.cmd_get.fetch_add(1, relaxed);
     bool hit;
     if (touch) {
-      stats_.cmd_touch.fetch_add(1, relaxed);
+      c.cmd_touch.fetch_add(1, relaxed);
       hit = store_.GetAndTouch(key, exptime, emit);
-      (hit ? stats_.touch_hits : stats_.touch_misses).fetch_add(1, relaxed);
+      (hit ? c.touch_hits : c.touch_misses).fetch_add(1, relaxed);
     } else {
       bool expired = false;
       hit = store_.Get(key, emit, &expired);
-      if (!hit && expired) stats_.get_expired.fetch_add(1, relaxed);
+      if (!hit && expired) c.get_expired.fetch_add(1, relaxed);
     }
-    (hit ? stats_.get_hits : stats_.get_misses).fetch_add(1, relaxed);
+    (hit ? c.get_hits : c.get_misses).fetch_add(1, relaxed);
     stats_.Detail(key, ServerStats::DetailOp::kGet);
     if (hit) stats_.Detail(key, ServerStats::DetailOp::kHit);
     if (out->size() >= kHighWater && next_key_ < req.keys.size()) return Step::kMore;
@@ -400,41 +412,41 @@ void Handler::Stats(std::string_view group, std::string* out) {
     Stat(out, "curr_connections", ld(stats_.curr_connections));
     Stat(out, "total_connections", ld(stats_.total_connections));
     Stat(out, "rejected_connections", ld(stats_.rejected_connections));
-    Stat(out, "cmd_get", ld(stats_.cmd_get));
-    Stat(out, "cmd_set", ld(stats_.cmd_set));
-    Stat(out, "cmd_flush", ld(stats_.cmd_flush));
-    Stat(out, "cmd_touch", ld(stats_.cmd_touch));
-    Stat(out, "get_hits", ld(stats_.get_hits));
-    Stat(out, "get_misses", ld(stats_.get_misses));
-    Stat(out, "get_expired", ld(stats_.get_expired));
-    Stat(out, "get_flushed", ld(stats_.get_flushed));
-    Stat(out, "delete_misses", ld(stats_.delete_misses));
-    Stat(out, "delete_hits", ld(stats_.delete_hits));
-    Stat(out, "incr_misses", ld(stats_.incr_misses));
-    Stat(out, "incr_hits", ld(stats_.incr_hits));
-    Stat(out, "decr_misses", ld(stats_.decr_misses));
-    Stat(out, "decr_hits", ld(stats_.decr_hits));
-    Stat(out, "cas_misses", ld(stats_.cas_misses));
-    Stat(out, "cas_hits", ld(stats_.cas_hits));
-    Stat(out, "cas_badval", ld(stats_.cas_badval));
-    Stat(out, "touch_hits", ld(stats_.touch_hits));
-    Stat(out, "touch_misses", ld(stats_.touch_misses));
-    Stat(out, "store_too_large", ld(stats_.store_too_large));
-    Stat(out, "store_no_memory", ld(stats_.store_no_memory));
-    Stat(out, "auth_cmds", ld(stats_.auth_cmds));
-    Stat(out, "auth_errors", ld(stats_.auth_errors));
+    Stat(out, "cmd_get", stats_.Sum(&ServerStats::Counters::cmd_get));
+    Stat(out, "cmd_set", stats_.Sum(&ServerStats::Counters::cmd_set));
+    Stat(out, "cmd_flush", stats_.Sum(&ServerStats::Counters::cmd_flush));
+    Stat(out, "cmd_touch", stats_.Sum(&ServerStats::Counters::cmd_touch));
+    Stat(out, "get_hits", stats_.Sum(&ServerStats::Counters::get_hits));
+    Stat(out, "get_misses", stats_.Sum(&ServerStats::Counters::get_misses));
+    Stat(out, "get_expired", stats_.Sum(&ServerStats::Counters::get_expired));
+    Stat(out, "get_flushed", stats_.Sum(&ServerStats::Counters::get_flushed));
+    Stat(out, "delete_misses", stats_.Sum(&ServerStats::Counters::delete_misses));
+    Stat(out, "delete_hits", stats_.Sum(&ServerStats::Counters::delete_hits));
+    Stat(out, "incr_misses", stats_.Sum(&ServerStats::Counters::incr_misses));
+    Stat(out, "incr_hits", stats_.Sum(&ServerStats::Counters::incr_hits));
+    Stat(out, "decr_misses", stats_.Sum(&ServerStats::Counters::decr_misses));
+    Stat(out, "decr_hits", stats_.Sum(&ServerStats::Counters::decr_hits));
+    Stat(out, "cas_misses", stats_.Sum(&ServerStats::Counters::cas_misses));
+    Stat(out, "cas_hits", stats_.Sum(&ServerStats::Counters::cas_hits));
+    Stat(out, "cas_badval", stats_.Sum(&ServerStats::Counters::cas_badval));
+    Stat(out, "touch_hits", stats_.Sum(&ServerStats::Counters::touch_hits));
+    Stat(out, "touch_misses", stats_.Sum(&ServerStats::Counters::touch_misses));
+    Stat(out, "store_too_large", stats_.Sum(&ServerStats::Counters::store_too_large));
+    Stat(out, "store_no_memory", stats_.Sum(&ServerStats::Counters::store_no_memory));
+    Stat(out, "auth_cmds", stats_.Sum(&ServerStats::Counters::auth_cmds));
+    Stat(out, "auth_errors", stats_.Sum(&ServerStats::Counters::auth_errors));
     Stat(out, "idle_kicks", ld(stats_.idle_kicks));
     // wort's input buffer budget (ServerConfig::max_buffered, partial_timeout).
     Stat(out, "wort_buffered_bytes", ld(stats_.buffered_bytes));
     Stat(out, "wort_buffer_refusals", ld(stats_.buffer_refusals));
     Stat(out, "wort_partial_kicks", ld(stats_.partial_kicks));
-    Stat(out, "bytes_read", ld(stats_.bytes_read));
-    Stat(out, "bytes_written", ld(stats_.bytes_written));
+    Stat(out, "bytes_read", stats_.Sum(&ServerStats::Counters::bytes_read));
+    Stat(out, "bytes_written", stats_.Sum(&ServerStats::Counters::bytes_written));
     Stat(out, "limit_maxbytes", MaxBytes(store_.pool()));
     Stat(out, "threads", uint64_t(config_.threads));
     Stat(out, "bytes", store_.bytes_allocated());
     Stat(out, "curr_items", store_.curr_items());
-    Stat(out, "total_items", ld(store_.counters().total_items));
+    Stat(out, "total_items", static_cast<uint64_t>(store_.counters().total_items.Sum()));
     Stat(out, "expired_unfetched", ld(store_.counters().expired_unfetched));
     Stat(out, "evictions", ld(store_.counters().evictions));
     Stat(out, "evicted_unfetched", ld(store_.counters().evicted_unfetched));
@@ -574,8 +586,8 @@ void Handler::Meta(const Request& req, std::string* out) {
   };
   switch (req.cmd) {
     case Command::kMetaGet: {
-      stats_.cmd_get.fetch_add(1, relaxed);
-      if (f.has_ttl) stats_.cmd_touch.fetch_add(1, relaxed);
+      stats_.Local().cmd_get.fetch_add(1, relaxed);
+      if (f.has_ttl) stats_.Local().cmd_touch.fetch_add(1, relaxed);
       Store::MetaGetArgs a;
       a.touch = f.has_ttl;
       a.exptime = f.has_ttl ? Abs(f.ttl) : 0;
@@ -601,14 +613,14 @@ void Handler::Meta(const Request& req, std::string* out) {
           out->append("\r\n");
         }
       });
-      (hit ? stats_.get_hits : stats_.get_misses).fetch_add(1, relaxed);
-      if (f.has_ttl) (hit ? stats_.touch_hits : stats_.touch_misses).fetch_add(1, relaxed);
+      (hit ? stats_.Local().get_hits : stats_.Local().get_misses).fetch_add(1, relaxed);
+      if (f.has_ttl) (hit ? stats_.Local().touch_hits : stats_.Local().touch_misses).fetch_add(1, relaxed);
       if (!hit && !f.quiet) failure("EN");
       return;
     }
 
     case Command::kMetaSet: {
-      stats_.cmd_set.fetch_add(1, relaxed);
+      stats_.Local().cmd_set.fetch_add(1, relaxed);
       StoreMode mode = StoreMode::kSet;
       switch (f.mode) {
         case 'E': mode = StoreMode::kAdd; break;
@@ -619,7 +631,7 @@ void Handler::Meta(const Request& req, std::string* out) {
       }
       if (req.too_large) {
         if (mode == StoreMode::kSet) store_.Unlink(key);  // as set: no stale value survives
-        stats_.store_too_large.fetch_add(1, relaxed);
+        stats_.Local().store_too_large.fetch_add(1, relaxed);
         Line(out, kTooLarge);
         return;
       }
@@ -627,9 +639,9 @@ void Handler::Meta(const Request& req, std::string* out) {
       const Result r = store_.MetaSet(mode, key, f.client_flags, f.has_ttl ? Abs(f.ttl) : 0, req.data, f.has_cas,
                                       f.cas, f.invalidate, &cas);
       if (f.has_cas) {
-        if (r == Result::kStored) stats_.cas_hits.fetch_add(1, relaxed);
-        else if (r == Result::kExists) stats_.cas_badval.fetch_add(1, relaxed);
-        else if (r == Result::kNotFound) stats_.cas_misses.fetch_add(1, relaxed);
+        if (r == Result::kStored) stats_.Local().cas_hits.fetch_add(1, relaxed);
+        else if (r == Result::kExists) stats_.Local().cas_badval.fetch_add(1, relaxed);
+        else if (r == Result::kNotFound) stats_.Local().cas_misses.fetch_add(1, relaxed);
       }
       switch (r) {
         case Result::kStored: {
@@ -646,12 +658,12 @@ void Handler::Meta(const Request& req, std::string* out) {
         case Result::kExists: failure("EX", true); return;
         case Result::kNotFound: failure("NF", true); return;
         case Result::kTooLarge:
-          stats_.store_too_large.fetch_add(1, relaxed);
+          stats_.Local().store_too_large.fetch_add(1, relaxed);
           Line(out, kTooLarge);
           return;
         case Result::kNoMemory:
           if (mode == StoreMode::kSet) store_.Unlink(key);
-          stats_.store_no_memory.fetch_add(1, relaxed);
+          stats_.Local().store_no_memory.fetch_add(1, relaxed);
           Line(out, kNoMemory);
           return;
         default: Line(out, "SERVER_ERROR internal error storing object"); return;
@@ -663,16 +675,16 @@ void Handler::Meta(const Request& req, std::string* out) {
           store_.MetaDelete(key, f.has_cas, f.cas, f.invalidate, f.has_ttl, f.has_ttl ? Abs(f.ttl) : 0);
       switch (r) {
         case Result::kDeleted:
-          stats_.delete_hits.fetch_add(1, relaxed);
+          stats_.Local().delete_hits.fetch_add(1, relaxed);
           if (!f.quiet) failure("HD");  // HD carries only k and O too
           return;
         case Result::kNotFound:
-          stats_.delete_misses.fetch_add(1, relaxed);
+          stats_.Local().delete_misses.fetch_add(1, relaxed);
           failure("NF");
           return;
         case Result::kExists: failure("EX"); return;
         case Result::kNoMemory:
-          stats_.store_no_memory.fetch_add(1, relaxed);
+          stats_.Local().store_no_memory.fetch_add(1, relaxed);
           Line(out, kNoMemory);
           return;
         default: Line(out, "SERVER_ERROR internal error"); return;
@@ -692,8 +704,8 @@ void Handler::Meta(const Request& req, std::string* out) {
       a.exptime = f.has_ttl ? Abs(f.ttl) : 0;
       Store::ArithOut res;
       const Result r = store_.MetaArith(key, a, &res);
-      auto& hits = a.incr ? stats_.incr_hits : stats_.decr_hits;
-      auto& misses = a.incr ? stats_.incr_misses : stats_.decr_misses;
+      auto& hits = a.incr ? stats_.Local().incr_hits : stats_.Local().decr_hits;
+      auto& misses = a.incr ? stats_.Local().incr_misses : stats_.Local().decr_misses;
       switch (r) {
         case Result::kStored: {
           hits.fetch_add(1, relaxed);
@@ -721,7 +733,7 @@ void Handler::Meta(const Request& req, std::string* out) {
         case Result::kExists: failure("EX"); return;
         case Result::kNonNumeric: Line(out, "CLIENT_ERROR cannot increment or decrement non-numeric value"); return;
         case Result::kNoMemory:
-          stats_.store_no_memory.fetch_add(1, relaxed);
+          stats_.Local().store_no_memory.fetch_add(1, relaxed);
           Line(out, kNoMemory);
           return;
         default: Line(out, "SERVER_ERROR internal error"); return;
@@ -875,7 +887,7 @@ void Handler::ClassStats(std::string_view group, std::string* out) {
         {"evicted", ld(c.evictions)},
         {"evicted_nonzero", 0},
         {"evicted_time", 0},
-        {"outofmemory", ld(stats_.store_no_memory)},
+        {"outofmemory", stats_.Sum(&ServerStats::Counters::store_no_memory)},
         {"tailrepairs", 0},
         {"reclaimed", ld(c.reclaimed)},
         {"expired_unfetched", ld(c.expired_unfetched)},
@@ -890,7 +902,7 @@ void Handler::ClassStats(std::string_view group, std::string* out) {
         {"direct_reclaims", 0},
         {"hits_to_hot", 0},
         {"hits_to_warm", 0},
-        {"hits_to_cold", ld(stats_.get_hits)},
+        {"hits_to_cold", stats_.Sum(&ServerStats::Counters::get_hits)},
         {"hits_to_temp", 0},
     };
     for (const auto& [name, v] : fields) Stat(out, std::string("items:1:") + name, v);
@@ -913,14 +925,14 @@ void Handler::ClassStats(std::string_view group, std::string* out) {
         {"used_chunks", used_chunks},
         {"free_chunks", total - used_chunks},
         {"free_chunks_end", 0},
-        {"get_hits", ld(stats_.get_hits)},
-        {"cmd_set", ld(stats_.cmd_set)},
-        {"delete_hits", ld(stats_.delete_hits)},
-        {"incr_hits", ld(stats_.incr_hits)},
-        {"decr_hits", ld(stats_.decr_hits)},
-        {"cas_hits", ld(stats_.cas_hits)},
-        {"cas_badval", ld(stats_.cas_badval)},
-        {"touch_hits", ld(stats_.touch_hits)},
+        {"get_hits", stats_.Sum(&ServerStats::Counters::get_hits)},
+        {"cmd_set", stats_.Sum(&ServerStats::Counters::cmd_set)},
+        {"delete_hits", stats_.Sum(&ServerStats::Counters::delete_hits)},
+        {"incr_hits", stats_.Sum(&ServerStats::Counters::incr_hits)},
+        {"decr_hits", stats_.Sum(&ServerStats::Counters::decr_hits)},
+        {"cas_hits", stats_.Sum(&ServerStats::Counters::cas_hits)},
+        {"cas_badval", stats_.Sum(&ServerStats::Counters::cas_badval)},
+        {"touch_hits", stats_.Sum(&ServerStats::Counters::touch_hits)},
     };
     for (const auto& [name, v] : fields) Stat(out, std::string("1:") + name, v);
   }

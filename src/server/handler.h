@@ -17,6 +17,7 @@
 #include "server/proto_bin.h"
 #include "server/protocol.h"
 #include "server/store.h"
+#include "sync/counter.h"
 #include "wort/version.h"
 
 namespace wort::server {
@@ -62,28 +63,60 @@ struct ServerConfig {
 };
 
 // memcached's general-purpose counters (field names as in `stats`).
+//
+// Cache lines (issue 35; doc/server.md "What a request writes"): a request writes no line of this
+// struct that another worker thread writes. The counters that requests change (Counters) are
+// kept per thread: kShards copies, one 256-byte block each (the hot ones in its first line), a
+// thread adding to its own block (the shard of sync/counter.h: given round robin at a thread's
+// first add, so up to kShards threads never share one; beyond that, threads share blocks and
+// still count exactly, the adds being atomic read-modify-writes). `stats` sums the blocks (Sum):
+// exact when no request runs, otherwise a value each counter had at some moment of the read,
+// as memcached's own per-thread counters. What changes per connection (connections, the input
+// buffer budget, timeouts) stays in single words, on lines of their own apart from the
+// read-mostly words that every request reads (verbosity, detail).
 struct ServerStats {
-  int64_t start_time = 0;  // unix seconds
-  std::atomic<uint64_t> curr_connections{0}, total_connections{0}, rejected_connections{0};
-  std::atomic<uint64_t> cmd_get{0}, cmd_set{0}, cmd_flush{0}, cmd_touch{0};
-  std::atomic<uint64_t> get_hits{0}, get_misses{0}, get_expired{0}, get_flushed{0};
-  std::atomic<uint64_t> delete_hits{0}, delete_misses{0};
-  std::atomic<uint64_t> incr_hits{0}, incr_misses{0}, decr_hits{0}, decr_misses{0};
-  std::atomic<uint64_t> cas_hits{0}, cas_misses{0}, cas_badval{0};
-  std::atomic<uint64_t> touch_hits{0}, touch_misses{0};
-  std::atomic<uint64_t> store_too_large{0}, store_no_memory{0};
-  std::atomic<uint64_t> bytes_read{0}, bytes_written{0};
-  std::atomic<uint64_t> auth_cmds{0}, auth_errors{0}, idle_kicks{0};
+  struct alignas(64) Counters {
+    // First line: what a get and a set write.
+    std::atomic<uint64_t> cmd_get{0}, get_hits{0}, get_misses{0}, bytes_read{0}, bytes_written{0}, cmd_set{0};
+    std::atomic<uint64_t> cmd_touch{0}, get_expired{0};
+    std::atomic<uint64_t> get_flushed{0}, cmd_flush{0};
+    std::atomic<uint64_t> delete_hits{0}, delete_misses{0};
+    std::atomic<uint64_t> incr_hits{0}, incr_misses{0}, decr_hits{0}, decr_misses{0};
+    std::atomic<uint64_t> cas_hits{0}, cas_misses{0}, cas_badval{0};
+    std::atomic<uint64_t> touch_hits{0}, touch_misses{0};
+    std::atomic<uint64_t> store_too_large{0}, store_no_memory{0};
+    std::atomic<uint64_t> auth_cmds{0}, auth_errors{0};
+  };
+  static constexpr unsigned kShards = 64;  // sync::ShardedCounter::kShards: the same shard numbers
+  using Field = std::atomic<uint64_t> Counters::*;
+  // The calling thread's counters: one thread-local load (initial-exec TLS), inline.
+  Counters& Local() {
+    unsigned s = sync::detail::t_counter_shard;  // shard + 1; 0: none yet
+    if (s == 0) [[unlikely]] s = AssignShard();
+    return shards_[s - 1];
+  }
+  // One counter, summed over the threads.
+  uint64_t Sum(Field f) const {
+    uint64_t s = 0;
+    for (const Counters& c : shards_) s += (c.*f).load(std::memory_order_relaxed);
+    return s;
+  }
+
+  // Read by every request (written only by `verbosity` and `stats detail on|off`).
+  alignas(64) int64_t start_time = 0;  // unix seconds
+  std::atomic<uint32_t> verbosity{0};
+  std::atomic<bool> detail{false};
+  // Per connection, not per request.
+  alignas(64) std::atomic<uint64_t> curr_connections{0}, total_connections{0}, rejected_connections{0};
+  std::atomic<uint64_t> idle_kicks{0};
   // Input buffer bytes held beyond the first 64 KiB per connection (ServerConfig::max_buffered),
   // requests refused for it, and connections closed with a request half received.
   std::atomic<uint64_t> buffered_bytes{0}, buffer_refusals{0}, partial_kicks{0};
-  std::atomic<uint32_t> verbosity{0};
   // stats detail (memcached's per-prefix counters, off by default): the prefix of a key is its
   // part before the first ':'; keys without one are not counted. Under prefix_mu.
   struct PrefixCounts {
     uint64_t get = 0, hit = 0, set = 0, del = 0;
   };
-  std::atomic<bool> detail{false};
   std::mutex prefix_mu;
   std::map<std::string, PrefixCounts, std::less<>> prefixes;
   enum class DetailOp { kGet, kHit, kSet, kDel };
@@ -103,7 +136,16 @@ struct ServerStats {
   std::mutex conns_mu;
   std::set<const Handler*> conns;
   void Reset();
+
+ private:
+  // Gives the calling thread its shard as sync::ShardedCounter does (the same thread-local
+  // number, so a thread's counters of every kind sit at the same index); returns shard + 1.
+  static unsigned AssignShard();
+  Counters shards_[kShards];
 };
+
+static_assert(ServerStats::kShards == sync::ShardedCounter::kShards);
+static_assert(sizeof(ServerStats::Counters) == 256, "the hot counters fill the first line of a block");
 
 class Handler {
  public:
@@ -193,23 +235,24 @@ class Handler {
 template <class StoreFn>
 Result Handler::StoreCommand(std::string_view key, bool is_set, bool is_cas, bool too_large, StoreFn&& store) {
   const auto relaxed = std::memory_order_relaxed;
-  stats_.cmd_set.fetch_add(1, relaxed);
+  ServerStats::Counters& c = stats_.Local();
+  c.cmd_set.fetch_add(1, relaxed);
   stats_.Detail(key, ServerStats::DetailOp::kSet);
   if (too_large) {
     if (is_set) store_.Unlink(key);
-    stats_.store_too_large.fetch_add(1, relaxed);
+    c.store_too_large.fetch_add(1, relaxed);
     return Result::kTooLarge;
   }
   const Result r = store();
   if (is_cas) {
-    if (r == Result::kStored) stats_.cas_hits.fetch_add(1, relaxed);
-    else if (r == Result::kExists) stats_.cas_badval.fetch_add(1, relaxed);
-    else if (r == Result::kNotFound) stats_.cas_misses.fetch_add(1, relaxed);
+    if (r == Result::kStored) c.cas_hits.fetch_add(1, relaxed);
+    else if (r == Result::kExists) c.cas_badval.fetch_add(1, relaxed);
+    else if (r == Result::kNotFound) c.cas_misses.fetch_add(1, relaxed);
   }
-  if (r == Result::kTooLarge) stats_.store_too_large.fetch_add(1, relaxed);
+  if (r == Result::kTooLarge) c.store_too_large.fetch_add(1, relaxed);
   if (r == Result::kNoMemory) {
     if (is_set) store_.Unlink(key);
-    stats_.store_no_memory.fetch_add(1, relaxed);
+    c.store_no_memory.fetch_add(1, relaxed);
   }
   return r;
 }

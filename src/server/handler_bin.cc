@@ -105,15 +105,15 @@ Handler::Step Handler::ExecuteBinary(const bin::Request& req, std::string* out) 
       };
       bool hit;
       if (touch) {
-        stats_.cmd_touch.fetch_add(1, relaxed);
+        stats_.Local().cmd_touch.fetch_add(1, relaxed);
         hit = store_.GetAndTouch(key, BinExptime(req.ExtraU32(0)), emit);
-        (hit ? stats_.touch_hits : stats_.touch_misses).fetch_add(1, relaxed);
+        (hit ? stats_.Local().touch_hits : stats_.Local().touch_misses).fetch_add(1, relaxed);
       } else {
-        stats_.cmd_get.fetch_add(1, relaxed);
+        stats_.Local().cmd_get.fetch_add(1, relaxed);
         bool expired = false;
         hit = store_.Get(key, emit, &expired);
-        if (!hit && expired) stats_.get_expired.fetch_add(1, relaxed);
-        (hit ? stats_.get_hits : stats_.get_misses).fetch_add(1, relaxed);
+        if (!hit && expired) stats_.Local().get_expired.fetch_add(1, relaxed);
+        (hit ? stats_.Local().get_hits : stats_.Local().get_misses).fetch_add(1, relaxed);
       }
       if (!hit && !req.quiet) {
         if (with_key) bin::AppendResponse(out, opcode, bin::kKeyNotFound, opaque, 0, {}, key, {});
@@ -202,7 +202,7 @@ Handler::Step Handler::ExecuteBinary(const bin::Request& req, std::string* out) 
     }
 
     case bin::kFlush: {
-      stats_.cmd_flush.fetch_add(1, relaxed);
+      stats_.Local().cmd_flush.fetch_add(1, relaxed);
       const uint32_t delay = req.extras.size() == 4 ? req.ExtraU32(0) : 0;
       store_.FlushAll(delay > 0 ? BinExptime(delay) : 0);
       ok(0);
@@ -264,11 +264,11 @@ Handler::Step Handler::ExecuteBinary(const bin::Request& req, std::string* out) 
         error(bin::kInvalid);
         return Step::kDone;
       }
-      stats_.auth_cmds.fetch_add(1, relaxed);
+      stats_.Local().auth_cmds.fetch_add(1, relaxed);
       const bool ok = req.op == bin::kSaslAuth && key == "PLAIN" && !req.too_large &&
                       CheckSaslPlain(*config_.auth, req.value);
       if (!ok) {
-        stats_.auth_errors.fetch_add(1, relaxed);
+        stats_.Local().auth_errors.fetch_add(1, relaxed);
         error(bin::kAuthError);
         return Step::kDone;
       }

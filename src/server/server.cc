@@ -247,7 +247,7 @@ class Connection final : public ConnBase, public std::enable_shared_from_this<Co
                             waiting_ = false;
                             if (ec) return;  // closed or reset: the connection ends here
                             active_ = true;
-                            srv_->stats.bytes_read.fetch_add(n, std::memory_order_relaxed);
+                            srv_->stats.Local().bytes_read.fetch_add(n, std::memory_order_relaxed);
                             rend_ += n;
                             Process();
                           });
@@ -338,13 +338,13 @@ class Connection final : public ConnBase, public std::enable_shared_from_this<Co
         case TextAuthStep::Outcome::kReply:
           out_.append(st.reply);
           out_.append("\r\n");
-          if (st.reply != "CLIENT_ERROR unauthenticated") srv_->stats.auth_cmds.fetch_add(1, std::memory_order_relaxed);
+          if (st.reply != "CLIENT_ERROR unauthenticated") srv_->stats.Local().auth_cmds.fetch_add(1, std::memory_order_relaxed);
           if (st.authenticated) {
             authenticated_ = true;
             return true;
           }
           if (st.reply == "CLIENT_ERROR authentication failure") {
-            srv_->stats.auth_errors.fetch_add(1, std::memory_order_relaxed);
+            srv_->stats.Local().auth_errors.fetch_add(1, std::memory_order_relaxed);
             if (srv_->Verbose(1)) fmt::print(stderr, "<{} authentication failure\n", id_);
           }
           continue;
@@ -402,7 +402,7 @@ class Connection final : public ConnBase, public std::enable_shared_from_this<Co
   }
 
   void Sent(size_t n) {
-    srv_->stats.bytes_written.fetch_add(n, std::memory_order_relaxed);
+    srv_->stats.Local().bytes_written.fetch_add(n, std::memory_order_relaxed);
     out_.clear();
     if (out_.capacity() > Handler::kHighWater * 2) std::string().swap(out_);
   }
@@ -447,7 +447,7 @@ class Connection final : public ConnBase, public std::enable_shared_from_this<Co
       parser_.Swallow(need_ - pending);
       rpos_ = rend_ = 0;
       need_ = 0;
-      srv_->stats.store_no_memory.fetch_add(1, std::memory_order_relaxed);
+      srv_->stats.Local().store_no_memory.fetch_add(1, std::memory_order_relaxed);
       if (srv_->Verbose(1)) fmt::print(stderr, "<{} input buffer budget full: value refused\n", id_);
       if (!noreply) out_.append("SERVER_ERROR out of memory storing object\r\n");
       WriteThen([this] { Read(); });

@@ -395,7 +395,7 @@ Store::FlushState Store::Flushes() const {
 }
 
 uint64_t Store::curr_items() const {
-  const int64_t n = items_.load(std::memory_order_relaxed);
+  const int64_t n = items_.Sum();
   return n > 0 ? static_cast<uint64_t>(n) : 0;
 }
 
@@ -437,7 +437,7 @@ void Store::CountLoop() {
     LockAllKeys();
     const uint64_t n = index_->Size();  // the index's own count (its walk, or a kept count)
     count_walked_.store(n, std::memory_order_relaxed);
-    items_.fetch_add(static_cast<int64_t>(n ? n - 1 : 0), std::memory_order_relaxed);  // less the metadata entry
+    items_.Add(static_cast<int64_t>(n ? n - 1 : 0));  // less the metadata entry
     counting_.store(false, std::memory_order_release);
     UnlockAllKeys();
     return;
@@ -465,7 +465,7 @@ void Store::CountLoop() {
         return true;
       });
     }
-    items_.fetch_add(items, std::memory_order_relaxed);
+    items_.Add(static_cast<int64_t>(items));
     count_walked_.fetch_add(seen, std::memory_order_relaxed);
     const bool done = !s.ok() || seen < kCountBatch;
     if (!s.ok()) fmt::print(stderr, "wort serve: item count: {}\n", s.ToString());
@@ -630,7 +630,7 @@ Result Store::WriteRecord(std::string_view key, uint32_t flags, int64_t exptime,
     if (!s.IsPoolFull()) fmt::print(stderr, "wort serve: upsert: {}\n", s.ToString());
     return s.IsPoolFull() ? Result::kNoMemory : Result::kError;
   }
-  counters_.total_items.fetch_add(1, std::memory_order_relaxed);
+  counters_.total_items.Add(1);
   if (cas_out) *cas_out = cas;
   return Result::kStored;
 }

@@ -137,6 +137,7 @@
 #include "wort/pm.h"
 #include "wort/pool.h"
 #include "wort/status.h"
+#include "sync/counter.h"
 #include "sync/version_lock.h"
 
 namespace wort::server {
@@ -249,8 +250,10 @@ struct StoreOptions {
 };
 
 // Counters kept by the store (stats).
+// total_items changes at every store: per thread (sync::ShardedCounter: no line that two
+// workers write); the others change only on removals and evictions.
 struct StoreCounters {
-  std::atomic<uint64_t> total_items{0};  // successful stores
+  sync::ShardedCounter total_items;  // successful stores
   std::atomic<uint64_t> reclaimed{0};    // dead items removed (lazily or by the crawler)
   std::atomic<uint64_t> crawler_items_checked{0};
   std::atomic<uint64_t> expired_unfetched{0};
@@ -491,7 +494,7 @@ class Store {
   // REQUIRES the key's lock: the index gained (+1) or lost (-1) `key` (item count rule above).
   void Counted(std::string_view key, int64_t d) {
     if (counting_.load(std::memory_order_relaxed) && (!ordered_ || CompareKeys(key, count_cursor_) > 0)) return;
-    items_.fetch_add(d, std::memory_order_relaxed);
+    items_.Add(d);
   }
   void LockAllKeys() const;
   void UnlockAllKeys() const;
@@ -520,8 +523,9 @@ class Store {
   mutable std::vector<std::pair<std::string, uint64_t>> adopt_;
 
   bool created_ = false;
-  // The item count (see above). count_cursor_ changes only while every key lock is held.
-  std::atomic<int64_t> items_{0};
+  // The item count (see above). count_cursor_ changes only while every key lock is held. Per
+  // thread (a writer adds to its own line; curr_items sums them).
+  sync::ShardedCounter items_;
   std::atomic<bool> counting_{true};
   std::atomic<bool> count_stop_{false};
   std::atomic<uint64_t> count_walked_{0};

@@ -5,6 +5,9 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <vector>
+#include <set>
+#include <algorithm>
 #include <filesystem>
 #include <string>
 
@@ -12,6 +15,7 @@
 #include <iterator>
 #include <memory>
 
+#include "cli/command.h"
 #include "cli/options.h"
 #include "common/test_util.h"
 #include "wort/index.h"
@@ -28,6 +32,58 @@ using wort::cli::ParseSize;
 
 int RunCli(const std::string& args, std::string* out) {
   return wort::test::RunShell(std::string(WORT_CLI_PATH) + " " + args, out);
+}
+
+// The top-level subcommands that one registration's function adds to a fresh app.
+std::vector<std::string> AddedBy(wort::cli::AddFn fn) {
+  CLI::App app;
+  fn(app);
+  std::vector<std::string> names;
+  for (const CLI::App* c : app.get_subcommands([](CLI::App*) { return true; })) names.push_back(c->get_name());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// issue 35: a command line that names a subcommand registers only it (AddFor), which is right
+// only if every registration names exactly the subcommands its function adds.
+TEST(CliCommands, EveryRegistrationNamesTheSubcommandsItAdds) {
+  const auto& regs = wort::cli::Registrations();
+  ASSERT_GE(regs.size(), 10u);
+  std::set<std::string> seen;
+  for (const auto& r : regs) {
+    std::vector<std::string> declared(r.names.begin(), r.names.end());
+    std::sort(declared.begin(), declared.end());
+    EXPECT_FALSE(declared.empty());
+    EXPECT_EQ(AddedBy(r.fn), declared);
+    for (const auto& n : declared) EXPECT_TRUE(seen.insert(n).second) << n << " registered twice";
+  }
+  EXPECT_TRUE(seen.count("serve"));
+}
+
+TEST(CliCommands, ANamedSubcommandIsTheOnlyOneRegistered) {
+  auto added = [](std::vector<std::string> args) {
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    CLI::App app;
+    wort::cli::AddFor(app, static_cast<int>(argv.size()), argv.data());
+    std::set<std::string> names;
+    for (const CLI::App* c : app.get_subcommands([](CLI::App*) { return true; })) names.insert(c->get_name());
+    return names;
+  };
+  std::set<std::string> all;
+  for (const auto& r : wort::cli::Registrations())
+    for (auto n : r.names) all.insert(std::string(n));
+  EXPECT_EQ(added({"wort", "serve", "--port", "0"}), std::set<std::string>{"serve"});
+  EXPECT_EQ(added({"wort", "reproduce-keygen"}), (std::set<std::string>{"reproduce", "reproduce-keygen"}));
+  EXPECT_EQ(added({"wort", "--help"}), all);
+  EXPECT_EQ(added({"wort", "no-such-command"}), all);
+  EXPECT_EQ(added({"wort"}), all);
+  // And the binary: a bad option of `serve` is still a usage error, an unknown command still
+  // lists every command.
+  std::string out;
+  EXPECT_EQ(RunCli("serve --no-such-option 2>&1", &out), 2) << out;
+  EXPECT_EQ(RunCli("no-such-command 2>&1", &out), 2) << out;
+  for (const auto& n : all) EXPECT_NE(out.find(n), std::string::npos) << n << " missing from: " << out;
 }
 
 TEST(CliOptions, SizesAcceptTheDocumentedForms) {

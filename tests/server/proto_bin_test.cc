@@ -603,7 +603,7 @@ TEST_F(Bin, SaslPlain) {
   ASSERT_EQ(rs.size(), 2u);
   EXPECT_EQ(rs[1].value, "v");
   EXPECT_EQ(One(EncodeRequest(bin::kSaslAuth, "", "PLAIN", std::string("alice\0bob\0pw", 12))).status, bin::kAuthError);
-  EXPECT_EQ(stats.auth_errors.load(), 6u);
+  EXPECT_EQ(stats.Sum(&ServerStats::Counters::auth_errors), 6u);
   config.auth = nullptr;
 }
 

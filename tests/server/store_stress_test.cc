@@ -329,8 +329,7 @@ TEST_P(StoreStress, ItemCountBesideWriters) {
     SCOPED_TRACE(ev == EvictPolicy::kLru ? "lru" : "no eviction");
     const int keys = static_cast<int>(Store::kCountBatch * 3 + 123);
     auto key = [](int i) {
-      std::string k = "c" + std::to_string(i % 97) + "\xf0";
-      return k + std::to_string(i);  // keys spread over the key space (many batches)
+      return test::Cat("c", std::to_string(i % 97), '\xf0', std::to_string(i));  // keys spread over the key space (many batches)
     };
     Open(ev);
     for (int i = 0; i < keys; i += 2) ASSERT_EQ(st->StoreItem(StoreMode::kSet, key(i), 0, 0, "v", 0), Result::kStored);
@@ -397,6 +396,7 @@ class Conn {
     while (!s.empty()) {
       const ssize_t n = ::send(fd_, s.data(), s.size(), MSG_NOSIGNAL);
       if (n <= 0) return false;
+      sent_ += static_cast<uint64_t>(n);
       s.remove_prefix(static_cast<size_t>(n));
     }
     return true;
@@ -437,6 +437,22 @@ class Conn {
     *cas = c;
     return true;
   }
+  // Bytes this client has sent and received so far.
+  uint64_t sent() const { return sent_; }
+  uint64_t received() const { return received_; }
+  // `stats`: name -> value (empty on a malformed reply).
+  std::map<std::string, uint64_t> Stats() {
+    Send("stats\r\n");
+    std::map<std::string, uint64_t> m;
+    for (;;) {
+      const std::string l = Line();
+      if (l == "END") return m;
+      char name[128];
+      unsigned long long v = 0;
+      if (std::sscanf(l.c_str(), "STAT %127s %llu", name, &v) == 2) m[name] = v;
+      else if (l.rfind("STAT ", 0) != 0) return {};
+    }
+  }
   std::string Command(const std::string& cmd, std::string_view data = {}, bool has_data = false) {
     std::string req = cmd + "\r\n";
     if (has_data) req += std::string(data) + "\r\n";
@@ -449,11 +465,13 @@ class Conn {
     char tmp[65536];
     const ssize_t n = ::recv(fd_, tmp, sizeof(tmp), 0);
     if (n <= 0) return false;
+    received_ += static_cast<uint64_t>(n);
     buf_.append(tmp, static_cast<size_t>(n));
     return true;
   }
   int fd_ = -1;
   bool ok_ = false;
+  uint64_t sent_ = 0, received_ = 0;
   std::string buf_;
 };
 
@@ -554,6 +572,106 @@ TEST_P(StoreStress, ServerConnectionsOnOverlappingKeys) {
   EXPECT_EQ(bad.load(), 0u);
   EXPECT_GT(hits.load(), 0u);
   for (int r = 0; r < kRounds; ++r) EXPECT_EQ(wins[r].load(), 1) << "round " << r;
+  ExpectConsistent("server");
+}
+
+// issue 35: the counters of `stats` are kept per thread and summed; with 4 worker threads, 8
+// connections and a 9th reading `stats` throughout, every sum is exact at the end (cmd_get,
+// get_hits, get_misses, cmd_set, total_items, curr_items, delete_hits, incr_hits, bytes_read and
+// bytes_written against what the clients sent and received), and no counter read meanwhile
+// ever goes down.
+TEST_P(StoreStress, StatsSumOverWorkerThreads) {
+  Open();
+  ServerConfig cfg;
+  cfg.port = 0;
+  cfg.threads = 4;
+  Server srv(*st, cfg);
+  ASSERT_TRUE(srv.Start().ok());
+  std::thread loop([&] { srv.Run(); });
+  const uint16_t port = srv.port();
+  constexpr int kConns = 8, kOps = 300;
+  std::atomic<uint64_t> bad{0}, sent{0}, received{0};
+  std::atomic<bool> done{false};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < kConns; ++t) {
+    ts.emplace_back([&, t] {
+      Conn c(port);
+      if (!c.ok()) {
+        ++bad;
+        return;
+      }
+      for (int i = 0; i < kOps; ++i) {
+        // Keys of every byte value from 0x21 to 0xff (no space or control byte in a text key).
+        const std::string key = test::Cat("k", std::to_string(t), ':', std::to_string(i),
+                                          static_cast<char>(0x21 + (t * kOps + i) % (0x100 - 0x21)));
+        const std::string v(1 + i % 200, static_cast<char>('a' + t));
+        if (c.Command(test::Cat("set ", key, " 0 0 ", std::to_string(v.size())), v, true) != "STORED") ++bad;
+        std::string got;
+        uint64_t cas = 0;
+        bool b = false;
+        if (!c.Get(key, &got, &cas, &b) || got != v || b) ++bad;           // a hit
+        if (c.Get(test::Cat(key, "-miss"), &got, &cas, &b) || b) ++bad;     // a miss
+        if (i % 3 == 0 && c.Command(test::Cat("delete ", key)) != "DELETED") ++bad;   // a delete hit
+        if (i % 5 == 0 && c.Command(test::Cat("incr ctr", std::to_string(t), " 1")) != "NOT_FOUND") ++bad;  // a miss
+      }
+      sent += c.sent();
+      received += c.received();
+    });
+  }
+  // Reads `stats` while the workers count: each counter only grows.
+  std::thread monitor([&] {
+    Conn c(port);
+    if (!c.ok()) {
+      ++bad;
+      return;
+    }
+    std::map<std::string, uint64_t> last;
+    while (!done.load()) {
+      const auto m = c.Stats();
+      if (m.empty()) ++bad;
+      for (const char* f : {"cmd_get", "get_hits", "get_misses", "cmd_set", "total_items", "bytes_read", "bytes_written"}) {
+        if (m.count(f) && last.count(f) && m.at(f) < last.at(f)) ++bad;
+      }
+      last = m;
+    }
+    sent += c.sent();
+    received += c.received();
+  });
+  for (auto& t : ts) t.join();
+  done = true;
+  monitor.join();
+  EXPECT_EQ(bad.load(), 0u);
+  {
+    // A reply's bytes are counted just after its send returns: the client may hold them a moment
+    // before the server has counted them, so bytes_written is polled (it only grows toward it).
+    Conn c(port);
+    ASSERT_TRUE(c.ok());
+    std::map<std::string, uint64_t> m;
+    uint64_t want_written = 0;
+    for (int a = 0; a < 200; ++a) {
+      want_written = received.load() + c.received();  // before this reply
+      m = c.Stats();
+      if (m["bytes_written"] >= want_written) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    constexpr uint64_t kN = uint64_t{kConns} * kOps;
+    constexpr uint64_t kDeletes = uint64_t{kConns} * ((kOps + 2) / 3);
+    EXPECT_EQ(m["cmd_get"], 2 * kN);
+    EXPECT_EQ(m["get_hits"], kN);
+    EXPECT_EQ(m["get_misses"], kN);
+    EXPECT_EQ(m["cmd_set"], kN);
+    EXPECT_EQ(m["total_items"], kN);
+    EXPECT_EQ(m["delete_hits"], kDeletes);
+    EXPECT_EQ(m["incr_misses"], uint64_t{kConns} * ((kOps + 4) / 5));
+    st->WaitForCount();
+    EXPECT_EQ(st->curr_items(), kN - kDeletes);
+    // Everything the clients sent, this connection's requests included; everything they
+    // received before this last reply.
+    EXPECT_EQ(m["bytes_read"], sent.load() + c.sent());
+    EXPECT_EQ(m["bytes_written"], want_written);
+  }
+  srv.Stop();
+  loop.join();
   ExpectConsistent("server");
 }
 
