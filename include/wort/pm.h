@@ -125,7 +125,8 @@ struct alignas(64) WORT_EXPORT ThreadCounters {
 // calls per insert; issue 31's callgrind). Constant-initialized and initial-exec, as
 // sync/epoch.h's t_epoch_last: no TLS wrapper or __tls_get_addr call. LocalSlow() constructs
 // and registers the counters on the thread's first flush or fence.
-WORT_EXPORT extern constinit __attribute__((tls_model("initial-exec"))) thread_local ThreadCounters* t_counters;
+#define WORT_TLS_INITIAL_EXEC __attribute__((tls_model("initial-exec")))
+WORT_EXPORT extern constinit WORT_TLS_INITIAL_EXEC thread_local ThreadCounters* t_counters;
 WORT_EXPORT ThreadCounters& LocalSlow();
 inline ThreadCounters& Local() {
   if (ThreadCounters* c = t_counters) [[likely]] return *c;

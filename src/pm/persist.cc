@@ -63,7 +63,7 @@ ThreadCounters::~ThreadCounters() {
   std::erase(r.live, this);
 }
 
-constinit __attribute__((tls_model("initial-exec"))) thread_local ThreadCounters* t_counters = nullptr;
+constinit WORT_TLS_INITIAL_EXEC thread_local ThreadCounters* t_counters = nullptr;
 
 ThreadCounters& LocalSlow() {
   thread_local ThreadCounters tc;
