@@ -58,7 +58,9 @@ bld="$out/build"
 mkdir -p "$bld"
 drv="$here/peers/driver.cc"
 CXX=${CXX:-g++} CC=${CC:-gcc}
-OPT="-O3 -march=native -DNDEBUG -w"
+# PEERS_ARCH: the drivers' target flags (scripts/insert_callgrind.sh builds them for x86-64-v3,
+# which valgrind runs; -march=native may emit instructions it does not know).
+OPT="-O3 ${PEERS_ARCH:--march=native} -DNDEBUG -w"
 
 # ---- build: one driver binary per peer ----
 declare -A bin kind

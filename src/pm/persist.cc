@@ -52,6 +52,9 @@ ThreadCounters::ThreadCounters() {
 }
 
 ThreadCounters::~ThreadCounters() {
+  // A flush during the rest of the thread's exit (another thread_local's destructor) finds the
+  // object again through LocalSlow, as it found it through the function-local static before.
+  if (t_counters == this) t_counters = nullptr;
   auto& r = Reg();
   std::lock_guard<std::mutex> g(r.mu);
   r.exited.lines_flushed += lines.load();
@@ -60,8 +63,11 @@ ThreadCounters::~ThreadCounters() {
   std::erase(r.live, this);
 }
 
-ThreadCounters& Local() {
+constinit WORT_TLS_INITIAL_EXEC thread_local ThreadCounters* t_counters = nullptr;
+
+ThreadCounters& LocalSlow() {
   thread_local ThreadCounters tc;
+  t_counters = &tc;
   return tc;
 }
 

@@ -132,6 +132,16 @@ class VersionLock {
       CpuRelax();
     }
   }
+  // Writer: lock a word whose other writers are already shut out by a lock the caller holds
+  // (CCEH's stripe version, under the stripe's writer lock): no locked read-modify-write (issue
+  // 31), a store of the locked bit, then a release fence so that none of the holder's later
+  // stores can be seen before it (a seqlock writer: a reader that reads any of them and then
+  // checks the word - CheckOrRestart's acquire fence - sees it locked or changed, and restarts).
+  // REQUIRES: every other writer of this word holds the same lock first.
+  void WriteLockExcluded() {
+    word_.store(word_.load(std::memory_order_relaxed) | kLocked, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+  }
   // Writer: release; the version changes, so readers that read the node meanwhile restart.
   // A plain release store, not a locked read-modify-write (issue 31): while the lock bit is set
   // nobody else changes the word (readers only load it; another writer's compare-exchange

@@ -267,9 +267,15 @@ Loc Cceh::LockSegment(uint64_t h, bool exclusive) const {
     const unsigned g = static_cast<unsigned>(pm::load8(&d->depth));
     if (g > 63) continue;  // torn: a new directory was published meanwhile (the check fails)
     const uint64_t e = pm::load8(&d->entries()[DirIndex(lsb_, h, g)]);
-    // Start fetching the home bucket while the lock is taken.
-    _mm_prefetch(reinterpret_cast<const char*>(Seg(EntrySegment(e)) + Home(h)),
-                 _MM_HINT_T0);
+    // Start fetching the probe window (the home bucket and the next window_ - 1, one line each:
+    // a writer reads all of them, for the key's duplicate) before the lock's locked instruction,
+    // after which no later load of this thread may start until it completes.
+    {
+      const CcehBucket* seg = Seg(EntrySegment(e));
+      const unsigned home = Home(h), lines = std::min(window_, 4u);
+      for (unsigned i = 0; i < lines; ++i)
+        _mm_prefetch(reinterpret_cast<const char*>(seg + ((home + i) & (nb_ - 1))), _MM_HINT_T0);
+    }
     RwSpinLock& l = SegLock(EntrySegment(e));
     if (!(exclusive ? l.try_lock() : l.try_lock_shared())) {
       if (exclusive)
@@ -281,7 +287,8 @@ Loc Cceh::LockSegment(uint64_t h, bool exclusive) const {
     // this segment rewrites it (a doubling copies it unchanged). If the directory changed
     // since it was read, read the entry again.
     if (dir_ver_.CheckOrRestart(vd)) {
-      if (exclusive) Stripe(EntrySegment(e)).ver.WriteLock();  // no other holder: we hold `l`
+      // No other writer of `ver`: every one holds `l` first (a store, not a second locked RMW).
+      if (exclusive) Stripe(EntrySegment(e)).ver.WriteLockExcluded();
       return MakeLoc(e, h);
     }
     if (exclusive)

@@ -176,7 +176,8 @@ class ArtTree final : public Index {
 
   // Mutations below the descent.
   Status SplitPrefix(uint64_t* slot, NodeBase* n, const Hdr& h, uint32_t i, std::string_view key, uint64_t value);
-  Status AddChild(uint64_t* slot, NodeBase* n, const Hdr& h, unsigned char c, uint64_t child_ref);
+  // cnt: n's child count if the caller read it at the version it holds locked; -1: count here.
+  Status AddChild(uint64_t* slot, NodeBase* n, const Hdr& h, unsigned char c, uint64_t child_ref, int cnt = -1);
   Status RemoveEntry(uint64_t* slot, NodeBase* n, const Hdr& h, bool end_leaf, unsigned char c, uint64_t leaf_ref);
 
   // Read paths.

@@ -240,8 +240,9 @@ class WortTree final : public Index {
   }
   // old (may be null): the value an Upsert replaced (Exchange).
   Status Write(std::string_view key, uint64_t value, bool upsert, bool* inserted, uint64_t* old = nullptr) {
-    WORT_RETURN_IF_ERROR(ValidateKey(key));
-    WORT_RETURN_IF_ERROR(WritableCheck());
+    // ValidateKey's rules as one test (Lookup's); a Status is built only for a bad key.
+    if (key.size() - key_min_ > key_span_) [[unlikely]] return ValidateKey(key);
+    if (pool_.read_only()) [[unlikely]] return WritableCheck();
     sync::EpochGuard eg(epoch_);
     auto wg = ModeLock(IndexModeLock::kWriter);
     uint64_t loff = 0;  // the new leaf, written and persisted once, kept across restarts
@@ -427,7 +428,8 @@ Status WortTree<kSpan>::NewLeaf(const Key& k, uint64_t value, uint64_t* off) {
   l->value = value;
   l->key_len = static_cast<uint32_t>(k.len);
   l->reserved = 0;
-  if (k.len) std::memcpy(l->key(), k.p, k.len);
+  if (k.len == 8) std::memcpy(l->key(), k.p, 8);  // one word, no memcpy call
+  else if (k.len) std::memcpy(l->key(), k.p, k.len);
   return Status::OK();
 }
 
