@@ -110,8 +110,7 @@
 //     a value that was current at some instant during the call (a Scan is not a snapshot:
 //     writes during it may or may not be seen, but each pair is whole).
 //   - Put and Remove hold one word of a per-key lock table (2^14 words, as `wort serve`'s item
-//     writers) from the index update (a Put's Index::Exchange, which reports the replaced value
-//     block; a Remove's Lookup) to the old block's Retire: two writers of one key are
+//     writers) from the Lookup of the old value block to its Retire: two writers of one key are
 //     ordered (the later one retires the earlier one's block; no block is freed twice or
 //     leaked); writers of different keys run in parallel as far as the index lets them
 //     (KvCapabilities::parallel_writes: the radix trees, fastfair, cceh, cceh-cow; the other

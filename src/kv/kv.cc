@@ -49,8 +49,7 @@ struct KvStore::Sync {
   std::atomic<bool> closed{false};
   std::mutex close_mu;  // orders two Close calls
   // The writers' per-key locks (as the server's, src/server/store.cc KeyGuard): a Put or Remove
-  // holds its key's word from the index update (Put: Index::Exchange, which reports the old
-  // value block; Remove: the Lookup of it) to the old block's Retire, so that two
+  // holds its key's word from the Lookup of the old value block to its Retire, so that two
   // writers of one key neither free the same old block twice nor leak one. 2^14 words; two keys
   // that share a word only wait for each other.
   sync::VersionLockTable key_locks{14};
@@ -572,24 +571,26 @@ Status KvStore::Put(std::string_view key, std::string_view value) {
   Status s;
   for (;;) {
     {
-      // The key's lock from the exchange to the old block's Retire: a second writer of the key
-      // sees this one's block as its old one (no double free, no leak), and a batch holding the
-      // key's word (Write) has no Put of its keys between its commit and its clear. Index::Exchange
-      // is the Upsert that reports the value it replaced: one traversal for woart, artcow and wort
-      // (their leaf's value word read under the update's lock); the other kinds' default is
-      // Lookup then Upsert, exact here because the key lock orders this key's writers. Inside the
+      // The key's lock from the Lookup of the old block to its Retire: a second writer of the
+      // key sees this one's block as its old one (no double free, no leak), and a batch holding
+      // the key's word (Write) has no Put of its keys between its commit and its clear. Inside the
       // pool's epoch from before the unlink until after the Retire (the writer rule, wort/alloc.h).
+      // Lookup then Upsert, not Index::Exchange (one traversal): measured, Exchange cost ~400 CPU
+      // ns more per Put at 500K keys on the 2-core AMD VM (doc/concurrency.md, "Index::Exchange
+      // in Put"; not understood: probably the lock-free Lookup's misses overlap the value block's
+      // write-back, which the Upsert's first locked instruction waits for).
       KeyGuard kg(*sync_, key);
       sync::EpochGuard eg(*sync_->values);
-      bool inserted = false;
       uint64_t old = 0;
+      const bool had = index_->Lookup(key, &old).ok();
+      bool inserted = false;
       {
         share::WriteSection ws(pool_->share_writer());  // readers in other processes retry around it
-        s = index_->Exchange(key, off, &inserted, &old);  // 3: COMMIT POINT (the index's publish, persisted)
+        s = index_->Upsert(key, off, &inserted);  // 3: COMMIT POINT (the index's publish, persisted)
       }
       if (s.ok()) {
         // 4: unreachable since the commit; readers may still hold it.
-        if (!inserted && old != 0) pool_->allocator().RetireAndCollect(old);
+        if (had && !inserted) pool_->allocator().RetireAndCollect(old);
         return s;
       }
     }
