@@ -6,7 +6,8 @@
 # counted. Prints one line per server: instructions in the server process during the counted
 # phase, and per request; the callgrind files stay in OUT_DIR (callgrind_annotate FILE shows where
 # they go). Not a test: nothing is asserted. Kernel time (the socket syscalls) is not counted:
-# `strace -c -f -p PID` shows both servers make one recv and one send per request.
+# scripts/serve_syscalls.sh counts the system calls per request (strace slows the server enough
+# to change them); scripts/callgrind_groups.py sums these files' instructions by what the code does.
 #
 #   scripts/serve_callgrind.sh [BUILD_DIR] [OUT_DIR]
 # Environment: SERVERS (default "memcached woart"; an index kind runs `wort serve --index KIND`),

@@ -26,7 +26,12 @@ constexpr size_t kInitialBuffer = 16 << 10;
 constexpr size_t kShrinkAbove = 64 << 10;
 using Tcp = asio::ip::tcp;
 using Local = asio::local::stream_protocol;
-using TlsStream = asio::ssl::stream<Tcp::socket>;
+// Sockets bound to the worker's io_context executor type, not asio's default any_io_executor:
+// the type-erased executor costs a polymorphic call and its work tracking on every
+// asynchronous operation and completion (doc/server.md, "Server CPU per request").
+using TcpSocket = asio::basic_stream_socket<Tcp, asio::io_context::executor_type>;
+using LocalSocket = asio::basic_stream_socket<Local, asio::io_context::executor_type>;
+using TlsStream = asio::ssl::stream<TcpSocket>;
 // How long a graceful stop waits for clients to take their last replies.
 constexpr auto kDrainTimeout = std::chrono::seconds(10);
 constexpr std::string_view kTooManyConns = "ERROR Too many open connections\r\n";
@@ -96,7 +101,7 @@ void CloseStream(Stream& s) {
 
 // "tcp:<addr>:<port>" of the peer and of the local end (stats conns); "unix:<path>" for both ends
 // of a unix socket.
-std::pair<std::string, std::string> PeerNames(Tcp::socket& s) {
+std::pair<std::string, std::string> PeerNames(TcpSocket& s) {
   asio::error_code ec;
   const auto peer = s.remote_endpoint(ec);
   const auto local = s.local_endpoint(ec);
@@ -104,7 +109,7 @@ std::pair<std::string, std::string> PeerNames(Tcp::socket& s) {
           fmt::format("tcp:{}:{}", local.address().to_string(), local.port())};
 }
 std::pair<std::string, std::string> PeerNames(TlsStream& s) { return PeerNames(s.next_layer()); }
-std::pair<std::string, std::string> PeerNames(Local::socket& s) {
+std::pair<std::string, std::string> PeerNames(LocalSocket& s) {
   asio::error_code ec;
   const std::string path = s.local_endpoint(ec).path();
   return {"unix:" + path, "unix:" + path};
@@ -147,7 +152,7 @@ class Connection final : public ConnBase, public std::enable_shared_from_this<Co
       auto [peer, local] = PeerNames(sock_);
       handler_.SetPeer(static_cast<int>(sock_.lowest_layer().native_handle()), peer, local);
     }
-    if constexpr (std::is_same_v<Stream, Tcp::socket>) {
+    if constexpr (std::is_same_v<Stream, TcpSocket>) {
       asio::error_code ec;
       sock_.set_option(Tcp::no_delay(true), ec);
     }
@@ -495,7 +500,7 @@ void Server::Impl::Admit(size_t w, Socket sock) {
     return;
   }
   Worker* worker = workers[w].get();
-  if constexpr (std::is_same_v<Socket, Tcp::socket>) {
+  if constexpr (std::is_same_v<Socket, TcpSocket>) {
     if (tls) {
       auto c = std::make_shared<Connection<TlsStream>>(this, worker, TlsStream(std::move(sock), *tls));
       asio::post(*worker->io, [c] { c->Start(); });
@@ -509,7 +514,9 @@ void Server::Impl::Admit(size_t w, Socket sock) {
 template <class Acceptor>
 void Server::Impl::Accept(Acceptor* acceptor) {
   const size_t w = next_io.fetch_add(1, std::memory_order_relaxed) % workers.size();
-  acceptor->async_accept(io(w), [this, acceptor, w](const asio::error_code& ec, typename Acceptor::protocol_type::socket sock) {
+  acceptor->async_accept(io(w), [this, acceptor, w](const asio::error_code& ec,
+                                              typename Acceptor::protocol_type::socket::template rebind_executor<
+                                                  asio::io_context::executor_type>::other sock) {
     if (stopping.load()) return;
     if (!ec) {
       Admit(w, std::move(sock));
