@@ -177,7 +177,8 @@ class Service {
   uint64_t Cas(uint64_t* word, uint64_t (*f)(uint64_t, uint64_t), uint64_t arg);
   bool CasOnce(uint64_t* word, uint64_t expected, uint64_t desired);
   void AddWord(uint64_t* word, uint64_t add);
-  size_t DrainRing();
+  size_t DrainRing(bool all = false);
+  void ClearPending(uint32_t node, uint32_t slot);
   bool RingEmpty() const;
   void QueueLoop(std::deque<Message>* q, std::condition_variable* cv, bool* busy);
   void ApplyLoop();
@@ -210,7 +211,11 @@ class Service {
   std::deque<Message> queue_;        // resize requests
   std::deque<Message> writes_q_;     // written items to process
   std::condition_variable w_cv_;
-  bool busy_ = false, w_busy_ = false, stop_ = false, kicked_ = false;
+  bool busy_ = false, w_busy_ = false, stop_ = false, kicked_ = false, scan_all_ = false;
+  // Post segments (h49; canrt_layout.h): whether the pool has them, and which client slots' segments
+  // the apply thread scans (claimed, or freed with posts left; apply thread only).
+  bool segments_ = false;
+  std::vector<uint8_t> seg_seen_;
   // Lease samples of the client table (ExpireLeases): the value each slot had and the server
   // times it was first and last seen with it.
   struct LeaseSample {
@@ -262,6 +267,8 @@ struct ClientStats {
   uint64_t posted = 0;           // writes posted into the region's ring (no notification of their own)
   uint64_t ring_full = 0;        // writes notified one by one because the ring had no free word
   uint64_t kicks = 0;            // wake-up notifications sent (a batch's end, a deep sleep, a wait)
+  uint64_t apply_waits = 0;      // writes that found their key's earlier item (or a node full of
+                                 // items) waiting for its apply: unlocked, waited, retried (h49)
   uint64_t lease_renewals = 0, lease_lost = 0;  // renewals; slots lost to an expired lease (rejoined)
 };
 ClientStats GetClientStats(const remote::RemoteKV& kv);
