@@ -39,6 +39,7 @@ class Client final : public remote::RemoteKV {
   std::string name() const override { return "canrt"; }
   remote::Connection::Counters transport_counters() const override { return c_->counters(); }
   uint64_t resize_requests() const override { return stats_.resize_requests; }
+  uint64_t post_fallbacks() const override { return stats_.ring_full; }
 
   Status Put(std::string_view key, std::string_view value) override {
     WORT_RETURN_IF_ERROR(CheckKey(key));

@@ -224,7 +224,7 @@ inline uint64_t RingEntry(uint32_t node, uint32_t slot) { return (uint64_t(node)
 // Per-client post segments (h49), after the header page: kPostWords words (kPostSegBytes) for
 // each client-table slot. A pool has them when its first prefix area starts after them.
 inline constexpr uint64_t kPostOff = kHeaderBytes;
-inline constexpr uint32_t kPostWords = 32;
+inline constexpr uint32_t kPostWords = 64;
 inline constexpr uint64_t kPostSegBytes = kPostWords * 8;
 inline constexpr uint64_t kPostBytes = kMaxClients * kPostSegBytes;
 static_assert(kPostSegBytes % 64 == 0);
