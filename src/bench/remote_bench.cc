@@ -97,7 +97,8 @@ struct Run {
     std::vector<double> lat;
     lat.reserve(n);
     remote::Connection::Counters c0;
-    if (kv) c0 = kv->transport_counters();
+    std::uint64_t f0 = 0;
+    if (kv) c0 = kv->transport_counters(), f0 = kv->post_fallbacks();
     double p0 = ProcessCpuSeconds(), t0 = detail::ThreadCpuSeconds();
     auto w0 = Clock::now();
     for (std::size_t i = 0; i < n; ++i) {
@@ -116,6 +117,7 @@ struct Run {
       AddCounters(&d, c0, false);
       SetPerOp(&r, d, n);
       if (writes && n) r.resizes_per_op = static_cast<double>(kv->resize_requests()) / static_cast<double>(n);
+      if (writes && n) r.post_fallbacks_per_op = static_cast<double>(kv->post_fallbacks() - f0) / static_cast<double>(n);
     }
     if (res) *res = r;
     Emit(r);
@@ -407,6 +409,7 @@ nlohmann::json ToJson(const RemoteResult& r, const RemoteBenchConfig& cfg, const
     j["bytes_written_per_op"] = r.bytes_written_per_op;
   }
   if (r.resizes_per_op >= 0) j["resizes_per_op"] = r.resizes_per_op;
+  if (r.post_fallbacks_per_op >= 0) j["post_fallbacks_per_op"] = r.post_fallbacks_per_op;
   j["server_in_process"] = cfg.connect.empty();
   detail::AddEnvJson(env, cfg.seed, &j);
   return j;

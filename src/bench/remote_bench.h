@@ -74,6 +74,9 @@ struct RemoteResult {
   double reads_per_op = -1, writes_per_op = -1, atomics_per_op = -1, notifies_per_op = -1;
   double bytes_read_per_op = -1, bytes_written_per_op = -1;
   double resizes_per_op = -1;  // writes that waited for a resize, per op (-1: not a write phase)
+  // Writes whose post found no free word (CANRT: notified one by one instead), per op (-1: not
+  // a write phase of one client).
+  double post_fallbacks_per_op = -1;
 };
 
 // The 16-byte key of record i.

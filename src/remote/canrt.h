@@ -5,20 +5,23 @@
 //
 // Write (Algorithm 1, client side; the server's CPU is not on its critical path): locate the
 // data node in the client's copy of the prefix nodes; FetchAdd64(1 << 32) on its metadata word
-// takes the lock (lock field was 0) or counts a failed attempt (back off, retry); a free slot is
-// picked from the fetched bitmap; the DataItem (key, value, op, valid = 1, crc) is written there
-// with one Write and made durable by the transport (Connection::Persist: local - the client
-// writes the line back through its own mapping; ucx - remote-completion flush + read-after-write,
-// see transport.h for what that guarantees); then it posts (node, slot) into the region's post
-// ring (canrt_layout.h: a compare-swap into a free word and a fetch-add of `wake`; a notification
-// only when that says the server sleeps and this post ends a batch, or sleeps deeply - no server
-// wake-up per item) and returns: OK means
-// acknowledged and durable (remote_kv.h), recovery applies every complete item whose valid byte
-// is set. The server applies the item in the background; the node stays locked until then (a
-// writer that finds a node locked wakes a sleeping server). A
-// full node: Notify(node, RESIZE) while holding the lock, then retry once the node is retired
-// (split) - or PoolFull when the server cannot grow the tree. Remove first reads the node under
-// the lock to return NotFound exactly.
+// takes the lock (lock field was 0) or counts a failed attempt (back off, retry); then the
+// node's pending word and, after it, its bitmap are read (h49: slots taken = applied | pending;
+// the pending items are read when there are any) - if one pending item holds the key, or every
+// free slot is pending, the client unlocks, wakes a sleeping server (kWaitSlot) and retries; a
+// free slot is picked; the DataItem (key, value, op, valid = 1, crc) is written there with one
+// Write and made durable by the transport (Connection::Persist: local - the client writes the
+// line back through its own mapping; ucx - remote-completion flush + read-after-write, see
+// transport.h for what that guarantees); the slot's bit is added to the pending word and the
+// lock released (h49: the next write to this node, e.g. the next sequential key, does not wait
+// for this item's apply); then it posts (node, slot) into its post segment (canrt_layout.h: a
+// compare-swap into a free word of its own, then a read of `wake`; a notification only when
+// that says the server sleeps and this post ends a batch, or sleeps deeply - no server wake-up
+// per item) and returns: OK means acknowledged and durable (remote_kv.h), recovery applies
+// every complete item whose valid byte is set. The server applies the item in the background.
+// A full node with nothing pending: Notify(node, RESIZE) while holding the lock, then retry
+// once the node is retired (split) - or PoolFull when the server cannot grow the tree. Remove
+// first reads the node under the lock to return NotFound exactly.
 // Visibility: a write is seen by every client (the writer included) from the moment its item is
 // in the node (before Persist returns, so a reader may see a write whose Put has not returned,
 // and which a crash before that Persist would lose); readers count a complete item with valid
@@ -41,18 +44,20 @@
 //      a crash cuts that Write (recovery would apply the old item).
 //   3. clear the item's valid byte (one 8-byte store of its last word; a delete item's op byte is
 //      scrubbed too); persist, together with the scrubs of step 2.
-//   4. compare-swap lock field 0 (not persisted: recovery resets locks). The lock is released
-//      last so that the next writer's item is never persistent with valid = 1 beside this one:
-//      at most one item per data node is persistent with valid = 1 (a delete item's slot stays
-//      free; holding the lock until its valid byte is clear keeps another writer from reusing
-//      the slot before).
-// Resize and acknowledged writes: a node is split only on its lock holder's request and never
-// while an item in it waits for its apply (Service::Resize ignores any other request), so an
+//   4. compare-swap the slot's bit out of the pending word (not persisted: recovery zeroes it).
+//      Last, so that no writer writes this key again, nor reuses a delete item's slot, before
+//      this item's valid byte is persistently clear: at most one item PER KEY of a data node is
+//      persistent with valid = 1 and unapplied. (Until h49 the node's lock was held until here:
+//      at most one such item per node, and the next writer to the node waited for the apply.)
+// Resize and acknowledged writes: a node is split only on its lock holder's request - sent only
+// when the node's bitmap is full and its pending word empty - and never while an item in it
+// waits for its apply (valid byte or pending bit: Service::Resize ignores any other request), so an
 // acknowledged item is always applied - and migrated - before its node is retired, and no client
 // writes into a retired node (its fetch-add returns RETIRED: it retries on the new generation).
 // Post-crash invariants: a slot whose bit is set holds a complete, persistent item; at most one
-// item per data node is unprocessed (valid = 1, bit clear for a put), locked or not (the lock
-// word of the client's fetch-add need not be persistent); the valid tree's prefix
+// item per key of a data node is unprocessed (valid = 1, bit clear for a put) - several keys'
+// items may be (h49) - locked or not (the lock word of the client's fetch-add and the pending
+// word need not be persistent), so recovery applies them in any order; the valid tree's prefix
 // area and data nodes are persistent; a resize is either not visible (state's generation
 // unchanged) or complete.
 //
@@ -71,7 +76,7 @@
 // migration is redone from d (new nodes located in the shadow tree) and committed.
 // Recovery also re-applies, in every data node of the valid tree (locked or not), the items whose
 // valid byte is 1 and whose crc is right (unless already applied: a put whose bit is set), clears every valid byte,
-// scrubs every free slot (op byte 0) and resets every lock.
+// scrubs every free slot (op byte 0) and resets every lock and pending word.
 //
 // Client refresh: a client whose copy of the prefix nodes is older than `state` brings it up to
 // date from the resize log (canrt_layout.h: the prefix nodes each resize wrote, for the last 16
@@ -177,7 +182,8 @@ class Service {
   uint64_t Cas(uint64_t* word, uint64_t (*f)(uint64_t, uint64_t), uint64_t arg);
   bool CasOnce(uint64_t* word, uint64_t expected, uint64_t desired);
   void AddWord(uint64_t* word, uint64_t add);
-  size_t DrainRing();
+  size_t DrainRing(bool all = false);
+  void ClearPending(uint32_t node, uint32_t slot);
   bool RingEmpty() const;
   void QueueLoop(std::deque<Message>* q, std::condition_variable* cv, bool* busy);
   void ApplyLoop();
@@ -210,7 +216,11 @@ class Service {
   std::deque<Message> queue_;        // resize requests
   std::deque<Message> writes_q_;     // written items to process
   std::condition_variable w_cv_;
-  bool busy_ = false, w_busy_ = false, stop_ = false, kicked_ = false;
+  bool busy_ = false, w_busy_ = false, stop_ = false, kicked_ = false, scan_all_ = false;
+  // Post segments (h49; canrt_layout.h): whether the pool has them, and which client slots' segments
+  // the apply thread scans (claimed, or freed with posts left; apply thread only).
+  bool segments_ = false;
+  std::vector<uint8_t> seg_seen_;
   // Lease samples of the client table (ExpireLeases): the value each slot had and the server
   // times it was first and last seen with it.
   struct LeaseSample {
@@ -262,6 +272,8 @@ struct ClientStats {
   uint64_t posted = 0;           // writes posted into the region's ring (no notification of their own)
   uint64_t ring_full = 0;        // writes notified one by one because the ring had no free word
   uint64_t kicks = 0;            // wake-up notifications sent (a batch's end, a deep sleep, a wait)
+  uint64_t apply_waits = 0;      // writes that found their key's earlier item (or a node full of
+                                 // items) waiting for its apply: unlocked, waited, retried (h49)
   uint64_t lease_renewals = 0, lease_lost = 0;  // renewals; slots lost to an expired lease (rejoined)
 };
 ClientStats GetClientStats(const remote::RemoteKV& kv);

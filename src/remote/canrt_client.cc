@@ -24,6 +24,7 @@ class Client final : public remote::RemoteKV {
     if (h_.capacity < 1 || h_.capacity > kMaxCapacity || h_.fanout < 2 || h_.fanout > 256)
       return Status::Corruption("canrt: bad geometry in the region's header");
     node_.resize(h_.node_bytes);
+    segments_ = HasPostSegments(h_);
     uint64_t lease = 0;
     WORT_RETURN_IF_ERROR(c_->Read(kLeaseOff, &lease, 8));
     lease_ = std::chrono::milliseconds(lease);
@@ -38,6 +39,7 @@ class Client final : public remote::RemoteKV {
   std::string name() const override { return "canrt"; }
   remote::Connection::Counters transport_counters() const override { return c_->counters(); }
   uint64_t resize_requests() const override { return stats_.resize_requests; }
+  uint64_t post_fallbacks() const override { return stats_.ring_full; }
 
   Status Put(std::string_view key, std::string_view value) override {
     WORT_RETURN_IF_ERROR(CheckKey(key));
@@ -162,7 +164,8 @@ class Client final : public remote::RemoteKV {
     if (slot_ < 0)
       return Status::Busy("canrt: all " + std::to_string(kMaxClients) + " client slots of the region are in use");
     slot_word_ = 1;
-    ring_next_ = static_cast<uint32_t>(slot_) * 5;  // clients start posting at different words
+    // Shared ring: clients start posting at different words. Segments: this slot's own.
+    ring_next_ = segments_ ? 0 : static_cast<uint32_t>(slot_) * 5;
     WORT_RETURN_IF_ERROR(Refresh());
     bool lost;
     WORT_RETURN_IF_ERROR(Announce(&lost));
@@ -199,10 +202,12 @@ class Client final : public remote::RemoteKV {
     return Join();
   }
   // Tells the server of a durable item without a wake-up of its own (canrt_layout.h, "post
-  // ring"): a free ring word takes it, and the add to `wake` says whether this post ends a batch
-  // the server should be woken for. No free word after 4 probes (the server is behind), or
-  // WORT_CANRT_NOTIFY=item: a notification of the item itself. The write is durable already:
-  // a transport failure here is counted, not returned (the server applies the item on restart).
+  // segments", "post ring"): a free word of this client's segment (or of the shared ring, in a
+  // pool without segments) takes it; then `wake` is read (no store: the line stays shared) and
+  // the server is woken when it sleeps deeply, or sleeps and this post ends a batch of this
+  // client's. No free word (the server is behind), or WORT_CANRT_NOTIFY=item: a notification of
+  // the item itself. The write is durable already: a transport failure here is counted, not
+  // returned (the server applies the item on restart).
   void Post(uint32_t d, uint32_t slot) {
     static const bool kPerItem = [] {
       const char* e = std::getenv("WORT_CANRT_NOTIFY");
@@ -210,18 +215,38 @@ class Client final : public remote::RemoteKV {
     }();
     if (!kPerItem) {
       const uint64_t v = RingEntry(d, slot);
-      for (int probe = 0; probe < 4; ++probe) {
-        const uint32_t i = ring_next_++ % kRingEntries;
+      const uint32_t words = segments_ ? kPostWords : kRingEntries;
+      const uint64_t base = segments_ ? kPostOff + uint64_t(slot_) * kPostSegBytes : kRingOff;
+      bool posted = false, failed = false;
+      for (int probe = 0; probe < 4 && !posted && !failed; ++probe) {
+        const uint32_t i = ring_next_++ % words;
         uint64_t old = 1;
-        if (!c_->CompareSwap64(kRingOff + 8ull * i, 0, v, &old).ok()) break;
-        if (old != 0) continue;
-        uint64_t w = 0;
+        if (!c_->CompareSwap64(base + 8ull * i, 0, v, &old).ok()) failed = true;
+        else posted = old == 0;
+      }
+      if (!posted && !failed && segments_) {
+        // Four words taken: one Read of the whole segment finds a free one, if any.
+        uint64_t seg[kPostWords];
+        if (c_->Read(base, seg, sizeof seg).ok()) {
+          for (uint32_t i = 0; i < kPostWords && !posted; ++i) {
+            uint64_t old = 1;
+            if (seg[i] != 0) continue;
+            if (!c_->CompareSwap64(base + 8ull * i, 0, v, &old).ok()) break;
+            if (old == 0) posted = true, ring_next_ = i + 1;
+          }
+        }
+      }
+      if (posted) {
         ++stats_.posted;
-        if (!c_->FetchAdd64(kWakeOff, 1, &w).ok()) {
+        // Dekker order with the apply thread's sleep (canrt_layout.h): the post, a seq_cst
+        // fence, then the read of `wake`.
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        uint64_t w = 0;
+        if (!c_->Read(kWakeOff, &w, 8).ok()) {
           ++stats_.notify_failures;
           return;
         }
-        if ((w & kDeepAsleep) || ((w & kAsleep) && (w & kPostCountMask) % kWakeBatch == kWakeBatch - 1)) Kick(d);
+        if ((w & kDeepAsleep) || ((w & kAsleep) && stats_.posted % kWakeBatch == 0)) Kick(d);
         return;
       }
       ++stats_.ring_full;
@@ -229,13 +254,13 @@ class Client final : public remote::RemoteKV {
     Message m{d, slot};
     if (!c_->Notify(std::string_view(reinterpret_cast<const char*>(&m), sizeof m)).ok()) {
       // The write is durable and will be applied when the server recovers; the server cannot
-      // be told now (stopped or gone): the node stays locked until it restarts.
+      // be told now (stopped or gone): the slot stays pending until it restarts.
       ++stats_.notify_failures;
     }
   }
-  void Kick(uint32_t d) {
+  void Kick(uint32_t d, uint32_t what = kKickSlot) {
     ++stats_.kicks;
-    Message m{d, kKickSlot};
+    Message m{d, what};
     if (!c_->Notify(std::string_view(reinterpret_cast<const char*>(&m), sizeof m)).ok()) ++stats_.notify_failures;
   }
   // Reads the whole prefix area of the current generation (re-sent on reorganisation: section
@@ -456,27 +481,56 @@ class Client final : public remote::RemoteKV {
         continue;
       }
       if (LockOf(old) != 0) {
+        // Another writer is choosing a slot or writing its item (a few operations; since h49 no
+        // lock is held for the server's apply), or waits for a split of this node.
         ++stats_.lock_retries;
-        // Most likely the previous item of this node waits for its apply: a sleeping server is
-        // woken now (posts alone wake it once per batch).
-        if (attempt % 16 == 0) {
+        Backoff(attempt);
+        continue;
+      }
+      // Checking phase: the slots taken - applied (bitmap) or durable and waiting for their
+      // apply (pending word) - and whether one of the pending items holds this key. The pending
+      // word is read BEFORE the bitmap: the apply sets the slot's bit, then clears its pending
+      // bit, so a slot pending when the bitmap was read may have left the pending word by the
+      // time that is read - taken in neither (it was: another writer's item overwritten).
+      // Read in this order, a slot not pending any more is in the bitmap read after.
+      const uint64_t full = (1ull << h_.capacity) - 1;
+      uint64_t pend = 0, bits = 0;
+      bool same_key_pending = false;
+      if (op == kOpDelete) {
+        // The node's items cannot change while we hold its lock (applies only move items from
+        // pending to applied): one read says whether the key is there. ReadNode's snapshot is
+        // consistent: the bitmap (and apply counter) read before and after the pending word.
+        bool retired;
+        WORT_RETURN_IF_ERROR(ReadNode(d, &retired));
+        *found = FindInNode(key) >= 0;
+        std::memcpy(&pend, node_.data() + kPendingOff, 8);
+        pend &= full;
+        bits = meta_ & kBitmapMask;
+        for (uint32_t s = 0; s < h_.capacity && !same_key_pending; ++s)
+          same_key_pending = (pend >> s & 1) && KeyIs(ItemAt(s), key);
+      } else {
+        WORT_RETURN_IF_ERROR(c_->Read(meta_off + kPendingOff, &pend, 8));
+        pend &= full;
+        uint64_t now = old;
+        if (pend != 0 || (old & kBitmapMask) != full) WORT_RETURN_IF_ERROR(c_->Read(meta_off, &now, 8));
+        bits = now & kBitmapMask;
+        if (pend) WORT_RETURN_IF_ERROR(PendingHolds(meta_off, pend, key, &same_key_pending));
+      }
+      const uint64_t taken = bits | pend;
+      if (same_key_pending || (taken == full && pend != 0)) {
+        // This key's earlier item (or, the node full, any item) waits for its apply: at most one
+        // item per key waits (canrt_layout.h, "pending word"). Unlock, wake the server, retry.
+        ++stats_.apply_waits;
+        WORT_RETURN_IF_ERROR(Unlock(meta_off, old + kLockOne));
+        if (apply_waits_in_a_row_++ % 16 == 0) {
           uint64_t w = 0;
-          if (c_->Read(kWakeOff, &w, 8).ok() && (w & kAsleep)) Kick(d);
+          if (c_->Read(kWakeOff, &w, 8).ok() && (w & kAsleep)) Kick(d, kWaitSlot);
         }
         Backoff(attempt);
         continue;
       }
-      // Checking phase. (The lock is ours only once the previous holder's item is applied and
-      // its valid byte cleared: the server releases the lock last.)
-      const uint64_t bits = old & kBitmapMask;
-      const uint64_t full = (1ull << h_.capacity) - 1;
-      if (op == kOpDelete) {
-        // The node cannot change while we hold its lock: one read says whether the key is there.
-        bool retired;
-        WORT_RETURN_IF_ERROR(ReadNode(d, &retired));
-        *found = FindInNode(key) >= 0;
-      }
-      if (bits == full) {
+      apply_waits_in_a_row_ = 0;
+      if (taken == full) {
         if (op == kOpDelete && !*found) {
           // Nothing to write and no free slot to write a no-op into: ask for the split anyway
           // (the lock is released by it), then report NotFound.
@@ -500,7 +554,7 @@ class Client final : public remote::RemoteKV {
         continue;
       }
       // Writing phase: the first free slot.
-      const uint32_t slot = static_cast<uint32_t>(__builtin_ctzll(~bits));
+      const uint32_t slot = static_cast<uint32_t>(__builtin_ctzll(~taken));
       unsigned char item[kItemBytes] = {};
       item[kItemOp] = op;
       item[kItemKeyLen] = static_cast<uint8_t>(key.size());
@@ -515,13 +569,46 @@ class Client final : public remote::RemoteKV {
       // Durable through the transport (local: this client writes the line back itself; ucx:
       // remote-completion flush + read-after-write - transport.h says what each guarantees).
       // From here the write survives a crash of the server: recovery applies every complete
-      // item whose valid byte is set. The server applies it in the background (bitmap bit,
-      // valid byte cleared, lock released); until then the node stays locked, and every reader
-      // already sees the item (ReadNode).
+      // item whose valid byte is set. Every reader already sees the item (ReadNode).
       WORT_RETURN_IF_ERROR(c_->Persist(item_off, kItemBytes));
       ++stats_.client_active;
+      // Pending (the next lock holder leaves the slot alone, and waits before it writes this
+      // key again), then unlocked: the server applies the item in the background, and the next
+      // write to this node - this client's next sequential key - does not wait for that apply.
+      uint64_t ignored;
+      WORT_RETURN_IF_ERROR(c_->FetchAdd64(meta_off + kPendingOff, 1ull << slot, &ignored));
+      WORT_RETURN_IF_ERROR(Unlock(meta_off, old + kLockOne));
       Post(d, slot);
       return Status::OK();
+    }
+  }
+
+  static bool KeyIs(const unsigned char* it, std::string_view key) {
+    return it[kItemKeyLen] == key.size() && std::memcmp(it + kItemKey, key.data(), key.size()) == 0;
+  }
+  // Whether one of the pending slots `pend` of the node at meta_off holds `key`: one Read of the
+  // slots from the first pending one to the last. (A pending item is complete - its bit is set
+  // after its Persist - and its key bytes stay until the slot is free again.)
+  Status PendingHolds(uint64_t meta_off, uint64_t pend, std::string_view key, bool* holds) {
+    const uint32_t lo = static_cast<uint32_t>(__builtin_ctzll(pend)), hi = 63 - static_cast<uint32_t>(__builtin_clzll(pend));
+    unsigned char* buf = reinterpret_cast<unsigned char*>(node_.data()) + 64;
+    WORT_RETURN_IF_ERROR(c_->Read(meta_off + 64 + uint64_t(lo) * kItemBytes, buf + uint64_t(lo) * kItemBytes,
+                                  uint64_t(hi - lo + 1) * kItemBytes));
+    *holds = false;
+    for (uint32_t s = lo; s <= hi && !*holds; ++s) *holds = (pend >> s & 1) && KeyIs(buf + uint64_t(s) * kItemBytes, key);
+    return Status::OK();
+  }
+  // Releases this client's lock on a node: the lock field back to 0 (waiters' failed attempts
+  // counted in it included), the bitmap as the server's applies leave it. `expect`: the word as
+  // the lock's fetch-add left it (a first guess).
+  Status Unlock(uint64_t meta_off, uint64_t expect) {
+    for (int i = 0;; ++i) {
+      uint64_t found = 0;
+      WORT_RETURN_IF_ERROR(c_->CompareSwap64(meta_off, expect, expect & ~kLockMask, &found));
+      // Lock field 0: released already (a stale resize request the server found needless).
+      if (found == expect || LockOf(found) == 0) return Status::OK();
+      if (i > 1000000) return Status::IOError("canrt: could not release the lock of data node at offset " + std::to_string(meta_off));
+      expect = found;
     }
   }
 
@@ -531,7 +618,9 @@ class Client final : public remote::RemoteKV {
   uint64_t beat_ = 0;        // heartbeat: bumped by every announcement (a renewal)
   std::chrono::milliseconds lease_{0};  // the server's lease (0: never expires)
   std::chrono::steady_clock::time_point renewed_;
-  uint32_t ring_next_ = 0;   // the ring word this client tries first
+  uint32_t ring_next_ = 0;   // the ring (or segment) word this client tries first
+  bool segments_ = false;    // the pool has per-client post segments (HasPostSegments)
+  uint32_t apply_waits_in_a_row_ = 0;
   std::mt19937_64 rng_;
   RootHeader h_{};
   uint64_t gen_ = 0;

@@ -7,6 +7,9 @@
 // CANRT lives in ONE block of a wort pool; the block is the region the transport exposes, so
 // every reference below is an offset from the block's start (region offset 0 = the header).
 //   [0, 4096)            RootHeader: geometry (written once, at creation) and two mutable words
+//   [4096, 4096 + kPostBytes)  post segments, one per client-table slot (issue 32, h49; pools
+//                        created before have none: area_off[0] == 4096, and use the shared post
+//                        ring in the header - HasPostSegments)
 //   [area_off[0], +area_bytes)  prefix area 0  } tick-tock: one holds the valid tree, the other
 //   [area_off[1], +area_bytes)  prefix area 1  } is the shadow a resize builds (section 3.5)
 //   [data_off, +max_nodes*node_bytes)  data nodes, located arithmetically by id
@@ -35,8 +38,19 @@
 //   split by a resize; its items live on in two new nodes), bits 32..63 the lock field. Writers
 //   take the lock with FetchAdd64(1 << 32): a carry out of the lock field leaves bit 63 and is
 //   lost - it can never reach the bitmap. The lock counts attempts while it is held (each waiter
-//   adds one); only the server resets it to 0. (2^32 failed attempts during one hold would wrap
-//   it to 0; writers back off exponentially, so a hold would have to last for hours.)
+//   adds one); its holder resets it to 0 (a compare-swap) once its item is durable - or, for a
+//   resize request, the server's split or refusal. (2^32 failed attempts during one hold would
+//   wrap it to 0; writers back off exponentially, so a hold would have to last for hours.)
+//   Since h49 the lock covers only the choice of a slot and the item's Write and Persist, not
+//   the server's apply: several items of one node may wait for their apply at once.
+//   Header word 2: the pending word, volatile (recovery zeroes it): bits 0..30 the slots whose
+//   items are durable and wait for their apply. The lock holder adds its slot's bit (FetchAdd64)
+//   after its Persist and before it releases the lock; the server clears it (compare-swap) as
+//   the LAST step of the apply, after the item's valid byte clear is persistent. A lock holder
+//   takes a slot that is in neither the bitmap nor the pending word, and never writes key K
+//   while a pending slot holds K (it releases the lock and waits for that apply): so at most
+//   one item PER KEY of a node is ever persistent with valid = 1 and unapplied, and recovery,
+//   which applies all of them, never has to order two items of one key.
 //   Header word 1: the apply counter, volatile (never persisted; any value after a restart): the
 //   server adds one before each apply changes the bitmap. A reader compares the metadata word's
 //   bitmap and this counter read before and after its node Read (ReadNode in canrt_client.cc):
@@ -97,13 +111,23 @@
 //   wake line    (kWakeOff, issue 32, "no wake-up per item") the word `wake`: bit 63 the
 //                server's apply thread is asleep, bit 62 deeply (it waits for a notification),
 //                bits 0..61 a count of items posted. Then `lease_ms`. Volatile, never persisted.
-//   post ring    kRingEntries words from kRingOff: a client that made its item durable posts
-//                (node + 1) << 32 | slot into a free word (compare-swap 0 -> it), then adds 1 to
-//                `wake`: if the old value says "deeply asleep", or "asleep" and the count ends a
-//                batch of kWakeBatch, it notifies the server (one wake-up per batch, not per
-//                item); the apply thread takes entries with a compare-swap back to 0. No free
-//                word after a few probes: the client notifies the item itself (the old path).
-//                Volatile: recovery applies every durable item anyway, and clears the ring.
+//   post ring    kRingEntries words from kRingOff (pools without post segments only): a client
+//                that made its item durable posts (node + 1) << 32 | slot into a free word
+//                (compare-swap 0 -> it), then READS `wake` (since h49 no client stores to it): if
+//                it says "deeply asleep", or "asleep" and this client's post count ends a batch
+//                of kWakeBatch, it notifies the server (one wake-up per batch, not per item); the
+//                apply thread takes entries with a compare-swap back to 0. No free word after a
+//                few probes: the client notifies the item itself (the old path). Volatile:
+//                recovery applies every durable item anyway, and clears the ring.
+//   post segments (h49; pools that have them, HasPostSegments): the same protocol, but client
+//                table slot i posts only into segment i (kPostWords words at kPostOff +
+//                i * kPostSegBytes, lines of its own): no line is stored to by two clients' puts.
+//                The apply thread scans the segments of the slots it has seen claimed (and all
+//                of them on every notification and every lease tick: a client whose slot was
+//                freed meanwhile may still post into its old segment).
+//                Dekker order: a client's post (compare-swap) precedes its read of `wake`, the
+//                server's store of the sleep bits (an add) precedes its last scan, each followed
+//                by a seq_cst fence: either the client sees the bits, or the scan sees the post.
 // Area header (first 64 bytes of an area): height (deepest prefix node), fan-out m, data nodes
 // in use (ndata), prefix nodes in use; then the prefix nodes.
 #pragma once
@@ -142,6 +166,7 @@ struct Message {
 };
 inline constexpr uint32_t kResizeSlot = 0xffffffffu;
 inline constexpr uint32_t kKickSlot = 0xfffffffeu;  // "items are posted: wake up" (node: a hint)
+inline constexpr uint32_t kWaitSlot = 0xfffffffdu;  // "a writer waits for an apply in this node"
 
 struct RootHeader {
   // line 0: geometry, written once before the root is published
@@ -195,6 +220,18 @@ inline constexpr uint32_t kWakeBatch = 8;
 static_assert(kWakeOff >= kClientsOff + kMaxClients * 8 && kWakeOff % 64 == 0);
 static_assert(kRingOff >= kLeaseOff + 8 && kRingOff % 64 == 0 && kRingOff + kRingEntries * 8 <= kHeaderBytes);
 inline uint64_t RingEntry(uint32_t node, uint32_t slot) { return (uint64_t(node) + 1) << 32 | slot; }
+
+// Per-client post segments (h49), after the header page: kPostWords words (kPostSegBytes) for
+// each client-table slot. A pool has them when its first prefix area starts after them.
+inline constexpr uint64_t kPostOff = kHeaderBytes;
+inline constexpr uint32_t kPostWords = 64;
+inline constexpr uint64_t kPostSegBytes = kPostWords * 8;
+inline constexpr uint64_t kPostBytes = kMaxClients * kPostSegBytes;
+static_assert(kPostSegBytes % 64 == 0);
+inline bool HasPostSegments(const RootHeader& h) { return h.area_off[0] >= kHeaderBytes + kPostBytes; }
+
+// The node header's pending word (h49): byte offset in the data node.
+inline constexpr uint64_t kPendingOff = 16;
 
 struct AreaHeader {
   uint32_t height;  // k

@@ -238,28 +238,49 @@ void Service::AddWord(uint64_t* word, uint64_t add) {
   std::atomic_ref<uint64_t>(*word).fetch_add(add);
 }
 
-// Takes every posted item out of the ring (canrt_layout.h, "post ring") and applies it. Each
-// durable item is posted once (or notified once, when the ring was full), so an entry never
-// names an item that was applied already - ProcessWrite's valid-byte check stays as a guard.
-size_t Service::DrainRing() {
-  uint64_t* ring = reinterpret_cast<uint64_t*>(base_ + kRingOff);
+// Takes every posted item out of the ring, or out of the post segments (canrt_layout.h, "post
+// ring", "post segments"), and applies it. Each durable item is posted once (or notified once,
+// when the ring or segment was full), so an entry never names an item that was applied already -
+// ProcessWrite's valid-byte check stays as a guard. Segments: those of the client-table slots
+// seen claimed since their segment was last found empty (seg_seen_), or all of them with `all`.
+size_t Service::DrainRing(bool all) {
   size_t n = 0;
-  for (uint32_t i = 0; i < kRingEntries; ++i) {
-    const uint64_t v = std::atomic_ref<uint64_t>(ring[i]).load(std::memory_order_acquire);
-    if (v == 0 || !CasOnce(&ring[i], v, 0)) continue;
+  auto take = [&](uint64_t* w) {
+    const uint64_t v = std::atomic_ref<uint64_t>(*w).load(std::memory_order_acquire);
+    if (v == 0 || !CasOnce(w, v, 0)) return false;
     const uint64_t node = (v >> 32) - 1;
     const uint32_t slot = static_cast<uint32_t>(v);
     if (node < hdr_->max_nodes && slot < hdr_->capacity) ProcessWrite(static_cast<uint32_t>(node), slot);
     ++n;
+    return true;
+  };
+  if (!segments_) {
+    uint64_t* ring = reinterpret_cast<uint64_t*>(base_ + kRingOff);
+    for (uint32_t i = 0; i < kRingEntries; ++i) take(&ring[i]);
+  } else {
+    uint64_t slots[kMaxClients];
+    remote::CopyFromRegion(reinterpret_cast<char*>(slots), base_ + kClientsOff, sizeof slots);
+    for (uint32_t c = 0; c < kMaxClients; ++c) {
+      uint8_t& seen = seg_seen_[c];
+      if (slots[c] != 0) seen = 1;
+      if (!seen && !all) continue;
+      uint64_t* seg = reinterpret_cast<uint64_t*>(base_ + kPostOff + c * kPostSegBytes);
+      bool any = false;
+      for (uint32_t i = 0; i < kPostWords; ++i) any |= take(&seg[i]);
+      // A freed slot's segment is scanned until it is found empty (its client may have posted
+      // before it noticed that its lease expired).
+      if (slots[c] == 0 && !any) seen = 0;
+    }
   }
   if (n) posted_.fetch_add(n, std::memory_order_relaxed);
   return n;
 }
 
 bool Service::RingEmpty() const {
-  const uint64_t* ring = reinterpret_cast<const uint64_t*>(base_ + kRingOff);
-  for (uint32_t i = 0; i < kRingEntries; ++i)
-    if (std::atomic_ref<const uint64_t>(ring[i]).load(std::memory_order_acquire) != 0) return false;
+  const uint64_t* w = reinterpret_cast<const uint64_t*>(base_ + (segments_ ? kPostOff : kRingOff));
+  const size_t words = segments_ ? kPostBytes / 8 : kRingEntries;
+  for (size_t i = 0; i < words; ++i)
+    if (std::atomic_ref<const uint64_t>(w[i]).load(std::memory_order_acquire) != 0) return false;
   return true;
 }
 
@@ -297,7 +318,8 @@ Status Service::Open(Pool& pool, std::string_view name, const Options& opts, std
       return Status::InvalidArgument("CANRT area_bytes must hold at least 64 prefix nodes (" + std::to_string(min_area) + " bytes)");
     const uint64_t area = (opts.area_bytes + 63) & ~63ull;
     const uint64_t node_bytes = 64 + uint64_t(opts.capacity) * kItemBytes;
-    const uint64_t size = kHeaderBytes + 2 * area + opts.max_nodes * node_bytes;
+    // Header page, post segments (one per client-table slot, h49), two prefix areas, data nodes.
+    const uint64_t size = kHeaderBytes + kPostBytes + 2 * area + opts.max_nodes * node_bytes;
     uint64_t off = 0;
     WORT_RETURN_IF_ERROR(pool.allocator().Alloc(size, &off));
     char* b = pool.at<char>(off);
@@ -310,12 +332,12 @@ Status Service::Open(Pool& pool, std::string_view name, const Options& opts, std
     h.node_bytes = node_bytes;
     h.max_nodes = opts.max_nodes;
     h.area_bytes = area;
-    h.area_off[0] = kHeaderBytes;
-    h.area_off[1] = kHeaderBytes + area;
-    h.data_off = kHeaderBytes + 2 * area;
+    h.area_off[0] = kHeaderBytes + kPostBytes;
+    h.area_off[1] = kHeaderBytes + kPostBytes + area;
+    h.data_off = kHeaderBytes + kPostBytes + 2 * area;
     h.state = StateWord(0, true, true);
     h.resize_node = 0;
-    std::memset(b, 0, kHeaderBytes);
+    std::memset(b, 0, kHeaderBytes + kPostBytes);
     std::memcpy(b, &h, sizeof h);
     // The valid tree of generation 0: one prefix node with one entry naming data node 0.
     char* a0 = b + h.area_off[0];
@@ -352,6 +374,12 @@ Status Service::Open(Pool& pool, std::string_view name, const Options& opts, std
   {
     const uint64_t ring[kRingEntries] = {};
     remote::CopyToRegion(s->base_ + kRingOff, reinterpret_cast<const char*>(ring), sizeof ring);
+    s->segments_ = HasPostSegments(*s->hdr_);
+    s->seg_seen_.assign(kMaxClients, 0);
+    if (s->segments_) {
+      const std::vector<char> zero(kPostBytes, 0);
+      remote::CopyToRegion(s->base_ + kPostOff, zero.data(), zero.size());
+    }
     const uint64_t wake[2] = {s->opts_.inline_resize ? kAsleep | kDeepAsleep : 0, s->opts_.lease_ms};
     remote::CopyToRegion(s->base_ + kWakeOff, reinterpret_cast<const char*>(wake), sizeof wake);
   }
@@ -416,14 +444,15 @@ void Service::OnNotify(uint32_t, std::string_view msg) {
     q_cv_.notify_one();
     return;
   }
-  if (m.slot == kKickSlot) {
+  if (m.slot == kKickSlot || m.slot == kWaitSlot) {
     kicks_.fetch_add(1, std::memory_order_relaxed);
     if (opts_.inline_resize) {
-      DrainRing();
+      DrainRing(/*all=*/true);
       return;
     }
     std::lock_guard<std::mutex> g(q_mu_);
     kicked_ = true;
+    scan_all_ = true;
     w_cv_.notify_one();
     return;
   }
@@ -480,21 +509,25 @@ void Service::ApplyLoop() {
   auto last_item = Clock::now(), last_lease = last_item;
   std::vector<Message> batch;
   for (;;) {
+    bool all;
     {
       std::lock_guard<std::mutex> g(q_mu_);
       if (stop_) return;
       batch.assign(writes_q_.begin(), writes_q_.end());
       writes_q_.clear();
       w_busy_ = true;
+      all = scan_all_;
+      scan_all_ = false;
     }
     size_t n = batch.size();
     for (const Message& m : batch) ProcessWrite(m.node, m.slot);
-    n += DrainRing();
     auto now = Clock::now();
     if (now - last_lease >= lease_tick) {
       ExpireLeases();
       last_lease = now;
+      all = true;  // every segment, also of slots freed since (canrt_layout.h, "post segments")
     }
+    n += DrainRing(all);
     {
       std::lock_guard<std::mutex> g(q_mu_);
       w_busy_ = false;
@@ -512,9 +545,11 @@ void Service::ApplyLoop() {
     const bool deep = idle >= kDeepAfter;
     const uint64_t bits = kAsleep | (deep ? kDeepAsleep : 0);
     AddWord(wake, bits);  // only this thread sets or clears those bits: an add sets them
-    // A client posts its entry before its add to `wake`: either that add saw these bits (and the
-    // client notifies as they say), or this scan finds the entry.
-    const size_t late = DrainRing();
+    // A client posts its entry (a compare-swap, then a seq_cst fence) before it reads `wake`;
+    // here the bits are stored, then a seq_cst fence, then the last scan: either the client saw
+    // these bits (and notifies as they say), or this scan finds the entry.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    const size_t late = DrainRing(/*all=*/deep);
     if (late == 0) {
       std::unique_lock<std::mutex> g(q_mu_);
       const auto sleep = deep ? std::chrono::duration_cast<std::chrono::microseconds>(lease_tick)
@@ -545,9 +580,9 @@ void Service::ProcessWrite(uint32_t node, uint32_t slot) {
     // not leave the faulty item's first words (op intact) beside its last word
     // (CanrtCrash.MalformedItemIsScrubbedBeforeItsSlotIsReused catches the removal).
     pm::persist(it + kItemTailWord, 8);
-    Cas(meta, [](uint64_t cur, uint64_t) -> uint64_t { return cur & ~kLockMask; }, 0);
-    // crash-site: redundant: releases a lock only (recovery resets locks)
-    pm::persist(meta, 8);
+    // The slot is free again. (Since h49 the lock is its writer's, released by it once the
+    // item was durable: the server releases no lock here.)
+    ClearPending(node, slot);
     return;
   }
   // 1. The item is durable before any metadata refers to it. The client's Persist made it so
@@ -603,21 +638,32 @@ void Service::ProcessWrite(uint32_t node, uint32_t slot) {
     // removal of this flush.
     if (older >> s & 1) pm::flush(Item(node, s), 8);
   pm::persist(it + kItemTailWord, 8);
-  // 4. Unlocked. Not persisted: a lock is volatile state (recovery resets every lock), and the
-  //    bitmap in this word was persisted in step 2.
-  Cas(meta, [](uint64_t cur, uint64_t) -> uint64_t { return cur & ~kLockMask; }, 0);
+  // 4. No longer pending (h49; before, the lock was released here): the slot's bit leaves the
+  //    pending word. Not persisted (volatile; recovery zeroes it). Last, after the persists of
+  //    steps 2 and 3: a writer may take this slot, or write this key into another slot, only
+  //    once it no longer sees the bit - so at most one item per key of a node is ever
+  //    persistent with valid = 1 and unapplied (canrt_layout.h, "pending word").
+  ClearPending(node, slot);
   writes_.fetch_add(1, std::memory_order_relaxed);
+}
+
+// Clears slot's bit of the node's pending word (a compare-swap: a stray or faulty client's item
+// whose bit was never set leaves the word as it is).
+void Service::ClearPending(uint32_t node, uint32_t slot) {
+  uint64_t* pend = reinterpret_cast<uint64_t*>(Node(node) + kPendingOff);
+  Cas(pend, [](uint64_t cur, uint64_t bit) -> uint64_t { return cur & ~bit; }, 1ull << slot);
 }
 
 void Service::Drain() {
   for (;;) {
     if (opts_.inline_resize) {
-      DrainRing();
+      DrainRing(/*all=*/true);
       return;
     }
     std::unique_lock<std::mutex> g(q_mu_);
     if (queue_.empty() && !busy_ && writes_q_.empty() && !w_busy_ && RingEmpty()) return;
     kicked_ = true;
+    scan_all_ = true;
     w_cv_.notify_one();
     q_done_.wait_for(g, std::chrono::milliseconds(1));
   }
@@ -786,6 +832,10 @@ void Service::Resize(uint32_t node) {
   // without the item (canrt.h, "Resize and acknowledged writes").
   for (uint32_t s = 0; s < hdr_->capacity; ++s)
     if (std::atomic_ref<unsigned char>(Item(node, s)[kItemValid]).load(std::memory_order_acquire) != 0) return;
+  // (An apply that cleared its valid byte but not yet its pending bit: the same - the
+  // requester saw no pending bit under its lock, so no real request meets this.)
+  if (std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(Node(node) + kPendingOff)).load(std::memory_order_acquire) != 0)
+    return;
   if ((mv & kBitmapMask) != full) {                   // not full (a stale request): let the writer retry
     Cas(meta, [](uint64_t cur, uint64_t) -> uint64_t { return cur & ~kLockMask; }, 0);
     pm::persist(meta, 8);
@@ -894,6 +944,8 @@ Status Service::Recover() {
       pm::store8(meta, mv);
       pm::persist(meta, 8);
     }
+    // The pending word is volatile: every durable item was applied just above.
+    pm::store8(reinterpret_cast<uint64_t*>(Node(d) + kPendingOff), 0);
     for (uint32_t s = 0; s < cap; ++s) {
       unsigned char* it = Item(d, s);
       // Every free slot scrubbed (ScrubOp: the slots this recovery freed, applied delete items,

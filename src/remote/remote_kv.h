@@ -33,6 +33,9 @@ class RemoteKV {
   // Writes of this client that had to wait for a reorganisation of the structure (CANRT: a full
   // data node, RESIZE requested; 0 for designs without one). bench-remote reports them per op.
   virtual std::uint64_t resize_requests() const { return 0; }
+  // Writes of this client that could not post their item without a notification of its own
+  // (CANRT: its post segment or ring had no free word; 0 for designs without one).
+  virtual std::uint64_t post_fallbacks() const { return 0; }
 };
 
 }  // namespace wort::remote
