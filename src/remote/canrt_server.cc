@@ -47,8 +47,8 @@ std::string_view KeyOf(const unsigned char* it) {
 // stay, so recovery can still match the key). The slot's old bytes then never pass a reader's or
 // recovery's check again, not even mixed with a later item's words: a Read (or a crash) that the
 // next writer's item Write overtakes yields this word - op 0, and a crc that covers op - beside
-// the new valid byte. Not persisted here (the callers flush it before the node's lock is released,
-// i.e. before any writer can reuse the slot).
+// the new valid byte. Not persisted here: the callers persist it before the slot is free to
+// writers again (before the bitmap or pending change that frees it).
 void ScrubOp(unsigned char* it) {
   uint64_t* w0 = reinterpret_cast<uint64_t*>(it);
   pm::store8(w0, pm::load8(w0) & ~uint64_t{0xff});  // byte 0 (kItemOp), little-endian
@@ -604,6 +604,20 @@ void Service::ProcessWrite(uint32_t node, uint32_t slot) {
   // re-read (and the apply counter below changes anyway).
   for (uint32_t s = 0; s < cap; ++s)
     if (older >> s & 1) ScrubOp(Item(node, s));
+  // The scrubs are persistent BEFORE the compare-swap below frees their slots: since writers no
+  // longer wait for this apply (the client releases the node lock after its own Write), a writer
+  // may take a freed slot as soon as it sees the bitmap change; a crash that cuts its item Write
+  // must then find op 0 beside the new valid byte, never the older version's whole item (which
+  // would pass the crc and bring the superseded value back).
+  if (older) {
+    for (uint32_t s = 0; s < cap; ++s)
+      // A lost scrub matters only if a later client's item Write into the slot is cut by a crash:
+      // CanrtCrash.TornClientWriteIntoAFreedSlot tears that Write (and the lines) and catches the
+      // removal of this flush.
+      if (older >> s & 1) pm::flush(Item(node, s), 8);
+    // crash-site: uncaught: orders the scrubs before the bitmap compare-swap only against a client's item Write that takes a freed slot while this apply runs; CANRT's explorers run each apply whole between client writes, and recovery scrubs every free slot (dropping this fence, the persist of the compare-swap still completes the scrubs before the valid byte is cleared)
+    pm::fence();
+  }
   // Readers' guard (canrt_layout.h, "apply counter"): bumped before the bitmap changes, so that
   // a reader whose node Read overlapped this apply sees the counter change even when later
   // applies bring the bitmap back to the value it read first (ABA). Volatile: not persisted.
@@ -621,22 +635,16 @@ void Service::ProcessWrite(uint32_t node, uint32_t slot) {
     Cas(meta, [](uint64_t cur, uint64_t a) -> uint64_t { return cur & ~a; }, older);
     pm::persist(meta, 8);
   }
-  // 3. Processed: the valid byte cleared and persisted BEFORE the lock is released, so that the
-  //    next writer's item (valid = 1, persisted by that client before its Put returns) is never
-  //    persistent beside this one's: at most one item per data node is ever persistent with
-  //    valid = 1, and recovery need not know in which order two items of one key were written.
-  //    A delete item's slot leaves the node here (it never had a bit): scrubbed like the freed
-  //    slots above. The scrubs are persistent before the lock is released (before any writer
-  //    can reuse those slots): a crash during the next writer's item Write must not leave an old
-  //    item's first words beside the new valid byte for recovery to apply. (The delete item's
-  //    first word shares its cache line with the valid byte: one write-back.)
+  // 3. Processed: the valid byte cleared and persisted BEFORE the pending bit is cleared (step
+  //    4), so that the next writer of this key (which waits while it sees the bit) never has its
+  //    item (valid = 1, persisted by that client before its Put returns) persistent beside this
+  //    one's: at most one item per key of a data node is ever persistent with valid = 1, and
+  //    recovery need not know in which order two items of one key were written. A delete item's
+  //    slot leaves the node here (it never had a bit): scrubbed like the freed slots above, and
+  //    persistent before step 4 makes the slot free to writers (the delete item's first word
+  //    shares its cache line with the valid byte: one write-back).
   if (it[kItemOp] == kOpDelete) ScrubOp(it);
   pm::store8(reinterpret_cast<uint64_t*>(it + kItemTailWord), valid_clear);
-  for (uint32_t s = 0; s < cap; ++s)
-    // A lost scrub matters only if a later client's item Write into the slot is cut by a crash:
-    // CanrtCrash.TornClientWriteIntoAFreedSlot tears that Write (and the lines) and catches the
-    // removal of this flush.
-    if (older >> s & 1) pm::flush(Item(node, s), 8);
   pm::persist(it + kItemTailWord, 8);
   // 4. No longer pending (h49; before, the lock was released here): the slot's bit leaves the
   //    pending word. Not persisted (volatile; recovery zeroes it). Last, after the persists of
