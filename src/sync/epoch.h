@@ -60,7 +60,8 @@ class EpochGuard;
 class EpochManager {
  public:
   // reclaim(ctx, item) frees one retired item; called by the thread that retired it (or by
-  // Drain). It must not Enter this manager.
+  // Drain, or at a thread's exit). It must not Enter this manager, nor make the calling thread
+  // enrol with any manager (Drain and a thread's exit call it holding the manager's mutex).
   using ReclaimFn = void (*)(void* ctx, uint64_t item);
   // The same with the retiring thread's slot state (Slot::state, below): an item goes back to
   // per-thread state of the thread that retired it (vart's node cache, issue 31) instead of to
@@ -83,6 +84,8 @@ class EpochManager {
   // those that are old enough (no-op otherwise).
   void Collect();
   // Reclaims every retired block now. REQUIRES: no thread inside an epoch (a clean close).
+  // Threads that exit meanwhile are no concern: a slot's release at a thread's exit and Drain
+  // exclude each other (the manager's mutex), so each retired item is reclaimed once.
   void Drain();
   // Waits until every thread that is inside an epoch now has left it (a grace period). The
   // calling thread must not be inside one.
