@@ -76,6 +76,20 @@ TEST(RoartLayout, PlainPersistentStructsAndSizes) {
   EXPECT_EQ(roart::PlaceSlot(~uint64_t(0) >> 1, 64, 7), 63);
   EXPECT_EQ(roart::PlaceSlot(~uint64_t(0), 64, 7), -1);
   EXPECT_EQ(roart::PlaceSlot(0xfe, 8, 0xffff), 0);
+  // Format 3 (issue 34): a SlotKV per slot after the slot words; inline slot words.
+  EXPECT_EQ(roart::LeafArrayBytes(8, true), 256u);
+  EXPECT_EQ(roart::LeafArrayBytes(24, true), 640u);
+  EXPECT_EQ(roart::LeafArrayBytes(64, true), 1600u);
+  for (size_t len = 0; len <= roart::kMaxInlineKey; ++len) {
+    const uint64_t w = roart::InlineSlot(0xfedc, len);
+    EXPECT_TRUE(roart::IsInline(w));
+    EXPECT_TRUE(roart::InlineSlotOk(w));
+    EXPECT_EQ(roart::InlineLen(w), len);
+    EXPECT_EQ(w >> 48, 0xfedcu);
+  }
+  EXPECT_FALSE(roart::IsInline(uint64_t(0xfedc) << 48 | 4096)) << "a leaf offset is 64-byte aligned";
+  EXPECT_FALSE(roart::InlineSlotOk(roart::InlineSlot(1, 9)));
+  EXPECT_FALSE(roart::InlineSlotOk(roart::InlineSlot(1, 8) | 64));
 }
 
 namespace {
@@ -105,6 +119,11 @@ std::vector<uint64_t*> ArrayRefWords(PoolFixture& f) {
 roart::LeafArray* ArrayOf(PoolFixture& f, const uint64_t* w) {
   return f.pool().at<roart::LeafArray>(*w & roart::kRefMask & ~roart::kTagMask);
 }
+// Creates pools in an older format while alive (RoartTree::SetFormatForNewPoolsForTest).
+struct OldFormat {
+  explicit OldFormat(int f) { roart::RoartTree::SetFormatForNewPoolsForTest(f); }
+  ~OldFormat() { roart::RoartTree::SetFormatForNewPoolsForTest(0); }
+};
 uint64_t RootMagic(PoolFixture& f) {
   RootInfo ri;
   EXPECT_TRUE(f.pool().FindRoot("idx", &ri).ok());
@@ -120,15 +139,15 @@ TEST(RoartFormat, ArrayReferencesCarryTheClassAndKeysSitInTheirHomeLine) {
   Model m;
   std::mt19937_64 rng(34);
   for (int i = 0; i < 30000; ++i) {
-    const std::string k = i % 3 ? RandKey(rng) : wort::test::Cat("ðs", std::to_string(rng() % 100000));
+    const std::string k = i % 3 ? RandKey(rng) : wort::test::Cat("ðstring", std::to_string(rng() % 100000));  // 9+ bytes
     if (m.count(k)) continue;
     ASSERT_TRUE(f.idx().Insert(k, i).ok());
     m[k] = i;
   }
-  EXPECT_EQ(RootMagic(f), roart::kRootMagic2);
+  EXPECT_EQ(RootMagic(f), roart::kRootMagic3);
   const std::vector<uint64_t*> words = ArrayRefWords(f);
   ASSERT_GT(words.size(), 100u);
-  size_t keys = 0, home = 0, classes[3] = {};
+  size_t keys = 0, home = 0, inline_keys = 0, classes[3] = {};
   for (const uint64_t* w : words) {
     const roart::LeafArray* la = ArrayOf(f, w);
     const int slots = roart::SlotsOf(la->h.slots);
@@ -138,6 +157,14 @@ TEST(RoartFormat, ArrayReferencesCarryTheClassAndKeysSitInTheirHomeLine) {
       const uint64_t s = la->slot[i];
       if (!s) continue;
       ++keys;
+      if (roart::IsInline(s)) {  // format 3: the key and its value in the array, nothing else
+        const roart::SlotKV& kv = roart::KVs(&la->h, slots)[i];
+        const std::string k(reinterpret_cast<const char*>(&kv.key), roart::InlineLen(s));
+        ASSERT_TRUE(m.count(k));
+        EXPECT_EQ(kv.value, m[k]);
+        EXPECT_EQ(s >> 48, roart::Fingerprint(k));
+        ++inline_keys;
+      }
       const int hl = roart::HomeLine(s >> 48, slots);
       if (i / 8 == hl) {
         ++home;
@@ -149,7 +176,9 @@ TEST(RoartFormat, ArrayReferencesCarryTheClassAndKeysSitInTheirHomeLine) {
   EXPECT_GT(classes[0], 0u);
   EXPECT_GT(classes[1], 0u);
   EXPECT_GT(home, keys * 9 / 10) << home << " of " << keys;
-  f.ExpectCheckOk("format 2");
+  EXPECT_GT(inline_keys, keys / 4) << "the 8-byte keys in arrays are inline (Check: all of them)";
+  EXPECT_LT(inline_keys, keys) << "the long keys are not";
+  f.ExpectCheckOk("format 3");
   ExpectMatchesModel(f.idx(), m);
   f.Reopen();
   ExpectMatchesModel(f.idx(), m);
@@ -159,6 +188,7 @@ TEST(RoartFormat, ArrayReferencesCarryTheClassAndKeysSitInTheirHomeLine) {
 // in any slot) is read, and written in its own format: made here from a format-2 tree by
 // rewriting its root magic, clearing every class code and reversing every array's slots.
 TEST(RoartFormat, PoolFromBeforeFormat2IsReadAndWrittenInItsFormat) {
+  OldFormat old(2);  // a format-2 pool (no inline keys), turned into format 1 below
   PoolFixture f("roart");
   Model m;
   std::mt19937_64 rng(35);
@@ -207,6 +237,163 @@ TEST(RoartFormat, PoolFromBeforeFormat2IsReadAndWrittenInItsFormat) {
   EXPECT_EQ(RootMagic(f), roart::kRootMagic);
   f.ExpectCheckOk("format 1, reopened");
   ExpectMatchesModel(f.idx(), m);
+}
+
+// A pool of format 2 (before keys moved into the arrays) is read, and written in its own format
+// by this build: no inline slot, no SlotKV area, keys of every length in leaves; it survives
+// reopens and stays format 2. Keys over the full byte range, short and long.
+TEST(RoartFormat, PoolOfFormat2IsReadAndWrittenInItsFormat) {
+  std::unique_ptr<PoolFixture> fp;
+  {
+    OldFormat old(2);
+    fp = std::make_unique<PoolFixture>("roart");
+  }
+  PoolFixture& f = *fp;  // created in format 2; everything below runs with format 3 the default
+  Model m;
+  std::mt19937_64 rng(37);
+  auto key = [&](int i) {
+    std::string k = i % 2 ? RandKey(rng) : wort::test::Cat("\xf3", static_cast<char>(rng() % 30));
+    if (i % 5 == 0) k += std::string(20 + rng() % 30, static_cast<char>(0x80 + rng() % 128));
+    return k;
+  };
+  auto no_inline = [&] {
+    for (const uint64_t* w : ArrayRefWords(f)) {
+      const roart::LeafArray* la = ArrayOf(f, w);
+      const int slots = roart::SlotsOf(la->h.slots);
+      EXPECT_EQ(f.pool().allocator().UsableSize(*w & roart::kRefMask & ~roart::kTagMask), roart::LeafArrayBytes(slots))
+          << "no SlotKV area in format 2";
+      for (int i = 0; i < slots; ++i) ASSERT_FALSE(roart::IsInline(la->slot[i])) << "an inline slot in a format-2 pool";
+    }
+  };
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < 4000; ++i) {
+      const std::string k = key(i);
+      if (m.count(k)) {
+        if (i % 3 == 0) {
+          ASSERT_TRUE(f.idx().Remove(k).ok());
+          m.erase(k);
+        }
+        continue;
+      }
+      ASSERT_TRUE(f.idx().Insert(k, i).ok());
+      m[k] = i;
+    }
+    EXPECT_EQ(RootMagic(f), roart::kRootMagic2);
+    no_inline();
+    f.ExpectCheckOk("format 2");
+    ExpectMatchesModel(f.idx(), m);
+    f.Reopen();
+  }
+  EXPECT_EQ(f.Allocated(), f.Reachable());
+}
+
+// Format 3 (issue 34): keys of 0..8 bytes live in the leaf array (no leaf is allocated for
+// them: an insert into an array with a free slot allocates nothing), longer keys in leaves, in
+// the same arrays; upserts store the array's value word; a slot emptied by a remove is not
+// taken again in the same session (lookups read inline slots without versions) but is after a
+// reopen; a full array with dead slots is compacted into the class its live keys need, not grown.
+TEST(RoartFormat, InlineKeysInTheLeafArray) {
+  PoolFixture f("roart");
+  Model m;
+  auto ins = [&](const std::string& k, uint64_t v) {
+    ASSERT_TRUE(f.idx().Insert(k, v).ok()) << k.size();
+    m[k] = v;
+  };
+  // One array below "\xe7": keys of every length 1..8 and long ones (bytes >= 0x80 throughout).
+  ins(std::string("\xe7", 1), 1);
+  ins(std::string("\xe7\x00", 2), 2);
+  ASSERT_EQ(Tree(f).LeafArraySlotCounts(), std::vector<int>{8});
+  const auto before = f.Allocated();
+  ins(std::string("\xe7\xff\x80", 3), 3);
+  ins(std::string("\xe7\x80\x81\x82\x83\x84\x85\x86", 8), 4);
+  auto new_blocks = [&] {  // blocks allocated since `before` (the retired leaf may be freed meanwhile)
+    size_t n = 0;
+    for (uint64_t off : f.Allocated()) n += !before.count(off);
+    return n;
+  };
+  EXPECT_EQ(new_blocks(), 0u) << "inline inserts allocate nothing";
+  ins(wort::test::Cat("\xe7", std::string(40, '\xc3')), 5);  // a long key: a leaf
+  EXPECT_EQ(new_blocks(), 1u);
+  ins(std::string("\xe7\x00\x00", 3), 6);  // shares its first two bytes with a shorter key
+  ins(std::string(8, '\xe7'), 7);
+  ins(std::string("\xe7\x01\x02\x03\x04\x05\x06", 7), 8);
+  ASSERT_EQ(Tree(f).LeafArraySlotCounts(), std::vector<int>{8});
+  ExpectMatchesModel(f.idx(), m);
+  f.ExpectCheckOk("inline");
+  // Upserts: in the array's value word.
+  bool inserted = true;
+  ASSERT_TRUE(f.idx().Upsert(std::string("\xe7\xff\x80", 3), 33, &inserted).ok());
+  EXPECT_FALSE(inserted);
+  m[std::string("\xe7\xff\x80", 3)] = 33;
+  ASSERT_TRUE(f.idx().Upsert(wort::test::Cat("\xe7", std::string(40, '\xc3')), 55, &inserted).ok());
+  m[wort::test::Cat("\xe7", std::string(40, '\xc3'))] = 55;
+  ExpectMatchesModel(f.idx(), m);
+  // The 8 slots are taken; remove 6 keys: their slots stay taken in this session, so the next
+  // insert compacts the array (2 live + 1: still 8 slots) instead of reusing a slot in place.
+  const std::vector<std::string> gone = {std::string("\xe7", 1), std::string("\xe7\x00", 2), std::string("\xe7\xff\x80", 3),
+                                         std::string(8, '\xe7'), std::string("\xe7\x00\x00", 3),
+                                         std::string("\xe7\x01\x02\x03\x04\x05\x06", 7)};
+  for (const auto& k : gone) {
+    ASSERT_TRUE(f.idx().Remove(k).ok());
+    m.erase(k);
+  }
+  const std::vector<uint64_t*> words = ArrayRefWords(f);
+  ASSERT_EQ(words.size(), 1u);
+  const uint64_t old_ref = *words[0];
+  ins(std::string("\xe7\x42", 2), 9);
+  const std::vector<uint64_t*> words2 = ArrayRefWords(f);
+  ASSERT_EQ(words2.size(), 1u);
+  EXPECT_NE(*words2[0], old_ref) << "compacted into a new array, no slot reused in place";
+  ASSERT_EQ(Tree(f).LeafArraySlotCounts(), std::vector<int>{8}) << "compacted, not grown";
+  ExpectMatchesModel(f.idx(), m);
+  f.ExpectCheckOk("compacted");
+  // After a reopen a slot emptied in the previous session is taken again (same array).
+  ASSERT_TRUE(f.idx().Remove(std::string("\xe7\x42", 2)).ok());
+  m.erase(std::string("\xe7\x42", 2));
+  f.Reopen();
+  const uint64_t ref3 = *ArrayRefWords(f)[0];
+  ins(std::string("\xe7\x43", 2), 10);
+  EXPECT_EQ(*ArrayRefWords(f)[0], ref3) << "a free slot of the reopened pool is taken in place";
+  ExpectMatchesModel(f.idx(), m);
+  f.ExpectCheckOk("reopened");
+  // Split of a 64-slot array of inline and long keys: groups of one inline key become leaves.
+  for (int i = 0; i < 70; ++i)
+    ins(i % 3 ? wort::test::Cat("\xe7", static_cast<char>(0x90 + i), static_cast<char>(0xf0 ^ i))
+              : wort::test::Cat("\xe7", static_cast<char>(0x90 + i), std::string(12, static_cast<char>(0x80 + i))),
+        100 + i);
+  ExpectMatchesModel(f.idx(), m);
+  f.ExpectCheckOk("split");
+  f.Reopen();
+  ExpectMatchesModel(f.idx(), m);
+  EXPECT_EQ(f.Allocated(), f.Reachable());
+}
+
+// An inline insert writes its SlotKV back before the fence that precedes its slot word.
+TEST(RoartFormat, InlineSlotIsPersistedBeforeItsSlotWord) {
+  PoolFixture f("roart");
+  ASSERT_TRUE(f.idx().Insert(std::string("\xd0\x01", 2), 1).ok());
+  ASSERT_TRUE(f.idx().Insert(std::string("\xd0\x02", 2), 2).ok());
+  struct Rec : pm::Hook {
+    std::vector<uintptr_t> lines;
+    std::vector<size_t> lines_at_fence;
+    void OnFlushLine(const void* l, const std::source_location&) override { lines.push_back(reinterpret_cast<uintptr_t>(l)); }
+    void OnFence(const std::source_location&) override { lines_at_fence.push_back(lines.size()); }
+  } rec;
+  pm::Hook* old = pm::SetHook(&rec);
+  Status s = f.idx().Insert(std::string("\xd0\x83\xff", 3), 3);
+  pm::SetHook(old);
+  ASSERT_TRUE(s.ok());
+  const std::vector<uint64_t*> words = ArrayRefWords(f);
+  ASSERT_EQ(words.size(), 1u);
+  const roart::LeafArray* la = ArrayOf(f, words[0]);
+  int at = -1;
+  for (int i = 0; i < 8; ++i)
+    if (roart::IsInline(la->slot[i]) && roart::KVs(&la->h, 8)[i].value == 3) at = i;
+  ASSERT_GE(at, 0);
+  ASSERT_EQ(rec.lines_at_fence.size(), 2u) << "one fence before the slot word, one after it";
+  const std::set<uintptr_t> before(rec.lines.begin(), rec.lines.begin() + static_cast<long>(rec.lines_at_fence[0]));
+  EXPECT_TRUE(before.count(reinterpret_cast<uintptr_t>(&roart::KVs(&la->h, 8)[at]) & ~uintptr_t(63)));
+  EXPECT_FALSE(before.count(reinterpret_cast<uintptr_t>(&la->slot[at]) & ~uintptr_t(63))) << "the slot word after the fence";
 }
 
 // A class code that disagrees with the array's head (a damaged image) is reported by Check;
@@ -311,7 +498,7 @@ TEST(RoartStructure, GrownLeafArrayIsPersistedWholeBeforePublish) {
   ASSERT_GE(rec.lines_at_fence.size(), 2u);
   const size_t before_publish = rec.lines_at_fence[rec.lines_at_fence.size() - 2];
   std::set<uintptr_t> flushed(rec.lines.begin(), rec.lines.begin() + static_cast<long>(before_publish));
-  for (size_t o = 0; o < roart::LeafArrayBytes(64); o += 64)
+  for (size_t o = 0; o < roart::LeafArrayBytes(64, true); o += 64)
     EXPECT_TRUE(flushed.count(reinterpret_cast<uintptr_t>(la) + o)) << "line " << o / 64 << " of the grown array";
   f.ExpectCheckOk("grown");
 }
