@@ -44,7 +44,8 @@ run test_kv_shared --gtest_filter='KvShared.ReaderRegisteringBesideAWriteWithout
 # A retired value block is not reused while a reader holds it (issue 31: blocks held for readers
 # per writer thread, tagged per batch): readers in threads of the writing process (and a process).
 run test_kv_shared --gtest_filter='KvShared.RetiredBlockIsNotReusedWhileAReaderHoldsIt'
-# roart (issue 34): leaf arrays growing 8 -> 24 -> 64 and splitting beside lookups and scans.
+# roart (issue 34): leaf arrays growing 8 -> 24 -> 64 and splitting beside lookups and scans;
+# inline keys (format 3) inserted, upserted and removed beside version-free lookups and scans.
 run test_roart --gtest_filter='RoartConcurrent.*:RoartRegress.ConcurrentInsertsOfOneKeyExactlyOneWins'
 # cceh: the tests with several threads (the others are single-threaded).
 run test_cceh --gtest_filter='*TwoThreads*:*ReaderBesideSplittingWriter*:*StressRacingInsertsAndReaders*:*VisitBesideWriters*:*ManyWritersSplitAndDoubleConcurrently*'

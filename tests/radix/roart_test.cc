@@ -76,6 +76,20 @@ TEST(RoartLayout, PlainPersistentStructsAndSizes) {
   EXPECT_EQ(roart::PlaceSlot(~uint64_t(0) >> 1, 64, 7), 63);
   EXPECT_EQ(roart::PlaceSlot(~uint64_t(0), 64, 7), -1);
   EXPECT_EQ(roart::PlaceSlot(0xfe, 8, 0xffff), 0);
+  // Format 3 (issue 34): a SlotKV per slot after the slot words; inline slot words.
+  EXPECT_EQ(roart::LeafArrayBytes(8, true), 256u);
+  EXPECT_EQ(roart::LeafArrayBytes(24, true), 640u);
+  EXPECT_EQ(roart::LeafArrayBytes(64, true), 1600u);
+  for (size_t len = 0; len <= roart::kMaxInlineKey; ++len) {
+    const uint64_t w = roart::InlineSlot(0xfedc, len);
+    EXPECT_TRUE(roart::IsInline(w));
+    EXPECT_TRUE(roart::InlineSlotOk(w));
+    EXPECT_EQ(roart::InlineLen(w), len);
+    EXPECT_EQ(w >> 48, 0xfedcu);
+  }
+  EXPECT_FALSE(roart::IsInline(uint64_t(0xfedc) << 48 | 4096)) << "a leaf offset is 64-byte aligned";
+  EXPECT_FALSE(roart::InlineSlotOk(roart::InlineSlot(1, 9)));
+  EXPECT_FALSE(roart::InlineSlotOk(roart::InlineSlot(1, 8) | 64));
 }
 
 namespace {
@@ -105,6 +119,11 @@ std::vector<uint64_t*> ArrayRefWords(PoolFixture& f) {
 roart::LeafArray* ArrayOf(PoolFixture& f, const uint64_t* w) {
   return f.pool().at<roart::LeafArray>(*w & roart::kRefMask & ~roart::kTagMask);
 }
+// Creates pools in an older format while alive (RoartTree::SetFormatForNewPoolsForTest).
+struct OldFormat {
+  explicit OldFormat(int f) { roart::RoartTree::SetFormatForNewPoolsForTest(f); }
+  ~OldFormat() { roart::RoartTree::SetFormatForNewPoolsForTest(0); }
+};
 uint64_t RootMagic(PoolFixture& f) {
   RootInfo ri;
   EXPECT_TRUE(f.pool().FindRoot("idx", &ri).ok());
@@ -120,15 +139,15 @@ TEST(RoartFormat, ArrayReferencesCarryTheClassAndKeysSitInTheirHomeLine) {
   Model m;
   std::mt19937_64 rng(34);
   for (int i = 0; i < 30000; ++i) {
-    const std::string k = i % 3 ? RandKey(rng) : wort::test::Cat("ðs", std::to_string(rng() % 100000));
+    const std::string k = i % 3 ? RandKey(rng) : wort::test::Cat("ðstring", std::to_string(rng() % 100000));  // 9+ bytes
     if (m.count(k)) continue;
     ASSERT_TRUE(f.idx().Insert(k, i).ok());
     m[k] = i;
   }
-  EXPECT_EQ(RootMagic(f), roart::kRootMagic2);
+  EXPECT_EQ(RootMagic(f), roart::kRootMagic3);
   const std::vector<uint64_t*> words = ArrayRefWords(f);
   ASSERT_GT(words.size(), 100u);
-  size_t keys = 0, home = 0, classes[3] = {};
+  size_t keys = 0, home = 0, inline_keys = 0, classes[3] = {};
   for (const uint64_t* w : words) {
     const roart::LeafArray* la = ArrayOf(f, w);
     const int slots = roart::SlotsOf(la->h.slots);
@@ -138,6 +157,14 @@ TEST(RoartFormat, ArrayReferencesCarryTheClassAndKeysSitInTheirHomeLine) {
       const uint64_t s = la->slot[i];
       if (!s) continue;
       ++keys;
+      if (roart::IsInline(s)) {  // format 3: the key and its value in the array, nothing else
+        const roart::SlotKV& kv = roart::KVs(&la->h, slots)[i];
+        const std::string k(reinterpret_cast<const char*>(&kv.key), roart::InlineLen(s));
+        ASSERT_TRUE(m.count(k));
+        EXPECT_EQ(kv.value, m[k]);
+        EXPECT_EQ(s >> 48, roart::Fingerprint(k));
+        ++inline_keys;
+      }
       const int hl = roart::HomeLine(s >> 48, slots);
       if (i / 8 == hl) {
         ++home;
@@ -149,7 +176,9 @@ TEST(RoartFormat, ArrayReferencesCarryTheClassAndKeysSitInTheirHomeLine) {
   EXPECT_GT(classes[0], 0u);
   EXPECT_GT(classes[1], 0u);
   EXPECT_GT(home, keys * 9 / 10) << home << " of " << keys;
-  f.ExpectCheckOk("format 2");
+  EXPECT_GT(inline_keys, keys / 4) << "the 8-byte keys in arrays are inline (Check: all of them)";
+  EXPECT_LT(inline_keys, keys) << "the long keys are not";
+  f.ExpectCheckOk("format 3");
   ExpectMatchesModel(f.idx(), m);
   f.Reopen();
   ExpectMatchesModel(f.idx(), m);
@@ -159,6 +188,7 @@ TEST(RoartFormat, ArrayReferencesCarryTheClassAndKeysSitInTheirHomeLine) {
 // in any slot) is read, and written in its own format: made here from a format-2 tree by
 // rewriting its root magic, clearing every class code and reversing every array's slots.
 TEST(RoartFormat, PoolFromBeforeFormat2IsReadAndWrittenInItsFormat) {
+  OldFormat old(2);  // a format-2 pool (no inline keys), turned into format 1 below
   PoolFixture f("roart");
   Model m;
   std::mt19937_64 rng(35);
@@ -207,6 +237,163 @@ TEST(RoartFormat, PoolFromBeforeFormat2IsReadAndWrittenInItsFormat) {
   EXPECT_EQ(RootMagic(f), roart::kRootMagic);
   f.ExpectCheckOk("format 1, reopened");
   ExpectMatchesModel(f.idx(), m);
+}
+
+// A pool of format 2 (before keys moved into the arrays) is read, and written in its own format
+// by this build: no inline slot, no SlotKV area, keys of every length in leaves; it survives
+// reopens and stays format 2. Keys over the full byte range, short and long.
+TEST(RoartFormat, PoolOfFormat2IsReadAndWrittenInItsFormat) {
+  std::unique_ptr<PoolFixture> fp;
+  {
+    OldFormat old(2);
+    fp = std::make_unique<PoolFixture>("roart");
+  }
+  PoolFixture& f = *fp;  // created in format 2; everything below runs with format 3 the default
+  Model m;
+  std::mt19937_64 rng(37);
+  auto key = [&](int i) {
+    std::string k = i % 2 ? RandKey(rng) : wort::test::Cat("\xf3", static_cast<char>(rng() % 30));
+    if (i % 5 == 0) k += std::string(20 + rng() % 30, static_cast<char>(0x80 + rng() % 128));
+    return k;
+  };
+  auto no_inline = [&] {
+    for (const uint64_t* w : ArrayRefWords(f)) {
+      const roart::LeafArray* la = ArrayOf(f, w);
+      const int slots = roart::SlotsOf(la->h.slots);
+      EXPECT_EQ(f.pool().allocator().UsableSize(*w & roart::kRefMask & ~roart::kTagMask), roart::LeafArrayBytes(slots))
+          << "no SlotKV area in format 2";
+      for (int i = 0; i < slots; ++i) ASSERT_FALSE(roart::IsInline(la->slot[i])) << "an inline slot in a format-2 pool";
+    }
+  };
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < 4000; ++i) {
+      const std::string k = key(i);
+      if (m.count(k)) {
+        if (i % 3 == 0) {
+          ASSERT_TRUE(f.idx().Remove(k).ok());
+          m.erase(k);
+        }
+        continue;
+      }
+      ASSERT_TRUE(f.idx().Insert(k, i).ok());
+      m[k] = i;
+    }
+    EXPECT_EQ(RootMagic(f), roart::kRootMagic2);
+    no_inline();
+    f.ExpectCheckOk("format 2");
+    ExpectMatchesModel(f.idx(), m);
+    f.Reopen();
+  }
+  EXPECT_EQ(f.Allocated(), f.Reachable());
+}
+
+// Format 3 (issue 34): keys of 0..8 bytes live in the leaf array (no leaf is allocated for
+// them: an insert into an array with a free slot allocates nothing), longer keys in leaves, in
+// the same arrays; upserts store the array's value word; a slot emptied by a remove is not
+// taken again in the same session (lookups read inline slots without versions) but is after a
+// reopen; a full array with dead slots is compacted into the class its live keys need, not grown.
+TEST(RoartFormat, InlineKeysInTheLeafArray) {
+  PoolFixture f("roart");
+  Model m;
+  auto ins = [&](const std::string& k, uint64_t v) {
+    ASSERT_TRUE(f.idx().Insert(k, v).ok()) << k.size();
+    m[k] = v;
+  };
+  // One array below "\xe7": keys of every length 1..8 and long ones (bytes >= 0x80 throughout).
+  ins(std::string("\xe7", 1), 1);
+  ins(std::string("\xe7\x00", 2), 2);
+  ASSERT_EQ(Tree(f).LeafArraySlotCounts(), std::vector<int>{8});
+  const auto before = f.Allocated();
+  ins(std::string("\xe7\xff\x80", 3), 3);
+  ins(std::string("\xe7\x80\x81\x82\x83\x84\x85\x86", 8), 4);
+  auto new_blocks = [&] {  // blocks allocated since `before` (the retired leaf may be freed meanwhile)
+    size_t n = 0;
+    for (uint64_t off : f.Allocated()) n += !before.count(off);
+    return n;
+  };
+  EXPECT_EQ(new_blocks(), 0u) << "inline inserts allocate nothing";
+  ins(wort::test::Cat("\xe7", std::string(40, '\xc3')), 5);  // a long key: a leaf
+  EXPECT_EQ(new_blocks(), 1u);
+  ins(std::string("\xe7\x00\x00", 3), 6);  // shares its first two bytes with a shorter key
+  ins(std::string(8, '\xe7'), 7);
+  ins(std::string("\xe7\x01\x02\x03\x04\x05\x06", 7), 8);
+  ASSERT_EQ(Tree(f).LeafArraySlotCounts(), std::vector<int>{8});
+  ExpectMatchesModel(f.idx(), m);
+  f.ExpectCheckOk("inline");
+  // Upserts: in the array's value word.
+  bool inserted = true;
+  ASSERT_TRUE(f.idx().Upsert(std::string("\xe7\xff\x80", 3), 33, &inserted).ok());
+  EXPECT_FALSE(inserted);
+  m[std::string("\xe7\xff\x80", 3)] = 33;
+  ASSERT_TRUE(f.idx().Upsert(wort::test::Cat("\xe7", std::string(40, '\xc3')), 55, &inserted).ok());
+  m[wort::test::Cat("\xe7", std::string(40, '\xc3'))] = 55;
+  ExpectMatchesModel(f.idx(), m);
+  // The 8 slots are taken; remove 6 keys: their slots stay taken in this session, so the next
+  // insert compacts the array (2 live + 1: still 8 slots) instead of reusing a slot in place.
+  const std::vector<std::string> gone = {std::string("\xe7", 1), std::string("\xe7\x00", 2), std::string("\xe7\xff\x80", 3),
+                                         std::string(8, '\xe7'), std::string("\xe7\x00\x00", 3),
+                                         std::string("\xe7\x01\x02\x03\x04\x05\x06", 7)};
+  for (const auto& k : gone) {
+    ASSERT_TRUE(f.idx().Remove(k).ok());
+    m.erase(k);
+  }
+  const std::vector<uint64_t*> words = ArrayRefWords(f);
+  ASSERT_EQ(words.size(), 1u);
+  const uint64_t old_ref = *words[0];
+  ins(std::string("\xe7\x42", 2), 9);
+  const std::vector<uint64_t*> words2 = ArrayRefWords(f);
+  ASSERT_EQ(words2.size(), 1u);
+  EXPECT_NE(*words2[0], old_ref) << "compacted into a new array, no slot reused in place";
+  ASSERT_EQ(Tree(f).LeafArraySlotCounts(), std::vector<int>{8}) << "compacted, not grown";
+  ExpectMatchesModel(f.idx(), m);
+  f.ExpectCheckOk("compacted");
+  // After a reopen a slot emptied in the previous session is taken again (same array).
+  ASSERT_TRUE(f.idx().Remove(std::string("\xe7\x42", 2)).ok());
+  m.erase(std::string("\xe7\x42", 2));
+  f.Reopen();
+  const uint64_t ref3 = *ArrayRefWords(f)[0];
+  ins(std::string("\xe7\x43", 2), 10);
+  EXPECT_EQ(*ArrayRefWords(f)[0], ref3) << "a free slot of the reopened pool is taken in place";
+  ExpectMatchesModel(f.idx(), m);
+  f.ExpectCheckOk("reopened");
+  // Split of a 64-slot array of inline and long keys: groups of one inline key become leaves.
+  for (int i = 0; i < 70; ++i)
+    ins(i % 3 ? wort::test::Cat("\xe7", static_cast<char>(0x90 + i), static_cast<char>(0xf0 ^ i))
+              : wort::test::Cat("\xe7", static_cast<char>(0x90 + i), std::string(12, static_cast<char>(0x80 + i))),
+        100 + i);
+  ExpectMatchesModel(f.idx(), m);
+  f.ExpectCheckOk("split");
+  f.Reopen();
+  ExpectMatchesModel(f.idx(), m);
+  EXPECT_EQ(f.Allocated(), f.Reachable());
+}
+
+// An inline insert writes its SlotKV back before the fence that precedes its slot word.
+TEST(RoartFormat, InlineSlotIsPersistedBeforeItsSlotWord) {
+  PoolFixture f("roart");
+  ASSERT_TRUE(f.idx().Insert(std::string("\xd0\x01", 2), 1).ok());
+  ASSERT_TRUE(f.idx().Insert(std::string("\xd0\x02", 2), 2).ok());
+  struct Rec : pm::Hook {
+    std::vector<uintptr_t> lines;
+    std::vector<size_t> lines_at_fence;
+    void OnFlushLine(const void* l, const std::source_location&) override { lines.push_back(reinterpret_cast<uintptr_t>(l)); }
+    void OnFence(const std::source_location&) override { lines_at_fence.push_back(lines.size()); }
+  } rec;
+  pm::Hook* old = pm::SetHook(&rec);
+  Status s = f.idx().Insert(std::string("\xd0\x83\xff", 3), 3);
+  pm::SetHook(old);
+  ASSERT_TRUE(s.ok());
+  const std::vector<uint64_t*> words = ArrayRefWords(f);
+  ASSERT_EQ(words.size(), 1u);
+  const roart::LeafArray* la = ArrayOf(f, words[0]);
+  int at = -1;
+  for (int i = 0; i < 8; ++i)
+    if (roart::IsInline(la->slot[i]) && roart::KVs(&la->h, 8)[i].value == 3) at = i;
+  ASSERT_GE(at, 0);
+  ASSERT_EQ(rec.lines_at_fence.size(), 2u) << "one fence before the slot word, one after it";
+  const std::set<uintptr_t> before(rec.lines.begin(), rec.lines.begin() + static_cast<long>(rec.lines_at_fence[0]));
+  EXPECT_TRUE(before.count(reinterpret_cast<uintptr_t>(&roart::KVs(&la->h, 8)[at]) & ~uintptr_t(63)));
+  EXPECT_FALSE(before.count(reinterpret_cast<uintptr_t>(&la->slot[at]) & ~uintptr_t(63))) << "the slot word after the fence";
 }
 
 // A class code that disagrees with the array's head (a damaged image) is reported by Check;
@@ -311,7 +498,7 @@ TEST(RoartStructure, GrownLeafArrayIsPersistedWholeBeforePublish) {
   ASSERT_GE(rec.lines_at_fence.size(), 2u);
   const size_t before_publish = rec.lines_at_fence[rec.lines_at_fence.size() - 2];
   std::set<uintptr_t> flushed(rec.lines.begin(), rec.lines.begin() + static_cast<long>(before_publish));
-  for (size_t o = 0; o < roart::LeafArrayBytes(64); o += 64)
+  for (size_t o = 0; o < roart::LeafArrayBytes(64, true); o += 64)
     EXPECT_TRUE(flushed.count(reinterpret_cast<uintptr_t>(la) + o)) << "line " << o / 64 << " of the grown array";
   f.ExpectCheckOk("grown");
 }
@@ -913,6 +1100,114 @@ TEST(RoartConcurrent, LookupsWithoutVersionsBesideEveryWritePath) {
   f.ExpectCheckOk("after lookups beside every write path");
   f.Reopen();
   f.ExpectCheckOk("reopened");
+}
+
+}  // namespace wort::art::test
+
+namespace wort::art::test {
+
+// Format 3 (issue 34): inline keys (at most 8 bytes, in the leaf array) beside lookups and scans
+// that read no version (lookups) or validate their batch (scans). Two writers upsert, remove and
+// insert again keys of 1..8 bytes (bytes over the whole range) in a few arrays that fill, grow,
+// compact and split; every value carries its key's hash and a round, so a reader that paired a
+// key with another key's value (a torn or reused SlotKV) is caught. Stable keys must always be
+// found by lookups and by every scan of their range, in order, each with a value of its own.
+// scripts/tsan.sh runs it (RoartConcurrent.*).
+TEST(RoartConcurrent, InlineKeysBesideLookupsAndScans) {
+  PoolFixture f("roart");
+  constexpr int kWriters = 2, kReaders = 2;
+  const int rounds = 60 / wort::test::kSanitizerScale + 2;
+  auto tag = [](std::string_view k) { return (std::hash<std::string_view>()(k) & 0xffffffffu) << 16; };
+  auto mine = [&](std::string_view k, uint64_t v) { return (v & ~uint64_t(0xffff)) == tag(k); };
+  // Keys below 6 two-byte prefixes "\xb5" + p: stable ones and churn ones per writer.
+  std::mt19937_64 rng(48);
+  std::set<std::string> all;
+  auto make = [&] {
+    std::string k = wort::test::Cat("\xb5", static_cast<char>(0x80 + rng() % 6));
+    const size_t len = 2 + rng() % 7;  // 2..8 bytes: inline
+    while (k.size() < len) k.push_back(static_cast<char>(rng()));
+    return k;
+  };
+  std::vector<std::string> stable, churn[kWriters];
+  while (stable.size() < 150)
+    if (std::string k = make(); all.insert(k).second) stable.push_back(k);
+  for (auto& c : churn)
+    while (c.size() < 120)
+      if (std::string k = make(); all.insert(k).second) c.push_back(k);
+  for (const auto& k : stable) ASSERT_TRUE(f.idx().Insert(k, tag(k)).ok());
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> lookups{0}, scans{0};
+  std::vector<std::thread> ts;
+  for (int w = 0; w < kWriters; ++w)
+    ts.emplace_back([&, w] {
+      for (int r = 0; r < rounds; ++r) {
+        for (const auto& k : churn[w])
+          if (Status s = f.idx().Insert(k, tag(k) | uint64_t(r)); !s.ok()) ADD_FAILURE() << s.ToString();
+        for (const auto& k : churn[w])  // an upsert of a present inline key: its value word
+          if (Status s = f.idx().Upsert(k, tag(k) | uint64_t(r + 1000)); !s.ok()) ADD_FAILURE() << s.ToString();
+        for (size_t i = 0; i < stable.size(); i += 7)  // and of stable keys, beside the readers
+          if (Status s = f.idx().Upsert(stable[i], tag(stable[i]) | uint64_t(r)); !s.ok()) ADD_FAILURE() << s.ToString();
+        for (size_t i = 0; i < churn[w].size(); ++i)
+          if (Status s = f.idx().Remove(churn[w][r % 2 ? churn[w].size() - 1 - i : i]); !s.ok()) ADD_FAILURE() << s.ToString();
+      }
+    });
+  for (int t = 0; t < kReaders; ++t)
+    ts.emplace_back([&, t] {
+      std::mt19937_64 r(t + 7);
+      while (!stop.load(std::memory_order_acquire)) {
+        uint64_t v = 0;
+        const std::string& k = stable[r() % stable.size()];
+        if (Status s = f.idx().Lookup(k, &v); !s.ok() || !mine(k, v)) {
+          ADD_FAILURE() << "stable key read as " << s.ToString() << " value " << v;
+          return;
+        }
+        const auto& cw = churn[r() % kWriters];
+        const std::string& c = cw[r() % cw.size()];
+        if (f.idx().Lookup(c, &v).ok() && !mine(c, v)) {
+          ADD_FAILURE() << "a churn key read with another key's value";
+          return;
+        }
+        lookups.fetch_add(1, std::memory_order_relaxed);
+      }
+    });
+  ts.emplace_back([&] {
+    const std::set<std::string> must_all(stable.begin(), stable.end());
+    while (!stop.load(std::memory_order_acquire)) {
+      std::set<std::string> must = must_all;
+      std::string prev;
+      bool first = true, ok = true;
+      const std::string lo("\xb5", 1), hi("\xb6", 1);
+      const std::string_view end(hi);
+      Status s = f.idx().Scan(lo, &end, SIZE_MAX, [&](std::string_view k, uint64_t v) {
+        if ((!first && CompareKeys(prev, k) >= 0) || !mine(k, v) || !all.count(std::string(k))) ok = false;
+        first = false;
+        prev.assign(k);
+        must.erase(std::string(k));
+        return true;
+      });
+      if (!s.ok() || !ok || !must.empty()) {
+        ADD_FAILURE() << "scan: " << s.ToString() << (ok ? "" : ", out of order or a foreign value") << ", "
+                      << must.size() << " stable keys missing";
+        return;
+      }
+      scans.fetch_add(1, std::memory_order_relaxed);
+    }
+  });
+  for (int w = 0; w < kWriters; ++w) ts[w].join();
+  stop.store(true, std::memory_order_release);
+  for (size_t t = kWriters; t < ts.size(); ++t) ts[t].join();
+  EXPECT_GT(lookups.load(), 0u);
+  EXPECT_GT(scans.load(), 0u);
+  EXPECT_EQ(f.idx().Size(), stable.size());
+  for (const auto& k : stable) {
+    uint64_t v = 0;
+    ASSERT_TRUE(f.idx().Lookup(k, &v).ok());
+    EXPECT_TRUE(mine(k, v));
+  }
+  f.ExpectCheckOk("after inline churn");
+  f.Reopen();
+  f.ExpectCheckOk("reopened");
+  EXPECT_EQ(f.Allocated(), f.Reachable());
 }
 
 }  // namespace wort::art::test

@@ -1,5 +1,6 @@
 // ROART (Ma et al., "ROART: Range-query Optimized Persistent ART", FAST 2021) on wort's pool,
-// allocator, persistence module and concurrency layer (src/sync). Layouts: roart.h.
+// allocator, persistence module and concurrency layer (src/sync). Layouts: roart.h. Format 3
+// (issue 34): keys of at most 8 bytes and their values in the leaf arrays themselves.
 //
 // Structure. An ART with 8-bit partial keys and path compression (the compression header of
 // art_node.h: depth, prefix length, 5 inline prefix bytes in one 8-byte word). A subtree of at
@@ -32,9 +33,12 @@
 //      (scan) and stored back by the first writer that reaches the node (WORT's rule).
 //   4. A leaf array slot word's fingerprint is Fingerprint(the leaf's key); the keys of one
 //      leaf array are distinct and share the path bytes of its position; its slot count is a
-//      size class (8, 24, 64; 0 = 64 in a pool from before the classes). In format 2 (root
-//      magic kRootMagic2) every leaf array reference carries the class code of that count,
-//      written with the reference (one 8-byte store); in format 1 none does.
+//      size class (8, 24, 64; 0 = 64 in a pool from before the classes). In format 2 and 3 (root
+//      magic kRootMagic2/3) every leaf array reference carries the class code of that count,
+//      written with the reference (one 8-byte store); in format 1 none does. In format 3 every
+//      key of at most 8 bytes in a leaf array is inline: its slot word is InlineSlot(fp, len)
+//      and the slot's SlotKV holds the key (zero-padded) and its value, both persisted before
+//      the slot word; in format 1 and 2 no slot word is inline and arrays have no SlotKVs.
 //   5. Every inner node reachable from the root has at least one entry (a child or leaf_here):
 //      removing the last entry of a node unlinks the node from its parent instead.
 //   6. Volatile metadata is trusted only when gen equals this session's pool generation.
@@ -44,19 +48,27 @@
 // DCMM design): an operation cut by a crash leaves only unreachable blocks, which the
 // post-crash GC reclaims (wort/alloc.h, R3).
 //   Leaf array insert     Flush(leaf); Fence; Commit(free slot := fp<<48 | leaf) (the first free
-//                         slot from the key's home line on: roart.h PlaceSlot).
-//   Leaf array growth     (a full array of 8 or 24 slots) Flush(new leaf); copy the live slot
-//                         words and the new one into a new array of the next class,
+//                         slot from the key's home line on: roart.h PlaceSlot; a slot emptied
+//                         in this session is not free until the pool is reopened). Format 3, a
+//                         key of at most 8 bytes: SlotKV := (key, value), FlushSlot(it); Fence;
+//                         Commit(free slot := InlineSlot(fp, len)). A crash before the commit
+//                         leaves the slot word 0: the SlotKV is not read.
+//   Leaf array growth     (a full array, fewer than 64 live keys: growth or, with dead slots,
+//                         compaction) Flush(new leaf, unless inline); copy the live slot words
+//                         (and SlotKVs) and the new one into a new array of the class they need,
 //                         FlushGrown(it whole); Fence; Commit(parent entry := new array);
 //                         retire the old array. A crash before the commit leaves the old array
 //                         reachable and whole (the new one unreachable: GC); after it, the new
 //                         one was persisted before the word that names it. Readers that hold
 //                         the old one fail their version check (both locks were held).
-//   Leaf array split      Flush(new leaf); build the new leaf arrays and the new inner node,
-//                         Flush each whole; Fence; Commit(parent entry := new node); retire the
-//                         old leaf array (the leaves are shared, never copied).
-//   Leaf collision        (a single-leaf child meets a second key) Flush(leaf), Flush(new leaf
-//                         array of both); Fence; Commit(parent entry := leaf array).
+//   Leaf array split      Flush(new leaf, unless inline); build the new leaf arrays, a new leaf
+//                         for each inline key left alone in its byte group, and the new inner
+//                         node, Flush each whole; Fence; Commit(parent entry := new node); retire
+//                         the old leaf array (leaves are shared, never copied).
+//   Leaf collision        (a single-leaf child meets a second key) Flush(leaf, unless inline),
+//                         Flush(new leaf array of both; format 3: a key of at most 8 bytes
+//                         inline, the old leaf's key and value copied); Fence; Commit(parent
+//                         entry := leaf array); retire the old leaf if it was copied.
 //   Child append          Flush(leaf); Fence; Commit(entry[cursor] := byte<<48 | leaf).
 //   NODE256 add           Flush(leaf); Fence; Commit(child[c] := leaf).
 //   leaf_here add         Flush(leaf); Fence; Commit(leaf_here := leaf).
@@ -66,7 +78,7 @@
 //   Prefix split at i     Flush(leaf), Flush(new NODE4 at the old depth, prefix [d, i)); Fence;
 //                         Commit(parent entry := new node); Commit(old node header := depth
 //                         i+1, prefix (i, b)) - a crash between the two commits is invariant 3.
-//   Upsert of a present key  Commit(leaf value).
+//   Upsert of a present key  Commit(leaf value, or the inline key's SlotKV value).
 //   Remove                Commit(the word that holds the key := 0): a leaf array slot, an
 //                         entry or leaf_here - or, when that would empty the container, the
 //                         entry of the highest ancestor that would become empty (invariant 5);
@@ -115,10 +127,17 @@ inline bool ValidInner(uint8_t t) { return t >= kN4 && t <= kN256; }
 inline uint64_t Load(const uint64_t* w) { return pm::load8(w); }
 // A leaf array's slot count (SlotsOf its persistent head), 0 if that is damaged or its block
 // does not fit in the pool: such an array reads as empty and Check reports it.
-WORT_OPTIMISTIC_INLINE inline int ArraySlots(const Pool& pool, const NodeHead* n) {
+WORT_OPTIMISTIC_INLINE inline int ArraySlots(const Pool& pool, const NodeHead* n, bool kv) {
   const int s = SlotsOf(pm::load8(&n->slots));
-  return s && pool.contains(pool.offset_of(n), LeafArrayBytes(s)) ? s : 0;
+  return s && pool.contains(pool.offset_of(n), LeafArrayBytes(s, kv)) ? s : 0;
 }
+// An inline key's SlotKV key word (zero-padded key bytes; 0 for a key too long to be inline).
+inline uint64_t KeyWord(std::string_view key) {
+  uint64_t w = 0;
+  if (!key.empty() && key.size() <= kMaxInlineKey) std::memcpy(&w, key.data(), key.size());
+  return w;
+}
+int g_new_pool_format = 3;  // RoartTree::SetFormatForNewPoolsForTest
 inline uint64_t Gen(const NodeHead* n) { return std::atomic_ref<uint64_t>(const_cast<uint64_t&>(n->gen)).load(std::memory_order_acquire); }
 
 // The (byte, reference) entries of inner node n of type t, in stored order.
@@ -162,12 +181,29 @@ struct RoartTree::PathElem {
   uint8_t t;
 };
 
+// A new slot: its word and (inline, format 3) its SlotKV.
+struct RoartTree::NewSlot {
+  uint64_t word;
+  SlotKV kv;
+};
+
+namespace {
+// What a scan emits: a key (in a leaf or in a leaf array's SlotKV; both stay readable in the
+// scan's epoch and an inline key never changes while its slot is live, nor is a slot reused in
+// the session that emptied it), as batched_scan.h's Leaf.
+struct ScanKey {
+  std::string_view k;
+  std::string_view key_view() const { return k; }
+};
+}  // namespace
+
 struct RoartTree::ScanCtx {
   std::string_view cursor;
   bool exclusive;
   const std::string_view* end;
   size_t want;
-  std::vector<std::pair<const Leaf*, uint64_t>>* out;
+  std::vector<std::pair<const ScanKey*, uint64_t>>* out;
+  ScanKey* keys;  // out's records (batch-sized)
   std::vector<std::pair<const sync::VersionLock*, uint64_t>>* seen;
   bool stop = false;
   bool past_end = false;
@@ -180,7 +216,8 @@ RoartTree::RoartTree(Pool& pool, uint64_t root_off)
       root_off_(root_off),
       rb_(pool.at<RootBlock>(root_off)),
       key_type_(static_cast<KeyType>(rb_->key_type)),
-      format2_(rb_->magic == kRootMagic2),
+      format2_(rb_->magic == kRootMagic2 || rb_->magic == kRootMagic3),
+      kv_(rb_->magic == kRootMagic3),
       heap_off_(pool.heap_offset()),
       gen_(pool.generation()),
       trust_meta_(!pool.read_only()),
@@ -194,7 +231,7 @@ Status RoartTree::Create(Pool& pool, const IndexOptions& opts, uint64_t* root_of
   uint64_t off = 0;
   WORT_RETURN_IF_ERROR(pool.allocator().AllocZeroed(sizeof(RootBlock), &off));
   auto* rb = pool.at<RootBlock>(off);
-  rb->magic = kRootMagic2;
+  rb->magic = g_new_pool_format == 1 ? kRootMagic : g_new_pool_format == 2 ? kRootMagic2 : kRootMagic3;
   rb->key_type = static_cast<uint64_t>(opts.key_type);
   rb->root = 0;
   rb->flags = opts.values_are_blocks ? kValuesAreBlocks : 0;
@@ -207,8 +244,9 @@ Status RoartTree::Create(Pool& pool, const IndexOptions& opts, uint64_t* root_of
 Status RoartTree::Open(Pool& pool, uint64_t root_off, std::unique_ptr<Index>* out) {
   WORT_RETURN_IF_ERROR(CheckRootBlockPlace(pool, root_off, sizeof(RootBlock), "roart"));
   const auto* rb = pool.at<RootBlock>(root_off);
-  // Either format (roart.h: a pool created before format 2 stays in format 1).
-  WORT_RETURN_IF_ERROR(CheckRootHeader("roart", rb->magic, rb->magic == kRootMagic ? kRootMagic : kRootMagic2, rb->key_type));
+  // Any format (roart.h: a pool created before format 3 stays in its format).
+  const bool known = rb->magic == kRootMagic || rb->magic == kRootMagic2 || rb->magic == kRootMagic3;
+  WORT_RETURN_IF_ERROR(CheckRootHeader("roart", rb->magic, known ? rb->magic : kRootMagic3, rb->key_type));
   std::shared_ptr<void> token;  // one handle per index (registry.h)
   WORT_RETURN_IF_ERROR(ClaimSoleHandle(&pool, root_off, "roart", &token));
   auto* t = new RoartTree(pool, root_off);
@@ -216,6 +254,8 @@ Status RoartTree::Open(Pool& pool, uint64_t root_off, std::unique_ptr<Index>* ou
   out->reset(t);
   return Status::OK();
 }
+
+void RoartTree::SetFormatForNewPoolsForTest(int format) { g_new_pool_format = format >= 1 && format <= 3 ? format : 3; }
 
 Status RoartTree::ValidateKey(std::string_view key) const {
   if (key.size() > kMaxKeyLen) return Status::InvalidArgument("key longer than kMaxKeyLen");
@@ -227,20 +267,41 @@ Status RoartTree::ValidateKey(std::string_view key) const {
 void RoartTree::Flush(const void* p, size_t n) { pm::flush(p, n); }
 void RoartTree::Fence() { pm::fence(); }
 void RoartTree::FlushGrown(const void* p, size_t n) { pm::flush(p, n); }
+void RoartTree::FlushSlot(const void* p, size_t n) { pm::flush(p, n); }
 void RoartTree::Commit(uint64_t* word, uint64_t v) {
   pm::store8(word, v);
   pm::persist(word, sizeof(uint64_t));
 }
 
 // ---- helpers ------------------------------------------------------------------------------------
-inline int RoartTree::Slots(const NodeHead* la) const { return ArraySlots(pool_, la); }
+inline int RoartTree::Slots(const NodeHead* la) const { return ArraySlots(pool_, la, kv_); }
+
+WORT_OPTIMISTIC_READ inline bool RoartTree::SlotEntry(const NodeHead* la, int slots, int i, uint64_t s, std::string_view* key,
+                                                      uint64_t** value) const {
+  if (IsInline(s)) {
+    if (!kv_ || !InlineSlotOk(s)) return false;
+    SlotKV* kv = &KVs(la, slots)[i];
+    *key = std::string_view(reinterpret_cast<const char*>(&kv->key), InlineLen(s));
+    *value = &kv->value;
+    return true;
+  }
+  const uint64_t lref = (s & kRefMask) | kLeafTag;
+  if (!RefOk(lref)) return false;
+  Leaf* l = at<Leaf>(lref);
+  if (l->key_len > kMaxKeyLen || !pool_.contains(lref & ~kTagMask, Leaf::SizeFor(l->key_len))) return false;
+  *key = l->key_view();
+  *value = &l->value;
+  return true;
+}
 // The slot count of the leaf array `ref` names, for a scan: its class code when it has one and
 // the block fits in the pool (no read of the head), else the head's (0 if not a leaf array,
 // damaged, or past the pool: the array reads as empty).
 WORT_OPTIMISTIC_READ inline int RoartTree::ScanSlots(uint64_t ref) const {
   const int code = SlotsOfCode(ref);
   const NodeHead* n = at(ref);
-  if (code && pool_.contains(ref & ~kTagMask, LeafArrayBytes(code))) return code;
+  // Format 3 reads the head too (a scan reads every SlotKV: a damaged class code would make it
+  // read another block's words as keys); the parent requested its line with the slot lines.
+  if (code && !kv_ && pool_.contains(ref & ~kTagMask, LeafArrayBytes(code, kv_))) return code;
   if (TypeOf(n) != kLeafArray) return 0;
   const int hs = Slots(n);
   return code && hs != code ? 0 : hs;
@@ -291,11 +352,17 @@ WORT_OPTIMISTIC_READ inline uint64_t* RoartTree::FindChild(NodeHead* n, uint8_t 
   return nullptr;
 }
 
-// Any leaf below ref (every key below a node holds the node's whole path), or nullptr.
-WORT_OPTIMISTIC_READ const Leaf* RoartTree::AnyLeaf(uint64_t ref) const {
+// The key of any leaf or inline slot below ref (every key below a node holds the node's whole
+// path); false if there is none.
+WORT_OPTIMISTIC_READ bool RoartTree::AnyKey(uint64_t ref, std::string_view* key) const {
   for (int steps = 0; steps < kMaxSteps && ref; ++steps) {
-    if (!RefOk(ref)) return nullptr;
-    if (ref & kLeafTag) return at<Leaf>(ref);
+    if (!RefOk(ref)) return false;
+    if (ref & kLeafTag) {
+      const Leaf* l = at<Leaf>(ref);
+      if (l->key_len > kMaxKeyLen || !pool_.contains(ref & ~kTagMask, Leaf::SizeFor(l->key_len))) return false;
+      *key = l->key_view();
+      return true;
+    }
     const NodeHead* n = at(ref);
     const uint8_t t = TypeOf(n);
     if (t == kLeafArray) {
@@ -303,11 +370,12 @@ WORT_OPTIMISTIC_READ const Leaf* RoartTree::AnyLeaf(uint64_t ref) const {
       const int slots = Slots(n);
       for (int i = 0; i < slots; ++i) {
         const uint64_t s = Load(&la->slot[i]);
-        if (s) return RefOk((s & kRefMask) | kLeafTag) ? at<Leaf>(s & kRefMask) : nullptr;
+        uint64_t* v;
+        if (s) return SlotEntry(n, slots, i, s, key, &v);
       }
-      return nullptr;
+      return false;
     }
-    if (!ValidInner(t)) return nullptr;
+    if (!ValidInner(t)) return false;
     const uint64_t lh = Load(&n->leaf_here);
     if (lh) {
       ref = lh & kRefMask;
@@ -318,7 +386,7 @@ WORT_OPTIMISTIC_READ const Leaf* RoartTree::AnyLeaf(uint64_t ref) const {
     for (int i = 0; i < Capacity(t) && !next; ++i) next = Load(&ch[i]) & kRefMask;
     ref = next;
   }
-  return nullptr;
+  return false;
 }
 
 void RoartTree::Added() {
@@ -346,55 +414,66 @@ Status RoartTree::NewLeaf(std::string_view key, uint64_t value, uint64_t* ref) {
   return Status::OK();
 }
 
-Status RoartTree::NewLeafArray(const uint64_t* leaves, int n, uint64_t* ref) {
+// A new leaf array of the smallest class that holds e[0..n): slot words (and, format 3, the
+// SlotKVs of inline ones) placed from their home lines.
+Status RoartTree::NewLeafArray(const NewSlot* e, int n, uint64_t* ref) {
   uint64_t off = 0;
   const int slots = LeafArrayClassFor(n);
-  WORT_RETURN_IF_ERROR(pool_.allocator().AllocZeroed(LeafArrayBytes(slots), &off));
+  const size_t bytes = LeafArrayBytes(slots, kv_);
+  WORT_RETURN_IF_ERROR(pool_.allocator().AllocZeroed(bytes, &off));
   auto* la = pool_.at<LeafArray>(off);
   la->h.type = kLeafArray;
   la->h.slots = static_cast<uint64_t>(slots);
+  SlotKV* kv = kv_ ? KVs(&la->h, slots) : nullptr;
   uint64_t bm = 0;
   for (int i = 0; i < n; ++i) {
-    const uint64_t loff = leaves[i] & kRefMask & ~kTagMask;
-    const uint64_t fp = Fingerprint(pool_.at<Leaf>(loff)->key_view());
-    const int k = PlaceSlot(bm, slots, fp);  // n <= slots: always a free slot
-    la->slot[k] = fp << 48 | loff;
+    const int k = PlaceSlot(bm, slots, e[i].word >> 48);  // n <= slots: always a free slot
+    la->slot[k] = e[i].word;
+    if (kv && IsInline(e[i].word)) kv[k] = e[i].kv;
     bm |= uint64_t(1) << k;
   }
   la->h.bitmap = bm;
   la->h.count = static_cast<uint32_t>(n);
   la->h.gen = gen_;
-  Flush(la, LeafArrayBytes(slots));
+  Flush(la, bytes);
   *ref = ArrayRef(off, slots);
   return Status::OK();
 }
 
-// A full leaf array of fewer than 64 slots plus one new slot word becomes an array of the next
-// class: the live slot words are copied as they are (fingerprints included; the leaves are
-// shared, never read), each placed from its home line in the new class, the new one last.
-// Flushed whole at its own site (FlushGrown).
-Status RoartTree::GrowLeafArray(const LeafArray* la, int slots, uint64_t new_slot, uint64_t* ref) {
-  const int grown = LeafArrayClassFor(slots + 1);
+// A full leaf array plus one new slot becomes an array of the class its live keys + 1 need: a
+// larger one (growth), or the same or a smaller one when removes left dead slots (compaction;
+// a slot emptied in a session is not taken again in it: LookupAttempt). The live slot words
+// (and SlotKVs) are copied as they are (fingerprints included; leaves are shared, never read),
+// each placed from its home line in the new class, the new one last. Flushed whole at its own
+// site (FlushGrown).
+Status RoartTree::RebuildLeafArray(const LeafArray* la, int slots, const NewSlot& add, uint64_t* ref) {
+  int live = 0;
+  for (int i = 0; i < slots; ++i) live += la->slot[i] != 0;
+  const int grown = LeafArrayClassFor(live + 1);
+  const size_t bytes = LeafArrayBytes(grown, kv_);
   uint64_t off = 0;
-  WORT_RETURN_IF_ERROR(pool_.allocator().AllocZeroed(LeafArrayBytes(grown), &off));
+  WORT_RETURN_IF_ERROR(pool_.allocator().AllocZeroed(bytes, &off));
   auto* g = pool_.at<LeafArray>(off);
   g->h.type = kLeafArray;
   g->h.slots = static_cast<uint64_t>(grown);
+  const SlotKV* okv = kv_ ? KVs(&la->h, slots) : nullptr;
+  SlotKV* gkv = kv_ ? KVs(&g->h, grown) : nullptr;
   int n = 0;
   uint64_t bm = 0;
-  auto place = [&](uint64_t s) {
-    const int k = PlaceSlot(bm, grown, s >> 48);  // at most slots + 1 <= grown words: always one
+  auto place = [&](uint64_t s, const SlotKV* kv) {
+    const int k = PlaceSlot(bm, grown, s >> 48);  // at most live + 1 <= grown words: always one
     g->slot[k] = s;
+    if (gkv && IsInline(s)) gkv[k] = *kv;
     bm |= uint64_t(1) << k;
     ++n;
   };
   for (int i = 0; i < slots; ++i)
-    if (const uint64_t s = la->slot[i]) place(s);
-  place(new_slot);
+    if (const uint64_t s = la->slot[i]) place(s, okv ? &okv[i] : nullptr);
+  place(add.word, &add.kv);
   g->h.bitmap = bm;
   g->h.count = static_cast<uint32_t>(n);
   g->h.gen = gen_;
-  FlushGrown(g, LeafArrayBytes(grown));
+  FlushGrown(g, bytes);
   *ref = ArrayRef(off, grown);
   return Status::OK();
 }
@@ -423,47 +502,66 @@ Status RoartTree::NewNode(uint8_t type, const Hdr& h, uint64_t leaf_here, const 
   return Status::OK();
 }
 
-// A full leaf array at `depth` plus new_leaf becomes an inner node that branches at the first
-// position where the keys differ; each byte group of more than one key becomes a new leaf
-// array, a group of one key is referenced directly. Every block is flushed whole.
-Status RoartTree::SplitLeafArray(const LeafArray* la, uint32_t depth, uint64_t new_leaf, std::vector<uint64_t>* built,
-                                 uint64_t* ref) {
-  std::vector<std::pair<std::string_view, uint64_t>> ks;  // (key, leaf offset)
+// A full leaf array at `depth` (64 live keys) plus the new slot `add` (key add_key) becomes an
+// inner node that branches at the first position where the keys differ; each byte group of
+// more than one key becomes a new leaf array (inline slots stay inline), a group of one key is
+// referenced directly: its leaf, or a new leaf for an inline key. Every block is flushed whole.
+Status RoartTree::SplitLeafArray(const LeafArray* la, uint32_t depth, const NewSlot& add, std::string_view add_key,
+                                 std::vector<uint64_t>* built, uint64_t* ref) {
+  struct K {
+    std::string_view key;
+    NewSlot e;
+  };
+  std::vector<K> ks;
   ks.reserve(kLeafArraySlots + 1);
   const int slots = Slots(&la->h);
   for (int i = 0; i < slots; ++i) {
     const uint64_t s = la->slot[i];
-    if (s) ks.push_back({at<Leaf>(s & kRefMask)->key_view(), s & kRefMask});
+    if (!s) continue;
+    std::string_view k;
+    uint64_t* v;
+    if (!SlotEntry(&la->h, slots, i, s, &k, &v)) return Status::Corruption("roart: damaged leaf array slot");
+    ks.push_back({k, {s, IsInline(s) ? KVs(&la->h, slots)[i] : SlotKV{0, 0}}});
   }
-  ks.push_back({at<Leaf>(new_leaf)->key_view(), new_leaf & ~kTagMask});
-  const std::string_view k0 = ks[0].first;
+  ks.push_back({add_key, add});
+  const std::string_view k0 = ks[0].key;
   size_t b = k0.size();
-  for (const auto& [k, off] : ks) {
+  for (const auto& x : ks) {
     size_t j = depth;
-    const size_t lim = std::min(b, k.size());
-    while (j < lim && k[j] == k0[j]) ++j;
+    const size_t lim = std::min(b, x.key.size());
+    while (j < lim && x.key[j] == k0[j]) ++j;
     b = j;
   }
   if (b > art::kMaxDepthField || b < depth) return Status::Corruption("roart: leaf array keys do not split");
-  std::sort(ks.begin(), ks.end(), [&](const auto& x, const auto& y) { return CompareKeys(x.first, y.first) < 0; });
+  std::sort(ks.begin(), ks.end(), [&](const K& x, const K& y) { return CompareKeys(x.key, y.key) < 0; });
+  // A group of one key: its leaf's reference (a new leaf for an inline key).
+  auto single = [&](const K& x, uint64_t* r) -> Status {
+    if (!IsInline(x.e.word)) {
+      *r = (x.e.word & kRefMask) | kLeafTag;
+      return Status::OK();
+    }
+    WORT_RETURN_IF_ERROR(NewLeaf(x.key, Load(&x.e.kv.value), r));
+    built->push_back(*r);
+    return Status::OK();
+  };
   uint64_t leaf_here = 0;
   std::vector<Entry> entries;
   size_t i = 0;
-  if (ks[0].first.size() == b) leaf_here = ks[i++].second | kLeafTag;
+  if (ks[0].key.size() == b) WORT_RETURN_IF_ERROR(single(ks[i++], &leaf_here));
   while (i < ks.size()) {
-    const unsigned char c = static_cast<unsigned char>(ks[i].first[b]);
+    const unsigned char c = static_cast<unsigned char>(ks[i].key[b]);
     size_t j = i;
-    uint64_t group[kLeafArraySlots + 1];
+    NewSlot group[kLeafArraySlots + 1];
     int g = 0;
-    while (j < ks.size() && static_cast<unsigned char>(ks[j].first[b]) == c) group[g++] = ks[j++].second;
+    while (j < ks.size() && static_cast<unsigned char>(ks[j].key[b]) == c) group[g++] = ks[j++].e;
+    uint64_t r = 0;
     if (g == 1) {
-      entries.push_back({c, group[0] | kLeafTag});
+      WORT_RETURN_IF_ERROR(single(ks[i], &r));
     } else {
-      uint64_t r = 0;
       WORT_RETURN_IF_ERROR(NewLeafArray(group, g, &r));
       built->push_back(r);
-      entries.push_back({c, r});
     }
+    entries.push_back({c, r});
     i = j;
   }
   const Hdr h = art::MakeHdr(depth, static_cast<uint32_t>(b - depth), reinterpret_cast<const unsigned char*>(k0.data()) + depth);
@@ -542,17 +640,30 @@ WORT_OPTIMISTIC_READ RoartTree::Attempt RoartTree::InsertAttempt(std::string_vie
         return done(Status::OK(), false);
       }
       if (slot_is_leaf_here) return done(Status::Corruption("roart: leaf_here holds a key of another length"), false);
-      uint64_t lref, aref;
-      Status s = NewLeaf(key, value, &lref);
-      if (!s.ok()) return done(s, false);
-      const uint64_t two[2] = {ref, lref};
-      s = NewLeafArray(two, 2, &aref);
+      // A leaf array of both keys; in format 3 each key of at most 8 bytes inline (the old
+      // leaf's key and value copied under the parent's lock, which its upserts take too; the
+      // old leaf is retired after the publish).
+      const std::string_view lk = l->key_view();
+      const bool old_inline = Inlines(lk);
+      NewSlot two[2];
+      two[0] = old_inline ? NewSlot{InlineSlot(Fingerprint(lk), lk.size()), {KeyWord(lk), Load(&l->value)}}
+                          : NewSlot{uint64_t(Fingerprint(lk)) << 48 | (ref & ~kTagMask), {0, 0}};
+      uint64_t lref = 0, aref;
+      if (Inlines(key)) {
+        two[1] = {InlineSlot(Fingerprint(key), key.size()), {KeyWord(key), value}};
+      } else {
+        Status s = NewLeaf(key, value, &lref);
+        if (!s.ok()) return done(s, false);
+        two[1] = {uint64_t(Fingerprint(key)) << 48 | (lref & ~kTagMask), {0, 0}};
+      }
+      Status s = NewLeafArray(two, 2, &aref);
       if (!s.ok()) {
-        FreeAll({lref});
+        if (lref) FreeAll({lref});
         return done(s, false);
       }
       Fence();
       publish(aref);
+      if (old_inline) Retire(ref);
       return done(Status::OK(), true);
     }
     NodeHead* n = at(ref);
@@ -572,32 +683,50 @@ WORT_OPTIMISTIC_READ RoartTree::Attempt RoartTree::InsertAttempt(std::string_vie
       for (int i = 0; i < slots; ++i) {
         const uint64_t s = la->slot[i];
         if (!s || (s >> 48) != fp) continue;
-        Leaf* l = at<Leaf>(s & kRefMask);
-        if (!KeyEq(l, key)) continue;
+        std::string_view k;
+        uint64_t* v;
+        if (!SlotEntry(n, slots, i, s, &k, &v) || k != key) continue;
         if (!upsert) return done(Status::AlreadyExists("key exists"), false);
-        Commit(&l->value, value);
+        Commit(v, value);
         return done(Status::OK(), false);
       }
-      uint64_t lref;
-      if (n->count < uint32_t(slots)) {
-        Status s = NewLeaf(key, value, &lref);
+      // The new slot: inline (format 3, a key of at most 8 bytes: no leaf), or a new leaf's.
+      const bool inl = Inlines(key);
+      uint64_t lref = 0;
+      NewSlot add{inl ? InlineSlot(fp, key.size()) : 0, {KeyWord(key), value}};
+      auto leaf = [&]() -> Status {
+        if (inl) return Status::OK();
+        WORT_RETURN_IF_ERROR(NewLeaf(key, value, &lref));
+        add = {uint64_t(fp) << 48 | (lref & ~kTagMask), {0, 0}};
+        return Status::OK();
+      };
+      // A free slot: one never taken in this session (a slot emptied by a remove is not reused
+      // before the array is rebuilt or the pool reopened: LookupAttempt reads inline keys
+      // without versions).
+      if (const int i = PlaceSlot(n->bitmap, slots, fp); i >= 0) {
+        Status s = leaf();
         if (!s.ok()) return done(s, false);
+        if (inl) {
+          SlotKV* kv = &KVs(n, slots)[i];
+          *kv = add.kv;
+          FlushSlot(kv, sizeof(SlotKV));
+        }
         Fence();
-        const int i = PlaceSlot(n->bitmap, slots, fp);  // count < slots: a free one
-        Commit(&la->slot[i], uint64_t(fp) << 48 | (lref & ~kTagMask));
+        Commit(&la->slot[i], add.word);
         n->bitmap |= uint64_t(1) << i;
         ++n->count;
         return done(Status::OK(), true);
       }
       if (!L.Upgrade(*pl, pv)) return Attempt::kRestart;
-      Status s = NewLeaf(key, value, &lref);
+      Status s = leaf();
       if (!s.ok()) return done(s, false);
-      if (slots < kLeafArraySlots) {
-        // Full below the largest class: a grown array replaces it in the parent.
+      if (n->count < uint32_t(kLeafArraySlots)) {
+        // No free slot, fewer than 64 live keys: an array of the class they need replaces it
+        // in the parent (growth, or compaction of dead slots).
         uint64_t gref = 0;
-        s = GrowLeafArray(la, slots, uint64_t(fp) << 48 | (lref & ~kTagMask), &gref);
+        s = RebuildLeafArray(la, slots, add, &gref);
         if (!s.ok()) {
-          FreeAll({lref});
+          if (lref) FreeAll({lref});
           return done(s, false);
         }
         Fence();
@@ -605,10 +734,11 @@ WORT_OPTIMISTIC_READ RoartTree::Attempt RoartTree::InsertAttempt(std::string_vie
         Retire(ref);
         return done(Status::OK(), true);
       }
-      // Full at 64 slots: split into an inner node, published in the parent.
-      std::vector<uint64_t> built{lref};
+      // 64 live keys: split into an inner node, published in the parent.
+      std::vector<uint64_t> built;
+      if (lref) built.push_back(lref);
       uint64_t nref = 0;
-      s = SplitLeafArray(la, depth, lref, &built, &nref);
+      s = SplitLeafArray(la, depth, add, key, &built, &nref);
       if (!s.ok()) {
         FreeAll(built);
         return done(s, false);
@@ -626,23 +756,26 @@ WORT_OPTIMISTIC_READ RoartTree::Attempt RoartTree::InsertAttempt(std::string_vie
       // Invariant 3: a prefix split was cut after publishing the new parent. Store the header
       // for the real depth (prefix bytes from a leaf below), then restart.
       if (!L.Upgrade(nl, nv)) return Attempt::kRestart;
-      const Leaf* any = AnyLeaf(ref);
-      if (!any || any->key_len < b) return done(Status::Corruption("roart: node without a leaf below"), false);
-      Commit(&n->hdr, art::PackHdr(art::MakeHdr(depth, b - depth, any->key() + depth)));
+      std::string_view any;
+      if (!AnyKey(ref, &any) || any.size() < b) return done(Status::Corruption("roart: node without a leaf below"), false);
+      Commit(&n->hdr, art::PackHdr(art::MakeHdr(depth, b - depth, reinterpret_cast<const unsigned char*>(any.data()) + depth)));
       repairs_.fetch_add(1, std::memory_order_relaxed);
       return Attempt::kRestart;
     }
     // The first position in [depth, b) where the key leaves the node's prefix.
-    const Leaf* any = nullptr;
-    bool any_bad = false;
+    std::string_view any;
+    bool have_any = false, any_bad = false;
     auto prefix_byte = [&](uint32_t j) -> unsigned char {
       if (j - depth < kInlinePrefix) return h.prefix[j - depth];
-      if (!any) any = AnyLeaf(ref);
-      if (!any || any->key_len <= j) {
+      if (!have_any) {
+        if (!AnyKey(ref, &any)) any = {};
+        have_any = true;
+      }
+      if (any.size() <= j) {
         any_bad = true;
         return 0;
       }
-      return any->key()[j];
+      return static_cast<unsigned char>(any[j]);
     };
     uint32_t i = depth;
     while (i < b && i < key.size() && kb[i] == prefix_byte(i)) ++i;
@@ -776,8 +909,15 @@ WORT_OPTIMISTIC_READ RoartTree::Attempt RoartTree::InsertAttempt(std::string_vie
 //     depth the reader arrived with, so the depth rule skips the inline prefix comparison (as
 //     after a crash); the branch position is the same in both headers;
 //   - an entry or slot cleared by a remove and reused by an insert: entries are appended at the
-//     cursor, never reused in place; a leaf array slot is, but only after the key in it was
-//     removed during the lookup, and the comparison below is always on the whole key;
+//     cursor, never reused in place; a leaf array slot emptied by a remove is not taken again in
+//     the same session (the taken-slot bitmap keeps it until the array is rebuilt, a new block,
+//     or the pool is reopened, when no reader of before is left), so a slot word read non-zero
+//     names the key it named when it was published; the comparison is always on the whole key;
+//   - an inline key (format 3): its SlotKV is written (and flushed) before its slot word is
+//     published with a release store, and the lookup reads the slot word (acquire) before the
+//     SlotKV, so it reads the key and value of that slot word; the key never changes while the
+//     slot is live nor before the slot's reuse (above), the value changes by one 8-byte store
+//     (upsert);
 //   - the volatile NODE48 index (used only when the node's gen is this session's, set at the
 //     end of Refresh with a release store): an append stores the index byte before it commits
 //     the entry, a remove clears the entry before the byte, and the reader checks the entry's
@@ -814,6 +954,8 @@ WORT_OPTIMISTIC_READ bool RoartTree::LookupAttempt(std::string_view key, uint64_
   const uint64_t size = pool_.size();
   constexpr uint64_t kLargest = sizeof(NodeHead) + 8 * 256;
   const uint64_t fast_end = size > kLargest ? size - kLargest : 0;
+  static_assert(LeafArrayBytes(kLeafArraySlots, true) <= kLargest);
+  const bool kv = kv_;
   auto ok = [&](uint64_t r) {
     const uint64_t off = r & ~kTagMask;
     return (TagOk(r & kTagMask) && off >= heap && off < fast_end && off != 0) || RefOk(r);
@@ -859,13 +1001,33 @@ WORT_OPTIMISTIC_READ bool RoartTree::LookupAttempt(std::string_view key, uint64_
         slots = hs;
       }
       const int lines = slots / 8;
+      const int home = HomeLine(fp, slots);
+      // Format 3: the key's SlotKVs (the two lines of its home line's 8 slots) are requested
+      // with the home slot line, so the two reads overlap.
+      const SlotKV* kvs = kv ? KVs(n, slots) : nullptr;
+      const bool inl = kv && len <= kMaxInlineKey;
+      uint64_t kw = 0;
+      if (inl) {
+        __builtin_prefetch(&kvs[8 * home]);
+        __builtin_prefetch(&kvs[8 * home + 4]);
+        if (len == 8) std::memcpy(&kw, kb, 8);
+        else if (len) std::memcpy(&kw, kb, len);
+      }
       // The home line, then the others (a key whose home line was full, or an array written
       // in format 1): a present key is found wherever it sits.
-      for (int k = 0, line = HomeLine(fp, slots); k < lines; ++k, line = line + 1 == lines ? 0 : line + 1) {
+      for (int k = 0, line = home; k < lines; ++k, line = line + 1 == lines ? 0 : line + 1) {
         const uint64_t* w = &la->slot[8 * line];
         for (int i = 0; i < 8; ++i) {
           const uint64_t s = Load(&w[i]);
           if ((s >> 48) != fp || s == 0) continue;
+          if (IsInline(s)) {
+            // Only in format 3, for a key of at most 8 bytes: length and key word decide.
+            if (!inl || s != InlineSlot(fp, len)) continue;
+            const SlotKV* e = &kvs[8 * line + i];
+            if (e->key != kw) continue;
+            *value = Load(&e->value);
+            return true;
+          }
           const uint64_t lref = (s & kRefMask) | kLeafTag;
           if (!ok(lref) || !leaf_is(lref & ~kTagMask)) continue;
           *value = Load(&reinterpret_cast<const Leaf*>(base + (lref & ~kTagMask))->value);
@@ -946,9 +1108,11 @@ WORT_OPTIMISTIC_READ RoartTree::Attempt RoartTree::RemoveAttempt(std::string_vie
       const int slots = Slots(n);
       for (int i = 0; i < slots && !entry; ++i) {
         const uint64_t s = Load(&la->slot[i]);
-        if (s && (s >> 48) == fp && RefOk((s & kRefMask) | kLeafTag) && KeyEq(at<Leaf>(s & kRefMask), key)) {
+        std::string_view k;
+        uint64_t* v;
+        if (s && (s >> 48) == fp && SlotEntry(n, slots, i, s, &k, &v) && k == key) {
           entry = &la->slot[i];
-          leaf_off = s & kRefMask;
+          leaf_off = IsInline(s) ? 0 : s & kRefMask;  // an inline key has no leaf
         }
       }
       if (!entry) return end.NotFound(nl, nv);
@@ -989,9 +1153,7 @@ WORT_OPTIMISTIC_READ RoartTree::Attempt RoartTree::RemoveAttempt(std::string_vie
   if (NodeHead* c = path[k].n) {
     const uint8_t t = path[k].t;
     if (t == kLeafArray) {
-      const auto i = clear - reinterpret_cast<LeafArray*>(c)->slot;
-      c->bitmap &= ~(uint64_t(1) << i);
-      --c->count;
+      --c->count;  // the slot stays taken in this session (its bit in bitmap: LookupAttempt)
     } else if (clear != &c->leaf_here) {
       --c->count;
       if (t == kN48)  // after the entry's 0 (LookupAttempt)
@@ -999,7 +1161,7 @@ WORT_OPTIMISTIC_READ RoartTree::Attempt RoartTree::RemoveAttempt(std::string_vie
     }
   }
   for (size_t j = k + 1; j < path.size(); ++j) Retire(pool_.offset_of(path[j].n));
-  Retire(leaf_off);
+  if (leaf_off) Retire(leaf_off);
   Removed();
   *out = Status::OK();
   return Attempt::kDone;
@@ -1017,12 +1179,13 @@ Status RoartTree::Scan(std::string_view start, const std::string_view* end, size
   // The versions read by the batch being collected: one buffer per thread, reused (no
   // allocation per scan; a scan started from inside fn is after its batch's collection).
   thread_local std::vector<std::pair<const sync::VersionLock*, uint64_t>> seen;
-  return ScanInValidatedBatches<Leaf>(
+  ScanKey keys[kScanBatch];  // the batch's records (a scan's own: fn may start another scan)
+  return ScanInValidatedBatches<ScanKey>(
       epoch(), start, limit, kScanBatch, fn, [&] { return ModeLock(IndexModeLock::kReader); },
-      [&](std::string_view cursor, bool exclusive, size_t want, std::vector<std::pair<const Leaf*, uint64_t>>* out,
+      [&](std::string_view cursor, bool exclusive, size_t want, std::vector<std::pair<const ScanKey*, uint64_t>>* out,
           bool* past_end) {
         seen.clear();
-        ScanCtx ctx{cursor, exclusive, end, want, out, &seen};
+        ScanCtx ctx{cursor, exclusive, end, want, out, keys, &seen};
         const sync::VersionLock& rl = sync::NodeLock(rb_);
         uint64_t rv;
         if (!rl.ReadLockOrRestart(&rv)) return false;
@@ -1045,8 +1208,7 @@ WORT_OPTIMISTIC_READ bool RoartTree::ScanRef(uint64_t ref, const sync::VersionLo
   (void)pv;  // the parent's version is in ctx.seen, checked after this node's version was read
   if (ctx.stop || ref == 0) return !ctx.stop;
   if (!RefOk(ref)) return true;  // only in a corrupted tree (or a stale read the batch check catches)
-  auto emit = [&](const Leaf* l) {
-    const std::string_view k = l->key_view();
+  auto emit = [&](std::string_view k, const uint64_t* value) {
     if (bounded) {
       const int c = CompareKeys(k, ctx.cursor);
       if (c < 0 || (c == 0 && ctx.exclusive)) return true;
@@ -1055,14 +1217,16 @@ WORT_OPTIMISTIC_READ bool RoartTree::ScanRef(uint64_t ref, const sync::VersionLo
       ctx.past_end = ctx.stop = true;
       return false;
     }
-    ctx.out->push_back({l, Load(&l->value)});
+    ScanKey* rec = &ctx.keys[ctx.out->size()];
+    rec->k = k;
+    ctx.out->push_back({rec, Load(value)});
     if (ctx.out->size() >= ctx.want) ctx.stop = true;
     return !ctx.stop;
   };
   if (ref & kLeafTag) {
     const Leaf* l = at<Leaf>(ref);
     if (l->key_len > kMaxKeyLen) return true;
-    return emit(l);
+    return emit(l->key_view(), &l->value);
   }
   const NodeHead* n = at(ref);
   const sync::VersionLock& nl = sync::NodeLock(n);
@@ -1076,14 +1240,15 @@ WORT_OPTIMISTIC_READ bool RoartTree::ScanRef(uint64_t ref, const sync::VersionLo
     // Format 2: the slot count from the reference (the head is not read); format 1: the head.
     const int slots = ScanSlots(ref);
     const auto* la = reinterpret_cast<const LeafArray*>(n);
-    // Two passes: the leaves' lines are requested together (prefetch), then read.
-    const Leaf* lp[kLeafArraySlots];
-    int nlp = 0;
+    // Two passes: the leaves' lines are requested together (prefetch), then read. An inline
+    // key (format 3) is read from the array's SlotKVs, whose lines the parent requested.
+    int live[kLeafArraySlots];
+    int nlive = 0;
     for (int i = 0; i < slots; ++i) {
       const uint64_t s = Load(&la->slot[i]);
-      if (!s || !RefOk((s & kRefMask) | kLeafTag)) continue;
-      lp[nlp] = at<Leaf>(s & kRefMask);
-      __builtin_prefetch(lp[nlp++]);
+      if (!s) continue;
+      if (!IsInline(s) && RefOk((s & kRefMask) | kLeafTag)) __builtin_prefetch(at<Leaf>(s & kRefMask));
+      live[nlive++] = i;
     }
     // Sorted by an 8-byte big-endian word of each key from the array's depth on (zero-padded),
     // then by the whole key where those are equal: every key of the array holds the same path
@@ -1092,7 +1257,7 @@ WORT_OPTIMISTIC_READ bool RoartTree::ScanRef(uint64_t ref, const sync::VersionLo
     struct SortKey {
       uint64_t w;
       std::string_view k;
-      const Leaf* l;
+      const uint64_t* v;
     };
     union Ls {
       SortKey a[kLeafArraySlots];
@@ -1100,10 +1265,11 @@ WORT_OPTIMISTIC_READ bool RoartTree::ScanRef(uint64_t ref, const sync::VersionLo
     } lsu;
     SortKey* ls = lsu.a;
     int nls = 0;
-    for (int i = 0; i < nlp; ++i) {
-      const Leaf* l = lp[i];
-      if (l->key_len > kMaxKeyLen) continue;
-      const std::string_view k = l->key_view();
+    for (int x = 0; x < nlive; ++x) {
+      const int i = live[x];
+      std::string_view k;
+      uint64_t* v;
+      if (!SlotEntry(n, slots, i, Load(&la->slot[i]), &k, &v)) continue;
       if (bounded) {  // drop the keys before the cursor before sorting
         const int c = CompareKeys(k, ctx.cursor);
         if (c < 0 || (c == 0 && ctx.exclusive)) continue;
@@ -1114,7 +1280,7 @@ WORT_OPTIMISTIC_READ bool RoartTree::ScanRef(uint64_t ref, const sync::VersionLo
       } else if (k.size() > depth) {
         std::memcpy(&w, k.data() + depth, k.size() - depth);
       }
-      ls[nls++] = {__builtin_bswap64(w), k, l};
+      ls[nls++] = {__builtin_bswap64(w), k, v};
     }
     // Only as many of the smallest as the batch still wants are needed, in order.
     const size_t room = ctx.want - ctx.out->size();
@@ -1135,7 +1301,7 @@ WORT_OPTIMISTIC_READ bool RoartTree::ScanRef(uint64_t ref, const sync::VersionLo
       std::partial_sort(ls, ls + take, ls + nls, less);
     }
     for (int i = 0; i < take; ++i)
-      if (!emit(ls[i].l)) return false;
+      if (!emit(ls[i].k, ls[i].v)) return false;
     return true;
   }
   const uint8_t t = TypeOf(n);
@@ -1147,7 +1313,8 @@ WORT_OPTIMISTIC_READ bool RoartTree::ScanRef(uint64_t ref, const sync::VersionLo
   if (bnd) {
     // Compare the node's prefix [depth, b) with the cursor (bytes past the inline ones, or all
     // of them when the header awaits its repair, come from a leaf below).
-    const Leaf* any = nullptr;
+    std::string_view any;
+    bool have_any = false;
     for (uint32_t j = depth; j < b && bnd; ++j) {
       if (j >= ctx.cursor.size()) {
         bnd = false;  // the cursor is a proper prefix of every key below
@@ -1157,12 +1324,15 @@ WORT_OPTIMISTIC_READ bool RoartTree::ScanRef(uint64_t ref, const sync::VersionLo
       if (h.depth == depth && j - depth < kInlinePrefix) {
         pb = h.prefix[j - depth];
       } else {
-        if (!any) any = AnyLeaf(ref);
-        if (!any || any->key_len <= j) {
+        if (!have_any) {
+          if (!AnyKey(ref, &any)) any = {};
+          have_any = true;
+        }
+        if (any.size() <= j) {
           ctx.restart = ctx.stop = !nl.CheckOrRestart(nv);
           return !ctx.stop;
         }
-        pb = any->key()[j];
+        pb = static_cast<unsigned char>(any[j]);
       }
       const unsigned char cb = static_cast<unsigned char>(ctx.cursor[j]);
       if (pb < cb) return true;  // every key below < cursor
@@ -1188,9 +1358,12 @@ WORT_OPTIMISTIC_READ bool RoartTree::ScanRef(uint64_t ref, const sync::VersionLo
       return;
     }
     const int code = SlotsOfCode(w);  // format 2: the slot lines only (the head is not read)
-    if (!code) __builtin_prefetch(p);
+    if (!code || kv_) __builtin_prefetch(p);  // format 3: the head too (ScanSlots)
     __builtin_prefetch(p + 64);
     if (code != 8) {
+      __builtin_prefetch(p + 128);
+      __builtin_prefetch(p + 192);
+    } else if (kv_) {  // format 3, 8 slots: its two SlotKV lines too (the whole array)
       __builtin_prefetch(p + 128);
       __builtin_prefetch(p + 192);
     }
@@ -1200,7 +1373,10 @@ WORT_OPTIMISTIC_READ bool RoartTree::ScanRef(uint64_t ref, const sync::VersionLo
     const auto* a = at<LeafArray>(w);
     const int slots = ScanSlots(w);
     for (int i = 0; i < slots; ++i)
-      if (const uint64_t s = Load(&a->slot[i]); s && RefOk((s & kRefMask) | kLeafTag)) __builtin_prefetch(at<Leaf>(s & kRefMask));
+      if (const uint64_t s = Load(&a->slot[i]); s && !IsInline(s) && RefOk((s & kRefMask) | kLeafTag))
+        __builtin_prefetch(at<Leaf>(s & kRefMask));
+    if (kv_ && slots > 8)  // format 3: the SlotKV lines (the 8-slot class's were requested whole)
+      for (size_t o = 0; o < 16 * size_t(slots); o += 64) __builtin_prefetch(reinterpret_cast<const char*>(KVs(&a->h, slots)) + o);
   };
   if (t == kN256) {
     // Indexed by the byte: walk the children from the cursor's byte on, in place (no copy of
@@ -1240,9 +1416,11 @@ WORT_OPTIMISTIC_READ bool RoartTree::ScanRef(uint64_t ref, const sync::VersionLo
 
 // ---- size, stats, check ---------------------------------------------------------------------------
 namespace {
-// Calls f(ref, level) for every reference reachable from `root` (quiescent tree).
+// Calls f(ref, level) for every reference reachable from `root` (quiescent tree), and
+// f(kInlineKeyRef, level) for every inline key (format 3).
+constexpr uint64_t kInlineKeyRef = ~uint64_t(0);
 template <class F>
-void Walk(const RoartTree* t, const Pool& pool, uint64_t root, F&& f) {
+void Walk(const RoartTree* t, const Pool& pool, uint64_t root, bool kv, F&& f) {
   std::vector<std::pair<uint64_t, uint32_t>> stack{{root, 0}};
   // A damaged image whose nodes name themselves would make the walk grow exponentially with the
   // depth: it stops after as many references as the pool has blocks (a tree has no more).
@@ -1255,9 +1433,13 @@ void Walk(const RoartTree* t, const Pool& pool, uint64_t root, F&& f) {
     const uint8_t ty = TypeOf(n);
     if (ty == kLeafArray) {
       const auto* la = reinterpret_cast<const LeafArray*>(n);
-      const int slots = ArraySlots(pool, n);
-      for (int i = 0; i < slots; ++i)
-        if (la->slot[i]) stack.push_back({(la->slot[i] & kRefMask) | kLeafTag, lvl + 1});
+      const int slots = ArraySlots(pool, n, kv);
+      for (int i = 0; i < slots; ++i) {
+        const uint64_t s = la->slot[i];
+        if (!s) continue;
+        if (IsInline(s)) f(kInlineKeyRef, lvl + 1);
+        else stack.push_back({(s & kRefMask) | kLeafTag, lvl + 1});
+      }
       continue;
     }
     if (!ValidInner(ty)) continue;
@@ -1272,7 +1454,8 @@ void Walk(const RoartTree* t, const Pool& pool, uint64_t root, F&& f) {
 
 uint64_t RoartTree::CountKeys() const {
   uint64_t c = 0;
-  Walk(this, pool_, Load(&rb_->root) & kRefMask, [&](uint64_t ref, uint32_t) {
+  Walk(this, pool_, Load(&rb_->root) & kRefMask, kv_, [&](uint64_t ref, uint32_t) {
+    if (ref == kInlineKeyRef) return ++c, false;
     if (!RefOk(ref)) return false;
     if (ref & kLeafTag) ++c;
     return true;
@@ -1291,7 +1474,12 @@ IndexStats RoartTree::Stats() const {
   const Allocator& a = pool_.allocator();
   st.bytes_allocated = a.UsableSize(root_off_);
   uint64_t depth_sum = 0;
-  Walk(this, pool_, Load(&rb_->root) & kRefMask, [&](uint64_t ref, uint32_t lvl) {
+  Walk(this, pool_, Load(&rb_->root) & kRefMask, kv_, [&](uint64_t ref, uint32_t lvl) {
+    if (ref == kInlineKeyRef) {  // a key in its leaf array (format 3): counted as a leaf at its depth
+      ++st.leaves;
+      depth_sum += lvl;
+      return false;
+    }
     if (!RefOk(ref)) return false;
     st.bytes_allocated += a.UsableSize(ref & ~kTagMask);
     if (ref & kLeafTag) {
@@ -1310,8 +1498,8 @@ IndexStats RoartTree::Stats() const {
 void RoartTree::CountNodeTypes(uint64_t counts[8]) const {
   auto q = ModeLock(IndexModeLock::kQuiesce);
   for (int i = 0; i < 8; ++i) counts[i] = 0;
-  Walk(this, pool_, Load(&rb_->root) & kRefMask, [&](uint64_t ref, uint32_t) {
-    if (!RefOk(ref)) return false;
+  Walk(this, pool_, Load(&rb_->root) & kRefMask, kv_, [&](uint64_t ref, uint32_t) {
+    if (ref == kInlineKeyRef || !RefOk(ref)) return false;
     if (!(ref & kLeafTag)) {
       const uint8_t t = TypeOf(at(ref));
       if (t < 8) ++counts[t];
@@ -1323,8 +1511,8 @@ void RoartTree::CountNodeTypes(uint64_t counts[8]) const {
 std::vector<int> RoartTree::LeafArraySlotCounts() const {
   auto q = ModeLock(IndexModeLock::kQuiesce);
   std::vector<int> out;
-  Walk(this, pool_, Load(&rb_->root) & kRefMask, [&](uint64_t ref, uint32_t) {
-    if (!RefOk(ref)) return false;
+  Walk(this, pool_, Load(&rb_->root) & kRefMask, kv_, [&](uint64_t ref, uint32_t) {
+    if (ref == kInlineKeyRef || !RefOk(ref)) return false;
     if (ref & kArrayTag) out.push_back(Slots(at(ref)));
     return true;
   });
@@ -1395,16 +1583,30 @@ Status RoartTree::Check(std::string* report) const {
         const uint64_t s = la->slot[i];
         if (!s) continue;
         bm |= uint64_t(1) << i;
-        const uint64_t lref = (s & kRefMask) | kLeafTag;
-        if (!leaf_ok(lref, it)) continue;
-        const std::string_view k = at<Leaf>(lref)->key_view();
+        std::string_view k;
+        if (IsInline(s)) {
+          uint64_t* v;
+          if (!SlotEntry(n, slots, i, s, &k, &v)) {
+            err(kv_ ? "inline slot word with a bad length" : "inline slot in a pool of format 1 or 2");
+            continue;
+          }
+          if (k.size() < it.pfx.size() || k.substr(0, it.pfx.size()) != it.pfx) err("inline key off its path");
+          if (KeyWord(k) != KVs(n, slots)[i].key) err("inline key word not zero-padded");
+          ++leaves;
+        } else {
+          const uint64_t lref = (s & kRefMask) | kLeafTag;
+          if (!leaf_ok(lref, it)) continue;
+          k = at<Leaf>(lref)->key_view();
+          if (kv_ && k.size() <= kMaxInlineKey) err("a key of at most 8 bytes in a leaf of a leaf array (format 3 puts it inline)");
+        }
         if ((s >> 48) != Fingerprint(k)) err("fingerprint mismatch in a leaf array");
         keys.push_back(k);
       }
       if (keys.empty()) err("empty leaf array linked");
       std::sort(keys.begin(), keys.end());
       if (std::adjacent_find(keys.begin(), keys.end()) != keys.end()) err("duplicate key in a leaf array");
-      if (Fresh(n) && (n->bitmap != bm || n->count != uint32_t(__builtin_popcountll(bm))))
+      // The taken-slot bitmap holds every live slot (and the slots emptied in this session).
+      if (Fresh(n) && ((n->bitmap & bm) != bm || n->count != uint32_t(__builtin_popcountll(bm))))
         err("leaf array volatile metadata out of date in the current generation");
       continue;
     }
@@ -1418,16 +1620,16 @@ Status RoartTree::Check(std::string* report) const {
       err("node header inconsistent with its depth " + std::to_string(it.depth));
       continue;
     }
-    const Leaf* any = AnyLeaf(ref);
-    if (!any) {
+    std::string_view any;
+    if (!AnyKey(ref, &any)) {
       err("inner node with no leaf below");
       continue;
     }
-    if (any->key_len < b) {
+    if (any.size() < b) {
       err("leaf below a node shorter than its branch position");
       continue;
     }
-    const std::string path(reinterpret_cast<const char*>(any->key()), b);
+    const std::string path(any.data(), b);
     if (h.depth == it.depth)
       for (uint32_t j = 0; j < h.plen && j < kInlinePrefix; ++j)
         if (h.prefix[j] != static_cast<unsigned char>(path[it.depth + j])) err("inline prefix byte differs from the keys");
@@ -1474,6 +1676,8 @@ void RoartTree::Visit(const Pool& pool, uint64_t root_off, const std::function<v
   mark(root_off);
   const auto* rb = pool.at<RootBlock>(root_off);
   const bool values_are_blocks = (rb->flags & kValuesAreBlocks) != 0;
+  const bool kv = rb->magic == kRootMagic3;
+  std::vector<uint64_t> values;  // inline keys' values (value blocks)
   std::vector<uint64_t> stack{Load(&rb->root) & kRefMask};
   std::vector<uint64_t> refs;
   refs.reserve(257);
@@ -1496,16 +1700,21 @@ void RoartTree::Visit(const Pool& pool, uint64_t root_off, const std::function<v
     const auto* n = pool.at<NodeHead>(off);
     const uint8_t t = TypeOf(n);
     if ((ref & kArrayTag) ? t != kLeafArray : !ValidInner(t)) continue;
-    const int slots = t == kLeafArray ? ArraySlots(pool, n) : 0;
-    if (!block_ok(off, t == kLeafArray ? LeafArrayBytes(slots) : NodeBytes(t)) || (t == kLeafArray && !slots)) continue;
+    const int slots = t == kLeafArray ? ArraySlots(pool, n, kv) : 0;
+    if (!block_ok(off, t == kLeafArray ? LeafArrayBytes(slots, kv) : NodeBytes(t)) || (t == kLeafArray && !slots)) continue;
     if (SlotsOfCode(ref) && SlotsOfCode(ref) != slots) continue;  // a damaged reference
     mark(off);
     sync::NodeLock(n).ReadSnapshot([&] {
       refs.clear();
+      values.clear();
       if (t == kLeafArray) {
         const auto* la = reinterpret_cast<const LeafArray*>(n);
-        for (int i = 0; i < slots; ++i)
-          if (const uint64_t s = Load(&la->slot[i])) refs.push_back((s & kRefMask) | kLeafTag);
+        for (int i = 0; i < slots; ++i) {
+          const uint64_t s = Load(&la->slot[i]);
+          if (!s) continue;
+          if (!IsInline(s)) refs.push_back((s & kRefMask) | kLeafTag);
+          else if (kv && values_are_blocks) values.push_back(Load(&KVs(n, slots)[i].value));
+        }
       } else {
         if (const uint64_t lh = Load(&n->leaf_here)) refs.push_back(lh & kRefMask);
         Entry e[256];
@@ -1514,6 +1723,8 @@ void RoartTree::Visit(const Pool& pool, uint64_t root_off, const std::function<v
       }
     });
     stack.insert(stack.end(), refs.begin(), refs.end());
+    for (const uint64_t v : values)
+      if (block_ok(v, 64)) mark(v);
   }
 }
 

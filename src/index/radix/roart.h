@@ -6,10 +6,14 @@
 //   Leaf        art::Leaf (value, key_len, key bytes); the key never changes after publication,
 //               the value is one 8-byte commit word (upsert).
 //   LeafArray   64-byte head + `slots` slot words, slots a size class (8, 24 or 64: 128, 256 or
-//               576 bytes); a full array of fewer than 64 slots is replaced by one of the next
-//               class (growth), a full 64-slot array is split. Slot word = fingerprint(16) << 48 |
-//               leaf offset; 0 = empty. A key's slot is the first free one from its home line
-//               on (HomeLine). The used-slot bitmap and the count are volatile (in the head).
+//               576 bytes), + in format 3 one 16-byte SlotKV per slot (256, 640 or 1600 bytes);
+//               a full array is replaced by one of the class its live keys + 1 need (growth, or
+//               compaction when removes left dead slots), a full 64-slot array of 64 live keys
+//               is split. Slot word = fingerprint(16) << 48 | leaf offset, or (format 3, a key of
+//               at most 8 bytes) fingerprint(16) << 48 | key length << 1 | 1 with the key and
+//               its value in the slot's SlotKV (no leaf); 0 = empty. A key's slot is the first
+//               free one from its home line on (HomeLine). The taken-slot bitmap and the live
+//               count are volatile (in the head).
 //   Inner node  64-byte head + entries. NODE4/16/48 entries are "key byte << 48 | reference",
 //               appended at a volatile cursor, never shifted, 0 = empty (entry compression);
 //               NODE48 also has a volatile 256-byte child index. NODE256: child[c] = reference.
@@ -57,12 +61,30 @@ inline constexpr int kClassShift = 2;
 inline constexpr uint64_t kClassBits = uint64_t(3) << kClassShift;
 // A reference's low bits are one of: 0 (inner node), kLeafTag, kArrayTag with a class code.
 inline constexpr bool TagOk(uint64_t tag) { return tag <= kLeafTag || (tag & ~kClassBits) == kArrayTag; }
+// Format 3 (issue 34): a key of at most kMaxInlineKey bytes sits in the leaf array itself: its
+// slot word is fingerprint << 48 | length << 1 | kInlineBit (bit 0: a leaf offset is 64-byte
+// aligned, so a slot word that names a leaf has it clear) and its SlotKV (key bytes, zero-padded,
+// in key order in memory; the value) follows the slot words. A lookup of such a key reads the
+// array's home slot line and one SlotKV line, no leaf; a scan reads the array only.
+inline constexpr uint64_t kInlineBit = 1;
+inline constexpr size_t kMaxInlineKey = 8;
+inline constexpr uint64_t InlineSlot(uint64_t fp, size_t len) { return fp << 48 | uint64_t(len) << 1 | kInlineBit; }
+inline constexpr bool IsInline(uint64_t slot) { return (slot & kInlineBit) != 0; }
+inline constexpr uint32_t InlineLen(uint64_t slot) { return static_cast<uint32_t>((slot >> 1) & 15); }
+// An inline slot word as writers store it: a length of at most 8 and nothing else below bit 48.
+inline constexpr bool InlineSlotOk(uint64_t slot) { return (slot & kRefMask & ~uint64_t(31)) == 0 && InlineLen(slot) <= kMaxInlineKey; }
+struct SlotKV {
+  uint64_t key;    // the key's bytes, zero-padded (never changes while the slot is live)
+  uint64_t value;  // the commit word of an upsert
+};
+static_assert(sizeof(SlotKV) == 16);
 inline constexpr int kLeafArraySlots = 64;  // m, as in the authors' code: the largest class
 // Leaf arrays start small and grow by size class (issue 34): a subtree of 2..8 keys takes 128
 // bytes instead of 576.
 inline constexpr int kLeafArrayClasses[] = {8, 24, kLeafArraySlots};
 inline constexpr int LeafArrayClassFor(int keys) { return keys <= 8 ? 8 : keys <= 24 ? 24 : kLeafArraySlots; }
-inline constexpr size_t LeafArrayBytes(int slots) { return 64 + 8 * size_t(slots); }
+// kv: format 3 (a SlotKV per slot after the slot words).
+inline constexpr size_t LeafArrayBytes(int slots, bool kv = false) { return 64 + (kv ? 24 : 8) * size_t(slots); }
 // The class code of a slot count (1, 2, 3), and the slot count of a code (0: read the head).
 inline constexpr uint64_t ClassCode(int slots) { return slots == 8 ? 1 : slots == 24 ? 2 : 3; }
 inline constexpr int SlotsOfCode(uint64_t ref) {
@@ -126,6 +148,10 @@ inline int SlotsOf(uint64_t slots_word) {
     if (slots_word == uint64_t(c)) return c;
   return 0;
 }
+// Format 3: slot i's SlotKV (after the `slots` slot words).
+inline SlotKV* KVs(const NodeHead* la, int slots) {
+  return reinterpret_cast<SlotKV*>(reinterpret_cast<char*>(const_cast<NodeHead*>(la)) + sizeof(NodeHead) + 8 * size_t(slots));
+}
 static_assert(std::is_trivially_copyable_v<LeafArray> && !std::is_polymorphic_v<LeafArray>);
 static_assert(std::is_trivially_copyable_v<NodeHead> && !std::is_polymorphic_v<NodeHead>);
 
@@ -161,9 +187,14 @@ inline constexpr uint64_t kRootMagic = 0x3142'5254'5241'4f52ull;  // "ROARTRB1" 
 // Format 2 (issue 34): leaf array references carry their class code. Builds from before refuse
 // such a pool ("bad root block magic"); this build reads and writes both formats.
 inline constexpr uint64_t kRootMagic2 = 0x3242'5254'5241'4f52ull;  // "ROARTRB2"
+// Format 3 (issue 34): keys of at most 8 bytes and their values in the leaf arrays (SlotKV).
+// A format-1 or format-2 pool is still read and written in its own format (its arrays never get
+// a SlotKV area or an inline slot); builds from before refuse a format-3 pool ("bad root block
+// magic").
+inline constexpr uint64_t kRootMagic3 = 0x3342'5254'5241'4f52ull;  // "ROARTRB3"
 // The root block is woart's layout (art_node.h): magic kRootMagic, key_type, root (tagged
 // reference, 0 = empty tree: the commit word of root replacement), flags (kValuesAreBlocks).
-// Create writes kRootMagic2; Open takes either.
+// Create writes kRootMagic3 (FormatForNewPoolsForTest); Open takes any of the three.
 using art::RootBlock;
 inline constexpr uint64_t kValuesAreBlocks = art::kRootValuesAreBlocks;
 
@@ -194,6 +225,8 @@ class RoartTree final : public Index {
   using Index::Upsert;
 
   // ---- for tests ----
+  // The format Create writes (3 unless a test asks for 1 or 2 to make an older pool); 0 = 3.
+  static void SetFormatForNewPoolsForTest(int format);
   void SetTestStop(TestStop s) { test_stop_ = s; }
   uint64_t repairs() const { return repairs_.load(); }
   // Number of inner nodes of each type and of leaf arrays (index = NodeType).
@@ -204,6 +237,7 @@ class RoartTree final : public Index {
  private:
   struct Locks;
   struct ScanCtx;
+  struct NewSlot;
   struct PathElem;
   using Attempt = sync::Attempt;  // (sync/attempt.h)
 
@@ -225,24 +259,30 @@ class RoartTree final : public Index {
   bool Fresh(const NodeHead* n) const;
   void Refresh(NodeHead* n, uint8_t t);  // under the node's write lock
   WORT_OPTIMISTIC_INLINE uint64_t* FindChild(NodeHead* n, uint8_t t, unsigned char c) const;  // inline: every level
-  const Leaf* AnyLeaf(uint64_t ref) const;
+  bool AnyKey(uint64_t ref, std::string_view* key) const;  // the key of any leaf/slot below ref
+  // Slot i (word s, non-zero) of leaf array la of `slots` slots: its key and value word; false if
+  // the slot is damaged (a leaf outside the pool, an inline slot in a pool without them).
+  WORT_OPTIMISTIC_INLINE bool SlotEntry(const NodeHead* la, int slots, int i, uint64_t s, std::string_view* key,
+                                        uint64_t** value) const;
 
   // Persistence (the only four persist sites of the kind).
   static void Flush(const void* p, size_t n);
   static void FlushGrown(const void* p, size_t n);  // a grown leaf array (its own site: issue 34)
+  static void FlushSlot(const void* p, size_t n);   // an inline slot's SlotKV (format 3: its own site)
   static void Fence();
   static void Commit(uint64_t* word, uint64_t v);
 
   // Builders: allocate, fill, flush (no fence). Freed by the caller on a later failure.
   Status NewLeaf(std::string_view key, uint64_t value, uint64_t* ref);
-  Status NewLeafArray(const uint64_t* leaves, int n, uint64_t* ref);
-  Status GrowLeafArray(const LeafArray* la, int slots, uint64_t new_slot, uint64_t* ref);
+  Status NewLeafArray(const NewSlot* e, int n, uint64_t* ref);
+  Status RebuildLeafArray(const LeafArray* la, int slots, const NewSlot& add, uint64_t* ref);
+  bool Inlines(std::string_view key) const { return kv_ && key.size() <= kMaxInlineKey; }
   WORT_OPTIMISTIC_INLINE int Slots(const NodeHead* la) const;  // the leaf array's slot count, 0 if its block is damaged
   WORT_OPTIMISTIC_INLINE int ScanSlots(uint64_t ref) const;    // the same from a reference (its class code first)
   Status NewNode(uint8_t type, const Hdr& h, uint64_t leaf_here, const std::pair<unsigned char, uint64_t>* e, int n,
                  uint64_t* ref);
-  Status SplitLeafArray(const LeafArray* la, uint32_t depth, uint64_t new_leaf, std::vector<uint64_t>* built,
-                        uint64_t* ref);
+  Status SplitLeafArray(const LeafArray* la, uint32_t depth, const NewSlot& add, std::string_view add_key,
+                        std::vector<uint64_t>* built, uint64_t* ref);
   void FreeAll(const std::vector<uint64_t>& refs);
   void Retire(uint64_t ref) { pool_.allocator().Retire(ref & kRefMask & ~kTagMask); }
   // A leaf array's reference: with its class code in format 2, without in format 1.
@@ -262,7 +302,8 @@ class RoartTree final : public Index {
   const uint64_t root_off_;
   RootBlock* const rb_;
   KeyType key_type_;
-  const bool format2_;       // the root block has kRootMagic2: array references carry their class
+  const bool format2_;       // format 2 or 3 (kRootMagic2/3): array references carry their class
+  const bool kv_;            // format 3 (kRootMagic3): keys of at most 8 bytes inline (SlotKV)
   const uint64_t heap_off_;
   const uint64_t gen_;       // the pool generation of this session
   const bool trust_meta_;    // false on a read-only pool: volatile metadata is never used
