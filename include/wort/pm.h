@@ -16,8 +16,8 @@
 // summed on demand (Counters()). An optional write latency (ns per flushed line, spinning on the
 // TSC) emulates slower persistent memory as in the papers. A single hook (SetHook) sees every
 // flush and fence with its source location: the crash explorer uses it to model what reaches
-// persistent memory. With no hook and no latency, the hot path is the instruction plus one
-// thread-local counter increment.
+// persistent memory. With no hook, latency or sync range, flush and fence are inline (one load
+// decides: detail::g_fast); otherwise they call detail::FlushSlow / FenceSlow.
 //
 // Thread safety: all functions are thread safe. Counters are per thread; Counters() sums them.
 #pragma once
