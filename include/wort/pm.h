@@ -16,8 +16,8 @@
 // summed on demand (Counters()). An optional write latency (ns per flushed line, spinning on the
 // TSC) emulates slower persistent memory as in the papers. A single hook (SetHook) sees every
 // flush and fence with its source location: the crash explorer uses it to model what reaches
-// persistent memory. With no hook and no latency, the hot path is the instruction plus one
-// thread-local counter increment.
+// persistent memory. With no hook, latency or sync range, flush and fence are inline (one load
+// decides: detail::g_fast); otherwise they call detail::FlushSlow / FenceSlow.
 //
 // Thread safety: all functions are thread safe. Counters are per thread; Counters() sums them.
 #pragma once
@@ -136,6 +136,17 @@ WORT_EXPORT extern std::atomic<Hook*> g_hook;
 WORT_EXPORT extern std::atomic<uint8_t> g_kind;
 WORT_EXPORT extern std::atomic<uint64_t> g_latency_cycles;  // TSC cycles per flushed line
 WORT_EXPORT extern std::atomic<int> g_sync_ranges;           // registered sync-mode ranges
+// What the inline flush and fence do (issue 31): the FlushKind's value while no hook, no write
+// latency and no sync-mode range is set (then a flush is the instruction per line and the
+// counters, a fence the fence instruction and its counter, all inline: no call, one load to
+// decide), kSlowPath otherwise (FlushSlow / FenceSlow: the hook, the latency, the msync notes).
+// Recomputed (RecomputeFast) by every setter of the four, under one mutex, after its own store:
+// the last recompute sees every store before it.
+inline constexpr uint8_t kSlowPath = 0xff;
+WORT_EXPORT extern std::atomic<uint8_t> g_fast;
+WORT_EXPORT void RecomputeFast();
+WORT_EXPORT void FlushSlow(const void* p, size_t n, const std::source_location& where);
+WORT_EXPORT void FenceSlow(const std::source_location& where);
 WORT_EXPORT void NoteSyncFlush(uintptr_t begin, uintptr_t end);
 WORT_EXPORT void SyncNoted();
 WORT_EXPORT void SpinCycles(uint64_t cycles);
@@ -146,51 +157,49 @@ inline void Bump(std::atomic<uint64_t>& c, uint64_t n) {
   c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
 }
 
-__attribute__((target("clwb"))) inline void Clwb(const void* p) { _mm_clwb(const_cast<void*>(p)); }
-__attribute__((target("clflushopt"))) inline void Clflushopt(const void* p) {
-  _mm_clflushopt(const_cast<void*>(p));
+// One line's write-back instruction. Inline assembly (not the target("clwb") intrinsics, which
+// cannot be inlined into code compiled without that target): the assembler knows every one of
+// them whatever -march says; the kind is only used where the CPU has it (SetFlushKind checks).
+// The "memory" clobber keeps the compiler from moving stores to the line past it.
+[[gnu::always_inline]] inline void FlushLine(FlushKind kind, const void* line) {
+  switch (kind) {
+    case FlushKind::kClwb: asm volatile("clwb (%0)" : : "r"(line) : "memory"); break;
+    case FlushKind::kClflushopt: asm volatile("clflushopt (%0)" : : "r"(line) : "memory"); break;
+    case FlushKind::kClflush: asm volatile("clflush (%0)" : : "r"(line) : "memory"); break;
+    case FlushKind::kNone: break;
+  }
 }
 }  // namespace detail
 
-inline void flush(const void* p, size_t n,
+[[gnu::always_inline]] inline void flush(const void* p, size_t n,
                   const std::source_location where = std::source_location::current()) {
+  const uint8_t fast = detail::g_fast.load(std::memory_order_relaxed);
+  if (fast == detail::kSlowPath) [[unlikely]] {
+    detail::FlushSlow(p, n, where);
+    return;
+  }
   if (n == 0) return;
   uintptr_t a = reinterpret_cast<uintptr_t>(p) & ~uintptr_t(kCacheLine - 1);
   const uintptr_t end = reinterpret_cast<uintptr_t>(p) + n;
-  const auto kind = static_cast<FlushKind>(detail::g_kind.load(std::memory_order_relaxed));
-  Hook* hook = detail::g_hook.load(std::memory_order_acquire);
-  const uint64_t lat = detail::g_latency_cycles.load(std::memory_order_relaxed);
   uint64_t lines = 0;
-  for (; a < end; a += kCacheLine, ++lines) {
-    const void* line = reinterpret_cast<const void*>(a);
-    if (hook) [[unlikely]] hook->OnFlushLine(line, where);
-    switch (kind) {
-      case FlushKind::kClwb: detail::Clwb(line); break;
-      case FlushKind::kClflushopt: detail::Clflushopt(line); break;
-      case FlushKind::kClflush: _mm_clflush(line); break;
-      case FlushKind::kNone: break;
-    }
-    if (lat) [[unlikely]] detail::SpinCycles(lat);
-  }
+  for (; a < end; a += kCacheLine, ++lines) detail::FlushLine(static_cast<FlushKind>(fast), reinterpret_cast<const void*>(a));
   auto& tc = detail::Local();
   detail::Bump(tc.lines, lines);
   detail::Bump(tc.bytes, n);
-  if (detail::g_sync_ranges.load(std::memory_order_relaxed) != 0) [[unlikely]]
-    detail::NoteSyncFlush(reinterpret_cast<uintptr_t>(p), end);
 }
 
-inline void fence(const std::source_location where = std::source_location::current()) {
-  Hook* hook = detail::g_hook.load(std::memory_order_acquire);
-  if (hook) [[unlikely]] hook->OnFence(where);
-  if (static_cast<FlushKind>(detail::g_kind.load(std::memory_order_relaxed)) == FlushKind::kClflush)
-    _mm_mfence();
-  else
-    _mm_sfence();
+[[gnu::always_inline]] inline void fence(const std::source_location where = std::source_location::current()) {
+  const uint8_t fast = detail::g_fast.load(std::memory_order_relaxed);
+  if (fast == detail::kSlowPath) [[unlikely]] {
+    detail::FenceSlow(where);
+    return;
+  }
+  if (static_cast<FlushKind>(fast) == FlushKind::kClflush) _mm_mfence();
+  else _mm_sfence();
   detail::Bump(detail::Local().fences, 1);
-  if (detail::g_sync_ranges.load(std::memory_order_relaxed) != 0) [[unlikely]] detail::SyncNoted();
 }
 
-inline void persist(const void* p, size_t n,
+[[gnu::always_inline]] inline void persist(const void* p, size_t n,
                     const std::source_location where = std::source_location::current()) {
   flush(p, n, where);
   fence(where);

@@ -15,6 +15,7 @@ namespace detail {
 std::atomic<Hook*> g_hook{nullptr};
 std::atomic<uint8_t> g_kind{static_cast<uint8_t>(BestFlushKind())};
 std::atomic<uint64_t> g_latency_cycles{0};
+std::atomic<uint8_t> g_fast{static_cast<uint8_t>(BestFlushKind())};  // no hook, latency or sync range yet
 
 namespace {
 std::atomic<uint64_t> g_latency_ns{0};
@@ -69,6 +70,44 @@ ThreadCounters& LocalSlow() {
   thread_local ThreadCounters tc;
   t_counters = &tc;
   return tc;
+}
+
+void RecomputeFast() {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> g(mu);
+  const bool slow = g_hook.load(std::memory_order_acquire) != nullptr || g_latency_cycles.load() != 0 ||
+                    g_sync_ranges.load(std::memory_order_acquire) != 0;
+  g_fast.store(slow ? kSlowPath : g_kind.load(std::memory_order_relaxed), std::memory_order_release);
+}
+
+// The general flush and fence (wort/pm.h: the inline ones come here while a hook, a write
+// latency or a sync-mode range is set).
+void FlushSlow(const void* p, size_t n, const std::source_location& where) {
+  if (n == 0) return;
+  uintptr_t a = reinterpret_cast<uintptr_t>(p) & ~uintptr_t(kCacheLine - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + n;
+  const auto kind = static_cast<FlushKind>(g_kind.load(std::memory_order_relaxed));
+  Hook* hook = g_hook.load(std::memory_order_acquire);
+  const uint64_t lat = g_latency_cycles.load(std::memory_order_relaxed);
+  uint64_t lines = 0;
+  for (; a < end; a += kCacheLine, ++lines) {
+    const void* line = reinterpret_cast<const void*>(a);
+    if (hook) hook->OnFlushLine(line, where);
+    FlushLine(kind, line);
+    if (lat) SpinCycles(lat);
+  }
+  auto& tc = Local();
+  Bump(tc.lines, lines);
+  Bump(tc.bytes, n);
+  if (g_sync_ranges.load(std::memory_order_relaxed) != 0) NoteSyncFlush(reinterpret_cast<uintptr_t>(p), end);
+}
+
+void FenceSlow(const std::source_location& where) {
+  if (Hook* hook = g_hook.load(std::memory_order_acquire)) hook->OnFence(where);
+  if (static_cast<FlushKind>(g_kind.load(std::memory_order_relaxed)) == FlushKind::kClflush) _mm_mfence();
+  else _mm_sfence();
+  Bump(Local().fences, 1);
+  if (g_sync_ranges.load(std::memory_order_relaxed) != 0) SyncNoted();
 }
 
 void SpinCycles(uint64_t cycles) {
@@ -130,6 +169,7 @@ FlushKind BestFlushKind() {
 bool SetFlushKind(FlushKind k) {
   if (!FlushKindSupported(k)) return false;
   detail::g_kind.store(static_cast<uint8_t>(k), std::memory_order_relaxed);
+  detail::RecomputeFast();
   return true;
 }
 
@@ -138,6 +178,7 @@ FlushKind GetFlushKind() { return static_cast<FlushKind>(detail::g_kind.load(std
 void SetWriteLatencyNs(uint64_t ns) {
   detail::g_latency_ns.store(ns);
   detail::g_latency_cycles.store(ns == 0 ? 0 : static_cast<uint64_t>(ns * detail::TscPerNs() + 0.5));
+  detail::RecomputeFast();
 }
 uint64_t GetWriteLatencyNs() { return detail::g_latency_ns.load(); }
 
@@ -172,6 +213,10 @@ void ResetCounters() {
   }
 }
 
-Hook* SetHook(Hook* h) { return detail::g_hook.exchange(h, std::memory_order_acq_rel); }
+Hook* SetHook(Hook* h) {
+  Hook* old = detail::g_hook.exchange(h, std::memory_order_acq_rel);
+  detail::RecomputeFast();
+  return old;
+}
 
 }  // namespace wort::pm

@@ -58,6 +58,7 @@ void RegisterSyncRange(const void* base, size_t len) {
     r.end.store(reinterpret_cast<uintptr_t>(base) + len, std::memory_order_relaxed);
     r.base.store(reinterpret_cast<uintptr_t>(base), std::memory_order_release);
     detail::g_sync_ranges.fetch_add(1, std::memory_order_release);
+    detail::RecomputeFast();
     return;
   }
   std::fprintf(stderr, "wort: more than %d pools in sync mode; this one is not synced\n", kMaxRanges);
@@ -70,6 +71,7 @@ void UnregisterSyncRange(const void* base) {
     r.base.store(0, std::memory_order_release);
     r.end.store(0, std::memory_order_relaxed);
     detail::g_sync_ranges.fetch_sub(1, std::memory_order_release);
+    detail::RecomputeFast();
   }
   // Pending notes of the calling thread inside the range would msync an unmapped range.
   if (t_pending.range >= 0) t_pending = Pending{};

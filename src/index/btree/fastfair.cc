@@ -169,7 +169,7 @@ class FastFair final : public TreeBase<RootBlock> {
   // offset they follow with it, so that a damaged image reads as Corruption (or ends a walk),
   // never outside the pool; levels are bounded by kMaxLevel and chains by the pool's node count.
   static constexpr uint32_t kMaxLevel = 64;
-  bool NodeOk(uint64_t off) const { return off != 0 && (off & 63) == 0 && pool_.contains(off, sizeof(Node)); }
+  [[gnu::always_inline]] bool NodeOk(uint64_t off) const { return off != 0 && (off & 63) == 0 && pool_.contains(off, sizeof(Node)); }
   // The open walk of an image that needs Repair: every node reachable from the root (children,
   // leftmost and sibling links, level by level) is a node of the expected level, chains end, and
   // key words name key blocks. Corruption naming the first problem otherwise.
@@ -177,19 +177,22 @@ class FastFair final : public TreeBase<RootBlock> {
 
   // Position of the last slot whose key is <= p (-1 if none). Because a stale copy is the left
   // one of an equal pair, this is always the authoritative copy.
-  int LastLE(const Node* n, int cnt, const Probe& p) const {
+  [[gnu::always_inline]] int LastLE(const Node* n, int cnt, const Probe& p) const {
     if (!ko_.bytes()) {
       // kU64: a branch-free binary search (conditional moves, nothing to mispredict; the node's
       // lines were prefetched together by LeafFor). The keys are sorted (a stale copy equals its
-      // right neighbour), so the last slot <= p is the authoritative copy.
+      // right neighbour), so the last slot <= p is the authoritative copy. On a pointer (issue
+      // 31: 7 instructions a step where an int index took 13), inline in every descent.
       if (cnt <= 0) return -1;
-      int b = 0;
+      const uint64_t key = p.u;
+      const Entry* b = n->slot;
       for (int len = cnt; len > 1;) {
         const int half = len / 2;
-        b = Load(n->slot[b + half].key) <= p.u ? b + half : b;
+        b = Load(b[half].key) <= key ? b + half : b;
         len -= half;
       }
-      return Load(n->slot[b].key) <= p.u ? b : b - 1;
+      const int i = static_cast<int>(b - n->slot);
+      return Load(b->key) <= key ? i : i - 1;
     }
     int lo = 0, hi = cnt;  // first slot with key > p
     while (lo < hi) {
@@ -203,7 +206,7 @@ class FastFair final : public TreeBase<RootBlock> {
     const int j = LastLE(n, Count(n), p);
     return (j >= 0 && ko_.Compare(Load(n->slot[j].key), p) == 0) ? j : -1;
   }
-  uint64_t ChildFor(const Node* n, const Probe& p) const {
+  [[gnu::always_inline]] uint64_t ChildFor(const Node* n, const Probe& p) const {
     const int j = LastLE(n, Count(n), p);
     return j < 0 ? Load(n->leftmost) : Load(n->slot[j].val);
   }
@@ -270,7 +273,7 @@ class FastFair final : public TreeBase<RootBlock> {
   }
   // A writer's optimistic descent (fastfair.h D4): the nodes from the leaf (off[0]) to the root
   // (off[n-1]) with the versions read on the way down (each validated by lock coupling), for
-  // TryLock. Level l of the tree is off[l].
+  // TryLock. Level l of the tree is off[l]. Writers never run in tolerant mode (a read-only pool).
   struct WPath {
     int n = 0;
     uint64_t off[kMaxLevel + 2];
@@ -279,34 +282,39 @@ class FastFair final : public TreeBase<RootBlock> {
   };
   // 1: *w filled; 0: a node changed or was locked on the way (restart); -1: the descent meets an
   // offset that is not a node of the expected level (a damaged image).
+  // Coupling as in OLC (issue 31: one validation of each inner node, each lock word hashed
+  // once): the child offset is read from the node, the child's version read, then the node's
+  // version checked - unchanged means the child offset was the node's when the child's version
+  // was read. Reading the version word of a torn (wrong) child offset touches only the table,
+  // never the pool, and the check then fails.
   int WriterDescent(const Probe& p, WPath* w) const {
-    uint64_t top[kMaxLevel + 2], topv[kMaxLevel + 2];
-    int d = 0;
     uint64_t off = Root();
+    const sync::VersionLock* lk = &locks_.For(off);
     uint64_t v = 0;
-    if (!ReadVersion(off, &v) || Root() != off) return 0;  // a root split/collapse: restart
+    if (!lk->ReadLockOrRestart(&v) || Root() != off) return 0;  // a root split/collapse: restart
     if (!NodeOk(off)) return -1;
-    for (;;) {
-      const Node* n = N(off);
-      Prefetch(n);
-      const uint32_t level = n->level;  // immutable while the node is linked
-      if (level > kMaxLevel || (d > 0 && level + 1 != N(top[d - 1])->level)) return Valid(off, v) ? -1 : 0;
-      top[d] = off;
-      topv[d++] = v;
+    const Node* n = N(off);
+    Prefetch(n);
+    const uint32_t height = n->level;  // immutable while the node is linked
+    if (height > kMaxLevel) return lk->CheckOrRestart(v) ? -1 : 0;
+    for (uint32_t level = height;;) {
+      w->off[level] = off;
+      w->ver[level] = v;
       if (level == 0) break;
       const uint64_t child = ChildFor(n, p);
-      if (!Valid(off, v)) return 0;
-      if (!NodeOk(child)) return -1;
+      const sync::VersionLock* cl = &locks_.For(child);
       uint64_t cv = 0;
-      if (!ReadVersion(child, &cv) || !Valid(off, v)) return 0;  // coupling: child not replaced meanwhile
+      if (!cl->ReadLockOrRestart(&cv) || !lk->CheckOrRestart(v)) return 0;  // coupling
+      if (!NodeOk(child)) return -1;
       off = child;
+      lk = cl;
       v = cv;
+      n = N(off);
+      Prefetch(n);
+      --level;
+      if (n->level != level) return lk->CheckOrRestart(v) ? -1 : 0;
     }
-    w->n = d;
-    for (int i = 0; i < d; ++i) {
-      w->off[i] = top[d - 1 - i];
-      w->ver[i] = topv[d - 1 - i];
-    }
+    w->n = static_cast<int>(height) + 1;
     return 1;
   }
   // Asks for all 8 lines of a node at once (the search reads most of them).

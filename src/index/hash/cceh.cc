@@ -131,17 +131,22 @@ class Cceh final : public HashIndexBase {
   // operation returns (so single-threaded use keeps allocated == reachable).
   class WriteEpoch {
    public:
-    explicit WriteEpoch(Allocator& a) : a_(a) { a_.epoch().Enter(); }
+    // collect = false: the operation retires nothing unless it calls CollectOnExit (Put: only a
+    // split retires; issue 31: two Collect calls per insert that had nothing to collect).
+    explicit WriteEpoch(Allocator& a, bool collect = true) : a_(a), collect_(collect) { a_.epoch().Enter(); }
     ~WriteEpoch() {
       a_.epoch().Exit();
+      if (!collect_) return;
       a_.epoch().Collect();
       a_.epoch().Collect();
     }
+    void CollectOnExit() const { collect_ = true; }
     WriteEpoch(const WriteEpoch&) = delete;
     WriteEpoch& operator=(const WriteEpoch&) = delete;
 
    private:
     Allocator& a_;
+    mutable bool collect_;
   };
   static Loc MakeLoc(uint64_t e, uint64_t h) {
     Loc l;
@@ -312,10 +317,26 @@ Status Cceh::Put(std::string_view key, uint64_t value, bool upsert, bool* insert
     return Status::OK();
   }
   uint64_t word = 0;  // the key word, made (key block allocated) on first need
-  const WriteEpoch we(alloc_);  // a split retires the old directory / segment
+  const WriteEpoch we(alloc_, /*collect=*/false);  // a split retires the old directory / segment
   for (;;) {
     const Loc l = LockSegment(p.hash, true);
-    if (CcehSlot* s = FindSlot(l, p)) {
+    // One pass over the probe window for the key's slot and the first empty slot (issue 31:
+    // the duplicate search and the free-slot search read it twice).
+    CcehSlot* found = nullptr;
+    CcehSlot* empty = nullptr;
+    CcehBucket* seg = Seg(l.seg);
+    const unsigned home = Home(p.hash);
+    for (unsigned i = 0; i < window_ && !found; ++i)
+      for (auto& slot : seg[(home + i) & (nb_ - 1)].slot) {
+        const uint64_t w = pm::load8(&slot.key);
+        if (w == 0) {
+          if (!empty) empty = &slot;
+        } else if (codec_.Matches(w, p)) {
+          found = &slot;
+          break;
+        }
+      }
+    if (CcehSlot* s = found) {
       if (!upsert) {
         UnlockSegment(l, true);
         if (word != p.word) codec_.FreeWord(alloc_, word);
@@ -330,15 +351,7 @@ Status Cceh::Put(std::string_view key, uint64_t value, bool upsert, bool* insert
       return Status::OK();
     }
     // A free slot: empty, else (CCEH) one whose record is invalid by the local depth.
-    CcehSlot* free_slot = nullptr;
-    CcehBucket* seg = Seg(l.seg);
-    const unsigned home = Home(p.hash);
-    for (unsigned i = 0; i < window_ && !free_slot; ++i)
-      for (auto& slot : seg[(home + i) & (nb_ - 1)].slot)
-        if (slot.key == 0) {
-          free_slot = &slot;
-          break;
-        }
+    CcehSlot* free_slot = empty;
     if (!free_slot && !cow_) {
       for (unsigned i = 0; i < window_ && !free_slot; ++i)
         for (auto& slot : seg[(home + i) & (nb_ - 1)].slot)
@@ -364,6 +377,7 @@ Status Cceh::Put(std::string_view key, uint64_t value, bool upsert, bool* insert
       if (inserted) *inserted = true;
       return Status::OK();
     }
+    we.CollectOnExit();
     const Status s = Split(l);
     UnlockSegment(l, true);
     if (!s.ok()) {

@@ -243,10 +243,15 @@ class WortTree final : public Index {
     // ValidateKey's rules as one test (Lookup's); a Status is built only for a bad key.
     if (key.size() - key_min_ > key_span_) [[unlikely]] return ValidateKey(key);
     if (pool_.read_only()) [[unlikely]] return WritableCheck();
+    return WriteChecked(key, value, upsert, inserted, old);
+  }
+  // Write's body: one named result returned on every path (issue 31: with Write's early returns
+  // beside it, the compiler could not construct it in place and moved it, a memcpy call).
+  Status WriteChecked(std::string_view key, uint64_t value, bool upsert, bool* inserted, uint64_t* old) {
+    Status s;
     sync::EpochGuard eg(epoch_);
     auto wg = ModeLock(IndexModeLock::kWriter);
     uint64_t loff = 0;  // the new leaf, written and persisted once, kept across restarts
-    Status s;
     for (int attempt = 0; PutAttempt(Key(key), value, upsert, inserted, old, &loff, &s) == Attempt::kRestart; ++attempt)
       sync::Backoff(attempt);
     if (loff) pool_.allocator().Free(loff);  // never published
