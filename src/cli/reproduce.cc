@@ -1,5 +1,6 @@
 // `wort reproduce` (the paper's evaluation, src/reproduce/reproduce.h) and the hidden
 // `wort reproduce-keygen` (key generation only: the baseline of the cachegrind differencing).
+#include <algorithm>
 #include <fmt/core.h>
 #include <unistd.h>
 
@@ -83,8 +84,17 @@ void AddReproduce(CLI::App& app) {
     if (const char* e = std::getenv("WORT_PEERS_SRC"); c.peers_src.empty() && e && *e) c.peers_src = e;
     if (!c.peers_src.empty()) {
       c.peers_script = FindFile("WORT_PEERS_SCRIPT", "scripts/peers.sh");
-      if (c.peers_script.empty()) fmt::print(stderr, "wort reproduce: scripts/peers.sh not found; no P-ART run\n");
       c.peers_wort = SelfExe();
+      const bool wants_peer =
+          c.only.empty() || std::find(c.only.begin(), c.only.end(), "roart-peer") != c.only.end();
+      // Asked for P-ART and cannot build it: say so before anything runs, not after the other
+      // experiments with woart standing in (a binary copied out of its build tree finds no script).
+      if (c.peers_script.empty() && wants_peer)
+        Fail("wort reproduce",
+             Status::NotFound("--peers-src (or WORT_PEERS_SRC) is set but scripts/peers.sh was not found beside this "
+                              "binary (a build tree inside the source tree) or in its source tree; set "
+                              "WORT_PEERS_SCRIPT=/path/to/wort/scripts/peers.sh, or drop --peers-src to let woart "
+                              "stand in for P-ART"));
     }
     Status s = reproduce::Reproduce(c, [](const std::string& line) {
       fmt::print("{}\n", line);

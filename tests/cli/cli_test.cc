@@ -255,6 +255,33 @@ TEST(CliProgress, CrashtestShowsProgressOnATerminalOnly) {
   EXPECT_NE(out.find("woart: operations 20, crash points"), std::string::npos) << out;
 }
 
+// A wort binary copied out of its build tree finds no scripts/peers.sh: asked for P-ART
+// (--peers-src), reproduce refuses before it runs anything, rather than letting woart stand in.
+TEST(Cli, ReproduceWithPeersSrcNeedsThePeersScript) {
+  wort::test::TempPath copy("cli-copied-wort"), out_dir("cli-reproduce-out");
+  std::filesystem::copy_file(WORT_CLI_PATH, copy.str(), std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::permissions(copy.str(), std::filesystem::perms::owner_exec, std::filesystem::perm_options::add);
+  const std::string args = " reproduce --scale tiny --only roart-peer --index roart --no-report --peers-src /nonexistent --out " +
+                           out_dir.str();
+  std::string out;
+  EXPECT_EQ(wort::test::RunShell("env -u WORT_PEERS_SCRIPT " + copy.str() + args, &out), 4) << out;
+  EXPECT_NE(out.find("scripts/peers.sh was not found"), std::string::npos) << out;
+  EXPECT_FALSE(std::filesystem::exists(out_dir.str() + "/results.jsonl")) << "it ran experiments first";
+  // The same binary with the script named runs (the peer build then fails on the missing sources,
+  // which reproduce reports in its notes) - so the refusal above is about the script, not the copy.
+  out.clear();
+  const std::string here = __FILE__;  // <source>/tests/cli/cli_test.cc
+  const std::string script = here.substr(0, here.rfind("/tests/cli/")) + "/scripts/peers.sh";
+  ASSERT_TRUE(std::filesystem::exists(script)) << script;
+  EXPECT_EQ(wort::test::RunShell("env WORT_PEERS_SCRIPT=" + script + " " + copy.str() +
+                                     " reproduce --scale tiny --only fig7 --index roart --no-report --no-cachegrind "
+                                     "--peers-src /nonexistent --out " + out_dir.str(),
+                                 &out),
+            0)
+      << out;
+  std::filesystem::remove_all(out_dir.str());  // TempPath removes a file, not a directory
+}
+
 TEST(Cli, VersionFromOnePlace) {
   std::string out;
   ASSERT_EQ(RunCli("--version", &out), 0) << out;
