@@ -43,6 +43,7 @@ class Client final : public remote::RemoteKV {
   remote::Connection::Counters transport_counters() const override { return c_->counters(); }
   uint64_t resize_requests() const override { return stats_.resize_requests; }
   uint64_t post_fallbacks() const override { return stats_.ring_full; }
+  uint64_t apply_waits() const override { return stats_.apply_waits; }
 
   Status Put(std::string_view key, std::string_view value) override {
     WORT_RETURN_IF_ERROR(CheckKey(key));
