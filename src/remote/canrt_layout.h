@@ -56,9 +56,10 @@
 //        released in ONE atomic (bit s is 0 in the word: only a lock holder sets pending bits, and
 //        step 3 chose s outside P; adding it is an OR).
 //     6. Post (node, s) into this client's post segment, Read `wake` (below).
-//   A put is thus FetchAdd, Read, Write, Persist, FetchAdd, CompareSwap (post), Read (wake): 3
-//   fewer one-sided operations than version 1's (separate pending and bitmap Reads, a pending
-//   fetch-add and an unlock compare-swap on another word).
+//   A put is thus FetchAdd, Read, Write, Persist, FetchAdd, CompareSwap (post), Read (wake): 2
+//   (3 with pending items) fewer one-sided operations than version 1's (separate pending and
+//   bitmap Reads and a Read of the pending items, a pending fetch-add and an unlock
+//   compare-swap on another word, retried whenever an apply had changed that word).
 //   The lock field counts holders plus writers between a failed attempt and its undo: it is 0
 //   exactly when no one holds the lock and no failed attempt is outstanding, and a holder's +1
 //   stays until its own step 5 (or the server's release of a refused resize), so two writers
