@@ -617,7 +617,11 @@ class Client final : public remote::RemoteKV {
   // attempt, or the lock it holds and does not use).
   Status Unlock(uint64_t lock_off) {
     uint64_t was = 0;
-    return c_->FetchAdd64(lock_off, 0 - kLockOne, &was);
+    WORT_RETURN_IF_ERROR(c_->FetchAdd64(lock_off, 0 - kLockOne, &was));
+    // Lock field 0 before our -1: a restarted server's recovery zeroed the lock word meanwhile,
+    // and the -1 wrapped it (the node would look locked for ever): give it back.
+    if (LockOf(was) == 0) return c_->FetchAdd64(lock_off, kLockOne, &was);
+    return Status::OK();
   }
 
   std::unique_ptr<remote::Connection> c_;
