@@ -1415,8 +1415,8 @@ def canrt_section(recs, cfg, path):
                     verdict = "holds" if best and worst else "partly holds" if best or worst else "does not hold"
                     if not best:
                         verdict += " (here a read is one local Read with no server work and no wire; a write is " \
-                                   "a fetch-add (lock), two 8-byte Reads (pending word, bitmap), a Write, the client's own " \
-                                   "persist, a fetch-add and a compare-swap (pending bit, unlock) and a post into the client's " \
+                                   "a fetch-add (lock; it returns the pending set), a Read (bitmap), a Write, the client's own " \
+                                   "persist, a fetch-add (pending bit and unlock at once) and a post into the client's " \
                                    "own segment - a compare-swap and a Read of `wake`, a notify system call only once per batch " \
                                    "or when the segment is full)"
             elif metric == "scaling":

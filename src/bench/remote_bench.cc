@@ -99,18 +99,44 @@ struct Run {
     remote::Connection::Counters c0;
     std::uint64_t f0 = 0;
     if (kv) c0 = kv->transport_counters(), f0 = kv->post_fallbacks();
+    // Per op of a write phase: 1 = it requested a resize, 2 = it waited for an apply (no resize).
+    std::vector<unsigned char> cause;
+    const bool causes = writes && kv;
+    if (causes) cause.reserve(n);
+    std::uint64_t w_0 = causes ? kv->apply_waits() : 0;
+    const std::uint64_t w_first = w_0;
+    std::uint64_t r_0 = causes ? kv->resize_requests() : 0;
     double p0 = ProcessCpuSeconds(), t0 = detail::ThreadCpuSeconds();
     auto w0 = Clock::now();
     for (std::size_t i = 0; i < n; ++i) {
       auto a = Clock::now();
       Status s = fn(kv.get(), i);
       lat.push_back(std::chrono::duration<double, std::nano>(Clock::now() - a).count());
+      if (causes) {
+        const std::uint64_t w1 = kv->apply_waits(), r1 = kv->resize_requests();
+        cause.push_back(r1 != r_0 ? 1 : w1 != w_0 ? 2 : 0);
+        w_0 = w1, r_0 = r1;
+      }
       if (!s.ok()) {
         if (r.errors++ == 0 && print) fmt::print(stderr, "wort bench-remote: {} {}: {}\n", design->name, op, s.ToString());
       }
     }
     r.seconds = std::chrono::duration<double>(Clock::now() - w0).count();
     double client = detail::ThreadCpuSeconds() - t0, proc = ProcessCpuSeconds() - p0;
+    if (causes && n) {
+      std::vector<double> quiet;
+      for (std::size_t i = 0; i < n; ++i)
+        if (cause[i] == 0) quiet.push_back(lat[i]);
+      r.apply_waits_per_op = static_cast<double>(w_0 - w_first) / static_cast<double>(n);
+      if (!quiet.empty()) r.quiet_p50_ns = Percentile(quiet, 0.50), r.quiet_p99_ns = Percentile(quiet, 0.99);
+      std::vector<double> sorted = lat;
+      const double p99 = Percentile(sorted, 0.99);
+      std::size_t tail = 0, rs = 0, ws = 0;
+      for (std::size_t i = 0; i < n; ++i)
+        if (lat[i] >= p99) ++tail, rs += cause[i] == 1, ws += cause[i] == 2;
+      if (tail) r.tail_resize_share = static_cast<double>(rs) / static_cast<double>(tail),
+                r.tail_wait_share = static_cast<double>(ws) / static_cast<double>(tail);
+    }
     Finish(&r, n, lat, client, proc);
     if (kv) {
       remote::Connection::Counters d = kv->transport_counters();
@@ -410,6 +436,9 @@ nlohmann::json ToJson(const RemoteResult& r, const RemoteBenchConfig& cfg, const
   }
   if (r.resizes_per_op >= 0) j["resizes_per_op"] = r.resizes_per_op;
   if (r.post_fallbacks_per_op >= 0) j["post_fallbacks_per_op"] = r.post_fallbacks_per_op;
+  if (r.apply_waits_per_op >= 0) j["apply_waits_per_op"] = r.apply_waits_per_op;
+  if (r.quiet_p50_ns >= 0) j["quiet_p50_ns"] = r.quiet_p50_ns, j["quiet_p99_ns"] = r.quiet_p99_ns;
+  if (r.tail_resize_share >= 0) j["tail_resize_share"] = r.tail_resize_share, j["tail_wait_share"] = r.tail_wait_share;
   j["server_in_process"] = cfg.connect.empty();
   detail::AddEnvJson(env, cfg.seed, &j);
   return j;

@@ -77,6 +77,13 @@ struct RemoteResult {
   // Writes whose post found no free word (CANRT: notified one by one instead), per op (-1: not
   // a write phase of one client).
   double post_fallbacks_per_op = -1;
+  // Write phases of one client (h53, the profile of a put's tail): apply waits per op (CANRT:
+  // write attempts that found an earlier item waiting for its apply), the p50/p99 of the ops that
+  // neither requested a resize nor waited for an apply ("quiet"), and of the ops at or above the
+  // phase's p99 the share that requested a resize and the share that waited for an apply (and
+  // requested no resize). -1: not measured.
+  double apply_waits_per_op = -1, quiet_p50_ns = -1, quiet_p99_ns = -1;
+  double tail_resize_share = -1, tail_wait_share = -1;
 };
 
 // The 16-byte key of record i.

@@ -4,16 +4,18 @@
 // canrt_layout.h; this file is the server (Service) and client (Connect) API.
 //
 // Write (Algorithm 1, client side; the server's CPU is not on its critical path): locate the
-// data node in the client's copy of the prefix nodes; FetchAdd64(1 << 32) on its metadata word
-// takes the lock (lock field was 0) or counts a failed attempt (back off, retry); then the
-// node's pending word and, after it, its bitmap are read (h49: slots taken = applied | pending;
-// the pending items are read when there are any) - if one pending item holds the key, or every
-// free slot is pending, the client unlocks, wakes a sleeping server (kWaitSlot) and retries; a
-// free slot is picked; the DataItem (key, value, op, valid = 1, crc) is written there with one
-// Write and made durable by the transport (Connection::Persist: local - the client writes the
-// line back through its own mapping; ucx - remote-completion flush + read-after-write, see
-// transport.h for what that guarantees); the slot's bit is added to the pending word and the
-// lock released (h49: the next write to this node, e.g. the next sequential key, does not wait
+// data node in the client's copy of the prefix nodes; FetchAdd64(1 << 32) on its LOCK word (word
+// 2 of the node header since layout version 2, h53: lock field, pending set, RETIRED) takes the
+// lock (lock field was 0) and returns the pending set of that instant - or counts a failed
+// attempt, which the client undoes (FetchAdd64(-(1 << 32))) before it backs off and retries;
+// then ONE Read gives the bitmap (and, when items are pending, the pending items: slots taken =
+// applied | pending) - if one pending item holds the key, or every free slot is pending, the
+// client gives the lock back, wakes a sleeping server (kWaitSlot) and retries; a free slot is
+// picked; the DataItem (key, value, op, valid = 1, crc) is written there with one Write and made
+// durable by the transport (Connection::Persist: local - the client writes the line back through
+// its own mapping; ucx - remote-completion flush + read-after-write, see transport.h for what
+// that guarantees); ONE fetch-add adds the slot's pending bit and releases the lock (h49: the next
+// write to this node, e.g. the next sequential key, does not wait
 // for this item's apply); then it posts (node, slot) into its post segment (canrt_layout.h: a
 // compare-swap into a free word of its own, then a read of `wake`; a notification only when
 // that says the server sleeps and this post ends a batch, or sleeps deeply - no server wake-up
@@ -44,16 +46,18 @@
 //      a crash cuts that Write (recovery would apply the old item).
 //   3. clear the item's valid byte (one 8-byte store of its last word; a delete item's op byte is
 //      scrubbed too); persist, together with the scrubs of step 2.
-//   4. compare-swap the slot's bit out of the pending word (not persisted: recovery zeroes it).
+//   4. compare-swap the slot's bit out of the lock word's pending set (not persisted: recovery
+//      zeroes the lock word).
 //      Last, so that no writer writes this key again, nor reuses a delete item's slot, before
 //      this item's valid byte is persistently clear: at most one item PER KEY of a data node is
 //      persistent with valid = 1 and unapplied. (Until h49 the node's lock was held until here:
 //      at most one such item per node, and the next writer to the node waited for the apply.)
 // Resize and acknowledged writes: a node is split only on its lock holder's request - sent only
-// when the node's bitmap is full and its pending word empty - and never while an item in it
+// when the node's bitmap is full and its pending set empty - and never while an item in it
 // waits for its apply (valid byte or pending bit: Service::Resize ignores any other request), so an
 // acknowledged item is always applied - and migrated - before its node is retired, and no client
-// writes into a retired node (its fetch-add returns RETIRED: it retries on the new generation).
+// writes into a retired node (its fetch-add of the lock word returns RETIRED - set there and in the
+// metadata word while the requester still holds the lock: it retries on the new generation).
 // Post-crash invariants: a slot whose bit is set holds a complete, persistent item; at most one
 // item per key of a data node is unprocessed (valid = 1, bit clear for a put) - several keys'
 // items may be (h49) - locked or not (the lock word of the client's fetch-add and the pending

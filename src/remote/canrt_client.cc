@@ -19,8 +19,11 @@ class Client final : public remote::RemoteKV {
 
   Status Init() {
     WORT_RETURN_IF_ERROR(c_->Read(0, &h_, sizeof h_));
-    if (h_.magic != kMagic || h_.version != kVersion)
-      return Status::Corruption("canrt: the region does not hold a CANRT of version 1");
+    if (h_.magic != kMagic) return Status::Corruption("canrt: the region does not hold a CANRT");
+    if (h_.version != kVersion)
+      return Status::NotSupported("canrt: the region holds a CANRT of layout version " + std::to_string(h_.version) +
+                                  "; this client speaks version " + std::to_string(kVersion) +
+                                  " (canrt_layout.h: the node lock moved in version 2)");
     if (h_.capacity < 1 || h_.capacity > kMaxCapacity || h_.fanout < 2 || h_.fanout > 256)
       return Status::Corruption("canrt: bad geometry in the region's header");
     node_.resize(h_.node_bytes);
@@ -40,6 +43,7 @@ class Client final : public remote::RemoteKV {
   remote::Connection::Counters transport_counters() const override { return c_->counters(); }
   uint64_t resize_requests() const override { return stats_.resize_requests; }
   uint64_t post_fallbacks() const override { return stats_.ring_full; }
+  uint64_t apply_waits() const override { return stats_.apply_waits; }
 
   Status Put(std::string_view key, std::string_view value) override {
     WORT_RETURN_IF_ERROR(CheckKey(key));
@@ -471,9 +475,12 @@ class Client final : public remote::RemoteKV {
       WORT_RETURN_IF_ERROR(LeaseCheck());
       const uint32_t d = View().Locate(key);
       const uint64_t meta_off = NodeOff(d);
+      const uint64_t lock_off = meta_off + kLockWordOff;
       uint64_t old = 0;
-      // Locking phase.
-      WORT_RETURN_IF_ERROR(c_->FetchAdd64(meta_off, kLockOne, &old));
+      // Locking phase (canrt_layout.h, "Protocol of a write", step 1): the lock word holds the
+      // lock field, the pending set and RETIRED; one fetch-add takes the lock and returns the
+      // pending set of the instant it was taken.
+      WORT_RETURN_IF_ERROR(c_->FetchAdd64(lock_off, kLockOne, &old));
       if (old & kRetired) {
         bool changed;
         WORT_RETURN_IF_ERROR(RefreshIfNew(&changed));
@@ -481,47 +488,47 @@ class Client final : public remote::RemoteKV {
         continue;
       }
       if (LockOf(old) != 0) {
-        // Another writer is choosing a slot or writing its item (a few operations; since h49 no
-        // lock is held for the server's apply), or waits for a split of this node.
+        // Another writer is choosing a slot or writing its item (a few operations; no lock is
+        // held for the server's apply), or waits for a split of this node. Undo this attempt:
+        // the lock field counts outstanding attempts, and is 0 only when none is left.
         ++stats_.lock_retries;
+        WORT_RETURN_IF_ERROR(Unlock(lock_off));
         Backoff(attempt);
         continue;
       }
-      // Checking phase: the slots taken - applied (bitmap) or durable and waiting for their
-      // apply (pending word) - and whether one of the pending items holds this key. The pending
-      // word is read BEFORE the bitmap: the apply sets the slot's bit, then clears its pending
-      // bit, so a slot pending when the bitmap was read may have left the pending word by the
-      // time that is read - taken in neither (it was: another writer's item overwritten).
-      // Read in this order, a slot not pending any more is in the bitmap read after.
+      // Checking phase (step 2): the slots taken - applied (bitmap, read now: after the lock)
+      // or durable and waiting for their apply (the pending set P from the fetch-add) - and
+      // whether one of the pending items holds this key. P is a superset of the pending set
+      // while this client holds the lock (only lock holders add bits); a slot of P applied
+      // since is in the bitmap read after (the apply sets its bit before it clears the pending
+      // one): a slot in neither is free.
       const uint64_t full = (1ull << h_.capacity) - 1;
-      uint64_t pend = 0, bits = 0;
+      const uint64_t pend = old & full;
+      uint64_t bits = 0;
       bool same_key_pending = false;
       if (op == kOpDelete) {
         // The node's items cannot change while we hold its lock (applies only move items from
-        // pending to applied): one read says whether the key is there. ReadNode's snapshot is
-        // consistent: the bitmap (and apply counter) read before and after the pending word.
+        // pending to applied): one read says whether the key is there.
         bool retired;
         WORT_RETURN_IF_ERROR(ReadNode(d, &retired));
         *found = FindInNode(key) >= 0;
-        std::memcpy(&pend, node_.data() + kPendingOff, 8);
-        pend &= full;
         bits = meta_ & kBitmapMask;
         for (uint32_t s = 0; s < h_.capacity && !same_key_pending; ++s)
           same_key_pending = (pend >> s & 1) && KeyIs(ItemAt(s), key);
-      } else {
-        WORT_RETURN_IF_ERROR(c_->Read(meta_off + kPendingOff, &pend, 8));
-        pend &= full;
-        uint64_t now = old;
-        if (pend != 0 || (old & kBitmapMask) != full) WORT_RETURN_IF_ERROR(c_->Read(meta_off, &now, 8));
+      } else if (pend == 0) {
+        uint64_t now = 0;
+        WORT_RETURN_IF_ERROR(c_->Read(meta_off, &now, 8));
         bits = now & kBitmapMask;
-        if (pend) WORT_RETURN_IF_ERROR(PendingHolds(meta_off, pend, key, &same_key_pending));
+      } else {
+        // One Read: the header (bitmap) and the slots up to the last pending one.
+        WORT_RETURN_IF_ERROR(PendingHolds(meta_off, pend, key, &bits, &same_key_pending));
       }
       const uint64_t taken = bits | pend;
       if (same_key_pending || (taken == full && pend != 0)) {
         // This key's earlier item (or, the node full, any item) waits for its apply: at most one
-        // item per key waits (canrt_layout.h, "pending word"). Unlock, wake the server, retry.
+        // item per key waits (canrt_layout.h, "pending set"). Unlock, wake the server, retry.
         ++stats_.apply_waits;
-        WORT_RETURN_IF_ERROR(Unlock(meta_off, old + kLockOne));
+        WORT_RETURN_IF_ERROR(Unlock(lock_off));
         if (apply_waits_in_a_row_++ % 16 == 0) {
           uint64_t w = 0;
           if (c_->Read(kWakeOff, &w, 8).ok() && (w & kAsleep)) Kick(d, kWaitSlot);
@@ -540,7 +547,7 @@ class Client final : public remote::RemoteKV {
         WORT_RETURN_IF_ERROR(c_->Notify(std::string_view(reinterpret_cast<const char*>(&m), sizeof m)));
         for (int w = 0;; ++w) {
           uint64_t cur;
-          WORT_RETURN_IF_ERROR(c_->Read(meta_off, &cur, 8));
+          WORT_RETURN_IF_ERROR(c_->Read(lock_off, &cur, 8));
           if (cur & kRetired) break;
           if (LockOf(cur) == 0)
             return Status::PoolFull("canrt: data node " + std::to_string(d) +
@@ -572,12 +579,17 @@ class Client final : public remote::RemoteKV {
       // item whose valid byte is set. Every reader already sees the item (ReadNode).
       WORT_RETURN_IF_ERROR(c_->Persist(item_off, kItemBytes));
       ++stats_.client_active;
-      // Pending (the next lock holder leaves the slot alone, and waits before it writes this
-      // key again), then unlocked: the server applies the item in the background, and the next
-      // write to this node - this client's next sequential key - does not wait for that apply.
-      uint64_t ignored;
-      WORT_RETURN_IF_ERROR(c_->FetchAdd64(meta_off + kPendingOff, 1ull << slot, &ignored));
-      WORT_RETURN_IF_ERROR(Unlock(meta_off, old + kLockOne));
+      // Step 5: pending (the next lock holder leaves the slot alone, and waits before it writes
+      // this key again) and unlocked in ONE fetch-add - bit `slot` is 0 in the word (outside P,
+      // and only lock holders set bits), so adding it sets it. The server applies the item in
+      // the background; the next write to this node does not wait for that apply.
+      uint64_t was = 0;
+      WORT_RETURN_IF_ERROR(c_->FetchAdd64(lock_off, (1ull << slot) - kLockOne, &was));
+      if (LockOf(was) == 0) {
+        // The lock field was reset under us (a restarted server's recovery zeroes the lock word):
+        // our -1 wrapped it; give it back. The item is durable and posted below either way.
+        WORT_RETURN_IF_ERROR(c_->FetchAdd64(lock_off, kLockOne, &was));
+      }
       Post(d, slot);
       return Status::OK();
     }
@@ -586,30 +598,30 @@ class Client final : public remote::RemoteKV {
   static bool KeyIs(const unsigned char* it, std::string_view key) {
     return it[kItemKeyLen] == key.size() && std::memcmp(it + kItemKey, key.data(), key.size()) == 0;
   }
-  // Whether one of the pending slots `pend` of the node at meta_off holds `key`: one Read of the
-  // slots from the first pending one to the last. (A pending item is complete - its bit is set
-  // after its Persist - and its key bytes stay until the slot is free again.)
-  Status PendingHolds(uint64_t meta_off, uint64_t pend, std::string_view key, bool* holds) {
-    const uint32_t lo = static_cast<uint32_t>(__builtin_ctzll(pend)), hi = 63 - static_cast<uint32_t>(__builtin_clzll(pend));
-    unsigned char* buf = reinterpret_cast<unsigned char*>(node_.data()) + 64;
-    WORT_RETURN_IF_ERROR(c_->Read(meta_off + 64 + uint64_t(lo) * kItemBytes, buf + uint64_t(lo) * kItemBytes,
-                                  uint64_t(hi - lo + 1) * kItemBytes));
+  // The bitmap of the node at meta_off (*bits) and whether one of the pending slots `pend` holds
+  // `key`: one Read of the header line and the slots up to the last pending one. (A pending item
+  // is complete - its bit is set after its Persist - and its key bytes stay until the slot is
+  // free again.)
+  Status PendingHolds(uint64_t meta_off, uint64_t pend, std::string_view key, uint64_t* bits, bool* holds) {
+    const uint32_t hi = 63 - static_cast<uint32_t>(__builtin_clzll(pend));
+    unsigned char* buf = reinterpret_cast<unsigned char*>(node_.data());
+    WORT_RETURN_IF_ERROR(c_->Read(meta_off, buf, 64 + uint64_t(hi + 1) * kItemBytes));
+    uint64_t w0;
+    std::memcpy(&w0, buf, 8);
+    *bits = w0 & kBitmapMask;
     *holds = false;
-    for (uint32_t s = lo; s <= hi && !*holds; ++s) *holds = (pend >> s & 1) && KeyIs(buf + uint64_t(s) * kItemBytes, key);
+    for (uint32_t s = 0; s <= hi && !*holds; ++s) *holds = (pend >> s & 1) && KeyIs(buf + 64 + uint64_t(s) * kItemBytes, key);
     return Status::OK();
   }
-  // Releases this client's lock on a node: the lock field back to 0 (waiters' failed attempts
-  // counted in it included), the bitmap as the server's applies leave it. `expect`: the word as
-  // the lock's fetch-add left it (a first guess).
-  Status Unlock(uint64_t meta_off, uint64_t expect) {
-    for (int i = 0;; ++i) {
-      uint64_t found = 0;
-      WORT_RETURN_IF_ERROR(c_->CompareSwap64(meta_off, expect, expect & ~kLockMask, &found));
-      // Lock field 0: released already (a stale resize request the server found needless).
-      if (found == expect || LockOf(found) == 0) return Status::OK();
-      if (i > 1000000) return Status::IOError("canrt: could not release the lock of data node at offset " + std::to_string(meta_off));
-      expect = found;
-    }
+  // Gives back this client's +1 in the lock field of the lock word at lock_off (its failed
+  // attempt, or the lock it holds and does not use).
+  Status Unlock(uint64_t lock_off) {
+    uint64_t was = 0;
+    WORT_RETURN_IF_ERROR(c_->FetchAdd64(lock_off, 0 - kLockOne, &was));
+    // Lock field 0 before our -1: a restarted server's recovery zeroed the lock word meanwhile,
+    // and the -1 wrapped it (the node would look locked for ever): give it back.
+    if (LockOf(was) == 0) return c_->FetchAdd64(lock_off, kLockOne, &was);
+    return Status::OK();
   }
 
   std::unique_ptr<remote::Connection> c_;

@@ -34,23 +34,58 @@
 //
 // Data nodes (section 3.1): a 64-byte header line whose first word is the metadata, then
 // `capacity` unsorted 64-byte DataItems.
-//   metadata word: bits 0..30 valid-slot bitmap (capacity <= 31), bit 31 RETIRED (the node was
-//   split by a resize; its items live on in two new nodes), bits 32..63 the lock field. Writers
-//   take the lock with FetchAdd64(1 << 32): a carry out of the lock field leaves bit 63 and is
-//   lost - it can never reach the bitmap. The lock counts attempts while it is held (each waiter
-//   adds one); its holder resets it to 0 (a compare-swap) once its item is durable - or, for a
-//   resize request, the server's split or refusal. (2^32 failed attempts during one hold would
-//   wrap it to 0; writers back off exponentially, so a hold would have to last for hours.)
+//   metadata word (word 0): bits 0..30 valid-slot bitmap (capacity <= 31), bit 31 RETIRED (the
+//   node was split by a resize; its items live on in two new nodes), bits 32..63 zero (layout
+//   version 1 kept the lock there, see below). Persistent; changed by the server only.
+//   Lock word (word 2, layout version 2 - issue 32, h53): bits 0..30 the PENDING slots (items
+//   durable and waiting for their apply), bit 31 RETIRED again (for writers), bits 32..63 the lock
+//   field. Volatile: recovery zeroes it (Migrate zeroes a new or reused node's).
+//   Protocol of a write (client, canrt_client.cc Write):
+//     1. FetchAdd64(word 2, +kLockOne) -> old. RETIRED: refresh the prefix copy. Lock field of
+//        old != 0: held by another writer - undo (FetchAdd64(word 2, -kLockOne)), back off,
+//        retry. Else this client holds the lock, and P = old & bitmap mask is the pending set
+//        AT THE INSTANT it got the lock (one atomic: no window between lock and pending read).
+//     2. One Read from word 0: the bitmap B (8 bytes), or - when P != 0 - the header line and
+//        the slots up to P's highest one, to learn whether a pending item holds this key.
+//     3. A free slot s: in neither B nor P. Key pending, or no free slot while P != 0: undo the
+//        lock (step 1's FetchAdd64 back), wake a sleeping server, retry. No free slot and P == 0:
+//        the resize request (the server releases the lock - FetchAdd64(-kLockOne) - or retires
+//        the node with the lock held).
+//     4. Write item, Persist item (durable: the Put may be acknowledged from here).
+//     5. FetchAdd64(word 2, (1 << s) - kLockOne): the slot becomes pending and the lock is
+//        released in ONE atomic (bit s is 0 in the word: only a lock holder sets pending bits, and
+//        step 3 chose s outside P; adding it is an OR).
+//     6. Post (node, s) into this client's post segment, Read `wake` (below).
+//   A put is thus FetchAdd, Read, Write, Persist, FetchAdd, CompareSwap (post), Read (wake): 2
+//   (3 with pending items) fewer one-sided operations than version 1's (separate pending and
+//   bitmap Reads and a Read of the pending items, a pending fetch-add and an unlock
+//   compare-swap on another word, retried whenever an apply had changed that word).
+//   The lock field counts holders plus writers between a failed attempt and its undo: it is 0
+//   exactly when no one holds the lock and no failed attempt is outstanding, and a holder's +1
+//   stays until its own step 5 (or the server's release of a refused resize), so two writers
+//   never hold it at once. (Version 1: waiters' attempts accumulated and the holder reset the
+//   field with a compare-swap. Here a client killed between a failed attempt and its undo leaves
+//   the node locked until the server restarts - as a client killed while it holds the lock did
+//   and does; doc/remote.md.)
+//   Why no slot is taken twice: pending bits are set only by lock holders (step 5), so P, read
+//   at lock time, is a superset of the pending set for as long as the lock is held; the server's
+//   apply of a pending slot sets its bitmap bit BEFORE it clears its pending bit, so a slot in
+//   P that is applied before step 2's Read is in B; a slot in neither P (at lock time) nor B (read
+//   after) is free: not pending, not applied. (Version 1 read the pending word with a separate
+//   Read after the lock: an apply between the two left a slot in neither - the h49 race.) The
+//   bitmap loses bits only to applies of pending items (the key's older slot freed) - free for
+//   real. Why at most one unapplied valid item per KEY: as before (step 3 waits while a pending
+//   item holds the key; the apply clears the pending bit last, after its valid-byte clear is
+//   persistent).
 //   Since h49 the lock covers only the choice of a slot and the item's Write and Persist, not
 //   the server's apply: several items of one node may wait for their apply at once.
-//   Header word 2: the pending word, volatile (recovery zeroes it): bits 0..30 the slots whose
-//   items are durable and wait for their apply. The lock holder adds its slot's bit (FetchAdd64)
-//   after its Persist and before it releases the lock; the server clears it (compare-swap) as
-//   the LAST step of the apply, after the item's valid byte clear is persistent. A lock holder
-//   takes a slot that is in neither the bitmap nor the pending word, and never writes key K
-//   while a pending slot holds K (it releases the lock and waits for that apply): so at most
-//   one item PER KEY of a node is ever persistent with valid = 1 and unapplied, and recovery,
-//   which applies all of them, never has to order two items of one key.
+//   The pending set (bits 0..30 of word 2): the slots whose items are durable and wait for
+//   their apply. The lock holder adds its slot's bit with the release (step 5); the server
+//   clears it (compare-swap) as the LAST step of the apply, after the item's valid byte clear is
+//   persistent. A lock holder takes a slot that is in neither the bitmap nor the pending set,
+//   and never writes key K while a pending slot holds K (it releases the lock and waits for that
+//   apply): so at most one item PER KEY of a node is ever persistent with valid = 1 and
+//   unapplied, and recovery, which applies all of them, never has to order two items of one key.
 //   Header word 1: the apply counter, volatile (never persisted; any value after a restart): the
 //   server adds one before each apply changes the bitmap. A reader compares the metadata word's
 //   bitmap and this counter read before and after its node Read (ReadNode in canrt_client.cc):
@@ -140,7 +175,10 @@
 namespace wort::canrt {
 
 inline constexpr uint64_t kMagic = 0x31764e52544e4143ull;  // "CANRTNv1"
-inline constexpr uint32_t kVersion = 1;
+// Layout version 2 (h53): the lock field moved from the metadata word to the pending word (word
+// 2). A pool of version 1 is refused with a clear error (Service::Open, the client's Init): its
+// clients lock word 0.
+inline constexpr uint32_t kVersion = 2;
 inline constexpr size_t kItemBytes = 64;
 inline constexpr size_t kMaxKey = 24;    // bytes; a longer key is InvalidArgument
 inline constexpr size_t kMaxValue = 31;  // bytes; a longer value is InvalidArgument
@@ -230,8 +268,10 @@ inline constexpr uint64_t kPostBytes = kMaxClients * kPostSegBytes;
 static_assert(kPostSegBytes % 64 == 0);
 inline bool HasPostSegments(const RootHeader& h) { return h.area_off[0] >= kHeaderBytes + kPostBytes; }
 
-// The node header's pending word (h49): byte offset in the data node.
+// The node header's lock word (h49: the pending word; h53: pending set, RETIRED and the lock
+// field): byte offset in the data node.
 inline constexpr uint64_t kPendingOff = 16;
+inline constexpr uint64_t kLockWordOff = kPendingOff;
 
 struct AreaHeader {
   uint32_t height;  // k

@@ -296,8 +296,15 @@ Status Service::Open(Pool& pool, std::string_view name, const Options& opts, std
     s->root_off_ = ri.off;
     s->base_ = pool.at<char>(ri.off);
     s->hdr_ = reinterpret_cast<RootHeader*>(s->base_);
-    if (s->hdr_->magic != kMagic || s->hdr_->version != kVersion)
-      return Status::Corruption("root '" + std::string(name) + "': not a CANRT region of version 1");
+    if (s->hdr_->magic != kMagic)
+      return Status::Corruption("root '" + std::string(name) + "': not a CANRT region");
+    if (s->hdr_->version != kVersion)
+      // Refused, nothing changed: version 1 (before h53) kept the node lock in the metadata word,
+      // and a client of that version still connected would lock a word this server ignores.
+      return Status::NotSupported("root '" + std::string(name) + "': a CANRT region of layout version " +
+                                  std::to_string(s->hdr_->version) + "; this build serves version " +
+                                  std::to_string(kVersion) +
+                                  " only (canrt_layout.h; serve it with the wort that created it, or recreate it)");
     const RootHeader& h = *s->hdr_;
     s->size_ = h.data_off + h.max_nodes * h.node_bytes;
     if (!pool.contains(ri.off, s->size_) || h.capacity < 1 || h.capacity > kMaxCapacity || h.fanout < 4 ||
@@ -830,8 +837,10 @@ void Service::Resize(uint32_t node) {
   uint64_t* meta = Meta(node);
   const uint64_t mv = pm::load8(meta);
   const uint64_t full = (1ull << hdr_->capacity) - 1;
-  if (node >= vh.ndata || (mv & kRetired)) return;  // a stale request
-  if (LockOf(mv) == 0) return;                        // nobody waits on it
+  uint64_t* lockw = reinterpret_cast<uint64_t*>(Node(node) + kLockWordOff);
+  const uint64_t lv = std::atomic_ref<uint64_t>(*lockw).load(std::memory_order_acquire);
+  if (node >= vh.ndata || (mv & kRetired) || (lv & kRetired)) return;  // a stale request
+  if (LockOf(lv) == 0) return;                                         // nobody waits on it
   // A node holding an item that waits for its apply is never split, nor its lock released here:
   // that item's writer holds the lock (its Put may have returned - acknowledged, durable), and
   // only the apply releases it. The protocol sends no such request (the requester holds the lock,
@@ -842,11 +851,9 @@ void Service::Resize(uint32_t node) {
     if (std::atomic_ref<unsigned char>(Item(node, s)[kItemValid]).load(std::memory_order_acquire) != 0) return;
   // (An apply that cleared its valid byte but not yet its pending bit: the same - the
   // requester saw no pending bit under its lock, so no real request meets this.)
-  if (std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(Node(node) + kPendingOff)).load(std::memory_order_acquire) != 0)
-    return;
-  if ((mv & kBitmapMask) != full) {                   // not full (a stale request): let the writer retry
-    Cas(meta, [](uint64_t cur, uint64_t) -> uint64_t { return cur & ~kLockMask; }, 0);
-    pm::persist(meta, 8);
+  if ((lv & kBitmapMask) != 0) return;
+  if ((mv & kBitmapMask) != full) {  // not full (a stale request): the requester's lock given back, it retries
+    Cas(lockw, [](uint64_t cur, uint64_t) -> uint64_t { return cur - kLockOne; }, 0);
     return;
   }
   // Persist order (canrt.h): resize_node; state(gen,0,0); shadow; pxflag; data; RETIRED; commit.
@@ -886,7 +893,7 @@ void Service::Resize(uint32_t node) {
   if (!st.ok()) {
     std::fprintf(stderr, "wort canrt: resize of data node %u refused: %s\n", node, st.ToString().c_str());
     // No store to `state`: it still says idle (nothing was committed); the shadow is left as it is.
-    Cas(meta, [](uint64_t cur, uint64_t) -> uint64_t { return cur & ~kLockMask; }, 0);  // the writer gets PoolFull
+    Cas(lockw, [](uint64_t cur, uint64_t) -> uint64_t { return cur - kLockOne; }, 0);  // the writer gets PoolFull
     refused_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
@@ -900,7 +907,10 @@ void Service::Resize(uint32_t node) {
   WriteLog(base_, hdr_->fanout, gen + 1, shadow_diff_, false);
   // RETIRED is for live clients only (stale copies of the prefix nodes): it is not persisted -
   // after a crash no client holds a stale copy, and the valid tree no longer names the node.
+  // Both words: readers look at the metadata word, writers at the lock word (whose lock field the
+  // requester still holds: no writer can take the node from here on).
   Cas(meta, [](uint64_t cur, uint64_t) -> uint64_t { return cur | kRetired; }, 0);
+  Cas(lockw, [](uint64_t cur, uint64_t) -> uint64_t { return cur | kRetired; }, 0);
   pm::store8(&hdr_->state, StateWord(gen + 1, true, true));  // dtflag: the shadow is the valid tree
   pm::persist(&hdr_->state, 8);
   // The reused nodes leave the free list; the split node joins it: trees from gen+1 on do not
@@ -930,8 +940,11 @@ Status Service::Recover() {
   for (uint64_t d = 0; d < vh.ndata; ++d) {
     uint64_t* meta = Meta(d);
     uint64_t mv = pm::load8(meta);
+    // The lock word is volatile (layout version 2): no lock held, nothing pending (every durable
+    // item is applied below), RETIRED kept for a node the metadata word says is retired.
+    pm::store8(reinterpret_cast<uint64_t*>(Node(d) + kLockWordOff), mv & kRetired);
     if (mv & kRetired) continue;
-    bool dirty = LockOf(mv) != 0;
+    bool dirty = LockOf(mv) != 0;  // (version 2 keeps no lock there: 0 unless damaged)
     {
       for (uint32_t s = 0; s < cap; ++s) {
         unsigned char* it = Item(d, s);
@@ -952,8 +965,6 @@ Status Service::Recover() {
       pm::store8(meta, mv);
       pm::persist(meta, 8);
     }
-    // The pending word is volatile: every durable item was applied just above.
-    pm::store8(reinterpret_cast<uint64_t*>(Node(d) + kPendingOff), 0);
     for (uint32_t s = 0; s < cap; ++s) {
       unsigned char* it = Item(d, s);
       // Every free slot scrubbed (ScrubOp: the slots this recovery freed, applied delete items,
@@ -993,6 +1004,7 @@ Status Service::Recover() {
       uint64_t* meta = Meta(node);
       pm::store8(meta, (pm::load8(meta) & ~kLockMask) | kRetired);
       pm::persist(meta, 8);
+      pm::store8(reinterpret_cast<uint64_t*>(Node(node) + kLockWordOff), kRetired);  // volatile
       // A client of the previous run (local backend: it keeps its mapping) re-reads the whole area.
       WriteLog(base_, hdr_->fanout, gen + 1, {}, true);
       pm::store8(&hdr_->state, StateWord(gen + 1, true, true));

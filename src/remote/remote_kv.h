@@ -36,6 +36,10 @@ class RemoteKV {
   // Writes of this client that could not post their item without a notification of its own
   // (CANRT: its post segment or ring had no free word; 0 for designs without one).
   virtual std::uint64_t post_fallbacks() const { return 0; }
+  // Write attempts of this client that found an earlier item waiting for the server's apply and
+  // had to wait for it (CANRT: the key's item pending, or every free slot of the node pending;
+  // 0 for designs without one). bench-remote reports them per op, and splits the tail by them.
+  virtual std::uint64_t apply_waits() const { return 0; }
 };
 
 }  // namespace wort::remote
