@@ -52,6 +52,11 @@
 //     cache can serve the insert's allocations without mapping memory (NodeArena::Reserve), so
 //     no allocation under a node lock maps or faults in a page. Destroying the index unmaps the
 //     arena's chunks: every node at once (the root alone is from operator new).
+//   - The key count (Size) is kept per writer thread in its node cache (NodeArena::AddKeys: a
+//     load and a store of a word only that thread stores to; Size sums the caches), so an insert
+//     has one locked instruction, its node's UpgradeToWriteLock (issue 31: the count was a
+//     sync::ShardedCounter, whose `lock xadd` after the insert's stores waited for them, the new
+//     leaf's write miss among them, to leave the store buffer).
 //   - A value update of a present key is one atomic store into its leaf (no lock): it is
 //     linearized at that store, or, when the leaf was unlinked by a concurrent remove since it
 //     was found, before that remove.
@@ -114,7 +119,8 @@ Leaf* NewLeaf(Cache* c, std::string_view key, uint64_t value) {
   auto* l = new (NodeArena::Alloc(c, LeafClass(key.size()))) Leaf{};
   l->value.store(value, std::memory_order_relaxed);
   l->len = key.size();
-  if (!key.empty()) std::memcpy(reinterpret_cast<char*>(l + 1), key.data(), key.size());
+  if (key.size() == 8) std::memcpy(reinterpret_cast<char*>(l + 1), key.data(), 8);  // one word, not a memcpy call
+  else if (!key.empty()) std::memcpy(reinterpret_cast<char*>(l + 1), key.data(), key.size());
   return l;
 }
 void FreeLeaf(Cache* c, Leaf* l) { NodeArena::Free(c, l, LeafClass(l->len)); }
