@@ -157,7 +157,8 @@ class Cceh final : public HashIndexBase {
     return l;
   }
   Loc LockSegment(uint64_t h, bool exclusive) const;
-  void UnlockSegment(const Loc& l, bool exclusive) const {
+  // Always inline (issue 31): GCC called it out of line from Put, 24 instructions per insert.
+  [[gnu::always_inline]] void UnlockSegment(const Loc& l, bool exclusive) const {
     if (exclusive) {
       Stripe(l.seg).ver.WriteUnlock();
       SegLock(l.seg).unlock();
