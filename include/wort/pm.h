@@ -128,7 +128,7 @@ struct alignas(64) WORT_EXPORT ThreadCounters {
 #define WORT_TLS_INITIAL_EXEC __attribute__((tls_model("initial-exec")))
 WORT_EXPORT extern constinit WORT_TLS_INITIAL_EXEC thread_local ThreadCounters* t_counters;
 WORT_EXPORT ThreadCounters& LocalSlow();
-inline ThreadCounters& Local() {
+[[gnu::always_inline]] inline ThreadCounters& Local() {
   if (ThreadCounters* c = t_counters) [[likely]] return *c;
   return LocalSlow();
 }
@@ -151,9 +151,10 @@ WORT_EXPORT void NoteSyncFlush(uintptr_t begin, uintptr_t end);
 WORT_EXPORT void SyncNoted();
 WORT_EXPORT void SpinCycles(uint64_t cycles);
 
-inline void Bump(std::atomic<uint64_t>& c, uint64_t n) {
+[[gnu::always_inline]] inline void Bump(std::atomic<uint64_t>& c, uint64_t n) {
   // Only the owning thread writes; others read. A relaxed load+store is enough and compiles to
-  // a plain add.
+  // a plain add. Always inline (issue 31): GCC left it out of line in large callers (cceh's
+  // Put, fastfair's FastInsert), a call per counter of every flush and fence.
   c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
 }
 

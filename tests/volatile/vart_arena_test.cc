@@ -88,6 +88,24 @@ TEST(NodeArena, CrossCacheFreeIsReusedAndCounted) {
   EXPECT_EQ(a.GetUsage().chunks, chunks);
 }
 
+// vart's key count (issue 31): each cache's own delta, stored by its owner without a locked
+// instruction; the sum over caches is the count, whichever cache added or took away a key.
+TEST(NodeArena, KeyCountsSumOverCaches) {
+  NodeArena a;
+  EXPECT_EQ(a.SumKeys(), 0);
+  NodeArena::Cache* c1 = a.NewCache();
+  NodeArena::Cache* c2 = a.NewCache();
+  std::thread t([&] {
+    for (int i = 0; i < 1000; ++i) NodeArena::AddKeys(c2, 1);
+  });
+  for (int i = 0; i < 700; ++i) NodeArena::AddKeys(c1, 1);
+  t.join();
+  EXPECT_EQ(a.SumKeys(), 1700);
+  for (int i = 0; i < 900; ++i) NodeArena::AddKeys(c1, -1);  // keys another cache counted in
+  EXPECT_EQ(c1->keys.load(), -200);
+  EXPECT_EQ(a.SumKeys(), 800);
+}
+
 // A thread that only frees gives batches to the shared pool; a thread that only allocates takes
 // them back when its bump region runs low: memory stays bounded over many cycles.
 TEST(NodeArena, SpilledBatchesAreTakenBack) {

@@ -166,6 +166,13 @@ void NodeArena::UnmapChunk(const Chunk& ch) {
   }
 }
 
+int64_t NodeArena::SumKeys() const {
+  int64_t n = 0;
+  std::lock_guard<std::mutex> g(mu_);
+  for (const Cache* c = caches_; c != nullptr; c = c->next) n += c->keys.load(std::memory_order_relaxed);
+  return n;
+}
+
 NodeArena::Usage NodeArena::GetUsage() const {
   Usage u;
   std::lock_guard<std::mutex> g(mu_);

@@ -99,6 +99,9 @@ class NodeArena {
     std::atomic<int64_t> blocks{0};  // handed out minus given back through this cache
     std::atomic<int64_t> bytes{0};   // the same in class bytes
     Cache* next = nullptr;
+    // The index's key count as changed by this thread (vart's Size(): AddKeys, SumKeys). On the
+    // line the allocations write anyway; stored by its owner alone, so no locked instruction.
+    std::atomic<int64_t> keys{0};
     Bin bins[kClasses];
   };
 
@@ -162,6 +165,16 @@ class NodeArena {
   }
 
   Usage GetUsage() const;
+
+  // Adds d to c's key count: a load and a store (only c's owner stores to it), not a locked
+  // read-modify-write. Issue 31: vart counted its keys with sync::ShardedCounter, a `lock xadd`
+  // per insert, which waits for the insert's own stores (the new leaf's line, a write miss) to
+  // leave the store buffer.
+  static void AddKeys(Cache* c, int64_t d) {
+    c->keys.store(c->keys.load(std::memory_order_relaxed) + d, std::memory_order_relaxed);
+  }
+  // The sum of every cache's key count (exact when no writer is in flight).
+  int64_t SumKeys() const;
 
  private:
   struct SpilledBatch {

@@ -52,6 +52,11 @@
 //     cache can serve the insert's allocations without mapping memory (NodeArena::Reserve), so
 //     no allocation under a node lock maps or faults in a page. Destroying the index unmaps the
 //     arena's chunks: every node at once (the root alone is from operator new).
+//   - The key count (Size) is kept per writer thread in its node cache (NodeArena::AddKeys: a
+//     load and a store of a word only that thread stores to; Size sums the caches), so an insert
+//     has one locked instruction, its node's UpgradeToWriteLock (issue 31: the count was a
+//     sync::ShardedCounter, whose `lock xadd` after the insert's stores waited for them, the new
+//     leaf's write miss among them, to leave the store buffer).
 //   - A value update of a present key is one atomic store into its leaf (no lock): it is
 //     linearized at that store, or, when the leaf was unlinked by a concurrent remove since it
 //     was found, before that remove.
@@ -114,7 +119,8 @@ Leaf* NewLeaf(Cache* c, std::string_view key, uint64_t value) {
   auto* l = new (NodeArena::Alloc(c, LeafClass(key.size()))) Leaf{};
   l->value.store(value, std::memory_order_relaxed);
   l->len = key.size();
-  if (!key.empty()) std::memcpy(reinterpret_cast<char*>(l + 1), key.data(), key.size());
+  if (key.size() == 8) std::memcpy(reinterpret_cast<char*>(l + 1), key.data(), 8);  // one word, not a memcpy call
+  else if (!key.empty()) std::memcpy(reinterpret_cast<char*>(l + 1), key.data(), key.size());
   return l;
 }
 void FreeLeaf(Cache* c, Leaf* l) { NodeArena::Free(c, l, LeafClass(l->len)); }
@@ -501,10 +507,10 @@ class VArt final : public Index {
     if (!ValidKey(key)) return KeyError(key);
     if (global_lock_) [[unlikely]] return RemoveGlobalLock(key);
     const sync::EpochWriterGuard wg(epoch_);  // the epoch and the writer gate, one slot lookup
-    return RemoveLoop(key);
+    return RemoveLoop(CacheOf(wg.slot()), key);
   }
   Status Scan(std::string_view start, const std::string_view* end, size_t limit, const ScanFn& fn) const override;
-  uint64_t Size() const override { return static_cast<uint64_t>(std::max<int64_t>(0, count_.Sum())); }
+  uint64_t Size() const override { return static_cast<uint64_t>(std::max<int64_t>(0, arena_.SumKeys())); }
   Status Check(std::string* report) const override;
   IndexStats Stats() const override;
 
@@ -561,15 +567,15 @@ class VArt final : public Index {
     auto g = ModeLock(IndexModeLock::kWriter);  // exclusive in global-lock mode
     return PutLoop(CacheOf(eg.slot()), key, value, replace);
   }
-  Status RemoveLoop(std::string_view key) {
+  Status RemoveLoop(Cache* c, std::string_view key) {
     Status s;
-    for (int attempt = 0; RemoveAttempt(key, &s) == Attempt::kRestart; ++attempt) sync::Backoff(attempt);
+    for (int attempt = 0; RemoveAttempt(c, key, &s) == Attempt::kRestart; ++attempt) sync::Backoff(attempt);
     return s;
   }
   [[gnu::noinline]] Status RemoveGlobalLock(std::string_view key) {
     sync::EpochGuard eg(epoch_);
     auto g = ModeLock(IndexModeLock::kWriter);
-    return RemoveLoop(key);
+    return RemoveLoop(CacheOf(eg.slot()), key);
   }
 
   WORT_OPTIMISTIC_INLINE Status LookupInEpoch(std::string_view key, uint64_t* value) const {
@@ -586,8 +592,8 @@ class VArt final : public Index {
   }
   WORT_OPTIMISTIC_INLINE int LookupAttempt(std::string_view key, uint64_t* value) const;
   PutResult PutAttempt(Cache* c, std::string_view key, uint64_t value, bool replace);
-  Attempt RemoveAttempt(std::string_view key, Status* out);
-  Attempt Unlink(Descent& d, Ref keep, int keep_byte, Leaf* gone, Status* out);
+  Attempt RemoveAttempt(Cache* cache, std::string_view key, Status* out);
+  Attempt Unlink(Cache* cache, Descent& d, Ref keep, int keep_byte, Leaf* gone, Status* out);
   bool ScanNode(const Inner* n, const VersionLock* pl, uint64_t pv, size_t depth, bool bounded, ScanCtx& ctx) const;
   bool Emit(const Leaf* l, bool bounded, ScanCtx& ctx) const;
   void CheckNode(const Inner* n, std::string* path, std::string* report, uint64_t* keys) const;
@@ -602,7 +608,6 @@ class VArt final : public Index {
   std::shared_ptr<std::shared_mutex> mu_ptr_;  // IndexLock: used in global-lock mode only
   bool global_lock_;
   Inner* const root_;  // a NODE256, never replaced (prefix_len 0)
-  sync::ShardedCounter count_;  // per-thread lines: no word every insert stores to (issue 31)
   // Before epoch_: alive while epoch_'s destructor gives the retired blocks back (FreeOne).
   NodeArena arena_;
   mutable sync::EpochManager epoch_{static_cast<sync::EpochManager::SlotReclaimFn>(&FreeOne), &arena_};
@@ -687,7 +692,7 @@ WORT_OPTIMISTIC_READ VArt::PutResult VArt::PutAttempt(Cache* cache, std::string_
         StoreRef(d.pslot, InnerRef(m));
         n->lock.WriteUnlock();
         parent->lock.WriteUnlock();
-        count_.Add(1);
+        NodeArena::AddKeys(cache, 1);
         return PutResult::kInserted;
       }
       depth += plen;
@@ -702,7 +707,7 @@ WORT_OPTIMISTIC_READ VArt::PutResult VArt::PutAttempt(Cache* cache, std::string_
       if (!n->lock.UpgradeToWriteLock(v)) return PutResult::kRestart;
       n->term.store(NewLeaf(cache, key, value), std::memory_order_release);
       n->lock.WriteUnlock();
-      count_.Add(1);
+      NodeArena::AddKeys(cache, 1);
       return PutResult::kInserted;
     }
     const uint8_t b = k[depth];
@@ -724,7 +729,7 @@ WORT_OPTIMISTIC_READ VArt::PutResult VArt::PutAttempt(Cache* cache, std::string_
         parent->lock.WriteUnlock();
         Retire(InnerRef(n));
       }
-      count_.Add(1);
+      NodeArena::AddKeys(cache, 1);
       return PutResult::kInserted;
     }
     if (IsLeaf(c)) {
@@ -745,7 +750,7 @@ WORT_OPTIMISTIC_READ VArt::PutResult VArt::PutAttempt(Cache* cache, std::string_
       Place(m, NewLeaf(cache, key, value), p);
       StoreRef(s, InnerRef(m));
       n->lock.WriteUnlock();
-      count_.Add(1);
+      NodeArena::AddKeys(cache, 1);
       return PutResult::kInserted;
     }
     if (!d.Down(s, c)) return PutResult::kRestart;
@@ -753,7 +758,7 @@ WORT_OPTIMISTIC_READ VArt::PutResult VArt::PutAttempt(Cache* cache, std::string_
 }
 
 // ---- Remove ----------------------------------------------------------------------------------
-WORT_OPTIMISTIC_READ Attempt VArt::RemoveAttempt(std::string_view key, Status* out) {
+WORT_OPTIMISTIC_READ Attempt VArt::RemoveAttempt(Cache* cache, std::string_view key, Status* out) {
   const sync::AttemptEnd end(out);
   const auto* k = reinterpret_cast<const uint8_t*>(key.data());
   Descent d;
@@ -795,13 +800,13 @@ WORT_OPTIMISTIC_READ Attempt VArt::RemoveAttempt(std::string_view key, Status* o
       else n->term.store(nullptr, std::memory_order_release);
       n->lock.WriteUnlock();
       Retire(LeafRef(gone));
-      count_.Add(-1);
+      NodeArena::AddKeys(cache, -1);
       return end.Done(Status::OK());
     }
     if (children == 0) {
       // n keeps only its term leaf (the removed leaf was its one child): the leaf replaces n.
       if (term == nullptr) return n->lock.CheckOrRestart(v) ? end.Done(Status::Corruption("vart: V3 broken")) : Attempt::kRestart;
-      return Unlink(d, LeafRef(term), -1, gone, out);
+      return Unlink(cache, d, LeafRef(term), -1, gone, out);
     }
     // One child left and no term leaf: that child replaces n.
     Ref keep = 0;
@@ -813,14 +818,14 @@ WORT_OPTIMISTIC_READ Attempt VArt::RemoveAttempt(std::string_view key, Status* o
       return false;
     });
     if (keep == 0) return Attempt::kRestart;  // a racing read (the upgrade would fail too)
-    return Unlink(d, keep, keep_byte, gone, out);
+    return Unlink(cache, d, keep, keep_byte, gone, out);
   }
 }
 
 // Replaces d.n (not the root; read at version d.v, its slot d.pslot in d.parent read at d.pv) by
 // `keep`: n's one remaining child (at keep_byte) or, when keep_byte < 0, n's term leaf; `gone` is
 // the leaf being removed. An inner `keep` takes n's prefix and the byte in front of its own (V4).
-Attempt VArt::Unlink(Descent& d, Ref keep, int keep_byte, Leaf* gone, Status* out) {
+Attempt VArt::Unlink(Cache* cache, Descent& d, Ref keep, int keep_byte, Leaf* gone, Status* out) {
   Inner* const parent = d.parent;
   Inner* const n = d.n;
   if (!d.LockParentAndNode()) return Attempt::kRestart;
@@ -848,7 +853,7 @@ Attempt VArt::Unlink(Descent& d, Ref keep, int keep_byte, Leaf* gone, Status* ou
   parent->lock.WriteUnlock();
   Retire(InnerRef(n));
   Retire(LeafRef(gone));
-  count_.Add(-1);
+  NodeArena::AddKeys(cache, -1);
   *out = Status::OK();
   return Attempt::kDone;
 }
