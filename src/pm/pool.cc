@@ -78,6 +78,10 @@ bool PoolHugePages() {
 // 6.1) replaces them by huge ones in the page cache, contents unchanged, concurrent accesses
 // waiting in the kernel. It obeys shmem_enabled=deny only; an older kernel refuses it (EINVAL),
 // and then nothing changes.
+// Only a pool of at least kCollapseFrom bytes (its file) is collapsed: below, its pages fit the
+// reach of the TLB's 4 KiB entries (1,536 entries here: 6 MiB) well enough, and the many small
+// pools of tests and of the crash explorer's images do not pay for the copy.
+constexpr uint64_t kCollapseFrom = 32ull << 20;
 void CollapseHuge(char* base, uint64_t from, uint64_t to) {
   if (reinterpret_cast<uintptr_t>(base) % kHugePage != 0) return;
   const uint64_t b = (from + kHugePage - 1) / kHugePage * kHugePage, e = to / kHugePage * kHugePage;
@@ -431,7 +435,7 @@ Status Pool::MapFile(const std::string& path, bool create, const PoolOptions& op
 
   // tmpfs: the heap's pages made huge (CollapseHuge; a writer only: a reader's mapping, aligned
   // too, maps the huge pages a writer made).
-  if (durability_ == Durability::kTmpfs && !read_only_ && !private_copy_ && PoolHugePages())
+  if (durability_ == Durability::kTmpfs && !read_only_ && !private_copy_ && PoolHugePages() && h.size >= kCollapseFrom)
     CollapseHuge(base_, h.heap_off, h.size);
   if (create) {
     // The file is fresh (all zero). Write the header, persist it, then it is a pool.
@@ -553,9 +557,10 @@ Status Pool::Grow(uint64_t new_size) {
                             " bytes: " + std::strerror(e));
   }
   ::fdatasync(fd_);
-  // tmpfs: the new chunks' pages made huge, with the 2 MiB range the old end cut in two.
-  if (durability_ == Durability::kTmpfs && PoolHugePages())
-    CollapseHuge(base_, std::max(h->heap_off, cur / kHugePage * kHugePage), new_size);
+  // tmpfs: the new chunks' pages made huge, with the 2 MiB range the old end cut in two (the
+  // whole heap when the pool reaches kCollapseFrom).
+  if (durability_ == Durability::kTmpfs && PoolHugePages() && new_size >= kCollapseFrom)
+    CollapseHuge(base_, cur < kCollapseFrom ? h->heap_off : std::max(h->heap_off, cur / kHugePage * kHugePage), new_size);
   pm::store8(&h->size, new_size);
   pm::persist(&h->size, 8);
   return Status::OK();
