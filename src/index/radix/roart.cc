@@ -974,8 +974,12 @@ WORT_OPTIMISTIC_READ bool RoartTree::LookupAttempt(std::string_view key, uint64_
     }
     return len == 0 || std::memcmp(l->key(), kb, len) == 0;
   };
+  // The fingerprint first: its chain of 8 multiplies then overlaps the upper levels' reads
+  // instead of standing between the leaf array's reference and the array's first line.
+  const uint64_t fp = Fingerprint(key);
   uint64_t ref = Load(&rb_->root) & kRefMask;
   uint32_t depth = 0;
+  bool below256 = false;  // the node read last was a NODE256 (the prefetch below)
   for (int step = 0; step < kMaxSteps && ref; ++step) {
     if (!ok(ref)) [[unlikely]]
       return false;
@@ -986,13 +990,21 @@ WORT_OPTIMISTIC_READ bool RoartTree::LookupAttempt(std::string_view key, uint64_
       return true;
     }
     const auto* n = reinterpret_cast<const NodeHead*>(base + off);
+    // An inner node (no tag) below a NODE256: request the line of child[kb[depth]] of a
+    // NODE256 without a prefix with the head line, so the two reads overlap instead of the
+    // child's waiting for the head's type and header (the upper levels of a tree of integer
+    // keys are NODE256s below NODE256s; below smaller nodes, as with string keys, the guess
+    // would mostly fetch a line the lookup does not read). Only a prefetch: of another node
+    // type, or with a prefix, it names a line the lookup may not read, never one it uses
+    // unchecked (off < fast_end: inside the pool).
+    if (below256 && !(ref & kTagMask) && depth < len && off < fast_end)
+      __builtin_prefetch(base + off + sizeof(NodeHead) + 8 * size_t(kb[depth]));
     if (ref & kArrayTag) {
       // Format 2: the slot count is the reference's class code and the key's slot is in its
       // home line (roart.h), so a lookup reads that one line of the array (then the leaf): not
       // the head, whose type and slot count were written before the reference was published
       // and never change. Format 1 (code 0), or a block in the pool's last 2 KiB: the head.
       const auto* la = reinterpret_cast<const LeafArray*>(n);
-      const uint64_t fp = Fingerprint(key);
       int slots = SlotsOfCode(ref);
       if (slots == 0 || off >= fast_end) [[unlikely]] {
         if (TypeOf(n) != kLeafArray) return false;
@@ -1008,6 +1020,7 @@ WORT_OPTIMISTIC_READ bool RoartTree::LookupAttempt(std::string_view key, uint64_
       const bool inl = kv && len <= kMaxInlineKey;
       uint64_t kw = 0;
       if (inl) {
+        __builtin_prefetch(&la->slot[8 * home]);  // the line the probe reads first, requested first
         __builtin_prefetch(&kvs[8 * home]);
         __builtin_prefetch(&kvs[8 * home + 4]);
         if (len == 8) std::memcpy(&kw, kb, 8);
@@ -1040,6 +1053,7 @@ WORT_OPTIMISTIC_READ bool RoartTree::LookupAttempt(std::string_view key, uint64_
     if (!ValidInner(t)) return false;
     if (off >= fast_end && !pool_.contains(off, NodeBytes(t))) [[unlikely]]
       return false;
+    below256 = t == kN256;
     const Hdr h = art::UnpackHdr(Load(&n->hdr));
     const uint32_t b = h.branch();
     if (len < b || b < depth) return false;  // b < depth: a damaged image
