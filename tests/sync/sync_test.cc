@@ -568,6 +568,62 @@ TEST(EpochTest, AllocatorRetireWaitsForReadersAndCloseFreesTheRest) {
   EXPECT_EQ(n, 1u);
 }
 
+// A thread's exit reclaims its old enough retired blocks (EpochManager::Release, from the epoch's
+// thread-local destructor) - after the thread's allocator caches were drained when that thread
+// first entered the epoch and then allocated (thread-local destructors run in reverse order of
+// first use). Those frees must reach the chunks: before, they went into the exited thread's
+// cache, drained already and never used again - the blocks were lost until close (issue 31 (c)).
+TEST(EpochTest, BlocksReclaimedAtAThreadsExitGoBackToTheirChunks) {
+  test::TempPath path("epoch_exit_free");
+  PoolOptions po;
+  po.initial_size = 8 << 20;
+  std::unique_ptr<Pool> pool;
+  ASSERT_TRUE(Pool::Create(path, po, &pool).ok());
+  Allocator& a = pool->allocator();
+  constexpr int kBlocks = 20;  // < kRetireBatch: the thread collects nothing before its exit
+  static_assert(kBlocks < EpochManager::kRetireBatch);
+  std::atomic<int> step{0};
+  std::atomic<int> bad{0};
+  std::thread retirer([&] {
+    {
+      EpochGuard g(a.epoch());  // the epoch's thread-local first, the allocator's second
+      for (int i = 0; i < kBlocks; ++i) {
+        uint64_t off = 0;
+        if (!a.Alloc(4096, &off).ok()) bad++;
+        else a.Retire(off);
+      }
+    }
+    step = 1;
+    while (step.load() != 2) std::this_thread::yield();
+  });  // its exit: Release reclaims the kBlocks blocks (two epochs old by then)
+  while (step.load() != 1) std::this_thread::yield();
+  // Two advances (no thread inside an epoch), by a thread that retires a block of its own.
+  std::thread advancer([&] {
+    uint64_t off = 0;
+    if (!a.Alloc(64, &off).ok()) bad++;
+    {
+      EpochGuard g(a.epoch());
+      a.Retire(off);
+    }
+    a.epoch().Collect();
+    a.epoch().Collect();
+  });
+  advancer.join();
+  ASSERT_EQ(bad.load(), 0);
+  EXPECT_EQ(a.Stats().retired_pending, static_cast<uint64_t>(kBlocks))
+      << "the advancer's block is reclaimed (two advances); the retirer's wait for its exit";
+  step = 2;
+  retirer.join();
+  const AllocStats st = a.Stats();
+  EXPECT_EQ(st.retired_pending, 0u) << "the exit reclaimed every block";
+  EXPECT_EQ(st.blocks_allocated, 0u);
+  EXPECT_EQ(st.bytes_in_thread_caches, 0u)
+      << "blocks freed at a thread's exit were left in that thread's drained cache (no live thread has one)";
+  // And the space is back: Trim returns every wholly free chunk.
+  a.Trim();
+  EXPECT_EQ(a.Stats().chunks_small, 0u) << "a chunk still counts blocks freed into a dead cache";
+}
+
 // ShardedCounter (counter.h): more threads than shards add and subtract at once while a reader
 // sums; every intermediate sum lies between the smallest and largest possible count, the final
 // sum is exact, and Clear zeroes it.
