@@ -870,6 +870,7 @@ AllocStats Allocator::Stats() const {
   const sync::EpochStats es = epoch_->Stats();
   s.retired_pending = es.pending;
   s.retired_peak = es.peak_pending;
+  s.epoch_advances = es.epoch - 2;  // the global epoch starts at 2
   s.retired_outside_epoch = I.retired_outside_epoch.load(std::memory_order_relaxed);
   for (uint64_t id = 0; id < I.nchunks_file; ++id) {
     const auto& m = I.chunks[id];
@@ -1280,11 +1281,18 @@ void Allocator::Retire(uint64_t off) {
   epoch_->Retire(off);
 }
 
+// Not a Collect every 8 retires (until 2026-11-27): each Collect that may advance costs a
+// membarrier(2), whose interrupts reach every core running a thread of the process, and writes
+// `global_`, which every Enter of every thread loads. The epoch's own batch (a Collect every
+// kRetireBatch retires of the thread, again after kRetryAfter when an advance was blocked) bounds
+// the count of held blocks; kCollectBytes bounds their bytes (a 1 MiB value: collected at once).
+// (h47's RetireRecord for the server, brought back for every caller: issue 31 (b).)
 void Allocator::RetireAndCollect(uint64_t off) {
+  thread_local uint64_t t_retired_bytes = 0;  // since this thread's last early Collect
+  t_retired_bytes += UsableSize(off);
   Retire(off);
-  thread_local uint32_t since_collect = 0;
-  if (++since_collect >= kCollectEvery) {
-    since_collect = 0;
+  if (t_retired_bytes >= kCollectBytes) [[unlikely]] {
+    t_retired_bytes = 0;
     epoch_->Collect();
   }
 }
