@@ -91,8 +91,9 @@ class EpochManager {
   void Exit();
   // The block `item` is unlinked: reclaim it when no thread can hold it any more.
   void Retire(uint64_t item);
-  // If the calling thread has retired blocks pending: tries to advance the epoch and reclaims
-  // those that are old enough (no-op otherwise).
+  // If the calling thread has retired blocks pending: tags those retired since its last Collect,
+  // tries to advance the epoch (unless another thread advanced since this thread's last look),
+  // and reclaims those that are old enough, with those of exited threads' slots (no-op otherwise).
   void Collect();
   // Reclaims every retired block now. REQUIRES: no thread inside an epoch (a clean close).
   // Threads that exit meanwhile are no concern: a slot's release at a thread's exit and Drain
