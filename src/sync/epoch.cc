@@ -227,7 +227,8 @@ void EpochManager::ReclaimOrphans(uint64_t global) {
 // publishes it, then a seq_cst fence orders the publication before every read of the index
 // (Enter's compiler barrier + the advancer's HeavyFence: the asymmetric pair above, or a seq_cst fence on both
 // sides).
-// Retire's seq_cst fence orders the writer's unlink before its load of the global epoch.
+// Tag's seq_cst fence (at the retiring thread's Collect or exit, after Retire) orders the
+// writer's unlinks before its load of the global epoch, the item's tag.
 // TryAdvance loads the global epoch, fences, then reads every slot: an advance from E+1 to
 // E+2 therefore sees the publication of every reader whose fence preceded the retiring
 // writer's fence (those readers published an epoch <= E and block the advance), and every

@@ -35,10 +35,10 @@
 // Blocks retired and not yet reclaimed are counted (Stats: pending, peak_pending), per slot
 // (the owner's line: Retire writes nothing that another thread writes) and summed by Stats.
 // A thread that exits tags its items and reclaims those old enough; the rest stay in its slot
-// and are reclaimed, as they become old enough, by the next Collect of any thread (it takes the
-// manager's mutex with a try: never waits), or by the next thread to take the slot, or by Drain
-// (before, only the last two: an exited writer's records were held until close when no thread
-// took its slot - issue 31 (a)).
+// and are reclaimed, as they become old enough, by the next Collect of any thread that has
+// retired items of its own (it takes the manager's mutex with a try: never waits), or by the
+// next thread to take the slot, or by Drain (before, only the last two: an exited writer's
+// records were held until close when no thread took its slot - issue 31 (a)).
 // Per-thread reclaim (a SlotReclaimFn): the reclaim function gets the slot's `state` with each
 // item, so a retired block can go back to the retiring thread's own cache (vart's node
 // allocator: no free list shared by every thread). The state stays with the slot, so a thread
