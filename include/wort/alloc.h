@@ -76,6 +76,7 @@ struct AllocStats {
   uint64_t deferred_frees = 0;      // frees waiting for the post-crash GC to finish
   uint64_t retired_pending = 0;     // blocks retired (Retire), not yet freed: held back by epochs
   uint64_t retired_peak = 0;        // the maximum of retired_pending since open
+  uint64_t epoch_advances = 0;      // advances of the pool's epoch since open (issue 31: how often)
   // Retire calls made outside an epoch of epoch(): each one breaks the writer rule below (a bug
   // in the calling index, reported on stderr once); the tests require 0.
   uint64_t retired_outside_epoch = 0;
@@ -118,11 +119,13 @@ class WORT_EXPORT Allocator {
   // AllocStats::retired_outside_epoch when broken.
   void Retire(uint64_t off);
   // Retire for a writer that retires a block on most writes (the server's records, the
-  // key-value store's values): every kCollectEvery such calls of the calling thread it also
-  // reclaims what no reader can hold any more (EpochManager::Collect; an epoch advance costs a
-  // membarrier system call, so not on every call). A thread then holds back at most what it
-  // retired since the last two advances plus kCollectEvery. Same writer rule as Retire.
-  static constexpr uint32_t kCollectEvery = 8;
+  // key-value store's values): besides the epoch's own collection (every kRetireBatch = 64
+  // retires of the thread), it reclaims what no reader can hold any more once kCollectBytes have
+  // been retired by the calling thread since its last such Collect (an epoch advance costs a
+  // membarrier system call that interrupts every core running a thread of the process, so not
+  // every few calls: issue 31 (b)). A thread then holds back at most what it retired since the
+  // last two advances plus a batch (64 blocks or kCollectBytes). Same writer rule as Retire.
+  static constexpr uint64_t kCollectBytes = 256 * 1024;
   void RetireAndCollect(uint64_t off);
   // After a PoolFull: waits for grace periods (three: each lets the global epoch advance once)
   // and reclaims the calling thread's retired blocks. False, without waiting, when the thread

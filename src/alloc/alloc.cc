@@ -521,6 +521,14 @@ struct AllocLastCache {
   ThreadCache* tc;
 };
 constinit __attribute__((tls_model("initial-exec"))) thread_local AllocLastCache t_alloc_last{0, nullptr};
+// Set by ~TlsCaches: the thread's caches are drained and must not take blocks again. A thread's
+// exit runs thread-local destructors in reverse order of first use, so the epoch's (EpochTls,
+// which reclaims the thread's old enough retired blocks: Free) may run after this one - a thread
+// that entered the pool's epoch before its first allocation, as every KvStore and server writer
+// does. Those frees then go under the allocator's lock straight to their chunks (Cache() returns
+// null); before, they went into the drained cache, out of every live thread's reach until close
+// (issue 31 (c); test EpochTest.BlocksReclaimedAtAThreadsExitGoBackToTheirChunks).
+constinit __attribute__((tls_model("initial-exec"))) thread_local bool t_caches_gone = false;
 struct TlsCaches {
   struct Entry {
     uint64_t uid;
@@ -531,6 +539,7 @@ struct TlsCaches {
   std::vector<Entry> more;
   ~TlsCaches() {
     t_alloc_last = {0, nullptr};
+    t_caches_gone = true;
     std::lock_guard<std::mutex> g(g_live_mu);
     auto give_back = [](Entry& x) {
       if (!x.tc) return;
@@ -557,6 +566,7 @@ thread_local TlsCaches tls_caches;
 
 ThreadCache* Allocator::Impl::Cache() {
   if (t_alloc_last.uid == uid) [[likely]] return t_alloc_last.tc;
+  if (t_caches_gone) [[unlikely]] return nullptr;  // the thread is exiting (above)
   ThreadCache* tc = CacheSlow();
   t_alloc_last = {uid, tc};
   return tc;
@@ -707,6 +717,21 @@ Status Allocator::Alloc(size_t size, uint64_t* off) {
   }
   const int cls = Classes().ClassOf(size);
   ThreadCache* tc = I.Cache();
+  if (tc == nullptr) [[unlikely]] {  // an exiting thread whose caches are gone: one block, no cache
+    std::vector<uint64_t> one;
+    Status s;
+    {
+      std::unique_lock<std::mutex> g(I.mu, std::defer_lock);
+      I.LockMu(g);
+      s = I.Refill(static_cast<uint8_t>(cls), 1, one, g);
+    }
+    if (!one.empty()) {
+      *off = one.back();
+      return Status::OK();
+    }
+    if (s.ok()) s = Status::PoolFull("pool full");
+    return I.recovering.load() ? RecoveryPoolFull(s) : s;
+  }
   ThreadCache::Bin& tb = tc->bins[cls];
   auto& bin = tb.blocks;
   if (!bin.empty()) [[likely]] {
@@ -764,6 +789,12 @@ void Allocator::Free(uint64_t off) {
       return;
     }
     ThreadCache* tc = I.Cache();
+    if (tc == nullptr) [[unlikely]] {  // an exiting thread whose caches are gone: to the chunk
+      std::unique_lock<std::mutex> g(I.mu, std::defer_lock);
+      I.LockMu(g);
+      I.FreeLocked(off, false);
+      return;
+    }
     ThreadCache::Bin& tb = tc->bins[cls];
     auto& bin = tb.blocks;
     bin.push_back(off);
@@ -788,7 +819,7 @@ void Allocator::Trim() {
   if (I.pool->read_only()) return;
   ThreadCache* tc = I.Cache();  // may take I.mu itself: before the lock
   std::lock_guard<std::mutex> g(I.mu);
-  I.DrainCache(tc);
+  if (tc) I.DrainCache(tc);
   for (auto& pl : I.partial) {
     std::erase_if(pl, [&](uint32_t id) {
       Impl::ChunkMeta& m = I.chunks[id];
@@ -839,6 +870,7 @@ AllocStats Allocator::Stats() const {
   const sync::EpochStats es = epoch_->Stats();
   s.retired_pending = es.pending;
   s.retired_peak = es.peak_pending;
+  s.epoch_advances = es.epoch - 2;  // the global epoch starts at 2
   s.retired_outside_epoch = I.retired_outside_epoch.load(std::memory_order_relaxed);
   for (uint64_t id = 0; id < I.nchunks_file; ++id) {
     const auto& m = I.chunks[id];
@@ -1163,6 +1195,15 @@ void Allocator::ReclaimShared(uint64_t off) {
   const bool readers = share::ReadersPresent(base);
   if (!readers && t_xholding == 0 && !I.xpending.load(std::memory_order_acquire)) return Free(off);
   ThreadCache* tc = I.Cache();
+  if (tc == nullptr) [[unlikely]] {  // an exiting thread whose caches are gone
+    if (!readers) return Free(off);
+    {
+      std::lock_guard<std::mutex> g(I.xmu);  // held for the readers: with the exited threads'
+      I.xorphans.push_back(off);
+      I.xpending.store(true, std::memory_order_release);
+    }
+    return;
+  }
   const bool was = tc->holds();
   std::vector<uint64_t> ready;
   if (!readers) {
@@ -1215,7 +1256,7 @@ void Allocator::DrainShared() {
     d.swap(I.xorphans);
     I.xpending.store(false, std::memory_order_release);
   }
-  take(I.Cache());
+  if (ThreadCache* tc = I.Cache()) take(tc);
   if (d.empty()) return;
   share::WaitForReaders(I.pool->base());
   for (uint64_t o : d) Free(o);
@@ -1240,11 +1281,18 @@ void Allocator::Retire(uint64_t off) {
   epoch_->Retire(off);
 }
 
+// Not a Collect every 8 retires (until 2026-11-27): each Collect that may advance costs a
+// membarrier(2), whose interrupts reach every core running a thread of the process, and writes
+// `global_`, which every Enter of every thread loads. The epoch's own batch (a Collect every
+// kRetireBatch retires of the thread, again after kRetryAfter when an advance was blocked) bounds
+// the count of held blocks; kCollectBytes bounds their bytes (a 1 MiB value: collected at once).
+// (h47's RetireRecord for the server, brought back for every caller: issue 31 (b).)
 void Allocator::RetireAndCollect(uint64_t off) {
+  thread_local uint64_t t_retired_bytes = 0;  // since this thread's last early Collect
+  t_retired_bytes += UsableSize(off);
   Retire(off);
-  thread_local uint32_t since_collect = 0;
-  if (++since_collect >= kCollectEvery) {
-    since_collect = 0;
+  if (t_retired_bytes >= kCollectBytes) [[unlikely]] {
+    t_retired_bytes = 0;
     epoch_->Collect();
   }
 }
@@ -1254,7 +1302,7 @@ bool Allocator::ReclaimRetired() {
   bool shared = impl_->xpending.load(std::memory_order_acquire);
   if (!impl_->pool->read_only()) {
     const ThreadCache* tc = impl_->Cache();
-    shared = shared || !tc->xuntagged.empty() || !tc->xheld.empty();
+    shared = shared || (tc && (!tc->xuntagged.empty() || !tc->xheld.empty()));
   }
   if (epoch_->Stats().pending == 0) {
     if (!shared) return false;

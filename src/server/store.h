@@ -101,14 +101,18 @@
 //   - The persist order of steps 1-4 is unchanged; step 4 is Allocator::Retire (a deferred
 //     Free), so a crash between 3 and the actual free leaves an unreachable block that the
 //     post-crash GC reclaims (alloc.h, R3) - the same case as a crash between 3 and 4 before.
-//   - Memory held back: each writer Collect()s after every 8 records it retires, so a worker
-//     thread holds back at most those 8 plus the records it retired in the last two epoch
-//     advances (a few records) beyond what readers still read; a write that finds the pool full reclaims its
+//   - Memory held back: each writer collects (Allocator::RetireAndCollect) after every 64
+//     records it retires or 256 KiB of them, whichever comes first (again 8 records later when
+//     the advance was blocked), so a worker thread holds back about two such batches beyond
+//     what readers still read (measured with `wort bench kv` on 2 loaded cores: 75-250 blocks of
+//     all writers together at their exit, doc/concurrency.md); what an exited worker leaves is
+//     reclaimed by the next Collect of a live one. A write that finds the pool full reclaims its
 //     own retired records (a grace period) before it evicts or refuses, so -m still bounds the
 //     pool (Allocator::Stats: retired_pending).
-//     (Every 8, not every record: an epoch advance costs a membarrier(2) system call when it
-//     may succeed - the asymmetric fences of sync/epoch.cc that keep lookups free of a hardware
-//     fence - measured ~0.2 us with no other thread of the process running, ~2 us with one.)
+//     (Not every record, nor every 8 as until 2026-11-27: an epoch advance costs a membarrier(2)
+//     system call when it may succeed - the asymmetric fences of sync/epoch.cc that keep lookups
+//     free of a hardware fence - ~0.2 us with no other thread of the process running, ~2 us
+//     with one, and an interrupt of every core that runs a worker.)
 //   - LRU (Recency): sampled, as before (Redis's approximated LRU), so there is no list to keep
 //     in order under concurrency: a read hit stores one relaxed stamp word (no lock); the
 //     tracker's maps are split into kShards shards by record offset, each with its own mutex,

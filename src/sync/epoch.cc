@@ -19,6 +19,9 @@
 namespace wort::sync {
 
 namespace {
+// The epoch of an item retired since its thread's last Collect (Tag sets the real one): never
+// old enough for ReclaimOld (it adds 2 without overflowing past the global epoch).
+constexpr uint64_t kUntaggedEpoch = ~uint64_t{0} - 2;
 // Managers alive (by id), so that a thread exiting after its manager was destroyed does not
 // touch it.
 std::mutex& LiveMu() {
@@ -98,13 +101,13 @@ namespace {
 thread_local EpochTls t_epoch;
 }  // namespace
 namespace detail {
-constinit __attribute__((tls_model("initial-exec"))) thread_local EpochLastSlot t_epoch_last[2]{{0, nullptr}, {0, nullptr}};
+constinit __attribute__((tls_model("initial-exec"))) thread_local EpochLastSlot t_epoch_last[kEpochLastSlots]{};
 bool g_epoch_asymmetric = false;
 }  // namespace detail
 using detail::t_epoch_last;
 
 EpochTls::~EpochTls() {
-  t_epoch_last[0] = t_epoch_last[1] = {0, nullptr};  // the slots go back to their managers: no cached one stays usable
+  for (auto& c : t_epoch_last) c = {0, nullptr};  // the slots go back to their managers: no cached one stays usable
   std::lock_guard<std::mutex> g(LiveMu());
   for (const Ent& e : ents)
     if (Live().count(e.id)) e.m->Release(e.s);
@@ -146,7 +149,7 @@ EpochManager::~EpochManager() {
 
 EpochManager::Slot* EpochManager::MySlotSlow() {
   Slot* s = FindOrEnrol();
-  t_epoch_last[1] = t_epoch_last[0];
+  for (int i = detail::kEpochLastSlots - 1; i > 0; --i) t_epoch_last[i] = t_epoch_last[i - 1];
   t_epoch_last[0] = {id_, s};
   return s;
 }
@@ -189,15 +192,43 @@ void EpochManager::Release(Slot* s) {
   std::lock_guard<std::mutex> g(mu_);
   s->depth = 0;
   s->local.store(0, std::memory_order_release);
+  Tag(s);  // on the exiting thread itself: after every unlink of its items
   ReclaimOld(s, global_.load());
+  // What is left is reclaimed by the next Collect of a live thread (ReclaimOrphans) once old
+  // enough, not only by the slot's next owner or Drain.
+  if (!s->retired.empty()) orphans_.store(true, std::memory_order_relaxed);
   s->owned.store(false, std::memory_order_release);
+}
+
+void EpochManager::Tag(Slot* s) {
+  if (s->untagged == 0) return;
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // the items' unlinks before the load below
+  const uint64_t e = global_.load(std::memory_order_seq_cst);
+  auto& v = s->retired;
+  for (size_t i = v.size() - s->untagged; i < v.size(); ++i) v[i].first = e;
+  s->untagged = 0;
+}
+
+// Under mu_ (taken with a try: a Collect never waits for it), so no thread acquires one of these
+// slots meanwhile and no Release or Drain reclaims them beside this (each item once).
+void EpochManager::ReclaimOrphans(uint64_t global) {
+  std::unique_lock<std::mutex> g(mu_, std::try_to_lock);
+  if (!g.owns_lock()) return;
+  bool left = false;
+  for (Slot* s = slots_.load(std::memory_order_acquire); s; s = s->next) {
+    if (s->owned.load(std::memory_order_acquire) || s->retired.empty()) continue;
+    ReclaimOld(s, global);
+    left = left || !s->retired.empty();
+  }
+  orphans_.store(left, std::memory_order_relaxed);
 }
 
 // Memory order (the argument of epoch.h made precise): Enter loads the global epoch (seq_cst),
 // publishes it, then a seq_cst fence orders the publication before every read of the index
 // (Enter's compiler barrier + the advancer's HeavyFence: the asymmetric pair above, or a seq_cst fence on both
 // sides).
-// Retire's seq_cst fence orders the writer's unlink before its load of the global epoch.
+// Tag's seq_cst fence (at the retiring thread's Collect or exit, after Retire) orders the
+// writer's unlinks before its load of the global epoch, the item's tag.
 // TryAdvance loads the global epoch, fences, then reads every slot: an advance from E+1 to
 // E+2 therefore sees the publication of every reader whose fence preceded the retiring
 // writer's fence (those readers published an epoch <= E and block the advance), and every
@@ -276,11 +307,13 @@ void EpochManager::EndQuiesce() {
   quiesce_mu_.unlock();
 }
 
+// No fence and no load of the global epoch here: the item is tagged at the thread's next Collect
+// (Tag: a seq_cst fence, then the load - the argument above, with the fence after this unlink and
+// possibly later ones; a later tag only makes the item wait longer).
 void EpochManager::Retire(uint64_t item) {
   Slot* s = MySlot();
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  const uint64_t e = global_.load(std::memory_order_seq_cst);
-  s->retired.emplace_back(e, item);
+  s->retired.emplace_back(kUntaggedEpoch, item);
+  ++s->untagged;
   // The counters are the slot's own (one writer): nothing shared is written per retire.
   s->nretired.store(s->nretired.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   if (s->retired.size() > s->peak.load(std::memory_order_relaxed))
@@ -296,6 +329,7 @@ void EpochManager::CollectSlot(Slot* s) {
   // retired; with asymmetric fences an advance costs a membarrier system call, ~0.2 us alone and
   // ~2 us when another thread of the process is running, and CCEH collects after every write).
   if (s->retired.empty()) return;
+  Tag(s);
   const uint64_t g = global_.load(std::memory_order_seq_cst);
   if (s->seen_global != 0 && g != s->seen_global) {
     // Another thread advanced since this thread's last look: take what that made old enough,
@@ -305,11 +339,17 @@ void EpochManager::CollectSlot(Slot* s) {
     // stays about one thread's Collect rate instead of N times it.
     s->seen_global = g;
     ReclaimOld(s, g);
+    if (orphans_.load(std::memory_order_relaxed)) [[unlikely]] ReclaimOrphans(g);
     return;
   }
-  TryAdvance();
+  // Blocked (a thread inside an older epoch: on a loaded machine, usually one preempted in its
+  // operation): try again kRetryAfter retires from now, not kRetireBatch - the blocker is
+  // typically out again within a time slice, and a whole batch later the advances fell far
+  // behind the retires (4 writers on 2 loaded cores: 30-75 advances in 16,000 operations).
+  if (!TryAdvance()) s->since_collect = static_cast<uint32_t>(kRetireBatch - kRetryAfter);
   s->seen_global = global_.load(std::memory_order_seq_cst);
   ReclaimOld(s, s->seen_global);
+  if (orphans_.load(std::memory_order_relaxed)) [[unlikely]] ReclaimOrphans(s->seen_global);
 }
 
 bool EpochManager::TryAdvance() {

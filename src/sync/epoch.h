@@ -23,12 +23,22 @@
 // Bounded memory: each thread reclaims its own retired blocks; every kRetireBatch retires (or
 // at a Collect) it reclaims what is old enough, and tries to advance the epoch unless another
 // thread advanced it since this thread's last look (then that advance serves it: the advances
-// of the process come at about the rate of one thread's Collects, not N times that). A thread that stays inside one
-// operation holds back everything retired meanwhile (by every thread): keep operations short.
+// of the process come at about the rate of one thread's Collects, not N times that). An attempt
+// that finds a thread inside an older epoch (preempted in its operation, on a loaded machine)
+// is tried again kRetryAfter retires later, not a whole batch later (issue 31 (a)). A thread that
+// stays inside one operation holds back everything retired meanwhile (by every thread): keep
+// operations short.
+// Retire stores no epoch and passes no fence: the items retired since the thread's last Collect
+// are tagged at its next Collect (one seq_cst fence, then the load of the global epoch: every
+// unlink of those items precedes the fence), so they wait at most one batch longer and a retire
+// is a push to the thread's own list (issue 31 (d): an mfence per KvStore Put less).
 // Blocks retired and not yet reclaimed are counted (Stats: pending, peak_pending), per slot
 // (the owner's line: Retire writes nothing that another thread writes) and summed by Stats.
-// A thread that exits leaves its unreclaimed blocks in its slot; the next thread to take the
-// slot, or the manager's destructor (Drain), reclaims them.
+// A thread that exits tags its items and reclaims those old enough; the rest stay in its slot
+// and are reclaimed, as they become old enough, by the next Collect of any thread that has
+// retired items of its own (it takes the manager's mutex with a try: never waits), or by the
+// next thread to take the slot, or by Drain (before, only the last two: an exited writer's
+// records were held until close when no thread took its slot - issue 31 (a)).
 // Per-thread reclaim (a SlotReclaimFn): the reclaim function gets the slot's `state` with each
 // item, so a retired block can go back to the retiring thread's own cache (vart's node
 // allocator: no free list shared by every thread). The state stays with the slot, so a thread
@@ -68,6 +78,7 @@ class EpochManager {
   // one structure every thread frees into. It may set a null state (state created on first use).
   using SlotReclaimFn = void (*)(void* ctx, void*& slot_state, uint64_t item);
   static constexpr size_t kRetireBatch = 64;
+  static constexpr size_t kRetryAfter = 8;  // retires until an advance that was blocked is tried again
 
   EpochManager(ReclaimFn reclaim, void* ctx);
   EpochManager(SlotReclaimFn reclaim, void* ctx);
@@ -80,8 +91,9 @@ class EpochManager {
   void Exit();
   // The block `item` is unlinked: reclaim it when no thread can hold it any more.
   void Retire(uint64_t item);
-  // If the calling thread has retired blocks pending: tries to advance the epoch and reclaims
-  // those that are old enough (no-op otherwise).
+  // If the calling thread has retired blocks pending: tags those retired since its last Collect,
+  // tries to advance the epoch (unless another thread advanced since this thread's last look),
+  // and reclaims those that are old enough, with those of exited threads' slots (no-op otherwise).
   void Collect();
   // Reclaims every retired block now. REQUIRES: no thread inside an epoch (a clean close).
   // Threads that exit meanwhile are no concern: a slot's release at a thread's exit and Drain
@@ -120,7 +132,8 @@ class EpochManager {
     Slot* next = nullptr;
     std::atomic<uint64_t> entries{0};  // outermost Enters so far (Synchronize tells re-entry apart)
     uint32_t depth = 0;                // Enter nesting
-    uint32_t since_collect = 0;        // retires since the last Collect
+    uint32_t since_collect = 0;        // retires since the last Collect (counts towards kRetireBatch)
+    uint32_t untagged = 0;             // the last `untagged` items of `retired` have no epoch yet (Tag)
     // The global epoch as this thread last left it (after its own Collect or advance attempt;
     // 0: never). A Collect that finds the global epoch moved since has seen another thread's
     // advance: it reclaims what that made old enough and does not try an advance of its own
@@ -150,6 +163,8 @@ class EpochManager {
   void Release(Slot* s);
   bool TryAdvance();
   void ReclaimOld(Slot* s, uint64_t global);
+  void Tag(Slot* s);  // gives the slot's untagged items the global epoch (after a seq_cst fence)
+  void ReclaimOrphans(uint64_t global);  // unowned slots' old enough items (try-lock of mu_)
   void CollectSlot(Slot* s);  // Collect with the slot found (Retire's batch, Collect)
   void EnterSlot(Slot* s);  // Enter / Exit with the slot already found (EpochGuard keeps it)
   void WaitQuiesceEnd();
@@ -180,24 +195,30 @@ class EpochManager {
   std::mutex mu_;                      // enrolment
   std::atomic<uint64_t> nslots_{0};
   std::atomic<bool> quiescing_{false};  // written by QuiesceWriters / EndQuiesce only
+  // Some unowned slot (its thread exited) may hold retired items: written under mu_ by Release
+  // and ReclaimOrphans only (rare), loaded by every Collect.
+  std::atomic<bool> orphans_{false};
   std::mutex quiesce_mu_;
   std::atomic<uint64_t> drained_{0};  // reclaimed by Drain (no thread inside: a clean close)
 };
 
 namespace detail {
-// The last two (manager, slot) pairs the thread used, the most recent first: Enter/Exit's fast
-// path is one or two compares, inline. Two, because an operation may nest epochs of two managers
-// (KvStore: its Close gate around the pool's epoch, src/kv/kv.cc); with one entry each switch
-// took the slow path (~30 instructions, three times per KvStore::Get). Keyed by the manager's
-// id, which is never reused, so an entry of a destroyed manager can never match again (a new
-// manager at the same address has another id). Plain data and initial-exec: no TLS wrapper call
-// or __tls_get_addr on the fast path (32 bytes of the static TLS block).
+// The last kEpochLastSlots (manager, slot) pairs the thread used, the most recent first:
+// Enter/Exit's fast path is a few compares, inline. Four, because an operation may nest epochs of
+// three managers: a KvStore write enters its Close gate, the pool's epoch and the write epoch of
+// share::Writer (src/kv/kv.cc, src/pm/share.h); with two entries every KvStore::Put took the
+// slow path (MySlotSlow + FindOrEnrol) four times, ~150 instructions per Put (callgrind, issue
+// 31 (d)), and with one entry each switch of a Get did. Keyed by the manager's id, which is never
+// reused, so an entry of a destroyed manager can never match again (a new manager at the same
+// address has another id). Plain data and initial-exec: no TLS wrapper call or __tls_get_addr
+// on the fast path (64 bytes of the static TLS block).
 struct EpochLastSlot {
   uint64_t id;
   EpochManager::Slot* s;
 };
 // constinit: callers know it needs no dynamic initialisation, so no TLS wrapper call per access.
-extern constinit __attribute__((tls_model("initial-exec"))) thread_local EpochLastSlot t_epoch_last[2];
+inline constexpr int kEpochLastSlots = 4;
+extern constinit __attribute__((tls_model("initial-exec"))) thread_local EpochLastSlot t_epoch_last[kEpochLastSlots];
 extern bool g_epoch_asymmetric;  // set once, by the first EpochManager constructed (epoch.cc)
 }  // namespace detail
 
@@ -205,6 +226,9 @@ inline EpochManager::Slot* EpochManager::MySlot() {
   const detail::EpochLastSlot* c = detail::t_epoch_last;
   if (c[0].id == id_) [[likely]] return c[0].s;
   if (c[1].id == id_) return c[1].s;
+  if (c[2].id == id_) return c[2].s;
+  if (c[3].id == id_) return c[3].s;
+  static_assert(detail::kEpochLastSlots == 4);
   return MySlotSlow();
 }
 

@@ -815,8 +815,10 @@ TEST(KvShared, RetiredBlockIsNotReusedWhileAReaderHoldsIt) {
     ro.reset();
     // With the reader gone, what was held for it is freed by the next writes (no reader
     // registered: everything held goes back).
-    for (uint64_t i = 1; i <= 2 * Allocator::kCollectEvery + 2; ++i) ASSERT_TRUE(db->Put(key, ReuseValue(i)).ok());
-    EXPECT_LE(db->pool().allocator().Stats().blocks_allocated, before + 2 * Allocator::kCollectEvery + 8)
+    // (The pool epoch collects every kBatch retires of a thread: sync::EpochManager::kRetireBatch.)
+    constexpr uint64_t kBatch = 64;
+    for (uint64_t i = 1; i <= 2 * kBatch + 2; ++i) ASSERT_TRUE(db->Put(key, ReuseValue(i)).ok());
+    EXPECT_LE(db->pool().allocator().Stats().blocks_allocated, before + 2 * kBatch + 8)
         << "what was held for the reader was not freed after it left";
     ASSERT_TRUE(db->Close().ok());
     ::munmap(sh, sizeof(Shared));
