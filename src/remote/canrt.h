@@ -146,6 +146,7 @@ struct ServiceStats {
   uint64_t posted = 0;          // items the apply thread took from the post ring
   uint64_t kicks = 0;           // wake-up notifications received (batches, waiting writers)
   uint64_t leases_expired = 0;  // client slots freed because their lease expired
+  uint64_t stale_pending = 0;   // pending bits of items applied already, cleared (a release after a restart)
 };
 
 class Service {
@@ -188,6 +189,7 @@ class Service {
   void AddWord(uint64_t* word, uint64_t add);
   size_t DrainRing(bool all = false);
   void ClearPending(uint32_t node, uint32_t slot);
+  void ClearStalePending(uint32_t node, uint32_t slot);
   bool RingEmpty() const;
   void QueueLoop(std::deque<Message>* q, std::condition_variable* cv, bool* busy);
   void ApplyLoop();
@@ -236,7 +238,7 @@ class Service {
   std::thread resize_thread_, write_thread_;
 
   std::atomic<uint64_t> writes_{0}, resizes_{0}, refused_{0}, add_height_{0}, recovered_{0}, reused_{0}, nfree_{0},
-      posted_{0}, kicks_{0}, expired_{0};
+      posted_{0}, kicks_{0}, expired_{0}, stale_pending_{0};
 };
 
 // A CANRT server: the Service and the transport that exposes it.

@@ -573,7 +573,15 @@ void Service::ApplyLoop() {
 void Service::ProcessWrite(uint32_t node, uint32_t slot) {
   const uint32_t cap = hdr_->capacity;
   unsigned char* it = Item(node, slot);
-  if (it[kItemValid] != 1) return;  // processed already (a repeated notification)
+  if (it[kItemValid] != 1) {
+    // Processed already (a repeated notification) - or the post of an item that a restarted
+    // server's recovery applied while its client was between its Persist and its release: the
+    // release (one fetch-add, step 5) then set the slot's pending bit in a lock word that the
+    // recovery had zeroed, and no apply would ever clear it (the slot would stay taken and a
+    // write of the item's key would wait for ever).
+    ClearStalePending(node, slot);
+    return;
+  }
   uint64_t* meta = Meta(node);
   uint64_t tail;
   std::memcpy(&tail, it + kItemTailWord, 8);
@@ -667,6 +675,20 @@ void Service::ProcessWrite(uint32_t node, uint32_t slot) {
 void Service::ClearPending(uint32_t node, uint32_t slot) {
   uint64_t* pend = reinterpret_cast<uint64_t*>(Node(node) + kPendingOff);
   Cas(pend, [](uint64_t cur, uint64_t bit) -> uint64_t { return cur & ~bit; }, 1ull << slot);
+}
+
+// A pending bit whose item is not valid is stale (ProcessWrite's first check): a lock holder sets
+// its slot's bit only after its item, valid byte = 1, is persistent, and only the apply - this
+// thread, the only one that applies - clears that byte; so the bit read first and the valid byte
+// read after it, still not 1, mean no writer's item waits in the slot. While the bit stays set
+// every lock holder's pending set holds the slot, so no writer takes it (or sets the bit anew)
+// before the clear below.
+void Service::ClearStalePending(uint32_t node, uint32_t slot) {
+  uint64_t* w = reinterpret_cast<uint64_t*>(Node(node) + kLockWordOff);
+  if ((std::atomic_ref<uint64_t>(*w).load(std::memory_order_acquire) >> slot & 1) == 0) return;
+  if (std::atomic_ref<unsigned char>(Item(node, slot)[kItemValid]).load(std::memory_order_acquire) == 1) return;
+  stale_pending_.fetch_add(1, std::memory_order_relaxed);
+  ClearPending(node, slot);
 }
 
 void Service::Drain() {
@@ -1042,6 +1064,7 @@ ServiceStats Service::Stats() const {
   s.posted = posted_.load();
   s.kicks = kicks_.load();
   s.leases_expired = expired_.load();
+  s.stale_pending = stale_pending_.load();
   const uint64_t gen = GenOf(pm::load8(&hdr_->state));
   const AreaHeader h = PrefixView(Area(gen)).header();
   s.generation = gen;

@@ -117,7 +117,19 @@ class InlineConn final : public remote::Connection {
   Status Persist(uint64_t off, size_t len) override {
     if (off + len > n_) return Status::InvalidArgument("out of range");
     remote::PersistMapped(b_ + off, len);
+    if (after_persist_) {
+      auto fn = std::move(after_persist_);
+      after_persist_ = nullptr;
+      fn();
+    }
     return Status::OK();
+  }
+  // Runs fn right after the next Persist (a writer's item is durable, its release not yet sent).
+  void AfterNextPersist(std::function<void()> fn) { after_persist_ = std::move(fn); }
+  // The service the connection's notifications go to (a restarted one: same pool, same region).
+  void SetService(Service* s) {
+    ASSERT_EQ(s->region(), b_);
+    s_ = s;
   }
   uint32_t client_id() const override { return id_; }
   Counters counters() const override { return {}; }
@@ -133,6 +145,7 @@ class InlineConn final : public remote::Connection {
   uint64_t tear_at_ = 0;
   std::function<void()> tear_fn_;
   std::function<void()> after_fa_;
+  std::function<void()> after_persist_;
 };
 
 std::unique_ptr<remote::RemoteKV> InlineClient(Service* s, uint32_t id = 1, InlineConn** conn = nullptr) {
@@ -1764,6 +1777,56 @@ TEST(Canrt, LockWordCarriesThePendingSetThroughApplies) {
   bc->ApplyDeferred();
   EXPECT_EQ(lockw(), 0u);
   EXPECT_EQ(ScanAll(*b), (Model{{"\xe0" "a", "1"}, {"\xe0" "b", "2"}, {"\xe0" "c", "5"}, {"\xe0" "d", "4"}, {"\xe0" "e", "6"}}));
+  std::string rep;
+  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
+}
+
+// A server restarted while a client is between its item's Persist and its release: recovery
+// applies the durable item (valid byte cleared) and zeroes the lock word; the client's release
+// (one fetch-add: its slot's pending bit, the lock's one taken away) then lands on the zeroed
+// word - the lock field is given back (h53), and the pending bit is stale: no apply of that item
+// is left to clear it. Its post reaches the restarted server, whose apply must clear the bit;
+// otherwise the slot stays taken and the next write of the key waits for an apply for ever
+// (here: the client's timeout, an error).
+TEST(Canrt, ReleaseAfterARestartLeavesNoStalePendingBit) {
+  TempPath path("canrt");
+  auto pool = NewPool(path);
+  Options o = SmallOptions();
+  o.capacity = 8;  // every key below in node 0: no resize
+  std::unique_ptr<Service> svc;
+  ASSERT_TRUE(Service::Open(*pool, "canrt", o, &svc).ok());
+  InlineConn* ac = nullptr;
+  auto a = InlineClient(svc.get(), 1, &ac);
+  const uint64_t data_off = reinterpret_cast<RootHeader*>(svc->region())->data_off;
+  char* node = svc->region() + data_off;
+  auto lockw = [&] { return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(node + kLockWordOff)).load(); };
+  ASSERT_TRUE(a->Put("\xe0" "a", "1").ok());
+  ac->ApplyDeferred();
+  ASSERT_EQ(lockw(), 0u);
+  bool restarted = false;
+  ac->AfterNextPersist([&] {
+    // The server stops and starts again over the same pool (in this process: same region).
+    svc.reset();
+    ASSERT_TRUE(Service::Open(*pool, "canrt", o, &svc).ok());
+    ac->SetService(svc.get());
+    EXPECT_EQ(svc->Stats().recovered_items, 1u) << "recovery applies the durable, unreleased item";
+    EXPECT_EQ(lockw(), 0u);
+    restarted = true;
+  });
+  ASSERT_TRUE(a->Put("\xff" "b", "2").ok());
+  ASSERT_TRUE(restarted);
+  EXPECT_EQ(LockOf(lockw()), 0u) << "the release on the zeroed word gave the lock field back";
+  const uint64_t stale = lockw() & kBitmapMask;
+  ASSERT_NE(stale, 0u) << "the release set its slot's pending bit after the recovery";
+  ac->ApplyDeferred();  // the item's post, now for an item already applied
+  EXPECT_EQ(lockw(), 0u) << "a pending bit whose item was applied stays set";
+  EXPECT_EQ(svc->Stats().stale_pending, 1u);
+  // The key written again, and another one: neither waits.
+  ASSERT_TRUE(a->Put("\xff" "b", "3").ok());
+  ASSERT_TRUE(a->Put("\x80" "c", "4").ok());
+  ac->ApplyDeferred();
+  EXPECT_EQ(lockw(), 0u);
+  EXPECT_EQ(ScanAll(*a), (Model{{"\x80" "c", "4"}, {"\xe0" "a", "1"}, {"\xff" "b", "3"}}));
   std::string rep;
   EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
 }
