@@ -113,10 +113,9 @@ TEST(Pool, ReopensAtAnotherAddress) {
   ::munmap(blocker, max);
 }
 
-// Issue 34: a pool is mapped at a 2 MiB-aligned address and advised MADV_HUGEPAGE (the kernel
-// gives huge pages where the file system allows them: tmpfs with shmem_enabled advise or
-// within_size, DAX). smaps shows the advice as "hg" in the mapping's VmFlags.
-bool MappingHasHugepageAdvice(const void* start) {
+// The line of the mapping at `start` in /proc/self/smaps that begins with `field` ("" when
+// absent; VmFlags is the mapping's last line).
+std::string SmapsLine(const void* start, const char* field) {
   std::ifstream f("/proc/self/smaps");
   std::string line;
   bool in = false;
@@ -124,9 +123,17 @@ bool MappingHasHugepageAdvice(const void* start) {
   std::snprintf(buf, sizeof(buf), "%lx-", static_cast<unsigned long>(reinterpret_cast<uintptr_t>(start)));
   while (std::getline(f, line)) {
     if (line.rfind(buf, 0) == 0) in = true;
-    else if (in && line.rfind("VmFlags:", 0) == 0) return line.find(" hg") != std::string::npos;
+    else if (in && line.rfind(field, 0) == 0) return line;
+    else if (in && line.rfind("VmFlags:", 0) == 0) return "";
   }
-  return false;
+  return "";
+}
+
+// Issue 34: a pool is mapped at a 2 MiB-aligned address and advised MADV_HUGEPAGE (the kernel
+// gives huge pages where the file system allows them: tmpfs with shmem_enabled advise or
+// within_size, DAX). smaps shows the advice as "hg" in the mapping's VmFlags.
+bool MappingHasHugepageAdvice(const void* start) {
+  return SmapsLine(start, "VmFlags:").find(" hg") != std::string::npos;
 }
 
 TEST(Pool, MappedTwoMiBAlignedWithHugepageAdvice) {
@@ -154,17 +161,8 @@ TEST(Pool, MappedTwoMiBAlignedWithHugepageAdvice) {
 
 // The kB of the mapping at `start` that smaps shows under `field` (e.g. "ShmemPmdMapped:").
 uint64_t MappingField(const void* start, const char* field) {
-  std::ifstream f("/proc/self/smaps");
-  std::string line;
-  bool in = false;
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%lx-", static_cast<unsigned long>(reinterpret_cast<uintptr_t>(start)));
-  while (std::getline(f, line)) {
-    if (line.rfind(buf, 0) == 0) in = true;
-    else if (in && line.rfind(field, 0) == 0) return std::strtoull(line.c_str() + std::strlen(field), nullptr, 10);
-    else if (in && line.rfind("VmFlags:", 0) == 0) return 0;
-  }
-  return 0;
+  const std::string line = SmapsLine(start, field);
+  return line.empty() ? 0 : std::strtoull(line.c_str() + std::strlen(field), nullptr, 10);
 }
 
 // Whether this kernel makes a tmpfs file's fallocated pages huge on MADV_COLLAPSE (Linux 6.1+,
