@@ -71,21 +71,38 @@ bool PoolHugePages() {
 #ifndef MADV_COLLAPSE
 #define MADV_COLLAPSE 25
 #endif
-// On tmpfs, the file's pages in [from, to) (file offsets; the mapping at base is 2 MiB-aligned)
-// made huge pages, each 2 MiB-aligned range whole inside: posix_fallocate allocates small pages
-// whatever the advice (with shmem_enabled or the mount's huge= at advise, a fault would have
-// taken a huge page, but the chunks are allocated before any fault), and MADV_COLLAPSE (Linux
-// 6.1) replaces them by huge ones in the page cache, contents unchanged, concurrent accesses
-// waiting in the kernel. It obeys shmem_enabled=deny only; an older kernel refuses it (EINVAL),
-// and then nothing changes.
-// Only a pool of at least kCollapseFrom bytes (its file) is collapsed: below, its pages fit the
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+// On tmpfs, a pool's heap of huge pages: posix_fallocate allocates small pages whatever the
+// advice (with shmem_enabled or the mount's huge= at advise, a fault would take a huge page, but
+// the chunks are allocated before any fault: shmem_enabled is "never" on this machine), so
+// HugeFill makes each 2 MiB-aligned range of a new heap range huge BEFORE posix_fallocate
+// reserves the rest: one page of the range populated (MADV_POPULATE_WRITE, Linux 5.14: a write
+// fault without a write), then MADV_COLLAPSE (Linux 6.1), which allocates one zeroed huge page
+// for the range, takes the pages the range already has into it (a range the old end of the
+// heap cuts in two) and fills its holes, contents unchanged and concurrent accesses waiting in
+// the kernel for the swap. posix_fallocate then finds those ranges allocated and allocates the
+// rest (and reports a full file system as before).
+// Cost, this 2-core machine, 128 MiB (4 alternations): 16 ms of CPU, 31-50 ms wall; h54's
+// first version collapsed after posix_fallocate - a copy of every small page into the huge one -
+// and took 16-68 ms for posix_fallocate plus 43-47 ms of CPU (85-138 ms wall) for the collapse,
+// in the thread that grew the pool (a writer that needed a chunk, a `set` of `wort serve`).
+// The first refusal (an older kernel: EINVAL; shmem_enabled=deny; no huge page to be had) ends
+// the attempt for the rest of the range: posix_fallocate gives small pages, as without huge pages.
+// Only a pool of at least kCollapseFrom bytes (its file) is made huge: below, its pages fit the
 // reach of the TLB's 4 KiB entries (1,536 entries here: 6 MiB) well enough, and the many small
-// pools of tests and of the crash explorer's images do not pay for the copy.
+// pools of tests and of the crash explorer's images keep small pages.
 constexpr uint64_t kCollapseFrom = 32ull << 20;
-void CollapseHuge(char* base, uint64_t from, uint64_t to) {
+void HugeFill(char* base, uint64_t floor, uint64_t from, uint64_t to) {
   if (reinterpret_cast<uintptr_t>(base) % kHugePage != 0) return;
-  const uint64_t b = (from + kHugePage - 1) / kHugePage * kHugePage, e = to / kHugePage * kHugePage;
-  if (e > b) (void)::madvise(base + b, e - b, MADV_COLLAPSE);
+  // [from, to): the caller's range of new chunks; the 2 MiB range holding `from` is taken whole
+  // when it starts at or above `floor` (the heap's start), else the first range wholly above.
+  const uint64_t b = std::max(from / kHugePage * kHugePage, RoundUp(floor, kHugePage)), e = to / kHugePage * kHugePage;
+  for (uint64_t off = b; off < e; off += kHugePage) {
+    if (::madvise(base + off + (off < from ? from - off : 0) / kPage * kPage, kPage, MADV_POPULATE_WRITE) != 0) return;
+    if (::madvise(base + off, kHugePage, MADV_COLLAPSE) != 0) return;
+  }
 }
 
 // A 2 MiB-aligned address where n bytes of address space were free a moment ago (the pool maps
@@ -107,11 +124,12 @@ uint64_t LimitChunks(uint64_t max_size, uint64_t max_chunks) {
 
 // Allocates file space for chunks [from, to): their chunk-table words (whole pages, the header
 // page with the first) and their bytes. The file may end before: it is extended. 0 or an errno.
-int AllocateChunks(int fd, uint64_t table_off, uint64_t heap_off, uint64_t from, uint64_t to) {
+int AllocateChunks(int fd, uint64_t table_off, uint64_t heap_off, uint64_t from, uint64_t to, bool heap = true) {
   const uint64_t t0 = from == 0 ? 0 : (table_off + from * 8) / kPage * kPage;
   const uint64_t t1 = std::min(heap_off, RoundUp(table_off + to * 8, kPage));
   if (t1 > t0)
     if (int e = ::posix_fallocate(fd, static_cast<off_t>(t0), static_cast<off_t>(t1 - t0)); e != 0) return e;
+  if (!heap) return 0;
   const uint64_t chunk = 1ull << 20;
   return ::posix_fallocate(fd, static_cast<off_t>(heap_off + from * chunk), static_cast<off_t>((to - from) * chunk));
 }
@@ -315,6 +333,7 @@ Status Pool::MapFile(const std::string& path, bool create, const PoolOptions& op
   };
 
   uint64_t max_size = 0, file_size = 0;
+  bool huge_heap = false;
   Header h{};
   if (create) {
     uint64_t capacity = CapacityFor(opts.max_size);
@@ -343,7 +362,10 @@ Status Pool::MapFile(const std::string& path, bool create, const PoolOptions& op
     // the chunk table that describe those chunks and the chunks themselves are allocated.
     if (::ftruncate(fd_, static_cast<off_t>(file_size)) != 0)
       return fail(Status::IOError(Errno("cannot size", path)));
-    if (int e = AllocateChunks(fd_, table_off, heap_off, 0, want_chunks); e != 0) {
+    // tmpfs and big enough for huge pages: the heap's chunks are allocated once the file is
+    // mapped (HugeFill, then posix_fallocate), the chunk table's pages now.
+    huge_heap = PoolHugePages() && file_size >= kCollapseFrom && OnTmpfs(fd_);
+    if (int e = AllocateChunks(fd_, table_off, heap_off, 0, want_chunks, /*heap=*/!huge_heap); e != 0) {
       errno = e;
       return fail(Status::IOError(Errno("cannot allocate space for", path)));
     }
@@ -433,14 +455,21 @@ Status Pool::MapFile(const std::string& path, bool create, const PoolOptions& op
     synced_ = true;
   }
 
-  // tmpfs: a new pool's heap made huge (CollapseHuge; growth does the same for its chunks).
-  // Not at the open of an existing pool: the huge pages a writer made stay in the file's page
-  // cache and this aligned mapping maps them at the first touch of each 2 MiB, while collapsing
-  // a file of small pages (a copy, a pool written with WORT_POOL_HUGEPAGE=0) would copy the
-  // whole heap before the open returns (measured: 0.4 s CPU for a 176 MB pool, a restart that
-  // took 0.3 ms).
-  if (create && durability_ == Durability::kTmpfs && !private_copy_ && PoolHugePages() && h.size >= kCollapseFrom)
-    CollapseHuge(base_, h.heap_off, h.size);
+  // tmpfs: a new pool's heap made of huge pages (HugeFill; growth does the same for its chunks),
+  // then allocated. Not at the open of an existing pool: the huge pages a writer made stay in
+  // the file's page cache and this aligned mapping maps them at the first touch of each 2 MiB,
+  // while collapsing a file of small pages (a copy, a pool written with WORT_POOL_HUGEPAGE=0)
+  // would copy the whole heap before the open returns (measured: 0.4 s CPU for a 176 MB pool, a
+  // restart that took 0.3 ms).
+  if (huge_heap) {
+    if (durability_ == Durability::kTmpfs) HugeFill(base_, h.heap_off, h.heap_off, h.size);
+    if (int e = AllocateChunks(fd_, h.chunk_table_off, h.heap_off, 0, (h.size - h.heap_off) / kChunkSize); e != 0) {
+      ::munmap(base_, reserved_);
+      base_ = nullptr;
+      errno = e;
+      return fail(Status::IOError(Errno("cannot allocate space for", path)));
+    }
+  }
   if (create) {
     // The file is fresh (all zero). Write the header, persist it, then it is a pool.
     std::memcpy(base_, &h, sizeof(h));
@@ -553,18 +582,23 @@ Status Pool::Grow(uint64_t new_size) {
   // Grow the file first (the new chunks and their chunk-table pages), make the new size
   // durable, then publish it in the header: a crash in between leaves a file longer than the
   // header says, which is harmless. The mapping covers the whole capacity already: nothing
-  // moves, readers' pointers stay valid.
-  if (int e = AllocateChunks(fd_, h->chunk_table_off, h->heap_off, (cur - h->heap_off) / kChunkSize,
-                             (new_size - h->heap_off) / kChunkSize);
-      e != 0) {
+  // moves, readers' pointers stay valid. tmpfs: the new chunks' 2 MiB ranges made huge first
+  // (HugeFill: with the range the old end cuts in two; the whole heap when the pool reaches
+  // kCollapseFrom), then the rest allocated.
+  const uint64_t from_chunk = (cur - h->heap_off) / kChunkSize, to_chunk = (new_size - h->heap_off) / kChunkSize;
+  if (durability_ == Durability::kTmpfs && PoolHugePages() && new_size >= kCollapseFrom) {
+    // The file is made long enough first (a page of the mapping past its end cannot be
+    // populated); its new chunks are holes until HugeFill or posix_fallocate allocates them.
+    struct stat st;
+    if (::fstat(fd_, &st) == 0 && (static_cast<uint64_t>(st.st_size) >= new_size || ::ftruncate(fd_, static_cast<off_t>(new_size)) == 0) &&
+        AllocateChunks(fd_, h->chunk_table_off, h->heap_off, from_chunk, to_chunk, /*heap=*/false) == 0)
+      HugeFill(base_, h->heap_off, cur < kCollapseFrom ? h->heap_off : cur, new_size);
+  }
+  if (int e = AllocateChunks(fd_, h->chunk_table_off, h->heap_off, from_chunk, to_chunk); e != 0) {
     return Status::PoolFull(std::string("pool full: cannot grow the file to ") + std::to_string(new_size) +
                             " bytes: " + std::strerror(e));
   }
   ::fdatasync(fd_);
-  // tmpfs: the new chunks' pages made huge, with the 2 MiB range the old end cut in two (the
-  // whole heap when the pool reaches kCollapseFrom).
-  if (durability_ == Durability::kTmpfs && PoolHugePages() && new_size >= kCollapseFrom)
-    CollapseHuge(base_, cur < kCollapseFrom ? h->heap_off : std::max(h->heap_off, cur / kHugePage * kHugePage), new_size);
   pm::store8(&h->size, new_size);
   pm::persist(&h->size, 8);
   return Status::OK();

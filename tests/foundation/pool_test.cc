@@ -227,6 +227,39 @@ TEST(Pool, TmpfsHeapIsCollapsedIntoHugePagesFrom32MiB) {
   }
 }
 
+// Growth on tmpfs makes the new chunks' 2 MiB ranges huge before it allocates them (HugeFill:
+// one page populated, then MADV_COLLAPSE fills the rest): the range the old end cuts in two is
+// taken whole, so the bytes below the old end move into the huge page - they must be there
+// after, the new bytes zero, and the file as long as the header says.
+TEST(Pool, GrowthKeepsTheBytesOfTheRangeItMakesHuge) {
+  const bool can = KernelCollapsesTmpfs();
+  TempPath path;
+  PoolOptions o;
+  o.initial_size = 35u << 20;  // a huge heap from creation; its end is not 2 MiB-aligned or is
+  o.max_size = 256u << 20;
+  std::unique_ptr<Pool> p;
+  ASSERT_TRUE(Pool::Create(path, o, &p).ok());
+  ASSERT_EQ(p->durability(), Durability::kTmpfs);
+  const uint64_t old_end = p->size();
+  const uint64_t lo = old_end - (3u << 20);  // the last 3 MiB of the heap (no chunk allocated yet)
+  for (uint64_t off = lo; off < old_end; ++off) p->base()[off] = static_cast<char>(0x80 | (off * 131 % 127));
+  ASSERT_TRUE(p->Grow(old_end + (21u << 20)).ok());
+  ASSERT_GE(p->size(), old_end + (21u << 20));
+  uint64_t bad = 0;
+  for (uint64_t off = lo; off < old_end; ++off) bad += p->base()[off] != static_cast<char>(0x80 | (off * 131 % 127));
+  EXPECT_EQ(bad, 0u);
+  for (uint64_t off = old_end; off < p->size(); ++off) bad += p->base()[off] != 0;
+  EXPECT_EQ(bad, 0u);
+  struct stat st;
+  ASSERT_EQ(::stat(path.str().c_str(), &st), 0);
+  EXPECT_GE(static_cast<uint64_t>(st.st_size), p->size());
+  EXPECT_GE(static_cast<uint64_t>(st.st_blocks) * 512, p->size() - p->heap_offset());  // allocated, not holes
+  if (can) {
+    EXPECT_GE(MappingField(p->base(), "ShmemPmdMapped:"), 50u * 1024);
+  }
+  ASSERT_TRUE(p->Close().ok());
+}
+
 TEST(Pool, SeveralPoolsOpenAtOnce) {
   TempPath a, b;
   std::unique_ptr<Pool> pa, pb;
