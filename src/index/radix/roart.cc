@@ -1410,19 +1410,21 @@ WORT_OPTIMISTIC_READ bool RoartTree::ScanRef(uint64_t ref, const sync::VersionLo
   auto request = [&](uint64_t w) {
     if (!RefOk(w)) return;
     const char* p = reinterpret_cast<const char*>(at<char>(w));
-    __builtin_prefetch(&sync::NodeLock(p));
     if (!(w & kArrayTag)) {
-      __builtin_prefetch(p);
+      __builtin_prefetch(p);  // a single leaf's first line, or an inner node's head
+      if (!(w & kLeafTag)) __builtin_prefetch(&sync::NodeLock(p));
       return;
     }
+    __builtin_prefetch(&sync::NodeLock(p));
     const int code = SlotsOfCode(w);  // format 2: the slot lines only (the head is not read)
+    if (!code || kv_) __builtin_prefetch(p);  // formats 1 and 3 read the head (ScanSlots)
     if (!code) {  // format 1: the head and the first slot lines
-      for (int o = 0; o < 256; o += 64) __builtin_prefetch(p + o);
+      for (int o = 64; o < 256; o += 64) __builtin_prefetch(p + o);
       return;
     }
     const size_t bytes = LeafArrayBytes(code, kv_);
     if (!pool_.contains(w & kRefMask & ~kTagMask, bytes)) return;
-    for (size_t o = kv_ ? 0 : 64; o < bytes; o += 64) __builtin_prefetch(p + o);  // format 3: the head too (ScanSlots)
+    for (size_t o = 64; o < bytes; o += 64) __builtin_prefetch(p + o);
   };
   const bool all_inline = kv_ && key_type_ == KeyType::kU64;  // every key is 8 bytes: no leaves
   auto request_leaves = [&](uint64_t w) {
