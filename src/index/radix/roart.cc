@@ -1187,6 +1187,7 @@ WORT_OPTIMISTIC_READ RoartTree::Attempt RoartTree::RemoveAttempt(std::string_vie
 // the last key emitted (the continuation key). Leaves of a leaf array are sorted by key.
 namespace {
 constexpr size_t kScanBatch = 128;  // a 100-key range query is one batch
+constexpr int kLeavesAhead = 4;     // a scan requests the leaves of leaf arrays this many children ahead
 }
 
 Status RoartTree::Scan(std::string_view start, const std::string_view* end, size_t limit, const ScanFn& fn) const {
@@ -1446,6 +1447,7 @@ WORT_OPTIMISTIC_READ bool RoartTree::ScanRef(uint64_t ref, const sync::VersionLo
         request(w);
         expected += expect(w);
       }
+    int lv = cb + 1, ahead = 0;  // leaves requested for the children in (c, lv), `ahead` of them
     for (int c = cb; c < 256; ++c) {
       const uint64_t w = Load(&ch[c]) & kRefMask;
       if (!w) continue;
@@ -1457,12 +1459,16 @@ WORT_OPTIMISTIC_READ bool RoartTree::ScanRef(uint64_t ref, const sync::VersionLo
             ++rq;
             break;
           }
-      for (int d = c + 1; d < 256 && more; ++d)  // the next child's leaves, while this one is walked
-        if (const uint64_t x = Load(&ch[d]) & kRefMask) {
+      // The leaves of the leaf arrays kLeavesAhead children ahead (their slot lines were
+      // requested before; one child ahead left little time when that child was a single leaf).
+      if (lv <= c) lv = c + 1, ahead = 0;
+      for (; more && lv < 256 && ahead < kLeavesAhead; ++lv)
+        if (const uint64_t x = Load(&ch[lv]) & kRefMask) {
           request_leaves(x);
-          break;
+          ++ahead;
         }
       if (!ScanRef(w, &nl, nv, b + 1, deeper && c == cb, ctx)) return false;
+      if (ahead > 0) --ahead;  // the next child is the first of the window
     }
     return true;
   }
@@ -1476,13 +1482,14 @@ WORT_OPTIMISTIC_READ bool RoartTree::ScanRef(uint64_t ref, const sync::VersionLo
     request(e[rq].second);
     expected += expect(e[rq].second);
   }
+  int lv = first + 1;  // the children before lv had their leaves requested
   for (int i = first; i < ne; ++i) {
     const bool more = ctx.out->size() + 1 < ctx.want;
     if (more && rq <= i + 1 && std::max(rq, i + 1) < ne) {
       rq = std::max(rq, i + 1);
       request(e[rq++].second);
     }
-    if (i + 1 < ne && more) request_leaves(e[i + 1].second);
+    for (; more && lv < ne && lv <= i + kLeavesAhead; ++lv) request_leaves(e[lv].second);
     if (!ScanRef(e[i].second, &nl, nv, b + 1, deeper && e[i].first == cb, ctx)) return false;
   }
   return true;
