@@ -1399,9 +1399,10 @@ WORT_OPTIMISTIC_READ bool RoartTree::ScanRef(uint64_t ref, const sync::VersionLo
   // the whole batch) cover what the batch still wants: a 100-key scan of 1M sparse keys needs
   // about 7 leaf arrays, where requesting every child up to 100 asked for ~400 lines and the
   // line-fill buffers, full, made the scan wait on its own prefetches (measured: roart.md).
-  // Before a child is walked, the leaves of the next leaf-array child are requested from its
-  // slots, unless every key is inline (format 3, 8-byte keys: no leaf to request). Nothing read
-  // ahead here is used: the child is read again, under its version, when walked.
+  // Before a child is walked, the leaves of the leaf-array children kLeavesAhead children on
+  // are requested from their slots, unless every key is inline (format 3, 8-byte keys: no leaf
+  // to request). Nothing read ahead here is used: the child is read again, under its version,
+  // when walked.
   auto expect = [](uint64_t w) -> size_t {
     if (w & kLeafTag) return 1;
     if (!(w & kArrayTag)) return kScanBatch;
@@ -1462,7 +1463,7 @@ WORT_OPTIMISTIC_READ bool RoartTree::ScanRef(uint64_t ref, const sync::VersionLo
       // The leaves of the leaf arrays kLeavesAhead children ahead (their slot lines were
       // requested before; one child ahead left little time when that child was a single leaf).
       if (lv <= c) lv = c + 1, ahead = 0;
-      for (; more && lv < 256 && ahead < kLeavesAhead; ++lv)
+      for (; more && !all_inline && lv < 256 && ahead < kLeavesAhead; ++lv)
         if (const uint64_t x = Load(&ch[lv]) & kRefMask) {
           request_leaves(x);
           ++ahead;
@@ -1489,7 +1490,7 @@ WORT_OPTIMISTIC_READ bool RoartTree::ScanRef(uint64_t ref, const sync::VersionLo
       rq = std::max(rq, i + 1);
       request(e[rq++].second);
     }
-    for (; more && lv < ne && lv <= i + kLeavesAhead; ++lv) request_leaves(e[lv].second);
+    for (; more && !all_inline && lv < ne && lv <= i + kLeavesAhead; ++lv) request_leaves(e[lv].second);
     if (!ScanRef(e[i].second, &nl, nv, b + 1, deeper && e[i].first == cb, ctx)) return false;
   }
   return true;
