@@ -1187,19 +1187,23 @@ WORT_OPTIMISTIC_READ RoartTree::Attempt RoartTree::RemoveAttempt(std::string_vie
 // the last key emitted (the continuation key). Leaves of a leaf array are sorted by key.
 namespace {
 constexpr size_t kScanBatch = 128;  // a 100-key range query is one batch
+constexpr int kLeavesAhead = 4;     // a scan requests the leaves of leaf arrays this many children ahead
 }
 
 Status RoartTree::Scan(std::string_view start, const std::string_view* end, size_t limit, const ScanFn& fn) const {
   // The versions read by the batch being collected: one buffer per thread, reused (no
   // allocation per scan; a scan started from inside fn is after its batch's collection).
   thread_local std::vector<std::pair<const sync::VersionLock*, uint64_t>> seen;
-  ScanKey keys[kScanBatch];  // the batch's records (a scan's own: fn may start another scan)
+  union Keys {  // the batch's records (a scan's own: fn may start another scan); uninitialized
+    ScanKey a[kScanBatch];
+    Keys() {}
+  } keys;
   return ScanInValidatedBatches<ScanKey>(
       epoch(), start, limit, kScanBatch, fn, [&] { return ModeLock(IndexModeLock::kReader); },
       [&](std::string_view cursor, bool exclusive, size_t want, std::vector<std::pair<const ScanKey*, uint64_t>>* out,
           bool* past_end) {
         seen.clear();
-        ScanCtx ctx{cursor, exclusive, end, want, out, keys, &seen};
+        ScanCtx ctx{cursor, exclusive, end, want, out, keys.a, &seen};
         const sync::VersionLock& rl = sync::NodeLock(rb_);
         uint64_t rv;
         if (!rl.ReadLockOrRestart(&rv)) return false;
@@ -1254,16 +1258,7 @@ WORT_OPTIMISTIC_READ bool RoartTree::ScanRef(uint64_t ref, const sync::VersionLo
     // Format 2: the slot count from the reference (the head is not read); format 1: the head.
     const int slots = ScanSlots(ref);
     const auto* la = reinterpret_cast<const LeafArray*>(n);
-    // Two passes: the leaves' lines are requested together (prefetch), then read. An inline
-    // key (format 3) is read from the array's SlotKVs, whose lines the parent requested.
-    int live[kLeafArraySlots];
-    int nlive = 0;
-    for (int i = 0; i < slots; ++i) {
-      const uint64_t s = Load(&la->slot[i]);
-      if (!s) continue;
-      if (!IsInline(s) && RefOk((s & kRefMask) | kLeafTag)) __builtin_prefetch(at<Leaf>(s & kRefMask));
-      live[nlive++] = i;
-    }
+    const SlotKV* kvs = kv_ ? KVs(n, slots) : nullptr;
     // Sorted by an 8-byte big-endian word of each key from the array's depth on (zero-padded),
     // then by the whole key where those are equal: every key of the array holds the same path
     // bytes [0, depth) (invariant 2), so a smaller word means a smaller key, and a 100-key scan
@@ -1279,12 +1274,39 @@ WORT_OPTIMISTIC_READ bool RoartTree::ScanRef(uint64_t ref, const sync::VersionLo
     } lsu;
     SortKey* ls = lsu.a;
     int nls = 0;
-    for (int x = 0; x < nlive; ++x) {
-      const int i = live[x];
+    // One pass over the slot words: an inline key (format 3) is taken from its SlotKV, whose
+    // lines the parent requested with the slot lines (its sort word is its key word, byte-swapped
+    // and shifted past the depth: no copy, no call); a leaf's line is requested here and its key
+    // read in a second pass, after every leaf of the array was requested (their reads overlap).
+    int leaf_slot[kLeafArraySlots];
+    int nleaf = 0;
+    for (int i = 0; i < slots; ++i) {
+      const uint64_t s = Load(&la->slot[i]);
+      if (!s) continue;
+      if (!IsInline(s)) {
+        if (RefOk((s & kRefMask) | kLeafTag)) __builtin_prefetch(at<Leaf>(s & kRefMask));
+        leaf_slot[nleaf++] = i;
+        continue;
+      }
+      if (!kvs || !InlineSlotOk(s)) continue;  // a damaged slot (Check reports it)
+      const uint32_t len = InlineLen(s);
+      const SlotKV* e = &kvs[i];
+      const std::string_view k(reinterpret_cast<const char*>(&e->key), len);
+      if (bounded) {  // drop the keys before the cursor before sorting
+        const int c = CompareKeys(k, ctx.cursor);
+        if (c < 0 || (c == 0 && ctx.exclusive)) continue;
+      }
+      // The key's bytes in key order (the SlotKV holds them zero-padded, little-endian in memory),
+      // only its own `len` bytes, from the depth on.
+      const uint64_t be = len ? __builtin_bswap64(e->key) & (~uint64_t(0) << (64 - 8 * len)) : 0;
+      ls[nls++] = {depth < 8 ? be << (8 * depth) : 0, k, &e->value};
+    }
+    for (int x = 0; x < nleaf; ++x) {
+      const int i = leaf_slot[x];
       std::string_view k;
       uint64_t* v;
       if (!SlotEntry(n, slots, i, Load(&la->slot[i]), &k, &v)) continue;
-      if (bounded) {  // drop the keys before the cursor before sorting
+      if (bounded) {
         const int c = CompareKeys(k, ctx.cursor);
         if (c < 0 || (c == 0 && ctx.exclusive)) continue;
       }
@@ -1314,9 +1336,18 @@ WORT_OPTIMISTIC_READ bool RoartTree::ScanRef(uint64_t ref, const sync::VersionLo
     } else {
       std::partial_sort(ls, ls + take, ls + nls, less);
     }
-    for (int i = 0; i < take; ++i)
-      if (!emit(ls[i].k, ls[i].v)) return false;
-    return true;
+    // Emitted without the cursor comparison (the keys before it were dropped above).
+    for (int i = 0; i < take; ++i) {
+      if (ctx.end && CompareKeys(ls[i].k, *ctx.end) > 0) {
+        ctx.past_end = ctx.stop = true;
+        return false;
+      }
+      ScanKey* rec = &ctx.keys[ctx.out->size()];
+      rec->k = ls[i].k;
+      ctx.out->push_back({rec, Load(ls[i].v)});
+    }
+    if (ctx.out->size() >= ctx.want) ctx.stop = true;
+    return !ctx.stop;
   }
   const uint8_t t = TypeOf(n);
   if (!ValidInner(t)) return true;
@@ -1360,57 +1391,85 @@ WORT_OPTIMISTIC_READ bool RoartTree::ScanRef(uint64_t ref, const sync::VersionLo
   const bool deeper = bnd && ctx.cursor.size() > b;
   const unsigned char cb = deeper ? static_cast<unsigned char>(ctx.cursor[b]) : 0;
   // Memory-level parallelism (issue 34: the scan waits on memory, not on instructions): the
-  // lines of the children the batch may still need are requested all at once (a single leaf's
-  // line; a leaf array's head and first slot lines), and before a child is walked, the leaves
-  // of the next leaf-array child are requested from its slots (read ahead here only to
-  // prefetch: nothing read is used, the child is read again, under its version, when walked).
+  // lines of the children the batch is expected to need are requested together (a single leaf's
+  // line; a leaf array's head, slot lines and, format 3, its SlotKV lines; each child's version
+  // word in the lock table), and as the walk reaches a child, the next one not requested yet is.
+  // How many children: until their expected keys (a leaf 1, a leaf array by its class - an array
+  // of 8 / 24 / 64 slots holds about 4 / 12 / 32 keys, arrays grow when full - an inner node
+  // the whole batch) cover what the batch still wants: a 100-key scan of 1M sparse keys needs
+  // about 7 leaf arrays, where requesting every child up to 100 asked for ~400 lines and the
+  // line-fill buffers, full, made the scan wait on its own prefetches (measured: roart.md).
+  // Before a child is walked, the leaves of the leaf-array children kLeavesAhead children on
+  // are requested from their slots, unless every key is inline (format 3, 8-byte keys: no leaf
+  // to request). Nothing read ahead here is used: the child is read again, under its version,
+  // when walked.
+  auto expect = [](uint64_t w) -> size_t {
+    if (w & kLeafTag) return 1;
+    if (!(w & kArrayTag)) return kScanBatch;
+    const int code = SlotsOfCode(w);
+    return code == 8 ? 4 : code == 24 ? 12 : code == kLeafArraySlots ? 32 : 8;
+  };
   auto request = [&](uint64_t w) {
     if (!RefOk(w)) return;
     const char* p = reinterpret_cast<const char*>(at<char>(w));
     if (!(w & kArrayTag)) {
-      __builtin_prefetch(p);
+      __builtin_prefetch(p);  // a single leaf's first line, or an inner node's head
+      if (!(w & kLeafTag)) __builtin_prefetch(&sync::NodeLock(p));
       return;
     }
+    __builtin_prefetch(&sync::NodeLock(p));
     const int code = SlotsOfCode(w);  // format 2: the slot lines only (the head is not read)
-    if (!code || kv_) __builtin_prefetch(p);  // format 3: the head too (ScanSlots)
-    __builtin_prefetch(p + 64);
-    if (code != 8) {
-      __builtin_prefetch(p + 128);
-      __builtin_prefetch(p + 192);
-    } else if (kv_) {  // format 3, 8 slots: its two SlotKV lines too (the whole array)
-      __builtin_prefetch(p + 128);
-      __builtin_prefetch(p + 192);
+    if (!code || kv_) __builtin_prefetch(p);  // formats 1 and 3 read the head (ScanSlots)
+    if (!code) {  // format 1: the head and the first slot lines
+      for (int o = 64; o < 256; o += 64) __builtin_prefetch(p + o);
+      return;
     }
+    const size_t bytes = LeafArrayBytes(code, kv_);
+    if (!pool_.contains(w & kRefMask & ~kTagMask, bytes)) return;
+    for (size_t o = 64; o < bytes; o += 64) __builtin_prefetch(p + o);
   };
+  const bool all_inline = kv_ && key_type_ == KeyType::kU64;  // every key is 8 bytes: no leaves
   auto request_leaves = [&](uint64_t w) {
-    if (!(w & kArrayTag) || !RefOk(w)) return;
+    if (all_inline || !(w & kArrayTag) || !RefOk(w)) return;
     const auto* a = at<LeafArray>(w);
     const int slots = ScanSlots(w);
     for (int i = 0; i < slots; ++i)
       if (const uint64_t s = Load(&a->slot[i]); s && !IsInline(s) && RefOk((s & kRefMask) | kLeafTag))
         __builtin_prefetch(at<Leaf>(s & kRefMask));
-    if (kv_ && slots > 8)  // format 3: the SlotKV lines (the 8-slot class's were requested whole)
-      for (size_t o = 0; o < 16 * size_t(slots); o += 64) __builtin_prefetch(reinterpret_cast<const char*>(KVs(&a->h, slots)) + o);
   };
+  const size_t room = ctx.want - ctx.out->size();
   if (t == kN256) {
     // Indexed by the byte: walk the children from the cursor's byte on, in place (no copy of
     // the 256 words, which a 100-key scan would read whole at every NODE256 it passes).
     const uint64_t* ch = Children(n, t);
-    const size_t want = ctx.want - ctx.out->size();
-    for (int c = cb, k = 0; c < 256 && size_t(k) < want; ++c)
-      if (const uint64_t w = Load(&ch[c]) & kRefMask) {
+    int rq = cb;  // the children before byte rq were requested
+    for (size_t expected = 0; rq < 256 && expected < room; ++rq)
+      if (const uint64_t w = Load(&ch[rq]) & kRefMask) {
         request(w);
-        ++k;
+        expected += expect(w);
       }
+    int lv = cb + 1, ahead = 0;  // leaves requested for the children in (c, lv), `ahead` of them
     for (int c = cb; c < 256; ++c) {
       const uint64_t w = Load(&ch[c]) & kRefMask;
       if (!w) continue;
-      for (int d = c + 1; d < 256; ++d)  // the next child's leaves, while this one is walked
-        if (const uint64_t x = Load(&ch[d]) & kRefMask) {
-          if (ctx.out->size() + 1 < ctx.want) request_leaves(x);
-          break;
+      const bool more = ctx.out->size() + 1 < ctx.want;
+      if (more && rq <= c + 1)  // the next child, requested one step ahead at least
+        for (rq = std::max(rq, c + 1); rq < 256; ++rq)
+          if (const uint64_t x = Load(&ch[rq]) & kRefMask) {
+            request(x);
+            ++rq;
+            break;
+          }
+      // The leaves of the leaf arrays kLeavesAhead children ahead (their slot lines were
+      // requested before; one child ahead left little time when that child was a single leaf).
+      if (lv <= c) lv = c + 1, ahead = 0;
+      for (; more && !all_inline && lv < 256 && ahead < kLeavesAhead; ++lv)
+        if (const uint64_t x = Load(&ch[lv]) & kRefMask) {
+          request_leaves(x);
+          ++ahead;
         }
       if (!ScanRef(w, &nl, nv, b + 1, deeper && c == cb, ctx)) return false;
+      if (ahead > 0) --ahead;  // the next child is the first of the window
     }
     return true;
   }
@@ -1419,10 +1478,19 @@ WORT_OPTIMISTIC_READ bool RoartTree::ScanRef(uint64_t ref, const sync::VersionLo
   std::sort(e, e + ne, [](const Entry& x, const Entry& y) { return x.first < y.first; });
   int first = 0;
   while (deeper && first < ne && e[first].first < cb) ++first;
-  const size_t room = ctx.want - ctx.out->size();
-  for (int i = first; i < ne && size_t(i - first) < room; ++i) request(e[i].second);
+  int rq = first;
+  for (size_t expected = 0; rq < ne && expected < room; ++rq) {
+    request(e[rq].second);
+    expected += expect(e[rq].second);
+  }
+  int lv = first + 1;  // the children before lv had their leaves requested
   for (int i = first; i < ne; ++i) {
-    if (i + 1 < ne && ctx.out->size() + 1 < ctx.want) request_leaves(e[i + 1].second);
+    const bool more = ctx.out->size() + 1 < ctx.want;
+    if (more && rq <= i + 1 && std::max(rq, i + 1) < ne) {
+      rq = std::max(rq, i + 1);
+      request(e[rq++].second);
+    }
+    for (; more && !all_inline && lv < ne && lv <= i + kLeavesAhead; ++lv) request_leaves(e[lv].second);
     if (!ScanRef(e[i].second, &nl, nv, b + 1, deeper && e[i].first == cb, ctx)) return false;
   }
   return true;
