@@ -147,6 +147,8 @@ struct ServiceStats {
   uint64_t kicks = 0;           // wake-up notifications received (batches, waiting writers)
   uint64_t leases_expired = 0;  // client slots freed because their lease expired
   uint64_t stale_pending = 0;   // pending bits of items applied already, cleared (a release after a restart)
+  uint64_t resize_applied = 0;  // pending items a resize applied itself (h57: it does not wait for the apply thread)
+  uint64_t skipped_posts = 0;   // posts whose slot's pending bit was not set (applied already, e.g. by a resize): skipped
 };
 
 class Service {
@@ -179,6 +181,7 @@ class Service {
   struct Changes;
   Status Recover();
   void ProcessWrite(uint32_t node, uint32_t slot);
+  void ApplyLocked(uint32_t node, uint32_t slot);  // apply_mu_ held
   void Resize(uint32_t node);
   Status SplitInShadow(uint32_t node, char* shadow, Changes* ch);
   void Migrate(uint32_t node, const char* shadow, const std::vector<uint32_t>& targets);
@@ -209,6 +212,10 @@ class Service {
   Options opts_;
   remote::Connection* atomics_ = nullptr;
   std::mutex atomics_mu_;
+  // One apply at a time (h57): the apply thread's (ProcessWrite) and a resize's of its node's
+  // pending items - so each item is applied exactly once. Order: resize_mu_, then apply_mu_, then
+  // atomics_mu_.
+  std::mutex apply_mu_;
 
   // Resizes: one at a time, on resize_thread_ (or inline).
   std::mutex resize_mu_;
@@ -238,7 +245,7 @@ class Service {
   std::thread resize_thread_, write_thread_;
 
   std::atomic<uint64_t> writes_{0}, resizes_{0}, refused_{0}, add_height_{0}, recovered_{0}, reused_{0}, nfree_{0},
-      posted_{0}, kicks_{0}, expired_{0}, stale_pending_{0};
+      posted_{0}, kicks_{0}, expired_{0}, stale_pending_{0}, resize_applied_{0}, skipped_posts_{0};
 };
 
 // A CANRT server: the Service and the transport that exposes it.

@@ -524,9 +524,9 @@ class Client final : public remote::RemoteKV {
         WORT_RETURN_IF_ERROR(PendingHolds(meta_off, pend, key, &bits, &same_key_pending));
       }
       const uint64_t taken = bits | pend;
-      if (same_key_pending || (taken == full && pend != 0)) {
-        // This key's earlier item (or, the node full, any item) waits for its apply: at most one
-        // item per key waits (canrt_layout.h, "pending set"). Unlock, wake the server, retry.
+      if (same_key_pending) {
+        // This key's earlier item waits for its apply: at most one item per key waits
+        // (canrt_layout.h, "pending set"). Unlock, wake the server, retry.
         ++stats_.apply_waits;
         WORT_RETURN_IF_ERROR(Unlock(lock_off));
         if (apply_waits_in_a_row_++ % 16 == 0) {
@@ -538,10 +538,13 @@ class Client final : public remote::RemoteKV {
       }
       apply_waits_in_a_row_ = 0;
       if (taken == full) {
-        if (op == kOpDelete && !*found) {
-          // Nothing to write and no free slot to write a no-op into: ask for the split anyway
-          // (the lock is released by it), then report NotFound.
-        }
+        // Full: ask for the split while holding the lock - also when some of the slots are
+        // pending (h57): the resize applies the node's pending items itself before it splits,
+        // instead of this writer waiting for the apply thread (which one client putting
+        // sequential keys outruns). If those applies freed slots (an update's or a delete's
+        // older version), the server gives the lock back instead of splitting: retry.
+        // (A delete of an absent key: nothing to write, and no free slot to write a no-op
+        // into - the split is asked for anyway, then NotFound.)
         ++stats_.resize_requests;
         Message m{d, kResizeSlot};
         WORT_RETURN_IF_ERROR(c_->Notify(std::string_view(reinterpret_cast<const char*>(&m), sizeof m)));
@@ -549,6 +552,7 @@ class Client final : public remote::RemoteKV {
           uint64_t cur;
           WORT_RETURN_IF_ERROR(c_->Read(lock_off, &cur, 8));
           if (cur & kRetired) break;
+          if (LockOf(cur) == 0 && pend != 0) break;  // applied, not split (not full): retry
           if (LockOf(cur) == 0)
             return Status::PoolFull("canrt: data node " + std::to_string(d) +
                                     " is full and the server could not split it (see the server's log)");
