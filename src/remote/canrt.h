@@ -284,6 +284,7 @@ struct ClientStats {
   uint64_t notify_failures = 0;  // durable writes the server could not be told of (it stopped)
   uint64_t posted = 0;           // writes posted into the region's ring (no notification of their own)
   uint64_t ring_full = 0;        // writes notified one by one because the ring had no free word
+  uint64_t post_waits = 0;       // posts that waited for the apply thread to free a word of a full segment (h57)
   uint64_t kicks = 0;            // wake-up notifications sent (a batch's end, a deep sleep, a wait)
   uint64_t apply_waits = 0;      // writes that found their key's earlier item (or a node full of
                                  // items) waiting for its apply: unlocked, waited, retried (h49)
