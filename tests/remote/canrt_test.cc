@@ -2108,5 +2108,55 @@ TEST(Canrt, StalePostAfterAResizesApplyLeavesTheNewItemIntact) {
   r.reset();
   svc.reset();
 }
+// h57: a client whose post segment is full (the apply thread kPostWords items behind) waits for a
+// free word instead of notifying the item (a system call and two server wake-ups per put once
+// the client outran the apply thread). Here the inline server says it is awake, so no post is
+// kicked and nothing drains the segment; the 65th put finds it full, reads `wake`, and while it
+// waits the server drains (run inside that read): the put is posted, not notified. On the code
+// before h57 it notified the item (ring_full 1).
+TEST(Canrt, FullPostSegmentWaitsForTheApplyInsteadOfNotifying) {
+  TempPath path("canrt");
+  auto pool = NewPool(path);
+  Options o = SmallOptions();
+  o.capacity = 31;
+  std::unique_ptr<Service> svc;
+  ASSERT_TRUE(Service::Open(*pool, "canrt", o, &svc).ok());
+  uint64_t* wake = reinterpret_cast<uint64_t*>(svc->region() + kWakeOff);
+  std::atomic_ref<uint64_t>(*wake).store(0);  // "awake, polling": posts send no kick
+  InlineConn* wc = nullptr;
+  auto w = InlineClient(svc.get(), 1, &wc);
+  Model model;
+  auto key = [](int i) {
+    std::string k(3, '\xa5');
+    k[1] = static_cast<char>(0x80 + i / 16);
+    k[2] = static_cast<char>(i % 16);
+    return k;
+  };
+  const std::string v = "v";
+  for (int i = 0; i < static_cast<int>(kPostWords); ++i) {
+    ASSERT_TRUE(w->Put(key(i), v).ok()) << i;
+    model.emplace(key(i), v);
+  }
+  ASSERT_EQ(GetClientStats(*w).posted, kPostWords);
+  ASSERT_EQ(GetClientStats(*w).post_waits, 0u);
+  bool drained = false;
+  wc->TearNextRead(kWakeOff + 4, [&] {
+    svc->Drain();  // inline: applies every posted item
+    drained = true;
+  });
+  ASSERT_TRUE(w->Put(key(64), v).ok());
+  model.emplace(key(64), v);
+  EXPECT_TRUE(drained);
+  const ClientStats cs = GetClientStats(*w);
+  EXPECT_EQ(cs.ring_full, 0u) << "the item was notified, not posted";
+  EXPECT_EQ(cs.post_waits, 1u);
+  EXPECT_EQ(cs.posted, kPostWords + 1);
+  svc->Drain();
+  EXPECT_EQ(ScanAll(*w), model);
+  std::string rep;
+  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
+  w.reset();
+  svc.reset();
+}
 }  // namespace
 }  // namespace wort::canrt
