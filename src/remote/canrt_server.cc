@@ -843,7 +843,11 @@ void Service::Migrate(uint32_t node, const char* shadow, const std::vector<uint3
   PrefixView v(shadow);
   const uint32_t cap = hdr_->capacity;
   std::vector<uint64_t> meta(targets.size(), 0);
-  for (uint32_t d : targets) std::memset(Node(d), 0, hdr_->node_bytes);
+  // Zeroed with atomic word stores (remote::CopyToRegion): the apply thread may read a reused
+  // node's lock word meanwhile - a post of an item that a resize applied before the node was
+  // retired (h57: ApplyLocked skips it, its pending bit being clear either way).
+  const std::vector<char> zero(hdr_->node_bytes, 0);
+  for (uint32_t d : targets) remote::CopyToRegion(Node(d), zero.data(), zero.size());
   const uint64_t bits = pm::load8(Meta(node)) & kBitmapMask;
   for (uint32_t s = 0; s < cap; ++s) {
     if (!(bits >> s & 1)) continue;
