@@ -168,6 +168,10 @@ class Service {
   void SetAtomics(remote::Connection* c);
   // The transport's notify handler.
   void OnNotify(uint32_t client, std::string_view msg);
+  // Split nodes on the transport's notify thread (h57; StartServer sets it for the local
+  // backend, whose server-side atomics need no progress of that thread): no wake-up of the
+  // resize thread between a writer's request and the split.
+  void ResizeOnNotifyThread(bool on) { resize_on_notify_ = on; }
   // Waits until queued resizes are done (tests).
   void Drain();
 
@@ -232,6 +236,7 @@ class Service {
   bool busy_ = false, w_busy_ = false, stop_ = false, kicked_ = false, scan_all_ = false;
   // Post segments (h49; canrt_layout.h): whether the pool has them, and which client slots' segments
   // the apply thread scans (claimed, or freed with posts left; apply thread only).
+  std::atomic<bool> resize_on_notify_{false};
   bool segments_ = false;
   std::vector<uint8_t> seg_seen_;
   // Lease samples of the client table (ExpireLeases): the value each slot had and the server

@@ -442,7 +442,7 @@ void Service::OnNotify(uint32_t, std::string_view msg) {
   const RootHeader& h = *hdr_;
   if (m.node >= h.max_nodes) return;
   if (m.slot == kResizeSlot) {
-    if (opts_.inline_resize) {
+    if (opts_.inline_resize || resize_on_notify_.load(std::memory_order_relaxed)) {
       Resize(m.node);
       return;
     }
@@ -1193,6 +1193,13 @@ Status StartServer(Pool& pool, std::string_view name, std::string_view backend, 
   WORT_RETURN_IF_ERROR(remote::Listen(backend, svc->region(), svc->region_size(), pool.path(),
                                       [svc](uint32_t c, std::string_view m) { svc->OnNotify(c, m); }, &s->transport_));
   svc->SetAtomics(&s->transport_->ServerSide());
+  // Local backend: ServerSide() is CPU atomics, so the notify thread may split nodes itself
+  // (ucx: its compare-swaps need the progress of the very thread that runs the handler).
+  static const bool kResizeThread = [] {
+    const char* e = std::getenv("WORT_CANRT_RESIZE_THREAD");  // =1: always the resize thread (measurements)
+    return e && *e == '1';
+  }();
+  svc->ResizeOnNotifyThread(backend == "local" && !kResizeThread);
   *out = std::move(s);
   return Status::OK();
 }
