@@ -541,9 +541,19 @@ class Client final : public remote::RemoteKV {
         WORT_RETURN_IF_ERROR(PendingHolds(meta_off, pend, key, &bits, &same_key_pending));
       }
       const uint64_t taken = bits | pend;
-      if (same_key_pending) {
-        // This key's earlier item waits for its apply: at most one item per key waits
-        // (canrt_layout.h, "pending set"). Unlock, wake the server, retry.
+      // Full with items pending (h57): if applying them frees a slot - a pending delete, or a
+      // put of a key the node holds already (its older slot is freed) - wait for the apply
+      // thread as for a key's earlier item (it usually keeps up: a few us); if not - new keys, as
+      // sequential puts write - the node must be split anyway, and the resize applies them
+      // itself (below), so ask at once. After 64 waits in a row, ask anyway (the resize applies
+      // them and gives the lock back when the node is no longer full).
+      bool frees = false;
+      if (taken == full && pend != 0 && !same_key_pending && apply_waits_in_a_row_ < 64)
+        WORT_RETURN_IF_ERROR(PendingFreesASlot(meta_off, bits, pend, &frees));
+      if (same_key_pending || frees) {
+        // This key's earlier item waits for its apply (at most one item per key waits:
+        // canrt_layout.h, "pending set"), or the node's pending items free a slot once applied.
+        // Unlock, wake the server, retry.
         ++stats_.apply_waits;
         WORT_RETURN_IF_ERROR(Unlock(lock_off));
         if (apply_waits_in_a_row_++ % 16 == 0) {
@@ -634,6 +644,20 @@ class Client final : public remote::RemoteKV {
     for (uint32_t s = 0; s <= hi && !*holds; ++s) *holds = (pend >> s & 1) && KeyIs(buf + 64 + uint64_t(s) * kItemBytes, key);
     return Status::OK();
   }
+  // Whether applying the pending items `pend` of the full node at meta_off (applied slots `bits`)
+  // frees a slot: a pending delete item, or a pending put of a key an applied slot holds. One
+  // Read of the whole node (only when a writer finds its node full with items pending).
+  Status PendingFreesASlot(uint64_t meta_off, uint64_t bits, uint64_t pend, bool* frees) {
+    WORT_RETURN_IF_ERROR(c_->Read(meta_off, node_.data(), node_.size()));
+    *frees = false;
+    for (uint32_t s = 0; s < h_.capacity && !*frees; ++s) {
+      if (!(pend >> s & 1)) continue;
+      const unsigned char* it = ItemAt(s);
+      if (it[kItemOp] == kOpDelete) *frees = true;
+      for (uint32_t j = 0; j < h_.capacity && !*frees; ++j) *frees = (bits >> j & 1) && SameKey(ItemAt(j), it);
+    }
+    return Status::OK();
+  }
   // Gives back this client's +1 in the lock field of the lock word at lock_off (its failed
   // attempt, or the lock it holds and does not use).
   Status Unlock(uint64_t lock_off) {
@@ -645,7 +669,7 @@ class Client final : public remote::RemoteKV {
     return Status::OK();
   }
 
-  static constexpr int kPostWaitUs = 500;
+  static constexpr int kPostWaitUs = 20;
   std::unique_ptr<remote::Connection> c_;
   int slot_ = -1;            // this client's slot in the region's client table
   uint64_t slot_word_ = 0;   // what this client last stored there (SlotWord)
