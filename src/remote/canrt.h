@@ -9,8 +9,10 @@
 // lock (lock field was 0) and returns the pending set of that instant - or counts a failed
 // attempt, which the client undoes (FetchAdd64(-(1 << 32))) before it backs off and retries;
 // then ONE Read gives the bitmap (and, when items are pending, the pending items: slots taken =
-// applied | pending) - if one pending item holds the key, or every free slot is pending, the
-// client gives the lock back, wakes a sleeping server (kWaitSlot) and retries; a free slot is
+// applied | pending) - if one pending item holds the key, or the node is full and applying its
+// pending items would free a slot (a delete, an update of a key the node holds: one Read of the
+// node tells), the client gives the lock back, wakes a sleeping server (kWaitSlot) and retries
+// (64 times at most for the latter, then it asks for a resize as below); a free slot is
 // picked; the DataItem (key, value, op, valid = 1, crc) is written there with one Write and made
 // durable by the transport (Connection::Persist: local - the client writes the line back through
 // its own mapping; ucx - remote-completion flush + read-after-write, see transport.h for what
@@ -21,8 +23,11 @@
 // that says the server sleeps and this post ends a batch, or sleeps deeply - no server wake-up
 // per item) and returns: OK means acknowledged and durable (remote_kv.h), recovery applies
 // every complete item whose valid byte is set. The server applies the item in the background.
-// A full node with nothing pending: Notify(node, RESIZE) while holding the lock, then retry
-// once the node is retired (split) - or PoolFull when the server cannot grow the tree. Remove
+// A full node (h57: also one whose pending items are new keys - sequential puts): Notify(node,
+// RESIZE) while holding the lock, then retry once the node is retired (split) - or, when items
+// were pending and their apply left the node not full, once the server gave the lock back - or
+// PoolFull when the server cannot grow the tree. A post segment that is full waits up to 20 us
+// for the apply thread to free a word, then notifies the item (h57: flow control). Remove
 // first reads the node under the lock to return NotFound exactly.
 // Visibility: a write is seen by every client (the writer included) from the moment its item is
 // in the node (before Persist returns, so a reader may see a write whose Put has not returned,
@@ -52,9 +57,12 @@
 //      this item's valid byte is persistently clear: at most one item PER KEY of a data node is
 //      persistent with valid = 1 and unapplied. (Until h49 the node's lock was held until here:
 //      at most one such item per node, and the next writer to the node waited for the apply.)
-// Resize and acknowledged writes: a node is split only on its lock holder's request - sent only
-// when the node's bitmap is full and its pending set empty - and never while an item in it
-// waits for its apply (valid byte or pending bit: Service::Resize ignores any other request), so an
+// Resize and acknowledged writes: a node is split only on its lock holder's request - sent when
+// the node's bitmap and pending set fill it - and only once no item in it waits for its apply:
+// since h57 Service::Resize first applies the node's pending items itself (under apply_mu_, which
+// the apply thread holds for each of its applies, so each item is applied once; the apply thread
+// then skips a post whose pending bit is clear), and ignores a request beside a valid item with
+// no pending bit (a writer still writing it: a stray request). So an
 // acknowledged item is always applied - and migrated - before its node is retired, and no client
 // writes into a retired node (its fetch-add of the lock word returns RETIRED - set there and in the
 // metadata word while the requester still holds the lock: it retries on the new generation).
@@ -95,7 +103,8 @@
 // Thread safety: the transport's notify thread only queues; written items (posted or notified)
 // are processed on the service's apply thread (ApplyLoop: polls the ring while items arrive, then
 // sleeps; canrt_server.cc) and resizes on its resize thread (so a resize delays only the writers of
-// its node), or both inline (Options::inline_resize). A client (RemoteKV from Connect) is used by
+// its node) - on the local backend (h57) on the notify thread itself, which saves the resize
+// thread's wake-up - or both inline (Options::inline_resize). A client (RemoteKV from Connect) is used by
 // one thread at a time; each client thread connects its own.
 #pragma once
 
@@ -147,6 +156,8 @@ struct ServiceStats {
   uint64_t kicks = 0;           // wake-up notifications received (batches, waiting writers)
   uint64_t leases_expired = 0;  // client slots freed because their lease expired
   uint64_t stale_pending = 0;   // pending bits of items applied already, cleared (a release after a restart)
+  uint64_t resize_applied = 0;  // pending items a resize applied itself (h57: it does not wait for the apply thread)
+  uint64_t skipped_posts = 0;   // posts whose slot's pending bit was not set (applied already, e.g. by a resize): skipped
 };
 
 class Service {
@@ -166,6 +177,10 @@ class Service {
   void SetAtomics(remote::Connection* c);
   // The transport's notify handler.
   void OnNotify(uint32_t client, std::string_view msg);
+  // Split nodes on the transport's notify thread (h57; StartServer sets it for the local
+  // backend, whose server-side atomics need no progress of that thread): no wake-up of the
+  // resize thread between a writer's request and the split.
+  void ResizeOnNotifyThread(bool on) { resize_on_notify_ = on; }
   // Waits until queued resizes are done (tests).
   void Drain();
 
@@ -179,6 +194,7 @@ class Service {
   struct Changes;
   Status Recover();
   void ProcessWrite(uint32_t node, uint32_t slot);
+  void ApplyLocked(uint32_t node, uint32_t slot);  // apply_mu_ held
   void Resize(uint32_t node);
   Status SplitInShadow(uint32_t node, char* shadow, Changes* ch);
   void Migrate(uint32_t node, const char* shadow, const std::vector<uint32_t>& targets);
@@ -209,6 +225,10 @@ class Service {
   Options opts_;
   remote::Connection* atomics_ = nullptr;
   std::mutex atomics_mu_;
+  // One apply at a time (h57): the apply thread's (ProcessWrite) and a resize's of its node's
+  // pending items - so each item is applied exactly once. Order: resize_mu_, then apply_mu_, then
+  // atomics_mu_.
+  std::mutex apply_mu_;
 
   // Resizes: one at a time, on resize_thread_ (or inline).
   std::mutex resize_mu_;
@@ -225,6 +245,7 @@ class Service {
   bool busy_ = false, w_busy_ = false, stop_ = false, kicked_ = false, scan_all_ = false;
   // Post segments (h49; canrt_layout.h): whether the pool has them, and which client slots' segments
   // the apply thread scans (claimed, or freed with posts left; apply thread only).
+  std::atomic<bool> resize_on_notify_{false};
   bool segments_ = false;
   std::vector<uint8_t> seg_seen_;
   // Lease samples of the client table (ExpireLeases): the value each slot had and the server
@@ -238,7 +259,7 @@ class Service {
   std::thread resize_thread_, write_thread_;
 
   std::atomic<uint64_t> writes_{0}, resizes_{0}, refused_{0}, add_height_{0}, recovered_{0}, reused_{0}, nfree_{0},
-      posted_{0}, kicks_{0}, expired_{0}, stale_pending_{0};
+      posted_{0}, kicks_{0}, expired_{0}, stale_pending_{0}, resize_applied_{0}, skipped_posts_{0};
 };
 
 // A CANRT server: the Service and the transport that exposes it.
@@ -277,6 +298,7 @@ struct ClientStats {
   uint64_t notify_failures = 0;  // durable writes the server could not be told of (it stopped)
   uint64_t posted = 0;           // writes posted into the region's ring (no notification of their own)
   uint64_t ring_full = 0;        // writes notified one by one because the ring had no free word
+  uint64_t post_waits = 0;       // posts that waited for the apply thread to free a word of a full segment (h57)
   uint64_t kicks = 0;            // wake-up notifications sent (a batch's end, a deep sleep, a wait)
   uint64_t apply_waits = 0;      // writes that found their key's earlier item (or a node full of
                                  // items) waiting for its apply: unlocked, waited, retried (h49)

@@ -47,10 +47,12 @@
 //        AT THE INSTANT it got the lock (one atomic: no window between lock and pending read).
 //     2. One Read from word 0: the bitmap B (8 bytes), or - when P != 0 - the header line and
 //        the slots up to P's highest one, to learn whether a pending item holds this key.
-//     3. A free slot s: in neither B nor P. Key pending, or no free slot while P != 0: undo the
-//        lock (step 1's FetchAdd64 back), wake a sleeping server, retry. No free slot and P == 0:
-//        the resize request (the server releases the lock - FetchAdd64(-kLockOne) - or retires
-//        the node with the lock held).
+//     3. A free slot s: in neither B nor P. Key pending, or no free slot while applying P would
+//        free one (a pending delete, or a pending put of a key B holds; one Read of the node):
+//        undo the lock (step 1's FetchAdd64 back), wake a sleeping server, retry (the latter 64
+//        times at most). Else no free slot: the resize request (h57: also with P != 0 - the
+//        server applies P itself first; then it releases the lock - FetchAdd64(-kLockOne) - when
+//        the node is no longer full or cannot be split, or retires the node with the lock held).
 //     4. Write item, Persist item (durable: the Put may be acknowledged from here).
 //     5. FetchAdd64(word 2, (1 << s) - kLockOne): the slot becomes pending and the lock is
 //        released in ONE atomic (bit s is 0 in the word: only a lock holder sets pending bits, and

@@ -240,8 +240,8 @@ void Service::AddWord(uint64_t* word, uint64_t add) {
 
 // Takes every posted item out of the ring, or out of the post segments (canrt_layout.h, "post
 // ring", "post segments"), and applies it. Each durable item is posted once (or notified once,
-// when the ring or segment was full), so an entry never names an item that was applied already -
-// ProcessWrite's valid-byte check stays as a guard. Segments: those of the client-table slots
+// when the ring or segment was full); an entry names an item applied already when a resize of its
+// node applied it first (h57) - ApplyLocked skips an entry whose slot's pending bit is clear. Segments: those of the client-table slots
 // seen claimed since their segment was last found empty (seg_seen_), or all of them with `all`.
 size_t Service::DrainRing(bool all) {
   size_t n = 0;
@@ -442,7 +442,7 @@ void Service::OnNotify(uint32_t, std::string_view msg) {
   const RootHeader& h = *hdr_;
   if (m.node >= h.max_nodes) return;
   if (m.slot == kResizeSlot) {
-    if (opts_.inline_resize) {
+    if (opts_.inline_resize || resize_on_notify_.load(std::memory_order_relaxed)) {
       Resize(m.node);
       return;
     }
@@ -570,15 +570,36 @@ void Service::ApplyLoop() {
   }
 }
 
+// A posted or notified item (node, slot), applied on the apply thread - unless a resize of its
+// node applied it first (apply_mu_ makes the two exclusive: ApplyLocked).
 void Service::ProcessWrite(uint32_t node, uint32_t slot) {
+  std::lock_guard<std::mutex> g(apply_mu_);
+  ApplyLocked(node, slot);
+}
+
+void Service::ApplyLocked(uint32_t node, uint32_t slot) {
   const uint32_t cap = hdr_->capacity;
   unsigned char* it = Item(node, slot);
-  if (it[kItemValid] != 1) {
-    // Processed already (a repeated notification) - or the post of an item that a restarted
-    // server's recovery applied while its client was between its Persist and its release: the
-    // release (one fetch-add, step 5) then set the slot's pending bit in a lock word that the
-    // recovery had zeroed, and no apply would ever clear it (the slot would stay taken and a
-    // write of the item's key would wait for ever).
+  // Only an item whose pending bit is set is applied (h57). A writer sets its slot's bit after
+  // its item is persistent (valid byte 1) and posts it after that; only an apply clears the bit
+  // (under apply_mu_, held here), so while it is set the slot holds that whole item and no writer
+  // takes the slot. A post whose bit is clear names an item applied already - by a resize, which
+  // applies its node's pending items itself (Resize), or a repeated notification - and the slot
+  // may by now hold ANOTHER writer's item that is still being written (the node retired and
+  // reused, or the slot freed by a later apply and taken again): its crc would fail, and the
+  // malformed-item path below would scrub an item whose Put is about to return (the hazard of
+  // doc/remote.md, "The sequential put's p99"). Such a post is skipped.
+  const uint64_t* lw = reinterpret_cast<const uint64_t*>(Node(node) + kLockWordOff);
+  if ((std::atomic_ref<const uint64_t>(*lw).load(std::memory_order_acquire) >> slot & 1) == 0) {
+    skipped_posts_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  if (std::atomic_ref<unsigned char>(it[kItemValid]).load(std::memory_order_acquire) != 1) {
+    // The bit is set and the item is not valid: the post of an item that a restarted server's
+    // recovery applied while its client was between its Persist and its release: the release
+    // (one fetch-add, step 5) then set the slot's pending bit in a lock word that the recovery
+    // had zeroed, and no apply would ever clear it (the slot would stay taken and a write of the
+    // item's key would wait for ever).
     ClearStalePending(node, slot);
     return;
   }
@@ -677,9 +698,9 @@ void Service::ClearPending(uint32_t node, uint32_t slot) {
   Cas(pend, [](uint64_t cur, uint64_t bit) -> uint64_t { return cur & ~bit; }, 1ull << slot);
 }
 
-// A pending bit whose item is not valid is stale (ProcessWrite's first check): a lock holder sets
-// its slot's bit only after its item, valid byte = 1, is persistent, and only the apply - this
-// thread, the only one that applies - clears that byte; so the bit read first and the valid byte
+// A pending bit whose item is not valid is stale (ApplyLocked's second check): a lock holder sets
+// its slot's bit only after its item, valid byte = 1, is persistent, and only an apply - under
+// apply_mu_, which the caller holds - clears that byte; so the bit read first and the valid byte
 // read after it, still not 1, mean no writer's item waits in the slot. While the bit stays set
 // every lock holder's pending set holds the slot, so no writer takes it (or sets the bit anew)
 // before the clear below.
@@ -822,7 +843,11 @@ void Service::Migrate(uint32_t node, const char* shadow, const std::vector<uint3
   PrefixView v(shadow);
   const uint32_t cap = hdr_->capacity;
   std::vector<uint64_t> meta(targets.size(), 0);
-  for (uint32_t d : targets) std::memset(Node(d), 0, hdr_->node_bytes);
+  // Zeroed with atomic word stores (remote::CopyToRegion): the apply thread may read a reused
+  // node's lock word meanwhile - a post of an item that a resize applied before the node was
+  // retired (h57: ApplyLocked skips it, its pending bit being clear either way).
+  const std::vector<char> zero(hdr_->node_bytes, 0);
+  for (uint32_t d : targets) remote::CopyToRegion(Node(d), zero.data(), zero.size());
   const uint64_t bits = pm::load8(Meta(node)) & kBitmapMask;
   for (uint32_t s = 0; s < cap; ++s) {
     if (!(bits >> s & 1)) continue;
@@ -857,24 +882,43 @@ void Service::Resize(uint32_t node) {
   char* shadow = Area(gen + 1);
   const AreaHeader vh = PrefixView(valid).header();
   uint64_t* meta = Meta(node);
-  const uint64_t mv = pm::load8(meta);
   const uint64_t full = (1ull << hdr_->capacity) - 1;
   uint64_t* lockw = reinterpret_cast<uint64_t*>(Node(node) + kLockWordOff);
-  const uint64_t lv = std::atomic_ref<uint64_t>(*lockw).load(std::memory_order_acquire);
+  uint64_t mv = pm::load8(meta);
+  uint64_t lv = std::atomic_ref<uint64_t>(*lockw).load(std::memory_order_acquire);
   if (node >= vh.ndata || (mv & kRetired) || (lv & kRetired)) return;  // a stale request
   if (LockOf(lv) == 0) return;                                         // nobody waits on it
+  // The node's pending items (durable, acknowledged, waiting for the apply thread) are applied
+  // HERE (h57), under apply_mu_, instead of the requester waiting until the apply thread - slower
+  // than one client putting sequential keys - has got to them: the requester holds the lock, so
+  // no bit is added meanwhile, and apply_mu_ keeps the apply thread off them (each is applied
+  // once: ApplyLocked skips a post whose bit this cleared). The same persist order as the apply
+  // thread's, item by item (ApplyLocked). Afterwards the node may be full (new keys: the split
+  // below) or not (an update or delete item freed its key's older slot: the lock is given back
+  // below, and the requester retries).
+  if ((lv & kBitmapMask) != 0) {
+    std::lock_guard<std::mutex> ga(apply_mu_);
+    const uint64_t pend = std::atomic_ref<uint64_t>(*lockw).load(std::memory_order_acquire) & kBitmapMask;
+    for (uint32_t s = 0; s < hdr_->capacity; ++s)
+      if (pend >> s & 1) ApplyLocked(node, s), resize_applied_.fetch_add(1, std::memory_order_relaxed);
+    mv = pm::load8(meta);
+    lv = std::atomic_ref<uint64_t>(*lockw).load(std::memory_order_acquire);
+  }
   // A node holding an item that waits for its apply is never split, nor its lock released here:
-  // that item's writer holds the lock (its Put may have returned - acknowledged, durable), and
-  // only the apply releases it. The protocol sends no such request (the requester holds the lock,
-  // and a lock is granted only after the previous item's apply); a duplicated or stray one must
-  // not let another writer take the lock and overwrite the item's slot, nor migrate the node
-  // without the item (canrt.h, "Resize and acknowledged writes").
+  // a valid item with no pending bit is one whose writer holds the lock and has not released it
+  // yet (a stray or repeated request: the requester's own pending items were applied above, and
+  // it writes no item while it asks). Such a request must not let another writer take the lock
+  // and overwrite the item's slot, nor migrate the node without the item (canrt.h, "Resize and
+  // acknowledged writes").
   for (uint32_t s = 0; s < hdr_->capacity; ++s)
     if (std::atomic_ref<unsigned char>(Item(node, s)[kItemValid]).load(std::memory_order_acquire) != 0) return;
-  // (An apply that cleared its valid byte but not yet its pending bit: the same - the
-  // requester saw no pending bit under its lock, so no real request meets this.)
+  // (A bit still pending after the applies above: added by a lock holder that is not a
+  // requester - a stray request again.)
   if ((lv & kBitmapMask) != 0) return;
-  if ((mv & kBitmapMask) != full) {  // not full (a stale request): the requester's lock given back, it retries
+  // Not full - the pending items applied above freed slots (an update's older version, a delete
+  // item), or a stale request: the requester's lock given back; it retries (a requester that
+  // saw pending items takes a lock field of 0 as "retry", canrt_client.cc).
+  if ((mv & kBitmapMask) != full) {
     Cas(lockw, [](uint64_t cur, uint64_t) -> uint64_t { return cur - kLockOne; }, 0);
     return;
   }
@@ -1065,6 +1109,8 @@ ServiceStats Service::Stats() const {
   s.kicks = kicks_.load();
   s.leases_expired = expired_.load();
   s.stale_pending = stale_pending_.load();
+  s.resize_applied = resize_applied_.load();
+  s.skipped_posts = skipped_posts_.load();
   const uint64_t gen = GenOf(pm::load8(&hdr_->state));
   const AreaHeader h = PrefixView(Area(gen)).header();
   s.generation = gen;
@@ -1147,6 +1193,13 @@ Status StartServer(Pool& pool, std::string_view name, std::string_view backend, 
   WORT_RETURN_IF_ERROR(remote::Listen(backend, svc->region(), svc->region_size(), pool.path(),
                                       [svc](uint32_t c, std::string_view m) { svc->OnNotify(c, m); }, &s->transport_));
   svc->SetAtomics(&s->transport_->ServerSide());
+  // Local backend: ServerSide() is CPU atomics, so the notify thread may split nodes itself
+  // (ucx: its compare-swaps need the progress of the very thread that runs the handler).
+  static const bool kResizeThread = [] {
+    const char* e = std::getenv("WORT_CANRT_RESIZE_THREAD");  // =1: always the resize thread (measurements)
+    return e && *e == '1';
+  }();
+  svc->ResizeOnNotifyThread(backend == "local" && !kResizeThread);
   *out = std::move(s);
   return Status::OK();
 }

@@ -76,11 +76,22 @@ class InlineConn final : public remote::Connection {
   // fence - nothing is in flight at a client's Write - and, with torn_lines, may take any word
   // of the line from before or after).
   void TearWrites(bool on) { tear_writes_ = on; }
+  // With TearWrites: runs fn once, inside the next torn Write, between its last word and the rest
+  // (something the server does while a writer's item is half written).
+  void AfterTornWord(std::function<void()> fn) { after_torn_word_ = std::move(fn); }
+  // A stalled apply thread: a writer's "waiting for an apply" notification (kWaitSlot) is dropped
+  // (without it, defer mode applies the deferred items then, and the server drains the posts).
+  void StallApply(bool on) { stall_apply_ = on; }
   Status Write(uint64_t off, const void* src, size_t len) override {
     if (off + len > n_) return Status::InvalidArgument("out of range");
     if (tear_writes_ && len > 8) {
       std::memcpy(b_ + off + len - 8, static_cast<const char*>(src) + len - 8, 8);
       pm::fence();
+      if (after_torn_word_) {
+        auto fn = std::move(after_torn_word_);
+        after_torn_word_ = nullptr;
+        fn();
+      }
       std::memcpy(b_ + off, src, len - 8);
       return Status::OK();
     }
@@ -108,6 +119,7 @@ class InlineConn final : public remote::Connection {
     Message m{};
     if (msg.size() == sizeof m) std::memcpy(&m, msg.data(), sizeof m);
     // A writer waiting for an apply (its key's earlier item, or a node full of items) gets it.
+    if (defer_ && m.slot == kWaitSlot && stall_apply_) return Status::OK();  // nobody applies
     if (defer_ && m.slot == kWaitSlot) ApplyDeferred();
     if (defer_ && m.slot != kResizeSlot && m.slot != kWaitSlot) deferred_.emplace_back(msg);
     else s_->OnNotify(id_, msg);
@@ -141,6 +153,8 @@ class InlineConn final : public remote::Connection {
   uint32_t id_;
   bool defer_;
   bool tear_writes_ = false;
+  bool stall_apply_ = false;
+  std::function<void()> after_torn_word_;
   std::vector<std::string> deferred_;
   uint64_t tear_at_ = 0;
   std::function<void()> tear_fn_;
@@ -1273,8 +1287,12 @@ Status ReadImage(const std::string& path, Model* out, bool exercise) {
 // after every n-th write only (or when a writer waits for one: its key's earlier item, or a node
 // full of pending items): several items of one node wait for their apply at once, and every
 // image of a client's return must recover all of them.
+// With `sequential` (h57), the puts write new keys in increasing order (bytes 0x80 and up: the
+// benchmark's sequential put) and one operation in six removes an existing key: nodes fill with
+// pending items, and the writer that finds one full asks for the split while they are pending,
+// so the resize's own apply of them (Service::Resize) is explored inside that writer's operation.
 crash::ExplorerResult RunCanrtExplorer(const crash::ExplorerConfig& cfg, size_t ops, ServiceStats* stats,
-                                       int apply_every = 0) {
+                                       int apply_every = 0, bool sequential = false) {
   const bool client_active = apply_every > 0;
   TempPath path("canrt-live");
   auto pool = NewPool(path, 64ull << 20);
@@ -1287,9 +1305,19 @@ crash::ExplorerResult RunCanrtExplorer(const crash::ExplorerConfig& cfg, size_t 
   crash::PathExplorer px(pool.get(), cfg);
   crash::ExplorerResult res;
   std::mt19937_64 r(9);
+  size_t next_key = 0;
   for (size_t i = 0; i < ops && res.violation_count < cfg.max_violations; ++i) {
-    const std::string k = keys[r() % keys.size()];
-    const bool put = model.empty() || r() % 4 != 0;
+    std::string k = keys[r() % keys.size()];
+    bool put = model.empty() || r() % 4 != 0;
+    if (sequential) {
+      put = model.empty() || r() % 6 != 0;
+      if (put) {
+        k = {static_cast<char>(0x80 + next_key / 64), static_cast<char>(next_key % 64 * 4), '\xff'};
+        ++next_key;
+      } else {
+        k = std::next(model.begin(), static_cast<std::ptrdiff_t>(r() % model.size()))->first;
+      }
+    }
     const std::string v = Value(r());
     Model post = model;
     if (put) post[k] = v;
@@ -1581,6 +1609,31 @@ TEST(CanrtCrash, PendingItemsOfOneNodeThenApply) {
   EXPECT_GT(res.crash_points, 500u);
   std::printf("canrt pending items explorer: operations %zu, crash points %zu, images %zu, resizes %llu\n", res.ops_run,
               res.crash_points, res.images, static_cast<unsigned long long>(st.resizes));
+}
+
+// h57: a writer that finds its node full of pending items asks for the split at once, and the
+// resize applies them itself before it splits (Service::Resize): every crash point of that apply
+// and of the split after it - items durable and not yet applied, some applied, the node split
+// mid-way - is explored inside the writer's operation; every image must hold every acknowledged
+// write (the items the resize applied included) and nothing more (no removed or older version
+// back). Sequential keys, applies only every 64 operations (or when a writer waits for one).
+TEST(CanrtCrash, ResizeAppliesPendingItemsThenSplits) {
+  crash::ExplorerConfig cfg;
+  cfg.subsets = 2;
+  cfg.max_points = 24;
+  cfg.seed = 11;
+  if (const char* d = std::getenv("WORT_CANRT_DROP_SITE")) cfg.drop_site = d;  // manual mutation runs
+  ServiceStats st;
+  const crash::ExplorerResult res = RunCanrtExplorer(cfg, 150, &st, /*apply_every=*/64, /*sequential=*/true);
+  for (const auto& v : res.violations) ADD_FAILURE() << v.ToString();
+  EXPECT_EQ(res.violation_count, 0u);
+  EXPECT_GT(st.resizes, 10u);
+  EXPECT_GT(st.resize_applied, 20u) << "few resizes applied pending items";
+  EXPECT_GT(res.crash_points, 500u);
+  std::printf("canrt resize applies pending items: operations %zu, crash points %zu, images %zu, resizes %llu, items "
+              "applied by resizes %llu\n",
+              res.ops_run, res.crash_points, res.images, static_cast<unsigned long long>(st.resizes),
+              static_cast<unsigned long long>(st.resize_applied));
 }
 
 // h49: writes of distinct keys to one data node - sequential keys - do not wait for the apply
@@ -1905,9 +1958,206 @@ TEST(Canrt, SequentialWritersShareNodesWithoutWaiting) {
   std::unique_ptr<remote::RemoteKV> kv;
   ASSERT_TRUE(Connect(server->info(), &kv).ok());
   EXPECT_EQ(ScanAll(*kv), all);
-  EXPECT_GT(server->service().Stats().resizes, 10u);
+  const ServiceStats st = server->service().Stats();
+  EXPECT_GT(st.resizes, 10u);
+  // (h57) How many items the resize thread applied beside the apply thread (timing-dependent).
+  std::printf("sequential writers: %llu resizes, %llu items applied by resizes, %llu posts skipped\n",
+              static_cast<unsigned long long>(st.resizes), static_cast<unsigned long long>(st.resize_applied),
+              static_cast<unsigned long long>(st.skipped_posts));
   std::string rep;
   EXPECT_TRUE(server->service().Check(&rep).ok()) << rep;
+}
+
+// h57: a writer that finds its node full while some of its items still wait for their apply asks
+// for the split at once, and the resize applies those items itself - it does not wait for the
+// apply thread. Here the apply thread is stalled (no post and no "waiting" notification is ever
+// served): sequential keys fill a node of 4 with pending items, and the 5th put must still be
+// acknowledged - on the code before h57 the writer waited for an apply that never came (IOError
+// after the client's timeout, with apply_waits counted). Then the same for a node whose pending
+// items are updates: the resize's apply frees their keys' older slots, the node is no longer full,
+// so it is not split - the lock is given back and the writer retries into a freed slot.
+TEST(Canrt, ResizeAppliesPendingItemsWithoutTheApplyThread) {
+  TempPath path("canrt");
+  auto pool = NewPool(path);
+  std::unique_ptr<Service> svc;
+  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());  // capacity 4, inline
+  InlineConn* wc = nullptr;
+  auto w = InlineClient(svc.get(), 1, &wc);
+  wc->StallApply(true);
+  auto other = InlineClient(svc.get(), 2);
+  Model model;
+  for (int i = 0; i < 5; ++i) {
+    const std::string k = test::Cat("\xc0", std::string(1, static_cast<char>(0x80 + i)));
+    ASSERT_TRUE(w->Put(k, test::Cat("v", std::to_string(i))).ok()) << i;
+    model[k] = test::Cat("v", std::to_string(i));
+  }
+  ServiceStats st = svc->Stats();
+  EXPECT_EQ(GetClientStats(*w).apply_waits, 0u);
+  EXPECT_GE(st.resizes, 1u);  // (keys sharing their first byte: the first split may leave them together)
+  EXPECT_EQ(st.resize_applied, 4u) << "the resize did not apply the node's pending items";
+  EXPECT_EQ(st.writes, 4u);  // the 5th item waits in its new node
+  EXPECT_EQ(ScanAll(*other), model);
+  // The deferred posts: four name items the resize applied (their bits are clear: skipped).
+  wc->ApplyDeferred();
+  st = svc->Stats();
+  EXPECT_EQ(st.writes, 5u);
+  EXPECT_EQ(st.skipped_posts, 4u);
+  EXPECT_EQ(ScanAll(*other), model);
+  std::string rep;
+  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
+  // Updates, in a fresh tree: three keys applied, then five updates - the first into the free
+  // slot; each next finds the node full with the previous update pending, whose apply frees a
+  // slot: it waits for the apply thread (stalled here), and after 64 waits asks anyway - the
+  // resize's apply frees that key's older slot instead of splitting.
+  w.reset();
+  other.reset();
+  svc.reset();
+  TempPath path2("canrt");
+  auto pool2 = NewPool(path2);
+  ASSERT_TRUE(Service::Open(*pool2, "canrt", SmallOptions(), &svc).ok());
+  w = InlineClient(svc.get(), 1, &wc);
+  wc->StallApply(true);
+  other = InlineClient(svc.get(), 2);
+  model.clear();
+  const std::vector<std::string> keys = {"\xe0\x01", "\xe0\xff", std::string("\xe0\x00", 2)};
+  for (const std::string& k : keys) {
+    ASSERT_TRUE(w->Put(k, "old").ok());
+    wc->ApplyDeferred();
+    model[k] = "old";
+  }
+  for (int i = 0; i < 5; ++i) {
+    const std::string& k = keys[i % 3];
+    ASSERT_TRUE(w->Put(k, test::Cat("new", std::to_string(i))).ok()) << i;
+    model[k] = test::Cat("new", std::to_string(i));
+    std::string v;
+    ASSERT_TRUE(other->Get(k, &v).ok());
+    EXPECT_EQ(v, model[k]);
+  }
+  st = svc->Stats();
+  EXPECT_EQ(st.resizes, 0u) << "a node whose pending updates free slots was split";
+  EXPECT_EQ(st.resize_applied, 4u);
+  EXPECT_EQ(GetClientStats(*w).apply_waits, 4u * 64);  // each of the four waited 64 times, then asked
+  wc->ApplyDeferred();
+  EXPECT_EQ(ScanAll(*other), model);
+  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
+  w.reset();  // (the clients and the service before the pool they map)
+  other.reset();
+  svc.reset();
+}
+
+// h57, the hazard of a resize that applies items itself: their posts stay in the writer's post
+// segment, and one drained after its slot was freed and taken again names a slot whose new item
+// is still being written - its crc fails, and the malformed-item path would scrub it (op 0, valid
+// 0) under the writer, whose Put then returns OK for an item no one ever applies: an acknowledged
+// write lost. The apply skips a post whose slot's pending bit is clear. Sequence (node of 4, the
+// apply thread stalled): a, b, c applied; a' pending in slot 3 (post P); each next update finds the
+// node full, and the resize applies the pending one, freeing a slot; c' lands in slot 3 again,
+// and P is drained between the last word of its torn Write and the rest.
+TEST(Canrt, StalePostAfterAResizesApplyLeavesTheNewItemIntact) {
+  TempPath path("canrt");
+  auto pool = NewPool(path);
+  std::unique_ptr<Service> svc;
+  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());  // capacity 4, inline
+  InlineConn* wc = nullptr;
+  auto w = InlineClient(svc.get(), 1, &wc);
+  wc->StallApply(true);
+  auto other = InlineClient(svc.get(), 2);
+  const std::string a = "\x90\xa0", b = "\x90\xb0", c = "\x90\xc0";
+  for (const std::string& k : {a, b, c}) {  // slots 0, 1, 2
+    ASSERT_TRUE(w->Put(k, "1").ok());
+    wc->ApplyDeferred();
+  }
+  ASSERT_TRUE(w->Put(a, "2").ok());  // slot 3, pending: its post P is deferred
+  ASSERT_TRUE(w->Put(b, "2").ok());  // full: the resize applies a (frees slot 0); b into slot 0
+  ASSERT_TRUE(w->Put(a, "3").ok());  // the resize applies b (frees slot 1); a into slot 1
+  EXPECT_EQ(svc->Stats().resize_applied, 2u);
+  EXPECT_EQ(svc->Stats().skipped_posts, 0u);
+  // c: the resize applies a (frees slot 3, P's slot); c goes into slot 3, torn, and the stale
+  // posts are drained in the middle of its Write.
+  wc->TearWrites(true);
+  bool drained = false;
+  wc->AfterTornWord([&] {
+    wc->ApplyDeferred();
+    drained = true;
+  });
+  ASSERT_TRUE(w->Put(c, "2").ok());
+  wc->TearWrites(false);
+  ASSERT_TRUE(drained);
+  char* node0 = svc->region() + reinterpret_cast<RootHeader*>(svc->region())->data_off;
+  const unsigned char* slot3 = reinterpret_cast<const unsigned char*>(node0 + 64 + 3 * kItemBytes);
+  ASSERT_EQ(std::string(reinterpret_cast<const char*>(slot3 + kItemKey), slot3[kItemKeyLen]), c)
+      << "the sequence did not put c into the stale post's slot";
+  EXPECT_GE(svc->Stats().skipped_posts, 3u);  // P and the posts of b and a, applied by resizes
+  EXPECT_EQ(svc->Stats().resizes, 0u);
+  EXPECT_EQ(slot3[kItemValid], 1) << "the new item's valid byte was cleared by a stale post";
+  EXPECT_EQ(slot3[kItemOp], kOpPut) << "the new item was scrubbed by a stale post";
+  const Model model{{a, "3"}, {b, "2"}, {c, "2"}};
+  EXPECT_EQ(ScanAll(*other), model);
+  wc->ApplyDeferred();  // c's own post
+  EXPECT_EQ(ScanAll(*other), model);
+  std::string rep;
+  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
+  // And after a crash (no Close): recovery sees the same.
+  w.reset();
+  other.reset();
+  svc.reset();
+  pool.reset();
+  pool = OpenPool(path);
+  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
+  auto r = InlineClient(svc.get());
+  EXPECT_EQ(ScanAll(*r), model);
+  r.reset();
+  svc.reset();
+}
+// h57: a client whose post segment is full (the apply thread kPostWords items behind) waits for a
+// free word instead of notifying the item (a system call and two server wake-ups per put once
+// the client outran the apply thread). Here the inline server says it is awake, so no post is
+// kicked and nothing drains the segment; the 65th put finds it full, reads `wake`, and while it
+// waits the server drains (run inside that read): the put is posted, not notified. On the code
+// before h57 it notified the item (ring_full 1).
+TEST(Canrt, FullPostSegmentWaitsForTheApplyInsteadOfNotifying) {
+  TempPath path("canrt");
+  auto pool = NewPool(path);
+  Options o = SmallOptions();
+  o.capacity = 31;
+  std::unique_ptr<Service> svc;
+  ASSERT_TRUE(Service::Open(*pool, "canrt", o, &svc).ok());
+  uint64_t* wake = reinterpret_cast<uint64_t*>(svc->region() + kWakeOff);
+  std::atomic_ref<uint64_t>(*wake).store(0);  // "awake, polling": posts send no kick
+  InlineConn* wc = nullptr;
+  auto w = InlineClient(svc.get(), 1, &wc);
+  Model model;
+  auto key = [](int i) {
+    std::string k(3, '\xa5');
+    k[1] = static_cast<char>(0x80 + i / 16);
+    k[2] = static_cast<char>(i % 16);
+    return k;
+  };
+  const std::string v = "v";
+  for (int i = 0; i < static_cast<int>(kPostWords); ++i) {
+    ASSERT_TRUE(w->Put(key(i), v).ok()) << i;
+    model.emplace(key(i), v);
+  }
+  ASSERT_EQ(GetClientStats(*w).posted, kPostWords);
+  ASSERT_EQ(GetClientStats(*w).post_waits, 0u);
+  bool drained = false;
+  wc->TearNextRead(kWakeOff + 4, [&] {
+    svc->Drain();  // inline: applies every posted item
+    drained = true;
+  });
+  ASSERT_TRUE(w->Put(key(64), v).ok());
+  model.emplace(key(64), v);
+  EXPECT_TRUE(drained);
+  const ClientStats cs = GetClientStats(*w);
+  EXPECT_EQ(cs.ring_full, 0u) << "the item was notified, not posted";
+  EXPECT_EQ(cs.post_waits, 1u);
+  EXPECT_EQ(cs.posted, kPostWords + 1);
+  svc->Drain();
+  EXPECT_EQ(ScanAll(*w), model);
+  std::string rep;
+  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
+  w.reset();
+  svc.reset();
 }
 }  // namespace
 }  // namespace wort::canrt
