@@ -346,7 +346,11 @@ void EpochManager::CollectSlot(Slot* s) {
   // operation): try again kRetryAfter retires from now, not kRetireBatch - the blocker is
   // typically out again within a time slice, and a whole batch later the advances fell far
   // behind the retires (4 writers on 2 loaded cores: 30-75 advances in 16,000 operations).
-  if (!TryAdvance()) s->since_collect = static_cast<uint32_t>(kRetireBatch - kRetryAfter);
+  s->ntries.store(s->ntries.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  if (!TryAdvance()) {
+    s->since_collect = static_cast<uint32_t>(kRetireBatch - kRetryAfter);
+    s->nblocked.store(s->nblocked.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
   s->seen_global = global_.load(std::memory_order_seq_cst);
   ReclaimOld(s, s->seen_global);
   if (orphans_.load(std::memory_order_relaxed)) [[unlikely]] ReclaimOrphans(s->seen_global);
@@ -405,6 +409,8 @@ EpochStats EpochManager::Stats() const {
     st.retired += s->nretired.load(std::memory_order_relaxed);
     st.reclaimed += s->nreclaimed.load(std::memory_order_relaxed);
     st.peak_pending += s->peak.load(std::memory_order_relaxed);
+    st.advance_tries += s->ntries.load(std::memory_order_relaxed);
+    st.advances_blocked += s->nblocked.load(std::memory_order_relaxed);
   }
   st.pending = st.retired >= st.reclaimed ? st.retired - st.reclaimed : 0;
   return st;

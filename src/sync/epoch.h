@@ -63,6 +63,8 @@ struct EpochStats {
   uint64_t peak_pending = 0;   // the sum over slots of each slot's maximum of pending so far
                                // (an upper bound of the process-wide maximum; exact with one
                                // retiring thread)
+  uint64_t advance_tries = 0;  // advances tried (a Collect that found the epoch where it left it)
+  uint64_t advances_blocked = 0;  // of those, found a thread inside an older epoch (not advanced)
 };
 
 class EpochGuard;
@@ -144,6 +146,7 @@ class EpochManager {
     std::vector<std::pair<uint64_t, uint64_t>> retired;  // (epoch at retire, item)
     // Written by the owner only (relaxed load + store, no locked RMW), read by Stats.
     std::atomic<uint64_t> nretired{0}, nreclaimed{0}, peak{0};
+    std::atomic<uint64_t> ntries{0}, nblocked{0};  // TryAdvance calls, and those blocked
     // The writer gate: owner-written; read by QuiesceWriters.
     std::atomic<uint32_t> writing{0};   // WriterEnter nesting
     std::atomic<uint64_t> wentries{0};  // outermost WriterEnters so far

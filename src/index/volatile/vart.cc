@@ -613,6 +613,7 @@ class VArt final : public Index {
   mutable sync::EpochManager epoch_{static_cast<sync::EpochManager::SlotReclaimFn>(&FreeOne), &arena_};
 
   friend bool wort::vol::VartMemoryOf(const Index& idx, VartMemory* out);
+  friend bool wort::vol::VartEpochStatsOf(const Index& idx, sync::EpochStats* out);
 };
 
 // ---- Lookup ----------------------------------------------------------------------------------
@@ -1046,6 +1047,13 @@ bool VartMemoryOf(const Index& idx, VartMemory* out) {
   m.caches = u.caches;
   m.shared_blocks = u.shared_blocks;
   *out = m;
+  return true;
+}
+
+bool VartEpochStatsOf(const Index& idx, sync::EpochStats* out) {
+  const auto* v = dynamic_cast<const VArt*>(&idx);
+  if (v == nullptr) return false;
+  *out = v->epoch_.Stats();
   return true;
 }
 
