@@ -27,7 +27,9 @@
 // that finds a thread inside an older epoch (preempted in its operation, on a loaded machine)
 // is tried again kRetryAfter retires later, not a whole batch later (issue 31 (a)). A thread that
 // stays inside one operation holds back everything retired meanwhile (by every thread): keep
-// operations short.
+// operations short. A thread's retired items are in the order of their epochs, so a reclaim pass
+// stops at the first that is not old enough: a blocked retry costs the same whatever the length
+// of the list (issue 31, h59: each retry scanned the whole list).
 // Retire stores no epoch and passes no fence: the items retired since the thread's last Collect
 // are tagged at its next Collect (one seq_cst fence, then the load of the global epoch: every
 // unlink of those items precedes the fence), so they wait at most one batch longer and a retire
@@ -65,6 +67,8 @@ struct EpochStats {
                                // retiring thread)
   uint64_t advance_tries = 0;  // advances tried (a Collect that found the epoch where it left it)
   uint64_t advances_blocked = 0;  // of those, found a thread inside an older epoch (not advanced)
+  uint64_t reclaim_scanned = 0;   // retired items the reclaim passes looked at (each reclaimed one, and at
+                                  // most one more per pass: the first not yet old enough)
 };
 
 class EpochGuard;
@@ -147,6 +151,7 @@ class EpochManager {
     // Written by the owner only (relaxed load + store, no locked RMW), read by Stats.
     std::atomic<uint64_t> nretired{0}, nreclaimed{0}, peak{0};
     std::atomic<uint64_t> ntries{0}, nblocked{0};  // TryAdvance calls, and those blocked
+    std::atomic<uint64_t> nscanned{0};             // items ReclaimOld looked at
     // The writer gate: owner-written; read by QuiesceWriters.
     std::atomic<uint32_t> writing{0};   // WriterEnter nesting
     std::atomic<uint64_t> wentries{0};  // outermost WriterEnters so far
