@@ -110,6 +110,11 @@ class EpochManager {
   void Synchronize();
   // True iff the calling thread is inside an epoch of this manager.
   bool InEpoch();
+  // The calling thread's slot (enrolling the thread on first use), without entering: for a writer
+  // that prepares its per-thread state (Slot::state) before it enters (vart maps its next node
+  // chunk outside the epoch) and then enters with EpochWriterGuard(m, slot).
+  struct Slot;
+  Slot* ThreadSlot() { return MySlot(); }
 
   // The writer gate (issue 31): what a writer of a concurrent index does instead of taking a
   // shared lock word that every writer stores to (a process-wide cache line, and two atomic
@@ -324,7 +329,9 @@ class WriterGateGuard {
 // it up twice).
 class EpochWriterGuard {
  public:
-  explicit EpochWriterGuard(EpochManager& m) : m_(m), s_(m.MySlot()) {
+  explicit EpochWriterGuard(EpochManager& m) : EpochWriterGuard(m, m.MySlot()) {}
+  // With the calling thread's slot already found (EpochManager::ThreadSlot()).
+  EpochWriterGuard(EpochManager& m, EpochManager::Slot* s) : m_(m), s_(s) {
     m_.EnterSlot(s_);
     m_.WriterEnterSlot(s_);
   }

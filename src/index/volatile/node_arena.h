@@ -176,6 +176,11 @@ class NodeArena {
   // The sum of every cache's key count (exact when no writer is in flight).
   int64_t SumKeys() const;
 
+  // For tests (issue 31, h59): fn(ctx) is called on the refilling thread each time a cache is
+  // about to map a new chunk (before the mmap and its page faults). Process-wide; null: none.
+  using MapHook = void (*)(void* ctx);
+  static void SetMapHookForTest(MapHook fn, void* ctx);
+
  private:
   struct SpilledBatch {
     void* head;

@@ -28,5 +28,8 @@ bool VartMemoryOf(const Index& idx, VartMemory* out);
 // The counts of vart's own epoch manager (its writers' epochs and retires; vart does not use the
 // pool's), for diagnostics (wort bench ycsb). False if idx is not a vart.
 bool VartEpochStatsOf(const Index& idx, sync::EpochStats* out);
+// True iff the calling thread is inside vart's epoch (for tests: NodeArena's map hook checks
+// that no chunk is mapped inside it). False also if idx is not a vart.
+bool VartThreadInEpoch(const Index& idx);
 
 }  // namespace wort::vol
