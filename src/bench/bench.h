@@ -225,8 +225,20 @@ Status AppendJsonLines(const std::string& path, const std::vector<nlohmann::json
 // the operation counts by type, and `errors`: reads of a record that must be present and missed,
 // updates that inserted, inserts that found their new key present, scans not starting at their
 // (present) start key. They should be 0.
+// How the load's records are split over the threads (issue 31: what two writers of one index
+// share, told apart by experiment). kSlices: contiguous slices of the key list (the keys are
+// shuffled, so every thread inserts all over the tree: the default). kFirstByte: thread t
+// inserts the records whose key's first byte is t mod T (an empty key: thread 0): for the radix
+// kinds, disjoint subtrees below the root. kIndexPerThread: each thread loads its slice into an
+// index (and pool) of its own, in the same process: only the process is shared. The workloads
+// after the load are not split (kIndexPerThread runs the load only).
+enum class LoadPartition { kSlices, kFirstByte, kIndexPerThread };
+const char* LoadPartitionName(LoadPartition p);
+bool ParseLoadPartition(const std::string& s, LoadPartition* out);
+
 struct YcsbBenchConfig {
   CommonConfig common;
+  LoadPartition partition = LoadPartition::kSlices;
   std::vector<std::string> indexes;
   Dist dist = Dist::kSparse;
   size_t records = 1000000;  // loaded records (N)
@@ -248,6 +260,16 @@ struct YcsbResult {
   double flushes_per_op = 0, fences_per_op = 0;
   uint64_t reads = 0, updates = 0, inserts = 0, scans = 0, rmws = 0;
   uint64_t errors = 0;
+  // Where the workers' CPU time went (getrusage(RUSAGE_THREAD) of each worker, summed): user and
+  // system ns per operation, minor page faults per operation, voluntary and involuntary context
+  // switches of the run.
+  double user_ns_per_op = 0, sys_ns_per_op = 0, faults_per_op = 0;
+  uint64_t vol_switches = 0, invol_switches = 0;
+  // The epoch manager the kind's writers use (vart: its own; the others: the pool's), over the
+  // run: epochs advanced, advances tried, tries that found a thread inside an older epoch.
+  // -1: not known.
+  int64_t epoch_advances = -1, epoch_tries = -1, epoch_blocked = -1;
+  std::string partition = "slices";  // YcsbBenchConfig::partition (the load only)
 };
 
 struct YcsbBenchReport {

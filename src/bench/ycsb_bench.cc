@@ -1,6 +1,7 @@
 // `wort bench ycsb`: YCSB workloads A-F and load (see bench.h for what is measured, ycsb.h for
 // the generators), and the key file for the peer drivers.
 #include <fmt/core.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -16,6 +17,9 @@
 
 #include "bench/bench.h"
 #include "bench/bench_internal.h"
+#include "index/volatile/vart.h"
+#include "sync/epoch.h"
+#include "wort/alloc.h"
 #include "wort/index.h"
 
 namespace wort::bench {
@@ -44,6 +48,8 @@ uint64_t InsertBudget(YcsbWorkload w, uint64_t ops) {
 // vart's load, the fastest per insert, lost the most to it).
 struct alignas(64) ThreadStats {
   double cpu = 0;
+  double usr = 0, sys = 0;  // getrusage(RUSAGE_THREAD) over the body
+  uint64_t minflt = 0, nvcsw = 0, nivcsw = 0;
   uint64_t reads = 0, updates = 0, inserts = 0, scans = 0, rmws = 0, errors = 0;
   std::vector<uint32_t> lat;  // sampled latencies, ns (saturated)
   Status status;
@@ -66,9 +72,19 @@ double RunThreads(int threads, std::vector<ThreadStats>* stats, const Body& body
     ts.emplace_back([&, t] {
       ready.count_down();
       go.wait();
+      rusage r0{}, r1{};
+      getrusage(RUSAGE_THREAD, &r0);
       const double c0 = ThreadCpuSeconds();
       body(t, &(*stats)[t]);
-      (*stats)[t].cpu = ThreadCpuSeconds() - c0;
+      ThreadStats& st = (*stats)[t];
+      st.cpu = ThreadCpuSeconds() - c0;
+      getrusage(RUSAGE_THREAD, &r1);
+      auto secs = [](const timeval& a, const timeval& b) { return (b.tv_sec - a.tv_sec) + (b.tv_usec - a.tv_usec) * 1e-6; };
+      st.usr = secs(r0.ru_utime, r1.ru_utime);
+      st.sys = secs(r0.ru_stime, r1.ru_stime);
+      st.minflt = static_cast<uint64_t>(r1.ru_minflt - r0.ru_minflt);
+      st.nvcsw = static_cast<uint64_t>(r1.ru_nvcsw - r0.ru_nvcsw);
+      st.nivcsw = static_cast<uint64_t>(r1.ru_nivcsw - r0.ru_nivcsw);
     });
   }
   ready.arrive_and_wait();
@@ -80,10 +96,16 @@ double RunThreads(int threads, std::vector<ThreadStats>* stats, const Body& body
 
 YcsbResult Summarize(const YcsbResult& base, double seconds, std::vector<ThreadStats>& stats, const pm::Counters& d) {
   YcsbResult r = base;
-  double cpu = 0;
+  double cpu = 0, usr = 0, sys = 0;
+  uint64_t faults = 0;
   std::vector<uint32_t> lat;
   for (auto& s : stats) {
     cpu += s.cpu;
+    usr += s.usr;
+    sys += s.sys;
+    faults += s.minflt;
+    r.vol_switches += s.nvcsw;
+    r.invol_switches += s.nivcsw;
     r.reads += s.reads;
     r.updates += s.updates;
     r.inserts += s.inserts;
@@ -96,6 +118,9 @@ YcsbResult Summarize(const YcsbResult& base, double seconds, std::vector<ThreadS
   r.seconds = seconds;
   r.ns_per_op = r.ops ? seconds * 1e9 / r.ops : 0;
   r.cpu_ns_per_op = r.ops ? cpu * 1e9 / r.ops : 0;
+  r.user_ns_per_op = r.ops ? usr * 1e9 / r.ops : 0;
+  r.sys_ns_per_op = r.ops ? sys * 1e9 / r.ops : 0;
+  r.faults_per_op = r.ops ? double(faults) / r.ops : 0;
   r.mops_per_s = seconds > 0 ? r.ops / seconds / 1e6 : 0;
   r.flushes_per_op = r.ops ? double(d.lines_flushed) / r.ops : 0;
   r.fences_per_op = r.ops ? double(d.fences) / r.ops : 0;
@@ -149,32 +174,90 @@ Status RunOne(const YcsbBenchConfig& cfg, const IndexKind& kind, int threads, co
   base.key_type = u64 ? "u64" : "bytes";
   base.threads = threads;
   base.records = n;
+  base.partition = LoadPartitionName(cfg.partition);
+  // --partition index: an index (and pool) per thread; thread 0 uses h.
+  std::vector<std::unique_ptr<BenchIndex>> own;
+  std::vector<Index*> idx_of(threads, idx);
+  if (cfg.partition == LoadPartition::kIndexPerThread) {
+    for (int t = 1; t < threads; ++t) {
+      own.push_back(std::make_unique<BenchIndex>());
+      const std::string p = DefaultPoolPath(cfg.common, fmt::format("{}-t{}-p{}", kind.name, threads, t));
+      if (Status s = own.back()->Create(cfg.common, p, kind, u64, cfg.span_bits, &why); !s.ok()) {
+        skip(why);
+        return s;
+      }
+      idx_of[t] = own.back()->idx.get();
+    }
+  }
+  // The epoch counts of every index of the run (vart: its own manager; the others: the pool's).
+  auto epoch_stats = [&] {
+    sync::EpochStats sum;
+    auto add = [&](const BenchIndex& b) {
+      sync::EpochStats e;
+      if (!vol::VartEpochStatsOf(*b.idx, &e)) e = b.pool->allocator().epoch().Stats();
+      sum.epoch += e.epoch;
+      sum.advance_tries += e.advance_tries;
+      sum.advances_blocked += e.advances_blocked;
+    };
+    add(h);
+    for (const auto& b : own) add(*b);
+    return sum;
+  };
   auto emit = [&](const YcsbResult& r) {
     report->results.push_back(r);
     if (log)
-      log(fmt::format("{:<10} {:<7} {:<7} x{}  {:>8.3f} Mops/s {:>9.1f} cpu-ns/op  p50 {:>7.0f} ns  p99 {:>8.0f} ns{}",
+      log(fmt::format("{:<10} {:<7} {:<7} x{}  {:>8.3f} Mops/s {:>9.1f} cpu-ns/op  p50 {:>7.0f} ns  p99 {:>8.0f} ns{}"
+                      "  [usr {:.0f} sys {:.0f} ns/op, {:.4f} faults/op, cs {} vol {} invol, epoch +{} in {} tries, "
+                      "{} blocked{}]",
                       r.index, r.workload, r.request, r.threads, r.mops_per_s, r.cpu_ns_per_op, r.p50_ns, r.p99_ns,
-                      r.errors ? fmt::format("  ({} WRONG)", r.errors) : ""));
+                      r.errors ? fmt::format("  ({} WRONG)", r.errors) : "", r.user_ns_per_op, r.sys_ns_per_op,
+                      r.faults_per_op, r.vol_switches, r.invol_switches, r.epoch_advances, r.epoch_tries,
+                      r.epoch_blocked, r.workload == "load" && r.partition != "slices" ? ", partition " + r.partition : ""));
+  };
+  auto add_epoch = [&](YcsbResult* r, const sync::EpochStats& e0) {
+    const sync::EpochStats e1 = epoch_stats();
+    r->epoch_advances = static_cast<int64_t>(e1.epoch - e0.epoch);
+    r->epoch_tries = static_cast<int64_t>(e1.advance_tries - e0.advance_tries);
+    r->epoch_blocked = static_cast<int64_t>(e1.advances_blocked - e0.advances_blocked);
   };
 
-  // ---- load: records 0..n-1, contiguous slices ----
+  // ---- load: records 0..n-1, split over the threads as cfg.partition says ----
+  // kFirstByte: each thread's records, listed before the timed run.
+  std::vector<std::vector<uint32_t>> by_byte;
+  if (cfg.partition == LoadPartition::kFirstByte) {
+    by_byte.resize(threads);
+    for (size_t i = 0; i < n; ++i) {
+      const int t = keys[i].empty() ? 0 : static_cast<uint8_t>(keys[i][0]) % threads;
+      by_byte[t].push_back(static_cast<uint32_t>(i));
+    }
+  }
   std::vector<ThreadStats> stats;
   pm::Counters before = pm::GetCounters();
+  sync::EpochStats e0 = epoch_stats();
   double secs = RunThreads(threads, &stats, [&](int t, ThreadStats* st) {
-    const size_t b = n * t / threads, e = n * (t + 1) / threads;
-    for (size_t i = b; i < e; ++i) {
+    Index* const ix = idx_of[t];
+    auto insert = [&](size_t i) {
       const bool sample = (i % kLatencySampleEvery) == 0;
       const auto t0 = sample ? Clock::now() : Clock::time_point{};
-      Status is = idx->Insert(keys[i], i + 1);
+      Status is = ix->Insert(keys[i], i + 1);
       if (sample)
         st->lat.push_back(static_cast<uint32_t>(std::min<int64_t>(
             std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count(), UINT32_MAX)));
       if (is.IsAlreadyExists()) ++st->errors;
       else if (!is.ok()) {
         st->status = is;
-        return;
+        return false;
       }
       ++st->inserts;
+      return true;
+    };
+    if (cfg.partition == LoadPartition::kFirstByte) {
+      for (const uint32_t i : by_byte[t])
+        if (!insert(i)) return;
+    } else {
+      const size_t b = n * t / threads, e = n * (t + 1) / threads;
+      for (size_t i = b; i < e; ++i)
+        if (!insert(i)) return;
     }
   });
   if (Status fs = FirstError(stats); !fs.ok()) {
@@ -186,9 +269,16 @@ Status RunOne(const YcsbBenchConfig& cfg, const IndexKind& kind, int threads, co
     r.workload = "load";
     r.request = "-";
     r = Summarize(r, secs, stats, pm::GetCounters() - before);
-    if (idx->Size() != n) ++r.errors;
+    add_epoch(&r, e0);
+    if (cfg.partition == LoadPartition::kIndexPerThread) {
+      for (int t = 0; t < threads; ++t)
+        if (idx_of[t]->Size() != n * (t + 1) / threads - n * t / threads) ++r.errors;
+    } else if (idx->Size() != n) {
+      ++r.errors;
+    }
     if (std::find(cfg.workloads.begin(), cfg.workloads.end(), YcsbWorkload::kLoad) != cfg.workloads.end()) emit(r);
   }
+  base.partition = LoadPartitionName(LoadPartition::kSlices);  // the workloads are not split
 
   // ---- the workloads ----
   AcknowledgedCounter counter(n, keys.size() - n);
@@ -203,6 +293,7 @@ Status RunOne(const YcsbBenchConfig& cfg, const IndexKind& kind, int threads, co
     }
     const uint64_t expected_inserts = InsertBudget(w, ops);
     before = pm::GetCounters();
+    e0 = epoch_stats();
     secs = RunThreads(threads, &stats, [&](int t, ThreadStats* st) {
       YcsbOpGenerator gen(w, cfg.request, n, expected_inserts, SeedFor(cfg.common.seed, w, t), zetan_n);
       const uint64_t my_ops = ops * (t + 1) / threads - ops * t / threads;
@@ -273,6 +364,7 @@ Status RunOne(const YcsbBenchConfig& cfg, const IndexKind& kind, int threads, co
     r.workload = YcsbName(w);
     r.request = RequestDistName(mix.latest ? RequestDist::kLatest : cfg.request);
     r = Summarize(r, secs, stats, pm::GetCounters() - before);
+    add_epoch(&r, e0);
     if (Status fs = FirstError(stats); !fs.ok()) {
       skip(fmt::format("{}: workload {} failed: {}", kind.name, YcsbName(w), fs.ToString()));
       if (first.ok()) first = fs;
@@ -284,6 +376,24 @@ Status RunOne(const YcsbBenchConfig& cfg, const IndexKind& kind, int threads, co
 }
 
 }  // namespace
+
+const char* LoadPartitionName(LoadPartition p) {
+  switch (p) {
+    case LoadPartition::kSlices: return "slices";
+    case LoadPartition::kFirstByte: return "first-byte";
+    case LoadPartition::kIndexPerThread: return "index";
+  }
+  return "?";
+}
+
+bool ParseLoadPartition(const std::string& s, LoadPartition* out) {
+  for (LoadPartition p : {LoadPartition::kSlices, LoadPartition::kFirstByte, LoadPartition::kIndexPerThread})
+    if (s == LoadPartitionName(p)) {
+      *out = p;
+      return true;
+    }
+  return false;
+}
 
 Status ParseYcsbList(const std::string& list, std::vector<YcsbWorkload>* out) {
   std::vector<YcsbWorkload> ws;
@@ -316,6 +426,9 @@ Status RunYcsbBench(const YcsbBenchConfig& cfg, YcsbBenchReport* report, const L
   if (cfg.thread_counts.empty()) return Status::InvalidArgument("--threads names no thread count");
   for (int t : cfg.thread_counts)
     if (t < 1 || t > 256) return Status::InvalidArgument("--threads must be 1..256");
+  if (cfg.partition == LoadPartition::kIndexPerThread &&
+      (cfg.workloads.size() != 1 || cfg.workloads[0] != YcsbWorkload::kLoad))
+    return Status::InvalidArgument("--partition index runs the load only: give --workload load");
   std::vector<const IndexKind*> kinds;
   for (const auto& name : cfg.indexes) {
     const IndexKind* k = FindIndexKind(name);
@@ -368,6 +481,8 @@ std::string FormatYcsbConfig(const YcsbBenchConfig& cfg, const Environment& env)
   s += fmt::format("ops/workload:   {}\n", cfg.ops ? cfg.ops : cfg.records);
   s += fmt::format("requests:       {} (workload d: latest)\n", RequestDistName(cfg.request));
   s += fmt::format("thread counts:  {}\n", th);
+  if (cfg.partition != LoadPartition::kSlices)
+    s += fmt::format("load split:     {} (--partition)\n", LoadPartitionName(cfg.partition));
   s += fmt::format("flush:          {}, write latency {} ns\n", env.flush, env.write_latency_ns);
   s += fmt::format("seed:           {}\n", cfg.common.seed);
   s += fmt::format("cpu:            {} ({} hardware threads)\n", env.cpu, env.cpus);
@@ -413,6 +528,15 @@ nlohmann::json ToJson(const YcsbResult& r, const YcsbBenchConfig& cfg, const Env
   j["scans"] = r.scans;
   j["rmws"] = r.rmws;
   j["errors"] = r.errors;
+  j["user_ns_per_op"] = r.user_ns_per_op;
+  j["sys_ns_per_op"] = r.sys_ns_per_op;
+  j["faults_per_op"] = r.faults_per_op;
+  j["vol_switches"] = r.vol_switches;
+  j["invol_switches"] = r.invol_switches;
+  j["epoch_advances"] = r.epoch_advances;
+  j["epoch_tries"] = r.epoch_tries;
+  j["epoch_blocked"] = r.epoch_blocked;
+  j["partition"] = r.partition;
   j["span_bits"] = cfg.span_bits;
   AddEnvJson(env, cfg.common.seed, &j);
   return j;

@@ -78,6 +78,7 @@ void AddYcsb(CLI::App* bench_cmd) {
     uint64_t keys = 1000000, ops = 0;
     std::string threads = "1";
     uint32_t span_bits = 4;
+    std::string partition = "slices";
   };
   auto y = std::make_shared<YcsbOpts>();
   auto* cmd = bench_cmd->add_subcommand(
@@ -91,6 +92,11 @@ void AddYcsb(CLI::App* bench_cmd) {
       ->capture_default_str();
   cmd->add_option("--threads", y->threads, "Thread counts, comma list (a fresh index per count)")->capture_default_str();
   cmd->add_option("--span-bits", y->span_bits, "WORT: key bits per tree level (4 or 8)")->capture_default_str();
+  cmd->add_option("--partition", y->partition,
+                  "How the load's records are split over the threads: slices (contiguous slices of the shuffled "
+                  "keys), first-byte (thread t: keys whose first byte is t mod T - disjoint subtrees of a radix "
+                  "tree), index (an index per thread, load only)")
+      ->capture_default_str();
   AddCommonOptions(cmd, &y->common);
   cmd->callback([y] {
     bench::YcsbBenchConfig cfg;
@@ -98,6 +104,8 @@ void AddYcsb(CLI::App* bench_cmd) {
     Status s = bench::ParseIndexList(y->index, &cfg.indexes);
     if (s.ok()) s = bench::ParseDistName(y->dist, &cfg.dist);
     if (s.ok()) s = bench::ParseYcsbList(y->workloads, &cfg.workloads);
+    if (s.ok() && !bench::ParseLoadPartition(y->partition, &cfg.partition))
+      s = Status::InvalidArgument("unknown --partition '" + y->partition + "' (valid: slices, first-byte, index)");
     if (s.ok() && !bench::ParseRequestDist(y->request, &cfg.request))
       s = Status::InvalidArgument("unknown request distribution '" + y->request + "' (valid: uniform, zipfian)");
     if (!s.ok()) Fail(s);

@@ -346,7 +346,11 @@ void EpochManager::CollectSlot(Slot* s) {
   // operation): try again kRetryAfter retires from now, not kRetireBatch - the blocker is
   // typically out again within a time slice, and a whole batch later the advances fell far
   // behind the retires (4 writers on 2 loaded cores: 30-75 advances in 16,000 operations).
-  if (!TryAdvance()) s->since_collect = static_cast<uint32_t>(kRetireBatch - kRetryAfter);
+  s->ntries.store(s->ntries.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  if (!TryAdvance()) {
+    s->since_collect = static_cast<uint32_t>(kRetireBatch - kRetryAfter);
+    s->nblocked.store(s->nblocked.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
   s->seen_global = global_.load(std::memory_order_seq_cst);
   ReclaimOld(s, s->seen_global);
   if (orphans_.load(std::memory_order_relaxed)) [[unlikely]] ReclaimOrphans(s->seen_global);
@@ -370,20 +374,26 @@ bool EpochManager::TryAdvance() {
   return global_.compare_exchange_strong(e, e + 1, std::memory_order_seq_cst);
 }
 
+// The tags along s->retired never decrease (Tag gives the untagged suffix the global epoch, which
+// only grows; the untagged items, last, carry kUntaggedEpoch, the largest), so the items old
+// enough are a prefix: the scan stops at the first that is not. Issue 31 (h59): it scanned the
+// whole list at every Collect. While another thread sits inside an older epoch (preempted in its
+// operation: on a loaded machine most of the time with two writers of one index), no advance
+// succeeds, the list grows by every retire, and a blocked advance is retried every kRetryAfter
+// retires - each retry scanned the list again (quadratic: 5% of vart's 2-thread load time in
+// ReclaimOld, `perf record`). Now a pass that reclaims nothing looks at one item.
 void EpochManager::ReclaimOld(Slot* s, uint64_t global) {
   auto& v = s->retired;
-  size_t keep = 0;
-  uint64_t n = 0;
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (v[i].first + 2 <= global) {
-      ReclaimItem(s, v[i].second);
-      ++n;
-    } else {
-      v[keep++] = v[i];
-    }
+  size_t n = 0;
+  while (n < v.size() && v[n].first + 2 <= global) {
+    ReclaimItem(s, v[n].second);
+    ++n;
   }
-  v.resize(keep);
-  if (n) s->nreclaimed.store(s->nreclaimed.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  s->nscanned.store(s->nscanned.load(std::memory_order_relaxed) + n + (n < v.size() ? 1 : 0),
+                    std::memory_order_relaxed);
+  if (n == 0) return;
+  v.erase(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n));
+  s->nreclaimed.store(s->nreclaimed.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
 }
 
 void EpochManager::Drain() {
@@ -405,6 +415,9 @@ EpochStats EpochManager::Stats() const {
     st.retired += s->nretired.load(std::memory_order_relaxed);
     st.reclaimed += s->nreclaimed.load(std::memory_order_relaxed);
     st.peak_pending += s->peak.load(std::memory_order_relaxed);
+    st.advance_tries += s->ntries.load(std::memory_order_relaxed);
+    st.advances_blocked += s->nblocked.load(std::memory_order_relaxed);
+    st.reclaim_scanned += s->nscanned.load(std::memory_order_relaxed);
   }
   st.pending = st.retired >= st.reclaimed ? st.retired - st.reclaimed : 0;
   return st;

@@ -27,7 +27,9 @@
 // that finds a thread inside an older epoch (preempted in its operation, on a loaded machine)
 // is tried again kRetryAfter retires later, not a whole batch later (issue 31 (a)). A thread that
 // stays inside one operation holds back everything retired meanwhile (by every thread): keep
-// operations short.
+// operations short. A thread's retired items are in the order of their epochs, so a reclaim pass
+// stops at the first that is not old enough: a blocked retry costs the same whatever the length
+// of the list (issue 31, h59: each retry scanned the whole list).
 // Retire stores no epoch and passes no fence: the items retired since the thread's last Collect
 // are tagged at its next Collect (one seq_cst fence, then the load of the global epoch: every
 // unlink of those items precedes the fence), so they wait at most one batch longer and a retire
@@ -63,6 +65,10 @@ struct EpochStats {
   uint64_t peak_pending = 0;   // the sum over slots of each slot's maximum of pending so far
                                // (an upper bound of the process-wide maximum; exact with one
                                // retiring thread)
+  uint64_t advance_tries = 0;  // advances tried (a Collect that found the epoch where it left it)
+  uint64_t advances_blocked = 0;  // of those, found a thread inside an older epoch (not advanced)
+  uint64_t reclaim_scanned = 0;   // retired items the reclaim passes looked at (each reclaimed one, and at
+                                  // most one more per pass: the first not yet old enough)
 };
 
 class EpochGuard;
@@ -104,6 +110,11 @@ class EpochManager {
   void Synchronize();
   // True iff the calling thread is inside an epoch of this manager.
   bool InEpoch();
+  // The calling thread's slot (enrolling the thread on first use), without entering: for a writer
+  // that prepares its per-thread state (Slot::state) before it enters (vart maps its next node
+  // chunk outside the epoch) and then enters with EpochWriterGuard(m, slot).
+  struct Slot;
+  Slot* ThreadSlot() { return MySlot(); }
 
   // The writer gate (issue 31): what a writer of a concurrent index does instead of taking a
   // shared lock word that every writer stores to (a process-wide cache line, and two atomic
@@ -144,6 +155,8 @@ class EpochManager {
     std::vector<std::pair<uint64_t, uint64_t>> retired;  // (epoch at retire, item)
     // Written by the owner only (relaxed load + store, no locked RMW), read by Stats.
     std::atomic<uint64_t> nretired{0}, nreclaimed{0}, peak{0};
+    std::atomic<uint64_t> ntries{0}, nblocked{0};  // TryAdvance calls, and those blocked
+    std::atomic<uint64_t> nscanned{0};             // items ReclaimOld looked at
     // The writer gate: owner-written; read by QuiesceWriters.
     std::atomic<uint32_t> writing{0};   // WriterEnter nesting
     std::atomic<uint64_t> wentries{0};  // outermost WriterEnters so far
@@ -316,7 +329,9 @@ class WriterGateGuard {
 // it up twice).
 class EpochWriterGuard {
  public:
-  explicit EpochWriterGuard(EpochManager& m) : m_(m), s_(m.MySlot()) {
+  explicit EpochWriterGuard(EpochManager& m) : EpochWriterGuard(m, m.MySlot()) {}
+  // With the calling thread's slot already found (EpochManager::ThreadSlot()).
+  EpochWriterGuard(EpochManager& m, EpochManager::Slot* s) : m_(m), s_(s) {
     m_.EnterSlot(s_);
     m_.WriterEnterSlot(s_);
   }

@@ -202,5 +202,51 @@ TEST(YcsbBench, RunsEveryWorkloadWithoutErrors) {
   }
 }
 
+// --partition (issue 31, h59): first-byte gives each thread the records whose first key byte is
+// its number mod T, index gives each thread an index of its own; either way every record is
+// loaded once with no wrong outcome, and the run reports where its CPU time went (user, system)
+// and its epoch manager's advances. index runs the load only.
+TEST(YcsbBench, LoadPartitionsLoadEveryRecordOnce) {
+  YcsbBenchConfig cfg;
+  cfg.indexes = {"vart", "woart"};
+  cfg.dist = Dist::kBytes;  // keys of every byte value, first bytes >= 0x80 included
+  cfg.records = 5000;
+  cfg.workloads = {YcsbWorkload::kLoad};
+  cfg.thread_counts = {1, 3};
+  cfg.common.flush = "none";
+  cfg.common.pool_size = 64ull << 20;
+  cfg.common.pool_path = "/dev/shm/wort-ycsb-part-test-" + std::to_string(getpid());
+  for (LoadPartition p : {LoadPartition::kSlices, LoadPartition::kFirstByte, LoadPartition::kIndexPerThread}) {
+    cfg.partition = p;
+    YcsbBenchReport r;
+    ASSERT_TRUE(RunYcsbBench(cfg, &r).ok()) << LoadPartitionName(p);
+    ASSERT_EQ(r.results.size(), 4u) << LoadPartitionName(p);
+    for (const auto& x : r.results) {
+      const std::string what = x.index + " x" + std::to_string(x.threads) + " " + LoadPartitionName(p);
+      EXPECT_EQ(x.errors, 0u) << what;  // includes the Size() check of every index
+      EXPECT_EQ(x.inserts, cfg.records) << what;
+      EXPECT_EQ(x.partition, LoadPartitionName(p)) << what;
+      EXPECT_GE(x.epoch_advances, 0) << what;
+      EXPECT_GE(x.epoch_tries, x.epoch_blocked) << what;
+      EXPECT_GE(x.user_ns_per_op + x.sys_ns_per_op, 0.0) << what;
+      EXPECT_LE(x.user_ns_per_op + x.sys_ns_per_op, x.cpu_ns_per_op * 1.5 + 2000) << what;
+      // vart retires a node per growth (hundreds in 5,000 inserts) and advances its own epoch.
+      if (x.index == "vart" && x.threads == 1) {
+        EXPECT_GT(x.epoch_advances, 0) << what;
+      }
+    }
+  }
+  cfg.partition = LoadPartition::kIndexPerThread;
+  cfg.workloads = {YcsbWorkload::kLoad, YcsbWorkload::kA};
+  YcsbBenchReport r;
+  const Status s = RunYcsbBench(cfg, &r);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.ToString().find("load only"), std::string::npos) << s.ToString();
+  LoadPartition q;
+  EXPECT_TRUE(ParseLoadPartition("first-byte", &q));
+  EXPECT_EQ(q, LoadPartition::kFirstByte);
+  EXPECT_FALSE(ParseLoadPartition("bytes", &q));
+}
+
 }  // namespace
 }  // namespace wort::bench

@@ -34,7 +34,15 @@ bool HugePageAdvice() {
   return e == nullptr || std::string_view(e) != "0";
 }
 
+std::atomic<NodeArena::MapHook> g_map_hook{nullptr};
+std::atomic<void*> g_map_hook_ctx{nullptr};
+
 }  // namespace
+
+void NodeArena::SetMapHookForTest(MapHook fn, void* ctx) {
+  g_map_hook_ctx.store(ctx, std::memory_order_relaxed);
+  g_map_hook.store(fn, std::memory_order_release);
+}
 
 NodeArena::NodeArena() : heap_chunks_(HeapChunks()), huge_pages_(HugePageAdvice()) {}
 
@@ -113,6 +121,8 @@ void NodeArena::Refill(Cache* c, size_t bytes) {
     size = std::min(kMinChunk << std::min<uint32_t>(c->chunks, 8), kMaxChunk);
     while (size < bytes) size *= 2;
   }
+  if (const MapHook h = g_map_hook.load(std::memory_order_acquire)) [[unlikely]]
+    h(g_map_hook_ctx.load(std::memory_order_relaxed));
   // Mapped and touched outside the mutex (other threads' refills go on meanwhile).
   const Chunk ch = MapChunk(size);
   {

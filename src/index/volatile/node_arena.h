@@ -23,8 +23,8 @@
 // that only removes does not keep its freed blocks from a thread that only inserts.
 //
 // Chunks are mapped with mmap (2 MiB chunks 2 MiB-aligned, with MADV_HUGEPAGE) and touched once
-// when taken (a page fault per page then, in Refill, which vart calls before it takes any node
-// lock: NodeArena::Reserve), and unmapped when the arena is destroyed: destroying the index
+// when taken (a page fault per page then, in Refill, which vart calls before it enters its epoch
+// and takes any node lock: NodeArena::Reserve), and unmapped when the arena is destroyed: destroying the index
 // returns all of its memory to the system at once (no walk of the tree, nothing left in malloc
 // for the next index). Under AddressSanitizer or Valgrind the chunks come from operator new (so
 // the leak checkers see them) and ASan poisons every block that is not handed out.
@@ -158,8 +158,8 @@ class NodeArena {
     if (++b.n > 2 * Batch(cls)) [[unlikely]] c->arena->Spill(c, cls);
   }
   // Makes sure c's bump region has `bytes` (<= kMaxBlock * 2) free, taking the next chunk now if
-  // not: a writer calls it before it takes any lock, so that the allocations it makes under a
-  // node lock do not map or fault in memory.
+  // not: a writer calls it before it enters its epoch and takes any lock, so that the allocations
+  // it makes under a node lock do not map or fault in memory, and no epoch is held across them.
   static void Reserve(Cache* c, size_t bytes) {
     if (static_cast<size_t>(c->end - c->cur) < bytes) [[unlikely]] c->arena->Refill(c, bytes);
   }
@@ -175,6 +175,11 @@ class NodeArena {
   }
   // The sum of every cache's key count (exact when no writer is in flight).
   int64_t SumKeys() const;
+
+  // For tests (issue 31, h59): fn(ctx) is called on the refilling thread each time a cache is
+  // about to map a new chunk (before the mmap and its page faults). Process-wide; null: none.
+  using MapHook = void (*)(void* ctx);
+  static void SetMapHookForTest(MapHook fn, void* ctx);
 
  private:
   struct SpilledBatch {

@@ -48,9 +48,12 @@
 //   - Memory (issue 31): nodes and leaves come from the index's NodeArena (node_arena.h), from
 //     the writing thread's cache (kept in its epoch slot: Slot::state): no malloc, no lock, no
 //     store to another thread's line. A block is given back to the cache of the thread that
-//     retired it (the epoch manager's SlotReclaimFn). Before it descends, a writer makes sure its
-//     cache can serve the insert's allocations without mapping memory (NodeArena::Reserve), so
-//     no allocation under a node lock maps or faults in a page. Destroying the index unmaps the
+//     retired it (the epoch manager's SlotReclaimFn). Before it enters the epoch, a writer makes
+//     sure its cache can serve the insert's allocations without mapping memory
+//     (NodeArena::Reserve), so no allocation under a node lock - nor inside the writer's epoch -
+//     maps or faults in a page (issue 31, h59: a 2 MiB chunk's first touch took 0.1-10 ms on the
+//     development VM, and a writer that long inside its epoch blocked every other writer's
+//     epoch advances for as long). Destroying the index unmaps the
 //     arena's chunks: every node at once (the root alone is from operator new).
 //   - The key count (Size) is kept per writer thread in its node cache (NodeArena::AddKeys: a
 //     load and a store of a word only that thread stores to; Size sums the caches), so an insert
@@ -544,18 +547,24 @@ class VArt final : public Index {
   // valid key.
   bool Put(std::string_view key, uint64_t value, bool replace) {
     if (global_lock_) [[unlikely]] return PutGlobalLock(key, value, replace);
-    const sync::EpochWriterGuard wg(epoch_);  // the epoch and the writer gate, one slot lookup
-    return PutLoop(CacheOf(wg.slot()), key, value, replace);
+    sync::EpochManager::Slot* const s = epoch_.ThreadSlot();
+    Cache* const c = CacheOf(s);
+    Reserve(c, key);  // before the epoch: a new chunk's page faults hold back no epoch advance
+    const sync::EpochWriterGuard wg(epoch_, s);  // the epoch and the writer gate, the slot found above
+    return PutLoop(c, key, value, replace);
+  }
+  // An insert allocates at most a leaf and one node (a grown node or a new NODE4): with that much
+  // room in the thread's bump region, no allocation of the insert maps memory.
+  static void Reserve(Cache* c, std::string_view key) {
+    NodeArena::Reserve(c, sizeof(Leaf) + key.size() + 16 + sizeof(Node256));
   }
   // The calling thread's node cache: its epoch slot's state (made on the thread's first write).
   Cache* CacheOf(sync::EpochManager::Slot* s) {
     if (s->state == nullptr) [[unlikely]] s->state = arena_.NewCache();
     return static_cast<Cache*>(s->state);
   }
+  // REQUIRES: Reserve(c, key) done.
   bool PutLoop(Cache* c, std::string_view key, uint64_t value, bool replace) {
-    // An insert allocates at most a leaf and one node (a grown node or a new NODE4): with that
-    // much room in the thread's bump region, no allocation under a node lock maps memory.
-    NodeArena::Reserve(c, sizeof(Leaf) + key.size() + 16 + sizeof(Node256));
     for (int attempt = 0;; ++attempt) {
       const PutResult r = PutAttempt(c, key, value, replace);
       if (r != PutResult::kRestart) [[likely]] return r == PutResult::kInserted;
@@ -563,9 +572,11 @@ class VArt final : public Index {
     }
   }
   [[gnu::noinline]] bool PutGlobalLock(std::string_view key, uint64_t value, bool replace) {
+    Cache* const c = CacheOf(epoch_.ThreadSlot());
+    Reserve(c, key);
     sync::EpochGuard eg(epoch_);
     auto g = ModeLock(IndexModeLock::kWriter);  // exclusive in global-lock mode
-    return PutLoop(CacheOf(eg.slot()), key, value, replace);
+    return PutLoop(c, key, value, replace);
   }
   Status RemoveLoop(Cache* c, std::string_view key) {
     Status s;
@@ -613,6 +624,8 @@ class VArt final : public Index {
   mutable sync::EpochManager epoch_{static_cast<sync::EpochManager::SlotReclaimFn>(&FreeOne), &arena_};
 
   friend bool wort::vol::VartMemoryOf(const Index& idx, VartMemory* out);
+  friend bool wort::vol::VartEpochStatsOf(const Index& idx, sync::EpochStats* out);
+  friend bool wort::vol::VartThreadInEpoch(const Index& idx);
 };
 
 // ---- Lookup ----------------------------------------------------------------------------------
@@ -1046,6 +1059,18 @@ bool VartMemoryOf(const Index& idx, VartMemory* out) {
   m.caches = u.caches;
   m.shared_blocks = u.shared_blocks;
   *out = m;
+  return true;
+}
+
+bool VartThreadInEpoch(const Index& idx) {
+  const auto* v = dynamic_cast<const VArt*>(&idx);
+  return v != nullptr && v->epoch_.InEpoch();
+}
+
+bool VartEpochStatsOf(const Index& idx, sync::EpochStats* out) {
+  const auto* v = dynamic_cast<const VArt*>(&idx);
+  if (v == nullptr) return false;
+  *out = v->epoch_.Stats();
   return true;
 }
 

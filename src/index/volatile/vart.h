@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "sync/epoch.h"
 #include "wort/index.h"
 
 namespace wort::vol {
@@ -23,5 +24,12 @@ struct VartMemory {
 // running, blocks_live == tree_blocks + retired_pending (nothing leaked, nothing freed twice).
 // False if idx is not a vart.
 bool VartMemoryOf(const Index& idx, VartMemory* out);
+
+// The counts of vart's own epoch manager (its writers' epochs and retires; vart does not use the
+// pool's), for diagnostics (wort bench ycsb). False if idx is not a vart.
+bool VartEpochStatsOf(const Index& idx, sync::EpochStats* out);
+// True iff the calling thread is inside vart's epoch (for tests: NodeArena's map hook checks
+// that no chunk is mapped inside it). False also if idx is not a vart.
+bool VartThreadInEpoch(const Index& idx);
 
 }  // namespace wort::vol
