@@ -515,6 +515,25 @@ TEST(EpochTest, BlockedReclaimPassesLookAtOneItem) {
   EXPECT_EQ(m.Stats().pending, 0u);
 }
 
+// A Drain (a clean close's, a test's reachability check) while the thread has items retired and
+// not yet tagged: the items retired after it are reclaimed by the next Collects (the slot's
+// untagged count went with the drained list; left behind, they kept no epoch and were held
+// until the next Drain - and blocked every item behind them).
+TEST(EpochTest, ItemsRetiredAfterADrainAreReclaimed) {
+  constexpr uint64_t kN = EpochManager::kRetireBatch * 4;
+  std::vector<std::atomic<int>> state(2 * kN);
+  Reclaimed r;
+  r.state = &state;
+  EpochManager m(MarkReclaimed, &r);
+  for (uint64_t i = 0; i < 5; ++i) m.Retire(i);  // untagged: no Collect yet
+  m.Drain();
+  EXPECT_EQ(r.n.load(), 5u);
+  for (uint64_t i = kN; i < 2 * kN; ++i) m.Retire(i);
+  for (int i = 0; i < 4; ++i) m.Collect();
+  for (uint64_t i = kN; i < 2 * kN; ++i) ASSERT_EQ(state[i].load(), 3) << "item " << i << " not reclaimed";
+  EXPECT_EQ(m.Stats().pending, 0u);
+}
+
 // Writers that come and go (short-lived threads, each leaving retired items in its slot at its
 // exit) beside a long-lived writer and readers: no reader reaches a reclaimed item, each item is
 // reclaimed exactly once, and once every thread is gone a live thread's Collects reclaim all
