@@ -183,9 +183,13 @@ TEST_P(CcehTest, CorruptDirectoryRefused) {
   const CcehDirectory* d = DirOf(f.pool());
   ASSERT_GE(d->depth, 2u);
   auto* ent = const_cast<uint64_t*>(d->entries());
-  // Give an odd entry of depth G the depth G - 1: a misaligned run.
-  uint64_t j = 1;
-  while (j < (1ull << d->depth) && EntryDepth(ent[j]) != d->depth) j += 2;
+  // Give an entry of depth G the depth G - 1: a run of 2^(G-(G-1)) = 2 entries whose other entry
+  // names the split's other half (MSB: the entry beside it; LSB and EXTH: the one 2^(G-1) away)
+  // - a run that is not whole. (It took an odd entry before: in LSB mode the two halves of a
+  // split sit 2^(G-1) apart, both even or both odd, and with every full-depth segment at even
+  // entries there was none - a CI failure, 1 run in many.)
+  uint64_t j = 0;
+  while (j < (1ull << d->depth) && EntryDepth(ent[j]) != d->depth) ++j;
   ASSERT_LT(j, 1ull << d->depth);
   const uint64_t e1 = ent[j];
   pm::store8(&ent[j], MakeEntry(EntrySegment(e1), static_cast<unsigned>(d->depth - 1)));
