@@ -9,6 +9,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <optional>
@@ -703,10 +704,19 @@ TEST(Canrt, ReadersDuringResize) {
     std::unique_ptr<remote::RemoteKV> kv;
     if (!Connect(server->info(), &kv).ok()) return (void)++errors;
     while (ready.load() < 2) std::this_thread::yield();
-    // At least 800 writes, and more (up to 2,400) until the readers have read 200 times: on a
-    // loaded machine the writer could otherwise finish before the readers ran.
-    for (int i = 0; i < 800 || (i < 2400 && reads.load() < 200); ++i)
+    // 2,400 writes, paced so that the readers read throughout: every 100 writes the writer waits
+    // (up to 5 s) until they have read i / 12 times. Unpaced, a writer that no longer waits for
+    // the apply thread (h57) did its 2,400 writes in 21 ms while the readers read 18 times (a CI
+    // failure on 2 loaded cores).
+    for (int i = 0; i < 2400; ++i) {
+      if (i % 100 == 0) {
+        const auto t0 = std::chrono::steady_clock::now();
+        while (reads.load() < static_cast<uint64_t>(i) / 12 &&
+               std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5))
+          std::this_thread::yield();
+      }
       if (!kv->Put(test::Cat("r", std::to_string(i), "w"), "new").ok()) ++errors;
+    }
     done = true;
   });
   writer.join();
@@ -1098,6 +1108,12 @@ TEST(Canrt, ReadersNeverSeeOlderThanAcknowledged) {
     ASSERT_TRUE(Connect(server->info(), &kv).ok());
     std::mt19937_64 r(99);
     for (int i = 1; i <= kWrites; ++i) {
+      if (i % 500 == 0) {  // paced: the readers read throughout (see ReadersDuringResize)
+        const auto t0 = std::chrono::steady_clock::now();
+        while (reads.load() < static_cast<uint64_t>(i) / 100 &&
+               std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5))
+          std::this_thread::yield();
+      }
       const int j = static_cast<int>(r() % kKeys);
       const Status s = kv->Put(key(j), val(i));
       if (!s.ok()) fail(test::Cat("put: ", s.ToString()));
