@@ -201,13 +201,14 @@ void EpochManager::Release(Slot* s) {
 }
 
 void EpochManager::Tag(Slot* s) {
-  if (s->untagged == 0) return;
-  if (s->untagged > s->retired.size()) s->untagged = static_cast<uint32_t>(s->retired.size());  // (defensive)
+  // The untagged items are the list's suffix that still carries kUntaggedEpoch (Retire appends;
+  // tags never exceed the global epoch, far below it): derived from the list, not counted beside
+  // it - a count kept beside it went stale when Drain cleared the list (the bug below, Drain).
+  auto& v = s->retired;
+  if (v.empty() || v.back().first != kUntaggedEpoch) return;
   std::atomic_thread_fence(std::memory_order_seq_cst);  // the items' unlinks before the load below
   const uint64_t e = global_.load(std::memory_order_seq_cst);
-  auto& v = s->retired;
-  for (size_t i = v.size() - s->untagged; i < v.size(); ++i) v[i].first = e;
-  s->untagged = 0;
+  for (size_t i = v.size(); i > 0 && v[i - 1].first == kUntaggedEpoch; --i) v[i - 1].first = e;
 }
 
 // Under mu_ (taken with a try: a Collect never waits for it), so no thread acquires one of these
@@ -314,7 +315,6 @@ void EpochManager::EndQuiesce() {
 void EpochManager::Retire(uint64_t item) {
   Slot* s = MySlot();
   s->retired.emplace_back(kUntaggedEpoch, item);
-  ++s->untagged;
   // The counters are the slot's own (one writer): nothing shared is written per retire.
   s->nretired.store(s->nretired.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   if (s->retired.size() > s->peak.load(std::memory_order_relaxed))
@@ -403,13 +403,12 @@ void EpochManager::Drain() {
   for (Slot* s = slots_.load(); s; s = s->next) {
     for (const auto& [e, item] : s->retired) ReclaimItem(s, item), ++n;
     s->retired.clear();
-    // The untagged count goes with the list: left behind, the next Tag of the slot found more
-    // untagged items than items (size - untagged wrapped), tagged none, and the items retired
-    // after this Drain kept kUntaggedEpoch - never old enough, held until the next Drain, and
-    // with reclaim passes that stop at the first item not old enough, holding back every item
-    // behind them (test Woart/ArtKindTest.PoolFull: the space its deletes freed never came back;
-    // EpochTest.ItemsRetiredAfterADrainAreReclaimed).
-    s->untagged = 0;
+    // (Until 2026-11-27 the slot counted its untagged items beside the list, and this clear left
+    // the count behind: the next Tag found more untagged items than items, tagged none, and the
+    // items retired after this Drain kept kUntaggedEpoch - never old enough, held until the next
+    // Drain, and behind reclaim passes that stop at the first item not old enough, every item
+    // after them (Woart/ArtKindTest.PoolFull: deleted space never came back). Tag now derives
+    // the untagged suffix from the list; test EpochTest.ItemsRetiredAfterADrainAreReclaimed.)
   }
   drained_.fetch_add(n);
 }

@@ -144,7 +144,6 @@ class EpochManager {
     std::atomic<uint64_t> entries{0};  // outermost Enters so far (Synchronize tells re-entry apart)
     uint32_t depth = 0;                // Enter nesting
     uint32_t since_collect = 0;        // retires since the last Collect (counts towards kRetireBatch)
-    uint32_t untagged = 0;             // the last `untagged` items of `retired` have no epoch yet (Tag)
     // The global epoch as this thread last left it (after its own Collect or advance attempt;
     // 0: never). A Collect that finds the global epoch moved since has seen another thread's
     // advance: it reclaims what that made old enough and does not try an advance of its own
