@@ -202,7 +202,7 @@ struct RoartTree::ScanCtx {
   bool exclusive;
   const std::string_view* end;
   size_t want;
-  std::vector<std::pair<const ScanKey*, uint64_t>>* out;
+  ScanBatch<ScanKey>* out;
   ScanKey* keys;  // out's records (batch-sized)
   std::vector<std::pair<const sync::VersionLock*, uint64_t>>* seen;
   bool stop = false;
@@ -1198,9 +1198,9 @@ Status RoartTree::Scan(std::string_view start, const std::string_view* end, size
     ScanKey a[kScanBatch];
     Keys() {}
   } keys;
-  return ScanInValidatedBatches<ScanKey>(
-      epoch(), start, limit, kScanBatch, fn, [&] { return ModeLock(IndexModeLock::kReader); },
-      [&](std::string_view cursor, bool exclusive, size_t want, std::vector<std::pair<const ScanKey*, uint64_t>>* out,
+  return ScanInValidatedBatches<kScanBatch, ScanKey>(
+      epoch(), start, limit, fn, [&] { return ModeLock(IndexModeLock::kReader); },
+      [&](std::string_view cursor, bool exclusive, size_t want, ScanBatch<ScanKey>* out,
           bool* past_end) {
         seen.clear();
         ScanCtx ctx{cursor, exclusive, end, want, out, keys.a, &seen};
