@@ -925,8 +925,9 @@ WORT_OPTIMISTIC_READ RoartTree::Attempt RoartTree::InsertAttempt(std::string_vie
 //     byte, so the index never names a child the entry words did not hold during the lookup.
 // A key present for the whole lookup is therefore found, a key absent for the whole lookup is
 // not; nothing read is used unchecked (references by RefOk, a leaf's key within the pool before
-// it is compared, at most kMaxSteps levels), and the blocks read stay allocated until the
-// lookup leaves its epoch (R3). Scans, writers' descents and the visit still use versions.
+// it is compared, at most len + 1 inner nodes: the loop), and the blocks read stay allocated
+// until the lookup leaves its epoch (R3). Scans, writers' descents and the visit still use
+// versions.
 // The common path is lean (issue 34, h62): LookupAttempt inlined into it, the global-lock mode
 // and the NotFound status (which builds a string) out of line.
 Status RoartTree::Lookup(std::string_view key, uint64_t* value) const {
