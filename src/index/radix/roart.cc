@@ -158,17 +158,25 @@ int ReadEntries(const NodeHead* n, uint8_t t, Entry* out) {
 // The write locks one mutation holds, each upgraded from the version its descent read, released
 // (version bumped) on destruction. Two nodes may share a table word (VersionLockTable::SameWord):
 // a word already held counts as upgraded only if it was read at the same version.
+// The first kInline in the object (an insert holds at most 3: no allocation per insert, h62),
+// more - a remove's emptied chain - in `more`.
 struct RoartTree::Locks {
-  std::vector<std::pair<sync::VersionLock*, uint64_t>> held;
-  Locks() { held.reserve(4); }
+  static constexpr size_t kInline = 4;
+  std::pair<sync::VersionLock*, uint64_t> held[kInline];
+  size_t n = 0;
+  std::vector<std::pair<sync::VersionLock*, uint64_t>> more;
   ~Locks() {
-    for (auto& [l, v] : held) l->WriteUnlock();
+    for (size_t i = 0; i < n; ++i) held[i].first->WriteUnlock();
+    for (auto& [l, v] : more) l->WriteUnlock();
   }
   [[nodiscard]] bool Upgrade(sync::VersionLock& l, uint64_t v) {
-    for (auto& [h, hv] : held)
+    for (size_t i = 0; i < n; ++i)
+      if (held[i].first == &l) return held[i].second == v;
+    for (auto& [h, hv] : more)
       if (h == &l) return hv == v;
     if (!l.UpgradeToWriteLock(v)) return false;
-    held.push_back({&l, v});
+    if (n < kInline) held[n++] = {&l, v};
+    else more.push_back({&l, v});
     return true;
   }
 };
