@@ -1183,7 +1183,7 @@ struct ArtTree::ScanCtx {
   bool exclusive;  // skip the key equal to start (the last key of the previous batch)
   const std::string_view* end;
   size_t want;     // keys to collect in this batch
-  std::vector<std::pair<const Leaf*, uint64_t>>* out;                // (leaf, value)
+  ScanBatch<Leaf>* out;                                              // (leaf, value)
   std::vector<std::pair<const sync::VersionLock*, uint64_t>>* seen;  // every node read, its version
   bool stop = false;      // batch full, past the end, or restart
   bool past_end = false;  // a key beyond `end` was met: nothing more to scan
@@ -1202,11 +1202,12 @@ constexpr size_t kScanBatch = 64;
 }
 
 Status ArtTree::Scan(std::string_view start, const std::string_view* end, size_t limit, const ScanFn& fn) const {
-  std::vector<std::pair<const sync::VersionLock*, uint64_t>> seen;
-  seen.reserve(4 * kScanBatch);
-  return ScanInValidatedBatches<Leaf>(
-      epoch(), start, limit, kScanBatch, fn, [&] { return ModeLock(IndexModeLock::kReader); },
-      [&](std::string_view cursor, bool exclusive, size_t want, std::vector<std::pair<const Leaf*, uint64_t>>* out,
+  // The versions read by the batch being collected: one buffer per thread, reused (no
+  // allocation per scan; a scan started from inside fn is after its batch's collection).
+  thread_local std::vector<std::pair<const sync::VersionLock*, uint64_t>> seen;
+  return ScanInValidatedBatches<kScanBatch, Leaf>(
+      epoch(), start, limit, fn, [&] { return ModeLock(IndexModeLock::kReader); },
+      [&](std::string_view cursor, bool exclusive, size_t want, ScanBatch<Leaf>* out,
           bool* past_end) {
         seen.clear();
         ScanCtx ctx{cursor, exclusive, end, want, out, &seen};

@@ -158,17 +158,25 @@ int ReadEntries(const NodeHead* n, uint8_t t, Entry* out) {
 // The write locks one mutation holds, each upgraded from the version its descent read, released
 // (version bumped) on destruction. Two nodes may share a table word (VersionLockTable::SameWord):
 // a word already held counts as upgraded only if it was read at the same version.
+// The first kInline in the object (an insert holds at most 3: no allocation per insert, h62),
+// more - a remove's emptied chain - in `more`.
 struct RoartTree::Locks {
-  std::vector<std::pair<sync::VersionLock*, uint64_t>> held;
-  Locks() { held.reserve(4); }
+  static constexpr size_t kInline = 4;
+  std::pair<sync::VersionLock*, uint64_t> held[kInline];
+  size_t n = 0;
+  std::vector<std::pair<sync::VersionLock*, uint64_t>> more;
   ~Locks() {
-    for (auto& [l, v] : held) l->WriteUnlock();
+    for (size_t i = 0; i < n; ++i) held[i].first->WriteUnlock();
+    for (auto& [l, v] : more) l->WriteUnlock();
   }
   [[nodiscard]] bool Upgrade(sync::VersionLock& l, uint64_t v) {
-    for (auto& [h, hv] : held)
+    for (size_t i = 0; i < n; ++i)
+      if (held[i].first == &l) return held[i].second == v;
+    for (auto& [h, hv] : more)
       if (h == &l) return hv == v;
     if (!l.UpgradeToWriteLock(v)) return false;
-    held.push_back({&l, v});
+    if (n < kInline) held[n++] = {&l, v};
+    else more.push_back({&l, v});
     return true;
   }
 };
@@ -202,7 +210,7 @@ struct RoartTree::ScanCtx {
   bool exclusive;
   const std::string_view* end;
   size_t want;
-  std::vector<std::pair<const ScanKey*, uint64_t>>* out;
+  ScanBatch<ScanKey>* out;
   ScanKey* keys;  // out's records (batch-sized)
   std::vector<std::pair<const sync::VersionLock*, uint64_t>>* seen;
   bool stop = false;
@@ -223,7 +231,8 @@ RoartTree::RoartTree(Pool& pool, uint64_t root_off)
       trust_meta_(!pool.read_only()),
       mu_ptr_(IndexLock(&pool, root_off)),
       mu_(*mu_ptr_),
-      global_lock_(GlobalIndexLock()) {}
+      global_lock_(GlobalIndexLock()),
+      epoch_(&pool.allocator().epoch()) {}
 
 Status RoartTree::Create(Pool& pool, const IndexOptions& opts, uint64_t* root_off) {
   if (opts.key_type != KeyType::kU64 && opts.key_type != KeyType::kBytes)
@@ -924,24 +933,31 @@ WORT_OPTIMISTIC_READ RoartTree::Attempt RoartTree::InsertAttempt(std::string_vie
 //     byte, so the index never names a child the entry words did not hold during the lookup.
 // A key present for the whole lookup is therefore found, a key absent for the whole lookup is
 // not; nothing read is used unchecked (references by RefOk, a leaf's key within the pool before
-// it is compared, at most kMaxSteps levels), and the blocks read stay allocated until the
-// lookup leaves its epoch (R3). Scans, writers' descents and the visit still use versions.
+// it is compared, at most len + 1 inner nodes: the loop), and the blocks read stay allocated
+// until the lookup leaves its epoch (R3). Scans, writers' descents and the visit still use
+// versions.
+// The common path is lean (issue 34, h62): LookupAttempt inlined into it, the global-lock mode
+// and the NotFound status (which builds a string) out of line.
 Status RoartTree::Lookup(std::string_view key, uint64_t* value) const {
   if (key.size() > kMaxKeyLen || (key_type_ == KeyType::kU64 && key.size() != 8)) [[unlikely]]
     return ValidateKey(key);
-  if (global_lock_) [[unlikely]] {
-    auto g = ModeLock(IndexModeLock::kReader);  // shared in global-lock mode
-    sync::EpochGuard eg(epoch());
-    if (!LookupAttempt(key, value)) return Status::NotFound("key not found");
-    return Status::OK();
-  }
+  if (global_lock_) [[unlikely]] return LookupGlobalLock(key, value);
   sync::EpochGuard eg(epoch());
-  if (!LookupAttempt(key, value)) return Status::NotFound("key not found");
-  return Status::OK();
+  if (LookupAttempt(key, value)) [[likely]] return Status::OK();
+  return KeyNotFound();
 }
 
+Status RoartTree::LookupGlobalLock(std::string_view key, uint64_t* value) const {
+  auto g = ModeLock(IndexModeLock::kReader);  // shared in global-lock mode
+  sync::EpochGuard eg(epoch());
+  if (LookupAttempt(key, value)) return Status::OK();
+  return KeyNotFound();
+}
 
-WORT_OPTIMISTIC_READ bool RoartTree::LookupAttempt(std::string_view key, uint64_t* value) const {
+Status RoartTree::KeyNotFound() { return Status::NotFound("key not found"); }
+
+
+WORT_OPTIMISTIC_READ inline bool RoartTree::LookupAttempt(std::string_view key, uint64_t* value) const {
   const auto* kb = reinterpret_cast<const unsigned char*>(key.data());
   const auto len = static_cast<uint32_t>(key.size());
   // The mapping's base and the pool's size, read once (the acquire loads below would otherwise
@@ -956,9 +972,12 @@ WORT_OPTIMISTIC_READ bool RoartTree::LookupAttempt(std::string_view key, uint64_
   const uint64_t fast_end = size > kLargest ? size - kLargest : 0;
   static_assert(LeafArrayBytes(kLeafArraySlots, true) <= kLargest);
   const bool kv = kv_;
+  // [lo, fast_end) in one unsigned compare (lo >= 1: a reference to offset 0 takes RefOk).
+  const uint64_t lo = heap ? heap : 1;
+  const uint64_t span = fast_end > lo ? fast_end - lo : 0;
   auto ok = [&](uint64_t r) {
     const uint64_t off = r & ~kTagMask;
-    return (TagOk(r & kTagMask) && off >= heap && off < fast_end && off != 0) || RefOk(r);
+    return (off - lo < span && TagOk(r & kTagMask)) || RefOk(r);
   };
   // A leaf whose key would run past the pool's end (a damaged image) reads as another key.
   auto leaf_is = [&](uint64_t off) {
@@ -980,7 +999,11 @@ WORT_OPTIMISTIC_READ bool RoartTree::LookupAttempt(std::string_view key, uint64_
   uint64_t ref = Load(&rb_->root) & kRefMask;
   uint32_t depth = 0;
   bool below256 = false;  // the node read last was a NODE256 (the prefetch below)
-  for (int step = 0; step < kMaxSteps && ref; ++step) {
+  // Bounded without a step counter (as ArtTree::LookupAttempt): an inner node's branch position
+  // b is never before the depth the lookup arrived with (b < depth: a damaged image, read as
+  // absent), b <= len, and the next depth is b + 1; a leaf or a leaf array ends the walk. So
+  // depth grows at every inner node and the walk ends within len + 1 of them.
+  while (ref) {
     if (!ok(ref)) [[unlikely]]
       return false;
     const uint64_t off = ref & ~kTagMask;
@@ -1014,33 +1037,39 @@ WORT_OPTIMISTIC_READ bool RoartTree::LookupAttempt(std::string_view key, uint64_
       }
       const int lines = slots / 8;
       const int home = HomeLine(fp, slots);
-      // Format 3: the key's SlotKVs (the two lines of its home line's 8 slots) are requested
-      // with the home slot line, so the two reads overlap.
-      const SlotKV* kvs = kv ? KVs(n, slots) : nullptr;
-      const bool inl = kv && len <= kMaxInlineKey;
-      uint64_t kw = 0;
-      if (inl) {
+      auto next = [lines](int line) { return line + 1 == lines ? 0 : line + 1; };
+      if (kv && len <= kMaxInlineKey) {
+        // Format 3, a key of at most 8 bytes: it is inline wherever it sits in an array
+        // (invariant 4), so its slot word is exactly InlineSlot(fp, len) - one compare per
+        // slot - and its SlotKV's key word decides. The key's SlotKVs (the two lines of its
+        // home line's 8 slots) are requested with the home slot line, so the reads overlap.
+        const SlotKV* kvs = KVs(n, slots);
         __builtin_prefetch(&la->slot[8 * home]);  // the line the probe reads first, requested first
         __builtin_prefetch(&kvs[8 * home]);
         __builtin_prefetch(&kvs[8 * home + 4]);
+        uint64_t kw = 0;
         if (len == 8) std::memcpy(&kw, kb, 8);
         else if (len) std::memcpy(&kw, kb, len);
-      }
-      // The home line, then the others (a key whose home line was full, or an array written
-      // in format 1): a present key is found wherever it sits.
-      for (int k = 0, line = home; k < lines; ++k, line = line + 1 == lines ? 0 : line + 1) {
-        const uint64_t* w = &la->slot[8 * line];
-        for (int i = 0; i < 8; ++i) {
-          const uint64_t s = Load(&w[i]);
-          if ((s >> 48) != fp || s == 0) continue;
-          if (IsInline(s)) {
-            // Only in format 3, for a key of at most 8 bytes: length and key word decide.
-            if (!inl || s != InlineSlot(fp, len)) continue;
+        const uint64_t want = InlineSlot(fp, len);
+        for (int k = 0, line = home; k < lines; ++k, line = next(line)) {
+          const uint64_t* w = &la->slot[8 * line];
+          for (int i = 0; i < 8; ++i) {
+            if (Load(&w[i]) != want) continue;
             const SlotKV* e = &kvs[8 * line + i];
             if (e->key != kw) continue;
             *value = Load(&e->value);
             return true;
           }
+        }
+        return false;
+      }
+      // A key that has a leaf: the home line, then the others (a key whose home line was full,
+      // or an array written in format 1): a present key is found wherever it sits.
+      for (int k = 0, line = home; k < lines; ++k, line = next(line)) {
+        const uint64_t* w = &la->slot[8 * line];
+        for (int i = 0; i < 8; ++i) {
+          const uint64_t s = Load(&w[i]);
+          if ((s >> 48) != fp || s == 0 || IsInline(s)) continue;  // inline: a key of at most 8 bytes
           const uint64_t lref = (s & kRefMask) | kLeafTag;
           if (!ok(lref) || !leaf_is(lref & ~kTagMask)) continue;
           *value = Load(&reinterpret_cast<const Leaf*>(base + (lref & ~kTagMask))->value);
@@ -1054,15 +1083,24 @@ WORT_OPTIMISTIC_READ bool RoartTree::LookupAttempt(std::string_view key, uint64_
     if (off >= fast_end && !pool_.contains(off, NodeBytes(t))) [[unlikely]]
       return false;
     below256 = t == kN256;
-    const Hdr h = art::UnpackHdr(Load(&n->hdr));
-    const uint32_t b = h.branch();
-    if (len < b || b < depth) return false;  // b < depth: a damaged image
-    if (h.depth == depth) {  // pessimistic check of the inline prefix bytes (header current)
-      for (uint32_t j = 0; j < h.plen && j < kInlinePrefix; ++j)
-        if (kb[depth + j] != h.prefix[j]) return false;
+    const uint64_t hw = Load(&n->hdr);
+    uint32_t b = depth;
+    // The common node - depth as expected, no prefix: the header's low 24 bits (PackHdr: depth,
+    // then plen) equal `depth`, in one compare.
+    if ((hw & 0xffffff) != depth) [[unlikely]] {
+      const Hdr h = art::UnpackHdr(hw);
+      b = h.branch();
+      if (len < b || b < depth) return false;  // b < depth: a damaged image
+      if (h.depth == depth) {  // pessimistic check of the inline prefix bytes (header current)
+        for (uint32_t j = 0; j < h.plen && j < kInlinePrefix; ++j)
+          if (kb[depth + j] != h.prefix[j]) return false;
+      }
     }
-    if (len == b) {
+    if (len <= b) [[unlikely]] {
+      if (len < b) return false;
       ref = Load(&n->leaf_here) & kRefMask;
+    } else if (t == kN256) {  // the slot itself: an empty one is 0, which ends the loop
+      ref = Load(&Children(n, kN256)[kb[b]]) & kRefMask;
     } else {
       const uint64_t* w = FindChild(const_cast<NodeHead*>(n), t, kb[b]);
       if (!w) return false;
@@ -1198,9 +1236,9 @@ Status RoartTree::Scan(std::string_view start, const std::string_view* end, size
     ScanKey a[kScanBatch];
     Keys() {}
   } keys;
-  return ScanInValidatedBatches<ScanKey>(
-      epoch(), start, limit, kScanBatch, fn, [&] { return ModeLock(IndexModeLock::kReader); },
-      [&](std::string_view cursor, bool exclusive, size_t want, std::vector<std::pair<const ScanKey*, uint64_t>>* out,
+  return ScanInValidatedBatches<kScanBatch, ScanKey>(
+      epoch(), start, limit, fn, [&] { return ModeLock(IndexModeLock::kReader); },
+      [&](std::string_view cursor, bool exclusive, size_t want, ScanBatch<ScanKey>* out,
           bool* past_end) {
         seen.clear();
         ScanCtx ctx{cursor, exclusive, end, want, out, keys.a, &seen};

@@ -244,7 +244,9 @@ class RoartTree final : public Index {
   Status ValidateKey(std::string_view key) const;
   Attempt InsertAttempt(std::string_view key, uint64_t value, bool upsert, bool* inserted, Status* out);
   Attempt RemoveAttempt(std::string_view key, Status* out);
-  bool LookupAttempt(std::string_view key, uint64_t* value) const;  // no versions (ROWEX: roart.cc)
+  WORT_OPTIMISTIC_INLINE bool LookupAttempt(std::string_view key, uint64_t* value) const;  // no versions (ROWEX: roart.cc)
+  [[gnu::noinline]] Status LookupGlobalLock(std::string_view key, uint64_t* value) const;
+  [[gnu::noinline, gnu::cold]] static Status KeyNotFound();
 
   template <class T = NodeHead>
   T* at(uint64_t ref) const { return pool_.at<T>(ref & kRefMask & ~kTagMask); }
@@ -295,7 +297,7 @@ class RoartTree final : public Index {
   uint64_t CountKeys() const;
   // Writers and quiescers use the pool epoch manager's writer gate (registry.h, issue 31).
   IndexModeLock ModeLock(IndexModeLock::Role r) const { return IndexModeLock(mu_, &epoch(), global_lock_, r); }
-  sync::EpochManager& epoch() const { return pool_.allocator().epoch(); }
+  sync::EpochManager& epoch() const { return *epoch_; }
 
   std::shared_ptr<void> sole_handle_;  // ClaimSoleHandle's token (registry.h: one handle per index)
   Pool& pool_;
@@ -310,6 +312,7 @@ class RoartTree final : public Index {
   std::shared_ptr<std::shared_mutex> mu_ptr_;
   std::shared_mutex& mu_;
   const bool global_lock_;
+  sync::EpochManager* const epoch_;  // the pool allocator's (it lives as long as the open pool)
   LazyKeyCount count_;
   std::atomic<uint64_t> repairs_{0};
   TestStop test_stop_ = TestStop::kNone;

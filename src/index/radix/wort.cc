@@ -266,7 +266,7 @@ class WortTree final : public Index {
                      Status* out);
   Attempt DeleteAttempt(const Key& k, Status* out);
   bool CollectBatch(std::string_view start, bool exclusive, const std::string_view* end, size_t want,
-                    std::vector<std::pair<const WortLeaf*, uint64_t>>* out, bool* past_end) const;
+                    ScanBatch<WortLeaf>* out, bool* past_end) const;
   Status RecoverHeader(Node* n, size_t depth);
   // A writer's step onto inner node n, whose compressed path should start at `expected`: reads
   // n's version (*nv) and validates the parent's (pl, pv), then n's header (*h). A stale header
@@ -781,9 +781,9 @@ Status WortTree<kSpan>::Scan(std::string_view start, const std::string_view* end
                              const ScanFn& fn) const {
   // Batches of up to 64 keys, each collected lock-free and validated (a snapshot), emitted with
   // no lock held; the next batch starts after the last key emitted (index/batched_scan.h).
-  return ScanInValidatedBatches<WortLeaf>(
-      pool_.allocator().epoch(), start, limit, 64, fn, [&] { return ModeLock(IndexModeLock::kReader); },
-      [&](std::string_view cursor, bool exclusive, size_t want, std::vector<std::pair<const WortLeaf*, uint64_t>>* out,
+  return ScanInValidatedBatches<64, WortLeaf>(
+      pool_.allocator().epoch(), start, limit, fn, [&] { return ModeLock(IndexModeLock::kReader); },
+      [&](std::string_view cursor, bool exclusive, size_t want, ScanBatch<WortLeaf>* out,
           bool* past_end) { return CollectBatch(cursor, exclusive, end, want, out, past_end); });
 }
 
@@ -792,7 +792,7 @@ Status WortTree<kSpan>::Scan(std::string_view start, const std::string_view* end
 // all are checked at the end.
 template <unsigned kSpan>
 WORT_OPTIMISTIC_READ bool WortTree<kSpan>::CollectBatch(std::string_view start, bool exclusive, const std::string_view* end, size_t want,
-                                   std::vector<std::pair<const WortLeaf*, uint64_t>>* out, bool* past_end) const {
+                                   ScanBatch<WortLeaf>* out, bool* past_end) const {
   out->clear();
   *past_end = false;
   thread_local std::vector<std::pair<const sync::VersionLock*, uint64_t>> seen;

@@ -523,7 +523,7 @@ class VArt final : public Index {
     bool exclusive;  // start itself is not wanted (it was emitted by the previous batch)
     const std::string_view* end;
     size_t want;
-    std::vector<std::pair<const Leaf*, uint64_t>>* out;
+    ScanBatch<Leaf>* out;
     bool stop = false;
     bool past_end = false;
   };
@@ -873,9 +873,9 @@ Attempt VArt::Unlink(Cache* cache, Descent& d, Ref keep, int keep_byte, Leaf* go
 
 // ---- Scan ------------------------------------------------------------------------------------
 Status VArt::Scan(std::string_view start, const std::string_view* end, size_t limit, const ScanFn& fn) const {
-  return ScanInValidatedBatches<Leaf>(
-      epoch_, start, limit, kScanBatch, fn, [&] { return ModeLock(IndexModeLock::kReader); },
-      [&](std::string_view cursor, bool exclusive, size_t want, std::vector<std::pair<const Leaf*, uint64_t>>* out,
+  return ScanInValidatedBatches<kScanBatch, Leaf>(
+      epoch_, start, limit, fn, [&] { return ModeLock(IndexModeLock::kReader); },
+      [&](std::string_view cursor, bool exclusive, size_t want, ScanBatch<Leaf>* out,
           bool* past_end) {
         ScanCtx ctx{cursor, exclusive, end, want, out};
         const bool ok = ScanNode(root_, nullptr, 0, 0, true, ctx);
