@@ -1781,9 +1781,9 @@ TEST(Canrt, ASlotAppliedBetweenLockAndPendingReadIsNotTaken) {
 }
 
 // h53, the new protocol's tightest interleavings (canrt_layout.h, "Protocol of a write"):
-// (1) an apply of a pending slot INSIDE the lock holder's Reads of the node - after it read the
-//     bitmap (slot 0 not yet in it), before it read the rest (the pending item; the lock word,
-//     whose pending bit 0 the apply has cleared by then). A writer that takes its pending set from
+// (1) an apply of a pending slot INSIDE the lock holder's one Read of the node - after the Read
+//     copied the bitmap (slot 0 not yet in it), before it copied the rest (the lock word, whose
+//     pending bit 0 the apply has cleared by then). A writer that takes its pending set from
 //     anywhere but its lock's fetch-add (e.g. from that Read) finds slot 0 in neither set and
 //     overwrites the applied item: the first check fails.
 // (2) an apply between the lock and its release (the release is one fetch-add adding the slot's
@@ -1810,14 +1810,12 @@ TEST(Canrt, LockWordCarriesThePendingSetThroughApplies) {
   ASSERT_TRUE(a->Put("\xe0" "a", "1").ok());  // slot 0, pending
   ASSERT_EQ(lockw(), 1u);
   bool applied = false;
-  // (Since h61 the bitmap word and the pending items' heads are two Reads: the apply runs inside
-  // the second, after the bitmap was read. Before, one Read from the header, torn at data_off + 8.)
-  bc->TearNextRead(data_off + 64 + 8, [&] {
+  bc->TearNextRead(data_off + 8, [&] {
     ac->ApplyDeferred();  // slot 0: into the bitmap, out of the pending set
     applied = true;
   });
   ASSERT_TRUE(b->Put("\xe0" "b", "2").ok());
-  ASSERT_TRUE(applied) << "b's Put made no Read of node 0's pending item: the interleaving did not happen";
+  ASSERT_TRUE(applied) << "b's Put made no Read of node 0's header: the interleaving did not happen";
   EXPECT_EQ(bitmap(), 1u);
   EXPECT_EQ(lockw(), 2u) << "b's item must be in slot 1, pending, the lock free";
   bc->ApplyDeferred();
