@@ -537,7 +537,7 @@ class Client final : public remote::RemoteKV {
         WORT_RETURN_IF_ERROR(c_->Read(meta_off, &now, 8));
         bits = now & kBitmapMask;
       } else {
-        // The bitmap and the pending items' keys (two Reads).
+        // One Read: the header (bitmap) and the slots up to the last pending one.
         WORT_RETURN_IF_ERROR(PendingHolds(meta_off, pend, key, &bits, &same_key_pending));
       }
       const uint64_t taken = bits | pend;
@@ -630,24 +630,18 @@ class Client final : public remote::RemoteKV {
     return it[kItemKeyLen] == key.size() && std::memcmp(it + kItemKey, key.data(), key.size()) == 0;
   }
   // The bitmap of the node at meta_off (*bits) and whether one of the pending slots `pend` holds
-  // `key`: the bitmap word, then the pending slots' heads (op, lengths, crc, key: the first 32
-  // bytes of each) from the lowest pending slot to the highest. (A pending item is complete - its
-  // bit is set after its Persist - and its key bytes stay while this client holds the lock: the
-  // slot leaves the pending set only for the bitmap, and no other item of its key can be
-  // applied meanwhile.) h61: before, one Read from the header to the last pending slot's end -
-  // for sequential puts 20 lines on average (1.3 KB per put), among them the lines the apply
-  // thread had just written; now two Reads of 8 and, usually, 32 bytes.
+  // `key`: one Read of the header line and the slots up to the last pending one. (A pending item
+  // is complete - its bit is set after its Persist - and its key bytes stay until the slot is
+  // free again.)
   Status PendingHolds(uint64_t meta_off, uint64_t pend, std::string_view key, uint64_t* bits, bool* holds) {
-    const uint32_t lo = static_cast<uint32_t>(__builtin_ctzll(pend));
     const uint32_t hi = 63 - static_cast<uint32_t>(__builtin_clzll(pend));
-    uint64_t w0 = 0;
-    WORT_RETURN_IF_ERROR(c_->Read(meta_off, &w0, 8));
-    *bits = w0 & kBitmapMask;
     unsigned char* buf = reinterpret_cast<unsigned char*>(node_.data());
-    WORT_RETURN_IF_ERROR(c_->Read(meta_off + 64 + uint64_t(lo) * kItemBytes, buf, uint64_t(hi - lo) * kItemBytes + kItemValue));
+    WORT_RETURN_IF_ERROR(c_->Read(meta_off, buf, 64 + uint64_t(hi + 1) * kItemBytes));
+    uint64_t w0;
+    std::memcpy(&w0, buf, 8);
+    *bits = w0 & kBitmapMask;
     *holds = false;
-    for (uint32_t s = lo; s <= hi && !*holds; ++s)
-      *holds = (pend >> s & 1) && KeyIs(buf + uint64_t(s - lo) * kItemBytes, key);
+    for (uint32_t s = 0; s <= hi && !*holds; ++s) *holds = (pend >> s & 1) && KeyIs(buf + 64 + uint64_t(s) * kItemBytes, key);
     return Status::OK();
   }
   // Whether applying the pending items `pend` of the full node at meta_off (applied slots `bits`)
