@@ -190,13 +190,20 @@ class VersionLockTable {
   std::unique_ptr<Word[]> words_;
 };
 
-// The process-wide table (2^18 words, 2 MiB) keyed by a node's address, so that an open index
+// The process-wide table (2^14 words, 128 KiB) keyed by a node's address, so that an open index
 // and a visit function that gets only (pool, root offset) find the same words. A constant-
 // initialized array (zero words in .bss): NodeLock is a few inline instructions on every level
 // of every descent, with no call and no guard of a function-local static. Same mix as
 // VersionLockTable::Slot; two addresses share a word exactly when their slots are equal.
+// Size (issue 31, h60): a writer's descent reads one word per level. With 2^18 words (2 MiB,
+// four times a core's L2 here) the deep levels' words were L2 misses: 1.73 per wort insert at
+// 1M keys (callgrind with a 512 KiB last level), the largest miss count wort's insert had
+// beyond WORT's; at 2^14 they are 0.62. What a smaller table costs is false conflicts (two
+// nodes sharing a word: a restart, never a wrong result - every user checks for a shared word)
+// and false sharing of a line (8 words): with T writers each holding one or two words, about
+// T/2048 of the lines a writer locks are another writer's too (16 writers: under 1%).
 namespace detail {
-inline constexpr unsigned kNodeLockBits = 18;
+inline constexpr unsigned kNodeLockBits = 14;
 struct alignas(64) NodeLockArray {
   VersionLock words[size_t{1} << kNodeLockBits];
 };

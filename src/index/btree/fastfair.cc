@@ -300,13 +300,23 @@ class FastFair final : public TreeBase<RootBlock> {
   // version checked - unchanged means the child offset was the node's when the child's version
   // was read. Reading the version word of a torn (wrong) child offset touches only the table,
   // never the pool, and the check then fails.
+  // The pool's base and a bound on node offsets are read once per descent (issue 31, h60: the
+  // acquire loads of the version words made the compiler reload pool -> base -> size word at
+  // every level, for NodeOk and N: ~8 instructions a level). The mapping never moves while the
+  // pool is open; the size only grows, so an offset within the bound read here is inside the
+  // pool, and one beyond it (a node allocated since) takes NodeOk, which reads the size again.
   int WriterDescent(const Probe& p, WPath* w) const {
+    const char* const base = pool_.base();
+    const uint64_t size = pool_.size();
+    const uint64_t last = size > sizeof(Node) ? size - sizeof(Node) : 0;  // a node at off <= last fits below the size
+    const auto node_ok = [&](uint64_t o) { return (o != 0 && (o & 63) == 0 && o <= last) || NodeOk(o); };
+    const auto node = [&](uint64_t o) { return reinterpret_cast<const Node*>(base + o); };
     uint64_t off = Root();
     const sync::VersionLock* lk = &locks_.For(off);
     uint64_t v = 0;
     if (!ReadVersionOf(*lk, &v) || Root() != off) return 0;  // a root split/collapse: restart
-    if (!NodeOk(off)) return -1;
-    const Node* n = N(off);
+    if (!node_ok(off)) return -1;
+    const Node* n = node(off);
     Prefetch(n);
     const uint32_t height = n->level;  // immutable while the node is linked
     if (height > kMaxLevel) return lk->CheckOrRestart(v) ? -1 : 0;
@@ -318,11 +328,11 @@ class FastFair final : public TreeBase<RootBlock> {
       const sync::VersionLock* cl = &locks_.For(child);
       uint64_t cv = 0;
       if (!ReadVersionOf(*cl, &cv) || !lk->CheckOrRestart(v)) return 0;  // coupling
-      if (!NodeOk(child)) return -1;
+      if (!node_ok(child)) return -1;
       off = child;
       lk = cl;
       v = cv;
-      n = N(off);
+      n = node(off);
       Prefetch(n);
       --level;
       if (n->level != level) return lk->CheckOrRestart(v) ? -1 : 0;
@@ -401,8 +411,12 @@ class FastFair final : public TreeBase<RootBlock> {
   LazyCount size_;  // counted on first Size() after open
   // Per-node version words (DRAM, keyed by node offset; fastfair.h D4). Its own table, not the
   // process-wide sync::NodeLock words: a structural writer holds several words at once, and no thread of
-  // another index may hold one of them meanwhile.
-  mutable sync::VersionLockTable locks_{16};
+  // another index may hold one of them meanwhile. 2^13 words (64 KiB; issue 31, h60): at 2^16
+  // (512 KiB, a whole L2 here) the descent's word per level was an L2 miss 1.23 times per
+  // insert at 1M keys (callgrind, 512 KiB last level), the largest miss count beyond FAST&FAIR's
+  // descent; at 2^13, 0.38. Nodes sharing a word cost restarts only (LockSet takes a shared word
+  // once); at 1M keys ~5 leaves share a word.
+  mutable sync::VersionLockTable locks_{13};
   // WORT_GLOBAL_LOCK mode (registry.h): the index lock as before, readers shared, writers
   // exclusive (for before/after comparisons).
   const bool global_lock_ = GlobalIndexLock();
