@@ -157,7 +157,12 @@ struct ServiceStats {
   uint64_t leases_expired = 0;  // client slots freed because their lease expired
   uint64_t stale_pending = 0;   // pending bits of items applied already, cleared (a release after a restart)
   uint64_t resize_applied = 0;  // pending items a resize applied itself (h57: it does not wait for the apply thread)
-  uint64_t skipped_posts = 0;   // posts whose slot's pending bit was not set (applied already, e.g. by a resize): skipped
+  uint64_t skipped_posts = 0;   // posts (or notifications) that found their node's pending set empty (applied already,
+                                // e.g. by a resize, an earlier round or a sweep): nothing to do (h64: one post per node)
+  uint64_t node_applies = 0;    // applies of a node's pending set (one per post, wait notification or swept node, h64)
+  uint64_t apply_rerounds = 0;  // items a node's apply found released during it (its re-read of the lock word, h64)
+  uint64_t wait_applies = 0;    // items applied on a waiting writer's notification naming its node (h64)
+  uint64_t swept = 0;           // items applied by the lease tick's sweep of every node's pending set (h64)
 };
 
 class Service {
@@ -193,8 +198,14 @@ class Service {
   Service() = default;
   struct Changes;
   Status Recover();
-  void ProcessWrite(uint32_t node, uint32_t slot);
+  // Applies node's whole pending set, re-reading its lock word until it is empty (h64, one post
+  // per node); at most max_rounds rounds (0: no limit). Returns the items applied; *left: the
+  // set was still not empty when the rounds ran out (the caller queues the node again).
+  size_t ApplyNode(uint32_t node, int max_rounds = 0, bool* left = nullptr);
+  size_t ProcessWrite(uint32_t node, uint32_t slot);  // items applied
+  static constexpr int kApplyRounds = 64;
   void ApplyLocked(uint32_t node, uint32_t slot);  // apply_mu_ held
+  size_t Sweep();
   void Resize(uint32_t node);
   Status SplitInShadow(uint32_t node, char* shadow, Changes* ch);
   void Migrate(uint32_t node, const char* shadow, const std::vector<uint32_t>& targets);
@@ -259,7 +270,8 @@ class Service {
   std::thread resize_thread_, write_thread_;
 
   std::atomic<uint64_t> writes_{0}, resizes_{0}, refused_{0}, add_height_{0}, recovered_{0}, reused_{0}, nfree_{0},
-      posted_{0}, kicks_{0}, expired_{0}, stale_pending_{0}, resize_applied_{0}, skipped_posts_{0};
+      posted_{0}, kicks_{0}, expired_{0}, stale_pending_{0}, resize_applied_{0}, skipped_posts_{0}, node_applies_{0},
+      apply_rerounds_{0}, wait_applies_{0}, swept_{0};
 };
 
 // A CANRT server: the Service and the transport that exposes it.
@@ -302,6 +314,8 @@ struct ClientStats {
   uint64_t kicks = 0;            // wake-up notifications sent (a batch's end, a deep sleep, a wait)
   uint64_t apply_waits = 0;      // writes that found their key's earlier item (or a node full of
                                  // items) waiting for its apply: unlocked, waited, retried (h49)
+  uint64_t posts_skipped = 0;    // writes whose release found other items of the node pending: no post (h64,
+                                 // the node's post is out already: one post per node)
   uint64_t lease_renewals = 0, lease_lost = 0;  // renewals; slots lost to an expired lease (rejoined)
 };
 ClientStats GetClientStats(const remote::RemoteKV& kv);
