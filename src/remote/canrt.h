@@ -18,10 +18,12 @@
 // its own mapping; ucx - remote-completion flush + read-after-write, see transport.h for what
 // that guarantees); ONE fetch-add adds the slot's pending bit and releases the lock (h49: the next
 // write to this node, e.g. the next sequential key, does not wait
-// for this item's apply); then it posts (node, slot) into its post segment (canrt_layout.h: a
-// compare-swap into a free word of its own, then a read of `wake`; a notification only when
-// that says the server sleeps and this post ends a batch, or sleeps deeply - no server wake-up
-// per item) and returns: OK means acknowledged and durable (remote_kv.h), recovery applies
+// for this item's apply); then - only if that fetch-add found the node's pending set empty
+// (h64: one post per node; a write into an open batch posts nothing, and the apply of the
+// batch's post re-reads the lock word until the set is empty) - it posts (node, slot) into its
+// post segment (canrt_layout.h: a compare-swap into a free word of its own, then a read of
+// `wake`; a notification only when that says the server sleeps and this post ends a batch, or
+// sleeps deeply - no server wake-up per item) and returns: OK means acknowledged and durable (remote_kv.h), recovery applies
 // every complete item whose valid byte is set. The server applies the item in the background.
 // A full node (h57: also one whose pending items are new keys - sequential puts): Notify(node,
 // RESIZE) while holding the lock, then retry once the node is retired (split) - or, when items
@@ -40,7 +42,11 @@
 // (crc-checked: a slot reused during the read is re-read). Never blocks: a retired node is read
 // as it is until the client sees the new generation.
 //
-// Server side (the service's write thread, fed by Service::OnNotify) for item (node, slot):
+// Server side (the service's apply thread, fed by the post segments and Service::OnNotify): a
+// post names a node (h64), whose pending set is applied item by item (ApplyNode), the lock word
+// re-read until the set is empty; a waiting writer's notification (kWaitSlot) and the lease
+// tick's sweep apply a node's set too (a batch whose post never came: canrt_layout.h, step 6).
+// For each item (node, slot):
 //   1. persist the item (the client did already on local; kept for ucx targets)
 //   2. put:    ONE 8-byte compare-swap of the metadata: bit(slot) set, bit of the key's older
 //              version cleared, lock kept; persist.
