@@ -556,8 +556,8 @@ class Client final : public remote::RemoteKV {
         // Unlock, wake the server, retry.
         ++stats_.apply_waits;
         WORT_RETURN_IF_ERROR(Unlock(lock_off));
-        // A sleeping server is woken at once (every 16th wait again); from the 8th wait in a row
-        // on, the server is told whatever `wake` says (h64): the notification names this node,
+        // A sleeping server is woken at once (every 16th wait again); at the 9th wait in a row
+        // (and every 16th after) the server is told whatever `wake` says (h64): it names this node,
         // whose pending set the server then applies - also a batch whose post never came (its
         // writer died between its release and its post, canrt_layout.h step 6), which the apply
         // thread's polling of the post segments would never find. No write waits for ever.

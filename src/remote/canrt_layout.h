@@ -81,8 +81,8 @@
 //        durable and visible (readers count pending items); what must not happen is a writer
 //        waiting for their apply for ever. So: (a) a writer that waits for an apply in its node
 //        (its key pending, or the node full of items whose apply frees a slot: step 3) notifies
-//        the server from its 8th wait in a row on whatever `wake` says, naming the node
-//        (kWaitSlot), and the server applies that node's pending set (ApplyNode) - the writer
+//        the server at its 9th wait in a row (and every 16th after) whatever `wake` says,
+//        naming the node (kWaitSlot), and the server applies that node's pending set - the writer
 //        waits for a server round trip, not for ever; (b) the apply thread's lease tick (every
 //        lease/4, or 1 s without leases) sweeps the lock words of every data node in use and
 //        applies each non-empty pending set (Service::Sweep): an orphaned batch is applied within

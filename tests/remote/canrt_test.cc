@@ -2307,7 +2307,7 @@ TEST(Canrt, StalePostAfterAResizesApplyLeavesTheNewItemIntact) {
 // and every later write into that node joins the batch and posts nothing either. The items are
 // durable and visible; a writer that must wait for their apply - its key's item is in the batch
 // - must not wait for ever. The server says it is awake (no kick with a post, none at a writer's
-// first wait): from its 8th wait in a row the writer notifies the server naming its node, and
+// first wait): at its 9th wait in a row the writer notifies the server naming its node, and
 // the server applies the node's pending set (canrt_layout.h, step 6, rule (a)). Without either
 // half - the notification whatever `wake` says, or the server's apply of the named node - the
 // writer times out (IOError after the client's 1.5 s).
@@ -2345,7 +2345,7 @@ TEST(Canrt, WriterOfAnOrphanedBatchIsNotLeftWaiting) {
   const auto waited = std::chrono::steady_clock::now() - t0;
   ASSERT_TRUE(s.ok()) << s.ToString() << " (the writer waited for an apply that never came)";
   EXPECT_LT(waited, std::chrono::milliseconds(1000));
-  EXPECT_EQ(GetClientStats(*b).apply_waits, 9u) << "notified at the 8th wait after the first";
+  EXPECT_EQ(GetClientStats(*b).apply_waits, 9u) << "notified at the 9th wait";
   const ServiceStats st = svc->Stats();
   EXPECT_EQ(st.wait_applies, 2u) << "the waiting writer's notification applies the whole batch";
   EXPECT_EQ(st.writes, 2u);
