@@ -639,39 +639,39 @@ TEST(RoartFormat, InlineKeysInTheLeafArray) {
 
 // An inline insert writes its SlotKV back before the fence that precedes its slot word.
 TEST(RoartFormat, InlineSlotIsPersistedBeforeItsSlotWord) {
- for (const int format : {4, 3}) {
-  std::unique_ptr<PoolFixture> fp;
-  {
-    OldFormat old(format);
-    fp = std::make_unique<PoolFixture>("roart");
+  for (const int format : {4, 3}) {
+    std::unique_ptr<PoolFixture> fp;
+    {
+      OldFormat old(format);
+      fp = std::make_unique<PoolFixture>("roart");
+    }
+    PoolFixture& f = *fp;
+    ASSERT_TRUE(f.idx().Insert(std::string("\xd0\x01", 2), 1).ok());
+    ASSERT_TRUE(f.idx().Insert(std::string("\xd0\x02", 2), 2).ok());
+    ASSERT_TRUE(f.idx().Insert(std::string("\xd0\x03", 2), 4).ok());  // format 4: grown from 2 to 8 slots
+    struct Rec : pm::Hook {
+      std::vector<uintptr_t> lines;
+      std::vector<size_t> lines_at_fence;
+      void OnFlushLine(const void* l, const std::source_location&) override { lines.push_back(reinterpret_cast<uintptr_t>(l)); }
+      void OnFence(const std::source_location&) override { lines_at_fence.push_back(lines.size()); }
+    } rec;
+    pm::Hook* old = pm::SetHook(&rec);
+    Status s = f.idx().Insert(std::string("\xd0\x83\xff", 3), 3);
+    pm::SetHook(old);
+    ASSERT_TRUE(s.ok());
+    const std::vector<uint64_t*> words = ArrayRefWords(f);
+    ASSERT_EQ(words.size(), 1u);
+    const roart::LeafArray* la = ArrayOf(f, words[0]);
+    ASSERT_EQ(roart::SlotsOfCode(*words[0]), 8);
+    int at = -1;
+    for (int i = 0; i < 8; ++i)
+      if (roart::IsInline(la->slot[i]) && roart::KVs(&la->h, 8)[i].value == 3) at = i;
+    ASSERT_GE(at, 0);
+    ASSERT_EQ(rec.lines_at_fence.size(), 2u) << "one fence before the slot word, one after it";
+    const std::set<uintptr_t> before(rec.lines.begin(), rec.lines.begin() + static_cast<long>(rec.lines_at_fence[0]));
+    EXPECT_TRUE(before.count(reinterpret_cast<uintptr_t>(&roart::KVs(&la->h, 8)[at]) & ~uintptr_t(63)));
+    EXPECT_FALSE(before.count(reinterpret_cast<uintptr_t>(&la->slot[at]) & ~uintptr_t(63))) << "the slot word after the fence";
   }
-  PoolFixture& f = *fp;
-  ASSERT_TRUE(f.idx().Insert(std::string("\xd0\x01", 2), 1).ok());
-  ASSERT_TRUE(f.idx().Insert(std::string("\xd0\x02", 2), 2).ok());
-  ASSERT_TRUE(f.idx().Insert(std::string("\xd0\x03", 2), 4).ok());  // format 4: grown from 2 to 8 slots
-  struct Rec : pm::Hook {
-    std::vector<uintptr_t> lines;
-    std::vector<size_t> lines_at_fence;
-    void OnFlushLine(const void* l, const std::source_location&) override { lines.push_back(reinterpret_cast<uintptr_t>(l)); }
-    void OnFence(const std::source_location&) override { lines_at_fence.push_back(lines.size()); }
-  } rec;
-  pm::Hook* old = pm::SetHook(&rec);
-  Status s = f.idx().Insert(std::string("\xd0\x83\xff", 3), 3);
-  pm::SetHook(old);
-  ASSERT_TRUE(s.ok());
-  const std::vector<uint64_t*> words = ArrayRefWords(f);
-  ASSERT_EQ(words.size(), 1u);
-  const roart::LeafArray* la = ArrayOf(f, words[0]);
-  ASSERT_EQ(roart::SlotsOfCode(*words[0]), 8);
-  int at = -1;
-  for (int i = 0; i < 8; ++i)
-    if (roart::IsInline(la->slot[i]) && roart::KVs(&la->h, 8)[i].value == 3) at = i;
-  ASSERT_GE(at, 0);
-  ASSERT_EQ(rec.lines_at_fence.size(), 2u) << "one fence before the slot word, one after it";
-  const std::set<uintptr_t> before(rec.lines.begin(), rec.lines.begin() + static_cast<long>(rec.lines_at_fence[0]));
-  EXPECT_TRUE(before.count(reinterpret_cast<uintptr_t>(&roart::KVs(&la->h, 8)[at]) & ~uintptr_t(63)));
-  EXPECT_FALSE(before.count(reinterpret_cast<uintptr_t>(&la->slot[at]) & ~uintptr_t(63))) << "the slot word after the fence";
- }
 }
 
 // A class code that disagrees with the array's head (a damaged image) is reported by Check;

@@ -39,6 +39,13 @@
 //      key of at most 8 bytes in a leaf array is inline: its slot word is InlineSlot(fp, len)
 //      and the slot's SlotKV holds the key (zero-padded) and its value, both persisted before
 //      the slot word; in format 1 and 2 no slot word is inline and arrays have no SlotKVs.
+//      In format 4 (kRootMagic4) an array has a SlotKV area or not, said by kKvBit in its
+//      reference and kSlotsKv in its head (equal; both written before the publication, never
+//      changed): with the area, as in format 3 (every key of at most 8 bytes inline) and the
+//      class may be 2; without it, no slot is inline (every key, short ones too, in a leaf) and
+//      the class is 8, 24 or 64. Whether a new array has the area: it holds a key of at most 8
+//      bytes (so a short key taken by an array without the area while it has a free slot gets
+//      a leaf, until a growth, compaction or split triggered by a short key rebuilds it).
 //   5. Every inner node reachable from the root has at least one entry (a child or leaf_here):
 //      removing the last entry of a node unlinks the node from its parent instead.
 //   6. Volatile metadata is trusted only when gen equals this session's pool generation.
@@ -57,14 +64,19 @@
 //                         compaction) Flush(new leaf, unless inline); copy the live slot words
 //                         (and SlotKVs) and the new one into a new array of the class they need,
 //                         FlushGrown(it whole); Fence; Commit(parent entry := new array);
-//                         retire the old array. A crash before the commit leaves the old array
+//                         retire the old array. Format 4: a new array with a SlotKV area
+//                         replacing one without gets the key and value of each short key's
+//                         leaf copied into an inline slot (in the same FlushGrown; the leaves
+//                         are retired after the commit, as the split's are); no new site. A crash before the commit leaves the old array
 //                         reachable and whole (the new one unreachable: GC); after it, the new
 //                         one was persisted before the word that names it. Readers that hold
 //                         the old one fail their version check (both locks were held).
 //   Leaf array split      Flush(new leaf, unless inline); build the new leaf arrays, a new leaf
 //                         for each inline key left alone in its byte group, and the new inner
 //                         node, Flush each whole; Fence; Commit(parent entry := new node); retire
-//                         the old leaf array (leaves are shared, never copied).
+//                         the old leaf array (leaves are shared, never copied; format 4: a short
+//                         key's leaf from an array without a SlotKV area whose group's new array
+//                         has one is copied inline, and retired after the commit).
 //   Leaf collision        (a single-leaf child meets a second key) Flush(leaf, unless inline),
 //                         Flush(new leaf array of both; format 3: a key of at most 8 bytes
 //                         inline, the old leaf's key and value copied); Fence; Commit(parent

@@ -7,6 +7,9 @@
 //               the value is one 8-byte commit word (upsert).
 //   LeafArray   64-byte head + `slots` slot words, slots a size class (8, 24 or 64: 128, 256 or
 //               576 bytes), + in format 3 one 16-byte SlotKV per slot (256, 640 or 1600 bytes);
+//               format 4: the SlotKV area only in arrays that hold a key of at most 8 bytes
+//               (kKvBit in the reference, kSlotsKv in the head), which also have a 2-slot class
+//               (112 bytes);
 //               a full array is replaced by one of the class its live keys + 1 need (growth, or
 //               compaction when removes left dead slots), a full 64-slot array of 64 live keys
 //               is split. Slot word = fingerprint(16) << 48 | leaf offset, or (format 3, a key of
@@ -19,7 +22,7 @@
 //               NODE48 also has a volatile 256-byte child index. NODE256: child[c] = reference.
 // A reference in an entry (or the root word) is an offset with a tag in its low bits:
 // kLeafTag = a leaf (a subtree of one key), kArrayTag = a leaf array (with its size class in
-// bits 2-3 in format 2, kRootMagic2), neither = an inner node.
+// bits 2-3 in format 2, kRootMagic2; bits 2-4 and kKvBit in format 4), neither = an inner node.
 // Persistent objects are plain structs (no vtable pointers: static_asserts below).
 #pragma once
 
