@@ -1132,9 +1132,22 @@ WORT_OPTIMISTIC_READ inline bool RoartTree::LookupAttempt(std::string_view key, 
         slots = hs;
       }
       const int lines = SlotLines(slots);
-      const int per = LineSlots(slots);  // 8, or 2 for the small class (format 4)
       const int home = HomeLine(fp, slots);
       auto next = [lines](int line) { return line + 1 == lines ? 0 : line + 1; };
+      // The slot lines from the home line on, `per` slot words per line: 8, or 2 for the small
+      // class of format 4 - a constant in each copy, so the common loop stays unrolled.
+      auto probe = [&](auto per_c, auto&& match) -> bool {
+        constexpr int per = decltype(per_c)::value;
+        for (int k = 0, line = home; k < lines; ++k, line = next(line))
+          for (int i = 0; i < per; ++i)
+            if (match(line, i)) return true;
+        return false;
+      };
+      auto probe_all = [&](auto&& match) -> bool {
+        if (slots < 8) [[unlikely]]
+          return probe(std::integral_constant<int, LineSlots(kSmallArrayClasses[0])>{}, match);
+        return probe(std::integral_constant<int, 8>{}, match);
+      };
       // The array has a SlotKV area: format 3, or format 4 with kKvBit in its reference (set
       // with the reference's class before its publication, never changed).
       const bool kv = fmt >= 4 ? (ref & kKvBit) != 0 : fmt == 3;
@@ -1146,37 +1159,29 @@ WORT_OPTIMISTIC_READ inline bool RoartTree::LookupAttempt(std::string_view key, 
         const SlotKV* kvs = KVs(n, slots);
         __builtin_prefetch(&la->slot[8 * home]);  // the line the probe reads first, requested first
         __builtin_prefetch(&kvs[8 * home]);
-        if (per > 4) __builtin_prefetch(&kvs[8 * home + 4]);  // not in the 2-slot class
+        if (slots >= 8) __builtin_prefetch(&kvs[8 * home + 4]);  // not in the 2-slot class
         uint64_t kw = 0;
         if (len == 8) std::memcpy(&kw, kb, 8);
         else if (len) std::memcpy(&kw, kb, len);
         const uint64_t want = InlineSlot(fp, len);
-        for (int k = 0, line = home; k < lines; ++k, line = next(line)) {
-          const uint64_t* w = &la->slot[8 * line];
-          for (int i = 0; i < per; ++i) {
-            if (Load(&w[i]) != want) continue;
-            const SlotKV* e = &kvs[8 * line + i];
-            if (e->key != kw) continue;
-            *value = Load(&e->value);
-            return true;
-          }
-        }
-        return false;
+        return probe_all([&](int line, int i) {
+          if (Load(&la->slot[8 * line + i]) != want) return false;
+          const SlotKV* e = &kvs[8 * line + i];
+          if (e->key != kw) return false;
+          *value = Load(&e->value);
+          return true;
+        });
       }
       // A key that has a leaf: the home line, then the others (a key whose home line was full,
       // or an array written in format 1): a present key is found wherever it sits.
-      for (int k = 0, line = home; k < lines; ++k, line = next(line)) {
-        const uint64_t* w = &la->slot[8 * line];
-        for (int i = 0; i < per; ++i) {
-          const uint64_t s = Load(&w[i]);
-          if ((s >> 48) != fp || s == 0 || IsInline(s)) continue;  // inline: a key of at most 8 bytes
-          const uint64_t lref = (s & kRefMask) | kLeafTag;
-          if (!ok(lref) || !leaf_is(lref & ~kTagMask)) continue;
-          *value = Load(&reinterpret_cast<const Leaf*>(base + (lref & ~kTagMask))->value);
-          return true;
-        }
-      }
-      return false;
+      return probe_all([&](int line, int i) {
+        const uint64_t s = Load(&la->slot[8 * line + i]);
+        if ((s >> 48) != fp || s == 0 || IsInline(s)) return false;  // inline: a key of at most 8 bytes
+        const uint64_t lref = (s & kRefMask) | kLeafTag;
+        if (!ok(lref) || !leaf_is(lref & ~kTagMask)) return false;
+        *value = Load(&reinterpret_cast<const Leaf*>(base + (lref & ~kTagMask))->value);
+        return true;
+      });
     }
     const uint8_t t = TypeOf(n);
     if (!ValidInner(t)) return false;
@@ -1546,7 +1551,7 @@ WORT_OPTIMISTIC_READ bool RoartTree::ScanRef(uint64_t ref, const sync::VersionLo
     if (w & kLeafTag) return 1;
     if (!(w & kArrayTag)) return kScanBatch;
     const int code = SlotsOfCode(w);
-    return code <= 4 ? size_t(code) : code == 8 ? 4 : code == 24 ? 12 : code == kLeafArraySlots ? 32 : 8;
+    return code == 2 ? 2 : code == 8 ? 4 : code == 24 ? 12 : code == kLeafArraySlots ? 32 : 8;
   };
   auto request = [&](uint64_t w) {
     if (!RefOk(w)) return;
