@@ -555,6 +555,38 @@ TEST(RoartFormat, SlotKvAreaIsChosenPerArray) {
   g.ExpectCheckOk("collisions");
 }
 
+// `wort pool info`'s breakdown of a roart pool (RoartTree::SpaceReport): its total is the
+// index's reachable bytes (Stats), each class of leaf array with and without a SlotKV area has
+// its line, and the leaves are split by key length.
+TEST(RoartFormat, SpaceReportAddsUpToTheReachableBytes) {
+  PoolFixture f("roart");
+  std::mt19937_64 rng(39);
+  for (int i = 0; i < 20000; ++i) {
+    // 8-byte keys, and 1,000 long ones spread over 256 second bytes (arrays of ~4 long keys)
+    const std::string k = i % 20 ? RandKey(rng)
+                                 : wort::test::Cat("\xfa", static_cast<char>(rng()), std::string(12 + i % 20, static_cast<char>(0x80 + rng() % 100)));
+    (void)f.idx().Insert(k, i);  // a repeated random key: AlreadyExists
+  }
+  const std::string r = Tree(f).SpaceReport();
+  const IndexStats st = f.idx().Stats();
+  EXPECT_NE(r.find("roart format 4: " + std::to_string(st.keys) + " keys"), std::string::npos) << r;
+  EXPECT_NE(r.find(std::to_string(st.bytes_allocated) + " bytes reachable"), std::string::npos) << r;
+  EXPECT_NE(r.find("leaf array 2 slots +SlotKV"), std::string::npos) << r;
+  EXPECT_NE(r.find("leaf array 8 slots  "), std::string::npos) << "arrays of long keys only\n" << r;
+  EXPECT_NE(r.find("leaf, key > 8 bytes"), std::string::npos) << r;
+  EXPECT_NE(r.find("NODE256"), std::string::npos) << r;
+  // The bytes of the lines add up to the total.
+  uint64_t lines = 0;
+  for (size_t at = r.find(" bytes ("); at != std::string::npos; at = r.find(" bytes (", at + 1)) {
+    size_t b = at;
+    while (b > 0 && r[b - 1] >= '0' && r[b - 1] <= '9') --b;
+    lines += std::stoull(r.substr(b, at - b));
+  }
+  RootInfo ri;
+  ASSERT_TRUE(f.pool().FindRoot("idx", &ri).ok());
+  EXPECT_EQ(lines + f.pool().allocator().UsableSize(ri.off), st.bytes_allocated) << r;
+}
+
 // Format 3 (issue 34): keys of 0..8 bytes live in the leaf array (no leaf is allocated for
 // them: an insert into an array with a free slot allocates nothing), longer keys in leaves, in
 // the same arrays; upserts store the array's value word; a slot emptied by a remove is not
