@@ -1608,4 +1608,115 @@ TEST(RoartConcurrent, InlineKeysBesideLookupsAndScans) {
   EXPECT_EQ(f.Allocated(), f.Reachable());
 }
 
+// Format 4 (issue 34): arrays of long stable keys have no SlotKV area; two writers insert
+// churn keys, the long ones first (free slots: short keys get leaves in such arrays), then the
+// short ones (growth by a short key: the array is replaced by one with the area and the short
+// keys' leaves copied inline), upsert and remove them (full arrays with dead slots are
+// compacted, dropping the area when no short key is left), while two readers look keys up
+// (every stable key with its value, a churn key only with its own) and a scanner reads the
+// range in order. In scripts/tsan.sh through RoartConcurrent.*.
+TEST(RoartConcurrent, SlotKvAreaChangesBesideLookupsAndScans) {
+  PoolFixture f("roart");
+  constexpr int kWriters = 2, kReaders = 2;
+  const int rounds = 60 / wort::test::kSanitizerScale + 2;
+  auto tag = [](std::string_view k) { return (std::hash<std::string_view>()(k) & 0xffffffffu) << 16; };
+  auto mine = [&](std::string_view k, uint64_t v) { return (v & ~uint64_t(0xffff)) == tag(k); };
+  // Keys below 6 two-byte prefixes "\xc6" + p: long stable ones, long and short churn ones.
+  std::mt19937_64 rng(65);
+  std::set<std::string> all;
+  auto make = [&](bool shrt) {
+    std::string k = wort::test::Cat("\xc6", static_cast<char>(0x80 + rng() % 6));
+    const size_t len = shrt ? 3 + rng() % 6 : 9 + rng() % 20;  // 3..8 bytes: inline; 9..28: a leaf
+    while (k.size() < len) k.push_back(static_cast<char>(rng()));
+    return k;
+  };
+  std::vector<std::string> stable, churn[kWriters];
+  while (stable.size() < 30)
+    if (std::string k = make(false); all.insert(k).second) stable.push_back(k);
+  for (auto& c : churn) {
+    while (c.size() < 60)  // the long ones first
+      if (std::string k = make(false); all.insert(k).second) c.push_back(k);
+    while (c.size() < 120)
+      if (std::string k = make(true); all.insert(k).second) c.push_back(k);
+  }
+  for (const auto& k : stable) ASSERT_TRUE(f.idx().Insert(k, tag(k)).ok());
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> lookups{0}, scans{0};
+  std::vector<std::thread> ts;
+  for (int w = 0; w < kWriters; ++w)
+    ts.emplace_back([&, w] {
+      for (int r = 0; r < rounds; ++r) {
+        for (const auto& k : churn[w])
+          if (Status s = f.idx().Insert(k, tag(k) | uint64_t(r)); !s.ok()) ADD_FAILURE() << s.ToString();
+        for (const auto& k : churn[w]) {  // acknowledged: found, beside the other writer's rebuilds
+          uint64_t v = 0;
+          if (Status s = f.idx().Lookup(k, &v); !s.ok() || !mine(k, v)) ADD_FAILURE() << "own key " << k.size() << " bytes: " << s.ToString();
+        }
+        for (const auto& k : churn[w])  // an upsert of a present inline key: its value word
+          if (Status s = f.idx().Upsert(k, tag(k) | uint64_t(r + 1000)); !s.ok()) ADD_FAILURE() << s.ToString();
+        for (size_t i = 0; i < stable.size(); i += 7)  // and of stable keys, beside the readers
+          if (Status s = f.idx().Upsert(stable[i], tag(stable[i]) | uint64_t(r)); !s.ok()) ADD_FAILURE() << s.ToString();
+        for (size_t i = 0; i < churn[w].size(); ++i)
+          if (Status s = f.idx().Remove(churn[w][r % 2 ? churn[w].size() - 1 - i : i]); !s.ok()) ADD_FAILURE() << s.ToString();
+      }
+    });
+  for (int t = 0; t < kReaders; ++t)
+    ts.emplace_back([&, t] {
+      std::mt19937_64 r(t + 7);
+      while (!stop.load(std::memory_order_acquire)) {
+        uint64_t v = 0;
+        const std::string& k = stable[r() % stable.size()];
+        if (Status s = f.idx().Lookup(k, &v); !s.ok() || !mine(k, v)) {
+          ADD_FAILURE() << "stable key read as " << s.ToString() << " value " << v;
+          return;
+        }
+        const auto& cw = churn[r() % kWriters];
+        const std::string& c = cw[r() % cw.size()];
+        if (f.idx().Lookup(c, &v).ok() && !mine(c, v)) {
+          ADD_FAILURE() << "a churn key read with another key's value";
+          return;
+        }
+        lookups.fetch_add(1, std::memory_order_relaxed);
+      }
+    });
+  ts.emplace_back([&] {
+    const std::set<std::string> must_all(stable.begin(), stable.end());
+    while (!stop.load(std::memory_order_acquire)) {
+      std::set<std::string> must = must_all;
+      std::string prev;
+      bool first = true, ok = true;
+      const std::string lo("\xc6", 1), hi("\xc7", 1);
+      const std::string_view end(hi);
+      Status s = f.idx().Scan(lo, &end, SIZE_MAX, [&](std::string_view k, uint64_t v) {
+        if ((!first && CompareKeys(prev, k) >= 0) || !mine(k, v) || !all.count(std::string(k))) ok = false;
+        first = false;
+        prev.assign(k);
+        must.erase(std::string(k));
+        return true;
+      });
+      if (!s.ok() || !ok || !must.empty()) {
+        ADD_FAILURE() << "scan: " << s.ToString() << (ok ? "" : ", out of order or a foreign value") << ", "
+                      << must.size() << " stable keys missing";
+        return;
+      }
+      scans.fetch_add(1, std::memory_order_relaxed);
+    }
+  });
+  for (int w = 0; w < kWriters; ++w) ts[w].join();
+  stop.store(true, std::memory_order_release);
+  for (size_t t = kWriters; t < ts.size(); ++t) ts[t].join();
+  EXPECT_GT(lookups.load(), 0u);
+  EXPECT_GT(scans.load(), 0u);
+  EXPECT_EQ(f.idx().Size(), stable.size());
+  for (const auto& k : stable) {
+    uint64_t v = 0;
+    ASSERT_TRUE(f.idx().Lookup(k, &v).ok());
+    EXPECT_TRUE(mine(k, v));
+  }
+  f.ExpectCheckOk("after churn of the SlotKV areas");
+  f.Reopen();
+  f.ExpectCheckOk("reopened");
+  EXPECT_EQ(f.Allocated(), f.Reachable());
+}
+
 }  // namespace wort::art::test
