@@ -7,6 +7,7 @@
 #include "cli/command.h"
 #include "cli/options.h"
 #include "index/kind_ids.h"
+#include "index/radix/roart.h"
 #include "knn/internal.h"
 #include "kv/batch_log.h"
 #include "wort/alloc.h"
@@ -82,6 +83,12 @@ void AddPool(CLI::App& app) {
           extra = fmt::format(", {} points of {} dimensions, degree {}", t->info().points, t->info().dim, t->info().degree);
       }
       fmt::print("  {:<24} kind {} (id {}), root block at {}{}\n", r.name, kind, r.type, r.off, extra);
+      // roart (issue 34): where its bytes go, by what holds them.
+      if (r.type == kind_id::kRoart && (p->opened_clean() || io->write)) {
+        std::unique_ptr<Index> idx;
+        if (OpenIndex(*p, r.name, &idx).ok())
+          if (const auto* t = dynamic_cast<const roart::RoartTree*>(idx.get())) fmt::print("{}", t->SpaceReport());
+      }
     }
     if (p->opened_clean() || io->write) {
       const AllocStats a = p->allocator().Stats();

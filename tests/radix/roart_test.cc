@@ -62,8 +62,24 @@ TEST(RoartLayout, PlainPersistentStructsAndSizes) {
   EXPECT_FALSE(roart::TagOk(roart::kLeafTag | roart::kArrayTag));
   EXPECT_FALSE(roart::TagOk(roart::kLeafTag | 4)) << "a class code on a leaf";
   EXPECT_FALSE(roart::TagOk(4)) << "a class code on an inner node";
-  EXPECT_FALSE(roart::TagOk(roart::kArrayTag | 16));
-  EXPECT_FALSE(roart::TagOk(roart::kArrayTag | 32));
+  // Format 4: code 4 (bit 4) is the 2-slot class, bit 5 the SlotKV area.
+  EXPECT_TRUE(roart::TagOk(roart::kArrayTag | 16));
+  EXPECT_TRUE(roart::TagOk(roart::kArrayTag | roart::kKvBit));
+  EXPECT_FALSE(roart::TagOk(roart::kKvBit)) << "a SlotKV bit on an inner node";
+  EXPECT_FALSE(roart::TagOk(roart::kLeafTag | roart::kKvBit)) << "a SlotKV bit on a leaf";
+  EXPECT_EQ(roart::SlotsOfCode(4096 | roart::kArrayTag | roart::ClassCode(2) << roart::kClassShift | roart::kKvBit), 2);
+  EXPECT_EQ(roart::SlotsOfCode(4096 | roart::kArrayTag | uint64_t(5) << roart::kClassShift), 0) << "no class 5";
+  EXPECT_EQ(roart::LeafArrayClassFor(2, true), 2);
+  EXPECT_EQ(roart::LeafArrayClassFor(3, true), 8);
+  EXPECT_EQ(roart::LeafArrayClassFor(2), 8) << "no small class without a SlotKV area";
+  EXPECT_EQ(roart::LeafArrayBytes(2, true), 112u);
+  EXPECT_EQ(roart::SlotsOf(2), 2);
+  EXPECT_EQ(roart::SlotsOf(4), 0);
+  EXPECT_EQ(roart::SlotLines(2), 1);
+  EXPECT_EQ(roart::LineSlots(2), 2);
+  EXPECT_EQ(roart::HomeLine(0xffff, 2), 0);
+  EXPECT_EQ(roart::PlaceSlot(1, 2, 0xffff), 1);
+  EXPECT_EQ(roart::PlaceSlot(3, 2, 0xffff), -1);
   // Placement: the first free slot from the home line on, wrapping; -1 when full.
   EXPECT_EQ(roart::HomeLine(0xabcd, 8), 0);
   EXPECT_EQ(roart::HomeLine(5, 24), 2);
@@ -124,6 +140,14 @@ struct OldFormat {
   explicit OldFormat(int f) { roart::RoartTree::SetFormatForNewPoolsForTest(f); }
   ~OldFormat() { roart::RoartTree::SetFormatForNewPoolsForTest(0); }
 };
+// The block of the array `ref` names holds its slots and, exactly when kv, a SlotKV area.
+void ExpectArrayBlock(PoolFixture& f, uint64_t ref, int slots, bool kv) {
+  const size_t usable = f.pool().allocator().UsableSize(ref & roart::kRefMask & ~roart::kTagMask);
+  EXPECT_GE(usable, roart::LeafArrayBytes(slots, kv));
+  if (!kv) {
+    EXPECT_LT(usable, roart::LeafArrayBytes(slots, true)) << "an array without a SlotKV area is smaller";
+  }
+}
 uint64_t RootMagic(PoolFixture& f) {
   RootInfo ri;
   EXPECT_TRUE(f.pool().FindRoot("idx", &ri).ok());
@@ -134,8 +158,17 @@ uint64_t RootMagic(PoolFixture& f) {
 // Format 2 (issue 34): a new pool's root says so, every leaf array reference carries its
 // array's class, and every key sits in its home line unless that line is full (no removes
 // here), so a lookup of a present key usually reads one line of the array.
-TEST(RoartFormat, ArrayReferencesCarryTheClassAndKeysSitInTheirHomeLine) {
-  PoolFixture f("roart");
+namespace {
+// Format 3 and 4: every array reference carries its class (and in format 4 its SlotKV area, as
+// its head says), every inline slot's SlotKV holds its key and value, keys sit in their home
+// line unless it is full.
+void ExpectClassesAndHomeLines(int format) {
+  std::unique_ptr<PoolFixture> fp;
+  {
+    OldFormat old(format);
+    fp = std::make_unique<PoolFixture>("roart");
+  }
+  PoolFixture& f = *fp;
   Model m;
   std::mt19937_64 rng(34);
   for (int i = 0; i < 30000; ++i) {
@@ -144,26 +177,41 @@ TEST(RoartFormat, ArrayReferencesCarryTheClassAndKeysSitInTheirHomeLine) {
     ASSERT_TRUE(f.idx().Insert(k, i).ok());
     m[k] = i;
   }
-  EXPECT_EQ(RootMagic(f), roart::kRootMagic3);
+  EXPECT_EQ(RootMagic(f), format == 3 ? roart::kRootMagic3 : roart::kRootMagic4);
   const std::vector<uint64_t*> words = ArrayRefWords(f);
   ASSERT_GT(words.size(), 100u);
-  size_t keys = 0, home = 0, inline_keys = 0, classes[3] = {};
+  size_t keys = 0, home = 0, inline_keys = 0, classes[4] = {}, without_kv = 0;
   for (const uint64_t* w : words) {
     const roart::LeafArray* la = ArrayOf(f, w);
-    const int slots = roart::SlotsOf(la->h.slots);
+    const bool kv = format == 3 || (la->h.slots & roart::kSlotsKv);
+    const int slots = roart::SlotsOf(la->h.slots & ~roart::kSlotsKv);
     ASSERT_EQ(roart::SlotsOfCode(*w), slots);
-    classes[slots == 8 ? 0 : slots == 24 ? 1 : 2]++;
+    if (format == 3) {
+      ASSERT_EQ(*w & roart::kKvBit, 0u);
+      ASSERT_EQ(la->h.slots & roart::kSlotsKv, 0u);
+    } else {
+      ASSERT_EQ((*w & roart::kKvBit) != 0, kv) << "the reference and the head agree";
+    }
+    ExpectArrayBlock(f, *w, slots, kv);
+    classes[slots == 8 ? 0 : slots == 24 ? 1 : slots == 2 ? 3 : 2]++;
+    bool any_short = false;
     for (int i = 0; i < slots; ++i) {
       const uint64_t s = la->slot[i];
       if (!s) continue;
       ++keys;
       if (roart::IsInline(s)) {  // format 3: the key and its value in the array, nothing else
-        const roart::SlotKV& kv = roart::KVs(&la->h, slots)[i];
-        const std::string k(reinterpret_cast<const char*>(&kv.key), roart::InlineLen(s));
+        ASSERT_TRUE(kv);
+        const roart::SlotKV& e = roart::KVs(&la->h, slots)[i];
+        const std::string k(reinterpret_cast<const char*>(&e.key), roart::InlineLen(s));
         ASSERT_TRUE(m.count(k));
-        EXPECT_EQ(kv.value, m[k]);
+        EXPECT_EQ(e.value, m[k]);
         EXPECT_EQ(s >> 48, roart::Fingerprint(k));
         ++inline_keys;
+        any_short = true;
+      } else {
+        const auto* l = f.pool().at<Leaf>(s & roart::kRefMask);
+        EXPECT_FALSE(kv && l->key_len <= roart::kMaxInlineKey) << "a short key in a leaf of an array with a SlotKV area";
+        any_short |= l->key_len <= roart::kMaxInlineKey;
       }
       const int hl = roart::HomeLine(s >> 48, slots);
       if (i / 8 == hl) {
@@ -172,17 +220,29 @@ TEST(RoartFormat, ArrayReferencesCarryTheClassAndKeysSitInTheirHomeLine) {
       }
       for (int j = 8 * hl; j < 8 * hl + 8; ++j) EXPECT_NE(la->slot[j], 0u) << "a key off its home line while that has room";
     }
+    if (format == 4) {
+      EXPECT_EQ(kv, any_short) << "format 4: a SlotKV area iff the array holds a key of at most 8 bytes";
+    }
+    without_kv += !kv;
   }
   EXPECT_GT(classes[0], 0u);
   EXPECT_GT(classes[1], 0u);
+  if (format == 4) {
+    EXPECT_GT(classes[3], 0u) << "2-slot arrays";
+    EXPECT_GT(without_kv, 0u) << "arrays of long keys only, without a SlotKV area";
+  }
   EXPECT_GT(home, keys * 9 / 10) << home << " of " << keys;
   EXPECT_GT(inline_keys, keys / 4) << "the 8-byte keys in arrays are inline (Check: all of them)";
   EXPECT_LT(inline_keys, keys) << "the long keys are not";
-  f.ExpectCheckOk("format 3");
+  f.ExpectCheckOk("format 3/4");
   ExpectMatchesModel(f.idx(), m);
   f.Reopen();
   ExpectMatchesModel(f.idx(), m);
 }
+}  // namespace
+
+TEST(RoartFormat, ArrayReferencesCarryTheClassAndKeysSitInTheirHomeLine) { ExpectClassesAndHomeLines(4); }
+TEST(RoartFormat, ArrayReferencesCarryTheClassAndKeysSitInTheirHomeLineFormat3) { ExpectClassesAndHomeLines(3); }
 
 // A pool written before format 2 (root magic kRootMagic, no class code in any reference, keys
 // in any slot) is read, and written in its own format: made here from a format-2 tree by
@@ -287,12 +347,253 @@ TEST(RoartFormat, PoolOfFormat2IsReadAndWrittenInItsFormat) {
   EXPECT_EQ(f.Allocated(), f.Reachable());
 }
 
+// A pool of format 3 (a SlotKV area in every array, no 2-slot class) is read, and written in its
+// own format by this build (format 4 the default): every array keeps its area and 8 slots at
+// least, no reference gets kKvBit, short keys stay inline; through inserts, removes and reopens.
+// Keys over the full byte range, short and long.
+TEST(RoartFormat, PoolOfFormat3IsReadAndWrittenInItsFormat) {
+  std::unique_ptr<PoolFixture> fp;
+  {
+    OldFormat old(3);
+    fp = std::make_unique<PoolFixture>("roart");
+  }
+  PoolFixture& f = *fp;  // created in format 3; everything below runs with format 4 the default
+  Model m;
+  std::mt19937_64 rng(38);
+  auto key = [&](int i) {
+    std::string k = i % 2 ? RandKey(rng) : wort::test::Cat("\xf3", static_cast<char>(rng() % 30));
+    if (i % 5 == 0) k += std::string(20 + rng() % 30, static_cast<char>(0x80 + rng() % 128));
+    return k;
+  };
+  auto format3 = [&] {
+    size_t arrays = 0, long_only = 0;
+    for (const uint64_t* w : ArrayRefWords(f)) {
+      const roart::LeafArray* la = ArrayOf(f, w);
+      ASSERT_EQ(la->h.slots & roart::kSlotsKv, 0u);
+      ASSERT_EQ(*w & roart::kKvBit, 0u) << "no SlotKV bit in a format-3 reference";
+      const int slots = roart::SlotsOf(la->h.slots);
+      ASSERT_GE(slots, 8) << "no 2-slot class in format 3";
+      ExpectArrayBlock(f, *w, slots, true);  // every format-3 array has its SlotKV area
+      bool any_short = false;
+      for (int i = 0; i < slots; ++i) {
+        const uint64_t s = la->slot[i];
+        if (!s) continue;
+        if (roart::IsInline(s)) {
+          any_short = true;
+          continue;
+        }
+        ASSERT_GT(f.pool().at<Leaf>(s & roart::kRefMask)->key_len, roart::kMaxInlineKey) << "short keys are inline";
+      }
+      ++arrays;
+      long_only += !any_short;
+    }
+    EXPECT_GT(arrays, 50u);
+    EXPECT_GT(long_only, 0u) << "arrays of long keys only keep their area in format 3";
+  };
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < 4000; ++i) {
+      const std::string k = key(i);
+      if (m.count(k)) {
+        if (i % 3 == 0) {
+          ASSERT_TRUE(f.idx().Remove(k).ok());
+          m.erase(k);
+        }
+        continue;
+      }
+      ASSERT_TRUE(f.idx().Insert(k, i).ok());
+      m[k] = i;
+    }
+    // A few arrays of long keys only (format 4 would build them without the area).
+    for (int i = 0; i < 40; ++i) {
+      const std::string k = wort::test::Cat("\xf4", static_cast<char>(0x80 + round), std::string(10 + i, static_cast<char>(0xa0 + i)));
+      if (m.count(k)) continue;
+      ASSERT_TRUE(f.idx().Insert(k, i).ok());
+      m[k] = i;
+    }
+    EXPECT_EQ(RootMagic(f), roart::kRootMagic3);
+    format3();
+    f.ExpectCheckOk("format 3");
+    ExpectMatchesModel(f.idx(), m);
+    f.Reopen();
+  }
+  EXPECT_EQ(f.Allocated(), f.Reachable());
+}
+
+// Format 4 (issue 34): the SlotKV area is a choice of each array. Arrays of long keys only have
+// none (128 bytes for 8 slots, not 256); a short key taken by such an array while it has a free
+// slot gets a leaf; the array that replaces it when the new key is short has the area and every
+// short key inline (the leaves' keys and values copied, the leaves retired), written back whole
+// before its publish; a growth by a long key keeps an array without the area as it is; an area
+// whose short keys were all removed is dropped at the next compaction. Collisions: two long
+// keys make an array without the area, a long and a short one an array with it. Bytes >= 0x80.
+TEST(RoartFormat, SlotKvAreaIsChosenPerArray) {
+  PoolFixture f("roart");
+  Model m;
+  auto ins = [&](const std::string& k, uint64_t v) {
+    ASSERT_TRUE(f.idx().Insert(k, v).ok()) << k.size();
+    m[k] = v;
+  };
+  auto rem = [&](const std::string& k) {
+    ASSERT_TRUE(f.idx().Remove(k).ok());
+    m.erase(k);
+  };
+  auto lng = [](int i) { return wort::test::Cat("\xe9", static_cast<char>(0x80 + i), std::string(18, static_cast<char>(0xc0 ^ i))); };
+  auto the_array = [&](bool* kv, int* slots) {
+    const std::vector<uint64_t*> words = ArrayRefWords(f);
+    ASSERT_EQ(words.size(), 1u);
+    const roart::LeafArray* la = ArrayOf(f, words[0]);
+    *kv = (*words[0] & roart::kKvBit) != 0;
+    ASSERT_EQ(*kv, (la->h.slots & roart::kSlotsKv) != 0);
+    *slots = roart::SlotsOfCode(*words[0]);
+    ExpectArrayBlock(f, *words[0], *slots, *kv);
+  };
+  auto leaves_short = [&] {  // short keys in leaves
+    size_t n = 0;
+    for (const uint64_t* w : ArrayRefWords(f)) {
+      const roart::LeafArray* la = ArrayOf(f, w);
+      for (int i = 0; i < roart::SlotsOfCode(*w); ++i)
+        if (la->slot[i] && !roart::IsInline(la->slot[i]))
+          n += f.pool().at<Leaf>(la->slot[i] & roart::kRefMask)->key_len <= roart::kMaxInlineKey;
+    }
+    return n;
+  };
+  bool kv;
+  int slots;
+  for (int i = 0; i < 3; ++i) ins(lng(i), i);
+  the_array(&kv, &slots);
+  EXPECT_FALSE(kv) << "long keys only: no SlotKV area";
+  EXPECT_EQ(slots, 8);
+  const std::string s1("\xe9\x01", 2), s2("\xe9\xff\x00", 3), s3("\xe9", 1);
+  ins(s1, 1001);  // a free slot in an array without the area: a leaf
+  the_array(&kv, &slots);
+  EXPECT_FALSE(kv);
+  EXPECT_EQ(leaves_short(), 1u);
+  ExpectMatchesModel(f.idx(), m);
+  f.ExpectCheckOk("short key in a leaf");
+  for (int i = 3; i < 8; ++i) ins(lng(i), i);  // 9 keys: grown by a long key
+  the_array(&kv, &slots);
+  EXPECT_FALSE(kv) << "grown by a long key: still no area";
+  EXPECT_EQ(slots, 24);
+  EXPECT_EQ(leaves_short(), 1u);
+  for (int i = 8; i < 23; ++i) ins(lng(i), i);  // 24 keys: full
+  the_array(&kv, &slots);
+  ASSERT_EQ(slots, 24);
+  // The 25th key is short: the new array has the area, s1 and s2 inline, written back whole
+  // before the fence that precedes its publish.
+  struct Rec : pm::Hook {
+    std::vector<uintptr_t> lines;
+    std::vector<size_t> lines_at_fence;
+    void OnFlushLine(const void* l, const std::source_location&) override { lines.push_back(reinterpret_cast<uintptr_t>(l)); }
+    void OnFence(const std::source_location&) override { lines_at_fence.push_back(lines.size()); }
+  } rec;
+  pm::Hook* old = pm::SetHook(&rec);
+  ASSERT_TRUE(f.idx().Insert(s2, 1002).ok());
+  pm::SetHook(old);
+  m[s2] = 1002;
+  the_array(&kv, &slots);
+  EXPECT_TRUE(kv) << "grown by a short key: the area";
+  EXPECT_EQ(slots, 64);
+  EXPECT_EQ(leaves_short(), 0u) << "s1's leaf became an inline slot";
+  {
+    const roart::NodeHead* la = f.pool().at<roart::NodeHead>(*ArrayRefWords(f)[0] & roart::kRefMask & ~roart::kTagMask);
+    ASSERT_GE(rec.lines_at_fence.size(), 2u);
+    const std::set<uintptr_t> flushed(rec.lines.begin(), rec.lines.begin() + static_cast<long>(rec.lines_at_fence[rec.lines_at_fence.size() - 2]));
+    for (size_t o = 0; o < roart::LeafArrayBytes(64, true); o += 64)
+      EXPECT_TRUE(flushed.count(reinterpret_cast<uintptr_t>(la) + o)) << "line " << o / 64 << " of the new array";
+  }
+  ExpectMatchesModel(f.idx(), m);
+  f.ExpectCheckOk("converted");
+  ASSERT_TRUE(f.idx().Upsert(s1, 2001).ok());  // the converted key's value word is the SlotKV's
+  m[s1] = 2001;
+  ExpectMatchesModel(f.idx(), m);
+  // Remove the short keys; fill the 64 slots with long keys; the next insert compacts the array
+  // and drops the area.
+  rem(s1);
+  rem(s2);
+  for (int i = 23; i < 85 && m.size() < 62; ++i) ins(lng(i), i);
+  ASSERT_EQ(m.size(), 62u) << "64 slots taken, 2 of them dead: the next insert compacts";
+  ins(lng(90), 90);
+  the_array(&kv, &slots);
+  EXPECT_FALSE(kv) << "no short key left: the area dropped";
+  EXPECT_EQ(slots, 64);
+  ExpectMatchesModel(f.idx(), m);
+  f.ExpectCheckOk("area dropped");
+  f.Reopen();
+  ExpectMatchesModel(f.idx(), m);
+  EXPECT_EQ(f.Allocated(), f.Reachable()) << "the converted leaves and replaced arrays were reclaimed";
+
+  // Collisions: a single leaf meets a second key.
+  PoolFixture g("roart");
+  // 65 keys of distinct first bytes: the root array splits into a NODE256 of single leaves.
+  for (int i = 0; i < 65; ++i) ASSERT_TRUE(g.idx().Insert(wort::test::Cat(static_cast<char>(0xa0 + i), std::string(12, 'x')), 7).ok());
+  ASSERT_TRUE(ArrayRefWords(g).empty());
+  ASSERT_TRUE(g.idx().Insert(wort::test::Cat("\x81", std::string(12, '\xaa')), 1).ok());
+  ASSERT_TRUE(g.idx().Insert(wort::test::Cat("\x81", std::string(12, '\xbb')), 2).ok());
+  ASSERT_TRUE(g.idx().Insert(wort::test::Cat("\x82", std::string(12, '\xaa')), 3).ok());
+  ASSERT_TRUE(g.idx().Insert(std::string("\x82\xcc", 2), 4).ok());
+  ASSERT_TRUE(g.idx().Insert(std::string("\x83\xcc", 2), 5).ok());
+  ASSERT_TRUE(g.idx().Insert(std::string("\x83\xdd", 2), 6).ok());
+  std::map<unsigned char, uint64_t> refs;
+  for (const uint64_t* w : ArrayRefWords(g)) {
+    const roart::LeafArray* la = ArrayOf(g, w);
+    const uint64_t s = la->slot[0] ? la->slot[0] : la->slot[1];
+    std::string_view k;
+    if (roart::IsInline(s)) {
+      k = std::string_view(reinterpret_cast<const char*>(&roart::KVs(&la->h, roart::SlotsOfCode(*w))[la->slot[0] ? 0 : 1].key), 1);
+    } else {
+      k = g.pool().at<Leaf>(s & roart::kRefMask)->key_view();
+    }
+    refs[static_cast<unsigned char>(k[0])] = *w;
+  }
+  ASSERT_EQ(refs.size(), 3u);
+  EXPECT_EQ(refs[0x81] & roart::kKvBit, 0u) << "two long keys: no area";
+  EXPECT_EQ(roart::SlotsOfCode(refs[0x81]), 8);
+  EXPECT_NE(refs[0x82] & roart::kKvBit, 0u) << "a long and a short key: the area";
+  EXPECT_EQ(roart::SlotsOfCode(refs[0x82]), 2);
+  EXPECT_NE(refs[0x83] & roart::kKvBit, 0u);
+  EXPECT_EQ(roart::SlotsOfCode(refs[0x83]), 2);
+  g.ExpectCheckOk("collisions");
+}
+
+// `wort pool info`'s breakdown of a roart pool (RoartTree::SpaceReport): its total is the
+// index's reachable bytes (Stats), each class of leaf array with and without a SlotKV area has
+// its line, and the leaves are split by key length.
+TEST(RoartFormat, SpaceReportAddsUpToTheReachableBytes) {
+  PoolFixture f("roart");
+  std::mt19937_64 rng(39);
+  for (int i = 0; i < 20000; ++i) {
+    // 8-byte keys, and 1,000 long ones spread over 256 second bytes (arrays of ~4 long keys)
+    const std::string k = i % 20 ? RandKey(rng)
+                                 : wort::test::Cat("\xfa", static_cast<char>(rng()), std::string(12 + i % 20, static_cast<char>(0x80 + rng() % 100)));
+    (void)f.idx().Insert(k, i);  // a repeated random key: AlreadyExists
+  }
+  const std::string r = Tree(f).SpaceReport();
+  const IndexStats st = f.idx().Stats();
+  EXPECT_NE(r.find("roart format 4: " + std::to_string(st.keys) + " keys"), std::string::npos) << r;
+  EXPECT_NE(r.find(std::to_string(st.bytes_allocated) + " bytes reachable"), std::string::npos) << r;
+  EXPECT_NE(r.find("leaf array 2 slots +SlotKV"), std::string::npos) << r;
+  EXPECT_NE(r.find("leaf array 8 slots  "), std::string::npos) << "arrays of long keys only\n" << r;
+  EXPECT_NE(r.find("leaf, key > 8 bytes"), std::string::npos) << r;
+  EXPECT_NE(r.find("NODE256"), std::string::npos) << r;
+  // The bytes of the lines add up to the total.
+  uint64_t lines = 0;
+  for (size_t at = r.find(" bytes ("); at != std::string::npos; at = r.find(" bytes (", at + 1)) {
+    size_t b = at;
+    while (b > 0 && r[b - 1] >= '0' && r[b - 1] <= '9') --b;
+    lines += std::stoull(r.substr(b, at - b));
+  }
+  RootInfo ri;
+  ASSERT_TRUE(f.pool().FindRoot("idx", &ri).ok());
+  EXPECT_EQ(lines + f.pool().allocator().UsableSize(ri.off), st.bytes_allocated) << r;
+}
+
 // Format 3 (issue 34): keys of 0..8 bytes live in the leaf array (no leaf is allocated for
 // them: an insert into an array with a free slot allocates nothing), longer keys in leaves, in
 // the same arrays; upserts store the array's value word; a slot emptied by a remove is not
 // taken again in the same session (lookups read inline slots without versions) but is after a
 // reopen; a full array with dead slots is compacted into the class its live keys need, not grown.
 TEST(RoartFormat, InlineKeysInTheLeafArray) {
+  OldFormat old(3);  // format 3's arrays: 8 slots at least, a SlotKV area in every one
   PoolFixture f("roart");
   Model m;
   auto ins = [&](const std::string& k, uint64_t v) {
@@ -370,30 +671,39 @@ TEST(RoartFormat, InlineKeysInTheLeafArray) {
 
 // An inline insert writes its SlotKV back before the fence that precedes its slot word.
 TEST(RoartFormat, InlineSlotIsPersistedBeforeItsSlotWord) {
-  PoolFixture f("roart");
-  ASSERT_TRUE(f.idx().Insert(std::string("\xd0\x01", 2), 1).ok());
-  ASSERT_TRUE(f.idx().Insert(std::string("\xd0\x02", 2), 2).ok());
-  struct Rec : pm::Hook {
-    std::vector<uintptr_t> lines;
-    std::vector<size_t> lines_at_fence;
-    void OnFlushLine(const void* l, const std::source_location&) override { lines.push_back(reinterpret_cast<uintptr_t>(l)); }
-    void OnFence(const std::source_location&) override { lines_at_fence.push_back(lines.size()); }
-  } rec;
-  pm::Hook* old = pm::SetHook(&rec);
-  Status s = f.idx().Insert(std::string("\xd0\x83\xff", 3), 3);
-  pm::SetHook(old);
-  ASSERT_TRUE(s.ok());
-  const std::vector<uint64_t*> words = ArrayRefWords(f);
-  ASSERT_EQ(words.size(), 1u);
-  const roart::LeafArray* la = ArrayOf(f, words[0]);
-  int at = -1;
-  for (int i = 0; i < 8; ++i)
-    if (roart::IsInline(la->slot[i]) && roart::KVs(&la->h, 8)[i].value == 3) at = i;
-  ASSERT_GE(at, 0);
-  ASSERT_EQ(rec.lines_at_fence.size(), 2u) << "one fence before the slot word, one after it";
-  const std::set<uintptr_t> before(rec.lines.begin(), rec.lines.begin() + static_cast<long>(rec.lines_at_fence[0]));
-  EXPECT_TRUE(before.count(reinterpret_cast<uintptr_t>(&roart::KVs(&la->h, 8)[at]) & ~uintptr_t(63)));
-  EXPECT_FALSE(before.count(reinterpret_cast<uintptr_t>(&la->slot[at]) & ~uintptr_t(63))) << "the slot word after the fence";
+  for (const int format : {4, 3}) {
+    std::unique_ptr<PoolFixture> fp;
+    {
+      OldFormat old(format);
+      fp = std::make_unique<PoolFixture>("roart");
+    }
+    PoolFixture& f = *fp;
+    ASSERT_TRUE(f.idx().Insert(std::string("\xd0\x01", 2), 1).ok());
+    ASSERT_TRUE(f.idx().Insert(std::string("\xd0\x02", 2), 2).ok());
+    ASSERT_TRUE(f.idx().Insert(std::string("\xd0\x03", 2), 4).ok());  // format 4: grown from 2 to 8 slots
+    struct Rec : pm::Hook {
+      std::vector<uintptr_t> lines;
+      std::vector<size_t> lines_at_fence;
+      void OnFlushLine(const void* l, const std::source_location&) override { lines.push_back(reinterpret_cast<uintptr_t>(l)); }
+      void OnFence(const std::source_location&) override { lines_at_fence.push_back(lines.size()); }
+    } rec;
+    pm::Hook* old = pm::SetHook(&rec);
+    Status s = f.idx().Insert(std::string("\xd0\x83\xff", 3), 3);
+    pm::SetHook(old);
+    ASSERT_TRUE(s.ok());
+    const std::vector<uint64_t*> words = ArrayRefWords(f);
+    ASSERT_EQ(words.size(), 1u);
+    const roart::LeafArray* la = ArrayOf(f, words[0]);
+    ASSERT_EQ(roart::SlotsOfCode(*words[0]), 8);
+    int at = -1;
+    for (int i = 0; i < 8; ++i)
+      if (roart::IsInline(la->slot[i]) && roart::KVs(&la->h, 8)[i].value == 3) at = i;
+    ASSERT_GE(at, 0);
+    ASSERT_EQ(rec.lines_at_fence.size(), 2u) << "one fence before the slot word, one after it";
+    const std::set<uintptr_t> before(rec.lines.begin(), rec.lines.begin() + static_cast<long>(rec.lines_at_fence[0]));
+    EXPECT_TRUE(before.count(reinterpret_cast<uintptr_t>(&roart::KVs(&la->h, 8)[at]) & ~uintptr_t(63)));
+    EXPECT_FALSE(before.count(reinterpret_cast<uintptr_t>(&la->slot[at]) & ~uintptr_t(63))) << "the slot word after the fence";
+  }
 }
 
 // A class code that disagrees with the array's head (a damaged image) is reported by Check;
@@ -451,11 +761,12 @@ TEST(RoartStructure, LeafArraysStartSmallAndGrow) {
       EXPECT_TRUE(slots.empty()) << "one key: a single leaf";
     } else if (i < 64) {
       ASSERT_EQ(slots.size(), 1u) << "keys: " << i + 1;
-      EXPECT_EQ(slots[0], i + 1 <= 8 ? 8 : i + 1 <= 24 ? 24 : 64) << "keys: " << i + 1;
+      // Format 4, 3-byte keys (an array with a SlotKV area): 2, 8, 24, 64 slots.
+      EXPECT_EQ(slots[0], i + 1 <= 2 ? 2 : i + 1 <= 8 ? 8 : i + 1 <= 24 ? 24 : 64) << "keys: " << i + 1;
     } else {
       EXPECT_TRUE(slots.empty()) << "65 distinct second bytes: split into single leaves";
     }
-    if (i == 8 || i == 24 || i == 40) {
+    if (i == 2 || i == 8 || i == 24 || i == 40) {
       f.ExpectCheckOk("growth");
       ExpectMatchesModel(f.idx(), m);
       f.Reopen();
@@ -491,10 +802,11 @@ TEST(RoartStructure, GrownLeafArrayIsPersistedWholeBeforePublish) {
   RootInfo ri;
   ASSERT_TRUE(f.pool().FindRoot("idx", &ri).ok());
   const uint64_t root = f.pool().at<roart::RootBlock>(ri.off)->root;
-  ASSERT_EQ(root & roart::kTagMask & ~roart::kClassBits, roart::kArrayTag) << "the root is the grown array";
+  ASSERT_EQ(root & roart::kTagMask & ~roart::kClassBits & ~roart::kKvBit, roart::kArrayTag) << "the root is the grown array";
   EXPECT_EQ(roart::SlotsOfCode(root), 64) << "format 2: the class in the reference";
+  EXPECT_TRUE(root & roart::kKvBit) << "format 4: 2-byte keys, an array with a SlotKV area";
   const auto* la = f.pool().at<roart::NodeHead>(root & ~roart::kTagMask);
-  EXPECT_EQ(la->slots, 64u);
+  EXPECT_EQ(la->slots, 64u | roart::kSlotsKv);
   ASSERT_GE(rec.lines_at_fence.size(), 2u);
   const size_t before_publish = rec.lines_at_fence[rec.lines_at_fence.size() - 2];
   std::set<uintptr_t> flushed(rec.lines.begin(), rec.lines.begin() + static_cast<long>(before_publish));
@@ -504,7 +816,8 @@ TEST(RoartStructure, GrownLeafArrayIsPersistedWholeBeforePublish) {
 }
 
 // A small leaf array costs less: a 66-key array splits into 33 subtrees of 2 keys, each a
-// 128-byte array (a 64-slot one would be 576 bytes).
+// 2-slot array of 112 bytes in a 128-byte block (format 4; format 3: an 8-slot one of 256
+// bytes; a 64-slot one would be 576 bytes).
 TEST(RoartStructure, SmallLeafArraysTakeFewerBytes) {
   PoolFixture f("roart");
   for (int i = 0; i < 33; ++i)
@@ -512,8 +825,9 @@ TEST(RoartStructure, SmallLeafArraysTakeFewerBytes) {
       ASSERT_TRUE(f.idx().Insert(wort::test::Cat("b", static_cast<char>(0x20 + i * 7), static_cast<char>(0xf0 + j)), 1).ok());
   const std::vector<int> slots = Tree(f).LeafArraySlotCounts();
   ASSERT_EQ(slots.size(), 33u);
-  for (int c : slots) EXPECT_EQ(c, 8);
+  for (int c : slots) EXPECT_EQ(c, 2);
   EXPECT_LT(f.idx().Stats().bytes_allocated, 33u * 576) << "the 33 arrays alone would take that at 64 slots";
+  EXPECT_LT(f.idx().Stats().bytes_allocated, 33u * 256) << "the 33 arrays alone would take that at 8 slots with SlotKVs";
   f.ExpectCheckOk("small");
 }
 
@@ -1289,6 +1603,117 @@ TEST(RoartConcurrent, InlineKeysBesideLookupsAndScans) {
     EXPECT_TRUE(mine(k, v));
   }
   f.ExpectCheckOk("after inline churn");
+  f.Reopen();
+  f.ExpectCheckOk("reopened");
+  EXPECT_EQ(f.Allocated(), f.Reachable());
+}
+
+// Format 4 (issue 34): arrays of long stable keys have no SlotKV area; two writers insert
+// churn keys, the long ones first (free slots: short keys get leaves in such arrays), then the
+// short ones (growth by a short key: the array is replaced by one with the area and the short
+// keys' leaves copied inline), upsert and remove them (full arrays with dead slots are
+// compacted, dropping the area when no short key is left), while two readers look keys up
+// (every stable key with its value, a churn key only with its own) and a scanner reads the
+// range in order. In scripts/tsan.sh through RoartConcurrent.*.
+TEST(RoartConcurrent, SlotKvAreaChangesBesideLookupsAndScans) {
+  PoolFixture f("roart");
+  constexpr int kWriters = 2, kReaders = 2;
+  const int rounds = 60 / wort::test::kSanitizerScale + 2;
+  auto tag = [](std::string_view k) { return (std::hash<std::string_view>()(k) & 0xffffffffu) << 16; };
+  auto mine = [&](std::string_view k, uint64_t v) { return (v & ~uint64_t(0xffff)) == tag(k); };
+  // Keys below 6 two-byte prefixes "\xc6" + p: long stable ones, long and short churn ones.
+  std::mt19937_64 rng(65);
+  std::set<std::string> all;
+  auto make = [&](bool shrt) {
+    std::string k = wort::test::Cat("\xc6", static_cast<char>(0x80 + rng() % 6));
+    const size_t len = shrt ? 3 + rng() % 6 : 9 + rng() % 20;  // 3..8 bytes: inline; 9..28: a leaf
+    while (k.size() < len) k.push_back(static_cast<char>(rng()));
+    return k;
+  };
+  std::vector<std::string> stable, churn[kWriters];
+  while (stable.size() < 30)
+    if (std::string k = make(false); all.insert(k).second) stable.push_back(k);
+  for (auto& c : churn) {
+    while (c.size() < 60)  // the long ones first
+      if (std::string k = make(false); all.insert(k).second) c.push_back(k);
+    while (c.size() < 120)
+      if (std::string k = make(true); all.insert(k).second) c.push_back(k);
+  }
+  for (const auto& k : stable) ASSERT_TRUE(f.idx().Insert(k, tag(k)).ok());
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> lookups{0}, scans{0};
+  std::vector<std::thread> ts;
+  for (int w = 0; w < kWriters; ++w)
+    ts.emplace_back([&, w] {
+      for (int r = 0; r < rounds; ++r) {
+        for (const auto& k : churn[w])
+          if (Status s = f.idx().Insert(k, tag(k) | uint64_t(r)); !s.ok()) ADD_FAILURE() << s.ToString();
+        for (const auto& k : churn[w]) {  // acknowledged: found, beside the other writer's rebuilds
+          uint64_t v = 0;
+          if (Status s = f.idx().Lookup(k, &v); !s.ok() || !mine(k, v)) ADD_FAILURE() << "own key " << k.size() << " bytes: " << s.ToString();
+        }
+        for (const auto& k : churn[w])  // an upsert of a present inline key: its value word
+          if (Status s = f.idx().Upsert(k, tag(k) | uint64_t(r + 1000)); !s.ok()) ADD_FAILURE() << s.ToString();
+        for (size_t i = 0; i < stable.size(); i += 7)  // and of stable keys, beside the readers
+          if (Status s = f.idx().Upsert(stable[i], tag(stable[i]) | uint64_t(r)); !s.ok()) ADD_FAILURE() << s.ToString();
+        for (size_t i = 0; i < churn[w].size(); ++i)
+          if (Status s = f.idx().Remove(churn[w][r % 2 ? churn[w].size() - 1 - i : i]); !s.ok()) ADD_FAILURE() << s.ToString();
+      }
+    });
+  for (int t = 0; t < kReaders; ++t)
+    ts.emplace_back([&, t] {
+      std::mt19937_64 r(t + 7);
+      while (!stop.load(std::memory_order_acquire)) {
+        uint64_t v = 0;
+        const std::string& k = stable[r() % stable.size()];
+        if (Status s = f.idx().Lookup(k, &v); !s.ok() || !mine(k, v)) {
+          ADD_FAILURE() << "stable key read as " << s.ToString() << " value " << v;
+          return;
+        }
+        const auto& cw = churn[r() % kWriters];
+        const std::string& c = cw[r() % cw.size()];
+        if (f.idx().Lookup(c, &v).ok() && !mine(c, v)) {
+          ADD_FAILURE() << "a churn key read with another key's value";
+          return;
+        }
+        lookups.fetch_add(1, std::memory_order_relaxed);
+      }
+    });
+  ts.emplace_back([&] {
+    const std::set<std::string> must_all(stable.begin(), stable.end());
+    while (!stop.load(std::memory_order_acquire)) {
+      std::set<std::string> must = must_all;
+      std::string prev;
+      bool first = true, ok = true;
+      const std::string lo("\xc6", 1), hi("\xc7", 1);
+      const std::string_view end(hi);
+      Status s = f.idx().Scan(lo, &end, SIZE_MAX, [&](std::string_view k, uint64_t v) {
+        if ((!first && CompareKeys(prev, k) >= 0) || !mine(k, v) || !all.count(std::string(k))) ok = false;
+        first = false;
+        prev.assign(k);
+        must.erase(std::string(k));
+        return true;
+      });
+      if (!s.ok() || !ok || !must.empty()) {
+        ADD_FAILURE() << "scan: " << s.ToString() << (ok ? "" : ", out of order or a foreign value") << ", "
+                      << must.size() << " stable keys missing";
+        return;
+      }
+      scans.fetch_add(1, std::memory_order_relaxed);
+    }
+  });
+  for (int w = 0; w < kWriters; ++w) ts[w].join();
+  stop.store(true, std::memory_order_release);
+  for (size_t t = kWriters; t < ts.size(); ++t) ts[t].join();
+  EXPECT_GT(lookups.load(), 0u);
+  EXPECT_GT(scans.load(), 0u);
+  EXPECT_EQ(f.idx().Size(), stable.size());
+  for (const auto& k : stable) {
+    uint64_t v = 0;
+    ASSERT_TRUE(f.idx().Lookup(k, &v).ok());
+    EXPECT_TRUE(mine(k, v));
+  }
+  f.ExpectCheckOk("after churn of the SlotKV areas");
   f.Reopen();
   f.ExpectCheckOk("reopened");
   EXPECT_EQ(f.Allocated(), f.Reachable());

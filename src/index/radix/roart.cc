@@ -39,6 +39,13 @@
 //      key of at most 8 bytes in a leaf array is inline: its slot word is InlineSlot(fp, len)
 //      and the slot's SlotKV holds the key (zero-padded) and its value, both persisted before
 //      the slot word; in format 1 and 2 no slot word is inline and arrays have no SlotKVs.
+//      In format 4 (kRootMagic4) an array has a SlotKV area or not, said by kKvBit in its
+//      reference and kSlotsKv in its head (equal; both written before the publication, never
+//      changed): with the area, as in format 3 (every key of at most 8 bytes inline) and the
+//      class may be 2; without it, no slot is inline (every key, short ones too, in a leaf) and
+//      the class is 8, 24 or 64. Whether a new array has the area: it holds a key of at most 8
+//      bytes (so a short key taken by an array without the area while it has a free slot gets
+//      a leaf, until a growth, compaction or split triggered by a short key rebuilds it).
 //   5. Every inner node reachable from the root has at least one entry (a child or leaf_here):
 //      removing the last entry of a node unlinks the node from its parent instead.
 //   6. Volatile metadata is trusted only when gen equals this session's pool generation.
@@ -57,14 +64,19 @@
 //                         compaction) Flush(new leaf, unless inline); copy the live slot words
 //                         (and SlotKVs) and the new one into a new array of the class they need,
 //                         FlushGrown(it whole); Fence; Commit(parent entry := new array);
-//                         retire the old array. A crash before the commit leaves the old array
+//                         retire the old array. Format 4: a new array with a SlotKV area
+//                         replacing one without gets the key and value of each short key's
+//                         leaf copied into an inline slot (in the same FlushGrown; the leaves
+//                         are retired after the commit, as the split's are); no new site. A crash before the commit leaves the old array
 //                         reachable and whole (the new one unreachable: GC); after it, the new
 //                         one was persisted before the word that names it. Readers that hold
 //                         the old one fail their version check (both locks were held).
 //   Leaf array split      Flush(new leaf, unless inline); build the new leaf arrays, a new leaf
 //                         for each inline key left alone in its byte group, and the new inner
 //                         node, Flush each whole; Fence; Commit(parent entry := new node); retire
-//                         the old leaf array (leaves are shared, never copied).
+//                         the old leaf array (leaves are shared, never copied; format 4: a short
+//                         key's leaf from an array without a SlotKV area whose group's new array
+//                         has one is copied inline, and retired after the commit).
 //   Leaf collision        (a single-leaf child meets a second key) Flush(leaf, unless inline),
 //                         Flush(new leaf array of both; format 3: a key of at most 8 bytes
 //                         inline, the old leaf's key and value copied); Fence; Commit(parent
@@ -103,7 +115,9 @@
 #include "index/radix/roart.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <map>
 
 #include "index/batched_scan.h"
 #include "index/kind_ids.h"
@@ -125,11 +139,27 @@ inline bool KeyEq(const Leaf* l, std::string_view key) {
 inline uint8_t TypeOf(const NodeHead* n) { return static_cast<uint8_t>(pm::load8(&n->type)); }
 inline bool ValidInner(uint8_t t) { return t >= kN4 && t <= kN256; }
 inline uint64_t Load(const uint64_t* w) { return pm::load8(w); }
-// A leaf array's slot count (SlotsOf its persistent head), 0 if that is damaged or its block
-// does not fit in the pool: such an array reads as empty and Check reports it.
-WORT_OPTIMISTIC_INLINE inline int ArraySlots(const Pool& pool, const NodeHead* n, bool kv) {
-  const int s = SlotsOf(pm::load8(&n->slots));
-  return s && pool.contains(pool.offset_of(n), LeafArrayBytes(s, kv)) ? s : 0;
+// A leaf array's shape from its persistent head in a pool of format fmt: its slot count (SlotsOf
+// the head's slots word; 0 if that is damaged, a small class outside an array of format 4 with
+// a SlotKV area, or the block does not fit in the pool: such an array reads as empty and Check
+// reports it) and whether it has a SlotKV area (format 3: all; format 4: kSlotsKv).
+struct Shape {
+  int slots;
+  bool kv;
+};
+WORT_OPTIMISTIC_INLINE inline Shape ArrayShape(const Pool& pool, const NodeHead* n, int fmt) {
+  uint64_t w = pm::load8(&n->slots);
+  bool kv = fmt == 3;
+  if (fmt >= 4) {
+    kv = (w & kSlotsKv) != 0;
+    w &= ~kSlotsKv;
+  }
+  int s = SlotsOf(w);
+  if (s && s < 8 && !(fmt >= 4 && kv)) s = 0;
+  return {s && pool.contains(pool.offset_of(n), LeafArrayBytes(s, kv)) ? s : 0, kv};
+}
+inline int FormatOf(uint64_t magic) {
+  return magic == kRootMagic4 ? 4 : magic == kRootMagic3 ? 3 : magic == kRootMagic2 ? 2 : 1;
 }
 // An inline key's SlotKV key word (zero-padded key bytes; 0 for a key too long to be inline).
 inline uint64_t KeyWord(std::string_view key) {
@@ -137,7 +167,7 @@ inline uint64_t KeyWord(std::string_view key) {
   if (!key.empty() && key.size() <= kMaxInlineKey) std::memcpy(&w, key.data(), key.size());
   return w;
 }
-int g_new_pool_format = 3;  // RoartTree::SetFormatForNewPoolsForTest
+int g_new_pool_format = 4;  // RoartTree::SetFormatForNewPoolsForTest
 inline uint64_t Gen(const NodeHead* n) { return std::atomic_ref<uint64_t>(const_cast<uint64_t&>(n->gen)).load(std::memory_order_acquire); }
 
 // The (byte, reference) entries of inner node n of type t, in stored order.
@@ -224,8 +254,9 @@ RoartTree::RoartTree(Pool& pool, uint64_t root_off)
       root_off_(root_off),
       rb_(pool.at<RootBlock>(root_off)),
       key_type_(static_cast<KeyType>(rb_->key_type)),
-      format2_(rb_->magic == kRootMagic2 || rb_->magic == kRootMagic3),
-      kv_(rb_->magic == kRootMagic3),
+      format_(FormatOf(rb_->magic)),
+      format2_(format_ >= 2),
+      kv_(format_ >= 3),
       heap_off_(pool.heap_offset()),
       gen_(pool.generation()),
       trust_meta_(!pool.read_only()),
@@ -240,7 +271,10 @@ Status RoartTree::Create(Pool& pool, const IndexOptions& opts, uint64_t* root_of
   uint64_t off = 0;
   WORT_RETURN_IF_ERROR(pool.allocator().AllocZeroed(sizeof(RootBlock), &off));
   auto* rb = pool.at<RootBlock>(off);
-  rb->magic = g_new_pool_format == 1 ? kRootMagic : g_new_pool_format == 2 ? kRootMagic2 : kRootMagic3;
+  rb->magic = g_new_pool_format == 1   ? kRootMagic
+              : g_new_pool_format == 2 ? kRootMagic2
+              : g_new_pool_format == 3 ? kRootMagic3
+                                       : kRootMagic4;
   rb->key_type = static_cast<uint64_t>(opts.key_type);
   rb->root = 0;
   rb->flags = opts.values_are_blocks ? kValuesAreBlocks : 0;
@@ -254,8 +288,8 @@ Status RoartTree::Open(Pool& pool, uint64_t root_off, std::unique_ptr<Index>* ou
   WORT_RETURN_IF_ERROR(CheckRootBlockPlace(pool, root_off, sizeof(RootBlock), "roart"));
   const auto* rb = pool.at<RootBlock>(root_off);
   // Any format (roart.h: a pool created before format 3 stays in its format).
-  const bool known = rb->magic == kRootMagic || rb->magic == kRootMagic2 || rb->magic == kRootMagic3;
-  WORT_RETURN_IF_ERROR(CheckRootHeader("roart", rb->magic, known ? rb->magic : kRootMagic3, rb->key_type));
+  const bool known = rb->magic == kRootMagic || rb->magic == kRootMagic2 || rb->magic == kRootMagic3 || rb->magic == kRootMagic4;
+  WORT_RETURN_IF_ERROR(CheckRootHeader("roart", rb->magic, known ? rb->magic : kRootMagic4, rb->key_type));
   std::shared_ptr<void> token;  // one handle per index (registry.h)
   WORT_RETURN_IF_ERROR(ClaimSoleHandle(&pool, root_off, "roart", &token));
   auto* t = new RoartTree(pool, root_off);
@@ -264,7 +298,7 @@ Status RoartTree::Open(Pool& pool, uint64_t root_off, std::unique_ptr<Index>* ou
   return Status::OK();
 }
 
-void RoartTree::SetFormatForNewPoolsForTest(int format) { g_new_pool_format = format >= 1 && format <= 3 ? format : 3; }
+void RoartTree::SetFormatForNewPoolsForTest(int format) { g_new_pool_format = format >= 1 && format <= 4 ? format : 4; }
 
 Status RoartTree::ValidateKey(std::string_view key) const {
   if (key.size() > kMaxKeyLen) return Status::InvalidArgument("key longer than kMaxKeyLen");
@@ -283,12 +317,15 @@ void RoartTree::Commit(uint64_t* word, uint64_t v) {
 }
 
 // ---- helpers ------------------------------------------------------------------------------------
-inline int RoartTree::Slots(const NodeHead* la) const { return ArraySlots(pool_, la, kv_); }
+inline int RoartTree::Slots(const NodeHead* la) const { return ArrayShape(pool_, la, format_).slots; }
+inline bool RoartTree::ArrayKv(const NodeHead* la) const {
+  return format_ >= 4 ? (pm::load8(&la->slots) & kSlotsKv) != 0 : format_ == 3;
+}
 
 WORT_OPTIMISTIC_READ inline bool RoartTree::SlotEntry(const NodeHead* la, int slots, int i, uint64_t s, std::string_view* key,
                                                       uint64_t** value) const {
   if (IsInline(s)) {
-    if (!kv_ || !InlineSlotOk(s)) return false;
+    if (!kv_ || !InlineSlotOk(s) || !ArrayKv(la)) return false;
     SlotKV* kv = &KVs(la, slots)[i];
     *key = std::string_view(reinterpret_cast<const char*>(&kv->key), InlineLen(s));
     *value = &kv->value;
@@ -302,18 +339,21 @@ WORT_OPTIMISTIC_READ inline bool RoartTree::SlotEntry(const NodeHead* la, int sl
   *value = &l->value;
   return true;
 }
-// The slot count of the leaf array `ref` names, for a scan: its class code when it has one and
-// the block fits in the pool (no read of the head), else the head's (0 if not a leaf array,
-// damaged, or past the pool: the array reads as empty).
-WORT_OPTIMISTIC_READ inline int RoartTree::ScanSlots(uint64_t ref) const {
+// The slot count of the leaf array `ref` names, for a scan: its class code when it has one, the
+// array has no SlotKV area and the block fits in the pool (no read of the head), else the
+// head's (0 if not a leaf array, damaged, past the pool, or its SlotKV area differs from the
+// reference's: the array reads as empty). *kv: the array has a SlotKV area.
+WORT_OPTIMISTIC_READ inline int RoartTree::ScanSlots(uint64_t ref, bool* kv) const {
   const int code = SlotsOfCode(ref);
   const NodeHead* n = at(ref);
-  // Format 3 reads the head too (a scan reads every SlotKV: a damaged class code would make it
-  // read another block's words as keys); the parent requested its line with the slot lines.
-  if (code && !kv_ && pool_.contains(ref & ~kTagMask, LeafArrayBytes(code, kv_))) return code;
+  *kv = RefKv(ref);
+  // An array with a SlotKV area (format 3, format 4 with kKvBit) has its head read too (a scan
+  // reads every SlotKV: a damaged class code would make it read another block's words as keys);
+  // the parent requested its line with the slot lines.
+  if (code && !*kv && pool_.contains(ref & ~kTagMask, LeafArrayBytes(code, false))) return code;
   if (TypeOf(n) != kLeafArray) return 0;
-  const int hs = Slots(n);
-  return code && hs != code ? 0 : hs;
+  const Shape sh = ArrayShape(pool_, n, format_);
+  return (code && sh.slots != code) || sh.kv != *kv ? 0 : sh.slots;
 }
 bool RoartTree::Fresh(const NodeHead* n) const { return trust_meta_ && Gen(n) == gen_; }
 
@@ -423,17 +463,18 @@ Status RoartTree::NewLeaf(std::string_view key, uint64_t value, uint64_t* ref) {
   return Status::OK();
 }
 
-// A new leaf array of the smallest class that holds e[0..n): slot words (and, format 3, the
-// SlotKVs of inline ones) placed from their home lines.
-Status RoartTree::NewLeafArray(const NewSlot* e, int n, uint64_t* ref) {
+// A new leaf array of the smallest class that holds e[0..n): slot words (and, with a SlotKV area,
+// the SlotKVs of inline ones) placed from their home lines. has_kv: the array has a SlotKV area
+// (the caller made every key of at most 8 bytes inline then, and no slot inline otherwise).
+Status RoartTree::NewLeafArray(const NewSlot* e, int n, bool has_kv, uint64_t* ref) {
   uint64_t off = 0;
-  const int slots = LeafArrayClassFor(n);
-  const size_t bytes = LeafArrayBytes(slots, kv_);
+  const int slots = LeafArrayClassFor(n, format_ >= 4 && has_kv);
+  const size_t bytes = LeafArrayBytes(slots, has_kv);
   WORT_RETURN_IF_ERROR(pool_.allocator().AllocZeroed(bytes, &off));
   auto* la = pool_.at<LeafArray>(off);
   la->h.type = kLeafArray;
-  la->h.slots = static_cast<uint64_t>(slots);
-  SlotKV* kv = kv_ ? KVs(&la->h, slots) : nullptr;
+  la->h.slots = static_cast<uint64_t>(slots) | (format_ >= 4 && has_kv ? kSlotsKv : 0);
+  SlotKV* kv = has_kv ? KVs(&la->h, slots) : nullptr;
   uint64_t bm = 0;
   for (int i = 0; i < n; ++i) {
     const int k = PlaceSlot(bm, slots, e[i].word >> 48);  // n <= slots: always a free slot
@@ -445,7 +486,7 @@ Status RoartTree::NewLeafArray(const NewSlot* e, int n, uint64_t* ref) {
   la->h.count = static_cast<uint32_t>(n);
   la->h.gen = gen_;
   Flush(la, bytes);
-  *ref = ArrayRef(off, slots);
+  *ref = ArrayRef(off, slots, has_kv);
   return Status::OK();
 }
 
@@ -455,18 +496,30 @@ Status RoartTree::NewLeafArray(const NewSlot* e, int n, uint64_t* ref) {
 // (and SlotKVs) are copied as they are (fingerprints included; leaves are shared, never read),
 // each placed from its home line in the new class, the new one last. Flushed whole at its own
 // site (FlushGrown).
-Status RoartTree::RebuildLeafArray(const LeafArray* la, int slots, const NewSlot& add, uint64_t* ref) {
+// Format 4: the new array has a SlotKV area iff one of its keys has at most 8 bytes (the new one
+// is inline then, as the caller built it, or a live inline slot). An array without the area
+// whose short keys had leaves gets their keys and values copied into inline slots (under the
+// array's lock, which their upserts take too); their leaves go to *converted, for the caller
+// to retire after the publish. An area whose inline keys were all removed is dropped.
+Status RoartTree::RebuildLeafArray(const LeafArray* la, int slots, const NewSlot& add, uint64_t* ref,
+                                   std::vector<uint64_t>* converted) {
+  const bool old_kv = ArrayKv(&la->h);
   int live = 0;
-  for (int i = 0; i < slots; ++i) live += la->slot[i] != 0;
-  const int grown = LeafArrayClassFor(live + 1);
-  const size_t bytes = LeafArrayBytes(grown, kv_);
+  bool any_inline = IsInline(add.word);
+  for (int i = 0; i < slots; ++i) {
+    live += la->slot[i] != 0;
+    any_inline |= IsInline(la->slot[i]);
+  }
+  const bool has_kv = format_ >= 4 ? any_inline : format_ == 3;
+  const int grown = LeafArrayClassFor(live + 1, format_ >= 4 && has_kv);
+  const size_t bytes = LeafArrayBytes(grown, has_kv);
   uint64_t off = 0;
   WORT_RETURN_IF_ERROR(pool_.allocator().AllocZeroed(bytes, &off));
   auto* g = pool_.at<LeafArray>(off);
   g->h.type = kLeafArray;
-  g->h.slots = static_cast<uint64_t>(grown);
-  const SlotKV* okv = kv_ ? KVs(&la->h, slots) : nullptr;
-  SlotKV* gkv = kv_ ? KVs(&g->h, grown) : nullptr;
+  g->h.slots = static_cast<uint64_t>(grown) | (format_ >= 4 && has_kv ? kSlotsKv : 0);
+  const SlotKV* okv = old_kv ? KVs(&la->h, slots) : nullptr;
+  SlotKV* gkv = has_kv ? KVs(&g->h, grown) : nullptr;
   int n = 0;
   uint64_t bm = 0;
   auto place = [&](uint64_t s, const SlotKV* kv) {
@@ -476,14 +529,28 @@ Status RoartTree::RebuildLeafArray(const LeafArray* la, int slots, const NewSlot
     bm |= uint64_t(1) << k;
     ++n;
   };
-  for (int i = 0; i < slots; ++i)
-    if (const uint64_t s = la->slot[i]) place(s, okv ? &okv[i] : nullptr);
+  for (int i = 0; i < slots; ++i) {
+    const uint64_t s = la->slot[i];
+    if (!s) continue;
+    if (has_kv && !old_kv) {  // format 4: a short key's leaf becomes an inline slot
+      const uint64_t lref = (s & kRefMask) | kLeafTag;
+      const Leaf* l = at<Leaf>(lref);
+      if (RefOk(lref) && l->key_len <= kMaxInlineKey) {
+        const std::string_view k = l->key_view();
+        const SlotKV kv{KeyWord(k), Load(&l->value)};
+        place(InlineSlot(s >> 48, k.size()), &kv);
+        converted->push_back(lref);
+        continue;
+      }
+    }
+    place(s, okv ? &okv[i] : nullptr);
+  }
   place(add.word, &add.kv);
   g->h.bitmap = bm;
   g->h.count = static_cast<uint32_t>(n);
   g->h.gen = gen_;
   FlushGrown(g, bytes);
-  *ref = ArrayRef(off, grown);
+  *ref = ArrayRef(off, grown, has_kv);
   return Status::OK();
 }
 
@@ -515,8 +582,11 @@ Status RoartTree::NewNode(uint8_t type, const Hdr& h, uint64_t leaf_here, const 
 // inner node that branches at the first position where the keys differ; each byte group of
 // more than one key becomes a new leaf array (inline slots stay inline), a group of one key is
 // referenced directly: its leaf, or a new leaf for an inline key. Every block is flushed whole.
+// Format 4: a group's array has a SlotKV area iff the group has a key of at most 8 bytes; such
+// a key that had a leaf (an array without the area) becomes inline, its leaf going to
+// *converted (retired by the caller after the publish).
 Status RoartTree::SplitLeafArray(const LeafArray* la, uint32_t depth, const NewSlot& add, std::string_view add_key,
-                                 std::vector<uint64_t>* built, uint64_t* ref) {
+                                 std::vector<uint64_t>* built, uint64_t* ref, std::vector<uint64_t>* converted) {
   struct K {
     std::string_view key;
     NewSlot e;
@@ -562,12 +632,25 @@ Status RoartTree::SplitLeafArray(const LeafArray* la, uint32_t depth, const NewS
     size_t j = i;
     NewSlot group[kLeafArraySlots + 1];
     int g = 0;
-    while (j < ks.size() && static_cast<unsigned char>(ks[j].key[b]) == c) group[g++] = ks[j++].e;
+    bool any_short = false;
+    for (; j < ks.size() && static_cast<unsigned char>(ks[j].key[b]) == c; ++j) {
+      group[g++] = ks[j].e;
+      any_short |= ks[j].key.size() <= kMaxInlineKey;
+    }
     uint64_t r = 0;
     if (g == 1) {
       WORT_RETURN_IF_ERROR(single(ks[i], &r));
     } else {
-      WORT_RETURN_IF_ERROR(NewLeafArray(group, g, &r));
+      const bool has_kv = KvFor(any_short);
+      for (int x = 0; x < g; ++x) {
+        const K& kx = ks[i + static_cast<size_t>(x)];
+        if (has_kv && !IsInline(kx.e.word) && kx.key.size() <= kMaxInlineKey) {
+          const uint64_t lref = (kx.e.word & kRefMask) | kLeafTag;
+          group[x] = {InlineSlot(kx.e.word >> 48, kx.key.size()), {KeyWord(kx.key), Load(&at<Leaf>(lref)->value)}};
+          converted->push_back(lref);
+        }
+      }
+      WORT_RETURN_IF_ERROR(NewLeafArray(group, g, has_kv, &r));
       built->push_back(r);
     }
     entries.push_back({c, r});
@@ -651,21 +734,23 @@ WORT_OPTIMISTIC_READ RoartTree::Attempt RoartTree::InsertAttempt(std::string_vie
       if (slot_is_leaf_here) return done(Status::Corruption("roart: leaf_here holds a key of another length"), false);
       // A leaf array of both keys; in format 3 each key of at most 8 bytes inline (the old
       // leaf's key and value copied under the parent's lock, which its upserts take too; the
-      // old leaf is retired after the publish).
+      // old leaf is retired after the publish). Format 4: so too, and the array has a SlotKV
+      // area only if one of the two keys has at most 8 bytes.
       const std::string_view lk = l->key_view();
-      const bool old_inline = Inlines(lk);
+      const bool has_kv = KvFor(lk.size() <= kMaxInlineKey || key.size() <= kMaxInlineKey);
+      const bool old_inline = has_kv && lk.size() <= kMaxInlineKey;
       NewSlot two[2];
       two[0] = old_inline ? NewSlot{InlineSlot(Fingerprint(lk), lk.size()), {KeyWord(lk), Load(&l->value)}}
                           : NewSlot{uint64_t(Fingerprint(lk)) << 48 | (ref & ~kTagMask), {0, 0}};
       uint64_t lref = 0, aref;
-      if (Inlines(key)) {
+      if (has_kv && key.size() <= kMaxInlineKey) {
         two[1] = {InlineSlot(Fingerprint(key), key.size()), {KeyWord(key), value}};
       } else {
         Status s = NewLeaf(key, value, &lref);
         if (!s.ok()) return done(s, false);
         two[1] = {uint64_t(Fingerprint(key)) << 48 | (lref & ~kTagMask), {0, 0}};
       }
-      Status s = NewLeafArray(two, 2, &aref);
+      Status s = NewLeafArray(two, 2, has_kv, &aref);
       if (!s.ok()) {
         if (lref) FreeAll({lref});
         return done(s, false);
@@ -683,7 +768,8 @@ WORT_OPTIMISTIC_READ RoartTree::Attempt RoartTree::InsertAttempt(std::string_vie
     const uint8_t t = TypeOf(n);
     if (ref & kArrayTag) {
       const int slots = t == kLeafArray ? Slots(n) : 0;
-      if (slots == 0 || (SlotsOfCode(ref) && SlotsOfCode(ref) != slots)) return corrupt(nl, nv, "bad leaf array");
+      if (slots == 0 || (SlotsOfCode(ref) && SlotsOfCode(ref) != slots) || RefKv(ref) != ArrayKv(n))
+        return corrupt(nl, nv, "bad leaf array");
       auto* la = reinterpret_cast<LeafArray*>(n);
       if (!L.Upgrade(nl, nv)) return Attempt::kRestart;
       Refresh(n, t);
@@ -699,8 +785,11 @@ WORT_OPTIMISTIC_READ RoartTree::Attempt RoartTree::InsertAttempt(std::string_vie
         Commit(v, value);
         return done(Status::OK(), false);
       }
-      // The new slot: inline (format 3, a key of at most 8 bytes: no leaf), or a new leaf's.
-      const bool inl = Inlines(key);
+      // The new slot: inline (a key of at most 8 bytes and an array with a SlotKV area: no
+      // leaf), or a new leaf's. Format 4: an array without the area takes a short key's leaf
+      // while it has a free slot; the array that replaces it (growth, compaction, split) has
+      // the area and the key inline.
+      bool inl = ArrayKv(n) && key.size() <= kMaxInlineKey;
       uint64_t lref = 0;
       NewSlot add{inl ? InlineSlot(fp, key.size()) : 0, {KeyWord(key), value}};
       auto leaf = [&]() -> Status {
@@ -727,13 +816,18 @@ WORT_OPTIMISTIC_READ RoartTree::Attempt RoartTree::InsertAttempt(std::string_vie
         return done(Status::OK(), true);
       }
       if (!L.Upgrade(*pl, pv)) return Attempt::kRestart;
+      if (kv_ && key.size() <= kMaxInlineKey && !inl) {  // format 4: the new array has the area
+        inl = true;
+        add = {InlineSlot(fp, key.size()), {KeyWord(key), value}};
+      }
       Status s = leaf();
       if (!s.ok()) return done(s, false);
+      std::vector<uint64_t> converted;  // leaves whose keys became inline (format 4)
       if (n->count < uint32_t(kLeafArraySlots)) {
         // No free slot, fewer than 64 live keys: an array of the class they need replaces it
         // in the parent (growth, or compaction of dead slots).
         uint64_t gref = 0;
-        s = RebuildLeafArray(la, slots, add, &gref);
+        s = RebuildLeafArray(la, slots, add, &gref, &converted);
         if (!s.ok()) {
           if (lref) FreeAll({lref});
           return done(s, false);
@@ -741,13 +835,14 @@ WORT_OPTIMISTIC_READ RoartTree::Attempt RoartTree::InsertAttempt(std::string_vie
         Fence();
         publish(gref);
         Retire(ref);
+        for (const uint64_t c : converted) Retire(c);
         return done(Status::OK(), true);
       }
       // 64 live keys: split into an inner node, published in the parent.
       std::vector<uint64_t> built;
       if (lref) built.push_back(lref);
       uint64_t nref = 0;
-      s = SplitLeafArray(la, depth, add, key, &built, &nref);
+      s = SplitLeafArray(la, depth, add, key, &built, &nref, &converted);
       if (!s.ok()) {
         FreeAll(built);
         return done(s, false);
@@ -755,6 +850,7 @@ WORT_OPTIMISTIC_READ RoartTree::Attempt RoartTree::InsertAttempt(std::string_vie
       Fence();
       publish(nref);
       Retire(ref);
+      for (const uint64_t c : converted) Retire(c);
       return done(Status::OK(), true);
     }
     if (!ValidInner(t) || !pool_.contains(ref, NodeBytes(t))) return corrupt(nl, nv, "bad node type");
@@ -971,7 +1067,7 @@ WORT_OPTIMISTIC_READ inline bool RoartTree::LookupAttempt(std::string_view key, 
   constexpr uint64_t kLargest = sizeof(NodeHead) + 8 * 256;
   const uint64_t fast_end = size > kLargest ? size - kLargest : 0;
   static_assert(LeafArrayBytes(kLeafArraySlots, true) <= kLargest);
-  const bool kv = kv_;
+  const int fmt = format_;
   // [lo, fast_end) in one unsigned compare (lo >= 1: a reference to offset 0 takes RefOk).
   const uint64_t lo = heap ? heap : 1;
   const uint64_t span = fast_end > lo ? fast_end - lo : 0;
@@ -1032,12 +1128,29 @@ WORT_OPTIMISTIC_READ inline bool RoartTree::LookupAttempt(std::string_view key, 
       if (slots == 0 || off >= fast_end) [[unlikely]] {
         if (TypeOf(n) != kLeafArray) return false;
         const int hs = Slots(n);  // 0: damaged or past the pool's end
-        if (slots && hs != slots) return false;
+        if ((slots && hs != slots) || (fmt >= 4 && ArrayKv(n) != ((ref & kKvBit) != 0))) return false;
         slots = hs;
       }
-      const int lines = slots / 8;
+      const int lines = SlotLines(slots);
       const int home = HomeLine(fp, slots);
       auto next = [lines](int line) { return line + 1 == lines ? 0 : line + 1; };
+      // The slot lines from the home line on, `per` slot words per line: 8, or 2 for the small
+      // class of format 4 - a constant in each copy, so the common loop stays unrolled.
+      auto probe = [&](auto per_c, auto&& match) -> bool {
+        constexpr int per = decltype(per_c)::value;
+        for (int k = 0, line = home; k < lines; ++k, line = next(line))
+          for (int i = 0; i < per; ++i)
+            if (match(line, i)) return true;
+        return false;
+      };
+      auto probe_all = [&](auto&& match) -> bool {
+        if (slots < 8) [[unlikely]]
+          return probe(std::integral_constant<int, LineSlots(kSmallArrayClasses[0])>{}, match);
+        return probe(std::integral_constant<int, 8>{}, match);
+      };
+      // The array has a SlotKV area: format 3, or format 4 with kKvBit in its reference (set
+      // with the reference's class before its publication, never changed).
+      const bool kv = fmt >= 4 ? (ref & kKvBit) != 0 : fmt == 3;
       if (kv && len <= kMaxInlineKey) {
         // Format 3, a key of at most 8 bytes: it is inline wherever it sits in an array
         // (invariant 4), so its slot word is exactly InlineSlot(fp, len) - one compare per
@@ -1046,37 +1159,29 @@ WORT_OPTIMISTIC_READ inline bool RoartTree::LookupAttempt(std::string_view key, 
         const SlotKV* kvs = KVs(n, slots);
         __builtin_prefetch(&la->slot[8 * home]);  // the line the probe reads first, requested first
         __builtin_prefetch(&kvs[8 * home]);
-        __builtin_prefetch(&kvs[8 * home + 4]);
+        if (slots >= 8) __builtin_prefetch(&kvs[8 * home + 4]);  // not in the 2-slot class
         uint64_t kw = 0;
         if (len == 8) std::memcpy(&kw, kb, 8);
         else if (len) std::memcpy(&kw, kb, len);
         const uint64_t want = InlineSlot(fp, len);
-        for (int k = 0, line = home; k < lines; ++k, line = next(line)) {
-          const uint64_t* w = &la->slot[8 * line];
-          for (int i = 0; i < 8; ++i) {
-            if (Load(&w[i]) != want) continue;
-            const SlotKV* e = &kvs[8 * line + i];
-            if (e->key != kw) continue;
-            *value = Load(&e->value);
-            return true;
-          }
-        }
-        return false;
+        return probe_all([&](int line, int i) {
+          if (Load(&la->slot[8 * line + i]) != want) return false;
+          const SlotKV* e = &kvs[8 * line + i];
+          if (e->key != kw) return false;
+          *value = Load(&e->value);
+          return true;
+        });
       }
       // A key that has a leaf: the home line, then the others (a key whose home line was full,
       // or an array written in format 1): a present key is found wherever it sits.
-      for (int k = 0, line = home; k < lines; ++k, line = next(line)) {
-        const uint64_t* w = &la->slot[8 * line];
-        for (int i = 0; i < 8; ++i) {
-          const uint64_t s = Load(&w[i]);
-          if ((s >> 48) != fp || s == 0 || IsInline(s)) continue;  // inline: a key of at most 8 bytes
-          const uint64_t lref = (s & kRefMask) | kLeafTag;
-          if (!ok(lref) || !leaf_is(lref & ~kTagMask)) continue;
-          *value = Load(&reinterpret_cast<const Leaf*>(base + (lref & ~kTagMask))->value);
-          return true;
-        }
-      }
-      return false;
+      return probe_all([&](int line, int i) {
+        const uint64_t s = Load(&la->slot[8 * line + i]);
+        if ((s >> 48) != fp || s == 0 || IsInline(s)) return false;  // inline: a key of at most 8 bytes
+        const uint64_t lref = (s & kRefMask) | kLeafTag;
+        if (!ok(lref) || !leaf_is(lref & ~kTagMask)) return false;
+        *value = Load(&reinterpret_cast<const Leaf*>(base + (lref & ~kTagMask))->value);
+        return true;
+      });
     }
     const uint8_t t = TypeOf(n);
     if (!ValidInner(t)) return false;
@@ -1294,9 +1399,10 @@ WORT_OPTIMISTIC_READ bool RoartTree::ScanRef(uint64_t ref, const sync::VersionLo
   ctx.seen->push_back({&nl, nv});
   if (ref & kArrayTag) {
     // Format 2: the slot count from the reference (the head is not read); format 1: the head.
-    const int slots = ScanSlots(ref);
+    bool has_kv;
+    const int slots = ScanSlots(ref, &has_kv);
     const auto* la = reinterpret_cast<const LeafArray*>(n);
-    const SlotKV* kvs = kv_ ? KVs(n, slots) : nullptr;
+    const SlotKV* kvs = has_kv ? KVs(n, slots) : nullptr;
     // Sorted by an 8-byte big-endian word of each key from the array's depth on (zero-padded),
     // then by the whole key where those are equal: every key of the array holds the same path
     // bytes [0, depth) (invariant 2), so a smaller word means a smaller key, and a 100-key scan
@@ -1445,7 +1551,7 @@ WORT_OPTIMISTIC_READ bool RoartTree::ScanRef(uint64_t ref, const sync::VersionLo
     if (w & kLeafTag) return 1;
     if (!(w & kArrayTag)) return kScanBatch;
     const int code = SlotsOfCode(w);
-    return code == 8 ? 4 : code == 24 ? 12 : code == kLeafArraySlots ? 32 : 8;
+    return code == 2 ? 2 : code == 8 ? 4 : code == 24 ? 12 : code == kLeafArraySlots ? 32 : 8;
   };
   auto request = [&](uint64_t w) {
     if (!RefOk(w)) return;
@@ -1457,12 +1563,13 @@ WORT_OPTIMISTIC_READ bool RoartTree::ScanRef(uint64_t ref, const sync::VersionLo
     }
     __builtin_prefetch(&sync::NodeLock(p));
     const int code = SlotsOfCode(w);  // format 2: the slot lines only (the head is not read)
-    if (!code || kv_) __builtin_prefetch(p);  // formats 1 and 3 read the head (ScanSlots)
+    const bool has_kv = RefKv(w);
+    if (!code || has_kv) __builtin_prefetch(p);  // format 1 and arrays with a SlotKV area: the head (ScanSlots)
     if (!code) {  // format 1: the head and the first slot lines
       for (int o = 64; o < 256; o += 64) __builtin_prefetch(p + o);
       return;
     }
-    const size_t bytes = LeafArrayBytes(code, kv_);
+    const size_t bytes = LeafArrayBytes(code, has_kv);
     if (!pool_.contains(w & kRefMask & ~kTagMask, bytes)) return;
     for (size_t o = 64; o < bytes; o += 64) __builtin_prefetch(p + o);
   };
@@ -1470,7 +1577,8 @@ WORT_OPTIMISTIC_READ bool RoartTree::ScanRef(uint64_t ref, const sync::VersionLo
   auto request_leaves = [&](uint64_t w) {
     if (all_inline || !(w & kArrayTag) || !RefOk(w)) return;
     const auto* a = at<LeafArray>(w);
-    const int slots = ScanSlots(w);
+    bool has_kv;
+    const int slots = ScanSlots(w, &has_kv);
     for (int i = 0; i < slots; ++i)
       if (const uint64_t s = Load(&a->slot[i]); s && !IsInline(s) && RefOk((s & kRefMask) | kLeafTag))
         __builtin_prefetch(at<Leaf>(s & kRefMask));
@@ -1540,7 +1648,7 @@ namespace {
 // f(kInlineKeyRef, level) for every inline key (format 3).
 constexpr uint64_t kInlineKeyRef = ~uint64_t(0);
 template <class F>
-void Walk(const RoartTree* t, const Pool& pool, uint64_t root, bool kv, F&& f) {
+void Walk(const RoartTree* t, const Pool& pool, uint64_t root, int fmt, F&& f) {
   std::vector<std::pair<uint64_t, uint32_t>> stack{{root, 0}};
   // A damaged image whose nodes name themselves would make the walk grow exponentially with the
   // depth: it stops after as many references as the pool has blocks (a tree has no more).
@@ -1553,7 +1661,7 @@ void Walk(const RoartTree* t, const Pool& pool, uint64_t root, bool kv, F&& f) {
     const uint8_t ty = TypeOf(n);
     if (ty == kLeafArray) {
       const auto* la = reinterpret_cast<const LeafArray*>(n);
-      const int slots = ArraySlots(pool, n, kv);
+      const int slots = ArrayShape(pool, n, fmt).slots;
       for (int i = 0; i < slots; ++i) {
         const uint64_t s = la->slot[i];
         if (!s) continue;
@@ -1574,7 +1682,7 @@ void Walk(const RoartTree* t, const Pool& pool, uint64_t root, bool kv, F&& f) {
 
 uint64_t RoartTree::CountKeys() const {
   uint64_t c = 0;
-  Walk(this, pool_, Load(&rb_->root) & kRefMask, kv_, [&](uint64_t ref, uint32_t) {
+  Walk(this, pool_, Load(&rb_->root) & kRefMask, format_, [&](uint64_t ref, uint32_t) {
     if (ref == kInlineKeyRef) return ++c, false;
     if (!RefOk(ref)) return false;
     if (ref & kLeafTag) ++c;
@@ -1594,7 +1702,7 @@ IndexStats RoartTree::Stats() const {
   const Allocator& a = pool_.allocator();
   st.bytes_allocated = a.UsableSize(root_off_);
   uint64_t depth_sum = 0;
-  Walk(this, pool_, Load(&rb_->root) & kRefMask, kv_, [&](uint64_t ref, uint32_t lvl) {
+  Walk(this, pool_, Load(&rb_->root) & kRefMask, format_, [&](uint64_t ref, uint32_t lvl) {
     if (ref == kInlineKeyRef) {  // a key in its leaf array (format 3): counted as a leaf at its depth
       ++st.leaves;
       depth_sum += lvl;
@@ -1618,7 +1726,7 @@ IndexStats RoartTree::Stats() const {
 void RoartTree::CountNodeTypes(uint64_t counts[8]) const {
   auto q = ModeLock(IndexModeLock::kQuiesce);
   for (int i = 0; i < 8; ++i) counts[i] = 0;
-  Walk(this, pool_, Load(&rb_->root) & kRefMask, kv_, [&](uint64_t ref, uint32_t) {
+  Walk(this, pool_, Load(&rb_->root) & kRefMask, format_, [&](uint64_t ref, uint32_t) {
     if (ref == kInlineKeyRef || !RefOk(ref)) return false;
     if (!(ref & kLeafTag)) {
       const uint8_t t = TypeOf(at(ref));
@@ -1631,11 +1739,90 @@ void RoartTree::CountNodeTypes(uint64_t counts[8]) const {
 std::vector<int> RoartTree::LeafArraySlotCounts() const {
   auto q = ModeLock(IndexModeLock::kQuiesce);
   std::vector<int> out;
-  Walk(this, pool_, Load(&rb_->root) & kRefMask, kv_, [&](uint64_t ref, uint32_t) {
+  Walk(this, pool_, Load(&rb_->root) & kRefMask, format_, [&](uint64_t ref, uint32_t) {
     if (ref == kInlineKeyRef || !RefOk(ref)) return false;
     if (ref & kArrayTag) out.push_back(Slots(at(ref)));
     return true;
   });
+  return out;
+}
+
+std::string RoartTree::SpaceReport() const {
+  auto q = ModeLock(IndexModeLock::kQuiesce);
+  const Allocator& a = pool_.allocator();
+  struct Row {
+    uint64_t n = 0, bytes = 0, keys = 0, slots = 0, dead = 0, kv_bytes = 0;
+  };
+  Row inner[5], leaves_short, leaves_long;
+  std::map<std::pair<int, bool>, Row> arrays;  // (class, SlotKV area)
+  uint64_t inline_keys = 0, total = a.UsableSize(root_off_);
+  Walk(this, pool_, Load(&rb_->root) & kRefMask, format_, [&](uint64_t ref, uint32_t) {
+    if (ref == kInlineKeyRef) return ++inline_keys, false;
+    if (!RefOk(ref)) return false;
+    const uint64_t bytes = a.UsableSize(ref & ~kTagMask);
+    total += bytes;
+    if (ref & kLeafTag) {
+      Row& r = at<Leaf>(ref)->key_len <= kMaxInlineKey ? leaves_short : leaves_long;
+      ++r.n, r.bytes += bytes, ++r.keys;
+      return true;
+    }
+    const NodeHead* n = at(ref);
+    const uint8_t t = TypeOf(n);
+    if (t == kLeafArray) {
+      const int slots = Slots(n);
+      const bool kv = ArrayKv(n);
+      Row& r = arrays[{slots, kv}];
+      ++r.n, r.bytes += bytes, r.slots += uint64_t(slots);
+      const auto* la = reinterpret_cast<const LeafArray*>(n);
+      uint64_t live = 0;
+      for (int i = 0; i < slots; ++i) live |= uint64_t(la->slot[i] != 0) << i;
+      r.keys += uint64_t(__builtin_popcountll(live));
+      if (Fresh(n)) r.dead += uint64_t(__builtin_popcountll(n->bitmap & ~live));
+      if (kv) r.kv_bytes += sizeof(SlotKV) * uint64_t(slots);
+    } else if (t >= kN4 && t <= kN256) {
+      Row& r = inner[t];
+      ++r.n, r.bytes += bytes;
+    }
+    return true;
+  });
+  std::string out;
+  char buf[256];
+  auto line = [&](const char* what, const Row& r, bool fill) {
+    if (!r.n) return;
+    std::snprintf(buf, sizeof buf, "  %-26.40s %10llu blocks %14llu bytes (%5.1f%%)", what, (unsigned long long)r.n,
+                  (unsigned long long)r.bytes, total ? 100.0 * double(r.bytes) / double(total) : 0.0);
+    out += buf;
+    if (fill) {
+      std::snprintf(buf, sizeof buf, ", %llu keys, fill %.2f, %llu dead slots, SlotKV area %llu bytes",
+                    (unsigned long long)r.keys, r.slots ? double(r.keys) / double(r.slots) : 0.0,
+                    (unsigned long long)r.dead, (unsigned long long)r.kv_bytes);
+      out += buf;
+    }
+    out += "\n";
+  };
+  const uint64_t keys = CountKeys();
+  std::snprintf(buf, sizeof buf, "roart format %d: %llu keys (%llu inline), %llu bytes reachable, %.1f bytes/key\n",
+                format_, (unsigned long long)keys, (unsigned long long)inline_keys, (unsigned long long)total,
+                keys ? double(total) / double(keys) : 0.0);
+  out += buf;
+  const char* names[5] = {"", "NODE4", "NODE16", "NODE48", "NODE256"};
+  for (int t = kN4; t <= kN256; ++t) line(names[t], inner[t], false);
+  for (const auto& [k, r] : arrays) {
+    char name[48];
+    std::snprintf(name, sizeof name, "leaf array %d slots%s", k.first, k.second ? " +SlotKV" : "");
+    line(name, r, true);
+  }
+  line("leaf, key <= 8 bytes", leaves_short, false);
+  line("leaf, key > 8 bytes", leaves_long, false);
+  const AllocStats as = a.Stats();
+  std::snprintf(buf, sizeof buf,
+                "allocator: %llu bytes in live blocks (%llu retired, not yet freed), %llu in thread caches, "
+                "chunks %llu small / %llu large / %llu free of %llu (%llu MiB each)\n",
+                (unsigned long long)as.bytes_allocated, (unsigned long long)as.retired_pending,
+                (unsigned long long)as.bytes_in_thread_caches, (unsigned long long)as.chunks_small,
+                (unsigned long long)as.chunks_large, (unsigned long long)as.chunks_free,
+                (unsigned long long)as.chunks_total, (unsigned long long)(Pool::kChunkSize >> 20));
+  out += buf;
   return out;
 }
 
@@ -1694,6 +1881,10 @@ Status RoartTree::Check(std::string* report) const {
       }
       if (!format2_ && (ref & kClassBits)) err("a class code in a leaf array reference of a format-1 pool");
       if (format2_ && !(ref & kClassBits)) err("a leaf array reference without its class in a format-2 pool");
+      if (format_ < 4 && (ref & kKvBit)) err("a SlotKV bit in a leaf array reference of a pool before format 4");
+      if (format_ >= 4 && RefKv(ref) != ArrayKv(n))
+        err(std::string("leaf array reference ") + (RefKv(ref) ? "with" : "without") + " a SlotKV area its head " +
+            (ArrayKv(n) ? "has" : "has not"));
       if (SlotsOfCode(ref) && SlotsOfCode(ref) != slots)
         err("leaf array reference's class (" + std::to_string(SlotsOfCode(ref)) + " slots) differs from its head (" +
             std::to_string(slots) + ")");
@@ -1707,7 +1898,9 @@ Status RoartTree::Check(std::string* report) const {
         if (IsInline(s)) {
           uint64_t* v;
           if (!SlotEntry(n, slots, i, s, &k, &v)) {
-            err(kv_ ? "inline slot word with a bad length" : "inline slot in a pool of format 1 or 2");
+            err(!kv_ ? "inline slot in a pool of format 1 or 2"
+                : ArrayKv(n) ? "inline slot word with a bad length"
+                             : "inline slot in a leaf array without a SlotKV area");
             continue;
           }
           if (k.size() < it.pfx.size() || k.substr(0, it.pfx.size()) != it.pfx) err("inline key off its path");
@@ -1717,7 +1910,8 @@ Status RoartTree::Check(std::string* report) const {
           const uint64_t lref = (s & kRefMask) | kLeafTag;
           if (!leaf_ok(lref, it)) continue;
           k = at<Leaf>(lref)->key_view();
-          if (kv_ && k.size() <= kMaxInlineKey) err("a key of at most 8 bytes in a leaf of a leaf array (format 3 puts it inline)");
+          if (ArrayKv(n) && k.size() <= kMaxInlineKey)
+            err("a key of at most 8 bytes in a leaf of a leaf array with a SlotKV area (it goes inline)");
         }
         if ((s >> 48) != Fingerprint(k)) err("fingerprint mismatch in a leaf array");
         keys.push_back(k);
@@ -1796,7 +1990,7 @@ void RoartTree::Visit(const Pool& pool, uint64_t root_off, const std::function<v
   mark(root_off);
   const auto* rb = pool.at<RootBlock>(root_off);
   const bool values_are_blocks = (rb->flags & kValuesAreBlocks) != 0;
-  const bool kv = rb->magic == kRootMagic3;
+  const int fmt = FormatOf(rb->magic);
   std::vector<uint64_t> values;  // inline keys' values (value blocks)
   std::vector<uint64_t> stack{Load(&rb->root) & kRefMask};
   std::vector<uint64_t> refs;
@@ -1820,7 +2014,9 @@ void RoartTree::Visit(const Pool& pool, uint64_t root_off, const std::function<v
     const auto* n = pool.at<NodeHead>(off);
     const uint8_t t = TypeOf(n);
     if ((ref & kArrayTag) ? t != kLeafArray : !ValidInner(t)) continue;
-    const int slots = t == kLeafArray ? ArraySlots(pool, n, kv) : 0;
+    const Shape sh = t == kLeafArray ? ArrayShape(pool, n, fmt) : Shape{0, false};
+    const int slots = sh.slots;
+    const bool kv = sh.kv;
     if (!block_ok(off, t == kLeafArray ? LeafArrayBytes(slots, kv) : NodeBytes(t)) || (t == kLeafArray && !slots)) continue;
     if (SlotsOfCode(ref) && SlotsOfCode(ref) != slots) continue;  // a damaged reference
     mark(off);

@@ -7,6 +7,9 @@
 //               the value is one 8-byte commit word (upsert).
 //   LeafArray   64-byte head + `slots` slot words, slots a size class (8, 24 or 64: 128, 256 or
 //               576 bytes), + in format 3 one 16-byte SlotKV per slot (256, 640 or 1600 bytes);
+//               format 4: the SlotKV area only in arrays that hold a key of at most 8 bytes
+//               (kKvBit in the reference, kSlotsKv in the head), which also have a 2-slot class
+//               (112 bytes);
 //               a full array is replaced by one of the class its live keys + 1 need (growth, or
 //               compaction when removes left dead slots), a full 64-slot array of 64 live keys
 //               is split. Slot word = fingerprint(16) << 48 | leaf offset, or (format 3, a key of
@@ -19,7 +22,7 @@
 //               NODE48 also has a volatile 256-byte child index. NODE256: child[c] = reference.
 // A reference in an entry (or the root word) is an offset with a tag in its low bits:
 // kLeafTag = a leaf (a subtree of one key), kArrayTag = a leaf array (with its size class in
-// bits 2-3 in format 2, kRootMagic2), neither = an inner node.
+// bits 2-3 in format 2, kRootMagic2; bits 2-4 and kKvBit in format 4), neither = an inner node.
 // Persistent objects are plain structs (no vtable pointers: static_asserts below).
 #pragma once
 
@@ -57,10 +60,15 @@ inline constexpr uint64_t kTagMask = radix_ref::kTagBits;
 // hashes to (HomeLine) and the leaf. Code 0 = "read the head" (every array reference of a pool
 // created before format 2, whose root block has kRootMagic; such a pool is read and written in
 // its own format: its references never get a code).
+// Format 4 widens the code to bits 2-4 (code 4: the small class of 2 slots, in arrays with a
+// SlotKV area only) and adds bit 5, kKvBit: the array has a SlotKV area. In
+// formats 2 and 3 bits 4 and 5 are always clear (format 3's arrays all have the area).
 inline constexpr int kClassShift = 2;
-inline constexpr uint64_t kClassBits = uint64_t(3) << kClassShift;
-// A reference's low bits are one of: 0 (inner node), kLeafTag, kArrayTag with a class code.
-inline constexpr bool TagOk(uint64_t tag) { return tag <= kLeafTag || (tag & ~kClassBits) == kArrayTag; }
+inline constexpr uint64_t kClassBits = uint64_t(7) << kClassShift;
+inline constexpr uint64_t kKvBit = 32;
+// A reference's low bits are one of: 0 (inner node), kLeafTag, kArrayTag with a class code (and
+// in format 4 kKvBit).
+inline constexpr bool TagOk(uint64_t tag) { return tag <= kLeafTag || (tag & ~(kClassBits | kKvBit)) == kArrayTag; }
 // Format 3 (issue 34): a key of at most kMaxInlineKey bytes sits in the leaf array itself: its
 // slot word is fingerprint << 48 | length << 1 | kInlineBit (bit 0: a leaf offset is 64-byte
 // aligned, so a slot word that names a leaf has it clear) and its SlotKV (key bytes, zero-padded,
@@ -80,23 +88,37 @@ struct SlotKV {
 static_assert(sizeof(SlotKV) == 16);
 inline constexpr int kLeafArraySlots = 64;  // m, as in the authors' code: the largest class
 // Leaf arrays start small and grow by size class (issue 34): a subtree of 2..8 keys takes 128
-// bytes instead of 576.
+// bytes instead of 576. Format 4 adds a smaller class for arrays with a SlotKV area: 2 slots,
+// 112 bytes (a 128-byte block) where the smallest class took 256 - a subtree of two 8-byte keys,
+// the commonest array of a large tree of sparse keys (one more class, 4 slots in a 192-byte
+// block, was tried: 5 bytes per key less at 16M sparse keys, one more growth step and one more
+// allocator size class in use; not kept). An array without the area gains nothing below 8
+// slots: its 64-byte head and 8 slot words are one 128-byte block already.
 inline constexpr int kLeafArrayClasses[] = {8, 24, kLeafArraySlots};
-inline constexpr int LeafArrayClassFor(int keys) { return keys <= 8 ? 8 : keys <= 24 ? 24 : kLeafArraySlots; }
-// kv: format 3 (a SlotKV per slot after the slot words).
+inline constexpr int kSmallArrayClasses[] = {2};  // format 4, SlotKV area only
+// small: the classes of format 4 for an array with a SlotKV area (2, 8, 24, 64).
+inline constexpr int LeafArrayClassFor(int keys, bool small = false) {
+  return small && keys <= 2 ? 2 : keys <= 8 ? 8 : keys <= 24 ? 24 : kLeafArraySlots;
+}
+// kv: the array has a SlotKV area (a SlotKV per slot after the slot words: every array of format
+// 3, the arrays of format 4 whose reference has kKvBit).
 inline constexpr size_t LeafArrayBytes(int slots, bool kv = false) { return 64 + (kv ? 24 : 8) * size_t(slots); }
-// The class code of a slot count (1, 2, 3), and the slot count of a code (0: read the head).
-inline constexpr uint64_t ClassCode(int slots) { return slots == 8 ? 1 : slots == 24 ? 2 : 3; }
+// The class code of a slot count (1, 2, 3; format 4 also 4), and the slot count of a code (0:
+// read the head).
+inline constexpr uint64_t ClassCode(int slots) { return slots == 8 ? 1 : slots == 24 ? 2 : slots == 2 ? 4 : 3; }
 inline constexpr int SlotsOfCode(uint64_t ref) {
   const uint64_t c = (ref & kClassBits) >> kClassShift;
-  return c == 1 ? 8 : c == 2 ? 24 : c == 3 ? kLeafArraySlots : 0;
+  return c == 1 ? 8 : c == 2 ? 24 : c == 3 ? kLeafArraySlots : c == 4 ? 2 : 0;
 }
+// Slot lines of a class and the slot words per line (the small class: one line of 2).
+inline constexpr int SlotLines(int slots) { return slots < 8 ? 1 : slots / 8; }
+inline constexpr int LineSlots(int slots) { return slots < 8 ? slots : 8; }
 // Slot placement (format 2, any format reads it): a key's home is the slot line (8 slot words,
 // one cache line: a head is 64 bytes and blocks are 64-byte aligned) fingerprint % lines; an
 // insert takes the first free slot from the home line on, wrapping. Readers probe the home line
 // first and then the others, so a present key is found wherever it sits (an array from before
 // format 2, or one whose home line was full): the placement is a search order, not a rule.
-inline constexpr int HomeLine(uint64_t fp, int slots) { return slots == 8 ? 0 : slots == 24 ? static_cast<int>(fp % 3) : static_cast<int>(fp & 7); }
+inline constexpr int HomeLine(uint64_t fp, int slots) { return slots <= 8 ? 0 : slots == 24 ? static_cast<int>(fp % 3) : static_cast<int>(fp & 7); }
 // The first free slot of `used` (a bitmap of `slots` slots) from fp's home line on, or -1.
 inline int PlaceSlot(uint64_t used, int slots, uint64_t fp) {
   const int start = 8 * HomeLine(fp, slots);
@@ -117,8 +139,10 @@ enum NodeType : uint8_t { kN4 = 1, kN16 = 2, kN48 = 3, kN256 = 4, kLeafArray = 5
 //   leaf_here  inner nodes: leaf reference of the key that ends at the node's branch position.
 //   gen        VOLATILE: the pool generation in which count/cursor/bitmap/index were computed.
 //   count, cursor, bitmap: VOLATILE (never flushed on purpose; rebuilt when gen is stale).
-//   slots      leaf arrays: the number of slot words (a kLeafArrayClasses value), written once
-//              before publication; 0 in a pool written before size classes = 64.
+//   slots      leaf arrays: the number of slot words (a kLeafArrayClasses value, or in format 4
+//              a kSmallArrayClasses one), | kSlotsKv in format 4 when the array has a SlotKV
+//              area, written once before publication; 0 in a pool written before size classes
+//              = 64.
 struct NodeHead {
   uint64_t hdr;
   uint64_t type;
@@ -140,11 +164,17 @@ struct LeafArray {
 };
 static_assert(sizeof(LeafArray) == 64 + 512);
 static_assert(LeafArrayBytes(kLeafArraySlots) == sizeof(LeafArray));
-// A leaf array's slot count from its persistent head: a class, 64 for a head from before the
-// classes (0), or 0 for a value no writer stores (a damaged image: the array reads as empty).
+// Format 4: the head's slots word of an array with a SlotKV area has this bit (the reference's
+// kKvBit says the same: Check compares them).
+inline constexpr uint64_t kSlotsKv = uint64_t(1) << 16;
+// A leaf array's slot count from its persistent head's slots word (kSlotsKv cleared): a class,
+// 64 for a head from before the classes (0), or 0 for a value no writer stores (a damaged image:
+// the array reads as empty). The small classes are classes of format 4 only (ArrayShape).
 inline int SlotsOf(uint64_t slots_word) {
   if (slots_word == 0) return kLeafArraySlots;
   for (int c : kLeafArrayClasses)
+    if (slots_word == uint64_t(c)) return c;
+  for (int c : kSmallArrayClasses)
     if (slots_word == uint64_t(c)) return c;
   return 0;
 }
@@ -192,9 +222,14 @@ inline constexpr uint64_t kRootMagic2 = 0x3242'5254'5241'4f52ull;  // "ROARTRB2"
 // a SlotKV area or an inline slot); builds from before refuse a format-3 pool ("bad root block
 // magic").
 inline constexpr uint64_t kRootMagic3 = 0x3342'5254'5241'4f52ull;  // "ROARTRB3"
+// Format 4 (issue 34): the SlotKV area is a per-array choice (kKvBit, kSlotsKv): an array has it
+// iff it held a key of at most 8 bytes when it was built, and arrays with it have the small
+// classes of 2 and 4 slots too. A pool of formats 1-3 is still read and written in its own
+// format; builds from before refuse a format-4 pool ("bad root block magic").
+inline constexpr uint64_t kRootMagic4 = 0x3442'5254'5241'4f52ull;  // "ROARTRB4"
 // The root block is woart's layout (art_node.h): magic kRootMagic, key_type, root (tagged
 // reference, 0 = empty tree: the commit word of root replacement), flags (kValuesAreBlocks).
-// Create writes kRootMagic3 (FormatForNewPoolsForTest); Open takes any of the three.
+// Create writes kRootMagic4 (FormatForNewPoolsForTest); Open takes any of the four.
 using art::RootBlock;
 inline constexpr uint64_t kValuesAreBlocks = art::kRootValuesAreBlocks;
 
@@ -225,7 +260,7 @@ class RoartTree final : public Index {
   using Index::Upsert;
 
   // ---- for tests ----
-  // The format Create writes (3 unless a test asks for 1 or 2 to make an older pool); 0 = 3.
+  // The format Create writes (4 unless a test asks for 1-3 to make an older pool); 0 = 4.
   static void SetFormatForNewPoolsForTest(int format);
   void SetTestStop(TestStop s) { test_stop_ = s; }
   uint64_t repairs() const { return repairs_.load(); }
@@ -233,6 +268,11 @@ class RoartTree final : public Index {
   void CountNodeTypes(uint64_t counts[8]) const;
   // The slot count of every leaf array, in walk order.
   std::vector<int> LeafArraySlotCounts() const;
+  // Where the pool's bytes go (issue 34): the reachable blocks by what holds them (inner nodes
+  // by type, leaf arrays by class and SlotKV area with their fill, leaves), their usable sizes
+  // (Stats().bytes_allocated), and the allocator's live, cached and chunk-level space. Printed
+  // by `wort pool info` for a roart root; quiescent (takes the quiesce lock).
+  std::string SpaceReport() const;
 
  private:
   struct Locks;
@@ -263,7 +303,8 @@ class RoartTree final : public Index {
   WORT_OPTIMISTIC_INLINE uint64_t* FindChild(NodeHead* n, uint8_t t, unsigned char c) const;  // inline: every level
   bool AnyKey(uint64_t ref, std::string_view* key) const;  // the key of any leaf/slot below ref
   // Slot i (word s, non-zero) of leaf array la of `slots` slots: its key and value word; false if
-  // the slot is damaged (a leaf outside the pool, an inline slot in a pool without them).
+  // the slot is damaged (a leaf outside the pool, an inline slot in an array without a SlotKV
+  // area).
   WORT_OPTIMISTIC_INLINE bool SlotEntry(const NodeHead* la, int slots, int i, uint64_t s, std::string_view* key,
                                         uint64_t** value) const;
 
@@ -276,19 +317,31 @@ class RoartTree final : public Index {
 
   // Builders: allocate, fill, flush (no fence). Freed by the caller on a later failure.
   Status NewLeaf(std::string_view key, uint64_t value, uint64_t* ref);
-  Status NewLeafArray(const NewSlot* e, int n, uint64_t* ref);
-  Status RebuildLeafArray(const LeafArray* la, int slots, const NewSlot& add, uint64_t* ref);
-  bool Inlines(std::string_view key) const { return kv_ && key.size() <= kMaxInlineKey; }
+  // kv: the new array has a SlotKV area (always in format 3, never in 1 and 2).
+  Status NewLeafArray(const NewSlot* e, int n, bool kv, uint64_t* ref);
+  // converted: leaves whose keys became inline (format 4), to retire after the publish.
+  Status RebuildLeafArray(const LeafArray* la, int slots, const NewSlot& add, uint64_t* ref,
+                          std::vector<uint64_t>* converted);
+  // Format 4: whether an array built of keys with these lengths has a SlotKV area; 3: always.
+  bool KvFor(bool any_short) const { return format_ == 3 || (format_ >= 4 && any_short); }
   WORT_OPTIMISTIC_INLINE int Slots(const NodeHead* la) const;  // the leaf array's slot count, 0 if its block is damaged
-  WORT_OPTIMISTIC_INLINE int ScanSlots(uint64_t ref) const;    // the same from a reference (its class code first)
+  // Whether the leaf array has a SlotKV area: from its head (format 4) or the pool's format.
+  WORT_OPTIMISTIC_INLINE bool ArrayKv(const NodeHead* la) const;
+  // The same from its reference (format 4: kKvBit).
+  bool RefKv(uint64_t ref) const { return format_ >= 4 ? (ref & kKvBit) != 0 : format_ == 3; }
+  // The slot count from a reference (its class code first; 0: damaged) and the SlotKV area.
+  WORT_OPTIMISTIC_INLINE int ScanSlots(uint64_t ref, bool* kv) const;
   Status NewNode(uint8_t type, const Hdr& h, uint64_t leaf_here, const std::pair<unsigned char, uint64_t>* e, int n,
                  uint64_t* ref);
   Status SplitLeafArray(const LeafArray* la, uint32_t depth, const NewSlot& add, std::string_view add_key,
-                        std::vector<uint64_t>* built, uint64_t* ref);
+                        std::vector<uint64_t>* built, uint64_t* ref, std::vector<uint64_t>* converted);
   void FreeAll(const std::vector<uint64_t>& refs);
   void Retire(uint64_t ref) { pool_.allocator().Retire(ref & kRefMask & ~kTagMask); }
-  // A leaf array's reference: with its class code in format 2, without in format 1.
-  uint64_t ArrayRef(uint64_t off, int slots) const { return off | kArrayTag | (format2_ ? ClassCode(slots) << kClassShift : 0); }
+  // A leaf array's reference: with its class code in format 2+, without in format 1; kKvBit in
+  // format 4 when it has a SlotKV area.
+  uint64_t ArrayRef(uint64_t off, int slots, bool kv) const {
+    return off | kArrayTag | (format2_ ? ClassCode(slots) << kClassShift : 0) | (format_ >= 4 && kv ? kKvBit : 0);
+  }
   void Added();
   void Removed();
 
@@ -304,8 +357,9 @@ class RoartTree final : public Index {
   const uint64_t root_off_;
   RootBlock* const rb_;
   KeyType key_type_;
-  const bool format2_;       // format 2 or 3 (kRootMagic2/3): array references carry their class
-  const bool kv_;            // format 3 (kRootMagic3): keys of at most 8 bytes inline (SlotKV)
+  const int format_;         // 1-4 (kRootMagic .. kRootMagic4)
+  const bool format2_;       // format 2+ (kRootMagic2/3/4): array references carry their class
+  const bool kv_;            // format 3+: keys of at most 8 bytes inline (SlotKV) in arrays with the area
   const uint64_t heap_off_;
   const uint64_t gen_;       // the pool generation of this session
   const bool trust_meta_;    // false on a read-only pool: volatile metadata is never used
