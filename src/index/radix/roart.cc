@@ -5,7 +5,7 @@
 // Structure. An ART with 8-bit partial keys and path compression (the compression header of
 // art_node.h: depth, prefix length, 5 inline prefix bytes in one 8-byte word). A subtree of at
 // most m = 64 keys is one *leaf array* instead of inner nodes (leaf compaction); a leaf array
-// has 8, 24 or 64 slots (roart.h: it starts at the smallest class that holds its keys and is
+// has 8, 24 or 64 slots (format 4: also 2, in an array with a SlotKV area) (roart.h: it starts at the smallest class that holds its keys and is
 // replaced by one of the next class when full). A child of an
 // inner node is an inner node, a leaf array, or a single leaf; the key that ends exactly at a
 // node's branch position b = depth + prefix_len is its leaf_here. The root word holds any of

@@ -224,7 +224,7 @@ inline constexpr uint64_t kRootMagic2 = 0x3242'5254'5241'4f52ull;  // "ROARTRB2"
 inline constexpr uint64_t kRootMagic3 = 0x3342'5254'5241'4f52ull;  // "ROARTRB3"
 // Format 4 (issue 34): the SlotKV area is a per-array choice (kKvBit, kSlotsKv): an array has it
 // iff it held a key of at most 8 bytes when it was built, and arrays with it have the small
-// classes of 2 and 4 slots too. A pool of formats 1-3 is still read and written in its own
+// class of 2 slots too. A pool of formats 1-3 is still read and written in its own
 // format; builds from before refuse a format-4 pool ("bad root block magic").
 inline constexpr uint64_t kRootMagic4 = 0x3442'5254'5241'4f52ull;  // "ROARTRB4"
 // The root block is woart's layout (art_node.h): magic kRootMagic, key_type, root (tagged
