@@ -202,6 +202,11 @@ static_assert(sizeof(WortRootBlock) == 64);
 enum class WortInterrupt : int { kNone = 0, kSplitBeforeParentUpdate = 1, kCollapseBeforeHeaderFix = 2 };
 void SetWortInterruptForTest(WortInterrupt what);
 
+// Sets the lookup's fast bound (FindLeafIn in wort.cc): 0 makes every lookup take its general
+// way, where each reference is checked against the pool (BlockOk). A writer raises the bound
+// again when it allocates beyond it. False if `index` is not a WORT index. No writer may run.
+bool SetWortFastBoundForTest(Index& index, uint64_t fast_last);
+
 struct WortCheckInfo {
   uint64_t stale_headers = 0;  // nodes whose header depth exceeds the expected depth (I4)
   uint64_t inner_nodes = 0;
