@@ -93,8 +93,9 @@
 //
 // Thread safety: optimistic lock coupling (src/sync/sync.h; the same scheme as art_tree.h).
 // Lookup and Scan take no lock. Lookup reads no version word either (ROWEX: every in-place
-// change is one 8-byte store between consistent states; the argument is beside FindLeaf in
-// wort.cc). Scan reads each node between its DRAM version word's ReadLockOrRestart and
+// change is one 8-byte store between consistent states; the argument is beside FindLeafIn in
+// wort.cc; an 8-byte key's walk unrolls its common steps and leaves anything else to the general
+// walk, reading the same words in the same order). Scan reads each node between its DRAM version word's ReadLockOrRestart and
 // CheckOrRestart and restarts on a change (in validated batches of 64 keys; its callback runs
 // with no lock held and may write). Writers
 // lock only what they change: the block holding the slot they store (root block or node); for a
