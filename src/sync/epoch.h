@@ -169,6 +169,7 @@ class EpochManager {
 
  private:
   Slot* MySlot();       // the calling thread's slot (a thread-local cache of the last one)
+  Slot* MySlotCached();  // the same if it is in that cache (no call), else nullptr
   Slot* MySlotSlow();   // fills that cache
   Slot* FindOrEnrol();  // enrols the thread on first use
   Slot* Acquire();
@@ -189,6 +190,7 @@ class EpochManager {
   }
   friend struct EpochTls;
   friend class EpochGuard;
+  friend class EpochCachedGuard;
   friend class EpochWriterGuard;
   friend class WriterGateGuard;
 
@@ -233,6 +235,16 @@ inline constexpr int kEpochLastSlots = 4;
 extern constinit __attribute__((tls_model("initial-exec"))) thread_local EpochLastSlot t_epoch_last[kEpochLastSlots];
 extern bool g_epoch_asymmetric;  // set once, by the first EpochManager constructed (epoch.cc)
 }  // namespace detail
+
+inline EpochManager::Slot* EpochManager::MySlotCached() {
+  const detail::EpochLastSlot* c = detail::t_epoch_last;
+  if (c[0].id == id_) [[likely]] return c[0].s;
+  if (c[1].id == id_) return c[1].s;
+  if (c[2].id == id_) return c[2].s;
+  if (c[3].id == id_) return c[3].s;
+  static_assert(detail::kEpochLastSlots == 4);
+  return nullptr;
+}
 
 inline EpochManager::Slot* EpochManager::MySlot() {
   const detail::EpochLastSlot* c = detail::t_epoch_last;
@@ -303,6 +315,28 @@ class EpochGuard {
   EpochManager::Slot* slot() const { return s_; }
   EpochGuard(const EpochGuard&) = delete;
   EpochGuard& operator=(const EpochGuard&) = delete;
+
+ private:
+  EpochManager& m_;
+  EpochManager::Slot* const s_;
+};
+
+// RAII: Enter on construction and Exit on destruction as EpochGuard, but only if the calling
+// thread's slot is among its cached ones (MySlotCached: no call); else nothing, and entered()
+// is false. For a lookup's fast path that makes no call (issue 31, h63: a function with a call
+// saves and restores callee-saved registers on every lookup), which goes the general way when
+// this guard did not enter.
+class EpochCachedGuard {
+ public:
+  explicit EpochCachedGuard(EpochManager& m) : m_(m), s_(m.MySlotCached()) {
+    if (s_ != nullptr) [[likely]] m_.EnterSlot(s_);
+  }
+  ~EpochCachedGuard() {
+    if (s_ != nullptr) [[likely]] m_.ExitSlot(s_);
+  }
+  bool entered() const { return s_ != nullptr; }
+  EpochCachedGuard(const EpochCachedGuard&) = delete;
+  EpochCachedGuard& operator=(const EpochCachedGuard&) = delete;
 
  private:
   EpochManager& m_;

@@ -534,6 +534,81 @@ TEST(Wort, PrefixChainsAndLongKeys) {
   }
 }
 
+// 8-byte keys take Lookup's path without calls (issue 31, h63: its first steps unrolled, a fast
+// bound instead of BlockOk, a fallback to the general lookup). Every way out of the unrolled
+// steps: a leaf at each depth, a null slot, a compressed path (keys sharing 1 to 15 partial keys
+// after some depth), a node at every depth 0..15 (keys differing only in their last nibble), an
+// 8-byte key that is a prefix of longer keys (bytes trees: a node's end slot), bytes >= 0x80;
+// absent keys beside each. Then the same lookups with the fast bound at 0, so that every
+// reference takes the fallback (the general lookup with BlockOk).
+TEST(Wort, EightByteLookupsOnEveryPath) {
+  for (bool bytes : {false, true}) {
+    for (uint32_t span : {4u, 8u}) {
+      IndexOptions io;
+      io.key_type = bytes ? KeyType::kBytes : KeyType::kU64;
+      io.span_bits = span;
+      Env env(io);
+      Model m;
+      std::vector<std::string> absent;
+      std::mt19937_64 rng(span * 2 + bytes);
+      uint64_t v = 1;
+      for (uint64_t base : {0x0123456789abcdefull, 0xf0e1d2c3b4a59687ull, 0x8080808080808080ull}) {
+        // A chain: keys differing from base in partial key d only, for every d - a node at
+        // every depth, each with a compressed path below it.
+        for (unsigned d = 0; d < 64 / span; ++d) {
+          const uint64_t k = base ^ (uint64_t{1} << (64 - span - span * d));
+          m[EncodeU64(k)] = v++;
+          absent.push_back(EncodeU64(k ^ (uint64_t{1} << (64 - span * (d + 1) + (span - 1)))));
+        }
+        m[EncodeU64(base)] = v++;
+      }
+      // Random keys (leaves at depth 3-5) and keys with long shared runs of 0x80 and 0xff.
+      for (int i = 0; i < 3000; ++i) {
+        const uint64_t r = rng();
+        m[EncodeU64(r)] = v++;
+        absent.push_back(EncodeU64(r ^ 1));
+        absent.push_back(EncodeU64(r ^ (uint64_t{1} << 63)));
+        m[EncodeU64(0x8080800000000000ull | (r & 0xff))] = v++;
+        m[EncodeU64(0xffffffffffff0000ull | (r & 0xffff))] = v++;
+      }
+      absent.push_back(EncodeU64(0x8080800000000100ull));
+      absent.push_back(EncodeU64(0xfffffffffffeffffull));
+      if (bytes) {  // 8-byte keys that end where longer keys go on (end slots), and shorter ones
+        for (const char* k8 : {"\x80\x81\x82\x83\x84\x85\x86\x87", "abcdefgh", "\xff\xff\xff\xff\xff\xff\xff\xff"}) {
+          const std::string k(k8, 8);
+          m[k] = v++;
+          m[k + "x"] = v++;
+          m[k + std::string(1, '\0')] = v++;
+          m[k.substr(0, 7)] = v++;
+          absent.push_back(k.substr(0, 7) + std::string(1, '\x01'));
+        }
+      }
+      std::vector<std::string> order;
+      for (auto& [k, val] : m) order.push_back(k);
+      std::shuffle(order.begin(), order.end(), rng);
+      for (const auto& k : order) ASSERT_TRUE(env.idx().Insert(k, m[k]).ok()) << Hex(k);
+      env.ExpectCheck();
+      std::erase_if(absent, [&](const std::string& k) { return m.count(k) != 0; });
+      ASSERT_GT(absent.size(), 6000u);
+      for (int pass = 0; pass < 2; ++pass) {
+        if (pass == 1) {
+          ASSERT_TRUE(radix::SetWortFastBoundForTest(env.idx(), 0));
+        }
+        for (const auto& [k, want] : m) {
+          uint64_t got = 0;
+          Status s = env.idx().Lookup(k, &got);
+          ASSERT_TRUE(s.ok()) << "pass " << pass << " " << Hex(k) << ": " << s.ToString();
+          ASSERT_EQ(got, want) << "pass " << pass << " " << Hex(k);
+        }
+        for (const auto& k : absent) {
+          uint64_t got = 0;
+          EXPECT_TRUE(env.idx().Lookup(k, &got).IsNotFound()) << "pass " << pass << " " << Hex(k);
+        }
+      }
+    }
+  }
+}
+
 // ---- interrupted split and collapse (Algorithm 1 / Algorithm 2) ----------------------------------
 
 class WortStale : public ::testing::TestWithParam<uint32_t> {

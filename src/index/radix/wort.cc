@@ -8,6 +8,7 @@
 #include <mutex>
 #include <optional>
 #include <shared_mutex>
+#include <type_traits>
 #include <vector>
 
 #include "index/batched_scan.h"
@@ -99,6 +100,10 @@ struct WordKey {
   }
   // REQUIRES: i < n. (Shifted up, then down: two shifts and no mask.)
   unsigned at(size_t i) const { return static_cast<unsigned>((w << (kSpan * i)) >> (64 - kSpan)); }
+  // The same for a constant position (the unrolled steps of FindLeafIn): a rotate and a mask.
+  unsigned at_const(size_t i) const {
+    return static_cast<unsigned>(std::rotl(w, static_cast<int>(kSpan * (i + 1))) & ((1u << kSpan) - 1));
+  }
 };
 
 // Node depth bound: a path visits at most one node per partial-key position plus one.
@@ -141,11 +146,29 @@ class WortTree final : public Index {
   Status Exchange(std::string_view key, uint64_t value, bool* inserted, uint64_t* old) override {
     return Write(key, value, true, inserted, old);
   }
+  // An 8-byte key (valid for both key types) takes a path that makes no call (issue 31, h63: a
+  // function with a call saves and restores six registers on every lookup): the epoch entered
+  // only if the thread's slot is cached (EpochCachedGuard), the walk of FindLeafIn<true>, which
+  // gives kSlowRef where it would call BlockOk. Anything else - another key length, the
+  // global-lock mode, an uncached slot, kSlowRef - takes LookupGeneral, which starts over (a
+  // lookup reads only; the one that answers is LookupGeneral's, in its own epoch).
   Status Lookup(std::string_view key, uint64_t* value) const override {
-    if (key.size() - key_min_ > key_span_) [[unlikely]] return ValidateKey(key);  // (ValidateKey's rules, one test)
-    if (global_lock_) [[unlikely]] return LookupGlobalLock(key, value);  // out of line: a lean common path
-    sync::EpochGuard eg(epoch_);
-    return LookupInEpoch(key, value);
+    if (key.size() != 8 || global_lock_) [[unlikely]] return LookupGeneral(key, value);
+    uint64_t ref = kSlowRef;
+    {
+      sync::EpochCachedGuard eg(epoch_);
+      if (eg.entered()) [[likely]] {
+        const char* const base = pool_.base();  // (read once: see LookupInEpoch)
+        ref = FindLeafIn<true>(base, WordKey<kSpan>(key));
+        if (ref != kSlowRef && ref != 0) [[likely]] {
+          // ref - kLeafTag: RefOffset of a leaf's reference, as an addressing mode's displacement
+          *value = pm::load8(&reinterpret_cast<const WortLeaf*>(base + (ref - kLeafTag))->value);
+          return Status::OK();
+        }
+      }
+    }  // out of the epoch before any call: nothing but the result's address lives across one
+    if (ref == kSlowRef) [[unlikely]] return LookupGeneral(key, value);
+    return Status::NotFound("key not found");
   }
   Status Remove(std::string_view key) override {
     WORT_RETURN_IF_ERROR(ValidateKey(key));
@@ -166,6 +189,8 @@ class WortTree final : public Index {
   }
   Status CheckDetailed(std::string* report, WortCheckInfo* info) const;
   IndexStats Stats() const override;
+  // SetWortFastBoundForTest: 0 sends every reference to BlockOk (the lookup's fallback).
+  void SetFastBoundForTest(uint64_t fast_last) { fast_last_.store(fast_last, std::memory_order_relaxed); }
 
  private:
   // ---- addressing ----
@@ -227,10 +252,19 @@ class WortTree final : public Index {
   static sync::VersionLock& LockOf(const void* p) { return sync::NodeLock(p); }
   // Writers and quiescers use the pool epoch manager's writer gate (registry.h, issue 31).
   IndexModeLock ModeLock(IndexModeLock::Role r) const { return IndexModeLock(mu_, &epoch_, global_lock_, r); }
+  [[gnu::noinline]] Status LookupGeneral(std::string_view key, uint64_t* value) const {
+    if (key.size() - key_min_ > key_span_) [[unlikely]] return ValidateKey(key);  // (ValidateKey's rules, one test)
+    if (global_lock_) [[unlikely]] return LookupGlobalLock(key, value);
+    sync::EpochGuard eg(epoch_);
+    return LookupInEpoch(key, value);
+  }
   WORT_OPTIMISTIC_INLINE Status LookupInEpoch(std::string_view key, uint64_t* value) const {
-    const uint64_t ref = key.size() == 8 ? FindLeaf(WordKey<kSpan>(key)) : FindLeaf(Key(key));
+    // The mapping's base, read once here: FindLeafIn's acquire loads would otherwise make the
+    // compiler read it again for the value (a pool's mapping never moves while it is open).
+    const char* const base = pool_.base();
+    const uint64_t ref = key.size() == 8 ? FindLeafIn(base, WordKey<kSpan>(key)) : FindLeafIn(base, Key(key));
     if (ref == 0) return Status::NotFound("key not found");
-    *value = pm::load8(&LeafAt(ref)->value);
+    *value = pm::load8(&reinterpret_cast<const WortLeaf*>(base + RefOffset(ref))->value);
     return Status::OK();
   }
   [[gnu::noinline]] Status LookupGlobalLock(std::string_view key, uint64_t* value) const {
@@ -261,7 +295,12 @@ class WortTree final : public Index {
   // the argument is above its definition).
   // K: Key, or WordKey for an 8-byte key.
   template <class K>
-  WORT_OPTIMISTIC_INLINE uint64_t FindLeaf(const K& k) const;  // inline: it is the whole lookup
+  uint64_t FindLeaf(const K& k) const { return FindLeafIn(pool_.base(), k); }
+  // The same with the pool's base given (pool_.base()). kNoCall: kSlowRef instead of a call (to
+  // BlockOk, for a reference the fast check does not vouch for).
+  static constexpr uint64_t kSlowRef = ~uint64_t{0};  // never a reference (its low bits)
+  template <bool kNoCall = false, class K>
+  WORT_OPTIMISTIC_INLINE uint64_t FindLeafIn(const char* base, const K& k) const;  // inline: it is the whole lookup
   Attempt PutAttempt(const Key& k, uint64_t value, bool upsert, bool* inserted, uint64_t* old, uint64_t* loff,
                      Status* out);
   Attempt DeleteAttempt(const Key& k, Status* out);
@@ -350,46 +389,85 @@ class WortTree final : public Index {
 // here is either an acquire load or of memory written before the release store that published
 // it, so the function is not hidden from ThreadSanitizer (no WORT_OPTIMISTIC_READ).
 template <unsigned kSpan>
-template <class K>
-inline uint64_t WortTree<kSpan>::FindLeaf(const K& k) const {
-  // The mapping's base, read once: the acquire loads below would otherwise make the compiler
-  // reload it at every level (a pool's mapping never moves while it is open).
-  const char* const base = pool_.base();
+template <bool kNoCall, class K>
+inline uint64_t WortTree<kSpan>::FindLeafIn(const char* const base, const K& k) const {
   // A damaged image (corrupt_image_test) reads as absent keys, never outside the pool. The fast
   // check - a 64-byte-aligned block with a whole node's room below the pool's size as the open
   // or a writer last saw it (fast_last_, which only grows) - holds for every
   // block of an undamaged tree but the last few of a pool and those allocated beyond the bound
   // a moment ago; BlockOk decides those (it re-reads the size, which only grows). A leaf's key
   // beyond its block's first 64 bytes is checked below.
-  // ref - 1 < fast_last: ref is neither 0 (the null reference, which wraps around) nor past
-  // fast_last - one compare for both (fast_last 0: every reference takes the full check).
-  const uint64_t fast_last = fast_last_.load(std::memory_order_relaxed);
+  //
+  // The fast check in one compare (issue 31, h63): rotated right by 6, a reference with its six
+  // low bits clear is its block number (offset / 64), and any other has one of its top six bits
+  // set, so rotr(ref, 6) - 1 < fast_last / 64 holds exactly when ref is an inner node's
+  // reference (low bits clear), not 0 (the null reference: 0 - 1 wraps around) and not past
+  // fast_last - the old (ref & 63) == 0 && ref - 1 < fast_last. The same on ref - 1 vouches for a
+  // leaf's reference (ref - 1 is its offset when the leaf tag is its only low bit).
+  const uint64_t fast_blocks = fast_last_.load(std::memory_order_relaxed) >> 6;
+  auto inner_fast = [fast_blocks](uint64_t r) { return std::rotr(r, 6) - 1 < fast_blocks; };
+  // The leaf's: rotr(r, 6) of a leaf's reference is its block number plus 2^58 (the tag,
+  // rotated), which the exclusive or takes away; any other reference keeps or gains a top bit
+  // (an inner node's gains bit 58; a malformed one keeps one of bits 59-63; 1, the leaf at offset
+  // 0, gives 2^59 - 1). The same as rotr(r - 1, 6) - 1 < fast_blocks, from inner_fast's rotate.
+  auto leaf_fast = [fast_blocks](uint64_t r) {
+    return ((std::rotr(r, 6) - 1) ^ (uint64_t{kLeafTag} << 58)) < fast_blocks;
+  };
+  // The whole-key comparison at a leaf (its first 64 bytes are in the pool); the leaf's reference
+  // when it holds k, else 0. l is base + ref - 1 (the leaf tag, its reference's only low bit:
+  // RefOffset), so that the offset is an addressing mode's displacement.
+  auto leaf_result = [&](uint64_t r, const WortLeaf* l) -> uint64_t {
+    if (l->key_len != k.len) return 0;
+    if (k.len > 64 - sizeof(WortLeaf) && !pool_.contains(RefOffset(r), LeafBytes(k.len))) [[unlikely]]
+      return 0;
+    if (k.len == 8) {  // the common fixed-width case as one word compare, no memcmp call
+      uint64_t a, c;
+      std::memcpy(&a, l->key(), 8);
+      std::memcpy(&c, k.p, 8);
+      return a == c ? r : 0;
+    }
+    return k.len == 0 || std::memcmp(l->key(), k.p, k.len) == 0 ? r : 0;
+  };
   uint64_t ref = pm::load8(&rb_->root);
   uint32_t expected = 0;  // 32 bits: the header's (depth, prefix_len) word compares in one instruction
+  if constexpr (std::is_same_v<K, WordKey<kSpan>>) {
+    // An 8-byte key (issue 31, h63): the common steps unrolled, one per partial-key position -
+    // an inner node the fast check vouches for whose header says depth i and no compressed path
+    // (its low 32 bits equal i), entered through slot[1 + partial key i]. Position i is a
+    // constant in each copy: no counter, a constant shift for the partial key, an immediate
+    // compare for the header, and no end-of-key test (i < k.n). Any other step (a leaf, a
+    // compressed path, a stale header, a block near the pool's end, the null reference) leaves
+    // for the general loop below at the same (ref, expected = i), which does what it did before.
+    uint32_t i = 0;
+#pragma GCC unroll 16
+    for (; i < K::n; ++i) {
+      if (!inner_fast(ref)) [[unlikely]] break;
+      const auto* n = reinterpret_cast<const Node*>(base + ref);
+      if (static_cast<uint32_t>(pm::load8(&n->header)) != i) [[unlikely]] break;
+      const uint64_t* const children = &n->slot[1];  // slot[1 + partial]: one addressing mode
+      ref = pm::load8(&children[k.at_const(i)]);
+    }
+    // Where most walks end: a leaf the fast check vouches for (here, so that the general loop's
+    // first test is not made again).
+    if (leaf_fast(ref)) [[likely]]
+      return leaf_result(ref, reinterpret_cast<const WortLeaf*>(base + (ref - kLeafTag)));
+    expected = i;
+  }
   // Bounded without a counter on the common step: every step through slot[1 + partial] moves
   // `expected` forward (b >= expected below, then expected = b + 1 <= k.n), so there are at most
   // k.n of them. Only a slot[0] step leaves it where it is (b == k.n), so only those are counted:
   // a damaged image could chain them forever.
   size_t terminal_steps = 0;
   for (;;) {
-    // One test for the common step, an inner node the fast check vouches for: its reference is
-    // its offset, with all six low bits clear (a leaf's has the tag bit; a damaged one, others).
-    if ((ref & radix_ref::kTagBits) != 0 || ref - 1 >= fast_last) [[unlikely]] {
-      if (ref == 0) return 0;  // an empty slot: no such key
-      if (const uint64_t off = RefOffset(ref); ((off & 63) != 0 || off - 1 >= fast_last) && !BlockOk(ref)) return 0;
-      if (RefIsLeaf(ref)) {  // the optimistic part of the path, compared here with the whole key
-        const auto* l = reinterpret_cast<const WortLeaf*>(base + RefOffset(ref));
-        if (l->key_len != k.len) return 0;
-        if (k.len > 64 - sizeof(WortLeaf) && !pool_.contains(RefOffset(ref), LeafBytes(k.len))) [[unlikely]]
-          return 0;
-        if (k.len == 8) {  // the common fixed-width case as one word compare, no memcmp call
-          uint64_t a, c;
-          std::memcpy(&a, l->key(), 8);
-          std::memcpy(&c, k.p, 8);
-          return a == c ? ref : 0;
-        }
-        return k.len == 0 || std::memcmp(l->key(), k.p, k.len) == 0 ? ref : 0;
+    // One test for the common step, an inner node the fast check vouches for.
+    if (!inner_fast(ref)) [[unlikely]] {
+      if (!leaf_fast(ref)) {  // not a leaf the fast check vouches for: the full check
+        if (ref == 0) return 0;  // an empty slot: no such key
+        if constexpr (kNoCall) return kSlowRef;
+        if (!BlockOk(ref)) return 0;
       }
+      // the optimistic part of the path, compared here with the whole key
+      if (RefIsLeaf(ref)) return leaf_result(ref, reinterpret_cast<const WortLeaf*>(base + RefOffset(ref)));
       // else an inner node near the pool's end, that BlockOk vouched for
     }
     const auto* n = reinterpret_cast<const Node*>(base + ref);  // an inner node's reference is its offset
@@ -1194,6 +1272,13 @@ const IndexKind kWortKind = {
 }  // namespace
 
 void SetWortInterruptForTest(WortInterrupt what) { g_interrupt.store(static_cast<int>(what)); }
+
+bool SetWortFastBoundForTest(Index& index, uint64_t fast_last) {
+  if (auto* t4 = dynamic_cast<WortTree<4>*>(&index)) t4->SetFastBoundForTest(fast_last);
+  else if (auto* t8 = dynamic_cast<WortTree<8>*>(&index)) t8->SetFastBoundForTest(fast_last);
+  else return false;
+  return true;
+}
 
 Status WortCheck(const Index& index, std::string* report, WortCheckInfo* info) {
   if (const auto* t4 = dynamic_cast<const WortTree<4>*>(&index)) return t4->CheckDetailed(report, info);

@@ -93,8 +93,9 @@
 //
 // Thread safety: optimistic lock coupling (src/sync/sync.h; the same scheme as art_tree.h).
 // Lookup and Scan take no lock. Lookup reads no version word either (ROWEX: every in-place
-// change is one 8-byte store between consistent states; the argument is beside FindLeaf in
-// wort.cc). Scan reads each node between its DRAM version word's ReadLockOrRestart and
+// change is one 8-byte store between consistent states; the argument is beside FindLeafIn in
+// wort.cc; an 8-byte key's walk unrolls its common steps and leaves anything else to the general
+// walk, reading the same words in the same order). Scan reads each node between its DRAM version word's ReadLockOrRestart and
 // CheckOrRestart and restarts on a change (in validated batches of 64 keys; its callback runs
 // with no lock held and may write). Writers
 // lock only what they change: the block holding the slot they store (root block or node); for a
@@ -201,6 +202,11 @@ static_assert(sizeof(WortRootBlock) == 64);
 // its commit without repairing the sibling's header.
 enum class WortInterrupt : int { kNone = 0, kSplitBeforeParentUpdate = 1, kCollapseBeforeHeaderFix = 2 };
 void SetWortInterruptForTest(WortInterrupt what);
+
+// Sets the lookup's fast bound (FindLeafIn in wort.cc): 0 makes every lookup take its general
+// way, where each reference is checked against the pool (BlockOk). A writer raises the bound
+// again when it allocates beyond it. False if `index` is not a WORT index. No writer may run.
+bool SetWortFastBoundForTest(Index& index, uint64_t fast_last);
 
 struct WortCheckInfo {
   uint64_t stale_headers = 0;  // nodes whose header depth exceeds the expected depth (I4)
