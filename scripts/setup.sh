@@ -13,7 +13,8 @@ PKGS=(g++ cmake ninja-build pkg-config libgtest-dev googletest libfmt-dev nlohma
       python3 python3-matplotlib valgrind
       libasio-dev libmemcached-tools memcached python3-venv python3-matplotlib wamerican
       libssl-dev openssl nutcracker python3-dev
-      libucx-dev ucx-utils)
+      libucx-dev ucx-utils
+      libtbb-dev)  # libtbb-dev: only for building RECIPE's P-ART in scripts/peers.sh (roart-peer)
 
 missing=()
 for p in "${PKGS[@]}"; do
