@@ -247,12 +247,7 @@ inline EpochManager::Slot* EpochManager::MySlotCached() {
 }
 
 inline EpochManager::Slot* EpochManager::MySlot() {
-  const detail::EpochLastSlot* c = detail::t_epoch_last;
-  if (c[0].id == id_) [[likely]] return c[0].s;
-  if (c[1].id == id_) return c[1].s;
-  if (c[2].id == id_) return c[2].s;
-  if (c[3].id == id_) return c[3].s;
-  static_assert(detail::kEpochLastSlots == 4);
+  if (Slot* s = MySlotCached()) [[likely]] return s;
   return MySlotSlow();
 }
 
