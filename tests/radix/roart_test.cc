@@ -1504,35 +1504,20 @@ TEST(RoartConcurrent, LookupsWithoutVersionsBesideEveryWritePath) {
 
 namespace wort::art::test {
 
-// Format 3 (issue 34): inline keys (at most 8 bytes, in the leaf array) beside lookups and scans
-// that read no version (lookups) or validate their batch (scans). Two writers upsert, remove and
-// insert again keys of 1..8 bytes (bytes over the whole range) in a few arrays that fill, grow,
-// compact and split; every value carries its key's hash and a round, so a reader that paired a
-// key with another key's value (a torn or reused SlotKV) is caught. Stable keys must always be
-// found by lookups and by every scan of their range, in order, each with a value of its own.
-// scripts/tsan.sh runs it (RoartConcurrent.*).
-TEST(RoartConcurrent, InlineKeysBesideLookupsAndScans) {
-  PoolFixture f("roart");
+// The value of key k in round r: its hash in bits 16-47, so a reader that pairs a key with
+// another key's value (a torn or reused SlotKV) is caught.
+static uint64_t Tag(std::string_view k) { return (std::hash<std::string_view>()(k) & 0xffffffffu) << 16; }
+static bool Mine(std::string_view k, uint64_t v) { return (v & ~uint64_t(0xffff)) == Tag(k); }
+
+// The two RoartConcurrent tests below: two writers insert their churn keys (each then found by
+// its writer), upsert them and every 7th stable key, and remove them, `rounds` times, while two
+// readers look up stable keys (always found, with their own value) and churn keys (only ever
+// with their own value) and a scanner reads the range of keys under `prefix` (every stable key,
+// in order, each with its own value). The stable keys are in the tree; `all` holds every key.
+static void ChurnBesideLookupsAndScans(PoolFixture& f, const std::vector<std::string>& stable,
+                                       const std::vector<std::string> (&churn)[2], const std::set<std::string>& all,
+                                       char prefix, int rounds, const char* what) {
   constexpr int kWriters = 2, kReaders = 2;
-  const int rounds = 60 / wort::test::kSanitizerScale + 2;
-  auto tag = [](std::string_view k) { return (std::hash<std::string_view>()(k) & 0xffffffffu) << 16; };
-  auto mine = [&](std::string_view k, uint64_t v) { return (v & ~uint64_t(0xffff)) == tag(k); };
-  // Keys below 6 two-byte prefixes "\xb5" + p: stable ones and churn ones per writer.
-  std::mt19937_64 rng(48);
-  std::set<std::string> all;
-  auto make = [&] {
-    std::string k = wort::test::Cat("\xb5", static_cast<char>(0x80 + rng() % 6));
-    const size_t len = 2 + rng() % 7;  // 2..8 bytes: inline
-    while (k.size() < len) k.push_back(static_cast<char>(rng()));
-    return k;
-  };
-  std::vector<std::string> stable, churn[kWriters];
-  while (stable.size() < 150)
-    if (std::string k = make(); all.insert(k).second) stable.push_back(k);
-  for (auto& c : churn)
-    while (c.size() < 120)
-      if (std::string k = make(); all.insert(k).second) c.push_back(k);
-  for (const auto& k : stable) ASSERT_TRUE(f.idx().Insert(k, tag(k)).ok());
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> lookups{0}, scans{0};
   std::vector<std::thread> ts;
@@ -1540,11 +1525,15 @@ TEST(RoartConcurrent, InlineKeysBesideLookupsAndScans) {
     ts.emplace_back([&, w] {
       for (int r = 0; r < rounds; ++r) {
         for (const auto& k : churn[w])
-          if (Status s = f.idx().Insert(k, tag(k) | uint64_t(r)); !s.ok()) ADD_FAILURE() << s.ToString();
+          if (Status s = f.idx().Insert(k, Tag(k) | uint64_t(r)); !s.ok()) ADD_FAILURE() << s.ToString();
+        for (const auto& k : churn[w]) {  // acknowledged: found, beside the other writer's rebuilds
+          uint64_t v = 0;
+          if (Status s = f.idx().Lookup(k, &v); !s.ok() || !Mine(k, v)) ADD_FAILURE() << "own key " << k.size() << " bytes: " << s.ToString();
+        }
         for (const auto& k : churn[w])  // an upsert of a present inline key: its value word
-          if (Status s = f.idx().Upsert(k, tag(k) | uint64_t(r + 1000)); !s.ok()) ADD_FAILURE() << s.ToString();
+          if (Status s = f.idx().Upsert(k, Tag(k) | uint64_t(r + 1000)); !s.ok()) ADD_FAILURE() << s.ToString();
         for (size_t i = 0; i < stable.size(); i += 7)  // and of stable keys, beside the readers
-          if (Status s = f.idx().Upsert(stable[i], tag(stable[i]) | uint64_t(r)); !s.ok()) ADD_FAILURE() << s.ToString();
+          if (Status s = f.idx().Upsert(stable[i], Tag(stable[i]) | uint64_t(r)); !s.ok()) ADD_FAILURE() << s.ToString();
         for (size_t i = 0; i < churn[w].size(); ++i)
           if (Status s = f.idx().Remove(churn[w][r % 2 ? churn[w].size() - 1 - i : i]); !s.ok()) ADD_FAILURE() << s.ToString();
       }
@@ -1555,13 +1544,13 @@ TEST(RoartConcurrent, InlineKeysBesideLookupsAndScans) {
       while (!stop.load(std::memory_order_acquire)) {
         uint64_t v = 0;
         const std::string& k = stable[r() % stable.size()];
-        if (Status s = f.idx().Lookup(k, &v); !s.ok() || !mine(k, v)) {
+        if (Status s = f.idx().Lookup(k, &v); !s.ok() || !Mine(k, v)) {
           ADD_FAILURE() << "stable key read as " << s.ToString() << " value " << v;
           return;
         }
         const auto& cw = churn[r() % kWriters];
         const std::string& c = cw[r() % cw.size()];
-        if (f.idx().Lookup(c, &v).ok() && !mine(c, v)) {
+        if (f.idx().Lookup(c, &v).ok() && !Mine(c, v)) {
           ADD_FAILURE() << "a churn key read with another key's value";
           return;
         }
@@ -1574,10 +1563,10 @@ TEST(RoartConcurrent, InlineKeysBesideLookupsAndScans) {
       std::set<std::string> must = must_all;
       std::string prev;
       bool first = true, ok = true;
-      const std::string lo("\xb5", 1), hi("\xb6", 1);
+      const std::string lo(1, prefix), hi(1, static_cast<char>(prefix + 1));
       const std::string_view end(hi);
       Status s = f.idx().Scan(lo, &end, SIZE_MAX, [&](std::string_view k, uint64_t v) {
-        if ((!first && CompareKeys(prev, k) >= 0) || !mine(k, v) || !all.count(std::string(k))) ok = false;
+        if ((!first && CompareKeys(prev, k) >= 0) || !Mine(k, v) || !all.count(std::string(k))) ok = false;
         first = false;
         prev.assign(k);
         must.erase(std::string(k));
@@ -1600,12 +1589,42 @@ TEST(RoartConcurrent, InlineKeysBesideLookupsAndScans) {
   for (const auto& k : stable) {
     uint64_t v = 0;
     ASSERT_TRUE(f.idx().Lookup(k, &v).ok());
-    EXPECT_TRUE(mine(k, v));
+    EXPECT_TRUE(Mine(k, v));
   }
-  f.ExpectCheckOk("after inline churn");
+  f.ExpectCheckOk(what);
   f.Reopen();
   f.ExpectCheckOk("reopened");
   EXPECT_EQ(f.Allocated(), f.Reachable());
+}
+
+
+// Format 3 (issue 34): inline keys (at most 8 bytes, in the leaf array) beside lookups and scans
+// that read no version (lookups) or validate their batch (scans). Two writers upsert, remove and
+// insert again keys of 1..8 bytes (bytes over the whole range) in a few arrays that fill, grow,
+// compact and split; every value carries its key's hash and a round, so a reader that paired a
+// key with another key's value (a torn or reused SlotKV) is caught. Stable keys must always be
+// found by lookups and by every scan of their range, in order, each with a value of its own.
+// scripts/tsan.sh runs it (RoartConcurrent.*).
+TEST(RoartConcurrent, InlineKeysBesideLookupsAndScans) {
+  PoolFixture f("roart");
+  const int rounds = 60 / wort::test::kSanitizerScale + 2;
+  // Keys below 6 two-byte prefixes "\xb5" + p: stable ones and churn ones per writer.
+  std::mt19937_64 rng(48);
+  std::set<std::string> all;
+  auto make = [&] {
+    std::string k = wort::test::Cat("\xb5", static_cast<char>(0x80 + rng() % 6));
+    const size_t len = 2 + rng() % 7;  // 2..8 bytes: inline
+    while (k.size() < len) k.push_back(static_cast<char>(rng()));
+    return k;
+  };
+  std::vector<std::string> stable, churn[2];
+  while (stable.size() < 150)
+    if (std::string k = make(); all.insert(k).second) stable.push_back(k);
+  for (auto& c : churn)
+    while (c.size() < 120)
+      if (std::string k = make(); all.insert(k).second) c.push_back(k);
+  for (const auto& k : stable) ASSERT_TRUE(f.idx().Insert(k, Tag(k)).ok());
+  ChurnBesideLookupsAndScans(f, stable, churn, all, '\xb5', rounds, "after inline churn");
 }
 
 // Format 4 (issue 34): arrays of long stable keys have no SlotKV area; two writers insert
@@ -1617,10 +1636,7 @@ TEST(RoartConcurrent, InlineKeysBesideLookupsAndScans) {
 // range in order. In scripts/tsan.sh through RoartConcurrent.*.
 TEST(RoartConcurrent, SlotKvAreaChangesBesideLookupsAndScans) {
   PoolFixture f("roart");
-  constexpr int kWriters = 2, kReaders = 2;
   const int rounds = 60 / wort::test::kSanitizerScale + 2;
-  auto tag = [](std::string_view k) { return (std::hash<std::string_view>()(k) & 0xffffffffu) << 16; };
-  auto mine = [&](std::string_view k, uint64_t v) { return (v & ~uint64_t(0xffff)) == tag(k); };
   // Keys below 6 two-byte prefixes "\xc6" + p: long stable ones, long and short churn ones.
   std::mt19937_64 rng(65);
   std::set<std::string> all;
@@ -1630,7 +1646,7 @@ TEST(RoartConcurrent, SlotKvAreaChangesBesideLookupsAndScans) {
     while (k.size() < len) k.push_back(static_cast<char>(rng()));
     return k;
   };
-  std::vector<std::string> stable, churn[kWriters];
+  std::vector<std::string> stable, churn[2];
   while (stable.size() < 30)
     if (std::string k = make(false); all.insert(k).second) stable.push_back(k);
   for (auto& c : churn) {
@@ -1639,84 +1655,8 @@ TEST(RoartConcurrent, SlotKvAreaChangesBesideLookupsAndScans) {
     while (c.size() < 120)
       if (std::string k = make(true); all.insert(k).second) c.push_back(k);
   }
-  for (const auto& k : stable) ASSERT_TRUE(f.idx().Insert(k, tag(k)).ok());
-  std::atomic<bool> stop{false};
-  std::atomic<uint64_t> lookups{0}, scans{0};
-  std::vector<std::thread> ts;
-  for (int w = 0; w < kWriters; ++w)
-    ts.emplace_back([&, w] {
-      for (int r = 0; r < rounds; ++r) {
-        for (const auto& k : churn[w])
-          if (Status s = f.idx().Insert(k, tag(k) | uint64_t(r)); !s.ok()) ADD_FAILURE() << s.ToString();
-        for (const auto& k : churn[w]) {  // acknowledged: found, beside the other writer's rebuilds
-          uint64_t v = 0;
-          if (Status s = f.idx().Lookup(k, &v); !s.ok() || !mine(k, v)) ADD_FAILURE() << "own key " << k.size() << " bytes: " << s.ToString();
-        }
-        for (const auto& k : churn[w])  // an upsert of a present inline key: its value word
-          if (Status s = f.idx().Upsert(k, tag(k) | uint64_t(r + 1000)); !s.ok()) ADD_FAILURE() << s.ToString();
-        for (size_t i = 0; i < stable.size(); i += 7)  // and of stable keys, beside the readers
-          if (Status s = f.idx().Upsert(stable[i], tag(stable[i]) | uint64_t(r)); !s.ok()) ADD_FAILURE() << s.ToString();
-        for (size_t i = 0; i < churn[w].size(); ++i)
-          if (Status s = f.idx().Remove(churn[w][r % 2 ? churn[w].size() - 1 - i : i]); !s.ok()) ADD_FAILURE() << s.ToString();
-      }
-    });
-  for (int t = 0; t < kReaders; ++t)
-    ts.emplace_back([&, t] {
-      std::mt19937_64 r(t + 7);
-      while (!stop.load(std::memory_order_acquire)) {
-        uint64_t v = 0;
-        const std::string& k = stable[r() % stable.size()];
-        if (Status s = f.idx().Lookup(k, &v); !s.ok() || !mine(k, v)) {
-          ADD_FAILURE() << "stable key read as " << s.ToString() << " value " << v;
-          return;
-        }
-        const auto& cw = churn[r() % kWriters];
-        const std::string& c = cw[r() % cw.size()];
-        if (f.idx().Lookup(c, &v).ok() && !mine(c, v)) {
-          ADD_FAILURE() << "a churn key read with another key's value";
-          return;
-        }
-        lookups.fetch_add(1, std::memory_order_relaxed);
-      }
-    });
-  ts.emplace_back([&] {
-    const std::set<std::string> must_all(stable.begin(), stable.end());
-    while (!stop.load(std::memory_order_acquire)) {
-      std::set<std::string> must = must_all;
-      std::string prev;
-      bool first = true, ok = true;
-      const std::string lo("\xc6", 1), hi("\xc7", 1);
-      const std::string_view end(hi);
-      Status s = f.idx().Scan(lo, &end, SIZE_MAX, [&](std::string_view k, uint64_t v) {
-        if ((!first && CompareKeys(prev, k) >= 0) || !mine(k, v) || !all.count(std::string(k))) ok = false;
-        first = false;
-        prev.assign(k);
-        must.erase(std::string(k));
-        return true;
-      });
-      if (!s.ok() || !ok || !must.empty()) {
-        ADD_FAILURE() << "scan: " << s.ToString() << (ok ? "" : ", out of order or a foreign value") << ", "
-                      << must.size() << " stable keys missing";
-        return;
-      }
-      scans.fetch_add(1, std::memory_order_relaxed);
-    }
-  });
-  for (int w = 0; w < kWriters; ++w) ts[w].join();
-  stop.store(true, std::memory_order_release);
-  for (size_t t = kWriters; t < ts.size(); ++t) ts[t].join();
-  EXPECT_GT(lookups.load(), 0u);
-  EXPECT_GT(scans.load(), 0u);
-  EXPECT_EQ(f.idx().Size(), stable.size());
-  for (const auto& k : stable) {
-    uint64_t v = 0;
-    ASSERT_TRUE(f.idx().Lookup(k, &v).ok());
-    EXPECT_TRUE(mine(k, v));
-  }
-  f.ExpectCheckOk("after churn of the SlotKV areas");
-  f.Reopen();
-  f.ExpectCheckOk("reopened");
-  EXPECT_EQ(f.Allocated(), f.Reachable());
+  for (const auto& k : stable) ASSERT_TRUE(f.idx().Insert(k, Tag(k)).ok());
+  ChurnBesideLookupsAndScans(f, stable, churn, all, '\xc6', rounds, "after churn of the SlotKV areas");
 }
 
 }  // namespace wort::art::test
