@@ -5,6 +5,7 @@
 // the update leak, the split's inner node never persisted, unsorted leaf-array scans and the
 // lost continuation key, and the post-crash GC that never reclaimed.
 #include <barrier>
+#include <functional>
 #include <thread>
 #include <type_traits>
 
@@ -299,31 +300,26 @@ TEST(RoartFormat, PoolFromBeforeFormat2IsReadAndWrittenInItsFormat) {
   ExpectMatchesModel(f.idx(), m);
 }
 
-// A pool of format 2 (before keys moved into the arrays) is read, and written in its own format
-// by this build: no inline slot, no SlotKV area, keys of every length in leaves; it survives
-// reopens and stays format 2. Keys over the full byte range, short and long.
-TEST(RoartFormat, PoolOfFormat2IsReadAndWrittenInItsFormat) {
+// The body of the RoartFormat.PoolOfFormat{2,3}IsReadAndWrittenInItsFormat tests: a pool created
+// in an older `format` by this build, 3 rounds of 4,000 inserts and removes (random 8-byte keys,
+// 2-byte keys, every 5th key with 20-49 more bytes >= 0x80), then `extra(round)`; after each round
+// the root magic must still be the old one, `check` holds, Check passes, the tree equals the
+// model, and the pool is reopened; at the end no block is leaked.
+static void OldFormatRounds(int format, uint64_t magic, uint64_t seed,
+                            const std::function<void(PoolFixture&, Model&, int)>& extra,
+                            const std::function<void(PoolFixture&)>& check) {
   std::unique_ptr<PoolFixture> fp;
   {
-    OldFormat old(2);
+    OldFormat old(format);
     fp = std::make_unique<PoolFixture>("roart");
   }
-  PoolFixture& f = *fp;  // created in format 2; everything below runs with format 3 the default
+  PoolFixture& f = *fp;  // created in the old format; everything below runs with the default
   Model m;
-  std::mt19937_64 rng(37);
+  std::mt19937_64 rng(seed);
   auto key = [&](int i) {
     std::string k = i % 2 ? RandKey(rng) : wort::test::Cat("\xf3", static_cast<char>(rng() % 30));
     if (i % 5 == 0) k += std::string(20 + rng() % 30, static_cast<char>(0x80 + rng() % 128));
     return k;
-  };
-  auto no_inline = [&] {
-    for (const uint64_t* w : ArrayRefWords(f)) {
-      const roart::LeafArray* la = ArrayOf(f, w);
-      const int slots = roart::SlotsOf(la->h.slots);
-      EXPECT_EQ(f.pool().allocator().UsableSize(*w & roart::kRefMask & ~roart::kTagMask), roart::LeafArrayBytes(slots))
-          << "no SlotKV area in format 2";
-      for (int i = 0; i < slots; ++i) ASSERT_FALSE(roart::IsInline(la->slot[i])) << "an inline slot in a format-2 pool";
-    }
   };
   for (int round = 0; round < 3; ++round) {
     for (int i = 0; i < 4000; ++i) {
@@ -338,13 +334,29 @@ TEST(RoartFormat, PoolOfFormat2IsReadAndWrittenInItsFormat) {
       ASSERT_TRUE(f.idx().Insert(k, i).ok());
       m[k] = i;
     }
-    EXPECT_EQ(RootMagic(f), roart::kRootMagic2);
-    no_inline();
-    f.ExpectCheckOk("format 2");
+    extra(f, m, round);
+    EXPECT_EQ(RootMagic(f), magic);
+    check(f);
+    f.ExpectCheckOk(("format " + std::to_string(format)).c_str());
     ExpectMatchesModel(f.idx(), m);
     f.Reopen();
   }
   EXPECT_EQ(f.Allocated(), f.Reachable());
+}
+
+// A pool of format 2 (before keys moved into the arrays) is read, and written in its own format
+// by this build: no inline slot, no SlotKV area, keys of every length in leaves; it survives
+// reopens and stays format 2. Keys over the full byte range, short and long.
+TEST(RoartFormat, PoolOfFormat2IsReadAndWrittenInItsFormat) {
+  OldFormatRounds(2, roart::kRootMagic2, 37, [](PoolFixture&, Model&, int) {}, [](PoolFixture& f) {
+    for (const uint64_t* w : ArrayRefWords(f)) {
+      const roart::LeafArray* la = ArrayOf(f, w);
+      const int slots = roart::SlotsOf(la->h.slots);
+      EXPECT_EQ(f.pool().allocator().UsableSize(*w & roart::kRefMask & ~roart::kTagMask), roart::LeafArrayBytes(slots))
+          << "no SlotKV area in format 2";
+      for (int i = 0; i < slots; ++i) ASSERT_FALSE(roart::IsInline(la->slot[i])) << "an inline slot in a format-2 pool";
+    }
+  });
 }
 
 // A pool of format 3 (a SlotKV area in every array, no 2-slot class) is read, and written in its
@@ -352,20 +364,16 @@ TEST(RoartFormat, PoolOfFormat2IsReadAndWrittenInItsFormat) {
 // least, no reference gets kKvBit, short keys stay inline; through inserts, removes and reopens.
 // Keys over the full byte range, short and long.
 TEST(RoartFormat, PoolOfFormat3IsReadAndWrittenInItsFormat) {
-  std::unique_ptr<PoolFixture> fp;
-  {
-    OldFormat old(3);
-    fp = std::make_unique<PoolFixture>("roart");
-  }
-  PoolFixture& f = *fp;  // created in format 3; everything below runs with format 4 the default
-  Model m;
-  std::mt19937_64 rng(38);
-  auto key = [&](int i) {
-    std::string k = i % 2 ? RandKey(rng) : wort::test::Cat("\xf3", static_cast<char>(rng() % 30));
-    if (i % 5 == 0) k += std::string(20 + rng() % 30, static_cast<char>(0x80 + rng() % 128));
-    return k;
+  auto long_only_arrays = [](PoolFixture& f, Model& m, int round) {
+    // A few arrays of long keys only (format 4 would build them without the area).
+    for (int i = 0; i < 40; ++i) {
+      const std::string k = wort::test::Cat("\xf4", static_cast<char>(0x80 + round), std::string(10 + i, static_cast<char>(0xa0 + i)));
+      if (m.count(k)) continue;
+      ASSERT_TRUE(f.idx().Insert(k, i).ok());
+      m[k] = i;
+    }
   };
-  auto format3 = [&] {
+  OldFormatRounds(3, roart::kRootMagic3, 38, long_only_arrays, [](PoolFixture& f) {
     size_t arrays = 0, long_only = 0;
     for (const uint64_t* w : ArrayRefWords(f)) {
       const roart::LeafArray* la = ArrayOf(f, w);
@@ -389,34 +397,7 @@ TEST(RoartFormat, PoolOfFormat3IsReadAndWrittenInItsFormat) {
     }
     EXPECT_GT(arrays, 50u);
     EXPECT_GT(long_only, 0u) << "arrays of long keys only keep their area in format 3";
-  };
-  for (int round = 0; round < 3; ++round) {
-    for (int i = 0; i < 4000; ++i) {
-      const std::string k = key(i);
-      if (m.count(k)) {
-        if (i % 3 == 0) {
-          ASSERT_TRUE(f.idx().Remove(k).ok());
-          m.erase(k);
-        }
-        continue;
-      }
-      ASSERT_TRUE(f.idx().Insert(k, i).ok());
-      m[k] = i;
-    }
-    // A few arrays of long keys only (format 4 would build them without the area).
-    for (int i = 0; i < 40; ++i) {
-      const std::string k = wort::test::Cat("\xf4", static_cast<char>(0x80 + round), std::string(10 + i, static_cast<char>(0xa0 + i)));
-      if (m.count(k)) continue;
-      ASSERT_TRUE(f.idx().Insert(k, i).ok());
-      m[k] = i;
-    }
-    EXPECT_EQ(RootMagic(f), roart::kRootMagic3);
-    format3();
-    f.ExpectCheckOk("format 3");
-    ExpectMatchesModel(f.idx(), m);
-    f.Reopen();
-  }
-  EXPECT_EQ(f.Allocated(), f.Reachable());
+  });
 }
 
 // Format 4 (issue 34): the SlotKV area is a choice of each array. Arrays of long keys only have
