@@ -36,7 +36,9 @@
 //     CheckOrRestart of its version, and nothing read is used before that check (a child is
 //     followed only after the node that held it was validated). A lookup that sees a node change
 //     restarts from the root. A node's plain fields are read racily (WORT_OPTIMISTIC_READ) and
-//     bounds-checked before use; child references and term leaves are atomic words.
+//     bounds-checked before use; child references and term leaves are atomic words. An 8-byte
+//     key's lookup takes LookupAttempt8 (issue 31, h67): the same reads and checks with one copy
+//     of the step per depth, the general walk for every state it leaves alone.
 //   - Writers lock only what they change: the node for an in-place change (add a child to a
 //     non-full node, a term leaf, a leaf split below it); the parent and the node for a growth, a
 //     prefix split or a merge (and the surviving child of a merge, whose prefix changes). Every
