@@ -707,8 +707,8 @@ WORT_OPTIMISTIC_READ inline int VArt::LookupAttempt(std::string_view key, uint64
 }
 
 // An 8-byte key's walk, one copy of the step per depth (issue 31, h67): the depth is a constant in
-// each, so there is no depth counter, no end-of-key test and no key-length test, and a node's
-// prefix length and type are tested against constants. The same reads and checks as
+// each, so there is no depth counter and no end-of-key test (the key's bytes are loads at
+// constant offsets), and the root's step has no type test. The same reads and checks as
 // LookupAttempt, in the same order (each node's version read before its fields, a child's version
 // read before its parent is checked again, a leaf used only after its node was checked), for the
 // states it handles: nodes without a compressed path at depths 1..7 (the root is a NODE256 without
