@@ -36,7 +36,9 @@
 //     CheckOrRestart of its version, and nothing read is used before that check (a child is
 //     followed only after the node that held it was validated). A lookup that sees a node change
 //     restarts from the root. A node's plain fields are read racily (WORT_OPTIMISTIC_READ) and
-//     bounds-checked before use; child references and term leaves are atomic words.
+//     bounds-checked before use; child references and term leaves are atomic words. An 8-byte
+//     key's lookup takes LookupAttempt8 (issue 31, h67): the same reads and checks with one copy
+//     of the step per depth, the general walk for every state it leaves alone.
 //   - Writers lock only what they change: the node for an in-place change (add a child to a
 //     non-full node, a term leaf, a leaf split below it); the parent and the node for a growth, a
 //     prefix split or a merge (and the surviving child of a merge, whose prefix changes). Every
@@ -502,11 +504,22 @@ class VArt final : public Index {
     if (inserted) *inserted = ins;
     return Status::OK();
   }
+  // An 8-byte key (valid for both key types) takes a walk with its levels unrolled (issue 31,
+  // h67: LookupAttempt8) that makes no call: the epoch entered only if the thread's slot is cached
+  // (EpochCachedGuard). Anything else - another key length, the global-lock mode, an uncached
+  // slot, a restart, a state the unrolled walk leaves alone (a compressed path, an inner node at
+  // depth 8) - takes LookupGeneral, which starts over in its own epoch (a lookup only reads; the
+  // answer is then the general walk's).
   Status Lookup(std::string_view key, uint64_t* value) const override {
-    if (!ValidKey(key)) [[unlikely]] return KeyError(key);
-    if (global_lock_) [[unlikely]] return LookupGlobalLock(key, value);  // out of line: a lean common path
-    sync::EpochGuard eg(epoch_);
-    return LookupInEpoch(key, value);
+    if (key.size() != 8 || global_lock_) [[unlikely]] return LookupGeneral(key, value);
+    int r = -1;
+    {
+      sync::EpochCachedGuard eg(epoch_);
+      if (eg.entered()) [[likely]] r = LookupAttempt8(key.data(), value);
+    }
+    if (r > 0) [[likely]] return Status::OK();
+    if (r == 0) return Status::NotFound("key absent");
+    return LookupGeneral(key, value);
   }
   Status Remove(std::string_view key) override {
     if (!ValidKey(key)) return KeyError(key);
@@ -606,12 +619,19 @@ class VArt final : public Index {
       if (r >= 0) return r ? Status::OK() : Status::NotFound("key absent");
     }
   }
+  [[gnu::noinline]] Status LookupGeneral(std::string_view key, uint64_t* value) const {
+    if (!ValidKey(key)) [[unlikely]] return KeyError(key);
+    if (global_lock_) [[unlikely]] return LookupGlobalLock(key, value);
+    sync::EpochGuard eg(epoch_);
+    return LookupInEpoch(key, value);
+  }
   [[gnu::noinline]] Status LookupGlobalLock(std::string_view key, uint64_t* value) const {
     sync::EpochGuard eg(epoch_);
     auto g = ModeLock(IndexModeLock::kReader);  // shared in global-lock mode
     return LookupInEpoch(key, value);
   }
   WORT_OPTIMISTIC_INLINE int LookupAttempt(std::string_view key, uint64_t* value) const;
+  WORT_OPTIMISTIC_INLINE int LookupAttempt8(const char* key, uint64_t* value) const;
   PutResult PutAttempt(Cache* c, std::string_view key, uint64_t value, bool replace);
   Attempt RemoveAttempt(Cache* cache, std::string_view key, Status* out);
   Attempt Unlink(Cache* cache, Descent& d, Ref keep, int keep_byte, Leaf* gone, Status* out);
@@ -684,6 +704,43 @@ WORT_OPTIMISTIC_READ inline int VArt::LookupAttempt(std::string_view key, uint64
     v = cv;
     ++depth;
   }
+}
+
+// An 8-byte key's walk, one copy of the step per depth (issue 31, h67): the depth is a constant in
+// each, so there is no depth counter and no end-of-key test (the key's bytes are loads at
+// constant offsets), and the root's step has no type test. The same reads and checks as
+// LookupAttempt, in the same order (each node's version read before its fields, a child's version
+// read before its parent is checked again, a leaf used only after its node was checked), for the
+// states it handles: nodes without a compressed path at depths 1..7 (the root is a NODE256 without
+// one). 1 found, 0 absent, -1 anything else: a restart, a compressed path, an inner node at depth 8
+// (its term leaf is the key's) - the caller then starts over on the general path.
+WORT_OPTIMISTIC_READ inline int VArt::LookupAttempt8(const char* key, uint64_t* value) const {
+  const auto* k = reinterpret_cast<const uint8_t*>(key);
+  const Inner* n = root_;
+  uint64_t v;
+  if (!n->lock.ReadLockOrRestart(&v)) return -1;
+  const Ref* s = &static_cast<const Node256*>(n)->child[k[0]];
+#pragma GCC unroll 8
+  for (int d = 1; d <= 8; ++d) {
+    const Ref c = LoadRef(s);
+    if (c == 0) return n->lock.CheckOrRestart(v) ? 0 : -1;
+    if (IsLeaf(c)) {
+      if (!n->lock.CheckOrRestart(v)) return -1;
+      const Leaf* l = AsLeaf(c);
+      if (!SameKey(l, {key, 8})) return 0;  // the length first: a shorter leaf's block may end before 8 key bytes
+      *value = l->value.load(std::memory_order_acquire);
+      return 1;
+    }
+    const Inner* ch = AsInner(c);  // lock coupling: as in LookupAttempt
+    uint64_t cv;
+    if (!ch->lock.ReadLockOrRestart(&cv) || !n->lock.CheckOrRestart(v)) return -1;
+    n = ch;
+    v = cv;
+    if (d == 8 || n->prefix_len != 0) return -1;
+    s = n->type == NODE256 ? &static_cast<const Node256*>(n)->child[k[d]] : FindChildSlot(const_cast<Inner*>(n), k[d]);
+    if (s == nullptr) return n->lock.CheckOrRestart(v) ? 0 : -1;
+  }
+  return -1;  // not reached: the step at d == 8 returns
 }
 
 // ---- Insert / Upsert -------------------------------------------------------------------------
