@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The 16-core checks of issues 31 and 35 in one device call, with binaries built HERE (no build
+# and no package install there: the device machine has no network and ~15 minutes a session).
+#
+#   scripts/device_checks.sh prepare BUILD_DIR PEERS_SRC   # here: fills devcarry/ (ignored by git)
+#   scripts/device_checks.sh run                           # there, as one `run` carrying devcarry
+#
+# prepare copies BUILD_DIR/wort (Release; e.g. cmake -DWORT_TESTS=OFF -DWORT_UCX=OFF, target
+# wort), Debian's memcached, the shared libraries the device may lack (used only where its loader
+# has none of that name), and the peers' sources (libart, WORT, CCEH, FAST_FAIR under PEERS_SRC,
+# as scripts/peers.sh takes them; their drivers are built there with -march=native).
+# run writes to $OUT (at most 8 files come back): summary.txt, memcached.txt (scripts/bench_server.sh
+# mixes 100/90/50/0% gets, 100-byte values, woart beside memcached 1.6.18, server threads T on
+# CPUs 0..T-1, client on the others, REPEAT rounds of T=1,4,8), peers.md/peers.jsonl (single thread
+# against the prototypes, 1M sparse keys), scaling.md/scaling.jsonl (16T/1T: load of KEYS records,
+# A and C of OPS operations, GRID_REPEAT runs), run.log.
+# Environment for run: REPEAT (default 3), MC_REQUESTS (default 400000), KEYS (default 4M), OPS (default 4M),
+# GRID_REPEAT (default 2).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+D=$PWD/devcarry
+case "${1:-}" in
+prepare)
+  b=${2:?BUILD_DIR}; p=${3:?PEERS_SRC}
+  rm -rf "$D"; mkdir -p "$D/bin" "$D/lib" "$D/lib2" "$D/peers"
+  grep -qx '/devcarry/' "$(git rev-parse --git-common-dir)/info/exclude" 2>/dev/null ||
+    echo /devcarry/ >>"$(git rev-parse --git-common-dir)/info/exclude"
+  cp "$b/wort" "$D/bin/wort.real"; cp "$(command -v memcached)" "$D/bin/memcached.real"
+  for l in libfmt.so.9 libevent-2.1.so.7 libsasl2.so.2; do cp -L "/lib/x86_64-linux-gnu/$l" "$D/lib/"; done
+  for l in libssl.so.3 libcrypto.so.3 libstdc++.so.6 libgcc_s.so.1; do cp -L "/lib/x86_64-linux-gnu/$l" "$D/lib2/"; done
+  for n in wort memcached; do
+    printf '#!/bin/bash\nd=$(dirname "$(readlink -f "$0")")\nexport LD_LIBRARY_PATH=$d/../lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\nexec $d/%s.real "$@"\n' "$n" >"$D/bin/$n"
+    chmod +x "$D/bin/$n"
+  done
+  for x in WORT CCEH FAST_FAIR libart; do [ -d "$p/$x" ] && cp -r "$p/$x" "$D/peers/"; done
+  rm -rf "$D/peers/libart/tests"
+  echo "device_checks: devcarry/ is $(du -sh "$D" | cut -f1); run there: bash scripts/device_checks.sh run (carry devcarry)"
+  ;;
+run)
+  : "${OUT:?OUT, the output folder of the device tool}"
+  REPEAT=${REPEAT:-3} KEYS=${KEYS:-4M} OPS=${OPS:-4M} GRID_REPEAT=${GRID_REPEAT:-2} MC_REQUESTS=${MC_REQUESTS:-400000}
+  for l in libssl.so.3 libcrypto.so.3 libstdc++.so.6 libgcc_s.so.1; do ldconfig -p | grep -q "$l " || cp "$D/lib2/$l" "$D/lib/"; done
+  export PATH=$D/bin:$PATH
+  W=$D/bin/wort S=$OUT/summary.txt t0=$(date +%s)
+  { date; nproc; lscpu | grep -E "Model name|^CPU\(s\)|NUMA node\(s\)|Thread"; $W --version; memcached -V; } >"$S" 2>&1
+  $W --version >/dev/null 2>&1 || { echo "device_checks: wort does not run here"; ldd "$D/bin/wort.real"; exit 1; }
+  for r in $(seq "$REPEAT"); do
+    for T in 1 4 8; do
+      MIXES="100 90 50 0" VALUE_SIZES=100 THREAD_COUNTS=$T KINDS=woart REQUESTS=$MC_REQUESTS KEYSPACE=100000 CONNS=32 \
+        SERVER_CPUS=0-$((T - 1)) CLIENT_CPUS=$T-15 timeout 80 bash scripts/bench_server.sh "$D/bin" 2>&1 |
+        grep -E "^(memcached|woart)" >>"$OUT/memcached.txt"
+    done
+  done
+  echo "memcached rounds done at $(($(date +%s) - t0)) s" >>"$S"
+  timeout 170 bash scripts/peers.sh "$D/peers" --keys 1M --repeat 2 --kinds vart,wort,woart,cceh,fastfair --wort "$W" \
+    --out /tmp/dc-peers >>"$OUT/run.log" 2>&1
+  echo "peers rc=$? at $(($(date +%s) - t0)) s" >>"$S"
+  cp /tmp/dc-peers/peers.md /tmp/dc-peers/peers.jsonl "$OUT/" 2>/dev/null
+  timeout 300 bash scripts/scaling.sh --wort "$W" --label new --keys "$KEYS" --ops "$OPS" --threads 1,16 --repeat "$GRID_REPEAT" \
+    --out /tmp/dc-grid >>"$OUT/run.log" 2>&1
+  echo "grid rc=$? at $(($(date +%s) - t0)) s" >>"$S"
+  cp /tmp/dc-grid/scaling.md "$OUT/"; cp /tmp/dc-grid/new.jsonl "$OUT/scaling.jsonl"
+  cat "$S" "$OUT/peers.md" "$OUT/scaling.md"
+  python3 scripts/memcached_ratios.py "$OUT/memcached.txt"
+  ;;
+*) sed -n 2,20p "$0"; exit 2 ;;
+esac
