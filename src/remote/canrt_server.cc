@@ -156,10 +156,15 @@ void PersistRanges(const char* base, const std::vector<std::pair<uint64_t, uint6
 
 }  // namespace
 
+// The most data-node ids one split may give (SplitInShadow): three for the final division, and
+// two for each step that isolates the keys' one symbol or divides a run none of whose entries but
+// one holds a key - bounded by twice the positions of a key. More: the split is refused (PoolFull).
+constexpr size_t kSplitIds = 3 + 2 * 2 * (kMaxKey + 1);
+
 struct Service::Changes {
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
   bool add_height = false;
-  std::vector<uint32_t> ids;  // ids the split may give its new data nodes, in this order (3)
+  std::vector<uint32_t> ids;  // ids the split may give its new data nodes, in this order (kSplitIds)
   size_t used = 0;            // how many of them it gave
 };
 
@@ -728,10 +733,20 @@ void Service::Drain() {
 }
 
 // Splits data node `node`'s key range in the shadow area (section 3.5). addWidth: the run of
-// entries naming the node is divided, or a boundary symbol is added between its keys' symbols
+// entries naming the node is divided, or boundary symbols are added between its keys' symbols
 // (or around their one symbol); addHeight: the entry gets a child prefix node (same position
 // when the entry covers several symbols, the next one when it covers one) and the split goes on
-// there. Every entry that named the node names a new data node (ids from ndata on).
+// there. Every entry that named the node names a new data node (ch->ids, in order).
+// Room (h68): the split ends only with the keys in at least two new nodes - every new node then
+// has a free slot, so one resize serves one full node. A step that would leave all the keys in
+// one node (around their one symbol, or a division of a run whose entries but one are empty)
+// gives the empty parts their nodes, leaves that part named `node` and goes on, in the same
+// resize (before h68 it committed that step: the writer found the node as full as before and
+// asked again - 290 of the 5,491 resizes of `bench-remote --keys 100000 --latency-ops 5000`).
+// Three ways (h68): when the keys' symbols (or the run's entries) allow it and the prefix node
+// has room, the keys are divided into three parts, the largest as small as possible - a resize
+// makes room for about 2 x capacity more items, not 1 x (the load of 10^5 random keys asked for
+// 3.07% resizes instead of 4.30%, doc/remote.md "Resizes that make room").
 Status Service::SplitInShadow(uint32_t node, char* shadow, Changes* ch) {
   const uint32_t m = hdr_->fanout, cap = hdr_->capacity;
   ShadowArea A{shadow, m, &ch->ranges};
@@ -740,7 +755,10 @@ Status Service::SplitInShadow(uint32_t node, char* shadow, Changes* ch) {
   for (uint32_t s = 0; s < cap; ++s)
     if (bits >> s & 1) keys.emplace_back(KeyOf(Item(node, s)));
   if (keys.size() < 2) return Status::InvalidArgument("node has fewer than two keys");
-  auto imbalance = [&](size_t b) { return b > keys.size() - b ? 2 * b - keys.size() : keys.size() - 2 * b; };
+  const uint32_t self = node | kLeaf;
+  const Status no_ids =
+      Status::PoolFull("CANRT: all " + std::to_string(hdr_->max_nodes) + " data nodes are in use (Options::max_nodes)");
+  ch->used = 0;
   for (;;) {
     AreaHeader h = A.h();
     PrefixView v(shadow);
@@ -749,30 +767,69 @@ Status Service::SplitInShadow(uint32_t node, char* shadow, Changes* ch) {
     const uint64_t x = at.node;
     const uint32_t n = v.nchars(x), q = at.pos;
     uint32_t p0 = v.Position(x, Symbol(keys[0], q)), p1 = p0;
-    while (p0 > 0 && v.entry(x, p0 - 1) == (node | kLeaf)) --p0;
-    while (p1 + 1 < n && v.entry(x, p1 + 1) == (node | kLeaf)) ++p1;
+    while (p0 > 0 && v.entry(x, p0 - 1) == self) --p0;
+    while (p1 + 1 < n && v.entry(x, p1 + 1) == self) ++p1;
     std::vector<uint16_t> syms;
     for (auto& k : keys) syms.push_back(Symbol(k, q));
     std::sort(syms.begin(), syms.end());
-    auto below = [&](uint16_t c) { return static_cast<size_t>(std::lower_bound(syms.begin(), syms.end(), c) - syms.begin()); };
+    auto below = [&](uint32_t c) { return static_cast<size_t>(std::lower_bound(syms.begin(), syms.end(), c) - syms.begin()); };
     std::vector<uint16_t> distinct = syms;
     distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
-    if (ch->ids.size() < 3)
-      return Status::PoolFull("CANRT: all " + std::to_string(hdr_->max_nodes) + " data nodes are in use (Options::max_nodes)");
-    // The new data nodes: ids[0..used), reused retired nodes first (Resize picks them), then
+    // The new data nodes: ch->ids[used..), reused retired nodes first (Resize picks them), then
     // fresh ones from ndata on; ndata counts the fresh ones.
-    auto id = [&](uint32_t i) { return ch->ids[i] | kLeaf; };
-    auto use = [&](size_t n) {
-      ch->used = n;
-      for (size_t i = 0; i < n; ++i) h.ndata = std::max<uint64_t>(h.ndata, uint64_t(ch->ids[i]) + 1);
+    auto have = [&](size_t k) { return ch->used + k <= ch->ids.size(); };
+    auto take = [&] {
+      const uint32_t d = ch->ids[ch->used++];
+      h.ndata = std::max<uint64_t>(h.ndata, uint64_t(d) + 1);
+      return d | kLeaf;
+    };
+    // The best division of the keys at cut symbols cuts[] (increasing): one cut (two parts, the
+    // most even) or, when `three` and there are two cuts or more, two cuts (three parts, the
+    // largest the smallest). Parts may be empty only where the cuts allow nothing else.
+    auto divide = [&](const std::vector<uint32_t>& cuts, bool three) {
+      std::pair<size_t, size_t> best{0, SIZE_MAX};  // cut indices; SIZE_MAX: one cut
+      size_t best_d = SIZE_MAX;
+      for (size_t a = 0; a < cuts.size(); ++a) {
+        const size_t ca = below(cuts[a]);
+        const size_t d = std::max(ca, keys.size() - ca) * 2 + (ca == 0 || ca == keys.size());
+        if (d < best_d) best_d = d, best = {a, SIZE_MAX};
+      }
+      if (three && cuts.size() >= 2) {
+        size_t best3 = SIZE_MAX;
+        std::pair<size_t, size_t> b3{0, 1};
+        for (size_t a = 0; a < cuts.size(); ++a)
+          for (size_t b = a + 1; b < cuts.size(); ++b) {
+            const size_t ca = below(cuts[a]), cb = below(cuts[b]);
+            if (ca == 0 || cb == ca || cb == keys.size()) continue;  // every part non-empty
+            const size_t d = std::max({ca, cb - ca, keys.size() - cb});
+            if (d < best3) best3 = d, b3 = {a, b};
+          }
+        if (best3 != SIZE_MAX) best = b3;
+      }
+      return best;
     };
     if (p1 > p0) {  // addWidth: divide the run
-      uint32_t best = p0 + 1;
-      size_t best_d = SIZE_MAX;
-      for (uint32_t r = p0 + 1; r <= p1; ++r)
-        if (imbalance(below(v.chr(x, r))) < best_d) best_d = imbalance(below(v.chr(x, r))), best = r;
-      for (uint32_t r = p0; r <= p1; ++r) A.SetEntry(x, r, r < best ? id(0) : id(1));
-      use(2);
+      std::vector<uint32_t> cuts;
+      for (uint32_t r = p0 + 1; r <= p1; ++r) cuts.push_back(v.chr(x, r));
+      const auto [a, b] = divide(cuts, have(3));
+      const uint32_t r1 = p0 + 1 + static_cast<uint32_t>(a);
+      const uint32_t r2 = b == SIZE_MAX ? UINT32_MAX : p0 + 1 + static_cast<uint32_t>(b);
+      const size_t c1 = below(v.chr(x, r1));
+      if (c1 == 0 || c1 == keys.size()) {
+        // Every key in the entries on one side of every cut: no division of this run makes
+        // room. The entries holding no key get a node of their own (one per side); the keys'
+        // entry keeps naming `node`, and the split goes on inside it.
+        uint32_t k = p0;  // the entry the keys' symbols fall in
+        while (k < p1 && v.chr(x, k + 1) <= syms.front()) ++k;
+        if (!have(2)) return no_ids;
+        const uint32_t left = k > p0 ? take() : 0, right = k < p1 ? take() : 0;
+        for (uint32_t r = p0; r <= p1; ++r) A.SetEntry(x, r, r < k ? left : r > k ? right : self);
+        A.SetHeader(h);
+        continue;
+      }
+      if (!have(2)) return no_ids;
+      const uint32_t e0 = take(), e1 = take(), e2 = r2 == UINT32_MAX ? e1 : take();
+      for (uint32_t r = p0; r <= p1; ++r) A.SetEntry(x, r, r < r1 ? e0 : r < r2 ? e1 : e2);
       A.SetHeader(h);
       return Status::OK();
     }
@@ -790,35 +847,31 @@ Status Service::SplitInShadow(uint32_t node, char* shadow, Changes* ch) {
       A.SetEntry(x, at_p + 1, right);
       A.SetN(x, static_cast<uint16_t>(++nn));
     };
-    if (n < m && distinct.size() >= 2) {  // addWidth: a boundary between the keys' symbols
-      uint16_t best = distinct[1];
-      size_t best_d = SIZE_MAX;
-      for (size_t i = 1; i < distinct.size(); ++i)
-        if (imbalance(below(distinct[i])) < best_d) best_d = imbalance(below(distinct[i])), best = distinct[i];
+    if (n < m && distinct.size() >= 2) {  // addWidth: boundaries between the keys' symbols
+      const std::vector<uint32_t> cuts(distinct.begin() + 1, distinct.end());
+      const auto [a, b] = divide(cuts, n + 2 <= m && have(3));
+      if (!have(2)) return no_ids;
       uint32_t nn = n;
-      insert(p0, best, id(0), id(1), nn);
-      use(2);
+      const uint32_t e0 = take(), e1 = take();
+      insert(p0, static_cast<uint16_t>(cuts[a]), e0, e1, nn);
+      if (b != SIZE_MAX) insert(p0 + 1, static_cast<uint16_t>(cuts[b]), e1, take(), nn);
       A.SetHeader(h);
       return Status::OK();
     }
     const uint16_t s = distinct[0];
     if (distinct.size() == 1 && ehi - elo > 1 && n + 2 <= m) {
-      // addWidth: the keys share one symbol of a wider range: that symbol gets its own entry.
-      uint32_t nn = n, p = p0, next = 0;
+      // addWidth: the keys share one symbol of a wider range: that symbol gets its own entry,
+      // which keeps naming `node` (the rest of the range gets nodes of its own), and the split
+      // goes on there (addHeight at the next position).
+      if (!have(2)) return no_ids;
+      uint32_t nn = n, p = p0;
       if (s > elo) {
-        insert(p, s, id(next), id(next + 1), nn);
-        ++next;
+        insert(p, s, take(), self, nn);
         ++p;
-      } else {
-        A.SetEntry(x, p, id(next));
       }
-      if (s + 1u < ehi) {
-        insert(p, static_cast<uint16_t>(s + 1), id(next), id(next + 1), nn);
-        ++next;
-      }
-      use(next + 1);
+      if (s + 1u < ehi) insert(p, static_cast<uint16_t>(s + 1), self, take(), nn);
       A.SetHeader(h);
-      return Status::OK();
+      continue;
     }
     // addHeight: a child prefix node under the entry; the split goes on there.
     if (h.nprefix + 1 > hdr_->max_prefix)
@@ -827,7 +880,7 @@ Status Service::SplitInShadow(uint32_t node, char* shadow, Changes* ch) {
     const uint32_t child_pos = ehi - elo > 1 ? q : q + 1;
     if (child_pos > kMaxKey) return Status::Corruption("CANRT resize: keys identical to their last byte");
     const uint64_t c = h.nprefix;
-    A.NewNode(c, child_pos, node | kLeaf);
+    A.NewNode(c, child_pos, self);
     A.SetEntry(x, p0, static_cast<uint32_t>(c));
     h.nprefix += 1;
     h.height = std::max(h.height, at.depth + 1);
@@ -945,9 +998,9 @@ void Service::Resize(uint32_t node) {
   // or before the oldest generation a connected client announces), then fresh ones.
   const uint64_t oldest = OldestClientGeneration();
   for (auto& [d, since] : free_)
-    if (since <= oldest && ch.ids.size() < 3) ch.ids.push_back(d);
+    if (since <= oldest && ch.ids.size() < kSplitIds) ch.ids.push_back(d);
   const size_t reusable = ch.ids.size();
-  for (uint64_t d = vh.ndata; ch.ids.size() < 3 && d < hdr_->max_nodes; ++d) ch.ids.push_back(static_cast<uint32_t>(d));
+  for (uint64_t d = vh.ndata; ch.ids.size() < kSplitIds && d < hdr_->max_nodes; ++d) ch.ids.push_back(static_cast<uint32_t>(d));
   Status st = SplitInShadow(node, shadow, &ch);
   // The shadow equalled the valid tree before the split: whatever happens now (committed - the
   // shadow becomes valid and the old valid the shadow - or refused), the two areas differ in the
