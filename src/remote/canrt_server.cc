@@ -737,16 +737,17 @@ void Service::Drain() {
 // (or around their one symbol); addHeight: the entry gets a child prefix node (same position
 // when the entry covers several symbols, the next one when it covers one) and the split goes on
 // there. Every entry that named the node names a new data node (ch->ids, in order).
-// Room (h68): the split ends only with the keys in at least two new nodes - every new node then
-// has a free slot, so one resize serves one full node. A step that would leave all the keys in
-// one node (around their one symbol, or a division of a run whose entries but one are empty)
-// gives the empty parts their nodes, leaves that part named `node` and goes on, in the same
-// resize (before h68 it committed that step: the writer found the node as full as before and
-// asked again - 290 of the 5,491 resizes of `bench-remote --keys 100000 --latency-ops 5000`).
-// Three ways (h68): when the keys' symbols (or the run's entries) allow it and the prefix node
-// has room, the keys are divided into three parts, the largest as small as possible - a resize
-// makes room for about 2 x capacity more items, not 1 x (the load of 10^5 random keys asked for
-// 3.07% resizes instead of 4.30%, doc/remote.md "Resizes that make room").
+// Room (h68): the split ends only with the keys in two new nodes or more - each then has a free
+// slot, so one resize serves one full node. The step that would leave every key in one node (a
+// new entry around their one symbol) gives the rest of the range its nodes, leaves that symbol's
+// entry naming `node` and goes on (addHeight under it) in the same resize. Before h68 it was
+// committed as it was, and the writer found the node as full as before and asked again (290 of
+// the 5,491 resizes of `bench-remote --keys 100000 --latency-ops 5000`, 7 for one Put in
+// Canrt.OneResizeMakesRoomInAFullNode).
+// Three ways (h68): when the keys have three distinct symbols or more and the prefix node has
+// room for two more boundaries, three parts, the largest as small as the symbols allow: a resize
+// makes room for about two nodes' worth of items, not one (the load of 10^5 random keys: 2.84% of
+// inserts resize instead of 4.30%; doc/remote.md, "Resizes that make room").
 Status Service::SplitInShadow(uint32_t node, char* shadow, Changes* ch) {
   const uint32_t m = hdr_->fanout, cap = hdr_->capacity;
   ShadowArea A{shadow, m, &ch->ranges};
@@ -808,28 +809,14 @@ Status Service::SplitInShadow(uint32_t node, char* shadow, Changes* ch) {
       }
       return best;
     };
-    if (p1 > p0) {  // addWidth: divide the run
+    if (p1 > p0) {  // addWidth: divide the run (two ways, as before h68: no split of this code
+      // leaves a run - each step gives every entry a node of its own - so none is tested here)
       std::vector<uint32_t> cuts;
       for (uint32_t r = p0 + 1; r <= p1; ++r) cuts.push_back(v.chr(x, r));
-      const auto [a, b] = divide(cuts, have(3));
-      const uint32_t r1 = p0 + 1 + static_cast<uint32_t>(a);
-      const uint32_t r2 = b == SIZE_MAX ? UINT32_MAX : p0 + 1 + static_cast<uint32_t>(b);
-      const size_t c1 = below(v.chr(x, r1));
-      if (c1 == 0 || c1 == keys.size()) {
-        // Every key in the entries on one side of every cut: no division of this run makes
-        // room. The entries holding no key get a node of their own (one per side); the keys'
-        // entry keeps naming `node`, and the split goes on inside it.
-        uint32_t k = p0;  // the entry the keys' symbols fall in
-        while (k < p1 && v.chr(x, k + 1) <= syms.front()) ++k;
-        if (!have(2)) return no_ids;
-        const uint32_t left = k > p0 ? take() : 0, right = k < p1 ? take() : 0;
-        for (uint32_t r = p0; r <= p1; ++r) A.SetEntry(x, r, r < k ? left : r > k ? right : self);
-        A.SetHeader(h);
-        continue;
-      }
+      const uint32_t r1 = p0 + 1 + static_cast<uint32_t>(divide(cuts, false).first);
       if (!have(2)) return no_ids;
-      const uint32_t e0 = take(), e1 = take(), e2 = r2 == UINT32_MAX ? e1 : take();
-      for (uint32_t r = p0; r <= p1; ++r) A.SetEntry(x, r, r < r1 ? e0 : r < r2 ? e1 : e2);
+      const uint32_t e0 = take(), e1 = take();
+      for (uint32_t r = p0; r <= p1; ++r) A.SetEntry(x, r, r < r1 ? e0 : e1);
       A.SetHeader(h);
       return Status::OK();
     }
