@@ -757,8 +757,9 @@ Status Service::SplitInShadow(uint32_t node, char* shadow, Changes* ch) {
     if (bits >> s & 1) keys.emplace_back(KeyOf(Item(node, s)));
   if (keys.size() < 2) return Status::InvalidArgument("node has fewer than two keys");
   const uint32_t self = node | kLeaf;
-  const Status no_ids =
-      Status::PoolFull("CANRT: all " + std::to_string(hdr_->max_nodes) + " data nodes are in use (Options::max_nodes)");
+  auto no_ids = [&] {
+    return Status::PoolFull("CANRT: all " + std::to_string(hdr_->max_nodes) + " data nodes are in use (Options::max_nodes)");
+  };
   ch->used = 0;
   for (;;) {
     AreaHeader h = A.h();
@@ -814,7 +815,7 @@ Status Service::SplitInShadow(uint32_t node, char* shadow, Changes* ch) {
       std::vector<uint32_t> cuts;
       for (uint32_t r = p0 + 1; r <= p1; ++r) cuts.push_back(v.chr(x, r));
       const uint32_t r1 = p0 + 1 + static_cast<uint32_t>(divide(cuts, false).first);
-      if (!have(2)) return no_ids;
+      if (!have(2)) return no_ids();
       const uint32_t e0 = take(), e1 = take();
       for (uint32_t r = p0; r <= p1; ++r) A.SetEntry(x, r, r < r1 ? e0 : e1);
       A.SetHeader(h);
@@ -837,7 +838,7 @@ Status Service::SplitInShadow(uint32_t node, char* shadow, Changes* ch) {
     if (n < m && distinct.size() >= 2) {  // addWidth: boundaries between the keys' symbols
       const std::vector<uint32_t> cuts(distinct.begin() + 1, distinct.end());
       const auto [a, b] = divide(cuts, n + 2 <= m && have(3));
-      if (!have(2)) return no_ids;
+      if (!have(2)) return no_ids();
       uint32_t nn = n;
       const uint32_t e0 = take(), e1 = take();
       insert(p0, static_cast<uint16_t>(cuts[a]), e0, e1, nn);
@@ -850,7 +851,7 @@ Status Service::SplitInShadow(uint32_t node, char* shadow, Changes* ch) {
       // addWidth: the keys share one symbol of a wider range: that symbol gets its own entry,
       // which keeps naming `node` (the rest of the range gets nodes of its own), and the split
       // goes on there (addHeight at the next position).
-      if (!have(2)) return no_ids;
+      if (!have(2)) return no_ids();
       uint32_t nn = n, p = p0;
       if (s > elo) {
         insert(p, s, take(), self, nn);
