@@ -157,9 +157,9 @@ void PersistRanges(const char* base, const std::vector<std::pair<uint64_t, uint6
 }  // namespace
 
 // The most data-node ids one split may give (SplitInShadow): three for the final division, and
-// two for each step that isolates the keys' one symbol or divides a run none of whose entries but
-// one holds a key - bounded by twice the positions of a key. More: the split is refused (PoolFull).
-constexpr size_t kSplitIds = 3 + 2 * 2 * (kMaxKey + 1);
+// two for each step that isolates the keys' one symbol (at most one per key position). A split
+// that needs more than the free list and max_nodes give is refused (PoolFull).
+constexpr size_t kSplitIds = 3 + 2 * (kMaxKey + 1);
 
 struct Service::Changes {
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
