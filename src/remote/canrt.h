@@ -76,9 +76,11 @@
 // Resize (section 3.5, tick-tock): on a RESIZE request for a full node d (locked by the
 // requester, so no write to d proceeds; reads of d go on), the server copies the valid prefix
 // area into the shadow (only the ranges the previous resize changed, after the first), splits
-// d's key range there (addWidth: another boundary symbol in d's last-level node or a split of a
-// run of entries naming d; addHeight: one more level when d's node is full or d's keys share
-// the symbol), migrates d's items into two or three new data nodes (reused retired ones first),
+// d's key range there (addWidth: one or two more boundary symbols in d's last-level node - three
+// new nodes where d's keys have three symbols or more there, h68 - or a split of a run of entries
+// naming d; addHeight: one more level when d's node is full or d's keys share the symbol, the split
+// going on until d's keys are in two new nodes or more: one resize per full node, h68), migrates
+// d's items into the new data nodes (reused retired ones first),
 // writes the resize log entry of gen+1, retires d (RETIRED bit, before the commit: a reader of d that sees it and still finds the old generation
 // knows d's contents are current) and commits with one store of `state`. Persist order:
 // resize_node; shadow prefix nodes; state(gen,1,0) = pxflag marked, dtflag not; new data nodes;

@@ -156,10 +156,15 @@ void PersistRanges(const char* base, const std::vector<std::pair<uint64_t, uint6
 
 }  // namespace
 
+// The most data-node ids one split may give (SplitInShadow): three for the final division, and
+// two for each step that isolates the keys' one symbol (at most one per key position). A split
+// that needs more than the free list and max_nodes give is refused (PoolFull).
+constexpr size_t kSplitIds = 3 + 2 * (kMaxKey + 1);
+
 struct Service::Changes {
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
   bool add_height = false;
-  std::vector<uint32_t> ids;  // ids the split may give its new data nodes, in this order (3)
+  std::vector<uint32_t> ids;  // ids the split may give its new data nodes, in this order (kSplitIds)
   size_t used = 0;            // how many of them it gave
 };
 
@@ -728,10 +733,21 @@ void Service::Drain() {
 }
 
 // Splits data node `node`'s key range in the shadow area (section 3.5). addWidth: the run of
-// entries naming the node is divided, or a boundary symbol is added between its keys' symbols
+// entries naming the node is divided, or boundary symbols are added between its keys' symbols
 // (or around their one symbol); addHeight: the entry gets a child prefix node (same position
 // when the entry covers several symbols, the next one when it covers one) and the split goes on
-// there. Every entry that named the node names a new data node (ids from ndata on).
+// there. Every entry that named the node names a new data node (ch->ids, in order).
+// Room (h68): the split ends only with the keys in two new nodes or more - each then has a free
+// slot, so one resize serves one full node. The step that would leave every key in one node (a
+// new entry around their one symbol) gives the rest of the range its nodes, leaves that symbol's
+// entry naming `node` and goes on (addHeight under it) in the same resize. Before h68 it was
+// committed as it was, and the writer found the node as full as before and asked again (290 of
+// the 5,491 resizes of `bench-remote --keys 100000 --latency-ops 5000`, 7 for one Put in
+// Canrt.OneResizeMakesRoomInAFullNode).
+// Three ways (h68): when the keys have three distinct symbols or more and the prefix node has
+// room for two more boundaries, three parts, the largest as small as the symbols allow: a resize
+// makes room for about two nodes' worth of items, not one (the load of 10^5 random keys: 2.84% of
+// inserts resize instead of 4.30%; doc/remote.md, "Resizes that make room").
 Status Service::SplitInShadow(uint32_t node, char* shadow, Changes* ch) {
   const uint32_t m = hdr_->fanout, cap = hdr_->capacity;
   ShadowArea A{shadow, m, &ch->ranges};
@@ -740,7 +756,11 @@ Status Service::SplitInShadow(uint32_t node, char* shadow, Changes* ch) {
   for (uint32_t s = 0; s < cap; ++s)
     if (bits >> s & 1) keys.emplace_back(KeyOf(Item(node, s)));
   if (keys.size() < 2) return Status::InvalidArgument("node has fewer than two keys");
-  auto imbalance = [&](size_t b) { return b > keys.size() - b ? 2 * b - keys.size() : keys.size() - 2 * b; };
+  const uint32_t self = node | kLeaf;
+  auto no_ids = [&] {
+    return Status::PoolFull("CANRT: all " + std::to_string(hdr_->max_nodes) + " data nodes are in use (Options::max_nodes)");
+  };
+  ch->used = 0;
   for (;;) {
     AreaHeader h = A.h();
     PrefixView v(shadow);
@@ -749,30 +769,55 @@ Status Service::SplitInShadow(uint32_t node, char* shadow, Changes* ch) {
     const uint64_t x = at.node;
     const uint32_t n = v.nchars(x), q = at.pos;
     uint32_t p0 = v.Position(x, Symbol(keys[0], q)), p1 = p0;
-    while (p0 > 0 && v.entry(x, p0 - 1) == (node | kLeaf)) --p0;
-    while (p1 + 1 < n && v.entry(x, p1 + 1) == (node | kLeaf)) ++p1;
+    while (p0 > 0 && v.entry(x, p0 - 1) == self) --p0;
+    while (p1 + 1 < n && v.entry(x, p1 + 1) == self) ++p1;
     std::vector<uint16_t> syms;
     for (auto& k : keys) syms.push_back(Symbol(k, q));
     std::sort(syms.begin(), syms.end());
-    auto below = [&](uint16_t c) { return static_cast<size_t>(std::lower_bound(syms.begin(), syms.end(), c) - syms.begin()); };
+    auto below = [&](uint32_t c) { return static_cast<size_t>(std::lower_bound(syms.begin(), syms.end(), c) - syms.begin()); };
     std::vector<uint16_t> distinct = syms;
     distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
-    if (ch->ids.size() < 3)
-      return Status::PoolFull("CANRT: all " + std::to_string(hdr_->max_nodes) + " data nodes are in use (Options::max_nodes)");
-    // The new data nodes: ids[0..used), reused retired nodes first (Resize picks them), then
+    // The new data nodes: ch->ids[used..), reused retired nodes first (Resize picks them), then
     // fresh ones from ndata on; ndata counts the fresh ones.
-    auto id = [&](uint32_t i) { return ch->ids[i] | kLeaf; };
-    auto use = [&](size_t n) {
-      ch->used = n;
-      for (size_t i = 0; i < n; ++i) h.ndata = std::max<uint64_t>(h.ndata, uint64_t(ch->ids[i]) + 1);
+    auto have = [&](size_t k) { return ch->used + k <= ch->ids.size(); };
+    auto take = [&] {
+      const uint32_t d = ch->ids[ch->used++];
+      h.ndata = std::max<uint64_t>(h.ndata, uint64_t(d) + 1);
+      return d | kLeaf;
     };
-    if (p1 > p0) {  // addWidth: divide the run
-      uint32_t best = p0 + 1;
+    // The best division of the keys at cut symbols cuts[] (increasing): one cut (two parts, the
+    // most even) or, when `three` and there are two cuts or more, two cuts (three parts, the
+    // largest the smallest). Parts may be empty only where the cuts allow nothing else.
+    auto divide = [&](const std::vector<uint32_t>& cuts, bool three) {
+      std::pair<size_t, size_t> best{0, SIZE_MAX};  // cut indices; SIZE_MAX: one cut
       size_t best_d = SIZE_MAX;
-      for (uint32_t r = p0 + 1; r <= p1; ++r)
-        if (imbalance(below(v.chr(x, r))) < best_d) best_d = imbalance(below(v.chr(x, r))), best = r;
-      for (uint32_t r = p0; r <= p1; ++r) A.SetEntry(x, r, r < best ? id(0) : id(1));
-      use(2);
+      for (size_t a = 0; a < cuts.size(); ++a) {
+        const size_t ca = below(cuts[a]);
+        const size_t d = std::max(ca, keys.size() - ca) * 2 + (ca == 0 || ca == keys.size());
+        if (d < best_d) best_d = d, best = {a, SIZE_MAX};
+      }
+      if (three && cuts.size() >= 2) {
+        size_t best3 = SIZE_MAX;
+        std::pair<size_t, size_t> b3{0, 1};
+        for (size_t a = 0; a < cuts.size(); ++a)
+          for (size_t b = a + 1; b < cuts.size(); ++b) {
+            const size_t ca = below(cuts[a]), cb = below(cuts[b]);
+            if (ca == 0 || cb == ca || cb == keys.size()) continue;  // every part non-empty
+            const size_t d = std::max({ca, cb - ca, keys.size() - cb});
+            if (d < best3) best3 = d, b3 = {a, b};
+          }
+        if (best3 != SIZE_MAX) best = b3;
+      }
+      return best;
+    };
+    if (p1 > p0) {  // addWidth: divide the run (two ways, as before h68: no split of this code
+      // leaves a run - each step gives every entry a node of its own - so none is tested here)
+      std::vector<uint32_t> cuts;
+      for (uint32_t r = p0 + 1; r <= p1; ++r) cuts.push_back(v.chr(x, r));
+      const uint32_t r1 = p0 + 1 + static_cast<uint32_t>(divide(cuts, false).first);
+      if (!have(2)) return no_ids();
+      const uint32_t e0 = take(), e1 = take();
+      for (uint32_t r = p0; r <= p1; ++r) A.SetEntry(x, r, r < r1 ? e0 : e1);
       A.SetHeader(h);
       return Status::OK();
     }
@@ -790,35 +835,31 @@ Status Service::SplitInShadow(uint32_t node, char* shadow, Changes* ch) {
       A.SetEntry(x, at_p + 1, right);
       A.SetN(x, static_cast<uint16_t>(++nn));
     };
-    if (n < m && distinct.size() >= 2) {  // addWidth: a boundary between the keys' symbols
-      uint16_t best = distinct[1];
-      size_t best_d = SIZE_MAX;
-      for (size_t i = 1; i < distinct.size(); ++i)
-        if (imbalance(below(distinct[i])) < best_d) best_d = imbalance(below(distinct[i])), best = distinct[i];
+    if (n < m && distinct.size() >= 2) {  // addWidth: boundaries between the keys' symbols
+      const std::vector<uint32_t> cuts(distinct.begin() + 1, distinct.end());
+      const auto [a, b] = divide(cuts, n + 2 <= m && have(3));
+      if (!have(2)) return no_ids();
       uint32_t nn = n;
-      insert(p0, best, id(0), id(1), nn);
-      use(2);
+      const uint32_t e0 = take(), e1 = take();
+      insert(p0, static_cast<uint16_t>(cuts[a]), e0, e1, nn);
+      if (b != SIZE_MAX) insert(p0 + 1, static_cast<uint16_t>(cuts[b]), e1, take(), nn);
       A.SetHeader(h);
       return Status::OK();
     }
     const uint16_t s = distinct[0];
     if (distinct.size() == 1 && ehi - elo > 1 && n + 2 <= m) {
-      // addWidth: the keys share one symbol of a wider range: that symbol gets its own entry.
-      uint32_t nn = n, p = p0, next = 0;
+      // addWidth: the keys share one symbol of a wider range: that symbol gets its own entry,
+      // which keeps naming `node` (the rest of the range gets nodes of its own), and the split
+      // goes on there (addHeight at the next position).
+      if (!have(2)) return no_ids();
+      uint32_t nn = n, p = p0;
       if (s > elo) {
-        insert(p, s, id(next), id(next + 1), nn);
-        ++next;
+        insert(p, s, take(), self, nn);
         ++p;
-      } else {
-        A.SetEntry(x, p, id(next));
       }
-      if (s + 1u < ehi) {
-        insert(p, static_cast<uint16_t>(s + 1), id(next), id(next + 1), nn);
-        ++next;
-      }
-      use(next + 1);
+      if (s + 1u < ehi) insert(p, static_cast<uint16_t>(s + 1), self, take(), nn);
       A.SetHeader(h);
-      return Status::OK();
+      continue;
     }
     // addHeight: a child prefix node under the entry; the split goes on there.
     if (h.nprefix + 1 > hdr_->max_prefix)
@@ -827,7 +868,7 @@ Status Service::SplitInShadow(uint32_t node, char* shadow, Changes* ch) {
     const uint32_t child_pos = ehi - elo > 1 ? q : q + 1;
     if (child_pos > kMaxKey) return Status::Corruption("CANRT resize: keys identical to their last byte");
     const uint64_t c = h.nprefix;
-    A.NewNode(c, child_pos, node | kLeaf);
+    A.NewNode(c, child_pos, self);
     A.SetEntry(x, p0, static_cast<uint32_t>(c));
     h.nprefix += 1;
     h.height = std::max(h.height, at.depth + 1);
@@ -945,9 +986,9 @@ void Service::Resize(uint32_t node) {
   // or before the oldest generation a connected client announces), then fresh ones.
   const uint64_t oldest = OldestClientGeneration();
   for (auto& [d, since] : free_)
-    if (since <= oldest && ch.ids.size() < 3) ch.ids.push_back(d);
+    if (since <= oldest && ch.ids.size() < kSplitIds) ch.ids.push_back(d);
   const size_t reusable = ch.ids.size();
-  for (uint64_t d = vh.ndata; ch.ids.size() < 3 && d < hdr_->max_nodes; ++d) ch.ids.push_back(static_cast<uint32_t>(d));
+  for (uint64_t d = vh.ndata; ch.ids.size() < kSplitIds && d < hdr_->max_nodes; ++d) ch.ids.push_back(static_cast<uint32_t>(d));
   Status st = SplitInShadow(node, shadow, &ch);
   // The shadow equalled the valid tree before the split: whatever happens now (committed - the
   // shadow becomes valid and the old valid the shadow - or refused), the two areas differ in the

@@ -1034,6 +1034,81 @@ TEST(Canrt, ResizeRequestBesideAnUnappliedItemLosesNothing) {
   EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
 }
 
+// One resize per full node (h68): keys that share their first bytes fill the root data node;
+// the split must go down to the byte where they differ in ONE resize. Before, each shared byte
+// cost the writer two resizes (one isolating the byte's symbol - all the keys in one new node,
+// as full as before - and one adding a level under it): the 5th key asked 7 times.
+// Then 400 puts of keys sharing prefixes of 0-7 bytes (bytes >= 0x80 among them): no Put asks
+// for more than one resize, and every key is there.
+TEST(Canrt, OneResizeMakesRoomInAFullNode) {
+  TempPath path("canrt");
+  auto pool = NewPool(path);
+  std::unique_ptr<Service> svc;
+  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());  // capacity 4, fan-out 4
+  auto kv = InlineClient(svc.get());
+  const std::string prefix("\x80\xff\x00\x81\x7f\xfe", 6);
+  Model model;
+  for (char last : {'\x90', '\x10', '\xf0', '\x00'}) {
+    const std::string k = prefix + last;
+    ASSERT_TRUE(kv->Put(k, "v").ok());
+    model[k] = "v";
+  }
+  ASSERT_EQ(GetClientStats(*kv).resize_requests, 0u);
+  ASSERT_TRUE(kv->Put(prefix + '\x50', "w").ok());  // node full: one resize
+  model[prefix + '\x50'] = "w";
+  EXPECT_EQ(GetClientStats(*kv).resize_requests, 1u);
+  EXPECT_EQ(svc->Stats().resizes, 1u);
+  std::mt19937_64 r(68);
+  for (int i = 0; i < 400; ++i) {
+    std::string k(1 + r() % 8, '\0');
+    const size_t shared = r() % 8;
+    for (size_t j = 0; j < k.size(); ++j) k[j] = j < shared && j < prefix.size() ? prefix[j] : static_cast<char>(r());
+    const uint64_t before = GetClientStats(*kv).resize_requests;
+    const std::string v = Value(r());
+    ASSERT_TRUE(kv->Put(k, v).ok()) << i;
+    model[k] = v;
+    ASSERT_LE(GetClientStats(*kv).resize_requests - before, 1u) << "put " << i << " asked for several resizes";
+  }
+  EXPECT_EQ(ScanAll(*kv), model);
+  for (auto& [k, v] : model) {
+    std::string got;
+    ASSERT_TRUE(kv->Get(k, &got).ok());
+    EXPECT_EQ(got, v);
+  }
+  std::string rep;
+  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
+}
+
+// Three-way splits (h68): a full node whose keys have three distinct symbols or more at its
+// position splits into three new nodes, the largest part as small as the symbols allow - room for
+// about two nodes' worth of items per resize instead of one. Capacity 6, six keys with distinct
+// first bytes (three >= 0x80): the 7th asks for one resize, which makes 3 nodes (before: 2), and
+// then 6 more keys spread over the three ranges go in with no resize (before: at least one).
+TEST(Canrt, FullNodeSplitsThreeWays) {
+  TempPath path("canrt");
+  auto pool = NewPool(path);
+  std::unique_ptr<Service> svc;
+  Options o = SmallOptions();
+  o.capacity = 6;
+  ASSERT_TRUE(Service::Open(*pool, "canrt", o, &svc).ok());
+  auto kv = InlineClient(svc.get());
+  Model model;
+  for (const char* k : {"\x10", "\x30", "\x60", "\x90", "\xc0", "\xf0", "\xf8"}) {
+    ASSERT_TRUE(kv->Put(k, k).ok());
+    model[k] = k;
+  }
+  EXPECT_EQ(svc->Stats().resizes, 1u);
+  EXPECT_EQ(svc->Stats().ndata, 4u) << "the split made " << svc->Stats().ndata - 1 << " nodes, not three";
+  for (const char* k : {"\x11", "\x31", "\x61", "\x91", "\xc1", "\xf1"}) {
+    ASSERT_TRUE(kv->Put(k, k).ok());
+    model[k] = k;
+  }
+  EXPECT_EQ(svc->Stats().resizes, 1u) << "six more keys over the three ranges needed another resize";
+  EXPECT_EQ(ScanAll(*kv), model);
+  std::string rep;
+  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
+}
+
 // Real server threads (local backend): a writer puts increasing values into a few keys and
 // publishes each once its Put returned; readers must never see a value older than one
 // acknowledged before their Get or Scan began (a node Read racing with the server's apply -
