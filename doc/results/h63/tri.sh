@@ -1,27 +1,5 @@
 #!/bin/bash
 # tri.sh KIND PEERDRIVER ROUNDS OUT: base wort, new wort and the peer's driver on one keys file, rotated per round
-K=$1; D=$2; R=$3; OUT=$4
-mkdir -p $OUT; : > $OUT/runs.jsonl
-/tmp/h63-base-wort bench --index $K --dist sparse --keys 1M --seed 1 --ops insert --flush clflush --keys-out $OUT/keys.bin --pool /dev/shm/h63-tri-$K.pool > /dev/null; rm -f /dev/shm/h63-tri-$K.pool
-for r in $(seq 1 $R); do
-  echo "round $r $(uptime)" >> $OUT/load.txt
-  if [ $((r % 3)) = 1 ]; then order="base new peer"; elif [ $((r % 3)) = 2 ]; then order="new peer base"; else order="peer base new"; fi
-  for who in $order; do
-    case $who in
-      base|new) [ $who = base ] && B=/tmp/h63-base-wort || B=$NEWBIN
-        $B bench --index $K --dist sparse --keys 1M --seed 1 --ops insert,search --flush clflush --pool /dev/shm/h63-tri-$K.pool --json $OUT/tmp.jsonl > /dev/null; rm -f /dev/shm/h63-tri-$K.pool
-        python3 -c "
-import json,sys
-for l in open('$OUT/tmp.jsonl'):
-    d=json.loads(l)
-    if d.get('op') in ('insert','search'): print(json.dumps({'round':$r,'who':'$who','op':d['op'],'cpu_ns':d['cpu_ns_per_op']}))
-" >> $OUT/runs.jsonl; rm -f $OUT/tmp.jsonl ;;
-      peer) $D $OUT/keys.bin | python3 -c "
-import json,sys
-d=json.loads(sys.stdin.read())
-print(json.dumps({'round':$r,'who':'peer','op':'insert','cpu_ns':d['insert_cpu_ns']}))
-print(json.dumps({'round':$r,'who':'peer','op':'search','cpu_ns':d['lookup_cpu_ns']}))" >> $OUT/runs.jsonl ;;
-    esac
-  done
-done
-rm -f $OUT/keys.bin
+# (h63's base binary /tmp/h63-base-wort; NEWBIN the new one). The script itself is now
+# doc/results/h67/tri.sh, which h67 generalized (BASEBIN, KEYS); this runs it as h63 did.
+BASEBIN=${BASEBIN:-/tmp/h63-base-wort} exec bash "$(dirname "$0")/../h67/tri.sh" "$@"
