@@ -58,5 +58,5 @@ run test_transport --gtest_filter='*/local:TransportErrors.*'
 # resize). The server-side copies of words that clients touch concurrently are relaxed atomics
 # (remote/transport.h CopyFromRegion / CopyToRegion), so these run with no suppression.
 run test_reply_kv --gtest_filter='*/local_*:ReplyKvLimits.*'
-run test_canrt --gtest_filter='CanrtLease.*:Canrt.DifferentialAgainstMapFullByteRange:Canrt.RecoveryReappliesItemsOfLockedNodes:Canrt.ReadersDuringResize:Canrt.ReadersNeverSeeOlderThanAcknowledged:Canrt.AcknowledgedWriteIsVisibleBeforeTheServerApplies:Canrt.SequentialWritersShareNodesWithoutWaiting:Canrt.LockWordCarriesThePendingSetThroughApplies:*ConcurrentClients/local'
+run test_canrt --gtest_filter='CanrtLease.*:Canrt.DifferentialAgainstMapFullByteRange:Canrt.RecoveryReappliesItemsOfLockedNodes:Canrt.ReadersDuringResize:Canrt.ReadersNeverSeeOlderThanAcknowledged:Canrt.AcknowledgedWriteIsVisibleBeforeTheServerApplies:Canrt.SequentialWritersShareNodesWithoutWaiting:Canrt.LockWordCarriesThePendingSetThroughApplies:Canrt.OneClientWritesOneNodeWhileTheApplyRuns:Canrt.SweepAppliesABatchWhosePostNeverCame:*ConcurrentClients/local'
 echo "tsan: clean"

@@ -556,7 +556,15 @@ class Client final : public remote::RemoteKV {
         // Unlock, wake the server, retry.
         ++stats_.apply_waits;
         WORT_RETURN_IF_ERROR(Unlock(lock_off));
-        if (apply_waits_in_a_row_++ % 16 == 0) {
+        // A sleeping server is woken at once (every 16th wait again); at the 9th wait in a row
+        // (and every 16th after) the server is told whatever `wake` says (h64): it names this node,
+        // whose pending set the server then applies - also a batch whose post never came (its
+        // writer died between its release and its post, canrt_layout.h step 6), which the apply
+        // thread's polling of the post segments would never find. No write waits for ever.
+        const uint32_t n = apply_waits_in_a_row_++;
+        if (n % 16 == 8) {
+          Kick(d, kWaitSlot);
+        } else if (n % 16 == 0) {
           uint64_t w = 0;
           if (c_->Read(kWakeOff, &w, 8).ok() && (w & kAsleep)) Kick(d, kWaitSlot);
         }
@@ -619,7 +627,17 @@ class Client final : public remote::RemoteKV {
       if (LockOf(was) == 0) {
         // The lock field was reset under us (a restarted server's recovery zeroes the lock word):
         // our -1 wrapped it; give it back. The item is durable and posted below either way.
-        WORT_RETURN_IF_ERROR(c_->FetchAdd64(lock_off, kLockOne, &was));
+        uint64_t again = 0;  // (not `was`: the pending set the release found decides the post)
+        WORT_RETURN_IF_ERROR(c_->FetchAdd64(lock_off, kLockOne, &again));
+      }
+      // Step 6, one post per node (h64): only the release that found the node's pending set empty
+      // posts; one that found items pending joins their batch - the apply of the batch's post
+      // re-reads the lock word until it finds the set empty, so it applies this item too
+      // (canrt_layout.h). A put then costs no post (a compare-swap into a line the apply thread
+      // polls and clears, and a Read of `wake`) while its node's batch is open: sequential keys.
+      if ((was & full) != 0) {
+        ++stats_.posts_skipped;
+        return Status::OK();
       }
       Post(d, slot);
       return Status::OK();
