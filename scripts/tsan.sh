@@ -52,7 +52,7 @@ run test_cceh --gtest_filter='*TwoThreads*:*ReaderBesideSplittingWriter*:*Stress
 # remote (issue 18): the transport, the request/reply baselines and CANRT on the local backend
 # (the ucx backend is not built under TSan, see WORT_UCX in CMakeLists.txt): client threads'
 # atomics and Reads beside the server's notify, write, resize and polling threads.
-run test_transport --gtest_filter='*/local:TransportErrors.*'
+run test_transport --gtest_filter='*/local:TransportErrors.*:TransportLocal.*'
 # The request/reply baselines (the server's polling thread beside client threads) and CANRT's
 # concurrent tests (client threads beside the notify, write and resize threads; readers during a
 # resize). The server-side copies of words that clients touch concurrently are relaxed atomics

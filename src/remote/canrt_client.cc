@@ -556,15 +556,19 @@ class Client final : public remote::RemoteKV {
         // Unlock, wake the server, retry.
         ++stats_.apply_waits;
         WORT_RETURN_IF_ERROR(Unlock(lock_off));
-        // A sleeping server is woken at once (every 16th wait again); at the 9th wait in a row
-        // (and every 16th after) the server is told whatever `wake` says (h64): it names this node,
-        // whose pending set the server then applies - also a batch whose post never came (its
-        // writer died between its release and its post, canrt_layout.h step 6), which the apply
-        // thread's polling of the post segments would never find. No write waits for ever.
+        // A sleeping server is woken at once; at the 9th wait in a row the server is told
+        // whatever `wake` says (h64): it names this node, whose pending set the server then
+        // applies - also a batch whose post never came (its writer died between its release and
+        // its post, canrt_layout.h step 6), which the apply thread's polling of the post segments
+        // would never find. Both are repeated at waits 16, 32, 64, ... later (h66: before, every
+        // 16th wait; a writer waiting for a stopped server sent hundreds, filled the local
+        // socket's queue, and its blocking send never returned - the kill-test hang): a few
+        // dozen notifications in the longest wait (up to the client's deadline). No write waits
+        // for ever: the deadline above ends the loop.
         const uint32_t n = apply_waits_in_a_row_++;
-        if (n % 16 == 8) {
+        if (KickDue(n, 8)) {
           Kick(d, kWaitSlot);
-        } else if (n % 16 == 0) {
+        } else if (KickDue(n, 0)) {
           uint64_t w = 0;
           if (c_->Read(kWakeOff, &w, 8).ok() && (w & kAsleep)) Kick(d, kWaitSlot);
         }
@@ -644,6 +648,13 @@ class Client final : public remote::RemoteKV {
     }
   }
 
+  // Whether wait n of a run of waits (0, 1, ...) repeats the notification first sent at wait
+  // `first`: at first, then 16, 32, 64, ... waits after it (h66).
+  static bool KickDue(uint32_t n, uint32_t first) {
+    if (n < first) return false;
+    const uint32_t d = n - first;
+    return d == 0 || (d >= 16 && (d & (d - 1)) == 0);
+  }
   static bool KeyIs(const unsigned char* it, std::string_view key) {
     return it[kItemKeyLen] == key.size() && std::memcmp(it + kItemKey, key.data(), key.size()) == 0;
   }

@@ -81,7 +81,7 @@
 //        durable and visible (readers count pending items); what must not happen is a writer
 //        waiting for their apply for ever. So: (a) a writer that waits for an apply in its node
 //        (its key pending, or the node full of items whose apply frees a slot: step 3) notifies
-//        the server at its 9th wait in a row (and every 16th after) whatever `wake` says,
+//        the server at its 9th wait in a row (and 16, 32, 64, ... waits after: h66) whatever `wake` says,
 //        naming the node (kWaitSlot), and the server applies that node's pending set - the writer
 //        waits for a server round trip, not for ever; (b) the apply thread's lease tick (every
 //        lease/4, or 1 s without leases) sweeps the lock words of every data node in use and

@@ -9,6 +9,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -34,6 +35,9 @@ using test::TempPath;
 // per process): the kill test's cut writes wait that long, so every test of this binary uses
 // 1.5 s unless the environment says otherwise.
 [[maybe_unused]] const bool kTimeoutSet = ::setenv("WORT_CANRT_TIMEOUT_MS", "1500", 0) == 0;
+// The local transport's wait for a server's notify thread (a stopped server's full socket queue,
+// its client id at connect): the same 1.5 s (h66; WORT_LOCAL_TIMEOUT_MS, read at each wait).
+[[maybe_unused]] const bool kLocalTimeoutSet = ::setenv("WORT_LOCAL_TIMEOUT_MS", "1500", 0) == 0;
 
 // A Connection over the service's region in this process: CPU loads, stores and atomics, and
 // Notify calls the service's handler on the caller's thread (deterministic: the crash explorer
@@ -2360,6 +2364,48 @@ TEST(Canrt, WriterOfAnOrphanedBatchIsNotLeftWaiting) {
   EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
   a.reset();
   b.reset();
+  svc.reset();
+}
+
+// h66, the kill-test hang: a writer that waits for an apply that does not come (the server is
+// stopped) until its deadline must not flood the server with notifications. It repeated its
+// "waiting" notification every 16th wait (and a wake-up every 16th when `wake` said asleep):
+// hundreds in the client's 1.5 s, more than the local socket's queue holds (about 278), so the
+// writer's blocking send to the SIGSTOPped server never returned. Now the repeats are at waits
+// 16, 32, 64, ... after the first: about 2 log2(waits / 16) in all. Here the apply is stalled
+// (the waiting notifications are dropped, the post deferred): the put waits until the deadline,
+// fails with IOError, and sent at most that many. On the code before, it sent apply_waits / 16 or
+// more (160-340 at the usual 2,500-3,000 waits).
+TEST(Canrt, WriterWaitingForAStoppedServerNotifiesItRarely) {
+  TempPath path("canrt");
+  auto pool = NewPool(path);
+  std::unique_ptr<Service> svc;
+  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
+  InlineConn* wc = nullptr;
+  auto w = InlineClient(svc.get(), 1, &wc);
+  wc->StallApply(true);
+  const std::string k = "\xf1\x80";
+  ASSERT_TRUE(w->Put(k, "1").ok());  // durable, pending: its post deferred, never applied
+  const ClientStats before = GetClientStats(*w);
+  const Status s = w->Put(k, "2");  // waits for the apply of k's item until the deadline
+  const ClientStats after = GetClientStats(*w);
+  EXPECT_EQ(s.code(), Code::kIOError) << s.ToString();
+  const uint64_t waits = after.apply_waits - before.apply_waits;
+  const uint64_t kicks = after.kicks - before.kicks;
+  EXPECT_GE(waits, 200u) << "the writer did not wait until its deadline";
+  EXPECT_LE(kicks, 2u + 2u * std::bit_width(waits / 16)) << waits << " waits";
+  EXPECT_GE(kicks, 1u) << "a waiting writer notifies the server";
+  // Applied, the key takes the write.
+  wc->StallApply(false);
+  wc->ApplyDeferred();
+  ASSERT_TRUE(w->Put(k, "3").ok());
+  wc->ApplyDeferred();
+  auto r = InlineClient(svc.get(), 2);
+  EXPECT_EQ(ScanAll(*r), (Model{{k, "3"}}));
+  std::string rep;
+  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
+  r.reset();
+  w.reset();
   svc.reset();
 }
 
