@@ -1208,7 +1208,13 @@ TEST(CanrtKill, AcknowledgedWritesSurviveSigkill) {
   int pending_either = 0;
   size_t acked_unapplied = 0, acked_total = 0;
   ServiceStats last_stats;
-  for (int round = 0; round < rounds; ++round) {
+  // A SIGSTOP round acknowledges writes after the stop until one needs the server (a rewrite of
+  // a pending key, a full node): a few to hundreds; now and then none (h66 saw 1 in a round
+  // under load, and one run of the h64 binary with none in its 3 SIGSTOP rounds). Then up to 6
+  // more rounds, so that the check below tests recovery, not the scheduler.
+  int extra = 0;
+  for (int round = 0; round < rounds || (acked_unapplied == 0 && extra < 6); ++round) {
+    if (round >= rounds) ++extra;
     const bool stop_first = round % 2 == 1;
     std::remove(info_path.c_str());
     const pid_t child = test::SpawnSelf({"WORT_CANRT_KILL_CHILD=" + path.str()});
@@ -1288,7 +1294,7 @@ TEST(CanrtKill, AcknowledgedWritesSurviveSigkill) {
   std::printf("canrt kill test: %d rounds, %zu writes acknowledged, %zu of them after the server was stopped or "
               "killed (durable, not applied: recovery applied them), 0 lost, %zu keys at the end, cut operation "
               "applied in %d rounds; at the end %llu data nodes, %llu of them free (retired nodes are reused)\n",
-              rounds, acked_total, acked_unapplied, model.size(), pending_either,
+              rounds + extra, acked_total, acked_unapplied, model.size(), pending_either,
               static_cast<unsigned long long>(last_stats.ndata), static_cast<unsigned long long>(last_stats.free_nodes));
 }
 
