@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <bit>
@@ -1167,6 +1168,11 @@ struct KillChildMain {
   KillChildMain() {
     const char* pool_path = std::getenv("WORT_CANRT_KILL_CHILD");
     if (pool_path == nullptr) return;
+    // A process group of its own (h66): when the test's group becomes orphaned (its shell exits)
+    // while this server is SIGSTOPped, the kernel sends the group SIGHUP and SIGCONT - under
+    // nohup (SIGHUP ignored) this server then ran on, and the test's writer, whose writes never
+    // failed, wrote for ever (seen once in h66's loops).
+    ::setpgid(0, 0);
     PoolOptions po;
     po.initial_size = 4 << 20;
     po.max_size = 256ull << 20;
@@ -1246,7 +1252,21 @@ TEST(CanrtKill, AcknowledgedWritesSurviveSigkill) {
     });
     std::string pk;
     std::optional<std::string> pv;  // the operation cut by the kill: put (value) or remove
+    std::chrono::steady_clock::time_point stopped_at{};
     for (;;) {
+      if (stopped.load()) {
+        // Every round ends: a stopped or killed server fails a write within a few (one that
+        // waits for it ends at the client's deadline, 1.5 s). Writes that still succeed 20 s
+        // later mean a server that runs: fail instead of writing for ever.
+        const auto now = std::chrono::steady_clock::now();
+        if (stopped_at == std::chrono::steady_clock::time_point{}) stopped_at = now;
+        if (now - stopped_at > std::chrono::seconds(20)) {
+          ADD_FAILURE() << "round " << round << ": writes still succeed 20 s after the server was "
+                        << (stop_first ? "stopped" : "killed");
+          pk = "\xff(none)";  // no operation cut (a key outside the universe: erased from neither)
+          break;
+        }
+      }
       const std::string k = keys[r() % keys.size()];
       const bool put = r() % 4 != 0;
       const std::string v = Value(r());
@@ -1264,7 +1284,7 @@ TEST(CanrtKill, AcknowledgedWritesSurviveSigkill) {
       break;  // the server is gone
     }
     killer.join();
-    if (stop_first) ::kill(child, SIGKILL);
+    ::kill(child, SIGKILL);  // (also a killed child: a zombie until WaitChild; a round cut by the bound above)
     test::WaitChild(child);
     kv.reset();
     // Restart (recovery) in this process and compare.
