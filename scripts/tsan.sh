@@ -52,11 +52,11 @@ run test_cceh --gtest_filter='*TwoThreads*:*ReaderBesideSplittingWriter*:*Stress
 # remote (issue 18): the transport, the request/reply baselines and CANRT on the local backend
 # (the ucx backend is not built under TSan, see WORT_UCX in CMakeLists.txt): client threads'
 # atomics and Reads beside the server's notify, write, resize and polling threads.
-run test_transport --gtest_filter='*/local:TransportErrors.*'
+run test_transport --gtest_filter='*/local:TransportErrors.*:TransportLocal.*'
 # The request/reply baselines (the server's polling thread beside client threads) and CANRT's
 # concurrent tests (client threads beside the notify, write and resize threads; readers during a
 # resize). The server-side copies of words that clients touch concurrently are relaxed atomics
 # (remote/transport.h CopyFromRegion / CopyToRegion), so these run with no suppression.
 run test_reply_kv --gtest_filter='*/local_*:ReplyKvLimits.*'
-run test_canrt --gtest_filter='CanrtLease.*:Canrt.DifferentialAgainstMapFullByteRange:Canrt.RecoveryReappliesItemsOfLockedNodes:Canrt.ReadersDuringResize:Canrt.ReadersNeverSeeOlderThanAcknowledged:Canrt.AcknowledgedWriteIsVisibleBeforeTheServerApplies:Canrt.SequentialWritersShareNodesWithoutWaiting:Canrt.LockWordCarriesThePendingSetThroughApplies:*ConcurrentClients/local'
+run test_canrt --gtest_filter='CanrtLease.*:Canrt.DifferentialAgainstMapFullByteRange:Canrt.RecoveryReappliesItemsOfLockedNodes:Canrt.ReadersDuringResize:Canrt.ReadersNeverSeeOlderThanAcknowledged:Canrt.AcknowledgedWriteIsVisibleBeforeTheServerApplies:Canrt.SequentialWritersShareNodesWithoutWaiting:Canrt.LockWordCarriesThePendingSetThroughApplies:Canrt.OneClientWritesOneNodeWhileTheApplyRuns:Canrt.SweepAppliesABatchWhosePostNeverCame:*ConcurrentClients/local'
 echo "tsan: clean"

@@ -18,10 +18,12 @@
 // its own mapping; ucx - remote-completion flush + read-after-write, see transport.h for what
 // that guarantees); ONE fetch-add adds the slot's pending bit and releases the lock (h49: the next
 // write to this node, e.g. the next sequential key, does not wait
-// for this item's apply); then it posts (node, slot) into its post segment (canrt_layout.h: a
-// compare-swap into a free word of its own, then a read of `wake`; a notification only when
-// that says the server sleeps and this post ends a batch, or sleeps deeply - no server wake-up
-// per item) and returns: OK means acknowledged and durable (remote_kv.h), recovery applies
+// for this item's apply); then - only if that fetch-add found the node's pending set empty
+// (h64: one post per node; a write into an open batch posts nothing, and the apply of the
+// batch's post re-reads the lock word until the set is empty) - it posts (node, slot) into its
+// post segment (canrt_layout.h: a compare-swap into a free word of its own, then a read of
+// `wake`; a notification only when that says the server sleeps and this post ends a batch, or
+// sleeps deeply - no server wake-up per item) and returns: OK means acknowledged and durable (remote_kv.h), recovery applies
 // every complete item whose valid byte is set. The server applies the item in the background.
 // A full node (h57: also one whose pending items are new keys - sequential puts): Notify(node,
 // RESIZE) while holding the lock, then retry once the node is retired (split) - or, when items
@@ -40,7 +42,11 @@
 // (crc-checked: a slot reused during the read is re-read). Never blocks: a retired node is read
 // as it is until the client sees the new generation.
 //
-// Server side (the service's write thread, fed by Service::OnNotify) for item (node, slot):
+// Server side (the service's apply thread, fed by the post segments and Service::OnNotify): a
+// post names a node (h64), whose pending set is applied item by item (ApplyNode), the lock word
+// re-read until the set is empty; a waiting writer's notification (kWaitSlot) and the lease
+// tick's sweep apply a node's set too (a batch whose post never came: canrt_layout.h, step 6).
+// For each item (node, slot):
 //   1. persist the item (the client did already on local; kept for ucx targets)
 //   2. put:    ONE 8-byte compare-swap of the metadata: bit(slot) set, bit of the key's older
 //              version cleared, lock kept; persist.
@@ -159,7 +165,12 @@ struct ServiceStats {
   uint64_t leases_expired = 0;  // client slots freed because their lease expired
   uint64_t stale_pending = 0;   // pending bits of items applied already, cleared (a release after a restart)
   uint64_t resize_applied = 0;  // pending items a resize applied itself (h57: it does not wait for the apply thread)
-  uint64_t skipped_posts = 0;   // posts whose slot's pending bit was not set (applied already, e.g. by a resize): skipped
+  uint64_t skipped_posts = 0;   // posts (or notifications) that found their node's pending set empty (applied already,
+                                // e.g. by a resize, an earlier round or a sweep): nothing to do (h64: one post per node)
+  uint64_t node_applies = 0;    // applies of a node's pending set (one per post, wait notification or swept node, h64)
+  uint64_t apply_rerounds = 0;  // items a node's apply found released during it (its re-read of the lock word, h64)
+  uint64_t wait_applies = 0;    // items applied on a waiting writer's notification naming its node (h64)
+  uint64_t swept = 0;           // items applied by the lease tick's sweep of every node's pending set (h64)
 };
 
 class Service {
@@ -195,8 +206,14 @@ class Service {
   Service() = default;
   struct Changes;
   Status Recover();
-  void ProcessWrite(uint32_t node, uint32_t slot);
+  // Applies node's whole pending set, re-reading its lock word until it is empty (h64, one post
+  // per node); at most max_rounds rounds (0: no limit). Returns the items applied; *left: the
+  // set was still not empty when the rounds ran out (the caller queues the node again).
+  size_t ApplyNode(uint32_t node, int max_rounds = 0, bool* left = nullptr);
+  size_t ProcessWrite(uint32_t node, uint32_t slot);  // items applied
+  static constexpr int kApplyRounds = 64;
   void ApplyLocked(uint32_t node, uint32_t slot);  // apply_mu_ held
+  size_t Sweep();
   void Resize(uint32_t node);
   Status SplitInShadow(uint32_t node, char* shadow, Changes* ch);
   void Migrate(uint32_t node, const char* shadow, const std::vector<uint32_t>& targets);
@@ -261,7 +278,8 @@ class Service {
   std::thread resize_thread_, write_thread_;
 
   std::atomic<uint64_t> writes_{0}, resizes_{0}, refused_{0}, add_height_{0}, recovered_{0}, reused_{0}, nfree_{0},
-      posted_{0}, kicks_{0}, expired_{0}, stale_pending_{0}, resize_applied_{0}, skipped_posts_{0};
+      posted_{0}, kicks_{0}, expired_{0}, stale_pending_{0}, resize_applied_{0}, skipped_posts_{0}, node_applies_{0},
+      apply_rerounds_{0}, wait_applies_{0}, swept_{0};
 };
 
 // A CANRT server: the Service and the transport that exposes it.
@@ -304,6 +322,8 @@ struct ClientStats {
   uint64_t kicks = 0;            // wake-up notifications sent (a batch's end, a deep sleep, a wait)
   uint64_t apply_waits = 0;      // writes that found their key's earlier item (or a node full of
                                  // items) waiting for its apply: unlocked, waited, retried (h49)
+  uint64_t posts_skipped = 0;    // writes whose release found other items of the node pending: no post (h64,
+                                 // the node's post is out already: one post per node)
   uint64_t lease_renewals = 0, lease_lost = 0;  // renewals; slots lost to an expired lease (rejoined)
 };
 ClientStats GetClientStats(const remote::RemoteKV& kv);

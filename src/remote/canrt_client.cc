@@ -556,7 +556,19 @@ class Client final : public remote::RemoteKV {
         // Unlock, wake the server, retry.
         ++stats_.apply_waits;
         WORT_RETURN_IF_ERROR(Unlock(lock_off));
-        if (apply_waits_in_a_row_++ % 16 == 0) {
+        // A sleeping server is woken at once; at the 9th wait in a row the server is told
+        // whatever `wake` says (h64): it names this node, whose pending set the server then
+        // applies - also a batch whose post never came (its writer died between its release and
+        // its post, canrt_layout.h step 6), which the apply thread's polling of the post segments
+        // would never find. Both are repeated at waits 16, 32, 64, ... later (h66: before, every
+        // 16th wait; a writer waiting for a stopped server sent hundreds, filled the local
+        // socket's queue, and its blocking send never returned - the kill-test hang): a few
+        // dozen notifications in the longest wait (up to the client's deadline). No write waits
+        // for ever: the deadline above ends the loop.
+        const uint32_t n = apply_waits_in_a_row_++;
+        if (KickDue(n, 8)) {
+          Kick(d, kWaitSlot);
+        } else if (KickDue(n, 0)) {
           uint64_t w = 0;
           if (c_->Read(kWakeOff, &w, 8).ok() && (w & kAsleep)) Kick(d, kWaitSlot);
         }
@@ -619,13 +631,30 @@ class Client final : public remote::RemoteKV {
       if (LockOf(was) == 0) {
         // The lock field was reset under us (a restarted server's recovery zeroes the lock word):
         // our -1 wrapped it; give it back. The item is durable and posted below either way.
-        WORT_RETURN_IF_ERROR(c_->FetchAdd64(lock_off, kLockOne, &was));
+        uint64_t again = 0;  // (not `was`: the pending set the release found decides the post)
+        WORT_RETURN_IF_ERROR(c_->FetchAdd64(lock_off, kLockOne, &again));
+      }
+      // Step 6, one post per node (h64): only the release that found the node's pending set empty
+      // posts; one that found items pending joins their batch - the apply of the batch's post
+      // re-reads the lock word until it finds the set empty, so it applies this item too
+      // (canrt_layout.h). A put then costs no post (a compare-swap into a line the apply thread
+      // polls and clears, and a Read of `wake`) while its node's batch is open: sequential keys.
+      if ((was & full) != 0) {
+        ++stats_.posts_skipped;
+        return Status::OK();
       }
       Post(d, slot);
       return Status::OK();
     }
   }
 
+  // Whether wait n of a run of waits (0, 1, ...) repeats the notification first sent at wait
+  // `first`: at first, then 16, 32, 64, ... waits after it (h66).
+  static bool KickDue(uint32_t n, uint32_t first) {
+    if (n < first) return false;
+    const uint32_t d = n - first;
+    return d == 0 || (d >= 16 && (d & (d - 1)) == 0);
+  }
   static bool KeyIs(const unsigned char* it, std::string_view key) {
     return it[kItemKeyLen] == key.size() && std::memcmp(it + kItemKey, key.data(), key.size()) == 0;
   }

@@ -57,11 +57,42 @@
 //     5. FetchAdd64(word 2, (1 << s) - kLockOne): the slot becomes pending and the lock is
 //        released in ONE atomic (bit s is 0 in the word: only a lock holder sets pending bits, and
 //        step 3 chose s outside P; adding it is an OR).
-//     6. Post (node, s) into this client's post segment, Read `wake` (below).
-//   A put is thus FetchAdd, Read, Write, Persist, FetchAdd, CompareSwap (post), Read (wake): 2
-//   (3 with pending items) fewer one-sided operations than version 1's (separate pending and
-//   bitmap Reads and a Read of the pending items, a pending fetch-add and an unlock
-//   compare-swap on another word, retried whenever an apply had changed that word).
+//     6. One post per node (h64): only if the release's fetch-add found the pending set EMPTY
+//        (old & mask == 0: this item opens the node's batch), post (node, s) into this client's
+//        post segment and Read `wake` (below). A release that found items pending posts nothing:
+//        the batch's post is out, and its apply takes this item too. The server's apply of a
+//        post (ApplyNode) applies every slot of the node's pending set and reads the lock word
+//        again, until it reads the set empty.
+//        Why each pending item b gets applied: the pending set changes only by atomic
+//        read-modify-writes of this one word (releases add bits, applies' compare-swaps clear
+//        them; recovery's zeroing happens with no server running) and is read by the applies'
+//        loads. Let R be b's release and R0 the last change at or before R that took the set
+//        from empty to non-empty - a release (only releases add bits) that found it empty, whose
+//        writer posts after it. From R0 to R the set is never empty, and after R it stays
+//        non-empty until b is cleared, i.e. applied. The apply that takes R0's post loads the
+//        word after R0 and stops only on a load that finds the set empty - so not before b is
+//        applied, by it or by another apply (a resize, another post, a sweep): b is applied.
+//        (Stale bits - a release on a word that recovery zeroed, for an item recovery applied -
+//        are batched the same way; ApplyLocked clears them: ClearStalePending.)
+//        The hole, and the rule that closes it: R0's post may never come - its writer died (or
+//        lost its connection) between R0 and its post, or a client of the previous run posted
+//        between the restarted server's recovery and its zeroing of the post segments. Then the
+//        batch has no post, and every later release into it skips its post too. Such items are
+//        durable and visible (readers count pending items); what must not happen is a writer
+//        waiting for their apply for ever. So: (a) a writer that waits for an apply in its node
+//        (its key pending, or the node full of items whose apply frees a slot: step 3) notifies
+//        the server at its 9th wait in a row (and 16, 32, 64, ... waits after: h66) whatever `wake` says,
+//        naming the node (kWaitSlot), and the server applies that node's pending set - the writer
+//        waits for a server round trip, not for ever; (b) the apply thread's lease tick (every
+//        lease/4, or 1 s without leases) sweeps the lock words of every data node in use and
+//        applies each non-empty pending set (Service::Sweep): an orphaned batch is applied within
+//        one tick even if no one writes its node again; (c) recovery applies every durable item
+//        and zeroes every lock word and post segment: no batch outlives a restart.
+//   A put is thus FetchAdd, Read, Write, Persist, FetchAdd, and - only when it opens its node's
+//   batch - CompareSwap (post), Read (wake): 2 (3 with pending items) fewer one-sided operations
+//   than version 1's (separate pending and bitmap Reads and a Read of the pending items, a
+//   pending fetch-add and an unlock compare-swap on another word, retried whenever an apply had
+//   changed that word), and 2 fewer again for a put into an open batch (h64).
 //   The lock field counts holders plus writers between a failed attempt and its undo: it is 0
 //   exactly when no one holds the lock and no failed attempt is outstanding, and a holder's +1
 //   stays until its own step 5 (or the server's release of a refused resize), so two writers

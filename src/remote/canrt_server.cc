@@ -255,7 +255,7 @@ size_t Service::DrainRing(bool all) {
     if (v == 0 || !CasOnce(w, v, 0)) return false;
     const uint64_t node = (v >> 32) - 1;
     const uint32_t slot = static_cast<uint32_t>(v);
-    if (node < hdr_->max_nodes && slot < hdr_->capacity) ProcessWrite(static_cast<uint32_t>(node), slot);
+    if (node < hdr_->max_nodes && slot < hdr_->capacity) (void)ProcessWrite(static_cast<uint32_t>(node), slot);
     ++n;
     return true;
   };
@@ -458,19 +458,25 @@ void Service::OnNotify(uint32_t, std::string_view msg) {
   }
   if (m.slot == kKickSlot || m.slot == kWaitSlot) {
     kicks_.fetch_add(1, std::memory_order_relaxed);
+    // A waiting writer's notification names its node, whose pending set is applied whatever the
+    // post segments hold (h64): a batch whose post never came (its writer died between its
+    // release and its post) would otherwise keep that writer waiting for ever (canrt_layout.h,
+    // "Protocol of a write", step 6).
     if (opts_.inline_resize) {
+      if (m.slot == kWaitSlot) wait_applies_.fetch_add(ApplyNode(m.node), std::memory_order_relaxed);
       DrainRing(/*all=*/true);
       return;
     }
     std::lock_guard<std::mutex> g(q_mu_);
     kicked_ = true;
     scan_all_ = true;
+    if (m.slot == kWaitSlot) writes_q_.push_back(m);
     w_cv_.notify_one();
     return;
   }
   if (m.slot >= h.capacity) return;
   if (opts_.inline_resize) {
-    ProcessWrite(m.node, m.slot);
+    (void)ProcessWrite(m.node, m.slot);
     return;
   }
   // Not on the transport's thread: the server's compare-swaps go through the same transport
@@ -492,7 +498,7 @@ void Service::QueueLoop(std::deque<Message>* q, std::condition_variable* cv, boo
     *busy = true;
     g.unlock();
     if (m.slot == kResizeSlot) Resize(m.node);
-    else ProcessWrite(m.node, m.slot);
+    else (void)ProcessWrite(m.node, m.slot);
     g.lock();
     *busy = false;
     q_done_.notify_all();
@@ -532,12 +538,18 @@ void Service::ApplyLoop() {
       scan_all_ = false;
     }
     size_t n = batch.size();
-    for (const Message& m : batch) ProcessWrite(m.node, m.slot);
+    for (const Message& m : batch) {
+      const size_t applied = ProcessWrite(m.node, m.slot);
+      if (m.slot == kWaitSlot) wait_applies_.fetch_add(applied, std::memory_order_relaxed);
+    }
     auto now = Clock::now();
     if (now - last_lease >= lease_tick) {
       ExpireLeases();
       last_lease = now;
       all = true;  // every segment, also of slots freed since (canrt_layout.h, "post segments")
+      // Every node's pending set (h64): a batch whose post never came is applied at the latest
+      // here, one tick after its items were released, even if no writer of that node waits.
+      n += Sweep();
     }
     n += DrainRing(all);
     {
@@ -561,7 +573,17 @@ void Service::ApplyLoop() {
     // here the bits are stored, then a seq_cst fence, then the last scan: either the client saw
     // these bits (and notifies as they say), or this scan finds the entry.
     std::atomic_thread_fence(std::memory_order_seq_cst);
+    {
+      // Busy while it applies (Drain: an entry taken off the segments is not yet applied).
+      std::lock_guard<std::mutex> g(q_mu_);
+      w_busy_ = true;
+    }
     const size_t late = DrainRing(/*all=*/deep);
+    {
+      std::lock_guard<std::mutex> g(q_mu_);
+      w_busy_ = false;
+    }
+    if (late) q_done_.notify_all();
     if (late == 0) {
       std::unique_lock<std::mutex> g(q_mu_);
       const auto sleep = deep ? std::chrono::duration_cast<std::chrono::microseconds>(lease_tick)
@@ -575,11 +597,80 @@ void Service::ApplyLoop() {
   }
 }
 
-// A posted or notified item (node, slot), applied on the apply thread - unless a resize of its
-// node applied it first (apply_mu_ makes the two exclusive: ApplyLocked).
-void Service::ProcessWrite(uint32_t node, uint32_t slot) {
-  std::lock_guard<std::mutex> g(apply_mu_);
-  ApplyLocked(node, slot);
+// A post, a notified item or a waiting writer's notification (node, slot): since h64 it stands
+// for the node - one post per node (canrt_layout.h, "Protocol of a write", step 6) - and applies
+// the node's whole pending set (ApplyNode). On the apply thread at most kApplyRounds rounds, then
+// the node goes to the back of the queue (a client that keeps writing one node must not hold
+// the other nodes' posts back); inline (tests, the crash explorer) until the set is empty.
+size_t Service::ProcessWrite(uint32_t node, uint32_t) {
+  if (opts_.inline_resize) return ApplyNode(node);
+  bool left = false;
+  const size_t n = ApplyNode(node, kApplyRounds, &left);
+  if (left) {
+    std::lock_guard<std::mutex> g(q_mu_);
+    writes_q_.push_back(Message{node, kKickSlot});
+  }
+  return n;
+}
+
+// The apply of one node (h64): every slot of the pending set, then the lock word again, until it
+// reads the set empty. Only the writer whose release found the set empty posts; why every
+// pending item is still applied is argued in canrt_layout.h ("Protocol of a write", step 6): in
+// short, the post of the release that made the set non-empty is taken by a loop that reads the
+// word after that release and ends only on reading the set empty - which it cannot while any
+// bit released since is still set. Each slot of the set holds a complete, durable item (its
+// writer set the bit after its Persist; only an apply clears it, under apply_mu_, held for each
+// round), so applying from any trigger - a post, a notified item, a waiting writer's
+// notification, the sweep, a resize - is safe, and no item is applied twice (ApplyLocked runs
+// on set bits only, and clears them). A bit set by a release on a lock word that a restarted
+// server's recovery had zeroed (its item applied already) is cleared by ApplyLocked
+// (ClearStalePending).
+size_t Service::ApplyNode(uint32_t node, int max_rounds, bool* left) {
+  if (left) *left = false;
+  if (node >= hdr_->max_nodes) return 0;
+  const uint64_t mask = (1ull << hdr_->capacity) - 1;
+  const uint64_t* lw = reinterpret_cast<const uint64_t*>(Node(node) + kLockWordOff);
+  size_t n = 0;
+  for (int round = 0;; ++round) {
+    // apply_mu_ per round: a resize of another node (which applies its node's pending items under
+    // it) waits for one round at most.
+    std::lock_guard<std::mutex> g(apply_mu_);
+    const uint64_t p = std::atomic_ref<const uint64_t>(*lw).load(std::memory_order_acquire) & mask;
+    if (p == 0) break;
+    if (max_rounds > 0 && round == max_rounds) {
+      if (left) *left = true;
+      break;
+    }
+    const size_t k = static_cast<size_t>(__builtin_popcountll(p));
+    if (round > 0) apply_rerounds_.fetch_add(k, std::memory_order_relaxed);
+    for (uint64_t q = p; q; q &= q - 1) ApplyLocked(node, static_cast<uint32_t>(__builtin_ctzll(q)));
+    n += k;
+  }
+  if (n == 0) skipped_posts_.fetch_add(1, std::memory_order_relaxed);
+  else node_applies_.fetch_add(1, std::memory_order_relaxed);
+  return n;
+}
+
+// The lease tick's sweep (h64): the pending set of every data node in use, applied. Bounds the
+// wait of an item whose node's post never came (its writer died between its release and its
+// post; or a client of the previous run released and posted between this server's recovery and
+// its zeroing of the post segments) to one tick when no writer of the node waits for it. Reads
+// one word per data node (about 7,000 at 10^5 keys) once per tick.
+size_t Service::Sweep() {
+  const uint64_t gen = GenOf(pm::load8(&hdr_->state));
+  AreaHeader ah;
+  // Atomic word loads: a resize may be writing an area (its own words are atomic stores).
+  remote::CopyFromRegion(reinterpret_cast<char*>(&ah), Area(gen), sizeof ah);
+  const uint64_t nd = std::min<uint64_t>(ah.ndata, hdr_->max_nodes);
+  const uint64_t mask = (1ull << hdr_->capacity) - 1;
+  size_t n = 0;
+  for (uint64_t d = 0; d < nd; ++d) {
+    const uint64_t* lw = reinterpret_cast<const uint64_t*>(Node(d) + kLockWordOff);
+    if ((std::atomic_ref<const uint64_t>(*lw).load(std::memory_order_acquire) & mask) == 0) continue;
+    n += ProcessWrite(static_cast<uint32_t>(d), 0);
+  }
+  swept_.fetch_add(n, std::memory_order_relaxed);
+  return n;
 }
 
 void Service::ApplyLocked(uint32_t node, uint32_t slot) {
@@ -1152,6 +1243,10 @@ ServiceStats Service::Stats() const {
   s.stale_pending = stale_pending_.load();
   s.resize_applied = resize_applied_.load();
   s.skipped_posts = skipped_posts_.load();
+  s.node_applies = node_applies_.load();
+  s.apply_rerounds = apply_rerounds_.load();
+  s.wait_applies = wait_applies_.load();
+  s.swept = swept_.load();
   const uint64_t gen = GenOf(pm::load8(&hdr_->state));
   const AreaHeader h = PrefixView(Area(gen)).header();
   s.generation = gen;

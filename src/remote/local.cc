@@ -26,14 +26,18 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <mutex>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -43,6 +47,22 @@ namespace wort::remote {
 namespace {
 
 std::string Errno(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
+
+// How long a local client waits for its server's notify thread: for room in the socket's queue
+// (Notify) and for its client id (connect). WORT_LOCAL_TIMEOUT_MS, default 10 s (the same as
+// WORT_UCX_TIMEOUT_MS); read at each wait, which is rare, so that a test can set it at any time.
+std::chrono::milliseconds LocalTimeout() {
+  const char* e = std::getenv("WORT_LOCAL_TIMEOUT_MS");
+  const long v = e ? std::atol(e) : 0;
+  return std::chrono::milliseconds(v > 0 ? v : 10000L);
+}
+
+// poll() of one descriptor for `events` until `deadline` (returns early on an event or EINTR).
+void WaitFor(int fd, short events, std::chrono::steady_clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  pollfd p{fd, events, 0};
+  (void)::poll(&p, 1, static_cast<int>(std::max<long long>(1, left.count() + 1)));
+}
 
 // Live local servers of this process: socket name -> region base (in-process clients).
 std::mutex g_mu;
@@ -120,13 +140,30 @@ class LocalConnection final : public Connection {
     ++c_.atomics;
     return Status::OK();
   }
+  // Never blocks without end (h66): the socket's queue holds about 278 small messages (the
+  // sender's SO_SNDBUF, 208 KiB by default, at ~768 bytes of kernel memory per message); when
+  // they are all unread - the server is stopped (SIGSTOP), or its notify thread is stuck - a
+  // blocking send() waited for ever (the kill test hung there: a writer waiting for the apply of
+  // its node notified a stopped server until the queue was full). Now the send does not block;
+  // with the queue full it waits for room with poll() up to LocalTimeout(), then fails (IOError).
   Status Notify(std::string_view msg) override {
     if (msg.size() > kMaxNotifyLen) return Status::InvalidArgument("remote: notify message longer than 4096 bytes");
     std::atomic_thread_fence(std::memory_order_seq_cst);
+    std::chrono::steady_clock::time_point deadline{};
     for (;;) {
-      ssize_t n = ::send(fd_, msg.data(), msg.size(), MSG_NOSIGNAL);
+      ssize_t n = ::send(fd_, msg.data(), msg.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n == static_cast<ssize_t>(msg.size())) break;
       if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        const auto now = std::chrono::steady_clock::now();
+        if (deadline == std::chrono::steady_clock::time_point{}) deadline = now + LocalTimeout();
+        if (now >= deadline) {
+          return Status::IOError("remote local: the server took no notification in " +
+                                 std::to_string(LocalTimeout().count()) + " ms (its queue is full: stopped?)");
+        }
+        WaitFor(fd_, POLLOUT, deadline);
+        continue;
+      }
       return Status::IOError(Errno("remote local: notify send"));
     }
     ++c_.notifies;
@@ -168,12 +205,21 @@ Status ConnectSocket(const std::string& name, int* fd_out, std::uint32_t* id) {
     ::close(fd);
     return s;
   }
+  // The id comes from the server's notify thread; a stopped server's listening socket still
+  // accepts the connection (the kernel queues it), so wait for the id with a deadline (h66).
   std::uint32_t v = 0;
   ssize_t n;
-  do n = ::recv(fd, &v, sizeof v, 0); while (n < 0 && errno == EINTR);
+  const auto deadline = std::chrono::steady_clock::now() + LocalTimeout();
+  for (;;) {
+    n = ::recv(fd, &v, sizeof v, MSG_DONTWAIT);
+    if (n >= 0 || (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)) break;
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    WaitFor(fd, POLLIN, deadline);
+  }
   if (n != sizeof v) {
     ::close(fd);
-    return Status::IOError("remote local: the server did not send a client id");
+    return Status::IOError("remote local: the server did not send a client id in " +
+                           std::to_string(LocalTimeout().count()) + " ms");
   }
   *fd_out = fd;
   *id = v;

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -375,6 +376,94 @@ TEST_P(TransportTest, ServerStopsFirst) {
   }
   c.reset();  // returns
   ::unsetenv("WORT_UCX_TIMEOUT_MS");
+}
+
+// h66: a local server whose notify thread reads nothing (the process is stopped, or the thread
+// is stuck in a handler) must not hang its clients. Its socket's queue fills after a few hundred
+// messages; a blocking send() then waited for ever (the CANRT kill test hung so: a writer waiting
+// for the apply of its node notified a SIGSTOPped server). Now Notify fails with IOError after
+// WORT_LOCAL_TIMEOUT_MS, and so does a Connect, which waits for its client id from that thread.
+// Each call runs on a thread of its own and the test waits for it at most 20 s (then fails and
+// unblocks the server so that the call returns): on the code before, both parts fail that way.
+TEST(TransportLocal, ServerThatReadsNoNotificationFailsCallsAtTheDeadline) {
+  ::setenv("WORT_LOCAL_TIMEOUT_MS", "300", 1);
+  FileRegion r(1 << 16);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool open_gate = false;
+  std::atomic<int> handled{0};
+  std::unique_ptr<Server> srv;
+  ASSERT_TRUE(Listen("local", r.base(), r.size(), r.path(),
+                     [&](std::uint32_t, std::string_view) {
+                       std::unique_lock<std::mutex> l(mu);
+                       cv.wait(l, [&] { return open_gate; });  // the first message stalls the thread
+                       ++handled;
+                     },
+                     &srv)
+                  .ok());
+  auto release = [&] {
+    std::lock_guard<std::mutex> g(mu);
+    open_gate = true;
+    cv.notify_all();
+  };
+  // Runs fn on a thread; false if it has not returned within 20 s (the server is then released,
+  // so that fn returns and the thread is joined).
+  auto bounded = [&](std::function<void()> fn) {
+    std::atomic<bool> done{false};
+    std::thread t([&] {
+      fn();
+      done = true;
+    });
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!done && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    const bool ok = done;
+    if (!ok) release();
+    t.join();
+    return ok;
+  };
+  std::unique_ptr<Connection> c;
+  ASSERT_TRUE(Connect(srv->info(), &c).ok());
+  int sent = 0;
+  Status failed;
+  std::chrono::steady_clock::duration failed_after{};
+  const bool notify_returned = bounded([&] {
+    for (int i = 0; i < 100000; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      Status s = c->Notify(std::string(1, static_cast<char>(0x80 + i % 128)));
+      if (!s.ok()) {
+        failed = s;
+        failed_after = std::chrono::steady_clock::now() - t0;
+        return;
+      }
+      ++sent;
+    }
+  });
+  EXPECT_TRUE(notify_returned) << "Notify to a server that reads nothing blocked (" << sent << " sent)";
+  if (notify_returned) {
+    EXPECT_EQ(failed.code(), Code::kIOError) << failed.ToString() << " after " << sent << " notifications";
+    EXPECT_GT(sent, 10);  // the queue holds messages: only a full one fails
+    EXPECT_GE(failed_after, std::chrono::milliseconds(250));  // it waited for room until the deadline
+    EXPECT_EQ(c->counters().notifies, static_cast<std::uint64_t>(sent));
+  }
+  std::unique_ptr<Connection> late;
+  Status late_status;
+  const bool connect_returned = bounded([&] { late_status = Connect(srv->info(), &late); });
+  EXPECT_TRUE(connect_returned) << "Connect to a server whose notify thread is stuck blocked";
+  if (connect_returned) {
+    EXPECT_EQ(late_status.code(), Code::kIOError) << late_status.ToString();
+  }
+  // Released, the server takes every message that was sent (not the failed one), and the
+  // connection works again.
+  release();
+  ASSERT_TRUE(c->Notify("again").ok());
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (handled.load() < sent + 1 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(handled.load(), sent + 1);
+  c.reset();
+  late.reset();
+  srv->Stop();
+  ::unsetenv("WORT_LOCAL_TIMEOUT_MS");
 }
 
 TEST(TransportErrors, BadBackendsAndAddresses) {
