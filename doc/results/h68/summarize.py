@@ -4,7 +4,7 @@ share, and the canrt/reply-wort put-random mean ratio that `wort reproduce`'s wr
 verdict uses (scripts/report.py canrt_section: mean wall time per op = seconds/ops; 'holds' when
 within 1.5x of the paper's 1.67-1.72x, i.e. reply-wort/canrt >= 1.147)."""
 import glob, json, os, statistics as st, sys
-d = os.path.dirname(os.path.abspath(__file__))
+d = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))  # the records folder (default: this one)
 def recs(f):
     return [json.loads(l) for l in open(f) if l.strip()]
 def get(rs, design, op, threads=1):
