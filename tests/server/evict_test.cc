@@ -260,8 +260,8 @@ TEST_F(Evict, HashIndexAdoptsSurvivorsOnRead) {
 // Four writers and readers through a full pool. The contract (store.h, "Eviction"): a write
 // evicts and retries at most kEvictAttempts times, then answers kNoMemory. With four writers on
 // a loaded 2-core machine a writer can lose that race now and then (CI saw 1 refusal in 335,544
-// writes: what it evicted went to other writers, or waited on a grace period that a descheduled
-// thread held); memcached answers "out of memory" in the same case. So: refusals are kNoMemory,
+// writes; why is not proven - what it evicted may have gone to other writers, or waited on a
+// grace period that a descheduled thread held); memcached answers "out of memory" in the same case. So: refusals are kNoMemory,
 // each one counted in evict_failures, and rare (at most 1 in 1,000 writes); values never wrong.
 TEST_F(Evict, ConcurrentWritersAndReaders) {
   Open(EvictPolicy::kLru);
