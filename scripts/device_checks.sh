@@ -15,7 +15,12 @@
 # against the prototypes, 1M sparse keys), scaling.md/scaling.jsonl (16T/1T: load of KEYS records,
 # A and C of OPS operations, GRID_REPEAT runs), run.log.
 # Environment for run: REPEAT (default 3), MC_REQUESTS (default 400000), KEYS (default 4M), OPS (default 4M),
-# GRID_REPEAT (default 2).
+# GRID_REPEAT (default 2), PARTS (default "memcached peers grid"; also "ablate").
+# The part "ablate" (issue 31: what costs wort's inserts more on that machine than on this one) times
+# `wort bench --index wort,woart --dist sparse --keys 1M --ops insert` single-threaded under each of
+# --flush clflush|clflushopt|clwb|none, WORT_POOL_HUGEPAGE=0 and WORT_EPOCH_FENCE=symmetric (clflush),
+# ABL_REPEAT rounds (default 3) rotated, then the 16-thread load of KEYS records for wort under
+# clwb and none (is the flush the limit at 16 threads?): ablate.jsonl, ablate.md.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 D=$PWD/devcarry
@@ -44,24 +49,47 @@ run)
   W=$D/bin/wort S=$OUT/summary.txt t0=$(date +%s)
   { date; nproc; lscpu | grep -E "Model name|^CPU\(s\)|NUMA node\(s\)|Thread"; $W --version; memcached -V; } >"$S" 2>&1
   $W --version >/dev/null 2>&1 || { echo "device_checks: wort does not run here"; ldd "$D/bin/wort.real"; exit 1; }
-  for r in $(seq "$REPEAT"); do
+  PARTS=${PARTS:-memcached peers grid}
+  has() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
+  if has memcached; then for r in $(seq "$REPEAT"); do
     for T in 1 4 8; do
       MIXES="100 90 50 0" VALUE_SIZES=100 THREAD_COUNTS=$T KINDS=woart REQUESTS=$MC_REQUESTS KEYSPACE=100000 CONNS=32 \
         SERVER_CPUS=0-$((T - 1)) CLIENT_CPUS=$T-15 timeout 80 bash scripts/bench_server.sh "$D/bin" 2>&1 |
         grep -E "^(memcached|woart)" >>"$OUT/memcached.txt"
     done
   done
-  echo "memcached rounds done at $(($(date +%s) - t0)) s" >>"$S"
-  timeout 170 bash scripts/peers.sh "$D/peers" --keys 1M --repeat 2 --kinds vart,wort,woart,cceh,fastfair --wort "$W" \
+  echo "memcached rounds done at $(($(date +%s) - t0)) s" >>"$S"; fi
+  if has ablate; then
+    A=$OUT/ablate.jsonl
+    for r in $(seq "${ABL_REPEAT:-3}"); do
+      for v in clflush clflushopt clwb none hp0 symfence; do
+        f=$v e=()
+        case $v in hp0) f=clflush e=(WORT_POOL_HUGEPAGE=0) ;; symfence) f=clflush e=(WORT_EPOCH_FENCE=symmetric) ;; esac
+        env "${e[@]}" timeout 60 $W bench --index wort,woart --dist sparse --keys 1M --ops insert --flush $f --seed 1 \
+          --json /tmp/dc-abl.jsonl >>"$OUT/run.log" 2>&1
+        python3 -c 'import json,sys; [print(json.dumps(dict(json.loads(l), variant=sys.argv[1], round=int(sys.argv[2])))) for l in open("/tmp/dc-abl.jsonl")]' \
+          "$v" "$r" >>"$A"; rm -f /tmp/dc-abl.jsonl
+      done
+    done
+    for f in clwb none; do
+      timeout 120 $W bench ycsb --index wort,woart,vart --keys "$KEYS" --ops "$KEYS" --workload load --request zipfian \
+        --threads 1,16 --flush $f --json /tmp/dc-abl16.jsonl >>"$OUT/run.log" 2>&1
+      python3 -c 'import json,sys; [print(json.dumps(dict(json.loads(l), variant=sys.argv[1]))) for l in open("/tmp/dc-abl16.jsonl")]' \
+        "load16-$f" >>"$A"; rm -f /tmp/dc-abl16.jsonl
+    done
+    python3 scripts/device_ablate_table.py "$A" >"$OUT/ablate.md"
+    echo "ablate done at $(($(date +%s) - t0)) s" >>"$S"; cat "$OUT/ablate.md"
+  fi
+  if has peers; then timeout 170 bash scripts/peers.sh "$D/peers" --keys 1M --repeat 2 --kinds vart,wort,woart,cceh,fastfair --wort "$W" \
     --out /tmp/dc-peers >>"$OUT/run.log" 2>&1
   echo "peers rc=$? at $(($(date +%s) - t0)) s" >>"$S"
-  cp /tmp/dc-peers/peers.md /tmp/dc-peers/peers.jsonl "$OUT/" 2>/dev/null
-  timeout 300 bash scripts/scaling.sh --wort "$W" --label new --keys "$KEYS" --ops "$OPS" --threads 1,16 --repeat "$GRID_REPEAT" \
+  cp /tmp/dc-peers/peers.md /tmp/dc-peers/peers.jsonl "$OUT/" 2>/dev/null; fi
+  if has grid; then timeout 300 bash scripts/scaling.sh --wort "$W" --label new --keys "$KEYS" --ops "$OPS" --threads 1,16 --repeat "$GRID_REPEAT" \
     --out /tmp/dc-grid >>"$OUT/run.log" 2>&1
   echo "grid rc=$? at $(($(date +%s) - t0)) s" >>"$S"
-  cp /tmp/dc-grid/scaling.md "$OUT/"; cp /tmp/dc-grid/new.jsonl "$OUT/scaling.jsonl"
-  cat "$S" "$OUT/peers.md" "$OUT/scaling.md"
-  python3 scripts/memcached_ratios.py "$OUT/memcached.txt"
+  cp /tmp/dc-grid/scaling.md "$OUT/"; cp /tmp/dc-grid/new.jsonl "$OUT/scaling.jsonl"; fi
+  cat "$S"; for f in peers.md scaling.md; do [ -f "$OUT/$f" ] && cat "$OUT/$f"; done
+  [ -f "$OUT/memcached.txt" ] && python3 scripts/memcached_ratios.py "$OUT/memcached.txt"
   ;;
 *) sed -n 2,20p "$0"; exit 2 ;;
 esac
