@@ -15,7 +15,8 @@
 # against the prototypes, 1M sparse keys), scaling.md/scaling.jsonl (16T/1T: load of KEYS records,
 # A and C of OPS operations, GRID_REPEAT runs), run.log.
 # Environment for run: REPEAT (default 3), MC_REQUESTS (default 400000), KEYS (default 4M), OPS (default 4M),
-# GRID_REPEAT (default 2), PARTS (default "memcached peers grid"; also "ablate").
+# GRID_REPEAT (default 2), PARTS (default "memcached peers grid"; also "ablate"), PEER_KINDS (default
+# vart,wort,woart,cceh,fastfair).
 # The part "ablate" (issue 31: what costs wort's inserts more on that machine than on this one) times
 # `wort bench --index wort,woart --dist sparse --keys 1M --ops insert` single-threaded under each of
 # --flush clflush|clflushopt|clwb|none, WORT_POOL_HUGEPAGE=0 and WORT_EPOCH_FENCE=symmetric (clflush),
@@ -80,7 +81,7 @@ run)
     python3 scripts/device_ablate_table.py "$A" >"$OUT/ablate.md"
     echo "ablate done at $(($(date +%s) - t0)) s" >>"$S"; cat "$OUT/ablate.md"
   fi
-  if has peers; then timeout 170 bash scripts/peers.sh "$D/peers" --keys 1M --repeat 2 --kinds vart,wort,woart,cceh,fastfair --wort "$W" \
+  if has peers; then timeout 170 bash scripts/peers.sh "$D/peers" --keys 1M --repeat 2 --kinds "${PEER_KINDS:-vart,wort,woart,cceh,fastfair}" --wort "$W" \
     --out /tmp/dc-peers >>"$OUT/run.log" 2>&1
   echo "peers rc=$? at $(($(date +%s) - t0)) s" >>"$S"
   cp /tmp/dc-peers/peers.md /tmp/dc-peers/peers.jsonl "$OUT/" 2>/dev/null; fi
