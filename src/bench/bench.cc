@@ -101,7 +101,7 @@ std::string DefaultPoolPath(const CommonConfig& c, const std::string& suffix) {
 PoolOptions BenchPoolOptions(const CommonConfig& c) {
   PoolOptions o;
   o.max_size = c.pool_size ? c.pool_size : (16ull << 30);
-  o.initial_size = std::min<uint64_t>(64ull << 20, o.max_size);
+  o.initial_size = std::min<uint64_t>(c.pool_initial ? c.pool_initial : 64ull << 20, o.max_size);
   o.background_recovery = false;
   o.sync = c.pool_sync;
   return o;

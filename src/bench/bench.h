@@ -79,6 +79,7 @@ struct CommonConfig {
   uint64_t write_latency_ns = 0;  // emulated PM write latency per flushed line
   std::string pool_path;          // empty: /dev/shm/wort-bench-<pid>[-<index>].pool
   uint64_t pool_size = 0;         // the pool's max size; 0: 16 GiB (the file grows on demand)
+  uint64_t pool_initial = 0;      // the file's size at creation; 0: 64 MiB (or the max size, if smaller)
   bool keep_pool = false;
   bool pool_sync = false;         // PoolOptions::sync: persist also msyncs (a file without DAX)
   uint64_t seed = 1;

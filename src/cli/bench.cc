@@ -22,6 +22,7 @@ struct CommonOpts {
   uint64_t write_latency_ns = 0;
   std::string pool;
   uint64_t pool_size = 0;
+  uint64_t pool_initial = 0;
   bool keep_pool = false;
   bool pool_sync = false;
   uint64_t seed = 1;
@@ -35,6 +36,9 @@ void AddCommonOptions(CLI::App* app, CommonOpts* o) {
                   "Pool file; must not exist (default: one per index kind, /dev/shm/wort-bench-PID-KIND.pool)");
   AddSizeOption(app, "--pool-size", &o->pool_size, "Maximum size the pool may grow to")
       ->default_str("16GiB");
+  AddSizeOption(app, "--pool-initial", &o->pool_initial,
+                "Size the pool file is created with (allocated before the run; default 64MiB, then it grows on demand)")
+      ->default_str("64MiB");
   app->add_flag("--keep-pool", o->keep_pool, "Keep the pool file afterwards");
   app->add_flag("--pool-sync", o->pool_sync,
                 "Sync mode (a pool on a file without DAX): every persist also msyncs, so it survives an OS crash; "
@@ -49,6 +53,7 @@ bench::CommonConfig ToCommon(const CommonOpts& o) {
   c.write_latency_ns = o.write_latency_ns;
   c.pool_path = o.pool;
   c.pool_size = o.pool_size;
+  c.pool_initial = o.pool_initial;
   c.keep_pool = o.keep_pool;
   c.pool_sync = o.pool_sync;
   c.seed = o.seed;

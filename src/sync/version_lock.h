@@ -203,7 +203,11 @@ class VersionLockTable {
 // and false sharing of a line (8 words): with T writers each holding one or two words, about
 // T/2048 of the lines a writer locks are another writer's too (16 writers: under 1%).
 namespace detail {
-inline constexpr unsigned kNodeLockBits = 14;
+#ifndef WORT_NODE_LOCK_BITS
+#define WORT_NODE_LOCK_BITS 14  // a build setting only to measure other sizes (-DCMAKE_CXX_FLAGS=-DWORT_NODE_LOCK_BITS=N)
+#endif
+inline constexpr unsigned kNodeLockBits = WORT_NODE_LOCK_BITS;
+static_assert(kNodeLockBits >= 6 && kNodeLockBits <= 24, "WORT_NODE_LOCK_BITS: 6..24");
 struct alignas(64) NodeLockArray {
   VersionLock words[size_t{1} << kNodeLockBits];
 };
