@@ -26,6 +26,9 @@
 # The peers flush with clflush + mfence and run in DRAM (malloc); wort runs with --flush clflush
 # in a pool under /dev/shm. Lookups flush nothing in either. Figures are CPU ns per operation
 # (thread CPU time): on a shared machine still an approximation; say so when quoting them.
+# --no-flush (kinds wort, woart, vart only): wort runs with --flush none and WORT/WOART's copies in
+# the build directory have their clflush and mfence instructions replaced by empty asm statements
+# (the same compiler barriers): what each insert costs besides its flushes (issue 31).
 # Output: DIR/peers.jsonl (wort bench records and the drivers' lines) and DIR/peers.md (table).
 set -euo pipefail
 
@@ -34,7 +37,7 @@ repo=$(cd "$here/.." && pwd)
 [ $# -ge 1 ] || { sed -n 2,28p "$0"; exit 2; }
 src=$(cd "$1" && pwd); shift
 keys=16M dist=sparse repeat=3 seed=1 out=/tmp/wort-peers wort="$repo/build/wort" kinds=vart,woart,wort,cceh,fastfair,roart
-scan_len=100
+scan_len=100 flush=clflush
 while [ $# -gt 0 ]; do
   case "$1" in
     --keys) keys=$2; shift 2 ;;
@@ -45,11 +48,13 @@ while [ $# -gt 0 ]; do
     --wort) wort=$2; shift 2 ;;
     --kinds) kinds=$2; shift 2 ;;
     --scan-len) scan_len=$2; shift 2 ;;
+    --no-flush) flush=none; shift ;;
     *) echo "peers.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
 case "$(cd "$(dirname "$out")" && pwd)/" in "$repo"/*) echo "peers.sh: --out must be outside the repository" >&2; exit 2 ;; esac
 for k in ${kinds//,/ }; do
+  [ $flush = clflush ] || case $k in vart|woart|wort) ;; *) echo "peers.sh: --no-flush covers wort, woart and vart only" >&2; exit 2 ;; esac
   case $k in vart|woart|wort|cceh|fastfair|roart) ;; *) echo "peers.sh: --kinds: unknown kind $k (vart, woart, wort, cceh, fastfair, roart)" >&2; exit 2 ;; esac
 done
 [ -x "$wort" ] || { echo "peers.sh: $wort not found (build wort first)" >&2; exit 2; }
@@ -79,7 +84,10 @@ if [ -d "$src/WORT/src" ]; then
     # woart.c as published (commit 9fc3f51 "a bug in make_leaf") has one C++ cast in C code,
     # `l = static_cast<woart_leaf *>(ret);`: the copy compiled here (in the build directory)
     # has it replaced by the C cast `(art_leaf *)(ret)`; nothing else is changed.
-    sed 's/static_cast<woart_leaf \*>(ret)/(art_leaf *)(ret)/' "$src/WORT/src/$p/$p.c" >"$bld/$p.c"
+    nf=()
+    [ $flush = none ] && nf=(-e 's/asm volatile *("clflush %0\\n"/asm volatile (""/' -e 's/asm volatile *("mfence" *::: *"memory")/asm volatile ("" ::: "memory")/')
+    sed -e 's/static_cast<woart_leaf \*>(ret)/(art_leaf *)(ret)/' "${nf[@]}" "$src/WORT/src/$p/$p.c" >"$bld/$p.c"
+    if [ $flush = none ] && grep -q 'clflush\|"mfence"' "$bld/$p.c"; then echo "peers.sh: --no-flush left a flush in $p.c" >&2; exit 1; fi
     build $up $p bash -c "$CC $OPT -std=gnu99 -c '$bld/$p.c' -I'$src/WORT/src/$p' -o '$bld/$p.o' -lm &&
       $CXX $OPT -std=c++17 -DPEER_$up -I'$src/WORT/src/$p' '$drv' '$bld/$p.o' -o '$bld/driver-$up' -lm"
   done
@@ -111,7 +119,7 @@ for r in $(seq 1 "$repeat"); do
     ops=insert,search extra=()
     [ "$name" = PART ] && ops=insert,search,scan extra=(0 "$scan_len")
     "$wort" bench --index "$k" --dist "$dist" --keys "$keys" --seed "$seed" --ops "$ops" --scan-len "$scan_len" \
-      --flush clflush --keys-out "$keyfile" --json "$jsonl" >"$out/wort-$k-$r.log"
+      --flush $flush --keys-out "$keyfile" --json "$jsonl" >"$out/wort-$k-$r.log"
     grep -E "^$k .*(insert|search|scan) " "$out/wort-$k-$r.log" | head -3 || true
     "${bin[$name]}" "$keyfile" "${extra[@]}" | tee -a "$jsonl"
   done
