@@ -171,6 +171,7 @@ struct ServiceStats {
   uint64_t apply_rerounds = 0;  // items a node's apply found released during it (its re-read of the lock word, h64)
   uint64_t wait_applies = 0;    // items applied on a waiting writer's notification naming its node (h64)
   uint64_t swept = 0;           // items applied by the lease tick's sweep of every node's pending set (h64)
+  uint64_t posted_resizes = 0;  // resize requests the apply thread took from a post segment (h69: no notification)
 };
 
 class Service {
@@ -279,7 +280,7 @@ class Service {
 
   std::atomic<uint64_t> writes_{0}, resizes_{0}, refused_{0}, add_height_{0}, recovered_{0}, reused_{0}, nfree_{0},
       posted_{0}, kicks_{0}, expired_{0}, stale_pending_{0}, resize_applied_{0}, skipped_posts_{0}, node_applies_{0},
-      apply_rerounds_{0}, wait_applies_{0}, swept_{0};
+      apply_rerounds_{0}, wait_applies_{0}, swept_{0}, posted_resizes_{0};
 };
 
 // A CANRT server: the Service and the transport that exposes it.
@@ -325,6 +326,7 @@ struct ClientStats {
   uint64_t posts_skipped = 0;    // writes whose release found other items of the node pending: no post (h64,
                                  // the node's post is out already: one post per node)
   uint64_t lease_renewals = 0, lease_lost = 0;  // renewals; slots lost to an expired lease (rejoined)
+  uint64_t resize_posts = 0;     // resize requests posted to the awake apply thread instead of notified (h69)
 };
 ClientStats GetClientStats(const remote::RemoteKV& kv);
 // The client's copy of the prefix area (header and prefix nodes in use) and its generation

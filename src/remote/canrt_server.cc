@@ -255,7 +255,15 @@ size_t Service::DrainRing(bool all) {
     if (v == 0 || !CasOnce(w, v, 0)) return false;
     const uint64_t node = (v >> 32) - 1;
     const uint32_t slot = static_cast<uint32_t>(v);
-    if (node < hdr_->max_nodes && slot < hdr_->capacity) (void)ProcessWrite(static_cast<uint32_t>(node), slot);
+    if (node < hdr_->max_nodes && slot == kResizeSlot) {
+      // A resize request posted by the node's lock holder while this thread was awake (h69): no
+      // notification, so no thread to wake - the split runs here. Resize checks the request as
+      // it checks a notified one (a stale or repeated one changes nothing).
+      posted_resizes_.fetch_add(1, std::memory_order_relaxed);
+      Resize(static_cast<uint32_t>(node));
+    } else if (node < hdr_->max_nodes && slot < hdr_->capacity) {
+      (void)ProcessWrite(static_cast<uint32_t>(node), slot);
+    }
     ++n;
     return true;
   };
@@ -1247,6 +1255,7 @@ ServiceStats Service::Stats() const {
   s.apply_rerounds = apply_rerounds_.load();
   s.wait_applies = wait_applies_.load();
   s.swept = swept_.load();
+  s.posted_resizes = posted_resizes_.load();
   const uint64_t gen = GenOf(pm::load8(&hdr_->state));
   const AreaHeader h = PrefixView(Area(gen)).header();
   s.generation = gen;
