@@ -219,7 +219,8 @@ class Service {
   Status SplitInShadow(uint32_t node, char* shadow, Changes* ch);
   void Migrate(uint32_t node, const char* shadow, const std::vector<uint32_t>& targets);
   uint64_t OldestClientGeneration();
-  void ExpireLeases();
+  // `if_due`: only when the last sample is lease/4 old or more (a resize's sample, h69).
+  void ExpireLeases(bool if_due = false);
   uint64_t Cas(uint64_t* word, uint64_t (*f)(uint64_t, uint64_t), uint64_t arg);
   bool CasOnce(uint64_t* word, uint64_t expected, uint64_t desired);
   void AddWord(uint64_t* word, uint64_t add);
@@ -276,6 +277,7 @@ class Service {
   };
   std::mutex lease_mu_;
   std::vector<LeaseSample> lease_;
+  std::chrono::steady_clock::time_point last_sample_{};  // of ExpireLeases, under lease_mu_
   std::thread resize_thread_, write_thread_;
 
   std::atomic<uint64_t> writes_{0}, resizes_{0}, refused_{0}, add_height_{0}, recovered_{0}, reused_{0}, nfree_{0},
