@@ -1046,7 +1046,7 @@ struct PathCache {
 // the node the shadow tree names for its key; persists them. Idempotent (recovery redoes it).
 //
 // Only the cache lines it stores to are flushed (h69; before, every target was zeroed and
-// flushed whole: 32 lines per node at capacity 31, about half the resize's 4 us of Migrate on a fresh node,
+// flushed whole: 32 lines per node at capacity 31, also on a fresh node,
 // whose lines are zero already). A line that reads all zero and gets no item is left alone: its
 // persistent content is zero too, because every store into a data node that is not a live
 // tree's - a reused node's old items, an earlier Migrate into the same targets - was flushed
