@@ -329,6 +329,7 @@ struct ClientStats {
                                  // the node's post is out already: one post per node)
   uint64_t lease_renewals = 0, lease_lost = 0;  // renewals; slots lost to an expired lease (rejoined)
   uint64_t resize_posts = 0;     // resize requests posted to the awake apply thread instead of notified (h69)
+  uint64_t resize_takebacks = 0; // posted requests the thread had not taken after 30 us: taken back, notified (h69)
 };
 ClientStats GetClientStats(const remote::RemoteKV& kv);
 // The client's copy of the prefix area (header and prefix nodes in use) and its generation
