@@ -2753,5 +2753,36 @@ TEST(Canrt, ResizeRequestGoesToTheAwakeApplyThreadWithoutANotification) {
   EXPECT_TRUE(server->service().Check(&rep).ok()) << rep;
 }
 
+// h69: a resize request posted to an apply thread that says it is awake but does not scan (here:
+// an inline service, which has no apply thread, with `wake` cleared by hand) is taken back by
+// the writer after kResizeTakeBackUs and notified - the split happens on the notification. Fails
+// without the take-back: the writer waits for its deadline (IOError "resize").
+TEST(Canrt, PostedResizeRequestNotTakenIsTakenBackAndNotified) {
+  TempPath path("canrt");
+  auto pool = NewPool(path);
+  std::unique_ptr<Service> svc;
+  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());  // capacity 4, inline
+  std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(svc->region() + kWakeOff)).store(0);
+  auto kv = InlineClient(svc.get());
+  Model model;
+  for (int i = 0; i < 5; ++i) {
+    const std::string k = test::Cat(std::string(1, static_cast<char>(0x20 + 0x30 * i)), "\xff");
+    ASSERT_TRUE(kv->Put(k, k).ok()) << i;
+    model[k] = k;
+  }
+  const ClientStats cs = GetClientStats(*kv);
+  EXPECT_GE(cs.resize_requests, 1u);
+  EXPECT_EQ(cs.resize_takebacks, cs.resize_requests);
+  EXPECT_EQ(cs.resize_posts, 0u);
+  EXPECT_EQ(svc->Stats().posted_resizes, 0u);
+  EXPECT_EQ(svc->Stats().resizes, cs.resize_requests);
+  EXPECT_EQ(ScanAll(*kv), model);
+  for (auto& [k, v] : model) {
+    std::string got;
+    ASSERT_TRUE(kv->Get(k, &got).ok());
+    EXPECT_EQ(got, v);
+  }
+}
+
 }  // namespace
 }  // namespace wort::canrt
