@@ -80,8 +80,11 @@
 // unchanged) or complete.
 //
 // Resize (section 3.5, tick-tock): on a RESIZE request for a full node d (locked by the
-// requester, so no write to d proceeds; reads of d go on), the server copies the valid prefix
-// area into the shadow (only the ranges the previous resize changed, after the first), splits
+// requester, so no write to d proceeds; reads of d go on; since h69 the request is posted into
+// the requester's post segment when the apply thread is awake, which then splits d itself, and
+// notified otherwise), the server copies the valid prefix area into the shadow (the whole area
+// at the first resize after open; since h69 the ranges the previous resize changed are copied and
+// persisted right after that resize's commit, off the next requester's path), splits
 // d's key range there (addWidth: one or two more boundary symbols in d's last-level node - three
 // new nodes where d's keys have three symbols or more there, h68 - or a split of a run of entries
 // naming d; addHeight: one more level when d's node is full or d's keys share the symbol, the split
@@ -105,7 +108,8 @@
 // Reuse of retired data nodes: a split takes its new node ids first from retired nodes that no
 // connected client with an unexpired lease (canrt_layout.h, "client table") can name - retired at or before the oldest generation in the client
 // table (canrt_layout.h), which a client claims before its first read of `state` and updates
-// after each refresh - then fresh ones. Migrate zeroes a reused node before writing its items;
+// after each refresh - then fresh ones. Migrate zeroes a reused node before writing its items
+// (since h69 only the words that are not zero, and it flushes only the lines it stored to);
 // the free list is volatile (recovery: the nodes the valid tree does not name); a redone split's
 // targets are the nodes the shadow tree names and the valid tree does not.
 // Thread safety: the transport's notify thread only queues; written items (posted or notified)
