@@ -283,16 +283,16 @@ class Client final : public remote::RemoteKV {
   // is awake (polling the post segments: `wake` has no sleep bit) the request is posted into this
   // client's segment like an item - (d + 1) << 32 | kResizeSlot - and the apply thread splits the
   // node when its scan takes the entry: no notification, hence no wake-up of the notify thread
-  // (about 6.5 us of the 20 us a put that waits for a split used to take). Dekker order with the
+  // (6.5 us of the 20-25 us a put that waited for a split took, h68). Dekker order with the
   // apply thread's sleep, as for a post: the entry, a seq_cst fence, then `wake` again; if the
   // thread went to sleep meanwhile, the entry is taken back (a compare-swap: if the thread's last
   // scan took it first, that scan splits the node) and the request notified as before - never
   // both, so the server sees the request once. *posted_at: the entry's offset when posted (the
   // waiting writer takes it back and notifies it if the thread has not taken it in
-  // kResizeTakeBackUs: a polling thread that lost its core). A sleeping apply thread (and an inline service,
-  // whose `wake` says deeply asleep), a region without post segments, a segment with no free
-  // word in four probes, or WORT_CANRT_RESIZE_POST=0: notified, as before h69 (the local
-  // backend's notify thread splits the node; ucx's resize thread).
+  // kResizeTakeBackUs: a polling thread that lost its core). A sleeping apply thread (and an
+  // inline service, whose `wake` says deeply asleep), a region without post segments, a segment
+  // with no free word in four probes, or WORT_CANRT_RESIZE_POST=0: notified, as before h69 (the
+  // local backend's notify thread splits the node; ucx's resize thread).
   Status RequestResize(uint32_t d, uint64_t* posted_at) {
     static const bool kPostResizes = [] {
       const char* e = std::getenv("WORT_CANRT_RESIZE_POST");
@@ -629,10 +629,10 @@ class Client final : public remote::RemoteKV {
         ++stats_.resize_requests;
         uint64_t posted_at = 0;  // the segment word of a posted request, until taken or notified
         WORT_RETURN_IF_ERROR(RequestResize(d, &posted_at));
-        // The split takes about 10 us of server time (doc/remote.md, "Resizes off the put's path
-        // (h69)"): for the first kResizePollUs the lock word is read again after one yield -
-        // Backoff's random waits of up to 64 us overshot the split's end by about 3 us on
-        // average - then with Backoff (a server that has no core for a while).
+        // The split takes 7-10 us of server time (doc/remote.md, "Resizes off the put's path
+        // (h69)"): for the first kResizePollUs the lock word is read again after one yield (h69;
+        // before, Backoff's random waits of up to 64 us - alone, this change did not move the
+        // measured wait), then with Backoff (a server that has no core for a while).
         const auto asked = std::chrono::steady_clock::now();
         for (int w = 0;; ++w) {
           uint64_t cur;
