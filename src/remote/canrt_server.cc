@@ -922,8 +922,12 @@ Status Service::SplitInShadow(uint32_t node, char* shadow, Changes* ch) {
     auto divide = [&](const std::vector<uint32_t>& cuts, bool three) {
       std::pair<size_t, size_t> best{0, SIZE_MAX};  // cut indices; SIZE_MAX: one cut
       size_t best_d = SIZE_MAX;
+      // The keys below each cut, counted once (h69: the three-way search below asked for them
+      // for every pair of cuts).
+      std::vector<size_t> under(cuts.size());
+      for (size_t a = 0; a < cuts.size(); ++a) under[a] = below(cuts[a]);
       for (size_t a = 0; a < cuts.size(); ++a) {
-        const size_t ca = below(cuts[a]);
+        const size_t ca = under[a];
         const size_t d = std::max(ca, keys.size() - ca) * 2 + (ca == 0 || ca == keys.size());
         if (d < best_d) best_d = d, best = {a, SIZE_MAX};
       }
@@ -932,7 +936,7 @@ Status Service::SplitInShadow(uint32_t node, char* shadow, Changes* ch) {
         std::pair<size_t, size_t> b3{0, 1};
         for (size_t a = 0; a < cuts.size(); ++a)
           for (size_t b = a + 1; b < cuts.size(); ++b) {
-            const size_t ca = below(cuts[a]), cb = below(cuts[b]);
+            const size_t ca = under[a], cb = under[b];
             if (ca == 0 || cb == ca || cb == keys.size()) continue;  // every part non-empty
             const size_t d = std::max({ca, cb - ca, keys.size() - cb});
             if (d < best3) best3 = d, b3 = {a, b};
