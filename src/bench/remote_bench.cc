@@ -124,11 +124,22 @@ struct Run {
     r.seconds = std::chrono::duration<double>(Clock::now() - w0).count();
     double client = detail::ThreadCpuSeconds() - t0, proc = ProcessCpuSeconds() - p0;
     if (causes && n) {
-      std::vector<double> quiet;
-      for (std::size_t i = 0; i < n; ++i)
+      std::vector<double> quiet, resized;
+      for (std::size_t i = 0; i < n; ++i) {
         if (cause[i] == 0) quiet.push_back(lat[i]);
+        if (cause[i] == 1) resized.push_back(lat[i]);
+      }
+      auto mean = [](const std::vector<double>& v) {
+        double s = 0;
+        for (double x : v) s += x;
+        return s / static_cast<double>(v.size());
+      };
       r.apply_waits_per_op = static_cast<double>(w_0 - w_first) / static_cast<double>(n);
-      if (!quiet.empty()) r.quiet_p50_ns = Percentile(quiet, 0.50), r.quiet_p99_ns = Percentile(quiet, 0.99);
+      if (!quiet.empty()) {
+        r.quiet_mean_ns = mean(quiet);
+        r.quiet_p50_ns = Percentile(quiet, 0.50), r.quiet_p99_ns = Percentile(quiet, 0.99);
+      }
+      if (!resized.empty()) r.resize_mean_ns = mean(resized), r.resize_p50_ns = Percentile(resized, 0.50);
       std::vector<double> sorted = lat;
       const double p99 = Percentile(sorted, 0.99);
       std::size_t tail = 0, rs = 0, ws = 0;
@@ -438,6 +449,8 @@ nlohmann::json ToJson(const RemoteResult& r, const RemoteBenchConfig& cfg, const
   if (r.post_fallbacks_per_op >= 0) j["post_fallbacks_per_op"] = r.post_fallbacks_per_op;
   if (r.apply_waits_per_op >= 0) j["apply_waits_per_op"] = r.apply_waits_per_op;
   if (r.quiet_p50_ns >= 0) j["quiet_p50_ns"] = r.quiet_p50_ns, j["quiet_p99_ns"] = r.quiet_p99_ns;
+  if (r.quiet_mean_ns >= 0) j["quiet_mean_ns"] = r.quiet_mean_ns;
+  if (r.resize_p50_ns >= 0) j["resize_p50_ns"] = r.resize_p50_ns, j["resize_mean_ns"] = r.resize_mean_ns;
   if (r.tail_resize_share >= 0) j["tail_resize_share"] = r.tail_resize_share, j["tail_wait_share"] = r.tail_wait_share;
   j["server_in_process"] = cfg.connect.empty();
   detail::AddEnvJson(env, cfg.seed, &j);

@@ -84,6 +84,9 @@ struct RemoteResult {
   // requested no resize). -1: not measured.
   double apply_waits_per_op = -1, quiet_p50_ns = -1, quiet_p99_ns = -1;
   double tail_resize_share = -1, tail_wait_share = -1;
+  // (h69) The mean of the quiet ops, and the p50 and mean of the ops that requested a resize
+  // (what one resize costs the writer that waits for it). -1: not measured (no such op).
+  double quiet_mean_ns = -1, resize_p50_ns = -1, resize_mean_ns = -1;
 };
 
 // The 16-byte key of record i.

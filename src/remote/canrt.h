@@ -80,8 +80,11 @@
 // unchanged) or complete.
 //
 // Resize (section 3.5, tick-tock): on a RESIZE request for a full node d (locked by the
-// requester, so no write to d proceeds; reads of d go on), the server copies the valid prefix
-// area into the shadow (only the ranges the previous resize changed, after the first), splits
+// requester, so no write to d proceeds; reads of d go on; since h69 the request is posted into
+// the requester's post segment when the apply thread is awake, which then splits d itself, and
+// notified otherwise), the server copies the valid prefix area into the shadow (the whole area
+// at the first resize after open; since h69 the ranges the previous resize changed are copied and
+// persisted right after that resize's commit, off the next requester's path), splits
 // d's key range there (addWidth: one or two more boundary symbols in d's last-level node - three
 // new nodes where d's keys have three symbols or more there, h68 - or a split of a run of entries
 // naming d; addHeight: one more level when d's node is full or d's keys share the symbol, the split
@@ -105,7 +108,8 @@
 // Reuse of retired data nodes: a split takes its new node ids first from retired nodes that no
 // connected client with an unexpired lease (canrt_layout.h, "client table") can name - retired at or before the oldest generation in the client
 // table (canrt_layout.h), which a client claims before its first read of `state` and updates
-// after each refresh - then fresh ones. Migrate zeroes a reused node before writing its items;
+// after each refresh - then fresh ones. Migrate zeroes a reused node before writing its items
+// (since h69 only the words that are not zero, and it flushes only the lines it stored to);
 // the free list is volatile (recovery: the nodes the valid tree does not name); a redone split's
 // targets are the nodes the shadow tree names and the valid tree does not.
 // Thread safety: the transport's notify thread only queues; written items (posted or notified)
@@ -171,6 +175,7 @@ struct ServiceStats {
   uint64_t apply_rerounds = 0;  // items a node's apply found released during it (its re-read of the lock word, h64)
   uint64_t wait_applies = 0;    // items applied on a waiting writer's notification naming its node (h64)
   uint64_t swept = 0;           // items applied by the lease tick's sweep of every node's pending set (h64)
+  uint64_t posted_resizes = 0;  // resize requests the apply thread took from a post segment (h69: no notification)
 };
 
 class Service {
@@ -218,7 +223,8 @@ class Service {
   Status SplitInShadow(uint32_t node, char* shadow, Changes* ch);
   void Migrate(uint32_t node, const char* shadow, const std::vector<uint32_t>& targets);
   uint64_t OldestClientGeneration();
-  void ExpireLeases();
+  // `if_due`: only when the last sample is lease/4 old or more (a resize's sample, h69).
+  void ExpireLeases(bool if_due = false);
   uint64_t Cas(uint64_t* word, uint64_t (*f)(uint64_t, uint64_t), uint64_t arg);
   bool CasOnce(uint64_t* word, uint64_t expected, uint64_t desired);
   void AddWord(uint64_t* word, uint64_t add);
@@ -275,11 +281,12 @@ class Service {
   };
   std::mutex lease_mu_;
   std::vector<LeaseSample> lease_;
+  std::chrono::steady_clock::time_point last_sample_{};  // of ExpireLeases, under lease_mu_
   std::thread resize_thread_, write_thread_;
 
   std::atomic<uint64_t> writes_{0}, resizes_{0}, refused_{0}, add_height_{0}, recovered_{0}, reused_{0}, nfree_{0},
       posted_{0}, kicks_{0}, expired_{0}, stale_pending_{0}, resize_applied_{0}, skipped_posts_{0}, node_applies_{0},
-      apply_rerounds_{0}, wait_applies_{0}, swept_{0};
+      apply_rerounds_{0}, wait_applies_{0}, swept_{0}, posted_resizes_{0};
 };
 
 // A CANRT server: the Service and the transport that exposes it.
@@ -325,6 +332,8 @@ struct ClientStats {
   uint64_t posts_skipped = 0;    // writes whose release found other items of the node pending: no post (h64,
                                  // the node's post is out already: one post per node)
   uint64_t lease_renewals = 0, lease_lost = 0;  // renewals; slots lost to an expired lease (rejoined)
+  uint64_t resize_posts = 0;     // resize requests posted to the awake apply thread instead of notified (h69)
+  uint64_t resize_takebacks = 0; // posted requests the thread had not taken after 30 us: taken back, notified (h69)
 };
 ClientStats GetClientStats(const remote::RemoteKV& kv);
 // The client's copy of the prefix area (header and prefix nodes in use) and its generation

@@ -279,6 +279,48 @@ class Client final : public remote::RemoteKV {
       ++stats_.notify_failures;
     }
   }
+  // Asks the server to split node d, whose lock this client holds (h69). When the apply thread
+  // is awake (polling the post segments: `wake` has no sleep bit) the request is posted into this
+  // client's segment like an item - (d + 1) << 32 | kResizeSlot - and the apply thread splits the
+  // node when its scan takes the entry: no notification, hence no wake-up of the notify thread
+  // (6.5 us of the 20-25 us a put that waited for a split took, h68). Dekker order with the
+  // apply thread's sleep, as for a post: the entry, a seq_cst fence, then `wake` again; if the
+  // thread went to sleep meanwhile, the entry is taken back (a compare-swap: if the thread's last
+  // scan took it first, that scan splits the node) and the request notified as before - never
+  // both, so the server sees the request once. *posted_at: the entry's offset when posted (the
+  // waiting writer takes it back and notifies it if the thread has not taken it in
+  // kResizeTakeBackUs: a polling thread that lost its core). A sleeping apply thread (and an
+  // inline service, whose `wake` says deeply asleep), a region without post segments, a segment
+  // with no free word in four probes, or WORT_CANRT_RESIZE_POST=0: notified, as before h69 (the
+  // local backend's notify thread splits the node; ucx's resize thread).
+  Status RequestResize(uint32_t d, uint64_t* posted_at) {
+    static const bool kPostResizes = [] {
+      const char* e = std::getenv("WORT_CANRT_RESIZE_POST");
+      return !(e && std::string_view(e) == "0");
+    }();
+    if (segments_ && kPostResizes) {
+      uint64_t w = 0;
+      WORT_RETURN_IF_ERROR(c_->Read(kWakeOff, &w, 8));
+      if (!(w & kAsleep)) {
+        const uint64_t base = kPostOff + uint64_t(slot_) * kPostSegBytes;
+        const uint64_t v = RingEntry(d, kResizeSlot);
+        for (int probe = 0; probe < 4; ++probe) {
+          const uint64_t off = base + 8ull * (ring_next_++ % kPostWords);
+          uint64_t old = 1;
+          WORT_RETURN_IF_ERROR(c_->CompareSwap64(off, 0, v, &old));
+          if (old != 0) continue;
+          std::atomic_thread_fence(std::memory_order_seq_cst);
+          WORT_RETURN_IF_ERROR(c_->Read(kWakeOff, &w, 8));
+          if (!(w & kAsleep)) return ++stats_.resize_posts, *posted_at = off, Status::OK();
+          WORT_RETURN_IF_ERROR(c_->CompareSwap64(off, v, 0, &old));
+          if (old != v) return ++stats_.resize_posts, Status::OK();  // taken by the thread's last scan
+          break;
+        }
+      }
+    }
+    Message m{d, kResizeSlot};
+    return c_->Notify(std::string_view(reinterpret_cast<const char*>(&m), sizeof m));
+  }
   void Kick(uint32_t d, uint32_t what = kKickSlot) {
     ++stats_.kicks;
     Message m{d, what};
@@ -585,8 +627,13 @@ class Client final : public remote::RemoteKV {
         // (A delete of an absent key: nothing to write, and no free slot to write a no-op
         // into - the split is asked for anyway, then NotFound.)
         ++stats_.resize_requests;
-        Message m{d, kResizeSlot};
-        WORT_RETURN_IF_ERROR(c_->Notify(std::string_view(reinterpret_cast<const char*>(&m), sizeof m)));
+        uint64_t posted_at = 0;  // the segment word of a posted request, until taken or notified
+        WORT_RETURN_IF_ERROR(RequestResize(d, &posted_at));
+        // The split takes 7-10 us of server time (doc/remote.md, "Resizes off the put's path
+        // (h69)"): for the first kResizePollUs the lock word is read again after one yield (h69;
+        // before, Backoff's random waits of up to 64 us - alone, this change did not move the
+        // measured wait), then with Backoff (a server that has no core for a while).
+        const auto asked = std::chrono::steady_clock::now();
         for (int w = 0;; ++w) {
           uint64_t cur;
           WORT_RETURN_IF_ERROR(c_->Read(lock_off, &cur, 8));
@@ -595,8 +642,32 @@ class Client final : public remote::RemoteKV {
           if (LockOf(cur) == 0)
             return Status::PoolFull("canrt: data node " + std::to_string(d) +
                                     " is full and the server could not split it (see the server's log)");
-          if (w % 64 == 63 && std::chrono::steady_clock::now() > deadline) return Timeout("resize");
-          Backoff(std::min(w, 6));
+          if (w % 64 == 63 && std::chrono::steady_clock::now() > deadline) {
+            // A request still posted is taken back: a server that takes it later must not split
+            // (or unlock) a node this writer no longer holds.
+            uint64_t old = 0;
+            if (posted_at != 0) (void)c_->CompareSwap64(posted_at, RingEntry(d, kResizeSlot), 0, &old);
+            return Timeout("resize");
+          }
+          if (posted_at != 0 && std::chrono::steady_clock::now() - asked >= std::chrono::microseconds(kResizeTakeBackUs)) {
+            // The apply thread has not taken the posted request yet: it lost its core (a
+            // polling thread that has run a while waits longer for one than a woken thread).
+            // Taken back, if still there (a compare-swap: else the thread took it), and notified.
+            uint64_t old = 0;
+            const uint64_t v = RingEntry(d, kResizeSlot);
+            WORT_RETURN_IF_ERROR(c_->CompareSwap64(posted_at, v, 0, &old));
+            posted_at = 0;
+            if (old == v) {
+              --stats_.resize_posts;
+              ++stats_.resize_takebacks;
+              Message m{d, kResizeSlot};
+              WORT_RETURN_IF_ERROR(c_->Notify(std::string_view(reinterpret_cast<const char*>(&m), sizeof m)));
+            }
+          }
+          if (std::chrono::steady_clock::now() - asked < std::chrono::microseconds(kResizePollUs))
+            std::this_thread::yield();
+          else
+            Backoff(std::min(w, 6));
         }
         if (op == kOpDelete && !*found) return Status::OK();
         bool changed;
@@ -699,6 +770,12 @@ class Client final : public remote::RemoteKV {
   }
 
   static constexpr int kPostWaitUs = 20;
+  // How long a writer that asked for a split re-reads its node's lock word after one yield each time
+  // before it backs off (h69; the split takes about 10 us of server time).
+  static constexpr int kResizePollUs = 200;
+  // How long a posted resize request waits for the apply thread's scan before the writer takes it
+  // back and notifies it (h69).
+  static constexpr int kResizeTakeBackUs = 30;
   std::unique_ptr<remote::Connection> c_;
   int slot_ = -1;            // this client's slot in the region's client table
   uint64_t slot_word_ = 0;   // what this client last stored there (SlotWord)
