@@ -94,7 +94,11 @@
 // knows d's contents are current) and commits with one store of `state`. Persist order:
 // resize_node; shadow prefix nodes; state(gen,1,0) = pxflag marked, dtflag not; new data nodes;
 // state(gen+1,1,1) = dtflag marked and the switch of valid and shadow (RETIRED is not persisted:
-// it matters to live clients only). Recovery (section 3.6): pxflag clear -> the resize is dropped
+// it matters to live clients only). The new data nodes are locked by the server from before the
+// commit's store until after its persist (session 10): a client may see the store before it is
+// durable, and an item it wrote into a new node then would be erased by the redone migration
+// after a crash (Canrt.NoWriteIntoANewNodeIsAcknowledgedBeforeTheCommitIsDurable).
+// Recovery (section 3.6): pxflag clear -> the resize is dropped
 // (it is redone when a writer finds the node full again); pxflag set, dtflag clear -> the
 // migration is redone from d (new nodes located in the shadow tree) and committed.
 // Recovery also re-applies, in every data node of the valid tree (locked or not), the items whose
@@ -125,6 +129,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -157,6 +162,8 @@ struct Options {
   // A client's lease on its client-table slot (canrt_layout.h, "client table"): a slot not
   // renewed for this long no longer holds the reuse of retired data nodes back. 0: never expires.
   uint32_t lease_ms = 4000;
+  // Tests only: runs inside a resize between the commit's store to `state` and its persist.
+  std::function<void()> commit_window_for_test;
 };
 
 struct ServiceStats {

@@ -1217,10 +1217,21 @@ void Service::Resize(uint32_t node) {
   // after a crash no client holds a stale copy, and the valid tree no longer names the node.
   // Both words: readers look at the metadata word, writers at the lock word (whose lock field the
   // requester still holds: no writer can take the node from here on).
+  // The new nodes stay locked by the server until the commit is durable (session 10): a client
+  // sees the store to `state` below before its persist (a cache line is visible before it is
+  // written back), and could otherwise write its item into a new node and acknowledge it; a crash
+  // before the persist then redoes this migration (recovery: pxflag set, dtflag not), which
+  // rewrites the new nodes and would erase that acknowledged item. A writer that meets the lock
+  // backs off and retries (canrt_client.cc, Write) - for the length of one persist. Nobody else
+  // names these nodes yet (fresh, or retired beyond every client's generation), and no other
+  // resize runs (resize_mu_), so nothing else changes their lock field meanwhile.
+  for (uint32_t t : targets) AddWord(reinterpret_cast<uint64_t*>(Node(t) + kLockWordOff), kLockOne);
   Cas(meta, [](uint64_t cur, uint64_t) -> uint64_t { return cur | kRetired; }, 0);
   Cas(lockw, [](uint64_t cur, uint64_t) -> uint64_t { return cur | kRetired; }, 0);
   pm::store8(&hdr_->state, StateWord(gen + 1, true, true));  // dtflag: the shadow is the valid tree
+  if (opts_.commit_window_for_test) opts_.commit_window_for_test();
   pm::persist(&hdr_->state, 8);
+  for (uint32_t t : targets) AddWord(reinterpret_cast<uint64_t*>(Node(t) + kLockWordOff), 0 - kLockOne);
   // The reused nodes leave the free list; the split node joins it: trees from gen+1 on do not
   // name it.
   const size_t nreused = std::min(reusable, ch.used);

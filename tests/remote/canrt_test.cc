@@ -1140,6 +1140,58 @@ TEST(Canrt, FullNodeSplitsThreeWays) {
   EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
 }
 
+// A split's commit is a store to `state` and its persist; another client can see the store
+// before the persist. Were a new node writable then, a client's item written into it would be
+// acknowledged while a crash could still redo the migration - which rewrites the new nodes and
+// erases the item. The server keeps the new nodes locked until the commit is durable: a Put that
+// lands in a new node must not return while the resize sits between the store and the persist.
+// (Without the lock, B's Put returned inside the window.)
+TEST(Canrt, NoWriteIntoANewNodeIsAcknowledgedBeforeTheCommitIsDurable) {
+  TempPath path("canrt");
+  auto pool = NewPool(path);
+  std::unique_ptr<Service> svc;
+  Options o = SmallOptions();  // capacity 4: the fifth key of one node splits it
+  std::atomic<bool> armed{false}, fired{false}, b_done{false}, acked_in_window{false};
+  std::unique_ptr<remote::RemoteKV> b;
+  std::thread bt;
+  Status b_status;
+  o.commit_window_for_test = [&] {
+    if (!armed.exchange(false)) return;
+    fired = true;
+    // B's Put of a key of the split node: it finds the node RETIRED, refreshes (the new state is
+    // visible), and locates its key in one of the new nodes.
+    bt = std::thread([&] {
+      b_status = b->Put("\x80k5", "five");
+      b_done = true;
+    });
+    const auto t0 = std::chrono::steady_clock::now();
+    while (!b_done.load() && std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(500))
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    acked_in_window = b_done.load();
+  };
+  ASSERT_TRUE(Service::Open(*pool, "canrt", o, &svc).ok());
+  auto a = InlineClient(svc.get(), 1);
+  b = InlineClient(svc.get(), 2);
+  Model model;
+  for (const char* k : {"\x80k0", "\x80k1", "\x80k2", "\x80k3"}) {
+    ASSERT_TRUE(a->Put(k, k).ok());
+    model[k] = k;
+  }
+  const uint64_t resizes = svc->Stats().resizes;
+  armed = true;
+  ASSERT_TRUE(a->Put("\x80k4", "four").ok());  // full node: the resize runs on this thread (inline)
+  model["\x80k4"] = "four";
+  if (bt.joinable()) bt.join();
+  ASSERT_TRUE(fired.load()) << "no resize reached its commit";
+  EXPECT_GT(svc->Stats().resizes, resizes);
+  EXPECT_FALSE(acked_in_window.load()) << "a write into a new node was acknowledged before the split's commit was durable";
+  ASSERT_TRUE(b_status.ok()) << b_status.ToString();
+  model["\x80k5"] = "five";
+  EXPECT_EQ(ScanAll(*a), model);
+  std::string rep;
+  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
+}
+
 // Real server threads (local backend): a writer puts increasing values into a few keys and
 // publishes each once its Put returned; readers must never see a value older than one
 // acknowledged before their Get or Scan began (a node Read racing with the server's apply -
