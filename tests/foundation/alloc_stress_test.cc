@@ -316,5 +316,33 @@ TEST(AllocStress, GrowthAheadStopsAtTheLimitAndKeepsTheReserve) {
   }
 }
 
+// h70: a refill of a small class takes 64 KiB of blocks, at most 256 (64 before): 2,560 blocks
+// of 64 bytes take the allocator's lock 9 times (39 before), and freeing them all returns
+// them in batches of as many.
+TEST(AllocStress, SmallClassRefillsTakeTheLockOncePer256Blocks) {
+  test::TempPath path("alloc-batch");
+  PoolOptions po;
+  po.initial_size = 24ull << 20;
+  std::unique_ptr<Pool> pool;
+  ASSERT_TRUE(Pool::Create(path, po, &pool).ok());
+  Allocator& a = pool->allocator();
+  uint64_t off;
+  ASSERT_TRUE(a.Alloc(64, &off).ok());  // the thread's cache exists; one batch taken
+  a.Free(off);
+  const uint64_t t0 = a.Stats().lock_acquisitions;
+  std::vector<uint64_t> blocks;
+  for (int i = 0; i < 2560; ++i) {
+    ASSERT_TRUE(a.Alloc(64, &off).ok());
+    blocks.push_back(off);
+  }
+  const uint64_t t1 = a.Stats().lock_acquisitions;
+  EXPECT_EQ(t1 - t0, 9u);  // the first 256 come from the cache, then 256 blocks a refill
+  for (uint64_t b : blocks) a.Free(b);
+  EXPECT_LE(a.Stats().lock_acquisitions - t1, 10u);  // frees go back 256 at a time
+  std::string rep;
+  EXPECT_TRUE(pool->Check(&rep).ok()) << rep;
+  EXPECT_TRUE(pool->Close().ok());
+}
+
 }  // namespace
 }  // namespace wort
