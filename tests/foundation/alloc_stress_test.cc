@@ -151,9 +151,9 @@ TEST(AllocStress, ConcurrentAllocFreeAndGrowthKeepExactAccounting) {
 }
 
 // h70 (issue 31): growth ahead of the writers. Four threads allocate stamped blocks (every 4th
-// freed again, some large runs) from a pool of 24 MiB that grows to about 200 MiB (30 under TSan) while they
-// run: the free chunks fall under the watermark again and again, and each time one thread grows
-// the file while the others go on. Checked: every live block keeps its stamp, no two overlap,
+// freed again, some large runs) from a pool of 24 MiB that grows to about 200 MiB (30 MiB under
+// TSan) while they run: the free chunks fall under the watermark again and again, and each time
+// one thread grows the file while the others go on. Checked: every live block keeps its stamp, no two overlap,
 // the allocated set is the live set, Check is clean, and growths were made ahead.
 TEST(AllocStress, WritersAllocateWhileThePoolGrowsAhead) {
   test::TempPath path("alloc-ahead");
