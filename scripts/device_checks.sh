@@ -15,13 +15,19 @@
 # against the prototypes, 1M sparse keys), scaling.md/scaling.jsonl (16T/1T: load of KEYS records,
 # A and C of OPS operations, GRID_REPEAT runs), run.log.
 # Environment for run: REPEAT (default 3), MC_REQUESTS (default 400000), KEYS (default 4M), OPS (default 4M),
-# GRID_REPEAT (default 2), PARTS (default "memcached peers grid"; also "ablate"), PEER_KINDS (default
+# GRID_REPEAT (default 2), PARTS (default "memcached peers grid"; also "ablate", "growth"), PEER_KINDS (default
 # vart,wort,woart,cceh,fastfair).
 # The part "ablate" (issue 31: what costs wort's inserts more on that machine than on this one) times
 # `wort bench --index wort,woart --dist sparse --keys 1M --ops insert` single-threaded under each of
 # --flush clflush|clflushopt|clwb|none, WORT_POOL_HUGEPAGE=0 and WORT_EPOCH_FENCE=symmetric (clflush),
 # ABL_REPEAT rounds (default 3) rotated, then the 16-thread load of KEYS records for wort under
 # clwb and none (is the flush the limit at 16 threads?): ablate.jsonl, ablate.md.
+# The part "growth" (issue 31, h70: do writers wait for pool growth?) runs the YCSB load of KEYS
+# records for wort, woart, cceh and fastfair at 1 and 16 threads (zipfian, clwb) with the pool
+# grown on demand (default) and pre-grown (--pool-initial 3GiB), GROW_REPEAT rounds (default 2)
+# rotated; with BASE_BUILD given to prepare (a second wort, e.g. main's), that binary alternates
+# with this one: growth.jsonl, growth.md (scripts/growth_table.py: Mops/s, 16T/1T, default over
+# pre-grown, sys ns/op, voluntary switches, the allocator's lock waits and growth counters).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 D=$PWD/devcarry
@@ -32,9 +38,11 @@ prepare)
   grep -qx '/devcarry/' "$(git rev-parse --git-common-dir)/info/exclude" 2>/dev/null ||
     echo /devcarry/ >>"$(git rev-parse --git-common-dir)/info/exclude"
   cp "$b/wort" "$D/bin/wort.real"; cp "$(command -v memcached)" "$D/bin/memcached.real"
+  [ -n "${BASE_BUILD:-}" ] && cp "$BASE_BUILD/wort" "$D/bin/wort-base.real"
   for l in libfmt.so.9 libevent-2.1.so.7 libsasl2.so.2; do cp -L "/lib/x86_64-linux-gnu/$l" "$D/lib/"; done
   for l in libssl.so.3 libcrypto.so.3 libstdc++.so.6 libgcc_s.so.1; do cp -L "/lib/x86_64-linux-gnu/$l" "$D/lib2/"; done
-  for n in wort memcached; do
+  for n in wort wort-base memcached; do
+    [ -f "$D/bin/$n.real" ] || continue
     printf '#!/bin/bash\nd=$(dirname "$(readlink -f "$0")")\nexport LD_LIBRARY_PATH=$d/../lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\nexec $d/%s.real "$@"\n' "$n" >"$D/bin/$n"
     chmod +x "$D/bin/$n"
   done
@@ -80,6 +88,24 @@ run)
     done
     python3 scripts/device_ablate_table.py "$A" >"$OUT/ablate.md"
     echo "ablate done at $(($(date +%s) - t0)) s" >>"$S"; cat "$OUT/ablate.md"
+  fi
+  if has growth; then
+    G=$OUT/growth.jsonl bins=new
+    [ -x "$D/bin/wort-base" ] && bins="base new"
+    for r in $(seq "${GROW_REPEAT:-2}"); do
+      for b in $bins; do
+        exe=$W; [ "$b" = base ] && exe=$D/bin/wort-base
+        for p in default pregrown; do
+          e=(); [ "$p" = pregrown ] && e=(--pool-initial 3GiB)
+          timeout 150 "$exe" bench ycsb --index wort,woart,cceh,fastfair --keys "$KEYS" --ops "$KEYS" --workload load \
+            --request zipfian --threads 1,16 --flush clwb "${e[@]}" --json /tmp/dc-grow.jsonl >>"$OUT/run.log" 2>&1
+          python3 -c 'import json,sys; [print(json.dumps(dict(json.loads(l), binary=sys.argv[1], pool=sys.argv[2], round=int(sys.argv[3])))) for l in open("/tmp/dc-grow.jsonl")]' \
+            "$b" "$p" "$r" >>"$G"; rm -f /tmp/dc-grow.jsonl
+        done
+      done
+    done
+    python3 scripts/growth_table.py "$G" >"$OUT/growth.md"
+    echo "growth done at $(($(date +%s) - t0)) s" >>"$S"; cat "$OUT/growth.md"
   fi
   if has peers; then timeout 170 bash scripts/peers.sh "$D/peers" --keys 1M --repeat 2 --kinds "${PEER_KINDS:-vart,wort,woart,cceh,fastfair}" --wort "$W" \
     --out /tmp/dc-peers >>"$OUT/run.log" 2>&1

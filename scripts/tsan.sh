@@ -29,7 +29,8 @@ run test_vart_arena
 # fastfair (issue 31): writers splitting the same leaves and parents under node locks.
 run test_fastfair_concurrent
 run test_alloc_race
-# The allocator under concurrent allocation, free and pool growth (growth outside its lock).
+# The allocator under concurrent allocation, free and pool growth (growth outside its lock), and
+# writers allocating while one of them grows the pool ahead (h70).
 run test_alloc_stress
 run test_multiwriter_kill
 run test_store_stress

@@ -86,6 +86,14 @@ struct AllocStats {
   uint64_t lock_acquisitions = 0;
   uint64_t lock_waits = 0;
   uint64_t grows = 0;
+  // Growth ahead of the writers (h70, doc/allocator.md): growths made by a thread elected when
+  // the free chunks fell under a watermark, while the others went on (counted in grows too);
+  // the time in Pool::Grow (every growth); and the times an allocating thread found no free
+  // chunk and waited for a growth, its own or another's, with their time (the writers' stall).
+  uint64_t grows_ahead = 0;
+  uint64_t grow_ns = 0;
+  uint64_t grow_waits = 0;
+  uint64_t grow_wait_ns = 0;
   // SMALL chunk headers (4 KiB bitmaps) read since open, before this call (Stats itself reads
   // the rest): a clean open reads none, only the chunk table (see ChunkHeadersRead).
   uint64_t chunk_headers_read = 0;

@@ -170,6 +170,35 @@ void AddEnvJson(const Environment& env, uint64_t seed, nlohmann::json* j) {
 }
 
 }  // namespace detail
+
+AllocWaits AllocWaitsBetween(const AllocStats& a, const AllocStats& b) {
+  AllocWaits w;
+  w.lock_acquisitions = b.lock_acquisitions - a.lock_acquisitions;
+  w.lock_waits = b.lock_waits - a.lock_waits;
+  w.grows = b.grows - a.grows;
+  w.grows_ahead = b.grows_ahead - a.grows_ahead;
+  w.grow_waits = b.grow_waits - a.grow_waits;
+  w.grow_ms = double(b.grow_ns - a.grow_ns) * 1e-6;
+  w.grow_wait_ms = double(b.grow_wait_ns - a.grow_wait_ns) * 1e-6;
+  return w;
+}
+
+void AddAllocWaitsJson(const AllocWaits& w, nlohmann::json* j) {
+  (*j)["alloc_lock_acquisitions"] = w.lock_acquisitions;
+  (*j)["alloc_lock_waits"] = w.lock_waits;
+  (*j)["pool_grows"] = w.grows;
+  (*j)["pool_grows_ahead"] = w.grows_ahead;
+  (*j)["pool_grow_ms"] = w.grow_ms;
+  (*j)["pool_grow_waits"] = w.grow_waits;
+  (*j)["pool_grow_wait_ms"] = w.grow_wait_ms;
+}
+
+std::string FormatAllocWaits(const AllocWaits& w) {
+  return fmt::format("alloc lock {} waits of {}, pool grown {}x ({} ahead, {:.1f} ms), {} grow waits {:.1f} ms",
+                     w.lock_waits, w.lock_acquisitions, w.grows, w.grows_ahead, w.grow_ms, w.grow_waits,
+                     w.grow_wait_ms);
+}
+
 namespace {
 
 // Runs fn(i, &wrong) for i in [0, n), split into `threads` contiguous slices, and times the
@@ -557,8 +586,10 @@ Status BenchOneIndex(const IndexBenchConfig& cfg, const IndexKind& kind, const s
   if (sites) sites->Take(0);  // the creation's flushes are no phase's
   const bool hash_kind = dynamic_cast<const hash::HashIndexBase*>(idx.get()) != nullptr;
   if (hash_kind) hash::ResetHashCounters(*idx);
+  const AllocStats insert_a0 = pool->allocator().Stats();
   PhaseOutcome p =
       RunPhase(threads, n, [&](size_t i, uint64_t*) { return idx->Insert(keys[i], i + 1); }, "insert");
+  const AllocWaits insert_waits = AllocWaitsBetween(insert_a0, pool->allocator().Stats());
   const hash::HashCounters insert_hc = hash_kind ? hash::GetHashCounters(*idx) : hash::HashCounters{};
   if (!p.status.ok()) {
     const std::string why = Explain(p.status, kind.name, "insert", p.done, cfg.common);
@@ -574,6 +605,7 @@ Status BenchOneIndex(const IndexBenchConfig& cfg, const IndexKind& kind, const s
     IndexResult r = base;
     r.op = "insert";
     r = finish(r, p);
+    r.alloc = insert_waits;
     if (hash_kind && p.done) {
       r.has_breakdown = true;
       r.rehash_ns_per_op = double(insert_hc.rehash_ns) / double(p.done);
@@ -1231,6 +1263,7 @@ nlohmann::json ToJson(const IndexResult& r, const IndexBenchConfig& cfg, const E
   j["errors"] = r.errors;
   j["key_type"] = r.key_type;
   if (r.op == "recover") j["recovery_seconds"] = r.recovery_seconds;
+  if (r.op == "insert") AddAllocWaitsJson(r.alloc, &j);
   j["durability"] = r.durability;
   j["pool_sync"] = cfg.common.pool_sync;
   if (cfg.common.pool_sync) j["msyncs_per_op"] = r.msyncs_per_op;

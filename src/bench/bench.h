@@ -47,6 +47,7 @@
 
 #include "bench/ycsb.h"
 #include "workload/workload.h"
+#include "wort/alloc.h"
 #include "wort/index.h"
 #include "wort/status.h"
 
@@ -118,6 +119,19 @@ struct Environment {
   std::string host;
 };
 
+// The pool allocator's waits over one timed phase (issue 31, h70: wort/alloc.h AllocStats, the
+// difference of two Stats calls): its lock taken and the takings that had to wait; the pool's
+// growths, those made ahead of the writers, their time; the times a writer found no free chunk
+// and waited for a growth, and that time. Zero for a kind that does not allocate from the pool.
+struct AllocWaits {
+  uint64_t lock_acquisitions = 0, lock_waits = 0;
+  uint64_t grows = 0, grows_ahead = 0, grow_waits = 0;
+  double grow_ms = 0, grow_wait_ms = 0;
+};
+AllocWaits AllocWaitsBetween(const AllocStats& a, const AllocStats& b);
+void AddAllocWaitsJson(const AllocWaits& w, nlohmann::json* j);
+std::string FormatAllocWaits(const AllocWaits& w);
+
 struct IndexResult {
   std::string index;
   std::string dist;
@@ -148,6 +162,7 @@ struct IndexResult {
   bool has_breakdown = false;
   double rehash_ns_per_op = 0;
   double displacement_ns_per_op = 0;
+  AllocWaits alloc;  // the phase's allocator waits (AllocWaits)
   // IndexBenchConfig::flush_sites: lines flushed per operation by each call site
   // ("src/...:line function"), most first.
   std::vector<std::pair<std::string, double>> flush_sites;
@@ -271,6 +286,7 @@ struct YcsbResult {
   // -1: not known.
   int64_t epoch_advances = -1, epoch_tries = -1, epoch_blocked = -1;
   std::string partition = "slices";  // YcsbBenchConfig::partition (the load only)
+  AllocWaits alloc;  // the run's allocator waits, every pool of the run (AllocWaits)
 };
 
 struct YcsbBenchReport {

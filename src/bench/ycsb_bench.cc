@@ -203,6 +203,23 @@ Status RunOne(const YcsbBenchConfig& cfg, const IndexKind& kind, int threads, co
     for (const auto& b : own) add(*b);
     return sum;
   };
+  // The allocator counts of every pool of the run (AllocWaits).
+  auto alloc_stats = [&] {
+    AllocStats sum;
+    auto add = [&](const BenchIndex& b) {
+      const AllocStats a = b.pool->allocator().Stats();
+      sum.lock_acquisitions += a.lock_acquisitions;
+      sum.lock_waits += a.lock_waits;
+      sum.grows += a.grows;
+      sum.grows_ahead += a.grows_ahead;
+      sum.grow_ns += a.grow_ns;
+      sum.grow_waits += a.grow_waits;
+      sum.grow_wait_ns += a.grow_wait_ns;
+    };
+    add(h);
+    for (const auto& b : own) add(*b);
+    return sum;
+  };
   auto emit = [&](const YcsbResult& r) {
     report->results.push_back(r);
     if (log)
@@ -212,7 +229,8 @@ Status RunOne(const YcsbBenchConfig& cfg, const IndexKind& kind, int threads, co
                       r.index, r.workload, r.request, r.threads, r.mops_per_s, r.cpu_ns_per_op, r.p50_ns, r.p99_ns,
                       r.errors ? fmt::format("  ({} WRONG)", r.errors) : "", r.user_ns_per_op, r.sys_ns_per_op,
                       r.faults_per_op, r.vol_switches, r.invol_switches, r.epoch_advances, r.epoch_tries,
-                      r.epoch_blocked, r.workload == "load" && r.partition != "slices" ? ", partition " + r.partition : ""));
+                      r.epoch_blocked, r.workload == "load" && r.partition != "slices" ? ", partition " + r.partition : "")
+          + fmt::format("\n           [{}]", FormatAllocWaits(r.alloc)));
   };
   auto add_epoch = [&](YcsbResult* r, const sync::EpochStats& e0) {
     const sync::EpochStats e1 = epoch_stats();
@@ -234,6 +252,7 @@ Status RunOne(const YcsbBenchConfig& cfg, const IndexKind& kind, int threads, co
   std::vector<ThreadStats> stats;
   pm::Counters before = pm::GetCounters();
   sync::EpochStats e0 = epoch_stats();
+  AllocStats a0 = alloc_stats();
   double secs = RunThreads(threads, &stats, [&](int t, ThreadStats* st) {
     Index* const ix = idx_of[t];
     auto insert = [&](size_t i) {
@@ -270,6 +289,7 @@ Status RunOne(const YcsbBenchConfig& cfg, const IndexKind& kind, int threads, co
     r.request = "-";
     r = Summarize(r, secs, stats, pm::GetCounters() - before);
     add_epoch(&r, e0);
+    r.alloc = AllocWaitsBetween(a0, alloc_stats());
     if (cfg.partition == LoadPartition::kIndexPerThread) {
       for (int t = 0; t < threads; ++t)
         if (idx_of[t]->Size() != n * (t + 1) / threads - n * t / threads) ++r.errors;
@@ -294,6 +314,7 @@ Status RunOne(const YcsbBenchConfig& cfg, const IndexKind& kind, int threads, co
     const uint64_t expected_inserts = InsertBudget(w, ops);
     before = pm::GetCounters();
     e0 = epoch_stats();
+    a0 = alloc_stats();
     secs = RunThreads(threads, &stats, [&](int t, ThreadStats* st) {
       YcsbOpGenerator gen(w, cfg.request, n, expected_inserts, SeedFor(cfg.common.seed, w, t), zetan_n);
       const uint64_t my_ops = ops * (t + 1) / threads - ops * t / threads;
@@ -365,6 +386,7 @@ Status RunOne(const YcsbBenchConfig& cfg, const IndexKind& kind, int threads, co
     r.request = RequestDistName(mix.latest ? RequestDist::kLatest : cfg.request);
     r = Summarize(r, secs, stats, pm::GetCounters() - before);
     add_epoch(&r, e0);
+    r.alloc = AllocWaitsBetween(a0, alloc_stats());
     if (Status fs = FirstError(stats); !fs.ok()) {
       skip(fmt::format("{}: workload {} failed: {}", kind.name, YcsbName(w), fs.ToString()));
       if (first.ok()) first = fs;
@@ -537,6 +559,7 @@ nlohmann::json ToJson(const YcsbResult& r, const YcsbBenchConfig& cfg, const Env
   j["epoch_tries"] = r.epoch_tries;
   j["epoch_blocked"] = r.epoch_blocked;
   j["partition"] = r.partition;
+  AddAllocWaitsJson(r.alloc, &j);
   j["span_bits"] = cfg.span_bits;
   AddEnvJson(env, cfg.common.seed, &j);
   return j;

@@ -150,5 +150,200 @@ TEST(AllocStress, ConcurrentAllocFreeAndGrowthKeepExactAccounting) {
   EXPECT_TRUE(pool->Close().ok());
 }
 
+// h70 (issue 31): growth ahead of the writers. Four threads allocate stamped blocks (every 4th
+// freed again, some large runs) from a pool of 24 MiB that grows to about 200 MiB (30 MiB under
+// TSan) while they run: the free chunks fall under the watermark again and again, and each time
+// one thread grows the file while the others go on. Checked: every live block keeps its stamp, no two overlap,
+// the allocated set is the live set, Check is clean, and growths were made ahead.
+TEST(AllocStress, WritersAllocateWhileThePoolGrowsAhead) {
+  test::TempPath path("alloc-ahead");
+  PoolOptions po;
+  po.initial_size = 24ull << 20;
+  po.max_size = 1ull << 30;
+  std::unique_ptr<Pool> pool;
+  ASSERT_TRUE(Pool::Create(path, po, &pool).ok());
+  Allocator& a = pool->allocator();
+  const uint64_t size0 = pool->size();
+  constexpr int kThreads = 4;
+  const int kOps = 48000 / test::kSanitizerScale;
+  static constexpr size_t kSizes[] = {64, 200, 1000, 4000};
+  std::vector<std::vector<Live>> live(kThreads);
+  std::atomic<uint64_t> errors{0};
+  std::atomic<int> go{0};
+  auto worker = [&](int t) {
+    std::mt19937_64 rng(t * 13 + 5);
+    auto& mine = live[t];
+    go.fetch_add(1);
+    while (go.load() < kThreads) {
+    }
+    for (int i = 0; i < kOps; ++i) {
+      if (i % 4 == 3 && !mine.empty()) {
+        const size_t k = rng() % mine.size();
+        const Live b = mine[k];
+        uint64_t got = 0;
+        std::memcpy(&got, pool->at<char>(b.off) + b.size - 8, 8);
+        if (got != b.stamp) ++errors;
+        mine[k] = mine.back();
+        mine.pop_back();
+        a.Free(b.off);
+        continue;
+      }
+      const size_t sz = i % 1999 == 0 ? 600 * 1024 : kSizes[rng() % std::size(kSizes)];
+      uint64_t off = 0;
+      if (!a.Alloc(sz, &off).ok()) {
+        ++errors;
+        continue;
+      }
+      const uint64_t stamp = (uint64_t(t) << 48) | uint64_t(i);
+      std::memcpy(pool->at<char>(off), &stamp, 8);
+      std::memcpy(pool->at<char>(off) + sz - 8, &stamp, 8);
+      mine.push_back({off, sz, stamp});
+    }
+  };
+  std::vector<std::thread> ts;
+  for (int t = 0; t < kThreads; ++t) ts.emplace_back(worker, t);
+  for (auto& th : ts) th.join();
+  EXPECT_EQ(errors.load(), 0u);
+  std::map<uint64_t, Live> all;
+  for (auto& v : live)
+    for (const Live& b : v) {
+      uint64_t got = 0;
+      std::memcpy(&got, pool->at<char>(b.off), 8);
+      EXPECT_EQ(got, b.stamp);
+      std::memcpy(&got, pool->at<char>(b.off) + b.size - 8, 8);
+      EXPECT_EQ(got, b.stamp);
+      EXPECT_TRUE(all.emplace(b.off, b).second) << "block " << b.off << " handed out twice";
+    }
+  uint64_t prev_end = 0;
+  for (const auto& [off, b] : all) {
+    EXPECT_GE(off, prev_end) << "blocks overlap at " << off;
+    prev_end = off + a.UsableSize(off);
+  }
+  uint64_t n = 0, extra = 0;
+  a.ForEachAllocated([&](uint64_t off, size_t) {
+    ++n;
+    if (!all.count(off)) ++extra;
+  });
+  EXPECT_EQ(extra, 0u);
+  EXPECT_EQ(n, all.size());
+  const AllocStats st = a.Stats();
+  EXPECT_GT(pool->size(), size0);  // ~200 MiB (~30 MiB under TSan's smaller count)
+  EXPECT_GT(st.grows_ahead, 0u);
+  EXPECT_LE(st.grows_ahead, st.grows);
+  RecordProperty("grows", std::to_string(st.grows));
+  RecordProperty("grows_ahead", std::to_string(st.grows_ahead));
+  RecordProperty("grow_waits", std::to_string(st.grow_waits));
+  std::string rep;
+  EXPECT_TRUE(pool->Check(&rep).ok()) << rep;
+  EXPECT_TRUE(pool->Close().ok());
+}
+
+// One writer never waits for growth once the pool has kAheadMinChunks (16) chunks: each growth is
+// made ahead (when the free chunks fall under the watermark, before they run out), so no
+// allocation finds the pool without a free chunk. Before h70 every growth of this load was a
+// wait (grow_waits == grows).
+TEST(AllocStress, OneWriterNeverWaitsForGrowth) {
+  test::TempPath path("alloc-ahead1");
+  PoolOptions po;
+  po.initial_size = 24ull << 20;
+  po.max_size = 1ull << 30;
+  std::unique_ptr<Pool> pool;
+  ASSERT_TRUE(Pool::Create(path, po, &pool).ok());
+  Allocator& a = pool->allocator();
+  while (pool->size() < pool->heap_offset() + (160ull << 20)) {
+    uint64_t off;
+    ASSERT_TRUE(a.Alloc(3000, &off).ok());
+    std::memset(pool->at<char>(off), 0xa7, 3000);
+  }
+  const AllocStats st = a.Stats();
+  EXPECT_GE(st.grows, 5u);
+  EXPECT_EQ(st.grows_ahead, st.grows);
+  EXPECT_EQ(st.grow_waits, 0u);
+  EXPECT_EQ(st.grow_wait_ns, 0u);
+  EXPECT_GT(st.grow_ns, 0u);
+  std::string rep;
+  EXPECT_TRUE(pool->Check(&rep).ok()) << rep;
+  EXPECT_TRUE(pool->Close().ok());
+}
+
+// A pool that grows ahead up to its size limit (and, second, up to a growth limit below it) is
+// full exactly as before: the file ends at the limit, the allocation that finds only the
+// reserve gets the reserve's PoolFull, and the kReserveChunks chunks held back are still there
+// for a ReserveScope (one chunk each for two new size classes, a third class is refused).
+TEST(AllocStress, GrowthAheadStopsAtTheLimitAndKeepsTheReserve) {
+  for (const bool growth_limit : {false, true}) {
+    SCOPED_TRACE(growth_limit ? "growth limit" : "size limit");
+    test::TempPath path("alloc-ahead-full");
+    PoolOptions po;
+    po.initial_size = 24ull << 20;
+    po.max_size = growth_limit ? (1ull << 30) : (48ull << 20);
+    std::unique_ptr<Pool> pool;
+    ASSERT_TRUE(Pool::Create(path, po, &pool).ok());
+    const uint64_t limit = pool->heap_offset() + (48ull << 20);
+    if (growth_limit) pool->SetGrowthLimit(limit);
+    Allocator& a = pool->allocator();
+    Status s;
+    uint64_t blocks = 0;
+    for (;;) {
+      uint64_t off;
+      s = a.Alloc(4000, &off);
+      if (!s.ok()) break;
+      ++blocks;
+    }
+    EXPECT_TRUE(s.IsPoolFull()) << s.ToString();
+    EXPECT_NE(s.message().find("held back for overwrites and deletes"), std::string::npos) << s.ToString();
+    if (growth_limit) {
+      EXPECT_EQ(pool->size(), limit);
+    } else {  // the size limit: as many whole chunks as it holds
+      EXPECT_LE(pool->size(), pool->max_size());
+      EXPECT_GT(pool->size() + Pool::kChunkSize, pool->max_size());
+    }
+    EXPECT_GT(blocks, 10000u);
+    AllocStats st = a.Stats();
+    EXPECT_EQ(st.chunks_free, Allocator::kReserveChunks);
+    EXPECT_GT(st.grows_ahead, 0u);
+    {
+      Allocator::ReserveScope rs;
+      uint64_t off;
+      EXPECT_TRUE(a.Alloc(100, &off).ok());
+      EXPECT_TRUE(a.Alloc(20000, &off).ok());
+      EXPECT_TRUE(a.Alloc(9000, &off).IsPoolFull());
+    }
+    st = a.Stats();
+    EXPECT_EQ(st.chunks_free, 0u);
+    std::string rep;
+    EXPECT_TRUE(pool->Check(&rep).ok()) << rep;
+    EXPECT_TRUE(pool->Close().ok());
+  }
+}
+
+// h70: a refill of a small class takes 64 KiB of blocks, at most 256 (64 before): 2,560 blocks
+// of 64 bytes take the allocator's lock 9 times (39 before), and freeing them all returns
+// them in batches of as many.
+TEST(AllocStress, SmallClassRefillsTakeTheLockOncePer256Blocks) {
+  test::TempPath path("alloc-batch");
+  PoolOptions po;
+  po.initial_size = 24ull << 20;
+  std::unique_ptr<Pool> pool;
+  ASSERT_TRUE(Pool::Create(path, po, &pool).ok());
+  Allocator& a = pool->allocator();
+  uint64_t off;
+  ASSERT_TRUE(a.Alloc(64, &off).ok());  // the thread's cache exists; one batch taken
+  a.Free(off);
+  const uint64_t t0 = a.Stats().lock_acquisitions;
+  std::vector<uint64_t> blocks;
+  for (int i = 0; i < 2560; ++i) {
+    ASSERT_TRUE(a.Alloc(64, &off).ok());
+    blocks.push_back(off);
+  }
+  const uint64_t t1 = a.Stats().lock_acquisitions;
+  EXPECT_EQ(t1 - t0, 9u);  // the first 256 come from the cache, then 256 blocks a refill
+  for (uint64_t b : blocks) a.Free(b);
+  EXPECT_LE(a.Stats().lock_acquisitions - t1, 10u);  // frees go back 256 at a time
+  std::string rep;
+  EXPECT_TRUE(pool->Check(&rep).ok()) << rep;
+  EXPECT_TRUE(pool->Close().ok());
+}
+
 }  // namespace
 }  // namespace wort
