@@ -6,6 +6,7 @@
 // lost continuation key, and the post-crash GC that never reclaimed.
 #include <barrier>
 #include <functional>
+#include <chrono>
 #include <thread>
 #include <type_traits>
 
@@ -1300,6 +1301,14 @@ TEST(RoartConcurrent, LeafArrayGrowthBesideReadersAndScans) {
   for (int w = 0; w < kWriters; ++w)
     ts.emplace_back([&, w] {
       for (int i = 0; i < per; ++i) {
+        // Paced (2 loaded cores: the writers finished in 29 ms before the scanner's first scan,
+        // a CI-like failure of "scans > 0"): every 1,000 inserts a writer waits, up to 5 s,
+        // until the scanner has scanned that many times over.
+        if (i % 1000 == 999) {
+          const auto t0 = std::chrono::steady_clock::now();
+          while (scans.load() < uint64_t(i + 1) / 1000 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5))
+            std::this_thread::yield();
+        }
         Status s = f.idx().Insert(key(w, i), uint64_t(w) << 32 | uint64_t(i));
         if (!s.ok()) ADD_FAILURE() << s.ToString();
         acked[w].store(i + 1, std::memory_order_release);
@@ -1351,6 +1360,10 @@ TEST(RoartConcurrent, LeafArrayGrowthBesideReadersAndScans) {
     }
   });
   for (int w = 0; w < kWriters; ++w) ts[w].join();
+  // At least one lookup and one scan each (bounded: a reader that failed has returned).
+  for (const auto t0 = std::chrono::steady_clock::now();
+       (lookups.load() == 0 || scans.load() == 0) && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5);)
+    std::this_thread::yield();
   stop.store(true, std::memory_order_release);
   for (size_t t = kWriters; t < ts.size(); ++t) ts[t].join();
   EXPECT_GT(lookups.load(), 0u);
