@@ -16,7 +16,7 @@
 # A and C of OPS operations, GRID_REPEAT runs), run.log.
 # Environment for run: REPEAT (default 3), MC_REQUESTS (default 400000), KEYS (default 4M), OPS (default 4M),
 # GRID_REPEAT (default 2), PARTS (default "memcached peers grid"; also "ablate", "growth"), PEER_KINDS (default
-# vart,wort,woart,cceh,fastfair).
+# vart,wort,woart,cceh,fastfair), PEER_ARGS (more scripts/peers.sh options, e.g. --no-flush).
 # The part "ablate" (issue 31: what costs wort's inserts more on that machine than on this one) times
 # `wort bench --index wort,woart --dist sparse --keys 1M --ops insert` single-threaded under each of
 # --flush clflush|clflushopt|clwb|none, WORT_POOL_HUGEPAGE=0 and WORT_EPOCH_FENCE=symmetric (clflush),
@@ -107,7 +107,7 @@ run)
     python3 scripts/growth_table.py "$G" >"$OUT/growth.md"
     echo "growth done at $(($(date +%s) - t0)) s" >>"$S"; cat "$OUT/growth.md"
   fi
-  if has peers; then timeout 170 bash scripts/peers.sh "$D/peers" --keys 1M --repeat 2 --kinds "${PEER_KINDS:-vart,wort,woart,cceh,fastfair}" --wort "$W" \
+  if has peers; then timeout 170 bash scripts/peers.sh "$D/peers" --keys 1M --repeat 2 --kinds "${PEER_KINDS:-vart,wort,woart,cceh,fastfair}" ${PEER_ARGS:-} --wort "$W" \
     --out /tmp/dc-peers >>"$OUT/run.log" 2>&1
   echo "peers rc=$? at $(($(date +%s) - t0)) s" >>"$S"
   cp /tmp/dc-peers/peers.md /tmp/dc-peers/peers.jsonl "$OUT/" 2>/dev/null; fi
