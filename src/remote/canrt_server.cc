@@ -1276,15 +1276,24 @@ Status Service::Recover() {
       for (uint32_t s = 0; s < cap; ++s) {
         unsigned char* it = Item(d, s);
         if (it[kItemValid] != 1 || !ItemOk(it)) continue;
-        if (it[kItemOp] == kOpPut && (mv >> s & 1)) continue;  // applied; its valid byte was not cleared yet
-        pm::persist(it, kItemBytes);
+        // A put whose bit is set: applied, its valid byte not cleared yet - OR a newer item
+        // written into a slot whose bit an apply had just cleared (the key's older version it
+        // freed) while that compare-swap was not yet persisted: writers take a slot as soon as
+        // they see it free (they do not wait for applies), so the crash can leave the old bit
+        // beside the new item. Either way the item is the newest of its key (at most one item
+        // per key is ever persistent with valid = 1, and the key's next writer waits for the
+        // pending bit that the apply clears only after its persists): its key's other slots
+        // are cleared as for an unapplied item (before 2026-11-28 it was skipped, and a key
+        // could come back from the crash twice, its older value readable).
+        const bool applied = it[kItemOp] == kOpPut && (mv >> s & 1);
+        if (!applied) pm::persist(it, kItemBytes);
         uint64_t older = 0;
         for (uint32_t j = 0; j < cap; ++j)
           if (j != s && (mv >> j & 1) && SameKey(Item(d, j), it)) older |= 1ull << j;
         mv &= ~older;
         if (it[kItemOp] == kOpPut) mv |= 1ull << s;
-        recovered_.fetch_add(1, std::memory_order_relaxed);
-        dirty = true;
+        if (!applied) recovered_.fetch_add(1, std::memory_order_relaxed);
+        if (!applied || older) dirty = true;
       }
       mv &= ~kLockMask;
     }

@@ -801,6 +801,53 @@ TEST(Canrt, RecoveryReappliesItemsOfLockedNodes) {
   EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
 }
 
+// An apply frees a key's older slot with the compare-swap that sets the new item's bit, then
+// persists it; writers take a slot as soon as they see it free. A crash in between can leave:
+// the freed slot's bit still set, holding ANOTHER key's newer item (valid = 1, acknowledged), and
+// that key's older version applied in a slot of its own. Recovery must keep only the newer one
+// (before the fix it skipped a valid put whose bit was set: the key came back twice).
+TEST(Canrt, RecoveryKeepsTheNewerItemInASlotWhoseFreeingWasNotDurable) {
+  TempPath path("canrt");
+  auto pool = NewPool(path);
+  std::unique_ptr<Service> svc;
+  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
+  auto kv = InlineClient(svc.get());
+  ASSERT_TRUE(kv->Put("\x81k", "1").ok());  // slot 0
+  ASSERT_TRUE(kv->Put("\x81m", "2").ok());  // slot 1
+  ASSERT_TRUE(kv->Put("\x81n", "3").ok());  // slot 2
+  char* node = svc->region() + reinterpret_cast<RootHeader*>(svc->region())->data_off;
+  ASSERT_EQ(pm::load8(reinterpret_cast<uint64_t*>(node)) & kBitmapMask, 0x7u);
+  auto item = [](std::string_view k, std::string_view v) {
+    std::vector<unsigned char> it(kItemBytes, 0);
+    it[kItemOp] = kOpPut;
+    it[kItemKeyLen] = static_cast<unsigned char>(k.size());
+    it[kItemValLen] = static_cast<unsigned char>(v.size());
+    std::memcpy(it.data() + kItemKey, k.data(), k.size());
+    std::memcpy(it.data() + kItemValue, v.data(), v.size());
+    const uint32_t crc = ItemCrc(it.data());
+    std::memcpy(it.data() + kItemCrc, &crc, 4);
+    it[kItemValid] = 1;
+    return it;
+  };
+  // The crash image: an update of "c" (slot 3, unapplied: bit clear) whose apply had freed slot
+  // 2 in a compare-swap that did not reach persistence; a writer of "a" took slot 2 meanwhile.
+  const auto c4 = item("\x81n", "4"), a_new = item("\x81k", "new");
+  std::memcpy(node + 64 + 3 * kItemBytes, c4.data(), kItemBytes);
+  std::memcpy(node + 64 + 2 * kItemBytes, a_new.data(), kItemBytes);
+  kv.reset();
+  svc.reset();
+  pool.reset();  // no Close: a crash
+  pool = OpenPool(path);
+  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
+  kv = InlineClient(svc.get());
+  EXPECT_EQ(ScanAll(*kv), (Model{{"\x81k", "new"}, {"\x81m", "2"}, {"\x81n", "4"}}));
+  std::string v;
+  ASSERT_TRUE(kv->Get("\x81k", &v).ok());
+  EXPECT_EQ(v, "new");
+  std::string rep;
+  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
+}
+
 // The client-active write path: a Put/Remove returns once the client's item is durable
 // (Persist), before the server applies it. From that return on, every client - the writer and
 // the others - sees the write (ReadNode counts the durable, unapplied item), and the server's
