@@ -16,7 +16,13 @@
 //   put-random   (last: its keys sit between the records the ranges check) latency of Puts of
 //                new keys spread over the key space: a random record's key with its last digit
 //                replaced by ':' .. '?' (16 bytes, sorting just after its decade), one client
-// resizes_per_op (load, put, put-random, update): the share of writes that found their node
+//   put-string   (after put-random) latency of Puts of new keys of 16 random letters and digits
+//                (the paper's "random String workload", section 4.1), one client; each is read
+//                back after the phase. They sort around the records' "key" prefix: the tree grows
+//                new data nodes for them, where put-random's keys land in nodes packed with
+//                whole decades of records (up to 30 of 31 slots), so 7-14% of those puts split a
+//                node against 3-4% of put-string's (doc/remote.md "Random strings")
+// resizes_per_op (load, put, put-random, put-string, update): the share of writes that found their node
 // full and waited for a resize (RemoteKV::resize_requests; 0 for the request/reply designs).
 // CPU time: cpu_ns_per_op is the client threads' CPU time per op (CLOCK_THREAD_CPUTIME_ID). When
 // the server runs in this process (no --connect), server_cpu_ns_per_op is the process's CPU time

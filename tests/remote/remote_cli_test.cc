@@ -60,7 +60,8 @@ void CheckRecords(const std::string& path, const std::set<std::string>& designs,
     if (server_here) EXPECT_GE(j["server_cpu_ns_per_op"].get<double>(), 0);
     else EXPECT_EQ(j["server_cpu_ns_per_op"].get<double>(), -1);
     const std::string op = j["op"].get<std::string>();
-    const bool write_phase = op == "load" || op == "put" || op == "update" || op == "put-random";
+    const bool write_phase = op == "load" || op == "put" || op == "update" || op == "put-random" ||
+                             op == "put-string";
     EXPECT_EQ(j.contains("resizes_per_op"), write_phase) << line;
     seen_designs.insert(j["design"].get<std::string>());
     ops.insert(j["op"].get<std::string>() + "/" + std::to_string(j["threads"].get<int>()));
@@ -68,7 +69,7 @@ void CheckRecords(const std::string& path, const std::set<std::string>& designs,
   EXPECT_EQ(n, expect);
   EXPECT_EQ(seen_designs, designs);
   for (const char* op : {"load/1", "put/1", "get/1", "update/1", "range-100/1", "ycsb-write-only/1", "ycsb-50:50/2",
-                         "ycsb-95:5/2", "ycsb-read-only/2", "put-random/1"}) {
+                         "ycsb-95:5/2", "ycsb-read-only/2", "put-random/1", "put-string/1"}) {
     EXPECT_EQ(ops.count(op), 1u) << op;
   }
 }
@@ -82,7 +83,7 @@ TEST_P(RemoteCliBackend, BenchInProcess) {
   test::TempPath json("json");
   std::string out;
   ASSERT_EQ(test::RunShell(Cli() + " bench-remote --backend " + backend + kSmallRun + " --json " + json.str(), &out), 0) << out;
-  CheckRecords(json.str(), {"reply-wort", "reply-woart"}, true, 2 * 14);
+  CheckRecords(json.str(), {"reply-wort", "reply-woart"}, true, 2 * 15);
   out.clear();
   ASSERT_EQ(test::RunShell(Cli() + " bench-remote --transport --transport-ops 50 --backend " + backend, &out), 0) << out;
   for (const char* op : {"read-8", "read-2048", "write-64", "fetch-add", "compare-swap", "notify"})
@@ -110,7 +111,7 @@ TEST_P(RemoteCliBackend, ServerInAnotherProcess) {
   test::TempPath json("json");
   std::string out;
   EXPECT_EQ(test::RunShell(Cli() + " bench-remote --connect " + info + kSmallRun + " --json " + json.str(), &out), 0) << out;
-  CheckRecords(json.str(), {"reply-wort"}, false, 14);
+  CheckRecords(json.str(), {"reply-wort"}, false, 15);
   ASSERT_EQ(::kill(pid, SIGTERM), 0);
   EXPECT_EQ(test::WaitChild(pid), 0);
   EXPECT_FALSE(std::filesystem::exists(info));  // removed at stop
