@@ -236,12 +236,17 @@ extern constinit __attribute__((tls_model("initial-exec"))) thread_local EpochLa
 extern bool g_epoch_asymmetric;  // set once, by the first EpochManager constructed (epoch.cc)
 }  // namespace detail
 
+// The array is indexed by name, not through a pointer to it: GCC 12's UndefinedBehaviorSanitizer
+// (-fsanitize=null, the WORT_SANITIZE build) null-checks a pointer to an initial-exec TLS object
+// with the flags of an earlier instruction and reported "member access within null pointer" on
+// every call (a miscompile: the address is the thread's, never null); an access by name is not
+// checked. Same code otherwise.
 inline EpochManager::Slot* EpochManager::MySlotCached() {
-  const detail::EpochLastSlot* c = detail::t_epoch_last;
-  if (c[0].id == id_) [[likely]] return c[0].s;
-  if (c[1].id == id_) return c[1].s;
-  if (c[2].id == id_) return c[2].s;
-  if (c[3].id == id_) return c[3].s;
+  using detail::t_epoch_last;
+  if (t_epoch_last[0].id == id_) [[likely]] return t_epoch_last[0].s;
+  if (t_epoch_last[1].id == id_) return t_epoch_last[1].s;
+  if (t_epoch_last[2].id == id_) return t_epoch_last[2].s;
+  if (t_epoch_last[3].id == id_) return t_epoch_last[3].s;
   static_assert(detail::kEpochLastSlots == 4);
   return nullptr;
 }

@@ -488,7 +488,7 @@ class VArt final : public Index {
         root_(new Node256) {}
   // Every node and leaf but the root lives in arena_'s chunks: epoch_ (destroyed first) gives what
   // is still retired back to the caches, then arena_ unmaps its chunks (no walk of the tree).
-  ~VArt() override { delete root_; }
+  ~VArt() override { delete static_cast<Node256*>(root_); }  // Inner has no virtual destructor
   std::string_view kind() const override { return "vart"; }
   KeyType key_type() const override { return kt_; }
 
