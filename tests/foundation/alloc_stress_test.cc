@@ -266,6 +266,46 @@ TEST(AllocStress, OneWriterNeverWaitsForGrowth) {
   EXPECT_TRUE(pool->Close().ok());
 }
 
+// h72: a growth ahead starts while at least as many chunks are free as it adds (before: at an
+// eighth of the file free, less than the step below 512 MiB, so writers faster than the grower
+// found no free chunk), and a heap past 512 MiB grows by an eighth of itself, not by 64 MiB.
+// One thread takes whole 1 MiB chunks (600 KiB blocks) from a 128 MiB pool up to ~640 MiB:
+// before each growth ahead the free chunks were at least the chunks it then added, and each
+// added max(min(a quarter, 64), an eighth) of the file. Never a wait.
+TEST(AllocStress, GrowthAheadStartsWhileAStepIsFreeAndScalesWithTheHeap) {
+  test::TempPath path("alloc-ahead-step");
+  PoolOptions po;
+  po.initial_size = 128ull << 20;
+  po.max_size = 2ull << 30;
+  std::unique_ptr<Pool> pool;
+  ASSERT_TRUE(Pool::Create(path, po, &pool).ok());
+  Allocator& a = pool->allocator();
+  const auto chunks = [&] { return (pool->size() - pool->heap_offset()) / Pool::kChunkSize; };
+  uint64_t growths = 0, eighths = 0;
+  while (chunks() < 600) {
+    const AllocStats before = a.Stats();
+    const uint64_t nfile = chunks();
+    uint64_t off;
+    ASSERT_TRUE(a.Alloc(600u << 10, &off).ok());
+    const AllocStats after = a.Stats();
+    if (after.grows_ahead == before.grows_ahead) continue;
+    ++growths;
+    const uint64_t added = chunks() - nfile;
+    EXPECT_EQ(added, std::max<uint64_t>(std::min<uint64_t>(nfile / 4, 64), nfile / 8)) << "file of " << nfile << " chunks";
+    EXPECT_GE(before.chunks_free, added) << "a growth ahead of " << added << " chunks began with " << before.chunks_free
+                                         << " free (file of " << nfile << " chunks)";
+    eighths += nfile / 8 > 64;
+  }
+  EXPECT_GE(growths, 8u);
+  EXPECT_GE(eighths, 1u);  // at least one step past 512 MiB
+  const AllocStats st = a.Stats();
+  EXPECT_EQ(st.grows, st.grows_ahead);
+  EXPECT_EQ(st.grow_waits, 0u);
+  std::string rep;
+  EXPECT_TRUE(pool->Check(&rep).ok()) << rep;
+  EXPECT_TRUE(pool->Close().ok());
+}
+
 // A pool that grows ahead up to its size limit (and, second, up to a growth limit below it) is
 // full exactly as before: the file ends at the limit, the allocation that finds only the
 // reserve gets the reserve's PoolFull, and the kReserveChunks chunks held back are still there
