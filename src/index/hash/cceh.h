@@ -88,17 +88,17 @@
 //   writer uses an entry read while dir_ver was held, every entry a writer acts on was
 //   persistent when read: an insert is never made into a segment that a crash could unlink.
 //   Nobody waits for a lock while holding dir_lock, and dir_lock is taken only by a holder of
-//   a segment lock, so there is no deadlock. An insert stores to: its segment's stripe (lock and
-//   size delta: one cache line; the version word: another), the slot, its thread's epoch slot
-//   and allocator cache (a key block); nothing shared with writers of other segments. CCEH
-//   readers are optimistic (src/sync/sync.h): each stripe's version word (on a cache line of its
-//   own) is held by a writer while it changes the segment other than by a value word: an insert
-//   or a remove (a slot's key word), a split. An update of a present key holds the segment lock
-//   exclusively (writers of the segment one at a time; a split waits for it and it for a split)
-//   but not the version word (h72): it stores one 8-byte word, so a lookup reading that slot
-//   reads the old or the new value and need not restart, and the line lookups validate against
-//   is not written by updates (before, every update of a hot key wrote it and made the lookups
-//   of the segment restart or fetch it again). A lookup reads dir_ver, the entry, the stripe version,
+//   a segment lock, so there is no deadlock. An insert stores to: its segment's stripe (lock,
+//   version, size delta: one cache line), the slot, its thread's epoch slot and allocator cache
+//   (a key block); nothing shared with writers of other segments. CCEH readers are optimistic
+//   (src/sync/sync.h): each stripe's version word (same cache line) is held by a writer while it
+//   changes the segment other than by a value word: an insert or a remove (a slot's key word), a
+//   split. An update of a present key holds the segment lock exclusively (writers of the segment
+//   one at a time; a split waits for it and it for a split) but not the version word (h72): it
+//   stores one 8-byte word, so a lookup reading that slot reads the old or the new value and
+//   need not restart (before, every lookup of the segment restarted while an update persisted,
+//   and after 16 restarts waited for the segment lock: for the whole time slice of an updater
+//   preempted inside its update). A lookup reads dir_ver, the entry, the stripe version,
 //   re-checks dir_ver (the entry still routes here), reads the probe window, and re-checks the
 //   stripe version (no writer changed the segment: lazy deletion lets writers overwrite invalid
 //   copies in place, so an unvalidated read could miss a migrated record); any failed check
