@@ -31,13 +31,19 @@ struct Live {
   uint64_t stamp;
 };
 
+// A pool of `initial` bytes at `path` that may grow to `max` (0: the default limit).
+void CreatePool(const std::string& path, uint64_t initial, uint64_t max, std::unique_ptr<Pool>* pool) {
+  PoolOptions po;
+  po.initial_size = initial;
+  if (max != 0) po.max_size = max;
+  ASSERT_TRUE(Pool::Create(path, po, pool).ok());
+}
+
 TEST(AllocStress, ConcurrentAllocFreeAndGrowthKeepExactAccounting) {
   test::TempPath path("alloc-stress");
-  PoolOptions po;
-  po.initial_size = 1;  // one chunk: the threads below grow the file many times
-  po.max_size = 2ull << 30;
   std::unique_ptr<Pool> pool;
-  ASSERT_TRUE(Pool::Create(path, po, &pool).ok());
+  // One chunk: the threads below grow the file many times.
+  ASSERT_NO_FATAL_FAILURE(CreatePool(path, 1, 2ull << 30, &pool));
   Allocator& a = pool->allocator();
   const uint64_t size0 = pool->size();
   constexpr int kThreads = 4;
@@ -157,11 +163,8 @@ TEST(AllocStress, ConcurrentAllocFreeAndGrowthKeepExactAccounting) {
 // the allocated set is the live set, Check is clean, and growths were made ahead.
 TEST(AllocStress, WritersAllocateWhileThePoolGrowsAhead) {
   test::TempPath path("alloc-ahead");
-  PoolOptions po;
-  po.initial_size = 24ull << 20;
-  po.max_size = 1ull << 30;
   std::unique_ptr<Pool> pool;
-  ASSERT_TRUE(Pool::Create(path, po, &pool).ok());
+  ASSERT_NO_FATAL_FAILURE(CreatePool(path, 24ull << 20, 1ull << 30, &pool));
   Allocator& a = pool->allocator();
   const uint64_t size0 = pool->size();
   constexpr int kThreads = 4;
@@ -244,11 +247,8 @@ TEST(AllocStress, WritersAllocateWhileThePoolGrowsAhead) {
 // wait (grow_waits == grows).
 TEST(AllocStress, OneWriterNeverWaitsForGrowth) {
   test::TempPath path("alloc-ahead1");
-  PoolOptions po;
-  po.initial_size = 24ull << 20;
-  po.max_size = 1ull << 30;
   std::unique_ptr<Pool> pool;
-  ASSERT_TRUE(Pool::Create(path, po, &pool).ok());
+  ASSERT_NO_FATAL_FAILURE(CreatePool(path, 24ull << 20, 1ull << 30, &pool));
   Allocator& a = pool->allocator();
   while (pool->size() < pool->heap_offset() + (160ull << 20)) {
     uint64_t off;
@@ -274,11 +274,8 @@ TEST(AllocStress, OneWriterNeverWaitsForGrowth) {
 // added max(min(a quarter, 64), an eighth) of the file. Never a wait.
 TEST(AllocStress, GrowthAheadStartsWhileAStepIsFreeAndScalesWithTheHeap) {
   test::TempPath path("alloc-ahead-step");
-  PoolOptions po;
-  po.initial_size = 128ull << 20;
-  po.max_size = 2ull << 30;
   std::unique_ptr<Pool> pool;
-  ASSERT_TRUE(Pool::Create(path, po, &pool).ok());
+  ASSERT_NO_FATAL_FAILURE(CreatePool(path, 128ull << 20, 2ull << 30, &pool));
   Allocator& a = pool->allocator();
   const auto chunks = [&] { return (pool->size() - pool->heap_offset()) / Pool::kChunkSize; };
   uint64_t growths = 0, eighths = 0;
@@ -314,11 +311,8 @@ TEST(AllocStress, GrowthAheadStopsAtTheLimitAndKeepsTheReserve) {
   for (const bool growth_limit : {false, true}) {
     SCOPED_TRACE(growth_limit ? "growth limit" : "size limit");
     test::TempPath path("alloc-ahead-full");
-    PoolOptions po;
-    po.initial_size = 24ull << 20;
-    po.max_size = growth_limit ? (1ull << 30) : (48ull << 20);
     std::unique_ptr<Pool> pool;
-    ASSERT_TRUE(Pool::Create(path, po, &pool).ok());
+    ASSERT_NO_FATAL_FAILURE(CreatePool(path, 24ull << 20, growth_limit ? (1ull << 30) : (48ull << 20), &pool));
     const uint64_t limit = pool->heap_offset() + (48ull << 20);
     if (growth_limit) pool->SetGrowthLimit(limit);
     Allocator& a = pool->allocator();
@@ -362,10 +356,8 @@ TEST(AllocStress, GrowthAheadStopsAtTheLimitAndKeepsTheReserve) {
 // them in batches of as many.
 TEST(AllocStress, SmallClassRefillsTakeTheLockOncePer256Blocks) {
   test::TempPath path("alloc-batch");
-  PoolOptions po;
-  po.initial_size = 24ull << 20;
   std::unique_ptr<Pool> pool;
-  ASSERT_TRUE(Pool::Create(path, po, &pool).ok());
+  ASSERT_NO_FATAL_FAILURE(CreatePool(path, 24ull << 20, 0, &pool));
   Allocator& a = pool->allocator();
   uint64_t off;
   ASSERT_TRUE(a.Alloc(64, &off).ok());  // the thread's cache exists; one batch taken
