@@ -3,7 +3,7 @@
 with --pool-initial), index and thread count, the medians over rounds of Mops/s, the speedup over
 one thread, system CPU ns per op, voluntary context switches and the allocator's counters
 (`wort bench ycsb` JSON: alloc_lock_waits of alloc_lock_acquisitions, pool_grows (ahead),
-pool_grow_waits and their ms), and "default/pre-grown", the default pool's Mops/s over the
+pool_grow_waits and their ms, pool_file_mib: the file's heap at the end, h72), and "default/pre-grown", the default pool's Mops/s over the
 pre-grown one's (1.0: growth costs the writers nothing).
 
     python3 scripts/growth_table.py FILE.jsonl... > growth.md
@@ -38,15 +38,16 @@ def main() -> int:
             p = r.get("pool", parts[1] if len(parts) > 1 else "?")
             k = (r["index"], b, p, int(r["threads"]))
             for f in ("mops_per_s", "sys_ns_per_op", "vol_switches", "alloc_lock_waits", "alloc_lock_acquisitions",
-                      "pool_grows", "pool_grows_ahead", "pool_grow_waits", "pool_grow_wait_ms", "pool_grow_ms"):
+                      "pool_grows", "pool_grows_ahead", "pool_grow_waits", "pool_grow_wait_ms", "pool_grow_ms",
+                      "pool_file_mib"):
                 if f in r:
                     rec[k][f].append(float(r[f]))
     if not rec:
         print("no load records", file=sys.stderr)
         return 1
     print("| index | binary | pool | threads | runs | Mops/s median [min-max] | x 1 thread | default/pre-grown | sys ns/op | "
-          "vol cs | lock waits / takings | grows (ahead) | grow waits, ms | grow ms |")
-    print("|---|---|---|---:|---:|---|---:|---:|---:|---:|---|---|---|---:|")
+          "vol cs | lock waits / takings | grows (ahead) | grow waits, ms | grow ms | file MiB |")
+    print("|---|---|---|---:|---:|---|---:|---:|---:|---:|---|---|---|---:|---:|")
 
     def m(k, f):
         return med(rec[k].get(f, []))
@@ -67,7 +68,8 @@ def main() -> int:
               f"{opt(k, 'sys_ns_per_op')} | {opt(k, 'vol_switches')} | "
               f"{opt(k, 'alloc_lock_waits')} / {opt(k, 'alloc_lock_acquisitions')} | "
               f"{opt(k, 'pool_grows')} ({opt(k, 'pool_grows_ahead')}) | "
-              f"{opt(k, 'pool_grow_waits')}, {opt(k, 'pool_grow_wait_ms', '{:.1f}')} | {opt(k, 'pool_grow_ms', '{:.0f}')} |")
+              f"{opt(k, 'pool_grow_waits')}, {opt(k, 'pool_grow_wait_ms', '{:.1f}')} | {opt(k, 'pool_grow_ms', '{:.0f}')} | "
+              f"{opt(k, 'pool_file_mib')} |")
     return 0
 
 

@@ -49,7 +49,9 @@ run test_kv_shared --gtest_filter='KvShared.RetiredBlockIsNotReusedWhileAReaderH
 # inline keys (format 3) inserted, upserted and removed beside version-free lookups and scans.
 run test_roart --gtest_filter='RoartConcurrent.*:RoartRegress.ConcurrentInsertsOfOneKeyExactlyOneWins'
 # cceh: the tests with several threads (the others are single-threaded).
-run test_cceh --gtest_filter='*TwoThreads*:*ReaderBesideSplittingWriter*:*StressRacingInsertsAndReaders*:*VisitBesideWriters*:*ManyWritersSplitAndDoubleConcurrently*'
+# h72: updates (segment lock, no version word) of hot keys beside readers and splits; an update
+# waiting for a split of its segment; a lookup beside an update's persist.
+run test_cceh --gtest_filter='*TwoThreads*:*ReaderBesideSplittingWriter*:*StressRacingInsertsAndReaders*:*VisitBesideWriters*:*ManyWritersSplitAndDoubleConcurrently*:*HotKeyUpdatesBesideReadersAndSplits*:*UpdateWaitsForASplitOfItsSegment*:*LookupDoesNotWaitForAnUpdatesPersist*'
 # remote (issue 18): the transport, the request/reply baselines and CANRT on the local backend
 # (the ucx backend is not built under TSan, see WORT_UCX in CMakeLists.txt): client threads'
 # atomics and Reads beside the server's notify, write, resize and polling threads.

@@ -20,6 +20,7 @@
 //   class (owner thread only, no lock).
 #include "wort/alloc.h"
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <chrono>
@@ -308,12 +309,22 @@ struct Allocator::Impl {
   // left mu (GrowAhead), while the other threads go on with the chunks still free. Only a
   // thread that finds no free chunk at all waits for growth (counted in grow_waits).
   static constexpr uint64_t kAheadMinChunks = 16;  // smaller files grow on demand only
-  static uint64_t AheadWatermark(uint64_t nfile) { return std::max<uint64_t>(2, nfile / 8); }
   // One growth ahead adds a quarter of the file, at most kAheadStepChunks (64 MiB: tens of ms
-  // of HugeFill): while the free chunks stay under the watermark the next fresh chunk elects
-  // the next grower, so a big pool's growth is spread over the writers in steps instead of
-  // resting on one writer for a whole quarter (h70: 0.3-2 s for a 4M-key load on the 2-core VM).
+  // of HugeFill) or an eighth of the file, whichever is more (h72: in steps proportional to the
+  // heap once it passes 512 MiB): while the free chunks stay under the watermark the next fresh
+  // chunk elects the next grower, so a big pool's growth is spread over the writers in steps
+  // instead of resting on one writer for a whole quarter (h70: 0.3-2 s for a 4M-key load on
+  // the 2-core VM).
   static constexpr uint64_t kAheadStepChunks = 64;
+  static uint64_t AheadStep(uint64_t nfile) {
+    return std::clamp<uint64_t>(nfile / 4, 1, std::max<uint64_t>(kAheadStepChunks, nfile / 8));
+  }
+  // A growth ahead starts while at least one step's worth of chunks is still free, and at an
+  // eighth of the file free at the latest (h72; h70 started at an eighth only: below 512 MiB that
+  // is less than the step, and 16 writers on the 16-core machine used up the free chunks while
+  // a 64 MiB step was still being made). So the writers wait for growth only if they take
+  // fresh chunks faster than one thread makes them, not because a step outlasts the headroom.
+  static uint64_t AheadWatermark(uint64_t nfile) { return std::max<uint64_t>({2, nfile / 8, AheadStep(nfile)}); }
   bool ahead_busy = false;        // under mu: an elected thread has not finished its growth
   uint64_t ahead_failed_at = 0;   // under mu: the file size (chunks) at which a growth ahead failed
   uint64_t grows_ahead = 0;       // under grow_mu: growths made ahead (counted in grows too)
@@ -418,14 +429,13 @@ struct Allocator::Impl {
   }
 
   // The elected thread's growth (FindFreeRun set *ahead), called without mu: the file grows by
-  // a quarter, as on demand, but at most kAheadStepChunks, within its limits (Pool::Grow's
-  // persist order: the file grown and durable before the header's size), then the new chunks
-  // are published under mu. A failure is not reported here (the allocation that needs the space
+  // AheadStep (a quarter, as on demand, but at most the larger of kAheadStepChunks and an
+  // eighth), within its limits (Pool::Grow's persist order: the file grown and durable before
+  // the header's size), then the new chunks are published under mu. A failure is not reported here (the allocation that needs the space
   // grows on demand and reports it); no growth ahead is tried again at the same file size.
   void GrowAhead() {
     const uint64_t nfile = nchunks_file.load(std::memory_order_acquire);
-    const uint64_t want =
-        std::min(nfile + std::clamp<uint64_t>(nfile / 4, 1, kAheadStepChunks), GrowableChunks());
+    const uint64_t want = std::min(nfile + AheadStep(nfile), GrowableChunks());
     Status s;
     {
       std::lock_guard<std::mutex> g(grow_mu);

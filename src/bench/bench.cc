@@ -180,6 +180,7 @@ AllocWaits AllocWaitsBetween(const AllocStats& a, const AllocStats& b) {
   w.grow_waits = b.grow_waits - a.grow_waits;
   w.grow_ms = double(b.grow_ns - a.grow_ns) * 1e-6;
   w.grow_wait_ms = double(b.grow_wait_ns - a.grow_wait_ns) * 1e-6;
+  w.file_chunks = b.chunks_total;
   return w;
 }
 
@@ -191,6 +192,7 @@ void AddAllocWaitsJson(const AllocWaits& w, nlohmann::json* j) {
   (*j)["pool_grow_ms"] = w.grow_ms;
   (*j)["pool_grow_waits"] = w.grow_waits;
   (*j)["pool_grow_wait_ms"] = w.grow_wait_ms;
+  (*j)["pool_file_mib"] = w.file_chunks;  // 1 MiB chunks
 }
 
 std::string FormatAllocWaits(const AllocWaits& w) {

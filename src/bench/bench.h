@@ -123,10 +123,13 @@ struct Environment {
 // difference of two Stats calls): its lock taken and the takings that had to wait; the pool's
 // growths, those made ahead of the writers, their time; the times a writer found no free chunk
 // and waited for a growth, and that time. Zero for a kind that does not allocate from the pool.
+// file_chunks: the pool file's heap in 1 MiB chunks at the end of the phase (h72: what growth
+// ahead costs in space).
 struct AllocWaits {
   uint64_t lock_acquisitions = 0, lock_waits = 0;
   uint64_t grows = 0, grows_ahead = 0, grow_waits = 0;
   double grow_ms = 0, grow_wait_ms = 0;
+  uint64_t file_chunks = 0;
 };
 AllocWaits AllocWaitsBetween(const AllocStats& a, const AllocStats& b);
 void AddAllocWaitsJson(const AllocWaits& w, nlohmann::json* j);

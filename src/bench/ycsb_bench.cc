@@ -214,6 +214,7 @@ Status RunOne(const YcsbBenchConfig& cfg, const IndexKind& kind, int threads, co
       sum.grows_ahead += a.grows_ahead;
       sum.grow_ns += a.grow_ns;
       sum.grow_waits += a.grow_waits;
+      sum.chunks_total += a.chunks_total;
       sum.grow_wait_ns += a.grow_wait_ns;
     };
     add(h);

@@ -31,13 +31,19 @@ struct Live {
   uint64_t stamp;
 };
 
+// A pool of `initial` bytes at `path` that may grow to `max` (0: the default limit).
+void CreatePool(const std::string& path, uint64_t initial, uint64_t max, std::unique_ptr<Pool>* pool) {
+  PoolOptions po;
+  po.initial_size = initial;
+  if (max != 0) po.max_size = max;
+  ASSERT_TRUE(Pool::Create(path, po, pool).ok());
+}
+
 TEST(AllocStress, ConcurrentAllocFreeAndGrowthKeepExactAccounting) {
   test::TempPath path("alloc-stress");
-  PoolOptions po;
-  po.initial_size = 1;  // one chunk: the threads below grow the file many times
-  po.max_size = 2ull << 30;
   std::unique_ptr<Pool> pool;
-  ASSERT_TRUE(Pool::Create(path, po, &pool).ok());
+  // One chunk: the threads below grow the file many times.
+  ASSERT_NO_FATAL_FAILURE(CreatePool(path, 1, 2ull << 30, &pool));
   Allocator& a = pool->allocator();
   const uint64_t size0 = pool->size();
   constexpr int kThreads = 4;
@@ -157,11 +163,8 @@ TEST(AllocStress, ConcurrentAllocFreeAndGrowthKeepExactAccounting) {
 // the allocated set is the live set, Check is clean, and growths were made ahead.
 TEST(AllocStress, WritersAllocateWhileThePoolGrowsAhead) {
   test::TempPath path("alloc-ahead");
-  PoolOptions po;
-  po.initial_size = 24ull << 20;
-  po.max_size = 1ull << 30;
   std::unique_ptr<Pool> pool;
-  ASSERT_TRUE(Pool::Create(path, po, &pool).ok());
+  ASSERT_NO_FATAL_FAILURE(CreatePool(path, 24ull << 20, 1ull << 30, &pool));
   Allocator& a = pool->allocator();
   const uint64_t size0 = pool->size();
   constexpr int kThreads = 4;
@@ -244,11 +247,8 @@ TEST(AllocStress, WritersAllocateWhileThePoolGrowsAhead) {
 // wait (grow_waits == grows).
 TEST(AllocStress, OneWriterNeverWaitsForGrowth) {
   test::TempPath path("alloc-ahead1");
-  PoolOptions po;
-  po.initial_size = 24ull << 20;
-  po.max_size = 1ull << 30;
   std::unique_ptr<Pool> pool;
-  ASSERT_TRUE(Pool::Create(path, po, &pool).ok());
+  ASSERT_NO_FATAL_FAILURE(CreatePool(path, 24ull << 20, 1ull << 30, &pool));
   Allocator& a = pool->allocator();
   while (pool->size() < pool->heap_offset() + (160ull << 20)) {
     uint64_t off;
@@ -266,6 +266,43 @@ TEST(AllocStress, OneWriterNeverWaitsForGrowth) {
   EXPECT_TRUE(pool->Close().ok());
 }
 
+// h72: a growth ahead starts while at least as many chunks are free as it adds (before: at an
+// eighth of the file free, less than the step below 512 MiB, so writers faster than the grower
+// found no free chunk), and a heap past 512 MiB grows by an eighth of itself, not by 64 MiB.
+// One thread takes whole 1 MiB chunks (600 KiB blocks) from a 128 MiB pool up to ~640 MiB:
+// before each growth ahead the free chunks were at least the chunks it then added, and each
+// added max(min(a quarter, 64), an eighth) of the file. Never a wait.
+TEST(AllocStress, GrowthAheadStartsWhileAStepIsFreeAndScalesWithTheHeap) {
+  test::TempPath path("alloc-ahead-step");
+  std::unique_ptr<Pool> pool;
+  ASSERT_NO_FATAL_FAILURE(CreatePool(path, 128ull << 20, 2ull << 30, &pool));
+  Allocator& a = pool->allocator();
+  const auto chunks = [&] { return (pool->size() - pool->heap_offset()) / Pool::kChunkSize; };
+  uint64_t growths = 0, eighths = 0;
+  while (chunks() < 600) {
+    const AllocStats before = a.Stats();
+    const uint64_t nfile = chunks();
+    uint64_t off;
+    ASSERT_TRUE(a.Alloc(600u << 10, &off).ok());
+    const AllocStats after = a.Stats();
+    if (after.grows_ahead == before.grows_ahead) continue;
+    ++growths;
+    const uint64_t added = chunks() - nfile;
+    EXPECT_EQ(added, std::max<uint64_t>(std::min<uint64_t>(nfile / 4, 64), nfile / 8)) << "file of " << nfile << " chunks";
+    EXPECT_GE(before.chunks_free, added) << "a growth ahead of " << added << " chunks began with " << before.chunks_free
+                                         << " free (file of " << nfile << " chunks)";
+    eighths += nfile / 8 > 64;
+  }
+  EXPECT_GE(growths, 8u);
+  EXPECT_GE(eighths, 1u);  // at least one step past 512 MiB
+  const AllocStats st = a.Stats();
+  EXPECT_EQ(st.grows, st.grows_ahead);
+  EXPECT_EQ(st.grow_waits, 0u);
+  std::string rep;
+  EXPECT_TRUE(pool->Check(&rep).ok()) << rep;
+  EXPECT_TRUE(pool->Close().ok());
+}
+
 // A pool that grows ahead up to its size limit (and, second, up to a growth limit below it) is
 // full exactly as before: the file ends at the limit, the allocation that finds only the
 // reserve gets the reserve's PoolFull, and the kReserveChunks chunks held back are still there
@@ -274,11 +311,8 @@ TEST(AllocStress, GrowthAheadStopsAtTheLimitAndKeepsTheReserve) {
   for (const bool growth_limit : {false, true}) {
     SCOPED_TRACE(growth_limit ? "growth limit" : "size limit");
     test::TempPath path("alloc-ahead-full");
-    PoolOptions po;
-    po.initial_size = 24ull << 20;
-    po.max_size = growth_limit ? (1ull << 30) : (48ull << 20);
     std::unique_ptr<Pool> pool;
-    ASSERT_TRUE(Pool::Create(path, po, &pool).ok());
+    ASSERT_NO_FATAL_FAILURE(CreatePool(path, 24ull << 20, growth_limit ? (1ull << 30) : (48ull << 20), &pool));
     const uint64_t limit = pool->heap_offset() + (48ull << 20);
     if (growth_limit) pool->SetGrowthLimit(limit);
     Allocator& a = pool->allocator();
@@ -322,10 +356,8 @@ TEST(AllocStress, GrowthAheadStopsAtTheLimitAndKeepsTheReserve) {
 // them in batches of as many.
 TEST(AllocStress, SmallClassRefillsTakeTheLockOncePer256Blocks) {
   test::TempPath path("alloc-batch");
-  PoolOptions po;
-  po.initial_size = 24ull << 20;
   std::unique_ptr<Pool> pool;
-  ASSERT_TRUE(Pool::Create(path, po, &pool).ok());
+  ASSERT_NO_FATAL_FAILURE(CreatePool(path, 24ull << 20, 0, &pool));
   Allocator& a = pool->allocator();
   uint64_t off;
   ASSERT_TRUE(a.Alloc(64, &off).ok());  // the thread's cache exists; one batch taken

@@ -39,7 +39,9 @@
 //   Insert into a free slot: [kBytes, >= 8 bytes: write the key block; persist it]; store the
 //       value; COMMIT: store8 the key word; persist the slot's line (value and key word share it,
 //       the value stored first: one flush per insert, as published).
-//   Upsert of a present key: COMMIT: store8 the value; persist.
+//   Upsert of a present key: COMMIT: store8 the value; persist. (Under the segment's lock but not
+//       its version word, h72: a lock-free lookup may return the new value while its persist is
+//       in flight, as wort's and woart's version-free lookups may; the upsert returns after it.)
 //   Remove: COMMIT: store8 the key word := 0; persist; then free the key block (CCEH(C): after a
 //       grace period of the lock-free readers).
 //   Segment split of S (depth L, pattern p) - failure-atomic without a log (4.4.2):
@@ -90,7 +92,13 @@
 //   version, size delta: one cache line), the slot, its thread's epoch slot and allocator cache
 //   (a key block); nothing shared with writers of other segments. CCEH readers are optimistic
 //   (src/sync/sync.h): each stripe's version word (same cache line) is held by a writer while it
-//   holds the stripe exclusively. A lookup reads dir_ver, the entry, the stripe version,
+//   changes the segment other than by a value word: an insert or a remove (a slot's key word), a
+//   split. An update of a present key holds the segment lock exclusively (writers of the segment
+//   one at a time; a split waits for it and it for a split) but not the version word (h72): it
+//   stores one 8-byte word, so a lookup reading that slot reads the old or the new value and
+//   need not restart (before, every lookup of the segment restarted while an update persisted,
+//   and after 16 restarts waited for the segment lock: for the whole time slice of an updater
+//   preempted inside its update). A lookup reads dir_ver, the entry, the stripe version,
 //   re-checks dir_ver (the entry still routes here), reads the probe window, and re-checks the
 //   stripe version (no writer changed the segment: lazy deletion lets writers overwrite invalid
 //   copies in place, so an unvalidated read could miss a migrated record); any failed check
