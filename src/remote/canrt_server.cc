@@ -1295,6 +1295,24 @@ Status Service::Recover() {
         if (!applied) recovered_.fetch_add(1, std::memory_order_relaxed);
         if (!applied || older) dirty = true;
       }
+      // A bit set over a slot that holds no complete put is stale (h71): the server sets a bit
+      // only for a complete put it has made persistent, and a slot whose bit is set is written by
+      // no one - until an apply's compare-swap frees it. A writer may take the slot as soon as it
+      // sees that (before the compare-swap is persistent); a crash then keeps the old bit beside
+      // what the writer left: a delete item (acknowledged: applied above, but its own slot's bit
+      // stayed set - the bitmap named a delete item, and readers took it for a put of its key
+      // with an empty value), or a Write the crash cut (op scrubbed, the new key's bytes: the
+      // apply redone above cannot recognise its key's older version there, and readers re-read
+      // the incomplete item for ever). The freed version was superseded by the apply's own item,
+      // still valid (its valid byte is cleared only after the compare-swap's persist) and applied
+      // above: the bit is cleared.
+      for (uint32_t s = 0; s < cap; ++s) {
+        const unsigned char* it = Item(d, s);
+        if ((mv >> s & 1) && (!ItemOk(it) || it[kItemOp] != kOpPut)) {
+          mv &= ~(1ull << s);
+          dirty = true;
+        }
+      }
       mv &= ~kLockMask;
     }
     if (dirty) {
