@@ -1702,6 +1702,8 @@ class NoWaitConn final : public remote::Connection {
   std::set<uint64_t> retired_;
 };
 
+uint64_t h_data_off(const char* region) { return reinterpret_cast<const RootHeader*>(region)->data_off; }
+
 // What RunCanrtExplorer's interposer did (h71).
 struct CanrtInterpose {
   bool on = false;
@@ -1712,11 +1714,14 @@ struct CanrtInterpose {
   size_t acked = 0;       // acknowledged (and checked in every image of the point)
   size_t persisted_unacked = 0;  // abandoned after its item Persist (not checked: never happens)
   std::map<std::string, size_t> abandoned;  // why
+  std::map<std::string, size_t> acked_at;   // server site -> writes acknowledged there
+  size_t cut = 0;                            // cut variants checked (below)
   std::vector<std::string> live_problems;   // what the client read before the crash that it must not
   struct Write {
     bool put;
     std::string key, value;
     Model pre, post;  // the states the image may hold, the write applied last
+    bool cut = false;  // the write's item line cut by the crash: only its first word is not there
   };
   std::vector<Write> writes;  // by tag
 };
@@ -1768,10 +1773,16 @@ Status ReadImageStrict(const std::string& path, Model* out, const std::string& k
 // new key right after it (a byte >= 0x80) - each by a fresh client over the memory of that
 // instant (NoWaitConn), memory put back after each. `*pre` and `*post`: the explored
 // operation's states (the same for a server's apply: the client had returned).
-void SetCanrtInterposer(crash::PathExplorer& px, Service* svc, const Model* pre, const Model* post, const std::string* key,
-                        CanrtInterpose* ip) {
+// Each acknowledged write is checked twice: as it is, and CUT - the crash came during its item
+// Write, before its Persist (not acknowledged): the item line holds the new content but for its
+// first word (op, lengths, crc), which keeps what the slot held before (the torn-lines model of an
+// RDMA write whose words land in any order); the image must then recover to the state before or
+// after the server's operation WITHOUT the write.
+void SetCanrtInterposer(crash::PathExplorer& px, Pool* pool, Service* svc, const Model* pre, const Model* post,
+                        const std::string* key, CanrtInterpose* ip) {
   char* const region = svc->region();
   const uint64_t size = svc->region_size();
+  const uint64_t region_off = static_cast<uint64_t>(region - pool->base());
   auto interpose = [=, &px](const std::string& site) {
     std::vector<crash::PathExplorer::Interposed> out;
     if (!ip->client_points && site.find("canrt_server.cc") == std::string::npos) return out;
@@ -1834,10 +1845,26 @@ void SetCanrtInterposer(crash::PathExplorer& px, Service* svc, const Model* pre,
           if (w.put) (*m)[w.key] = value;
           else m->erase(w.key);
         }
-        std::string tag = test::Cat(std::to_string(ip->writes.size()), " ", w.put ? "put" : "remove");
-        for (unsigned char ch : w.key) tag += test::Cat(" ", std::to_string(ch));
-        out.push_back({std::move(tag), std::move(lines)});
-        ip->writes.push_back(std::move(rec));
+        ++ip->acked_at[site];
+        std::string what = test::Cat(w.put ? "put" : "remove");
+        for (unsigned char ch : w.key) what += test::Cat(" ", std::to_string(ch));
+        // The cut variant: the item line (the one line the client persisted in its node) with
+        // its first word as it was before the client's Write.
+        auto cut_lines = lines;
+        bool cut_ok = false;
+        for (auto& [off, b] : cut_lines)
+          if (off >= region_off + h_data_off(region) && off + 64 <= region_off + size) {
+            std::memcpy(b.data(), saved.data() + (off - region_off), 8);
+            cut_ok = true;
+          }
+        out.push_back({test::Cat(std::to_string(ip->writes.size()), " ", what), std::move(lines)});
+        ip->writes.push_back(rec);
+        if (cut_ok) {
+          rec.pre = *pre, rec.post = *post, rec.cut = true;
+          out.push_back({test::Cat(std::to_string(ip->writes.size()), " cut ", what), std::move(cut_lines)});
+          ip->writes.push_back(std::move(rec));
+          ++ip->cut;
+        }
       }
       std::memcpy(region, saved.data(), size);  // the server goes on from the memory it left
     }
@@ -1848,8 +1875,13 @@ void SetCanrtInterposer(crash::PathExplorer& px, Service* svc, const Model* pre,
     Model found;
     std::optional<std::string> got;
     WORT_RETURN_IF_ERROR(ReadImageStrict(img, &found, w.key, &got));
-    std::string d = std::string(w.put ? "put" : "remove") + " of";
+    std::string d = test::Cat(w.cut ? "cut " : "", w.put ? "put" : "remove", " of");
     for (unsigned char ch : w.key) d += test::Cat(" ", std::to_string(ch));
+    if (w.cut) {
+      if (found == w.pre || found == w.post) return Status::OK();
+      return Status::Corruption("after the interposed client's " + d +
+                                ", the contents match neither the state before nor after the server's operation");
+    }
     const std::optional<std::string> want = w.put ? std::optional<std::string>(w.value) : std::nullopt;
     if (got != want)
       return Status::Corruption("the interposed client's acknowledged " + d + " is not what its Get returns after the crash (" +
@@ -1893,7 +1925,7 @@ crash::ExplorerResult RunCanrtExplorer(const crash::ExplorerConfig& cfg, size_t 
   size_t next_key = 0;
   Model ip_pre, ip_post;  // the interposer's view of the explored operation
   std::string ip_key;
-  if (ip && ip->on) SetCanrtInterposer(px, svc.get(), &ip_pre, &ip_post, &ip_key, ip);
+  if (ip && ip->on) SetCanrtInterposer(px, pool.get(), svc.get(), &ip_pre, &ip_post, &ip_key, ip);
   for (size_t i = 0; i < ops && res.violation_count < cfg.max_violations; ++i) {
     std::string k = keys[r() % keys.size()];
     bool put = model.empty() || r() % 4 != 0;
@@ -1996,10 +2028,14 @@ TEST(CanrtCrash, ClientActiveWriteThenApply) {
 
 
 // h71: a second client's write inside each store-persist window of the server (SetCanrtInterposer
-// above): at every crash point of the server's applies (explored as operations of their own) and
-// resizes (inside the writers' Puts that ask for them: applies of the node's pending items, split,
-// migration, RETIRED, commit, the shadow's copy), every client write that completes without the
-// server must survive the crash. WORT_CANRT_INTERPOSE_OPS (default 120 per run) sizes a longer run.
+// above): at every crash point of the server's applies (explored as operations of their own, two
+// items each: the pending clear of the first before the second's points) and resizes (inside the
+// writers' Puts that ask for them: applies of the node's pending items, split, migration into
+// fresh and reused nodes, RETIRED, commit, the shadow's copy), every client write that completes
+// without the server must survive the crash, and a cut one must leave no trace. Found the stale
+// bit of a delete in a freed slot (Canrt.RecoveryClearsTheStaleBitOf*); reports the commit lock
+// and cc29253's recovery change, each reverted, at their windows (doc/remote.md, h71).
+// WORT_CANRT_INTERPOSE_OPS (default 120 client writes per test) sizes a longer run.
 size_t InterposeOps(size_t dflt) {
   const char* e = std::getenv("WORT_CANRT_INTERPOSE_OPS");
   return e && std::atol(e) > 0 ? static_cast<size_t>(std::atol(e)) : dflt;
@@ -2010,12 +2046,15 @@ void ReportInterpose(const char* name, const crash::ExplorerResult& res, const C
   EXPECT_EQ(res.violation_count, 0u);
   EXPECT_TRUE(ip.live_problems.empty()) << ip.live_problems.size() << " live problems";
   EXPECT_EQ(ip.persisted_unacked, 0u);
-  std::string why;
+  std::string why, at;
   for (auto& [w, n] : ip.abandoned) why += test::Cat(" ", std::to_string(n), " (", w, ")");
+  for (auto& [w, n] : ip.acked_at) at += test::Cat(" ", w.substr(w.rfind(':') + 1), ":", std::to_string(n));
   std::printf("%s: operations %zu, crash points %zu, images %zu; interposed at %zu server points: %zu writes tried, %zu "
-              "acknowledged (%zu images with them), abandoned:%s; resizes %llu (into %llu reused nodes)\n",
+              "acknowledged (%zu images with them and %zu cut variants), abandoned:%s; acknowledged at canrt_server.cc "
+              "lines%s; resizes %llu (into %llu reused nodes)\n",
               name, res.ops_run, res.crash_points, res.images, ip.points, ip.attempts, ip.acked, res.interposed_images,
-              why.c_str(), static_cast<unsigned long long>(st.resizes), static_cast<unsigned long long>(st.reused));
+              ip.cut, why.c_str(), at.c_str(), static_cast<unsigned long long>(st.resizes),
+              static_cast<unsigned long long>(st.reused));
 }
 
 TEST(CanrtCrash, ClientWritesInsideTheServersStorePersistWindows) {
@@ -2027,7 +2066,7 @@ TEST(CanrtCrash, ClientWritesInsideTheServersStorePersistWindows) {
   ServiceStats st;
   CanrtInterpose ip;
   ip.on = true;
-  const crash::ExplorerResult res = RunCanrtExplorer(cfg, InterposeOps(120), &st, /*apply_every=*/1, false, nullptr, &ip);
+  const crash::ExplorerResult res = RunCanrtExplorer(cfg, InterposeOps(120), &st, /*apply_every=*/2, false, nullptr, &ip);
   ReportInterpose("canrt interposed writes (applies, resizes)", res, ip, st);
   EXPECT_GT(st.resizes, 10u);
   EXPECT_GT(ip.acked, 200u);
