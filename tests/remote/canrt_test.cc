@@ -1715,6 +1715,7 @@ struct CanrtInterpose {
   size_t persisted_unacked = 0;  // abandoned after its item Persist (not checked: never happens)
   std::map<std::string, size_t> abandoned;  // why
   std::map<std::string, size_t> acked_at;   // server site -> writes acknowledged there
+  std::map<std::string, size_t> tried_at;   // server site -> writes tried there
   size_t cut = 0;                            // cut variants checked (below)
   std::vector<std::string> live_problems;   // what the client read before the crash that it must not
   struct Write {
@@ -1805,6 +1806,7 @@ void SetCanrtInterposer(crash::PathExplorer& px, Pool* pool, Service* svc, const
       ws.push_back({true, *key + "\x80"});
     for (const W& w : ws) {
       ++ip->attempts;
+      ++ip->tried_at[site];
       (void)px.TakeInterposedLines();
       const std::string value = "i" + std::to_string(ip->attempts % 100000) + std::string(ip->attempts % 7, '\x9c');
       std::string why;
@@ -2048,10 +2050,12 @@ void ReportInterpose(const char* name, const crash::ExplorerResult& res, const C
   EXPECT_EQ(ip.persisted_unacked, 0u);
   std::string why, at;
   for (auto& [w, n] : ip.abandoned) why += test::Cat(" ", std::to_string(n), " (", w, ")");
-  for (auto& [w, n] : ip.acked_at) at += test::Cat(" ", w.substr(w.rfind(':') + 1), ":", std::to_string(n));
+  for (auto& [w, n] : ip.tried_at)
+    at += test::Cat(" ", w.substr(w.rfind(':') + 1), ":", std::to_string(ip.acked_at.count(w) ? ip.acked_at.at(w) : 0), "/",
+                    std::to_string(n));
   std::printf("%s: operations %zu, crash points %zu, images %zu; interposed at %zu server points: %zu writes tried, %zu "
-              "acknowledged (%zu images with them and %zu cut variants), abandoned:%s; acknowledged at canrt_server.cc "
-              "lines%s; resizes %llu (into %llu reused nodes)\n",
+              "acknowledged (%zu images with them and %zu cut variants), abandoned:%s; acknowledged/tried at "
+              "canrt_server.cc lines%s; resizes %llu (into %llu reused nodes)\n",
               name, res.ops_run, res.crash_points, res.images, ip.points, ip.attempts, ip.acked, res.interposed_images,
               ip.cut, why.c_str(), at.c_str(), static_cast<unsigned long long>(st.resizes),
               static_cast<unsigned long long>(st.reused));
