@@ -2062,7 +2062,8 @@ TEST(CanrtCrash, ClientActiveWriteThenApply) {
 // without the server must survive the crash, and a cut one must leave no trace. Found the stale
 // bit of a delete in a freed slot (Canrt.RecoveryClearsTheStaleBitOf*); reports the commit lock
 // and cc29253's recovery change, each reverted, at their windows (doc/remote.md, h71).
-// WORT_CANRT_INTERPOSE_OPS (default 120 client writes per test) sizes a longer run.
+// WORT_CANRT_INTERPOSE_OPS (default 120 client writes per test) sizes a longer run;
+// WORT_CANRT_INTERPOSE_TORN=1 tears the server's open lines at 8-byte words (ExplorerConfig::torn_lines).
 size_t InterposeOps(size_t dflt) {
   const char* e = std::getenv("WORT_CANRT_INTERPOSE_OPS");
   return e && std::atol(e) > 0 ? static_cast<size_t>(std::atol(e)) : dflt;
@@ -2091,6 +2092,7 @@ TEST(CanrtCrash, ClientWritesInsideTheServersStorePersistWindows) {
   cfg.subsets = 1;
   cfg.max_points = 100000;  // every point of the server's operations
   cfg.seed = 71;
+  cfg.torn_lines = std::getenv("WORT_CANRT_INTERPOSE_TORN") != nullptr;  // the server's lines torn at 8 bytes too
   if (const char* d = std::getenv("WORT_CANRT_DROP_SITE")) cfg.drop_site = d;  // manual mutation runs
   ServiceStats st;
   CanrtInterpose ip;
@@ -2109,6 +2111,7 @@ TEST(CanrtCrash, ClientWritesInsideTheWindowsOfResizesThatApplyPendingItems) {
   cfg.subsets = 1;
   cfg.max_points = 100000;
   cfg.seed = 72;
+  cfg.torn_lines = std::getenv("WORT_CANRT_INTERPOSE_TORN") != nullptr;  // the server's lines torn at 8 bytes too
   ServiceStats st;
   CanrtInterpose ip;
   ip.on = true;
