@@ -324,6 +324,18 @@ class Tracker final : public pm::Hook {
     inflight_.clear();
   }
 
+  // The content line `off` has in the image of `p` with `patch` (the last patch entry for it, else
+  // what was persisted during the operation, else the shadow).
+  LineBytes ImageLine(const CrashPoint& p, const std::vector<std::pair<uint64_t, LineBytes>>& patch, uint64_t off) const {
+    for (auto it = patch.rbegin(); it != patch.rend(); ++it)
+      if (it->first == off) return it->second;
+    for (auto& [o, b] : p.persisted)
+      if (o == off) return b;
+    LineBytes b{};
+    if (off + kLine <= shadow_.size()) std::memcpy(b.data(), shadow_.data() + off, kLine);
+    return b;
+  }
+
   // Writes the crash image of `p` with `patch` (the chosen content of its open lines) to a new
   // file at `path`.
   Status WriteImage(const std::string& path, const CrashPoint& p,
@@ -1126,11 +1138,25 @@ Status PathExplorer::Explore(size_t op_index, const std::string& op_desc, const 
       const PathExplorer::Interposed& ip = p.interposed[w];
       ++res->interposed_writes;
       std::unordered_set<uint64_t> seen_w;
-      for (int img = 0; img < 2 + cfg.subsets; ++img) {
+      // Unpersisted lines (a write the crash cut): each 8-byte word from the image or from the
+      // actor, independently - besides nothing and all, the random mixes, "only the last word"
+      // and "all but the first word" (a write whose words land in any order).
+      const int cuts = ip.unpersisted.empty() ? 0 : 2;
+      for (int img = 0; img < 2 + cfg.subsets + cuts; ++img) {
         const int mode = img < 2 ? img : 2;
         const uint64_t seed = MixSeed(cfg.seed, op_index, p.seq, static_cast<uint64_t>(img));
-        auto patch = MakePatch(p, mode, seed, cfg.torn_lines);
+        auto patch = MakePatch(p, img < 2 + cfg.subsets ? mode : 0, seed, cfg.torn_lines);
         for (auto& l : ip.lines) patch.push_back(l);
+        Rng wr(seed ^ 0xc07);
+        for (auto& [off, actor] : ip.unpersisted) {
+          LineBytes b = tracker.ImageLine(p, patch, off);
+          for (size_t k = 0; k < kWordsPerLine; ++k) {
+            const bool take = img == 1 || (img >= 2 && img < 2 + cfg.subsets && wr.Bit()) ||
+                              (img == 2 + cfg.subsets && k == kWordsPerLine - 1) || (img == 3 + cfg.subsets && k > 0);
+            if (take) std::memcpy(b.data() + 8 * k, actor.data() + 8 * k, 8);
+          }
+          patch.emplace_back(off, b);
+        }
         if (!seen_w.insert(PatchHash(patch)).second) continue;
         const std::string path = UniquePoolPath(cfg.dir, "path-img");
         Status ws = tracker.WriteImage(path, p, patch);
@@ -1146,7 +1172,12 @@ Status PathExplorer::Explore(size_t op_index, const std::string& op_desc, const 
         ++res->violation_count;
         Violation v{op_index, op_desc, p.seq,
                     p.Describe() + fmt::format(", {} line(s) in flight or dirty; interposed: {}", p.open.size(), ip.tag),
-                    mode == 0 ? "nothing" : mode == 1 ? "all" : fmt::format("subset seed={:#x}", seed), cs.message(), ""};
+                    img == 0                   ? "nothing"
+                    : img == 1                 ? "all"
+                    : img < 2 + cfg.subsets    ? fmt::format("subset seed={:#x}", seed)
+                    : img == 2 + cfg.subsets ? "nothing, the cut write's last word only"
+                                               : "nothing, the cut write but its first word",
+                    cs.message(), ""};
         if (cfg.log) std::fprintf(cfg.log, "%s\n", v.ToString().c_str());
         if (res->violations.size() < cfg.max_violations) res->violations.push_back(std::move(v));
         if (res->violation_count >= cfg.max_violations) break;

@@ -258,9 +258,13 @@ class PathExplorer {
   // point's images (nothing, all, `subsets` random ones) with the write's lines on top - what was
   // persistent when the power failed: the explored operation's undetermined lines, and the
   // acknowledged write's persisted lines - each checked by `check(path, tag)`.
+  // `unpersisted`: lines the actor wrote and had not persisted when the crash came (a write the
+  // crash cut): in its images each 8-byte word of such a line is the image's or the actor's,
+  // independently (nothing, all, `subsets` random mixes, the last word only, all but the first).
   struct Interposed {
     std::string tag;
     std::vector<std::pair<uint64_t, std::array<char, 64>>> lines;
+    std::vector<std::pair<uint64_t, std::array<char, 64>>> unpersisted;
   };
   using InterposeFn = std::function<std::vector<Interposed>(const std::string& site)>;
   using InterposedCheckFn = std::function<Status(const std::string& path, const std::string& tag)>;

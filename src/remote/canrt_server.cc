@@ -1313,6 +1313,22 @@ Status Service::Recover() {
           dirty = true;
         }
       }
+      // The same window, a cut Write of a key the node holds, every word of it written back but
+      // the last (the valid byte; an item's crc does not cover the value bytes past its length,
+      // so a short value's item is complete without that word): a complete put of that key
+      // under the stale bit, its valid byte 0 - the key under two set bits (a key twice in scans,
+      // Check: "holds a key twice"). Never otherwise: the compare-swap that sets a key's bit
+      // clears its older one, and a valid item (applied above) clears its key's other bits. The
+      // write was not acknowledged (a writer's item is whole and valid when its Put returns), so
+      // either version may stay: the lower slot's (h71).
+      for (uint32_t s = 0; s < cap; ++s) {
+        if (!(mv >> s & 1)) continue;
+        for (uint32_t j = s + 1; j < cap; ++j)
+          if ((mv >> j & 1) && SameKey(Item(d, j), Item(d, s))) {
+            mv &= ~(1ull << j);
+            dirty = true;
+          }
+      }
       mv &= ~kLockMask;
     }
     if (dirty) {
