@@ -785,7 +785,12 @@ void Service::ApplyLocked(uint32_t node, uint32_t slot) {
       // CanrtCrash.TornClientWriteIntoAFreedSlot tears that Write (and the lines) and catches the
       // removal of this flush.
       if (older >> s & 1) pm::flush(Item(node, s), 8);
-    // crash-site: uncaught: orders the scrubs before the bitmap compare-swap only against a client's item Write that takes a freed slot while this apply runs; CANRT's explorers run each apply whole between client writes, and recovery scrubs every free slot (dropping this fence, the persist of the compare-swap still completes the scrubs before the valid byte is cleared)
+    // Orders the scrubs before the bitmap compare-swap against a client's item Write that takes a
+    // freed slot while this apply runs and is cut by the crash (its valid byte written back, the
+    // old item's first words still there; recovery would apply the superseded version). Noted
+    // uncaught until h71: the explorers ran each apply whole between client writes; the
+    // interposed explorer's cut writes (CanrtCrash.ClientWritesInsideTheServersStorePersistWindows,
+    // "the cut write's last word only") catch its removal.
     pm::fence();
   }
   // Readers' guard (canrt_layout.h, "apply counter"): bumped before the bitmap changes, so that
