@@ -75,7 +75,7 @@
 // Post-crash invariants: a slot whose bit is set holds a complete, persistent item - except a
 // slot freed by an apply's compare-swap that did not reach persistence: writers take a freed slot
 // as soon as they see it, so the crash can leave its old bit over a newer put, a delete item, or
-// a cut Write (h71; recovery below sorts them out); at most one
+// a cut Write - complete but for its valid byte, or not (h71; recovery below sorts them out); at most one
 // item per key of a data node is unprocessed (valid = 1, bit clear for a put) - several keys'
 // items may be (h49) - locked or not (the lock word of the client's fetch-add and the pending
 // word need not be persistent), so recovery applies them in any order; the valid tree's prefix
@@ -108,8 +108,9 @@
 // valid byte is 1 and whose crc is right (a put whose bit is set, too: applied, or newer than the
 // freed version under a stale bit - its key's other slots are cleared, session 10), clears every
 // bit over a slot that holds no complete put (a stale bit under a delete item or a cut Write,
-// h71), clears every valid byte, scrubs every free slot (op byte 0) and resets every lock and
-// pending word.
+// h71) and every set bit but the first of a key under two (a cut Write of that key, all of it
+// but the valid byte, under a stale bit: h71), clears every valid byte, scrubs every free slot
+// (op byte 0) and resets every lock and pending word.
 //
 // Client refresh: a client whose copy of the prefix nodes is older than `state` brings it up to
 // date from the resize log (canrt_layout.h: the prefix nodes each resize wrote, for the last 16
