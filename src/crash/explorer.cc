@@ -121,6 +121,8 @@ struct CrashPoint {
   uint64_t file_size = 0;  // pool file size at the point
   std::vector<std::pair<uint64_t, LineBytes>> persisted;  // lines persisted during the op so far
   std::vector<OpenLine> open;
+  // PathExplorer::SetInterposer: the writes an interposed actor completed at this point.
+  std::vector<PathExplorer::Interposed> interposed;
 
   std::string Describe() const {
     switch (kind) {
@@ -285,18 +287,22 @@ class Tracker final : public pm::Hook {
   }
 
   void OnFlushLine(const void* line, const std::source_location& where) override {
-    std::lock_guard<std::mutex> g(mu_);
+    std::unique_lock<std::mutex> g(mu_);
     const char* l = static_cast<const char*>(line);
     if (!base_) ResolveImageMapping(l);
     if (l < base_ || l >= base_ + reserved_) return;  // not this pool
     GrowShadow();
     const uint64_t off = static_cast<uint64_t>(l - base_);
     if (off >= shadow_.size()) return;
+    if (interposing_) {  // the interposer's flush: its line, not a crash point
+      std::memcpy(interposed_lines_[off].data(), base_ + off, kLine);
+      return;
+    }
     if (Site(where)) return;  // a dropped site: the flush does not exist
     // The lines of one flush() call form one crash point.
     const bool same_call = prev_flush_file_ == where.file_name() && prev_flush_line_ == where.line() &&
                            prev_flush_col_ == where.column() && off == prev_flush_off_ + kLine;
-    if (!same_call) MaybeRecord(PointKind::kFlush, where.file_name(), where.line());
+    if (!same_call) Interpose(g, MaybeRecord(PointKind::kFlush, where.file_name(), where.line()), where);
     prev_flush_file_ = where.file_name();
     prev_flush_line_ = where.line();
     prev_flush_col_ = where.column();
@@ -305,16 +311,29 @@ class Tracker final : public pm::Hook {
   }
 
   void OnFence(const std::source_location& where) override {
-    std::lock_guard<std::mutex> g(mu_);
+    std::unique_lock<std::mutex> g(mu_);
     GrowShadow();
-    if (Site(where)) return;  // a dropped site: the fence does not exist
-    MaybeRecord(PointKind::kFence, where.file_name(), where.line());
+    if (interposing_) return;  // the interposer's fence: orders its own flushes only
+    if (Site(where)) return;   // a dropped site: the fence does not exist
+    Interpose(g, MaybeRecord(PointKind::kFence, where.file_name(), where.line()), where);
     prev_flush_file_ = nullptr;
     for (auto& [off, b] : inflight_) {
       if (in_op_) op_persisted_[off] = b;
       else WriteShadow(off, b);
     }
     inflight_.clear();
+  }
+
+  // The content line `off` has in the image of `p` with `patch` (the last patch entry for it, else
+  // what was persisted during the operation, else the shadow).
+  LineBytes ImageLine(const CrashPoint& p, const std::vector<std::pair<uint64_t, LineBytes>>& patch, uint64_t off) const {
+    for (auto it = patch.rbegin(); it != patch.rend(); ++it)
+      if (it->first == off) return it->second;
+    for (auto& [o, b] : p.persisted)
+      if (o == off) return b;
+    LineBytes b{};
+    if (off + kLine <= shadow_.size()) std::memcpy(b.data(), shadow_.data() + off, kLine);
+    return b;
   }
 
   // Writes the crash image of `p` with `patch` (the chosen content of its open lines) to a new
@@ -423,18 +442,19 @@ class Tracker final : public pm::Hook {
     return it != op_persisted_.end() ? it->second.data() : shadow_.data() + off;
   }
 
-  void MaybeRecord(PointKind kind, const char* file, uint32_t line) {
-    if (!in_op_ || max_points_ == 0) return;
+  // Records the crash point if it is sampled; returns its index in points_, or -1.
+  int64_t MaybeRecord(PointKind kind, const char* file, uint32_t line) {
+    if (!in_op_ || max_points_ == 0) return -1;
     const uint64_t seq = eligible_++;
     // novel_only: points are recorded from the first new site of the operation on (the ones
     // before it were all explored where they were first met).
-    if (novel_only_ && !novel_seen_) return;
+    if (novel_only_ && !novel_seen_) return -1;
     if (only_point_ >= 0) {
-      if (seq != static_cast<uint64_t>(only_point_)) return;
+      if (seq != static_cast<uint64_t>(only_point_)) return -1;
       points_.emplace_back();
       Capture(&points_.back(), kind, file, line);
       points_.back().seq = seq;
-      return;
+      return static_cast<int64_t>(points_.size() - 1);
     }
     size_t slot;
     if (points_.size() < max_points_) {
@@ -442,16 +462,50 @@ class Tracker final : public pm::Hook {
       points_.emplace_back();
     } else {
       const uint64_t j = rng_.Below(seq + 1);  // reservoir sampling (Algorithm R)
-      if (j >= max_points_) return;
+      if (j >= max_points_) return -1;
       slot = static_cast<size_t>(j);
     }
     Capture(&points_[slot], kind, file, line);
     points_[slot].seq = seq;
+    return static_cast<int64_t>(slot);
+  }
+
+ public:
+  void SetInterposer(PathExplorer::InterposeFn fn) {
+    std::lock_guard<std::mutex> g(mu_);
+    interposer_ = std::move(fn);
+  }
+  std::vector<std::pair<uint64_t, LineBytes>> TakeInterposedLines() {
+    std::lock_guard<std::mutex> g(mu_);
+    std::vector<std::pair<uint64_t, LineBytes>> v(interposed_lines_.begin(), interposed_lines_.end());
+    interposed_lines_.clear();
+    return v;
+  }
+
+ private:
+  // Runs the interposer (PathExplorer::SetInterposer) at the crash point just recorded in
+  // points_[slot] (captured already: the image is the state at the point), with mu_ released -
+  // its own flushes and fences come back into this hook, as the interposer's.
+  void Interpose(std::unique_lock<std::mutex>& g, int64_t slot, const std::source_location& where) {
+    if (slot < 0 || !interposer_) return;
+    const uint64_t seq = points_[static_cast<size_t>(slot)].seq;
+    std::string site = ShortSourcePath(where.file_name()) + ":" + std::to_string(where.line());
+    interposing_ = true;
+    interposed_lines_.clear();
+    g.unlock();
+    std::vector<PathExplorer::Interposed> v = interposer_(site);
+    g.lock();
+    interposing_ = false;
+    interposed_lines_.clear();
+    // (Reservoir sampling may not replace a point while its interposer runs: nothing else flushes.)
+    if (static_cast<size_t>(slot) < points_.size() && points_[static_cast<size_t>(slot)].seq == seq)
+      points_[static_cast<size_t>(slot)].interposed = std::move(v);
   }
 
   // Records what a crash right now leaves undetermined.
   void Capture(CrashPoint* p, PointKind kind, const char* file, uint32_t line) {
     p->kind = kind;
+    p->interposed.clear();
     p->file = file;
     p->line = line;
     p->file_size = shadow_.size();
@@ -524,6 +578,9 @@ class Tracker final : public pm::Hook {
   std::map<std::string, uint64_t> sites_;
   const char* last_site_file_ = nullptr;
   uint32_t last_site_line_ = 0;
+  PathExplorer::InterposeFn interposer_;
+  bool interposing_ = false;
+  std::map<uint64_t, LineBytes> interposed_lines_;  // flushed by the interposer (content at its flush)
 };
 
 // Removes the hook when leaving a scope.
@@ -1015,6 +1072,7 @@ struct PathExplorer::Impl {
   Impl(Pool* pool, const ExplorerConfig& c) : cfg(c), tracker(pool, c.drop_site) {}
   ExplorerConfig cfg;
   Tracker tracker;
+  InterposedCheckFn interposed_check;
 };
 
 PathExplorer::PathExplorer(Pool* pool, const ExplorerConfig& cfg) : impl_(std::make_unique<Impl>(pool, cfg)) {
@@ -1022,6 +1080,15 @@ PathExplorer::PathExplorer(Pool* pool, const ExplorerConfig& cfg) : impl_(std::m
 }
 
 PathExplorer::~PathExplorer() = default;
+
+void PathExplorer::SetInterposer(InterposeFn interpose, InterposedCheckFn check) {
+  impl_->tracker.SetInterposer(std::move(interpose));
+  impl_->interposed_check = std::move(check);
+}
+
+std::vector<std::pair<uint64_t, std::array<char, 64>>> PathExplorer::TakeInterposedLines() {
+  return impl_->tracker.TakeInterposedLines();
+}
 
 Status PathExplorer::Explore(size_t op_index, const std::string& op_desc, const std::function<Status()>& op,
                              Status* op_status, const CheckFn& check, ExplorerResult* res) {
@@ -1062,6 +1129,59 @@ Status PathExplorer::Explore(size_t op_index, const std::string& op_desc, const 
       if (cfg.log) std::fprintf(cfg.log, "%s\n", v.ToString().c_str());
       if (res->violations.size() < cfg.max_violations) res->violations.push_back(std::move(v));
       if (res->violation_count >= cfg.max_violations) break;
+    }
+    // The writes an interposed actor completed at this point: each with the point's images, its
+    // persisted lines on top (written last: they were written back after everything the point
+    // left undetermined was stored - the actor saw those stores).
+    if (!p.interposed.empty()) ++res->interposed_points;
+    for (size_t w = 0; w < p.interposed.size() && res->violation_count < cfg.max_violations; ++w) {
+      const PathExplorer::Interposed& ip = p.interposed[w];
+      ++res->interposed_writes;
+      std::unordered_set<uint64_t> seen_w;
+      // Unpersisted lines (a write the crash cut): each 8-byte word from the image or from the
+      // actor, independently - besides nothing and all, the random mixes, "only the last word"
+      // and "all but the first word" (a write whose words land in any order).
+      const int cuts = ip.unpersisted.empty() ? 0 : 2;
+      for (int img = 0; img < 2 + cfg.subsets + cuts; ++img) {
+        const int mode = img < 2 ? img : 2;
+        const uint64_t seed = MixSeed(cfg.seed, op_index, p.seq, static_cast<uint64_t>(img));
+        auto patch = MakePatch(p, img < 2 + cfg.subsets ? mode : 0, seed, cfg.torn_lines);
+        for (auto& l : ip.lines) patch.push_back(l);
+        Rng wr(seed ^ 0xc07);
+        for (auto& [off, actor] : ip.unpersisted) {
+          LineBytes b = tracker.ImageLine(p, patch, off);
+          for (size_t k = 0; k < kWordsPerLine; ++k) {
+            const bool take = img == 1 || (img >= 2 && img < 2 + cfg.subsets && wr.Bit()) ||
+                              (img == 2 + cfg.subsets && k == kWordsPerLine - 1) || (img == 3 + cfg.subsets && k > 0);
+            if (take) std::memcpy(b.data() + 8 * k, actor.data() + 8 * k, 8);
+          }
+          patch.emplace_back(off, b);
+        }
+        if (!seen_w.insert(PatchHash(patch)).second) continue;
+        const std::string path = UniquePoolPath(cfg.dir, "path-img");
+        Status ws = tracker.WriteImage(path, p, patch);
+        if (!ws.ok()) {
+          ::unlink(path.c_str());
+          return ws;
+        }
+        ++res->images;
+        ++res->interposed_images;
+        Status cs = impl_->interposed_check ? impl_->interposed_check(path, ip.tag) : Status::OK();
+        ::unlink(path.c_str());
+        if (cs.ok()) continue;
+        ++res->violation_count;
+        Violation v{op_index, op_desc, p.seq,
+                    p.Describe() + fmt::format(", {} line(s) in flight or dirty; interposed: {}", p.open.size(), ip.tag),
+                    img == 0                   ? "nothing"
+                    : img == 1                 ? "all"
+                    : img < 2 + cfg.subsets    ? fmt::format("subset seed={:#x}", seed)
+                    : img == 2 + cfg.subsets ? "nothing, the cut write's last word only"
+                                               : "nothing, the cut write but its first word",
+                    cs.message(), ""};
+        if (cfg.log) std::fprintf(cfg.log, "%s\n", v.ToString().c_str());
+        if (res->violations.size() < cfg.max_violations) res->violations.push_back(std::move(v));
+        if (res->violation_count >= cfg.max_violations) break;
+      }
     }
   }
   tracker.Commit();

@@ -67,6 +67,7 @@
 // thread may flush to persistent memory meanwhile.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -213,6 +214,11 @@ struct ExplorerResult {
   size_t recovery_crash_points = 0;  // of which checked (distinct)
   size_t ops_explored = 0;     // operations whose crash points were checked (novel_only: fewer)
   double seconds = 0;
+  // PathExplorer with an interposer (SetInterposer): crash points at which it ran, the writes it
+  // reported as acknowledged there, and the images checked with them.
+  size_t interposed_points = 0;
+  size_t interposed_writes = 0;
+  size_t interposed_images = 0;
 };
 
 // Runs the explorer. Returns a non-OK status only when it could not run (unknown kind, pool
@@ -237,6 +243,34 @@ class PathExplorer {
   // returned (only its outcome is allowed then), false for a crash inside it. A non-OK status
   // is a violation.
   using CheckFn = std::function<Status(const std::string& path, bool returned)>;
+
+  // Interposition (h71): another actor's operation run INSIDE the explored one, at a crash
+  // point, against memory as it is at that instant (the explored operation's stores visible,
+  // persistent or not - as another CPU or a remote client sees them), before the crash image is
+  // taken. The interposer is called at each recorded crash point of an explored operation (every
+  // flush and fence; not at the return), with the point's site ("src/remote/canrt_server.cc:123").
+  // The flushes and fences it causes are no crash points of the operation: the lines it flushes
+  // are collected (their content at the flush) and handed out by TakeInterposedLines(), which
+  // the interposer calls after each write it runs. It must leave memory exactly as it found it
+  // (the explored operation goes on from there; the interposed write happened in the crash image
+  // only) and returns, for each write the other actor completed (acknowledged), a tag for the
+  // check and the lines it made persistent. Each such write gets its own crash images: the
+  // point's images (nothing, all, `subsets` random ones) with the write's lines on top - what was
+  // persistent when the power failed: the explored operation's undetermined lines, and the
+  // acknowledged write's persisted lines - each checked by `check(path, tag)`.
+  // `unpersisted`: lines the actor wrote and had not persisted when the crash came (a write the
+  // crash cut): in its images each 8-byte word of such a line is the image's or the actor's,
+  // independently (nothing, all, `subsets` random mixes, the last word only, all but the first).
+  struct Interposed {
+    std::string tag;
+    std::vector<std::pair<uint64_t, std::array<char, 64>>> lines;
+    std::vector<std::pair<uint64_t, std::array<char, 64>>> unpersisted;
+  };
+  using InterposeFn = std::function<std::vector<Interposed>(const std::string& site)>;
+  using InterposedCheckFn = std::function<Status(const std::string& path, const std::string& tag)>;
+  void SetInterposer(InterposeFn interpose, InterposedCheckFn check);
+  // The lines flushed by the interposer since the last call (in offset order).
+  std::vector<std::pair<uint64_t, std::array<char, 64>>> TakeInterposedLines();
 
   // Shadows `pool` from now on: its current content is taken as persistent.
   PathExplorer(Pool* pool, const ExplorerConfig& cfg);

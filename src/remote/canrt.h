@@ -72,7 +72,10 @@
 // acknowledged item is always applied - and migrated - before its node is retired, and no client
 // writes into a retired node (its fetch-add of the lock word returns RETIRED - set there and in the
 // metadata word while the requester still holds the lock: it retries on the new generation).
-// Post-crash invariants: a slot whose bit is set holds a complete, persistent item; at most one
+// Post-crash invariants: a slot whose bit is set holds a complete, persistent item - except a
+// slot freed by an apply's compare-swap that did not reach persistence: writers take a freed slot
+// as soon as they see it, so the crash can leave its old bit over a newer put, a delete item, or
+// a cut Write - complete but for its valid byte, or not (h71; recovery below sorts them out); at most one
 // item per key of a data node is unprocessed (valid = 1, bit clear for a put) - several keys'
 // items may be (h49) - locked or not (the lock word of the client's fetch-add and the pending
 // word need not be persistent), so recovery applies them in any order; the valid tree's prefix
@@ -102,8 +105,12 @@
 // (it is redone when a writer finds the node full again); pxflag set, dtflag clear -> the
 // migration is redone from d (new nodes located in the shadow tree) and committed.
 // Recovery also re-applies, in every data node of the valid tree (locked or not), the items whose
-// valid byte is 1 and whose crc is right (unless already applied: a put whose bit is set), clears every valid byte,
-// scrubs every free slot (op byte 0) and resets every lock and pending word.
+// valid byte is 1 and whose crc is right (a put whose bit is set, too: applied, or newer than the
+// freed version under a stale bit - its key's other slots are cleared, session 10), clears every
+// bit over a slot that holds no complete put (a stale bit under a delete item or a cut Write,
+// h71) and every set bit but the first of a key under two (a cut Write of that key, all of it
+// but the valid byte, under a stale bit: h71), clears every valid byte, scrubs every free slot
+// (op byte 0) and resets every lock and pending word.
 //
 // Client refresh: a client whose copy of the prefix nodes is older than `state` brings it up to
 // date from the resize log (canrt_layout.h: the prefix nodes each resize wrote, for the last 16

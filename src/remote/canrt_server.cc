@@ -785,7 +785,12 @@ void Service::ApplyLocked(uint32_t node, uint32_t slot) {
       // CanrtCrash.TornClientWriteIntoAFreedSlot tears that Write (and the lines) and catches the
       // removal of this flush.
       if (older >> s & 1) pm::flush(Item(node, s), 8);
-    // crash-site: uncaught: orders the scrubs before the bitmap compare-swap only against a client's item Write that takes a freed slot while this apply runs; CANRT's explorers run each apply whole between client writes, and recovery scrubs every free slot (dropping this fence, the persist of the compare-swap still completes the scrubs before the valid byte is cleared)
+    // Orders the scrubs before the bitmap compare-swap against a client's item Write that takes a
+    // freed slot while this apply runs and is cut by the crash (its valid byte written back, the
+    // old item's first words still there; recovery would apply the superseded version). Noted
+    // uncaught until h71: the explorers ran each apply whole between client writes; the
+    // interposed explorer's cut writes (CanrtCrash.ClientWritesInsideTheServersStorePersistWindows,
+    // "the cut write's last word only") catch its removal.
     pm::fence();
   }
   // Readers' guard (canrt_layout.h, "apply counter"): bumped before the bitmap changes, so that
@@ -1294,6 +1299,40 @@ Status Service::Recover() {
         if (it[kItemOp] == kOpPut) mv |= 1ull << s;
         if (!applied) recovered_.fetch_add(1, std::memory_order_relaxed);
         if (!applied || older) dirty = true;
+      }
+      // A bit set over a slot that holds no complete put is stale (h71): the server sets a bit
+      // only for a complete put it has made persistent, and a slot whose bit is set is written by
+      // no one - until an apply's compare-swap frees it. A writer may take the slot as soon as it
+      // sees that (before the compare-swap is persistent); a crash then keeps the old bit beside
+      // what the writer left: a delete item (acknowledged: applied above, but its own slot's bit
+      // stayed set - the bitmap named a delete item, and readers took it for a put of its key
+      // with an empty value), or a Write the crash cut (op scrubbed, the new key's bytes: the
+      // apply redone above cannot recognise its key's older version there, and readers re-read
+      // the incomplete item for ever). The freed version was superseded by the apply's own item,
+      // still valid (its valid byte is cleared only after the compare-swap's persist) and applied
+      // above: the bit is cleared.
+      for (uint32_t s = 0; s < cap; ++s) {
+        const unsigned char* it = Item(d, s);
+        if ((mv >> s & 1) && (!ItemOk(it) || it[kItemOp] != kOpPut)) {
+          mv &= ~(1ull << s);
+          dirty = true;
+        }
+      }
+      // The same window, a cut Write of a key the node holds, every word of it written back but
+      // the last (the valid byte; an item's crc does not cover the value bytes past its length,
+      // so a short value's item is complete without that word): a complete put of that key
+      // under the stale bit, its valid byte 0 - the key under two set bits (a key twice in scans,
+      // Check: "holds a key twice"). Never otherwise: the compare-swap that sets a key's bit
+      // clears its older one, and a valid item (applied above) clears its key's other bits. The
+      // write was not acknowledged (a writer's item is whole and valid when its Put returns), so
+      // either version may stay: the lower slot's (h71).
+      for (uint32_t s = 0; s < cap; ++s) {
+        if (!(mv >> s & 1)) continue;
+        for (uint32_t j = s + 1; j < cap; ++j)
+          if ((mv >> j & 1) && SameKey(Item(d, j), Item(d, s))) {
+            mv &= ~(1ull << j);
+            dirty = true;
+          }
       }
       mv &= ~kLockMask;
     }

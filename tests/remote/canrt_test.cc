@@ -848,6 +848,122 @@ TEST(Canrt, RecoveryKeepsTheNewerItemInASlotWhoseFreeingWasNotDurable) {
   EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
 }
 
+// Found by the interposed explorer (h71, CanrtCrash.ClientWritesInsideTheServersStorePersistWindows):
+// the same window as above, the writer's item a DELETE. An apply of an update of "\x81n" (its
+// item in slot 3) frees slot 2 (n's older version) with its compare-swap; before the persist of
+// that word a writer's delete of "\x81k" takes slot 2 (its Remove returns: the item is durable).
+// The crash keeps slot 2's old bit beside the delete item. Before the fix recovery applied the
+// delete (k's slot 0 cleared) but left slot 2's bit set: the bitmap named a delete item ("bad
+// item" to Check) and readers took it for a put - "\x81k" came back with an empty value.
+// Unapplied-item images are crafted as in the test above (memory as the crash left it).
+std::vector<unsigned char> CraftedItem(uint8_t op, std::string_view k, std::string_view v) {
+  std::vector<unsigned char> it(kItemBytes, 0);
+  it[kItemOp] = op;
+  it[kItemKeyLen] = static_cast<unsigned char>(k.size());
+  it[kItemValLen] = static_cast<unsigned char>(v.size());
+  std::memcpy(it.data() + kItemKey, k.data(), k.size());
+  std::memcpy(it.data() + kItemValue, v.data(), v.size());
+  const uint32_t crc = ItemCrc(it.data());
+  std::memcpy(it.data() + kItemCrc, &crc, 4);
+  it[kItemValid] = 1;
+  return it;
+}
+TEST(Canrt, RecoveryClearsTheStaleBitOfADeleteInASlotWhoseFreeingWasNotDurable) {
+  TempPath path("canrt");
+  auto pool = NewPool(path);
+  std::unique_ptr<Service> svc;
+  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
+  auto kv = InlineClient(svc.get());
+  ASSERT_TRUE(kv->Put("\x81k", "1").ok());  // slot 0
+  ASSERT_TRUE(kv->Put("\x81m", "2").ok());  // slot 1
+  ASSERT_TRUE(kv->Put("\x81n", "3").ok());  // slot 2
+  char* node = svc->region() + reinterpret_cast<RootHeader*>(svc->region())->data_off;
+  ASSERT_EQ(pm::load8(reinterpret_cast<uint64_t*>(node)) & kBitmapMask, 0x7u);
+  const auto n4 = CraftedItem(kOpPut, "\x81n", "4"), del_k = CraftedItem(kOpDelete, "\x81k", "");
+  std::memcpy(node + 64 + 3 * kItemBytes, n4.data(), kItemBytes);
+  std::memcpy(node + 64 + 2 * kItemBytes, del_k.data(), kItemBytes);
+  kv.reset();
+  svc.reset();
+  pool.reset();  // no Close: a crash
+  pool = OpenPool(path);
+  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
+  std::string rep;
+  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
+  kv = InlineClient(svc.get());
+  EXPECT_EQ(ScanAll(*kv), (Model{{"\x81m", "2"}, {"\x81n", "4"}}));
+  std::string v;
+  EXPECT_TRUE(kv->Get("\x81k", &v).IsNotFound()) << "the deleted key reads as a value of " << v.size() << " bytes";
+}
+
+// The same window, the writer's item Write CUT by the crash (not acknowledged): slot 2 holds
+// the new item's last words (another key's bytes, valid = 1) beside the scrubbed first word of
+// n's older version (op 0). Recovery applies the update of n, which cannot recognise slot 2 as
+// n's (its key bytes are the cut write's): before the fix the slot's stale bit stayed set over
+// an item that is no item - Check failed, and every reader of the node re-read it until it gave
+// up (a complete item never appears there).
+TEST(Canrt, RecoveryClearsTheStaleBitOfACutWriteIntoASlotWhoseFreeingWasNotDurable) {
+  TempPath path("canrt");
+  auto pool = NewPool(path);
+  std::unique_ptr<Service> svc;
+  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
+  auto kv = InlineClient(svc.get());
+  ASSERT_TRUE(kv->Put("\x81k", "1").ok());  // slot 0
+  ASSERT_TRUE(kv->Put("\x81m", "2").ok());  // slot 1
+  ASSERT_TRUE(kv->Put("\x81n", "3").ok());  // slot 2
+  char* node = svc->region() + reinterpret_cast<RootHeader*>(svc->region())->data_off;
+  const auto n4 = CraftedItem(kOpPut, "\x81n", "4"), cut = CraftedItem(kOpPut, "\x81z\xff", "5");
+  std::memcpy(node + 64 + 3 * kItemBytes, n4.data(), kItemBytes);
+  unsigned char* s2 = reinterpret_cast<unsigned char*>(node + 64 + 2 * kItemBytes);
+  s2[kItemOp] = 0;                              // the apply's scrub of n's older version (persistent)
+  std::memcpy(s2 + 8, cut.data() + 8, kItemBytes - 8);  // the cut Write's words 1..7
+  kv.reset();
+  svc.reset();
+  pool.reset();  // no Close: a crash
+  pool = OpenPool(path);
+  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
+  std::string rep;
+  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
+  kv = InlineClient(svc.get());
+  EXPECT_EQ(ScanAll(*kv), (Model{{"\x81k", "1"}, {"\x81m", "2"}, {"\x81n", "4"}}));
+}
+
+// The same window, the cut Write an update of "\x81m" (slot 1) that took slot 2: every word of it
+// written back but the last (the valid byte, and value bytes past the value's length, which the
+// crc does not cover): slot 2 holds a complete put of m, valid byte 0, under its stale bit. Found
+// by the interposed explorer's cut variants (word mixes). Before the fix recovery left m under
+// two set bits: Check "holds a key twice", m twice in a scan. Not acknowledged: either version
+// of m may stay, once.
+TEST(Canrt, RecoveryKeepsOneVersionOfACutWriteIntoASlotWhoseFreeingWasNotDurable) {
+  TempPath path("canrt");
+  auto pool = NewPool(path);
+  std::unique_ptr<Service> svc;
+  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
+  auto kv = InlineClient(svc.get());
+  ASSERT_TRUE(kv->Put("\x81k", "1").ok());  // slot 0
+  ASSERT_TRUE(kv->Put("\x81m", "2").ok());  // slot 1
+  ASSERT_TRUE(kv->Put("\x81n", "3").ok());  // slot 2
+  char* node = svc->region() + reinterpret_cast<RootHeader*>(svc->region())->data_off;
+  const auto n4 = CraftedItem(kOpPut, "\x81n", "4");
+  auto m_cut = CraftedItem(kOpPut, "\x81m", "new");
+  m_cut[kItemValid] = 0;  // the last word not written back (n's old item's: valid 0, no value bytes there)
+  std::memcpy(node + 64 + 3 * kItemBytes, n4.data(), kItemBytes);
+  std::memcpy(node + 64 + 2 * kItemBytes, m_cut.data(), kItemBytes);
+  kv.reset();
+  svc.reset();
+  pool.reset();  // no Close: a crash
+  pool = OpenPool(path);
+  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
+  std::string rep;
+  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
+  kv = InlineClient(svc.get());
+  const Model found = ScanAll(*kv);
+  EXPECT_TRUE(found == (Model{{"\x81k", "1"}, {"\x81m", "2"}, {"\x81n", "4"}}) ||
+              found == (Model{{"\x81k", "1"}, {"\x81m", "new"}, {"\x81n", "4"}}));
+  std::string v;
+  ASSERT_TRUE(kv->Get("\x81m", &v).ok());
+  EXPECT_EQ(v, found.at("\x81m"));
+}
+
 // The client-active write path: a Put/Remove returns once the client's item is durable
 // (Persist), before the server applies it. From that return on, every client - the writer and
 // the others - sees the write (ReadNode counts the durable, unapplied item), and the server's
@@ -1528,6 +1644,322 @@ Status ReadImage(const std::string& path, Model* out, bool exercise) {
   return pool->Close();
 }
 
+// ---- h71: client writes inside the server's store-persist windows ---------------------------
+// The explorer's crash points are the persists of one actor. The holes of session 10 were of
+// another kind: the SERVER stores a word that clients act on (the committed `state`, a bitmap bit
+// an apply's compare-swap frees), and before that store is persistent a CLIENT acts on it,
+// persists its own item and is acknowledged; the crash then keeps the client's item and loses the
+// server's store. Here, at every crash point inside a server operation (the apply of pending
+// items, a resize: its applies, split, migration, commit; `CanrtInterpose` below), a second
+// client - a fresh one: it joins, reads the prefix area as the paused server left it, and writes
+// - runs a write against memory as it is at that instant (the server's unpersisted stores
+// visible, as a real client sees them), and completes it only if it needs no server: a write that
+// would wait (a locked node - another writer's, or the commit's lock of a split's new nodes -,
+// its key pending, a full node, RETIRED with no newer tree yet) is abandoned, not acknowledged
+// (NoWaitConn). An acknowledged write must survive: each of its crash images - the point's
+// images with the client's persisted item line on top - must recover to the state before or
+// after the server's operation WITH the client's write last, no key twice, scans ordered, and
+// the key's Get its newest value. Before the crash, the usual rules: the client reads the key it
+// writes before (a value of the state before or after the operation) and after (its own write).
+// Then memory is put back as it was, and the server's operation goes on without the write.
+
+// A client that never waits for the server (the server is paused at a crash point): every
+// operation fails from the first sign of a wait on - the undo of a lock attempt (the node is
+// locked, or the writer waits for an apply), a second lock attempt on a node found RETIRED with
+// no newer tree to read, a notification that a writer waits for an apply or asks for a resize
+// (also posted into its segment) - or after too many Reads (a reader that re-reads a node that
+// never reads consistently). Notifications of posted items are dropped (the paused server hears
+// nothing; the item is durable). Persist is the local backend's: the crash explorer's hook sees
+// it as the interposer's (PathExplorer::TakeInterposedLines).
+class NoWaitConn final : public remote::Connection {
+ public:
+  // *why: empty until the client is abandoned, then why (outlives the connection, which the
+  // client owns).
+  NoWaitConn(char* base, uint64_t n, uint32_t id, std::string* why) : b_(base), n_(n), id_(id), why_(*why) {
+    why_.clear();
+  }
+  Status Read(uint64_t off, void* dst, size_t len) override {
+    if (!why_.empty()) return Gone();
+    if (off + len > n_) return Status::InvalidArgument("out of range");
+    // A node read again and again (ReadNode: an item that fails its crc under a set bit - the
+    // server scrubbed the slot and has not freed it yet) waits for the server.
+    same_ = off == last_off_ && len == last_len_ ? same_ + 1 : 0;
+    last_off_ = off, last_len_ = len;
+    if (same_ > 8 || ++reads_ > 4096) return Abandon("reads that never see a consistent node");
+    std::memcpy(dst, b_ + off, len);
+    return Status::OK();
+  }
+  Status Write(uint64_t off, const void* src, size_t len) override {
+    if (!why_.empty()) return Gone();
+    if (off + len > n_) return Status::InvalidArgument("out of range");
+    std::memcpy(b_ + off, src, len);
+    return Status::OK();
+  }
+  Status FetchAdd64(uint64_t off, uint64_t add, uint64_t* old) override {
+    if (!why_.empty()) return Gone();
+    if (add == 0 - kLockOne) return Abandon("the node is locked, or its key or slots wait for an apply");
+    if (add == kLockOne && retired_.count(off)) return Abandon("a node RETIRED and no newer tree yet");
+    *old = std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(b_ + off)).fetch_add(add);
+    if (add == kLockOne && (*old & kRetired)) retired_.insert(off);
+    return Status::OK();
+  }
+  Status CompareSwap64(uint64_t off, uint64_t expected, uint64_t desired, uint64_t* old) override {
+    if (!why_.empty()) return Gone();
+    if (off >= kPostOff && off < kPostOff + kPostBytes && desired != 0 && (desired & 0xffffffffull) == kResizeSlot)
+      return Abandon("the node is full: a resize request");
+    std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(b_ + off)).compare_exchange_strong(expected, desired);
+    *old = expected;
+    return Status::OK();
+  }
+  Status Notify(std::string_view msg) override {
+    if (!why_.empty()) return Gone();
+    Message m{};
+    if (msg.size() == sizeof m) std::memcpy(&m, msg.data(), sizeof m);
+    if (m.slot == kResizeSlot) return Abandon("the node is full: a resize request");
+    if (m.slot == kWaitSlot) return Abandon("waits for an apply");
+    return Status::OK();  // a posted item's kick, or an item notified: the server hears it after the crash
+  }
+  Status Flush() override { return Status::OK(); }
+  Status Persist(uint64_t off, size_t len) override {
+    if (!why_.empty()) return Gone();
+    if (off + len > n_) return Status::InvalidArgument("out of range");
+    remote::PersistMapped(b_ + off, len);
+    return Status::OK();
+  }
+  uint32_t client_id() const override { return id_; }
+  Counters counters() const override { return {}; }
+
+ private:
+  Status Abandon(const char* why) {
+    why_ = why;
+    return Gone();
+  }
+  static Status Gone() { return Status::IOError("interposed client: abandoned (it would wait for the server)"); }
+  char* b_;
+  uint64_t n_;
+  uint32_t id_;
+  std::string& why_;
+  size_t reads_ = 0;
+  uint64_t last_off_ = ~0ull, last_len_ = 0;
+  int same_ = 0;
+  std::set<uint64_t> retired_;
+};
+
+uint64_t h_data_off(const char* region) { return reinterpret_cast<const RootHeader*>(region)->data_off; }
+
+// What RunCanrtExplorer's interposer did (h71).
+struct CanrtInterpose {
+  bool on = false;
+  // Also at the crash points of the client's own code (its item Persist), not only the server's.
+  bool client_points = false;
+  size_t points = 0;      // crash points of server code at which the interposer ran
+  size_t attempts = 0;    // client writes tried there
+  size_t acked = 0;       // acknowledged (and checked in every image of the point)
+  size_t persisted_unacked = 0;  // abandoned after its item Persist (not checked: never happens)
+  std::map<std::string, size_t> abandoned;  // why
+  std::map<std::string, size_t> acked_at;   // server site -> writes acknowledged there
+  std::map<std::string, size_t> tried_at;   // server site -> writes tried there
+  size_t cut = 0;                            // cut variants checked (below)
+  size_t scans = 0;                          // whole scans by the interposed client (one per point)
+  std::vector<std::string> live_problems;   // what the client read before the crash that it must not
+  struct Write {
+    bool put;
+    std::string key, value;
+    Model pre, post;  // the states the image may hold, the write applied last
+    bool cut = false;  // the write's item Write cut by the crash: with or without it
+    Model pre_without, post_without;  // the states without the write
+  };
+  std::vector<Write> writes;  // by tag
+};
+
+// Reads a recovered image as ReadImage, but a key twice in the scan, or keys out of order, is a
+// Corruption; *got: the Get of `key` (nullopt: NotFound).
+Status ReadImageStrict(const std::string& path, Model* out, const std::string& key, std::optional<std::string>* got) {
+  PoolOptions po;
+  po.background_recovery = false;
+  std::unique_ptr<Pool> pool;
+  WORT_RETURN_IF_ERROR(Pool::Open(path, po, &pool));
+  WORT_RETURN_IF_ERROR(pool->WaitForRecovery());
+  std::unique_ptr<Service> svc;
+  WORT_RETURN_IF_ERROR(Service::Open(*pool, "canrt", SmallOptions(), &svc));
+  std::string rep;
+  Status s = svc->Check(&rep);
+  if (!s.ok()) return Status(s.code(), s.message() + ": " + rep);
+  std::unique_ptr<remote::RemoteKV> kv;
+  WORT_RETURN_IF_ERROR(ConnectOver(std::make_unique<InlineConn>(svc.get(), 1), &kv));
+  out->clear();
+  std::string problem, last;
+  bool first = true;
+  WORT_RETURN_IF_ERROR(kv->Scan("", "", 0, [&](std::string_view k, std::string_view v) {
+    if (!first && std::string_view(last) >= k && problem.empty())
+      problem = std::string(std::string_view(last) == k ? "a key twice in the scan" : "the scan is not ordered");
+    first = false;
+    last.assign(k);
+    out->emplace(k, v);
+    return true;
+  }));
+  if (!problem.empty()) return Status::Corruption(problem);
+  std::string v;
+  s = kv->Get(key, &v);
+  if (s.ok()) *got = v;
+  else if (s.IsNotFound()) got->reset();
+  else return s;
+  WORT_RETURN_IF_ERROR(crash::CheckReachability(*pool, &rep));
+  WORT_RETURN_IF_ERROR(kv->Put("\xfe" "fresh", "f"));
+  WORT_RETURN_IF_ERROR(kv->Get("\xfe" "fresh", &v));
+  if (v != "f") return Status::Corruption("the recovered tree does not work");
+  kv.reset();
+  svc.reset();
+  return pool->Close();
+}
+
+// Sets px's interposer: at each crash point of server code (canrt_server.cc), up to five writes
+// near `*key` (the explored operation's key: its node is the one the server works on) - updates
+// of the nearest keys below and above it, a put of the key itself, a delete of a neighbour, a
+// new key right after it (a byte >= 0x80) - each by a fresh client over the memory of that
+// instant (NoWaitConn), memory put back after each. `*pre` and `*post`: the explored
+// operation's states (the same for a server's apply: the client had returned).
+// Each acknowledged write is checked twice: as it is, and CUT - the crash came during its item
+// Write, before its Persist (not acknowledged): each 8-byte word of the item line is the image's
+// or the write's (an RDMA write's words land in any order; PathExplorer::Interposed::unpersisted:
+// random mixes, the last word only, all but the first word); the image must then recover to the
+// state before or after the server's operation, with or without the write.
+void SetCanrtInterposer(crash::PathExplorer& px, Pool* pool, Service* svc, const Model* pre, const Model* post,
+                        const std::string* key, CanrtInterpose* ip) {
+  char* const region = svc->region();
+  const uint64_t size = svc->region_size();
+  const uint64_t region_off = static_cast<uint64_t>(region - pool->base());
+  auto interpose = [=, &px](const std::string& site) {
+    std::vector<crash::PathExplorer::Interposed> out;
+    if (!ip->client_points && site.find("canrt_server.cc") == std::string::npos) return out;
+    ++ip->points;
+    const std::vector<char> saved(region, region + size);
+    // The writes: keys next to *key in the state after the operation.
+    struct W {
+      bool put;
+      std::string key;
+    };
+    std::vector<W> ws;
+    auto below = post->lower_bound(*key);
+    auto above = post->upper_bound(*key);
+    if (below != post->begin()) ws.push_back({true, std::prev(below)->first});
+    if (above != post->end()) ws.push_back({true, above->first});
+    ws.push_back({true, *key});
+    if (below != post->begin()) ws.push_back({false, std::prev(below)->first});
+    else if (above != post->end()) ws.push_back({false, above->first});
+    if (key->size() < kMaxKey && !post->count(*key + "\x80") && !pre->count(*key + "\x80"))
+      ws.push_back({true, *key + "\x80"});
+    for (const W& w : ws) {
+      ++ip->attempts;
+      ++ip->tried_at[site];
+      (void)px.TakeInterposedLines();
+      const std::string value = "i" + std::to_string(ip->attempts % 100000) + std::string(ip->attempts % 7, '\x9c');
+      std::string why;
+      auto conn = std::make_unique<NoWaitConn>(region, size, 7, &why);
+      std::unique_ptr<remote::RemoteKV> kv;
+      bool acked = false;
+      auto note_live = [&](const std::string& what) {
+        std::string d = site + ": " + (w.put ? "put" : "remove");
+        for (unsigned char ch : w.key) d += test::Cat(" ", std::to_string(ch));
+        ip->live_problems.push_back(d + ": " + what);
+      };
+      if (ConnectOver(std::move(conn), &kv).ok()) {
+        // Before its write, the client reads the key: a value of the state before or after the
+        // server's operation (the usual rules).
+        std::string v;
+        if (&w == &ws.front()) {
+          // Once per point: a whole scan, ordered, no key twice, the state before or after.
+          Model seen;
+          std::string last, problem;
+          bool first = true;
+          Status sc = kv->Scan("", "", 0, [&](std::string_view k, std::string_view val) {
+            if (!first && std::string_view(last) >= k && problem.empty()) problem = "its scan is not strictly ordered";
+            first = false;
+            last.assign(k);
+            seen.emplace(k, val);
+            return true;
+          });
+          if (sc.ok()) {
+            ++ip->scans;
+            if (!problem.empty()) note_live(problem);
+            else if (seen != *pre && seen != *post) note_live("its scan matches neither the state before nor after");
+          }
+        }
+        Status g = kv->Get(w.key, &v);
+        if (g.ok() || g.IsNotFound()) {
+          auto in = [&](const Model& m) { return g.ok() ? m.count(w.key) && m.at(w.key) == v : !m.count(w.key); };
+          if (!in(*pre) && !in(*post)) note_live("its Get before the write returned neither the value before nor after");
+        }
+        Status s = w.put ? kv->Put(w.key, value) : kv->Remove(w.key);
+        acked = s.ok() || (!w.put && s.IsNotFound());
+        if (acked) {
+          // It reads its own write.
+          g = kv->Get(w.key, &v);
+          if (w.put ? !(g.ok() && v == value) : !g.IsNotFound()) note_live("its Get after its acknowledged write does not see it");
+        }
+        kv.reset();  // (its disconnect frees its client slot: memory is put back below anyway)
+      }
+      auto lines = px.TakeInterposedLines();
+      if (!acked) {
+        ++ip->abandoned[why.empty() ? "failed" : why];
+        if (!lines.empty()) ++ip->persisted_unacked;
+      } else {
+        ++ip->acked;
+        CanrtInterpose::Write rec{w.put, w.key, value, *pre, *post, false, *pre, *post};
+        for (Model* m : {&rec.pre, &rec.post}) {
+          if (w.put) (*m)[w.key] = value;
+          else m->erase(w.key);
+        }
+        ++ip->acked_at[site];
+        std::string what = test::Cat(w.put ? "put" : "remove");
+        for (unsigned char ch : w.key) what += test::Cat(" ", std::to_string(ch));
+        // The cut variant: the item line (the one line the client persisted in its node) NOT
+        // persisted - the crash came during its Write: each word of it the image's or the
+        // write's (PathExplorer::Interposed::unpersisted).
+        std::vector<std::pair<uint64_t, std::array<char, 64>>> cut_lines;
+        for (auto& l : lines)
+          if (l.first >= region_off + h_data_off(region) && l.first + 64 <= region_off + size) cut_lines.push_back(l);
+        out.push_back({test::Cat(std::to_string(ip->writes.size()), " ", what), std::move(lines), {}});
+        ip->writes.push_back(rec);
+        if (!cut_lines.empty()) {
+          rec.cut = true;
+          out.push_back({test::Cat(std::to_string(ip->writes.size()), " cut ", what), {}, std::move(cut_lines)});
+          ip->writes.push_back(std::move(rec));
+          ++ip->cut;
+        }
+      }
+      std::memcpy(region, saved.data(), size);  // the server goes on from the memory it left
+    }
+    return out;
+  };
+  auto check = [ip](const std::string& img, const std::string& tag) -> Status {
+    const CanrtInterpose::Write& w = ip->writes.at(std::stoul(tag));
+    Model found;
+    std::optional<std::string> got;
+    WORT_RETURN_IF_ERROR(ReadImageStrict(img, &found, w.key, &got));
+    std::string d = test::Cat(w.cut ? "cut " : "", w.put ? "put" : "remove", " of");
+    for (unsigned char ch : w.key) d += test::Cat(" ", std::to_string(ch));
+    if (w.cut) {
+      // Not acknowledged: with or without the write (whole, if every word of its item landed).
+      if (found != w.pre && found != w.post && found != w.pre_without && found != w.post_without)
+        return Status::Corruption("after the interposed client's " + d +
+                                  ", the contents match neither the state before nor after the server's operation, with "
+                                  "or without the write");
+      const std::optional<std::string> in = found.count(w.key) ? std::optional<std::string>(found.at(w.key)) : std::nullopt;
+      if (got != in) return Status::Corruption("after the interposed client's " + d + ", its key's Get disagrees with the scan");
+      return Status::OK();
+    }
+    const std::optional<std::string> want = w.put ? std::optional<std::string>(w.value) : std::nullopt;
+    if (got != want)
+      return Status::Corruption("the interposed client's acknowledged " + d + " is not what its Get returns after the crash (" +
+                                (got ? "value of " + std::to_string(got->size()) + " bytes" : std::string("NotFound")) + ")");
+    if (found == w.pre || found == w.post) return Status::OK();
+    return Status::Corruption("after the interposed client's acknowledged " + d +
+                              ", the contents match neither the state before nor after the server's operation with it");
+  };
+  px.SetInterposer(interpose, check);
+}
+
 // Runs `ops` explored operations (puts and removes over 60 keys, about 20 resizes). With
 // `client_active`, each write's notification is deferred: the client's operation (lock, item
 // Write, the client's own Persist, return) is explored alone - at its return the item is durable
@@ -1541,8 +1973,10 @@ Status ReadImage(const std::string& path, Model* out, bool exercise) {
 // benchmark's sequential put) and one operation in six removes an existing key: nodes fill with
 // pending items, and the writer that finds one full asks for the split while they are pending,
 // so the resize's own apply of them (Service::Resize) is explored inside that writer's operation.
+// With `ip` (h71): the interposer above runs at every crash point of server code.
 crash::ExplorerResult RunCanrtExplorer(const crash::ExplorerConfig& cfg, size_t ops, ServiceStats* stats,
-                                       int apply_every = 0, bool sequential = false, ClientStats* cstats = nullptr) {
+                                       int apply_every = 0, bool sequential = false, ClientStats* cstats = nullptr,
+                                       CanrtInterpose* ip = nullptr) {
   const bool client_active = apply_every > 0;
   TempPath path("canrt-live");
   auto pool = NewPool(path, 64ull << 20);
@@ -1556,6 +1990,9 @@ crash::ExplorerResult RunCanrtExplorer(const crash::ExplorerConfig& cfg, size_t 
   crash::ExplorerResult res;
   std::mt19937_64 r(9);
   size_t next_key = 0;
+  Model ip_pre, ip_post;  // the interposer's view of the explored operation
+  std::string ip_key;
+  if (ip && ip->on) SetCanrtInterposer(px, pool.get(), svc.get(), &ip_pre, &ip_post, &ip_key, ip);
   for (size_t i = 0; i < ops && res.violation_count < cfg.max_violations; ++i) {
     std::string k = keys[r() % keys.size()];
     bool put = model.empty() || r() % 4 != 0;
@@ -1583,6 +2020,7 @@ crash::ExplorerResult RunCanrtExplorer(const crash::ExplorerConfig& cfg, size_t 
     for (unsigned char c : k) desc += test::Cat(" ", std::to_string(c));
     const size_t index = client_active ? 2 * i : i;
     const bool apply_now = client_active && ((i + 1) % static_cast<size_t>(apply_every) == 0 || i + 1 == ops);
+    ip_pre = model, ip_post = post, ip_key = k;
     Status s = px.Explore(index, desc, [&] { return put ? kv->Put(k, v) : kv->Remove(k); }, &op_status, check, &res);
     EXPECT_TRUE(s.ok()) << s.ToString();
     EXPECT_TRUE(op_status.ok() || op_status.IsNotFound()) << op_status.ToString();
@@ -1596,6 +2034,7 @@ crash::ExplorerResult RunCanrtExplorer(const crash::ExplorerConfig& cfg, size_t 
       EXPECT_GE(conn->deferred(), 1u) << "the client's write reached the server before its return";
     }
     if (apply_now) {
+      ip_pre = model, ip_post = model;
       auto applied = [&](const std::string& img, bool) -> Status {
         Model found;
         WORT_RETURN_IF_ERROR(ReadImage(img, &found, true));
@@ -1654,6 +2093,74 @@ TEST(CanrtCrash, ClientActiveWriteThenApply) {
               res.ops_run, res.crash_points, res.images, static_cast<unsigned long long>(st.resizes));
 }
 
+
+// h71: a second client's write inside each store-persist window of the server (SetCanrtInterposer
+// above): at every crash point of the server's applies (explored as operations of their own, two
+// items each: the pending clear of the first before the second's points) and resizes (inside the
+// writers' Puts that ask for them: applies of the node's pending items, split, migration into
+// fresh and reused nodes, RETIRED, commit, the shadow's copy), every client write that completes
+// without the server must survive the crash, and a cut one must leave no trace. Found the stale
+// bit of a delete in a freed slot (Canrt.RecoveryClearsTheStaleBitOf*); reports the commit lock
+// and cc29253's recovery change, each reverted, at their windows (doc/remote.md, h71).
+// WORT_CANRT_INTERPOSE_OPS (default 120 client writes per test) sizes a longer run;
+// WORT_CANRT_INTERPOSE_TORN=1 tears the server's open lines at 8-byte words (ExplorerConfig::torn_lines).
+size_t InterposeOps(size_t dflt) {
+  const char* e = std::getenv("WORT_CANRT_INTERPOSE_OPS");
+  return e && std::atol(e) > 0 ? static_cast<size_t>(std::atol(e)) : dflt;
+}
+void ReportInterpose(const char* name, const crash::ExplorerResult& res, const CanrtInterpose& ip, const ServiceStats& st) {
+  for (const auto& v : res.violations) ADD_FAILURE() << v.ToString();
+  for (size_t i = 0; i < ip.live_problems.size() && i < 10; ++i) ADD_FAILURE() << "live: " << ip.live_problems[i];
+  EXPECT_EQ(res.violation_count, 0u);
+  EXPECT_TRUE(ip.live_problems.empty()) << ip.live_problems.size() << " live problems";
+  EXPECT_EQ(ip.persisted_unacked, 0u);
+  std::string why, at;
+  for (auto& [w, n] : ip.abandoned) why += test::Cat(" ", std::to_string(n), " (", w, ")");
+  for (auto& [w, n] : ip.tried_at)
+    at += test::Cat(" ", w.substr(w.rfind(':') + 1), ":", std::to_string(ip.acked_at.count(w) ? ip.acked_at.at(w) : 0), "/",
+                    std::to_string(n));
+  std::printf("%s: operations %zu, crash points %zu, images %zu; interposed at %zu server points (%zu scans): %zu writes tried, %zu "
+              "acknowledged (%zu images with them and %zu cut variants), abandoned:%s; acknowledged/tried at "
+              "canrt_server.cc lines%s; resizes %llu (into %llu reused nodes)\n",
+              name, res.ops_run, res.crash_points, res.images, ip.points, ip.scans, ip.attempts, ip.acked, res.interposed_images,
+              ip.cut, why.c_str(), at.c_str(), static_cast<unsigned long long>(st.resizes),
+              static_cast<unsigned long long>(st.reused));
+}
+
+TEST(CanrtCrash, ClientWritesInsideTheServersStorePersistWindows) {
+  crash::ExplorerConfig cfg;
+  cfg.subsets = 1;
+  cfg.max_points = 100000;  // every point of the server's operations
+  cfg.seed = 71;
+  cfg.torn_lines = std::getenv("WORT_CANRT_INTERPOSE_TORN") != nullptr;  // the server's lines torn at 8 bytes too
+  if (const char* d = std::getenv("WORT_CANRT_DROP_SITE")) cfg.drop_site = d;  // manual mutation runs
+  ServiceStats st;
+  CanrtInterpose ip;
+  ip.on = true;
+  const crash::ExplorerResult res = RunCanrtExplorer(cfg, InterposeOps(120), &st, /*apply_every=*/2, false, nullptr, &ip);
+  ReportInterpose("canrt interposed writes (applies, resizes)", res, ip, st);
+  EXPECT_GT(st.resizes, 10u);
+  EXPECT_GT(ip.acked, 200u);
+  EXPECT_GT(res.interposed_images, 500u);
+}
+
+// The same with sequential keys and the applies deferred: nodes fill with pending items, and the
+// resizes apply them before they split (Service::Resize, h57).
+TEST(CanrtCrash, ClientWritesInsideTheWindowsOfResizesThatApplyPendingItems) {
+  crash::ExplorerConfig cfg;
+  cfg.subsets = 1;
+  cfg.max_points = 100000;
+  cfg.seed = 72;
+  cfg.torn_lines = std::getenv("WORT_CANRT_INTERPOSE_TORN") != nullptr;  // the server's lines torn at 8 bytes too
+  ServiceStats st;
+  CanrtInterpose ip;
+  ip.on = true;
+  const crash::ExplorerResult res =
+      RunCanrtExplorer(cfg, InterposeOps(120), &st, /*apply_every=*/64, /*sequential=*/true, nullptr, &ip);
+  ReportInterpose("canrt interposed writes (sequential, resizes apply pending items)", res, ip, st);
+  EXPECT_GT(st.resizes, 10u);
+  EXPECT_GT(ip.acked, 100u);
+}
 
 // Migrate's fence (canrt_server.cc): the split's new data nodes are persistent before the
 // commit's store of `state` can reach memory. Without it their flushed lines are still in flight
