@@ -213,6 +213,11 @@ class Service {
   // backend, whose server-side atomics need no progress of that thread): no wake-up of the
   // resize thread between a writer's request and the split.
   void ResizeOnNotifyThread(bool on) { resize_on_notify_ = on; }
+  // True: every client's item is durable in this server's persistence domain when it is
+  // released (the local backend: the client persists through its mapping with pm::persist), so
+  // an apply does not write the item back again. False (default; ucx, tests' inline services):
+  // the apply persists the item first (ApplyLocked step 1).
+  void ItemsDurableByClients(bool on) { items_durable_by_clients_ = on; }
   // Waits until queued resizes are done (tests).
   void Drain();
 
@@ -285,6 +290,7 @@ class Service {
   // Post segments (h49; canrt_layout.h): whether the pool has them, and which client slots' segments
   // the apply thread scans (claimed, or freed with posts left; apply thread only).
   std::atomic<bool> resize_on_notify_{false};
+  std::atomic<bool> items_durable_by_clients_{false};
   bool segments_ = false;
   std::vector<uint8_t> seg_seen_;
   // Lease samples of the client table (ExpireLeases): the value each slot had and the server

@@ -759,8 +759,13 @@ void Service::ApplyLocked(uint32_t node, uint32_t slot) {
   //    already on the local backend; on ucx the client's flush + read-after-write is durable only
   //    where the target's caches are in the persistence domain (transport.h), so the server
   //    writes it back too.
+  //    Skipped where the transport says the client's write-back is the server's own (the local
+  //    backend: the client maps the pool and persists through the persistence module -
+  //    ItemsDurableByClients): on this AMD machine the extra write-back evicted the line that
+  //    step 3 stores to again, and it was about a tenth of the server's CPU per write (session
+  //    11: YCSB write-only, doc/remote.md "The apply's redundant write-back").
   // crash-site: redundant: the client's Persist (remote::PersistMapped) wrote this line back before its Put returned; kept for ucx targets whose caches are not in the persistence domain
-  pm::persist(it, kItemBytes);
+  if (!items_durable_by_clients_.load(std::memory_order_relaxed)) pm::persist(it, kItemBytes);
   // The key's current version (at most one slot holds a key).
   const uint64_t bits = pm::load8(meta) & kBitmapMask;
   uint64_t older = 0;
@@ -1514,6 +1519,9 @@ Status StartServer(Pool& pool, std::string_view name, std::string_view backend, 
     return e && *e == '1';
   }();
   svc->ResizeOnNotifyThread(backend == "local" && !kResizeThread);
+  // Local backend: a client's Persist of its item is pm::persist through its own mapping of the
+  // pool file - the same write-back the server would do (remote::PersistMapped).
+  svc->ItemsDurableByClients(backend == "local");
   *out = std::move(s);
   return Status::OK();
 }

@@ -1976,12 +1976,13 @@ void SetCanrtInterposer(crash::PathExplorer& px, Pool* pool, Service* svc, const
 // With `ip` (h71): the interposer above runs at every crash point of server code.
 crash::ExplorerResult RunCanrtExplorer(const crash::ExplorerConfig& cfg, size_t ops, ServiceStats* stats,
                                        int apply_every = 0, bool sequential = false, ClientStats* cstats = nullptr,
-                                       CanrtInterpose* ip = nullptr) {
+                                       CanrtInterpose* ip = nullptr, bool items_durable_by_clients = false) {
   const bool client_active = apply_every > 0;
   TempPath path("canrt-live");
   auto pool = NewPool(path, 64ull << 20);
   std::unique_ptr<Service> svc;
   EXPECT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
+  if (items_durable_by_clients) svc->ItemsDurableByClients(true);  // as StartServer on the local backend
   InlineConn* conn = nullptr;
   auto kv = InlineClient(svc.get(), 1, client_active ? &conn : nullptr);
   const auto keys = Universe(60, 5);
@@ -2160,6 +2161,29 @@ TEST(CanrtCrash, ClientWritesInsideTheWindowsOfResizesThatApplyPendingItems) {
   ReportInterpose("canrt interposed writes (sequential, resizes apply pending items)", res, ip, st);
   EXPECT_GT(st.resizes, 10u);
   EXPECT_GT(ip.acked, 100u);
+}
+
+// The same with the apply's write-back of the item skipped, as a local-backend server does
+// (Service::ItemsDurableByClients, session 11): the client's own Persist of its item through the
+// persistence module is all that makes it durable, and every crash point of the apply that
+// follows (bitmap compare-swap, valid byte cleared) must still find it: this runs the apply's
+// persist order in the configuration local-backend servers run. (Without the client's Persist,
+// canrt_client.cc Write step 4, this test fails - and so does ClientActiveWriteThenApply, at the
+// client's return point.)
+TEST(CanrtCrash, ClientActiveWriteThenApplyWithoutTheServersWriteBack) {
+  crash::ExplorerConfig cfg;
+  cfg.subsets = 2;
+  cfg.max_points = 24;
+  cfg.seed = 4;
+  if (const char* d = std::getenv("WORT_CANRT_DROP_SITE")) cfg.drop_site = d;  // manual mutation runs
+  ServiceStats st;
+  const crash::ExplorerResult res =
+      RunCanrtExplorer(cfg, 120, &st, /*apply_every=*/1, false, nullptr, nullptr, /*items_durable_by_clients=*/true);
+  for (const auto& v : res.violations) ADD_FAILURE() << v.ToString();
+  EXPECT_EQ(res.violation_count, 0u);
+  EXPECT_GT(st.resizes, 10u);
+  EXPECT_EQ(res.ops_run, 240u);
+  EXPECT_GT(res.crash_points, 500u);
 }
 
 // Migrate's fence (canrt_server.cc): the split's new data nodes are persistent before the
