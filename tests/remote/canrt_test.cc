@@ -2076,23 +2076,26 @@ TEST(CanrtCrash, ExplorerWritesResizesRecovery) {
 // The client-active path: a crash between the client's Persist and the server's apply (the
 // return point of each client operation, and every point of the apply) loses no acknowledged
 // write.
-TEST(CanrtCrash, ClientActiveWriteThenApply) {
+void ClientActiveExplorer(bool items_durable_by_clients) {
   crash::ExplorerConfig cfg;
   cfg.subsets = 2;
   cfg.max_points = 24;
   cfg.seed = 4;
   if (const char* d = std::getenv("WORT_CANRT_DROP_SITE")) cfg.drop_site = d;  // manual mutation runs
   ServiceStats st;
-  const crash::ExplorerResult res = RunCanrtExplorer(cfg, 120, &st, /*apply_every=*/1);
+  const crash::ExplorerResult res =
+      RunCanrtExplorer(cfg, 120, &st, /*apply_every=*/1, false, nullptr, nullptr, items_durable_by_clients);
   for (const auto& v : res.violations) ADD_FAILURE() << v.ToString();
   EXPECT_EQ(res.violation_count, 0u);
   EXPECT_GT(st.resizes, 10u);
   EXPECT_EQ(res.ops_run, 240u);
   EXPECT_GT(res.crash_points, 500u);
-  std::printf("canrt client-active explorer: operations %zu (client writes and server applies), crash points %zu, "
+  std::printf("canrt client-active explorer%s: operations %zu (client writes and server applies), crash points %zu, "
               "images %zu, resizes %llu\n",
-              res.ops_run, res.crash_points, res.images, static_cast<unsigned long long>(st.resizes));
+              items_durable_by_clients ? " (no server write-back)" : "", res.ops_run, res.crash_points, res.images,
+              static_cast<unsigned long long>(st.resizes));
 }
+TEST(CanrtCrash, ClientActiveWriteThenApply) { ClientActiveExplorer(false); }
 
 
 // h71: a second client's write inside each store-persist window of the server (SetCanrtInterposer
@@ -2170,21 +2173,7 @@ TEST(CanrtCrash, ClientWritesInsideTheWindowsOfResizesThatApplyPendingItems) {
 // persist order in the configuration local-backend servers run. (Without the client's Persist,
 // canrt_client.cc Write step 4, this test fails - and so does ClientActiveWriteThenApply, at the
 // client's return point.)
-TEST(CanrtCrash, ClientActiveWriteThenApplyWithoutTheServersWriteBack) {
-  crash::ExplorerConfig cfg;
-  cfg.subsets = 2;
-  cfg.max_points = 24;
-  cfg.seed = 4;
-  if (const char* d = std::getenv("WORT_CANRT_DROP_SITE")) cfg.drop_site = d;  // manual mutation runs
-  ServiceStats st;
-  const crash::ExplorerResult res =
-      RunCanrtExplorer(cfg, 120, &st, /*apply_every=*/1, false, nullptr, nullptr, /*items_durable_by_clients=*/true);
-  for (const auto& v : res.violations) ADD_FAILURE() << v.ToString();
-  EXPECT_EQ(res.violation_count, 0u);
-  EXPECT_GT(st.resizes, 10u);
-  EXPECT_EQ(res.ops_run, 240u);
-  EXPECT_GT(res.crash_points, 500u);
-}
+TEST(CanrtCrash, ClientActiveWriteThenApplyWithoutTheServersWriteBack) { ClientActiveExplorer(true); }
 
 // Migrate's fence (canrt_server.cc): the split's new data nodes are persistent before the
 // commit's store of `state` can reach memory. Without it their flushed lines are still in flight
