@@ -1103,6 +1103,20 @@ Status PathExplorer::Explore(size_t op_index, const std::string& op_desc, const 
   ++res->ops_run;
   res->points_seen += tracker.PointsSeen();
   std::unordered_set<uint64_t> seen_points;
+  // Writes the crash image `patch` of point p to a fresh file, runs judge(path) on it into *verdict
+  // and removes the file. Returns an error only when the image could not be written.
+  auto judge_image = [&](const CrashPoint& p, const auto& patch, const auto& judge, Status* verdict) -> Status {
+    const std::string path = UniquePoolPath(cfg.dir, "path-img");
+    Status ws = tracker.WriteImage(path, p, patch);
+    if (!ws.ok()) {
+      ::unlink(path.c_str());
+      return ws;
+    }
+    ++res->images;
+    *verdict = judge(path);
+    ::unlink(path.c_str());
+    return Status::OK();
+  };
   for (const CrashPoint& p : points) {
     if (res->violation_count >= cfg.max_violations) break;
     if (!seen_points.insert(PointHash(p)).second) continue;
@@ -1113,15 +1127,9 @@ Status PathExplorer::Explore(size_t op_index, const std::string& op_desc, const 
       const uint64_t seed = MixSeed(cfg.seed, op_index, p.seq, static_cast<uint64_t>(img));
       auto patch = MakePatch(p, mode, seed, cfg.torn_lines);
       if (!seen_images.insert(PatchHash(patch)).second) continue;
-      const std::string path = UniquePoolPath(cfg.dir, "path-img");
-      Status ws = tracker.WriteImage(path, p, patch);
-      if (!ws.ok()) {
-        ::unlink(path.c_str());
-        return ws;
-      }
-      ++res->images;
-      Status cs = check(path, p.kind == PointKind::kReturn);
-      ::unlink(path.c_str());
+      Status cs;
+      WORT_RETURN_IF_ERROR(judge_image(
+          p, patch, [&](const std::string& path) { return check(path, p.kind == PointKind::kReturn); }, &cs));
       if (cs.ok()) continue;
       ++res->violation_count;
       Violation v{op_index, op_desc, p.seq, p.Describe() + fmt::format(", {} line(s) in flight or dirty", p.open.size()),
@@ -1158,16 +1166,14 @@ Status PathExplorer::Explore(size_t op_index, const std::string& op_desc, const 
           patch.emplace_back(off, b);
         }
         if (!seen_w.insert(PatchHash(patch)).second) continue;
-        const std::string path = UniquePoolPath(cfg.dir, "path-img");
-        Status ws = tracker.WriteImage(path, p, patch);
-        if (!ws.ok()) {
-          ::unlink(path.c_str());
-          return ws;
-        }
-        ++res->images;
+        Status cs;
+        WORT_RETURN_IF_ERROR(judge_image(
+            p, patch,
+            [&](const std::string& path) {
+              return impl_->interposed_check ? impl_->interposed_check(path, ip.tag) : Status::OK();
+            },
+            &cs));
         ++res->interposed_images;
-        Status cs = impl_->interposed_check ? impl_->interposed_check(path, ip.tag) : Status::OK();
-        ::unlink(path.c_str());
         if (cs.ok()) continue;
         ++res->violation_count;
         Violation v{op_index, op_desc, p.seq,
