@@ -362,7 +362,7 @@ class ReplyKV final : public RemoteKV {
   Status Call(Op op, std::string_view payload, std::string* reply) {
     std::string buf(sizeof(MsgHeader) + payload.size(), '\0');
     MsgHeader h{++seq_, static_cast<std::uint32_t>(payload.size()), op, 0};
-    std::memcpy(buf.data() + sizeof h, payload.data(), payload.size());
+    if (!payload.empty()) std::memcpy(buf.data() + sizeof h, payload.data(), payload.size());  // no null source
     h.crc = MsgCrc(h, buf.data() + sizeof h);
     std::memcpy(buf.data(), &h, sizeof h);
     WORT_RETURN_IF_ERROR(conn_->Write(req_off_, buf.data(), buf.size()));
