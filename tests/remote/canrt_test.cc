@@ -1614,34 +1614,50 @@ TEST(CanrtKill, AcknowledgedWritesSurviveSigkill) {
 
 // ---- the crash explorer over the server-side write path, resize and recovery ----------------
 
-Status ReadImage(const std::string& path, Model* out, bool exercise) {
-  PoolOptions po;
-  po.background_recovery = false;
+// A crash image opened as a restarted server sees it: recovery run, the tree checked, a client
+// connected (ReadImage, ReadImageStrict).
+struct RecoveredImage {
   std::unique_ptr<Pool> pool;
-  WORT_RETURN_IF_ERROR(Pool::Open(path, po, &pool));
-  WORT_RETURN_IF_ERROR(pool->WaitForRecovery());
   std::unique_ptr<Service> svc;
-  WORT_RETURN_IF_ERROR(Service::Open(*pool, "canrt", SmallOptions(), &svc));
-  std::string rep;
-  Status s = svc->Check(&rep);
-  if (!s.ok()) return Status(s.code(), s.message() + ": " + rep);
   std::unique_ptr<remote::RemoteKV> kv;
-  WORT_RETURN_IF_ERROR(ConnectOver(std::make_unique<InlineConn>(svc.get(), 1), &kv));
+
+  Status Open(const std::string& path) {
+    PoolOptions po;
+    po.background_recovery = false;
+    WORT_RETURN_IF_ERROR(Pool::Open(path, po, &pool));
+    WORT_RETURN_IF_ERROR(pool->WaitForRecovery());
+    WORT_RETURN_IF_ERROR(Service::Open(*pool, "canrt", SmallOptions(), &svc));
+    std::string rep;
+    Status s = svc->Check(&rep);
+    if (!s.ok()) return Status(s.code(), s.message() + ": " + rep);
+    return ConnectOver(std::make_unique<InlineConn>(svc.get(), 1), &kv);
+  }
+  // Allocated == reachable; with `exercise`, the tree still takes a write; then closed.
+  Status Finish(bool exercise) {
+    std::string rep;
+    WORT_RETURN_IF_ERROR(crash::CheckReachability(*pool, &rep));
+    if (exercise) {
+      std::string v;
+      WORT_RETURN_IF_ERROR(kv->Put("\xfe" "fresh", "f"));
+      WORT_RETURN_IF_ERROR(kv->Get("\xfe" "fresh", &v));
+      if (v != "f") return Status::Corruption("the recovered tree does not work");
+    }
+    kv.reset();
+    svc.reset();
+    return pool->Close();
+  }
+};
+
+Status ReadImage(const std::string& path, Model* out, bool exercise) {
+  RecoveredImage img;
+  WORT_RETURN_IF_ERROR(img.Open(path));
+  auto& kv = img.kv;
   out->clear();
   WORT_RETURN_IF_ERROR(kv->Scan("", "", 0, [&](std::string_view k, std::string_view v) {
     out->emplace(k, v);
     return true;
   }));
-  WORT_RETURN_IF_ERROR(crash::CheckReachability(*pool, &rep));
-  if (exercise) {
-    std::string v;
-    WORT_RETURN_IF_ERROR(kv->Put("\xfe" "fresh", "f"));
-    WORT_RETURN_IF_ERROR(kv->Get("\xfe" "fresh", &v));
-    if (v != "f") return Status::Corruption("the recovered tree does not work");
-  }
-  kv.reset();
-  svc.reset();
-  return pool->Close();
+  return img.Finish(exercise);
 }
 
 // ---- h71: client writes inside the server's store-persist windows ---------------------------
@@ -1775,18 +1791,9 @@ struct CanrtInterpose {
 // Reads a recovered image as ReadImage, but a key twice in the scan, or keys out of order, is a
 // Corruption; *got: the Get of `key` (nullopt: NotFound).
 Status ReadImageStrict(const std::string& path, Model* out, const std::string& key, std::optional<std::string>* got) {
-  PoolOptions po;
-  po.background_recovery = false;
-  std::unique_ptr<Pool> pool;
-  WORT_RETURN_IF_ERROR(Pool::Open(path, po, &pool));
-  WORT_RETURN_IF_ERROR(pool->WaitForRecovery());
-  std::unique_ptr<Service> svc;
-  WORT_RETURN_IF_ERROR(Service::Open(*pool, "canrt", SmallOptions(), &svc));
-  std::string rep;
-  Status s = svc->Check(&rep);
-  if (!s.ok()) return Status(s.code(), s.message() + ": " + rep);
-  std::unique_ptr<remote::RemoteKV> kv;
-  WORT_RETURN_IF_ERROR(ConnectOver(std::make_unique<InlineConn>(svc.get(), 1), &kv));
+  RecoveredImage img;
+  WORT_RETURN_IF_ERROR(img.Open(path));
+  auto& kv = img.kv;
   out->clear();
   std::string problem, last;
   bool first = true;
@@ -1800,17 +1807,11 @@ Status ReadImageStrict(const std::string& path, Model* out, const std::string& k
   }));
   if (!problem.empty()) return Status::Corruption(problem);
   std::string v;
-  s = kv->Get(key, &v);
+  const Status s = kv->Get(key, &v);
   if (s.ok()) *got = v;
   else if (s.IsNotFound()) got->reset();
   else return s;
-  WORT_RETURN_IF_ERROR(crash::CheckReachability(*pool, &rep));
-  WORT_RETURN_IF_ERROR(kv->Put("\xfe" "fresh", "f"));
-  WORT_RETURN_IF_ERROR(kv->Get("\xfe" "fresh", &v));
-  if (v != "f") return Status::Corruption("the recovered tree does not work");
-  kv.reset();
-  svc.reset();
-  return pool->Close();
+  return img.Finish(/*exercise=*/true);
 }
 
 // Sets px's interposer: at each crash point of server code (canrt_server.cc), up to five writes
