@@ -15,13 +15,18 @@
 # against the prototypes, 1M sparse keys), scaling.md/scaling.jsonl (16T/1T: load of KEYS records,
 # A and C of OPS operations, GRID_REPEAT runs), run.log.
 # Environment for run: REPEAT (default 3), MC_REQUESTS (default 400000), KEYS (default 4M), OPS (default 4M),
-# GRID_REPEAT (default 2), PARTS (default "memcached peers grid"; also "ablate", "growth"), PEER_KINDS (default
+# GRID_REPEAT (default 2), PARTS (default "memcached peers grid"; also "ablate", "growth", "profile"), PEER_KINDS (default
 # vart,wort,woart,cceh,fastfair), PEER_ARGS (more scripts/peers.sh options, e.g. --no-flush).
 # The part "ablate" (issue 31: what costs wort's inserts more on that machine than on this one) times
 # `wort bench --index wort,woart --dist sparse --keys 1M --ops insert` single-threaded under each of
 # --flush clflush|clflushopt|clwb|none, WORT_POOL_HUGEPAGE=0 and WORT_EPOCH_FENCE=symmetric (clflush),
 # ABL_REPEAT rounds (default 3) rotated, then the 16-thread load of KEYS records for wort under
 # clwb and none (is the flush the limit at 16 threads?): ablate.jsonl, ablate.md.
+# The part "profile" (issue 31: find what wort's insert pays on Intel beyond WORT's) runs
+# scripts/insert_perf.sh with the perf that prepare carries (PROFILE_KINDS, default wort,woart,vart;
+# PROF_REPEAT, default 3), with clflush and with no flush: insert-perf-clflush.md, insert-perf-none.md
+# (events per insert in the insert loop only, wort / prototype; per-function profiles; the
+# hottest wort functions annotated).
 # The part "growth" (issue 31, h70: do writers wait for pool growth?) runs the YCSB load of KEYS
 # records for wort, woart, cceh and fastfair at 1 and 16 threads (zipfian, clwb) with the pool
 # grown on demand (default) and pre-grown (--pool-initial 3GiB), GROW_REPEAT rounds (default 2)
@@ -46,6 +51,14 @@ prepare)
     printf '#!/bin/bash\nd=$(dirname "$(readlink -f "$0")")\nexport LD_LIBRARY_PATH=$d/../lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\nexec $d/%s.real "$@"\n' "$n" >"$D/bin/$n"
     chmod +x "$D/bin/$n"
   done
+  # perf and the libraries it needs beyond the C runtime, for the part "profile" (the device may
+  # have no perf of its own).
+  if pf=$(command -v perf); then
+    mkdir -p "$D/perf/lib"; cp -L "$pf" "$D/perf/perf.real"
+    ldd "$pf" | awk '$3 ~ /^\// {print $3}' | grep -Ev '/(libc|libm|libstdc\+\+|libgcc_s)\.so' | xargs -r cp -L -t "$D/perf/lib/"
+    printf '#!/bin/bash\nd=$(dirname "$(readlink -f "$0")")\nexport LD_LIBRARY_PATH=$d/lib:$d/../lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\nexec $d/perf.real "$@"\n' >"$D/perf/perf"
+    chmod +x "$D/perf/perf"
+  fi
   for x in WORT CCEH FAST_FAIR libart; do [ -d "$p/$x" ] && cp -r "$p/$x" "$D/peers/"; done
   rm -rf "$D/peers/libart/tests"
   echo "device_checks: devcarry/ is $(du -sh "$D" | cut -f1); run there: bash scripts/device_checks.sh run (carry devcarry)"
@@ -106,6 +119,18 @@ run)
     done
     python3 scripts/growth_table.py "$G" >"$OUT/growth.md"
     echo "growth done at $(($(date +%s) - t0)) s" >>"$S"; cat "$OUT/growth.md"
+  fi
+  if has profile; then
+    # Issue 31: wort's single-thread insert against WORT/WOART/libart under the hardware counters,
+    # the insert loop only (scripts/insert_perf.sh), with clflush and without any flush.
+    PF=$D/perf/perf; [ -x "$PF" ] || PF=perf
+    for m in clflush none; do
+      nf=(); [ $m = none ] && nf=(--no-flush)
+      timeout 240 bash scripts/insert_perf.sh "$D/peers" --keys 1M --kinds "${PROFILE_KINDS:-wort,woart,vart}" --repeat "${PROF_REPEAT:-3}" \
+        "${nf[@]}" ${PROFILE_EVENTS:+--events "$PROFILE_EVENTS"} --perf "$PF" --wort "$W" --out /tmp/dc-prof-$m >>"$OUT/run.log" 2>&1
+      echo "profile $m rc=$? at $(($(date +%s) - t0)) s" >>"$S"
+      cp /tmp/dc-prof-$m/insert-perf.md "$OUT/insert-perf-$m.md" 2>/dev/null || cp /tmp/dc-prof-$m/perf-check.txt "$OUT/perf-check.txt" 2>/dev/null
+    done
   fi
   if has peers; then timeout 170 bash scripts/peers.sh "$D/peers" --keys 1M --repeat 2 --kinds "${PEER_KINDS:-vart,wort,woart,cceh,fastfair}" ${PEER_ARGS:-} --wort "$W" \
     --out /tmp/dc-peers >>"$OUT/run.log" 2>&1

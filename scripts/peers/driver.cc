@@ -10,6 +10,10 @@
 // millions of keys depends on the instructions between them (doc/concurrency.md, "The read path,
 // 2026-11-25 (night)"). Without it nothing is added.
 //
+// With WORT_PERF_CTL (and WORT_PERF_ACK) in the environment, the insert loop, or the lookup loop
+// if WORT_PERF_PHASE=search, is bracketed by "enable" / "disable" on perf's control fifo, as
+// `wort bench` does (src/bench/bench.cc, PerfWindow; scripts/insert_perf.sh).
+//
 // P-ART (RECIPE, the ROART paper's baseline; PEER_PART) also runs a scan phase when a third
 // argument SCAN_LEN is given: the first min(N, 10000) keys of the search order start one range
 // query each (P-ART's lookupRange, up to SCAN_LEN keys, end key = the largest 8-byte key), timed
@@ -25,6 +29,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,6 +70,37 @@ volatile uint64_t g_sink;  // PAD's result goes here, so that the adds are kept
 void BigEndian(uint64_t k, unsigned char out[8]) {
   for (int i = 0; i < 8; ++i) out[i] = static_cast<unsigned char>(k >> (56 - 8 * i));
 }
+
+// perf's control fifo (see the top of the file): "enable" / "disable", each answered by "ack".
+struct PerfWindow {
+  FILE* ctl = nullptr;
+  FILE* ack = nullptr;
+  explicit PerfWindow(const char* phase) {
+    const char* c = std::getenv("WORT_PERF_CTL");
+    const char* want = std::getenv("WORT_PERF_PHASE");
+    if (!c || !*c || std::strcmp(want && *want ? want : "insert", phase) != 0) return;
+    ctl = std::fopen(c, "w");
+    if (const char* a = std::getenv("WORT_PERF_ACK"); a && *a) ack = std::fopen(a, "r");
+    Send("enable");
+  }
+  PerfWindow(const PerfWindow&) = delete;
+  PerfWindow& operator=(const PerfWindow&) = delete;
+  ~PerfWindow() {
+    Send("disable");
+    if (ctl) std::fclose(ctl);
+    if (ack) std::fclose(ack);
+  }
+  void Send(const char* cmd) {
+    if (!ctl) return;
+    std::fprintf(ctl, "%s\n", cmd);
+    std::fflush(ctl);
+    char line[16];
+    if (ack && !std::fgets(line, sizeof line, ack)) {
+      std::fclose(ack);
+      ack = nullptr;
+    }
+  }
+};
 
 }  // namespace
 
@@ -140,13 +176,17 @@ int main(int argc, char** argv) {
 
   auto w0 = std::chrono::steady_clock::now();
   double c0 = CpuSeconds();
-  for (uint64_t i = 0; i < n; ++i) insert(i);
+  {
+    PerfWindow perf("insert");
+    for (uint64_t i = 0; i < n; ++i) insert(i);
+  }
   const double insert_cpu = CpuSeconds() - c0;
   const double insert_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
 
   uint64_t wrong = 0;
   w0 = std::chrono::steady_clock::now();
   c0 = CpuSeconds();
+  std::optional<PerfWindow> perf_search(std::in_place, "search");
   for (uint64_t j = 0; j < n; ++j) {
     const uint32_t i = order[j];
     wrong += lookup(i) != i + 1;
@@ -159,6 +199,7 @@ int main(int argc, char** argv) {
       g_sink = a;  // keeps the adds
     }
   }
+  perf_search.reset();
   const double lookup_cpu = CpuSeconds() - c0;
   const double lookup_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
   std::string scan_json;

@@ -258,6 +258,47 @@ class PhaseProgress {
   std::thread th_;
 };
 
+// A phase counted alone by `perf stat` / `perf record` (scripts/insert_perf.sh, issue 31): perf
+// runs the benchmark with its events disabled (`-D -1 --control fifo:CTL,ACK`), and with
+// WORT_PERF_CTL=CTL and WORT_PERF_ACK=ACK in the environment the phases named by WORT_PERF_PHASE
+// (default "insert") send "enable" before their first operation and "disable" after their last,
+// each waiting for perf's "ack": the counts then cover those phases' operations and nothing else
+// (no key generation, no pool creation, no checks). Without WORT_PERF_CTL it does nothing.
+class PerfWindow {
+ public:
+  explicit PerfWindow(const char* what) {
+    const char* ctl = std::getenv("WORT_PERF_CTL");
+    if (ctl == nullptr || *ctl == '\0') return;
+    const char* phase = std::getenv("WORT_PERF_PHASE");
+    if (std::string_view(phase && *phase ? phase : "insert") != what) return;
+    ctl_ = std::fopen(ctl, "w");
+    if (const char* ack = std::getenv("WORT_PERF_ACK"); ack && *ack) ack_ = std::fopen(ack, "r");
+    if (ctl_ == nullptr) std::fprintf(stderr, "wort bench: WORT_PERF_CTL %s cannot be opened; the phase is not counted\n", ctl);
+    Send("enable");
+  }
+  ~PerfWindow() {
+    Send("disable");
+    if (ctl_) std::fclose(ctl_);
+    if (ack_) std::fclose(ack_);
+  }
+  PerfWindow(const PerfWindow&) = delete;
+  PerfWindow& operator=(const PerfWindow&) = delete;
+
+ private:
+  void Send(const char* cmd) {
+    if (ctl_ == nullptr) return;
+    std::fprintf(ctl_, "%s\n", cmd);
+    std::fflush(ctl_);
+    char line[16];
+    if (ack_ && std::fgets(line, sizeof line, ack_) == nullptr) {  // perf is gone: count nothing more
+      std::fclose(ack_);
+      ack_ = nullptr;
+    }
+  }
+  FILE* ctl_ = nullptr;
+  FILE* ack_ = nullptr;
+};
+
 // fn(i, &wrong) returns the operation's Status; or, for a phase whose loop must stay lean (the
 // lookups: at millions of keys each instruction per operation costs time, doc/concurrency.md),
 // fn(i, &wrong, &err) returns false and sets err on a failure - no Status returned by value per
@@ -323,6 +364,7 @@ PhaseOutcome RunPhase(int threads, size_t n, const Fn& fn, const char* what = "p
   const pm::Counters before = pm::GetCounters();
   const uint64_t msyncs_before = pm::GetSyncCounters().msyncs;
   if (threads == 1) {
+    PerfWindow perf(what);
     const auto t0 = Clock::now();
     body(0, n);
     out.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -338,6 +380,7 @@ PhaseOutcome RunPhase(int threads, size_t n, const Fn& fn, const char* what = "p
       });
     }
     ready.arrive_and_wait();
+    PerfWindow perf(what);
     const auto t0 = Clock::now();
     go.count_down();
     for (auto& t : ts) t.join();
