@@ -93,6 +93,12 @@ uint64_t OpenImage(const std::string& image, const Model& before, const Model& a
   EXPECT_TRUE(got == before || got == after) << what << ": the contents match neither state (" << got.size()
                                              << " keys; before " << before.size() << ", after " << after.size() << ")";
   EXPECT_EQ(idx->Size(), got.size()) << what;
+  // FAST&FAIR's recovery also collapses an inner root left without keys (a merge under the root
+  // cut before the collapse): Check allows that root, D5's open does not leave it.
+  const IndexStats st = idx->Stats();
+  if (idx->kind() == "fastfair") {
+    EXPECT_FALSE(st.inner_nodes > 0 && st.leaves < 2) << what << ": an inner root without keys";
+  }
   test::ExpectReachable(*pool, what);
   idx.reset();
   EXPECT_TRUE(pool->Close().ok()) << what;
