@@ -202,10 +202,18 @@ class B3Tree final : public TreeBase<RootBlock> {
     const uint64_t sib = Load(P(off)->sibling);
     return PageOk(sib) ? sib : 0;
   }
+  // A page of a level's chain as the open walk read it: Repair groups each level's chain under
+  // its parents from these (the chains Repair reads are the image's: it writes only levels above
+  // the one it examines), without walking the chains again.
+  struct ChainPage {
+    uint64_t off;
+    uint64_t low;  // the low key word
+    bool neg_inf;
+  };
   // The open walk of an image that needs Repair: every level's chain and every child a page
   // names are pages of the expected level, chains end, key words name key blocks. Corruption
-  // naming the first problem otherwise.
-  Status Validate() const;
+  // naming the first problem otherwise. On OK, (*chains)[l] is level l's chain in order.
+  Status Validate(std::vector<std::vector<ChainPage>>* chains) const;
   uint64_t MoveRight(uint64_t off, const Probe& p) const {
     for (int guard = 0; guard < 1 << 20; ++guard) {
       const uint64_t sib = Load(P(off)->sibling);
@@ -213,6 +221,31 @@ class B3Tree final : public TreeBase<RootBlock> {
       off = sib;
     }
     return off;
+  }
+  // In-order walk of a page's BST without allocating: node(i) for each reachable node index in
+  // key order and child(r) for each non-null reference that is not a BST node (an inner page's
+  // child pages), in order. Each node at most once: a node met twice (a cycle, corruption) or an
+  // index past the page's slots ends the walk.
+  template <class NodeFn, class ChildFn>
+  void ForInOrder(const Page* pg, NodeFn&& node, ChildFn&& child) const {
+    std::bitset<kMaxNodes> seen;
+    int stack[kMaxNodes];  // each node is pushed at most once
+    int depth = 0;
+    uint64_t r = RefOf(Load(pg->root));
+    for (;;) {
+      while (IsNode(r)) {
+        const int i = NodeIdx(r);
+        if (i >= nodes_ || seen[i]) return;
+        seen[i] = true;
+        stack[depth++] = i;
+        r = RefOf(Load(pg->node[i].left));
+      }
+      if (r != 0) child(r);
+      if (depth == 0) return;
+      const int i = stack[--depth];
+      node(i);
+      r = RefOf(Load(pg->node[i].right));
+    }
   }
   // In-order reachable node indices of a page (each node once; bounded against cycles).
   void InOrder(const Page* pg, std::vector<int>* nodes, std::vector<uint64_t>* child_words_refs = nullptr) const;
@@ -260,7 +293,7 @@ class B3Tree final : public TreeBase<RootBlock> {
   void Replace(uint64_t parent, const std::vector<uint64_t>& g, const std::vector<uint64_t*>& w, int lca,
                uint64_t* lca_word, const std::vector<uint64_t>& h, uint64_t sep, int new_slot);
   void FreeOldPage(uint64_t off, bool free_low);
-  Status Repair();
+  Status Repair(const std::vector<std::vector<ChainPage>>& chains);
   void Reachable(std::unordered_set<uint64_t>* out) const;
   uint64_t CountKeys() const;
 
@@ -271,25 +304,9 @@ class B3Tree final : public TreeBase<RootBlock> {
 // ---- reading ---------------------------------------------------------------------------------
 
 void B3Tree::InOrder(const Page* pg, std::vector<int>* nodes, std::vector<uint64_t>* children) const {
-  // Iterative in-order walk; a node met twice (corruption) stops the walk.
-  std::bitset<kMaxNodes> seen;  // visited nodes
-  std::vector<uint64_t> stack;
-  uint64_t r = RefOf(Load(pg->root));
-  for (;;) {
-    while (IsNode(r)) {
-      const int i = NodeIdx(r);
-      if (i >= nodes_ || seen[i]) return;
-      seen[i] = true;
-      stack.push_back(r);
-      r = RefOf(Load(pg->node[i].left));
-    }
-    if (r != 0 && children) children->push_back(r);
-    if (stack.empty()) return;
-    const int i = NodeIdx(stack.back());
-    stack.pop_back();
-    nodes->push_back(i);
-    r = RefOf(Load(pg->node[i].right));
-  }
+  ForInOrder(pg, [&](int i) { nodes->push_back(i); }, [&](uint64_t r) {
+    if (children) children->push_back(r);
+  });
 }
 
 Contents B3Tree::Read(const Page* pg) const {
@@ -461,11 +478,13 @@ void B3Tree::FillInner(Page* pg, const std::vector<uint64_t>& ch, const std::vec
 
 // ---- open ------------------------------------------------------------------------------------
 
-Status B3Tree::Validate() const {
+Status B3Tree::Validate(std::vector<std::vector<ChainPage>>* chains) const {
   const uint64_t limit = pool_.size() / page_bytes_ + 1;
   auto bad = [](const std::string& what) { return Status::Corruption("b3tree: " + what); };
   const int height = static_cast<int>(P(Root())->level);  // <= 64 (Init)
+  chains->assign(height + 1, {});
   for (int level = height; level >= 0; --level) {
+    std::vector<ChainPage>& chain = (*chains)[level];
     const uint64_t first = FirstOfLevel(level);
     if (first == 0) return bad("the leftmost path does not reach level " + std::to_string(level));
     uint64_t seen = 0;
@@ -473,19 +492,23 @@ Status B3Tree::Validate() const {
       if (!PageOk(off)) return bad("level " + std::to_string(level) + " links to " + std::to_string(off) + ", not a page");
       if (seen++ >= limit) return bad("the chain of level " + std::to_string(level) + " does not end (a cycle)");
       const Page* pg = P(off);
-      const std::string where = "page @" + std::to_string(off);
+      auto where = [off] { return "page @" + std::to_string(off); };
       if (static_cast<int>(pg->level) != level)
-        return bad(where + " has level " + std::to_string(pg->level) + ", expected " + std::to_string(level));
-      if (!NegInf(pg) && !ko_.PlausibleBlock(Load(pg->low))) return bad(where + ": low key names no key block");
-      const Contents c = Read(pg);
-      for (const KV& kv : c.live)
-        if (!ko_.PlausibleBlock(kv.key)) return bad(where + ": a key names no key block");
-      for (uint64_t k : c.dead_keys)
-        if (!ko_.PlausibleBlock(k)) return bad(where + ": a key names no key block");
-      for (uint64_t k : c.keys)
-        if (!ko_.PlausibleBlock(k)) return bad(where + ": a separator names no key block");
-      for (uint64_t ch : c.children)
-        if (!PageOk(ch) || static_cast<int>(P(ch)->level) != level - 1) return bad(where + ": a child is not a page of the level below");
+        return bad(where() + " has level " + std::to_string(pg->level) + ", expected " + std::to_string(level));
+      if (!NegInf(pg) && !ko_.PlausibleBlock(Load(pg->low))) return bad(where() + ": low key names no key block");
+      chain.push_back({off, Load(pg->low), NegInf(pg)});
+      // The page's BST (ForInOrder, no allocation): every key word names a key block, every child
+      // is a page of the level below. A leaf of 8-byte keys has nothing to check (its key words
+      // are the keys, PlausibleBlock holds for any), so its BST is not walked.
+      if (level == 0 && !ko_.bytes()) continue;
+      bool bad_key = false, bad_child = false;
+      ForInOrder(
+          pg, [&](int i) { bad_key = bad_key || !ko_.PlausibleBlock(Load(pg->node[i].key)); },
+          [&](uint64_t ch) {
+            bad_child = bad_child || (level > 0 && (!PageOk(ch) || static_cast<int>(P(ch)->level) != level - 1));
+          });
+      if (bad_key) return bad(where() + (level == 0 ? ": a key names no key block" : ": a separator names no key block"));
+      if (bad_child) return bad(where() + ": a child is not a page of the level below");
     }
   }
   return Status::OK();
@@ -502,9 +525,10 @@ Status B3Tree::Init() {
   if (!PageOk(r) || P(r)->level > 64) return Status::Corruption("b3tree: bad root page offset " + std::to_string(r));
   std::unique_lock<std::shared_mutex> g(*lock_);
   if (!pool_.opened_clean()) {
-    WORT_RETURN_IF_ERROR(Validate());  // Repair follows (and writes) only what it checked
+    std::vector<std::vector<ChainPage>> chains;
+    WORT_RETURN_IF_ERROR(Validate(&chains));  // Repair follows (and writes) only what it checked
     if (pool_.read_only()) tolerant_ = true;
-    else WORT_RETURN_IF_ERROR(Repair());
+    else WORT_RETURN_IF_ERROR(Repair(chains));
   }
   return Status::OK();
 }
@@ -983,42 +1007,49 @@ void B3Tree::Reachable(std::unordered_set<uint64_t>* out) const {
   VisitLocked(pool_, root_off_, [&](uint64_t off) { out->insert(off); });
 }
 
-Status B3Tree::Repair() {
-  // Blocks reachable now (the post-crash GC keeps exactly these).
+Status B3Tree::Repair(const std::vector<std::vector<ChainPage>>& chains) {
+  // Blocks reachable before the first rebuild (the post-crash GC keeps exactly these), collected
+  // only when a page needs one: an image whose parents all match their chains (every operation
+  // returned, as kill -9 usually leaves it) is not written, and nothing becomes unreachable.
   std::unordered_set<uint64_t> before;
-  Reachable(&before);
-  const uint64_t limit = pool_.size() / page_bytes_ + 1;
-  for (int level = static_cast<int>(P(Root())->level) - 1; level >= 0; --level) {
-    // The chain of `level`.
-    std::vector<uint64_t> chain;
-    uint64_t seen = 0;
-    for (uint64_t off = FirstOfLevel(level); off != 0 && seen++ < limit; off = Sibling(off)) chain.push_back(off);
+  bool rebuilt = false;
+  std::vector<uint64_t> expect, children, seps;
+  for (int level = static_cast<int>(chains.size()) - 2; level >= 0; --level) {
+    // The chain of `level`, and of its parents, as the image holds them: so far only pages above
+    // level + 1 were rebuilt, and a rebuild writes the parent level of the page it replaces and
+    // that page's left neighbour, nothing below; a parent rebuilt below is never read again
+    // (only the next one is), and its replacement keeps its low key word.
+    const std::vector<ChainPage>& chain = chains[level];
+    const std::vector<ChainPage>& parents = chains[level + 1];
     // Each parent page must name exactly the chain pages in its key range, in order.
-    std::vector<uint64_t> parents;
-    seen = 0;
-    for (uint64_t off = FirstOfLevel(level + 1); off != 0 && seen++ < limit; off = Sibling(off)) parents.push_back(off);
     size_t ci = 0;
     for (size_t pi = 0; pi < parents.size(); ++pi) {
-      const uint64_t poff = parents[pi];
+      const uint64_t poff = parents[pi].off;
       Page* pp = P(poff);
-      const uint64_t next = pi + 1 < parents.size() ? parents[pi + 1] : 0;
-      std::vector<uint64_t> expect;
+      const ChainPage* next = pi + 1 < parents.size() ? &parents[pi + 1] : nullptr;
+      const size_t first = ci;
+      expect.clear();
       while (ci < chain.size()) {
-        if (next != 0 && !expect.empty() && !NegInf(P(chain[ci])) &&
-            ko_.CompareWords(Load(P(chain[ci])->low), Load(P(next)->low)) >= 0)
+        if (next != nullptr && !expect.empty() && !chain[ci].neg_inf && ko_.CompareWords(chain[ci].low, next->low) >= 0)
           break;
-        expect.push_back(chain[ci++]);
+        expect.push_back(chain[ci++].off);
       }
-      const Contents c = Read(pp);
-      bool ok = c.children == expect;
-      for (size_t k = 0; ok && k < c.keys.size(); ++k)
-        ok = ko_.CompareWords(c.keys[k], Load(P(expect[k + 1])->low)) == 0;
+      children.clear();
+      seps.clear();
+      ForInOrder(pp, [&](int i) { seps.push_back(Load(pp->node[i].key)); }, [&](uint64_t r) { children.push_back(r); });
+      bool ok = children == expect;
+      for (size_t k = 0; ok && k < seps.size(); ++k)
+        ok = first + k + 1 < ci && ko_.CompareWords(seps[k], chain[first + k + 1].low) == 0;
       if (ok) continue;
+      if (!rebuilt) {
+        Reachable(&before);  // nothing is written (or allocated) before this point
+        rebuilt = true;
+      }
       // Rebuild the parent page naming `expect`, separators copied from the pages' low keys.
       std::vector<uint64_t> keys;
       for (size_t k = 1; k < expect.size(); ++k) {
         uint64_t kw = 0;
-        WORT_RETURN_IF_ERROR(ko_.CopyWord(pool_, Load(P(expect[k])->low), &kw));
+        WORT_RETURN_IF_ERROR(ko_.CopyWord(pool_, chain[first + k].low, &kw));
         keys.push_back(kw);
       }
       if (keys.size() > static_cast<size_t>(nodes_)) return Status::Corruption("b3tree: repair: too many children");
@@ -1041,10 +1072,10 @@ Status B3Tree::Repair() {
       } else {
         Replace(path[1].page, {poff}, {path[0].where.word}, -1, nullptr, {np}, 0, -1);
       }
-      parents[pi] = np;
     }
   }
   // Free what the repair made unreachable (old pages, separators, ...).
+  if (!rebuilt) return Status::OK();
   std::unordered_set<uint64_t> after;
   Reachable(&after);
   for (uint64_t b : before)

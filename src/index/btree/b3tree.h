@@ -51,7 +51,11 @@
 //     chain top-down, and any parent page whose child words differ from the chain pages in its
 //     key range (a cut split, merge, redistribution or defragmentation) is rebuilt into a fresh
 //     page by the same failure-atomic replacement; then blocks that were reachable before and are
-//     no longer (old pages, removed separators) are freed.
+//     no longer (old pages, removed separators) are freed. The open reads each chain once (the
+//     validation walk, which keeps every chain page's offset and low key for the repair's
+//     comparison); the two reachability walks run only when some parent page is rebuilt, so an
+//     image that needs nothing (every operation returned: kill -9 between operations) is read
+//     once and not written. A leaf of 8-byte keys has no key block to check: its BST is not read.
 // D3. Merge partner. The thesis notes that one of two merged pages is a direct child of their
 //     separator BST node; after a complete-BST rebuild that is not true of every adjacent pair, so
 //     a page is merged with the neighbour on the other side of its own parent BST node (for which

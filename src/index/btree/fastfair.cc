@@ -185,8 +185,11 @@ class FastFair final : public TreeBase<RootBlock> {
   [[gnu::always_inline]] bool NodeOk(uint64_t off) const { return off != 0 && (off & 63) == 0 && pool_.contains(off, sizeof(Node)); }
   // The open walk of an image that needs Repair: every node reachable from the root (children,
   // leftmost and sibling links, level by level) is a node of the expected level, chains end, and
-  // key words name key blocks. Corruption naming the first problem otherwise.
-  Status Validate() const;
+  // key words name key blocks. Corruption naming the first problem otherwise. On OK,
+  // *needs_repair says whether Repair would change anything (a stale slot, a trailing copy to
+  // rewrite, a node its parent level does not name, a root with a sibling or without keys): an
+  // image every operation of which returned needs none, and its open then walks it once.
+  Status Validate(bool* needs_repair) const;
 
   // Position of the last slot whose key is <= p (-1 if none). Because a stale copy is the left
   // one of an equal pair, this is always the authoritative copy.
@@ -509,9 +512,10 @@ Status FastFair::Init() {
   std::unique_lock<std::shared_mutex> g(*lock_);
   sync::EpochGuard eg(pool_.allocator().epoch());  // Repair may retire a collapsed root
   if (!pool_.opened_clean()) {
-    WORT_RETURN_IF_ERROR(Validate());  // Repair follows (and writes) only what it checked
+    bool needs_repair = true;
+    WORT_RETURN_IF_ERROR(Validate(&needs_repair));  // Repair follows (and writes) only what it checked
     if (pool_.read_only()) tolerant_ = true;
-    else WORT_RETURN_IF_ERROR(Repair());
+    else if (needs_repair) WORT_RETURN_IF_ERROR(Repair());
   }
   return Status::OK();
 }
@@ -1104,14 +1108,22 @@ void FastFair::CollapseRoot() {
 
 // ---- recovery (fastfair.h, D5) -----------------------------------------------------------------
 
-Status FastFair::Validate() const {
+Status FastFair::Validate(bool* needs_repair) const {
   const uint64_t limit = pool_.size() / sizeof(Node) + 1;
   auto bad = [](const std::string& what) { return Status::Corruption("fastfair: " + what); };
   const int height = static_cast<int>(N(Root())->level);  // <= kMaxLevel (Init)
   uint64_t first = Root();
+  // Whether Repair has anything to do; decided on the way, read-only. Repair's step 2 (the root
+  // has a sibling) and its final CollapseRoot (an inner root without keys or sibling):
+  const Node* root = N(first);
+  bool needs = Load(root->sibling) != 0 || (!IsLeaf(root) && Count(root) == 0);
+  // Step 3 finds a node its parent level does not name: here, the children of the level above in
+  // chain order (leftmost, then the slots) must be exactly this level's chain (I4).
+  std::vector<uint64_t> above, children;
   for (int level = height; level >= 0; --level) {
     uint64_t next_first = 0;
     uint64_t seen = 0;
+    size_t ci = 0;  // the next of `above` that the chain must meet
     for (uint64_t off = first; off != 0; off = Load(N(off)->sibling)) {
       if (!NodeOk(off)) return bad("level " + std::to_string(level) + " links to " + std::to_string(off) + ", not a node");
       if (seen++ >= limit) return bad("the chain of level " + std::to_string(level) + " does not end (a cycle)");
@@ -1132,9 +1144,24 @@ Status FastFair::Validate() const {
         if (!NodeOk(Load(n->leftmost))) return bad("node @" + std::to_string(off) + ": leftmost child is not a node");
         if (off == first) next_first = Load(n->leftmost);
       }
+      if (needs) continue;
+      // Step 1: a stale slot (a cut shift) or a trailing copy that is not slot[cnt-1]'s.
+      for (int j = 0; j + 1 < cnt && !needs; ++j) needs = Stale(n, j, cnt);
+      if (cnt >= 1 && (Load(n->slot[cnt].key) != Load(n->slot[cnt - 1].key) ||
+                       Load(n->slot[cnt].val) != Load(n->slot[cnt - 1].val)))
+        needs = true;
+      // Step 3: this node is the next child the level above names.
+      if (level < height && (ci >= above.size() || above[ci++] != off)) needs = true;
+      if (level > 0 && !needs) {
+        children.push_back(Load(n->leftmost));
+        for (int j = 0; j < cnt; ++j) children.push_back(Load(n->slot[j].val));
+      }
     }
+    above.swap(children);
+    children.clear();
     first = next_first;
   }
+  *needs_repair = needs;
   return Status::OK();
 }
 

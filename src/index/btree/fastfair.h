@@ -84,7 +84,11 @@
 //     entries a redistribution or merge had copied out, and inserts the separator of any node that
 //     is in its level's chain but not in its parent (including a new root). The paper leaves these
 //     states for readers to tolerate forever; finishing them keeps writers simple (the cost: an
-//     open after a crash walks every level, O(n)). A clean open walks nothing: Size() is kept in
+//     open after a crash walks every level, O(n)). That walk (the validation) also decides, read-
+//     only, whether any of these states is present - a stale slot or trailing copy, a node its
+//     parent level does not name, a root with a sibling or without keys - and the repair's own
+//     walks run only then: an image every operation of which returned (kill -9 between
+//     operations) is walked once and not written. A clean open walks nothing: Size() is kept in
 //     DRAM and counted by one walk of the leaves on its first use (LazyCount, btree_common.h).
 //
 // Byte-string keys live in key blocks outside the node (btree_common.h). Leaf entries own their
