@@ -19,6 +19,54 @@ std::string Report(const ExplorerResult& r) {
   return s;
 }
 
+// Runs the explorer over c into *r: it must run, and find no violation.
+void ExploreClean(const KvExplorerConfig& c, ExplorerResult* r, const std::string& what = "") {
+  const Status s = RunKvExplorer(c, r);
+  ASSERT_TRUE(s.ok()) << what << s.ToString();
+  EXPECT_EQ(r->violation_count, 0u) << what << Report(*r);
+}
+
+// The kill test over c: it must run all its rounds, acknowledge writes, and find no violation.
+void KillClean(const KvKillConfig& c) {
+  KvKillResult r;
+  const Status s = RunKvKillTest(c, &r);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  std::string v;
+  for (const std::string& x : r.violations) v += x + "\n";
+  EXPECT_TRUE(r.violations.empty()) << v;
+  EXPECT_EQ(r.rounds, c.rounds);
+  EXPECT_GT(r.acked_ops, 0u);
+}
+
+// The persist sites in src/kv/kv.cc (crash/sites.h: by their code text) that a short run of
+// woart's KV store meets: `ops` operations, every one a batch with batch_every = 1.
+void KvSitesMet(size_t ops, size_t batch_every, std::vector<std::string>* sites) {
+  KvExplorerConfig probe;
+  probe.explore.index = "woart";
+  probe.explore.keys = 4;
+  probe.explore.explore_ops = ops;
+  probe.explore.max_points = 1;
+  probe.explore.subsets = 0;
+  probe.batch_every = batch_every;
+  ExplorerResult pr;
+  ASSERT_TRUE(RunKvExplorer(probe, &pr).ok());
+  for (auto& [site, count] : pr.sites)
+    if (site.rfind("src/kv/kv.cc:", 0) == 0) sites->push_back(site);
+}
+
+// The explorer over woart's KV store (12 operations) with `site` dropped (as if the call did
+// not exist), stopping at the first violation.
+void ExploreWithout(const std::string& site, size_t batch_every, ExplorerResult* r) {
+  KvExplorerConfig c;
+  c.explore.index = "woart";
+  c.explore.keys = 8;
+  c.explore.explore_ops = 12;
+  c.explore.max_violations = 1;
+  c.explore.drop_site = site;
+  c.batch_every = batch_every;
+  ASSERT_TRUE(RunKvExplorer(c, r).ok());
+}
+
 // Radix trees, a B-tree and a hash table: the KV layer is the same over all of them; each kind's
 // own write path is explored by the per-kind crash tests.
 class KvCrashTest : public ::testing::TestWithParam<std::string> {};
@@ -32,9 +80,7 @@ TEST_P(KvCrashTest, ExplorerPutOverwriteRemove) {
   c.explore.max_points = 24;
   c.big_every = 6;
   ExplorerResult r;
-  Status s = RunKvExplorer(c, &r);
-  ASSERT_TRUE(s.ok()) << s.ToString();
-  EXPECT_EQ(r.violation_count, 0u) << Report(r);
+  ASSERT_NO_FATAL_FAILURE(ExploreClean(c, &r));
   EXPECT_EQ(r.ops_run, c.explore.explore_ops);
   EXPECT_GT(r.crash_points, r.ops_run);  // points inside the operations, not only the returns
   EXPECT_GT(r.images, r.crash_points);
@@ -55,9 +101,7 @@ TEST(KvCrashTorn, RadixTreesUnderTornLines) {
     c.explore.max_points = 16;
     c.big_every = 0;
     ExplorerResult r;
-    Status s = RunKvExplorer(c, &r);
-    ASSERT_TRUE(s.ok()) << s.ToString();
-    EXPECT_EQ(r.violation_count, 0u) << kind << "\n" << Report(r);
+    ASSERT_NO_FATAL_FAILURE(ExploreClean(c, &r, std::string(kind) + "\n"));
     EXPECT_GT(r.images, 0u);
   }
 }
@@ -66,14 +110,7 @@ TEST_P(KvCrashTest, KillTest) {
   KvKillConfig c;
   c.kind = GetParam();
   c.rounds = 4;
-  KvKillResult r;
-  Status s = RunKvKillTest(c, &r);
-  ASSERT_TRUE(s.ok()) << s.ToString();
-  std::string v;
-  for (const std::string& x : r.violations) v += x + "\n";
-  EXPECT_TRUE(r.violations.empty()) << v;
-  EXPECT_EQ(r.rounds, c.rounds);
-  EXPECT_GT(r.acked_ops, 0u);
+  KillClean(c);
 }
 
 // Batches (KvStore::Write): at every persist point of a batch - its value blocks, its record,
@@ -89,9 +126,7 @@ TEST_P(KvCrashTest, ExplorerBatches) {
   c.big_every = 7;
   c.batch_every = 1;  // every operation a batch
   ExplorerResult r;
-  Status s = RunKvExplorer(c, &r);
-  ASSERT_TRUE(s.ok()) << s.ToString();
-  EXPECT_EQ(r.violation_count, 0u) << Report(r);
+  ASSERT_NO_FATAL_FAILURE(ExploreClean(c, &r));
   EXPECT_EQ(r.ops_run, c.explore.explore_ops);
   EXPECT_GT(r.crash_points, 3 * r.ops_run);  // several points per batch
   // The batch's own sites were met: the record, the commit word and its clear, the log's head.
@@ -108,14 +143,7 @@ TEST_P(KvCrashTest, KillTestBatches) {
   c.rounds = 4;
   c.batch_every = 2;
   c.seed = 5;
-  KvKillResult r;
-  Status s = RunKvKillTest(c, &r);
-  ASSERT_TRUE(s.ok()) << s.ToString();
-  std::string v;
-  for (const std::string& x : r.violations) v += x + "\n";
-  EXPECT_TRUE(r.violations.empty()) << v;
-  EXPECT_EQ(r.rounds, c.rounds);
-  EXPECT_GT(r.acked_ops, 0u);
+  KillClean(c);
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, KvCrashTest, ::testing::Values("woart", "wort", "artcow", "fastfair", "cceh"));
@@ -124,31 +152,14 @@ INSTANTIATE_TEST_SUITE_P(Kinds, KvCrashTest, ::testing::Values("woart", "wort", 
 // word, or without the commit word's persist before the apply, the explorer must find a crash
 // state that is neither all of a batch nor none of it (or a record that does not read back).
 TEST(KvCrashMutation, DroppingABatchPersistIsCaught) {
-  KvExplorerConfig probe;
-  probe.explore.index = "woart";
-  probe.explore.keys = 4;
-  probe.explore.explore_ops = 3;
-  probe.explore.max_points = 1;
-  probe.explore.subsets = 0;
-  probe.batch_every = 1;
-  ExplorerResult pr;
-  ASSERT_TRUE(RunKvExplorer(probe, &pr).ok());
   // The sites by their code text (crash/sites.h): the record's persist and the commit's.
   std::vector<std::string> wanted;
-  for (auto& [site, count] : pr.sites)
-    if (site.rfind("src/kv/kv.cc:", 0) == 0) wanted.push_back(site);
+  ASSERT_NO_FATAL_FAILURE(KvSitesMet(3, 1, &wanted));
   ASSERT_GE(wanted.size(), 3u);
   int caught = 0;
   for (const std::string& site : wanted) {
-    KvExplorerConfig c;
-    c.explore.index = "woart";
-    c.explore.keys = 8;
-    c.explore.explore_ops = 12;
-    c.explore.max_violations = 1;
-    c.explore.drop_site = site;
-    c.batch_every = 1;
     ExplorerResult r;
-    ASSERT_TRUE(RunKvExplorer(c, &r).ok());
+    ASSERT_NO_FATAL_FAILURE(ExploreWithout(site, 1, &r));
     caught += r.violation_count > 0;
   }
   // The value blocks', the record's and the commit word's persists are each caught (the clear
@@ -161,26 +172,11 @@ TEST(KvCrashMutation, DroppingABatchPersistIsCaught) {
 // the explorer must say so.
 TEST(KvCrashMutation, DroppingTheValuePersistIsCaught) {
   // The flush sites met: the only one in src/kv/kv.cc is Put's persist of the value block.
-  KvExplorerConfig probe;
-  probe.explore.index = "woart";
-  probe.explore.keys = 4;
-  probe.explore.explore_ops = 4;
-  probe.explore.max_points = 1;
-  probe.explore.subsets = 0;
-  ExplorerResult pr;
-  ASSERT_TRUE(RunKvExplorer(probe, &pr).ok());
   std::vector<std::string> kv_sites;
-  for (auto& [site, count] : pr.sites)
-    if (site.rfind("src/kv/kv.cc:", 0) == 0) kv_sites.push_back(site);
+  ASSERT_NO_FATAL_FAILURE(KvSitesMet(4, 0, &kv_sites));
   ASSERT_EQ(kv_sites.size(), 1u) << "expected one flush site in src/kv/kv.cc";
-  KvExplorerConfig c;
-  c.explore.index = "woart";
-  c.explore.keys = 8;
-  c.explore.explore_ops = 12;
-  c.explore.max_violations = 1;
-  c.explore.drop_site = kv_sites[0];
   ExplorerResult r;
-  ASSERT_TRUE(RunKvExplorer(c, &r).ok());
+  ASSERT_NO_FATAL_FAILURE(ExploreWithout(kv_sites[0], 0, &r));
   ASSERT_GE(r.violation_count, 1u);
   // A lost header, or lost value bytes: seen as a wrong value, or (value checksums) as a value
   // block that fails its checksum. Which one depends on the image subset, which depends on every

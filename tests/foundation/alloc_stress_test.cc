@@ -39,6 +39,66 @@ void CreatePool(const std::string& path, uint64_t initial, uint64_t max, std::un
   ASSERT_TRUE(Pool::Create(path, po, pool).ok());
 }
 
+// A block of `size` bytes for thread t's i-th operation, stamped with (t, i) in its first and
+// last words (kept in *mine); false if the allocation failed.
+bool AllocStamped(Pool& pool, size_t size, int t, int i, std::vector<Live>* mine) {
+  uint64_t off = 0;
+  if (!pool.allocator().Alloc(size, &off).ok()) return false;
+  const uint64_t stamp = (uint64_t(t) << 48) | uint64_t(i);
+  std::memcpy(pool.at<char>(off), &stamp, 8);
+  std::memcpy(pool.at<char>(off) + size - 8, &stamp, 8);
+  mine->push_back({off, size, stamp});
+  return true;
+}
+// Frees the k-th block of *mine (moving the last into its place); false if it lost its stamp
+// (another thread was handed the block and wrote it).
+bool FreeStamped(Pool& pool, std::vector<Live>* mine, size_t k) {
+  const Live b = (*mine)[k];
+  uint64_t first = 0, last = 0;
+  std::memcpy(&first, pool.at<char>(b.off), 8);
+  std::memcpy(&last, pool.at<char>(b.off) + b.size - 8, 8);
+  (*mine)[k] = mine->back();
+  mine->pop_back();
+  pool.allocator().Free(b.off);
+  return first == b.stamp && last == b.stamp;
+}
+// The threads' blocks at the end: each still carries its stamp (first and last word), none is
+// handed out twice or overlaps another, each is as large as asked, and the allocated set is
+// exactly this set. Returns them by offset.
+std::map<uint64_t, Live> ExpectLiveSetExact(Pool& pool, const std::vector<std::vector<Live>>& live) {
+  Allocator& a = pool.allocator();
+  std::map<uint64_t, Live> all;
+  for (auto& v : live)
+    for (const Live& b : v) {
+      uint64_t got = 0;
+      std::memcpy(&got, pool.at<char>(b.off), 8);
+      EXPECT_EQ(got, b.stamp);
+      std::memcpy(&got, pool.at<char>(b.off) + b.size - 8, 8);
+      EXPECT_EQ(got, b.stamp);
+      EXPECT_TRUE(all.emplace(b.off, b).second) << "block " << b.off << " handed out twice";
+    }
+  uint64_t prev_end = 0;
+  for (const auto& [off, b] : all) {
+    EXPECT_GE(off, prev_end) << "blocks overlap at " << off;
+    EXPECT_GE(a.UsableSize(off), b.size);
+    prev_end = off + a.UsableSize(off);
+  }
+  uint64_t n = 0, extra = 0;
+  a.ForEachAllocated([&](uint64_t off, size_t) {
+    ++n;
+    if (!all.count(off)) ++extra;
+  });
+  EXPECT_EQ(extra, 0u);
+  EXPECT_EQ(n, all.size());
+  return all;
+}
+// The pool's Check is clean, and it closes.
+void ExpectCheckedAndClosed(Pool& pool) {
+  std::string rep;
+  EXPECT_TRUE(pool.Check(&rep).ok()) << rep;
+  EXPECT_TRUE(pool.Close().ok());
+}
+
 TEST(AllocStress, ConcurrentAllocFreeAndGrowthKeepExactAccounting) {
   test::TempPath path("alloc-stress");
   std::unique_ptr<Pool> pool;
@@ -62,29 +122,9 @@ TEST(AllocStress, ConcurrentAllocFreeAndGrowthKeepExactAccounting) {
       if (mine.empty() || rng() % 3 != 0) {
         size_t sz = kSizes[rng() % std::size(kSizes)];
         if (i % 997 == 0) sz = 300 * 1024;  // a large run now and then
-        uint64_t off = 0;
-        const Status s = a.Alloc(sz, &off);
-        if (!s.ok()) {
-          ++errors;
-          continue;
-        }
-        const uint64_t stamp = (uint64_t(t) << 48) | uint64_t(i);
-        std::memcpy(pool->at<char>(off), &stamp, 8);
-        if (sz >= 16) std::memcpy(pool->at<char>(off) + sz - 8, &stamp, 8);  // the block's last word too
-        mine.push_back({off, sz, stamp});
+        if (!AllocStamped(*pool, sz, t, i, &mine)) ++errors;
       } else {
-        const size_t k = rng() % mine.size();
-        const Live b = mine[k];
-        uint64_t got = 0;
-        std::memcpy(&got, pool->at<char>(b.off), 8);
-        if (got != b.stamp) ++errors;
-        if (b.size >= 16) {
-          std::memcpy(&got, pool->at<char>(b.off) + b.size - 8, 8);
-          if (got != b.stamp) ++errors;
-        }
-        mine[k] = mine.back();
-        mine.pop_back();
-        a.Free(b.off);
+        if (!FreeStamped(*pool, &mine, rng() % mine.size())) ++errors;
       }
     }
   };
@@ -111,29 +151,9 @@ TEST(AllocStress, ConcurrentAllocFreeAndGrowthKeepExactAccounting) {
   EXPECT_EQ(stats_errors.load(), 0u);
   EXPECT_GT(pool->size(), size0);
 
-  // Every live block still carries its stamp; none overlaps another.
-  std::map<uint64_t, Live> all;
-  for (auto& v : live)
-    for (const Live& b : v) {
-      uint64_t got = 0;
-      std::memcpy(&got, pool->at<char>(b.off), 8);
-      EXPECT_EQ(got, b.stamp);
-      EXPECT_TRUE(all.emplace(b.off, b).second) << "block " << b.off << " handed out twice";
-    }
-  uint64_t prev_end = 0;
-  for (const auto& [off, b] : all) {
-    EXPECT_GE(off, prev_end) << "blocks overlap at " << off;
-    EXPECT_GE(a.UsableSize(off), b.size);
-    prev_end = off + a.UsableSize(off);
-  }
-  // The allocated set is exactly the live set.
-  uint64_t n = 0, extra = 0;
-  a.ForEachAllocated([&](uint64_t off, size_t) {
-    ++n;
-    if (!all.count(off)) ++extra;
-  });
-  EXPECT_EQ(extra, 0u);
-  EXPECT_EQ(n, all.size());
+  // Every live block still carries its stamp; none overlaps another; the allocated set is
+  // exactly the live set.
+  const std::map<uint64_t, Live> all = ExpectLiveSetExact(*pool, live);
   const AllocStats st = a.Stats();
   EXPECT_EQ(st.blocks_allocated, all.size());
   EXPECT_GT(st.grows, 1u);
@@ -152,8 +172,7 @@ TEST(AllocStress, ConcurrentAllocFreeAndGrowthKeepExactAccounting) {
   uint64_t left = 0;
   a.ForEachAllocated([&](uint64_t, size_t) { ++left; });
   EXPECT_EQ(left, 0u);
-  EXPECT_TRUE(pool->Check(&rep).ok()) << rep;
-  EXPECT_TRUE(pool->Close().ok());
+  ExpectCheckedAndClosed(*pool);
 }
 
 // h70 (issue 31): growth ahead of the writers. Four threads allocate stamped blocks (every 4th
@@ -181,54 +200,18 @@ TEST(AllocStress, WritersAllocateWhileThePoolGrowsAhead) {
     }
     for (int i = 0; i < kOps; ++i) {
       if (i % 4 == 3 && !mine.empty()) {
-        const size_t k = rng() % mine.size();
-        const Live b = mine[k];
-        uint64_t got = 0;
-        std::memcpy(&got, pool->at<char>(b.off) + b.size - 8, 8);
-        if (got != b.stamp) ++errors;
-        mine[k] = mine.back();
-        mine.pop_back();
-        a.Free(b.off);
+        if (!FreeStamped(*pool, &mine, rng() % mine.size())) ++errors;
         continue;
       }
       const size_t sz = i % 1999 == 0 ? 600 * 1024 : kSizes[rng() % std::size(kSizes)];
-      uint64_t off = 0;
-      if (!a.Alloc(sz, &off).ok()) {
-        ++errors;
-        continue;
-      }
-      const uint64_t stamp = (uint64_t(t) << 48) | uint64_t(i);
-      std::memcpy(pool->at<char>(off), &stamp, 8);
-      std::memcpy(pool->at<char>(off) + sz - 8, &stamp, 8);
-      mine.push_back({off, sz, stamp});
+      if (!AllocStamped(*pool, sz, t, i, &mine)) ++errors;
     }
   };
   std::vector<std::thread> ts;
   for (int t = 0; t < kThreads; ++t) ts.emplace_back(worker, t);
   for (auto& th : ts) th.join();
   EXPECT_EQ(errors.load(), 0u);
-  std::map<uint64_t, Live> all;
-  for (auto& v : live)
-    for (const Live& b : v) {
-      uint64_t got = 0;
-      std::memcpy(&got, pool->at<char>(b.off), 8);
-      EXPECT_EQ(got, b.stamp);
-      std::memcpy(&got, pool->at<char>(b.off) + b.size - 8, 8);
-      EXPECT_EQ(got, b.stamp);
-      EXPECT_TRUE(all.emplace(b.off, b).second) << "block " << b.off << " handed out twice";
-    }
-  uint64_t prev_end = 0;
-  for (const auto& [off, b] : all) {
-    EXPECT_GE(off, prev_end) << "blocks overlap at " << off;
-    prev_end = off + a.UsableSize(off);
-  }
-  uint64_t n = 0, extra = 0;
-  a.ForEachAllocated([&](uint64_t off, size_t) {
-    ++n;
-    if (!all.count(off)) ++extra;
-  });
-  EXPECT_EQ(extra, 0u);
-  EXPECT_EQ(n, all.size());
+  ExpectLiveSetExact(*pool, live);
   const AllocStats st = a.Stats();
   EXPECT_GT(pool->size(), size0);  // ~200 MiB (~30 MiB under TSan's smaller count)
   EXPECT_GT(st.grows_ahead, 0u);
@@ -236,9 +219,7 @@ TEST(AllocStress, WritersAllocateWhileThePoolGrowsAhead) {
   RecordProperty("grows", std::to_string(st.grows));
   RecordProperty("grows_ahead", std::to_string(st.grows_ahead));
   RecordProperty("grow_waits", std::to_string(st.grow_waits));
-  std::string rep;
-  EXPECT_TRUE(pool->Check(&rep).ok()) << rep;
-  EXPECT_TRUE(pool->Close().ok());
+  ExpectCheckedAndClosed(*pool);
 }
 
 // One writer never waits for growth once the pool has kAheadMinChunks (16) chunks: each growth is
@@ -261,9 +242,7 @@ TEST(AllocStress, OneWriterNeverWaitsForGrowth) {
   EXPECT_EQ(st.grow_waits, 0u);
   EXPECT_EQ(st.grow_wait_ns, 0u);
   EXPECT_GT(st.grow_ns, 0u);
-  std::string rep;
-  EXPECT_TRUE(pool->Check(&rep).ok()) << rep;
-  EXPECT_TRUE(pool->Close().ok());
+  ExpectCheckedAndClosed(*pool);
 }
 
 // h72: a growth ahead starts while at least as many chunks are free as it adds (before: at an
@@ -298,9 +277,7 @@ TEST(AllocStress, GrowthAheadStartsWhileAStepIsFreeAndScalesWithTheHeap) {
   const AllocStats st = a.Stats();
   EXPECT_EQ(st.grows, st.grows_ahead);
   EXPECT_EQ(st.grow_waits, 0u);
-  std::string rep;
-  EXPECT_TRUE(pool->Check(&rep).ok()) << rep;
-  EXPECT_TRUE(pool->Close().ok());
+  ExpectCheckedAndClosed(*pool);
 }
 
 // A pool that grows ahead up to its size limit (and, second, up to a growth limit below it) is
@@ -345,9 +322,7 @@ TEST(AllocStress, GrowthAheadStopsAtTheLimitAndKeepsTheReserve) {
     }
     st = a.Stats();
     EXPECT_EQ(st.chunks_free, 0u);
-    std::string rep;
-    EXPECT_TRUE(pool->Check(&rep).ok()) << rep;
-    EXPECT_TRUE(pool->Close().ok());
+    ExpectCheckedAndClosed(*pool);
   }
 }
 
@@ -372,9 +347,7 @@ TEST(AllocStress, SmallClassRefillsTakeTheLockOncePer256Blocks) {
   EXPECT_EQ(t1 - t0, 9u);  // the first 256 come from the cache, then 256 blocks a refill
   for (uint64_t b : blocks) a.Free(b);
   EXPECT_LE(a.Stats().lock_acquisitions - t1, 10u);  // frees go back 256 at a time
-  std::string rep;
-  EXPECT_TRUE(pool->Check(&rep).ok()) << rep;
-  EXPECT_TRUE(pool->Close().ok());
+  ExpectCheckedAndClosed(*pool);
 }
 
 }  // namespace

@@ -155,6 +155,43 @@ uint64_t RootMagic(PoolFixture& f) {
   EXPECT_TRUE(f.pool().FindRoot("idx", &ri).ok());
   return f.pool().at<roart::RootBlock>(ri.off)->magic;
 }
+// A pool created by this build in an older `format` (the format applies to its creation only).
+std::unique_ptr<PoolFixture> PoolInFormat(int format) {
+  OldFormat old(format);
+  return std::make_unique<PoolFixture>("roart");
+}
+// Inserts k -> v unless the model holds k already (then nothing); the model follows.
+::testing::AssertionResult InsertNew(PoolFixture& f, Model& m, const std::string& k, uint64_t v) {
+  if (m.count(k)) return ::testing::AssertionSuccess();
+  const Status s = f.idx().Insert(k, v);
+  if (!s.ok()) return ::testing::AssertionFailure() << "Insert of a " << k.size() << "-byte key: " << s.ToString();
+  m[k] = v;
+  return ::testing::AssertionSuccess();
+}
+// Step i of the old-format workloads: a key the model holds is removed when i % 3 == 0 (kept
+// otherwise), a new key is inserted with value i; the model follows.
+::testing::AssertionResult InsertOrRemoveEveryThird(PoolFixture& f, Model& m, const std::string& k, int i) {
+  if (!m.count(k)) return InsertNew(f, m, k, static_cast<uint64_t>(i));
+  if (i % 3 != 0) return ::testing::AssertionSuccess();
+  const Status s = f.idx().Remove(k);
+  if (!s.ok()) return ::testing::AssertionFailure() << "Remove of a " << k.size() << "-byte key: " << s.ToString();
+  m.erase(k);
+  return ::testing::AssertionSuccess();
+}
+// A whole scan in pages of 8 keys, each page from the last key of the one before (that key, met
+// again, dropped).
+std::vector<std::pair<std::string, uint64_t>> PagedScan(PoolFixture& f) {
+  std::vector<std::pair<std::string, uint64_t>> paged;
+  std::string from;
+  for (;;) {
+    auto page = ScanAll(f.idx(), from, nullptr, 8);
+    if (!paged.empty() && !page.empty() && page.front().first == from) page.erase(page.begin());
+    if (page.empty()) break;
+    paged.insert(paged.end(), page.begin(), page.end());
+    from = paged.back().first;
+  }
+  return paged;
+}
 }  // namespace
 
 // Format 2 (issue 34): a new pool's root says so, every leaf array reference carries its
@@ -165,19 +202,13 @@ namespace {
 // its head says), every inline slot's SlotKV holds its key and value, keys sit in their home
 // line unless it is full.
 void ExpectClassesAndHomeLines(int format) {
-  std::unique_ptr<PoolFixture> fp;
-  {
-    OldFormat old(format);
-    fp = std::make_unique<PoolFixture>("roart");
-  }
+  const std::unique_ptr<PoolFixture> fp = PoolInFormat(format);
   PoolFixture& f = *fp;
   Model m;
   std::mt19937_64 rng(34);
   for (int i = 0; i < 30000; ++i) {
     const std::string k = i % 3 ? RandKey(rng) : wort::test::Cat("ðstring", std::to_string(rng() % 100000));  // 9+ bytes
-    if (m.count(k)) continue;
-    ASSERT_TRUE(f.idx().Insert(k, i).ok());
-    m[k] = i;
+    ASSERT_TRUE(InsertNew(f, m, k, i));
   }
   EXPECT_EQ(RootMagic(f), format == 3 ? roart::kRootMagic3 : roart::kRootMagic4);
   const std::vector<uint64_t*> words = ArrayRefWords(f);
@@ -255,12 +286,7 @@ TEST(RoartFormat, PoolFromBeforeFormat2IsReadAndWrittenInItsFormat) {
   Model m;
   std::mt19937_64 rng(35);
   auto key = [&](int i) { return i % 2 ? RandKey(rng) : wort::test::Cat("k", static_cast<char>(rng() % 40), static_cast<char>(0xc0 + rng() % 64)); };
-  for (int i = 0; i < 6000; ++i) {
-    const std::string k = key(i);
-    if (m.count(k)) continue;
-    ASSERT_TRUE(f.idx().Insert(k, i).ok());
-    m[k] = i;
-  }
+  for (int i = 0; i < 6000; ++i) ASSERT_TRUE(InsertNew(f, m, key(i), i));
   {
     RootInfo ri;
     ASSERT_TRUE(f.pool().FindRoot("idx", &ri).ok());
@@ -280,18 +306,7 @@ TEST(RoartFormat, PoolFromBeforeFormat2IsReadAndWrittenInItsFormat) {
   f.ExpectCheckOk("format 1");
   ExpectMatchesModel(f.idx(), m);  // lookups and scans
   // Writes (slot inserts, growth, splits, removes) keep the pool in format 1.
-  for (int i = 0; i < 6000; ++i) {
-    const std::string k = key(i);
-    if (m.count(k)) {
-      if (i % 3 == 0) {
-        ASSERT_TRUE(f.idx().Remove(k).ok());
-        m.erase(k);
-      }
-      continue;
-    }
-    ASSERT_TRUE(f.idx().Insert(k, i).ok());
-    m[k] = i;
-  }
+  for (int i = 0; i < 6000; ++i) ASSERT_TRUE(InsertOrRemoveEveryThird(f, m, key(i), i));
   f.ExpectCheckOk("format 1, written");
   ExpectMatchesModel(f.idx(), m);
   for (const uint64_t* w : ArrayRefWords(f)) ASSERT_EQ(*w & roart::kClassBits, 0u) << "a format-1 pool stays format 1";
@@ -309,11 +324,7 @@ TEST(RoartFormat, PoolFromBeforeFormat2IsReadAndWrittenInItsFormat) {
 static void OldFormatRounds(int format, uint64_t magic, uint64_t seed,
                             const std::function<void(PoolFixture&, Model&, int)>& extra,
                             const std::function<void(PoolFixture&)>& check) {
-  std::unique_ptr<PoolFixture> fp;
-  {
-    OldFormat old(format);
-    fp = std::make_unique<PoolFixture>("roart");
-  }
+  const std::unique_ptr<PoolFixture> fp = PoolInFormat(format);
   PoolFixture& f = *fp;  // created in the old format; everything below runs with the default
   Model m;
   std::mt19937_64 rng(seed);
@@ -323,18 +334,7 @@ static void OldFormatRounds(int format, uint64_t magic, uint64_t seed,
     return k;
   };
   for (int round = 0; round < 3; ++round) {
-    for (int i = 0; i < 4000; ++i) {
-      const std::string k = key(i);
-      if (m.count(k)) {
-        if (i % 3 == 0) {
-          ASSERT_TRUE(f.idx().Remove(k).ok());
-          m.erase(k);
-        }
-        continue;
-      }
-      ASSERT_TRUE(f.idx().Insert(k, i).ok());
-      m[k] = i;
-    }
+    for (int i = 0; i < 4000; ++i) ASSERT_TRUE(InsertOrRemoveEveryThird(f, m, key(i), i));
     extra(f, m, round);
     EXPECT_EQ(RootMagic(f), magic);
     check(f);
@@ -369,9 +369,7 @@ TEST(RoartFormat, PoolOfFormat3IsReadAndWrittenInItsFormat) {
     // A few arrays of long keys only (format 4 would build them without the area).
     for (int i = 0; i < 40; ++i) {
       const std::string k = wort::test::Cat("\xf4", static_cast<char>(0x80 + round), std::string(10 + i, static_cast<char>(0xa0 + i)));
-      if (m.count(k)) continue;
-      ASSERT_TRUE(f.idx().Insert(k, i).ok());
-      m[k] = i;
+      ASSERT_TRUE(InsertNew(f, m, k, i));
     }
   };
   OldFormatRounds(3, roart::kRootMagic3, 38, long_only_arrays, [](PoolFixture& f) {
@@ -654,11 +652,7 @@ TEST(RoartFormat, InlineKeysInTheLeafArray) {
 // An inline insert writes its SlotKV back before the fence that precedes its slot word.
 TEST(RoartFormat, InlineSlotIsPersistedBeforeItsSlotWord) {
   for (const int format : {4, 3}) {
-    std::unique_ptr<PoolFixture> fp;
-    {
-      OldFormat old(format);
-      fp = std::make_unique<PoolFixture>("roart");
-    }
+    const std::unique_ptr<PoolFixture> fp = PoolInFormat(format);
     PoolFixture& f = *fp;
     ASSERT_TRUE(f.idx().Insert(std::string("\xd0\x01", 2), 1).ok());
     ASSERT_TRUE(f.idx().Insert(std::string("\xd0\x02", 2), 2).ok());
@@ -694,12 +688,7 @@ TEST(RoartFormat, ClassCodeThatDisagreesWithTheHeadIsReported) {
   PoolFixture f("roart");
   Model m;
   std::mt19937_64 rng(36);
-  for (int i = 0; i < 3000; ++i) {
-    const std::string k = RandKey(rng);
-    if (m.count(k)) continue;
-    ASSERT_TRUE(f.idx().Insert(k, i).ok());
-    m[k] = i;
-  }
+  for (int i = 0; i < 3000; ++i) ASSERT_TRUE(InsertNew(f, m, RandKey(rng), i));
   std::vector<uint64_t*> words = ArrayRefWords(f);
   ASSERT_FALSE(words.empty());
   uint64_t* w = words[0];
@@ -979,12 +968,7 @@ TEST(RoartRegress, FingerprintAndOrderOverUnsignedBytes) {
   PoolFixture f("roart");
   Model m;
   std::mt19937_64 rng(5);
-  for (int i = 0; i < 20000; ++i) {
-    const std::string k = RandKey(rng);
-    if (m.count(k)) continue;
-    ASSERT_TRUE(f.idx().Insert(k, i).ok());
-    m[k] = i;
-  }
+  for (int i = 0; i < 20000; ++i) ASSERT_TRUE(InsertNew(f, m, RandKey(rng), i));
   f.ExpectCheckOk("fingerprints");  // Check recomputes every slot's fingerprint from its key
   ExpectMatchesModel(f.idx(), m);
   for (const auto& [k, v] : m) ASSERT_TRUE(f.idx().Insert(k, 0).IsAlreadyExists());
@@ -1112,16 +1096,7 @@ TEST(RoartRegress, SortedLeafArrayScanAndContinuation) {
   EXPECT_EQ(ScanAll(f.idx(), "", nullptr, SIZE_MAX), ModelScan(m, "", nullptr, SIZE_MAX));
   // Paged scan: 7 keys at a time, each page starting after the last key of the previous one.
   for (int phase = 0; phase < 2; ++phase) {
-    std::vector<std::pair<std::string, uint64_t>> paged;
-    std::string from;
-    for (;;) {
-      auto page = ScanAll(f.idx(), from, nullptr, 8);
-      if (!paged.empty() && !page.empty() && page.front().first == from) page.erase(page.begin());
-      if (page.empty()) break;
-      paged.insert(paged.end(), page.begin(), page.end());
-      from = paged.back().first;
-    }
-    EXPECT_EQ(paged, ModelScan(m, "", nullptr, SIZE_MAX));
+    EXPECT_EQ(PagedScan(f), ModelScan(m, "", nullptr, SIZE_MAX));
     // Second phase: more keys than a scan batch, across split leaf arrays.
     for (int i = 0; i < 300; ++i) {
       const std::string k = wort::test::Cat("L", std::to_string(i * 7));
@@ -1194,16 +1169,7 @@ TEST(RoartRegress, InlineKeysOfEveryLengthScanInOrder) {
           EXPECT_EQ(ScanAll(f.idx(), p, nullptr, 9), ModelScan(m, p, nullptr, 9));
         }
       }
-      std::vector<std::pair<std::string, uint64_t>> paged;
-      std::string from;
-      for (;;) {
-        auto page = ScanAll(f.idx(), from, nullptr, 8);
-        if (!paged.empty() && !page.empty() && page.front().first == from) page.erase(page.begin());
-        if (page.empty()) break;
-        paged.insert(paged.end(), page.begin(), page.end());
-        from = paged.back().first;
-      }
-      EXPECT_EQ(paged, ModelScan(m, "", nullptr, SIZE_MAX));
+      EXPECT_EQ(PagedScan(f), ModelScan(m, "", nullptr, SIZE_MAX));
     };
     check();
     int i = 0;

@@ -263,12 +263,157 @@ Model ScanAll(remote::RemoteKV& kv) {
   return m;
 }
 
-TEST(Canrt, DifferentialAgainstMapFullByteRange) {
-  TempPath path("canrt");
-  auto pool = NewPool(path);
+// ---- helpers: a service over a fresh pool, node 0's words, crash and restart, checked reads --
+
+// Service::Check as one assertion: EXPECT_TRUE(Checked(*svc)).
+::testing::AssertionResult Checked(const Service& svc) {
+  std::string rep;
+  const Status s = svc.Check(&rep);
+  if (s.ok()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "Check: " << s.ToString() << ": " << rep;
+}
+
+// kv's Get of k agrees with the model: the model's value, or NotFound for a key it does not hold.
+::testing::AssertionResult GetAgrees(remote::RemoteKV& kv, const Model& model, const std::string& k) {
+  std::string v;
+  const Status s = kv.Get(k, &v);
+  auto it = model.find(k);
+  if (it == model.end() && !s.IsNotFound())
+    return ::testing::AssertionFailure() << "Get of a key the model does not hold: " << s.ToString() << " (a value of "
+                                         << v.size() << " bytes)";
+  if (it != model.end() && !s.ok()) return ::testing::AssertionFailure() << "Get of a key the model holds: " << s.ToString();
+  if (it != model.end() && v != it->second)
+    return ::testing::AssertionFailure() << "Get: a value of " << v.size() << " bytes, the model's of " << it->second.size();
+  return ::testing::AssertionSuccess();
+}
+
+// kv's Remove of k agrees with the model (OK for a key it holds, NotFound otherwise), which follows.
+::testing::AssertionResult RemoveAgrees(remote::RemoteKV& kv, Model& model, const std::string& k, bool* removed = nullptr) {
+  const Status s = kv.Remove(k);
+  if (removed) *removed = s.ok();
+  const bool held = model.erase(k) == 1;
+  if (held ? s.ok() : s.IsNotFound()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "Remove of a key the model " << (held ? "holds: " : "does not hold: ") << s.ToString();
+}
+
+// One write of a random workload: a Remove of k one time in `remove_one_in` (r's next number),
+// else a Put of Value(r()); the model follows.
+::testing::AssertionResult RandomWrite(remote::RemoteKV& kv, Model& model, const std::string& k, std::mt19937_64& r,
+                                       uint64_t remove_one_in) {
+  if (r() % remove_one_in == 0) return RemoveAgrees(kv, model, k);
+  const std::string v = Value(r());
+  const Status s = kv.Put(k, v);
+  if (!s.ok()) return ::testing::AssertionFailure() << "Put: " << s.ToString();
+  model[k] = v;
+  return ::testing::AssertionSuccess();
+}
+
+// The words of a data node (canrt_layout.h): the metadata word's bitmap, the lock word (lock
+// field and pending set), item slot s.
+uint64_t Bitmap(const char* node) { return pm::load8(reinterpret_cast<const uint64_t*>(node)) & kBitmapMask; }
+std::atomic_ref<uint64_t> LockWord(char* node) {
+  return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(node + kLockWordOff));
+}
+unsigned char* Slot(char* node, uint32_t s) { return reinterpret_cast<unsigned char*>(node + 64 + uint64_t(s) * kItemBytes); }
+
+// A client's item for (k, v) as its Write leaves it in a slot: op, lengths, key, value, crc,
+// valid byte 1 (canrt_layout.h, DataItem) - for crash images crafted by hand.
+std::vector<unsigned char> CraftedItem(uint8_t op, std::string_view k, std::string_view v) {
+  std::vector<unsigned char> it(kItemBytes, 0);
+  it[kItemOp] = op;
+  it[kItemKeyLen] = static_cast<unsigned char>(k.size());
+  it[kItemValLen] = static_cast<unsigned char>(v.size());
+  std::memcpy(it.data() + kItemKey, k.data(), k.size());
+  std::memcpy(it.data() + kItemValue, v.data(), v.size());
+  const uint32_t crc = ItemCrc(it.data());
+  std::memcpy(it.data() + kItemCrc, &crc, 4);
+  it[kItemValid] = 1;
+  return it;
+}
+
+// A CANRT service over a fresh pool, in this process: inline (a client's notifications are
+// handled on its thread) unless `opts` say otherwise; ASSERT_TRUE(t.ok()) first. Its clients
+// (Client: an InlineConn) are declared after it, so that they go before the service they map.
+struct Rig {
+  explicit Rig(const Options& o = SmallOptions(), uint64_t max_pool = 256ull << 20, const char* tag = "canrt")
+      : path(tag), opts(o), pool(NewPool(path, max_pool)) {
+    if (pool) opened = Service::Open(*pool, "canrt", opts, &svc);
+  }
+  ::testing::AssertionResult ok() const {
+    if (opened.ok()) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "Service::Open: " << opened.ToString();
+  }
+  std::unique_ptr<remote::RemoteKV> Client(uint32_t id = 1, InlineConn** conn = nullptr) {
+    return InlineClient(svc.get(), id, conn);
+  }
+  uint64_t data_off() const { return reinterpret_cast<const RootHeader*>(svc->region())->data_off; }
+  char* node0() const { return svc->region() + data_off(); }  // data node 0: where the first keys go
+  // A crash (no Close) and a restart: `clients` go first, then the service and the pool; the pool
+  // opens again and the service recovers.
+  template <class... Clients>
+  ::testing::AssertionResult Crash(Clients&... clients) {
+    (clients.reset(), ...);
+    svc.reset();
+    pool.reset();
+    return Reopen();
+  }
+  // The same with a clean close.
+  template <class... Clients>
+  ::testing::AssertionResult CloseAndReopen(Clients&... clients) {
+    (clients.reset(), ...);
+    svc.reset();
+    const Status s = pool->Close();
+    if (!s.ok()) return ::testing::AssertionFailure() << "Close: " << s.ToString();
+    return Reopen();
+  }
+  ::testing::AssertionResult Reopen() {
+    pool = OpenPool(path);
+    opened = pool ? Service::Open(*pool, "canrt", opts, &svc) : Status::IOError("the pool did not open");
+    return ok();
+  }
+
+  TempPath path;
+  Options opts;
+  std::unique_ptr<Pool> pool;
   std::unique_ptr<Service> svc;
-  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
-  auto kv = InlineClient(svc.get());
+  Status opened = Status::IOError("the pool was not created");
+};
+
+// SmallOptions with another node capacity.
+Options WithCapacity(uint32_t capacity) {
+  Options o = SmallOptions();
+  o.capacity = capacity;
+  return o;
+}
+// Options of a server whose threads apply and resize (no inline resize).
+Options ThreadedOptions(uint32_t capacity = 4) {
+  Options o = WithCapacity(capacity);
+  o.inline_resize = false;
+  return o;
+}
+
+// A server with its threads (StartServer) over a fresh pool; ASSERT_TRUE(s.ok()) first.
+struct ServerRig {
+  explicit ServerRig(const Options& o, const std::string& backend = "local", const char* tag = "canrt")
+      : path(tag), pool(NewPool(path)) {
+    if (pool) started = StartServer(*pool, "canrt", backend, o, &server);
+  }
+  ::testing::AssertionResult ok() const {
+    if (started.ok()) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "StartServer: " << started.ToString();
+  }
+  Service& service() { return server->service(); }
+
+  TempPath path;
+  std::unique_ptr<Pool> pool;
+  std::unique_ptr<Server> server;
+  Status started = Status::IOError("the pool was not created");
+};
+
+TEST(Canrt, DifferentialAgainstMapFullByteRange) {
+  Rig t;
+  ASSERT_TRUE(t.ok());
+  auto kv = t.Client();
   const auto keys = Universe(600, 7);
   Model model;
   std::mt19937_64 r(11);
@@ -280,21 +425,9 @@ TEST(Canrt, DifferentialAgainstMapFullByteRange) {
       ASSERT_TRUE(kv->Put(k, v).ok()) << i;
       model[k] = v;
     } else if (op < 8) {
-      const Status s = kv->Remove(k);
-      ASSERT_EQ(s.ok(), model.erase(k) == 1) << i << " " << s.ToString();
-      if (!s.ok()) {
-        ASSERT_TRUE(s.IsNotFound());
-      }
+      ASSERT_TRUE(RemoveAgrees(*kv, model, k)) << i;
     } else {
-      std::string v;
-      const Status s = kv->Get(k, &v);
-      auto it = model.find(k);
-      ASSERT_EQ(s.ok(), it != model.end()) << i;
-      if (s.ok()) {
-        ASSERT_EQ(v, it->second);
-      } else {
-        ASSERT_TRUE(s.IsNotFound());
-      }
+      ASSERT_TRUE(GetAgrees(*kv, model, k)) << i;
     }
   }
   EXPECT_EQ(ScanAll(*kv), model);
@@ -314,18 +447,13 @@ TEST(Canrt, DifferentialAgainstMapFullByteRange) {
     }
     ASSERT_EQ(got, want) << i;
   }
-  const ServiceStats st = svc->Stats();
+  const ServiceStats st = t.svc->Stats();
   EXPECT_GT(st.resizes, 50u);
   EXPECT_GT(st.add_height, 0u);  // the tree grew in height, not only in width
-  std::string rep;
-  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
+  EXPECT_TRUE(Checked(*t.svc));
   // Reopen (clean close): the same contents.
-  kv.reset();
-  svc.reset();
-  ASSERT_TRUE(pool->Close().ok());
-  pool = OpenPool(path);
-  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
-  kv = InlineClient(svc.get());
+  ASSERT_TRUE(t.CloseAndReopen(kv));
+  kv = t.Client();
   EXPECT_EQ(ScanAll(*kv), model);
 }
 
@@ -336,47 +464,31 @@ TEST(Canrt, DifferentialAgainstMapFullByteRange) {
 // shifted entry - leaves the copy different). Keys over the full byte range; its Gets and a
 // final scan are checked against a model.
 TEST(Canrt, IncrementalRefreshEqualsTheServersArea) {
-  TempPath path("canrt");
-  auto pool = NewPool(path);
-  std::unique_ptr<Service> svc;
-  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
-  auto writer = InlineClient(svc.get(), 1);
-  auto lagger = InlineClient(svc.get(), 2);
+  Rig t;
+  ASSERT_TRUE(t.ok());
+  auto writer = t.Client(1);
+  auto lagger = t.Client(2);
   const auto keys = Universe(1500, 23);
-  const RootHeader* hdr = reinterpret_cast<const RootHeader*>(svc->region());
+  const RootHeader* hdr = reinterpret_cast<const RootHeader*>(t.svc->region());
   Model model;
   std::mt19937_64 r(5);
   uint64_t compared = 0, last_gen = 0;
   uint64_t next_look = 1;
   for (int i = 0; i < 12000; ++i) {
     const std::string& k = keys[r() % keys.size()];
-    if (r() % 8 == 0) {
-      const Status s = writer->Remove(k);
-      ASSERT_EQ(s.ok(), model.erase(k) == 1) << i << " " << s.ToString();
-    } else {
-      const std::string v = Value(r());
-      ASSERT_TRUE(writer->Put(k, v).ok()) << i;
-      model[k] = v;
-    }
+    ASSERT_TRUE(RandomWrite(*writer, model, k, r, 8)) << i;
     const uint64_t gen = GenOf(pm::load8(&hdr->state));
     if (gen < next_look) continue;
     // The lagging client looks up the key just written (its node in the old copy may be retired:
     // that makes it refresh) and every key of a sample.
     for (int j = 0; j < 4; ++j) {
-      const std::string& q = j == 0 ? k : keys[r() % keys.size()];
-      std::string v;
-      const Status s = lagger->Get(q, &v);
-      auto it = model.find(q);
-      ASSERT_EQ(s.ok(), it != model.end()) << i << " " << s.ToString();
-      if (s.ok()) {
-        ASSERT_EQ(v, it->second) << i;
-      }
+      ASSERT_TRUE(GetAgrees(*lagger, model, j == 0 ? k : keys[r() % keys.size()])) << i;
     }
     uint64_t cg = 0;
     std::string copy;
     ASSERT_TRUE(GetClientPrefixCopy(*lagger, &cg, &copy));
     if (cg == gen && cg != last_gen) {
-      const char* area = svc->region() + hdr->area_off[gen & 1];
+      const char* area = t.svc->region() + hdr->area_off[gen & 1];
       ASSERT_EQ(copy.size(), kAreaHeaderBytes + PrefixView(area).header().nprefix * PrefixNodeBytes(hdr->fanout)) << i;
       ASSERT_EQ(std::memcmp(copy.data(), area, copy.size()), 0) << "client copy differs at generation " << gen << ", write " << i;
       ++compared;
@@ -389,7 +501,7 @@ TEST(Canrt, IncrementalRefreshEqualsTheServersArea) {
   EXPECT_GT(compared, 20u);
   EXPECT_GT(ls.refreshes - ls.full_refreshes, 10u) << "refreshes from the log";
   EXPECT_GT(ls.full_refreshes, 2u) << "gaps of kLogEntries or more re-read the whole area";
-  const ServiceStats st = svc->Stats();
+  const ServiceStats st = t.svc->Stats();
   EXPECT_GT(st.resizes, 200u);
   EXPECT_GT(st.add_height, 0u);
   std::printf("compared %llu copies; lagger: %llu refreshes, %llu full; %llu resizes\n",
@@ -405,53 +517,30 @@ TEST(Canrt, IncrementalRefreshEqualsTheServersArea) {
 // node: NotFound or another value); after S disconnects only the writer holds reuse back.
 TEST(Canrt, RetiredNodesAreReusedOnlyWhenNoClientCanNameThem) {
   // The idle client's lease must not expire on a slow machine (leases: KilledClientsLease...).
-  auto NoLease = [] {
-    Options o = SmallOptions();
-    o.lease_ms = 0;
-    return o;
-  };
-  TempPath path("canrt");
-  auto pool = NewPool(path);
-  std::unique_ptr<Service> svc;
-  ASSERT_TRUE(Service::Open(*pool, "canrt", NoLease(), &svc).ok());
-  auto w = InlineClient(svc.get(), 1);
-  auto stale = InlineClient(svc.get(), 2);
+  Options no_lease = SmallOptions();
+  no_lease.lease_ms = 0;
+  Rig t(no_lease);
+  ASSERT_TRUE(t.ok());
+  auto w = t.Client(1);
+  auto stale = t.Client(2);
   const auto keys = Universe(1500, 31);
   Model model;
   std::mt19937_64 r(17);
   auto writes = [&](int n) {
-    for (int i = 0; i < n; ++i) {
-      const std::string& k = keys[r() % keys.size()];
-      if (r() % 6 == 0) {
-        const Status s = w->Remove(k);
-        ASSERT_EQ(s.ok(), model.erase(k) == 1) << s.ToString();
-      } else {
-        const std::string v = Value(r());
-        ASSERT_TRUE(w->Put(k, v).ok());
-        model[k] = v;
-      }
-    }
+    for (int i = 0; i < n; ++i) ASSERT_TRUE(RandomWrite(*w, model, keys[r() % keys.size()], r, 6));
   };
   auto check_all = [&](remote::RemoteKV& kv, const char* who) {
-    for (const auto& k : keys) {
-      std::string v;
-      const Status s = kv.Get(k, &v);
-      auto it = model.find(k);
-      ASSERT_EQ(s.ok(), it != model.end()) << who << ": " << s.ToString();
-      if (s.ok()) {
-        ASSERT_EQ(v, it->second) << who;
-      }
-    }
+    for (const auto& k : keys) ASSERT_TRUE(GetAgrees(kv, model, k)) << who;
   };
   writes(3000);
-  ServiceStats st = svc->Stats();
+  ServiceStats st = t.svc->Stats();
   EXPECT_GT(st.resizes, 100u);
   EXPECT_EQ(st.reused, 0u) << "a client at generation 0 is connected: no retired node may be reused";
   EXPECT_GT(st.free_nodes, 100u);
   check_all(*stale, "stale client after 3000 writes");
   // The stale client's copy is now current (generation g); it idles with it.
   writes(3000);
-  const ServiceStats st2 = svc->Stats();
+  const ServiceStats st2 = t.svc->Stats();
   EXPECT_GT(st2.reused, 50u) << "nodes retired before the stale client's generation are reused";
   check_all(*stale, "client idle over 3000 writes with reuse");
   for (int i = 0; i < 200; ++i) {  // writes by the once-stale client too
@@ -462,47 +551,74 @@ TEST(Canrt, RetiredNodesAreReusedOnlyWhenNoClientCanNameThem) {
   }
   EXPECT_EQ(ScanAll(*w), model);
   stale.reset();  // its slot is freed
-  const ServiceStats st3 = svc->Stats();
+  const ServiceStats st3 = t.svc->Stats();
   writes(3000);
-  const ServiceStats st4 = svc->Stats();
+  const ServiceStats st4 = t.svc->Stats();
   EXPECT_GT(st4.reused - st3.reused, 0u);
   // Without reuse every split adds two or three data nodes; with it ndata grows by fewer.
   EXPECT_LT(st4.ndata - st3.ndata, 2 * (st4.resizes - st3.resizes));
-  std::string rep;
-  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
+  EXPECT_TRUE(Checked(*t.svc));
   check_all(*w, "writer");
   EXPECT_EQ(ScanAll(*w), model);
   std::printf("resizes %llu, reused %llu, free %llu, data nodes %llu\n", static_cast<unsigned long long>(st4.resizes),
               static_cast<unsigned long long>(st4.reused), static_cast<unsigned long long>(st4.free_nodes),
               static_cast<unsigned long long>(st4.ndata));
   // Reopen (recovery rebuilds the free list from the nodes the valid tree does not name).
-  w.reset();
-  svc.reset();
-  ASSERT_TRUE(pool->Close().ok());
-  pool = OpenPool(path);
-  ASSERT_TRUE(Service::Open(*pool, "canrt", NoLease(), &svc).ok());
-  EXPECT_EQ(svc->Stats().free_nodes, st4.free_nodes);
-  w = InlineClient(svc.get());
+  ASSERT_TRUE(t.CloseAndReopen(w));
+  EXPECT_EQ(t.svc->Stats().free_nodes, st4.free_nodes);
+  w = t.Client();
   writes(1000);
-  EXPECT_GT(svc->Stats().reused, 0u);
-  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
+  EXPECT_GT(t.svc->Stats().reused, 0u);
+  EXPECT_TRUE(Checked(*t.svc));
   EXPECT_EQ(ScanAll(*w), model);
+}
+
+// ---- a server's region described in a file, for a child process (the lease and kill tests) ---
+
+// Writes info as three lines (backend, address, size) to `path`, whole or not at all (renamed
+// into place).
+bool WriteRegionInfo(const std::string& path, const remote::RegionInfo& info) {
+  const std::string tmp = path + ".tmp";
+  FILE* f = std::fopen(tmp.c_str(), "w");
+  if (f == nullptr) return false;
+  std::fprintf(f, "%s\n%s\n%llu\n", info.backend.c_str(), info.address.c_str(), static_cast<unsigned long long>(info.size));
+  std::fclose(f);
+  return std::rename(tmp.c_str(), path.c_str()) == 0;
+}
+bool ReadRegionInfo(const std::string& path, remote::RegionInfo* info) {
+  FILE* f = std::fopen(path.c_str(), "r");
+  if (f == nullptr) return false;
+  char b[3][512] = {};
+  const bool ok = std::fscanf(f, "%511s\n%511[^\n]\n%511s", b[0], b[1], b[2]) == 3;
+  std::fclose(f);
+  if (ok) *info = remote::RegionInfo{b[0], b[1], std::strtoull(b[2], nullptr, 10)};
+  return ok;
+}
+// Polls `done` every 5 ms, 2,000 times at most (10 s); its last answer.
+bool WaitUntil(const std::function<bool()>& done) {
+  for (int i = 0; i < 2000; ++i) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return done();
+}
+bool FileExists(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "r");
+  if (f) std::fclose(f);
+  return f != nullptr;
 }
 
 // ---- leases (canrt_layout.h, "client table"): a killed client holds node reuse back for one lease
 
 // The child: a CANRT client of the region described in the file WORT_CANRT_LEASE_CHILD names
-// (backend, address, size); it connects, puts "\xc3lease" -> "child" and writes <file>.ready,
-// then waits to be killed (it never disconnects: its slot stays claimed).
+// (WriteRegionInfo); it connects, puts "\xc3lease" -> "child" and writes <file>.ready, then
+// waits to be killed (it never disconnects: its slot stays claimed).
 struct LeaseChildMain {
   LeaseChildMain() {
     const char* info_path = std::getenv("WORT_CANRT_LEASE_CHILD");
     if (info_path == nullptr) return;
-    FILE* f = std::fopen(info_path, "r");
-    char b[3][512] = {};
-    if (f == nullptr || std::fscanf(f, "%511s\n%511[^\n]\n%511s", b[0], b[1], b[2]) != 3) std::_Exit(3);
-    std::fclose(f);
-    remote::RegionInfo info{b[0], b[1], std::strtoull(b[2], nullptr, 10)};
+    remote::RegionInfo info;
+    if (!ReadRegionInfo(info_path, &info)) std::_Exit(3);
     std::unique_ptr<remote::RemoteKV> kv;
     if (!Connect(info, &kv).ok() || !kv->Put("\xc3lease", "child").ok()) std::_Exit(4);
     FILE* r = std::fopen((std::string(info_path) + ".ready").c_str(), "w");
@@ -515,31 +631,17 @@ LeaseChildMain g_lease_child;
 
 TEST(CanrtLease, KilledClientHoldsReuseBackOnlyUntilItsLeaseExpires) {
   constexpr uint32_t kLeaseMs = 600;
-  TempPath path("canrt-lease");
-  const std::string info_path = path.str() + ".info";
-  auto pool = NewPool(path);
-  Options o = SmallOptions();
-  o.inline_resize = false;
+  Options o = ThreadedOptions();
   o.lease_ms = kLeaseMs;
-  std::unique_ptr<Server> server;
-  ASSERT_TRUE(StartServer(*pool, "canrt", "local", o, &server).ok());
+  ServerRig srv(o, "local", "canrt-lease");
+  ASSERT_TRUE(srv.ok());
+  auto& server = srv.server;
+  const std::string info_path = srv.path.str() + ".info";
   const remote::RegionInfo info = server->info();
-  {
-    FILE* f = std::fopen(info_path.c_str(), "w");
-    ASSERT_NE(f, nullptr);
-    std::fprintf(f, "%s\n%s\n%llu\n", info.backend.c_str(), info.address.c_str(),
-                 static_cast<unsigned long long>(info.size));
-    std::fclose(f);
-  }
+  ASSERT_TRUE(WriteRegionInfo(info_path, info));
   std::remove((info_path + ".ready").c_str());
   const pid_t child = test::SpawnSelf({"WORT_CANRT_LEASE_CHILD=" + info_path});
-  for (int i = 0; i < 2000; ++i) {
-    if (FILE* f = std::fopen((info_path + ".ready").c_str(), "r")) {
-      std::fclose(f);
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  WaitUntil([&] { return FileExists(info_path + ".ready"); });
   ::kill(child, SIGKILL);
   ASSERT_EQ(test::WaitChild(child), -1) << "the client child did not start (or exited by itself)";
   std::unique_ptr<remote::RemoteKV> w, idle;
@@ -550,17 +652,8 @@ TEST(CanrtLease, KilledClientHoldsReuseBackOnlyUntilItsLeaseExpires) {
   std::mt19937_64 r(23);
   auto writes = [&](uint64_t resizes) {
     const uint64_t until = server->service().Stats().resizes + resizes;
-    for (int i = 0; i < 200000 && server->service().Stats().resizes < until; ++i) {
-      const std::string& k = keys[r() % keys.size()];
-      if (r() % 6 == 0) {
-        const Status s = w->Remove(k);
-        ASSERT_EQ(s.ok(), model.erase(k) == 1) << s.ToString();
-      } else {
-        const std::string v = Value(r());
-        ASSERT_TRUE(w->Put(k, v).ok());
-        model[k] = v;
-      }
-    }
+    for (int i = 0; i < 200000 && server->service().Stats().resizes < until; ++i)
+      ASSERT_TRUE(RandomWrite(*w, model, keys[r() % keys.size()], r, 6));
   };
   // Phase 1: the dead child's slot (and the idle client's) hold every retired node back - until
   // their leases expire, which the server counts.
@@ -582,15 +675,7 @@ TEST(CanrtLease, KilledClientHoldsReuseBackOnlyUntilItsLeaseExpires) {
   EXPECT_GT(s2.posted, 0u) << "writes reach the apply thread through the post ring";
   // The idle client's copy names nodes that were reused: its next operation finds its slot freed,
   // joins again (a fresh copy) and reads right.
-  for (const auto& k : keys) {
-    std::string v;
-    const Status st = idle->Get(k, &v);
-    auto it = model.find(k);
-    ASSERT_EQ(st.ok(), it != model.end()) << st.ToString();
-    if (st.ok()) {
-      ASSERT_EQ(v, it->second);
-    }
-  }
+  for (const auto& k : keys) ASSERT_TRUE(GetAgrees(*idle, model, k));
   const ClientStats cs = GetClientStats(*idle);
   EXPECT_EQ(cs.lease_lost, 1u);
   EXPECT_EQ(ScanAll(*idle), model);
@@ -600,8 +685,7 @@ TEST(CanrtLease, KilledClientHoldsReuseBackOnlyUntilItsLeaseExpires) {
   w.reset();
   idle.reset();
   server->Stop();
-  std::string rep;
-  EXPECT_TRUE(server->service().Check(&rep).ok()) << rep;
+  EXPECT_TRUE(Checked(server->service()));
   std::printf("canrt lease: %llu resizes, %llu into reused nodes (0 before the leases expired: %llu), %llu leases expired\n",
               static_cast<unsigned long long>(s2.resizes), static_cast<unsigned long long>(s2.reused),
               static_cast<unsigned long long>(s1.reused), static_cast<unsigned long long>(s2.leases_expired));
@@ -611,11 +695,9 @@ TEST(CanrtLease, KilledClientHoldsReuseBackOnlyUntilItsLeaseExpires) {
 }
 
 TEST(Canrt, BadInputIsAnError) {
-  TempPath path("canrt");
-  auto pool = NewPool(path);
-  std::unique_ptr<Service> svc;
-  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
-  auto kv = InlineClient(svc.get());
+  Rig t;
+  ASSERT_TRUE(t.ok());
+  auto kv = t.Client();
   EXPECT_EQ(kv->Put(std::string(kMaxKey + 1, 'k'), "v").code(), Code::kInvalidArgument);
   EXPECT_EQ(kv->Put("k", std::string(kMaxValue + 1, 'v')).code(), Code::kInvalidArgument);
   std::string v;
@@ -624,11 +706,11 @@ TEST(Canrt, BadInputIsAnError) {
   Options bad = SmallOptions();
   bad.capacity = 32;
   std::unique_ptr<Service> s2;
-  EXPECT_EQ(Service::Open(*pool, "other", bad, &s2).code(), Code::kInvalidArgument);
+  EXPECT_EQ(Service::Open(*t.pool, "other", bad, &s2).code(), Code::kInvalidArgument);
   // Too many data nodes needed: PoolFull, not a crash.
   Options tiny = SmallOptions();
   tiny.max_nodes = 3;
-  ASSERT_TRUE(Service::Open(*pool, "tiny", tiny, &s2).ok());
+  ASSERT_TRUE(Service::Open(*t.pool, "tiny", tiny, &s2).ok());
   auto kv2 = InlineClient(s2.get());
   Status s;
   for (int i = 0; i < 100 && s.ok(); ++i) s = kv2->Put("key" + std::to_string(i), "v");
@@ -641,14 +723,9 @@ class CanrtTransport : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CanrtTransport, ConcurrentClients) {
   const std::string backend = test::UseRemoteConfig(GetParam());
-  TempPath path("canrt");
-  auto pool = NewPool(path);
-  Options o = SmallOptions();
-  o.inline_resize = false;
-  o.capacity = 8;
-  std::unique_ptr<Server> server;
-  Status st = StartServer(*pool, "canrt", backend, o, &server);
-  ASSERT_TRUE(st.ok()) << st.ToString();
+  ServerRig srv(ThreadedOptions(8), backend);
+  ASSERT_TRUE(srv.ok());
+  auto& server = srv.server;
   constexpr int kThreads = 4, kOps = 600;
   std::vector<Model> models(kThreads);
   std::atomic<int> errors{0};
@@ -686,8 +763,7 @@ TEST_P(CanrtTransport, ConcurrentClients) {
   ASSERT_TRUE(Connect(server->info(), &kv).ok());
   EXPECT_EQ(ScanAll(*kv), all);
   EXPECT_GT(server->service().Stats().resizes, 10u);
-  std::string rep;
-  EXPECT_TRUE(server->service().Check(&rep).ok()) << rep;
+  EXPECT_TRUE(Checked(server->service()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, CanrtTransport, ::testing::ValuesIn(test::RemoteConfigs()), test::RemoteParamName);
@@ -695,12 +771,9 @@ INSTANTIATE_TEST_SUITE_P(Backends, CanrtTransport, ::testing::ValuesIn(test::Rem
 // Readers are never blocked by resizes and always find the keys loaded before: writers insert
 // fresh keys into the same key range (splitting the readers' nodes) at the same time.
 TEST(Canrt, ReadersDuringResize) {
-  TempPath path("canrt");
-  auto pool = NewPool(path);
-  Options o = SmallOptions();
-  o.inline_resize = false;
-  std::unique_ptr<Server> server;
-  ASSERT_TRUE(StartServer(*pool, "canrt", "local", o, &server).ok());
+  ServerRig srv(ThreadedOptions());
+  ASSERT_TRUE(srv.ok());
+  auto& server = srv.server;
   Model base;
   {
     std::unique_ptr<remote::RemoteKV> kv;
@@ -766,130 +839,80 @@ TEST(Canrt, ReadersDuringResize) {
 // A write cut after the client's Write (the item is in the node, valid, the node locked) is
 // re-applied by recovery; a torn one (bad crc) is dropped; the lock is released.
 TEST(Canrt, RecoveryReappliesItemsOfLockedNodes) {
-  TempPath path("canrt");
-  auto pool = NewPool(path);
-  std::unique_ptr<Service> svc;
-  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
-  auto kv = InlineClient(svc.get());
+  Rig t;
+  ASSERT_TRUE(t.ok());
+  auto kv = t.Client();
   ASSERT_TRUE(kv->Put("a", "1").ok());
   ASSERT_TRUE(kv->Put("b", "2").ok());
   // By hand: lock node 0 and write an item for "a" into slot 2 without notifying.
-  char* node = svc->region() + reinterpret_cast<RootHeader*>(svc->region())->data_off;
-  std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(node + kLockWordOff)).fetch_add(kLockOne);
-  unsigned char item[kItemBytes] = {};
-  item[kItemOp] = kOpPut;
-  item[kItemKeyLen] = 1;
-  item[kItemValLen] = 3;
-  item[kItemKey] = 'a';
-  std::memcpy(item + kItemValue, "new", 3);
-  const uint32_t crc = ItemCrc(item);
-  std::memcpy(item + kItemCrc, &crc, 4);
-  item[kItemValid] = 1;
-  std::memcpy(node + 64 + 2 * kItemBytes, item, kItemBytes);
+  char* node = t.node0();
+  LockWord(node).fetch_add(kLockOne);
+  auto item = CraftedItem(kOpPut, "a", "new");
+  std::memcpy(Slot(node, 2), item.data(), kItemBytes);
   item[kItemValue] = 'X';  // torn: crc no longer matches
-  std::memcpy(node + 64 + 3 * kItemBytes, item, kItemBytes);
-  kv.reset();
-  svc.reset();
-  pool.reset();  // no Close: a crash
-  pool = OpenPool(path);
-  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
-  EXPECT_EQ(svc->Stats().recovered_items, 1u);
-  kv = InlineClient(svc.get());
+  std::memcpy(Slot(node, 3), item.data(), kItemBytes);
+  ASSERT_TRUE(t.Crash(kv));
+  EXPECT_EQ(t.svc->Stats().recovered_items, 1u);
+  kv = t.Client();
   EXPECT_EQ(ScanAll(*kv), (Model{{"a", "new"}, {"b", "2"}}));
   ASSERT_TRUE(kv->Put("c", "3").ok());  // the lock was released
-  std::string rep;
-  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
+  EXPECT_TRUE(Checked(*t.svc));
 }
 
-// An apply frees a key's older slot with the compare-swap that sets the new item's bit, then
-// persists it; writers take a slot as soon as they see it free. A crash in between can leave:
-// the freed slot's bit still set, holding ANOTHER key's newer item (valid = 1, acknowledged), and
-// that key's older version applied in a slot of its own. Recovery must keep only the newer one
-// (before the fix it skipped a valid put whose bit was set: the key came back twice).
-TEST(Canrt, RecoveryKeepsTheNewerItemInASlotWhoseFreeingWasNotDurable) {
-  TempPath path("canrt");
-  auto pool = NewPool(path);
-  std::unique_ptr<Service> svc;
-  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
-  auto kv = InlineClient(svc.get());
+// The window of the four tests below: an apply frees a key's older slot with the compare-swap
+// that sets the new item's bit, then persists it; writers take a slot as soon as they see it
+// free. Here "\x81k", "\x81m", "\x81n" are applied in slots 0-2 of node 0; an update of "\x81n"
+// to "4" waits unapplied in slot 3 (bit clear), its apply having freed slot 2 (n's older version)
+// in a compare-swap that did not reach persistence; `slot2` writes what a writer left in slot 2
+// meanwhile. Then a crash (no Close) and the restart's recovery. (The images are crafted as
+// memory was at the crash.)
+void CrashInTheFreedSlotWindow(Rig& t, const std::function<void(unsigned char* slot2)>& slot2) {
+  auto kv = t.Client();
   ASSERT_TRUE(kv->Put("\x81k", "1").ok());  // slot 0
   ASSERT_TRUE(kv->Put("\x81m", "2").ok());  // slot 1
   ASSERT_TRUE(kv->Put("\x81n", "3").ok());  // slot 2
-  char* node = svc->region() + reinterpret_cast<RootHeader*>(svc->region())->data_off;
-  ASSERT_EQ(pm::load8(reinterpret_cast<uint64_t*>(node)) & kBitmapMask, 0x7u);
-  auto item = [](std::string_view k, std::string_view v) {
-    std::vector<unsigned char> it(kItemBytes, 0);
-    it[kItemOp] = kOpPut;
-    it[kItemKeyLen] = static_cast<unsigned char>(k.size());
-    it[kItemValLen] = static_cast<unsigned char>(v.size());
-    std::memcpy(it.data() + kItemKey, k.data(), k.size());
-    std::memcpy(it.data() + kItemValue, v.data(), v.size());
-    const uint32_t crc = ItemCrc(it.data());
-    std::memcpy(it.data() + kItemCrc, &crc, 4);
-    it[kItemValid] = 1;
-    return it;
-  };
-  // The crash image: an update of "c" (slot 3, unapplied: bit clear) whose apply had freed slot
-  // 2 in a compare-swap that did not reach persistence; a writer of "a" took slot 2 meanwhile.
-  const auto c4 = item("\x81n", "4"), a_new = item("\x81k", "new");
-  std::memcpy(node + 64 + 3 * kItemBytes, c4.data(), kItemBytes);
-  std::memcpy(node + 64 + 2 * kItemBytes, a_new.data(), kItemBytes);
-  kv.reset();
-  svc.reset();
-  pool.reset();  // no Close: a crash
-  pool = OpenPool(path);
-  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
-  kv = InlineClient(svc.get());
+  ASSERT_EQ(Bitmap(t.node0()), 0x7u);
+  const auto n4 = CraftedItem(kOpPut, "\x81n", "4");
+  std::memcpy(Slot(t.node0(), 3), n4.data(), kItemBytes);
+  slot2(Slot(t.node0(), 2));
+  ASSERT_TRUE(t.Crash(kv));
+}
+
+// A crash in the window can leave the freed slot's bit still set, holding ANOTHER key's newer
+// item (valid = 1, acknowledged), and that key's older version applied in a slot of its own.
+// Recovery must keep only the newer one (before the fix it skipped a valid put whose bit was set:
+// the key came back twice).
+TEST(Canrt, RecoveryKeepsTheNewerItemInASlotWhoseFreeingWasNotDurable) {
+  Rig t;
+  ASSERT_TRUE(t.ok());
+  ASSERT_NO_FATAL_FAILURE(CrashInTheFreedSlotWindow(t, [](unsigned char* slot2) {
+    const auto k_new = CraftedItem(kOpPut, "\x81k", "new");  // a writer of "\x81k" took slot 2
+    std::memcpy(slot2, k_new.data(), kItemBytes);
+  }));
+  auto kv = t.Client();
   EXPECT_EQ(ScanAll(*kv), (Model{{"\x81k", "new"}, {"\x81m", "2"}, {"\x81n", "4"}}));
   std::string v;
   ASSERT_TRUE(kv->Get("\x81k", &v).ok());
   EXPECT_EQ(v, "new");
-  std::string rep;
-  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
+  EXPECT_TRUE(Checked(*t.svc));
 }
 
 // Found by the interposed explorer (h71, CanrtCrash.ClientWritesInsideTheServersStorePersistWindows):
-// the same window as above, the writer's item a DELETE. An apply of an update of "\x81n" (its
-// item in slot 3) frees slot 2 (n's older version) with its compare-swap; before the persist of
-// that word a writer's delete of "\x81k" takes slot 2 (its Remove returns: the item is durable).
-// The crash keeps slot 2's old bit beside the delete item. Before the fix recovery applied the
-// delete (k's slot 0 cleared) but left slot 2's bit set: the bitmap named a delete item ("bad
-// item" to Check) and readers took it for a put - "\x81k" came back with an empty value.
-// Unapplied-item images are crafted as in the test above (memory as the crash left it).
-std::vector<unsigned char> CraftedItem(uint8_t op, std::string_view k, std::string_view v) {
-  std::vector<unsigned char> it(kItemBytes, 0);
-  it[kItemOp] = op;
-  it[kItemKeyLen] = static_cast<unsigned char>(k.size());
-  it[kItemValLen] = static_cast<unsigned char>(v.size());
-  std::memcpy(it.data() + kItemKey, k.data(), k.size());
-  std::memcpy(it.data() + kItemValue, v.data(), v.size());
-  const uint32_t crc = ItemCrc(it.data());
-  std::memcpy(it.data() + kItemCrc, &crc, 4);
-  it[kItemValid] = 1;
-  return it;
-}
+// the same window, the writer's item a DELETE. An apply of an update of "\x81n" (its item in
+// slot 3) frees slot 2 (n's older version) with its compare-swap; before the persist of that word
+// a writer's delete of "\x81k" takes slot 2 (its Remove returns: the item is durable). The crash
+// keeps slot 2's old bit beside the delete item. Before the fix recovery applied the delete (k's
+// slot 0 cleared) but left slot 2's bit set: the bitmap named a delete item ("bad item" to Check)
+// and readers took it for a put - "\x81k" came back with an empty value.
 TEST(Canrt, RecoveryClearsTheStaleBitOfADeleteInASlotWhoseFreeingWasNotDurable) {
-  TempPath path("canrt");
-  auto pool = NewPool(path);
-  std::unique_ptr<Service> svc;
-  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
-  auto kv = InlineClient(svc.get());
-  ASSERT_TRUE(kv->Put("\x81k", "1").ok());  // slot 0
-  ASSERT_TRUE(kv->Put("\x81m", "2").ok());  // slot 1
-  ASSERT_TRUE(kv->Put("\x81n", "3").ok());  // slot 2
-  char* node = svc->region() + reinterpret_cast<RootHeader*>(svc->region())->data_off;
-  ASSERT_EQ(pm::load8(reinterpret_cast<uint64_t*>(node)) & kBitmapMask, 0x7u);
-  const auto n4 = CraftedItem(kOpPut, "\x81n", "4"), del_k = CraftedItem(kOpDelete, "\x81k", "");
-  std::memcpy(node + 64 + 3 * kItemBytes, n4.data(), kItemBytes);
-  std::memcpy(node + 64 + 2 * kItemBytes, del_k.data(), kItemBytes);
-  kv.reset();
-  svc.reset();
-  pool.reset();  // no Close: a crash
-  pool = OpenPool(path);
-  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
-  std::string rep;
-  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
-  kv = InlineClient(svc.get());
+  Rig t;
+  ASSERT_TRUE(t.ok());
+  ASSERT_NO_FATAL_FAILURE(CrashInTheFreedSlotWindow(t, [](unsigned char* slot2) {
+    const auto del_k = CraftedItem(kOpDelete, "\x81k", "");
+    std::memcpy(slot2, del_k.data(), kItemBytes);
+  }));
+  EXPECT_TRUE(Checked(*t.svc));
+  auto kv = t.Client();
   EXPECT_EQ(ScanAll(*kv), (Model{{"\x81m", "2"}, {"\x81n", "4"}}));
   std::string v;
   EXPECT_TRUE(kv->Get("\x81k", &v).IsNotFound()) << "the deleted key reads as a value of " << v.size() << " bytes";
@@ -902,28 +925,15 @@ TEST(Canrt, RecoveryClearsTheStaleBitOfADeleteInASlotWhoseFreeingWasNotDurable) 
 // an item that is no item - Check failed, and every reader of the node re-read it until it gave
 // up (a complete item never appears there).
 TEST(Canrt, RecoveryClearsTheStaleBitOfACutWriteIntoASlotWhoseFreeingWasNotDurable) {
-  TempPath path("canrt");
-  auto pool = NewPool(path);
-  std::unique_ptr<Service> svc;
-  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
-  auto kv = InlineClient(svc.get());
-  ASSERT_TRUE(kv->Put("\x81k", "1").ok());  // slot 0
-  ASSERT_TRUE(kv->Put("\x81m", "2").ok());  // slot 1
-  ASSERT_TRUE(kv->Put("\x81n", "3").ok());  // slot 2
-  char* node = svc->region() + reinterpret_cast<RootHeader*>(svc->region())->data_off;
-  const auto n4 = CraftedItem(kOpPut, "\x81n", "4"), cut = CraftedItem(kOpPut, "\x81z\xff", "5");
-  std::memcpy(node + 64 + 3 * kItemBytes, n4.data(), kItemBytes);
-  unsigned char* s2 = reinterpret_cast<unsigned char*>(node + 64 + 2 * kItemBytes);
-  s2[kItemOp] = 0;                              // the apply's scrub of n's older version (persistent)
-  std::memcpy(s2 + 8, cut.data() + 8, kItemBytes - 8);  // the cut Write's words 1..7
-  kv.reset();
-  svc.reset();
-  pool.reset();  // no Close: a crash
-  pool = OpenPool(path);
-  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
-  std::string rep;
-  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
-  kv = InlineClient(svc.get());
+  Rig t;
+  ASSERT_TRUE(t.ok());
+  ASSERT_NO_FATAL_FAILURE(CrashInTheFreedSlotWindow(t, [](unsigned char* slot2) {
+    const auto cut = CraftedItem(kOpPut, "\x81z\xff", "5");
+    slot2[kItemOp] = 0;                                      // the apply's scrub of n's older version (persistent)
+    std::memcpy(slot2 + 8, cut.data() + 8, kItemBytes - 8);  // the cut Write's words 1..7
+  }));
+  EXPECT_TRUE(Checked(*t.svc));
+  auto kv = t.Client();
   EXPECT_EQ(ScanAll(*kv), (Model{{"\x81k", "1"}, {"\x81m", "2"}, {"\x81n", "4"}}));
 }
 
@@ -934,28 +944,15 @@ TEST(Canrt, RecoveryClearsTheStaleBitOfACutWriteIntoASlotWhoseFreeingWasNotDurab
 // two set bits: Check "holds a key twice", m twice in a scan. Not acknowledged: either version
 // of m may stay, once.
 TEST(Canrt, RecoveryKeepsOneVersionOfACutWriteIntoASlotWhoseFreeingWasNotDurable) {
-  TempPath path("canrt");
-  auto pool = NewPool(path);
-  std::unique_ptr<Service> svc;
-  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
-  auto kv = InlineClient(svc.get());
-  ASSERT_TRUE(kv->Put("\x81k", "1").ok());  // slot 0
-  ASSERT_TRUE(kv->Put("\x81m", "2").ok());  // slot 1
-  ASSERT_TRUE(kv->Put("\x81n", "3").ok());  // slot 2
-  char* node = svc->region() + reinterpret_cast<RootHeader*>(svc->region())->data_off;
-  const auto n4 = CraftedItem(kOpPut, "\x81n", "4");
-  auto m_cut = CraftedItem(kOpPut, "\x81m", "new");
-  m_cut[kItemValid] = 0;  // the last word not written back (n's old item's: valid 0, no value bytes there)
-  std::memcpy(node + 64 + 3 * kItemBytes, n4.data(), kItemBytes);
-  std::memcpy(node + 64 + 2 * kItemBytes, m_cut.data(), kItemBytes);
-  kv.reset();
-  svc.reset();
-  pool.reset();  // no Close: a crash
-  pool = OpenPool(path);
-  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
-  std::string rep;
-  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
-  kv = InlineClient(svc.get());
+  Rig t;
+  ASSERT_TRUE(t.ok());
+  ASSERT_NO_FATAL_FAILURE(CrashInTheFreedSlotWindow(t, [](unsigned char* slot2) {
+    auto m_cut = CraftedItem(kOpPut, "\x81m", "new");
+    m_cut[kItemValid] = 0;  // the last word not written back (n's old item's: valid 0, no value bytes there)
+    std::memcpy(slot2, m_cut.data(), kItemBytes);
+  }));
+  EXPECT_TRUE(Checked(*t.svc));
+  auto kv = t.Client();
   const Model found = ScanAll(*kv);
   EXPECT_TRUE(found == (Model{{"\x81k", "1"}, {"\x81m", "2"}, {"\x81n", "4"}}) ||
               found == (Model{{"\x81k", "1"}, {"\x81m", "new"}, {"\x81n", "4"}}));
@@ -969,27 +966,18 @@ TEST(Canrt, RecoveryKeepsOneVersionOfACutWriteIntoASlotWhoseFreeingWasNotDurable
 // the others - sees the write (ReadNode counts the durable, unapplied item), and the server's
 // apply changes nothing any client sees.
 TEST(Canrt, AcknowledgedWriteIsVisibleBeforeTheServerApplies) {
-  TempPath path("canrt");
-  auto pool = NewPool(path);
-  std::unique_ptr<Service> svc;
-  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
+  Rig t;
+  ASSERT_TRUE(t.ok());
+  auto& svc = t.svc;
   InlineConn* wc = nullptr;
-  auto w = InlineClient(svc.get(), 1, &wc);
-  auto other = InlineClient(svc.get(), 2);
+  auto w = t.Client(1, &wc);
+  auto other = t.Client(2);
   const auto keys = Universe(200, 21);
   Model model;
   std::mt19937_64 r(5);
   size_t unapplied_checked = 0;
   auto check = [&](const std::string& k, int i, const char* when) {
-    for (remote::RemoteKV* kv : {w.get(), other.get()}) {
-      std::string v;
-      const Status s = kv->Get(k, &v);
-      auto it = model.find(k);
-      ASSERT_EQ(s.ok(), it != model.end()) << i << " " << when << " " << s.ToString();
-      if (s.ok()) {
-        ASSERT_EQ(v, it->second) << i << " " << when;
-      }
-    }
+    for (remote::RemoteKV* kv : {w.get(), other.get()}) ASSERT_TRUE(GetAgrees(*kv, model, k)) << i << " " << when;
   };
   for (int i = 0; i < 2000; ++i) {
     const std::string& k = keys[r() % keys.size()];
@@ -1001,9 +989,7 @@ TEST(Canrt, AcknowledgedWriteIsVisibleBeforeTheServerApplies) {
       ASSERT_TRUE(w->Put(k, v).ok()) << i;
       model[k] = v;
     } else {
-      const Status s = w->Remove(k);
-      ASSERT_EQ(s.ok(), model.erase(k) == 1) << i << " " << s.ToString();
-      wrote = s.ok();
+      ASSERT_TRUE(RemoveAgrees(*w, model, k, &wrote)) << i;
     }
     // Acknowledged, and the server has not applied it: the item waits in the queue. (A remove
     // of an absent key whose node is full writes nothing: it only asks for the split.)
@@ -1023,40 +1009,31 @@ TEST(Canrt, AcknowledgedWriteIsVisibleBeforeTheServerApplies) {
   EXPECT_EQ(unapplied_checked, 2000u);
   EXPECT_EQ(ScanAll(*other), model);
   EXPECT_GT(svc->Stats().resizes, 20u);
-  std::string rep;
-  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
+  EXPECT_TRUE(Checked(*svc));
 }
 
 // A durable item in a node whose lock word never reached persistence (the client's fetch-add is
 // not persisted; its Put returned after its Persist): recovery applies it all the same.
 TEST(Canrt, RecoveryAppliesDurableItemOfUnlockedNode) {
-  TempPath path("canrt");
-  auto pool = NewPool(path);
-  std::unique_ptr<Service> svc;
-  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
+  Rig t;
+  ASSERT_TRUE(t.ok());
   InlineConn* wc = nullptr;
-  auto kv = InlineClient(svc.get(), 1, &wc);
+  auto kv = t.Client(1, &wc);
   ASSERT_TRUE(kv->Put("a", "1").ok());
   wc->ApplyDeferred();
   ASSERT_TRUE(kv->Put("\x80\xff", "2").ok());  // acknowledged, not applied
   ASSERT_EQ(wc->deferred(), 1u);
-  char* node = svc->region() + reinterpret_cast<RootHeader*>(svc->region())->data_off;
-  uint64_t* meta = reinterpret_cast<uint64_t*>(node);
+  char* node = t.node0();
   // Since h49 the writer unlocked the node itself: the item is pending, the node not locked
   // (h53: lock field and pending set in one word, the metadata word holds no lock).
-  ASSERT_EQ(LockOf(pm::load8(meta)), 0u);
+  ASSERT_EQ(LockOf(pm::load8(reinterpret_cast<uint64_t*>(node))), 0u);
   ASSERT_EQ(pm::load8(reinterpret_cast<uint64_t*>(node + kLockWordOff)), 2u);  // slot 1, unlocked
   pm::store8(reinterpret_cast<uint64_t*>(node + kLockWordOff), 0);  // volatile: lost in a crash
-  kv.reset();
-  svc.reset();
-  pool.reset();  // no Close: a crash
-  pool = OpenPool(path);
-  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
-  EXPECT_EQ(svc->Stats().recovered_items, 1u);
-  kv = InlineClient(svc.get());
+  ASSERT_TRUE(t.Crash(kv));
+  EXPECT_EQ(t.svc->Stats().recovered_items, 1u);
+  kv = t.Client();
   EXPECT_EQ(ScanAll(*kv), (Model{{"a", "1"}, {"\x80\xff", "2"}}));
-  std::string rep;
-  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
+  EXPECT_TRUE(Checked(*t.svc));
 }
 
 // A node Read is not atomic, and a slot the server freed (the key's older version, or an
@@ -1074,14 +1051,12 @@ TEST(Canrt, TornReadOfAReusedSlotIsNeverAnOlderVersion) {
   for (int delete_case = 0; delete_case < 2; ++delete_case) {
     for (uint32_t word = 1; word < kItemBytes / 8; ++word) {
       SCOPED_TRACE(test::Cat(delete_case ? "delete case" : "put case", ", torn at word ", std::to_string(word)));
-      TempPath path("canrt");
-      auto pool = NewPool(path);
-      std::unique_ptr<Service> svc;
-      ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
+      Rig t;
+      ASSERT_TRUE(t.ok());
       InlineConn* wc = nullptr;
       InlineConn* rc = nullptr;
-      auto w = InlineClient(svc.get(), 1, &wc);
-      auto reader = InlineClient(svc.get(), 2, &rc);
+      auto w = t.Client(1, &wc);
+      auto reader = t.Client(2, &rc);
       auto put = [&](const std::string& key, const std::string& v) {
         ASSERT_TRUE(w->Put(key, v).ok());
         wc->ApplyDeferred();
@@ -1103,7 +1078,7 @@ TEST(Canrt, TornReadOfAReusedSlotIsNeverAnOlderVersion) {
         want = "v3";
         reused = 1;
       }
-      const uint64_t node0 = reinterpret_cast<RootHeader*>(svc->region())->data_off;
+      const uint64_t node0 = t.data_off();
       rc->TearNextRead(node0 + 64 + uint64_t(reused) * kItemBytes + 8 * word, [&] {
         ASSERT_TRUE(w->Put(other, "new").ok());  // acknowledged, not applied: no header change
       });
@@ -1128,8 +1103,7 @@ TEST(Canrt, TornReadOfAReusedSlotIsNeverAnOlderVersion) {
           << got.size() << " keys, " << k.size() << "-byte key -> " << (got.count(k) ? got.at(k) : "absent")
           << ", other -> " << (got.count(other) ? got.at(other) : "absent");
       wc->ApplyDeferred();
-      std::string rep;
-      EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
+      EXPECT_TRUE(Checked(*t.svc));
     }
   }
 }
@@ -1142,51 +1116,30 @@ TEST(Canrt, TornReadOfAReusedSlotIsNeverAnOlderVersion) {
 TEST(Canrt, RecoveryNeverAppliesAFreedSlotsOldItem) {
   for (int unscrubbed = 0; unscrubbed < 2; ++unscrubbed) {
     SCOPED_TRACE(unscrubbed ? "scrub lost in a crash" : "scrub persisted");
-    TempPath path("canrt");
-    auto pool = NewPool(path);
-    std::unique_ptr<Service> svc;
-    ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
-    auto kv = InlineClient(svc.get());
+    Rig t;
+    ASSERT_TRUE(t.ok());
+    auto kv = t.Client();
     ASSERT_TRUE(kv->Put("\x90k", "v1").ok());  // slot 0
     ASSERT_TRUE(kv->Put("\x90k", "v2").ok());  // slot 1; slot 0 freed
-    unsigned char* slot0 = reinterpret_cast<unsigned char*>(
-        svc->region() + reinterpret_cast<RootHeader*>(svc->region())->data_off + 64);
     if (unscrubbed) {
+      unsigned char* slot0 = Slot(t.node0(), 0);
       ASSERT_EQ(slot0[kItemOp], 0);
       slot0[kItemOp] = kOpPut;  // as persistent memory holds it when the scrub's flush was cut
       pm::persist(slot0, 8);
-      kv.reset();
-      svc.reset();
-      pool.reset();  // no Close: a crash
-      pool = OpenPool(path);
-      ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
-      slot0 = reinterpret_cast<unsigned char*>(svc->region() + reinterpret_cast<RootHeader*>(svc->region())->data_off + 64);
-      kv = InlineClient(svc.get());
+      ASSERT_TRUE(t.Crash(kv));
+      kv = t.Client();
     }
     // A client's cut Write of another key into slot 0: only its last three words arrived.
-    char* node = svc->region() + reinterpret_cast<RootHeader*>(svc->region())->data_off;
-    std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(node + kLockWordOff)).fetch_add(kLockOne);
-    unsigned char item[kItemBytes] = {};
-    item[kItemOp] = kOpPut;
-    item[kItemKeyLen] = 2;
-    item[kItemValLen] = 3;
-    std::memcpy(item + kItemKey, "\x90o", 2);
-    std::memcpy(item + kItemValue, "new", 3);
-    const uint32_t crc = ItemCrc(item);
-    std::memcpy(item + kItemCrc, &crc, 4);
-    item[kItemValid] = 1;
-    std::memcpy(slot0 + 40, item + 40, kItemBytes - 40);
+    LockWord(t.node0()).fetch_add(kLockOne);
+    const auto item = CraftedItem(kOpPut, "\x90o", "new");
+    unsigned char* slot0 = Slot(t.node0(), 0);
+    std::memcpy(slot0 + 40, item.data() + 40, kItemBytes - 40);
     pm::persist(slot0, kItemBytes);
-    kv.reset();
-    svc.reset();
-    pool.reset();  // no Close: a crash
-    pool = OpenPool(path);
-    ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
-    EXPECT_EQ(svc->Stats().recovered_items, 0u);
-    kv = InlineClient(svc.get());
+    ASSERT_TRUE(t.Crash(kv));
+    EXPECT_EQ(t.svc->Stats().recovered_items, 0u);
+    kv = t.Client();
     EXPECT_EQ(ScanAll(*kv), (Model{{"\x90k", "v2"}}));
-    std::string rep;
-    EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
+    EXPECT_TRUE(Checked(*t.svc));
     ASSERT_TRUE(kv->Put("\x90o", "3").ok());  // the lock was released
     EXPECT_EQ(ScanAll(*kv), (Model{{"\x90k", "v2"}, {"\x90o", "3"}}));
   }
@@ -1198,20 +1151,19 @@ TEST(Canrt, RecoveryNeverAppliesAFreedSlotsOldItem) {
 // the free slot and overwrite the acknowledged item, or the split would migrate the node without
 // it. After the apply, a real request splits the node with every item in it.
 TEST(Canrt, ResizeRequestBesideAnUnappliedItemLosesNothing) {
-  TempPath path("canrt");
-  auto pool = NewPool(path);
-  std::unique_ptr<Service> svc;
-  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());  // capacity 4
+  Rig t;  // capacity 4
+  ASSERT_TRUE(t.ok());
+  auto& svc = t.svc;
   InlineConn* wc = nullptr;
-  auto w = InlineClient(svc.get(), 1, &wc);
-  auto x = InlineClient(svc.get(), 2);
+  auto w = t.Client(1, &wc);
+  auto x = t.Client(2);
   for (const char* k : {"\xa0", "\xa1", "\xa2"}) {
     ASSERT_TRUE(w->Put(k, "old").ok());
     wc->ApplyDeferred();
   }
   ASSERT_TRUE(w->Put("\xa3", "acked").ok());  // slot 3: acknowledged, not applied; node 0 locked
   ASSERT_EQ(wc->deferred(), 1u);
-  uint64_t* meta = reinterpret_cast<uint64_t*>(svc->region() + reinterpret_cast<RootHeader*>(svc->region())->data_off);
+  uint64_t* meta = reinterpret_cast<uint64_t*>(t.node0());
   const uint64_t before = pm::load8(meta);
   const Message m{0, kResizeSlot};
   svc->OnNotify(7, std::string_view(reinterpret_cast<const char*>(&m), sizeof m));  // inline: Resize(0) now
@@ -1224,8 +1176,7 @@ TEST(Canrt, ResizeRequestBesideAnUnappliedItemLosesNothing) {
   ASSERT_TRUE(x->Put("\xa4", "new").ok());  // asks for the split, then writes in a new node
   EXPECT_EQ(svc->Stats().resizes, 1u);
   EXPECT_EQ(ScanAll(*x), (Model{{"\xa0", "old"}, {"\xa1", "old"}, {"\xa2", "old"}, {"\xa3", "acked"}, {"\xa4", "new"}}));
-  std::string rep;
-  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
+  EXPECT_TRUE(Checked(*svc));
 }
 
 // One resize per full node (h68): keys that share their first bytes fill the root data node;
@@ -1235,11 +1186,9 @@ TEST(Canrt, ResizeRequestBesideAnUnappliedItemLosesNothing) {
 // Then 400 puts of keys sharing prefixes of 0-7 bytes (bytes >= 0x80 among them): no Put asks
 // for more than one resize, and every key is there.
 TEST(Canrt, OneResizeMakesRoomInAFullNode) {
-  TempPath path("canrt");
-  auto pool = NewPool(path);
-  std::unique_ptr<Service> svc;
-  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());  // capacity 4, fan-out 4
-  auto kv = InlineClient(svc.get());
+  Rig t;  // capacity 4, fan-out 4
+  ASSERT_TRUE(t.ok());
+  auto kv = t.Client();
   const std::string prefix("\x80\xff\x00\x81\x7f\xfe", 6);
   Model model;
   for (char last : {'\x90', '\x10', '\xf0', '\x00'}) {
@@ -1251,7 +1200,7 @@ TEST(Canrt, OneResizeMakesRoomInAFullNode) {
   ASSERT_TRUE(kv->Put(prefix + '\x50', "w").ok());  // node full: one resize
   model[prefix + '\x50'] = "w";
   EXPECT_EQ(GetClientStats(*kv).resize_requests, 1u);
-  EXPECT_EQ(svc->Stats().resizes, 1u);
+  EXPECT_EQ(t.svc->Stats().resizes, 1u);
   std::mt19937_64 r(68);
   for (int i = 0; i < 400; ++i) {
     std::string k(1 + r() % 8, '\0');
@@ -1264,13 +1213,8 @@ TEST(Canrt, OneResizeMakesRoomInAFullNode) {
     ASSERT_LE(GetClientStats(*kv).resize_requests - before, 1u) << "put " << i << " asked for several resizes";
   }
   EXPECT_EQ(ScanAll(*kv), model);
-  for (auto& [k, v] : model) {
-    std::string got;
-    ASSERT_TRUE(kv->Get(k, &got).ok());
-    EXPECT_EQ(got, v);
-  }
-  std::string rep;
-  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
+  for (const auto& e : model) ASSERT_TRUE(GetAgrees(*kv, model, e.first));
+  EXPECT_TRUE(Checked(*t.svc));
 }
 
 // Three-way splits (h68): a full node whose keys have three distinct symbols or more at its
@@ -1279,13 +1223,10 @@ TEST(Canrt, OneResizeMakesRoomInAFullNode) {
 // first bytes (three >= 0x80): the 7th asks for one resize, which makes 3 nodes (before: 2), and
 // then 6 more keys spread over the three ranges go in with no resize (before: at least one).
 TEST(Canrt, FullNodeSplitsThreeWays) {
-  TempPath path("canrt");
-  auto pool = NewPool(path);
-  std::unique_ptr<Service> svc;
-  Options o = SmallOptions();
-  o.capacity = 6;
-  ASSERT_TRUE(Service::Open(*pool, "canrt", o, &svc).ok());
-  auto kv = InlineClient(svc.get());
+  Rig t(WithCapacity(6));
+  ASSERT_TRUE(t.ok());
+  auto& svc = t.svc;
+  auto kv = t.Client();
   Model model;
   for (const char* k : {"\x10", "\x30", "\x60", "\x90", "\xc0", "\xf0", "\xf8"}) {
     ASSERT_TRUE(kv->Put(k, k).ok());
@@ -1299,8 +1240,7 @@ TEST(Canrt, FullNodeSplitsThreeWays) {
   }
   EXPECT_EQ(svc->Stats().resizes, 1u) << "six more keys over the three ranges needed another resize";
   EXPECT_EQ(ScanAll(*kv), model);
-  std::string rep;
-  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
+  EXPECT_TRUE(Checked(*svc));
 }
 
 // A split's commit is a store to `state` and its persist; another client can see the store
@@ -1355,8 +1295,7 @@ TEST(Canrt, NoWriteIntoANewNodeIsAcknowledgedBeforeTheCommitIsDurable) {
   bconn->ApplyDeferred();
   model["\x80k5"] = "five";
   EXPECT_EQ(ScanAll(*a), model);
-  std::string rep;
-  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
+  EXPECT_TRUE(Checked(*svc));
 }
 
 // Real server threads (local backend): a writer puts increasing values into a few keys and
@@ -1364,13 +1303,9 @@ TEST(Canrt, NoWriteIntoANewNodeIsAcknowledgedBeforeTheCommitIsDurable) {
 // acknowledged before their Get or Scan began (a node Read racing with the server's apply -
 // bit set, valid byte cleared - must not hide the write: ReadNode's second metadata read).
 TEST(Canrt, ReadersNeverSeeOlderThanAcknowledged) {
-  TempPath path("canrt");
-  auto pool = NewPool(path);
-  Options o = SmallOptions();
-  o.inline_resize = false;
-  o.capacity = 8;
-  std::unique_ptr<Server> server;
-  ASSERT_TRUE(StartServer(*pool, "canrt", "local", o, &server).ok());
+  ServerRig srv(ThreadedOptions(8));
+  ASSERT_TRUE(srv.ok());
+  auto& server = srv.server;
   constexpr int kKeys = 12, kWrites = 20000;
   auto key = [](int j) { return test::Cat("\xf0", std::to_string(j)); };
   auto val = [](int i) {
@@ -1450,8 +1385,7 @@ TEST(Canrt, ReadersNeverSeeOlderThanAcknowledged) {
   EXPECT_EQ(errors.load(), 0) << "first: " << first_error;
   EXPECT_GT(reads.load(), 100u);
   server->service().Drain();
-  std::string rep;
-  EXPECT_TRUE(server->service().Check(&rep).ok()) << rep;
+  EXPECT_TRUE(Checked(server->service()));
 }
 
 // ---- the kill test: SIGKILL the server under client load, restart, every acknowledged write is there
@@ -1474,19 +1408,12 @@ struct KillChildMain {
     std::unique_ptr<Pool> pool;
     Status s = Pool::OpenOrCreate(pool_path, po, &pool);
     std::unique_ptr<Server> server;
-    Options o = SmallOptions();
-    o.inline_resize = false;
-    if (s.ok()) s = StartServer(*pool, "canrt", "local", o, &server);
+    if (s.ok()) s = StartServer(*pool, "canrt", "local", ThreadedOptions(), &server);
     if (!s.ok()) {
       std::fprintf(stderr, "kill child: %s\n", s.ToString().c_str());
       std::_Exit(3);
     }
-    const remote::RegionInfo info = server->info();
-    const std::string tmp = std::string(pool_path) + ".info.tmp";
-    FILE* f = std::fopen(tmp.c_str(), "w");
-    std::fprintf(f, "%s\n%s\n%llu\n", info.backend.c_str(), info.address.c_str(), static_cast<unsigned long long>(info.size));
-    std::fclose(f);
-    std::rename(tmp.c_str(), (std::string(pool_path) + ".info").c_str());
+    if (!WriteRegionInfo(std::string(pool_path) + ".info", server->info())) std::_Exit(4);
     for (;;) ::pause();
   }
 };
@@ -1519,22 +1446,7 @@ TEST(CanrtKill, AcknowledgedWritesSurviveSigkill) {
     std::remove(info_path.c_str());
     const pid_t child = test::SpawnSelf({"WORT_CANRT_KILL_CHILD=" + path.str()});
     remote::RegionInfo info;
-    for (int i = 0; i < 2000; ++i) {
-      FILE* f = std::fopen(info_path.c_str(), "r");
-      if (f) {
-        char b[3][512] = {};
-        const bool ok = std::fscanf(f, "%511s\n%511[^\n]\n%511s", b[0], b[1], b[2]) == 3;
-        std::fclose(f);
-        if (ok) {
-          info.backend = b[0];
-          info.address = b[1];
-          info.size = std::strtoull(b[2], nullptr, 10);
-          break;
-        }
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    ASSERT_FALSE(info.address.empty()) << "the server child did not start";
+    ASSERT_TRUE(WaitUntil([&] { return ReadRegionInfo(info_path, &info); })) << "the server child did not start";
     std::unique_ptr<remote::RemoteKV> kv;
     ASSERT_TRUE(Connect(info, &kv).ok());
     // Stop or kill the server at a random moment while this thread writes.
@@ -1585,8 +1497,7 @@ TEST(CanrtKill, AcknowledgedWritesSurviveSigkill) {
     auto pool = OpenPool(path);
     std::unique_ptr<Service> svc;
     ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
-    std::string rep;
-    ASSERT_TRUE(svc->Check(&rep).ok()) << rep;
+    ASSERT_TRUE(Checked(*svc));
     last_stats = svc->Stats();
     auto c = InlineClient(svc.get());
     Model found = ScanAll(*c);
@@ -1788,23 +1699,37 @@ struct CanrtInterpose {
   std::vector<Write> writes;  // by tag
 };
 
+// A whole scan into *out; *problem: a key twice in it, or keys out of order (empty: neither).
+Status StrictScan(remote::RemoteKV& kv, Model* out, std::string* problem) {
+  out->clear();
+  problem->clear();
+  std::string last;
+  bool first = true;
+  return kv.Scan("", "", 0, [&](std::string_view k, std::string_view v) {
+    if (!first && std::string_view(last) >= k && problem->empty())
+      *problem = std::string(std::string_view(last) == k ? "a key twice in the scan" : "the scan is not ordered");
+    first = false;
+    last.assign(k);
+    out->emplace(k, v);
+    return true;
+  });
+}
+
+// A key's bytes in decimal, each after a space (in failure messages).
+std::string KeyBytes(std::string_view k) {
+  std::string d;
+  for (unsigned char ch : k) d += test::Cat(" ", std::to_string(ch));
+  return d;
+}
+
 // Reads a recovered image as ReadImage, but a key twice in the scan, or keys out of order, is a
 // Corruption; *got: the Get of `key` (nullopt: NotFound).
 Status ReadImageStrict(const std::string& path, Model* out, const std::string& key, std::optional<std::string>* got) {
   RecoveredImage img;
   WORT_RETURN_IF_ERROR(img.Open(path));
   auto& kv = img.kv;
-  out->clear();
-  std::string problem, last;
-  bool first = true;
-  WORT_RETURN_IF_ERROR(kv->Scan("", "", 0, [&](std::string_view k, std::string_view v) {
-    if (!first && std::string_view(last) >= k && problem.empty())
-      problem = std::string(std::string_view(last) == k ? "a key twice in the scan" : "the scan is not ordered");
-    first = false;
-    last.assign(k);
-    out->emplace(k, v);
-    return true;
-  }));
+  std::string problem;
+  WORT_RETURN_IF_ERROR(StrictScan(*kv, out, &problem));
   if (!problem.empty()) return Status::Corruption(problem);
   std::string v;
   const Status s = kv->Get(key, &v);
@@ -1860,9 +1785,7 @@ void SetCanrtInterposer(crash::PathExplorer& px, Pool* pool, Service* svc, const
       std::unique_ptr<remote::RemoteKV> kv;
       bool acked = false;
       auto note_live = [&](const std::string& what) {
-        std::string d = site + ": " + (w.put ? "put" : "remove");
-        for (unsigned char ch : w.key) d += test::Cat(" ", std::to_string(ch));
-        ip->live_problems.push_back(d + ": " + what);
+        ip->live_problems.push_back(site + ": " + (w.put ? "put" : "remove") + KeyBytes(w.key) + ": " + what);
       };
       if (ConnectOver(std::move(conn), &kv).ok()) {
         // Before its write, the client reads the key: a value of the state before or after the
@@ -1871,18 +1794,10 @@ void SetCanrtInterposer(crash::PathExplorer& px, Pool* pool, Service* svc, const
         if (&w == &ws.front()) {
           // Once per point: a whole scan, ordered, no key twice, the state before or after.
           Model seen;
-          std::string last, problem;
-          bool first = true;
-          Status sc = kv->Scan("", "", 0, [&](std::string_view k, std::string_view val) {
-            if (!first && std::string_view(last) >= k && problem.empty()) problem = "its scan is not strictly ordered";
-            first = false;
-            last.assign(k);
-            seen.emplace(k, val);
-            return true;
-          });
-          if (sc.ok()) {
+          std::string problem;
+          if (StrictScan(*kv, &seen, &problem).ok()) {
             ++ip->scans;
-            if (!problem.empty()) note_live(problem);
+            if (!problem.empty()) note_live("its scan: " + problem);
             else if (seen != *pre && seen != *post) note_live("its scan matches neither the state before nor after");
           }
         }
@@ -1912,8 +1827,7 @@ void SetCanrtInterposer(crash::PathExplorer& px, Pool* pool, Service* svc, const
           else m->erase(w.key);
         }
         ++ip->acked_at[site];
-        std::string what = test::Cat(w.put ? "put" : "remove");
-        for (unsigned char ch : w.key) what += test::Cat(" ", std::to_string(ch));
+        const std::string what = (w.put ? "put" : "remove") + KeyBytes(w.key);
         // The cut variant: the item line (the one line the client persisted in its node) NOT
         // persisted - the crash came during its Write: each word of it the image's or the
         // write's (PathExplorer::Interposed::unpersisted).
@@ -1938,8 +1852,7 @@ void SetCanrtInterposer(crash::PathExplorer& px, Pool* pool, Service* svc, const
     Model found;
     std::optional<std::string> got;
     WORT_RETURN_IF_ERROR(ReadImageStrict(img, &found, w.key, &got));
-    std::string d = test::Cat(w.cut ? "cut " : "", w.put ? "put" : "remove", " of");
-    for (unsigned char ch : w.key) d += test::Cat(" ", std::to_string(ch));
+    const std::string d = test::Cat(w.cut ? "cut " : "", w.put ? "put" : "remove", " of") + KeyBytes(w.key);
     if (w.cut) {
       // Not acknowledged: with or without the write (whole, if every word of its item landed).
       if (found != w.pre && found != w.post && found != w.pre_without && found != w.post_without)
@@ -1961,44 +1874,117 @@ void SetCanrtInterposer(crash::PathExplorer& px, Pool* pool, Service* svc, const
   px.SetInterposer(interpose, check);
 }
 
-// Runs `ops` explored operations (puts and removes over 60 keys, about 20 resizes). With
-// `client_active`, each write's notification is deferred: the client's operation (lock, item
-// Write, the client's own Persist, return) is explored alone - at its return the item is durable
-// and not applied, so every image of that moment must recover to the state after the write
-// (recovery applies the item) - and then the server's apply is explored as an operation of its
-// own, after which nothing a client sees changes. With apply_every = n > 1 (h49) the applies come
-// after every n-th write only (or when a writer waits for one: its key's earlier item, or a node
-// full of pending items): several items of one node wait for their apply at once, and every
-// image of a client's return must recover all of them.
+// An explorer configuration: `subsets` random images per crash point, at most `max_points` points
+// per operation, lines torn at 8-byte words with `torn_lines`. WORT_CANRT_DROP_SITE=FILE:LINE
+// drops a persist site (manual mutation runs).
+crash::ExplorerConfig ExplorerCfg(int subsets, size_t max_points, uint64_t seed, bool torn_lines = false) {
+  crash::ExplorerConfig cfg;
+  cfg.subsets = subsets;
+  cfg.max_points = max_points;
+  cfg.seed = seed;
+  cfg.torn_lines = torn_lines;
+  if (const char* d = std::getenv("WORT_CANRT_DROP_SITE")) cfg.drop_site = d;
+  return cfg;
+}
+
+// The explorer's violations as test failures; none is expected.
+void ExpectNoViolations(const crash::ExplorerResult& res) {
+  for (const auto& v : res.violations) ADD_FAILURE() << v.ToString();
+  EXPECT_EQ(res.violation_count, 0u);
+}
+
+// The check of an explored operation's image: recovered (ReadImage, the tree exercised), it holds
+// `post` - or, for a crash before the operation returned, `pre`.
+Status RecoversTo(const std::string& img, bool returned, const Model& pre, const Model& post) {
+  Model found;
+  WORT_RETURN_IF_ERROR(ReadImage(img, &found, true));
+  if (found == post || (!returned && found == pre)) return Status::OK();
+  return Status::Corruption("contents match neither the state before nor after the operation");
+}
+
+// Operations explored one after another over one pool, each of whose status must be OK; `model`
+// is the state before the next one.
+struct OpExplorer {
+  OpExplorer(Pool* pool, const crash::ExplorerConfig& cfg) : px(pool, cfg) {}
+  // Every image of fn must recover to the state before it or after it (`post`, which `model` then
+  // becomes) - with holds_post set, for a crash before fn returned: to `post` if
+  // holds_post(image), else to the state before.
+  void Explore(const std::string& desc, const Model& post, std::function<Status()> fn) {
+    auto check = [&](const std::string& img, bool returned) -> Status {
+      if (!holds_post) return RecoversTo(img, returned, model, post);
+      const bool want_post = returned || holds_post(img);
+      Model found;
+      WORT_RETURN_IF_ERROR(ReadImage(img, &found, true));
+      if (found == (want_post ? post : model)) return Status::OK();
+      return Status::Corruption(want_post ? "the image holds the item written inside the operation and does not recover "
+                                            "it (or lost another)"
+                                          : "contents match neither the state before nor after the operation");
+    };
+    Status op_status;
+    Status s = px.Explore(index++, desc, fn, &op_status, check, &res);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    EXPECT_TRUE(op_status.ok()) << desc << ": " << op_status.ToString();
+    model = post;
+  }
+
+  crash::PathExplorer px;
+  crash::ExplorerResult res;
+  Model model;
+  size_t index = 0;
+  std::function<bool(const std::string& img)> holds_post;
+};
+
+// What RunCanrtExplorer runs: `ops` explored operations (puts and removes over 60 keys, about 20
+// resizes). With apply_every = n > 0 (client-active), each write's notification is deferred: the
+// client's operation (lock, item Write, the client's own Persist, return) is explored alone - at
+// its return the item is durable and not applied, so every image of that moment must recover to
+// the state after the write (recovery applies the item) - and then the server's apply is
+// explored as an operation of its own, after which nothing a client sees changes. With n > 1
+// (h49) the applies come after every n-th write only (or when a writer waits for one: its key's
+// earlier item, or a node full of pending items): several items of one node wait for their apply
+// at once, and every image of a client's return must recover all of them.
 // With `sequential` (h57), the puts write new keys in increasing order (bytes 0x80 and up: the
 // benchmark's sequential put) and one operation in six removes an existing key: nodes fill with
 // pending items, and the writer that finds one full asks for the split while they are pending,
 // so the resize's own apply of them (Service::Resize) is explored inside that writer's operation.
-// With `ip` (h71): the interposer above runs at every crash point of server code.
-crash::ExplorerResult RunCanrtExplorer(const crash::ExplorerConfig& cfg, size_t ops, ServiceStats* stats,
-                                       int apply_every = 0, bool sequential = false, ClientStats* cstats = nullptr,
-                                       CanrtInterpose* ip = nullptr, bool items_durable_by_clients = false) {
-  const bool client_active = apply_every > 0;
-  TempPath path("canrt-live");
-  auto pool = NewPool(path, 64ull << 20);
-  std::unique_ptr<Service> svc;
-  EXPECT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
-  if (items_durable_by_clients) svc->ItemsDurableByClients(true);  // as StartServer on the local backend
+// With `ip` (h71): the interposer above runs at every crash point of server code. With
+// items_durable_by_clients, the service skips the apply's write-back of items (as StartServer on
+// the local backend).
+struct ExplorerRun {
+  size_t ops = 0;
+  int apply_every = 0;
+  bool sequential = false;
+  CanrtInterpose* ip = nullptr;
+  bool items_durable_by_clients = false;
+};
+struct ExplorerRunResult {
+  crash::ExplorerResult res;
+  ServiceStats st;  // the service's, at the end
+  ClientStats cs;   // the explored client's
+};
+ExplorerRunResult RunCanrtExplorer(const crash::ExplorerConfig& cfg, const ExplorerRun& run) {
+  const bool client_active = run.apply_every > 0;
+  CanrtInterpose* const ip = run.ip;
+  Rig t(SmallOptions(), 64ull << 20, "canrt-live");
+  EXPECT_TRUE(t.ok());
+  auto& svc = t.svc;
+  if (run.items_durable_by_clients) svc->ItemsDurableByClients(true);  // as StartServer on the local backend
   InlineConn* conn = nullptr;
-  auto kv = InlineClient(svc.get(), 1, client_active ? &conn : nullptr);
+  auto kv = t.Client(1, client_active ? &conn : nullptr);
   const auto keys = Universe(60, 5);
   Model model;
-  crash::PathExplorer px(pool.get(), cfg);
-  crash::ExplorerResult res;
+  crash::PathExplorer px(t.pool.get(), cfg);
+  ExplorerRunResult out;
+  crash::ExplorerResult& res = out.res;
   std::mt19937_64 r(9);
   size_t next_key = 0;
   Model ip_pre, ip_post;  // the interposer's view of the explored operation
   std::string ip_key;
-  if (ip && ip->on) SetCanrtInterposer(px, pool.get(), svc.get(), &ip_pre, &ip_post, &ip_key, ip);
-  for (size_t i = 0; i < ops && res.violation_count < cfg.max_violations; ++i) {
+  if (ip && ip->on) SetCanrtInterposer(px, t.pool.get(), svc.get(), &ip_pre, &ip_post, &ip_key, ip);
+  for (size_t i = 0; i < run.ops && res.violation_count < cfg.max_violations; ++i) {
     std::string k = keys[r() % keys.size()];
     bool put = model.empty() || r() % 4 != 0;
-    if (sequential) {
+    if (run.sequential) {
       put = model.empty() || r() % 6 != 0;
       if (put) {
         k = {static_cast<char>(0x80 + next_key / 64), static_cast<char>(next_key % 64 * 4), '\xff'};
@@ -2011,23 +1997,17 @@ crash::ExplorerResult RunCanrtExplorer(const crash::ExplorerConfig& cfg, size_t 
     Model post = model;
     if (put) post[k] = v;
     else post.erase(k);
-    auto check = [&](const std::string& img, bool returned) -> Status {
-      Model found;
-      WORT_RETURN_IF_ERROR(ReadImage(img, &found, true));
-      if (found == post || (!returned && found == model)) return Status::OK();
-      return Status::Corruption("contents match neither the state before nor after the operation");
-    };
+    auto check = [&](const std::string& img, bool returned) -> Status { return RecoversTo(img, returned, model, post); };
     Status op_status;
-    std::string desc = put ? "put" : "remove";
-    for (unsigned char c : k) desc += test::Cat(" ", std::to_string(c));
+    const std::string desc = (put ? "put" : "remove") + KeyBytes(k);
     const size_t index = client_active ? 2 * i : i;
-    const bool apply_now = client_active && ((i + 1) % static_cast<size_t>(apply_every) == 0 || i + 1 == ops);
+    const bool apply_now = client_active && ((i + 1) % static_cast<size_t>(run.apply_every) == 0 || i + 1 == run.ops);
     ip_pre = model, ip_post = post, ip_key = k;
     Status s = px.Explore(index, desc, [&] { return put ? kv->Put(k, v) : kv->Remove(k); }, &op_status, check, &res);
     EXPECT_TRUE(s.ok()) << s.ToString();
     EXPECT_TRUE(op_status.ok() || op_status.IsNotFound()) << op_status.ToString();
     model = std::move(post);
-    if (apply_every == 1) {
+    if (run.apply_every == 1) {
       // (A remove of an absent key in a full node writes no item: it only asks for the split.)
       EXPECT_EQ(conn->deferred(), op_status.ok() ? 1u : conn->deferred()) << "the client's write reached the server before its return";
       EXPECT_LE(conn->deferred(), 1u);
@@ -2050,21 +2030,14 @@ crash::ExplorerResult RunCanrtExplorer(const crash::ExplorerConfig& cfg, size_t 
       EXPECT_TRUE(s.ok()) << s.ToString();
     }
   }
-  *stats = svc->Stats();
-  if (cstats) *cstats = GetClientStats(*kv);
-  return res;
+  out.st = svc->Stats();
+  out.cs = GetClientStats(*kv);
+  return out;
 }
 
 TEST(CanrtCrash, ExplorerWritesResizesRecovery) {
-  crash::ExplorerConfig cfg;
-  cfg.subsets = 2;
-  cfg.max_points = 24;
-  cfg.seed = 3;
-  if (const char* d = std::getenv("WORT_CANRT_DROP_SITE")) cfg.drop_site = d;  // manual mutation runs
-  ServiceStats st;
-  const crash::ExplorerResult res = RunCanrtExplorer(cfg, 160, &st);
-  for (const auto& v : res.violations) ADD_FAILURE() << v.ToString();
-  EXPECT_EQ(res.violation_count, 0u);
+  const auto [res, st, cs] = RunCanrtExplorer(ExplorerCfg(2, 24, 3), {.ops = 160});
+  ExpectNoViolations(res);
   EXPECT_GT(st.resizes, 10u);
   EXPECT_GT(st.add_height, 0u);
   EXPECT_GT(res.crash_points, 500u);
@@ -2078,16 +2051,9 @@ TEST(CanrtCrash, ExplorerWritesResizesRecovery) {
 // return point of each client operation, and every point of the apply) loses no acknowledged
 // write.
 void ClientActiveExplorer(bool items_durable_by_clients) {
-  crash::ExplorerConfig cfg;
-  cfg.subsets = 2;
-  cfg.max_points = 24;
-  cfg.seed = 4;
-  if (const char* d = std::getenv("WORT_CANRT_DROP_SITE")) cfg.drop_site = d;  // manual mutation runs
-  ServiceStats st;
-  const crash::ExplorerResult res =
-      RunCanrtExplorer(cfg, 120, &st, /*apply_every=*/1, false, nullptr, nullptr, items_durable_by_clients);
-  for (const auto& v : res.violations) ADD_FAILURE() << v.ToString();
-  EXPECT_EQ(res.violation_count, 0u);
+  const auto [res, st, cs] = RunCanrtExplorer(
+      ExplorerCfg(2, 24, 4), {.ops = 120, .apply_every = 1, .items_durable_by_clients = items_durable_by_clients});
+  ExpectNoViolations(res);
   EXPECT_GT(st.resizes, 10u);
   EXPECT_EQ(res.ops_run, 240u);
   EXPECT_GT(res.crash_points, 500u);
@@ -2113,10 +2079,18 @@ size_t InterposeOps(size_t dflt) {
   const char* e = std::getenv("WORT_CANRT_INTERPOSE_OPS");
   return e && std::atol(e) > 0 ? static_cast<size_t>(std::atol(e)) : dflt;
 }
+// RunCanrtExplorer with the interposer on at every point of the server's operations, `run.ops`
+// from WORT_CANRT_INTERPOSE_OPS (default 120); what it did goes to *ip.
+ExplorerRunResult RunInterposed(uint64_t seed, ExplorerRun run, CanrtInterpose* ip) {
+  const bool torn = std::getenv("WORT_CANRT_INTERPOSE_TORN") != nullptr;  // the server's lines torn at 8 bytes too
+  ip->on = true;
+  run.ops = InterposeOps(120);
+  run.ip = ip;
+  return RunCanrtExplorer(ExplorerCfg(1, 100000, seed, torn), run);  // every point of the server's operations
+}
 void ReportInterpose(const char* name, const crash::ExplorerResult& res, const CanrtInterpose& ip, const ServiceStats& st) {
-  for (const auto& v : res.violations) ADD_FAILURE() << v.ToString();
+  ExpectNoViolations(res);
   for (size_t i = 0; i < ip.live_problems.size() && i < 10; ++i) ADD_FAILURE() << "live: " << ip.live_problems[i];
-  EXPECT_EQ(res.violation_count, 0u);
   EXPECT_TRUE(ip.live_problems.empty()) << ip.live_problems.size() << " live problems";
   EXPECT_EQ(ip.persisted_unacked, 0u);
   std::string why, at;
@@ -2133,16 +2107,8 @@ void ReportInterpose(const char* name, const crash::ExplorerResult& res, const C
 }
 
 TEST(CanrtCrash, ClientWritesInsideTheServersStorePersistWindows) {
-  crash::ExplorerConfig cfg;
-  cfg.subsets = 1;
-  cfg.max_points = 100000;  // every point of the server's operations
-  cfg.seed = 71;
-  cfg.torn_lines = std::getenv("WORT_CANRT_INTERPOSE_TORN") != nullptr;  // the server's lines torn at 8 bytes too
-  if (const char* d = std::getenv("WORT_CANRT_DROP_SITE")) cfg.drop_site = d;  // manual mutation runs
-  ServiceStats st;
   CanrtInterpose ip;
-  ip.on = true;
-  const crash::ExplorerResult res = RunCanrtExplorer(cfg, InterposeOps(120), &st, /*apply_every=*/2, false, nullptr, &ip);
+  const auto [res, st, cs] = RunInterposed(71, {.apply_every = 2}, &ip);
   ReportInterpose("canrt interposed writes (applies, resizes)", res, ip, st);
   EXPECT_GT(st.resizes, 10u);
   EXPECT_GT(ip.acked, 200u);
@@ -2152,16 +2118,8 @@ TEST(CanrtCrash, ClientWritesInsideTheServersStorePersistWindows) {
 // The same with sequential keys and the applies deferred: nodes fill with pending items, and the
 // resizes apply them before they split (Service::Resize, h57).
 TEST(CanrtCrash, ClientWritesInsideTheWindowsOfResizesThatApplyPendingItems) {
-  crash::ExplorerConfig cfg;
-  cfg.subsets = 1;
-  cfg.max_points = 100000;
-  cfg.seed = 72;
-  cfg.torn_lines = std::getenv("WORT_CANRT_INTERPOSE_TORN") != nullptr;  // the server's lines torn at 8 bytes too
-  ServiceStats st;
   CanrtInterpose ip;
-  ip.on = true;
-  const crash::ExplorerResult res =
-      RunCanrtExplorer(cfg, InterposeOps(120), &st, /*apply_every=*/64, /*sequential=*/true, nullptr, &ip);
+  const auto [res, st, cs] = RunInterposed(72, {.apply_every = 64, .sequential = true}, &ip);
   ReportInterpose("canrt interposed writes (sequential, resizes apply pending items)", res, ip, st);
   EXPECT_GT(st.resizes, 10u);
   EXPECT_GT(ip.acked, 100u);
@@ -2184,15 +2142,8 @@ TEST(CanrtCrash, ClientActiveWriteThenApplyWithoutTheServersWriteBack) { ClientA
 // every operation is checked with 8 random images (dropping the fence with
 // WORT_CANRT_DROP_SITE=src/remote/canrt_server.cc:LINE is a violation).
 TEST(CanrtCrash, CommitOnlyAfterTheSplitsNewNodes) {
-  crash::ExplorerConfig cfg;
-  cfg.subsets = 8;
-  cfg.max_points = 100000;
-  cfg.seed = 8;
-  if (const char* d = std::getenv("WORT_CANRT_DROP_SITE")) cfg.drop_site = d;  // manual mutation runs
-  ServiceStats st;
-  const crash::ExplorerResult res = RunCanrtExplorer(cfg, 24, &st);
-  for (const auto& v : res.violations) ADD_FAILURE() << v.ToString();
-  EXPECT_EQ(res.violation_count, 0u);
+  const auto [res, st, cs] = RunCanrtExplorer(ExplorerCfg(8, 100000, 8), {.ops = 24});
+  ExpectNoViolations(res);
   EXPECT_GE(st.resizes, 4u);
   std::printf("canrt commit after new nodes: operations %zu, crash points %zu, images %zu, resizes %llu\n", res.ops_run,
               res.crash_points, res.images, static_cast<unsigned long long>(st.resizes));
@@ -2208,19 +2159,13 @@ TEST(CanrtCrash, CommitOnlyAfterTheSplitsNewNodes) {
 // Phase 1: the apply scrubs the key's older slot; phase 2: recovery scrubs a free slot that a
 // crash left unscrubbed.
 TEST(CanrtCrash, TornClientWriteIntoAFreedSlot) {
-  crash::ExplorerConfig cfg;
-  cfg.subsets = 24;
-  cfg.max_points = 64;
-  cfg.seed = 6;
-  cfg.torn_lines = true;
-  if (const char* d = std::getenv("WORT_CANRT_DROP_SITE")) cfg.drop_site = d;  // manual mutation runs
-  size_t points = 0, violations = 0;
+  const crash::ExplorerConfig cfg = ExplorerCfg(24, 64, 6, /*torn_lines=*/true);
+  size_t points = 0;
   for (int phase = 1; phase <= 2; ++phase) {
     SCOPED_TRACE(phase == 1 ? "scrub of the apply" : "scrub of recovery");
-    TempPath path("canrt-torn");
-    auto pool = NewPool(path, 64ull << 20);
-    std::unique_ptr<Service> svc;
-    ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
+    Rig t(SmallOptions(), 64ull << 20, "canrt-torn");
+    ASSERT_TRUE(t.ok());
+    auto& svc = t.svc;
     std::unique_ptr<remote::RemoteKV> kv;
     auto connect = [&] {
       auto c = std::make_unique<InlineConn>(svc.get(), 1);
@@ -2229,58 +2174,38 @@ TEST(CanrtCrash, TornClientWriteIntoAFreedSlot) {
       ASSERT_TRUE(ConnectOver(std::move(c), &kv).ok());
     };
     connect();
-    Model model;
-    std::unique_ptr<crash::PathExplorer> px;
-    crash::ExplorerResult res;
-    size_t index = 0;
-    auto explore = [&](const std::string& desc, const Model& post, std::function<Status()> fn) {
-      auto check = [&](const std::string& img, bool returned) -> Status {
-        Model found;
-        WORT_RETURN_IF_ERROR(ReadImage(img, &found, true));
-        if (found == post || (!returned && found == model)) return Status::OK();
-        return Status::Corruption("contents match neither the state before nor after the operation");
-      };
-      Status op_status;
-      Status s = px->Explore(index++, desc, fn, &op_status, check, &res);
-      EXPECT_TRUE(s.ok()) << s.ToString();
-      EXPECT_TRUE(op_status.ok()) << desc << ": " << op_status.ToString();
-      model = post;
-    };
+    std::unique_ptr<OpExplorer> ex;
     // Short values (bytes 56..62 of the item are 0 in every one): an old item's first words with
     // a new item's last word pass the crc.
     const std::string k = "\x90k", o = "\x90o";
     if (phase == 1) {
-      px = std::make_unique<crash::PathExplorer>(pool.get(), cfg);
-      explore("put k v1 (slot 0)", {{k, "v1"}}, [&] { return kv->Put(k, "v1"); });
-      explore("put k v2 (slot 1; the apply scrubs slot 0)", {{k, "v2"}}, [&] { return kv->Put(k, "v2"); });
+      ex = std::make_unique<OpExplorer>(t.pool.get(), cfg);
+      ex->Explore("put k v1 (slot 0)", {{k, "v1"}}, [&] { return kv->Put(k, "v1"); });
+      ex->Explore("put k v2 (slot 1; the apply scrubs slot 0)", {{k, "v2"}}, [&] { return kv->Put(k, "v2"); });
     } else {
       ASSERT_TRUE(kv->Put(k, "v1").ok());  // slot 0
       ASSERT_TRUE(kv->Put(k, "v2").ok());  // slot 1; slot 0 freed and scrubbed
-      unsigned char* slot0 = reinterpret_cast<unsigned char*>(
-          svc->region() + reinterpret_cast<RootHeader*>(svc->region())->data_off + 64);
+      unsigned char* slot0 = Slot(t.node0(), 0);
       ASSERT_EQ(slot0[kItemOp], 0);
       slot0[kItemOp] = kOpPut;  // as persistent memory holds it when the scrub's flush was cut
       pm::persist(slot0, 8);
-      model = {{k, "v2"}};
       kv.reset();
       svc.reset();  // a crash: the next open recovers
-      px = std::make_unique<crash::PathExplorer>(pool.get(), cfg);
-      explore("recovery (scrubs slot 0)", model, [&] {
+      ex = std::make_unique<OpExplorer>(t.pool.get(), cfg);
+      ex->model = {{k, "v2"}};
+      ex->Explore("recovery (scrubs slot 0)", ex->model, [&] {
         svc.reset();
-        return Service::Open(*pool, "canrt", SmallOptions(), &svc);
+        return Service::Open(*t.pool, "canrt", SmallOptions(), &svc);
       });
       connect();
     }
     // Another key's Write into slot 0, torn: the crash point between its last word and the rest.
-    explore("put o w (slot 0, torn)", {{k, "v2"}, {o, "w"}}, [&] { return kv->Put(o, "w"); });
-    for (const auto& v : res.violations) ADD_FAILURE() << v.ToString();
-    points += res.crash_points;
-    violations += res.violation_count;
-    std::string rep;
-    EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
-    EXPECT_EQ(ScanAll(*kv), model);
+    ex->Explore("put o w (slot 0, torn)", {{k, "v2"}, {o, "w"}}, [&] { return kv->Put(o, "w"); });
+    ExpectNoViolations(ex->res);
+    points += ex->res.crash_points;
+    EXPECT_TRUE(Checked(*svc));
+    EXPECT_EQ(ScanAll(*kv), ex->model);
   }
-  EXPECT_EQ(violations, 0u);
   EXPECT_GT(points, 6u);
   std::printf("canrt torn client writes: crash points %zu\n", points);
 }
@@ -2294,23 +2219,15 @@ TEST(CanrtCrash, TornClientWriteIntoAFreedSlot) {
 // bytes zero and then writes 0x55 there; the next Put (a short value: its last word's value
 // bytes are zero) tears. Dropping that persist (WORT_CANRT_DROP_SITE) is a violation.
 TEST(CanrtCrash, MalformedItemIsScrubbedBeforeItsSlotIsReused) {
-  crash::ExplorerConfig cfg;
-  cfg.subsets = 24;
-  cfg.max_points = 64;
-  cfg.seed = 7;
-  cfg.torn_lines = true;
-  if (const char* d = std::getenv("WORT_CANRT_DROP_SITE")) cfg.drop_site = d;  // manual mutation runs
-  TempPath path("canrt-malformed");
-  auto pool = NewPool(path, 64ull << 20);
-  std::unique_ptr<Service> svc;
-  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
-  auto c = std::make_unique<InlineConn>(svc.get(), 1);
+  Rig t(SmallOptions(), 64ull << 20, "canrt-malformed");
+  ASSERT_TRUE(t.ok());
+  auto c = std::make_unique<InlineConn>(t.svc.get(), 1);
   c->TearWrites(true);
   std::unique_ptr<remote::RemoteKV> kv;
   ASSERT_TRUE(ConnectOver(std::move(c), &kv).ok());
   // The faulty client's item in node 0, slot 0, under the node's lock, made durable.
-  char* node0 = svc->region() + reinterpret_cast<RootHeader*>(svc->region())->data_off;
-  std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(node0 + kLockWordOff)).fetch_add(kLockOne);
+  char* node0 = t.node0();
+  LockWord(node0).fetch_add(kLockOne);
   unsigned char item[kItemBytes] = {};
   const std::string x = "\x90x";
   item[kItemOp] = kOpPut;
@@ -2322,45 +2239,27 @@ TEST(CanrtCrash, MalformedItemIsScrubbedBeforeItsSlotIsReused) {
   std::memcpy(item + kItemCrc, &crc, 4);
   std::memset(item + kItemTailWord, 0x55, 7);  // the flaw: the last word differs from what the crc covers
   item[kItemValid] = 1;
-  unsigned char* slot0 = reinterpret_cast<unsigned char*>(node0 + 64);
+  unsigned char* slot0 = Slot(node0, 0);
   std::memcpy(slot0, item, kItemBytes);
   pm::persist(slot0, kItemBytes);
   // As the protocol goes on (h49): the slot marked pending, the lock released by its holder.
-  std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(node0 + kLockWordOff)).fetch_add(1 - kLockOne);
-  crash::PathExplorer px(pool.get(), cfg);
-  crash::ExplorerResult res;
-  Model model;
-  size_t index = 0;
-  auto explore = [&](const std::string& desc, const Model& post, std::function<Status()> fn) {
-    auto check = [&](const std::string& img, bool returned) -> Status {
-      Model found;
-      WORT_RETURN_IF_ERROR(ReadImage(img, &found, true));
-      if (found == post || (!returned && found == model)) return Status::OK();
-      return Status::Corruption("contents match neither the state before nor after the operation");
-    };
-    Status op_status;
-    Status s = px.Explore(index++, desc, fn, &op_status, check, &res);
-    EXPECT_TRUE(s.ok()) << s.ToString();
-    EXPECT_TRUE(op_status.ok()) << desc << ": " << op_status.ToString();
-    model = post;
-  };
-  explore("apply of the faulty item (dropped)", {}, [&] {
+  LockWord(node0).fetch_add(1 - kLockOne);
+  OpExplorer ex(t.pool.get(), ExplorerCfg(24, 64, 7, /*torn_lines=*/true));
+  ex.Explore("apply of the faulty item (dropped)", {}, [&] {
     const Message m{0, 0};
-    svc->OnNotify(1, std::string_view(reinterpret_cast<const char*>(&m), sizeof m));
+    t.svc->OnNotify(1, std::string_view(reinterpret_cast<const char*>(&m), sizeof m));
     return Status::OK();
   });
   ASSERT_EQ(slot0[kItemOp], 0) << "the faulty item was not scrubbed";
   ASSERT_EQ(slot0[kItemValid], 0);
   // Another key's Write into slot 0, torn: the crash point between its last word and the rest.
   const std::string y = "\x90y";
-  explore("put y (slot 0, torn)", {{y, "w"}}, [&] { return kv->Put(y, "w"); });
-  for (const auto& v : res.violations) ADD_FAILURE() << v.ToString();
-  EXPECT_EQ(res.violation_count, 0u);
-  EXPECT_GT(res.crash_points, 3u);
-  std::string rep;
-  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
-  EXPECT_EQ(ScanAll(*kv), model);
-  std::printf("canrt malformed item: crash points %zu, images %zu\n", res.crash_points, res.images);
+  ex.Explore("put y (slot 0, torn)", {{y, "w"}}, [&] { return kv->Put(y, "w"); });
+  ExpectNoViolations(ex.res);
+  EXPECT_GT(ex.res.crash_points, 3u);
+  EXPECT_TRUE(Checked(*t.svc));
+  EXPECT_EQ(ScanAll(*kv), ex.model);
+  std::printf("canrt malformed item: crash points %zu, images %zu\n", ex.res.crash_points, ex.res.images);
 }
 
 // h49: several items of one node wait for their apply at once (the lock covers the slot choice
@@ -2368,16 +2267,8 @@ TEST(CanrtCrash, MalformedItemIsScrubbedBeforeItsSlotIsReused) {
 // earlier acknowledged items of its node still unapplied - must recover all of them, and every
 // image of the batch's apply must too.
 TEST(CanrtCrash, PendingItemsOfOneNodeThenApply) {
-  crash::ExplorerConfig cfg;
-  cfg.subsets = 2;
-  cfg.max_points = 24;
-  cfg.seed = 5;
-  if (const char* d = std::getenv("WORT_CANRT_DROP_SITE")) cfg.drop_site = d;  // manual mutation runs
-  ServiceStats st;
-  ClientStats cs;
-  const crash::ExplorerResult res = RunCanrtExplorer(cfg, 120, &st, /*apply_every=*/4, false, &cs);
-  for (const auto& v : res.violations) ADD_FAILURE() << v.ToString();
-  EXPECT_EQ(res.violation_count, 0u);
+  const auto [res, st, cs] = RunCanrtExplorer(ExplorerCfg(2, 24, 5), {.ops = 120, .apply_every = 4});
+  ExpectNoViolations(res);
   EXPECT_GT(st.resizes, 10u);
   EXPECT_GT(res.crash_points, 500u);
   // h64, one post per node: the writes that joined their node's batch posted nothing, and every
@@ -2398,15 +2289,8 @@ TEST(CanrtCrash, PendingItemsOfOneNodeThenApply) {
 // write (the items the resize applied included) and nothing more (no removed or older version
 // back). Sequential keys, applies only every 64 operations (or when a writer waits for one).
 TEST(CanrtCrash, ResizeAppliesPendingItemsThenSplits) {
-  crash::ExplorerConfig cfg;
-  cfg.subsets = 2;
-  cfg.max_points = 24;
-  cfg.seed = 11;
-  if (const char* d = std::getenv("WORT_CANRT_DROP_SITE")) cfg.drop_site = d;  // manual mutation runs
-  ServiceStats st;
-  const crash::ExplorerResult res = RunCanrtExplorer(cfg, 150, &st, /*apply_every=*/64, /*sequential=*/true);
-  for (const auto& v : res.violations) ADD_FAILURE() << v.ToString();
-  EXPECT_EQ(res.violation_count, 0u);
+  const auto [res, st, cs] = RunCanrtExplorer(ExplorerCfg(2, 24, 11), {.ops = 150, .apply_every = 64, .sequential = true});
+  ExpectNoViolations(res);
   EXPECT_GT(st.resizes, 10u);
   EXPECT_GT(st.resize_applied, 20u) << "few resizes applied pending items";
   EXPECT_GT(res.crash_points, 500u);
@@ -2427,85 +2311,46 @@ TEST(CanrtCrash, ResizeAppliesPendingItemsThenSplits) {
 // bytes, whatever its valid byte) must recover to the state with k3, any other to the state
 // before. Without the re-read k3 stays pending after the apply (the lock word check fails).
 TEST(CanrtCrash, NodeApplyTakesItemsReleasedDuringIt) {
-  crash::ExplorerConfig cfg;
-  cfg.subsets = 4;
-  cfg.max_points = 64;
-  cfg.seed = 12;
-  if (const char* d = std::getenv("WORT_CANRT_DROP_SITE")) cfg.drop_site = d;  // manual mutation runs
-  TempPath path("canrt-nodeapply");
-  auto pool = NewPool(path, 64ull << 20);
-  Options o = SmallOptions();
-  o.capacity = 8;  // three keys in node 0: no resize
-  std::unique_ptr<Service> svc;
-  ASSERT_TRUE(Service::Open(*pool, "canrt", o, &svc).ok());
+  Rig t(WithCapacity(8), 64ull << 20, "canrt-nodeapply");  // three keys in node 0: no resize
+  ASSERT_TRUE(t.ok());
+  auto& svc = t.svc;
   InlineConn server_side(svc.get(), 0);
   svc->SetAtomics(&server_side);
   InlineConn* wc = nullptr;
   InlineConn* xc = nullptr;
-  auto w = InlineClient(svc.get(), 1, &wc);
-  auto x = InlineClient(svc.get(), 2, &xc);
-  const uint64_t data_off = reinterpret_cast<RootHeader*>(svc->region())->data_off;
+  auto w = t.Client(1, &wc);
+  auto x = t.Client(2, &xc);
+  const uint64_t data_off = t.data_off();
   const uint64_t file_off = svc->region_pool_offset() + data_off;  // node 0 in the pool file
-  char* node = svc->region() + data_off;
-  auto lockw = [&] { return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(node + kLockWordOff)).load(); };
-  // Bytes 0..62 of the item a client writes for (k, v) (canrt_layout.h, DataItem).
-  auto item_bytes = [](const std::string& k, const std::string& v) {
-    unsigned char it[kItemBytes] = {};
-    it[kItemOp] = kOpPut;
-    it[kItemKeyLen] = static_cast<uint8_t>(k.size());
-    it[kItemValLen] = static_cast<uint8_t>(v.size());
-    std::memcpy(it + kItemKey, k.data(), k.size());
-    std::memcpy(it + kItemValue, v.data(), v.size());
-    const uint32_t crc = ItemCrc(it);
-    std::memcpy(it + kItemCrc, &crc, 4);
-    return std::string(reinterpret_cast<const char*>(it), kItemValid);
-  };
-  auto image_holds = [&](const std::string& img, const std::string& bytes) {
-    std::string slots(o.capacity * kItemBytes, '\0');
+  char* node = t.node0();
+  // Whether an image's node 0 holds bytes 0..62 of the item a client writes for (k, v).
+  auto image_holds = [&](const std::string& img, const std::string& k, const std::string& v) {
+    const auto it = CraftedItem(kOpPut, k, v);
+    const std::string bytes(reinterpret_cast<const char*>(it.data()), kItemValid);
+    std::string slots(t.opts.capacity * kItemBytes, '\0');
     FILE* f = std::fopen(img.c_str(), "rb");
     if (!f) return false;
     const bool ok = std::fseek(f, static_cast<long>(file_off + 64), SEEK_SET) == 0 &&
                     std::fread(slots.data(), 1, slots.size(), f) == slots.size();
     std::fclose(f);
-    for (uint32_t s = 0; ok && s < o.capacity; ++s)
+    for (uint32_t s = 0; ok && s < t.opts.capacity; ++s)
       if (slots.compare(s * kItemBytes, kItemValid, bytes) == 0) return true;
     return false;
   };
-  crash::PathExplorer px(pool.get(), cfg);
-  crash::ExplorerResult res;
-  Model model;
-  size_t index = 0;
-  std::string nested;  // k3's item bytes while the explored apply has k3's write inside it
-  auto explore = [&](const std::string& desc, const Model& post, std::function<Status()> fn) {
-    auto check = [&](const std::string& img, bool returned) -> Status {
-      bool want_post = returned;
-      if (!returned && !nested.empty()) want_post = image_holds(img, nested);
-      Model found;
-      WORT_RETURN_IF_ERROR(ReadImage(img, &found, true));
-      if (found == post && (want_post || nested.empty())) return Status::OK();
-      if (found == model && !want_post) return Status::OK();
-      return Status::Corruption(want_post ? "the image holds k3's item and does not recover it (or lost another)"
-                                          : "contents match neither the state before nor after the operation");
-    };
-    Status op_status;
-    Status s = px.Explore(index++, desc, fn, &op_status, check, &res);
-    EXPECT_TRUE(s.ok()) << s.ToString();
-    EXPECT_TRUE(op_status.ok()) << desc << ": " << op_status.ToString();
-    model = post;
-  };
+  OpExplorer ex(t.pool.get(), ExplorerCfg(4, 64, 12));
   const std::string k1 = "\xe0\x81", k2 = "\xe0\x90", k3 = "\xe0\xff";
   constexpr int kRounds = 6;
   for (int r = 0; r < kRounds; ++r) {
     SCOPED_TRACE(r);
     const std::string v1 = test::Cat("a", std::to_string(r)), v2 = test::Cat("bb", std::to_string(r)),
                       v3 = test::Cat("ccc", std::to_string(r));
-    Model post = model;
+    Model post = ex.model;
     post[k1] = v1;
-    explore("put k1 (opens the batch)", post, [&] { return w->Put(k1, v1); });
+    ex.Explore("put k1 (opens the batch)", post, [&] { return w->Put(k1, v1); });
     ASSERT_EQ(wc->deferred(), 1u);
     post[k2] = v2;
     const uint64_t skipped = GetClientStats(*w).posts_skipped;
-    explore("put k2 (joins the batch: no post)", post, [&] { return w->Put(k2, v2); });
+    ex.Explore("put k2 (joins the batch: no post)", post, [&] { return w->Put(k2, v2); });
     ASSERT_EQ(GetClientStats(*w).posts_skipped, skipped + 1);
     ASSERT_EQ(wc->deferred(), 1u);
     post[k3] = v3;
@@ -2516,26 +2361,27 @@ TEST(CanrtCrash, NodeApplyTakesItemsReleasedDuringIt) {
       EXPECT_TRUE(x->Put(k3, v3).ok());
       wrote = true;
     });
-    nested = item_bytes(k3, v3);
-    explore("apply of the batch, with k3 released during it", post, [&] {
+    // An image that holds k3's item (its bytes, whatever its valid byte) must recover to the state
+    // with k3, any other to the state before.
+    ex.holds_post = [&](const std::string& img) { return image_holds(img, k3, v3); };
+    ex.Explore("apply of the batch, with k3 released during it", post, [&] {
       wc->ApplyDeferred();
       return Status::OK();
     });
-    nested.clear();
+    ex.holds_post = nullptr;
     ASSERT_TRUE(wrote);
     EXPECT_EQ(GetClientStats(*x).posts_skipped, xskipped + 1) << "k3's release found k2 pending: no post";
     EXPECT_EQ(xc->deferred(), 0u);
-    EXPECT_EQ(lockw(), 0u) << "k3, released during the apply, is still pending";
+    EXPECT_EQ(LockWord(node).load(), 0u) << "k3, released during the apply, is still pending";
     EXPECT_EQ(svc->Stats().apply_rerounds, static_cast<uint64_t>(r + 1));
     EXPECT_EQ(svc->Stats().writes, static_cast<uint64_t>(3 * (r + 1)));
   }
-  for (const auto& v : res.violations) ADD_FAILURE() << v.ToString();
-  EXPECT_EQ(res.violation_count, 0u);
+  ExpectNoViolations(ex.res);
   EXPECT_EQ(svc->Stats().resizes, 0u);
-  EXPECT_GT(res.crash_points, 100u);
-  EXPECT_EQ(ScanAll(*w), model);
-  std::printf("canrt node apply with a release inside: operations %zu, crash points %zu, images %zu\n", res.ops_run,
-              res.crash_points, res.images);
+  EXPECT_GT(ex.res.crash_points, 100u);
+  EXPECT_EQ(ScanAll(*w), ex.model);
+  std::printf("canrt node apply with a release inside: operations %zu, crash points %zu, images %zu\n", ex.res.ops_run,
+              ex.res.crash_points, ex.res.images);
   svc->SetAtomics(nullptr);
   w.reset();
   x.reset();
@@ -2547,15 +2393,12 @@ TEST(CanrtCrash, NodeApplyTakesItemsReleasedDuringIt) {
 // key whose earlier item still waits waits for that apply (its notification gets it); a crash
 // with several unapplied items in one node recovers every one of them.
 TEST(Canrt, WritesToOneNodeDoNotWaitForTheApply) {
-  TempPath path("canrt");
-  auto pool = NewPool(path);
-  Options o = SmallOptions();
-  o.capacity = 16;
-  std::unique_ptr<Service> svc;
-  ASSERT_TRUE(Service::Open(*pool, "canrt", o, &svc).ok());
+  Rig t(WithCapacity(16));
+  ASSERT_TRUE(t.ok());
+  auto& svc = t.svc;
   InlineConn* wc = nullptr;
-  auto w = InlineClient(svc.get(), 1, &wc);
-  auto other = InlineClient(svc.get(), 2);
+  auto w = t.Client(1, &wc);
+  auto other = t.Client(2);
   Model model;
   auto key = [](int i) { return test::Cat("\x80seq\xff", std::to_string(i)); };
   for (int i = 0; i < 6; ++i) {
@@ -2588,17 +2431,11 @@ TEST(Canrt, WritesToOneNodeDoNotWaitForTheApply) {
   ASSERT_TRUE(other->Get(key(0), &got).ok());
   EXPECT_EQ(got, "w0");
   // A crash now: recovery applies the three.
-  w.reset();
-  other.reset();
-  svc.reset();
-  pool.reset();  // no Close: a crash
-  pool = OpenPool(path);
-  ASSERT_TRUE(Service::Open(*pool, "canrt", o, &svc).ok());
+  ASSERT_TRUE(t.Crash(w, other));
   EXPECT_EQ(svc->Stats().recovered_items, 3u);
-  auto c = InlineClient(svc.get());
+  auto c = t.Client();
   EXPECT_EQ(ScanAll(*c), model);
-  std::string rep;
-  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
+  EXPECT_TRUE(Checked(*svc));
 }
 
 // h49: each client posts into its own segment (canrt_layout.h, "post segments"): a put stores
@@ -2607,18 +2444,17 @@ TEST(Canrt, WritesToOneNodeDoNotWaitForTheApply) {
 // h64: one post per node - a write whose release finds items of its node pending posts nothing
 // (the batch's post is out), and the apply of that post takes the whole batch.
 TEST(Canrt, EachClientPostsIntoItsOwnSegment) {
-  TempPath path("canrt");
-  auto pool = NewPool(path);
-  std::unique_ptr<Service> svc;
-  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
+  Rig t;
+  ASSERT_TRUE(t.ok());
+  auto& svc = t.svc;
   const char* region = svc->region();
   ASSERT_TRUE(HasPostSegments(*reinterpret_cast<const RootHeader*>(region)));
   auto word = [&](uint64_t off) { return std::atomic_ref<const uint64_t>(*reinterpret_cast<const uint64_t*>(region + off)).load(); };
   const uint64_t wake0 = word(kWakeOff);
   InlineConn* ac = nullptr;
   InlineConn* bc = nullptr;
-  auto a = InlineClient(svc.get(), 1, &ac);  // client-table slot 0
-  auto b = InlineClient(svc.get(), 2, &bc);  // slot 1
+  auto a = t.Client(1, &ac);  // client-table slot 0
+  auto b = t.Client(2, &bc);  // slot 1
   auto entries = [&](uint32_t client) {
     std::vector<uint64_t> e;
     for (uint32_t i = 0; i < kPostWords; ++i)
@@ -2648,9 +2484,7 @@ TEST(Canrt, EachClientPostsIntoItsOwnSegment) {
   EXPECT_EQ(svc->Stats().writes, 4u);
   EXPECT_TRUE(entries(1).empty());
   EXPECT_EQ(ScanAll(*a), (Model{{"\x81", "1"}, {"\x82", "2"}, {"\x83", "3"}, {"\x84", "4"}}));
-  EXPECT_EQ(std::atomic_ref<const uint64_t>(*reinterpret_cast<const uint64_t*>(
-                region + reinterpret_cast<const RootHeader*>(region)->data_off + kLockWordOff)).load(),
-            0u);
+  EXPECT_EQ(LockWord(t.node0()).load(), 0u);
   const ClientStats st = GetClientStats(*a);
   EXPECT_EQ(st.posted, 1u);
   EXPECT_EQ(st.posts_skipped, 1u);
@@ -2663,22 +2497,19 @@ TEST(Canrt, EachClientPostsIntoItsOwnSegment) {
 // applied item overwritten - found by CanrtLease, 1 run in 11. Since h53 the pending set comes
 // with the lock's fetch-add: the apply right after the lock is still the case to check.)
 TEST(Canrt, ASlotAppliedBetweenLockAndPendingReadIsNotTaken) {
-  TempPath path("canrt");
-  auto pool = NewPool(path);
-  std::unique_ptr<Service> svc;
-  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
+  Rig t;
+  ASSERT_TRUE(t.ok());
   InlineConn* ac = nullptr;
   InlineConn* bc = nullptr;
-  auto a = InlineClient(svc.get(), 1, &ac);
-  auto b = InlineClient(svc.get(), 2, &bc);
+  auto a = t.Client(1, &ac);
+  auto b = t.Client(2, &bc);
   ASSERT_TRUE(a->Put("\xe0" "a", "1").ok());  // slot 0, pending
   bc->AfterNextFetchAdd([&] { ac->ApplyDeferred(); });  // applied right after b's lock
   ASSERT_TRUE(b->Put("\xe0" "b", "2").ok());
-  EXPECT_EQ(svc->Stats().writes, 1u);
+  EXPECT_EQ(t.svc->Stats().writes, 1u);
   bc->ApplyDeferred();
   EXPECT_EQ(ScanAll(*a), (Model{{"\xe0" "a", "1"}, {"\xe0" "b", "2"}}));
-  std::string rep;
-  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
+  EXPECT_TRUE(Checked(*t.svc));
 }
 
 // h53, the new protocol's tightest interleavings (canrt_layout.h, "Protocol of a write"):
@@ -2693,20 +2524,16 @@ TEST(Canrt, ASlotAppliedBetweenLockAndPendingReadIsNotTaken) {
 //     bit 0 back: the lock word check fails (and a's next write of its key would wait forever).
 // (3) a failed attempt is undone: the lock field is 0 again once the holder has released.
 TEST(Canrt, LockWordCarriesThePendingSetThroughApplies) {
-  TempPath path("canrt");
-  auto pool = NewPool(path);
-  Options o = SmallOptions();
-  o.capacity = 8;  // every key below in node 0: no resize
-  std::unique_ptr<Service> svc;
-  ASSERT_TRUE(Service::Open(*pool, "canrt", o, &svc).ok());
+  Rig t(WithCapacity(8));  // every key below in node 0: no resize
+  ASSERT_TRUE(t.ok());
   InlineConn* ac = nullptr;
   InlineConn* bc = nullptr;
-  auto a = InlineClient(svc.get(), 1, &ac);
-  auto b = InlineClient(svc.get(), 2, &bc);
-  const uint64_t data_off = reinterpret_cast<RootHeader*>(svc->region())->data_off;
-  char* node = svc->region() + data_off;
-  auto lockw = [&] { return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(node + kLockWordOff)).load(); };
-  auto bitmap = [&] { return pm::load8(reinterpret_cast<uint64_t*>(node)) & kBitmapMask; };
+  auto a = t.Client(1, &ac);
+  auto b = t.Client(2, &bc);
+  const uint64_t data_off = t.data_off();
+  char* node = t.node0();
+  auto lockw = [&] { return LockWord(node).load(); };
+  auto bitmap = [&] { return Bitmap(node); };
   // (1)
   ASSERT_TRUE(a->Put("\xe0" "a", "1").ok());  // slot 0, pending
   ASSERT_EQ(lockw(), 1u);
@@ -2738,10 +2565,10 @@ TEST(Canrt, LockWordCarriesThePendingSetThroughApplies) {
   ac->ApplyDeferred();
   // (3) a failed attempt (b finds the lock held by a writer stopped between lock and release)
   // gives its count back: once the holder releases, the lock field is 0.
-  std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(node + kLockWordOff)).fetch_add(kLockOne);  // held
+  LockWord(node).fetch_add(kLockOne);  // held
   std::thread release([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(node + kLockWordOff)).fetch_sub(kLockOne);
+    LockWord(node).fetch_sub(kLockOne);
   });
   ASSERT_TRUE(b->Put("\xe0" "e", "6").ok());
   release.join();
@@ -2750,8 +2577,7 @@ TEST(Canrt, LockWordCarriesThePendingSetThroughApplies) {
   bc->ApplyDeferred();
   EXPECT_EQ(lockw(), 0u);
   EXPECT_EQ(ScanAll(*b), (Model{{"\xe0" "a", "1"}, {"\xe0" "b", "2"}, {"\xe0" "c", "5"}, {"\xe0" "d", "4"}, {"\xe0" "e", "6"}}));
-  std::string rep;
-  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
+  EXPECT_TRUE(Checked(*t.svc));
 }
 
 // A server restarted while a client is between its item's Persist and its release: recovery
@@ -2762,17 +2588,13 @@ TEST(Canrt, LockWordCarriesThePendingSetThroughApplies) {
 // otherwise the slot stays taken and the next write of the key waits for an apply for ever
 // (here: the client's timeout, an error).
 TEST(Canrt, ReleaseAfterARestartLeavesNoStalePendingBit) {
-  TempPath path("canrt");
-  auto pool = NewPool(path);
-  Options o = SmallOptions();
-  o.capacity = 8;  // every key below in node 0: no resize
-  std::unique_ptr<Service> svc;
-  ASSERT_TRUE(Service::Open(*pool, "canrt", o, &svc).ok());
+  Rig t(WithCapacity(8));  // every key below in node 0: no resize
+  ASSERT_TRUE(t.ok());
+  auto& svc = t.svc;
   InlineConn* ac = nullptr;
-  auto a = InlineClient(svc.get(), 1, &ac);
-  const uint64_t data_off = reinterpret_cast<RootHeader*>(svc->region())->data_off;
-  char* node = svc->region() + data_off;
-  auto lockw = [&] { return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(node + kLockWordOff)).load(); };
+  auto a = t.Client(1, &ac);
+  char* node = t.node0();
+  auto lockw = [&] { return LockWord(node).load(); };
   ASSERT_TRUE(a->Put("\xe0" "a", "1").ok());
   ac->ApplyDeferred();
   ASSERT_EQ(lockw(), 0u);
@@ -2780,7 +2602,7 @@ TEST(Canrt, ReleaseAfterARestartLeavesNoStalePendingBit) {
   ac->AfterNextPersist([&] {
     // The server stops and starts again over the same pool (in this process: same region).
     svc.reset();
-    ASSERT_TRUE(Service::Open(*pool, "canrt", o, &svc).ok());
+    ASSERT_TRUE(Service::Open(*t.pool, "canrt", t.opts, &svc).ok());
     ac->SetService(svc.get());
     EXPECT_EQ(svc->Stats().recovered_items, 1u) << "recovery applies the durable, unreleased item";
     EXPECT_EQ(lockw(), 0u);
@@ -2800,19 +2622,18 @@ TEST(Canrt, ReleaseAfterARestartLeavesNoStalePendingBit) {
   ac->ApplyDeferred();
   EXPECT_EQ(lockw(), 0u);
   EXPECT_EQ(ScanAll(*a), (Model{{"\x80" "c", "4"}, {"\xe0" "a", "1"}, {"\xff" "b", "3"}}));
-  std::string rep;
-  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
+  EXPECT_TRUE(Checked(*svc));
 }
 
 // A pool of layout version 1 (the lock in the metadata word, before h53) is refused with a clear
 // error by the server and by a client, and left as it was.
 TEST(Canrt, PoolOfLayoutVersion1IsRefused) {
-  TempPath path("canrt");
-  auto pool = NewPool(path);
-  std::unique_ptr<Service> svc;
-  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
+  Rig t;
+  ASSERT_TRUE(t.ok());
+  auto& svc = t.svc;
+  auto& pool = t.pool;
   {
-    auto kv = InlineClient(svc.get());
+    auto kv = t.Client();
     ASSERT_TRUE(kv->Put("\x81k", "v").ok());
   }
   RootHeader* h = reinterpret_cast<RootHeader*>(svc->region());
@@ -2824,7 +2645,7 @@ TEST(Canrt, PoolOfLayoutVersion1IsRefused) {
   EXPECT_NE(cs.ToString().find("layout version 1"), std::string::npos) << cs.ToString();
   svc.reset();
   ASSERT_TRUE(pool->Close().ok());
-  pool = OpenPool(path);
+  pool = OpenPool(t.path);
   const Status s = Service::Open(*pool, "canrt", SmallOptions(), &svc);
   EXPECT_EQ(s.code(), Code::kNotSupported) << s.ToString();
   EXPECT_NE(s.ToString().find("layout version 1"), std::string::npos) << s.ToString();
@@ -2833,7 +2654,7 @@ TEST(Canrt, PoolOfLayoutVersion1IsRefused) {
   ASSERT_TRUE(pool->FindRoot("canrt", &ri).ok());
   pool->at<RootHeader>(ri.off)->version = kVersion;
   ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
-  auto c = InlineClient(svc.get());
+  auto c = t.Client();
   EXPECT_EQ(ScanAll(*c), (Model{{"\x81k", "v"}}));
 }
 
@@ -2843,13 +2664,9 @@ TEST(Canrt, PoolOfLayoutVersion1IsRefused) {
 // every client reads its own writes back at once, and the final scan holds every acknowledged
 // value. In scripts/tsan.sh's CANRT list.
 TEST(Canrt, SequentialWritersShareNodesWithoutWaiting) {
-  TempPath path("canrt");
-  auto pool = NewPool(path);
-  Options o = SmallOptions();
-  o.inline_resize = false;
-  o.capacity = 8;
-  std::unique_ptr<Server> server;
-  ASSERT_TRUE(StartServer(*pool, "canrt", "local", o, &server).ok());
+  ServerRig srv(ThreadedOptions(8));
+  ASSERT_TRUE(srv.ok());
+  auto& server = srv.server;
   constexpr int kThreads = 3, kOps = 600;
   std::vector<Model> models(kThreads);
   std::atomic<int> errors{0};
@@ -2884,8 +2701,7 @@ TEST(Canrt, SequentialWritersShareNodesWithoutWaiting) {
   std::printf("sequential writers: %llu resizes, %llu items applied by resizes, %llu posts skipped\n",
               static_cast<unsigned long long>(st.resizes), static_cast<unsigned long long>(st.resize_applied),
               static_cast<unsigned long long>(st.skipped_posts));
-  std::string rep;
-  EXPECT_TRUE(server->service().Check(&rep).ok()) << rep;
+  EXPECT_TRUE(Checked(server->service()));
 }
 
 // h57: a writer that finds its node full while some of its items still wait for their apply asks
@@ -2897,21 +2713,19 @@ TEST(Canrt, SequentialWritersShareNodesWithoutWaiting) {
 // items are updates: the resize's apply frees their keys' older slots, the node is no longer full,
 // so it is not split - the lock is given back and the writer retries into a freed slot.
 TEST(Canrt, ResizeAppliesPendingItemsWithoutTheApplyThread) {
-  TempPath path("canrt");
-  auto pool = NewPool(path);
-  std::unique_ptr<Service> svc;
-  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());  // capacity 4, inline
+  Rig t;  // capacity 4, inline
+  ASSERT_TRUE(t.ok());
   InlineConn* wc = nullptr;
-  auto w = InlineClient(svc.get(), 1, &wc);
+  auto w = t.Client(1, &wc);
   wc->StallApply(true);
-  auto other = InlineClient(svc.get(), 2);
+  auto other = t.Client(2);
   Model model;
   for (int i = 0; i < 5; ++i) {
     const std::string k = test::Cat("\xc0", std::string(1, static_cast<char>(0x80 + i)));
     ASSERT_TRUE(w->Put(k, test::Cat("v", std::to_string(i))).ok()) << i;
     model[k] = test::Cat("v", std::to_string(i));
   }
-  ServiceStats st = svc->Stats();
+  ServiceStats st = t.svc->Stats();
   EXPECT_EQ(GetClientStats(*w).apply_waits, 0u);
   EXPECT_GE(st.resizes, 1u);  // (keys sharing their first byte: the first split may leave them together)
   EXPECT_EQ(st.resize_applied, 4u) << "the resize did not apply the node's pending items";
@@ -2921,25 +2735,24 @@ TEST(Canrt, ResizeAppliesPendingItemsWithoutTheApplyThread) {
   // it) finds node 0's pending set empty - the resize applied them: skipped.
   EXPECT_EQ(GetClientStats(*w).posts_skipped, 3u);
   wc->ApplyDeferred();
-  st = svc->Stats();
+  st = t.svc->Stats();
   EXPECT_EQ(st.writes, 5u);
   EXPECT_EQ(st.skipped_posts, 1u);
   EXPECT_EQ(ScanAll(*other), model);
-  std::string rep;
-  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
+  EXPECT_TRUE(Checked(*t.svc));
   // Updates, in a fresh tree: three keys applied, then five updates - the first into the free
   // slot; each next finds the node full with the previous update pending, whose apply frees a
   // slot: it waits for the apply thread (stalled here), and after 64 waits asks anyway - the
   // resize's apply frees that key's older slot instead of splitting.
   w.reset();
   other.reset();
-  svc.reset();
-  TempPath path2("canrt");
-  auto pool2 = NewPool(path2);
-  ASSERT_TRUE(Service::Open(*pool2, "canrt", SmallOptions(), &svc).ok());
-  w = InlineClient(svc.get(), 1, &wc);
+  t.svc.reset();
+  Rig t2;
+  ASSERT_TRUE(t2.ok());
+  auto& svc = t2.svc;
+  w = t2.Client(1, &wc);
   wc->StallApply(true);
-  other = InlineClient(svc.get(), 2);
+  other = t2.Client(2);
   model.clear();
   const std::vector<std::string> keys = {"\xe0\x01", "\xe0\xff", std::string("\xe0\x00", 2)};
   for (const std::string& k : keys) {
@@ -2961,8 +2774,8 @@ TEST(Canrt, ResizeAppliesPendingItemsWithoutTheApplyThread) {
   EXPECT_EQ(GetClientStats(*w).apply_waits, 4u * 64);  // each of the four waited 64 times, then asked
   wc->ApplyDeferred();
   EXPECT_EQ(ScanAll(*other), model);
-  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
-  w.reset();  // (the clients and the service before the pool they map)
+  EXPECT_TRUE(Checked(*svc));
+  w.reset();  // (the clients, declared before t2, and the service before the pool they map)
   other.reset();
   svc.reset();
 }
@@ -2976,14 +2789,13 @@ TEST(Canrt, ResizeAppliesPendingItemsWithoutTheApplyThread) {
 // node full, and the resize applies the pending one, freeing a slot; c' lands in slot 3 again,
 // and P is drained between the last word of its torn Write and the rest.
 TEST(Canrt, StalePostAfterAResizesApplyLeavesTheNewItemIntact) {
-  TempPath path("canrt");
-  auto pool = NewPool(path);
-  std::unique_ptr<Service> svc;
-  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());  // capacity 4, inline
+  Rig t;  // capacity 4, inline
+  ASSERT_TRUE(t.ok());
+  auto& svc = t.svc;
   InlineConn* wc = nullptr;
-  auto w = InlineClient(svc.get(), 1, &wc);
+  auto w = t.Client(1, &wc);
   wc->StallApply(true);
-  auto other = InlineClient(svc.get(), 2);
+  auto other = t.Client(2);
   const std::string a = "\x90\xa0", b = "\x90\xb0", c = "\x90\xc0";
   for (const std::string& k : {a, b, c}) {  // slots 0, 1, 2
     ASSERT_TRUE(w->Put(k, "1").ok());
@@ -3005,8 +2817,7 @@ TEST(Canrt, StalePostAfterAResizesApplyLeavesTheNewItemIntact) {
   ASSERT_TRUE(w->Put(c, "2").ok());
   wc->TearWrites(false);
   ASSERT_TRUE(drained);
-  char* node0 = svc->region() + reinterpret_cast<RootHeader*>(svc->region())->data_off;
-  const unsigned char* slot3 = reinterpret_cast<const unsigned char*>(node0 + 64 + 3 * kItemBytes);
+  const unsigned char* slot3 = Slot(t.node0(), 3);
   ASSERT_EQ(std::string(reinterpret_cast<const char*>(slot3 + kItemKey), slot3[kItemKeyLen]), c)
       << "the sequence did not put c into the stale post's slot";
   EXPECT_GE(svc->Stats().skipped_posts, 3u);  // P and the posts of b and a, applied by resizes
@@ -3017,19 +2828,11 @@ TEST(Canrt, StalePostAfterAResizesApplyLeavesTheNewItemIntact) {
   EXPECT_EQ(ScanAll(*other), model);
   wc->ApplyDeferred();  // c's own post
   EXPECT_EQ(ScanAll(*other), model);
-  std::string rep;
-  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
+  EXPECT_TRUE(Checked(*svc));
   // And after a crash (no Close): recovery sees the same.
-  w.reset();
-  other.reset();
-  svc.reset();
-  pool.reset();
-  pool = OpenPool(path);
-  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
-  auto r = InlineClient(svc.get());
+  ASSERT_TRUE(t.Crash(w, other));
+  auto r = t.Client();
   EXPECT_EQ(ScanAll(*r), model);
-  r.reset();
-  svc.reset();
 }
 // h64, one post per node - the hole: a client that dies between its release (which opened its
 // node's batch: the pending set was empty) and its post leaves a batch whose post never comes,
@@ -3041,24 +2844,20 @@ TEST(Canrt, StalePostAfterAResizesApplyLeavesTheNewItemIntact) {
 // half - the notification whatever `wake` says, or the server's apply of the named node - the
 // writer times out (IOError after the client's 1.5 s).
 TEST(Canrt, WriterOfAnOrphanedBatchIsNotLeftWaiting) {
-  TempPath path("canrt");
-  auto pool = NewPool(path);
-  Options o = SmallOptions();
-  o.capacity = 8;  // every key below in node 0: no resize
-  std::unique_ptr<Service> svc;
-  ASSERT_TRUE(Service::Open(*pool, "canrt", o, &svc).ok());
+  Rig t(WithCapacity(8));  // every key below in node 0: no resize
+  ASSERT_TRUE(t.ok());
+  auto& svc = t.svc;
   std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(svc->region() + kWakeOff)).store(0);  // awake
-  char* node = svc->region() + reinterpret_cast<RootHeader*>(svc->region())->data_off;
-  auto lockw = [&] { return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(node + kLockWordOff)).load(); };
+  auto lockw = [&] { return LockWord(t.node0()).load(); };
   InlineConn* ac = nullptr;
-  auto a = InlineClient(svc.get(), 1, &ac);
+  auto a = t.Client(1, &ac);
   ac->DieAfterFetchAdds(2);  // its put's lock and release go through; then it is gone
   const std::string ka = "\xe0\x81", kb = "\xe0\xf0";
   ASSERT_TRUE(a->Put(ka, "1").ok());  // durable, acknowledged; its post never reaches the server
   EXPECT_EQ(GetClientStats(*a).posted, 0u);
   EXPECT_EQ(lockw(), 1u) << "slot 0 pending, the lock free";
   InlineConn* bc = nullptr;
-  auto b = InlineClient(svc.get(), 2, &bc);
+  auto b = t.Client(2, &bc);
   ASSERT_TRUE(b->Put(kb, "2").ok());  // joins the orphaned batch: no post
   EXPECT_EQ(GetClientStats(*b).posts_skipped, 1u);
   EXPECT_EQ(GetClientStats(*b).posted, 0u);
@@ -3085,11 +2884,7 @@ TEST(Canrt, WriterOfAnOrphanedBatchIsNotLeftWaiting) {
   EXPECT_EQ(lockw(), 0u);
   EXPECT_EQ(svc->Stats().writes, 4u);
   EXPECT_EQ(ScanAll(*b), (Model{{ka, "4"}, {kb, "3"}}));
-  std::string rep;
-  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
-  a.reset();
-  b.reset();
-  svc.reset();
+  EXPECT_TRUE(Checked(*svc));
 }
 
 // h66, the kill-test hang: a writer that waits for an apply that does not come (the server is
@@ -3102,12 +2897,10 @@ TEST(Canrt, WriterOfAnOrphanedBatchIsNotLeftWaiting) {
 // fails with IOError, and sent at most that many. On the code before, it sent apply_waits / 16 or
 // more (160-340 at the usual 2,500-3,000 waits).
 TEST(Canrt, WriterWaitingForAStoppedServerNotifiesItRarely) {
-  TempPath path("canrt");
-  auto pool = NewPool(path);
-  std::unique_ptr<Service> svc;
-  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());
+  Rig t;
+  ASSERT_TRUE(t.ok());
   InlineConn* wc = nullptr;
-  auto w = InlineClient(svc.get(), 1, &wc);
+  auto w = t.Client(1, &wc);
   wc->StallApply(true);
   const std::string k = "\xf1\x80";
   ASSERT_TRUE(w->Put(k, "1").ok());  // durable, pending: its post deferred, never applied
@@ -3125,13 +2918,9 @@ TEST(Canrt, WriterWaitingForAStoppedServerNotifiesItRarely) {
   wc->ApplyDeferred();
   ASSERT_TRUE(w->Put(k, "3").ok());
   wc->ApplyDeferred();
-  auto r = InlineClient(svc.get(), 2);
+  auto r = t.Client(2);
   EXPECT_EQ(ScanAll(*r), (Model{{k, "3"}}));
-  std::string rep;
-  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
-  r.reset();
-  w.reset();
-  svc.reset();
+  EXPECT_TRUE(Checked(*t.svc));
 }
 
 // h64, rule (b) of the hole: an orphaned batch (its opening writer died between its release and
@@ -3139,21 +2928,16 @@ TEST(Canrt, WriterWaitingForAStoppedServerNotifiesItRarely) {
 // pending set at its next lease tick (lease 200 ms: a tick every 50 ms). Without the sweep the
 // two items stay unapplied (durable and visible, but never applied while the server runs).
 TEST(Canrt, SweepAppliesABatchWhosePostNeverCame) {
-  TempPath path("canrt");
-  auto pool = NewPool(path);
-  Options o = SmallOptions();
-  o.capacity = 8;
-  o.inline_resize = false;  // the apply thread runs
+  Options o = ThreadedOptions(8);  // the apply thread runs
   o.lease_ms = 200;
-  std::unique_ptr<Service> svc;
-  ASSERT_TRUE(Service::Open(*pool, "canrt", o, &svc).ok());
-  char* node = svc->region() + reinterpret_cast<RootHeader*>(svc->region())->data_off;
-  auto lockw = [&] { return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(node + kLockWordOff)).load(); };
+  Rig t(o);
+  ASSERT_TRUE(t.ok());
+  auto& svc = t.svc;
   InlineConn* ac = nullptr;
-  auto a = InlineClient(svc.get(), 1, &ac);
+  auto a = t.Client(1, &ac);
   ac->DieAfterFetchAdds(2);
   ASSERT_TRUE(a->Put("\xa0\x80", "1").ok());
-  auto b = InlineClient(svc.get(), 2);
+  auto b = t.Client(2);
   ASSERT_TRUE(b->Put("\xa0\xff", "2").ok());
   EXPECT_EQ(GetClientStats(*b).posts_skipped, 1u);
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
@@ -3162,11 +2946,8 @@ TEST(Canrt, SweepAppliesABatchWhosePostNeverCame) {
   const ServiceStats st = svc->Stats();
   EXPECT_EQ(st.writes, 2u) << "the orphaned batch was not applied";
   EXPECT_EQ(st.swept, 2u);
-  EXPECT_EQ(lockw() & kBitmapMask, 0u);
+  EXPECT_EQ(LockWord(t.node0()).load() & kBitmapMask, 0u);
   EXPECT_EQ(ScanAll(*b), (Model{{"\xa0\x80", "1"}, {"\xa0\xff", "2"}}));
-  a.reset();
-  b.reset();
-  svc.reset();
 }
 
 // h64: one client writes many items of ONE data node (24 keys, rewritten in turn) while the
@@ -3179,13 +2960,9 @@ TEST(Canrt, SweepAppliesABatchWhosePostNeverCame) {
 // CanrtCrash.NodeApplyTakesItemsReleasedDuringIt checks the re-read deterministically. Checked by
 // hand: a client that never posts leaves the last batch pending - writes below puts - and fails.)
 TEST(Canrt, OneClientWritesOneNodeWhileTheApplyRuns) {
-  TempPath path("canrt");
-  auto pool = NewPool(path);
-  Options o = SmallOptions();
-  o.inline_resize = false;
-  o.capacity = 31;
-  std::unique_ptr<Server> server;
-  ASSERT_TRUE(StartServer(*pool, "canrt", "local", o, &server).ok());
+  ServerRig srv(ThreadedOptions(31));
+  ASSERT_TRUE(srv.ok());
+  auto& server = srv.server;
   std::unique_ptr<remote::RemoteKV> kv;
   ASSERT_TRUE(Connect(server->info(), &kv).ok());
   std::vector<std::string> keys;
@@ -3211,10 +2988,8 @@ TEST(Canrt, OneClientWritesOneNodeWhileTheApplyRuns) {
   EXPECT_EQ(st.writes, static_cast<uint64_t>(kPuts)) << "items not applied (or applied twice)";
   EXPECT_EQ(cs.posted + cs.ring_full + cs.posts_skipped, static_cast<uint64_t>(kPuts));
   EXPECT_GT(cs.posts_skipped, 0u);
-  const char* region = server->service().region();
-  const uint64_t lw = std::atomic_ref<const uint64_t>(*reinterpret_cast<const uint64_t*>(
-                          region + reinterpret_cast<const RootHeader*>(region)->data_off + kLockWordOff)).load();
-  EXPECT_EQ(lw, 0u);
+  char* region = server->service().region();
+  EXPECT_EQ(LockWord(region + reinterpret_cast<const RootHeader*>(region)->data_off).load(), 0u);
   EXPECT_EQ(ScanAll(*kv), model);
   std::printf("one node, one client: %d puts, %llu posted, %llu joined a batch, %llu apply waits; %llu node applies, "
               "%llu items found by an apply's re-read, %llu swept, %llu applied on a waiting writer's notification, "
@@ -3223,8 +2998,7 @@ TEST(Canrt, OneClientWritesOneNodeWhileTheApplyRuns) {
               static_cast<unsigned long long>(cs.apply_waits), static_cast<unsigned long long>(st.node_applies),
               static_cast<unsigned long long>(st.apply_rerounds), static_cast<unsigned long long>(st.swept),
               static_cast<unsigned long long>(st.wait_applies), static_cast<unsigned long long>(st.kicks));
-  std::string rep;
-  EXPECT_TRUE(server->service().Check(&rep).ok()) << rep;
+  EXPECT_TRUE(Checked(server->service()));
 }
 
 // h57: a client whose post segment is full (the apply thread kPostWords items behind) waits for a
@@ -3235,13 +3009,12 @@ TEST(Canrt, OneClientWritesOneNodeWhileTheApplyRuns) {
 // before h57 it notified the item (ring_full 1). h64: a post opens a node's batch, so the 64
 // posts are updates in 64 different data nodes (of a loaded tree, all applied).
 TEST(Canrt, FullPostSegmentWaitsForTheApplyInsteadOfNotifying) {
-  TempPath path("canrt");
-  auto pool = NewPool(path);
-  std::unique_ptr<Service> svc;
-  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());  // capacity 4
+  Rig t;  // capacity 4
+  ASSERT_TRUE(t.ok());
+  auto& svc = t.svc;
   Model model;
   {
-    auto loader = InlineClient(svc.get(), 2);  // its kicks apply at once
+    auto loader = t.Client(2);  // its kicks apply at once
     for (const std::string& k : Universe(600, 31)) {
       ASSERT_TRUE(loader->Put(k, "0").ok());
       model[k] = "0";
@@ -3263,7 +3036,7 @@ TEST(Canrt, FullPostSegmentWaitsForTheApplyInsteadOfNotifying) {
   uint64_t* wake = reinterpret_cast<uint64_t*>(svc->region() + kWakeOff);
   std::atomic_ref<uint64_t>(*wake).store(0);  // "awake, polling": posts send no kick
   InlineConn* wc = nullptr;
-  auto w = InlineClient(svc.get(), 1, &wc);
+  auto w = t.Client(1, &wc);
   const std::string v = "v";
   for (uint32_t i = 0; i < kPostWords; ++i) {
     ASSERT_TRUE(w->Put(keys[i], v).ok()) << i;
@@ -3285,10 +3058,7 @@ TEST(Canrt, FullPostSegmentWaitsForTheApplyInsteadOfNotifying) {
   EXPECT_EQ(cs.posted, kPostWords + 1);
   svc->Drain();
   EXPECT_EQ(ScanAll(*w), model);
-  std::string rep;
-  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
-  w.reset();
-  svc.reset();
+  EXPECT_TRUE(Checked(*svc));
 }
 
 // h69: a split writes its new data nodes' lines and flushes those only - not every line of every
@@ -3298,16 +3068,15 @@ TEST(Canrt, FullPostSegmentWaitsForTheApplyInsteadOfNotifying) {
 // inline service: all on this thread) must stay below one flush per line of the new nodes.
 // Fails on the Migrate before h69 (it zeroed and flushed every new node whole).
 TEST(Canrt, ResizeFlushesOnlyTheLinesItWrites) {
-  TempPath path("canrt");
-  auto pool = NewPool(path);
   Options o;
   o.max_nodes = 1024;
   o.area_bytes = 256 << 10;
   o.inline_resize = true;
-  std::unique_ptr<Service> svc;
-  ASSERT_TRUE(Service::Open(*pool, "canrt", o, &svc).ok());
+  Rig t(o);
+  ASSERT_TRUE(t.ok());
+  auto& svc = t.svc;
   ASSERT_EQ(o.capacity, 31u);
-  auto kv = InlineClient(svc.get());
+  auto kv = t.Client();
   Model model;
   for (int i = 0; i < 31; ++i) {
     const std::string k = test::Cat(std::string(1, static_cast<char>(i * 8 + 3)), "\xff\x80");
@@ -3330,8 +3099,7 @@ TEST(Canrt, ResizeFlushesOnlyTheLinesItWrites) {
               static_cast<unsigned long long>(made), static_cast<unsigned long long>(d.lines_flushed),
               static_cast<unsigned long long>(whole));
   EXPECT_EQ(ScanAll(*kv), model);
-  std::string rep;
-  EXPECT_TRUE(svc->Check(&rep).ok()) << rep;
+  EXPECT_TRUE(Checked(*svc));
 }
 
 // h69: a writer whose node is full posts its resize request into its post segment while the apply
@@ -3342,13 +3110,9 @@ TEST(Canrt, ResizeFlushesOnlyTheLinesItWrites) {
 // (WORT_CANRT_RESIZE_POST=0: every request notified, none posted) and, with the server's half
 // off (posted requests ignored), the writer times out.
 TEST(Canrt, ResizeRequestGoesToTheAwakeApplyThreadWithoutANotification) {
-  TempPath path("canrt");
-  auto pool = NewPool(path);
-  Options o = SmallOptions();
-  o.inline_resize = false;
-  o.capacity = 8;
-  std::unique_ptr<Server> server;
-  ASSERT_TRUE(StartServer(*pool, "canrt", "local", o, &server).ok());
+  ServerRig srv(ThreadedOptions(8));
+  ASSERT_TRUE(srv.ok());
+  auto& server = srv.server;
   std::unique_ptr<remote::RemoteKV> kv;
   ASSERT_TRUE(Connect(server->info(), &kv).ok());
   Model model;
@@ -3377,8 +3141,7 @@ TEST(Canrt, ResizeRequestGoesToTheAwakeApplyThreadWithoutANotification) {
   EXPECT_GT(cs.resize_posts + cs.resize_takebacks, 0u) << "no resize request was posted to the apply thread";
   EXPECT_EQ(st.posted_resizes, cs.resize_posts);
   EXPECT_EQ(ScanAll(*kv), model);
-  std::string rep;
-  EXPECT_TRUE(server->service().Check(&rep).ok()) << rep;
+  EXPECT_TRUE(Checked(server->service()));
 }
 
 // h69: a resize request posted to an apply thread that says it is awake but does not scan (here:
@@ -3386,12 +3149,11 @@ TEST(Canrt, ResizeRequestGoesToTheAwakeApplyThreadWithoutANotification) {
 // the writer after kResizeTakeBackUs and notified - the split happens on the notification. Fails
 // without the take-back: the writer waits for its deadline (IOError "resize").
 TEST(Canrt, PostedResizeRequestNotTakenIsTakenBackAndNotified) {
-  TempPath path("canrt");
-  auto pool = NewPool(path);
-  std::unique_ptr<Service> svc;
-  ASSERT_TRUE(Service::Open(*pool, "canrt", SmallOptions(), &svc).ok());  // capacity 4, inline
+  Rig t;  // capacity 4, inline
+  ASSERT_TRUE(t.ok());
+  auto& svc = t.svc;
   std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(svc->region() + kWakeOff)).store(0);
-  auto kv = InlineClient(svc.get());
+  auto kv = t.Client();
   Model model;
   for (int i = 0; i < 5; ++i) {
     const std::string k = test::Cat(std::string(1, static_cast<char>(0x20 + 0x30 * i)), "\xff");
@@ -3405,11 +3167,7 @@ TEST(Canrt, PostedResizeRequestNotTakenIsTakenBackAndNotified) {
   EXPECT_EQ(svc->Stats().posted_resizes, 0u);
   EXPECT_EQ(svc->Stats().resizes, cs.resize_requests);
   EXPECT_EQ(ScanAll(*kv), model);
-  for (auto& [k, v] : model) {
-    std::string got;
-    ASSERT_TRUE(kv->Get(k, &got).ok());
-    EXPECT_EQ(got, v);
-  }
+  for (const auto& e : model) ASSERT_TRUE(GetAgrees(*kv, model, e.first));
 }
 
 }  // namespace
