@@ -1148,8 +1148,8 @@ Status B3Tree::Check(std::string* report) const {
         for (size_t k = 0; k < children.size(); ++k) {
           const uint64_t ch = children[k];
           next_upper.push_back(ch);
-          if (!pool_.contains(ch, page_bytes_)) {
-            fail(where + ": child page outside the pool");
+          if (!pool_.contains(ch, page_bytes_) || (ch & 63)) {
+            fail(where + ": child page outside the pool or not page-aligned");
             continue;
           }
           const Page* cp = P(ch);

@@ -93,9 +93,10 @@ class KeyOps {
 
   // The bytes a key word stands for (kBytes) - a view into the pool. A word that does not name
   // a key block inside the pool (a corrupt image) reads as the empty key, never outside the
-  // pool; Check() reports it (PlausibleBlock), and the open walks refuse it (Corruption).
+  // pool nor through a misaligned block (key blocks are 64-byte aligned); Check() reports it
+  // (PlausibleBlock), and the open walks refuse it (Corruption).
   std::string_view View(uint64_t word) const {
-    if (!pool_->contains(word, sizeof(KeyBlock))) return {};
+    if ((word & 63) != 0 || !pool_->contains(word, sizeof(KeyBlock))) return {};
     const auto* kb = pool_->at<KeyBlock>(word);
     const uint32_t len = kb->len;
     if (len > kMaxKeyLen || !pool_->contains(word + sizeof(KeyBlock), len)) return {};

@@ -443,7 +443,7 @@ void NvTree::VisitLocked(const Pool& pool, uint64_t root_off, const std::functio
   const uint64_t limit = pool.size() / sizeof(Leaf) + 1;
   uint64_t seen = 0;
   std::vector<std::pair<uint64_t, uint64_t>> live;
-  for (uint64_t off = Load(rb->head); off != 0 && pool.contains(off, sizeof(Leaf)) && seen++ < limit;
+  for (uint64_t off = Load(rb->head); off != 0 && (off & 63) == 0 && pool.contains(off, sizeof(Leaf)) && seen++ < limit;
        off = Load(pool.at<Leaf>(off)->next)) {
     mark(off);
     const Leaf* l = pool.at<Leaf>(off);

@@ -844,7 +844,7 @@ WORT_OPTIMISTIC_READ static inline bool LeafHasKey(const Leaf* l, const unsigned
     std::memcpy(&b, k, 8);
     return a == b;
   }
-  return std::memcmp(l->key(), k, len) == 0;
+  return len == 0 || std::memcmp(l->key(), k, len) == 0;  // (an empty key's data may be null)
 }
 
 // A lookup reads no version word (ROWEX: read-optimized write exclusion, as P-ART does for ART):

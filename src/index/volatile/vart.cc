@@ -139,7 +139,7 @@ WORT_OPTIMISTIC_READ inline bool SameKey(const Leaf* l, std::string_view key) {
     std::memcpy(&b, key.data(), 8);
     return a == b;
   }
-  return std::memcmp(l->key(), key.data(), key.size()) == 0;
+  return key.empty() || std::memcmp(l->key(), key.data(), key.size()) == 0;  // (an empty key's data may be null)
 }
 
 struct Inner;
@@ -986,7 +986,8 @@ WORT_OPTIMISTIC_READ bool VArt::ScanNode(const Inner* n, const VersionLock* pl, 
     const uint8_t* full = buf;
     if (plen != 0 && !FullPrefix(n, depth, plen, buf, &full)) return false;
     const size_t avail = ctx.start.size() > depth ? ctx.start.size() - depth : 0;
-    const int c = std::memcmp(full, ctx.start.data() + depth, std::min<size_t>(plen, avail));
+    const size_t cmp = std::min<size_t>(plen, avail);
+    const int c = cmp == 0 ? 0 : std::memcmp(full, ctx.start.data() + depth, cmp);
     if (!n->lock.CheckOrRestart(v)) return false;
     if (c < 0) return true;                 // every key below is < start
     if (c > 0 || plen >= avail) below = false;  // every key below is >= start (the term may be = start)
