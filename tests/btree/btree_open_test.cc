@@ -27,23 +27,9 @@
 namespace wort {
 namespace {
 
+using test::FenceImages;
 using test::TempPath;
 using Model = std::map<std::string, uint64_t>;
-
-// The whole pool memory at each fence while `on`.
-class FenceImages : public pm::Hook {
- public:
-  explicit FenceImages(const Pool* p) : pool_(p) {}
-  void OnFlushLine(const void*, const std::source_location&) override {}
-  void OnFence(const std::source_location&) override {
-    if (on) images.emplace_back(pool_->base(), pool_->size());
-  }
-  bool on = false;
-  std::vector<std::string> images;
-
- private:
-  const Pool* pool_;
-};
 
 Model ReadAll(const Index& idx) {
   Model out;

@@ -24,22 +24,9 @@
 namespace wort {
 namespace {
 
+using test::FenceImages;
 using test::TempPath;
 using Model = std::map<std::string, uint64_t>;
-
-class Snapshots : public pm::Hook {
- public:
-  explicit Snapshots(const Pool* p) : pool_(p) {}
-  void OnFlushLine(const void*, const std::source_location&) override {}
-  void OnFence(const std::source_location&) override {
-    if (on) images.emplace_back(pool_->base(), pool_->size());
-  }
-  bool on = false;
-  std::vector<std::string> images;
-
- private:
-  const Pool* pool_;
-};
 
 Status ReadAll(const Index& idx, Model* out) {
   out->clear();
@@ -122,7 +109,7 @@ void RunReadOnly(const std::string& kind, KeyType kt, int setup, int ops, int pe
     std::string k = key(rng());
     if (idx->Insert(k, i).ok()) m[k] = i;
   }
-  Snapshots snaps(pool.get());
+  FenceImages snaps(pool.get());
   int structural_ops = 0;
   const uint64_t region = kt == KeyType::kU64 ? rng() : 50000 + 2 * (rng() % 1000);
   uint64_t next_in_region = 0;

@@ -19,6 +19,7 @@
 #include "sync/epoch.h"
 #include "wort/alloc.h"
 #include "wort/index.h"
+#include "wort/pm.h"
 #include "wort/pool.h"
 
 namespace wort::test {
@@ -160,6 +161,22 @@ class IndexFixture {
   PoolOptions po_;
   std::unique_ptr<Pool> pool_;
   std::unique_ptr<Index> idx_;
+};
+
+// The whole pool's memory at each fence while `on` (install with pm::SetHook): the crash images
+// a test opens one by one (tests/btree/btree_readonly_test.cc, btree_open_test.cc).
+class FenceImages : public pm::Hook {
+ public:
+  explicit FenceImages(const Pool* p) : pool_(p) {}
+  void OnFlushLine(const void*, const std::source_location&) override {}
+  void OnFence(const std::source_location&) override {
+    if (on) images.emplace_back(pool_->base(), pool_->size());
+  }
+  bool on = false;
+  std::vector<std::string> images;
+
+ private:
+  const Pool* pool_;
 };
 
 }  // namespace wort::test
